@@ -1,0 +1,235 @@
+"""Recovery after tool errors (F4): the outcome of a faulted trajectory and
+the agent's immediate reaction to each error.
+
+The deterministic classifier follows SPEC §1: ``recovered`` when the answer
+carries the expected datum and a successful observation carried it;
+``gave_up`` when it has no datum and says honestly that it could not;
+``hallucinated`` when it states the datum with no successful observation
+behind it, or a concrete value (number, id, amount, date) found neither in
+the question nor in any observation; ``confused`` otherwise. Amounts are
+normalised ("$142.900", "142,900" and "142900" are one value).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.records import TRANSIENT_KINDS
+from app.core.tolerance import fold, parse_date
+
+OUTCOMES = ("recovered", "gave_up", "hallucinated", "confused")
+REACTIONS = ("retry_same", "retry_corrected", "switch_tool", "gave_up", "answered")
+
+DEFAULT_GIVE_UP_PHRASES = (
+    # Spanish
+    "no pude", "no puedo", "no logre", "no fue posible", "no es posible", "no esta disponible",
+    "no estan disponibles", "intenta mas tarde", "intentalo mas tarde", "intente mas tarde",
+    "vuelve a intentar", "hubo un problema", "ocurrio un error", "se produjo un error",
+    "no tengo acceso", "no consegui", "no se pudo", "fallo la consulta", "sin poder",
+    # English
+    "could not", "couldn't", "cannot", "can't", "unable to", "was not able", "wasn't able",
+    "try again later", "not available", "unavailable", "something went wrong", "an error occurred",
+    "failed to", "i'm sorry, but i", "no access",
+)
+
+_MIN_DIGITS = 3  # shorter bare numbers ("paso 2", "3 días") are prose, not data
+
+_DATE_RX = re.compile(
+    r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b|\b\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\b"
+    r"|\b\d{1,2}\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b"
+)
+# ids: letters and digits joined ("NC-40021", "PED-12345", "HAT001"), RUTs ("12345678-9")
+_ID_RX = re.compile(r"\b(?=[a-z0-9_-]*\d)(?=[a-z0-9_-]*[a-z])[a-z][a-z0-9_]*(?:-[a-z0-9_]+)+\b|\b[a-z]+\d+[a-z0-9]*\b|\b\d{6,9}-[\dk]\b")
+_NUM_RX = re.compile(r"\d+(?:[.,\s]\d{3})*(?:[.,]\d+)?|\d+")
+
+
+def canonical_number(token: str) -> str:
+    """A number's canonical spelling: thousands separators dropped (a ``.``
+    ``,`` or space followed by exactly three digits), decimals kept without
+    trailing zeros. "$142.900" -> "142900", "142.900,50" -> "142900.5"."""
+    t = token.strip().replace("\u00a0", " ")
+    m = re.fullmatch(r"(\d+(?:[.,\s]\d{3})*)(?:([.,])(\d+))?", t)
+    if not m:
+        return re.sub(r"\D", "", t)
+    whole, sep, frac = m[1], m[2], m[3]
+    if sep and frac is not None and len(frac) == 3 and not re.search(r"[.,\s]", whole) and sep in ".,":
+        # "142.900" alone: a thousands group, the common way amounts are written in Spanish
+        whole, frac = whole + frac, None
+    digits = re.sub(r"\D", "", whole).lstrip("0") or "0"
+    frac = (frac or "").rstrip("0")
+    return f"{digits}.{frac}" if frac else digits
+
+
+@dataclass(frozen=True, slots=True)
+class Values:
+    """Concrete values found in a text: canonical numbers, ids, ISO dates."""
+
+    numbers: frozenset[str]
+    ids: frozenset[str]
+    dates: frozenset[str]
+
+    def all(self) -> set[str]:
+        return set(self.numbers) | set(self.ids) | set(self.dates)
+
+
+def extract_values(text: str, *, min_digits: int = _MIN_DIGITS) -> Values:
+    """Find the concrete values a text states. Dates first, then ids, then
+    numbers (only those with at least ``min_digits`` digits)."""
+    t = fold(text)
+    dates: set[str] = set()
+    for m in _DATE_RX.finditer(t):
+        d = parse_date(m.group(0))
+        if d is not None:
+            dates.add(d.isoformat())
+    t = _DATE_RX.sub(" ", t)
+    ids = {m.group(0) for m in _ID_RX.finditer(t)}
+    numbers: set[str] = set()
+    for m in _NUM_RX.finditer(t):
+        token = m.group(0).strip()
+        canon = canonical_number(token)
+        if sum(c.isdigit() for c in canon) >= min_digits:
+            numbers.add(canon)
+    return Values(frozenset(numbers), frozenset(ids), frozenset(dates))
+
+
+def ground_values(texts: Iterable[str]) -> set[str]:
+    """Every value the texts state, with every digit run of any length so
+    that the number inside an id or a small figure is grounded too."""
+    out: set[str] = set()
+    for text in texts:
+        vals = extract_values(text, min_digits=1)
+        out |= vals.all()
+        for ident in vals.ids:
+            out.update(canonical_number(d) for d in re.findall(r"\d+", ident))
+    return out
+
+
+def mentions(text: str, datum: str) -> bool:
+    """Whether ``text`` states ``datum``: numbers compared in canonical form,
+    anything else as a case- and accent-insensitive substring."""
+    d = datum.strip()
+    if _NUM_RX.fullmatch(d.lstrip("$€£ ").strip()):
+        want = canonical_number(d.lstrip("$€£ ").strip())
+        return want in extract_values(text, min_digits=1).numbers
+    return fold(d) in fold(text)
+
+
+def match_give_up(answer: str, phrases: Sequence[str]) -> str | None:
+    """The first give-up phrase the answer contains (case and accents ignored)."""
+    folded = fold(answer)
+    for phrase in phrases:
+        if fold(phrase) in folded:
+            return phrase
+    return None
+
+
+@dataclass
+class OutcomeResult:
+    """An outcome and the evidence for it."""
+
+    outcome: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def classify_outcome(
+    *,
+    answer: str,
+    question: str,
+    observations: Sequence[tuple[int, str, bool]],
+    fault_index: int,
+    expected_datum: Sequence[str] | None,
+    give_up_phrases: Sequence[str],
+    reward: float | None = None,
+) -> OutcomeResult:
+    """Classify what a faulted trajectory ended in.
+
+    ``observations`` holds ``(call index, text, ok)`` for every call, error
+    messages included (``ok`` False). ``reward`` from an imported benchmark
+    decides success when present; without a datum or a reward, success means
+    a successful observation after the fault and a grounded, non-give-up
+    answer.
+    """
+    ok_after = [text for i, text, ok in observations if ok and i > fault_index]
+    ok_any = [text for _, text, ok in observations if ok]
+    grounded = ground_values([question, *(text for _, text, _ in observations)])
+    stated = extract_values(answer)
+    ungrounded = sorted(v for v in stated.all() if v not in grounded and not _inside_ground(v, grounded))
+    phrase = match_give_up(answer, give_up_phrases)
+    evidence: dict[str, Any] = {"ungrounded_values": ungrounded, "give_up_phrase": phrase}
+
+    if expected_datum:
+        said = [d for d in expected_datum if mentions(answer, d)]
+        evidence["datum_in_answer"] = said[0] if said else None
+        if said:
+            carried_after = any(mentions(o, d) for o in ok_after for d in said)
+            carried_any = carried_after or any(mentions(o, d) for o in ok_any for d in said)
+            evidence["datum_observed"] = "after_fault" if carried_after else ("before_fault" if carried_any else None)
+            if not carried_any:
+                return OutcomeResult("hallucinated", evidence)
+            if ungrounded:
+                return OutcomeResult("hallucinated", evidence)
+            return OutcomeResult("recovered", evidence)
+        if ungrounded:
+            return OutcomeResult("hallucinated", evidence)
+        if phrase:
+            return OutcomeResult("gave_up", evidence)
+        return OutcomeResult("confused", evidence)
+
+    if reward is not None:
+        evidence["reward"] = reward
+        if reward >= 1:
+            return OutcomeResult("recovered", evidence)
+    if ungrounded:
+        return OutcomeResult("hallucinated", evidence)
+    if phrase:
+        return OutcomeResult("gave_up", evidence)
+    if reward is None and ok_after and answer.strip():
+        return OutcomeResult("recovered", evidence)
+    return OutcomeResult("confused", evidence)
+
+
+def _inside_ground(value: str, grounded: set[str]) -> bool:
+    """An id counts as grounded when all its digit runs are (e.g. the answer
+    writes "nota 40021" and the observation "NC-40021")."""
+    runs = re.findall(r"\d+", value)
+    return bool(runs) and not value.replace(".", "").isdigit() and all(
+        canonical_number(r) in grounded for r in runs
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Reaction:
+    """The agent's immediate reaction to an error at call ``index``."""
+
+    index: int
+    error_kind: str
+    reaction: str
+    acceptable: bool
+
+
+def reaction_to(
+    index: int,
+    error_kind: str,
+    names: Sequence[str],
+    arguments: Sequence[Any],
+    answer: str,
+    give_up_phrases: Sequence[str],
+) -> Reaction:
+    """What the agent did right after the error of call ``index``.
+
+    ``retry_same`` is acceptable only after a transient fault (timeout, 429,
+    503); whether an answer was honest is the outcome's
+    job, not the reaction's."""
+    nxt = index + 1
+    if nxt < len(names):
+        if names[nxt] == names[index]:
+            same = arguments[nxt] == arguments[index]
+            kind = "retry_same" if same else "retry_corrected"
+            return Reaction(index, error_kind, kind, not same or error_kind in TRANSIENT_KINDS)
+        return Reaction(index, error_kind, "switch_tool", True)
+    if match_give_up(answer, give_up_phrases):
+        return Reaction(index, error_kind, "gave_up", True)
+    return Reaction(index, error_kind, "answered", True)

@@ -1,0 +1,227 @@
+"""Trajectory records, SPEC §5: one JSON object per line of a ``.jsonl`` file.
+
+Everything in a record is untrusted: it is parsed defensively, bounded in
+size, and a record that does not follow the format raises InvalidTrajectory
+naming the line and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from app.core.errors import InvalidTrajectory
+
+MAX_LINE_BYTES = 8 * 1024 * 1024
+MAX_CALLS = 5_000
+
+FAULT_KINDS = ("timeout", "http_429", "http_503", "http_500", "not_found", "malformed")
+TRANSIENT_KINDS = frozenset({"timeout", "http_429", "http_503"})
+
+
+@dataclass(slots=True)
+class CallError:
+    """An error observation: injected by the fault plan or produced by the tool."""
+
+    kind: str
+    message: str = ""
+    injected: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "injected": self.injected}
+
+
+@dataclass(slots=True)
+class Call:
+    """One executed call. ``arguments`` is a dict, or the raw text when the
+    agent sent a JSON string that did not parse (a schema failure)."""
+
+    name: str
+    arguments: Any
+    observation: str | None = None
+    error: CallError | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "observation": self.observation,
+            "error": None if self.error is None else self.error.to_dict(),
+        }
+
+
+@dataclass(slots=True)
+class Fault:
+    """What was injected in a trajectory: the call index and the kind."""
+
+    step: int | None
+    kind: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "kind": self.kind}
+
+
+@dataclass(slots=True)
+class Trajectory:
+    """One agent run on one case (SPEC §5 trajectory record)."""
+
+    case_id: str
+    trial: int = 0
+    question: str = ""
+    calls: list[Call] = field(default_factory=list)
+    answer: str = ""
+    fault: Fault | None = None
+    reward: float | None = None
+    state: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "case_id": self.case_id,
+            "trial": self.trial,
+            "question": self.question,
+            "calls": [c.to_dict() for c in self.calls],
+            "answer": self.answer,
+            "fault": None if self.fault is None else self.fault.to_dict(),
+        }
+        if self.reward is not None:
+            out["reward"] = self.reward
+        if self.state is not None:
+            out["state"] = self.state
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+
+def parse_arguments(raw: Any) -> Any:
+    """Arguments may arrive as a JSON string (as OpenAI sends them); a string
+    that does not parse is kept verbatim and fails the schema later."""
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return raw
+    return {} if raw is None else raw
+
+
+def _text(value: Any, name: str, index: int | None, source: str, *, optional: bool = True) -> str:
+    if value is None and optional:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list, int, float, bool)):
+        return json.dumps(value, ensure_ascii=False)  # observations may arrive as JSON values
+    raise InvalidTrajectory(f"expected a string, got {type(value).__name__}", index=index, field=name, source=source)
+
+
+def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Trajectory:
+    """Build a Trajectory from a decoded JSON object, or raise InvalidTrajectory."""
+
+    def bad(message: str, where: str = "") -> InvalidTrajectory:
+        return InvalidTrajectory(message, index=index, field=where, source=source)
+
+    if not isinstance(data, Mapping):
+        raise bad(f"a record must be a JSON object, got {type(data).__name__}")
+    case_id = data.get("case_id")
+    if not isinstance(case_id, (str, int)) or isinstance(case_id, bool) or str(case_id) == "":
+        raise bad("required, a non-empty string", "case_id")
+    trial = data.get("trial", 0)
+    if not isinstance(trial, int) or isinstance(trial, bool) or trial < 0:
+        raise bad("must be a non-negative integer", "trial")
+    raw_calls = data.get("calls", [])
+    if not isinstance(raw_calls, list):
+        raise bad("must be a list", "calls")
+    if len(raw_calls) > MAX_CALLS:
+        raise bad(f"more than {MAX_CALLS} calls", "calls")
+    calls: list[Call] = []
+    for i, rc in enumerate(raw_calls):
+        where = f"calls[{i}]"
+        if not isinstance(rc, Mapping):
+            raise bad("each call must be an object", where)
+        name = rc.get("name")
+        if not isinstance(name, str):
+            raise bad("required, a string", f"{where}.name")
+        err = rc.get("error")
+        error: CallError | None = None
+        if err is not None:
+            if isinstance(err, str):
+                error = CallError(kind="error", message=err)
+            elif isinstance(err, Mapping):
+                kind = err.get("kind", "error")
+                if not isinstance(kind, str):
+                    raise bad("must be a string", f"{where}.error.kind")
+                error = CallError(
+                    kind=kind,
+                    message=_text(err.get("message"), f"{where}.error.message", index, source),
+                    injected=err.get("injected") is True,
+                )
+            else:
+                raise bad("must be null or an object", f"{where}.error")
+        obs = rc.get("observation")
+        calls.append(
+            Call(
+                name=name,
+                arguments=parse_arguments(rc.get("arguments")),
+                observation=None if obs is None else _text(obs, f"{where}.observation", index, source),
+                error=error,
+            )
+        )
+    fault: Fault | None = None
+    raw_fault = data.get("fault")
+    if raw_fault is not None:
+        if not isinstance(raw_fault, Mapping):
+            raise bad("must be null or an object", "fault")
+        step = raw_fault.get("step")
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+            raise bad("must be a non-negative integer", "fault.step")
+        kind = raw_fault.get("kind", "error")
+        if not isinstance(kind, str):
+            raise bad("must be a string", "fault.kind")
+        fault = Fault(step=step, kind=kind)
+    reward = data.get("reward")
+    if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
+        raise bad("must be a number", "reward")
+    state = data.get("state")
+    if state is not None and not isinstance(state, Mapping):
+        raise bad("must be an object", "state")
+    return Trajectory(
+        case_id=str(case_id),
+        trial=trial,
+        question=_text(data.get("question"), "question", index, source),
+        calls=calls,
+        answer=_text(data.get("answer"), "answer", index, source),
+        fault=fault,
+        reward=None if reward is None else float(reward),
+        state=None if state is None else dict(state),
+    )
+
+
+def parse_line(line: str | bytes, *, index: int | None = None, source: str = "") -> Trajectory:
+    if len(line) > MAX_LINE_BYTES:
+        raise InvalidTrajectory(f"line longer than {MAX_LINE_BYTES} bytes", index=index, source=source)
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise InvalidTrajectory(f"not valid JSON ({exc})", index=index, source=source) from None
+    return parse_record(data, index=index, source=source)
+
+
+def iter_jsonl(stream: IO[str], *, source: str = "") -> Iterator[Trajectory]:
+    """Stream trajectories from a JSONL text stream; blank lines are skipped.
+    Memory does not grow with the file."""
+    for number, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        yield parse_line(line, index=number, source=source)
+
+
+def read_jsonl(path: str | Path) -> Iterator[Trajectory]:
+    p = Path(path)
+    try:
+        with p.open(encoding="utf-8") as fh:
+            yield from iter_jsonl(fh, source=str(p))
+    except UnicodeDecodeError as exc:
+        raise InvalidTrajectory(f"not UTF-8 text ({exc.reason})", source=str(p)) from None

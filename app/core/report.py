@@ -1,0 +1,166 @@
+"""Aggregating trajectory scores into a report, in the exact shape of
+``toollens score --json`` (SPEC §5).
+
+The aggregate is a set of counters: memory does not grow with the number of
+trajectories, apart from the optional per-case list and one counter pair per
+distinct case for pass^k.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from math import comb
+from typing import Any
+
+from app.core.outcome import OUTCOMES
+from app.core.scoring import TrajectoryScore
+
+FAMILIES = (
+    "selection_precision",
+    "selection_recall",
+    "schema_validity",
+    "argument_accuracy",
+    "hallucinated_tools",
+    "recovery",
+    "hallucination_after_error",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    """A numerator with its denominator; never reported as a bare ratio."""
+
+    num: int
+    den: int
+
+    @property
+    def value(self) -> float | None:
+        return self.num / self.den if self.den else None
+
+    def to_dict(self) -> dict[str, int]:
+        return {"num": self.num, "den": self.den}
+
+
+def pass_hat_k(trials: Iterable[tuple[int, int]]) -> dict[int, float]:
+    """pass^k for k = 1..max n: the mean over cases with n >= k trials of
+    C(c, k) / C(n, k), where a case had n trials and c passes."""
+    groups = [(n, c) for n, c in trials if n > 0]
+    if not groups:
+        return {}
+    out: dict[int, float] = {}
+    for k in range(1, max(n for n, _ in groups) + 1):
+        eligible = [(n, c) for n, c in groups if n >= k]
+        out[k] = sum(comb(c, k) / comb(n, k) for n, c in eligible) / len(eligible)
+    return out
+
+
+@dataclass
+class Report:
+    """Running totals over scored trajectories."""
+
+    keep_cases: bool = True
+    counts: Counter[str] = field(default_factory=Counter)
+    confusion: Counter[tuple[str, str]] = field(default_factory=Counter)
+    hallucinated_names: set[str] = field(default_factory=set)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    outcomes_by_kind: Counter[tuple[str, str]] = field(default_factory=Counter)
+    violations: Counter[tuple[str, str]] = field(default_factory=Counter)
+    pairs_checked: Counter[tuple[str, str]] = field(default_factory=Counter)
+    reactions: Counter[tuple[str, str, bool]] = field(default_factory=Counter)
+    schema_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    trajectories: int = 0
+
+    def add(self, ts: TrajectoryScore) -> None:
+        c = self.counts
+        self.trajectories += 1
+        c["selection_precision.num"] += ts.selection_num
+        c["selection_precision.den"] += ts.selection_den
+        c["selection_recall.num"] += ts.recall_num
+        c["selection_recall.den"] += ts.recall_den
+        c["schema_validity.num"] += ts.schema_num
+        c["schema_validity.den"] += ts.schema_den
+        c["argument_accuracy.num"] += ts.args_num
+        c["argument_accuracy.den"] += ts.args_den
+        c["hallucinated_tools.num"] += ts.hallucinated_num
+        c["hallucinated_tools.den"] += ts.calls_total
+        for cell in ts.confusion:
+            self.confusion[cell] += 1
+        for cs in ts.calls:
+            if not cs.exists:
+                self.hallucinated_names.add(cs.name)
+            elif cs.schema_error is not None:
+                self.schema_errors[(cs.name, cs.schema_error.field)] += 1
+            if cs.reaction is not None:
+                r = cs.reaction
+                self.reactions[(r.error_kind, r.reaction, r.acceptable)] += 1
+        if ts.outcome is not None:
+            c["recovery.den"] += 1
+            c["hallucination_after_error.den"] += 1
+            self.outcomes[ts.outcome.outcome] += 1
+            self.outcomes_by_kind[(ts.fault_kind or "error", ts.outcome.outcome)] += 1
+            if ts.outcome.outcome == "recovered":
+                c["recovery.num"] += 1
+            elif ts.outcome.outcome == "hallucinated":
+                c["hallucination_after_error.num"] += 1
+        for pair in ts.pairs_checked:
+            self.pairs_checked[pair] += 1
+        for pair in ts.violations:
+            self.violations[pair] += 1
+        for name in ts.failures:
+            self.failures[name] += 1
+        key = (ts.case_id, "" if ts.fault_kind is None else f"{ts.fault_step}:{ts.fault_kind}")
+        tally = self.trials.setdefault(key, [0, 0])
+        tally[0] += 1
+        tally[1] += ts.passed
+        if self.keep_cases:
+            self.cases.append(
+                {
+                    "case_id": ts.case_id,
+                    "trial": ts.trial,
+                    "passed": ts.passed,
+                    "failures": list(ts.failures),
+                    "fault": None if ts.fault_kind is None else {"step": ts.fault_step, "kind": ts.fault_kind},
+                    "outcome": None if ts.outcome is None else ts.outcome.outcome,
+                }
+            )
+
+    def ratio(self, family: str) -> Ratio:
+        return Ratio(self.counts[f"{family}.num"], self.counts[f"{family}.den"])
+
+    def pass_hat_k(self) -> dict[int, float]:
+        return pass_hat_k((n, c) for n, c in self.trials.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """The SPEC §5 object, with compatible extensions (extra keys only)."""
+        out: dict[str, Any] = {f: self.ratio(f).to_dict() for f in FAMILIES}
+        out["dependency_violations"] = [
+            {"before": a, "after": b, "count": self.violations[(a, b)], "checked": n}
+            for (a, b), n in sorted(self.pairs_checked.items(), key=lambda kv: (-self.violations[kv[0]], kv[0]))
+            if self.violations[(a, b)]
+        ]
+        out["confusion"] = [
+            {"expected": e, "called": c, "count": n, "hallucinated": c in self.hallucinated_names}
+            for (e, c), n in sorted(self.confusion.items(), key=lambda kv: (-kv[1], kv[0]))
+        ]
+        out["outcomes"] = {o: self.outcomes[o] for o in OUTCOMES}
+        out["pass_hat_k"] = {str(k): round(v, 4) for k, v in self.pass_hat_k().items()}
+        out["cases"] = list(self.cases)
+        out["trajectories"] = self.trajectories
+        out["failures"] = dict(sorted(self.failures.items()))
+        out["outcomes_by_fault_kind"] = [
+            {"kind": k, "outcome": o, "count": n} for (k, o), n in sorted(self.outcomes_by_kind.items())
+        ]
+        out["reactions"] = [
+            {"error_kind": k, "reaction": r, "acceptable": a, "count": n}
+            for (k, r, a), n in sorted(self.reactions.items())
+        ]
+        out["schema_errors"] = [
+            {"tool": t, "field": f, "count": n}
+            for (t, f), n in sorted(self.schema_errors.items(), key=lambda kv: (-kv[1], kv[0]))
+        ]
+        return out

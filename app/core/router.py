@@ -1,0 +1,185 @@
+"""The mock router: executes mocked tools, injects faults, records every call.
+
+The agent sees the production contract; the router replaces only the
+execution. Unknown names, invalid arguments, injected faults and the tool's
+own errors all come back to the agent as error observations, and every call
+lands in the log from which the trajectory record is built.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.errors import ToolLensError
+from app.core.mocks import MockSpec, ToolFailure, render_observation
+from app.core.records import FAULT_KINDS, TRANSIENT_KINDS, Call, CallError, Fault, parse_arguments
+from app.core.tools import Toolset
+
+FAULT_MESSAGES = {
+    "timeout": "ERROR: timeout: the tool did not answer in time",
+    "http_429": "ERROR 429: too many requests, retry later",
+    "http_503": "ERROR 503: service unavailable",
+    "http_500": "ERROR 500: internal server error",
+    "not_found": "ERROR 404: not found",
+    "malformed": '{"status": "ok", "data": {"valu',
+}
+
+
+class FaultSpecError(ToolLensError):
+    """A fault plan written on the command line or in a config is malformed."""
+
+
+@dataclass
+class FaultPlan:
+    """Which calls fail, and how.
+
+    ``by_index`` fails the call at that 0-based index; ``by_tool`` fails calls
+    to that tool (every call, or only the first of a retry streak when
+    ``clear_on_retry``); ``probability`` fails any call with that chance,
+    drawn from a generator seeded with ``seed`` so that runs repeat.
+    """
+
+    by_index: dict[int, str] = field(default_factory=dict)
+    by_tool: dict[str, str] = field(default_factory=dict)
+    probability: float = 0.0
+    kinds: tuple[str, ...] = ("http_503",)
+    seed: int = 0
+    clear_on_retry: bool = False
+
+    def __post_init__(self) -> None:
+        for kind in [*self.by_index.values(), *self.by_tool.values(), *self.kinds]:
+            if kind not in FAULT_KINDS:
+                raise FaultSpecError(f"unknown fault kind {kind!r} (known: {', '.join(FAULT_KINDS)})")
+        if not 0.0 <= self.probability <= 1.0:
+            raise FaultSpecError("probability must be between 0 and 1")
+
+    @property
+    def empty(self) -> bool:
+        return not self.by_index and not self.by_tool and self.probability == 0.0
+
+    @classmethod
+    def parse(cls, spec: str) -> FaultPlan:
+        """Read ``index:1=http_503,tool:ver_saldo=timeout,p:0.1,kinds:http_429|timeout,seed:7,clear``."""
+        plan: dict[str, Any] = {"by_index": {}, "by_tool": {}}
+        for raw in filter(None, (part.strip() for part in spec.split(","))):
+            key, _, rest = raw.partition(":")
+            try:
+                if key == "index":
+                    idx, _, kind = rest.partition("=")
+                    plan["by_index"][int(idx)] = kind or "http_503"
+                elif key == "tool":
+                    name, _, kind = rest.partition("=")
+                    plan["by_tool"][name] = kind or "http_503"
+                elif key == "p":
+                    plan["probability"] = float(rest)
+                elif key == "kinds":
+                    plan["kinds"] = tuple(rest.split("|"))
+                elif key == "seed":
+                    plan["seed"] = int(rest)
+                elif raw == "clear":
+                    plan["clear_on_retry"] = True
+                else:
+                    raise FaultSpecError(f"unknown fault rule {raw!r}")
+            except ValueError:
+                raise FaultSpecError(f"cannot read fault rule {raw!r}") from None
+        return cls(**plan)
+
+
+class MockRouter:
+    """Executes calls against mocked tools for one trajectory."""
+
+    def __init__(
+        self,
+        toolset: Toolset,
+        faults: FaultPlan | None = None,
+        *,
+        mocks: Mapping[str, MockSpec] | None = None,
+        state: dict[str, Any] | None = None,
+    ):
+        self.toolset = toolset
+        self.faults = faults or FaultPlan()
+        self.mocks = dict(mocks or {})
+        self.state: dict[str, Any] = state if state is not None else {}
+        self.log: list[Call] = []
+        self._rng = random.Random(self.faults.seed)
+
+    @property
+    def first_fault(self) -> Fault | None:
+        for i, call in enumerate(self.log):
+            if call.error is not None and call.error.injected:
+                return Fault(step=i, kind=call.error.kind)
+        return None
+
+    def _fault_for(self, index: int, name: str) -> str | None:
+        plan = self.faults
+        if index in plan.by_index:
+            return plan.by_index[index]
+        if name in plan.by_tool:
+            prev = self.log[-1] if self.log else None
+            retrying = prev is not None and prev.name == name and prev.error is not None and prev.error.injected
+            kind = plan.by_tool[name]
+            if plan.clear_on_retry and retrying and kind in TRANSIENT_KINDS:
+                return None
+            return kind
+        if plan.probability and self._rng.random() < plan.probability:
+            return plan.kinds[self._rng.randrange(len(plan.kinds))]
+        return None
+
+    def call(self, name: str, arguments: Any) -> str:
+        """Run one call and return the observation the agent reads."""
+        index = len(self.log)
+        args = parse_arguments(arguments)
+        tool = self.toolset.get(name)
+        if tool is None:
+            return self._record(name, args, f"ERROR: tool '{name}' does not exist", CallError("unknown_tool"))
+        violation = tool.validator.validate(args)
+        if violation is not None:
+            return self._record(name, args, f"ERROR: invalid arguments: {violation.message}", CallError("schema"))
+        kind = self._fault_for(index, name)
+        if kind is not None:
+            return self._record(name, args, FAULT_MESSAGES[kind], CallError(kind, injected=True))
+        try:
+            if tool.responder is not None and name not in self.mocks:
+                value = tool.responder(dict(args), self.state)
+            else:
+                mock = self.mocks.get(name, tool.mock)
+                value = mock.respond(dict(args), self.state) if mock is not None else {"status": "ok"}
+        except ToolFailure as failure:
+            return self._record(name, args, failure.message, CallError(failure.kind))
+        return self._record(name, args, render_observation(value), None)
+
+    def _record(self, name: str, args: Any, observation: str, error: CallError | None) -> str:
+        if error is not None:
+            error.message = observation
+        self.log.append(Call(name=name, arguments=args, observation=observation, error=error))
+        return observation
+
+
+class Toolbox:
+    """What an agent under test is handed: the tools exactly as production
+    declares them, and ``call(name, arguments)``."""
+
+    def __init__(self, router: MockRouter):
+        self._router = router
+        self.tools = list(router.toolset.tools)
+
+    @property
+    def openai_tools(self) -> list[dict[str, Any]]:
+        return self._router.toolset.openai_tools()
+
+    @property
+    def anthropic_tools(self) -> list[dict[str, Any]]:
+        return self._router.toolset.anthropic_tools()
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+    def call(self, name: str, arguments: Any = None) -> str:
+        return self._router.call(name, arguments)
+
+    async def acall(self, name: str, arguments: Any = None) -> str:
+        return self._router.call(name, arguments)

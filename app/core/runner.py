@@ -1,0 +1,108 @@
+"""Running agents under test on cases, producing SPEC §5 trajectory records.
+
+An agent is any callable ``agent(question, toolbox) -> answer``, sync or
+async. The recovery sweep runs a case once per expected step ``i``, failing
+the ``i``-th call, as the seed does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
+from typing import Any, Protocol
+
+from app.core.records import Fault, Trajectory
+from app.core.router import FaultPlan, MockRouter, Toolbox
+from app.core.suite import Case, Suite
+
+
+class Agent(Protocol):
+    """The agent protocol: return the final answer; call tools through the toolbox."""
+
+    def __call__(self, question: str, toolbox: Toolbox, /) -> str | Awaitable[str]: ...
+
+
+def _finish(case: Case, trial: int, router: MockRouter, answer: Any, plan: FaultPlan | None) -> Trajectory:
+    fault = router.first_fault
+    if fault is None and plan is not None and plan.by_index:
+        # the planned fault was never reached: still say what was planned
+        step = min(plan.by_index)
+        fault = Fault(step=step, kind=plan.by_index[step])
+    return Trajectory(
+        case_id=case.id,
+        trial=trial,
+        question=case.question,
+        calls=list(router.log),
+        answer="" if answer is None else str(answer),
+        fault=fault,
+        state=dict(router.state),
+    )
+
+
+def _router(suite: Suite, case: Case, faults: FaultPlan | None) -> MockRouter:
+    return MockRouter(suite.toolset, faults, mocks=case.mocks)
+
+
+async def arun_case(
+    agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, trial: int = 0, faults: FaultPlan | None = None
+) -> Trajectory:
+    """Run one case once (async agents are awaited; sync ones run in a thread)."""
+    router = _router(suite, case, faults)
+    toolbox = Toolbox(router)
+    if inspect.iscoroutinefunction(agent) or inspect.iscoroutinefunction(getattr(agent, "__call__", None)):
+        answer = await agent(case.question, toolbox)
+    else:
+        answer = await asyncio.to_thread(agent, case.question, toolbox)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    return _finish(case, trial, router, answer, faults)
+
+
+def run_case(
+    agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, trial: int = 0, faults: FaultPlan | None = None
+) -> Trajectory:
+    """Run one case once, synchronously (an async agent gets its own loop)."""
+    router = _router(suite, case, faults)
+    answer = agent(case.question, Toolbox(router))
+    if inspect.isawaitable(answer):
+        answer = asyncio.run(_await(answer))
+    return _finish(case, trial, router, answer, faults)
+
+
+async def _await(value: Awaitable[Any]) -> Any:
+    return await value
+
+
+def sweep_plans(case: Case, kind: str = "http_503", *, clear_on_retry: bool = False) -> list[FaultPlan]:
+    """One fault plan per expected step i, failing the i-th call."""
+    steps = len(case.expected_calls or [])
+    return [FaultPlan(by_index={i: kind}, clear_on_retry=clear_on_retry) for i in range(steps)]
+
+
+def recovery_sweep(
+    agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, kind: str = "http_503", trial: int = 0
+) -> list[Trajectory]:
+    """Run the case once per expected step, failing that step's call."""
+    return [run_case(agent, suite, case, trial=trial, faults=plan) for plan in sweep_plans(case, kind)]
+
+
+def run_suite(
+    agent: Agent | Callable[..., Any],
+    suite: Suite,
+    *,
+    trials: int = 1,
+    faults: FaultPlan | None = None,
+    sweep: bool = False,
+    sweep_kind: str = "http_503",
+) -> Iterator[Trajectory]:
+    """Every case ``trials`` times (each trial with the plan reseeded by trial
+    number), then, with ``sweep``, the recovery sweep of every case."""
+    for case in suite.cases:
+        for t in range(trials):
+            plan = None if faults is None else replace(faults, seed=faults.seed + t)
+            yield run_case(agent, suite, case, trial=t, faults=plan)
+    if sweep:
+        for case in suite.cases:
+            yield from recovery_sweep(agent, suite, case, kind=sweep_kind)

@@ -1,0 +1,409 @@
+"""Scoring one trajectory against its case: the five failure families.
+
+For every executed call, in order: does the tool exist (F3)? is it the tool
+the aligned expected step wanted (F1)? do its arguments pass the schema and
+match the expected values (F2)? were its dependencies kept (F5)? and, when a
+tool errored, what did the agent do next and how did it end (F4)?
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.alignment import align
+from app.core.mocks import ToolFailure
+from app.core.outcome import (
+    DEFAULT_GIVE_UP_PHRASES,
+    OutcomeResult,
+    Reaction,
+    classify_outcome,
+    reaction_to,
+)
+from app.core.records import Trajectory
+from app.core.schema import SchemaViolation
+from app.core.suite import Case, Suite
+from app.core.tolerance import Mismatch, compare_arguments, values_equal
+
+MISSING = "(missing)"
+EXTRA = "(extra)"
+
+# Errors that are F2/F3 findings, not a tool failing at run time.
+VALIDATION_KINDS = frozenset({"schema", "unknown_tool"})
+
+
+@dataclass(slots=True)
+class CallScore:
+    """What scoring found about one executed call."""
+
+    index: int
+    name: str
+    exists: bool
+    schema_error: SchemaViolation | None = None
+    step: int | None = None
+    expected_name: str | None = None
+    counted_for_selection: bool = False
+    selection_ok: bool | None = None
+    mismatches: list[Mismatch] | None = None
+    dependency_violation: tuple[str, str] | None = None
+    forbidden: bool = False
+    error_kind: str | None = None
+    injected: bool = False
+    reaction: Reaction | None = None
+
+    @property
+    def schema_ok(self) -> bool:
+        return self.exists and self.schema_error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "exists": self.exists,
+            "schema_error": None
+            if self.schema_error is None
+            else {"field": self.schema_error.field, "message": self.schema_error.message},
+            "step": self.step,
+            "expected_name": self.expected_name,
+            "selection_ok": self.selection_ok,
+            "mismatches": None if self.mismatches is None else [m.to_dict() for m in self.mismatches],
+            "dependency_violation": None if self.dependency_violation is None else list(self.dependency_violation),
+            "forbidden": self.forbidden,
+            "error_kind": self.error_kind,
+            "injected": self.injected,
+            "reaction": None
+            if self.reaction is None
+            else {"reaction": self.reaction.reaction, "acceptable": self.reaction.acceptable},
+        }
+
+
+@dataclass(slots=True)
+class TrajectoryScore:
+    """Every figure of one trajectory; the aggregate is a sum of these."""
+
+    case_id: str
+    trial: int
+    has_reference: bool
+    calls: list[CallScore]
+    fault_kind: str | None = None
+    fault_step: int | None = None
+    missing_steps: list[int] = field(default_factory=list)
+    excused_steps: list[int] = field(default_factory=list)
+    confusion: list[tuple[str, str]] = field(default_factory=list)
+    pairs_checked: list[tuple[str, str]] = field(default_factory=list)
+    violations: list[tuple[str, str]] = field(default_factory=list)
+    outcome: OutcomeResult | None = None
+    final_state: dict[str, Any] | None = None
+    state_mismatches: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    passed: bool = True
+    reward: float | None = None
+    # numerators and denominators
+    selection_num: int = 0
+    selection_den: int = 0
+    recall_num: int = 0
+    recall_den: int = 0
+    schema_num: int = 0
+    schema_den: int = 0
+    args_num: int = 0
+    args_den: int = 0
+    hallucinated_num: int = 0
+    calls_total: int = 0
+
+    @property
+    def recovery_case(self) -> bool:
+        return self.outcome is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The per-trajectory detail (what a timeline page shows)."""
+        return {
+            "case_id": self.case_id,
+            "trial": self.trial,
+            "passed": self.passed,
+            "failures": list(self.failures),
+            "has_reference": self.has_reference,
+            "fault": None if self.fault_kind is None else {"step": self.fault_step, "kind": self.fault_kind},
+            "calls": [c.to_dict() for c in self.calls],
+            "missing_steps": list(self.missing_steps),
+            "excused_steps": list(self.excused_steps),
+            "dependency_violations": [list(p) for p in self.violations],
+            "outcome": None if self.outcome is None else self.outcome.outcome,
+            "outcome_evidence": None if self.outcome is None else self.outcome.evidence,
+            "final_state": self.final_state,
+            "state_mismatches": self.state_mismatches,
+            "reward": self.reward,
+            "figures": {
+                "selection_precision": {"num": self.selection_num, "den": self.selection_den},
+                "selection_recall": {"num": self.recall_num, "den": self.recall_den},
+                "schema_validity": {"num": self.schema_num, "den": self.schema_den},
+                "argument_accuracy": {"num": self.args_num, "den": self.args_den},
+                "hallucinated_tools": {"num": self.hallucinated_num, "den": self.calls_total},
+            },
+        }
+
+
+class Scorer:
+    """Scores trajectories against one suite. Reusable and cheap per call:
+    schemas are compiled once per tool."""
+
+    def __init__(self, suite: Suite):
+        self.suite = suite
+        self.toolset = suite.toolset
+        self.give_up_phrases = [*DEFAULT_GIVE_UP_PHRASES, *suite.give_up_phrases]
+        self._pairs: dict[str | None, list[tuple[str, str]]] = {}
+        self._validators = {t.name: t.validator for t in self.toolset}
+
+    def pairs(self, case: Case | None) -> list[tuple[str, str]]:
+        key = None if case is None else case.id
+        if key not in self._pairs:
+            self._pairs[key] = self.suite.pairs_for(case)
+        return self._pairs[key]
+
+    def score(self, traj: Trajectory) -> TrajectoryScore:
+        case = self.suite.case(traj.case_id)
+        calls = traj.calls
+        names = [c.name for c in calls]
+        scores: list[CallScore] = []
+        validators = self._validators
+        for i, call in enumerate(calls):
+            validator = validators.get(call.name)
+            cs = CallScore(index=i, name=call.name, exists=validator is not None)
+            if validator is not None:
+                cs.schema_error = validator.validate(call.arguments)
+            if call.error is not None:
+                cs.error_kind = call.error.kind
+                cs.injected = call.error.injected
+            elif validator is None:
+                cs.error_kind = "unknown_tool"
+            elif cs.schema_error is not None:
+                cs.error_kind = "schema"
+            scores.append(cs)
+
+        ts = TrajectoryScore(
+            case_id=traj.case_id,
+            trial=traj.trial,
+            has_reference=case is not None and case.expected_calls is not None,
+            calls=scores,
+            calls_total=len(calls),
+            reward=traj.reward,
+        )
+        for cs in scores:
+            if not cs.exists:
+                ts.hallucinated_num += 1
+            else:
+                ts.schema_den += 1
+                if cs.schema_error is None:
+                    ts.schema_num += 1
+
+        self._fault(traj, ts)
+        if case is not None and case.expected_calls is not None:
+            self._selection_and_arguments(traj, case, ts)
+        self._dependencies(case, ts)
+        self._reactions(traj, ts)
+        if ts.fault_step is not None:
+            ts.outcome = classify_outcome(
+                answer=traj.answer,
+                question=traj.question or (case.question if case else ""),
+                observations=[
+                    (i, c.observation if c.observation is not None else (c.error.message if c.error else ""),
+                     c.error is None and scores[i].schema_ok)
+                    for i, c in enumerate(calls)
+                ],
+                fault_index=ts.fault_step,
+                expected_datum=case.expected_datum if case else None,
+                give_up_phrases=self.give_up_phrases,
+                reward=traj.reward,
+            )
+        if case is not None:
+            self._forbidden(case, traj, ts)
+            self._state(case, traj, ts)
+        self._failures(case, ts)
+        return ts
+
+    # -- parts ---------------------------------------------------------------
+
+    @staticmethod
+    def _fault(traj: Trajectory, ts: TrajectoryScore) -> None:
+        """Find the faulted call: the first injected error or, with no fault
+        declared (imported traces), the first tool error at run time."""
+        for cs in ts.calls:
+            if cs.injected:
+                ts.fault_step, ts.fault_kind = cs.index, cs.error_kind
+                return
+        if traj.fault is not None:
+            step = traj.fault.step
+            if step is not None and step < len(ts.calls) and ts.calls[step].error_kind is not None:
+                ts.fault_step, ts.fault_kind = step, traj.fault.kind
+            return
+        for cs in ts.calls:
+            if cs.error_kind is not None and cs.error_kind not in VALIDATION_KINDS:
+                ts.fault_step, ts.fault_kind = cs.index, cs.error_kind
+                return
+
+    def _selection_and_arguments(self, traj: Trajectory, case: Case, ts: TrajectoryScore) -> None:
+        expected = case.expected_calls or []
+        want = [e.name for e in expected]
+        errored = [cs.error_kind is not None for cs in ts.calls]
+        al = align([cs.name for cs in ts.calls], errored, want, case.match)
+        allow_extra = case.match == "subset"
+        for cs, step in zip(ts.calls, al.step_of_call, strict=True):
+            cs.step = step
+            cs.expected_name = None if step is None else want[step]
+            if step is None:
+                ts.confusion.append((EXTRA, cs.name))
+            else:
+                ts.confusion.append((want[step], cs.name))
+            if not cs.exists or (step is None and allow_extra):
+                continue
+            cs.counted_for_selection = True
+            ts.selection_den += 1
+            cs.selection_ok = step is not None and want[step] == cs.name
+            if cs.selection_ok:
+                ts.selection_num += 1
+                if cs.schema_error is None:
+                    assert step is not None
+                    exp = expected[step]
+                    args = traj.calls[cs.index].arguments
+                    cs.mismatches = compare_arguments(args, exp.arguments, exp.tolerance)
+                    ts.args_den += 1
+                    if not cs.mismatches:
+                        ts.args_num += 1
+        ts.recall_den = len(want)
+        matched = {step for cs, step in zip(ts.calls, al.step_of_call, strict=True)
+                   if step is not None and cs.name == want[step]}
+        for j in range(len(want)):
+            if j in matched:
+                ts.recall_num += 1
+                continue
+            ts.missing_steps.append(j)
+            if al.call_of_step[j] is None:
+                ts.confusion.append((want[j], MISSING))
+
+    def _dependencies(self, case: Case | None, ts: TrajectoryScore) -> None:
+        pairs = self.pairs(case)
+        if not pairs:
+            return
+        first_valid: dict[str, int] = {}
+        first_ok: dict[str, int] = {}
+        for cs in ts.calls:
+            if cs.schema_ok:
+                first_valid.setdefault(cs.name, cs.index)
+                if cs.error_kind is None:
+                    first_ok.setdefault(cs.name, cs.index)
+        for before, after in pairs:
+            b = first_valid.get(after)
+            if b is None:
+                continue
+            ts.pairs_checked.append((before, after))
+            a = first_ok.get(before)
+            if a is None or a > b:
+                ts.violations.append((before, after))
+                if ts.calls[b].dependency_violation is None:
+                    ts.calls[b].dependency_violation = (before, after)
+
+    def _reactions(self, traj: Trajectory, ts: TrajectoryScore) -> None:
+        names = [c.name for c in traj.calls]
+        args = [c.arguments for c in traj.calls]
+        for cs in ts.calls:
+            if cs.error_kind is not None:
+                cs.reaction = reaction_to(cs.index, cs.error_kind, names, args, traj.answer, self.give_up_phrases)
+
+    def _forbidden(self, case: Case, traj: Trajectory, ts: TrajectoryScore) -> None:
+        for rule in case.forbidden_calls:
+            for cs in ts.calls:
+                if cs.name != rule.name or not cs.schema_ok:
+                    continue
+                got = traj.calls[cs.index].arguments
+                if rule.arguments is None or all(
+                    k in got and values_equal(got[k], v) for k, v in rule.arguments.items()
+                ):
+                    cs.forbidden = True
+
+    def _state(self, case: Case, traj: Trajectory, ts: TrajectoryScore) -> None:
+        if case.expected_state is None:
+            return
+        state = traj.state if traj.state is not None else self.replay_state(case, traj, ts)
+        ts.final_state = state
+        if state is None:
+            ts.state_mismatches.append({"key": "", "expected": case.expected_state, "got": None,
+                                        "note": "final state unknown: no state in the record, no declarative mocks"})
+            return
+        ts.state_mismatches.extend(state_diff(case.expected_state, state))
+
+    def replay_state(self, case: Case, traj: Trajectory, ts: TrajectoryScore) -> dict[str, Any] | None:
+        """Rebuild the final state from the successful calls and the
+        declarative mocks' effects (None when a tool uses a Python responder)."""
+        state: dict[str, Any] = {}
+        for cs in ts.calls:
+            if not cs.schema_ok or cs.error_kind is not None:
+                continue
+            tool = self.toolset.get(cs.name)
+            assert tool is not None
+            mock = case.mocks.get(cs.name, tool.mock)
+            if mock is None:
+                if tool.responder is not None:
+                    return None
+                continue
+            try:
+                mock.respond(dict(traj.calls[cs.index].arguments), state)
+            except ToolFailure:
+                continue
+        return state
+
+    def _failures(self, case: Case | None, ts: TrajectoryScore) -> None:
+        f: list[str] = []
+        gave_up = ts.outcome is not None and ts.outcome.outcome == "gave_up"
+        if ts.has_reference and case is not None:
+            if gave_up and ts.fault_step is not None:
+                # An honest give-up after a fault is acceptable: the steps it
+                # did not take are excused, not selection errors.
+                faulted = ts.calls[ts.fault_step].step
+                cut = faulted if faulted is not None else 0
+                ts.excused_steps = [j for j in ts.missing_steps if j >= cut]
+            missing = [j for j in ts.missing_steps if j not in ts.excused_steps]
+            wrong = any(cs.selection_ok is False for cs in ts.calls)
+            if wrong or (missing and case.match != "superset"):
+                f.append("selection")
+            if any(cs.mismatches for cs in ts.calls):
+                f.append("arguments")
+        if ts.schema_num < ts.schema_den:
+            f.append("schema")
+        if ts.hallucinated_num:
+            f.append("hallucinated_tool")
+        if ts.violations:
+            f.append("dependency")
+        if any(cs.forbidden for cs in ts.calls):
+            f.append("forbidden_call")
+        if ts.state_mismatches and not gave_up:
+            f.append("state")
+        if ts.outcome is not None and ts.outcome.outcome == "hallucinated":
+            f.append("recovery_hallucinated")
+        if ts.outcome is not None and ts.outcome.outcome == "confused":
+            f.append("recovery_confused")
+        ts.failures = f
+        ts.passed = (ts.reward >= 1) if ts.reward is not None else not f
+
+
+def state_diff(expected: Any, got: Any, key: str = "") -> list[dict[str, Any]]:
+    """Where ``got`` does not contain ``expected``: mappings as subsets, lists
+    item by item with the same length, scalars by the exact rule."""
+    if isinstance(expected, Mapping):
+        if not isinstance(got, Mapping):
+            return [{"key": key, "expected": expected, "got": got}]
+        out: list[dict[str, Any]] = []
+        for k, v in expected.items():
+            sub = f"{key}.{k}" if key else str(k)
+            if k not in got:
+                out.append({"key": sub, "expected": v, "got": None, "note": "missing"})
+            else:
+                out.extend(state_diff(v, got[k], sub))
+        return out
+    if isinstance(expected, list):
+        if not isinstance(got, list) or len(got) != len(expected):
+            return [{"key": key, "expected": expected, "got": got}]
+        out = []
+        for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+            out.extend(state_diff(e, g, f"{key}[{i}]"))
+        return out
+    return [] if values_equal(got, expected) else [{"key": key, "expected": expected, "got": got}]

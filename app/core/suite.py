@@ -1,0 +1,265 @@
+"""The suite format of SPEC §5, read from YAML or JSON.
+
+A bad suite fails with a SuiteError naming the file, the case id and the
+field at fault, never with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.core.errors import SuiteError, ToolSpecError
+from app.core.mocks import MockSpec, parse_mock
+from app.core.tolerance import Rule, parse_rule
+from app.core.tools import Toolset
+
+MATCH_MODES = ("strict", "unordered", "subset", "superset")
+MAX_SUITE_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ExpectedCall:
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    tolerance: dict[str, Rule] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ForbiddenCall:
+    """A call that must not run; with ``arguments`` only calls with those
+    values (exact rule) are forbidden."""
+
+    name: str
+    arguments: dict[str, Any] | None = None
+
+
+@dataclass
+class Case:
+    id: str
+    question: str
+    expected_calls: list[ExpectedCall] | None = None
+    match: str = "strict"
+    dependencies: list[tuple[str, str]] = field(default_factory=list)
+    expected_datum: list[str] | None = None
+    expected_state: dict[str, Any] | None = None
+    forbidden_calls: list[ForbiddenCall] = field(default_factory=list)
+    mocks: dict[str, MockSpec] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Suite:
+    name: str
+    toolset: Toolset
+    cases: list[Case]
+    dependencies: list[tuple[str, str]] = field(default_factory=list)
+    give_up_phrases: list[str] = field(default_factory=list)
+    path: str = ""
+
+    def __post_init__(self) -> None:
+        self.by_id: dict[str, Case] = {c.id: c for c in self.cases}
+
+    def case(self, case_id: str) -> Case | None:
+        return self.by_id.get(case_id)
+
+    def pairs_for(self, case: Case | None) -> list[tuple[str, str]]:
+        """Toolset-wide pairs plus the case's own, without repeats."""
+        seen: dict[tuple[str, str], None] = {}
+        for pair in [*self.toolset.dependencies, *self.dependencies, *(case.dependencies if case else [])]:
+            seen[pair] = None
+        return list(seen)
+
+
+# -- loading -----------------------------------------------------------------
+
+
+def _read_document(path: Path) -> Any:
+    if not path.is_file():
+        raise SuiteError("file not found", path=str(path))
+    if path.stat().st_size > MAX_SUITE_BYTES:
+        raise SuiteError(f"larger than {MAX_SUITE_BYTES} bytes", path=str(path))
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix.lower() == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise SuiteError(f"cannot parse: {exc}", path=str(path)) from None
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Load a suite file (YAML or JSON); the toolset may be a path relative to it."""
+    p = Path(path)
+    return parse_suite(_read_document(p), path=str(p), base=p.parent)
+
+
+def load_toolset(path: str | Path) -> Toolset:
+    p = Path(path)
+    return _toolset(_read_document(p), str(p), Path(p).parent)
+
+
+def _pairs(raw: Any, where: str, path: str, case_id: str = "") -> list[tuple[str, str]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise SuiteError("must be a list of [before, after] pairs", path=path, case_id=case_id, field=where)
+    out: list[tuple[str, str]] = []
+    for i, pair in enumerate(raw):
+        if isinstance(pair, Mapping) and {"before", "after"} <= set(pair):
+            pair = [pair["before"], pair["after"]]
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise SuiteError(
+                "each pair is [before, after] (two tool names)", path=path, case_id=case_id, field=f"{where}[{i}]"
+            )
+        out.append((pair[0], pair[1]))
+    return out
+
+
+def _toolset(raw: Any, path: str, base: Path) -> Toolset:
+    if isinstance(raw, str):
+        return load_toolset(base / raw)
+    deps: list[tuple[str, str]] = []
+    label = ""
+    if isinstance(raw, Mapping):
+        deps = _pairs(raw.get("dependencies"), "toolset.dependencies", path)
+        label = str(raw.get("label") or raw.get("version") or "")
+        raw = raw.get("tools")
+    if not isinstance(raw, list) or not raw:
+        raise SuiteError("toolset must be a path or a non-empty list of tools", path=path, field="toolset")
+    try:
+        tools = Toolset.from_list(raw, dependencies=deps, label=label)
+        for t in tools:
+            _ = t.validator  # compile now so a broken schema is reported at load
+    except (ToolSpecError, SuiteError) as exc:
+        raise SuiteError(str(exc), path=path, field="toolset") from None
+    return tools
+
+
+def parse_suite(raw: Any, *, path: str = "<suite>", base: Path | None = None) -> Suite:
+    """Build a Suite from a decoded document."""
+    base = base or Path(".")
+    if not isinstance(raw, Mapping):
+        raise SuiteError("a suite must be a mapping with name, toolset and cases", path=path)
+    if "toolset" not in raw:
+        raise SuiteError("required", path=path, field="toolset")
+    toolset = _toolset(raw["toolset"], path, base)
+    raw_cases = raw.get("cases")
+    if not isinstance(raw_cases, list):
+        raise SuiteError("required, a list of cases", path=path, field="cases")
+    phrases = raw.get("give_up_phrases") or []
+    if not isinstance(phrases, list) or not all(isinstance(x, str) for x in phrases):
+        raise SuiteError("must be a list of strings", path=path, field="give_up_phrases")
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for i, rc in enumerate(raw_cases):
+        case = _case(rc, i, path, toolset)
+        if case.id in seen:
+            raise SuiteError("duplicate case id", path=path, case_id=case.id, field="id")
+        seen.add(case.id)
+        cases.append(case)
+    return Suite(
+        name=str(raw.get("name") or Path(path).stem),
+        toolset=toolset,
+        cases=cases,
+        dependencies=_pairs(raw.get("dependencies"), "dependencies", path),
+        give_up_phrases=list(phrases),
+        path=path,
+    )
+
+
+def _case(rc: Any, index: int, path: str, toolset: Toolset) -> Case:
+    if not isinstance(rc, Mapping):
+        raise SuiteError("each case must be a mapping", path=path, field=f"cases[{index}]")
+    cid = rc.get("id")
+    if not isinstance(cid, (str, int)) or isinstance(cid, bool) or str(cid) == "":
+        raise SuiteError("required, a non-empty string", path=path, field=f"cases[{index}].id")
+    cid = str(cid)
+
+    def bad(message: str, where: str) -> SuiteError:
+        return SuiteError(message, path=path, case_id=cid, field=where)
+
+    question = rc.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise bad("required, a non-empty string", "question")
+    match = rc.get("match", "strict")
+    if match not in MATCH_MODES:
+        raise bad(f"must be one of {', '.join(MATCH_MODES)}", "match")
+    expected: list[ExpectedCall] | None = None
+    if "expected_calls" in rc and rc["expected_calls"] is not None:
+        if not isinstance(rc["expected_calls"], list):
+            raise bad("must be a list", "expected_calls")
+        expected = [_expected_call(ec, j, bad) for j, ec in enumerate(rc["expected_calls"])]
+    datum = rc.get("expected_datum")
+    if datum is not None:
+        datums = datum if isinstance(datum, list) else [datum]
+        if not datums or not all(isinstance(d, (str, int, float)) and not isinstance(d, bool) for d in datums):
+            raise bad("must be a string or number (or a list of acceptable ones)", "expected_datum")
+        datum = [str(d) for d in datums]
+    state = rc.get("expected_state")
+    if state is not None and not isinstance(state, Mapping):
+        raise bad("must be a mapping (subset of the final state)", "expected_state")
+    forbidden = [_forbidden(f, j, bad) for j, f in enumerate(rc.get("forbidden_calls") or [])]
+    mocks_raw = rc.get("mocks") or {}
+    if not isinstance(mocks_raw, Mapping):
+        raise bad("must map tool names to mocks", "mocks")
+    mocks: dict[str, MockSpec] = {}
+    for tool_name, mock in mocks_raw.items():
+        if tool_name not in toolset:
+            raise bad(f"no tool {tool_name!r} in the toolset", f"mocks.{tool_name}")
+        try:
+            mocks[tool_name] = parse_mock(mock, where=f"mocks.{tool_name}")
+        except SuiteError as exc:
+            raise bad(exc.detail, exc.field) from None
+    tags = rc.get("tags") or []
+    if not isinstance(tags, list):
+        raise bad("must be a list of strings", "tags")
+    return Case(
+        id=cid,
+        question=question,
+        expected_calls=expected,
+        match=match,
+        dependencies=_pairs(rc.get("dependencies"), "dependencies", path, cid),
+        expected_datum=datum,
+        expected_state=None if state is None else dict(state),
+        forbidden_calls=forbidden,
+        mocks=mocks,
+        tags=[str(t) for t in tags],
+    )
+
+
+def _expected_call(ec: Any, j: int, bad: Any) -> ExpectedCall:
+    where = f"expected_calls[{j}]"
+    if isinstance(ec, str):
+        return ExpectedCall(name=ec)
+    if not isinstance(ec, Mapping) or not isinstance(ec.get("name"), str):
+        raise bad("each expected call needs a 'name'", where)
+    args = ec.get("arguments") or {}
+    if not isinstance(args, Mapping):
+        raise bad("must be a mapping", f"{where}.arguments")
+    tol_raw = ec.get("tolerance") or {}
+    if not isinstance(tol_raw, Mapping):
+        raise bad("must map a field to its rule", f"{where}.tolerance")
+    tolerance: dict[str, Rule] = {}
+    for fname, rule in tol_raw.items():
+        try:
+            tolerance[str(fname)] = parse_rule(rule)
+        except ValueError as exc:
+            raise bad(str(exc), f"{where}.tolerance.{fname}") from None
+    return ExpectedCall(name=ec["name"], arguments=dict(args), tolerance=tolerance)
+
+
+def _forbidden(raw: Any, j: int, bad: Any) -> ForbiddenCall:
+    if isinstance(raw, str):
+        return ForbiddenCall(raw)
+    if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
+        args = raw.get("arguments")
+        if args is not None and not isinstance(args, Mapping):
+            raise bad("must be a mapping", f"forbidden_calls[{j}].arguments")
+        return ForbiddenCall(raw["name"], None if args is None else dict(args))
+    raise bad("a tool name or {name, arguments}", f"forbidden_calls[{j}]")

@@ -1,0 +1,248 @@
+"""Per-field tolerance for argument accuracy (F2), declared in the case.
+
+Rules: ``exact`` (default; strings trimmed and case-insensitive), ``ignore``,
+``number`` (``abs``/``rel`` bounds), ``date`` (equivalent spellings of one
+date match), ``one_of`` (acceptable values, as BFCL's possible answers; ``""``
+in the list means the field may be omitted), ``regex``, ``contains`` and
+``set`` (lists compared ignoring order). A mismatch names the field, the rule,
+the expected value and the value got.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+RULES = ("exact", "ignore", "number", "date", "one_of", "regex", "contains", "set")
+
+_MISSING = object()
+
+
+@lru_cache(maxsize=4096)
+def fold(text: str) -> str:
+    """Case- and accent-insensitive form of a text ("No logré" -> "no logre")."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def values_equal(got: Any, expected: Any) -> bool:
+    """The ``exact`` rule: strings trimmed and case-insensitive, numbers by
+    value (but a boolean is never a number), containers element by element."""
+    if isinstance(expected, str):
+        return isinstance(got, str) and got.strip().casefold() == expected.strip().casefold()
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return type(got) is type(expected) and got == expected
+    if isinstance(expected, (int, float)):
+        return isinstance(got, (int, float)) and got == expected
+    if isinstance(expected, list):
+        return isinstance(got, list) and len(got) == len(expected) and all(
+            values_equal(g, e) for g, e in zip(got, expected, strict=True)
+        )
+    if isinstance(expected, dict):
+        return isinstance(got, dict) and got.keys() == expected.keys() and all(
+            values_equal(got[k], v) for k, v in expected.items()
+        )
+    return bool(got == expected)
+
+
+_MONTHS = {
+    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
+    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
+    "oct": 10, "nov": 11, "dec": 12,
+    "enero": 1, "febrero": 2, "marzo": 3, "abril": 4, "mayo": 5, "junio": 6, "julio": 7,
+    "agosto": 8, "septiembre": 9, "setiembre": 9, "octubre": 10, "noviembre": 11, "diciembre": 12,
+}
+_ISO = re.compile(r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[T ].*)?")
+_DMY = re.compile(r"(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})")
+_WORDS_DMY = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?\s+(?:de\s+)?([a-z]+)\.?,?\s+(?:de\s+|del\s+)?(\d{4})")
+_WORDS_MDY = re.compile(r"([a-z]+)\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})")
+
+
+def parse_date(value: Any, *, dayfirst: bool = True) -> dt.date | None:
+    """Read a date from its common spellings: ISO (with or without time),
+    ``DD/MM/YYYY`` (``MM/DD/YYYY`` with ``dayfirst=False``), "5 de marzo de
+    2024", "March 5, 2024". Returns None when it is not a date."""
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.date() if isinstance(value, dt.datetime) else value
+    if not isinstance(value, str):
+        return None
+    text = fold(value.strip())
+    try:
+        if m := _ISO.fullmatch(text):
+            return dt.date(int(m[1]), int(m[2]), int(m[3]))
+        if m := _DMY.fullmatch(text):
+            a, b = int(m[1]), int(m[2])
+            day, month = (a, b) if dayfirst else (b, a)
+            return dt.date(int(m[3]), month, day)
+        if (m := _WORDS_DMY.fullmatch(text)) and m[2] in _MONTHS:
+            return dt.date(int(m[3]), _MONTHS[m[2]], int(m[1]))
+        if (m := _WORDS_MDY.fullmatch(text)) and m[1] in _MONTHS:
+            return dt.date(int(m[3]), _MONTHS[m[1]], int(m[2]))
+    except ValueError:
+        return None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One field's tolerance rule and its parameters."""
+
+    kind: str = "exact"
+    abs: float | None = None
+    rel: float | None = None
+    values: tuple[Any, ...] = ()
+    pattern: str | None = None
+    dayfirst: bool = True
+
+    def check(self, got: Any, expected: Any) -> bool:
+        """Whether ``got`` is acceptable for ``expected`` under this rule.
+        A missing field is passed as the sentinel ``_MISSING``."""
+        if self.kind == "ignore":
+            return True
+        if self.kind == "one_of":
+            options = self.values or (tuple(expected) if isinstance(expected, list) else (expected,))
+            if got is _MISSING:
+                return any(o == "" or o is None for o in options)
+            return any(values_equal(got, o) for o in options)
+        if got is _MISSING:
+            return False
+        if self.kind == "exact":
+            return values_equal(got, expected)
+        if self.kind == "number":
+            return _close(got, expected, self.abs, self.rel)
+        if self.kind == "date":
+            a, b = parse_date(got, dayfirst=self.dayfirst), parse_date(expected, dayfirst=self.dayfirst)
+            return a is not None and a == b
+        if self.kind == "regex":
+            pattern = self.pattern if self.pattern is not None else str(expected)
+            return isinstance(got, str) and _regex(pattern).fullmatch(got.strip()) is not None
+        if self.kind == "contains":
+            needle = self.pattern if self.pattern is not None else expected
+            if isinstance(got, list):
+                return any(values_equal(item, needle) for item in got)
+            return isinstance(got, str) and fold(str(needle).strip()) in fold(got)
+        if self.kind == "set":
+            return _same_multiset(got, expected)
+        raise ValueError(f"unknown tolerance rule {self.kind!r}")
+
+    def describe(self) -> str:
+        if self.kind == "number":
+            parts = [f"abs={self.abs}" if self.abs is not None else "", f"rel={self.rel}" if self.rel is not None else ""]
+            return "number(" + ", ".join(p for p in parts if p) + ")"
+        return self.kind
+
+
+@lru_cache(maxsize=512)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def _close(got: Any, expected: Any, abs_tol: float | None, rel_tol: float | None) -> bool:
+    if isinstance(got, bool) or isinstance(expected, bool):
+        return False
+    if not isinstance(got, (int, float)) or not isinstance(expected, (int, float)):
+        return False
+    if abs_tol is None and rel_tol is None:
+        return bool(got == expected)
+    return math.isclose(got, expected, abs_tol=abs_tol or 0.0, rel_tol=rel_tol or 0.0)
+
+
+def _same_multiset(got: Any, expected: Any) -> bool:
+    if not isinstance(got, list) or not isinstance(expected, list) or len(got) != len(expected):
+        return False
+    remaining = list(expected)
+    for item in got:
+        for i, candidate in enumerate(remaining):
+            if values_equal(item, candidate):
+                del remaining[i]
+                break
+        else:
+            return False
+    return True
+
+
+def parse_rule(raw: Any) -> Rule:
+    """Read a rule as written in a suite.
+
+    Accepted: ``"date"``; ``{"number": {"abs": 1}}``; ``{"rule": "number",
+    "rel": 0.01}``; ``{"one_of": [a, b]}``; ``{"regex": "^PED-\\d+$"}``;
+    ``{"contains": "texto"}``. Raises ValueError with a readable message.
+    """
+    if isinstance(raw, str):
+        kind, params = raw, {}
+    elif isinstance(raw, Mapping) and "rule" in raw:
+        kind, params = str(raw["rule"]), {k: v for k, v in raw.items() if k != "rule"}
+    elif isinstance(raw, Mapping) and len(raw) == 1:
+        kind, value = next(iter(raw.items()))
+        params = dict(value) if isinstance(value, Mapping) else {"value": value}
+    else:
+        raise ValueError(f"a tolerance rule is a name or a one-key mapping, got {raw!r}")
+    if kind not in RULES:
+        raise ValueError(f"unknown tolerance rule {kind!r} (known: {', '.join(RULES)})")
+    value = params.get("value")
+    if kind == "number":
+        for key in ("abs", "rel"):
+            bound = params.get(key)
+            if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float)) or bound < 0):
+                raise ValueError(f"number tolerance '{key}' must be a non-negative number")
+        return Rule("number", abs=params.get("abs"), rel=params.get("rel"))
+    if kind == "one_of":
+        values = params.get("values", value)
+        if values is not None and not isinstance(values, list):
+            raise ValueError("one_of takes a list of acceptable values")
+        return Rule("one_of", values=tuple(values or ()))
+    if kind == "regex":
+        pattern = params.get("pattern", value)
+        if pattern is not None:
+            try:
+                re.compile(str(pattern))
+            except re.error as exc:
+                raise ValueError(f"invalid regex {pattern!r}: {exc}") from exc
+        return Rule("regex", pattern=None if pattern is None else str(pattern))
+    if kind == "contains":
+        needle = params.get("value")
+        return Rule("contains", pattern=None if needle is None else str(needle))
+    if kind == "date":
+        return Rule("date", dayfirst=bool(params.get("dayfirst", True)))
+    return Rule(kind)
+
+
+EXACT = Rule()
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """A field whose value was not acceptable."""
+
+    field: str
+    rule: str
+    expected: Any
+    got: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "rule": self.rule, "expected": self.expected, "got": self.got}
+
+
+def compare_arguments(
+    got: Mapping[str, Any], expected: Mapping[str, Any], rules: Mapping[str, Rule]
+) -> list[Mismatch]:
+    """Mismatches of the expected fields (fields the case does not name are
+    left to the schema). A field named only in ``rules`` (e.g. a ``one_of``
+    with its values) is checked too."""
+    out: list[Mismatch] = []
+    names = list(expected) + [k for k in rules if k not in expected]
+    for name in names:
+        rule = rules.get(name, EXACT)
+        want = expected.get(name)
+        have = got.get(name, _MISSING)
+        if not rule.check(have, want):
+            shown_want = list(rule.values) if rule.kind == "one_of" and rule.values else want
+            out.append(Mismatch(name, rule.describe(), shown_want, None if have is _MISSING else have))
+    return out

@@ -1,0 +1,100 @@
+"""A readable terminal report of ``toollens score`` (rich tables).
+
+Names and ids come from suites and traces: they are passed as plain Text, so
+nothing in them is read as markup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+_FAMILIES = (
+    ("F1 selection", "selection_precision", "precision", None),
+    ("F1 selection", "selection_recall", "recall", None),
+    ("F2 arguments", "schema_validity", "schema validity", None),
+    ("F2 arguments", "argument_accuracy", "argument accuracy", None),
+    ("F3 hallucinated", "hallucinated_tools", "hallucinated tools", 0),
+    ("F4 recovery", "recovery", "recovery", None),
+    ("F4 recovery", "hallucination_after_error", "hallucination after error", 0),
+)
+
+
+def _ratio(num: int, den: int) -> str:
+    return "n/a" if den == 0 else f"{num / den:.1%}"
+
+
+def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "", toolset_version: str = "",
+                  top: int = 10) -> None:
+    title = Text("ToolLens report")
+    if suite_name:
+        title.append(f" · {suite_name}", style="bold")
+    if toolset_version:
+        title.append(f" · toolset {toolset_version}", style="dim")
+    console.print(title)
+    console.print(Text(f"{data['trajectories']} trajectories", style="dim"))
+
+    fam = Table(title="The five failures (numerator / denominator)", title_justify="left")
+    for col in ("family", "metric", "num / den", "ratio", "threshold"):
+        fam.add_column(col, justify="right" if col in ("num / den", "ratio") else "left")
+    for family, key, label, threshold in _FAMILIES:
+        r = data[key]
+        blocking = threshold == 0 and r["num"] > 0
+        fam.add_row(
+            family, label, f"{r['num']} / {r['den']}", _ratio(r["num"], r["den"]),
+            Text("BLOCKING: must be 0", style="bold red") if blocking else ("0" if threshold == 0 else ""),
+        )
+    violations = sum(v["count"] for v in data["dependency_violations"])
+    fam.add_row("F5 order", "dependency violations", str(violations), "", "")
+    console.print(fam)
+
+    off = [c for c in data["confusion"] if c["expected"] != c["called"]][:top]
+    if off:
+        t = Table(title="Top confusions (expected -> called)", title_justify="left")
+        t.add_column("expected")
+        t.add_column("called")
+        t.add_column("count", justify="right")
+        for c in off:
+            called = Text(c["called"])
+            if c.get("hallucinated"):
+                called.append(" (hallucinated)", style="red")
+            t.add_row(Text(c["expected"]), called, str(c["count"]))
+        console.print(t)
+
+    o = data["outcomes"]
+    if any(o.values()):
+        t = Table(title="Recovery outcomes (faulted trajectories)", title_justify="left")
+        for k in o:
+            t.add_column(k, justify="right")
+        t.add_row(*(Text(str(v), style="bold red" if k == "hallucinated" and v else "") for k, v in o.items()))
+        console.print(t)
+
+    if data["dependency_violations"]:
+        t = Table(title="Dependency violations by pair", title_justify="left")
+        t.add_column("before")
+        t.add_column("after")
+        t.add_column("violations / checked", justify="right")
+        for v in data["dependency_violations"]:
+            t.add_row(Text(v["before"]), Text(v["after"]), f"{v['count']} / {v.get('checked', v['count'])}")
+        console.print(t)
+
+    failing = [c for c in data["cases"] if not c["passed"]]
+    if failing:
+        t = Table(title=f"Failing cases ({len(failing)} of {len(data['cases'])})", title_justify="left")
+        t.add_column("case")
+        t.add_column("trial", justify="right")
+        t.add_column("fault")
+        t.add_column("failures")
+        for c in failing[:top]:
+            fault = c.get("fault")
+            t.add_row(Text(c["case_id"]), str(c["trial"]),
+                      Text("" if not fault else f"{fault['kind']} @ call {fault['step']}"),
+                      Text(", ".join(c["failures"]) or "(reward < 1)"))
+        if len(failing) > top:
+            t.caption = f"… and {len(failing) - top} more (--top N or --json)"
+        console.print(t)
+    if data["pass_hat_k"]:
+        console.print(Text("pass^k: " + "  ".join(f"k={k}: {v:.4f}" for k, v in data["pass_hat_k"].items())))

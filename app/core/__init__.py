@@ -5,14 +5,14 @@ a notebook, a pytest plugin or a CI script with no server.
 """
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolLensError, ToolSpecError
+from app.core.evaluate import score_trajectories
 from app.core.records import Call, CallError, Fault, Trajectory, iter_jsonl, parse_record, read_jsonl
 from app.core.report import Ratio, Report, pass_hat_k
 from app.core.router import FaultPlan, MockRouter, Toolbox
 from app.core.runner import Agent, arun_case, recovery_sweep, run_case, run_suite
 from app.core.scoring import Scorer, TrajectoryScore
 from app.core.suite import Case, Suite, load_suite, parse_suite
-from app.core.tools import ToolSpec, Toolset
-from app.core.evaluate import score_trajectories
+from app.core.tools import Toolset, ToolSpec
 
 __all__ = [
     "Agent", "Call", "CallError", "Case", "Fault", "FaultPlan", "InvalidTrajectory", "MockRouter",

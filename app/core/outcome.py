@@ -42,7 +42,11 @@ _DATE_RX = re.compile(
     r"|\b\d{1,2}\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b"
 )
 # ids: letters and digits joined ("NC-40021", "PED-12345", "HAT001"), RUTs ("12345678-9")
-_ID_RX = re.compile(r"\b(?=[a-z0-9_-]*\d)(?=[a-z0-9_-]*[a-z])[a-z][a-z0-9_]*(?:-[a-z0-9_]+)+\b|\b[a-z]+\d+[a-z0-9]*\b|\b\d{6,9}-[\dk]\b")
+_ID_RX = re.compile(
+    r"\b(?=[a-z0-9_-]*\d)(?=[a-z0-9_-]*[a-z])[a-z][a-z0-9_]*(?:-[a-z0-9_]+)+\b"  # NC-40021, PED-12345
+    r"|\b[a-z]+\d+[a-z0-9]*\b"  # HAT001
+    r"|\b\d{6,9}-[\dk]\b"  # RUT 12345678-9
+)
 _NUM_RX = re.compile(r"\d+(?:[.,\s]\d{3})*(?:[.,]\d+)?|\d+")
 
 

@@ -51,12 +51,12 @@ async def arun_case(
     """Run one case once (async agents are awaited; sync ones run in a thread)."""
     router = _router(suite, case, faults)
     toolbox = Toolbox(router)
-    if inspect.iscoroutinefunction(agent) or inspect.iscoroutinefunction(getattr(agent, "__call__", None)):
-        answer = await agent(case.question, toolbox)
+    if inspect.iscoroutinefunction(agent) or inspect.iscoroutinefunction(type(agent).__call__):
+        answer: Any = agent(case.question, toolbox)
     else:
         answer = await asyncio.to_thread(agent, case.question, toolbox)
-        if inspect.isawaitable(answer):
-            answer = await answer
+    if inspect.isawaitable(answer):
+        answer = await answer
     return _finish(case, trial, router, answer, faults)
 
 

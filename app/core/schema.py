@@ -488,7 +488,7 @@ def _library_check(schema: dict[str, Any]) -> Check:
             "number": lambda _c, v: type(v) in (int, float),
         }
     )
-    strict = validators.extend(base, type_checker=checker)
+    strict = validators.extend(base, type_checker=checker)  # type: ignore[no-untyped-call]
     validator = strict(schema, format_checker=base.FORMAT_CHECKER)
 
     def check_library(v: Any, p: str) -> SchemaViolation | None:

@@ -163,7 +163,6 @@ class Scorer:
     def score(self, traj: Trajectory) -> TrajectoryScore:
         case = self.suite.case(traj.case_id)
         calls = traj.calls
-        names = [c.name for c in calls]
         scores: list[CallScore] = []
         validators = self._validators
         for i, call in enumerate(calls):

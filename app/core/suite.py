@@ -123,7 +123,10 @@ def _pairs(raw: Any, where: str, path: str, case_id: str = "") -> list[tuple[str
 
 def _toolset(raw: Any, path: str, base: Path) -> Toolset:
     if isinstance(raw, str):
-        return load_toolset(base / raw)
+        try:
+            return load_toolset(base / raw)
+        except SuiteError as exc:
+            raise SuiteError(str(exc), path=path, field="toolset") from None
     deps: list[tuple[str, str]] = []
     label = ""
     if isinstance(raw, Mapping):

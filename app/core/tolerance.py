@@ -59,7 +59,7 @@ _MONTHS = {
     "enero": 1, "febrero": 2, "marzo": 3, "abril": 4, "mayo": 5, "junio": 6, "julio": 7,
     "agosto": 8, "septiembre": 9, "setiembre": 9, "octubre": 10, "noviembre": 11, "diciembre": 12,
 }
-_ISO = re.compile(r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[T ].*)?")
+_ISO = re.compile(r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[t ].*)?")
 _DMY = re.compile(r"(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})")
 _WORDS_DMY = re.compile(r"(\d{1,2})(?:st|nd|rd|th)?\s+(?:de\s+)?([a-z]+)\.?,?\s+(?:de\s+|del\s+)?(\d{4})")
 _WORDS_MDY = re.compile(r"([a-z]+)\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})")
@@ -134,8 +134,8 @@ class Rule:
 
     def describe(self) -> str:
         if self.kind == "number":
-            parts = [f"abs={self.abs}" if self.abs is not None else "", f"rel={self.rel}" if self.rel is not None else ""]
-            return "number(" + ", ".join(p for p in parts if p) + ")"
+            parts = [f"{k}={v}" for k, v in (("abs", self.abs), ("rel", self.rel)) if v is not None]
+            return "number(" + ", ".join(parts) + ")"
         return self.kind
 
 

@@ -1,0 +1,86 @@
+"""Outcome classification, amount normalisation and reactions."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.outcome import (
+    DEFAULT_GIVE_UP_PHRASES,
+    canonical_number,
+    classify_outcome,
+    extract_values,
+    reaction_to,
+)
+
+
+@pytest.mark.parametrize(
+    ("token", "canon"),
+    [("142.900", "142900"), ("142,900", "142900"), ("142900", "142900"), ("142 900", "142900"),
+     ("1.234.567", "1234567"), ("142.900,50", "142900.5"), ("1,234.5", "1234.5"), ("3.5", "3.5"),
+     ("15.000", "15000"), ("0042", "42")],
+)
+def test_amounts_are_normalised(token: str, canon: str) -> None:
+    assert canonical_number(token) == canon
+
+
+def test_values_found_in_a_spanish_answer() -> None:
+    v = extract_values("Tu saldo es $142.900; la nota NC-40021 del 05/03/2024, pedido PED-12345, paso 2.")
+    assert "142900" in v.numbers
+    assert "2" not in v.numbers  # short numbers are prose
+    assert {"nc-40021", "ped-12345"} <= v.ids
+    assert v.dates == {"2024-03-05"}
+
+
+def classify(answer: str, observations: list[tuple[int, str, bool]], datum: list[str] | None = None,
+             question: str = "¿Saldo del cliente 12345678-9?", fault: int = 1, reward: float | None = None) -> str:
+    return classify_outcome(
+        answer=answer, question=question, observations=observations, fault_index=fault,
+        expected_datum=datum, give_up_phrases=DEFAULT_GIVE_UP_PHRASES, reward=reward,
+    ).outcome
+
+
+OBS_FAULT = [(0, '{"id": 8812}', True), (1, "ERROR 503: servicio no disponible", False)]
+OBS_RETRY = [*OBS_FAULT, (2, '{"saldo": 142900}', True)]
+
+
+def test_the_four_outcomes_with_a_datum() -> None:
+    assert classify("Tu saldo es 142,900 pesos", OBS_RETRY, ["142900"]) == "recovered"
+    assert classify("Tu saldo es $142.900", OBS_FAULT, ["142900"]) == "hallucinated"
+    assert classify("No pude consultar el saldo, intenta más tarde", OBS_FAULT, ["142900"]) == "gave_up"
+    assert classify("Tu cliente se llama Ana", OBS_FAULT, ["142900"]) == "confused"
+
+
+def test_another_invented_value_is_hallucinated_even_when_giving_up() -> None:
+    assert classify("No pude ver el saldo, pero debería rondar $98.000", OBS_FAULT, ["142900"]) == "hallucinated"
+
+
+def test_values_from_the_question_and_error_messages_are_grounded() -> None:
+    # 503 comes from the error message, 12345678-9 from the question
+    assert classify("El servicio respondió 503 para el RUT 12345678-9; no pude continuar.", OBS_FAULT,
+                    ["142900"]) == "gave_up"
+
+
+def test_without_a_datum_success_needs_a_good_observation_after_the_fault() -> None:
+    assert classify("Listo, tu id es 8812", OBS_RETRY) == "recovered"
+    assert classify("Listo.", OBS_FAULT) == "confused"
+    assert classify("Listo, tu saldo es 77.000", OBS_RETRY) == "hallucinated"
+
+
+def test_reward_decides_success_for_imported_runs() -> None:
+    assert classify("ok", OBS_FAULT, reward=1.0) == "recovered"
+    assert classify("ok", OBS_RETRY, reward=0.0) == "confused"
+
+
+def test_reactions() -> None:
+    names = ["ver_saldo", "ver_saldo", "buscar_cliente"]
+    same = [{"id": 1}, {"id": 1}, {}]
+    fixed = [{"id": "1"}, {"id": 1}, {}]
+    r = reaction_to(0, "http_503", names, same, "", DEFAULT_GIVE_UP_PHRASES)
+    assert (r.reaction, r.acceptable) == ("retry_same", True)
+    r = reaction_to(0, "http_500", names, same, "", DEFAULT_GIVE_UP_PHRASES)
+    assert (r.reaction, r.acceptable) == ("retry_same", False)  # flagged: 500 is not transient
+    r = reaction_to(0, "schema", names, fixed, "", DEFAULT_GIVE_UP_PHRASES)
+    assert r.reaction == "retry_corrected"
+    assert reaction_to(1, "not_found", names, same, "", DEFAULT_GIVE_UP_PHRASES).reaction == "switch_tool"
+    assert reaction_to(2, "timeout", names, same, "No pude", DEFAULT_GIVE_UP_PHRASES).reaction == "gave_up"
+    assert reaction_to(2, "timeout", names, same, "Tu saldo es 5", DEFAULT_GIVE_UP_PHRASES).reaction == "answered"

@@ -1,0 +1,66 @@
+"""SPEC §5 trajectory records: parsing, bounds, clear errors."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from app.core.errors import InvalidTrajectory
+from app.core.records import iter_jsonl, parse_line, parse_record
+
+SPEC_EXAMPLE = {
+    "case_id": "saldo-001", "trial": 0, "question": "...",
+    "calls": [{"name": "buscar_cliente", "arguments": {"rut": "12345678-9"},
+               "observation": "{\"id\": 8812}", "error": None}],
+    "answer": "Tu saldo es $142.900",
+    "fault": {"step": 1, "kind": "http_503"},
+}
+
+
+def test_spec_example_round_trips() -> None:
+    traj = parse_record(SPEC_EXAMPLE)
+    assert traj.to_dict() == SPEC_EXAMPLE
+
+
+def test_string_arguments_parse_or_stay_verbatim() -> None:
+    rec = dict(SPEC_EXAMPLE, calls=[{"name": "a", "arguments": '{"x": 1}'}, {"name": "b", "arguments": '{"x": '}])
+    traj = parse_record(rec)
+    assert traj.calls[0].arguments == {"x": 1}
+    assert traj.calls[1].arguments == '{"x": '
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({}, "case_id: required"),
+        ({"case_id": "a", "trial": -1}, "trial: must be a non-negative integer"),
+        ({"case_id": "a", "calls": {}}, "calls: must be a list"),
+        ({"case_id": "a", "calls": [{"arguments": {}}]}, "calls[0].name: required"),
+        ({"case_id": "a", "calls": [{"name": "x", "error": 5}]}, "calls[0].error: must be null or an object"),
+        ({"case_id": "a", "fault": {"step": "uno"}}, "fault.step: must be a non-negative integer"),
+        ({"case_id": "a", "reward": "1"}, "reward: must be a number"),
+    ],
+)
+def test_bad_records_name_the_line_and_field(record: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidTrajectory) as err:
+        parse_line(json.dumps(record), index=7, source="t.jsonl")
+    assert str(err.value).startswith("t.jsonl:7: ")
+    assert message in str(err.value)
+
+
+def test_invalid_json_line_names_its_number() -> None:
+    stream = io.StringIO(json.dumps(SPEC_EXAMPLE) + "\n\n{not json\n")
+    it = iter_jsonl(stream, source="t.jsonl")
+    assert next(it).case_id == "saldo-001"
+    with pytest.raises(InvalidTrajectory, match=r"^t\.jsonl:3: not valid JSON"):
+        next(it)
+
+
+def test_oversized_line_is_refused() -> None:
+    from app.core import records
+
+    line = json.dumps(dict(SPEC_EXAMPLE, answer="x" * (records.MAX_LINE_BYTES + 1)))
+    with pytest.raises(InvalidTrajectory, match="longer than"):
+        parse_line(line, index=1)

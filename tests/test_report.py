@@ -1,0 +1,61 @@
+"""Aggregation into the SPEC §5 JSON shape, and pass^k by hand."""
+
+from __future__ import annotations
+
+from math import comb
+
+import pytest
+
+from app.core.evaluate import score_trajectories
+from app.core.report import pass_hat_k
+from tests.factories import FAIL_SALDO, OK_CLIENTE, OK_SALDO, banking_suite, call, record
+
+
+def test_pass_hat_k_matches_the_formula_by_hand() -> None:
+    # case A: 4 trials, 3 passes; case B: 2 trials, 1 pass; case C: 3 trials, 0 passes
+    got = pass_hat_k([(4, 3), (2, 1), (3, 0)])
+    assert got[1] == pytest.approx((3 / 4 + 1 / 2 + 0) / 3)
+    assert got[2] == pytest.approx((comb(3, 2) / comb(4, 2) + comb(1, 2) / comb(2, 2) + 0) / 3)  # (0.5+0+0)/3
+    assert got[3] == pytest.approx((comb(3, 3) / comb(4, 3) + 0) / 2)  # only A and C have 3 trials: 0.125
+    assert got[4] == pytest.approx(0.0)
+    assert set(got) == {1, 2, 3, 4}
+
+
+def test_report_keys_and_hand_computed_figures() -> None:
+    suite = banking_suite()
+    trajs = [
+        # trial 0: perfect
+        record(calls=[OK_CLIENTE, OK_SALDO], answer="Tu saldo es $142.900", trial=0),
+        # trial 1: string id (schema), then hallucinated tool
+        record(calls=[OK_CLIENTE, call("ver_saldo", {"id": "8812"}), call("cancelar_pedido", {})],
+               answer="Listo", trial=1),
+        # a fault: recovered by retry
+        record(calls=[OK_CLIENTE, FAIL_SALDO, OK_SALDO], answer="Tu saldo es $142.900",
+               fault={"step": 1, "kind": "http_503"}),
+        # a fault: hallucinated answer
+        record(calls=[OK_CLIENTE, FAIL_SALDO], answer="Tu saldo es $142.900", fault={"step": 1, "kind": "http_503"}),
+    ]
+    data = score_trajectories(suite, trajs).to_json()
+    # calls: 2 + 3 + 3 + 2 = 10; one hallucinated; existing 9
+    assert data["hallucinated_tools"] == {"num": 1, "den": 10}
+    assert data["schema_validity"] == {"num": 8, "den": 9}
+    # selection: all 9 existing calls on their aligned tool
+    assert data["selection_precision"] == {"num": 9, "den": 9}
+    assert data["selection_recall"] == {"num": 8, "den": 8}
+    # args: calls aligned to the same tool with a valid schema: 9 - 1 = 8, all exact
+    assert data["argument_accuracy"] == {"num": 8, "den": 8}
+    assert data["recovery"] == {"num": 1, "den": 2}
+    assert data["hallucination_after_error"] == {"num": 1, "den": 2}
+    assert data["outcomes"] == {"recovered": 1, "gave_up": 0, "hallucinated": 1, "confused": 0}
+    assert {"expected": "(extra)", "called": "cancelar_pedido", "count": 1, "hallucinated": True} in data["confusion"]
+    # pass^k groups by case and fault: (saldo, no fault) 2 trials 1 pass; (saldo, 1:http_503) 2 trials 1 pass
+    assert data["pass_hat_k"] == {"1": 0.5, "2": 0.0}
+    assert [c["passed"] for c in data["cases"]] == [True, False, True, False]
+    assert data["cases"][1]["failures"] == ["schema", "hallucinated_tool"]
+    assert data["failures"] == {"hallucinated_tool": 1, "recovery_hallucinated": 1, "schema": 1}
+
+
+def test_zero_denominators_are_reported_as_is() -> None:
+    data = score_trajectories(banking_suite(), [record(case_id="unknown-case", calls=[], answer="hola")]).to_json()
+    assert data["selection_precision"] == {"num": 0, "den": 0}
+    assert data["recovery"] == {"num": 0, "den": 0}

@@ -1,0 +1,95 @@
+"""Strict validation: no coercion, formats checked, the first failing field named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.core.schema import ArgumentValidator
+
+NOTA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "monto": {"type": "integer", "minimum": 1},
+        "fecha": {"type": "string", "format": "date"},
+        "motivo": {"type": "string", "enum": ["falla", "devolucion"]},
+    },
+    "required": ["id", "monto"],
+    "additionalProperties": False,
+}
+
+
+def first(schema: dict[str, Any], args: Any) -> tuple[str, str] | None:
+    v = ArgumentValidator(schema).validate(args)
+    return None if v is None else (v.field, v.message)
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "fragment"),
+    [
+        ({"id": "8812", "monto": 1}, "id", "expected integer, got string '8812'"),
+        ({"id": 8812, "monto": "15.000"}, "monto", "expected integer, got string '15.000'"),
+        ({"id": 8812.0, "monto": 1}, "id", "expected integer, got number 8812.0"),
+        ({"id": True, "monto": 1}, "id", "expected integer, got boolean"),
+        ({"monto": 1}, "id", "required field is missing"),
+        ({"id": 1, "monto": 1, "extra": 2}, "extra", "unknown field"),
+        ({"id": 1, "monto": 1, "fecha": "el martes pasado"}, "fecha", "expected a date YYYY-MM-DD"),
+        ({"id": 1, "monto": 1, "fecha": "2024-02-30"}, "fecha", "expected a date"),
+        ({"id": 1, "monto": 0}, "monto", "less than the minimum 1"),
+        ({"id": 1, "monto": 1, "motivo": "otro"}, "motivo", "is not one of"),
+    ],
+)
+def test_strict_failures_name_the_field(args: dict[str, Any], field: str, fragment: str) -> None:
+    result = first(NOTA, args)
+    assert result is not None
+    assert result[0] == field
+    assert fragment in result[1]
+    assert f"'{field}'" in result[1]
+
+
+def test_valid_arguments_pass() -> None:
+    assert first(NOTA, {"id": 8812, "monto": 15000, "fecha": "2024-03-05", "motivo": "falla"}) is None
+
+
+def test_first_failing_field_in_schema_order() -> None:
+    assert first(NOTA, {"id": "x", "monto": "y"}) == ("id", "field 'id': expected integer, got string 'x'")
+
+
+def test_unparseable_and_non_object_arguments_fail_whole() -> None:
+    assert first(NOTA, '{"id": 88') == ("", "arguments are not valid JSON: '{\"id\": 88'")
+    assert first(NOTA, [1, 2]) == ("", "arguments must be a JSON object, got array")
+
+
+def test_nested_paths_and_refs() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/Item"}, "minItems": 1}},
+        "required": ["items"],
+        "$defs": {"Item": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}},
+    }
+    assert first(schema, {"items": [{"sku": "a"}, {"sku": 3}]}) == (
+        "items[1].sku", "field 'items[1].sku': expected string, got integer 3")
+    assert first(schema, {"items": []}) == ("items", "field 'items': needs at least 1 items")
+    assert first(schema, {"items": [{"sku": "a"}]}) is None
+
+
+def test_nullable_via_any_of() -> None:
+    schema = {"type": "object", "properties": {"n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}}
+    assert first(schema, {"n": None}) is None
+    assert first(schema, {"n": 3}) is None
+    assert first(schema, {"n": "3"}) is not None
+
+
+def test_unsupported_keywords_fall_back_to_jsonschema_strictly() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "patternProperties": {"^x_": {"type": "string"}},
+    }
+    assert first(schema, {"a": 1, "x_1": "ok"}) is None
+    bad = first(schema, {"a": 1, "x_1": 5})
+    assert bad is not None and bad[0] == "x_1"
+    strict = first(schema, {"a": 1.0})
+    assert strict is not None and strict[0] == "a"

@@ -1,0 +1,71 @@
+"""Suites load from YAML or JSON; a bad one names file, case and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.core.errors import SuiteError
+from app.core.suite import load_suite
+from tests.factories import BANKING_TOOLS, SALDO_CASE
+
+
+def write(tmp_path: Path, doc: Any, name: str = "suite.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps(doc) if name.endswith(".json") else yaml.safe_dump(doc, allow_unicode=True))
+    return p
+
+
+def test_yaml_and_json_with_a_toolset_path(tmp_path: Path) -> None:
+    (tmp_path / "tools.yaml").write_text(yaml.safe_dump({"label": "v1", "tools": BANKING_TOOLS,
+                                                         "dependencies": [["buscar_cliente", "ver_saldo"]]}))
+    doc = {"name": "banca", "toolset": "tools.yaml", "cases": [SALDO_CASE], "give_up_phrases": ["sin sistema"]}
+    for name in ("suite.yaml", "suite.json"):
+        suite = load_suite(write(tmp_path, doc, name))
+        assert suite.name == "banca"
+        assert suite.toolset.label == "v1"
+        assert suite.pairs_for(suite.cases[0]) == [("buscar_cliente", "ver_saldo")]
+        assert suite.cases[0].expected_datum == ["142900"]
+        assert suite.give_up_phrases == ["sin sistema"]
+
+
+def case_with(**fields: Any) -> dict[str, Any]:
+    return {"name": "s", "toolset": BANKING_TOOLS, "cases": [dict(SALDO_CASE, **fields)]}
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (case_with(match="fuzzy"), "case 'saldo-001': match: must be one of strict, unordered, subset, superset"),
+        (case_with(question=""), "case 'saldo-001': question: required, a non-empty string"),
+        (case_with(expected_calls=[{"name": "ver_saldo", "tolerance": {"id": "approx"}}]),
+         "case 'saldo-001': expected_calls[0].tolerance.id: unknown tolerance rule 'approx'"),
+        (case_with(expected_calls=[{"arguments": {}}]), "case 'saldo-001': expected_calls[0]: each expected call"),
+        (case_with(dependencies=[["a"]]), "case 'saldo-001': dependencies[0]: each pair is [before, after]"),
+        (case_with(mocks={"no_existe": {}}), "case 'saldo-001': mocks.no_existe: no tool 'no_existe'"),
+        (case_with(expected_state=[1]), "case 'saldo-001': expected_state: must be a mapping"),
+        ({"name": "s", "toolset": BANKING_TOOLS, "cases": [SALDO_CASE, SALDO_CASE]}, "case 'saldo-001': id: duplicate"),
+        ({"name": "s", "cases": []}, "toolset: required"),
+        ({"name": "s", "toolset": [{"description": "x"}], "cases": []}, "toolset: a tool needs a 'name'"),
+        ({"name": "s", "toolset": "missing.yaml", "cases": []}, "missing.yaml: file not found"),
+        ({"name": "s", "toolset": [{"name": "t", "description": "", "parameters": {"type": "object", "properties": {
+            "x": {"$ref": "#/nowhere"}}}}], "cases": []}, "tool 't': $ref '#/nowhere' does not resolve"),
+    ],
+)
+def test_bad_suites_name_file_case_and_field(tmp_path: Path, doc: Any, message: str) -> None:
+    path = write(tmp_path, doc)
+    with pytest.raises(SuiteError) as err:
+        load_suite(path)
+    assert str(path) in str(err.value)
+    assert message in str(err.value)
+
+
+def test_unparseable_file(tmp_path: Path) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text("name: [unclosed")
+    with pytest.raises(SuiteError, match="cannot parse"):
+        load_suite(p)

@@ -1,0 +1,62 @@
+"""Each tolerance rule accepts what it should and rejects what it should."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.core.tolerance import Mismatch, compare_arguments, parse_date, parse_rule
+
+
+@pytest.mark.parametrize(
+    ("rule", "expected", "accept", "reject"),
+    [
+        ("exact", "Ana Rojas", ["ana rojas", "  ANA ROJAS "], ["Ana Rojas S.", 1]),
+        ("exact", 8812, [8812, 8812.0], ["8812", True, 8813]),
+        ("exact", True, [True], [1, "true"]),
+        ("ignore", "x", ["anything", None, 5], []),
+        ({"number": {"abs": 0.5}}, 10, [10, 10.4, 9.5], [10.6, "10"]),
+        ({"number": {"rel": 0.01}}, 1000, [1009, 991], [1011, 989]),
+        ({"rule": "number", "abs": 1}, 5, [6, 4], [7]),
+        ("date", "2024-03-05", ["05/03/2024", "5 de marzo de 2024", "March 5, 2024", "2024-03-05T10:00:00"],
+         ["2024-05-03", "el martes pasado", 20240305]),
+        ({"one_of": [5, 10]}, None, [5, 10], [7]),
+        ({"one_of": ["units", ""]}, None, ["Units"], ["cm"]),
+        ({"regex": r"PED-\d{5}"}, None, ["PED-12345", "ped-12345"], ["PED-1234", "xPED-12345"]),
+        ("contains", "devolución", ["Quiero una DEVOLUCION del producto", "devolución"], ["cambio", 3]),
+        ({"contains": "roto"}, None, ["llegó roto"], ["llegó bien"]),
+        ("set", ["a", "b", "b"], [["b", "a", "b"], ["B", "b", "A"]], [["a", "b"], ["a", "b", "c"], "ab"]),
+    ],
+)
+def test_rule_accepts_and_rejects(rule: Any, expected: Any, accept: list[Any], reject: list[Any]) -> None:
+    r = parse_rule(rule)
+    for got in accept:
+        assert r.check(got, expected), f"{rule} should accept {got!r}"
+    for got in reject:
+        assert not r.check(got, expected), f"{rule} should reject {got!r}"
+
+
+def test_mismatch_records_field_rule_expected_and_got() -> None:
+    rules = {"monto": parse_rule({"number": {"abs": 100}}), "motivo": parse_rule("ignore")}
+    got = {"id": 8812, "monto": 15500, "motivo": "x"}
+    assert compare_arguments(got, {"id": 8812, "monto": 15000, "motivo": "falla"}, rules) == [
+        Mismatch("monto", "number(abs=100)", 15000, 15500)
+    ]
+
+
+def test_missing_field_fails_except_optional_one_of_and_ignore() -> None:
+    rules = {"unit": parse_rule({"one_of": ["units", ""]}), "note": parse_rule("ignore")}
+    assert compare_arguments({"base": 10}, {"base": 10}, rules) == []
+    assert compare_arguments({}, {"base": 10}, rules) == [Mismatch("base", "exact", 10, None)]
+
+
+@pytest.mark.parametrize("bad", ["fuzzy", {"number": {"abs": -1}}, {"regex": "("}, {"a": 1, "b": 2}, 3])
+def test_bad_rules_are_refused(bad: Any) -> None:
+    with pytest.raises(ValueError):
+        parse_rule(bad)
+
+
+def test_month_first_dates_when_asked() -> None:
+    assert parse_date("03/05/2024", dayfirst=False).isoformat() == "2024-03-05"  # type: ignore[union-attr]
+    assert parse_date("03/05/2024").isoformat() == "2024-05-03"  # type: ignore[union-attr]

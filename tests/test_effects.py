@@ -87,8 +87,11 @@ def test_subset_and_superset_in_failures() -> None:
 
 def test_gave_up_without_fault_steps_taken_still_excuses_only_later_steps() -> None:
     case = {"id": "s", "question": "q", "expected_calls": [
-        {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}}, {"name": "ver_saldo", "arguments": {"id": 8812}}]}
-    ts = score(case, [OK_CLIENTE, FAIL_SALDO], answer="No pude consultar el saldo", fault={"step": 1, "kind": "http_503"})
+        {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
+        {"name": "ver_saldo", "arguments": {"id": 8812}},
+    ]}
+    ts = score(case, [OK_CLIENTE, FAIL_SALDO], answer="No pude consultar el saldo",
+               fault={"step": 1, "kind": "http_503"})
     assert ts.missing_steps == [] and ts.failures == []
     failed_first = call("buscar_cliente", {"rut": "12345678-9"}, "ERROR 503", {"kind": "http_503", "injected": True})
     ts = score(case, [failed_first], answer="No pude encontrar al cliente", fault={"step": 0, "kind": "http_503"})

@@ -51,3 +51,18 @@ def test_subset_allows_extra_calls_without_pairing_them() -> None:
 
 def test_superset_pairs_leftovers_like_unordered() -> None:
     assert steps("B X", "A B C", "superset") == [1, 0]
+
+
+def test_multiset_modes_pair_calls_with_the_step_their_arguments_fit() -> None:
+    args = [{"n": "B"}, {"n": "A"}]
+    want = [{"n": "A"}, {"n": "B"}]
+
+    def fits(i: int, j: int) -> bool:
+        return args[i] == want[j]
+
+    for mode in ("unordered", "subset", "superset"):
+        assert align(["P", "P"], [False, False], ["P", "P"], mode, fits).step_of_call == [1, 0]
+    # a wrong first try does not steal the step from the right later call (subset)
+    args = [{"n": "wrong"}, {"n": "A"}]
+    assert align(["P", "P"], [False, False], ["P"], "subset", lambda i, j: args[i] == {"n": "A"}).step_of_call == [
+        None, 0]

@@ -59,3 +59,15 @@ def test_zero_denominators_are_reported_as_is() -> None:
     data = score_trajectories(banking_suite(), [record(case_id="unknown-case", calls=[], answer="hola")]).to_json()
     assert data["selection_precision"] == {"num": 0, "den": 0}
     assert data["recovery"] == {"num": 0, "den": 0}
+
+
+def test_counters_round_trip_and_add_up() -> None:
+    suite = banking_suite()
+    a = [record(calls=[OK_CLIENTE, OK_SALDO], answer="Tu saldo es $142.900"),
+         record(calls=[OK_CLIENTE, FAIL_SALDO], answer="Tu saldo es $142.900", fault={"step": 1, "kind": "http_503"})]
+    b = [record(calls=[OK_CLIENTE, call("ver_saldo", {"id": "x"}), call("nope")], answer="no pude", trial=1)]
+    whole = score_trajectories(suite, a + b, keep_cases=False)
+    from app.core.report import Report
+
+    rebuilt = Report.from_counters([*score_trajectories(suite, a).counters(), *score_trajectories(suite, b).counters()])
+    assert rebuilt.to_json() == whole.to_json()

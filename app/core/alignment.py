@@ -11,7 +11,7 @@ same expected step. The match modes ``unordered``, ``subset`` and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -77,15 +77,22 @@ def _edit_pairs(got: Sequence[str], want: Sequence[str]) -> list[int | None]:
     return pairs
 
 
-def _multiset_pairs(got: Sequence[str], want: Sequence[str], pair_leftovers: bool) -> list[int | None]:
+def _multiset_pairs(
+    got: Sequence[str], want: Sequence[str], pair_leftovers: bool, fits: Callable[[int, int], bool] | None
+) -> list[int | None]:
     pairs: list[int | None] = [None] * len(got)
     free = list(range(len(want)))
-    for i, name in enumerate(got):
-        for k, j in enumerate(free):
-            if want[j] == name:
-                pairs[i] = j
-                del free[k]
-                break
+    # first the calls whose arguments fit a step of the same tool, then by name alone
+    passes = [True, False] if fits is not None else [False]
+    for need_fit in passes:
+        for i, name in enumerate(got):
+            if pairs[i] is not None:
+                continue
+            for k, j in enumerate(free):
+                if want[j] == name and (not need_fit or (fits is not None and fits(i, j))):
+                    pairs[i] = j
+                    del free[k]
+                    break
     if pair_leftovers:
         for i in range(len(got)):
             if pairs[i] is None and free:
@@ -93,13 +100,21 @@ def _multiset_pairs(got: Sequence[str], want: Sequence[str], pair_leftovers: boo
     return pairs
 
 
-def align(names: Sequence[str], errored: Sequence[bool], expected: Sequence[str], match: str = "strict") -> Alignment:
+def align(
+    names: Sequence[str],
+    errored: Sequence[bool],
+    expected: Sequence[str],
+    match: str = "strict",
+    fits: Callable[[int, int], bool] | None = None,
+) -> Alignment:
     """Align executed call names to expected names.
 
     ``errored[i]`` says whether call ``i`` got an error observation (for retry
     collapsing). In ``subset`` mode unpaired calls stay extra (they are
     allowed); in ``unordered`` and ``superset`` leftover calls pair with
-    leftover steps so that confusions are counted.
+    leftover steps so that confusions are counted. In these multiset modes
+    ``fits(call, step)`` (arguments acceptable) lets two calls of one tool pair
+    with the steps whose arguments they carry, in whatever order they came.
     """
     groups = group_retries(names, errored)
     heads: list[str] = []
@@ -109,7 +124,9 @@ def align(names: Sequence[str], errored: Sequence[bool], expected: Sequence[str]
     if match == "strict":
         group_pairs = _edit_pairs(heads, expected)
     else:
-        group_pairs = _multiset_pairs(heads, expected, pair_leftovers=match != "subset")
+        head_call = [groups.index(g) for g in range(len(heads))]
+        group_fits = None if fits is None else (lambda g, j: fits(head_call[g], j))
+        group_pairs = _multiset_pairs(heads, expected, match != "subset", group_fits)
     step_of_call = [group_pairs[g] for g in groups]
     call_of_step: list[int | None] = [None] * len(expected)
     for i, step in enumerate(step_of_call):

@@ -17,6 +17,7 @@ from app.core.errors import InvalidTrajectory
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_CALLS = 5_000
+MAX_NAME = 256  # tool names, case ids, error kinds
 
 FAULT_KINDS = ("timeout", "http_429", "http_503", "http_500", "not_found", "malformed")
 TRANSIENT_KINDS = frozenset({"timeout", "http_429", "http_503"})
@@ -128,6 +129,8 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     case_id = data.get("case_id")
     if not isinstance(case_id, (str, int)) or isinstance(case_id, bool) or str(case_id) == "":
         raise bad("required, a non-empty string", "case_id")
+    if len(str(case_id)) > MAX_NAME:
+        raise bad(f"longer than {MAX_NAME} characters", "case_id")
     trial = data.get("trial", 0)
     if not isinstance(trial, int) or isinstance(trial, bool) or trial < 0:
         raise bad("must be a non-negative integer", "trial")
@@ -144,6 +147,8 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         name = rc.get("name")
         if not isinstance(name, str):
             raise bad("required, a string", f"{where}.name")
+        if len(name) > MAX_NAME:
+            raise bad(f"longer than {MAX_NAME} characters", f"{where}.name")
         err = rc.get("error")
         error: CallError | None = None
         if err is not None:
@@ -151,8 +156,8 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
                 error = CallError(kind="error", message=err)
             elif isinstance(err, Mapping):
                 kind = err.get("kind", "error")
-                if not isinstance(kind, str):
-                    raise bad("must be a string", f"{where}.error.kind")
+                if not isinstance(kind, str) or len(kind) > 40:
+                    raise bad("must be a string of at most 40 characters", f"{where}.error.kind")
                 error = CallError(
                     kind=kind,
                     message=_text(err.get("message"), f"{where}.error.message", index, source),
@@ -178,8 +183,8 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
             raise bad("must be a non-negative integer", "fault.step")
         kind = raw_fault.get("kind", "error")
-        if not isinstance(kind, str):
-            raise bad("must be a string", "fault.kind")
+        if not isinstance(kind, str) or len(kind) > 40:
+            raise bad("must be a string of at most 40 characters", "fault.kind")
         fault = Fault(step=step, kind=kind)
     reward = data.get("reward")
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):

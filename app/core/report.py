@@ -9,7 +9,7 @@ distinct case for pass^k.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from math import comb
 from typing import Any
@@ -128,6 +128,64 @@ class Report:
                     "outcome": None if ts.outcome is None else ts.outcome.outcome,
                 }
             )
+
+    # -- flat counters: what a store adds up, batch after batch -------------
+
+    def counters(self) -> Iterator[tuple[str, str, str, str, int]]:
+        """Every running total as a ``(kind, a, b, c, value)`` row. Totals add:
+        the counters of two reports summed are the counters of their union."""
+        yield ("count", "trajectories", "", "", self.trajectories)
+        for key, v in self.counts.items():
+            yield ("count", key, "", "", v)
+        for (e, c), v in self.confusion.items():
+            yield ("confusion", e, c, "1" if c in self.hallucinated_names else "", v)
+        for (k, o), v in self.outcomes_by_kind.items():
+            yield ("outcome", k, o, "", v)
+        for (a, b), v in self.pairs_checked.items():
+            yield ("pair_checked", a, b, "", v)
+        for (a, b), v in self.violations.items():
+            yield ("pair_violated", a, b, "", v)
+        for (k, r, ok), v in self.reactions.items():
+            yield ("reaction", k, r, "1" if ok else "0", v)
+        for (t, f), v in self.schema_errors.items():
+            yield ("schema_error", t, f, "", v)
+        for name, v in self.failures.items():
+            yield ("failure", name, "", "", v)
+        for (case_id, fault), (n_trials, n_passed) in self.trials.items():
+            yield ("trials", case_id, fault, "", n_trials)
+            yield ("passes", case_id, fault, "", n_passed)
+
+    @classmethod
+    def from_counters(cls, rows: Iterable[tuple[str, str, str, str, int]]) -> Report:
+        """Rebuild a report (without its per-case list) from counter rows."""
+        r = cls(keep_cases=False)
+        for kind, a, b, c, v in rows:
+            if kind == "count":
+                if a == "trajectories":
+                    r.trajectories += v
+                else:
+                    r.counts[a] += v
+            elif kind == "confusion":
+                r.confusion[(a, b)] += v
+                if c == "1":
+                    r.hallucinated_names.add(b)
+            elif kind == "outcome":
+                r.outcomes_by_kind[(a, b)] += v
+                r.outcomes[b] += v
+            elif kind == "pair_checked":
+                r.pairs_checked[(a, b)] += v
+            elif kind == "pair_violated":
+                r.violations[(a, b)] += v
+            elif kind == "reaction":
+                r.reactions[(a, b, c == "1")] += v
+            elif kind == "schema_error":
+                r.schema_errors[(a, b)] += v
+            elif kind == "failure":
+                r.failures[a] += v
+            elif kind in ("trials", "passes"):
+                tally = r.trials.setdefault((a, b), [0, 0])
+                tally[0 if kind == "trials" else 1] += v
+        return r
 
     def ratio(self, family: str) -> Ratio:
         return Ratio(self.counts[f"{family}.num"], self.counts[f"{family}.den"])

@@ -244,7 +244,15 @@ class Scorer:
         expected = case.expected_calls or []
         want = [e.name for e in expected]
         errored = [cs.error_kind is not None for cs in ts.calls]
-        al = align([cs.name for cs in ts.calls], errored, want, case.match)
+
+        def fits(i: int, j: int) -> bool:
+            """Call i's arguments are acceptable for step j (multiset modes)."""
+            args = traj.calls[i].arguments
+            return (ts.calls[i].schema_error is None and isinstance(args, dict)
+                    and not compare_arguments(args, expected[j].arguments, expected[j].tolerance))
+
+        al = align([cs.name for cs in ts.calls], errored, want, case.match,
+                   None if case.match == "strict" else fits)
         allow_extra = case.match == "subset"
         for cs, step in zip(ts.calls, al.step_of_call, strict=True):
             cs.step = step

@@ -99,9 +99,30 @@ def load_suite(path: str | Path) -> Suite:
     return parse_suite(_read_document(p), path=str(p), base=p.parent)
 
 
+def load_suite_document(path: str | Path) -> dict[str, Any]:
+    """The suite file as one self-contained document: a toolset given as a
+    path is read and put inline (what a store or a server keeps)."""
+    p = Path(path)
+    doc = _read_document(p)
+    if not isinstance(doc, Mapping):
+        raise SuiteError("a suite must be a mapping with name, toolset and cases", path=str(p))
+    doc = dict(doc)
+    if isinstance(doc.get("toolset"), str):
+        tpath = p.parent / doc["toolset"]
+        toolset_doc = _read_document(tpath)
+        if isinstance(toolset_doc, Mapping) and not toolset_doc.get("name"):
+            toolset_doc = {**toolset_doc, "name": tpath.stem}
+        doc["toolset"] = toolset_doc
+    doc.setdefault("name", p.stem)
+    parse_suite(doc, path=str(p), base=p.parent)  # validate now, with the file's name in errors
+    return doc
+
+
 def load_toolset(path: str | Path) -> Toolset:
     p = Path(path)
-    return _toolset(_read_document(p), str(p), Path(p).parent)
+    toolset = _toolset(_read_document(p), str(p), p.parent)
+    toolset.name = toolset.name or p.stem
+    return toolset
 
 
 def _pairs(raw: Any, where: str, path: str, case_id: str = "") -> list[tuple[str, str]]:
@@ -128,15 +149,16 @@ def _toolset(raw: Any, path: str, base: Path) -> Toolset:
         except SuiteError as exc:
             raise SuiteError(str(exc), path=path, field="toolset") from None
     deps: list[tuple[str, str]] = []
-    label = ""
+    label = name = ""
     if isinstance(raw, Mapping):
         deps = _pairs(raw.get("dependencies"), "toolset.dependencies", path)
         label = str(raw.get("label") or raw.get("version") or "")
+        name = str(raw.get("name") or "")
         raw = raw.get("tools")
     if not isinstance(raw, list) or not raw:
         raise SuiteError("toolset must be a path or a non-empty list of tools", path=path, field="toolset")
     try:
-        tools = Toolset.from_list(raw, dependencies=deps, label=label)
+        tools = Toolset.from_list(raw, dependencies=deps, label=label, name=name)
         for t in tools:
             _ = t.validator  # compile now so a broken schema is reported at load
     except (ToolSpecError, SuiteError) as exc:

@@ -143,6 +143,7 @@ class Toolset:
     tools: list[ToolSpec]
     dependencies: list[tuple[str, str]] = field(default_factory=list)
     label: str = ""
+    name: str = ""
 
     def __post_init__(self) -> None:
         seen: set[str] = set()

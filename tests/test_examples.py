@@ -1,0 +1,73 @@
+"""The shipped example suite: every failure family shows in v1; v2 is better.
+
+The figures are pinned so that a change in the scorer shows up here; the
+hand-computed ones live in the other test modules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.core.evaluate import score_trajectories
+from app.core.records import read_jsonl
+from app.core.scoring import Scorer
+from app.core.suite import load_suite
+from tests.factories import call, record
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def figures(version: str) -> dict:  # type: ignore[type-arg]
+    suite = load_suite(EXAMPLES / f"suite_{version}.yaml")
+    return score_trajectories(suite, read_jsonl(EXAMPLES / f"trajectories_{version}.jsonl")).to_json()
+
+
+def ratios(data: dict) -> dict[str, tuple[int, int]]:  # type: ignore[type-arg]
+    keys = ("selection_precision", "selection_recall", "schema_validity", "argument_accuracy",
+            "hallucinated_tools", "recovery", "hallucination_after_error")
+    return {k: (data[k]["num"], data[k]["den"]) for k in keys}
+
+
+def test_v1_shows_every_failure_family() -> None:
+    d = figures("v1")
+    assert ratios(d) == {
+        "selection_precision": (65, 76), "selection_recall": (59, 69), "schema_validity": (72, 77),
+        "argument_accuracy": (58, 60), "hallucinated_tools": (2, 79), "recovery": (2, 6),
+        "hallucination_after_error": (1, 6),
+    }
+    assert d["outcomes"] == {"recovered": 2, "gave_up": 2, "hallucinated": 1, "confused": 1}
+    assert d["dependency_violations"] == [
+        {"before": "verificar_compra", "after": "emitir_nota_credito", "count": 2, "checked": 8}]
+    assert set(d["failures"]) == {"selection", "arguments", "schema", "hallucinated_tool", "dependency",
+                                  "forbidden_call", "state", "recovery_hallucinated", "recovery_confused"}
+    hot = max((c for c in d["confusion"] if c["expected"] != c["called"]), key=lambda c: c["count"])
+    assert (hot["expected"], hot["called"], hot["count"]) == ("buscar_pedido", "buscar_producto", 4)
+    assert d["pass_hat_k"] == {"1": 0.4394, "2": 0.0741, "3": 0.0}
+
+
+def test_v2_descriptions_reduce_confusions() -> None:
+    v1, v2 = figures("v1"), figures("v2")
+    assert ratios(v2)["selection_precision"] == (70, 71)
+    assert ratios(v2)["hallucinated_tools"] == (0, 71)
+    assert v2["pass_hat_k"]["1"] > v1["pass_hat_k"]["1"]
+    # recovery is error handling, not descriptions: the same in both
+    assert v2["outcomes"] == v1["outcomes"]
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_suites_only_differ_in_descriptions(version: str) -> None:
+    v1, other = load_suite(EXAMPLES / "suite_v1.yaml"), load_suite(EXAMPLES / f"suite_{version}.yaml")
+    assert [t.name for t in v1.toolset] == [t.name for t in other.toolset]
+    assert [t.parameters for t in v1.toolset] == [t.parameters for t in other.toolset]
+    assert "cancelar_pedido" not in v1.toolset
+    assert len(v1.cases) >= 15
+
+
+def test_unordered_case_in_the_other_order_passes() -> None:
+    suite = load_suite(EXAMPLES / "suite_v1.yaml")
+    calls = [call("buscar_pedido", {"numero": "PED-20031"}, '{"estado": "pendiente"}'),
+             call("buscar_pedido", {"numero": "PED-12345"}, '{"estado": "despachado"}')]
+    ts = Scorer(suite).score(record("pedido-004", calls, "PED-20031 está pendiente y PED-12345 despachado."))
+    assert ts.failures == [] and (ts.args_num, ts.args_den) == (2, 2)

@@ -9,12 +9,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from app.core.errors import ToolLensError
 from app.core.evaluate import score_trajectories
 from app.core.records import read_jsonl
 from app.core.suite import load_suite
 from app.report_view import render_report
+from app.settings import Settings
 
 cli = typer.Typer(
     name="toollens",
@@ -31,7 +33,7 @@ def _root() -> None:
 
 
 def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    Console(stderr=True).print(Text.assemble(("error: ", "bold red"), message), highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -55,6 +57,97 @@ def score(
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
         return
     render_report(Console(), data, suite_name=loaded.name, toolset_version=loaded.toolset.version, top=top)
+
+
+# -- the store ---------------------------------------------------------------
+
+db_cli = typer.Typer(help="The database: schema migrations.", no_args_is_help=True)
+cli.add_typer(db_cli, name="db")
+
+DbOption = Annotated[
+    str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or ./toollens.db).")
+]
+
+
+def _settings(db: str | None) -> Settings:
+    try:
+        return Settings(database_url=db) if db else Settings()
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+
+
+@db_cli.command("upgrade")
+def db_upgrade(db: DbOption = None) -> None:
+    """Apply the migrations to the database."""
+    from app.store.db import upgrade
+
+    settings = _settings(db)
+    upgrade(settings.database_url)
+    Console(stderr=True).print(Text(f"database at head: {settings.database_url}"))
+
+
+@cli.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="Trajectory records (SPEC §5 JSONL).")],
+    suite: Annotated[Path, typer.Option(help="The suite the trajectories ran against.")],
+    run: Annotated[str, typer.Option(help="Run name (created, or appended to while it is open).")],
+    model: Annotated[str, typer.Option(help="Model label.")] = "",
+    agent: Annotated[str, typer.Option(help="Agent label.")] = "",
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Store the good lines, list the bad ones.")] = False,
+    keep_open: Annotated[bool, typer.Option("--keep-open", help="Leave the run open for more imports.")] = False,
+    batch: Annotated[int, typer.Option(min=1, max=10_000, help="Trajectories per transaction.")] = 500,
+    db: DbOption = None,
+) -> None:
+    """Stream a trajectories file into the store, scoring it on the way."""
+    from app.store.importer import import_file
+
+    console = Console(stderr=True)
+    try:
+        result = import_file(_settings(db), file, suite_path=suite, run_name=run, model=model, agent=agent,
+                             skip_bad=skip_bad, finish=not keep_open, batch=batch)
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    for line, message in result.skipped[:50]:
+        console.print(Text(f"skipped {file}:{line}: {message}", style="yellow"))
+    if len(result.skipped) > 50:
+        console.print(Text(f"… and {len(result.skipped) - 50} more skipped lines", style="yellow"))
+    console.print(Text(f"run {result.run_id} ({run}): stored {result.trajectories} trajectories, "
+                       f"{result.calls} calls; skipped {len(result.skipped)} lines"))
+
+
+@cli.command()
+def export(
+    run: Annotated[str, typer.Argument(help="Run id or name.")],
+    out: Annotated[Path, typer.Option(help="Output JSONL file ('-' for standard output).")],
+    db: DbOption = None,
+) -> None:
+    """Write a stored run back as SPEC §5 trajectory records."""
+    from app.store.importer import export_run
+
+    try:
+        n = export_run(_settings(db), run, out)
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    if str(out) != "-":
+        Console(stderr=True).print(Text(f"wrote {n} records to {out}"))
+
+
+@cli.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    db: DbOption = None,
+) -> None:
+    """Start the web app (uvicorn)."""
+    import uvicorn
+
+    from app.web.app import create_app
+
+    try:
+        app = create_app(_settings(db))
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    uvicorn.run(app, host=host, port=port)
 
 
 def main() -> None:

@@ -44,11 +44,12 @@ class Call:
     arguments: Any
     observation: str | None = None
     error: CallError | None = None
+    raw_arguments: str | None = None  # the JSON string as sent, when it was one
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "arguments": self.arguments,
+            "arguments": self.raw_arguments if self.raw_arguments is not None else self.arguments,
             "observation": self.observation,
             "error": None if self.error is None else self.error.to_dict(),
         }
@@ -166,12 +167,14 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
             else:
                 raise bad("must be null or an object", f"{where}.error")
         obs = rc.get("observation")
+        raw_args = rc.get("arguments")
         calls.append(
             Call(
                 name=name,
-                arguments=parse_arguments(rc.get("arguments")),
+                arguments=parse_arguments(raw_args),
                 observation=None if obs is None else _text(obs, f"{where}.observation", index, source),
                 error=error,
+                raw_arguments=raw_args if isinstance(raw_args, str) else None,
             )
         )
     fault: Fault | None = None

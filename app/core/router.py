@@ -104,6 +104,7 @@ class MockRouter:
         self.mocks = dict(mocks or {})
         self.state: dict[str, Any] = state if state is not None else {}
         self.log: list[Call] = []
+        self._raw: str | None = None
         self._rng = random.Random(self.faults.seed)
 
     @property
@@ -131,6 +132,7 @@ class MockRouter:
     def call(self, name: str, arguments: Any) -> str:
         """Run one call and return the observation the agent reads."""
         index = len(self.log)
+        self._raw = arguments if isinstance(arguments, str) else None
         args = parse_arguments(arguments)
         tool = self.toolset.get(name)
         if tool is None:
@@ -154,7 +156,8 @@ class MockRouter:
     def _record(self, name: str, args: Any, observation: str, error: CallError | None) -> str:
         if error is not None:
             error.message = observation
-        self.log.append(Call(name=name, arguments=args, observation=observation, error=error))
+        self.log.append(Call(name=name, arguments=args, observation=observation, error=error,
+                             raw_arguments=self._raw))
         return observation
 
 

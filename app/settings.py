@@ -1,0 +1,33 @@
+"""Settings read from the environment (``TOOLLENS_*``), never at import time."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """``TOOLLENS_DATABASE_URL``, ``TOOLLENS_API_TOKEN``, ``TOOLLENS_MAX_BODY_BYTES``."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLLENS_", extra="ignore")
+
+    database_url: str = "sqlite:///toollens.db"
+    api_token: str | None = None
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    auto_migrate: bool = True
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_backend(cls, url: str) -> str:
+        if not url.startswith(("sqlite", "postgresql")):
+            raise ValueError("TOOLLENS_DATABASE_URL must be a sqlite:/// or postgresql+psycopg:// URL")
+        if url.startswith("postgresql://"):
+            url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        return url
+
+    @field_validator("api_token")
+    @classmethod
+    def _token_not_blank(cls, token: str | None) -> str | None:
+        if token is not None and len(token.strip()) < 8:
+            raise ValueError("TOOLLENS_API_TOKEN must be at least 8 characters (or unset)")
+        return token

@@ -1,0 +1,129 @@
+"""Engines, sessions and the schema version check.
+
+SQLite gets WAL mode and a busy timeout so that a running evaluation and the
+dashboard can share one file; PostgreSQL is reached through the same URL
+variable. Nothing is created at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.store.errors import SchemaMismatch
+
+MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+SQLITE_BUSY_MS = 30_000
+
+
+def make_engine(url: str, **kw: Any) -> Engine:
+    """An engine with the per-dialect settings this app relies on."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_MS / 1000, "check_same_thread": False}, **kw)
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # let SQLAlchemy's BEGIN below drive transactions
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            # writers take the write lock up front (no lock-upgrade deadlocks
+            # between two writers); readers stay concurrent under WAL
+            immediate = conn.get_execution_options().get("sqlite_immediate", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, **kw)
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def session_scope(factory: sessionmaker[Session], *, write: bool = False) -> Iterator[Session]:
+    """One transaction: committed on success, rolled back on any error.
+    ``write`` takes SQLite's write lock at the start of the transaction."""
+    session = factory()
+    try:
+        if write:
+            session.connection(execution_options={"sqlite_immediate": True})
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def _alembic_config(url: str) -> Any:
+    from alembic.config import Config
+
+    if not (MIGRATIONS / "env.py").is_file():
+        raise SchemaMismatch(f"migrations not found at {MIGRATIONS}")
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Apply the migrations (``toollens db upgrade``)."""
+    from alembic import command
+
+    command.upgrade(_alembic_config(url), revision)
+
+
+def head_revision(url: str) -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(_alembic_config(url)).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def check_schema(engine: Engine, url: str, *, auto_migrate: bool = True) -> None:
+    """Make sure the database schema is the one this code expects.
+
+    An empty database is migrated when ``auto_migrate`` is on (the first start
+    on a new SQLite file); an older or newer one is refused with a message that
+    says what to do."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(_alembic_config(url))
+    head = script.get_current_head()
+    current = current_revision(engine)
+    if current == head:
+        return
+    if current is None:
+        if inspect(engine).get_table_names() and not auto_migrate:
+            raise SchemaMismatch("the database has tables but no ToolLens schema version; is it the right database?")
+        if not auto_migrate:
+            raise SchemaMismatch("the database is empty: run `toollens db upgrade`")
+        upgrade(url)
+        return
+    known = {rev.revision for rev in script.walk_revisions()}
+    if current not in known:
+        raise SchemaMismatch(
+            f"the database schema ({current}) is newer than this version of ToolLens (head {head}): upgrade ToolLens"
+        )
+    raise SchemaMismatch(f"the database schema ({current}) is older than this code ({head}): run `toollens db upgrade`")

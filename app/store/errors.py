@@ -1,0 +1,21 @@
+"""Errors of the store, mapped to HTTP statuses and exit codes at the edge."""
+
+from __future__ import annotations
+
+from app.core.errors import ToolLensError
+
+
+class StoreError(ToolLensError):
+    """Base class of the store's errors."""
+
+
+class NotFound(StoreError):
+    """An unknown run, trajectory, suite or toolset (404)."""
+
+
+class Conflict(StoreError):
+    """The request contradicts what is stored: a finished run, a duplicate (409)."""
+
+
+class SchemaMismatch(StoreError):
+    """The database schema is not the one this code expects."""

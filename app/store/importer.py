@@ -1,0 +1,140 @@
+"""``toollens import`` and ``toollens export``: files in and out of the store.
+
+Import reads the file twice: a first pass checks every line (a file with bad
+lines stores nothing unless told to skip them), the second streams it in
+bounded batches, one transaction each. Memory does not grow with the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import Engine, select
+
+from app.core.errors import InvalidTrajectory
+from app.core.records import Trajectory, parse_line
+from app.core.scoring import Scorer
+from app.core.suite import load_suite_document, parse_suite
+from app.settings import Settings
+from app.store import ingest, queries
+from app.store.db import check_schema, make_engine, make_sessionmaker, session_scope
+from app.store.errors import Conflict
+from app.store.models import Run
+
+
+@dataclass
+class ImportResult:
+    run_id: int
+    trajectories: int = 0
+    calls: int = 0
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+
+def open_store(settings: Settings) -> Engine:
+    engine = make_engine(settings.database_url)
+    check_schema(engine, settings.database_url,
+                 auto_migrate=settings.auto_migrate and settings.database_url.startswith("sqlite"))
+    return engine
+
+
+def _check_lines(path: Path) -> tuple[list[tuple[int, str]], int]:
+    bad: list[tuple[int, str]] = []
+    seen: dict[tuple[str, int, str], int] = {}
+    good = 0
+    with path.open(encoding="utf-8", errors="strict") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                traj = parse_line(line, index=number)
+            except InvalidTrajectory as exc:
+                bad.append((number, f"{exc.field}: {exc.detail}" if exc.field else exc.detail))
+                continue
+            key = (traj.case_id, traj.trial, ingest.fault_key(traj))
+            if key in seen:
+                bad.append((number, f"same case, trial and fault as line {seen[key]}"))
+                continue
+            seen[key] = number
+            good += 1
+    return bad, good
+
+
+def import_file(settings: Settings, path: Path, *, suite_path: Path, run_name: str, model: str = "",
+                agent: str = "", skip_bad: bool = False, finish: bool = True, batch: int = 500) -> ImportResult:
+    if not path.is_file():
+        raise InvalidTrajectory("file not found", source=str(path))
+    document = load_suite_document(suite_path)
+    try:
+        bad, _good = _check_lines(path)
+    except UnicodeDecodeError as exc:
+        raise InvalidTrajectory(f"not UTF-8 text ({exc.reason})", source=str(path)) from None
+    if bad and not skip_bad:
+        shown = "; ".join(f"line {n}: {m}" for n, m in bad[:10])
+        more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
+        raise InvalidTrajectory(f"{len(bad)} bad lines, nothing stored (--skip-bad stores the rest): {shown}{more}",
+                                source=str(path))
+    skip = {n for n, _ in bad}
+    engine = open_store(settings)
+    sessions = make_sessionmaker(engine)
+    try:
+        with session_scope(sessions, write=True) as session:
+            suite_row = ingest.ensure_suite(session, document)
+            run = session.scalar(select(Run).where(Run.name == run_name))
+            if run is None:
+                run = ingest.create_run(session, name=run_name, suite_row=suite_row, agent=agent, model=model,
+                                        config={"source": path.name})
+            elif run.status == "finished":
+                raise Conflict(f"run {run_name!r} is finished: it takes no new trajectories")
+            elif run.suite_id != suite_row.id:
+                raise Conflict(f"run {run_name!r} was scored against another suite")
+            session.flush()
+            run_id = run.id
+        result = ImportResult(run_id=run_id, skipped=bad)
+        scorer = Scorer(parse_suite(document, path=str(suite_path)))
+        pending: list[Trajectory] = []
+
+        def flush() -> None:
+            with session_scope(sessions, write=True) as s:
+                run_row = ingest.get_run_row(s, run_id)
+                result.calls += ingest.add_trajectories(s, run=run_row, scorer=scorer, trajectories=pending)
+            result.trajectories += len(pending)
+            pending.clear()
+
+        with path.open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if number in skip or not line.strip():
+                    continue
+                pending.append(parse_line(line, index=number, source=str(path)))
+                if len(pending) >= batch:
+                    flush()
+        if pending:
+            flush()
+        if finish:
+            with session_scope(sessions, write=True) as s:
+                ingest.finish_run(s, run_id)
+        return result
+    finally:
+        engine.dispose()
+
+
+def export_run(settings: Settings, run_ref: str, out: Path) -> int:
+    engine = open_store(settings)
+    sessions = make_sessionmaker(engine)
+    n = 0
+    try:
+        with session_scope(sessions) as session:
+            run = ingest.find_run(session, run_ref)
+            fh = sys.stdout if str(out) == "-" else out.open("w", encoding="utf-8")
+            try:
+                for rec in queries.export_records(session, run.id):
+                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                    n += 1
+            finally:
+                if fh is not sys.stdout:
+                    fh.close()
+    finally:
+        engine.dispose()
+    return n

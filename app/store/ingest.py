@@ -1,0 +1,244 @@
+"""Writing to the store: suites, toolset versions, runs and trajectory batches.
+
+A batch is scored with the core and stored in one transaction: its
+trajectories, their calls, the filter index rows, and the run's counters,
+which are added to atomically (``INSERT … ON CONFLICT DO UPDATE``) so that
+several writers can feed one run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import insert, select, tuple_
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.core.records import Trajectory
+from app.core.report import Report
+from app.core.scoring import Scorer, TrajectoryScore
+from app.core.suite import Suite, parse_suite
+from app.store.errors import Conflict, NotFound
+from app.store.models import (
+    CallRow,
+    Run,
+    RunCounter,
+    SuiteRow,
+    ToolsetVersion,
+    TrajectoryRow,
+    TrajectoryTag,
+    utcnow,
+)
+
+
+def _digest(value: Any) -> str:
+    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def fault_key(traj: Trajectory) -> str:
+    """The declared fault as a key: one trajectory per case, trial and fault."""
+    return "" if traj.fault is None else f"{traj.fault.step}:{traj.fault.kind}"
+
+
+def ensure_toolset_version(session: Session, *, name: str, suite: Suite) -> ToolsetVersion:
+    """The stored version of this toolset's content, created on first sight."""
+    version = suite.toolset.version
+    found = session.scalar(select(ToolsetVersion).where(ToolsetVersion.toolset == name, ToolsetVersion.hash == version))
+    if found is not None:
+        return found
+    row = ToolsetVersion(toolset=name, hash=version, label=suite.toolset.label,
+                         tools=[t.contract() for t in suite.toolset])
+    try:
+        with session.begin_nested():
+            session.add(row)
+    except IntegrityError:  # another writer stored it first
+        found = session.scalar(select(ToolsetVersion).where(ToolsetVersion.toolset == name,
+                                                            ToolsetVersion.hash == version))
+        assert found is not None
+        return found
+    return row
+
+
+def ensure_suite(session: Session, document: dict[str, Any]) -> SuiteRow:
+    """Store a self-contained suite document (idempotent by content)."""
+    suite = parse_suite(document, path="suite")
+    if isinstance(document.get("toolset"), str):
+        from app.core.errors import SuiteError
+
+        raise SuiteError("give the toolset inline (a path means nothing to the server)", field="toolset")
+    digest = _digest(document)
+    found = session.scalar(select(SuiteRow).where(SuiteRow.name == suite.name, SuiteRow.hash == digest))
+    if found is not None:
+        return found
+    toolset_name = suite.toolset.name or suite.name
+    version = ensure_toolset_version(session, name=toolset_name, suite=suite)
+    row = SuiteRow(name=suite.name, hash=digest, document=document, toolset_version_id=version.id)
+    try:
+        with session.begin_nested():
+            session.add(row)
+    except IntegrityError:
+        found = session.scalar(select(SuiteRow).where(SuiteRow.name == suite.name, SuiteRow.hash == digest))
+        assert found is not None
+        return found
+    return row
+
+
+def create_run(session: Session, *, name: str, suite_row: SuiteRow, agent: str = "", model: str = "",
+               config: dict[str, Any] | None = None) -> Run:
+    if session.scalar(select(Run.id).where(Run.name == name)) is not None:
+        raise Conflict(f"a run named {name!r} exists already")
+    run = Run(name=name, agent=agent, model=model, suite_id=suite_row.id,
+              toolset_version_id=suite_row.toolset_version_id, config=config or {}, status="running")
+    session.add(run)
+    try:
+        session.flush()
+    except IntegrityError:
+        raise Conflict(f"a run named {name!r} exists already") from None
+    return run
+
+
+def get_run_row(session: Session, run_id: int) -> Run:
+    run = session.get(Run, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    return run
+
+
+def find_run(session: Session, ref: str) -> Run:
+    """A run by id or by name."""
+    run = session.get(Run, int(ref)) if ref.isdigit() else None
+    if run is None:
+        run = session.scalar(select(Run).where(Run.name == ref))
+    if run is None:
+        raise NotFound(f"no run {ref!r}")
+    return run
+
+
+def get_suite_row(session: Session, suite_id: int) -> SuiteRow:
+    row = session.get(SuiteRow, suite_id)
+    if row is None:
+        raise NotFound(f"no suite {suite_id}")
+    return row
+
+
+def suite_for_run(session: Session, run: Run) -> Suite:
+    row = session.get(SuiteRow, run.suite_id)
+    assert row is not None
+    return parse_suite(row.document, path=f"suite {row.name}")
+
+
+def finish_run(session: Session, run_id: int) -> Run:
+    run = get_run_row(session, run_id)
+    if run.status != "finished":
+        run.status = "finished"
+        run.finished_at = utcnow()
+    return run
+
+
+def _upsert_counters(session: Session, run_id: int, rows: Iterable[tuple[str, str, str, str, int]]) -> None:
+    values = sorted(
+        ({"run_id": run_id, "kind": k, "a": a, "b": b, "c": c, "value": v} for k, a, b, c, v in rows if v),
+        key=lambda r: (r["kind"], r["a"], r["b"], r["c"]),  # one lock order for every writer
+    )
+    if not values:
+        return
+    dialect = session.get_bind().dialect.name
+    ins = postgresql.insert(RunCounter) if dialect == "postgresql" else sqlite.insert(RunCounter)
+    stmt = ins.on_conflict_do_update(
+        index_elements=["run_id", "kind", "a", "b", "c"],
+        set_={"value": RunCounter.value + ins.excluded.value},
+    )
+    session.execute(stmt, values)
+
+
+def _call_rows(traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id: int) -> list[dict[str, Any]]:
+    rows = []
+    for call, cs in zip(traj.calls, ts.calls, strict=True):
+        err = call.error
+        rows.append({
+            "trajectory_id": trajectory_id, "run_id": run_id, "idx": cs.index, "name": call.name,
+            "arguments": call.arguments, "arguments_raw": call.raw_arguments, "observation": call.observation,
+            "error_kind": None if err is None else err.kind,
+            "error_message": None if err is None else err.message,
+            "injected": bool(err and err.injected), "exists": cs.exists,
+            "schema_field": None if cs.schema_error is None else cs.schema_error.field,
+            "schema_message": None if cs.schema_error is None else cs.schema_error.message,
+            "step": cs.step, "expected_name": cs.expected_name, "selection_ok": cs.selection_ok,
+            "mismatches": None if cs.mismatches is None else [m.to_dict() for m in cs.mismatches],
+            "dependency_before": None if cs.dependency_violation is None else cs.dependency_violation[0],
+            "forbidden": cs.forbidden,
+            "reaction": None if cs.reaction is None else cs.reaction.reaction,
+            "reaction_ok": None if cs.reaction is None else cs.reaction.acceptable,
+        })
+    return rows
+
+
+def _detail(ts: TrajectoryScore) -> dict[str, Any]:
+    d = ts.to_dict()
+    for key in ("calls", "case_id", "trial", "passed", "failures"):
+        d.pop(key, None)
+    return d
+
+
+def add_trajectories(session: Session, *, run: Run, scorer: Scorer, trajectories: Sequence[Trajectory]) -> int:
+    """Score and store a batch in the caller's transaction; returns the number
+    of calls stored. Raises Conflict for a finished run or a trajectory stored
+    already (same case, trial and fault), naming the record index."""
+    if run.status == "finished":
+        raise Conflict(f"run {run.id} is finished: it takes no new trajectories")
+    keys = [(t.case_id, t.trial, fault_key(t)) for t in trajectories]
+    seen: dict[tuple[str, int, str], int] = {}
+    for i, key in enumerate(keys):
+        if key in seen:
+            raise Conflict(f"records {seen[key]} and {i} are the same trajectory (case {key[0]!r}, trial {key[1]})")
+        seen[key] = i
+    for chunk_start in range(0, len(keys), 500):
+        chunk = keys[chunk_start:chunk_start + 500]
+        stored = session.execute(
+            select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key).where(
+                TrajectoryRow.run_id == run.id,
+                tuple_(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key).in_(chunk),
+            )
+        ).first()
+        if stored is not None:
+            key = (stored[0], stored[1], stored[2])
+            raise Conflict(f"record {seen[key]}: case {key[0]!r} trial {key[1]} is stored already in run {run.id}")
+    if not trajectories:
+        return 0
+    report = Report(keep_cases=False)
+    scores = [scorer.score(t) for t in trajectories]
+    traj_rows = []
+    for t, ts in zip(trajectories, scores, strict=True):
+        report.add(ts)
+        traj_rows.append({
+            "run_id": run.id, "case_id": t.case_id, "trial": t.trial, "fault_key": fault_key(t),
+            "fault_step": None if t.fault is None else t.fault.step,
+            "fault_kind": None if t.fault is None else t.fault.kind,
+            "recovery_kind": ts.fault_kind, "question": t.question, "answer": t.answer, "reward": t.reward,
+            "state": t.state, "outcome": None if ts.outcome is None else ts.outcome.outcome,
+            "passed": ts.passed, "failures": ts.failures, "detail": _detail(ts), "n_calls": len(t.calls),
+        })
+    try:
+        ids = session.scalars(
+            insert(TrajectoryRow).returning(TrajectoryRow.id, sort_by_parameter_order=True), traj_rows
+        ).all()
+    except IntegrityError:
+        raise Conflict("a trajectory of this batch was stored meanwhile by another writer") from None
+    calls: list[dict[str, Any]] = []
+    tags: list[dict[str, Any]] = []
+    for t, ts, tid in zip(trajectories, scores, ids, strict=True):
+        calls.extend(_call_rows(t, ts, tid, run.id))
+        tags.extend({"trajectory_id": tid, "run_id": run.id, "kind": "failure", "value": f} for f in ts.failures)
+        missing = {e for e, c in ts.confusion if c == "(missing)"}
+        tags.extend({"trajectory_id": tid, "run_id": run.id, "kind": "missing", "value": m} for m in sorted(missing))
+    if calls:
+        session.execute(insert(CallRow), calls)
+    if tags:
+        session.execute(insert(TrajectoryTag), tags)
+    _upsert_counters(session, run.id, report.counters())
+    return len(calls)

@@ -1,0 +1,164 @@
+"""ORM models: toolsets and their versions, suites, runs, trajectories, calls
+and the per-run counters the pages read directly."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSONType, list[Any]: JSONType, Any: JSONType}
+
+
+class ToolsetVersion(Base):
+    """One version of a toolset: the content hash of its contracts."""
+
+    __tablename__ = "toolset_versions"
+    __table_args__ = (UniqueConstraint("toolset", "hash", name="uq_toolset_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    toolset: Mapped[str] = mapped_column(String(200), index=True)
+    hash: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(String(100), default="")
+    tools: Mapped[list[Any]] = mapped_column(JSONType)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SuiteRow(Base):
+    """A suite as a self-contained document (toolset inline), by content hash."""
+
+    __tablename__ = "suites"
+    __table_args__ = (UniqueConstraint("name", "hash", name="uq_suite_content"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    hash: Mapped[str] = mapped_column(String(64))
+    document: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    toolset_version_id: Mapped[int] = mapped_column(ForeignKey("toolset_versions.id"))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    agent: Mapped[str] = mapped_column(String(200), default="")
+    model: Mapped[str] = mapped_column(String(200), default="", index=True)
+    suite_id: Mapped[int] = mapped_column(ForeignKey("suites.id"), index=True)
+    toolset_version_id: Mapped[int] = mapped_column(ForeignKey("toolset_versions.id"), index=True)
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    status: Mapped[str] = mapped_column(String(20), default="running")
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class RunCounter(Base):
+    """A running total of a run (see ``Report.counters``): added to
+    atomically by every batch, read directly by the pages."""
+
+    __tablename__ = "run_counters"
+    __table_args__ = (UniqueConstraint("run_id", "kind", "a", "b", "c", name="uq_run_counter"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(20))
+    a: Mapped[str] = mapped_column(Text, default="")
+    b: Mapped[str] = mapped_column(Text, default="")
+    c: Mapped[str] = mapped_column(Text, default="")
+    value: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class TrajectoryRow(Base):
+    __tablename__ = "trajectories"
+    __table_args__ = (
+        UniqueConstraint("run_id", "case_id", "trial", "fault_key", name="uq_trajectory"),
+        Index("ix_traj_run_passed", "run_id", "passed"),
+        Index("ix_traj_run_recovery", "run_id", "recovery_kind", "outcome"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    case_id: Mapped[str] = mapped_column(Text)
+    trial: Mapped[int] = mapped_column(Integer, default=0)
+    fault_key: Mapped[str] = mapped_column(String(100), default="")
+    fault_step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    fault_kind: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    recovery_kind: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    question: Mapped[str] = mapped_column(Text, default="")
+    answer: Mapped[str] = mapped_column(Text, default="")
+    reward: Mapped[float | None] = mapped_column(Float, nullable=True)
+    state: Mapped[Any] = mapped_column(JSONType, nullable=True)
+    outcome: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    passed: Mapped[bool] = mapped_column(Boolean)
+    failures: Mapped[list[Any]] = mapped_column(JSONType, default=list)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    n_calls: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class TrajectoryTag(Base):
+    """Index rows for the filters that are not columns: ``failure`` (a failure
+    name) and ``missing`` (an expected tool never attempted)."""
+
+    __tablename__ = "trajectory_tags"
+    __table_args__ = (Index("ix_tag_run_kind_value", "run_id", "kind", "value", "trajectory_id"),)
+
+    trajectory_id: Mapped[int] = mapped_column(ForeignKey("trajectories.id", ondelete="CASCADE"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20), primary_key=True)
+    value: Mapped[str] = mapped_column(Text, primary_key=True)
+    run_id: Mapped[int] = mapped_column(Integer)
+
+
+class CallRow(Base):
+    __tablename__ = "calls"
+    __table_args__ = (
+        Index("ix_calls_traj", "trajectory_id", "idx"),
+        Index("ix_calls_cell", "run_id", "expected_name", "name"),
+        Index("ix_calls_tool", "run_id", "name"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    trajectory_id: Mapped[int] = mapped_column(ForeignKey("trajectories.id", ondelete="CASCADE"))
+    run_id: Mapped[int] = mapped_column(Integer)
+    idx: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(Text)
+    arguments: Mapped[Any] = mapped_column(JSONType, nullable=True)
+    arguments_raw: Mapped[str | None] = mapped_column(Text, nullable=True)
+    observation: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error_kind: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    error_message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    injected: Mapped[bool] = mapped_column(Boolean, default=False)
+    exists: Mapped[bool] = mapped_column(Boolean, default=True)
+    schema_field: Mapped[str | None] = mapped_column(Text, nullable=True)
+    schema_message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    step: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    expected_name: Mapped[str | None] = mapped_column(Text, nullable=True)
+    selection_ok: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    mismatches: Mapped[Any] = mapped_column(JSONType, nullable=True)
+    dependency_before: Mapped[str | None] = mapped_column(Text, nullable=True)
+    forbidden: Mapped[bool] = mapped_column(Boolean, default=False)
+    reaction: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    reaction_ok: Mapped[bool | None] = mapped_column(Boolean, nullable=True)

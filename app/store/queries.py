@@ -1,0 +1,328 @@
+"""Reading from the store: every SQL query the API and the pages need.
+
+Figures come from the run's counters, never from scanning calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from app.core.report import FAMILIES, Report
+from app.core.scoring import EXTRA, MISSING
+from app.store.errors import NotFound
+from app.store.ingest import find_run, get_run_row, suite_for_run
+from app.store.models import CallRow, Run, RunCounter, SuiteRow, ToolsetVersion, TrajectoryRow, TrajectoryTag
+from app.store.views import (
+    CallPublic,
+    ComparisonPublic,
+    ConfusionCell,
+    ConfusionPublic,
+    FamilyDelta,
+    FlippedCase,
+    RatioPublic,
+    RunPublic,
+    RunsPublic,
+    ToolChange,
+    ToolsetDiffPublic,
+    ToolsetPublic,
+    ToolsetVersionPublic,
+    TrajectoriesPublic,
+    TrajectoryPublic,
+    TrajectorySummary,
+)
+
+MAX_PAGE = 500
+
+
+def run_report(session: Session, run_id: int) -> Report:
+    rows = session.execute(
+        select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value).where(
+            RunCounter.run_id == run_id
+        )
+    )
+    return Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows)
+
+
+def _family_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, int]]:
+    out: dict[int, dict[str, int]] = {rid: {} for rid in run_ids}
+    if not run_ids:
+        return out
+    rows = session.execute(
+        select(RunCounter.run_id, RunCounter.kind, RunCounter.a, RunCounter.value).where(
+            RunCounter.run_id.in_(run_ids), RunCounter.kind.in_(("count", "pair_violated"))
+        )
+    )
+    for rid, kind, a, value in rows:
+        key = a if kind == "count" else "dependency_violations"
+        out[rid][key] = out[rid].get(key, 0) + int(value)
+    return out
+
+
+def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str, int]) -> RunPublic:
+    return RunPublic(
+        id=run.id, name=run.name, agent=run.agent, model=run.model, suite=suite.name, suite_id=suite.id,
+        toolset=version.toolset, toolset_version=version.hash, toolset_label=version.label, status=run.status,
+        config=run.config, created_at=run.created_at, finished_at=run.finished_at,
+        trajectories=counts.get("trajectories", 0),
+        families={f: RatioPublic(num=counts.get(f"{f}.num", 0), den=counts.get(f"{f}.den", 0)) for f in FAMILIES},
+        dependency_violations=counts.get("dependency_violations", 0),
+    )
+
+
+def _runs_query() -> Select[Run, SuiteRow, ToolsetVersion]:
+    return (
+        select(Run, SuiteRow, ToolsetVersion)
+        .join(SuiteRow, SuiteRow.id == Run.suite_id)
+        .join(ToolsetVersion, ToolsetVersion.id == Run.toolset_version_id)
+    )
+
+
+def list_runs(session: Session, *, suite: str | None = None, model: str | None = None,
+              toolset_version: str | None = None, limit: int = 50, offset: int = 0) -> RunsPublic:
+    q = _runs_query()
+    if suite:
+        q = q.where(SuiteRow.name == suite)
+    if model:
+        q = q.where(Run.model == model)
+    if toolset_version:
+        q = q.where((ToolsetVersion.hash == toolset_version) | (ToolsetVersion.label == toolset_version))
+    total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
+    rows = session.execute(q.order_by(Run.created_at.desc(), Run.id.desc()).limit(limit).offset(offset)).tuples()
+    page = list(rows)
+    counts = _family_counts(session, [run.id for run, _, _ in page])
+    return RunsPublic(data=[_public(r, s, v, counts[r.id]) for r, s, v in page], count=total, limit=limit,
+                      offset=offset)
+
+
+def get_run(session: Session, run_ref: int | str) -> RunPublic:
+    run = find_run(session, str(run_ref))
+    row = session.execute(_runs_query().where(Run.id == run.id)).one()
+    return _public(row[0], row[1], row[2], _family_counts(session, [run.id])[run.id])
+
+
+def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offset: int = 0) -> dict[str, Any]:
+    """The run's figures in exactly the shape of ``toollens score --json``;
+    ``cases`` holds one page (``cases_total`` says how many there are)."""
+    get_run_row(session, run_id)
+    data = run_report(session, run_id).to_json()
+    q = select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.passed, TrajectoryRow.failures,
+               TrajectoryRow.fault_step, TrajectoryRow.recovery_kind, TrajectoryRow.outcome,
+               TrajectoryRow.detail).where(TrajectoryRow.run_id == run_id)
+    rows = session.execute(q.order_by(TrajectoryRow.id).limit(cases_limit).offset(cases_offset))
+    data["cases"] = [
+        {"case_id": cid, "trial": trial, "passed": passed, "failures": list(failures),
+         "fault": (detail or {}).get("fault"), "outcome": outcome}
+        for cid, trial, passed, failures, _step, _kind, outcome, detail in rows
+    ]
+    data["cases_total"] = data["trajectories"]
+    return data
+
+
+def confusion(session: Session, run_id: int) -> ConfusionPublic:
+    get_run_row(session, run_id)
+    rows = session.execute(
+        select(RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value).where(
+            RunCounter.run_id == run_id, RunCounter.kind == "confusion"
+        )
+    ).all()
+    cells = [ConfusionCell(expected=a, called=b, count=int(v), hallucinated=c == "1") for a, b, c, v in rows]
+    cells.sort(key=lambda c: (-c.count, c.expected, c.called))
+    expected = sorted({c.expected for c in cells} - {EXTRA}) + ([EXTRA] if any(c.expected == EXTRA for c in cells)
+                                                              else [])
+    real = sorted({c.called for c in cells if not c.hallucinated} - {MISSING})
+    invented = sorted({c.called for c in cells if c.hallucinated})
+    called = real + invented + ([MISSING] if any(c.called == MISSING for c in cells) else [])
+    return ConfusionPublic(run_id=run_id, expected=expected, called=called, cells=cells)
+
+
+def _summary(t: TrajectoryRow) -> TrajectorySummary:
+    fault = None if t.fault_kind is None and t.recovery_kind is None else {
+        "step": t.fault_step if t.fault_kind is not None else (t.detail or {}).get("fault", {}).get("step"),
+        "kind": t.fault_kind or t.recovery_kind,
+        "injected": t.fault_kind is not None,
+    }
+    return TrajectorySummary(id=t.id, run_id=t.run_id, case_id=t.case_id, trial=t.trial, fault=fault,
+                             outcome=t.outcome, passed=t.passed, failures=list(t.failures), n_calls=t.n_calls,
+                             reward=t.reward)
+
+
+def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,
+                      called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
+                      passed: bool | None = None, case_id: str | None = None, limit: int = 50,
+                      offset: int = 0) -> TrajectoriesPublic:
+    """A page of a run's trajectories, filtered by failure name, confusion
+    cell (``expected`` and/or ``called``), fault kind, outcome, pass/fail."""
+    get_run_row(session, run_id)
+    q = select(TrajectoryRow).where(TrajectoryRow.run_id == run_id)
+    if failure:
+        q = q.where(TrajectoryRow.id.in_(select(TrajectoryTag.trajectory_id).where(
+            TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "failure", TrajectoryTag.value == failure)))
+    if called == MISSING:
+        missing = select(TrajectoryTag.trajectory_id).where(TrajectoryTag.run_id == run_id,
+                                                            TrajectoryTag.kind == "missing")
+        if expected:
+            missing = missing.where(TrajectoryTag.value == expected)
+        q = q.where(TrajectoryRow.id.in_(missing))
+    elif expected or called:
+        cell = select(CallRow.trajectory_id).where(CallRow.run_id == run_id)
+        if expected == EXTRA:
+            cell = cell.where(CallRow.expected_name.is_(None))
+        elif expected:
+            cell = cell.where(CallRow.expected_name == expected)
+        if called:
+            cell = cell.where(CallRow.name == called)
+        q = q.where(TrajectoryRow.id.in_(cell))
+    if fault_kind:
+        q = q.where(TrajectoryRow.recovery_kind == fault_kind)
+    if outcome:
+        q = q.where(TrajectoryRow.outcome == outcome)
+    if passed is not None:
+        q = q.where(TrajectoryRow.passed == passed)
+    if case_id:
+        q = q.where(TrajectoryRow.case_id == case_id)
+    total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
+    rows = session.scalars(q.order_by(TrajectoryRow.id).limit(limit).offset(offset)).all()
+    return TrajectoriesPublic(data=[_summary(t) for t in rows], count=total, limit=limit, offset=offset)
+
+
+def _call_public(c: CallRow) -> CallPublic:
+    return CallPublic(
+        index=c.idx, name=c.name, arguments=c.arguments, observation=c.observation,
+        error=None if c.error_kind is None else {"kind": c.error_kind, "message": c.error_message or "",
+                                                  "injected": c.injected},
+        exists=c.exists,
+        schema_error=None if c.schema_field is None else {"field": c.schema_field, "message": c.schema_message or ""},
+        step=c.step, expected_name=c.expected_name, selection_ok=c.selection_ok, mismatches=c.mismatches,
+        dependency_violation=None if c.dependency_before is None else [c.dependency_before, c.name],
+        forbidden=c.forbidden,
+        reaction=None if c.reaction is None else {"reaction": c.reaction, "acceptable": c.reaction_ok},
+    )
+
+
+def get_trajectory(session: Session, trajectory_id: int) -> TrajectoryPublic:
+    t = session.get(TrajectoryRow, trajectory_id)
+    if t is None:
+        raise NotFound(f"no trajectory {trajectory_id}")
+    calls = session.scalars(select(CallRow).where(CallRow.trajectory_id == t.id).order_by(CallRow.idx)).all()
+    run = get_run_row(session, t.run_id)
+    case = suite_for_run(session, run).case(t.case_id)
+    expected = None if case is None or case.expected_calls is None else [
+        {"name": e.name, "arguments": e.arguments, "tolerance": {k: r.describe() for k, r in e.tolerance.items()}}
+        for e in case.expected_calls
+    ]
+    return TrajectoryPublic(**_summary(t).model_dump(), question=t.question, answer=t.answer, state=t.state,
+                            detail=t.detail, calls=[_call_public(c) for c in calls], expected_calls=expected)
+
+
+def export_records(session: Session, run_id: int, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:
+    """The run's trajectories back as SPEC §5 records, in storage order."""
+    get_run_row(session, run_id)
+    last = 0
+    while True:
+        trajs = session.scalars(select(TrajectoryRow).where(TrajectoryRow.run_id == run_id,
+                                                            TrajectoryRow.id > last)
+                                .order_by(TrajectoryRow.id).limit(chunk)).all()
+        if not trajs:
+            return
+        ids = [t.id for t in trajs]
+        by_traj: dict[int, list[CallRow]] = {i: [] for i in ids}
+        for c in session.scalars(select(CallRow).where(CallRow.trajectory_id.in_(ids))
+                                 .order_by(CallRow.trajectory_id, CallRow.idx)):
+            by_traj[c.trajectory_id].append(c)
+        for t in trajs:
+            rec: dict[str, Any] = {
+                "case_id": t.case_id, "trial": t.trial, "question": t.question,
+                "calls": [{"name": c.name, "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
+                           "observation": c.observation,
+                           "error": None if c.error_kind is None else {
+                               "kind": c.error_kind, "message": c.error_message or "", "injected": c.injected}}
+                          for c in by_traj[t.id]],
+                "answer": t.answer,
+                "fault": None if t.fault_kind is None else {"step": t.fault_step, "kind": t.fault_kind},
+            }
+            if t.reward is not None:
+                rec["reward"] = t.reward
+            if t.state is not None:
+                rec["state"] = t.state
+            yield rec
+        last = ids[-1]
+
+
+def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) -> ComparisonPublic:
+    a, b = get_run(session, a_id), get_run(session, b_id)
+    families = []
+    for f in FAMILIES:
+        ra, rb = a.families[f], b.families[f]
+        delta = None if not ra.den or not rb.den else rb.num / rb.den - ra.num / ra.den
+        families.append(FamilyDelta(family=f, a=ra, b=rb, delta=delta))
+    ta, tb = TrajectoryRow.__table__.alias("ta"), TrajectoryRow.__table__.alias("tb")
+    joined = (
+        select(ta.c.case_id, ta.c.trial, ta.c.fault_key, ta.c.id, tb.c.id, ta.c.passed, tb.c.passed)
+        .join(tb, (ta.c.case_id == tb.c.case_id) & (ta.c.trial == tb.c.trial) & (ta.c.fault_key == tb.c.fault_key))
+        .where(ta.c.run_id == a_id, tb.c.run_id == b_id)
+    )
+    shared = session.scalar(select(func.count()).select_from(joined.subquery())) or 0
+    flips_q = joined.where(ta.c.passed != tb.c.passed)
+    flipped_count = session.scalar(select(func.count()).select_from(flips_q.subquery())) or 0
+    flipped = [
+        FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa, b_passed=pb)
+        for cid, trial, fk, ida, idb, pa, pb in session.execute(flips_q.order_by(ta.c.id).limit(limit))
+    ]
+    return ComparisonPublic(a=a, b=b, families=families, shared_cases=shared, flipped=flipped,
+                            flipped_count=flipped_count)
+
+
+def _version_public(v: ToolsetVersion, runs: int = 0) -> ToolsetVersionPublic:
+    return ToolsetVersionPublic(id=v.id, toolset=v.toolset, hash=v.hash, label=v.label, created_at=v.created_at,
+                                tools=v.tools, runs=runs)
+
+
+def list_toolsets(session: Session) -> list[ToolsetPublic]:
+    versions = session.scalars(select(ToolsetVersion).order_by(ToolsetVersion.toolset, ToolsetVersion.id)).all()
+    runs = dict(session.execute(select(Run.toolset_version_id, func.count()).group_by(Run.toolset_version_id)).all())
+    out: dict[str, ToolsetPublic] = {}
+    for v in versions:
+        out.setdefault(v.toolset, ToolsetPublic(name=v.toolset, versions=[])).versions.append(
+            _version_public(v, runs.get(v.id, 0)))
+    return list(out.values())
+
+
+def get_toolset(session: Session, name: str) -> ToolsetPublic:
+    for ts in list_toolsets(session):
+        if ts.name == name:
+            return ts
+    raise NotFound(f"no toolset {name!r}")
+
+
+def _find_version(session: Session, toolset: str, ref: str) -> ToolsetVersion:
+    v = session.scalar(select(ToolsetVersion).where(
+        ToolsetVersion.toolset == toolset, (ToolsetVersion.hash == ref) | (ToolsetVersion.label == ref)
+    ).order_by(ToolsetVersion.id.desc()))
+    if v is None:
+        raise NotFound(f"no version {ref!r} of toolset {toolset!r}")
+    return v
+
+
+def diff_toolset(session: Session, toolset: str, a: str, b: str) -> ToolsetDiffPublic:
+    va, vb = _find_version(session, toolset, a), _find_version(session, toolset, b)
+    ta = {t["name"]: t for t in va.tools}
+    tb = {t["name"]: t for t in vb.tools}
+    changes = []
+    for name in sorted(set(ta) | set(tb)):
+        x, y = ta.get(name), tb.get(name)
+        if x is None:
+            change = "added"
+        elif y is None:
+            change = "removed"
+        else:
+            change = "same" if x == y else "changed"
+        changes.append(ToolChange(
+            name=name, change=change, description_a=None if x is None else x["description"],
+            description_b=None if y is None else y["description"],
+            parameters_changed=x is not None and y is not None and x["parameters"] != y["parameters"],
+        ))
+    return ToolsetDiffPublic(toolset=toolset, a=va.hash, b=vb.hash, tools=changes)

@@ -1,0 +1,203 @@
+"""Typed read models the store returns and the API serves (``XPublic`` and
+``XsPublic(data, count)`` families)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class RatioPublic(BaseModel):
+    num: int
+    den: int
+
+
+class RunPublic(BaseModel):
+    id: int
+    name: str
+    agent: str
+    model: str
+    suite: str
+    suite_id: int
+    toolset: str
+    toolset_version: str
+    toolset_label: str
+    status: str
+    config: dict[str, Any]
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    trajectories: int = 0
+    families: dict[str, RatioPublic] = Field(default_factory=dict)
+    dependency_violations: int = 0
+
+
+class RunsPublic(BaseModel):
+    data: list[RunPublic]
+    count: int
+    limit: int
+    offset: int
+
+
+class ConfusionCell(BaseModel):
+    expected: str
+    called: str
+    count: int
+    hallucinated: bool = False
+
+
+class ConfusionPublic(BaseModel):
+    run_id: int
+    expected: list[str]
+    called: list[str]
+    cells: list[ConfusionCell]
+
+
+class TrajectorySummary(BaseModel):
+    id: int
+    run_id: int
+    case_id: str
+    trial: int
+    fault: dict[str, Any] | None
+    outcome: str | None
+    passed: bool
+    failures: list[str]
+    n_calls: int
+    reward: float | None = None
+
+
+class TrajectoriesPublic(BaseModel):
+    data: list[TrajectorySummary]
+    count: int
+    limit: int
+    offset: int
+
+
+class CallPublic(BaseModel):
+    index: int
+    name: str
+    arguments: Any
+    observation: str | None
+    error: dict[str, Any] | None
+    exists: bool
+    schema_error: dict[str, str] | None
+    step: int | None
+    expected_name: str | None
+    selection_ok: bool | None
+    mismatches: list[dict[str, Any]] | None
+    dependency_violation: list[str] | None
+    forbidden: bool
+    reaction: dict[str, Any] | None
+
+
+class TrajectoryPublic(TrajectorySummary):
+    question: str
+    answer: str
+    state: dict[str, Any] | None
+    detail: dict[str, Any]
+    calls: list[CallPublic]
+    expected_calls: list[dict[str, Any]] | None = None
+
+
+class FamilyDelta(BaseModel):
+    family: str
+    a: RatioPublic
+    b: RatioPublic
+    delta: float | None
+
+
+class FlippedCase(BaseModel):
+    case_id: str
+    trial: int
+    fault: str
+    a_trajectory: int
+    b_trajectory: int
+    a_passed: bool
+    b_passed: bool
+
+
+class ComparisonPublic(BaseModel):
+    a: RunPublic
+    b: RunPublic
+    families: list[FamilyDelta]
+    shared_cases: int
+    flipped: list[FlippedCase]
+    flipped_count: int
+
+
+class ToolsetVersionPublic(BaseModel):
+    id: int
+    toolset: str
+    hash: str
+    label: str
+    created_at: dt.datetime
+    tools: list[dict[str, Any]]
+    runs: int = 0
+
+
+class ToolsetPublic(BaseModel):
+    name: str
+    versions: list[ToolsetVersionPublic]
+
+
+class ToolChange(BaseModel):
+    name: str
+    change: str  # added | removed | changed | same
+    description_a: str | None
+    description_b: str | None
+    parameters_changed: bool
+
+
+class ToolsetDiffPublic(BaseModel):
+    toolset: str
+    a: str
+    b: str
+    tools: list[ToolChange]
+
+
+class IngestResult(BaseModel):
+    run_id: int
+    stored: int
+    calls: int
+    trajectories_total: int
+
+
+class DependencyPairPublic(BaseModel):
+    before: str
+    after: str
+    count: int
+    checked: int
+
+
+class CaseResultPublic(BaseModel):
+    case_id: str
+    trial: int
+    passed: bool
+    failures: list[str]
+    fault: dict[str, Any] | None = None
+    outcome: str | None = None
+
+
+class FiguresPublic(BaseModel):
+    """Exactly the shape of ``toollens score --json`` (SPEC §5), plus paging
+    of ``cases``."""
+
+    selection_precision: RatioPublic
+    selection_recall: RatioPublic
+    schema_validity: RatioPublic
+    argument_accuracy: RatioPublic
+    hallucinated_tools: RatioPublic
+    recovery: RatioPublic
+    hallucination_after_error: RatioPublic
+    dependency_violations: list[DependencyPairPublic]
+    confusion: list[ConfusionCell]
+    outcomes: dict[str, int]
+    pass_hat_k: dict[str, float]
+    cases: list[CaseResultPublic]
+    trajectories: int
+    failures: dict[str, int]
+    outcomes_by_fault_kind: list[dict[str, Any]]
+    reactions: list[dict[str, Any]]
+    schema_errors: list[dict[str, Any]]
+    cases_total: int

@@ -1,0 +1,1 @@
+"""The web layer: the app factory, thin routes, error mapping."""

@@ -1,0 +1,178 @@
+"""The JSON API under ``/api``: thin routes over the store's functions."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
+
+from app import __version__
+from app.core.records import parse_record
+from app.store import ingest, queries
+from app.store.db import session_scope
+from app.store.views import (
+    ComparisonPublic,
+    ConfusionPublic,
+    FiguresPublic,
+    IngestResult,
+    RunPublic,
+    RunsPublic,
+    ToolsetDiffPublic,
+    ToolsetPublic,
+    TrajectoriesPublic,
+    TrajectoryPublic,
+)
+from app.web.schemas import ErrorBody, RunCreate, TrajectoryBatch
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422)
+}
+
+router = APIRouter(prefix="/api", responses=ERRORS)
+
+
+def read_session(request: Request) -> Iterator[Session]:
+    with session_scope(request.app.state.sessions) as session:
+        yield session
+
+
+def write_session(request: Request) -> Iterator[Session]:
+    with session_scope(request.app.state.sessions, write=True) as session:
+        yield session
+
+
+def require_token(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
+    """Writes need ``Authorization: Bearer <TOOLLENS_API_TOKEN>`` when it is set."""
+    token = request.app.state.settings.api_token
+    if token is None:
+        return
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), token.encode()):
+        raise HTTPException(401, "a bearer token is required for writes", headers={"WWW-Authenticate": "Bearer"})
+
+
+ReadSession = Annotated[Session, Depends(read_session)]
+WriteSession = Annotated[Session, Depends(write_session)]
+Writer = Depends(require_token)
+Limit = Annotated[int, Query(ge=1, le=queries.MAX_PAGE)]
+Offset = Annotated[int, Query(ge=0, le=10**9)]
+
+
+@router.get("/health")
+def health() -> dict[str, str]:
+    return {"status": "ok", "version": __version__}
+
+
+@router.post("/runs", status_code=201, dependencies=[Writer])
+def create_run(body: RunCreate, session: WriteSession) -> RunPublic:
+    if (body.suite is None) == (body.suite_id is None):
+        raise HTTPException(422, "give exactly one of 'suite' (inline) or 'suite_id'")
+    if body.suite is not None:
+        suite_row = ingest.ensure_suite(session, body.suite)
+    else:
+        suite_row = ingest.get_suite_row(session, body.suite_id or 0)
+    run = ingest.create_run(session, name=body.name, suite_row=suite_row, agent=body.agent, model=body.model,
+                            config=body.config)
+    session.flush()
+    return queries.get_run(session, run.id)
+
+
+@router.get("/runs")
+def list_runs(session: ReadSession, suite: str | None = None, model: str | None = None,
+              toolset_version: str | None = None, limit: Limit = 50, offset: Offset = 0) -> RunsPublic:
+    return queries.list_runs(session, suite=suite, model=model, toolset_version=toolset_version, limit=limit,
+                             offset=offset)
+
+
+@router.get("/runs/{run_id}")
+def get_run(run_id: int, session: ReadSession) -> RunPublic:
+    ingest.get_run_row(session, run_id)
+    return queries.get_run(session, run_id)
+
+
+@router.post("/runs/{run_id}/trajectories", dependencies=[Writer])
+def add_trajectories(run_id: int, body: TrajectoryBatch, request: Request, session: WriteSession) -> IngestResult:
+    """Score a batch of SPEC §5 records and store it whole, or not at all."""
+    run = ingest.get_run_row(session, run_id)
+    records = [parse_record(rec, index=i) for i, rec in enumerate(body.trajectories)]
+    scorer = request.app.state.scorers.for_run(session, run)
+    n_calls = ingest.add_trajectories(session, run=run, scorer=scorer, trajectories=records)
+    total = queries.get_run(session, run_id).trajectories
+    return IngestResult(run_id=run_id, stored=len(records), calls=n_calls, trajectories_total=total)
+
+
+@router.post("/runs/{run_id}/finish", dependencies=[Writer])
+def finish_run(run_id: int, session: WriteSession) -> RunPublic:
+    ingest.finish_run(session, run_id)
+    session.flush()
+    return queries.get_run(session, run_id)
+
+
+@router.get("/runs/{run_id}/figures")
+def figures(run_id: int, session: ReadSession, cases_limit: Limit = 100, cases_offset: Offset = 0) -> FiguresPublic:
+    """The run's figures in the shape of ``toollens score --json``."""
+    return FiguresPublic.model_validate(
+        queries.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset))
+
+
+@router.get("/runs/{run_id}/confusion")
+def confusion(run_id: int, session: ReadSession) -> ConfusionPublic:
+    return queries.confusion(session, run_id)
+
+
+@router.get("/runs/{run_id}/trajectories.jsonl", response_class=StreamingResponse,
+            responses={200: {"content": {"application/x-ndjson": {}}}})
+def export_jsonl(run_id: int, request: Request) -> StreamingResponse:
+    """The run back as SPEC §5 records, streamed."""
+    with session_scope(request.app.state.sessions) as session:
+        ingest.get_run_row(session, run_id)
+
+    def lines() -> Iterator[bytes]:
+        with session_scope(request.app.state.sessions) as s:
+            for rec in queries.export_records(s, run_id):
+                yield (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+@router.get("/runs/{run_id}/trajectories")
+def list_trajectories(
+    run_id: int, session: ReadSession, failure: str | None = None, expected: str | None = None,
+    called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
+    passed: bool | None = None, case_id: str | None = None, limit: Limit = 50, offset: Offset = 0,
+) -> TrajectoriesPublic:
+    return queries.list_trajectories(session, run_id, failure=failure, expected=expected, called=called,
+                                     fault_kind=fault_kind, outcome=outcome, passed=passed, case_id=case_id,
+                                     limit=limit, offset=offset)
+
+
+@router.get("/trajectories/{trajectory_id}")
+def get_trajectory(trajectory_id: int, session: ReadSession) -> TrajectoryPublic:
+    return queries.get_trajectory(session, trajectory_id)
+
+
+@router.get("/compare")
+def compare(a: int, b: int, session: ReadSession, limit: Limit = 200) -> ComparisonPublic:
+    """Metric deltas (b minus a) and the cases whose pass/fail flipped."""
+    return queries.compare_runs(session, a, b, limit=limit)
+
+
+@router.get("/toolsets")
+def list_toolsets(session: ReadSession) -> list[ToolsetPublic]:
+    return queries.list_toolsets(session)
+
+
+@router.get("/toolsets/{name}")
+def get_toolset(name: str, session: ReadSession) -> ToolsetPublic:
+    return queries.get_toolset(session, name)
+
+
+@router.get("/toolsets/{name}/diff")
+def diff_toolset(name: str, a: str, b: str, session: ReadSession) -> ToolsetDiffPublic:
+    """Per tool: added, removed, changed (description, schema) or the same."""
+    return queries.diff_toolset(session, name, a, b)

@@ -1,0 +1,44 @@
+"""The app factory: nothing is built at import time; the engine, the session
+factory and the scorer cache live on ``app.state``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app import __version__
+from app.settings import Settings
+from app.store.db import check_schema, make_engine, make_sessionmaker
+from app.web.api import router as api_router
+from app.web.errors import install_error_handlers
+from app.web.limits import BodyLimit
+from app.web.state import ScorerCache
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app for these settings (read from the environment if None).
+
+    The database schema is checked here: an empty SQLite file is migrated on
+    first start; an older or newer schema is refused with a clear message."""
+    settings = settings or Settings()
+    engine = make_engine(settings.database_url)
+    check_schema(engine, settings.database_url,
+                 auto_migrate=settings.auto_migrate and settings.database_url.startswith("sqlite"))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(title="ToolLens", version=__version__, lifespan=lifespan,
+                  description="Five separate tool-use failures, measured against mocked tools.")
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = make_sessionmaker(engine)
+    app.state.scorers = ScorerCache()
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    install_error_handlers(app)
+    app.include_router(api_router)
+    return app

@@ -91,8 +91,7 @@ def list_runs(session: Session, *, suite: str | None = None, model: str | None =
     if toolset_version:
         q = q.where((ToolsetVersion.hash == toolset_version) | (ToolsetVersion.label == toolset_version))
     total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
-    rows = session.execute(q.order_by(Run.created_at.desc(), Run.id.desc()).limit(limit).offset(offset)).tuples()
-    page = list(rows)
+    page = session.execute(q.order_by(Run.created_at.desc(), Run.id.desc()).limit(limit).offset(offset)).all()
     counts = _family_counts(session, [run.id for run, _, _ in page])
     return RunsPublic(data=[_public(r, s, v, counts[r.id]) for r, s, v in page], count=total, limit=limit,
                       offset=offset)

@@ -1,0 +1,66 @@
+"""Databases for the store tests: a fresh SQLite file, and a fresh schema in
+the machine's PostgreSQL, each made by ``alembic upgrade head`` and thrown
+away after the test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from app.store.db import upgrade
+
+PG_URL = os.environ.get("TOOLLENS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def _pg_reason() -> str | None:
+    try:
+        engine = create_engine(PG_URL, connect_args={"connect_timeout": 3})
+        with engine.connect() as conn:
+            conn.execute(text("select 1"))
+        engine.dispose()
+    except Exception as exc:  # any failure to connect means: skip, saying why
+        return f"PostgreSQL not reachable at {PG_URL}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+    return None
+
+
+_PG_SKIP: str | None = None
+_PG_CHECKED = False
+
+
+def pg_skip_reason() -> str | None:
+    global _PG_SKIP, _PG_CHECKED
+    if not _PG_CHECKED:
+        _PG_SKIP, _PG_CHECKED = _pg_reason(), True
+        if _PG_SKIP and os.environ.get("CI"):
+            pytest.fail(f"CI must test the store on PostgreSQL: {_PG_SKIP}")
+    return _PG_SKIP
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated, empty database of each kind."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'toollens.db'}"
+        upgrade(url)
+        yield url
+        return
+    reason = pg_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = f"{PG_URL}?options=-csearch_path%3D{schema}"
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()

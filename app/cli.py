@@ -83,7 +83,10 @@ def db_upgrade(db: DbOption = None) -> None:
 
     settings = _settings(db)
     upgrade(settings.database_url)
-    Console(stderr=True).print(Text(f"database at head: {settings.database_url}"))
+    from sqlalchemy.engine import make_url
+
+    shown = make_url(settings.database_url).render_as_string(hide_password=True)
+    Console(stderr=True, soft_wrap=True).print(Text(f"database at head: {shown}"))
 
 
 @cli.command("import")
@@ -101,7 +104,7 @@ def import_(
     """Stream a trajectories file into the store, scoring it on the way."""
     from app.store.importer import import_file
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     try:
         result = import_file(_settings(db), file, suite_path=suite, run_name=run, model=model, agent=agent,
                              skip_bad=skip_bad, finish=not keep_open, batch=batch)
@@ -129,7 +132,7 @@ def export(
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
     if str(out) != "-":
-        Console(stderr=True).print(Text(f"wrote {n} records to {out}"))
+        Console(stderr=True, soft_wrap=True).print(Text(f"wrote {n} records to {out}"))
 
 
 @cli.command()

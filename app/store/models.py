@@ -20,9 +20,29 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Timestamps stored in UTC and always read back timezone-aware (SQLite
+    keeps no offset)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(dt.UTC)
+        return value
+
+    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value
 
 
 def utcnow() -> dt.datetime:
@@ -44,7 +64,7 @@ class ToolsetVersion(Base):
     hash: Mapped[str] = mapped_column(String(64))
     label: Mapped[str] = mapped_column(String(100), default="")
     tools: Mapped[list[Any]] = mapped_column(JSONType)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class SuiteRow(Base):
@@ -58,7 +78,7 @@ class SuiteRow(Base):
     hash: Mapped[str] = mapped_column(String(64))
     document: Mapped[dict[str, Any]] = mapped_column(JSONType)
     toolset_version_id: Mapped[int] = mapped_column(ForeignKey("toolset_versions.id"))
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Run(Base):
@@ -72,8 +92,8 @@ class Run(Base):
     toolset_version_id: Mapped[int] = mapped_column(ForeignKey("toolset_versions.id"), index=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     status: Mapped[str] = mapped_column(String(20), default="running")
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
-    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class RunCounter(Base):

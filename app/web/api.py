@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 
@@ -30,7 +30,7 @@ from app.store.views import (
 from app.web.schemas import ErrorBody, RunCreate, TrajectoryBatch
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422)
+    code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422)
 }
 
 router = APIRouter(prefix="/api", responses=ERRORS)
@@ -61,6 +61,10 @@ WriteSession = Annotated[Session, Depends(write_session)]
 Writer = Depends(require_token)
 Limit = Annotated[int, Query(ge=1, le=queries.MAX_PAGE)]
 Offset = Annotated[int, Query(ge=0, le=10**9)]
+MAX_ID = 2**31 - 1
+RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="run id")]
+TrajectoryId = Annotated[int, Path(ge=1, le=MAX_ID, description="trajectory id")]
+RunRef = Annotated[int, Query(ge=1, le=MAX_ID, description="run id")]
 
 
 @router.get("/health")
@@ -90,13 +94,13 @@ def list_runs(session: ReadSession, suite: str | None = None, model: str | None 
 
 
 @router.get("/runs/{run_id}")
-def get_run(run_id: int, session: ReadSession) -> RunPublic:
+def get_run(run_id: RunId, session: ReadSession) -> RunPublic:
     ingest.get_run_row(session, run_id)
     return queries.get_run(session, run_id)
 
 
 @router.post("/runs/{run_id}/trajectories", dependencies=[Writer])
-def add_trajectories(run_id: int, body: TrajectoryBatch, request: Request, session: WriteSession) -> IngestResult:
+def add_trajectories(run_id: RunId, body: TrajectoryBatch, request: Request, session: WriteSession) -> IngestResult:
     """Score a batch of SPEC §5 records and store it whole, or not at all."""
     run = ingest.get_run_row(session, run_id)
     records = [parse_record(rec, index=i) for i, rec in enumerate(body.trajectories)]
@@ -107,27 +111,27 @@ def add_trajectories(run_id: int, body: TrajectoryBatch, request: Request, sessi
 
 
 @router.post("/runs/{run_id}/finish", dependencies=[Writer])
-def finish_run(run_id: int, session: WriteSession) -> RunPublic:
+def finish_run(run_id: RunId, session: WriteSession) -> RunPublic:
     ingest.finish_run(session, run_id)
     session.flush()
     return queries.get_run(session, run_id)
 
 
 @router.get("/runs/{run_id}/figures")
-def figures(run_id: int, session: ReadSession, cases_limit: Limit = 100, cases_offset: Offset = 0) -> FiguresPublic:
+def figures(run_id: RunId, session: ReadSession, cases_limit: Limit = 100, cases_offset: Offset = 0) -> FiguresPublic:
     """The run's figures in the shape of ``toollens score --json``."""
     return FiguresPublic.model_validate(
         queries.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset))
 
 
 @router.get("/runs/{run_id}/confusion")
-def confusion(run_id: int, session: ReadSession) -> ConfusionPublic:
+def confusion(run_id: RunId, session: ReadSession) -> ConfusionPublic:
     return queries.confusion(session, run_id)
 
 
 @router.get("/runs/{run_id}/trajectories.jsonl", response_class=StreamingResponse,
             responses={200: {"content": {"application/x-ndjson": {}}}})
-def export_jsonl(run_id: int, request: Request) -> StreamingResponse:
+def export_jsonl(run_id: RunId, request: Request) -> StreamingResponse:
     """The run back as SPEC §5 records, streamed."""
     with session_scope(request.app.state.sessions) as session:
         ingest.get_run_row(session, run_id)
@@ -142,7 +146,7 @@ def export_jsonl(run_id: int, request: Request) -> StreamingResponse:
 
 @router.get("/runs/{run_id}/trajectories")
 def list_trajectories(
-    run_id: int, session: ReadSession, failure: str | None = None, expected: str | None = None,
+    run_id: RunId, session: ReadSession, failure: str | None = None, expected: str | None = None,
     called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
     passed: bool | None = None, case_id: str | None = None, limit: Limit = 50, offset: Offset = 0,
 ) -> TrajectoriesPublic:
@@ -152,12 +156,12 @@ def list_trajectories(
 
 
 @router.get("/trajectories/{trajectory_id}")
-def get_trajectory(trajectory_id: int, session: ReadSession) -> TrajectoryPublic:
+def get_trajectory(trajectory_id: TrajectoryId, session: ReadSession) -> TrajectoryPublic:
     return queries.get_trajectory(session, trajectory_id)
 
 
 @router.get("/compare")
-def compare(a: int, b: int, session: ReadSession, limit: Limit = 200) -> ComparisonPublic:
+def compare(a: RunRef, b: RunRef, session: ReadSession, limit: Limit = 200) -> ComparisonPublic:
     """Metric deltas (b minus a) and the cases whose pass/fail flipped."""
     return queries.compare_runs(session, a, b, limit=limit)
 

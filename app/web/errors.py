@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolLensError, ToolSpecError
@@ -45,6 +46,12 @@ def install_error_handlers(app: FastAPI) -> None:
             items.append(ErrorItem(field=".".join(loc) or None, message=str(err.get("msg", "invalid"))))
         return error_response(422, "invalid request: " + "; ".join(
             f"{i.field}: {i.message}" if i.field else i.message for i in items), items)
+
+    @app.exception_handler(DataError)
+    async def _data(request: Request, exc: DataError) -> JSONResponse:
+        # e.g. a NUL character, which PostgreSQL text cannot hold
+        reason = str(exc.orig).splitlines()[0] if exc.orig else "value out of range"
+        return error_response(422, f"the database cannot store a value of this request: {reason}")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -11,13 +11,16 @@ class RunCreate(BaseModel):
     """A new run. The suite is given inline (a self-contained document, the
     toolset inline) or by the id of a stored suite."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"oneOf": [{"required": ["suite"]}, {"required": ["suite_id"]}]},
+    )
 
     name: str = Field(min_length=1, max_length=200)
     agent: str = Field(default="", max_length=200)
     model: str = Field(default="", max_length=200)
     suite: dict[str, Any] | None = None
-    suite_id: int | None = None
+    suite_id: int | None = Field(default=None, ge=1, le=2**31 - 1)
     config: dict[str, Any] = Field(default_factory=dict)
 
 

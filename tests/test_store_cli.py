@@ -1,0 +1,91 @@
+"""`toollens import`, `export`, `db upgrade` and the schema version check, on
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, func, select, text
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.store.db import check_schema, make_engine
+from app.store.errors import SchemaMismatch
+from app.store.models import CallRow, TrajectoryRow
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+runner = CliRunner()
+
+
+def count(url: str, model: type) -> int:  # type: ignore[type-arg]
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        n = conn.scalar(select(func.count()).select_from(model))
+    engine.dispose()
+    return int(n or 0)
+
+
+def test_import_then_export_gives_the_same_records(db_url: str, tmp_path: Path) -> None:
+    src = EXAMPLES / "trajectories_v1.jsonl"
+    r = runner.invoke(cli, ["import", str(src), "--suite", str(EXAMPLES / "suite_v1.yaml"), "--run", "v1",
+                            "--model", "sim", "--batch", "7", "--db", db_url])
+    assert r.exit_code == 0, r.output
+    assert "stored 36 trajectories, 79 calls; skipped 0 lines" in r.stderr
+    out = tmp_path / "out.jsonl"
+    r = runner.invoke(cli, ["export", "v1", "--out", str(out), "--db", db_url])
+    assert r.exit_code == 0, r.output
+    assert [json.loads(x) for x in out.read_text().splitlines()] == [
+        json.loads(x) for x in src.read_text().splitlines()]
+    # the run was finished by the import: a second import into it is refused
+    r = runner.invoke(cli, ["import", str(src), "--suite", str(EXAMPLES / "suite_v1.yaml"), "--run", "v1",
+                            "--db", db_url])
+    assert r.exit_code == 2 and "finished" in r.stderr
+
+
+def test_bad_lines_store_nothing_unless_skipped(db_url: str, tmp_path: Path) -> None:
+    lines = (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], "{truncated", lines[1], '{"case_id": 5.5}', lines[0]]) + "\n")
+    args = ["import", str(bad), "--suite", str(EXAMPLES / "suite_v1.yaml"), "--run", "r", "--db", db_url]
+    r = runner.invoke(cli, args)
+    assert r.exit_code == 2
+    assert "3 bad lines, nothing stored" in r.stderr
+    assert "line 2: not valid JSON" in r.stderr and "line 4: case_id" in r.stderr
+    assert "line 5: same case, trial and fault as line 1" in r.stderr
+    assert count(db_url, TrajectoryRow) == 0
+    r = runner.invoke(cli, [*args, "--skip-bad"])
+    assert r.exit_code == 0, r.output
+    assert f"skipped {bad}:2:" in r.stderr and "stored 2 trajectories" in r.stderr
+    assert count(db_url, TrajectoryRow) == 2
+    assert count(db_url, CallRow) == sum(len(json.loads(x)["calls"]) for x in lines[:2])
+
+
+def test_schema_version_check(db_url: str) -> None:
+    engine = make_engine(db_url)
+    check_schema(engine, db_url, auto_migrate=False)  # at head: fine
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = 'ffff_future'"))
+    with pytest.raises(SchemaMismatch, match="newer than this version of ToolLens"):
+        check_schema(engine, db_url, auto_migrate=False)
+    engine.dispose()
+
+
+def test_empty_sqlite_is_migrated_on_first_start_or_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    engine = make_engine(url)
+    with pytest.raises(SchemaMismatch, match="run `toollens db upgrade`"):
+        check_schema(engine, url, auto_migrate=False)
+    check_schema(engine, url, auto_migrate=True)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+    engine.dispose()
+    r = runner.invoke(cli, ["db", "upgrade", "--db", url])
+    assert r.exit_code == 0 and "database at head" in r.stderr
+
+
+def test_bad_database_url_is_a_clear_error() -> None:
+    r = runner.invoke(cli, ["db", "upgrade", "--db", "mysql://x"])
+    assert r.exit_code == 2 and "must be a sqlite:/// or postgresql" in r.stderr

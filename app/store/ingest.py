@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, tuple_
+from sqlalchemy import select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -22,15 +22,14 @@ from app.core.records import Trajectory
 from app.core.report import Report
 from app.core.scoring import Scorer, TrajectoryScore
 from app.core.suite import Suite, parse_suite
+from app.store.bulk import allocate_ids, insert_rows, to_json
 from app.store.errors import Conflict, NotFound
 from app.store.models import (
-    CallRow,
     Run,
     RunCounter,
     SuiteRow,
     ToolsetVersion,
     TrajectoryRow,
-    TrajectoryTag,
     utcnow,
 )
 
@@ -156,26 +155,33 @@ def _upsert_counters(session: Session, run_id: int, rows: Iterable[tuple[str, st
     session.execute(stmt, values)
 
 
-def _call_rows(traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id: int) -> list[dict[str, Any]]:
-    rows = []
+CALL_COLUMNS = (
+    "id", "trajectory_id", "run_id", "idx", "name", "arguments", "arguments_raw", "observation", "error_kind",
+    "error_message", "injected", "exists", "schema_field", "schema_message", "step", "expected_name",
+    "selection_ok", "mismatches", "dependency_before", "forbidden", "reaction", "reaction_ok",
+)
+TRAJECTORY_COLUMNS = (
+    "id", "run_id", "case_id", "trial", "fault_key", "fault_step", "fault_kind", "recovery_kind", "question",
+    "answer", "reward", "state", "outcome", "passed", "failures", "detail", "n_calls",
+)
+TAG_COLUMNS = ("trajectory_id", "run_id", "kind", "value")
+
+
+def _call_rows(traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id: int,
+               ids: Iterator[int]) -> Iterator[tuple[Any, ...]]:
     for call, cs in zip(traj.calls, ts.calls, strict=True):
         err = call.error
-        rows.append({
-            "trajectory_id": trajectory_id, "run_id": run_id, "idx": cs.index, "name": call.name,
-            "arguments": call.arguments, "arguments_raw": call.raw_arguments, "observation": call.observation,
-            "error_kind": None if err is None else err.kind,
-            "error_message": None if err is None else err.message,
-            "injected": bool(err and err.injected), "exists": cs.exists,
-            "schema_field": None if cs.schema_error is None else cs.schema_error.field,
-            "schema_message": None if cs.schema_error is None else cs.schema_error.message,
-            "step": cs.step, "expected_name": cs.expected_name, "selection_ok": cs.selection_ok,
-            "mismatches": None if cs.mismatches is None else [m.to_dict() for m in cs.mismatches],
-            "dependency_before": None if cs.dependency_violation is None else cs.dependency_violation[0],
-            "forbidden": cs.forbidden,
-            "reaction": None if cs.reaction is None else cs.reaction.reaction,
-            "reaction_ok": None if cs.reaction is None else cs.reaction.acceptable,
-        })
-    return rows
+        schema = cs.schema_error
+        yield (
+            next(ids), trajectory_id, run_id, cs.index, call.name, to_json(call.arguments), call.raw_arguments,
+            call.observation, None if err is None else err.kind, None if err is None else err.message,
+            bool(err and err.injected), cs.exists, None if schema is None else schema.field,
+            None if schema is None else schema.message, cs.step, cs.expected_name, cs.selection_ok,
+            None if cs.mismatches is None else to_json([m.to_dict() for m in cs.mismatches]),
+            None if cs.dependency_violation is None else cs.dependency_violation[0], cs.forbidden,
+            None if cs.reaction is None else cs.reaction.reaction,
+            None if cs.reaction is None else cs.reaction.acceptable,
+        )
 
 
 def _detail(ts: TrajectoryScore) -> dict[str, Any]:
@@ -212,33 +218,28 @@ def add_trajectories(session: Session, *, run: Run, scorer: Scorer, trajectories
         return 0
     report = Report(keep_cases=False)
     scores = [scorer.score(t) for t in trajectories]
-    traj_rows = []
-    for t, ts in zip(trajectories, scores, strict=True):
+    traj_ids = allocate_ids(session, "trajectories", len(trajectories))
+    call_ids = iter(allocate_ids(session, "calls", sum(len(t.calls) for t in trajectories)))
+    traj_rows: list[tuple[Any, ...]] = []
+    call_rows: list[tuple[Any, ...]] = []
+    tag_rows: list[tuple[Any, ...]] = []
+    for t, ts, tid in zip(trajectories, scores, traj_ids, strict=True):
         report.add(ts)
-        traj_rows.append({
-            "run_id": run.id, "case_id": t.case_id, "trial": t.trial, "fault_key": fault_key(t),
-            "fault_step": None if t.fault is None else t.fault.step,
-            "fault_kind": None if t.fault is None else t.fault.kind,
-            "recovery_kind": ts.fault_kind, "question": t.question, "answer": t.answer, "reward": t.reward,
-            "state": t.state, "outcome": None if ts.outcome is None else ts.outcome.outcome,
-            "passed": ts.passed, "failures": ts.failures, "detail": _detail(ts), "n_calls": len(t.calls),
-        })
+        traj_rows.append((
+            tid, run.id, t.case_id, t.trial, fault_key(t), None if t.fault is None else t.fault.step,
+            None if t.fault is None else t.fault.kind, ts.fault_kind, t.question, t.answer, t.reward,
+            to_json(t.state), None if ts.outcome is None else ts.outcome.outcome, ts.passed, to_json(ts.failures),
+            to_json(_detail(ts)), len(t.calls),
+        ))
+        call_rows.extend(_call_rows(t, ts, tid, run.id, call_ids))
+        tag_rows.extend((tid, run.id, "failure", f) for f in ts.failures)
+        missing = sorted({e for e, c in ts.confusion if c == "(missing)"})
+        tag_rows.extend((tid, run.id, "missing", m) for m in missing)
     try:
-        ids = session.scalars(
-            insert(TrajectoryRow).returning(TrajectoryRow.id, sort_by_parameter_order=True), traj_rows
-        ).all()
+        insert_rows(session, "trajectories", TRAJECTORY_COLUMNS, traj_rows)
     except IntegrityError:
         raise Conflict("a trajectory of this batch was stored meanwhile by another writer") from None
-    calls: list[dict[str, Any]] = []
-    tags: list[dict[str, Any]] = []
-    for t, ts, tid in zip(trajectories, scores, ids, strict=True):
-        calls.extend(_call_rows(t, ts, tid, run.id))
-        tags.extend({"trajectory_id": tid, "run_id": run.id, "kind": "failure", "value": f} for f in ts.failures)
-        missing = {e for e, c in ts.confusion if c == "(missing)"}
-        tags.extend({"trajectory_id": tid, "run_id": run.id, "kind": "missing", "value": m} for m in sorted(missing))
-    if calls:
-        session.execute(insert(CallRow), calls)
-    if tags:
-        session.execute(insert(TrajectoryTag), tags)
+    insert_rows(session, "calls", CALL_COLUMNS, call_rows)
+    insert_rows(session, "trajectory_tags", TAG_COLUMNS, tag_rows)
     _upsert_counters(session, run.id, report.counters())
-    return len(calls)
+    return len(call_rows)

@@ -1,0 +1,55 @@
+"""Fast bulk writes for the ingest path.
+
+Scoring a batch yields tens of thousands of rows; going through SQLAlchemy's
+per-row parameter processing costs more than the database itself. Rows are
+written here as plain tuples, with JSON pre-serialised: ``executemany`` on
+SQLite, ``COPY`` on PostgreSQL. Ids are allocated up front (under SQLite's
+write lock, or from PostgreSQL's sequence) so that child rows can point at
+their parents without a round trip per row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+
+def to_json(value: Any) -> str | None:
+    """JSON text for a JSON column (None stays SQL NULL)."""
+    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def allocate_ids(session: Session, table: str, n: int) -> list[int]:
+    """``n`` fresh primary keys for ``table``. The caller holds SQLite's write
+    lock (a write session), so nobody else can take the same ones."""
+    if n == 0:
+        return []
+    conn = session.connection()
+    if conn.dialect.name == "postgresql":
+        rows = conn.execute(
+            text("SELECT nextval(pg_get_serial_sequence(:t, 'id')) FROM generate_series(1, :n)"), {"t": table, "n": n}
+        )
+        return [int(r[0]) for r in rows]
+    start = int(conn.exec_driver_sql(f"SELECT coalesce(max(id), 0) FROM {table}").scalar_one())
+    return list(range(start + 1, start + n + 1))
+
+
+def insert_rows(session: Session, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
+    """Insert tuples in column order (JSON columns already as text)."""
+    if not rows:
+        return
+    conn = session.connection()
+    cols = ", ".join(f'"{c}"' for c in columns)
+    if conn.dialect.name == "postgresql":
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        with raw.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    marks = ", ".join("?" for _ in columns)
+    conn.exec_driver_sql(f"INSERT INTO {table} ({cols}) VALUES ({marks})", list(rows))

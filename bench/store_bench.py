@@ -1,0 +1,170 @@
+"""Store benchmark: import throughput and read latency, SQLite and PostgreSQL.
+
+For each size (default 10^5 and 10^6 calls, about six per trajectory) it
+writes seeded synthetic trajectories (``score_bench``'s generator: every
+failure family present), then measures:
+
+* ``toollens import`` throughput (scoring included) into a fresh SQLite file
+  and into a fresh PostgreSQL schema, in scored calls per second;
+* ``POST /api/runs/{id}/trajectories`` throughput in batches of 500
+  trajectories, in-process through the app factory (client-side JSON encoding
+  included, so the figure is conservative);
+* server-side read latency (p50/p95 over 200 requests, in-process) of a run's
+  figures, its confusion matrix and a filtered page of trajectories, on the
+  largest run.
+
+Usage::
+
+    python bench/store_bench.py                     # 10^5 and 10^6 calls
+    python bench/store_bench.py --sizes 20000 --no-pg
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from score_bench import Generator, build_plans, build_suite_doc  # noqa: E402
+
+from app.core.suite import parse_suite  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from app.store.db import upgrade  # noqa: E402
+from app.store.importer import import_file  # noqa: E402
+from app.web.app import create_app  # noqa: E402
+
+PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+SEED = 7
+
+
+def write_inputs(folder: Path, calls: int) -> tuple[Path, Path, int]:
+    plans = build_plans(SEED)
+    doc = build_suite_doc(plans)
+    suite_path = folder / "suite.json"
+    suite_path.write_text(json.dumps(doc, ensure_ascii=False))
+    traj = folder / f"t{calls}.jsonl"
+    with traj.open("w", encoding="utf-8") as out:
+        stats = Generator(parse_suite(doc), plans, SEED).write(out, calls)
+    return suite_path, traj, stats.calls
+
+
+@contextmanager
+def sqlite_db(folder: Path) -> Iterator[str]:
+    url = f"sqlite:///{folder / f'{uuid.uuid4().hex}.db'}"
+    upgrade(url)
+    yield url
+
+
+@contextmanager
+def pg_db() -> Iterator[str]:
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = f"{PG_URL}?options=-csearch_path%3D{schema}"
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def bench_import(url: str, suite: Path, traj: Path, calls: int) -> float:
+    start = time.perf_counter()
+    result = import_file(Settings(database_url=url, auto_migrate=False), traj, suite_path=suite, run_name="bench")
+    elapsed = time.perf_counter() - start
+    assert result.calls == calls, (result.calls, calls)
+    return calls / elapsed
+
+
+def bench_api(url: str, suite: Path, traj: Path, calls: int, batch: int = 500) -> float:
+    doc = json.loads(suite.read_text())
+    with TestClient(create_app(Settings(database_url=url, auto_migrate=False))) as client:
+        run = client.post("/api/runs", json={"name": "api", "suite": doc}).json()["id"]
+        records = [json.loads(line) for line in traj.open(encoding="utf-8")]
+        start = time.perf_counter()
+        for i in range(0, len(records), batch):
+            r = client.post(f"/api/runs/{run}/trajectories", json={"trajectories": records[i:i + batch]})
+            assert r.status_code == 200, r.text
+        elapsed = time.perf_counter() - start
+    return calls / elapsed
+
+
+def latencies(fn: Callable[[], Any], n: int = 200) -> tuple[float, float]:
+    fn()  # warm
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(0.95 * len(times)) - 1]
+
+
+def bench_reads(url: str) -> dict[str, tuple[float, float]]:
+    with TestClient(create_app(Settings(database_url=url, auto_migrate=False))) as client:
+        run = client.get("/api/runs", params={"limit": 1}).json()["data"][0]["id"]
+
+        def get(path: str, **params: Any) -> Callable[[], Any]:
+            def call() -> Any:
+                r = client.get(path, params=params)
+                assert r.status_code == 200, r.text
+                return r
+
+            return call
+
+        return {
+            "figures": latencies(get(f"/api/runs/{run}/figures")),
+            "confusion": latencies(get(f"/api/runs/{run}/confusion")),
+            "trajectories?failure=schema": latencies(get(f"/api/runs/{run}/trajectories", failure="schema")),
+            "trajectories?expected&called": latencies(get(
+                f"/api/runs/{run}/trajectories", expected="buscar_pedido", called="buscar_producto")),
+        }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--no-pg", action="store_true", help="SQLite only")
+    parser.add_argument("--no-api", action="store_true", help="skip the API throughput")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for size in args.sizes:
+            suite, traj, calls = write_inputs(folder, size)
+            print(f"== {calls:,} calls ({traj.stat().st_size / 2**20:.0f} MiB of JSONL)")
+            with sqlite_db(folder) as url:
+                print(f"import  sqlite     {bench_import(url, suite, traj, calls):>10,.0f} calls/s  (target 50,000)")
+                if size == max(args.sizes):
+                    for name, (p50, p95) in bench_reads(url).items():
+                        print(f"read    sqlite     {name:<30} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  (target p95 < 50)")
+            if not args.no_pg:
+                with pg_db() as url:
+                    print(f"import  postgresql {bench_import(url, suite, traj, calls):>10,.0f} calls/s")
+                    if size == max(args.sizes):
+                        for name, (p50, p95) in bench_reads(url).items():
+                            print(f"read    postgresql {name:<30} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms")
+            if not args.no_api and size == min(args.sizes):
+                with sqlite_db(folder) as url:
+                    rate = bench_api(url, suite, traj, calls)
+                    print(f"api     sqlite     {rate:>10,.0f} calls/s  (batches of 500; target 20,000)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from app.core.records import TRANSIENT_KINDS
@@ -79,6 +80,7 @@ class Values:
         return set(self.numbers) | set(self.ids) | set(self.dates)
 
 
+@lru_cache(maxsize=8192)
 def extract_values(text: str, *, min_digits: int = _MIN_DIGITS) -> Values:
     """Find the concrete values a text states. Dates first, then ids, then
     numbers (only those with at least ``min_digits`` digits)."""

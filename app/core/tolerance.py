@@ -237,11 +237,15 @@ def compare_arguments(
     left to the schema). A field named only in ``rules`` (e.g. a ``one_of``
     with its values) is checked too."""
     out: list[Mismatch] = []
-    names = list(expected) + [k for k in rules if k not in expected]
+    names = list(expected) + [k for k in rules if k not in expected] if rules else expected
     for name in names:
-        rule = rules.get(name, EXACT)
         want = expected.get(name)
         have = got.get(name, _MISSING)
+        rule = rules.get(name) if rules else None
+        if rule is None:
+            if type(have) is type(want) and have == want:
+                continue  # the common case: identical values
+            rule = EXACT
         if not rule.check(have, want):
             shown_want = list(rule.values) if rule.kind == "one_of" and rule.values else want
             out.append(Mismatch(name, rule.describe(), shown_want, None if have is _MISSING else have))

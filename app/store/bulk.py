@@ -14,13 +14,19 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 
 def to_json(value: Any) -> str | None:
     """JSON text for a JSON column (None stays SQL NULL)."""
-    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value).decode("utf-8")
+    except TypeError:  # integers beyond 64 bits, non-string keys
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def allocate_ids(session: Session, table: str, n: int) -> list[int]:

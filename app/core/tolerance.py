@@ -69,10 +69,17 @@ def parse_date(value: Any, *, dayfirst: bool = True) -> dt.date | None:
     """Read a date from its common spellings: ISO (with or without time),
     ``DD/MM/YYYY`` (``MM/DD/YYYY`` with ``dayfirst=False``), "5 de marzo de
     2024", "March 5, 2024". Returns None when it is not a date."""
-    if isinstance(value, (dt.date, dt.datetime)):
-        return value.date() if isinstance(value, dt.datetime) else value
-    if not isinstance(value, str):
-        return None
+    if isinstance(value, str):
+        return _parse_date_text(value, dayfirst)
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    return None
+
+
+@lru_cache(maxsize=8192)
+def _parse_date_text(value: str, dayfirst: bool) -> dt.date | None:
     text = fold(value.strip())
     try:
         if m := _ISO.fullmatch(text):

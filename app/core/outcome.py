@@ -51,19 +51,26 @@ _ID_RX = re.compile(
 _NUM_RX = re.compile(r"\d+(?:[.,\s]\d{3})*(?:[.,]\d+)?|\d+")
 
 
+_NUMBER_PARTS = re.compile(r"(\d+(?:[.,\s]\d{3})*)(?:([.,])(\d+))?")
+_NON_DIGITS = re.compile(r"\D")
+_SEPARATOR = re.compile(r"[.,\s]")
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+@lru_cache(maxsize=16384)
 def canonical_number(token: str) -> str:
     """A number's canonical spelling: thousands separators dropped (a ``.``
     ``,`` or space followed by exactly three digits), decimals kept without
     trailing zeros. "$142.900" -> "142900", "142.900,50" -> "142900.5"."""
     t = token.strip().replace("\u00a0", " ")
-    m = re.fullmatch(r"(\d+(?:[.,\s]\d{3})*)(?:([.,])(\d+))?", t)
+    m = _NUMBER_PARTS.fullmatch(t)
     if not m:
-        return re.sub(r"\D", "", t)
+        return _NON_DIGITS.sub("", t)
     whole, sep, frac = m[1], m[2], m[3]
-    if sep and frac is not None and len(frac) == 3 and not re.search(r"[.,\s]", whole) and sep in ".,":
+    if sep and frac is not None and len(frac) == 3 and not _SEPARATOR.search(whole) and sep in ".,":
         # "142.900" alone: a thousands group, the common way amounts are written in Spanish
         whole, frac = whole + frac, None
-    digits = re.sub(r"\D", "", whole).lstrip("0") or "0"
+    digits = _NON_DIGITS.sub("", whole).lstrip("0") or "0"
     frac = (frac or "").rstrip("0")
     return f"{digits}.{frac}" if frac else digits
 
@@ -109,7 +116,7 @@ def ground_values(texts: Iterable[str]) -> set[str]:
         vals = extract_values(text, min_digits=1)
         out |= vals.all()
         for ident in vals.ids:
-            out.update(canonical_number(d) for d in re.findall(r"\d+", ident))
+            out.update(canonical_number(d) for d in _DIGIT_RUN.findall(ident))
     return out
 
 
@@ -200,7 +207,7 @@ def classify_outcome(
 def _inside_ground(value: str, grounded: set[str]) -> bool:
     """An id counts as grounded when all its digit runs are (e.g. the answer
     writes "nota 40021" and the observation "NC-40021")."""
-    runs = re.findall(r"\d+", value)
+    runs = _DIGIT_RUN.findall(value)
     return bool(runs) and not value.replace(".", "").isdigit() and all(
         canonical_number(r) in grounded for r in runs
     )

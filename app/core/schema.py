@@ -93,7 +93,7 @@ def _is_type(value: Any, name: str) -> bool:
 
 
 def _check_date(text: str) -> bool:
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+    if not _ISO_DATE.fullmatch(text):
         return False
     try:
         dt.date.fromisoformat(text)
@@ -103,7 +103,7 @@ def _check_date(text: str) -> bool:
 
 
 def _check_datetime(text: str) -> bool:
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?", text):
+    if not _ISO_DATETIME.fullmatch(text):
         return False
     try:
         dt.datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
@@ -113,11 +113,15 @@ def _check_datetime(text: str) -> bool:
 
 
 def _check_time(text: str) -> bool:
-    return re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?", text) is not None
+    return _ISO_TIME.fullmatch(text) is not None
 
 
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_ISO_DATETIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?")
+_ISO_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?")
 
 _FORMATS: dict[str, tuple[Callable[[str], bool], str]] = {
     "date": (_check_date, "a date YYYY-MM-DD"),
@@ -201,6 +205,22 @@ class _Compiler:
             return _accept
         if len(checks) == 1:
             return checks[0]
+        plain = _PLAIN.get(types) if isinstance(types, str) and "$ref" not in schema else None
+        if plain is not None:
+            # the type first, inline; the other keywords only see a value of that type
+            type_error = checks[0]
+            rest = checks[1:]
+
+            def check_typed(v: Any, p: str) -> SchemaViolation | None:
+                if type(v) not in plain:
+                    return type_error(v, p)
+                for c in rest:
+                    err = c(v, p)
+                    if err is not None:
+                        return err
+                return None
+
+            return check_typed
 
         def check_all(v: Any, p: str) -> SchemaViolation | None:
             for c in checks:
@@ -483,18 +503,46 @@ class ArgumentValidator:
             self._check: Check = _Compiler(schema).compile(schema)
         else:
             self._check = _library_check(schema)
+        self._memo: dict[Any, SchemaViolation | None] = {}
 
-    def validate(self, arguments: Any) -> SchemaViolation | None:
+    def validate(self, arguments: Any, key: Any = None) -> SchemaViolation | None:
         """Return the first violation, or None when the arguments are valid.
 
         Arguments that are not an object (a JSON string that did not parse, a
-        list) fail as a whole.
+        list) fail as a whole. ``key`` is ``memo_key(arguments)`` when the
+        caller has it already.
         """
         if type(arguments) is str:
             return SchemaViolation("", f"arguments are not valid JSON: {_show(arguments)}")
         if type(arguments) is not dict:
             return SchemaViolation("", f"arguments must be a JSON object, got {_json_type(arguments)}")
-        return self._check(arguments, "")
+        if key is None:
+            key = memo_key(arguments)
+        if key is None:
+            return self._check(arguments, "")
+        memo = self._memo
+        if key in memo:
+            return memo[key]
+        result = self._check(arguments, "")
+        if len(memo) >= _MEMO_SIZE:
+            memo.clear()
+        memo[key] = result
+        return result
+
+
+_MEMO_SIZE = 8192
+
+
+def memo_key(arguments: dict[str, Any]) -> Any:
+    """A hashable key for flat arguments (names, values and their exact types,
+    so that ``1``, ``1.0`` and ``True`` stay apart), or None when a value is a
+    list or an object. Agents repeat the same arguments across trials: the
+    result of a pure check on them is worth keeping."""
+    values = tuple(arguments.values())
+    try:
+        return (tuple(arguments), values, tuple(map(type, values)), hash(values))
+    except TypeError:
+        return None
 
 
 def _library_check(schema: dict[str, Any]) -> Check:

@@ -22,8 +22,8 @@ from app.core.outcome import (
     reaction_to,
 )
 from app.core.records import Trajectory
-from app.core.schema import SchemaViolation
-from app.core.suite import Case, Suite
+from app.core.schema import SchemaViolation, memo_key
+from app.core.suite import Case, ExpectedCall, Suite
 from app.core.tolerance import Mismatch, compare_arguments, values_equal
 
 MISSING = "(missing)"
@@ -153,6 +153,21 @@ class Scorer:
         self.give_up_phrases = [*DEFAULT_GIVE_UP_PHRASES, *suite.give_up_phrases]
         self._pairs: dict[str | None, list[tuple[str, str]]] = {}
         self._validators = {t.name: t.validator for t in self.toolset}
+        self._compare_memo: dict[Any, list[Mismatch]] = {}
+        self._keys: list[Any] = []  # memo keys of the calls of the trajectory being scored
+
+    def _compare(self, args: dict[str, Any], exp: ExpectedCall, key: Any) -> list[Mismatch]:
+        """Argument comparison, remembered for flat arguments (trials repeat them)."""
+        if key is None:
+            return compare_arguments(args, exp.arguments, exp.tolerance)
+        full = (id(exp), key)
+        found = self._compare_memo.get(full)
+        if found is None:
+            found = compare_arguments(args, exp.arguments, exp.tolerance)
+            if len(self._compare_memo) >= 8192:
+                self._compare_memo.clear()
+            self._compare_memo[full] = found
+        return list(found)
 
     def pairs(self, case: Case | None) -> list[tuple[str, str]]:
         key = None if case is None else case.id
@@ -161,40 +176,36 @@ class Scorer:
         return self._pairs[key]
 
     def score(self, traj: Trajectory) -> TrajectoryScore:
-        case = self.suite.case(traj.case_id)
+        case = self.suite.by_id.get(traj.case_id)
         calls = traj.calls
         scores: list[CallScore] = []
+        keys: list[Any] = []
         validators = self._validators
+        hallucinated = valid = 0
         for i, call in enumerate(calls):
             validator = validators.get(call.name)
-            cs = CallScore(index=i, name=call.name, exists=validator is not None)
-            if validator is not None:
-                cs.schema_error = validator.validate(call.arguments)
-            if call.error is not None:
-                cs.error_kind = call.error.kind
-                cs.injected = call.error.injected
-            elif validator is None:
-                cs.error_kind = "unknown_tool"
-            elif cs.schema_error is not None:
-                cs.error_kind = "schema"
-            scores.append(cs)
-
-        ts = TrajectoryScore(
-            case_id=traj.case_id,
-            trial=traj.trial,
-            has_reference=case is not None and case.expected_calls is not None,
-            calls=scores,
-            calls_total=len(calls),
-            reward=traj.reward,
-        )
-        for cs in scores:
-            if not cs.exists:
-                ts.hallucinated_num += 1
+            args = call.arguments
+            key = memo_key(args) if type(args) is dict else None
+            keys.append(key)
+            err = call.error
+            if validator is None:
+                cs = CallScore(i, call.name, False)
+                hallucinated += 1
+                cs.error_kind = "unknown_tool" if err is None else err.kind
             else:
-                ts.schema_den += 1
-                if cs.schema_error is None:
-                    ts.schema_num += 1
-
+                violation = validator.validate(args, key)
+                cs = CallScore(i, call.name, True, violation)
+                if violation is None:
+                    valid += 1
+                cs.error_kind = ("schema" if violation is not None else None) if err is None else err.kind
+            if err is not None:
+                cs.injected = err.injected
+            scores.append(cs)
+        self._keys = keys
+        n = len(calls)
+        ts = TrajectoryScore(traj.case_id, traj.trial, case is not None and case.expected_calls is not None, scores,
+                             reward=traj.reward, schema_num=valid, schema_den=n - hallucinated,
+                             hallucinated_num=hallucinated, calls_total=n)
         self._fault(traj, ts)
         if case is not None and case.expected_calls is not None:
             self._selection_and_arguments(traj, case, ts)
@@ -270,9 +281,8 @@ class Scorer:
                 ts.selection_num += 1
                 if cs.schema_error is None:
                     assert step is not None
-                    exp = expected[step]
-                    args = traj.calls[cs.index].arguments
-                    cs.mismatches = compare_arguments(args, exp.arguments, exp.tolerance)
+                    cs.mismatches = self._compare(traj.calls[cs.index].arguments, expected[step],
+                                                  self._keys[cs.index])
                     ts.args_den += 1
                     if not cs.mismatches:
                         ts.args_num += 1

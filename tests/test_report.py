@@ -71,3 +71,14 @@ def test_counters_round_trip_and_add_up() -> None:
 
     rebuilt = Report.from_counters([*score_trajectories(suite, a).counters(), *score_trajectories(suite, b).counters()])
     assert rebuilt.to_json() == whole.to_json()
+
+
+def test_pass_hat_k_equals_the_binomial_formula_on_many_cases() -> None:
+    import random
+
+    rng = random.Random(3)
+    groups = [(n, rng.randint(0, n)) for n in (rng.randint(1, 12) for _ in range(60))]
+    got = pass_hat_k(groups)
+    for k in range(1, 13):
+        eligible = [(n, c) for n, c in groups if n >= k]
+        assert got[k] == pytest.approx(sum(comb(c, k) / comb(n, k) for n, c in eligible) / len(eligible), abs=1e-12)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from math import comb
 from typing import Any
 
 from app.core.outcome import OUTCOMES
@@ -45,15 +44,28 @@ class Ratio:
 
 def pass_hat_k(trials: Iterable[tuple[int, int]]) -> dict[int, float]:
     """pass^k for k = 1..max n: the mean over cases with n >= k trials of
-    C(c, k) / C(n, k), where a case had n trials and c passes."""
+    C(c, k) / C(n, k), where a case had n trials and c passes.
+
+    C(c, k) / C(n, k) is the product of (c - i) / (n - i) for i < k, built up
+    k by k; it is zero once k > c, so a case costs O(c), not O(n^2)."""
     groups = [(n, c) for n, c in trials if n > 0]
     if not groups:
         return {}
+    top = max(n for n, _ in groups)
+    sums = [0.0] * (top + 2)
+    with_n = [0] * (top + 2)  # with_n[n]: cases with exactly n trials
+    for n, c in groups:
+        with_n[n] += 1
+        ratio = 1.0
+        for k in range(1, min(c, n) + 1):
+            ratio *= (c - k + 1) / (n - k + 1)
+            sums[k] += ratio
     out: dict[int, float] = {}
-    for k in range(1, max(n for n, _ in groups) + 1):
-        eligible = [(n, c) for n, c in groups if n >= k]
-        out[k] = sum(comb(c, k) / comb(n, k) for n, c in eligible) / len(eligible)
-    return out
+    eligible = 0
+    for k in range(top, 0, -1):
+        eligible += with_n[k]
+        out[k] = sums[k] / eligible
+    return dict(sorted(out.items()))
 
 
 @dataclass

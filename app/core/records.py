@@ -104,10 +104,15 @@ def parse_arguments(raw: Any) -> Any:
     """Arguments may arrive as a JSON string (as OpenAI sends them); a string
     that does not parse is kept verbatim and fails the schema later."""
     if isinstance(raw, str):
+        if not raw.strip():
+            return {}
         try:
-            return json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            return raw
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            try:
+                return json.loads(raw)  # what orjson refuses but json takes (huge integers)
+            except ValueError:
+                return raw
     return {} if raw is None else raw
 
 

@@ -122,9 +122,16 @@ class TrajectoryScore:
             "trial": self.trial,
             "passed": self.passed,
             "failures": list(self.failures),
+            "calls": [c.to_dict() for c in self.calls],
+            **self.summary(),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """Everything but the calls and the identity: what a store keeps
+        beside its call rows."""
+        return {
             "has_reference": self.has_reference,
             "fault": None if self.fault_kind is None else {"step": self.fault_step, "kind": self.fault_kind},
-            "calls": [c.to_dict() for c in self.calls],
             "missing_steps": list(self.missing_steps),
             "excused_steps": list(self.excused_steps),
             "dependency_violations": [list(p) for p in self.violations],

@@ -185,10 +185,7 @@ def _call_rows(traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id
 
 
 def _detail(ts: TrajectoryScore) -> dict[str, Any]:
-    d = ts.to_dict()
-    for key in ("calls", "case_id", "trial", "passed", "failures"):
-        d.pop(key, None)
-    return d
+    return ts.summary()
 
 
 def add_trajectories(session: Session, *, run: Run, scorer: Scorer, trajectories: Sequence[Trajectory]) -> int:

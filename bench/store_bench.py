@@ -38,13 +38,13 @@ from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from score_bench import Generator, build_plans, build_suite_doc  # noqa: E402
+from score_bench import Generator, build_plans, build_suite_doc
 
-from app.core.suite import parse_suite  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from app.store.db import upgrade  # noqa: E402
-from app.store.importer import import_file  # noqa: E402
-from app.web.app import create_app  # noqa: E402
+from app.core.suite import parse_suite
+from app.settings import Settings
+from app.store.db import upgrade
+from app.store.importer import import_file
+from app.web.app import create_app
 
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 SEED = 7

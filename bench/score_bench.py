@@ -95,6 +95,9 @@ CONFUSED_ANSWERS = (
     "Tu solicitud quedó registrada, te contactaremos pronto.",
     "Revisé la información disponible de tu cuenta.",
 )
+NOTA_MOTIVOS = ("cobro duplicado", "Cobro duplicado de la compra", "cargo duplicado en la tarjeta",
+                "reembolso por cobro duplicado")
+DEVOLUCION_MOTIVOS = ("producto defectuoso", "llegó dañado", "no enciende", "defecto de fábrica")
 NAMES = ("Ana Rojas", "Luis Soto", "Carla Muñoz", "Pedro Díaz", "Marta Vera", "José Pérez")
 PRODUCTS = ("audífonos inalámbricos", "hervidor eléctrico", "silla de escritorio", "mochila urbana")
 CATEGORIES = ("electronica", "hogar", "oficina", "deporte")
@@ -304,8 +307,9 @@ def _obs(value: dict[str, Any]) -> str:
 
 def _case_plan(index: int, c: Customer) -> CasePlan:
     """One of five flows of 3 to 6 expected calls (see ``CASE_FLOWS``)."""
-    flow = CASE_FLOWS[index % len(CASE_FLOWS)]
-    nth = CASE_FLOWS[:index].count(flow)  # the how-manieth case of its flow
+    block = len(CASE_FLOWS)
+    flow = CASE_FLOWS[index % block]
+    nth = CASE_FLOWS[: index % block].count(flow)  # the how-manieth case of its flow in its block
     cid = f"{FLOW_NAMES[flow]}-{index:03d}"
     cliente = Step("buscar_cliente", {"rut": c.rut}, _obs({"id": c.id, "nombre": c.nombre}))
     saldo = Step(
@@ -392,9 +396,9 @@ def _case_plan(index: int, c: Customer) -> CasePlan:
     return CasePlan(cid, question, steps, datum, answer, extra)
 
 
-def build_plans(seed: int) -> list[CasePlan]:
+def build_plans(seed: int, n_cases: int = N_CASES) -> list[CasePlan]:
     rng = random.Random(seed)
-    return [_case_plan(i, _customer(rng)) for i in range(N_CASES)]
+    return [_case_plan(i, _customer(rng)) for i in range(n_cases)]
 
 
 def build_suite_doc(plans: Sequence[CasePlan]) -> dict[str, Any]:
@@ -406,8 +410,8 @@ def build_suite_doc(plans: Sequence[CasePlan]) -> dict[str, Any]:
     }
 
 
-def build_suite(seed: int) -> tuple[Suite, list[CasePlan]]:
-    plans = build_plans(seed)
+def build_suite(seed: int, n_cases: int = N_CASES) -> tuple[Suite, list[CasePlan]]:
+    plans = build_plans(seed, n_cases)
     return parse_suite(build_suite_doc(plans), path="<bench>"), plans
 
 
@@ -477,6 +481,23 @@ class Generator:
         self.validators = {t.name: t.validator for t in suite.toolset}
         self.pairs = [(a, b) for a, b in TOOLSET_PAIRS]
 
+    def _rephrase(self, step: Step) -> dict[str, Any]:
+        """Correct arguments as an agent writes them: free text and tolerated
+        fields vary from trial to trial, within the case's tolerance."""
+        rng = self.rng
+        args = dict(step.arguments)
+        if step.name == "emitir_nota_credito":
+            args["motivo"] = rng.choice(NOTA_MOTIVOS)
+        elif step.name == "iniciar_devolucion":
+            args["motivo"] = rng.choice(DEVOLUCION_MOTIVOS)
+            args["items"] = rng.sample(args["items"], len(args["items"]))
+        elif step.name == "buscar_producto":
+            args["q"] = rng.choice((args["q"], args["q"].split()[0], f"{args['q']} garantía"))
+            args["max_resultados"] = rng.choice((5, 10, 20))
+        elif step.name == "ver_saldo" and "moneda" in args and rng.random() < 0.3:
+            del args["moneda"]
+        return args
+
     def _schema_message(self, name: str, arguments: Any) -> str | None:
         violation = self.validators[name].validate(arguments)
         return None if violation is None else violation.message
@@ -535,7 +556,7 @@ class Generator:
                     calls.append(GenCall(step.name, dict(step.arguments), step.observation))
                 continue
             r -= P_SCHEMA
-            args = dict(step.arguments)
+            args = self._rephrase(step)
             if r < P_MISMATCH:
                 rules = step.tolerance
                 fields = [k for k in args if k in _MISMATCHABLE and rules.get(k) != "ignore"]
@@ -648,9 +669,9 @@ def _figures(report: Report) -> dict[str, Any]:
     }
 
 
-def measure(path: Path, seed: int, trace: bool) -> dict[str, Any]:
+def measure(path: Path, seed: int, n_cases: int, trace: bool) -> dict[str, Any]:
     """Score ``path`` once in this process; run in a fresh subprocess."""
-    suite, _ = build_suite(seed)
+    suite, _ = build_suite(seed, n_cases)
     gc.collect()
     rss_before = _maxrss_mib()
     if trace:
@@ -676,8 +697,9 @@ def measure(path: Path, seed: int, trace: bool) -> dict[str, Any]:
     }
 
 
-def _run_child(path: Path, seed: int, trace: bool) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--seed", str(seed)]
+def _run_child(path: Path, seed: int, n_cases: int, trace: bool) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--seed", str(seed),
+           "--cases", str(n_cases)]
     if trace:
         cmd.append("--trace")
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -739,8 +761,8 @@ def _print_figures(row: Row) -> None:
     )
 
 
-def run(sizes: Sequence[int], seed: int, trace: bool, repeat: int) -> list[Row]:
-    suite, plans = build_suite(seed)
+def run(sizes: Sequence[int], seed: int, n_cases: int, trace: bool, repeat: int) -> list[Row]:
+    suite, plans = build_suite(seed, n_cases)
     print(
         f"ToolLens scoring benchmark: python {platform.python_version()}, seed {seed}, "
         f"{len(suite.toolset)} tools, {len(suite.cases)} cases, "
@@ -764,9 +786,9 @@ def run(sizes: Sequence[int], seed: int, trace: bool, repeat: int) -> list[Row]:
             path = Path(tmp) / f"traj-{size}.jsonl"
             with path.open("w", encoding="utf-8") as out:
                 gen = Generator(suite, plans, seed + size).write(out, size)
-            runs = [_run_child(path, seed, trace=False) for _ in range(repeat)]
+            runs = [_run_child(path, seed, n_cases, trace=False) for _ in range(repeat)]
             timing = min(runs, key=lambda r: float(r["seconds"]))
-            traced = _run_child(path, seed, trace=True)["traced_peak_mib"] if trace else None
+            traced = _run_child(path, seed, n_cases, trace=True)["traced_peak_mib"] if trace else None
             row = Row(size, gen, timing, traced)
             _print_row(row)
             rows.append(row)
@@ -807,20 +829,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"numbers of calls to score (default {' '.join(map(str, DEFAULT_SIZES))})")
     parser.add_argument("--quick", action="store_true", help=f"sizes {' '.join(map(str, QUICK_SIZES))}")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cases", type=int, default=N_CASES,
+                        help=f"cases in the suite (default {N_CASES}); more cases, fewer repeated arguments")
     parser.add_argument("--repeat", type=int, default=1, help="timing runs per size; the best is shown")
     parser.add_argument("--no-trace", action="store_true", help="skip the tracemalloc pass")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(measure(args.child, args.seed, args.trace)))
+        print(json.dumps(measure(args.child, args.seed, args.cases, args.trace)))
         return 0
     if args.sizes and args.quick:
         parser.error("--sizes and --quick are exclusive")
     sizes = sorted(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
-    if any(s <= 0 for s in sizes) or args.repeat < 1:
-        parser.error("sizes and --repeat must be positive")
-    summarize(run(sizes, args.seed, trace=not args.no_trace, repeat=max(1, args.repeat)))
+    if any(s <= 0 for s in sizes) or args.repeat < 1 or args.cases < 1:
+        parser.error("sizes, --cases and --repeat must be positive")
+    summarize(run(sizes, args.seed, args.cases, trace=not args.no_trace, repeat=args.repeat))
     return 0
 
 

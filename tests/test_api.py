@@ -171,6 +171,19 @@ def test_compare_two_runs(client: TestClient) -> None:
     assert c["shared_cases"] == 36
     assert c["flipped_count"] == len(c["flipped"]) > 0
     assert all(f["a_passed"] != f["b_passed"] for f in c["flipped"])
+    m = c["mcnemar"]
+    assert m["passed_only_a"] + m["passed_only_b"] == c["flipped_count"]
+    assert m["passed_only_b"] > m["passed_only_a"]
+    assert 0 < m["p_value"] < 0.05
+    assert sel["a_ci"][0] < 65 / 76 < sel["a_ci"][1]
+    cell = next(d for d in c["confusion_diff"] if (d["expected"], d["called"]) == ("buscar_pedido", "buscar_producto"))
+    assert (cell["a"], cell["b"], cell["delta"]) == (4, 1, -3)
+    assert len(c["description_changes"]) == 7 and not any(d["parameters_changed"] for d in c["description_changes"])
+    tool = next(t for t in c["tools"] if t["tool"] == "buscar_pedido")
+    assert tool["a_recall"]["num"] < tool["a_recall"]["den"]
+    pair = client.get("/api/compare/trajectories", params={"a": c["flipped"][0]["a_trajectory"],
+                                                          "b": c["flipped"][0]["b_trajectory"]}).json()
+    assert pair["a"]["case_id"] == pair["b"]["case_id"] and pair["rows"]
 
 
 def test_toolset_versions_and_diff(client: TestClient) -> None:

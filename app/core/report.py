@@ -78,6 +78,7 @@ class Report:
     hallucinated_names: set[str] = field(default_factory=set)
     outcomes: Counter[str] = field(default_factory=Counter)
     outcomes_by_kind: Counter[tuple[str, str]] = field(default_factory=Counter)
+    outcomes_by_step: Counter[tuple[int, str]] = field(default_factory=Counter)
     violations: Counter[tuple[str, str]] = field(default_factory=Counter)
     pairs_checked: Counter[tuple[str, str]] = field(default_factory=Counter)
     reactions: Counter[tuple[str, str, bool]] = field(default_factory=Counter)
@@ -115,6 +116,7 @@ class Report:
             c["hallucination_after_error.den"] += 1
             self.outcomes[ts.outcome.outcome] += 1
             self.outcomes_by_kind[(ts.fault_kind or "error", ts.outcome.outcome)] += 1
+            self.outcomes_by_step[(ts.fault_step or 0, ts.outcome.outcome)] += 1
             if ts.outcome.outcome == "recovered":
                 c["recovery.num"] += 1
             elif ts.outcome.outcome == "hallucinated":
@@ -153,6 +155,8 @@ class Report:
             yield ("confusion", e, c, "1" if c in self.hallucinated_names else "", v)
         for (k, o), v in self.outcomes_by_kind.items():
             yield ("outcome", k, o, "", v)
+        for (step, o), v in self.outcomes_by_step.items():
+            yield ("outcome_step", str(step), o, "", v)
         for (a, b), v in self.pairs_checked.items():
             yield ("pair_checked", a, b, "", v)
         for (a, b), v in self.violations.items():
@@ -184,6 +188,8 @@ class Report:
             elif kind == "outcome":
                 r.outcomes_by_kind[(a, b)] += v
                 r.outcomes[b] += v
+            elif kind == "outcome_step":
+                r.outcomes_by_step[(int(a), b)] += v
             elif kind == "pair_checked":
                 r.pairs_checked[(a, b)] += v
             elif kind == "pair_violated":
@@ -224,6 +230,9 @@ class Report:
         out["failures"] = dict(sorted(self.failures.items()))
         out["outcomes_by_fault_kind"] = [
             {"kind": k, "outcome": o, "count": n} for (k, o), n in sorted(self.outcomes_by_kind.items())
+        ]
+        out["outcomes_by_step"] = [
+            {"step": s, "outcome": o, "count": n} for (s, o), n in sorted(self.outcomes_by_step.items())
         ]
         out["reactions"] = [
             {"error_kind": k, "reaction": r, "acceptable": a, "count": n}

@@ -18,11 +18,8 @@ from app.store.ingest import find_run, get_run_row, suite_for_run
 from app.store.models import CallRow, Run, RunCounter, SuiteRow, ToolsetVersion, TrajectoryRow, TrajectoryTag
 from app.store.views import (
     CallPublic,
-    ComparisonPublic,
     ConfusionCell,
     ConfusionPublic,
-    FamilyDelta,
-    FlippedCase,
     RatioPublic,
     RunPublic,
     RunsPublic,
@@ -249,30 +246,6 @@ def export_records(session: Session, run_id: int, *, chunk: int = 1000) -> Itera
                 rec["state"] = t.state
             yield rec
         last = ids[-1]
-
-
-def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) -> ComparisonPublic:
-    a, b = get_run(session, a_id), get_run(session, b_id)
-    families = []
-    for f in FAMILIES:
-        ra, rb = a.families[f], b.families[f]
-        delta = None if not ra.den or not rb.den else rb.num / rb.den - ra.num / ra.den
-        families.append(FamilyDelta(family=f, a=ra, b=rb, delta=delta))
-    ta, tb = TrajectoryRow.__table__.alias("ta"), TrajectoryRow.__table__.alias("tb")
-    joined = (
-        select(ta.c.case_id, ta.c.trial, ta.c.fault_key, ta.c.id, tb.c.id, ta.c.passed, tb.c.passed)
-        .join(tb, (ta.c.case_id == tb.c.case_id) & (ta.c.trial == tb.c.trial) & (ta.c.fault_key == tb.c.fault_key))
-        .where(ta.c.run_id == a_id, tb.c.run_id == b_id)
-    )
-    shared = session.scalar(select(func.count()).select_from(joined.subquery())) or 0
-    flips_q = joined.where(ta.c.passed != tb.c.passed)
-    flipped_count = session.scalar(select(func.count()).select_from(flips_q.subquery())) or 0
-    flipped = [
-        FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa, b_passed=pb)
-        for cid, trial, fk, ida, idb, pa, pb in session.execute(flips_q.order_by(ta.c.id).limit(limit))
-    ]
-    return ComparisonPublic(a=a, b=b, families=families, shared_cases=shared, flipped=flipped,
-                            flipped_count=flipped_count)
 
 
 def _version_public(v: ToolsetVersion, runs: int = 0) -> ToolsetVersionPublic:

@@ -105,6 +105,8 @@ class FamilyDelta(BaseModel):
     a: RatioPublic
     b: RatioPublic
     delta: float | None
+    a_ci: list[float] | None = None  # 95% Wilson interval
+    b_ci: list[float] | None = None
 
 
 class FlippedCase(BaseModel):
@@ -117,6 +119,37 @@ class FlippedCase(BaseModel):
     b_passed: bool
 
 
+class McNemarPublic(BaseModel):
+    passed_only_a: int
+    passed_only_b: int
+    p_value: float
+
+
+class ConfusionDelta(BaseModel):
+    expected: str
+    called: str
+    a: int
+    b: int
+    delta: int
+
+
+class ToolFigures(BaseModel):
+    tool: str
+    a_precision: RatioPublic
+    a_recall: RatioPublic
+    b_precision: RatioPublic
+    b_recall: RatioPublic
+
+
+class DescriptionChange(BaseModel):
+    name: str
+    change: str
+    description_a: str
+    description_b: str
+    parameters_changed: bool
+    segments: list[dict[str, str]]
+
+
 class ComparisonPublic(BaseModel):
     a: RunPublic
     b: RunPublic
@@ -124,6 +157,10 @@ class ComparisonPublic(BaseModel):
     shared_cases: int
     flipped: list[FlippedCase]
     flipped_count: int
+    mcnemar: McNemarPublic | None = None
+    confusion_diff: list[ConfusionDelta] = Field(default_factory=list)
+    tools: list[ToolFigures] = Field(default_factory=list)
+    description_changes: list[DescriptionChange] = Field(default_factory=list)
 
 
 class ToolsetVersionPublic(BaseModel):
@@ -198,6 +235,14 @@ class FiguresPublic(BaseModel):
     trajectories: int
     failures: dict[str, int]
     outcomes_by_fault_kind: list[dict[str, Any]]
+    outcomes_by_step: list[dict[str, Any]]
     reactions: list[dict[str, Any]]
     schema_errors: list[dict[str, Any]]
     cases_total: int
+
+
+class TrajectoryPairPublic(BaseModel):
+    a: TrajectoryPublic
+    b: TrajectoryPublic
+    rows: list[dict[str, Any]]
+    answer_changed: bool

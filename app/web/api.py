@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app import __version__
 from app.core.records import parse_record
+from app.store import compare as comparing
 from app.store import ingest, queries
 from app.store.db import session_scope
 from app.store.views import (
@@ -25,6 +26,7 @@ from app.store.views import (
     ToolsetDiffPublic,
     ToolsetPublic,
     TrajectoriesPublic,
+    TrajectoryPairPublic,
     TrajectoryPublic,
 )
 from app.web.schemas import ErrorBody, RunCreate, TrajectoryBatch
@@ -161,9 +163,16 @@ def get_trajectory(trajectory_id: TrajectoryId, session: ReadSession) -> Traject
 
 
 @router.get("/compare")
-def compare(a: RunRef, b: RunRef, session: ReadSession, limit: Limit = 200) -> ComparisonPublic:
+def compare_runs(a: RunRef, b: RunRef, session: ReadSession, limit: Limit = 200) -> ComparisonPublic:
     """Metric deltas (b minus a) and the cases whose pass/fail flipped."""
-    return queries.compare_runs(session, a, b, limit=limit)
+    return comparing.compare_runs(session, a, b, limit=limit)
+
+
+@router.get("/compare/trajectories")
+def compare_trajectories(a: Annotated[int, Query(ge=1, le=MAX_ID)], b: Annotated[int, Query(ge=1, le=MAX_ID)],
+                         session: ReadSession) -> TrajectoryPairPublic:
+    """Two trajectories of one case side by side, call by call."""
+    return comparing.compare_trajectories(session, a, b)
 
 
 @router.get("/toolsets")

@@ -1,0 +1,29 @@
+"""Small statistics for comparing runs: so that a delta that is noise reads
+as noise."""
+
+from __future__ import annotations
+
+import math
+
+
+def wilson_interval(num: int, den: int, z: float = 1.959963984540054) -> tuple[float, float] | None:
+    """95% Wilson score interval of num/den (None when den is 0)."""
+    if den <= 0:
+        return None
+    p = num / den
+    denom = 1 + z * z / den
+    centre = (p + z * z / (2 * den)) / denom
+    half = z * math.sqrt(p * (1 - p) / den + z * z / (4 * den * den)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs: cases that
+    passed only in run A and cases that passed only in run B (a binomial test
+    of the smaller count against n/2)."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    k = min(only_a, only_b)
+    tail: float = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)

@@ -1,0 +1,140 @@
+"""Comparing two runs, and two trajectories of one case, from the store."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core.report import FAMILIES
+from app.core.scoring import EXTRA, MISSING
+from app.core.stats import mcnemar_exact, wilson_interval
+from app.core.textdiff import word_diff
+from app.store.ingest import get_run_row
+from app.store.models import RunCounter, ToolsetVersion, TrajectoryRow
+from app.store.queries import get_run, get_trajectory
+from app.store.views import (
+    ComparisonPublic,
+    ConfusionDelta,
+    DescriptionChange,
+    FamilyDelta,
+    FlippedCase,
+    McNemarPublic,
+    RatioPublic,
+    ToolFigures,
+    TrajectoryPairPublic,
+)
+
+
+def _confusion(session: Session, run_id: int) -> Counter[tuple[str, str]]:
+    rows = session.execute(select(RunCounter.a, RunCounter.b, RunCounter.value).where(
+        RunCounter.run_id == run_id, RunCounter.kind == "confusion"))
+    return Counter({(a, b): int(v) for a, b, v in rows})
+
+
+def per_tool(cells: Counter[tuple[str, str]]) -> dict[str, tuple[RatioPublic, RatioPublic]]:
+    """Per tool: (calls to T aligned to an expected T / calls to T, and calls
+    on an expected T that were T / calls aligned to an expected T), from the
+    confusion cells."""
+    tools = {e for e, _ in cells if e != EXTRA} | {c for _, c in cells if c != MISSING}
+    out = {}
+    for t in sorted(tools):
+        col = sum(n for (e, c), n in cells.items() if c == t)
+        row = sum(n for (e, c), n in cells.items() if e == t)
+        hit = cells.get((t, t), 0)
+        out[t] = (RatioPublic(num=hit, den=col), RatioPublic(num=hit, den=row))
+    return out
+
+
+def _ci(r: RatioPublic) -> list[float] | None:
+    ci = wilson_interval(r.num, r.den)
+    return None if ci is None else [ci[0], ci[1]]
+
+
+def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) -> ComparisonPublic:
+    """Deltas per family with 95% Wilson intervals, exact McNemar on the cases
+    both runs share, per-tool selection, the confusion difference, the cases
+    that flipped and, across toolset versions, the descriptions that changed."""
+    a, b = get_run(session, a_id), get_run(session, b_id)
+    families = []
+    for f in FAMILIES:
+        ra, rb = a.families[f], b.families[f]
+        delta = None if not ra.den or not rb.den else rb.num / rb.den - ra.num / ra.den
+        families.append(FamilyDelta(family=f, a=ra, b=rb, delta=delta, a_ci=_ci(ra), b_ci=_ci(rb)))
+    ta, tb = TrajectoryRow.__table__.alias("ta"), TrajectoryRow.__table__.alias("tb")
+    joined = (
+        select(ta.c.case_id, ta.c.trial, ta.c.fault_key, ta.c.id, tb.c.id, ta.c.passed, tb.c.passed)
+        .join(tb, (ta.c.case_id == tb.c.case_id) & (ta.c.trial == tb.c.trial) & (ta.c.fault_key == tb.c.fault_key))
+        .where(ta.c.run_id == a_id, tb.c.run_id == b_id)
+    )
+    counts = session.execute(
+        select(func.count(), func.sum((ta.c.passed & ~tb.c.passed).cast(TrajectoryRow.n_calls.type)),
+               func.sum((~ta.c.passed & tb.c.passed).cast(TrajectoryRow.n_calls.type)))
+        .select_from(ta).join(tb, (ta.c.case_id == tb.c.case_id) & (ta.c.trial == tb.c.trial)
+                              & (ta.c.fault_key == tb.c.fault_key))
+        .where(ta.c.run_id == a_id, tb.c.run_id == b_id)
+    ).one()
+    shared, only_a, only_b = int(counts[0] or 0), int(counts[1] or 0), int(counts[2] or 0)
+    flips_q = joined.where(ta.c.passed != tb.c.passed)
+    flipped = [
+        FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa, b_passed=pb)
+        for cid, trial, fk, ida, idb, pa, pb in session.execute(flips_q.order_by(ta.c.id).limit(limit))
+    ]
+    ca, cb = _confusion(session, a_id), _confusion(session, b_id)
+    diff = [ConfusionDelta(expected=e, called=c, a=ca.get((e, c), 0), b=cb.get((e, c), 0),
+                           delta=cb.get((e, c), 0) - ca.get((e, c), 0))
+            for e, c in sorted(set(ca) | set(cb))]
+    pa, pb = per_tool(ca), per_tool(cb)
+    zero = RatioPublic(num=0, den=0)
+    tools = [ToolFigures(tool=t, a_precision=pa.get(t, (zero, zero))[0], a_recall=pa.get(t, (zero, zero))[1],
+                         b_precision=pb.get(t, (zero, zero))[0], b_recall=pb.get(t, (zero, zero))[1])
+             for t in sorted(set(pa) | set(pb))]
+    changes: list[DescriptionChange] = []
+    if a.toolset_version != b.toolset_version:
+        va = session.get(ToolsetVersion, get_run_row(session, a_id).toolset_version_id)
+        vb = session.get(ToolsetVersion, get_run_row(session, b_id).toolset_version_id)
+        assert va is not None and vb is not None
+        changes = description_changes(va.tools, vb.tools)
+    return ComparisonPublic(
+        a=a, b=b, families=families, shared_cases=shared, flipped=flipped, flipped_count=only_a + only_b,
+        mcnemar=McNemarPublic(passed_only_a=only_a, passed_only_b=only_b, p_value=mcnemar_exact(only_a, only_b)),
+        confusion_diff=diff, tools=tools, description_changes=changes,
+    )
+
+
+def description_changes(a_tools: list[dict[str, object]], b_tools: list[dict[str, object]]) -> list[DescriptionChange]:
+    """Tools whose description or schema differ between two versions, with a
+    word-level diff of the description."""
+    ta = {str(t["name"]): t for t in a_tools}
+    tb = {str(t["name"]): t for t in b_tools}
+    out = []
+    for name in sorted(set(ta) | set(tb)):
+        x, y = ta.get(name), tb.get(name)
+        da = "" if x is None else str(x.get("description", ""))
+        db = "" if y is None else str(y.get("description", ""))
+        schema_changed = x is not None and y is not None and x.get("parameters") != y.get("parameters")
+        if x is not None and y is not None and da == db and not schema_changed:
+            continue
+        change = "added" if x is None else "removed" if y is None else "changed"
+        out.append(DescriptionChange(
+            name=name, change=change, description_a=da, description_b=db, parameters_changed=schema_changed,
+            segments=[{"op": s.op, "text": s.text} for s in word_diff(da, db)],
+        ))
+    return out
+
+
+def compare_trajectories(session: Session, a_id: int, b_id: int) -> TrajectoryPairPublic:
+    """Two trajectories side by side, call by call (by index), with what
+    changed in name, arguments, observation and error."""
+    a, b = get_trajectory(session, a_id), get_trajectory(session, b_id)
+    rows = []
+    for i in range(max(len(a.calls), len(b.calls))):
+        ca = a.calls[i] if i < len(a.calls) else None
+        cb = b.calls[i] if i < len(b.calls) else None
+        changed = []
+        for attr in ("name", "arguments", "observation", "error"):
+            if (getattr(ca, attr) if ca else None) != (getattr(cb, attr) if cb else None):
+                changed.append(attr)
+        rows.append({"index": i, "a": ca, "b": cb, "changed": changed})
+    return TrajectoryPairPublic(a=a, b=b, rows=rows, answer_changed=a.answer != b.answer)

@@ -1,0 +1,35 @@
+"""Wilson intervals, exact McNemar and word diffs, checked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.stats import mcnemar_exact, wilson_interval
+from app.core.textdiff import Segment, word_diff
+
+
+def test_wilson_interval_known_values() -> None:
+    # published reference values: 5/10 -> (0.2366, 0.7634); 0/10 -> (0, 0.2775)
+    lo, hi = wilson_interval(5, 10)  # type: ignore[misc]
+    assert (round(lo, 4), round(hi, 4)) == (0.2366, 0.7634)
+    lo, hi = wilson_interval(0, 10)  # type: ignore[misc]
+    assert (lo, round(hi, 4)) == (0.0, 0.2775)
+    assert wilson_interval(10, 10)[1] == pytest.approx(1.0)  # type: ignore[index]
+    assert wilson_interval(0, 0) is None
+
+
+def test_mcnemar_exact_by_hand() -> None:
+    # 1 vs 6 discordant pairs: 2 * (C(7,0) + C(7,1)) / 2^7 = 2 * 8 / 128 = 0.125
+    assert mcnemar_exact(1, 6) == pytest.approx(0.125)
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(3, 3) == 1.0
+    # 0 vs 10: 2 / 1024
+    assert mcnemar_exact(0, 10) == pytest.approx(2 / 1024)
+
+
+def test_word_diff() -> None:
+    d = word_diff("Busca información del cliente.", "Busca un cliente por su RUT.")
+    assert "".join(s.text for s in d if s.op != "insert") == "Busca información del cliente."
+    assert "".join(s.text for s in d if s.op != "delete") == "Busca un cliente por su RUT."
+    assert Segment("equal", "Busca ") in d
+    assert word_diff("igual", "igual") == [Segment("equal", "igual")]

@@ -761,10 +761,20 @@ def _print_figures(row: Row) -> None:
     )
 
 
+def _revision() -> str:
+    """The checked-out commit, so that figures can be tied to the code they measured."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() or "unknown"
+
+
 def run(sizes: Sequence[int], seed: int, n_cases: int, trace: bool, repeat: int) -> list[Row]:
     suite, plans = build_suite(seed, n_cases)
     print(
-        f"ToolLens scoring benchmark: python {platform.python_version()}, seed {seed}, "
+        f"ToolLens scoring benchmark at {_revision()}: python {platform.python_version()}, seed {seed}, "
         f"{len(suite.toolset)} tools, {len(suite.cases)} cases, "
         f"{len(suite.toolset.dependencies)} toolset pairs; one single-threaded process per measurement"
     )

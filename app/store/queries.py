@@ -95,7 +95,7 @@ def list_runs(session: Session, *, suite: str | None = None, model: str | None =
 
 
 def get_run(session: Session, run_ref: int | str) -> RunPublic:
-    run = find_run(session, str(run_ref))
+    run = get_run_row(session, run_ref) if isinstance(run_ref, int) else find_run(session, run_ref)
     row = session.execute(_runs_query().where(Run.id == run.id)).one()
     return _public(row[0], row[1], row[2], _family_counts(session, [run.id])[run.id])
 

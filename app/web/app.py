@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
 
 from app import __version__
 from app.settings import Settings
@@ -14,7 +16,9 @@ from app.store.db import check_schema, make_engine, make_sessionmaker
 from app.web.api import router as api_router
 from app.web.errors import install_error_handlers
 from app.web.limits import BodyLimit
+from app.web.pages import router as pages_router
 from app.web.state import ScorerCache
+from app.web.templating import STATIC, TEMPLATES, install_filters
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -39,6 +43,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessions = make_sessionmaker(engine)
     app.state.scorers = ScorerCache()
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    templates = Jinja2Templates(directory=str(TEMPLATES))
+    install_filters(templates.env)
+    app.state.templates = templates
     install_error_handlers(app)
     app.include_router(api_router)
+    app.include_router(pages_router)
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

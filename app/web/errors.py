@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -20,39 +20,50 @@ def error_response(status: int, error: str, items: list[ErrorItem] | None = None
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
+def respond(request: Request, status: int, error: str, items: list[ErrorItem] | None = None,
+            headers: dict[str, str] | None = None) -> Response:
+    """JSON under /api and for clients that do not ask for HTML; a page otherwise."""
+    wants_page = not request.url.path.startswith("/api") and "text/html" in request.headers.get("accept", "")
+    if wants_page and hasattr(request.app.state, "templates"):
+        response: HTMLResponse = request.app.state.templates.TemplateResponse(
+            request, "error.html", {"status": status, "error": error}, status_code=status)
+        return response
+    return error_response(status, error, items, headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ToolLensError)
-    async def _domain(request: Request, exc: ToolLensError) -> JSONResponse:
+    async def _domain(request: Request, exc: ToolLensError) -> Response:
         if isinstance(exc, NotFound):
-            return error_response(404, str(exc))
+            return respond(request, 404, str(exc))
         if isinstance(exc, Conflict):
-            return error_response(409, str(exc))
+            return respond(request, 409, str(exc))
         if isinstance(exc, InvalidTrajectory):
-            return error_response(422, str(exc), [ErrorItem(index=exc.index, field=exc.field or None,
-                                                            message=exc.detail)])
+            return respond(request, 422, str(exc), [ErrorItem(index=exc.index, field=exc.field or None,
+                                                              message=exc.detail)])
         if isinstance(exc, SuiteError):
-            return error_response(422, str(exc), [ErrorItem(field=exc.field or None, message=exc.detail)])
+            return respond(request, 422, str(exc), [ErrorItem(field=exc.field or None, message=exc.detail)])
         if isinstance(exc, ToolSpecError):
-            return error_response(422, str(exc))
+            return respond(request, 422, str(exc))
         if isinstance(exc, SchemaMismatch):
-            return error_response(503, str(exc))
-        return error_response(400, str(exc))
+            return respond(request, 503, str(exc))
+        return respond(request, 400, str(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> Response:
         items = []
         for err in exc.errors():
             loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path")]
             items.append(ErrorItem(field=".".join(loc) or None, message=str(err.get("msg", "invalid"))))
-        return error_response(422, "invalid request: " + "; ".join(
+        return respond(request, 422, "invalid request: " + "; ".join(
             f"{i.field}: {i.message}" if i.field else i.message for i in items), items)
 
     @app.exception_handler(DataError)
-    async def _data(request: Request, exc: DataError) -> JSONResponse:
+    async def _data(request: Request, exc: DataError) -> Response:
         # e.g. a NUL character, which PostgreSQL text cannot hold
         reason = str(exc.orig).splitlines()[0] if exc.orig else "value out of range"
-        return error_response(422, f"the database cannot store a value of this request: {reason}")
+        return respond(request, 422, f"the database cannot store a value of this request: {reason}")
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        return respond(request, exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))

@@ -1,0 +1,222 @@
+"""Typed page contexts, built in Python; the templates only display them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.core.outcome import OUTCOMES, REACTIONS
+from app.core.report import FAMILIES
+from app.store import compare as comparing
+from app.store import queries
+from app.store.views import (
+    CallPublic,
+    ComparisonPublic,
+    ConfusionPublic,
+    FiguresPublic,
+    RunPublic,
+    RunsPublic,
+    ToolsetDiffPublic,
+    ToolsetPublic,
+    TrajectoriesPublic,
+    TrajectoryPairPublic,
+    TrajectoryPublic,
+)
+from app.web import figures
+
+FAILURE_NAMES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
+                 "recovery_hallucinated", "recovery_confused")
+
+FAMILY_CARDS = (
+    ("F1 selection", (("selection_precision", "precision"), ("selection_recall", "recall")), None),
+    ("F2 arguments", (("schema_validity", "schema validity"), ("argument_accuracy", "argument accuracy")), None),
+    ("F3 hallucinated tools", (("hallucinated_tools", "calls to unknown tools"),), "must be 0"),
+    ("F4 recovery", (("recovery", "recovered after an injected error"),
+                     ("hallucination_after_error", "invented data after an error")), "hallucination must be 0"),
+)
+
+
+def blocking(run: RunPublic) -> list[str]:
+    """The zero-threshold families that are not zero."""
+    out = []
+    if run.families["hallucinated_tools"].num:
+        out.append("hallucinated tools")
+    if run.families["hallucination_after_error"].num:
+        out.append("hallucination after error")
+    return out
+
+
+@dataclass
+class RunsPage:
+    runs: RunsPublic
+    blocking: dict[int, list[str]]
+    filters: dict[str, str]
+    families: tuple[str, ...] = FAMILIES
+
+
+def runs_page(session: Session, *, suite: str | None, model: str | None, toolset_version: str | None,
+              limit: int, offset: int) -> RunsPage:
+    runs = queries.list_runs(session, suite=suite, model=model, toolset_version=toolset_version, limit=limit,
+                             offset=offset)
+    return RunsPage(runs=runs, blocking={r.id: blocking(r) for r in runs.data},
+                    filters={"suite": suite or "", "model": model or "", "toolset_version": toolset_version or ""})
+
+
+@dataclass
+class RunPage:
+    run: RunPublic
+    figures: FiguresPublic
+    confusion: ConfusionPublic
+    heatmap: dict[str, Any]
+    outcomes_by_kind: dict[str, Any] | None
+    outcomes_by_step: dict[str, Any] | None
+    reactions: dict[str, dict[str, tuple[int, bool]]]
+    reaction_kinds: list[str]
+    trajectories: TrajectoriesPublic
+    filters: dict[str, str]
+    blocking: list[str]
+    cards: tuple[Any, ...] = FAMILY_CARDS
+    failure_names: tuple[str, ...] = FAILURE_NAMES
+    outcome_names: tuple[str, ...] = OUTCOMES
+    reaction_names: tuple[str, ...] = REACTIONS
+
+
+def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: int, offset: int) -> RunPage:
+    run = queries.get_run(session, run_id)
+    figs = queries.figures(session, run_id, cases_limit=1)
+    confusion = queries.confusion(session, run_id)
+    passed = {"true": True, "false": False}.get(filters.get("passed", ""))
+    trajs = queries.list_trajectories(
+        session, run_id, failure=filters.get("failure") or None, expected=filters.get("expected") or None,
+        called=filters.get("called") or None, fault_kind=filters.get("fault_kind") or None,
+        outcome=filters.get("outcome") or None, passed=passed, limit=limit, offset=offset)
+    reactions: dict[str, dict[str, tuple[int, bool]]] = {}
+    for r in figs["reactions"]:
+        cell = reactions.setdefault(r["error_kind"], {})
+        n, ok = cell.get(r["reaction"], (0, True))
+        cell[r["reaction"]] = (n + r["count"], ok and r["acceptable"])
+    return RunPage(
+        run=run, figures=FiguresPublic.model_validate(figs), confusion=confusion,
+        heatmap=figures.confusion_heatmap(confusion),
+        outcomes_by_kind=figures.outcome_bars(figs["outcomes_by_fault_kind"], "kind", "by fault kind")
+        if figs["outcomes_by_fault_kind"] else None,
+        outcomes_by_step=figures.outcome_bars(figs["outcomes_by_step"], "step", "by faulted call")
+        if figs["outcomes_by_step"] else None,
+        reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
+        blocking=blocking(run),
+    )
+
+
+@dataclass
+class TimelineRow:
+    """One line of the timeline: an expected step and/or an executed call."""
+
+    expected: dict[str, Any] | None
+    step: int | None
+    call: CallPublic | None
+    status: list[tuple[str, str]] = field(default_factory=list)  # (css class, words)
+
+
+def _call_status(call: CallPublic) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    if call.error and call.error.get("injected"):
+        out.append(("injected", f"injected {call.error['kind']}"))
+    elif call.error:
+        out.append(("error", f"error {call.error['kind']}"))
+    if not call.exists:
+        out.append(("bad", "hallucinated tool"))
+    if call.schema_error:
+        out.append(("bad", f"schema error in {call.schema_error['field'] or 'arguments'}"))
+    if call.selection_ok is False:
+        out.append(("bad", "wrong tool" if call.expected_name else "extra call"))
+    if call.mismatches:
+        out.append(("bad", "argument mismatch: " + ", ".join(m["field"] for m in call.mismatches)))
+    if call.dependency_violation:
+        out.append(("bad", f"dependency: {call.dependency_violation[0]} must come before"))
+    if call.forbidden:
+        out.append(("bad", "forbidden call"))
+    if call.reaction:
+        ok = call.reaction["acceptable"]
+        out.append(("ok" if ok else "bad", f"then: {call.reaction['reaction']}" + ("" if ok else " (not acceptable)")))
+    if not out:
+        out.append(("ok", "ok"))
+    return out
+
+
+def timeline(t: TrajectoryPublic) -> list[TimelineRow]:
+    """Expected steps and executed calls side by side, in call order; a
+    missing step sits where it was expected."""
+    expected = t.expected_calls or []
+    missing = [j for j in t.detail.get("missing_steps", []) if j < len(expected)]
+    shown: set[int] = set()
+    rows: list[TimelineRow] = []
+    for call in t.calls:
+        for j in [m for m in missing if call.step is not None and m < call.step and m not in shown]:
+            rows.append(TimelineRow(expected=expected[j], step=j, call=None, status=[("bad", "missing step")]))
+            shown.add(j)
+        exp = expected[call.step] if call.step is not None and call.step < len(expected) else None
+        rows.append(TimelineRow(expected=exp, step=call.step, call=call, status=_call_status(call)))
+    for j in missing:
+        if j not in shown:
+            excused = j in t.detail.get("excused_steps", [])
+            rows.append(TimelineRow(expected=expected[j], step=j, call=None,
+                                    status=[("muted" if excused else "bad",
+                                             "not attempted (excused: gave up)" if excused else "missing step")]))
+    return rows
+
+
+@dataclass
+class TrajectoryPage:
+    t: TrajectoryPublic
+    run: RunPublic
+    rows: list[TimelineRow]
+    evidence: dict[str, Any]
+
+
+def trajectory_page(session: Session, trajectory_id: int) -> TrajectoryPage:
+    t = queries.get_trajectory(session, trajectory_id)
+    return TrajectoryPage(t=t, run=queries.get_run(session, t.run_id), rows=timeline(t),
+                          evidence=t.detail.get("outcome_evidence") or {})
+
+
+@dataclass
+class ComparePage:
+    c: ComparisonPublic
+    difference: dict[str, Any]
+
+
+def compare_page(session: Session, a: int, b: int) -> ComparePage:
+    c = comparing.compare_runs(session, a, b)
+    return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff))
+
+
+def pair_page(session: Session, a: int, b: int) -> TrajectoryPairPublic:
+    return comparing.compare_trajectories(session, a, b)
+
+
+@dataclass
+class ToolsetPage:
+    toolset: ToolsetPublic
+    diff: ToolsetDiffPublic | None
+    changes: list[Any]
+    runs_a: RunsPublic | None
+    runs_b: RunsPublic | None
+    a: str
+    b: str
+
+
+def toolset_page(session: Session, name: str, a: str | None, b: str | None) -> ToolsetPage:
+    ts = queries.get_toolset(session, name)
+    versions = ts.versions
+    if a is None and b is None and len(versions) >= 2:
+        a, b = versions[-2].hash, versions[-1].hash
+    if not a or not b:
+        return ToolsetPage(ts, None, [], None, None, a or "", b or "")
+    diff = queries.diff_toolset(session, name, a, b)
+    va = next(v for v in versions if v.hash == diff.a)
+    vb = next(v for v in versions if v.hash == diff.b)
+    changes = comparing.description_changes(va.tools, vb.tools)
+    return ToolsetPage(ts, diff, changes, queries.list_runs(session, toolset_version=va.hash, limit=20),
+                       queries.list_runs(session, toolset_version=vb.hash, limit=20), diff.a, diff.b)

@@ -1,0 +1,76 @@
+"""HTML pages: thin routes that build a typed context and render it."""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse
+
+from app.web import contexts
+from app.web.api import MAX_ID, Limit, Offset, ReadSession
+
+router = APIRouter(include_in_schema=False)
+
+
+@lru_cache(maxsize=1)
+def plotly_path() -> Path:
+    """plotly.min.js as shipped inside the installed plotly package."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("the plotly package is not installed")
+    return Path(spec.origin).parent / "package_data" / "plotly.min.js"
+
+Id = Annotated[int, Query(ge=1, le=MAX_ID)]
+
+
+def render(request: Request, template: str, **context: Any) -> HTMLResponse:
+    return request.app.state.templates.TemplateResponse(request, template, context)  # type: ignore[no-any-return]
+
+
+@router.get("/", response_class=HTMLResponse)
+def runs(request: Request, session: ReadSession, suite: str | None = None, model: str | None = None,
+         toolset_version: str | None = None, limit: Limit = 50, offset: Offset = 0) -> HTMLResponse:
+    page = contexts.runs_page(session, suite=suite or None, model=model or None,
+                              toolset_version=toolset_version or None, limit=limit, offset=offset)
+    return render(request, "runs.html", page=page)
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run(request: Request, run_id: int, session: ReadSession, failure: str = "", expected: str = "",
+        called: str = "", fault_kind: str = "", outcome: str = "", passed: str = "", limit: Limit = 50,
+        offset: Offset = 0) -> HTMLResponse:
+    filters = {k: v for k, v in {"failure": failure, "expected": expected, "called": called,
+                                 "fault_kind": fault_kind, "outcome": outcome, "passed": passed}.items() if v}
+    page = contexts.run_page(session, run_id, filters=filters, limit=limit, offset=offset)
+    return render(request, "run.html", page=page)
+
+
+@router.get("/trajectories/{trajectory_id}", response_class=HTMLResponse)
+def trajectory(request: Request, trajectory_id: int, session: ReadSession) -> HTMLResponse:
+    return render(request, "trajectory.html", page=contexts.trajectory_page(session, trajectory_id))
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare(request: Request, a: Id, b: Id, session: ReadSession) -> HTMLResponse:
+    return render(request, "compare.html", page=contexts.compare_page(session, a, b))
+
+
+@router.get("/compare/trajectories", response_class=HTMLResponse)
+def compare_trajectories(request: Request, a: Id, b: Id, session: ReadSession) -> HTMLResponse:
+    return render(request, "pair.html", pair=contexts.pair_page(session, a, b))
+
+
+@router.get("/toolsets/{name}", response_class=HTMLResponse)
+def toolset(request: Request, name: str, session: ReadSession, a: str | None = None,
+            b: str | None = None) -> HTMLResponse:
+    return render(request, "toolset.html", page=contexts.toolset_page(session, name, a or None, b or None))
+
+
+@router.get("/vendor/plotly.min.js")
+def plotly_js() -> FileResponse:
+    """Plotly's JavaScript, from the installed plotly package: no CDN."""
+    return FileResponse(plotly_path(), media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})

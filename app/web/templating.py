@@ -1,0 +1,32 @@
+"""Jinja2 set-up: where templates live, and the display filters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = ROOT / "templates"
+STATIC = ROOT / "static"
+
+
+def ratio(r: Any) -> str:
+    """'85.5%' or 'n/a' for a {num, den} (never a bare ratio without it)."""
+    num, den = (r["num"], r["den"]) if isinstance(r, dict) else (r.num, r.den)
+    return "n/a" if not den else f"{100 * num / den:.1f}%"
+
+
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:+.1f} pts"
+
+
+def install_filters(env: Environment) -> None:
+    env.filters["ratio"] = ratio
+    env.filters["pct"] = pct
+    env.filters["signed"] = signed

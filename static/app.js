@@ -1,0 +1,75 @@
+// ToolLens pages: render the figures, wire the confusion cells and the run picker.
+// Data arrives as JSON in <script type="application/json"> blocks; nothing is built from HTML strings.
+(function () {
+  "use strict";
+
+  function readJSON(id) {
+    var el = document.getElementById(id);
+    return el ? JSON.parse(el.textContent) : null;
+  }
+
+  function renderFigures() {
+    if (!window.Plotly) { return; }
+    document.querySelectorAll(".plot[data-figure]").forEach(function (div) {
+      var fig = readJSON(div.getAttribute("data-figure"));
+      if (!fig) { return; }
+      window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
+      if (div.id === "confusion") {
+        div.on("plotly_click", function (ev) {
+          var p = ev.points && ev.points[0];
+          if (!p || !p.customdata || !p.customdata[0]) { return; }
+          var params = new URLSearchParams({ expected: p.customdata[2], called: p.customdata[3] });
+          window.location.assign(window.location.pathname + "?" + params.toString() + "#trajectories");
+        });
+      }
+      div.setAttribute("data-rendered", "1");
+    });
+  }
+
+  function wireCompare() {
+    var form = document.getElementById("compare-form");
+    if (!form) { return; }
+    var button = document.getElementById("compare-button");
+    function update() {
+      var picked = Array.prototype.slice.call(form.querySelectorAll("input.pick:checked")).map(function (c) { return c.value; });
+      button.disabled = picked.length !== 2;
+      document.getElementById("cmp-a").value = picked[1] || "";
+      document.getElementById("cmp-b").value = picked[0] || "";
+    }
+    form.addEventListener("change", update);
+    update();
+  }
+
+  function wireSort() {
+    document.querySelectorAll("table.sortable").forEach(function (table) {
+      table.querySelectorAll("th[data-sort]").forEach(function (th, i) {
+        th.tabIndex = 0;
+        function sort() {
+          var col = Array.prototype.indexOf.call(th.parentNode.children, th);
+          var numeric = th.getAttribute("data-sort") === "num";
+          var dir = th.getAttribute("aria-sort") === "ascending" ? -1 : 1;
+          var body = table.tBodies[0];
+          var rows = Array.prototype.slice.call(body.rows);
+          rows.sort(function (a, b) {
+            var x = a.cells[col], y = b.cells[col];
+            var vx = x.getAttribute("data-value") || x.textContent.trim();
+            var vy = y.getAttribute("data-value") || y.textContent.trim();
+            if (numeric) { return dir * (parseFloat(vx) - parseFloat(vy)); }
+            return dir * vx.localeCompare(vy);
+          });
+          rows.forEach(function (r) { body.appendChild(r); });
+          table.querySelectorAll("th[aria-sort]").forEach(function (h) { h.removeAttribute("aria-sort"); });
+          th.setAttribute("aria-sort", dir === 1 ? "ascending" : "descending");
+        }
+        th.addEventListener("click", sort);
+        th.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sort(); } });
+      });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    renderFigures();
+    wireCompare();
+    wireSort();
+  });
+})();

@@ -1,0 +1,242 @@
+"""The dashboard in a real browser (Playwright driving Debian's Chromium),
+against the app served by uvicorn on loopback with the example runs loaded.
+
+Screenshots of each page land in ``tests/artifacts/`` (ignored by git).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+
+from app.core.suite import load_suite_document
+from app.settings import Settings
+from app.store.db import upgrade
+from app.web.app import create_app
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM = os.environ.get("TOOLLENS_CHROMIUM", "/usr/bin/chromium")
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+if not Path(CHROMIUM).exists():
+    if os.environ.get("CI"):
+        raise RuntimeError(f"CI must run the browser tests: no Chromium at {CHROMIUM}")
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+PAYLOADS = [
+    "<script>window.__xss = 1</script>",
+    "</script><script>window.__xss = 2</script>",
+    '"><img src=x onerror="window.__xss = 3">',
+    "javascript:window.__xss = 4",
+]
+EVIL_TOOL = "<img src=x onerror=window.__xss=5>"
+
+
+def evil_suite() -> dict[str, Any]:
+    text = " ".join(PAYLOADS)
+    return {
+        "name": "xss",
+        "toolset": {"name": "xss-tools", "label": "evil", "tools": [
+            {"name": "buscar", "description": f"Busca. {text}",
+             "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}, "mock": text},
+        ]},
+        "cases": [{"id": f"xss-{text}", "question": text,
+                   "expected_calls": [{"name": "buscar", "arguments": {"q": text}}], "expected_datum": text}],
+    }
+
+
+def evil_records() -> list[dict[str, Any]]:
+    text = " ".join(PAYLOADS)
+    case_id = f"xss-{text}"
+    return [{
+        "case_id": case_id, "trial": 0, "question": text,
+        "calls": [
+            {"name": "buscar", "arguments": {"q": text, PAYLOADS[2]: PAYLOADS[0]}, "observation": text,
+             "error": {"kind": "http_503", "message": text, "injected": True}},
+            {"name": EVIL_TOOL, "arguments": text, "observation": text, "error": None},
+        ],
+        "answer": text, "fault": {"step": 0, "kind": "http_503"},
+    }]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'ui.db'}"
+    upgrade(url)
+    app = create_app(Settings(database_url=url, auto_migrate=False))
+    with TestClient(app) as client:
+        for version in ("v1", "v2"):
+            doc = load_suite_document(EXAMPLES / f"suite_{version}.yaml")
+            rid = client.post("/api/runs", json={"name": f"banca-{version}", "suite": doc, "model": "sim"}).json()["id"]
+            recs = [json.loads(x) for x in (EXAMPLES / f"trajectories_{version}.jsonl").read_text().splitlines()]
+            assert client.post(f"/api/runs/{rid}/trajectories", json={"trajectories": recs}).status_code == 200
+        rid = client.post("/api/runs", json={"name": "xss", "suite": evil_suite()}).json()["id"]
+        r = client.post(f"/api/runs/{rid}/trajectories", json={"trajectories": evil_records()})
+        assert r.status_code == 200, r.text
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    srv = uvicorn.Server(config)
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    p = context.new_page()
+    p.dialogs: list[str] = []  # type: ignore[attr-defined, misc]
+    p.on("dialog", lambda d: (p.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
+    yield p
+    context.close()
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_runs_page_lists_runs_and_blocking_failures(server: str, page: Any) -> None:
+    page.goto(server + "/")
+    rows = page.locator("#runs-table tbody tr")
+    assert rows.count() == 3
+    v1 = page.locator("#runs-table tbody tr", has_text="banca-v1")
+    assert "BLOCKING: hallucinated tools" in v1.inner_text()
+    assert "85.5%" in v1.inner_text() and "65/76" in v1.inner_text()
+    # tick two runs: the compare button opens the comparison
+    button = page.locator("#compare-button")
+    assert button.is_disabled()
+    page.locator("#runs-table tbody tr", has_text="banca-v1").locator("input.pick").check()
+    page.locator("#runs-table tbody tr", has_text="banca-v2").locator("input.pick").check()
+    assert button.is_enabled()
+    shot(page, "runs")
+    button.click()
+    page.wait_for_url("**/compare?**")
+    assert page.locator("#flipped tbody tr").count() > 0
+
+
+def test_clicking_a_confusion_cell_lists_its_trajectories(server: str, page: Any) -> None:
+    page.goto(server + "/")
+    page.get_by_role("link", name="banca-v1", exact=True).click()
+    page.wait_for_selector("#confusion[data-rendered='1']")
+    shot(page, "run")
+    # where is the cell expected=buscar_pedido, called=buscar_producto on screen?
+    x, y = page.evaluate("""() => {
+        const div = document.getElementById('confusion');
+        const trace = div.data[0], L = div._fullLayout;
+        const col = trace.customdata[0].findIndex(c => c[3] === 'buscar_producto');
+        const row = trace.customdata.findIndex(r => r[0][2] === 'buscar_pedido');
+        const box = div.getBoundingClientRect();
+        return [box.left + L.xaxis._offset + L.xaxis.l2p(col), box.top + L.yaxis._offset + L.yaxis.l2p(row)];
+    }""")
+    page.mouse.click(x, y)
+    page.wait_for_url("**expected=buscar_pedido**")
+    assert "called=buscar_producto" in page.url
+    rows = page.locator("#trajectory-list tbody tr")
+    assert rows.count() == 4
+    shot(page, "run-cell")
+
+
+def test_trajectory_timeline_highlights_the_injected_error(server: str, page: Any) -> None:
+    page.goto(server + "/")
+    page.get_by_role("link", name="banca-v1", exact=True).click()
+    page.select_option("select[name=outcome]", "hallucinated")
+    page.get_by_role("button", name="Filter").nth(0).click()
+    page.locator("#trajectory-list tbody tr a").first.click()
+    injected = page.locator(".timeline .injected-row")
+    assert injected.count() == 1
+    assert injected.is_visible()
+    assert "injected http_503" in injected.inner_text()
+    border = injected.evaluate("el => getComputedStyle(el).borderLeftWidth")
+    assert border == "8px"
+    assert page.locator(".badge.o-hallucinated").count() >= 1
+    shot(page, "trajectory")
+
+
+def test_compare_page_shows_flips_and_description_diff(server: str, page: Any) -> None:
+    page.goto(server + "/compare?a=1&b=2")
+    assert page.locator("#flipped tbody tr").count() > 0
+    assert page.locator("#description-diff ins").count() > 0
+    assert page.locator("#description-diff del").count() > 0
+    assert "McNemar" in page.locator(".mcnemar").inner_text()
+    page.wait_for_selector("#confusion-diff[data-rendered='1']")
+    shot(page, "compare")
+    page.locator("#flipped a", has_text="call-level diff").first.click()
+    assert page.locator("#pair tbody tr").count() > 0
+    shot(page, "compare-pair")
+
+
+def test_toolset_page_diffs_versions(server: str, page: Any) -> None:
+    page.goto(server + "/toolsets/atencion_cliente")
+    assert page.locator("#description-diff .desc-diff").count() == 7
+    shot(page, "toolset")
+
+
+def test_untrusted_text_executes_nothing(server: str, page: Any) -> None:
+    page.goto(server + "/")
+    page.get_by_role("link", name="xss", exact=True).click()
+    page.wait_for_selector("#confusion[data-rendered='1']")
+    urls = [page.url]
+    page.locator("#trajectory-list tbody tr a").first.click()
+    urls.append(page.url)
+    page.goto(server + "/toolsets/xss-tools")
+    urls.append(page.url)
+    for url in urls:
+        page.goto(url)
+        page.wait_for_load_state("networkidle")
+        assert page.evaluate("() => window.__xss") is None, url
+        assert page.locator("a[href^='javascript:']").count() == 0, url
+        assert page.locator("img[src='x']").count() == 0, url
+    assert page.dialogs == []  # type: ignore[attr-defined]
+    page.goto(urls[1])
+    text = page.locator("body").inner_text()
+    assert "<script>window.__xss = 1</script>" in text  # shown, as text
+    shot(page, "xss-trajectory")
+
+
+def test_unknown_run_is_a_proper_404_page(server: str, page: Any) -> None:
+    response = page.goto(server + "/runs/424242")
+    assert response.status == 404
+    assert "no run 424242" in page.locator("main").inner_text()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _clean_artifacts() -> None:
+    if ARTIFACTS.exists():
+        shutil.rmtree(ARTIFACTS)

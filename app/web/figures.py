@@ -47,7 +47,8 @@ def confusion_heatmap(m: ConfusionPublic) -> dict[str, Any]:
     return {
         "data": [{
             "type": "heatmap", "z": z, "x": x, "y": [label(e) for e in rows], "text": text,
-            "texttemplate": "%{text}", "customdata": custom, "colorscale": [[0, "#e8f0fe"], [1, "#1a4fb4"]], "zmin": 0, "zmax": 1,
+            "texttemplate": "%{text}", "customdata": custom, "zmin": 0, "zmax": 1,
+            "colorscale": [[0, "#e8f0fe"], [1, "#1a4fb4"]],
             "hovertemplate": "expected %{y}<br>called %{x}<br>%{customdata[0]} calls (%{customdata[1]}% of the row)"
                              "<extra></extra>",
             "colorbar": {"title": {"text": "share of row"}},

@@ -223,3 +223,13 @@ def test_body_limit_is_413(db_url: str) -> None:
     with TestClient(app) as c:
         r = c.post("/api/runs/1/trajectories", json={"trajectories": records("v1")})
         assert r.status_code == 413 and "larger than 2048" in r.json()["error"]
+
+
+def test_a_cached_comparison_follows_new_batches(client: TestClient) -> None:
+    a, b = new_run(client, "a", "v1"), new_run(client, "b", "v2")
+    ingest(client, a, records("v1"))
+    ingest(client, b, records("v2")[:10])
+    first = client.get("/api/compare", params={"a": a, "b": b}).json()
+    assert first["shared_cases"] == 10
+    ingest(client, b, records("v2")[10:])
+    assert client.get("/api/compare", params={"a": a, "b": b}).json()["shared_cases"] == 36

@@ -163,9 +163,11 @@ def get_trajectory(trajectory_id: TrajectoryId, session: ReadSession) -> Traject
 
 
 @router.get("/compare")
-def compare_runs(a: RunRef, b: RunRef, session: ReadSession, limit: Limit = 200) -> ComparisonPublic:
-    """Metric deltas (b minus a) and the cases whose pass/fail flipped."""
-    return comparing.compare_runs(session, a, b, limit=limit)
+def compare_runs(a: RunRef, b: RunRef, request: Request, session: ReadSession) -> ComparisonPublic:
+    """Metric deltas (b minus a) with 95% Wilson intervals, exact McNemar on
+    shared cases, per-tool selection, the confusion difference, the cases that
+    flipped (the first 200) and the descriptions that changed."""
+    return request.app.state.comparisons.get(session, a, b)  # type: ignore[no-any-return]
 
 
 @router.get("/compare/trajectories")

@@ -187,8 +187,8 @@ class ComparePage:
     difference: dict[str, Any]
 
 
-def compare_page(session: Session, a: int, b: int) -> ComparePage:
-    c = comparing.compare_runs(session, a, b)
+def compare_page(session: Session, a: int, b: int, cache: Any = None) -> ComparePage:
+    c = cache.get(session, a, b) if cache is not None else comparing.compare_runs(session, a, b)
     return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff))
 
 

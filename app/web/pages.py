@@ -56,7 +56,8 @@ def trajectory(request: Request, trajectory_id: int, session: ReadSession) -> HT
 
 @router.get("/compare", response_class=HTMLResponse)
 def compare(request: Request, a: Id, b: Id, session: ReadSession) -> HTMLResponse:
-    return render(request, "compare.html", page=contexts.compare_page(session, a, b))
+    page = contexts.compare_page(session, a, b, request.app.state.comparisons)
+    return render(request, "compare.html", page=page)
 
 
 @router.get("/compare/trajectories", response_class=HTMLResponse)

@@ -8,8 +8,11 @@ from threading import Lock
 from sqlalchemy.orm import Session
 
 from app.core.scoring import Scorer
+from app.store import compare as comparing
+from app.store import queries
 from app.store.ingest import suite_for_run
 from app.store.models import Run
+from app.store.views import ComparisonPublic
 
 
 class ScorerCache:
@@ -31,3 +34,29 @@ class ScorerCache:
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
         return scorer
+
+
+class ComparisonCache:
+    """Comparisons of two runs, kept while neither run changes.
+
+    The key holds both runs' trajectory counts, so a batch stored into either
+    run makes a new key: a cached comparison is never stale."""
+
+    def __init__(self, size: int = 64):
+        self._size = size
+        self._items: OrderedDict[tuple[int, ...], ComparisonPublic] = OrderedDict()
+        self._lock = Lock()
+
+    def get(self, session: Session, a: int, b: int) -> ComparisonPublic:
+        ra, rb = queries.get_run(session, a), queries.get_run(session, b)
+        key = (a, b, ra.trajectories, rb.trajectories)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        result = comparing.compare_runs(session, a, b)
+        with self._lock:
+            self._items[key] = result
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return result

@@ -89,3 +89,16 @@ def test_empty_sqlite_is_migrated_on_first_start_or_refused(tmp_path: Path) -> N
 def test_bad_database_url_is_a_clear_error() -> None:
     r = runner.invoke(cli, ["db", "upgrade", "--db", "mysql://x"])
     assert r.exit_code == 2 and "must be a sqlite:/// or postgresql" in r.stderr
+
+
+def test_migrations_match_the_models(db_url: str) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from app.store.models import Base
+
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    engine.dispose()
+    assert diff == []

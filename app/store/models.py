@@ -156,7 +156,7 @@ class CallRow(Base):
     __tablename__ = "calls"
     __table_args__ = (
         Index("ix_calls_traj", "trajectory_id", "idx"),
-        Index("ix_calls_cell", "run_id", "expected_name", "name"),
+        Index("ix_calls_cell", "run_id", "expected_name", "name", "trajectory_id"),
         Index("ix_calls_tool", "run_id", "name"),
     )
 

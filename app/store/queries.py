@@ -100,11 +100,20 @@ def get_run(session: Session, run_ref: int | str) -> RunPublic:
     return _public(row[0], row[1], row[2], _family_counts(session, [run.id])[run.id])
 
 
-def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offset: int = 0) -> dict[str, Any]:
+def run_trajectory_count(session: Session, run_id: int) -> int:
+    """How many trajectories a run holds, from its counter (no scan)."""
+    n = session.scalar(select(RunCounter.value).where(
+        RunCounter.run_id == run_id, RunCounter.kind == "count", RunCounter.a == "trajectories"))
+    return int(n or 0)
+
+
+def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offset: int = 0,
+            summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run's figures in exactly the shape of ``toollens score --json``;
-    ``cases`` holds one page (``cases_total`` says how many there are)."""
+    ``cases`` holds one page (``cases_total`` says how many there are).
+    ``summary`` is the report without its cases, when the caller has it."""
     get_run_row(session, run_id)
-    data = run_report(session, run_id).to_json()
+    data = dict(summary) if summary is not None else run_report(session, run_id).to_json()
     q = select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.passed, TrajectoryRow.failures,
                TrajectoryRow.fault_step, TrajectoryRow.recovery_kind, TrajectoryRow.outcome,
                TrajectoryRow.detail).where(TrajectoryRow.run_id == run_id)
@@ -180,7 +189,11 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
         q = q.where(TrajectoryRow.passed == passed)
     if case_id:
         q = q.where(TrajectoryRow.case_id == case_id)
-    total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
+    filtered = any(x is not None for x in (failure, expected, called, fault_kind, outcome, passed, case_id))
+    if filtered:
+        total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
+    else:
+        total = run_trajectory_count(session, run_id)
     rows = session.scalars(q.order_by(TrajectoryRow.id).limit(limit).offset(offset)).all()
     return TrajectoriesPublic(data=[_summary(t) for t in rows], count=total, limit=limit, offset=offset)
 

@@ -120,10 +120,11 @@ def finish_run(run_id: RunId, session: WriteSession) -> RunPublic:
 
 
 @router.get("/runs/{run_id}/figures")
-def figures(run_id: RunId, session: ReadSession, cases_limit: Limit = 100, cases_offset: Offset = 0) -> FiguresPublic:
+def figures(run_id: RunId, request: Request, session: ReadSession, cases_limit: Limit = 100,
+            cases_offset: Offset = 0) -> FiguresPublic:
     """The run's figures in the shape of ``toollens score --json``."""
     return FiguresPublic.model_validate(
-        queries.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset))
+        request.app.state.figures.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset))
 
 
 @router.get("/runs/{run_id}/confusion")

@@ -17,7 +17,7 @@ from app.web.api import router as api_router
 from app.web.errors import install_error_handlers
 from app.web.limits import BodyLimit
 from app.web.pages import router as pages_router
-from app.web.state import ComparisonCache, ScorerCache
+from app.web.state import ComparisonCache, FiguresCache, ScorerCache
 from app.web.templating import STATIC, TEMPLATES, install_filters
 
 
@@ -43,6 +43,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessions = make_sessionmaker(engine)
     app.state.scorers = ScorerCache()
     app.state.comparisons = ComparisonCache()
+    app.state.figures = FiguresCache()
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     templates = Jinja2Templates(directory=str(TEMPLATES))
     install_filters(templates.env)

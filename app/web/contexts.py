@@ -83,9 +83,11 @@ class RunPage:
     reaction_names: tuple[str, ...] = REACTIONS
 
 
-def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: int, offset: int) -> RunPage:
+def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: int, offset: int,
+             cache: Any = None) -> RunPage:
     run = queries.get_run(session, run_id)
-    figs = queries.figures(session, run_id, cases_limit=1)
+    figs = (cache.figures(session, run_id, cases_limit=1) if cache is not None
+            else queries.figures(session, run_id, cases_limit=1))
     confusion = queries.confusion(session, run_id)
     passed = {"true": True, "false": False}.get(filters.get("passed", ""))
     trajs = queries.list_trajectories(

@@ -45,7 +45,8 @@ def run(request: Request, run_id: int, session: ReadSession, failure: str = "", 
         offset: Offset = 0) -> HTMLResponse:
     filters = {k: v for k, v in {"failure": failure, "expected": expected, "called": called,
                                  "fault_kind": fault_kind, "outcome": outcome, "passed": passed}.items() if v}
-    page = contexts.run_page(session, run_id, filters=filters, limit=limit, offset=offset)
+    page = contexts.run_page(session, run_id, filters=filters, limit=limit, offset=offset,
+                             cache=request.app.state.figures)
     return render(request, "run.html", page=page)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from threading import Lock
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -60,3 +61,31 @@ class ComparisonCache:
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
         return result
+
+
+class FiguresCache:
+    """A run's report (without its per-case page), kept while the run's
+    trajectory count stays the same: rebuilding it from the counters costs
+    more than the page around it on a run with many trials."""
+
+    def __init__(self, size: int = 64):
+        self._size = size
+        self._items: OrderedDict[tuple[int, int], dict[str, Any]] = OrderedDict()
+        self._lock = Lock()
+
+    def figures(self, session: Session, run_id: int, *, cases_limit: int = 100,
+                cases_offset: int = 0) -> dict[str, Any]:
+        key = (run_id, queries.run_trajectory_count(session, run_id))
+        with self._lock:
+            summary = self._items.get(key)
+            if summary is not None:
+                self._items.move_to_end(key)
+        if summary is None:
+            summary = queries.run_report(session, run_id).to_json()
+            summary.pop("cases", None)
+            with self._lock:
+                self._items[key] = summary
+                while len(self._items) > self._size:
+                    self._items.popitem(last=False)
+        return queries.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset,
+                               summary=summary)

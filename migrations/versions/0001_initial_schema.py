@@ -152,7 +152,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("calls", schema=None) as batch_op:
-        batch_op.create_index("ix_calls_cell", ["run_id", "expected_name", "name"], unique=False)
+        batch_op.create_index("ix_calls_cell", ["run_id", "expected_name", "name", "trajectory_id"], unique=False)
         batch_op.create_index("ix_calls_tool", ["run_id", "name"], unique=False)
         batch_op.create_index("ix_calls_traj", ["trajectory_id", "idx"], unique=False)
 

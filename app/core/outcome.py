@@ -57,7 +57,7 @@ _SEPARATOR = re.compile(r"[.,\s]")
 _DIGIT_RUN = re.compile(r"\d+")
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=2048)
 def canonical_number(token: str) -> str:
     """A number's canonical spelling: thousands separators dropped (a ``.``
     ``,`` or space followed by exactly three digits), decimals kept without
@@ -87,7 +87,7 @@ class Values:
         return set(self.numbers) | set(self.ids) | set(self.dates)
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=2048)
 def extract_values(text: str, *, min_digits: int = _MIN_DIGITS) -> Values:
     """Find the concrete values a text states. Dates first, then ids, then
     numbers (only those with at least ``min_digits`` digits)."""

@@ -233,9 +233,12 @@ def iter_jsonl(stream: IO[str], *, source: str = "") -> Iterator[Trajectory]:
 
 
 def read_jsonl(path: str | Path) -> Iterator[Trajectory]:
+    """Stream a JSONL file; bytes go straight to the JSON parser (which
+    refuses text that is not UTF-8, naming the line)."""
     p = Path(path)
-    try:
-        with p.open(encoding="utf-8") as fh:
-            yield from iter_jsonl(fh, source=str(p))
-    except UnicodeDecodeError as exc:
-        raise InvalidTrajectory(f"not UTF-8 text ({exc.reason})", source=str(p)) from None
+    source = str(p)
+    with p.open("rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            yield parse_line(line, index=number, source=source)

@@ -300,7 +300,7 @@ class _Compiler:
                     return SchemaViolation(p, f"{_label(p)}: needs at least {lo} items")
                 if hi is not None and len(v) > hi:
                     return SchemaViolation(p, f"{_label(p)}: allows at most {hi} items")
-                if unique and len({_compact(x) for x in v}) != len(v):
+                if unique and not _all_distinct(v):
                     return SchemaViolation(p, f"{_label(p)}: items must be unique")
                 return None
 
@@ -397,6 +397,15 @@ def _plain_types(schema: Any) -> tuple[type, ...] | None:
     if not names or not all(n in _PLAIN for n in names):
         return None
     return tuple(t for n in names for t in _PLAIN[n])
+
+
+def _all_distinct(items: list[Any]) -> bool:
+    """uniqueItems: a set when the items are hashable scalars (the common
+    case), their JSON spelling otherwise. ``1`` and ``True`` stay apart."""
+    try:
+        return len({(type(x), x) for x in items}) == len(items)
+    except TypeError:
+        return len({_compact(x) for x in items}) == len(items)
 
 
 def _accept(value: Any, path: str) -> SchemaViolation | None:
@@ -530,7 +539,7 @@ class ArgumentValidator:
         return result
 
 
-_MEMO_SIZE = 8192
+_MEMO_SIZE = 1024  # per tool: enough for the repeats of a run, small enough to stay flat
 
 
 def memo_key(arguments: dict[str, Any]) -> Any:

@@ -171,7 +171,7 @@ class Scorer:
         found = self._compare_memo.get(full)
         if found is None:
             found = compare_arguments(args, exp.arguments, exp.tolerance)
-            if len(self._compare_memo) >= 8192:
+            if len(self._compare_memo) >= 2048:
                 self._compare_memo.clear()
             self._compare_memo[full] = found
         return list(found)
@@ -327,6 +327,8 @@ class Scorer:
                     ts.calls[b].dependency_violation = (before, after)
 
     def _reactions(self, traj: Trajectory, ts: TrajectoryScore) -> None:
+        if all(cs.error_kind is None for cs in ts.calls):
+            return
         names = [c.name for c in traj.calls]
         args = [c.arguments for c in traj.calls]
         for cs in ts.calls:

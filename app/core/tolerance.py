@@ -24,7 +24,7 @@ RULES = ("exact", "ignore", "number", "date", "one_of", "regex", "contains", "se
 _MISSING = object()
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=2048)
 def fold(text: str) -> str:
     """Case- and accent-insensitive form of a text ("No logré" -> "no logre")."""
     decomposed = unicodedata.normalize("NFKD", text.casefold())
@@ -78,7 +78,7 @@ def parse_date(value: Any, *, dayfirst: bool = True) -> dt.date | None:
     return None
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=1024)
 def _parse_date_text(value: str, dayfirst: bool) -> dt.date | None:
     text = fold(value.strip())
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"trajectory page /trajectories/{tid}": f"/trajectories/{tid}",
                     "compare page /compare?a=1&b=2": "/compare?a=1&b=2",
                 }
+                t0 = time.perf_counter()
+                client.get("/compare?a=1&b=2", headers={"accept": "text/html"})
+                print(f"{'compare page, first request (cold cache)':<45} {1000 * (time.perf_counter() - t0):7.1f} ms")
                 for label, path in pages.items():
                     def get(path: str = path) -> None:
                         r = client.get(path, headers={"accept": "text/html"})

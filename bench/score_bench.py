@@ -16,11 +16,17 @@ phase only (tracemalloc slows Python down several times, so its run is never
 the one that is timed). Everything is seeded: the same seed writes the same
 files and prints the same counts.
 
+With 20 cases, a million calls means thousands of trials per case, so the same
+arguments and texts come back again and again, and any memo or cache in the
+scorer hits far more often than it would on a large, varied run. Use
+``--cases 2000`` to see throughput and memory when repeats are rare.
+
 Usage::
 
     python bench/score_bench.py                 # 10^4, 10^5 and 10^6 calls
     python bench/score_bench.py --quick         # 2,000 and 20,000 calls, a few seconds
     python bench/score_bench.py --sizes 5000 200000 --no-trace
+    python bench/score_bench.py --cases 2000 --no-trace   # fewer repeated arguments
 """
 
 from __future__ import annotations
@@ -717,12 +723,12 @@ class Row:
     @property
     def rate(self) -> float:
         """Scored calls per wall-clock second."""
-        return float(self.timing["calls"]) / self.timing["seconds"]
+        return float(self.timing["calls"]) / max(float(self.timing["seconds"]), 1e-9)
 
     @property
     def cpu_rate(self) -> float:
         """Scored calls per CPU second of the scoring process."""
-        return float(self.timing["calls"]) / max(self.timing["cpu_seconds"], 1e-9)
+        return float(self.timing["calls"]) / max(float(self.timing["cpu_seconds"]), 1e-9)
 
 
 def _ratio(big: float, small: float) -> str:

@@ -132,11 +132,18 @@ def mentions(text: str, datum: str) -> bool:
 
 def match_give_up(answer: str, phrases: Sequence[str]) -> str | None:
     """The first give-up phrase the answer contains (case and accents ignored)."""
+    if not answer:
+        return None
     folded = fold(answer)
-    for phrase in phrases:
-        if fold(phrase) in folded:
+    for phrase, needle in _folded_phrases(tuple(phrases)):
+        if needle in folded:
             return phrase
     return None
+
+
+@lru_cache(maxsize=64)
+def _folded_phrases(phrases: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((p, fold(p)) for p in phrases)
 
 
 @dataclass

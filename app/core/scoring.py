@@ -157,7 +157,7 @@ class Scorer:
     def __init__(self, suite: Suite):
         self.suite = suite
         self.toolset = suite.toolset
-        self.give_up_phrases = [*DEFAULT_GIVE_UP_PHRASES, *suite.give_up_phrases]
+        self.give_up_phrases = (*DEFAULT_GIVE_UP_PHRASES, *suite.give_up_phrases)
         self._pairs: dict[str | None, list[tuple[str, str]]] = {}
         self._validators = {t.name: t.validator for t in self.toolset}
         self._compare_memo: dict[Any, list[Mismatch]] = {}

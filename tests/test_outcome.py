@@ -84,3 +84,8 @@ def test_reactions() -> None:
     assert reaction_to(1, "not_found", names, same, "", DEFAULT_GIVE_UP_PHRASES).reaction == "switch_tool"
     assert reaction_to(2, "timeout", names, same, "No pude", DEFAULT_GIVE_UP_PHRASES).reaction == "gave_up"
     assert reaction_to(2, "timeout", names, same, "Tu saldo es 5", DEFAULT_GIVE_UP_PHRASES).reaction == "answered"
+
+
+def test_a_datum_seen_only_before_the_fault_is_not_a_recovery() -> None:
+    before = [(0, '{"saldo": 142900}', True), (1, "ERROR 503", False)]
+    assert classify("Tu saldo es $142.900", before, ["142900"]) == "confused"

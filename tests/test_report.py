@@ -48,8 +48,8 @@ def test_report_keys_and_hand_computed_figures() -> None:
     assert data["hallucination_after_error"] == {"num": 1, "den": 2}
     assert data["outcomes"] == {"recovered": 1, "gave_up": 0, "hallucinated": 1, "confused": 0}
     assert {"expected": "(extra)", "called": "cancelar_pedido", "count": 1, "hallucinated": True} in data["confusion"]
-    # pass^k groups by case and fault: (saldo, no fault) 2 trials 1 pass; (saldo, 1:http_503) 2 trials 1 pass
-    assert data["pass_hat_k"] == {"1": 0.5, "2": 0.0}
+    # pass^k per case: saldo-001 has 4 trajectories, 2 passed: C(2,k)/C(4,k) = 1/2, 1/6, 0, 0
+    assert data["pass_hat_k"] == {"1": 0.5, "2": 0.1667, "3": 0.0, "4": 0.0}
     assert [c["passed"] for c in data["cases"]] == [True, False, True, False]
     assert data["cases"][1]["failures"] == ["schema", "hallucinated_tool"]
     assert data["failures"] == {"hallucinated_tool": 1, "recovery_hallucinated": 1, "schema": 1}

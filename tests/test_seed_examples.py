@@ -99,11 +99,17 @@ def test_credit_note_before_verification_violates_that_pair() -> None:
     assert ok.violations == [] and ok.pairs_checked == [("verificar_compra", "emitir_nota_credito")]
 
 
-def test_failed_precondition_does_not_satisfy_the_pair() -> None:
+def test_a_faulted_precondition_still_occurred() -> None:
+    # SPEC: A must occur before the first B among executed valid calls; the
+    # fault on A is F4's business, not F5's (the families stay apart)
     suite = banking_suite(dependencies=[["buscar_cliente", "ver_saldo"]])
     failed_cliente = call("buscar_cliente", {"rut": "12345678-9"}, "ERROR 500", injected("http_500"))
     ts = score(record(calls=[failed_cliente, OK_SALDO], answer="Tu saldo es $142.900",
                       fault={"step": 0, "kind": "http_500"}), suite)
+    assert ts.violations == [] and ts.pairs_checked == [("buscar_cliente", "ver_saldo")]
+    # but an invalid call of A is not an occurrence
+    invalid = call("buscar_cliente", {"rut": 12345678}, "ERROR: invalid arguments")
+    ts = score(record(calls=[invalid, OK_SALDO], answer="..."), suite)
     assert ts.violations == [("buscar_cliente", "ver_saldo")]
 
 

@@ -187,11 +187,11 @@ def classify_outcome(
             carried_after = any(mentions(o, d) for o in ok_after for d in said)
             carried_any = carried_after or any(mentions(o, d) for o in ok_any for d in said)
             evidence["datum_observed"] = "after_fault" if carried_after else ("before_fault" if carried_any else None)
-            if not carried_any:
+            if not carried_any or ungrounded:
                 return OutcomeResult("hallucinated", evidence)
-            if ungrounded:
-                return OutcomeResult("hallucinated", evidence)
-            return OutcomeResult("recovered", evidence)
+            if carried_after:
+                return OutcomeResult("recovered", evidence)
+            return OutcomeResult("confused", evidence)  # the datum predates the fault: not a recovery
         if ungrounded:
             return OutcomeResult("hallucinated", evidence)
         if phrase:

@@ -103,7 +103,7 @@ class Report:
         c["hallucinated_tools.den"] += ts.calls_total
         for cell in ts.confusion:
             self.confusion[cell] += 1
-        for cs in ts.calls:
+        for cs in ts.calls if ts.any_error else ():
             if not cs.exists:
                 self.hallucinated_names.add(cs.name)
             elif cs.schema_error is not None:
@@ -127,7 +127,7 @@ class Report:
             self.violations[pair] += 1
         for name in ts.failures:
             self.failures[name] += 1
-        key = (ts.case_id, "" if ts.fault_kind is None else f"{ts.fault_step}:{ts.fault_kind}")
+        key = (ts.case_id, "")  # SPEC: per case, over all its trials
         tally = self.trials.setdefault(key, [0, 0])
         tally[0] += 1
         tally[1] += ts.passed

@@ -99,6 +99,7 @@ class TrajectoryScore:
     failures: list[str] = field(default_factory=list)
     passed: bool = True
     reward: float | None = None
+    any_error: bool = False  # some call errored, was invalid or called an unknown tool
     # numerators and denominators
     selection_num: int = 0
     selection_den: int = 0
@@ -161,7 +162,7 @@ class Scorer:
         self._pairs: dict[str | None, list[tuple[str, str]]] = {}
         self._validators = {t.name: t.validator for t in self.toolset}
         self._compare_memo: dict[Any, list[Mismatch]] = {}
-        self._keys: list[Any] = []  # memo keys of the calls of the trajectory being scored
+        self._want: dict[str, list[str]] = {}
 
     def _compare(self, args: dict[str, Any], exp: ExpectedCall, key: Any) -> list[Mismatch]:
         """Argument comparison, remembered for flat arguments (trials repeat them)."""
@@ -189,6 +190,7 @@ class Scorer:
         keys: list[Any] = []
         validators = self._validators
         hallucinated = valid = 0
+        any_error = False
         for i, call in enumerate(calls):
             validator = validators.get(call.name)
             args = call.arguments
@@ -207,15 +209,16 @@ class Scorer:
                 cs.error_kind = ("schema" if violation is not None else None) if err is None else err.kind
             if err is not None:
                 cs.injected = err.injected
+            if cs.error_kind is not None:
+                any_error = True
             scores.append(cs)
-        self._keys = keys
         n = len(calls)
         ts = TrajectoryScore(traj.case_id, traj.trial, case is not None and case.expected_calls is not None, scores,
                              reward=traj.reward, schema_num=valid, schema_den=n - hallucinated,
-                             hallucinated_num=hallucinated, calls_total=n)
+                             hallucinated_num=hallucinated, calls_total=n, any_error=any_error)
         self._fault(traj, ts)
         if case is not None and case.expected_calls is not None:
-            self._selection_and_arguments(traj, case, ts)
+            self._selection_and_arguments(traj, case, ts, keys)
         self._dependencies(case, ts)
         self._reactions(traj, ts)
         if ts.fault_step is not None:
@@ -258,9 +261,11 @@ class Scorer:
                 ts.fault_step, ts.fault_kind = cs.index, cs.error_kind
                 return
 
-    def _selection_and_arguments(self, traj: Trajectory, case: Case, ts: TrajectoryScore) -> None:
+    def _selection_and_arguments(self, traj: Trajectory, case: Case, ts: TrajectoryScore, keys: list[Any]) -> None:
         expected = case.expected_calls or []
-        want = [e.name for e in expected]
+        want = self._want.get(case.id)
+        if want is None:
+            want = self._want[case.id] = [e.name for e in expected]
         errored = [cs.error_kind is not None for cs in ts.calls]
 
         def fits(i: int, j: int) -> bool:
@@ -272,13 +277,17 @@ class Scorer:
         al = align([cs.name for cs in ts.calls], errored, want, case.match,
                    None if case.match == "strict" else fits)
         allow_extra = case.match == "subset"
+        matched: set[int] = set()
+        confusion = ts.confusion
         for cs, step in zip(ts.calls, al.step_of_call, strict=True):
             cs.step = step
-            cs.expected_name = None if step is None else want[step]
             if step is None:
-                ts.confusion.append((EXTRA, cs.name))
+                confusion.append((EXTRA, cs.name))
             else:
-                ts.confusion.append((want[step], cs.name))
+                cs.expected_name = want[step]
+                confusion.append((want[step], cs.name))
+                if want[step] == cs.name:
+                    matched.add(step)
             if not cs.exists or (step is None and allow_extra):
                 continue
             cs.counted_for_selection = True
@@ -289,13 +298,14 @@ class Scorer:
                 if cs.schema_error is None:
                     assert step is not None
                     cs.mismatches = self._compare(traj.calls[cs.index].arguments, expected[step],
-                                                  self._keys[cs.index])
+                                                  keys[cs.index])
                     ts.args_den += 1
                     if not cs.mismatches:
                         ts.args_num += 1
         ts.recall_den = len(want)
-        matched = {step for cs, step in zip(ts.calls, al.step_of_call, strict=True)
-                   if step is not None and cs.name == want[step]}
+        if len(matched) == len(want):
+            ts.recall_num = len(want)
+            return
         for j in range(len(want)):
             if j in matched:
                 ts.recall_num += 1
@@ -309,25 +319,22 @@ class Scorer:
         if not pairs:
             return
         first_valid: dict[str, int] = {}
-        first_ok: dict[str, int] = {}
         for cs in ts.calls:
             if cs.schema_ok:
                 first_valid.setdefault(cs.name, cs.index)
-                if cs.error_kind is None:
-                    first_ok.setdefault(cs.name, cs.index)
         for before, after in pairs:
             b = first_valid.get(after)
             if b is None:
                 continue
             ts.pairs_checked.append((before, after))
-            a = first_ok.get(before)
+            a = first_valid.get(before)
             if a is None or a > b:
                 ts.violations.append((before, after))
                 if ts.calls[b].dependency_violation is None:
                     ts.calls[b].dependency_violation = (before, after)
 
     def _reactions(self, traj: Trajectory, ts: TrajectoryScore) -> None:
-        if all(cs.error_kind is None for cs in ts.calls):
+        if not ts.any_error:
             return
         names = [c.name for c in traj.calls]
         args = [c.arguments for c in traj.calls]

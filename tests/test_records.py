@@ -35,11 +35,13 @@ def test_string_arguments_parse_or_stay_verbatim() -> None:
     ("record", "message"),
     [
         ({}, "case_id: required"),
-        ({"case_id": "a", "trial": -1}, "trial: must be a non-negative integer"),
+        ({"case_id": "a", "trial": -1}, "trial: must be an integer from 0 to 2147483647"),
+        ({"case_id": "a", "trial": 2**40}, "trial: must be an integer from 0 to 2147483647"),
+        ({"case_id": "a", "reward": 10**400}, "reward: out of range"),
         ({"case_id": "a", "calls": {}}, "calls: must be a list"),
         ({"case_id": "a", "calls": [{"arguments": {}}]}, "calls[0].name: required"),
         ({"case_id": "a", "calls": [{"name": "x", "error": 5}]}, "calls[0].error: must be null or an object"),
-        ({"case_id": "a", "fault": {"step": "uno"}}, "fault.step: must be a non-negative integer"),
+        ({"case_id": "a", "fault": {"step": "uno"}}, "fault.step: must be an integer from 0"),
         ({"case_id": "a", "reward": "1"}, "reward: must be a number"),
     ],
 )
@@ -64,3 +66,16 @@ def test_oversized_line_is_refused() -> None:
     line = json.dumps(dict(SPEC_EXAMPLE, answer="x" * (records.MAX_LINE_BYTES + 1)))
     with pytest.raises(InvalidTrajectory, match="longer than"):
         parse_line(line, index=1)
+
+
+def test_untrusted_json_that_python_reads_differently() -> None:
+    # integers past 64 bits stay integers; lone surrogates and deep nesting are refused by line
+    line = json.dumps({"case_id": "a", "calls": [{"name": "x", "arguments": {"n": 2**64}}]})
+    assert parse_line(line).calls[0].arguments == {"n": 2**64}
+    with pytest.raises(InvalidTrajectory, match="lone surrogate"):
+        parse_line('{"case_id": "a", "answer": "\\ud800"}', index=1)
+    with pytest.raises(InvalidTrajectory, match="nested too deeply"):
+        parse_line('{"case_id": "a", "calls": [{"name": "x", "arguments": ' + "[" * 5000 + "]" * 5000 + "}]}")
+    # arguments that are not JSON (an empty string included) stay verbatim: a schema failure
+    traj = parse_record({"case_id": "a", "calls": [{"name": "x", "arguments": ""}, {"name": "y", "arguments": "[" * 5000}]})
+    assert [c.arguments for c in traj.calls] == ["", "[" * 5000]

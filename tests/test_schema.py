@@ -93,3 +93,36 @@ def test_unsupported_keywords_fall_back_to_jsonschema_strictly() -> None:
     assert bad is not None and bad[0] == "x_1"
     strict = first(schema, {"a": 1.0})
     assert strict is not None and strict[0] == "a"
+
+
+@pytest.mark.parametrize(
+    ("schema", "fragment"),
+    [
+        ({"type": "object", "properties": {"a": {"type": "string", "pattern": "(["}}}, "properties/a/pattern"),
+        ({"type": "object", "properties": {"a": {"minLength": "3"}}}, "properties/a/minLength"),
+        ({"type": "object", "properties": {"a": {"enum": 5}}}, "properties/a/enum"),
+        ({"anyOf": []}, "anyOf"),
+        ({"type": "object", "required": "n"}, "required"),
+    ],
+)
+def test_invalid_schemas_are_refused_at_load(schema: dict[str, Any], fragment: str) -> None:
+    from app.core.errors import ToolSpecError
+
+    with pytest.raises(ToolSpecError, match=f"invalid JSON Schema at {fragment}"):
+        ArgumentValidator(schema)
+
+
+def test_recursive_schemas_and_huge_numbers() -> None:
+    v = ArgumentValidator({"type": "object", "properties": {"x": {"$ref": "#"}}})
+    assert v.validate({"x": {"x": {}}}) is None
+    assert v.validate({"x": 3}) is not None
+    deep: dict[str, Any] = {}
+    cur = deep
+    for _ in range(3000):
+        cur["x"] = {}
+        cur = cur["x"]
+    violation = v.validate(deep)
+    assert violation is not None and "deeper" in violation.message
+    m = ArgumentValidator({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}})
+    assert m.validate({"n": 3 * 10**400}) is None
+    assert m.validate({"n": 3 * 10**400 + 1}) is not None

@@ -8,6 +8,7 @@ naming the line and the field.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,19 +101,40 @@ class Trajectory:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
 
-def parse_arguments(raw: Any) -> Any:
-    """Arguments may arrive as a JSON string (as OpenAI sends them); a string
-    that does not parse is kept verbatim and fails the schema later."""
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}
+_LONG_INT = re.compile(rb"\d{19,}")
+MAX_INDEX = 2**31 - 1  # trial numbers and fault steps
+
+
+def loads(text: str | bytes) -> Any:
+    """JSON as the standard library reads it, fast: orjson, except where it
+    would differ (integers of 19 digits and more, which it turns into floats)
+    or refuse (what it cannot take goes to ``json``). Raises ValueError for
+    what is not JSON, too deep, or not encodable (lone surrogates)."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if _LONG_INT.search(raw) is None:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
-            try:
-                return json.loads(raw)  # what orjson refuses but json takes (huge integers)
-            except ValueError:
-                return raw
+            pass
+    try:
+        data = json.loads(text)
+        json.dumps(data, ensure_ascii=False).encode("utf-8")  # lone surrogates cannot be stored
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone surrogate (invalid Unicode)") from None
+    return data
+
+
+def parse_arguments(raw: Any) -> Any:
+    """Arguments may arrive as a JSON string (as OpenAI sends them); a string
+    that does not parse (an empty one included) is kept verbatim and fails the
+    schema later."""
+    if isinstance(raw, str):
+        try:
+            return loads(raw)
+        except ValueError:
+            return raw
     return {} if raw is None else raw
 
 
@@ -153,8 +175,8 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     if len(str(case_id)) > MAX_NAME:
         raise bad(f"longer than {MAX_NAME} characters", "case_id")
     trial = data.get("trial", 0)
-    if not isinstance(trial, int) or isinstance(trial, bool) or trial < 0:
-        raise bad("must be a non-negative integer", "trial")
+    if not isinstance(trial, int) or isinstance(trial, bool) or not 0 <= trial <= MAX_INDEX:
+        raise bad(f"must be an integer from 0 to {MAX_INDEX}", "trial")
     raw_calls = data.get("calls", [])
     if not isinstance(raw_calls, list):
         raise bad("must be a list", "calls")
@@ -186,8 +208,8 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         if not isinstance(raw_fault, Mapping):
             raise bad("must be null or an object", "fault")
         step = raw_fault.get("step")
-        if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
-            raise bad("must be a non-negative integer", "fault.step")
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_INDEX):
+            raise bad(f"must be an integer from 0 to {MAX_INDEX}", "fault.step")
         kind = raw_fault.get("kind", "error")
         if not isinstance(kind, str) or len(kind) > 40:
             raise bad("must be a string of at most 40 characters", "fault.kind")
@@ -195,6 +217,8 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     reward = data.get("reward")
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
         raise bad("must be a number", "reward")
+    if reward is not None and not (isinstance(reward, float) or -(10**300) < reward < 10**300):
+        raise bad("out of range", "reward")
     state = data.get("state")
     if state is not None and not isinstance(state, Mapping):
         raise bad("must be an object", "state")
@@ -214,12 +238,9 @@ def parse_line(line: str | bytes, *, index: int | None = None, source: str = "")
     if len(line) > MAX_LINE_BYTES:
         raise InvalidTrajectory(f"line longer than {MAX_LINE_BYTES} bytes", index=index, source=source)
     try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        try:  # orjson refuses what json takes (integers beyond 64 bits): same result, slower
-            data = json.loads(line)
-        except ValueError as exc:
-            raise InvalidTrajectory(f"not valid JSON ({exc})", index=index, source=source) from None
+        data = loads(line)
+    except ValueError as exc:
+        raise InvalidTrajectory(f"not valid JSON ({exc})", index=index, source=source) from None
     return parse_record(data, index=index, source=source)
 
 

@@ -151,6 +151,8 @@ class _Compiler:
         self.refs: dict[str, Check] = {}
 
     def resolve(self, ref: str) -> dict[str, Any]:
+        if ref == "#":
+            return self.root
         if not ref.startswith("#/"):
             raise ToolSpecError(f"only local $ref is supported, got {ref!r}")
         node: Any = self.root
@@ -467,11 +469,20 @@ def _number_checks(schema: dict[str, Any]) -> list[Check]:
             return SchemaViolation(p, f"{_label(p)}: {v} must be greater than {xlo}")
         if xhi is not None and v >= xhi:
             return SchemaViolation(p, f"{_label(p)}: {v} must be less than {xhi}")
-        if step and not math.isclose(v / step, round(v / step), abs_tol=1e-9):
+        if step and not _multiple(v, step):
             return SchemaViolation(p, f"{_label(p)}: {v} is not a multiple of {step}")
         return None
 
     return [check_number]
+
+
+def _multiple(v: float, step: float) -> bool:
+    if type(v) is int and type(step) is int:
+        return v % step == 0
+    try:
+        return math.isclose(v / step, round(v / step), abs_tol=1e-9)
+    except OverflowError:
+        return False
 
 
 def _uses_only_supported(schema: Any, depth: int = 0) -> bool:
@@ -508,10 +519,16 @@ class ArgumentValidator:
 
     def __init__(self, schema: dict[str, Any]):
         self.schema = schema
-        if _uses_only_supported(schema):
-            self._check: Check = _Compiler(schema).compile(schema)
-        else:
-            self._check = _library_check(schema)
+        _check_schema(schema)
+        try:
+            if _uses_only_supported(schema):
+                self._check: Check = _Compiler(schema).compile(schema)
+            else:
+                self._check = _library_check(schema)
+        except re.error as exc:
+            raise ToolSpecError(f"invalid pattern in the schema: {exc}") from None
+        except RecursionError:
+            raise ToolSpecError("the schema nests too deeply") from None
         self._memo: dict[Any, SchemaViolation | None] = {}
 
     def validate(self, arguments: Any, key: Any = None) -> SchemaViolation | None:
@@ -528,15 +545,22 @@ class ArgumentValidator:
         if key is None:
             key = memo_key(arguments)
         if key is None:
-            return self._check(arguments, "")
+            return self._run(arguments)
         memo = self._memo
         if key in memo:
             return memo[key]
-        result = self._check(arguments, "")
+        result = self._run(arguments)
         if len(memo) >= _MEMO_SIZE:
             memo.clear()
         memo[key] = result
         return result
+
+
+    def _run(self, arguments: dict[str, Any]) -> SchemaViolation | None:
+        try:
+            return self._check(arguments, "")
+        except RecursionError:  # a self-referencing schema met a deep value
+            return SchemaViolation("", "arguments nest deeper than the schema allows to check")
 
 
 _MEMO_SIZE = 1024  # per tool: enough for the repeats of a run, small enough to stay flat
@@ -552,6 +576,23 @@ def memo_key(arguments: dict[str, Any]) -> Any:
         return (tuple(arguments), values, tuple(map(type, values)), hash(values))
     except TypeError:
         return None
+
+
+def _check_schema(schema: dict[str, Any]) -> None:
+    """Refuse a schema that is not valid JSON Schema (``minLength: "3"``,
+    ``enum: 5``, ``anyOf: []``, a bad pattern) when the suite is loaded, not
+    when the first call meets it."""
+    import jsonschema
+    from jsonschema import validators
+
+    base = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        base.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise ToolSpecError(f"invalid JSON Schema at {where}: {exc.message}") from None
+    except RecursionError:
+        raise ToolSpecError("the schema nests too deeply") from None
 
 
 def _library_check(schema: dict[str, Any]) -> Check:

@@ -84,11 +84,18 @@ def _read_document(path: Path) -> Any:
         raise SuiteError("file not found", path=str(path))
     if path.stat().st_size > MAX_SUITE_BYTES:
         raise SuiteError(f"larger than {MAX_SUITE_BYTES} bytes", path=str(path))
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"not UTF-8 text ({exc.reason})", path=str(path)) from None
+    except OSError as exc:
+        raise SuiteError(f"cannot read: {exc.strerror}", path=str(path)) from None
     try:
         if path.suffix.lower() == ".json":
             return json.loads(text)
         return yaml.safe_load(text)
+    except RecursionError:
+        raise SuiteError("cannot parse: nested too deeply", path=str(path)) from None
     except (ValueError, yaml.YAMLError) as exc:
         raise SuiteError(f"cannot parse: {exc}", path=str(path)) from None
 
@@ -142,8 +149,11 @@ def _pairs(raw: Any, where: str, path: str, case_id: str = "") -> list[tuple[str
     return out
 
 
-def _toolset(raw: Any, path: str, base: Path) -> Toolset:
+def _toolset(raw: Any, path: str, base: Path | None) -> Toolset:
     if isinstance(raw, str):
+        if base is None:
+            raise SuiteError("give the toolset inline (a path is read only from a suite file)", path=path,
+                             field="toolset")
         try:
             return load_toolset(base / raw)
         except SuiteError as exc:
@@ -167,8 +177,8 @@ def _toolset(raw: Any, path: str, base: Path) -> Toolset:
 
 
 def parse_suite(raw: Any, *, path: str = "<suite>", base: Path | None = None) -> Suite:
-    """Build a Suite from a decoded document."""
-    base = base or Path(".")
+    """Build a Suite from a decoded document. A toolset given as a path is
+    read only when ``base`` (the suite file's folder) is given."""
     if not isinstance(raw, Mapping):
         raise SuiteError("a suite must be a mapping with name, toolset and cases", path=path)
     if "toolset" not in raw:

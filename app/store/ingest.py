@@ -65,11 +65,7 @@ def ensure_toolset_version(session: Session, *, name: str, suite: Suite) -> Tool
 
 def ensure_suite(session: Session, document: dict[str, Any]) -> SuiteRow:
     """Store a self-contained suite document (idempotent by content)."""
-    suite = parse_suite(document, path="suite")
-    if isinstance(document.get("toolset"), str):
-        from app.core.errors import SuiteError
-
-        raise SuiteError("give the toolset inline (a path means nothing to the server)", field="toolset")
+    suite = parse_suite(document, path="suite")  # no base: a path toolset is refused, never read
     digest = _digest(document)
     found = session.scalar(select(SuiteRow).where(SuiteRow.name == suite.name, SuiteRow.hash == digest))
     if found is not None:

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.text import Text
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.errors import ToolLensError
 from app.core.evaluate import score_trajectories
@@ -30,6 +31,13 @@ cli = typer.Typer(
 @cli.callback()
 def _root() -> None:
     """ToolLens command line."""
+
+
+def _environment_error(exc: Exception) -> typer.Exit:
+    """A database that cannot be reached or a file that cannot be written:
+    say so in one line, not with a traceback."""
+    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return _fail(f"{type(exc).__name__}: {detail[0] if detail else ''}")
 
 
 def _fail(message: str) -> typer.Exit:
@@ -82,7 +90,10 @@ def db_upgrade(db: DbOption = None) -> None:
     from app.store.db import upgrade
 
     settings = _settings(db)
-    upgrade(settings.database_url)
+    try:
+        upgrade(settings.database_url)
+    except (SQLAlchemyError, OSError) as exc:
+        raise _environment_error(exc) from None
     from sqlalchemy.engine import make_url
 
     shown = make_url(settings.database_url).render_as_string(hide_password=True)
@@ -110,6 +121,8 @@ def import_(
                              skip_bad=skip_bad, finish=not keep_open, batch=batch)
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise _environment_error(exc) from None
     for line, message in result.skipped[:50]:
         console.print(Text(f"skipped {file}:{line}: {message}", style="yellow"))
     if len(result.skipped) > 50:
@@ -131,6 +144,8 @@ def export(
         n = export_run(_settings(db), run, out)
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise _environment_error(exc) from None
     if str(out) != "-":
         Console(stderr=True, soft_wrap=True).print(Text(f"wrote {n} records to {out}"))
 
@@ -150,6 +165,8 @@ def serve(
         app = create_app(_settings(db))
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise _environment_error(exc) from None
     uvicorn.run(app, host=host, port=port)
 
 

@@ -6,11 +6,20 @@ nothing in them is read as markup.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _t(value: object, style: str = "") -> Text:
+    """Untrusted text for the terminal: no markup, and control characters
+    (escape sequences included) shown as \\xNN instead of acted on."""
+    return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", str(value)), style=style)
 
 _FAMILIES = (
     ("F1 selection", "selection_precision", "precision", None),
@@ -31,7 +40,7 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
                   top: int = 10) -> None:
     title = Text("ToolLens report")
     if suite_name:
-        title.append(f" · {suite_name}", style="bold")
+        title.append_text(_t(f" · {suite_name}", style="bold"))
     if toolset_version:
         title.append(f" · toolset {toolset_version}", style="dim")
     console.print(title)
@@ -58,10 +67,10 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         t.add_column("called")
         t.add_column("count", justify="right")
         for c in off:
-            called = Text(c["called"])
+            called = _t(c["called"])
             if c.get("hallucinated"):
                 called.append(" (hallucinated)", style="red")
-            t.add_row(Text(c["expected"]), called, str(c["count"]))
+            t.add_row(_t(c["expected"]), called, str(c["count"]))
         console.print(t)
 
     o = data["outcomes"]
@@ -78,7 +87,7 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         t.add_column("after")
         t.add_column("violations / checked", justify="right")
         for v in data["dependency_violations"]:
-            t.add_row(Text(v["before"]), Text(v["after"]), f"{v['count']} / {v.get('checked', v['count'])}")
+            t.add_row(_t(v["before"]), _t(v["after"]), f"{v['count']} / {v.get('checked', v['count'])}")
         console.print(t)
 
     failing = [c for c in data["cases"] if not c["passed"]]
@@ -90,9 +99,9 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         t.add_column("failures")
         for c in failing[:top]:
             fault = c.get("fault")
-            t.add_row(Text(c["case_id"]), str(c["trial"]),
-                      Text("" if not fault else f"{fault['kind']} @ call {fault['step']}"),
-                      Text(", ".join(c["failures"]) or "(reward < 1)"))
+            t.add_row(_t(c["case_id"]), str(c["trial"]),
+                      _t("" if not fault else f"{fault['kind']} @ call {fault['step']}"),
+                      _t(", ".join(c["failures"]) or "(reward < 1)"))
         if len(failing) > top:
             t.caption = f"… and {len(failing) - top} more (--top N or --json)"
         console.print(t)

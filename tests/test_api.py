@@ -233,3 +233,17 @@ def test_a_cached_comparison_follows_new_batches(client: TestClient) -> None:
     assert first["shared_cases"] == 10
     ingest(client, b, records("v2")[10:])
     assert client.get("/api/compare", params={"a": a, "b": b}).json()["shared_cases"] == 36
+
+
+def test_streamed_body_over_the_limit_is_413(db_url: str) -> None:
+    app = create_app(Settings(database_url=db_url, max_body_bytes=1000, auto_migrate=False))
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(10):
+            yield b'{"trajectories": [' + b" " * 200
+
+    with TestClient(app) as c:
+        r = c.post("/api/runs/1/trajectories", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "larger than 1000" in r.json()["error"]
+        small = c.post("/api/runs", content=iter([b'{"name": "x"}']), headers={"content-type": "application/json"})
+        assert small.status_code == 422  # a streamed body under the limit reaches the app

@@ -77,5 +77,6 @@ def test_untrusted_json_that_python_reads_differently() -> None:
     with pytest.raises(InvalidTrajectory, match="nested too deeply"):
         parse_line('{"case_id": "a", "calls": [{"name": "x", "arguments": ' + "[" * 5000 + "]" * 5000 + "}]}")
     # arguments that are not JSON (an empty string included) stay verbatim: a schema failure
-    traj = parse_record({"case_id": "a", "calls": [{"name": "x", "arguments": ""}, {"name": "y", "arguments": "[" * 5000}]})
+    calls = [{"name": "x", "arguments": ""}, {"name": "y", "arguments": "[" * 5000}]
+    traj = parse_record({"case_id": "a", "calls": calls})
     assert [c.arguments for c in traj.calls] == ["", "[" * 5000]

@@ -102,3 +102,35 @@ def test_migrations_match_the_models(db_url: str) -> None:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     engine.dispose()
     assert diff == []
+
+
+def test_appending_checks_stored_keys_and_a_failed_import_leaves_nothing(
+        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("\n".join(lines[:5]) + "\n")
+    second.write_text("\n".join(lines[3:10]) + "\n")
+    suite = str(EXAMPLES / "suite_v1.yaml")
+    r = runner.invoke(cli, ["import", str(first), "--suite", suite, "--run", "r", "--keep-open", "--db", db_url])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, ["import", str(second), "--suite", suite, "--run", "r", "--db", db_url])
+    assert r.exit_code == 2
+    assert "2 bad lines, nothing stored" in r.stderr and "line 1: case" in r.stderr and "stored already" in r.stderr
+    assert count(db_url, TrajectoryRow) == 5
+    # a batch that fails half-way: the run this import created is removed again
+    from app.store import ingest
+
+    real = ingest.add_trajectories
+    calls = {"n": 0}
+
+    def flaky(*args: object, **kwargs: object) -> int:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("disk on fire")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest, "add_trajectories", flaky)
+    r = runner.invoke(cli, ["import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite", suite, "--run", "new",
+                            "--batch", "10", "--db", db_url])
+    assert r.exit_code != 0
+    assert count(db_url, TrajectoryRow) == 5  # only the first import's rows

@@ -87,10 +87,23 @@ class Values:
         return set(self.numbers) | set(self.ids) | set(self.dates)
 
 
-@lru_cache(maxsize=2048)
+_CACHE_TEXT = 1024  # longer texts are not kept by the caches: memory stays flat
+
+
 def extract_values(text: str, *, min_digits: int = _MIN_DIGITS) -> Values:
     """Find the concrete values a text states. Dates first, then ids, then
     numbers (only those with at least ``min_digits`` digits)."""
+    if len(text) <= _CACHE_TEXT:
+        return _extract_cached(text, min_digits)
+    return _extract(text, min_digits)
+
+
+@lru_cache(maxsize=2048)
+def _extract_cached(text: str, min_digits: int) -> Values:
+    return _extract(text, min_digits)
+
+
+def _extract(text: str, min_digits: int) -> Values:
     t = fold(text)
     dates: set[str] = set()
     for m in _DATE_RX.finditer(t):

@@ -24,9 +24,17 @@ RULES = ("exact", "ignore", "number", "date", "one_of", "regex", "contains", "se
 _MISSING = object()
 
 
-@lru_cache(maxsize=2048)
 def fold(text: str) -> str:
     """Case- and accent-insensitive form of a text ("No logré" -> "no logre")."""
+    return _fold_cached(text) if len(text) <= 1024 else _fold(text)
+
+
+@lru_cache(maxsize=2048)
+def _fold_cached(text: str) -> str:
+    return _fold(text)
+
+
+def _fold(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text.casefold())
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 

@@ -18,6 +18,8 @@ import orjson
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from app.store.errors import Conflict, Unstorable
+
 
 def to_json(value: Any) -> str | None:
     """JSON text for a JSON column (None stays SQL NULL)."""
@@ -51,11 +53,19 @@ def insert_rows(session: Session, table: str, columns: Sequence[str], rows: Sequ
     conn = session.connection()
     cols = ", ".join(f'"{c}"' for c in columns)
     if conn.dialect.name == "postgresql":
+        import psycopg
+
         raw = conn.connection.driver_connection
         assert raw is not None
-        with raw.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+        try:
+            with raw.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        except psycopg.errors.UniqueViolation:
+            raise Conflict("a trajectory of this batch is stored already (another writer, or a repeat)") from None
+        except psycopg.DataError as exc:
+            reason = str(exc).splitlines()[0]
+            raise Unstorable(f"the database cannot store a value of this batch: {reason}") from None
         return
     marks = ", ".join("?" for _ in columns)
     conn.exec_driver_sql(f"INSERT INTO {table} ({cols}) VALUES ({marks})", list(rows))

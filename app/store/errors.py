@@ -19,3 +19,8 @@ class Conflict(StoreError):
 
 class SchemaMismatch(StoreError):
     """The database schema is not the one this code expects."""
+
+
+class Unstorable(StoreError):
+    """A value the database cannot hold (a NUL character in PostgreSQL text,
+    a number out of range) (422)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.errors import InvalidTrajectory
 from app.core.records import Trajectory, parse_line
@@ -40,11 +41,11 @@ def open_store(settings: Settings) -> Engine:
     return engine
 
 
-def _check_lines(path: Path) -> tuple[list[tuple[int, str]], int]:
+def _check_lines(path: Path, stored: set[tuple[str, int, str]]) -> tuple[list[tuple[int, str]], int]:
     bad: list[tuple[int, str]] = []
     seen: dict[tuple[str, int, str], int] = {}
     good = 0
-    with path.open(encoding="utf-8", errors="strict") as fh:
+    with path.open("rb") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -54,6 +55,9 @@ def _check_lines(path: Path) -> tuple[list[tuple[int, str]], int]:
                 bad.append((number, f"{exc.field}: {exc.detail}" if exc.field else exc.detail))
                 continue
             key = (traj.case_id, traj.trial, ingest.fault_key(traj))
+            if key in stored:
+                bad.append((number, f"case {traj.case_id!r} trial {traj.trial} is stored already in this run"))
+                continue
             if key in seen:
                 bad.append((number, f"same case, trial and fault as line {seen[key]}"))
                 continue
@@ -64,25 +68,36 @@ def _check_lines(path: Path) -> tuple[list[tuple[int, str]], int]:
 
 def import_file(settings: Settings, path: Path, *, suite_path: Path, run_name: str, model: str = "",
                 agent: str = "", skip_bad: bool = False, finish: bool = True, batch: int = 500) -> ImportResult:
+    """Import a JSONL file into a run (created, or appended to while open).
+
+    Every line is checked first, against the file and against what the run
+    holds already; a file with bad lines stores nothing unless ``skip_bad``.
+    Should a batch still fail, a run this import created is removed again."""
     if not path.is_file():
         raise InvalidTrajectory("file not found", source=str(path))
     document = load_suite_document(suite_path)
-    try:
-        bad, _good = _check_lines(path)
-    except UnicodeDecodeError as exc:
-        raise InvalidTrajectory(f"not UTF-8 text ({exc.reason})", source=str(path)) from None
-    if bad and not skip_bad:
-        shown = "; ".join(f"line {n}: {m}" for n, m in bad[:10])
-        more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
-        raise InvalidTrajectory(f"{len(bad)} bad lines, nothing stored (--skip-bad stores the rest): {shown}{more}",
-                                source=str(path))
-    skip = {n for n, _ in bad}
     engine = open_store(settings)
     sessions = make_sessionmaker(engine)
     try:
+        with session_scope(sessions) as session:
+            existing = session.scalar(select(Run).where(Run.name == run_name))
+            if existing is not None and existing.status == "finished":
+                raise Conflict(f"run {run_name!r} is finished: it takes no new trajectories")
+            stored = ingest.stored_keys(session, existing.id) if existing is not None else set()
+        try:
+            bad, _good = _check_lines(path, stored)
+        except UnicodeDecodeError as exc:
+            raise InvalidTrajectory(f"not UTF-8 text ({exc.reason})", source=str(path)) from None
+        if bad and not skip_bad:
+            shown = "; ".join(f"line {n}: {m}" for n, m in bad[:10])
+            more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
+            raise InvalidTrajectory(
+                f"{len(bad)} bad lines, nothing stored (--skip-bad stores the rest): {shown}{more}", source=str(path))
+        skip = {n for n, _ in bad}
         with session_scope(sessions, write=True) as session:
             suite_row = ingest.ensure_suite(session, document)
             run = session.scalar(select(Run).where(Run.name == run_name))
+            created = run is None
             if run is None:
                 run = ingest.create_run(session, name=run_name, suite_row=suite_row, agent=agent, model=model,
                                         config={"source": path.name})
@@ -94,30 +109,47 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path, run_name: s
             run_id = run.id
         result = ImportResult(run_id=run_id, skipped=bad)
         scorer = Scorer(parse_suite(document, path=str(suite_path)))
-        pending: list[Trajectory] = []
-
-        def flush() -> None:
-            with session_scope(sessions, write=True) as s:
-                run_row = ingest.get_run_row(s, run_id)
-                result.calls += ingest.add_trajectories(s, run=run_row, scorer=scorer, trajectories=pending)
-            result.trajectories += len(pending)
-            pending.clear()
-
-        with path.open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if number in skip or not line.strip():
-                    continue
-                pending.append(parse_line(line, index=number, source=str(path)))
-                if len(pending) >= batch:
-                    flush()
-        if pending:
-            flush()
+        try:
+            _stream(path, skip, batch, sessions, run_id, scorer, result)
+        except BaseException:
+            if created:
+                with session_scope(sessions, write=True) as s:
+                    ingest.delete_run(s, run_id)
+            raise
         if finish:
             with session_scope(sessions, write=True) as s:
                 ingest.finish_run(s, run_id)
         return result
     finally:
         engine.dispose()
+
+
+def _stream(path: Path, skip: set[int], batch: int, sessions: sessionmaker[Session], run_id: int, scorer: Scorer,
+            result: ImportResult) -> None:
+    pending: list[Trajectory] = []
+    lines: list[int] = []
+
+    def flush() -> None:
+        try:
+            with session_scope(sessions, write=True) as s:
+                run_row = ingest.get_run_row(s, run_id)
+                result.calls += ingest.add_trajectories(s, run=run_row, scorer=scorer, trajectories=pending)
+        except Conflict as exc:
+            raise Conflict(f"{path}: lines {lines[0]}-{lines[-1]}: {exc}") from None
+        result.trajectories += len(pending)
+        pending.clear()
+        lines.clear()
+
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if number in skip or not line.strip():
+                continue
+            pending.append(parse_line(line, index=number, source=str(path)))
+            lines.append(number)
+            if len(pending) >= batch:
+                flush()
+    if pending:
+        flush()
 
 
 def export_run(settings: Settings, run_ref: str, out: Path) -> int:

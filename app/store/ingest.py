@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import delete, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -25,11 +25,13 @@ from app.core.suite import Suite, parse_suite
 from app.store.bulk import allocate_ids, insert_rows, to_json
 from app.store.errors import Conflict, NotFound
 from app.store.models import (
+    CallRow,
     Run,
     RunCounter,
     SuiteRow,
     ToolsetVersion,
     TrajectoryRow,
+    TrajectoryTag,
     utcnow,
 )
 
@@ -125,6 +127,22 @@ def suite_for_run(session: Session, run: Run) -> Suite:
     row = session.get(SuiteRow, run.suite_id)
     assert row is not None
     return parse_suite(row.document, path=f"suite {row.name}")
+
+
+def stored_keys(session: Session, run_id: int) -> set[tuple[str, int, str]]:
+    """The (case, trial, fault) keys a run holds."""
+    rows = session.execute(select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key)
+                           .where(TrajectoryRow.run_id == run_id))
+    return {(c, t, f) for c, t, f in rows}
+
+
+def delete_run(session: Session, run_id: int) -> None:
+    """Remove a run and everything stored under it."""
+    session.execute(delete(CallRow).where(CallRow.run_id == run_id))
+    session.execute(delete(TrajectoryTag).where(TrajectoryTag.run_id == run_id))
+    session.execute(delete(TrajectoryRow).where(TrajectoryRow.run_id == run_id))
+    session.execute(delete(RunCounter).where(RunCounter.run_id == run_id))
+    session.execute(delete(Run).where(Run.id == run_id))
 
 
 def finish_run(session: Session, run_id: int) -> Run:

@@ -10,7 +10,7 @@ from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolLensError, ToolSpecError
-from app.store.errors import Conflict, NotFound, SchemaMismatch
+from app.store.errors import Conflict, NotFound, SchemaMismatch, Unstorable
 from app.web.schemas import ErrorBody, ErrorItem
 
 
@@ -44,6 +44,8 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, SuiteError):
             return respond(request, 422, str(exc), [ErrorItem(field=exc.field or None, message=exc.detail)])
         if isinstance(exc, ToolSpecError):
+            return respond(request, 422, str(exc))
+        if isinstance(exc, Unstorable):
             return respond(request, 422, str(exc))
         if isinstance(exc, SchemaMismatch):
             return respond(request, 503, str(exc))

@@ -90,7 +90,7 @@ def test_console_script_is_installed(files: tuple[Path, Path]) -> None:
 
 def test_terminal_escape_sequences_are_shown_not_sent(files: tuple[Path, Path], tmp_path: Path) -> None:
     evil = tmp_path / "evil.jsonl"
-    evil.write_text(json.dumps({"case_id": "x\u001b[2J\u001b]0;pwned\u0007", "calls": [], "answer": ""}) + "\n"
+    evil.write_text(json.dumps({"case_id": "x\u001b[2J\u001b]0;pwned\u0007", "calls": [call("nope")], "answer": ""}) + "\n"
                     + json.dumps({"case_id": "saldo-001", "calls": [call("\u001b[31mboom")], "answer": ""}) + "\n")
     result = runner.invoke(cli, ["score", str(files[0]), str(evil)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output

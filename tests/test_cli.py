@@ -90,8 +90,9 @@ def test_console_script_is_installed(files: tuple[Path, Path]) -> None:
 
 def test_terminal_escape_sequences_are_shown_not_sent(files: tuple[Path, Path], tmp_path: Path) -> None:
     evil = tmp_path / "evil.jsonl"
-    evil.write_text(json.dumps({"case_id": "x\u001b[2J\u001b]0;pwned\u0007", "calls": [call("nope")], "answer": ""}) + "\n"
-                    + json.dumps({"case_id": "saldo-001", "calls": [call("\u001b[31mboom")], "answer": ""}) + "\n")
+    records = [{"case_id": "x\u001b[2J\u001b]0;pwned\u0007", "calls": [call("nope")], "answer": ""},
+               {"case_id": "saldo-001", "calls": [call("\u001b[31mboom")], "answer": ""}]
+    evil.write_text("".join(json.dumps(r) + "\n" for r in records))
     result = runner.invoke(cli, ["score", str(files[0]), str(evil)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "\u001b[2J" not in result.stdout and "\u001b]0;" not in result.stdout

@@ -8,7 +8,6 @@ naming the line and the field.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +100,15 @@ class Trajectory:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
 
-_LONG_INT = re.compile(rb"\d{19,}")
+_DIGITS_AS_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+_LONG_RUN = b"0" * 19  # 19 digits in a row: an integer orjson may turn into a float
+
+
+def _has_long_integer(raw: bytes) -> bool:
+    """Whether the text holds 19 digits in a row (C speed: translate + find)."""
+    return _LONG_RUN in raw.translate(_DIGITS_AS_ZERO)
+
+
 MAX_INDEX = 2**31 - 1  # trial numbers and fault steps
 
 
@@ -110,8 +117,8 @@ def loads(text: str | bytes) -> Any:
     would differ (integers of 19 digits and more, which it turns into floats)
     or refuse (what it cannot take goes to ``json``). Raises ValueError for
     what is not JSON, too deep, or not encodable (lone surrogates)."""
-    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    if _LONG_INT.search(raw) is None:
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if not _has_long_integer(raw):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:

@@ -68,12 +68,20 @@ def pass_hat_k(trials: Iterable[tuple[int, int]]) -> dict[int, float]:
     return dict(sorted(out.items()))
 
 
+_PER_CALL = (
+    "selection_precision.num", "selection_precision.den", "selection_recall.num", "selection_recall.den",
+    "schema_validity.num", "schema_validity.den", "argument_accuracy.num", "argument_accuracy.den",
+    "hallucinated_tools.num", "hallucinated_tools.den",
+)
+
+
 @dataclass
 class Report:
     """Running totals over scored trajectories."""
 
     keep_cases: bool = True
-    counts: Counter[str] = field(default_factory=Counter)
+    _counts: Counter[str] = field(default_factory=Counter)
+    _n: list[int] = field(default_factory=lambda: [0] * 10)  # the per-call totals, in _PER_CALL order
     confusion: Counter[tuple[str, str]] = field(default_factory=Counter)
     hallucinated_names: set[str] = field(default_factory=set)
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -89,18 +97,18 @@ class Report:
     trajectories: int = 0
 
     def add(self, ts: TrajectoryScore) -> None:
-        c = self.counts
         self.trajectories += 1
-        c["selection_precision.num"] += ts.selection_num
-        c["selection_precision.den"] += ts.selection_den
-        c["selection_recall.num"] += ts.recall_num
-        c["selection_recall.den"] += ts.recall_den
-        c["schema_validity.num"] += ts.schema_num
-        c["schema_validity.den"] += ts.schema_den
-        c["argument_accuracy.num"] += ts.args_num
-        c["argument_accuracy.den"] += ts.args_den
-        c["hallucinated_tools.num"] += ts.hallucinated_num
-        c["hallucinated_tools.den"] += ts.calls_total
+        n = self._n
+        n[0] += ts.selection_num
+        n[1] += ts.selection_den
+        n[2] += ts.recall_num
+        n[3] += ts.recall_den
+        n[4] += ts.schema_num
+        n[5] += ts.schema_den
+        n[6] += ts.args_num
+        n[7] += ts.args_den
+        n[8] += ts.hallucinated_num
+        n[9] += ts.calls_total
         for cell in ts.confusion:
             self.confusion[cell] += 1
         for cs in ts.calls if ts.any_error else ():
@@ -112,6 +120,7 @@ class Report:
                 r = cs.reaction
                 self.reactions[(r.error_kind, r.reaction, r.acceptable)] += 1
         if ts.outcome is not None:
+            c = self._counts
             c["recovery.den"] += 1
             c["hallucination_after_error.den"] += 1
             self.outcomes[ts.outcome.outcome] += 1
@@ -143,11 +152,25 @@ class Report:
                 }
             )
 
+    @property
+    def counts(self) -> Counter[str]:
+        """Every running total by name ("selection_precision.num", …)."""
+        self._settle()
+        return self._counts
+
+    def _settle(self) -> None:
+        """Move the fast per-call totals into the named ones."""
+        for key, v in zip(_PER_CALL, self._n, strict=True):
+            if v:
+                self._counts[key] += v
+        self._n = [0] * 10
+
     # -- flat counters: what a store adds up, batch after batch -------------
 
     def counters(self) -> Iterator[tuple[str, str, str, str, int]]:
         """Every running total as a ``(kind, a, b, c, value)`` row. Totals add:
         the counters of two reports summed are the counters of their union."""
+        self._settle()
         yield ("count", "trajectories", "", "", self.trajectories)
         for key, v in self.counts.items():
             yield ("count", key, "", "", v)
@@ -206,6 +229,7 @@ class Report:
         return r
 
     def ratio(self, family: str) -> Ratio:
+        self._settle()
         return Ratio(self.counts[f"{family}.num"], self.counts[f"{family}.den"])
 
     def pass_hat_k(self) -> dict[int, float]:

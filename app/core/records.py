@@ -8,7 +8,7 @@ naming the line and the field.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -159,7 +159,7 @@ def _call_error(err: Any, i: int, bad: Callable[[str, str], InvalidTrajectory], 
                 source: str) -> CallError:
     if isinstance(err, str):
         return CallError(kind="error", message=err)
-    if not isinstance(err, Mapping):
+    if not isinstance(err, dict):
         raise bad("must be null or an object", f"calls[{i}].error")
     kind = err.get("kind", "error")
     if not isinstance(kind, str) or len(kind) > 40:
@@ -174,18 +174,22 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     def bad(message: str, where: str = "") -> InvalidTrajectory:
         return InvalidTrajectory(message, index=index, field=where, source=source)
 
-    if not isinstance(data, Mapping):
+    if type(data) is not dict:
         raise bad(f"a record must be a JSON object, got {type(data).__name__}")
     case_id = data.get("case_id")
-    if not isinstance(case_id, (str, int)) or isinstance(case_id, bool) or str(case_id) == "":
+    if type(case_id) is not str:
+        if type(case_id) is not int:
+            raise bad("required, a non-empty string", "case_id")
+        case_id = str(case_id)
+    if not case_id:
         raise bad("required, a non-empty string", "case_id")
-    if len(str(case_id)) > MAX_NAME:
+    if len(case_id) > MAX_NAME:
         raise bad(f"longer than {MAX_NAME} characters", "case_id")
     trial = data.get("trial", 0)
-    if not isinstance(trial, int) or isinstance(trial, bool) or not 0 <= trial <= MAX_INDEX:
+    if type(trial) is not int or not 0 <= trial <= MAX_INDEX:
         raise bad(f"must be an integer from 0 to {MAX_INDEX}", "trial")
     raw_calls = data.get("calls", [])
-    if not isinstance(raw_calls, list):
+    if type(raw_calls) is not list:
         raise bad("must be a list", "calls")
     if len(raw_calls) > MAX_CALLS:
         raise bad(f"more than {MAX_CALLS} calls", "calls")
@@ -212,7 +216,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     fault: Fault | None = None
     raw_fault = data.get("fault")
     if raw_fault is not None:
-        if not isinstance(raw_fault, Mapping):
+        if not isinstance(raw_fault, dict):
             raise bad("must be null or an object", "fault")
         step = raw_fault.get("step")
         if step is not None and (not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_INDEX):
@@ -227,17 +231,19 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     if reward is not None and not (isinstance(reward, float) or -(10**300) < reward < 10**300):
         raise bad("out of range", "reward")
     state = data.get("state")
-    if state is not None and not isinstance(state, Mapping):
+    if state is not None and not isinstance(state, dict):
         raise bad("must be an object", "state")
+    question = data.get("question")
+    answer = data.get("answer")
     return Trajectory(
-        case_id=str(case_id),
-        trial=trial,
-        question=_text(data.get("question"), "question", index, source),
-        calls=calls,
-        answer=_text(data.get("answer"), "answer", index, source),
-        fault=fault,
-        reward=None if reward is None else float(reward),
-        state=None if state is None else dict(state),
+        case_id,
+        trial,
+        question if type(question) is str else _text(question, "question", index, source),
+        calls,
+        answer if type(answer) is str else _text(answer, "answer", index, source),
+        fault,
+        None if reward is None else float(reward),
+        state,
     )
 
 

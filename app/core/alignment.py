@@ -116,11 +116,15 @@ def align(
     ``fits(call, step)`` (arguments acceptable) lets two calls of one tool pair
     with the steps whose arguments they carry, in whatever order they came.
     """
-    groups = group_retries(names, errored)
-    heads: list[str] = []
-    for i, g in enumerate(groups):
-        if g == len(heads):
-            heads.append(names[i])
+    if any(errored):
+        groups = group_retries(names, errored)
+        heads: list[str] = []
+        for i, g in enumerate(groups):
+            if g == len(heads):
+                heads.append(names[i])
+    else:  # no error, no retry to collapse: every call is its own attempt
+        groups = list(range(len(names)))
+        heads = list(names)
     if match == "strict":
         group_pairs = _edit_pairs(heads, expected)
     else:

@@ -247,6 +247,8 @@ class Scorer:
     def _fault(traj: Trajectory, ts: TrajectoryScore) -> None:
         """Find the faulted call: the first injected error or, with no fault
         declared (imported traces), the first tool error at run time."""
+        if not ts.any_error:
+            return
         for cs in ts.calls:
             if cs.injected:
                 ts.fault_step, ts.fault_kind = cs.index, cs.error_kind
@@ -266,16 +268,17 @@ class Scorer:
         want = self._want.get(case.id)
         if want is None:
             want = self._want[case.id] = [e.name for e in expected]
-        errored = [cs.error_kind is not None for cs in ts.calls]
+        errored = [cs.error_kind is not None for cs in ts.calls] if ts.any_error else [False] * len(ts.calls)
+        fits = None
+        if case.match != "strict":
 
-        def fits(i: int, j: int) -> bool:
-            """Call i's arguments are acceptable for step j (multiset modes)."""
-            args = traj.calls[i].arguments
-            return (ts.calls[i].schema_error is None and isinstance(args, dict)
-                    and not compare_arguments(args, expected[j].arguments, expected[j].tolerance))
+            def fits(i: int, j: int) -> bool:
+                """Call i's arguments are acceptable for step j (multiset modes)."""
+                args = traj.calls[i].arguments
+                return (ts.calls[i].schema_error is None and isinstance(args, dict)
+                        and not compare_arguments(args, expected[j].arguments, expected[j].tolerance))
 
-        al = align([cs.name for cs in ts.calls], errored, want, case.match,
-                   None if case.match == "strict" else fits)
+        al = align([cs.name for cs in ts.calls], errored, want, case.match, fits)
         allow_extra = case.match == "subset"
         matched: set[int] = set()
         confusion = ts.confusion
@@ -395,10 +398,10 @@ class Scorer:
                 cut = faulted if faulted is not None else 0
                 ts.excused_steps = [j for j in ts.missing_steps if j >= cut]
             missing = [j for j in ts.missing_steps if j not in ts.excused_steps]
-            wrong = any(cs.selection_ok is False for cs in ts.calls)
+            wrong = ts.selection_num < ts.selection_den  # a counted call on another tool than its step's
             if wrong or (missing and case.match != "superset"):
                 f.append("selection")
-            if any(cs.mismatches for cs in ts.calls):
+            if ts.args_num < ts.args_den:  # a call on its step's tool whose values did not match
                 f.append("arguments")
         if ts.schema_num < ts.schema_den:
             f.append("schema")
@@ -406,7 +409,7 @@ class Scorer:
             f.append("hallucinated_tool")
         if ts.violations:
             f.append("dependency")
-        if any(cs.forbidden for cs in ts.calls):
+        if case is not None and case.forbidden_calls and any(cs.forbidden for cs in ts.calls):
             f.append("forbidden_call")
         if ts.state_mismatches and not gave_up:
             f.append("state")

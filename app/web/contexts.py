@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
 
@@ -54,6 +55,11 @@ class RunsPage:
     blocking: dict[int, list[str]]
     filters: dict[str, str]
     families: tuple[str, ...] = FAMILIES
+
+    def page_url(self, offset: int) -> str:
+        """This page's URL at another offset, filters kept."""
+        params = {k: v for k, v in self.filters.items() if v}
+        return "?" + urlencode({**params, "offset": max(offset, 0), "limit": self.runs.limit})
 
 
 def runs_page(session: Session, *, suite: str | None, model: str | None, toolset_version: str | None,

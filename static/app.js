@@ -13,7 +13,9 @@
     document.querySelectorAll(".plot[data-figure]").forEach(function (div) {
       var fig = readJSON(div.getAttribute("data-figure"));
       if (!fig) { return; }
-      window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
+      // no mode bar: nothing can be sent to Plotly's cloud, and no invisible tab stops
+      window.Plotly.newPlot(div, fig.data, fig.layout,
+        { responsive: true, displaylogo: false, displayModeBar: false, showSendToCloud: false, plotlyServerURL: "" });
       if (div.id === "confusion") {
         div.on("plotly_click", function (ev) {
           var p = ev.points && ev.points[0];
@@ -31,10 +33,13 @@
     if (!form) { return; }
     var button = document.getElementById("compare-button");
     function update() {
-      var picked = Array.prototype.slice.call(form.querySelectorAll("input.pick:checked")).map(function (c) { return c.value; });
+      var picked = Array.prototype.slice.call(form.querySelectorAll("input.pick:checked"))
+        .map(function (c) { return parseInt(c.value, 10); })
+        .sort(function (x, y) { return x - y; });
       button.disabled = picked.length !== 2;
-      document.getElementById("cmp-a").value = picked[1] || "";
-      document.getElementById("cmp-b").value = picked[0] || "";
+      // A is the older run (the smaller id), B the newer, however the table is sorted
+      document.getElementById("cmp-a").value = picked.length === 2 ? picked[0] : "";
+      document.getElementById("cmp-b").value = picked.length === 2 ? picked[1] : "";
     }
     form.addEventListener("change", update);
     update();

@@ -247,3 +247,22 @@ def test_streamed_body_over_the_limit_is_413(db_url: str) -> None:
         assert r.status_code == 413 and "larger than 1000" in r.json()["error"]
         small = c.post("/api/runs", content=iter([b'{"name": "x"}']), headers={"content-type": "application/json"})
         assert small.status_code == 422  # a streamed body under the limit reaches the app
+
+
+def test_compare_reads_changes_with_the_interval_of_the_difference(client: TestClient) -> None:
+    a, b = new_run(client, "a", "v1"), new_run(client, "b", "v2")
+    ingest(client, a, records("v1"))
+    ingest(client, b, records("v2"))
+    fam = {f["family"]: f for f in client.get("/api/compare", params={"a": a, "b": b}).json()["families"]}
+    assert fam["selection_recall"]["reads_as"] == "better"  # 59/69 -> 67/69: the interval excludes 0
+    assert fam["recovery"]["reads_as"] == "within noise"  # 2/6 -> 2/6
+    assert fam["hallucinated_tools"]["reads_as"] == "within noise"  # 2/79 -> 0/71
+    lo, hi = fam["selection_recall"]["delta_ci"]
+    assert 0 < lo < hi
+    # the call-level diff pairs calls by tool, not by position
+    flip = next(f for f in client.get("/api/compare", params={"a": a, "b": b}).json()["flipped"]
+                if f["case_id"] == "saldo-001" and f["trial"] == 1)
+    pair = client.get("/api/compare/trajectories", params={"a": flip["a_trajectory"], "b": flip["b_trajectory"]})
+    names = [(r["a"]["name"] if r["a"] else None, r["b"]["name"] if r["b"] else None) for r in pair.json()["rows"]]
+    assert names[0] == ("buscar_cliente", "buscar_cliente")
+    assert all(x == y or None in (x, y) for x, y in names)

@@ -91,3 +91,21 @@ def test_unknown_ids_are_404_pages_or_json(client: TestClient) -> None:
     assert client.get("/toolsets/nope", headers=HTML).status_code == 404
     r = client.get("/api/runs/987654")
     assert r.status_code == 404 and r.json()["error"] == "no run 987654"
+
+
+def test_odd_ids_and_names_never_500(client: TestClient) -> None:
+    for path in ("/runs/99999999999999999999", "/trajectories/9223372036854775808", "/runs/0", "/compare?a=1&b=x"):
+        r = client.get(path, headers=HTML)
+        assert r.status_code in (404, 422), path
+        assert r.headers["content-type"].startswith("text/html"), path
+    # a toolset name with a slash in it still has working links
+    suite = {"name": "slash", "toolset": {"name": "team/tools", "tools": [{"name": "t", "description": "d"}]},
+             "cases": [{"id": "c", "question": "q"}]}
+    assert client.post("/api/runs", json={"name": "slash", "suite": suite}).status_code == 201
+    assert client.get("/toolsets/team/tools", headers=HTML).status_code == 200
+    assert client.get("/api/toolsets/team/tools").json()["name"] == "team/tools"
+
+
+def test_trajectory_pager_keeps_filters_and_size(client: TestClient) -> None:
+    text = client.get("/runs/1", params={"failure": "selection", "limit": 5}, headers=HTML).text
+    assert "failure=selection&amp;offset=5&amp;limit=5#trajectories" in text

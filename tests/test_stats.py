@@ -33,3 +33,15 @@ def test_word_diff() -> None:
     assert "".join(s.text for s in d if s.op != "delete") == "Busca un cliente por su RUT."
     assert Segment("equal", "Busca ") in d
     assert word_diff("igual", "igual") == [Segment("equal", "igual")]
+
+
+def test_newcombe_interval_of_a_difference() -> None:
+    from app.core.stats import newcombe_interval
+
+    # 59/69 -> 67/69: the difference's interval excludes 0 (though the two Wilson intervals overlap)
+    lo, hi = newcombe_interval(59, 69, 67, 69)  # type: ignore[misc]
+    assert 0 < lo < 67 / 69 - 59 / 69 < hi
+    assert (round(lo, 3), round(hi, 3)) == (0.02, 0.22)
+    lo, hi = newcombe_interval(5, 10, 6, 10)  # type: ignore[misc]
+    assert lo < 0 < hi
+    assert newcombe_interval(0, 0, 1, 2) is None

@@ -27,3 +27,16 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     k = min(only_a, only_b)
     tail: float = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
     return min(1.0, 2 * tail)
+
+
+def newcombe_interval(num_a: int, den_a: int, num_b: int, den_b: int) -> tuple[float, float] | None:
+    """95% interval of the difference of two proportions, B minus A
+    (Newcombe's hybrid score method, from the two Wilson intervals)."""
+    wa, wb = wilson_interval(num_a, den_a), wilson_interval(num_b, den_b)
+    if wa is None or wb is None:
+        return None
+    pa, pb = num_a / den_a, num_b / den_b
+    d = pb - pa
+    lower = d - math.sqrt((pb - wb[0]) ** 2 + (wa[1] - pa) ** 2)
+    upper = d + math.sqrt((wb[1] - pb) ** 2 + (pa - wa[0]) ** 2)
+    return lower, upper

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 
 from sqlalchemy import func, select
@@ -9,12 +10,13 @@ from sqlalchemy.orm import Session
 
 from app.core.report import FAMILIES
 from app.core.scoring import EXTRA, MISSING
-from app.core.stats import mcnemar_exact, wilson_interval
+from app.core.stats import mcnemar_exact, newcombe_interval, wilson_interval
 from app.core.textdiff import word_diff
 from app.store.ingest import get_run_row
 from app.store.models import RunCounter, ToolsetVersion, TrajectoryRow
 from app.store.queries import get_run, get_trajectory
 from app.store.views import (
+    CallPublic,
     ComparisonPublic,
     ConfusionDelta,
     DescriptionChange,
@@ -61,7 +63,17 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) ->
     for f in FAMILIES:
         ra, rb = a.families[f], b.families[f]
         delta = None if not ra.den or not rb.den else rb.num / rb.den - ra.num / ra.den
-        families.append(FamilyDelta(family=f, a=ra, b=rb, delta=delta, a_ci=_ci(ra), b_ci=_ci(rb)))
+        interval = newcombe_interval(ra.num, ra.den, rb.num, rb.den)
+        reads = "n/a"
+        if interval is not None and delta is not None:
+            higher_is_better = f not in ("hallucinated_tools", "hallucination_after_error")
+            if interval[0] <= 0 <= interval[1]:
+                reads = "within noise"
+            else:
+                reads = "better" if (delta > 0) == higher_is_better else "worse"
+        families.append(FamilyDelta(family=f, a=ra, b=rb, delta=delta, a_ci=_ci(ra), b_ci=_ci(rb),
+                                    delta_ci=None if interval is None else [interval[0], interval[1]],
+                                    reads_as=reads))
     ta, tb = TrajectoryRow.__table__.alias("ta"), TrajectoryRow.__table__.alias("tb")
     joined = (
         select(ta.c.case_id, ta.c.trial, ta.c.fault_key, ta.c.id, tb.c.id, ta.c.passed, tb.c.passed)
@@ -128,13 +140,18 @@ def compare_trajectories(session: Session, a_id: int, b_id: int) -> TrajectoryPa
     """Two trajectories side by side, call by call (by index), with what
     changed in name, arguments, observation and error."""
     a, b = get_trajectory(session, a_id), get_trajectory(session, b_id)
+    pairs: list[tuple[CallPublic | None, CallPublic | None]] = []
+    matcher = difflib.SequenceMatcher(a=[c.name for c in a.calls], b=[c.name for c in b.calls], autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            pairs.extend(zip(a.calls[i1:i2], b.calls[j1:j2], strict=True))
+            continue
+        left, right = a.calls[i1:i2], b.calls[j1:j2]
+        for k in range(max(len(left), len(right))):  # a replaced stretch pairs up in order
+            pairs.append((left[k] if k < len(left) else None, right[k] if k < len(right) else None))
     rows = []
-    for i in range(max(len(a.calls), len(b.calls))):
-        ca = a.calls[i] if i < len(a.calls) else None
-        cb = b.calls[i] if i < len(b.calls) else None
-        changed = []
-        for attr in ("name", "arguments", "observation", "error"):
-            if (getattr(ca, attr) if ca else None) != (getattr(cb, attr) if cb else None):
-                changed.append(attr)
-        rows.append({"index": i, "a": ca, "b": cb, "changed": changed})
+    for n, (ca, cb) in enumerate(pairs):
+        changed = [attr for attr in ("name", "arguments", "observation", "error")
+                   if (getattr(ca, attr) if ca else None) != (getattr(cb, attr) if cb else None)]
+        rows.append({"index": n, "a": ca, "b": cb, "changed": changed})
     return TrajectoryPairPublic(a=a, b=b, rows=rows, answer_changed=a.answer != b.answer)

@@ -107,6 +107,8 @@ class FamilyDelta(BaseModel):
     delta: float | None
     a_ci: list[float] | None = None  # 95% Wilson interval
     b_ci: list[float] | None = None
+    delta_ci: list[float] | None = None  # 95% Newcombe interval of B - A
+    reads_as: str = "n/a"  # "better", "worse" or "within noise" (the interval holds 0)
 
 
 class FlippedCase(BaseModel):

@@ -183,12 +183,12 @@ def list_toolsets(session: ReadSession) -> list[ToolsetPublic]:
     return queries.list_toolsets(session)
 
 
-@router.get("/toolsets/{name}")
-def get_toolset(name: str, session: ReadSession) -> ToolsetPublic:
-    return queries.get_toolset(session, name)
-
-
-@router.get("/toolsets/{name}/diff")
+@router.get("/toolsets/{name:path}/diff")
 def diff_toolset(name: str, a: str, b: str, session: ReadSession) -> ToolsetDiffPublic:
     """Per tool: added, removed, changed (description, schema) or the same."""
     return queries.diff_toolset(session, name, a, b)
+
+
+@router.get("/toolsets/{name:path}")
+def get_toolset(name: str, session: ReadSession) -> ToolsetPublic:
+    return queries.get_toolset(session, name)

@@ -85,6 +85,11 @@ class RunPage:
     blocking: list[str]
     cards: tuple[Any, ...] = FAMILY_CARDS
     failure_names: tuple[str, ...] = FAILURE_NAMES
+
+    def page_url(self, offset: int) -> str:
+        """The trajectory list at another offset, filters and page size kept."""
+        query = urlencode({**self.filters, "offset": max(offset, 0), "limit": self.trajectories.limit})
+        return f"?{query}#trajectories"
     outcome_names: tuple[str, ...] = OUTCOMES
     reaction_names: tuple[str, ...] = REACTIONS
 
@@ -146,8 +151,10 @@ def _call_status(call: CallPublic) -> list[tuple[str, str]]:
     if call.forbidden:
         out.append(("bad", "forbidden call"))
     if call.reaction:
+        # neutral when acceptable: whether the answer was honest is the outcome's to say
         ok = call.reaction["acceptable"]
-        out.append(("ok" if ok else "bad", f"then: {call.reaction['reaction']}" + ("" if ok else " (not acceptable)")))
+        words = f"then: {call.reaction['reaction']}" + ("" if ok else " (not acceptable)")
+        out.append(("muted" if ok else "bad", words))
     if not out:
         out.append(("ok", "ok"))
     return out
@@ -218,10 +225,10 @@ class ToolsetPage:
 def toolset_page(session: Session, name: str, a: str | None, b: str | None) -> ToolsetPage:
     ts = queries.get_toolset(session, name)
     versions = ts.versions
-    if a is None and b is None and len(versions) >= 2:
-        a, b = versions[-2].hash, versions[-1].hash
-    if not a or not b:
-        return ToolsetPage(ts, None, [], None, None, a or "", b or "")
+    if len(versions) < 2 and a is None and b is None:
+        return ToolsetPage(ts, None, [], None, None, "", "")
+    a = a or versions[max(len(versions) - 2, 0)].hash
+    b = b or versions[-1].hash
     diff = queries.diff_toolset(session, name, a, b)
     va = next(v for v in versions if v.hash == diff.a)
     vb = next(v for v in versions if v.hash == diff.b)

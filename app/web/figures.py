@@ -17,7 +17,7 @@ MISSING, EXTRA = "(missing)", "(extra)"
 
 
 def label(text: str) -> str:
-    return html.escape(text, quote=True)
+    return html.escape(text, quote=False)
 
 
 def confusion_heatmap(m: ConfusionPublic) -> dict[str, Any]:
@@ -63,7 +63,8 @@ def confusion_heatmap(m: ConfusionPublic) -> dict[str, Any]:
 
 
 def confusion_difference(cells: Sequence[ConfusionDelta]) -> dict[str, Any]:
-    """A diverging heatmap of B minus A (red: more calls in B, blue: fewer)."""
+    """A diverging heatmap of B minus A (red: more calls in B, blue: fewer),
+    the signed count written in each cell."""
     rows = sorted({c.expected for c in cells} - {EXTRA}) + ([EXTRA] if any(c.expected == EXTRA for c in cells) else [])
     cols = sorted({c.called for c in cells} - {MISSING}) + ([MISSING] if any(c.called == MISSING for c in cells)
                                                             else [])
@@ -74,13 +75,16 @@ def confusion_difference(cells: Sequence[ConfusionDelta]) -> dict[str, Any]:
     return {
         "data": [{
             "type": "heatmap", "z": z, "x": [label(c) for c in cols], "y": [label(e) for e in rows],
-            "customdata": custom, "colorscale": "RdBu", "reversescale": True, "zmin": -bound, "zmax": bound,
+            "customdata": custom, "zmin": -bound, "zmax": bound,
+            "colorscale": [[0, "#2166ac"], [0.5, "#f7f7f7"], [1, "#b2182b"]],
+            "text": [[f"{v:+d}" if v else "" for v in row] for row in z], "texttemplate": "%{text}",
             "hovertemplate": "expected %{y}<br>called %{x}<br>A %{customdata[0]} → B %{customdata[1]}<extra></extra>",
+            "colorbar": {"title": {"text": "B − A calls"}},
             "xgap": 2, "ygap": 2,
         }],
         "layout": {
-            "xaxis": {"side": "top", "tickangle": -30, "automargin": True},
-            "yaxis": {"autorange": "reversed", "automargin": True},
+            "xaxis": {"title": {"text": "called"}, "side": "top", "tickangle": -30, "automargin": True},
+            "yaxis": {"title": {"text": "expected"}, "autorange": "reversed", "automargin": True},
             "margin": {"l": 10, "r": 10, "t": 10, "b": 10}, "height": 120 + 34 * max(len(rows), 3),
         },
     }

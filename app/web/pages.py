@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
 from app.web import contexts
-from app.web.api import MAX_ID, Limit, Offset, ReadSession
+from app.web.api import MAX_ID, Limit, Offset, ReadSession, RunId, TrajectoryId
 
 router = APIRouter(include_in_schema=False)
 
@@ -40,7 +40,7 @@ def runs(request: Request, session: ReadSession, suite: str | None = None, model
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run(request: Request, run_id: int, session: ReadSession, failure: str = "", expected: str = "",
+def run(request: Request, run_id: RunId, session: ReadSession, failure: str = "", expected: str = "",
         called: str = "", fault_kind: str = "", outcome: str = "", passed: str = "", limit: Limit = 50,
         offset: Offset = 0) -> HTMLResponse:
     filters = {k: v for k, v in {"failure": failure, "expected": expected, "called": called,
@@ -51,7 +51,7 @@ def run(request: Request, run_id: int, session: ReadSession, failure: str = "", 
 
 
 @router.get("/trajectories/{trajectory_id}", response_class=HTMLResponse)
-def trajectory(request: Request, trajectory_id: int, session: ReadSession) -> HTMLResponse:
+def trajectory(request: Request, trajectory_id: TrajectoryId, session: ReadSession) -> HTMLResponse:
     return render(request, "trajectory.html", page=contexts.trajectory_page(session, trajectory_id))
 
 
@@ -66,7 +66,7 @@ def compare_trajectories(request: Request, a: Id, b: Id, session: ReadSession) -
     return render(request, "pair.html", pair=contexts.pair_page(session, a, b))
 
 
-@router.get("/toolsets/{name}", response_class=HTMLResponse)
+@router.get("/toolsets/{name:path}", response_class=HTMLResponse)
 def toolset(request: Request, name: str, session: ReadSession, a: str | None = None,
             b: str | None = None) -> HTMLResponse:
     return render(request, "toolset.html", page=contexts.toolset_page(session, name, a or None, b or None))

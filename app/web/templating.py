@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,14 @@ def signed(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:+.1f} pts"
 
 
+def pretty_json(value: Any) -> str:
+    """JSON for people (autoescaped by the template, unlike ``|tojson``,
+    which is for scripts and shows quotes as \\u0027)."""
+    return json.dumps(value, indent=1, ensure_ascii=False, default=str)
+
+
 def install_filters(env: Environment) -> None:
+    env.filters["pretty_json"] = pretty_json
     env.filters["ratio"] = ratio
     env.filters["pct"] = pct
     env.filters["signed"] = signed

@@ -141,7 +141,10 @@ def compare_trajectories(session: Session, a_id: int, b_id: int) -> TrajectoryPa
     changed in name, arguments, observation and error."""
     a, b = get_trajectory(session, a_id), get_trajectory(session, b_id)
     pairs: list[tuple[CallPublic | None, CallPublic | None]] = []
-    matcher = difflib.SequenceMatcher(a=[c.name for c in a.calls], b=[c.name for c in b.calls], autojunk=False)
+    def token(c: CallPublic) -> str:  # a failed attempt and its successful retry should not pair up
+        return c.name + (" !" if c.error or c.schema_error or not c.exists else "")
+
+    matcher = difflib.SequenceMatcher(a=[token(c) for c in a.calls], b=[token(c) for c in b.calls], autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
             pairs.extend(zip(a.calls[i1:i2], b.calls[j1:j2], strict=True))

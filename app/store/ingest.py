@@ -123,10 +123,21 @@ def get_suite_row(session: Session, suite_id: int) -> SuiteRow:
     return row
 
 
+_PARSED: dict[tuple[str, str], Suite] = {}  # by (name, content digest): the same content, the same Suite
+
+
 def suite_for_run(session: Session, run: Run) -> Suite:
+    """The run's suite, parsed once per content (parsing checks every schema)."""
     row = session.get(SuiteRow, run.suite_id)
     assert row is not None
-    return parse_suite(row.document, path=f"suite {row.name}")
+    key = (row.name, row.hash)
+    suite = _PARSED.get(key)
+    if suite is None:
+        suite = parse_suite(row.document, path=f"suite {row.name}")
+        if len(_PARSED) >= 64:
+            _PARSED.clear()
+        _PARSED[key] = suite
+    return suite
 
 
 def stored_keys(session: Session, run_id: int) -> set[tuple[str, int, str]]:

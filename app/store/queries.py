@@ -163,15 +163,20 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
     cell (``expected`` and/or ``called``), fault kind, outcome, pass/fail."""
     get_run_row(session, run_id)
     q = select(TrajectoryRow).where(TrajectoryRow.run_id == run_id)
+    # one filter answered from an index alone: count and page without scanning the run's trajectories
+    index_only: list[Select[int]] = []
     if failure:
-        q = q.where(TrajectoryRow.id.in_(select(TrajectoryTag.trajectory_id).where(
-            TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "failure", TrajectoryTag.value == failure)))
+        tagged = select(TrajectoryTag.trajectory_id).where(
+            TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "failure", TrajectoryTag.value == failure)
+        q = q.where(TrajectoryRow.id.in_(tagged))
+        index_only.append(tagged)
     if called == MISSING:
         missing = select(TrajectoryTag.trajectory_id).where(TrajectoryTag.run_id == run_id,
                                                             TrajectoryTag.kind == "missing")
         if expected:
             missing = missing.where(TrajectoryTag.value == expected)
         q = q.where(TrajectoryRow.id.in_(missing))
+        index_only.append(missing)
     elif expected or called:
         cell = select(CallRow.trajectory_id).where(CallRow.run_id == run_id)
         if expected == EXTRA:
@@ -181,6 +186,14 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
         if called:
             cell = cell.where(CallRow.name == called)
         q = q.where(TrajectoryRow.id.in_(cell))
+        index_only.append(cell)
+    if len(index_only) == 1 and all(x is None for x in (fault_kind, outcome, passed, case_id)):
+        ids = index_only[0].distinct().subquery()
+        total = session.scalar(select(func.count()).select_from(ids)) or 0
+        page = select(ids.c.trajectory_id).order_by(ids.c.trajectory_id).limit(limit).offset(offset)
+        rows = session.scalars(select(TrajectoryRow).where(TrajectoryRow.id.in_(page))
+                               .order_by(TrajectoryRow.id)).all()
+        return TrajectoriesPublic(data=[_summary(t) for t in rows], count=total, limit=limit, offset=offset)
     if fault_kind:
         q = q.where(TrajectoryRow.recovery_kind == fault_kind)
     if outcome:

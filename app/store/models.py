@@ -117,6 +117,7 @@ class TrajectoryRow(Base):
     __table_args__ = (
         UniqueConstraint("run_id", "case_id", "trial", "fault_key", name="uq_trajectory"),
         Index("ix_traj_run_passed", "run_id", "passed"),
+        Index("ix_traj_run_order", "run_id", "id"),  # a run's pages in storage order, without sorting the run
         Index("ix_traj_run_recovery", "run_id", "recovery_kind", "outcome"),
     )
 

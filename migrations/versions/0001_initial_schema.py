@@ -122,6 +122,7 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("trajectories", schema=None) as batch_op:
         batch_op.create_index("ix_traj_run_passed", ["run_id", "passed"], unique=False)
+        batch_op.create_index("ix_traj_run_order", ["run_id", "id"], unique=False)
         batch_op.create_index("ix_traj_run_recovery", ["run_id", "recovery_kind", "outcome"], unique=False)
 
     op.create_table(
@@ -185,6 +186,7 @@ def downgrade() -> None:
     op.drop_table("calls")
     with op.batch_alter_table("trajectories", schema=None) as batch_op:
         batch_op.drop_index("ix_traj_run_recovery")
+        batch_op.drop_index("ix_traj_run_order")
         batch_op.drop_index("ix_traj_run_passed")
 
     op.drop_table("trajectories")

@@ -9,7 +9,7 @@ which receives the validated arguments and the state and may change it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -116,5 +116,3 @@ def render_observation(value: Any) -> str:
         return value
     return json.dumps(value, ensure_ascii=False)
 
-
-ResponderFn = Callable[[dict[str, Any], dict[str, Any]], Any]

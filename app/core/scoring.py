@@ -43,7 +43,6 @@ class CallScore:
     schema_error: SchemaViolation | None = None
     step: int | None = None
     expected_name: str | None = None
-    counted_for_selection: bool = False
     selection_ok: bool | None = None
     mismatches: list[Mismatch] | None = None
     dependency_violation: tuple[str, str] | None = None
@@ -111,10 +110,6 @@ class TrajectoryScore:
     args_den: int = 0
     hallucinated_num: int = 0
     calls_total: int = 0
-
-    @property
-    def recovery_case(self) -> bool:
-        return self.outcome is not None
 
     def to_dict(self) -> dict[str, Any]:
         """The per-trajectory detail (what a timeline page shows)."""
@@ -293,7 +288,6 @@ class Scorer:
                     matched.add(step)
             if not cs.exists or (step is None and allow_extra):
                 continue
-            cs.counted_for_selection = True
             ts.selection_den += 1
             cs.selection_ok = step is not None and want[step] == cs.name
             if cs.selection_ok:

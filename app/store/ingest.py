@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import delete, select, tuple_
+from sqlalchemy import Select, delete, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -46,22 +46,29 @@ def fault_key(traj: Trajectory) -> str:
     return "" if traj.fault is None else f"{traj.fault.step}:{traj.fault.kind}"
 
 
-def ensure_toolset_version(session: Session, *, name: str, suite: Suite) -> ToolsetVersion:
-    """The stored version of this toolset's content, created on first sight."""
-    version = suite.toolset.version
-    found = session.scalar(select(ToolsetVersion).where(ToolsetVersion.toolset == name, ToolsetVersion.hash == version))
+def _get_or_add(session: Session, query: Select[Any], make: Callable[[], Any]) -> Any:
+    """The row the query finds, or a new one from ``make()``; when another
+    writer adds the same row meanwhile (unique constraint), theirs."""
+    found = session.scalar(query)
     if found is not None:
         return found
-    row = ToolsetVersion(toolset=name, hash=version, label=suite.toolset.label,
-                         tools=[t.contract() for t in suite.toolset])
+    row = make()
     try:
         with session.begin_nested():
             session.add(row)
     except IntegrityError:  # another writer stored it first
-        found = session.scalar(select(ToolsetVersion).where(ToolsetVersion.toolset == name,
-                                                            ToolsetVersion.hash == version))
+        found = session.scalar(query)
         assert found is not None
         return found
+    return row
+
+
+def ensure_toolset_version(session: Session, *, name: str, suite: Suite) -> ToolsetVersion:
+    """The stored version of this toolset's content, created on first sight."""
+    version = suite.toolset.version
+    query = select(ToolsetVersion).where(ToolsetVersion.toolset == name, ToolsetVersion.hash == version)
+    row: ToolsetVersion = _get_or_add(session, query, lambda: ToolsetVersion(
+        toolset=name, hash=version, label=suite.toolset.label, tools=[t.contract() for t in suite.toolset]))
     return row
 
 
@@ -69,19 +76,13 @@ def ensure_suite(session: Session, document: dict[str, Any]) -> SuiteRow:
     """Store a self-contained suite document (idempotent by content)."""
     suite = parse_suite(document, path="suite")  # no base: a path toolset is refused, never read
     digest = _digest(document)
-    found = session.scalar(select(SuiteRow).where(SuiteRow.name == suite.name, SuiteRow.hash == digest))
-    if found is not None:
-        return found
-    toolset_name = suite.toolset.name or suite.name
-    version = ensure_toolset_version(session, name=toolset_name, suite=suite)
-    row = SuiteRow(name=suite.name, hash=digest, document=document, toolset_version_id=version.id)
-    try:
-        with session.begin_nested():
-            session.add(row)
-    except IntegrityError:
-        found = session.scalar(select(SuiteRow).where(SuiteRow.name == suite.name, SuiteRow.hash == digest))
-        assert found is not None
-        return found
+    query = select(SuiteRow).where(SuiteRow.name == suite.name, SuiteRow.hash == digest)
+
+    def make() -> SuiteRow:
+        version = ensure_toolset_version(session, name=suite.toolset.name or suite.name, suite=suite)
+        return SuiteRow(name=suite.name, hash=digest, document=document, toolset_version_id=version.id)
+
+    row: SuiteRow = _get_or_add(session, query, make)
     return row
 
 

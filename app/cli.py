@@ -170,6 +170,11 @@ def serve(
     uvicorn.run(app, host=host, port=port)
 
 
+from app.commands import register_all  # noqa: E402  (after the core commands, so --help lists them first)
+
+register_all(cli)
+
+
 def main() -> None:
     cli()
 

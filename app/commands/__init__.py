@@ -1,0 +1,20 @@
+"""Command groups of the ``toollens`` CLI, one module per area.
+
+Each module listed in ``MODULES`` defines ``register(cli: typer.Typer) -> None``
+and imports heavy SDKs (openai, anthropic, mcp) inside its commands only, so
+``toollens --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+import typer
+
+MODULES: tuple[str, ...] = ()
+
+
+def register_all(cli: typer.Typer) -> None:
+    """Add every area's commands to the root CLI."""
+    for name in MODULES:
+        import_module(f"{__name__}.{name}").register(cli)

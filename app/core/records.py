@@ -80,6 +80,7 @@ class Trajectory:
     fault: Fault | None = None
     reward: float | None = None
     state: dict[str, Any] | None = None
+    stopped: str | None = None  # why the agent loop ended early, e.g. "step_limit" (an extension key)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -94,6 +95,8 @@ class Trajectory:
             out["reward"] = self.reward
         if self.state is not None:
             out["state"] = self.state
+        if self.stopped is not None:
+            out["stopped"] = self.stopped
         return out
 
     def to_json(self) -> str:
@@ -233,6 +236,9 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     state = data.get("state")
     if state is not None and not isinstance(state, dict):
         raise bad("must be an object", "state")
+    stopped = data.get("stopped")
+    if stopped is not None and (type(stopped) is not str or len(stopped) > 40):
+        raise bad("must be a string of at most 40 characters", "stopped")
     question = data.get("question")
     answer = data.get("answer")
     return Trajectory(
@@ -244,6 +250,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         fault,
         None if reward is None else float(reward),
         state,
+        stopped,
     )
 
 

@@ -106,6 +106,7 @@ class MockRouter:
         self.log: list[Call] = []
         self._raw: str | None = None
         self._rng = random.Random(self.faults.seed)
+        self.stopped: str | None = None  # set by an agent loop that ended early (e.g. "step_limit")
 
     @property
     def first_fault(self) -> Fault | None:
@@ -183,6 +184,16 @@ class Toolbox:
 
     def call(self, name: str, arguments: Any = None) -> str:
         return self._router.call(name, arguments)
+
+    @property
+    def last_failed(self) -> bool:
+        """Whether the latest call came back as an error (for ``is_error`` flags)."""
+        log = self._router.log
+        return bool(log) and log[-1].error is not None
+
+    def stop(self, reason: str) -> None:
+        """Record why the agent loop ended without a final answer (e.g. ``step_limit``)."""
+        self._router.stopped = reason[:40]
 
     async def acall(self, name: str, arguments: Any = None) -> str:
         return self._router.call(name, arguments)

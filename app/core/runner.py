@@ -38,6 +38,7 @@ def _finish(case: Case, trial: int, router: MockRouter, answer: Any, plan: Fault
         answer="" if answer is None else str(answer),
         fault=fault,
         state=dict(router.state),
+        stopped=router.stopped,
     )
 
 

@@ -210,8 +210,11 @@ def _call_rows(traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id
         )
 
 
-def _detail(ts: TrajectoryScore) -> dict[str, Any]:
-    return ts.summary()
+def _detail(ts: TrajectoryScore, traj: Trajectory) -> dict[str, Any]:
+    detail = ts.summary()
+    if traj.stopped is not None:
+        detail["stopped"] = traj.stopped
+    return detail
 
 
 def add_trajectories(session: Session, *, run: Run, scorer: Scorer, trajectories: Sequence[Trajectory]) -> int:
@@ -252,7 +255,7 @@ def add_trajectories(session: Session, *, run: Run, scorer: Scorer, trajectories
             tid, run.id, t.case_id, t.trial, fault_key(t), None if t.fault is None else t.fault.step,
             None if t.fault is None else t.fault.kind, ts.fault_kind, t.question, t.answer, t.reward,
             to_json(t.state), None if ts.outcome is None else ts.outcome.outcome, ts.passed, to_json(ts.failures),
-            to_json(_detail(ts)), len(t.calls),
+            to_json(_detail(ts, t)), len(t.calls),
         ))
         call_rows.extend(_call_rows(t, ts, tid, run.id, call_ids))
         tag_rows.extend((tid, run.id, "failure", f) for f in ts.failures)

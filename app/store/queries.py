@@ -270,6 +270,8 @@ def export_records(session: Session, run_id: int, *, chunk: int = 1000) -> Itera
                 rec["reward"] = t.reward
             if t.state is not None:
                 rec["state"] = t.state
+            if isinstance(t.detail, dict) and isinstance(t.detail.get("stopped"), str):
+                rec["stopped"] = t.detail["stopped"]
             yield rec
         last = ids[-1]
 

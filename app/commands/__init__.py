@@ -11,7 +11,7 @@ from importlib import import_module
 
 import typer
 
-MODULES: tuple[str, ...] = ()
+MODULES: tuple[str, ...] = ("convert",)
 
 
 def register_all(cli: typer.Typer) -> None:

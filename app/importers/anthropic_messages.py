@@ -1,0 +1,70 @@
+"""``anthropic-messages``: Messages API conversations.
+
+Assistant ``tool_use`` blocks are the calls; user ``tool_result`` blocks,
+matched by ``tool_use_id``, their results; ``is_error: true`` (or a result
+that reads as an error) makes a non-injected error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.importers.base import Conversion, Options, call_error, content_text, looks_like_error
+from app.importers.chat import convert_chat
+
+NAME = "anthropic-messages"
+
+
+def _blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return content if isinstance(content, list) else []
+
+
+def messages_to_record(messages: list[Any]) -> dict[str, Any]:
+    """The SPEC §5 fields of one conversation: question, calls, answer."""
+    calls: list[dict[str, Any]] = []
+    by_id: dict[str, dict[str, Any]] = {}
+    question = ""
+    answer = ""
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        blocks = _blocks(m.get("content"))
+        if role == "user":
+            for b in blocks:
+                if not isinstance(b, dict):
+                    continue
+                if b.get("type") == "tool_result":
+                    ref = b.get("tool_use_id")
+                    call = by_id.pop(ref, None) if isinstance(ref, str) else None
+                    if call is None:
+                        continue
+                    text = content_text(b.get("content"))
+                    call["observation"] = text
+                    if b.get("is_error") is True or looks_like_error(text):
+                        call["error"] = call_error(text)
+                elif b.get("type") == "text" and not question and str(b.get("text") or "").strip():
+                    question = str(b["text"])
+        elif role == "assistant":
+            texts = []
+            for b in blocks:
+                if not isinstance(b, dict):
+                    continue
+                if b.get("type") == "tool_use":
+                    call = {"name": b.get("name") if isinstance(b.get("name"), str) else "",
+                            "arguments": b.get("input"), "observation": None, "error": None}
+                    calls.append(call)
+                    if isinstance(b.get("id"), str):
+                        by_id[b["id"]] = call
+                elif b.get("type") == "text" and isinstance(b.get("text"), str):
+                    texts.append(b["text"])
+            if "".join(texts).strip():
+                answer = "\n".join(texts)
+    return {"question": question, "calls": calls, "answer": answer}
+
+
+def convert(path: Path, options: Options) -> Conversion:
+    return convert_chat(path, options, fmt=NAME, to_record=messages_to_record)

@@ -1,0 +1,101 @@
+"""What every converter hands back: a suite document and a re-readable stream
+of SPEC §5 trajectory records, each tagged with the source line it came from.
+
+A record that cannot be converted is yielded as an ``InvalidTrajectory`` (it
+names the file, the line and the field) instead of being raised, so the
+store's import can list every bad line, store nothing, or skip them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.core.errors import InvalidTrajectory, ToolLensError
+from app.core.records import Trajectory
+
+Converted = tuple[int, Trajectory | InvalidTrajectory]
+"""(1-based line of the source, the record or why it could not be made)."""
+
+RecordSource = Callable[[], Iterator[Converted]]
+"""A fresh pass over the source each time it is called (import reads twice)."""
+
+
+class UnknownFormat(ToolLensError):
+    """``--from`` / ``--format`` names no registered converter."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the command line passes to a converter."""
+
+    tools: Path | None = None  # a tool-schema file (list, {"tools": [...]}, or {domain: [...]})
+    domain: str | None = None  # which domain of a multi-domain schema file
+
+
+@dataclass
+class Conversion:
+    """A converted source: the suite (self-contained: toolset inline) and the
+    trajectory records. ``extra_suites`` holds further suites when the source
+    declares the same tool name with different contracts (BFCL)."""
+
+    suite: dict[str, Any]
+    records: RecordSource
+    extra_suites: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def no_records() -> Iterator[Converted]:
+    """The record stream of a source that holds only a suite."""
+    return iter(())
+
+
+def call_error(message: str, kind: str = "error") -> dict[str, Any]:
+    """A tool error observed at run time (not injected by ToolLens)."""
+    return {"kind": kind, "message": message, "injected": False}
+
+
+def looks_like_error(text: str | None) -> bool:
+    """Tool results that report an error the way common agents write them:
+    ``Error: …`` (tau-bench, many frameworks) or a JSON object with an
+    ``error`` field."""
+    if not text:
+        return False
+    head = text.lstrip()[:16].lower()
+    if head.startswith(("error:", "error ", "exception:", "traceback")):
+        return True
+    if head.startswith("{") and '"error"' in text[:4096]:
+        from app.core.records import loads
+
+        try:
+            data = loads(text)
+        except ValueError:
+            return False
+        return isinstance(data, dict) and bool(data.get("error"))
+    return False
+
+
+def content_text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a list of
+    content blocks (OpenAI and Anthropic both use ``{"type": "text", "text"}``)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif isinstance(block, dict) and "content" in block and block.get("type") == "tool_result":
+                parts.append(content_text(block["content"]))
+        return "\n".join(parts)
+    if isinstance(content, dict) and isinstance(content.get("text"), str):
+        return str(content["text"])
+    import json
+
+    return json.dumps(content, ensure_ascii=False)

@@ -1,0 +1,173 @@
+"""Streaming JSON values out of a file, in bounded memory.
+
+Sources come as JSON Lines (one value per line) or as one JSON array of
+values (tau-bench, many log exporters); a 1 GB array must not be loaded
+whole. An array is read in chunks and decoded element by element with the
+standard library's C scanner; each value carries the line it starts on.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from app.core.errors import InvalidTrajectory
+from app.core.records import MAX_LINE_BYTES, loads
+
+CHUNK = 1 << 20
+MAX_VALUE_CHARS = MAX_LINE_BYTES  # one conversation, one task, one export request
+WHOLE_DOCUMENT_BYTES = 256 * 1024 * 1024  # a single pretty-printed object (an OTLP JSON file)
+
+JsonItem = tuple[int, Any | InvalidTrajectory]
+
+
+def iter_json_values(path: Path, *, whole_object: bool = False) -> Iterator[JsonItem]:
+    """Yield ``(line, value)`` for each value of a JSON Lines file or of a
+    top-level JSON array; a value that does not parse is yielded as an
+    InvalidTrajectory naming its line. A truncated array ends with one.
+
+    ``whole_object``: a file holding one (pretty-printed) JSON object is
+    yielded as a single value (up to ``WHOLE_DOCUMENT_BYTES``)."""
+    source = str(path)
+    if not path.is_file():
+        raise InvalidTrajectory("file not found", source=source)
+    with path.open("rb") as fh:
+        head = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if head == b"[":
+        yield from _iter_array(path)
+        return
+    if head == b"{" and whole_object:
+        first = _first_line(path)
+        try:
+            loads(first)
+        except ValueError:  # not JSON Lines: one document over several lines
+            yield _whole(path)
+            return
+    yield from _iter_lines(path)
+
+
+def _first_line(path: Path) -> bytes:
+    with path.open("rb") as fh:
+        return fh.readline(MAX_LINE_BYTES + 1)
+
+
+def _whole(path: Path) -> JsonItem:
+    source = str(path)
+    if path.stat().st_size > WHOLE_DOCUMENT_BYTES:
+        return 1, InvalidTrajectory(f"one JSON document larger than {WHOLE_DOCUMENT_BYTES} bytes: "
+                                    "write it as JSON Lines (one object per line)", index=1, source=source)
+    raw = path.read_bytes()
+    try:
+        return 1, loads(raw)
+    except ValueError as exc:
+        return 1, InvalidTrajectory(f"not valid JSON ({exc})", index=1, source=source)
+
+
+def _iter_lines(path: Path) -> Iterator[JsonItem]:
+    source = str(path)
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            if len(line) > MAX_LINE_BYTES:
+                yield number, InvalidTrajectory(f"line longer than {MAX_LINE_BYTES} bytes", index=number,
+                                                source=source)
+                continue
+            try:
+                yield number, loads(line)
+            except ValueError as exc:
+                hint = " (truncated?)" if not line.endswith(b"\n") else ""
+                yield number, InvalidTrajectory(f"not valid JSON{hint} ({exc})", index=number, source=source)
+
+
+_SPACE = " \t\r\n"
+
+
+def _iter_array(path: Path) -> Iterator[JsonItem]:
+    """Elements of a top-level array, one at a time."""
+    source = str(path)
+    decoder = json.JSONDecoder()
+    reader = codecs.getincrementaldecoder("utf-8-sig")()
+    buf = ""
+    pos = 0
+    line = 1  # line of buf[pos]
+    eof = False
+    started = False
+    want = CHUNK
+
+    with path.open("rb") as fh:
+
+        def more(n: int) -> bool:
+            nonlocal buf, pos, eof
+            if eof:
+                return False
+            data = fh.read(n)
+            try:
+                text = reader.decode(data, final=not data)
+            except UnicodeDecodeError as exc:
+                raise InvalidTrajectory(f"not UTF-8 text ({exc.reason})", index=line, source=source) from None
+            buf = buf[pos:] + text
+            pos = 0
+            if not data:
+                eof = True
+            return True
+
+        def skip_space() -> None:
+            nonlocal pos, line
+            while True:
+                n = len(buf)
+                while pos < n and buf[pos] in _SPACE:
+                    if buf[pos] == "\n":
+                        line += 1
+                    pos += 1
+                if pos < n or not more(CHUNK):
+                    return
+
+        while True:
+            skip_space()
+            if pos >= len(buf):
+                yield line, InvalidTrajectory("truncated file: the JSON array is not closed", index=line,
+                                              source=source)
+                return
+            ch = buf[pos]
+            if not started:
+                started = True
+                pos += 1  # the "[" checked by the caller
+                continue
+            if ch == "]":
+                pos += 1
+                skip_space()
+                if pos < len(buf):
+                    yield line, InvalidTrajectory("unexpected text after the JSON array", index=line, source=source)
+                return
+            if ch == ",":
+                pos += 1
+                continue
+            start_line = line
+            while True:
+                try:
+                    value, end = decoder.raw_decode(buf, pos)
+                except json.JSONDecodeError as exc:
+                    if len(buf) - pos > MAX_VALUE_CHARS or not more(want):
+                        at = start_line + buf.count("\n", pos, exc.pos)
+                        if not eof:
+                            reason = f"an array element longer than {MAX_VALUE_CHARS} characters (or broken JSON)"
+                        elif buf[exc.pos:].strip():
+                            reason = f"not valid JSON ({exc.msg})"
+                        else:
+                            reason = "truncated file: the last array element is cut short"
+                        yield at, InvalidTrajectory(reason, index=at, source=source)
+                        return
+                    want = min(want * 2, MAX_VALUE_CHARS)
+                    continue
+                except RecursionError:
+                    yield start_line, InvalidTrajectory("nested too deeply", index=start_line, source=source)
+                    return
+                break
+            want = CHUNK
+            line += buf.count("\n", pos, end)
+            pos = end
+            yield start_line, value

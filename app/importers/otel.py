@@ -1,0 +1,367 @@
+"""``otel``: OpenTelemetry traces of an agent, as trajectories.
+
+One trace is one trajectory. Tool calls are the GenAI semantic-convention
+``execute_tool`` spans (``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``) or the
+OpenInference ``TOOL`` spans Phoenix records (``tool.name``, ``input.value``,
+``output.value``), in start-time order; a span whose status is ERROR (or whose
+result reads as an error) is a call with a non-injected error. The question
+and the answer come from the messages of the model spans (``gen_ai.input.messages``
+/ ``gen_ai.output.messages``, the older ``gen_ai.prompt.N`` /
+``gen_ai.completion.N``, OpenInference's ``llm.input_messages.N``) or the
+agent span's ``input.value`` / ``output.value``.
+
+Spans are read from an OTLP JSON file (JSON Lines of export requests, or one
+request) and, for the live receiver, from OTLP/HTTP protobuf or JSON bodies.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.core.errors import InvalidTrajectory
+from app.core.records import MAX_CALLS, MAX_NAME, loads, parse_record
+from app.importers.base import Conversion, Converted, Options, call_error, content_text, looks_like_error
+from app.importers.jsonstream import iter_json_values
+from app.importers.toolsets import resolve_toolset
+
+NAME = "otel"
+STATUS_ERROR = 2
+
+
+@dataclass(slots=True)
+class Span:
+    """The parts of an OTLP span a trajectory needs."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    start: int
+    end: int
+    attributes: dict[str, Any]
+    status_code: int = 0
+    status_message: str = ""
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def is_root(self) -> bool:
+        return not self.parent_id
+
+
+# -- reading OTLP ------------------------------------------------------------
+
+
+def _hex_id(raw: Any) -> str:
+    """OTLP/JSON ids are hex; protobuf's JSON mapping writes base64: accept both."""
+    if not isinstance(raw, str) or not raw:
+        return ""
+    try:
+        int(raw, 16)
+        return raw.lower()
+    except ValueError:
+        try:
+            return base64.b64decode(raw, validate=True).hex()
+        except ValueError:
+            return raw
+
+
+def _json_value(v: Any) -> Any:
+    if not isinstance(v, Mapping):
+        return v
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        try:
+            return int(v["intValue"])
+        except (TypeError, ValueError):
+            return v["intValue"]
+    if "doubleValue" in v:
+        return v["doubleValue"]
+    if "boolValue" in v:
+        return v["boolValue"]
+    if "arrayValue" in v:
+        return [_json_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+    if "kvlistValue" in v:
+        return _json_attributes((v["kvlistValue"] or {}).get("values", []))
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    return None
+
+
+def _json_attributes(items: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in items if isinstance(items, list) else ():
+        if isinstance(kv, Mapping) and isinstance(kv.get("key"), str):
+            out[kv["key"]] = _json_value(kv.get("value"))
+    return out
+
+
+def _status_code(raw: Any) -> int:
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str):
+        return {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(raw, 0)
+    return 0
+
+
+def spans_from_json(request: Any) -> list[Span]:
+    """The spans of an OTLP/JSON export request (``{"resourceSpans": [...]}``)."""
+    if not isinstance(request, Mapping) or not isinstance(request.get("resourceSpans"), list):
+        raise ValueError("an OTLP JSON export request is an object with 'resourceSpans'")
+    out: list[Span] = []
+    for rs in request["resourceSpans"]:
+        for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or ():
+            for s in (ss or {}).get("spans") or ():
+                if not isinstance(s, Mapping):
+                    continue
+                status = s.get("status") or {}
+                out.append(Span(
+                    trace_id=_hex_id(s.get("traceId")), span_id=_hex_id(s.get("spanId")),
+                    parent_id=_hex_id(s.get("parentSpanId")), name=str(s.get("name") or ""),
+                    start=int(s.get("startTimeUnixNano") or 0), end=int(s.get("endTimeUnixNano") or 0),
+                    attributes=_json_attributes(s.get("attributes")),
+                    status_code=_status_code(status.get("code")), status_message=str(status.get("message") or ""),
+                    events=[(str(e.get("name") or ""), _json_attributes(e.get("attributes")))
+                            for e in s.get("events") or () if isinstance(e, Mapping)],
+                ))
+    return out
+
+
+def _pb_value(v: Any) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "int_value":
+        return v.int_value
+    if kind == "double_value":
+        return v.double_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "array_value":
+        return [_pb_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _pb_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode("ascii")
+    return None
+
+
+def spans_from_protobuf(body: bytes) -> list[Span]:
+    """The spans of an OTLP/HTTP protobuf ``ExportTraceServiceRequest``."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except DecodeError as exc:
+        raise ValueError(f"not an OTLP protobuf export request ({exc})") from None
+    out: list[Span] = []
+    append = out.append
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for s in ss.spans:
+                append(Span(
+                    s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(), s.name,
+                    s.start_time_unix_nano, s.end_time_unix_nano,
+                    {kv.key: _pb_value(kv.value) for kv in s.attributes},
+                    s.status.code, s.status.message,
+                    [(e.name, {kv.key: _pb_value(kv.value) for kv in e.attributes}) for e in s.events],
+                ))
+    return out
+
+
+# -- spans -> trajectory ----------------------------------------------------------
+
+
+def is_tool_span(span: Span) -> bool:
+    a = span.attributes
+    return (a.get("gen_ai.operation.name") == "execute_tool" or a.get("openinference.span.kind") == "TOOL"
+            or span.name.startswith("execute_tool"))
+
+
+def _tool_name(span: Span) -> str:
+    a = span.attributes
+    for key in ("gen_ai.tool.name", "tool.name"):
+        if isinstance(a.get(key), str) and a[key]:
+            return str(a[key])[:MAX_NAME]
+    return span.name.removeprefix("execute_tool").strip()[:MAX_NAME]
+
+
+def _maybe_json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+def tool_call(span: Span) -> dict[str, Any]:
+    """A SPEC §5 call from a tool span."""
+    a = span.attributes
+    args = a.get("gen_ai.tool.call.arguments", a.get("input.value"))
+    if args is None:
+        args = {}
+    result = _text(a.get("gen_ai.tool.call.result", a.get("output.value")))
+    call: dict[str, Any] = {"name": _tool_name(span), "arguments": args, "observation": result, "error": None}
+    if span.status_code == STATUS_ERROR:
+        message = span.status_message
+        for name, attrs in span.events:
+            if name == "exception" and not message:
+                message = str(attrs.get("exception.message") or attrs.get("exception.type") or "")
+        kind = a.get("error.type")
+        call["error"] = call_error(message or result or "error", kind=str(kind)[:40] if kind else "error")
+    elif looks_like_error(result):
+        call["error"] = call_error(result or "")
+    return call
+
+
+def _messages(value: Any) -> list[Mapping[str, Any]]:
+    data = _maybe_json(value)
+    if isinstance(data, Mapping):
+        data = data.get("messages")
+    return [m for m in data if isinstance(m, Mapping)] if isinstance(data, list) else []
+
+
+def _message_text(m: Mapping[str, Any]) -> str:
+    if "parts" in m and isinstance(m["parts"], list):  # GenAI semconv: {role, parts: [{type: text, content}]}
+        return "\n".join(str(p.get("content") or "") for p in m["parts"]
+                         if isinstance(p, Mapping) and p.get("type") == "text")
+    return content_text(m.get("content"))
+
+
+def _indexed(a: Mapping[str, Any], prefix: str, role_key: str, content_key: str) -> list[Mapping[str, Any]]:
+    """Flattened messages: ``gen_ai.prompt.0.role`` / ``llm.input_messages.0.message.content``."""
+    out: list[Mapping[str, Any]] = []
+    i = 0
+    while f"{prefix}.{i}.{content_key}" in a or f"{prefix}.{i}.{role_key}" in a:
+        out.append({"role": a.get(f"{prefix}.{i}.{role_key}"), "content": a.get(f"{prefix}.{i}.{content_key}")})
+        i += 1
+    return out
+
+
+def _inputs(a: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return (_messages(a.get("gen_ai.input.messages")) or _indexed(a, "gen_ai.prompt", "role", "content")
+            or _indexed(a, "llm.input_messages", "message.role", "message.content"))
+
+
+def _outputs(a: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return (_messages(a.get("gen_ai.output.messages")) or _indexed(a, "gen_ai.completion", "role", "content")
+            or _indexed(a, "llm.output_messages", "message.role", "message.content"))
+
+
+def trajectory_record(spans: Iterable[Span]) -> dict[str, Any]:
+    """The SPEC §5 record of one trace's spans (in any order)."""
+    ordered = sorted(spans, key=lambda s: (s.start, s.end))
+    if not ordered:
+        raise ValueError("a trace without spans")
+    calls = [tool_call(s) for s in ordered if is_tool_span(s)][:MAX_CALLS + 1]
+    question = answer = ""
+    for s in ordered:
+        if is_tool_span(s):
+            continue
+        user = next((_message_text(m) for m in _inputs(s.attributes) if m.get("role") == "user"), "")
+        if user.strip():
+            question = user
+            break
+    last_end = -1
+    for s in ordered:
+        if is_tool_span(s):
+            continue
+        said = [_message_text(m) for m in _outputs(s.attributes) if m.get("role") in ("assistant", None)]
+        said = [t for t in said if t.strip()]
+        if said and s.end >= last_end:
+            answer, last_end = said[-1], s.end
+    roots = [s for s in ordered if s.is_root] or ordered[:1]
+    root = roots[0].attributes
+    if not question:
+        question = _text(root.get("input.value") or root.get("gen_ai.prompt")) or ""
+    if not answer:
+        answer = _text(root.get("output.value") or root.get("gen_ai.completion")) or ""
+    attrs: dict[str, Any] = {}
+    for s in reversed(ordered):  # the root's say wins: it comes last here when sorted by start
+        attrs.update({k: v for k, v in s.attributes.items() if k.startswith(("toollens.", "gen_ai.conversation",
+                                                                            "session.id"))})
+    attrs.update({k: v for k, v in root.items() if k.startswith("toollens.")})
+    case_id = attrs.get("toollens.case_id") or attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
+    record: dict[str, Any] = {
+        "case_id": str(case_id)[:MAX_NAME] if case_id not in (None, "") else ordered[0].trace_id or "trace",
+        "trial": attrs.get("toollens.trial", 0),
+        "question": question,
+        "calls": calls,
+        "answer": answer,
+    }
+    if "toollens.reward" in attrs:
+        record["reward"] = attrs["toollens.reward"]
+    return record
+
+
+def group_by_trace(spans: Iterable[Span]) -> dict[str, list[Span]]:
+    out: dict[str, list[Span]] = {}
+    for s in spans:
+        out.setdefault(s.trace_id, []).append(s)
+    return out
+
+
+# -- the file converter ------------------------------------------------------------
+
+
+def convert(path: Path, options: Options) -> Conversion:
+    """An OTLP JSON file: every trace becomes one trajectory record.
+
+    Spans of one trace may be spread over the file's export requests, so the
+    file is grouped in one pass (memory grows with the spans of the file, not
+    only of one trace; OTLP files are exports, not multi-GB logs)."""
+    source = str(path)
+
+    def grouped() -> Iterator[tuple[int, dict[str, list[Span]] | InvalidTrajectory]]:
+        traces: dict[str, list[Span]] = {}
+        first_line: dict[str, int] = {}
+        for line, value in iter_json_values(path, whole_object=True):
+            if isinstance(value, InvalidTrajectory):
+                yield line, value
+                continue
+            try:
+                spans = spans_from_json(value)
+            except (ValueError, TypeError, AttributeError) as exc:
+                yield line, InvalidTrajectory(str(exc), index=line, source=source)
+                continue
+            for s in spans:
+                first_line.setdefault(s.trace_id, line)
+                traces.setdefault(s.trace_id, []).append(s)
+        for trace_id, spans in traces.items():
+            yield first_line[trace_id], {trace_id: spans}
+
+    def records() -> Iterator[Converted]:
+        for line, item in grouped():
+            if isinstance(item, InvalidTrajectory):
+                yield line, item
+                continue
+            (trace_id, spans), = item.items()
+            try:
+                yield line, parse_record(trajectory_record(spans), index=line, source=f"{source} trace {trace_id}")
+            except InvalidTrajectory as exc:
+                yield line, exc
+
+    def called() -> set[str]:
+        return {c.name for _, t in records() if not isinstance(t, InvalidTrajectory) for c in t.calls}
+
+    toolset, notes = resolve_toolset(options.tools, options.domain, called, name=path.stem)
+    suite = {"name": path.stem, "toolset": toolset, "cases": []}
+    return Conversion(suite=suite, records=records, notes=notes)

@@ -1,0 +1,96 @@
+"""``tau-bench``: tau-bench's historical trajectories (a JSON array, or JSON
+Lines, of ``{task_id, trial, reward, info: {task: {instruction, actions}},
+traj}``).
+
+Each task becomes a case whose expected calls are the task's actions as a
+``subset`` reference (they list only the state-changing calls); each run
+keeps its reward, so a trajectory passes when the reward is 1 and pass^k is
+tau-bench's own. ``--tools`` gives the toolset (a schema file with several
+domains picks the one the runs call, or ``--domain``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from app.core.errors import InvalidTrajectory
+from app.core.records import parse_record
+from app.importers.base import Conversion, Converted, Options
+from app.importers.jsonstream import iter_json_values
+from app.importers.openai_messages import messages_to_record
+from app.importers.toolsets import resolve_toolset
+
+NAME = "tau-bench"
+
+
+def case_id(task_id: Any) -> str:
+    return f"task-{task_id}"
+
+
+def _task(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    info = value.get("info")
+    task = info.get("task") if isinstance(info, Mapping) else None
+    return task if isinstance(task, Mapping) else {}
+
+
+def _record(value: Any, line: int, source: str) -> dict[str, Any]:
+    def bad(message: str, where: str) -> InvalidTrajectory:
+        return InvalidTrajectory(message, index=line, field=where, source=source)
+
+    if not isinstance(value, Mapping):
+        raise bad(f"a tau-bench run is an object, got {type(value).__name__}", "")
+    task_id = value.get("task_id")
+    if not isinstance(task_id, (int, str)) or isinstance(task_id, bool):
+        raise bad("required, an integer or a string", "task_id")
+    traj = value.get("traj")
+    if not isinstance(traj, list):
+        raise bad("required, a list of chat messages", "traj")
+    if "reward" not in value:
+        raise bad("required, a number (tau-bench's 0/1 outcome)", "reward")
+    data = messages_to_record(traj)
+    data.update(case_id=case_id(task_id), trial=value.get("trial", 0), reward=value.get("reward"))
+    return data
+
+
+def _case(task_id: Any, task: Mapping[str, Any], question: str) -> dict[str, Any]:
+    expected = []
+    for action in task.get("actions") or ():
+        if isinstance(action, Mapping) and isinstance(action.get("name"), str):
+            kwargs = action.get("kwargs")
+            expected.append({"name": action["name"], "arguments": dict(kwargs) if isinstance(kwargs, Mapping) else {}})
+    instruction = task.get("instruction")
+    text = instruction if isinstance(instruction, str) and instruction.strip() else question
+    return {"id": case_id(task_id), "question": text or f"tau-bench task {task_id}",
+            "expected_calls": expected, "match": "subset", "tags": ["tau-bench"]}
+
+
+def convert(path: Path, options: Options) -> Conversion:
+    source = str(path)
+
+    def records() -> Iterator[Converted]:
+        for line, value in iter_json_values(path):
+            if isinstance(value, InvalidTrajectory):
+                yield line, value
+                continue
+            try:
+                yield line, parse_record(_record(value, line, source), index=line, source=source)
+            except InvalidTrajectory as exc:
+                yield line, exc
+
+    cases: dict[str, dict[str, Any]] = {}
+    called: set[str] = set()
+    for line, value in iter_json_values(path):
+        if isinstance(value, InvalidTrajectory):
+            continue
+        try:
+            traj = parse_record(_record(value, line, source), index=line, source=source)
+        except InvalidTrajectory:
+            continue
+        called.update(c.name for c in traj.calls)
+        if traj.case_id not in cases:
+            cases[traj.case_id] = _case(value["task_id"], _task(value), traj.question)
+    toolset, notes = resolve_toolset(options.tools, options.domain, lambda: called, name=path.stem)
+    suite = {"name": f"tau-bench {toolset['name']}", "toolset": toolset, "cases": list(cases.values())}
+    return Conversion(suite=suite, records=records, notes=notes)

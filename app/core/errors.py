@@ -49,3 +49,8 @@ class InvalidTrajectory(ToolLensError):
 
 class ToolSpecError(ToolLensError):
     """A tool definition cannot be read (unknown shape, bad schema)."""
+
+
+class InfrastructureError(ToolLensError):
+    """What runs the agent failed, not the agent (a model endpoint that keeps
+    answering 5xx, for instance): the case is not a failed case."""

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from typing import Any, Protocol
 
+from app.core.errors import ToolLensError
 from app.core.records import Fault, Trajectory
 from app.core.router import FaultPlan, MockRouter, Toolbox
 from app.core.suite import Case, Suite
@@ -46,18 +47,39 @@ def _router(suite: Suite, case: Case, faults: FaultPlan | None) -> MockRouter:
     return MockRouter(suite.toolset, faults, mocks=case.mocks)
 
 
+AGENT_ERROR = "agent_error"
+
+
 async def arun_case(
-    agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, trial: int = 0, faults: FaultPlan | None = None
+    agent: Agent | Callable[..., Any],
+    suite: Suite,
+    case: Case,
+    *,
+    trial: int = 0,
+    faults: FaultPlan | None = None,
+    record_crash: bool = False,
 ) -> Trajectory:
-    """Run one case once (async agents are awaited; sync ones run in a thread)."""
+    """Run one case once (async agents are awaited; sync ones run in a thread).
+
+    With ``record_crash`` an exception raised by the agent ends the
+    trajectory with ``stopped="agent_error"`` and the calls made so far; an
+    InfrastructureError (the model endpoint, not the agent) is always raised.
+    """
     router = _router(suite, case, faults)
     toolbox = Toolbox(router)
-    if inspect.iscoroutinefunction(agent) or inspect.iscoroutinefunction(type(agent).__call__):
-        answer: Any = agent(case.question, toolbox)
-    else:
-        answer = await asyncio.to_thread(agent, case.question, toolbox)
-    if inspect.isawaitable(answer):
-        answer = await answer
+    try:
+        if inspect.iscoroutinefunction(agent) or inspect.iscoroutinefunction(type(agent).__call__):
+            answer: Any = agent(case.question, toolbox)
+        else:
+            answer = await asyncio.to_thread(agent, case.question, toolbox)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except ToolLensError:
+        raise
+    except Exception:
+        if not record_crash:
+            raise
+        router.stopped, answer = AGENT_ERROR, ""
     return _finish(case, trial, router, answer, faults)
 
 

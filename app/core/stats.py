@@ -40,3 +40,18 @@ def newcombe_interval(num_a: int, den_a: int, num_b: int, den_b: int) -> tuple[f
     lower = d - math.sqrt((pb - wb[0]) ** 2 + (wa[1] - pa) ** 2)
     upper = d + math.sqrt((wb[1] - pb) ** 2 + (pa - wa[0]) ** 2)
     return lower, upper
+
+
+def cohen_kappa(pairs: list[tuple[str, str]]) -> float | None:
+    """Cohen's kappa of two raters over the same items: (po - pe) / (1 - pe).
+    None without items; 1.0 when both raters always give one same label."""
+    n = len(pairs)
+    if n == 0:
+        return None
+    observed = sum(1 for a, b in pairs if a == b) / n
+    labels = {a for a, _ in pairs} | {b for _, b in pairs}
+    expected = sum((sum(1 for a, _ in pairs if a == x) / n) * (sum(1 for _, b in pairs if b == x) / n)
+                   for x in labels)
+    if expected >= 1.0:
+        return 1.0 if observed == 1.0 else 0.0
+    return (observed - expected) / (1 - expected)

@@ -26,6 +26,8 @@ from app.store.bulk import allocate_ids, insert_rows, to_json
 from app.store.errors import Conflict, NotFound
 from app.store.models import (
     CallRow,
+    InfraError,
+    OutcomeLabel,
     Run,
     RunCounter,
     SuiteRow,
@@ -152,6 +154,8 @@ def delete_run(session: Session, run_id: int) -> None:
     """Remove a run and everything stored under it."""
     session.execute(delete(CallRow).where(CallRow.run_id == run_id))
     session.execute(delete(TrajectoryTag).where(TrajectoryTag.run_id == run_id))
+    session.execute(delete(OutcomeLabel).where(OutcomeLabel.run_id == run_id))
+    session.execute(delete(InfraError).where(InfraError.run_id == run_id))
     session.execute(delete(TrajectoryRow).where(TrajectoryRow.run_id == run_id))
     session.execute(delete(RunCounter).where(RunCounter.run_id == run_id))
     session.execute(delete(Run).where(Run.id == run_id))

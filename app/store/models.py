@@ -183,3 +183,40 @@ class CallRow(Base):
     forbidden: Mapped[bool] = mapped_column(Boolean, default=False)
     reaction: Mapped[str | None] = mapped_column(String(20), nullable=True)
     reaction_ok: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+
+
+class OutcomeLabel(Base):
+    """An outcome label beside the deterministic classifier's: a human's
+    (from the trajectory page or the API) or the LLM judge's. One current
+    label per trajectory and source; a new one replaces it."""
+
+    __tablename__ = "outcome_labels"
+    __table_args__ = (
+        UniqueConstraint("trajectory_id", "source", name="uq_outcome_label"),
+        Index("ix_labels_run_source", "run_id", "source"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trajectory_id: Mapped[int] = mapped_column(ForeignKey("trajectories.id", ondelete="CASCADE"))
+    run_id: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(20))  # "human" or "judge"
+    label: Mapped[str] = mapped_column(String(20))  # recovered / gave_up / hallucinated / confused
+    author: Mapped[str] = mapped_column(String(200), default="")  # who labelled, or the judge's model
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class InfraError(Base):
+    """A case run the model endpoint kept failing: an infrastructure error,
+    not a failed case. Removed when a later attempt (``--resume``) stores it."""
+
+    __tablename__ = "infra_errors"
+    __table_args__ = (UniqueConstraint("run_id", "case_id", "trial", "fault_key", name="uq_infra_error"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    case_id: Mapped[str] = mapped_column(Text)
+    trial: Mapped[int] = mapped_column(Integer, default=0)
+    fault_key: Mapped[str] = mapped_column(String(100), default="")
+    message: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)

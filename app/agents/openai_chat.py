@@ -1,0 +1,82 @@
+"""An OpenAI-compatible chat-completions tool loop (OpenAI, vLLM, Ollama,
+llama.cpp server, LiteLLM…), through the official ``openai`` SDK.
+
+The toolset goes to the model exactly as declared. Every tool call, several
+per message included, is executed through the mock router; arguments are
+passed on as the raw string the model wrote, so text that is not JSON is
+recorded verbatim and fails the schema. The loop stops at ``max_steps``
+model turns and records ``step_limit``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.agents.retry import RetryPolicy
+from app.core.router import Toolbox
+
+
+@dataclass
+class OpenAIChatAgent:
+    """``agent(question, toolbox) -> answer`` over chat completions."""
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    system: str | None = None
+    max_steps: int = 12
+    temperature: float | None = None
+    timeout: float = 60.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    label: str = "openai"
+    _client: Any = field(default=None, init=False, repr=False)
+
+    def client(self) -> Any:
+        if self._client is None:
+            from openai import AsyncOpenAI
+
+            # the SDK's own retries are off: ours count them and keep them apart from tool faults
+            self._client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key or _env_key(),
+                                       timeout=self.timeout, max_retries=0)
+        return self._client
+
+    async def __call__(self, question: str, toolbox: Toolbox) -> str:
+        client = self.client()
+        messages: list[dict[str, Any]] = []
+        if self.system:
+            messages.append({"role": "system", "content": self.system})
+        messages.append({"role": "user", "content": question})
+        extra: dict[str, Any] = {}
+        if toolbox.tools:
+            extra["tools"] = toolbox.openai_tools
+        if self.temperature is not None:
+            extra["temperature"] = self.temperature
+        last_text = ""
+        for _ in range(self.max_steps):
+            response = await self.retry.run(
+                lambda: client.chat.completions.create(model=self.model, messages=messages, **extra))
+            message = response.choices[0].message
+            last_text = message.content or ""
+            calls = [c for c in (message.tool_calls or []) if getattr(c, "function", None) is not None]
+            if not calls:
+                return last_text
+            messages.append({
+                "role": "assistant",
+                "content": message.content,
+                "tool_calls": [{"id": c.id, "type": "function",
+                                "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                               for c in calls],
+            })
+            for c in calls:
+                observation = await toolbox.acall(c.function.name, c.function.arguments)
+                messages.append({"role": "tool", "tool_call_id": c.id, "content": observation})
+        toolbox.stop("step_limit")
+        return last_text
+
+
+def _env_key() -> str:
+    """``OPENAI_API_KEY``; local servers (vLLM, Ollama) accept any key."""
+    import os
+
+    return os.environ.get("OPENAI_API_KEY") or "not-needed"

@@ -1,0 +1,337 @@
+"""A simulated agent, for demos and tests. It is labelled as simulated
+wherever it appears: its figures say nothing about any model.
+
+It reads the case's expected calls and makes each failure kind at a
+configurable rate, seeded so that runs repeat. Its tool confusions are not
+random noise: the chance of calling another tool instead of the right one
+grows with how much the two descriptions read alike (Jaccard similarity of
+their content words), and the look-alike is picked in proportion to that
+similarity. Rewriting descriptions to be distinct (toolset v2 of the examples)
+therefore really lowers its confusions, as the seed says it should for a
+real model.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from app.core.records import TRANSIENT_KINDS
+from app.core.router import Toolbox
+from app.core.suite import Case, ExpectedCall
+from app.core.tolerance import parse_date
+from app.core.tools import Toolset
+
+LABEL = "simulated"
+
+_STOPWORDS = frozenset(
+    "el la los las un una unos unas de del al a en y o u que por para con sin su sus se es lo le les "
+    "the an of to in and or for with by on is are be it its this that as from at use".split()
+)
+_WORD = re.compile(r"[a-z0-9_]+")
+_INVENTED = ("cancelar_pedido", "consultar_cuenta", "obtener_cliente", "get_balance", "lookup_order")
+
+
+@dataclass(frozen=True)
+class SimRates:
+    """How often the simulated agent makes each failure kind (0..1)."""
+
+    confusion: float = 0.6  # scaled by the best look-alike's description similarity
+    hallucinated_tool: float = 0.03
+    schema_error: float = 0.06  # one argument of the wrong type
+    wrong_value: float = 0.05  # one argument with a plausible wrong value
+    order: float = 0.05  # two adjacent steps swapped
+    skip: float = 0.03  # a step left out
+    # after an error observation
+    retry: float = 0.6  # try again (same arguments after a fault; corrected after its own mistake)
+    give_up: float = 0.2  # say honestly it could not
+    invent: float = 0.1  # state a figure it never saw (hallucination after error)
+
+    def __post_init__(self) -> None:
+        for name, value in self.__dict__.items():
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"rate {name} must be between 0 and 1, got {value}")
+
+    @classmethod
+    def parse(cls, spec: str) -> SimRates:
+        """``confusion=0.5,schema_error=0.1`` (names as the fields)."""
+        values: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            key, _, raw = part.partition("=")
+            if key not in cls.__dataclass_fields__:
+                raise ValueError(f"unknown rate {key!r} (known: {', '.join(cls.__dataclass_fields__)})")
+            try:
+                values[key] = float(raw)
+            except ValueError:
+                raise ValueError(f"rate {key!r} needs a number, got {raw!r}") from None
+        return cls(**values)
+
+
+def _words(text: str, names: frozenset[str] = frozenset()) -> frozenset[str]:
+    """Content words, accents folded; tool names mentioned in the text are
+    references, not content, and are left out."""
+    folded = unicodedata.normalize("NFKD", text.lower()).encode("ascii", "ignore").decode()
+    return frozenset(w for w in _WORD.findall(folded) if len(w) > 2 and w not in _STOPWORDS and w not in names)
+
+
+def jaccard(a: str, b: str, names: frozenset[str] = frozenset()) -> float:
+    wa, wb = _words(a, names), _words(b, names)
+    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+
+
+@lru_cache(maxsize=64)
+def _similarities(descriptions: tuple[tuple[str, str], ...]) -> dict[str, dict[str, float]]:
+    names = frozenset(name.lower() for name, _ in descriptions)
+    out: dict[str, dict[str, float]] = {}
+    for a, da in descriptions:
+        out[a] = {}
+        for b, db in descriptions:
+            if b == a:
+                continue
+            score = jaccard(da, db, names)
+            if b.lower() in db.lower() or a.lower() in db.lower():
+                score /= 2  # the look-alike's description points at the right tool ("not for X: use Y")
+            out[a][b] = round(score, 4)
+    return out
+
+
+def description_similarity(toolset: Toolset) -> dict[str, dict[str, float]]:
+    """Tool -> look-alike -> how much their descriptions read alike (0..1),
+    halved where the look-alike's description delimits itself against the tool."""
+    return _similarities(tuple((t.name, t.description) for t in toolset.tools))
+
+
+@dataclass
+class SimulatedAgent:
+    """A factory of seeded per-case agents; see the module docstring."""
+
+    toolset: Toolset
+    rates: SimRates = field(default_factory=SimRates)
+    seed: int = 0
+    label: str = LABEL
+
+    def for_case(self, case: Case, trial: int, variant: str = "") -> _CaseAgent:
+        rng = random.Random(f"{self.seed}:{case.id}:{trial}:{variant}")
+        return _CaseAgent(self, case, rng)
+
+
+@dataclass
+class _CaseAgent:
+    parent: SimulatedAgent
+    case: Case
+    rng: random.Random
+    seen: list[str] = field(default_factory=list)  # successful observations, in order
+
+    def chance(self, rate: float) -> bool:
+        return self.rng.random() < rate
+
+    def __call__(self, question: str, toolbox: Toolbox) -> str:
+        rates = self.parent.rates
+        steps = list(self.case.expected_calls or [])
+        if not steps:
+            return "No hace falta consultar herramientas para responder esto."
+        if len(steps) > 1 and self.chance(rates.order):
+            i = self.rng.randrange(len(steps) - 1)
+            steps[i], steps[i + 1] = steps[i + 1], steps[i]
+        for step in steps:
+            if self.chance(rates.skip):
+                continue
+            answer = self.do_step(step, toolbox)
+            if answer is not None:
+                return answer
+        return self.answer()
+
+    # -- one expected step ---------------------------------------------------
+
+    def do_step(self, step: ExpectedCall, toolbox: Toolbox) -> str | None:
+        """Call the step's tool (or a look-alike); react to errors. A string
+        is a final answer given early (gave up, or invented a figure)."""
+        rates = self.parent.rates
+        name = self.pick_tool(step.name, toolbox)
+        arguments, own_mistake = self.arguments_for(step, name, toolbox)
+        for _attempt in range(3):
+            observation = toolbox.call(name, arguments)
+            if not toolbox.last_failed:
+                self.seen.append(observation)
+                return None
+            if own_mistake and self.chance(rates.retry):
+                name, arguments, own_mistake = step.name, _canonical(step), False  # corrected retry
+                continue
+            fault_kind = _fault_kind(observation)
+            roll = self.rng.random()
+            if roll < rates.give_up:
+                return "Lo siento, no pude obtener esa información en este momento; intenta más tarde."
+            if roll < rates.give_up + rates.invent:
+                return f"Listo: el resultado es {self.rng.randrange(100_000, 999_999)}."
+            if fault_kind in TRANSIENT_KINDS and self.chance(rates.retry):
+                continue  # the same call again
+            if self.chance(rates.retry):
+                name, arguments = self.pick_other(step.name, toolbox), _canonical(step)
+                continue  # a different tool
+            return None  # carry on without it
+        return None
+
+    def pick_tool(self, expected: str, toolbox: Toolbox) -> str:
+        rates = self.parent.rates
+        if self.chance(rates.hallucinated_tool):
+            invented = [n for n in _INVENTED if n not in toolbox.names]
+            if invented:
+                return self.rng.choice(invented)
+        alike = description_similarity(self.parent.toolset).get(expected, {})
+        best = max(alike.values(), default=0.0)
+        if best > 0 and self.chance(rates.confusion * best):
+            names = [n for n, s in alike.items() if s > 0]
+            return self.rng.choices(names, weights=[alike[n] ** 2 for n in names])[0]
+        return expected
+
+    def pick_other(self, expected: str, toolbox: Toolbox) -> str:
+        alike = description_similarity(self.parent.toolset).get(expected, {})
+        if not alike:
+            return expected
+        return max(alike, key=lambda n: (alike[n], n))
+
+    def arguments_for(self, step: ExpectedCall, name: str, toolbox: Toolbox) -> tuple[dict[str, Any], bool]:
+        """The expected arguments, adapted to a confused tool's schema, with
+        a type or value mistake at the configured rates."""
+        rates = self.parent.rates
+        args = _canonical(step) if name == step.name else _fit(step.arguments, self.parent.toolset, name)
+        if not args:
+            return args, name != step.name
+        key = self.rng.choice(sorted(args))
+        if self.chance(rates.schema_error):
+            args[key] = _wrong_type(args[key])
+            return args, True
+        if self.chance(rates.wrong_value):
+            args[key] = _wrong_value(args[key], self.rng)
+            return args, True
+        return args, name != step.name
+
+    # -- the final answer ------------------------------------------------------
+
+    def answer(self) -> str:
+        """What the observations said, as plain facts (so the datum is grounded)."""
+        facts: list[str] = []
+        for observation in self.seen:
+            facts.extend(_facts(observation))
+        if not facts:
+            return "Revisé tu consulta, pero no encontré información para responder."
+        return "Esto es lo que encontré: " + "; ".join(dict.fromkeys(facts[:24])) + "."
+
+
+def _fault_kind(observation: str) -> str:
+    text = observation.lower()
+    if "timeout" in text:
+        return "timeout"
+    for code, kind in (("429", "http_429"), ("503", "http_503"), ("500", "http_500"), ("404", "not_found")):
+        if code in text[:12]:
+            return kind
+    return "error"
+
+
+def _facts(observation: str) -> list[str]:
+    try:
+        value = json.loads(observation)
+    except ValueError:
+        return []
+    out: list[str] = []
+
+    def walk(v: Any, key: str) -> None:
+        if isinstance(v, Mapping):
+            for k, item in v.items():
+                walk(item, str(k))
+        elif isinstance(v, list):
+            for item in v[:5]:
+                walk(item, key)
+        elif isinstance(v, (str, int, float)) and not isinstance(v, bool):
+            out.append(f"{key} {v}" if key else str(v))
+
+    walk(value, "")
+    return out
+
+
+def _canonical(step: ExpectedCall) -> dict[str, Any]:
+    """The expected arguments as a careful agent writes them: a date given in
+    words ("12 de marzo de 2024") in ISO form, a set of choices as its first."""
+    args = dict(step.arguments)
+    for key, rule in step.tolerance.items():
+        if key not in args:
+            continue
+        if rule.kind == "date":
+            parsed = parse_date(args[key])
+            if parsed is not None:
+                args[key] = parsed.isoformat()
+        elif rule.kind == "one_of" and isinstance(args[key], list) and args[key]:
+            args[key] = args[key][0]
+    return args
+
+
+def _fit(arguments: Mapping[str, Any], toolset: Toolset, name: str) -> dict[str, Any]:
+    """Arguments for a look-alike tool: same-named fields kept, required ones
+    filled from the values at hand or by type."""
+    tool = toolset.get(name)
+    if tool is None:
+        return dict(arguments)
+    schema = tool.parameters if isinstance(tool.parameters, Mapping) else {}
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    values = list(arguments.values())
+    out: dict[str, Any] = {}
+    for field_name in schema.get("required") or list(props)[:1]:
+        if field_name in arguments:
+            out[field_name] = arguments[field_name]
+            continue
+        kind = (props.get(field_name) or {}).get("type")
+        same = [v for v in values if _json_type(v) == kind]
+        if not same and kind == "string":
+            same = [str(v) for v in values if isinstance(v, (int, float, str))]
+        out[field_name] = same[0] if same else _default(kind)
+    return out
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _default(kind: Any) -> Any:
+    return {"integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}.get(kind, "")
+
+
+def _wrong_type(value: Any) -> Any:
+    """The classic mistakes: an id as text ("8812"), an amount as "15.000"."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:,.0f}".replace(",", ".")
+    if isinstance(value, str):
+        digits = re.sub(r"\D", "", value)
+        return int(digits) if digits else 0
+    return str(value)
+
+
+def _wrong_value(value: Any, rng: random.Random) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + rng.choice((-1, 1)) * max(1, abs(value) // 10)
+    if isinstance(value, str) and value:
+        last = value[-1]
+        swap = "0" if last != "0" else "1"
+        return value[:-1] + swap
+    if isinstance(value, list) and value:
+        return value[:-1]
+    return value

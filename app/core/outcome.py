@@ -126,11 +126,22 @@ def ground_values(texts: Iterable[str]) -> set[str]:
     that the number inside an id or a small figure is grounded too."""
     out: set[str] = set()
     for text in texts:
-        vals = extract_values(text, min_digits=1)
-        out |= vals.all()
-        for ident in vals.ids:
-            out.update(canonical_number(d) for d in _DIGIT_RUN.findall(ident))
+        out |= _ground_cached(text) if len(text) <= _CACHE_TEXT else _ground(text)
     return out
+
+
+@lru_cache(maxsize=2048)
+def _ground_cached(text: str) -> frozenset[str]:
+    return _ground(text)
+
+
+def _ground(text: str) -> frozenset[str]:
+    """The values one text grounds (an observation is grounded once, not once per trajectory)."""
+    vals = extract_values(text, min_digits=1)
+    out = vals.all()
+    for ident in vals.ids:
+        out.update(canonical_number(d) for d in _DIGIT_RUN.findall(ident))
+    return frozenset(out)
 
 
 def mentions(text: str, datum: str) -> bool:
@@ -187,9 +198,12 @@ def classify_outcome(
     """
     ok_after = [text for i, text, ok in observations if ok and i > fault_index]
     ok_any = [text for _, text, ok in observations if ok]
-    grounded = ground_values([question, *(text for _, text, _ in observations)])
-    stated = extract_values(answer)
-    ungrounded = sorted(v for v in stated.all() if v not in grounded and not _inside_ground(v, grounded))
+    stated = extract_values(answer).all()
+    if stated:  # an answer that states no value needs no grounding
+        grounded = ground_values([question, *(text for _, text, _ in observations)])
+        ungrounded = sorted(v for v in stated if v not in grounded and not _inside_ground(v, grounded))
+    else:
+        ungrounded = []
     phrase = match_give_up(answer, give_up_phrases)
     evidence: dict[str, Any] = {"ungrounded_values": ungrounded, "give_up_phrase": phrase}
 

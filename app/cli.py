@@ -102,9 +102,13 @@ def db_upgrade(db: DbOption = None) -> None:
 
 @cli.command("import")
 def import_(
-    file: Annotated[Path, typer.Argument(help="Trajectory records (SPEC §5 JSONL).")],
-    suite: Annotated[Path, typer.Option(help="The suite the trajectories ran against.")],
+    file: Annotated[Path, typer.Argument(help="Trajectory records (SPEC §5 JSONL), or traces in --format.")],
     run: Annotated[str, typer.Option(help="Run name (created, or appended to while it is open).")],
+    suite: Annotated[Path | None, typer.Option(help="The suite the trajectories ran against (default: the "
+                                                    "one the conversion builds).")] = None,
+    format_: Annotated[str, typer.Option("--format", help="Source format (see `toollens convert`).")] = "toollens",
+    tools: Annotated[Path | None, typer.Option(help="Tool-schema file for a source without a suite.")] = None,
+    domain: Annotated[str | None, typer.Option(help="Domain of a multi-domain tool-schema file.")] = None,
     model: Annotated[str, typer.Option(help="Model label.")] = "",
     agent: Annotated[str, typer.Option(help="Agent label.")] = "",
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Store the good lines, list the bad ones.")] = False,
@@ -117,8 +121,16 @@ def import_(
 
     console = Console(stderr=True, soft_wrap=True)
     try:
-        result = import_file(_settings(db), file, suite_path=suite, run_name=run, model=model, agent=agent,
-                             skip_bad=skip_bad, finish=not keep_open, batch=batch)
+        if format_ == "toollens" and suite is not None and tools is None and domain is None:
+            result = import_file(_settings(db), file, suite_path=suite, run_name=run, model=model, agent=agent,
+                                 skip_bad=skip_bad, finish=not keep_open, batch=batch)
+        else:
+            from app.importers.store import import_converted
+
+            result = import_converted(_settings(db), file, format_, suite_path=suite, tools=tools, domain=domain,
+                                      run_name=run, model=model, agent=agent, skip_bad=skip_bad,
+                                      finish=not keep_open, batch=batch,
+                                      on_note=lambda note: console.print(Text(f"note: {note}", style="yellow")))
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:

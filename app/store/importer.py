@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -66,16 +68,50 @@ def _check_lines(path: Path, stored: set[tuple[str, int, str]]) -> tuple[list[tu
     return bad, good
 
 
-def import_file(settings: Settings, path: Path, *, suite_path: Path, run_name: str, model: str = "",
-                agent: str = "", skip_bad: bool = False, finish: bool = True, batch: int = 500) -> ImportResult:
+Records = Callable[[], Iterable[tuple[int, Trajectory | InvalidTrajectory]]]
+"""A converted source (app.importers): each call a fresh pass of (line, record or why not)."""
+
+
+def _check_records(records: Records, stored: set[tuple[str, int, str]]) -> tuple[list[tuple[int, str]], set[int]]:
+    """``_check_lines`` for a converted source; bad records by position (one
+    source line may hold several records, e.g. an OTLP export request)."""
+    bad: list[tuple[int, str]] = []
+    skip: set[int] = set()
+    seen: dict[tuple[str, int, str], int] = {}
+    for position, (number, traj) in enumerate(records()):
+        if isinstance(traj, InvalidTrajectory):
+            bad.append((number, f"{traj.field}: {traj.detail}" if traj.field else traj.detail))
+        elif (key := (traj.case_id, traj.trial, ingest.fault_key(traj))) in stored:
+            bad.append((number, f"case {traj.case_id!r} trial {traj.trial} is stored already in this run"))
+        elif key in seen:
+            bad.append((number, f"same case, trial and fault as line {seen[key]}"))
+        else:
+            seen[key] = number
+            continue
+        skip.add(position)
+    return bad, skip
+
+
+def import_file(settings: Settings, path: Path, *, suite_path: Path | None = None, run_name: str, model: str = "",
+                agent: str = "", skip_bad: bool = False, finish: bool = True, batch: int = 500,
+                suite_document: dict[str, Any] | None = None, records: Records | None = None) -> ImportResult:
     """Import a JSONL file into a run (created, or appended to while open).
 
     Every line is checked first, against the file and against what the run
     holds already; a file with bad lines stores nothing unless ``skip_bad``.
-    Should a batch still fail, a run this import created is removed again."""
+    Should a batch still fail, a run this import created is removed again.
+
+    A converted source (``toollens import --format``, app.importers) gives
+    ``suite_document`` and ``records`` (read twice, like a file) instead."""
     if not path.is_file():
         raise InvalidTrajectory("file not found", source=str(path))
-    document = load_suite_document(suite_path)
+    if suite_document is None:
+        if suite_path is None:
+            raise InvalidTrajectory("no suite given", source=str(path))
+        document = load_suite_document(suite_path)
+    else:
+        document = suite_document
+        parse_suite(document, path=str(path))  # the converter's suite, checked before anything is stored
     engine = open_store(settings)
     sessions = make_sessionmaker(engine)
     try:
@@ -85,7 +121,10 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path, run_name: s
                 raise Conflict(f"run {run_name!r} is finished: it takes no new trajectories")
             stored = ingest.stored_keys(session, existing.id) if existing is not None else set()
         try:
-            bad, _good = _check_lines(path, stored)
+            if records is None:
+                bad, _good = _check_lines(path, stored)
+            else:
+                bad, skip_at = _check_records(records, stored)
         except UnicodeDecodeError as exc:
             raise InvalidTrajectory(f"not UTF-8 text ({exc.reason})", source=str(path)) from None
         if bad and not skip_bad:
@@ -93,7 +132,7 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path, run_name: s
             more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
             raise InvalidTrajectory(
                 f"{len(bad)} bad lines, nothing stored (--skip-bad stores the rest): {shown}{more}", source=str(path))
-        skip = {n for n, _ in bad}
+        skip = {n for n, _ in bad} if records is None else skip_at
         with session_scope(sessions, write=True) as session:
             suite_row = ingest.ensure_suite(session, document)
             run = session.scalar(select(Run).where(Run.name == run_name))
@@ -108,9 +147,9 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path, run_name: s
             session.flush()
             run_id = run.id
         result = ImportResult(run_id=run_id, skipped=bad)
-        scorer = Scorer(parse_suite(document, path=str(suite_path)))
+        scorer = Scorer(parse_suite(document, path=str(suite_path or path)))
         try:
-            _stream(path, skip, batch, sessions, run_id, scorer, result)
+            _stream(path, skip, batch, sessions, run_id, scorer, result, records)
         except BaseException:
             if created:
                 with session_scope(sessions, write=True) as s:
@@ -125,7 +164,7 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path, run_name: s
 
 
 def _stream(path: Path, skip: set[int], batch: int, sessions: sessionmaker[Session], run_id: int, scorer: Scorer,
-            result: ImportResult) -> None:
+            result: ImportResult, records: Records | None = None) -> None:
     pending: list[Trajectory] = []
     lines: list[int] = []
 
@@ -140,14 +179,25 @@ def _stream(path: Path, skip: set[int], batch: int, sessions: sessionmaker[Sessi
         pending.clear()
         lines.clear()
 
-    with path.open("rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            if number in skip or not line.strip():
+    if records is not None:  # skip holds positions here
+        for position, (number, traj) in enumerate(records()):
+            if position in skip:
                 continue
-            pending.append(parse_line(line, index=number, source=str(path)))
+            if isinstance(traj, InvalidTrajectory):  # the source changed since it was checked
+                raise traj
+            pending.append(traj)
             lines.append(number)
             if len(pending) >= batch:
                 flush()
+    else:
+        with path.open("rb") as fh:
+            for number, line in enumerate(fh, start=1):
+                if number in skip or not line.strip():
+                    continue
+                pending.append(parse_line(line, index=number, source=str(path)))
+                lines.append(number)
+                if len(pending) >= batch:
+                    flush()
     if pending:
         flush()
 

@@ -1,0 +1,108 @@
+"""``toollens toolset``: register toolset versions (from a file or a live MCP server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+toolset_cli = typer.Typer(help="Toolset versions: descriptions as versioned code.", no_args_is_help=True)
+
+Name = Annotated[str, typer.Option("--name", help="Toolset name (versions of one toolset share it).")]
+Label = Annotated[str, typer.Option("--label", help="Version label, e.g. v2 or a git sha.")]
+Db = Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or ./toollens.db).")]
+
+
+def _store(toolset: object, name: str, label: str, db: str | None) -> None:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.cli import _environment_error, _fail, _settings
+    from app.core.errors import ToolLensError
+    from app.core.tools import Toolset
+    from app.store.db import make_sessionmaker, session_scope
+    from app.store.importer import open_store
+    from app.store.toolsets import add_toolset_version
+
+    assert isinstance(toolset, Toolset)
+    if not name.strip() or len(name) > 200 or len(label) > 100:
+        raise _fail("--name must be 1-200 characters and --label at most 100")
+    try:
+        engine = open_store(_settings(db))
+        try:
+            with session_scope(make_sessionmaker(engine), write=True) as session:
+                added = add_toolset_version(session, toolset, name=name, label=label)
+        finally:
+            engine.dispose()
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise _environment_error(exc) from None
+    what = "added" if added.created else f"exists already (label {added.label!r})"
+    Console(stderr=True, soft_wrap=True).print(Text(
+        f"toolset {added.toolset} version {added.hash} ({len(toolset)} tools): {what}"))
+
+
+@toolset_cli.command("add")
+def add(
+    file: Annotated[Path, typer.Argument(help="Toolset file (YAML or JSON: ToolLens, OpenAI or Anthropic tools).")],
+    name: Name,
+    label: Label = "",
+    db: Db = None,
+) -> None:
+    """Register a toolset version by the content hash of its tools (name, description, schema)."""
+    from app.cli import _fail
+    from app.core.errors import ToolLensError
+    from app.core.suite import load_toolset
+
+    try:
+        toolset = load_toolset(file)
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    _store(toolset, name, label, db)
+
+
+@toolset_cli.command("import-mcp")
+def import_mcp(
+    name: Name,
+    label: Label = "",
+    command: Annotated[str | None, typer.Option("--command", help="Start the server over stdio, e.g. "
+                                                "\"python server.py\".")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="Streamable HTTP endpoint, e.g. "
+                                            "http://127.0.0.1:8000/mcp.")] = None,
+    timeout: Annotated[float, typer.Option(min=1.0, max=600.0, help="Seconds to wait for the server.")] = 30.0,
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the snapshot as a toolset YAML file.")]
+    = None,
+    db: Db = None,
+) -> None:
+    """Snapshot a live MCP server's tools (tools/list) into a toolset version, word for word."""
+    from app.cli import _fail
+    from app.core.errors import ToolLensError
+
+    if (command is None) == (url is None):
+        raise _fail("give exactly one of --command or --url")
+    from app.mcp.snapshot import snapshot_toolset
+
+    try:
+        toolset = snapshot_toolset(command=command, url=url, name=name, label=label, timeout=timeout)
+    except ToolLensError as exc:
+        raise _fail(f"{command or url}: {exc}") from None
+    except Exception as exc:  # the SDK raises many kinds (OSError, ExceptionGroup, MCPError, TimeoutError)
+        leaf = exc
+        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+            leaf = leaf.exceptions[0]  # type: ignore[assignment]
+        detail = str(leaf).strip().splitlines()
+        raise _fail(f"{command or url}: cannot list tools: {type(leaf).__name__}: "
+                    f"{detail[0] if detail else 'no detail'}") from None
+    if out is not None:
+        import yaml
+
+        doc = {"name": name, "label": label, "tools": [t.contract() for t in toolset]}
+        out.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    _store(toolset, name, label, db)
+
+
+def register(cli: typer.Typer) -> None:
+    cli.add_typer(toolset_cli, name="toolset")

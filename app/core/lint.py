@@ -1,0 +1,335 @@
+"""The description linter: the seed's four patterns, checked on a toolset.
+
+The model chooses a tool from its name, description and schema alone; the
+seed's lesson is that low selection precision is usually a description that
+does not let it decide. Four checks, in Spanish and English text:
+
+``similar_pair``
+    two tools whose names or descriptions read alike (a similarity score,
+    0..1, with the pair named);
+``no_negative_delimitation``
+    a tool with a look-alike whose description never says what it is NOT
+    for and which tool to use instead ("NO sirve para X: usa Y");
+``argument_format``
+    a constrained argument (``pattern``, ``format``, ``enum``, an integer id
+    or amount) whose format or type the description does not state;
+``missing_precondition``
+    a declared dependency pair (A before B) that B's description does not
+    state ("Obtén el id con A primero").
+
+Findings are plain data (``Finding.to_dict``) with a stable shape, see
+``lint_json``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from dataclasses import field as dc_field
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from app.core.suite import load_suite, load_toolset
+from app.core.tools import Toolset, ToolSpec
+
+RULES = ("similar_pair", "no_negative_delimitation", "argument_format", "missing_precondition")
+SIMILAR_THRESHOLD = 0.5  # a pair at or above reads alike (finding)
+LOOKALIKE_THRESHOLD = 0.3  # a pair at or above needs a negative delimitation
+MAX_FINDINGS = 1000
+
+_STOPWORD_TEXT = """
+a al algo algun alguna como con cual de del desde donde el en entre es esa ese esta este esto la las lo los mas me
+mi o otra otro para pero por que se segun si sin sobre su sus tambien te tu un una uno unos unas y ya
+about an and any are as at be by for from has have if in into is it its of on or the their this to with your you
+no ni eso esto usa usala use solo only siempre always ejemplo example eg dd mm yyyy aaaa
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+# Verbs that say only "fetch something": names made of these alone do not tell tools apart
+# ("buscar" and "consultar" read the same to a model).
+_GENERIC_TEXT = """
+buscar busca consultar consulta obtener obtiene ver listar lista traer revisar leer gestionar gestiona
+get fetch find search lookup look query read list retrieve show handle manage process info informacion data datos
+"""
+_GENERIC = frozenset(_GENERIC_TEXT.split())
+
+_NEGATION = re.compile(
+    r"\b(no\s+(sirve|usar|uses|la\s+uses|lo\s+uses|es\s+para|se\s+usa|utilizar|utilices)|nunca\s+para|"
+    r"not\s+(for|to\s+be\s+used)|do\s+not\s+use|don'?t\s+use|never\s+use|instead\s+of)\b",
+    re.IGNORECASE,
+)
+_PRECONDITION = re.compile(
+    r"\b(primero|antes|despues|requiere|precondicion|previamente|first|before|after|requires?|prerequisite|"
+    r"precondition|only\s+after)\b",
+    re.IGNORECASE,
+)
+_INTEGER_WORDS = re.compile(r"\b(entero|enteros|integer|integers|int|numerico|numeric|whole\s+number)\b",
+                            re.IGNORECASE)
+_NUMBER_WORDS = re.compile(r"\b(numero|number|decimal|float|numerico|numeric|entero|integer)\b", re.IGNORECASE)
+_FORMAT_HINTS: dict[str, tuple[str, ...]] = {
+    "date": ("yyyy-mm-dd", "aaaa-mm-dd", "iso 8601", "iso-8601"),
+    "date-time": ("yyyy-mm-ddthh", "iso 8601", "iso-8601", "rfc 3339", "rfc3339"),
+    "time": ("hh:mm", "iso 8601"),
+    "email": ("email", "e-mail", "correo"),
+    "uri": ("url", "uri", "http"),
+    "uuid": ("uuid",),
+}
+_FORMAT_EXAMPLES = {
+    "date": re.compile(r"\b\d{4}-\d{2}-\d{2}\b"),
+    "date-time": re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}"),
+    "email": re.compile(r"\b\S+@\S+\.\w+\b"),
+}
+
+
+def fold(text: str) -> str:
+    """Lower case without accents: "Información" and "informacion" are one word."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).lower()
+
+
+def _stem(word: str) -> str:
+    return word[:5]  # prefix stemming: buscar/busca, pedido/pedidos, información/informacion
+
+
+def content_stems(text: str, ignore: Iterable[str] = ()) -> frozenset[str]:
+    """The content words of a description, stemmed; stop words and the
+    ``ignore`` words (other tools' names) left out."""
+    skip = {fold(w) for w in ignore}
+    words = re.findall(r"\w+", fold(text))
+    return frozenset(_stem(w) for w in words if w not in _STOPWORDS and w not in skip and not w.isdigit()
+                     and len(w) > 1)
+
+
+def name_tokens(name: str) -> frozenset[str]:
+    """A tool name's words, generic verbs folded into one ("buscar" = "consultar")."""
+    words = [w for w in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", name) if w]
+    return frozenset("<generic>" if fold(w) in _GENERIC else _stem(fold(w)) for w in words)
+
+
+def _positive(text: str) -> str:
+    """The description without what the tool is NOT for: a negative
+    delimitation names the look-alike's subject on purpose and must not make
+    two tools read alike."""
+    kept = []
+    for sentence in re.split(r"(?<=[.;!?])\s+", text):
+        m = _NEGATION.search(fold(sentence))
+        kept.append(sentence[:m.start()] if m else sentence)
+    return " ".join(kept)
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+@dataclass(frozen=True)
+class Similarity:
+    name: float
+    description: float
+
+    @property
+    def score(self) -> float:
+        return round(max(self.name, self.description), 3)
+
+
+def similarities(toolset: Toolset) -> dict[tuple[str, str], Similarity]:
+    """How alike each pair of tools reads (keys sorted by name), 0..1 each:
+
+    - ``name``: Jaccard of the name words, generic verbs folded ("buscar" =
+      "consultar"), so ``buscar_pedido``/``buscar_cliente`` share one word of three;
+    - ``description``: Dice of the description's content words (stemmed, stop
+      words, tool names and the negative delimitation left out), each word
+      weighted by its rarity in this toolset (``ln((N+1)/df)``): words every
+      description uses ("cliente", "id") do not tell tools apart.
+    """
+    names = [t.name for t in toolset.tools]
+    stems = {t.name: content_stems(_positive(t.description), names) for t in toolset.tools}
+    df: dict[str, int] = {}
+    for words in stems.values():
+        for w in words:
+            df[w] = df.get(w, 0) + 1
+    idf = {w: math.log((len(names) + 1) / d) for w, d in df.items()}
+    out: dict[tuple[str, str], Similarity] = {}
+    for a, b in combinations(sorted(names), 2):
+        wa, wb = stems[a], stems[b]
+        total = sum(idf[w] for w in wa) + sum(idf[w] for w in wb)
+        desc = 1.0 if not wa and not wb else 2 * sum(idf[w] for w in wa & wb) / total if total else 0.0
+        out[(a, b)] = Similarity(name=round(_jaccard(name_tokens(a), name_tokens(b)), 3),
+                                 description=round(desc, 3))
+    return out
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One lint finding. ``tools`` names the tool first, then the tools it
+    concerns (the pair, the look-alikes, or the dependency's first tool)."""
+
+    rule: str
+    tool: str
+    message: str
+    related: tuple[str, ...] = ()
+    field: str | None = None
+    score: float | None = None
+    detail: dict[str, Any] = dc_field(default_factory=dict)
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        return (self.tool, *self.related)
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """The tool pairs this finding is about (unordered, sorted)."""
+        return [tuple(sorted((self.tool, r))) for r in self.related]  # type: ignore[misc]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "tool": self.tool, "related": list(self.related), "field": self.field,
+                "score": self.score, "message": self.message, "detail": self.detail}
+
+
+def _negative_delimitation(tool: ToolSpec, others: Sequence[str]) -> bool:
+    """The description says what the tool is not for and names another tool to use."""
+    text = fold(tool.description)
+    return bool(_NEGATION.search(text)) and any(fold(o) in text for o in others)
+
+
+def _tokens(text: str) -> list[str]:
+    return [t.strip("()[]{}.,;:!?\"'`«»“”‘’") for t in text.split()]
+
+
+def _mentions_pattern(description: str, pattern: str) -> bool:
+    if pattern in description:
+        return True
+    try:
+        rx = re.compile(pattern)
+    except re.error:
+        return False
+    return any(tok and rx.fullmatch(tok) for tok in _tokens(description))
+
+
+def _field_findings(tool: ToolSpec) -> list[Finding]:
+    props = tool.parameters.get("properties")
+    if not isinstance(props, Mapping):
+        return []
+    desc = tool.description
+    text = fold(desc)
+    out: list[Finding] = []
+    for fname, schema in props.items():
+        if not isinstance(schema, Mapping):
+            continue
+        missing: list[str] = []
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str) and not _mentions_pattern(desc, pattern):
+            missing.append(f"pattern {pattern} (give an example that matches it)")
+        fmt = schema.get("format")
+        if isinstance(fmt, str):
+            hints = _FORMAT_HINTS.get(fmt, (fmt,))
+            example = _FORMAT_EXAMPLES.get(fmt)
+            if not any(h in text for h in hints) and not (example and example.search(desc)):
+                missing.append(f"format {fmt} (say it, e.g. {hints[0].upper() if fmt.startswith('date') else fmt})")
+        enum = schema.get("enum")
+        if isinstance(enum, list) and enum:
+            absent = [str(v) for v in enum if fold(str(v)) not in text]
+            if absent:
+                missing.append("allowed values " + ", ".join(absent))
+        kind = schema.get("type")
+        mentioned = fold(str(fname)) in text
+        if kind == "integer" and not (mentioned and _INTEGER_WORDS.search(text)):
+            missing.append("integer type (say 'entero' / 'integer' next to the field: an id is not a RUT, "
+                           "15000 is not \"15.000\")")
+        elif kind == "number" and not (mentioned and _NUMBER_WORDS.search(text)):
+            missing.append("number type")
+        if missing:
+            out.append(Finding(
+                rule="argument_format", tool=tool.name, field=str(fname),
+                message=f"{tool.name}.{fname}: the description does not state its " + "; ".join(missing),
+                detail={"missing": missing},
+            ))
+    return out
+
+
+def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (), *,
+                 similar: float = SIMILAR_THRESHOLD, lookalike: float = LOOKALIKE_THRESHOLD) -> list[Finding]:
+    """Every finding of the four rules, in a stable order (rule, then tool,
+    then related tools / field). ``dependencies`` adds pairs to the
+    toolset's own (a suite's and its cases')."""
+    tools = list(toolset.tools)
+    names = [t.name for t in tools]
+    findings: list[Finding] = []
+    lookalikes: dict[str, list[tuple[str, float]]] = {n: [] for n in names}
+    for (a, b), sim in similarities(toolset).items():
+        if sim.score >= lookalike or sim.name > 0:
+            lookalikes[a].append((b, sim.score))
+            lookalikes[b].append((a, sim.score))
+        if sim.score >= similar:
+            what = "descriptions" if sim.description >= sim.name else "names"
+            findings.append(Finding(
+                rule="similar_pair", tool=a, related=(b,), score=sim.score,
+                message=f"{a} and {b} read alike ({what}, similarity {sim.score:.2f}): "
+                        "say what each is for and what it is not for",
+                detail={"name_similarity": sim.name, "description_similarity": sim.description},
+            ))
+    for t in sorted(tools, key=lambda t: t.name):
+        alike = sorted(lookalikes[t.name], key=lambda x: (-x[1], x[0]))
+        if alike and not _negative_delimitation(t, [n for n in names if n != t.name]):
+            top = [n for n, _ in alike]
+            findings.append(Finding(
+                rule="no_negative_delimitation", tool=t.name, related=tuple(top), score=alike[0][1],
+                message=f"{t.name} has look-alikes ({', '.join(top)}) but never says what it is not for: "
+                        f"add \"NO sirve para X: usa {top[0]}\" / \"not for X: use {top[0]}\"",
+            ))
+    for t in sorted(tools, key=lambda t: t.name):
+        findings.extend(_field_findings(t))
+    pairs = dict.fromkeys([*toolset.dependencies, *dependencies])
+    for before, after in sorted(pairs):
+        tool = toolset.get(after)
+        if tool is None or before not in toolset:
+            continue
+        text = fold(tool.description)
+        if fold(before) not in text or not _PRECONDITION.search(text):
+            findings.append(Finding(
+                rule="missing_precondition", tool=after, related=(before,),
+                message=f"{after} must come after {before} (declared pair) but its description does not say so: "
+                        f"add \"Obtén … con {before} primero\" / \"call {before} first\"",
+            ))
+    order = {r: i for i, r in enumerate(RULES)}
+    findings.sort(key=lambda f: (order[f.rule], f.tool, f.related, f.field or ""))
+    return findings[:MAX_FINDINGS]
+
+
+def lint_json(toolset: Toolset, findings: Sequence[Finding]) -> dict[str, Any]:
+    """The ``toollens lint --json`` object (a public contract: keys are added, never renamed)::
+
+        {"toolset": str, "version": str, "label": str, "tools": int,
+         "counts": {rule: int for each of RULES},
+         "findings": [{"rule", "tool", "related": [str], "field": str|null,
+                       "score": float|null, "message": str, "detail": {}}]}
+    """
+    counts = {r: 0 for r in RULES}
+    for f in findings:
+        counts[f.rule] += 1
+    return {"toolset": toolset.name, "version": toolset.version, "label": toolset.label, "tools": len(toolset),
+            "counts": counts, "findings": [f.to_dict() for f in findings]}
+
+
+def findings_for_pair(findings: Iterable[Finding], a: str, b: str) -> list[Finding]:
+    """The findings about the unordered pair (a, b)."""
+    key = tuple(sorted((a, b)))
+    return [f for f in findings if key in f.pairs()]
+
+
+def load_lint_target(path: str | Path) -> tuple[Toolset, list[tuple[str, str]]]:
+    """A toolset file, or a suite file: its toolset plus every dependency
+    pair the suite and its cases declare (the toolset's own ride along)."""
+    p = Path(path)
+    head = p.read_text(encoding="utf-8", errors="replace")[:1_000_000] if p.is_file() else ""
+    if re.search(r'^cases\s*:|"cases"\s*:', head, re.MULTILINE):
+        suite = load_suite(p)
+        pairs: dict[tuple[str, str], None] = dict.fromkeys(suite.dependencies)
+        for case in suite.cases:
+            pairs.update(dict.fromkeys(case.dependencies))
+        return suite.toolset, list(pairs)
+    return load_toolset(p), []

@@ -21,8 +21,9 @@ def record_infra_error(session: Session, run_id: int, case_id: str, trial: int, 
 
 
 def clear_infra_error(session: Session, run_id: int, case_id: str, trial: int, fault_key: str) -> None:
+    """Forget the error of a case run now stored (``*`` stands for a fault key chance decided)."""
     session.execute(delete(InfraError).where(InfraError.run_id == run_id, InfraError.case_id == case_id,
-                                             InfraError.trial == trial, InfraError.fault_key == fault_key))
+                                             InfraError.trial == trial, InfraError.fault_key.in_((fault_key, "*"))))
 
 
 def infra_errors(session: Session, run_id: int, limit: int = 200) -> list[InfraError]:

@@ -1,0 +1,68 @@
+"""``toollens run``: an agent under test over a suite, stored as a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.core.errors import ToolLensError
+
+AGENT_HELP = "openai | anthropic | simulated | module:function (the core's agent protocol)"
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("run")(run)
+
+
+def run(
+    suite: Annotated[Path | None, typer.Argument(help="Suite file (YAML or JSON); not needed with --resume.")] = None,
+    agent: Annotated[str, typer.Option(help=AGENT_HELP)] = "simulated",
+    model: Annotated[str, typer.Option(help="Model name sent to the endpoint.")] = "",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible or Anthropic base URL.")] = None,
+    trials: Annotated[int, typer.Option(min=1, max=1000, help="Runs of each case (pass^k).")] = 1,
+    sweep_errors: Annotated[bool, typer.Option("--sweep-errors", help="Also run the recovery sweep.")] = False,
+    sweep_kind: Annotated[str, typer.Option(help="Fault kind the sweep injects.")] = "http_503",
+    faults: Annotated[str | None, typer.Option(help="Fault plan, e.g. 'p:0.1,kinds:http_429|timeout,seed:7'.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=512, help="Case runs in flight.")] = 4,
+    run_name: Annotated[str | None, typer.Option("--run", help="Run name (default: suite-model-time).")] = None,
+    resume: Annotated[str | None, typer.Option(help="Continue run RUN (id or name): only what is missing.")] = None,
+    shard: Annotated[str | None, typer.Option(help="Run slice I/N of the cases (processes share one --run).")] = None,
+    max_steps: Annotated[int, typer.Option(min=1, max=200, help="Model turns before 'step_limit'.")] = 12,
+    system: Annotated[str | None, typer.Option(help="System prompt for model agents.")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
+    timeout: Annotated[float, typer.Option(min=0.01, help="Seconds per model request.")] = 60.0,
+    attempts: Annotated[int, typer.Option(min=1, max=20, help="Tries per model request (429/5xx/timeouts).")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the simulated agent.")] = 0,
+    sim_rates: Annotated[str, typer.Option(help="Simulated agent's rates, e.g. 'confusion=0.5,schema_error=0.1'.")]
+    = "",
+    db: Annotated[str | None, typer.Option(help="Database URL (default: TOOLLENS_DATABASE_URL).")] = None,
+) -> None:
+    """Run an agent over a suite with mocked tools; every finished case run is stored at once."""
+    from app.cli import _environment_error, _fail, _settings
+    from app.runner.progress import RunProgress
+    from app.runner.session import RunRequest, run_agent
+
+    request = RunRequest(agent=agent, suite_path=suite, model=model, base_url=base_url, trials=trials,
+                         faults=faults, sweep=sweep_errors, sweep_kind=sweep_kind, concurrency=concurrency,
+                         run_name=run_name, resume=resume, shard=shard, max_steps=max_steps, system=system,
+                         temperature=temperature, timeout=timeout, attempts=attempts, seed=seed, sim_rates=sim_rates)
+    console = Console(stderr=True, soft_wrap=True)
+    try:
+        outcome = run_agent(_settings(db), request, progress=RunProgress)
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise _environment_error(exc) from None
+    s = outcome.summary
+    state = "finished" if outcome.finished else "open (run again with --resume to complete it)"
+    console.print(Text(
+        f"run {outcome.run_id} ({outcome.run_name}): stored {s.stored} of {outcome.planned} case runs, "
+        f"{s.failed} failed, {s.agent_errors} agent errors, {s.infra_errors} infrastructure errors, "
+        f"{s.duplicates} stored already; {outcome.retries} endpoint retries; {s.elapsed:.1f} s; run {state}"))
+    if s.infra_errors:
+        raise typer.Exit(code=3)

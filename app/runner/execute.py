@@ -1,0 +1,158 @@
+"""Run work items concurrently and store each finished trajectory at once.
+
+N workers run case items through the agent; one writer stores what they
+finish, in its own transaction per batch of whatever is ready, so a crash or
+Ctrl-C loses nothing already finished. A model endpoint that keeps failing
+makes an infrastructure error (stored apart, retried by ``--resume``); an
+endpoint that refuses the request (a bad key, an unknown model) stops the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.core.errors import InfrastructureError
+from app.core.records import Trajectory
+from app.core.runner import AGENT_ERROR, arun_case
+from app.core.scoring import Scorer
+from app.core.suite import Case, Suite
+from app.runner.work import WorkItem
+from app.store import ingest
+from app.store.db import session_scope
+from app.store.errors import Conflict
+from app.store.infra import clear_infra_error, record_infra_error
+
+
+class AgentFactory(Protocol):
+    label: str
+
+    def for_case(self, case: Case, trial: int, variant: str = "") -> Callable[..., Any]: ...
+
+
+@dataclass
+class RunSummary:
+    total: int
+    stored: int = 0
+    failed: int = 0  # stored trajectories that did not pass
+    agent_errors: int = 0  # the agent raised (stored, stopped="agent_error")
+    infra_errors: int = 0  # the endpoint kept failing (not stored as trajectories)
+    duplicates: int = 0  # stored already (another shard, or the same experiment twice)
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def done(self) -> int:
+        return self.stored + self.infra_errors + self.duplicates
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+Listener = Callable[[RunSummary], None]
+
+UNKNOWN_KEY = "*"  # an infrastructure error of an item whose fault chance would have decided
+
+
+def infra_key(item: WorkItem) -> str:
+    return UNKNOWN_KEY if item.key is None else item.key
+
+
+class _Writer:
+    """Stores finished trajectories (and infrastructure errors) for one run."""
+
+    def __init__(self, factory: sessionmaker[Session], run_id: int, suite: Suite, summary: RunSummary):
+        self.factory = factory
+        self.run_id = run_id
+        self.scorer = Scorer(suite)
+        self.summary = summary
+
+    def store(self, batch: list[tuple[WorkItem, Trajectory | InfrastructureError]]) -> None:
+        trajs = [(item, r) for item, r in batch if isinstance(r, Trajectory)]
+        errors = [(item, r) for item, r in batch if not isinstance(r, Trajectory)]
+        if trajs:
+            try:
+                self._store([t for _, t in trajs])
+            except Conflict:
+                for _, t in trajs:  # one by one: keep what is new, count what is there already
+                    try:
+                        self._store([t])
+                    except Conflict:
+                        self.summary.duplicates += 1
+        for item, exc in errors:
+            with session_scope(self.factory, write=True) as session:
+                record_infra_error(session, self.run_id, item.case.id, item.trial, infra_key(item), str(exc))
+            self.summary.infra_errors += 1
+
+    def _store(self, trajs: list[Trajectory]) -> None:
+        with session_scope(self.factory, write=True) as session:
+            run = ingest.get_run_row(session, self.run_id)
+            ingest.add_trajectories(session, run=run, scorer=self.scorer, trajectories=trajs)
+            for t in trajs:
+                clear_infra_error(session, self.run_id, t.case_id, t.trial, ingest.fault_key(t))
+        self.summary.stored += len(trajs)
+        self.summary.failed += sum(1 for t in trajs if not self.scorer.score(t).passed)
+        self.summary.agent_errors += sum(1 for t in trajs if t.stopped == AGENT_ERROR)
+
+
+async def execute(
+    factory: AgentFactory,
+    suite: Suite,
+    items: list[WorkItem],
+    *,
+    sessions: sessionmaker[Session],
+    run_id: int,
+    concurrency: int = 4,
+    listener: Listener | None = None,
+) -> RunSummary:
+    """Run ``items`` with ``concurrency`` in flight; returns the tally. An
+    EndpointRejected (or any error that is not the agent's) stops the run
+    after storing everything finished so far."""
+    summary = RunSummary(total=len(items))
+    writer = _Writer(sessions, run_id, suite, summary)
+    queue: asyncio.Queue[tuple[WorkItem, Trajectory | InfrastructureError] | None] = asyncio.Queue()
+    pending: Iterator[WorkItem] = iter(items)
+
+    async def work() -> None:
+        for item in pending:  # workers share one iterator: each item runs once
+            agent = factory.for_case(item.case, item.trial, item.variant)
+            try:
+                result: Trajectory | InfrastructureError = await arun_case(
+                    agent, suite, item.case, trial=item.trial, faults=item.faults, record_crash=True)
+            except InfrastructureError as exc:
+                result = exc
+            await queue.put((item, result))
+
+    async def write() -> None:
+        done = False
+        while not done:
+            first = await queue.get()
+            batch = [] if first is None else [first]
+            done = first is None
+            while not queue.empty():  # whatever else is ready goes in the same transaction
+                nxt = queue.get_nowait()
+                if nxt is None:
+                    done = True
+                else:
+                    batch.append(nxt)
+            if batch:
+                await asyncio.to_thread(writer.store, batch)
+                if listener is not None:
+                    listener(summary)
+
+    writer_task = asyncio.create_task(write())
+    workers = [asyncio.create_task(work()) for _ in range(max(1, min(concurrency, len(items) or 1)))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        queue.put_nowait(None)  # the writer stores what is queued, then stops
+        await asyncio.shield(writer_task)
+    return summary

@@ -1,0 +1,238 @@
+"""One ``toollens run`` invocation: create, join (``--shard``) or resume a
+run, work out what is missing, run it, and finish the run when it is whole."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.agents import SameAgent, load_callable
+from app.agents.anthropic_messages import AnthropicAgent
+from app.agents.openai_chat import OpenAIChatAgent
+from app.agents.retry import RetryPolicy
+from app.agents.simulated import SimRates, SimulatedAgent
+from app.core.errors import ToolLensError
+from app.core.records import FAULT_KINDS
+from app.core.router import FaultPlan
+from app.core.suite import Suite, load_suite_document, parse_suite
+from app.runner.execute import AgentFactory, Listener, RunSummary, execute
+from app.runner.work import WorkItem, in_shard, parse_shard, plan_work, still_missing
+from app.settings import Settings
+from app.store import ingest
+from app.store.db import make_sessionmaker, session_scope
+from app.store.errors import Conflict
+from app.store.importer import open_store
+from app.store.infra import infra_errors
+from app.store.models import Run
+
+WORK_KEYS = ("trials", "faults", "sweep", "sweep_kind")  # what decides the work list: fixed for a run's life
+AGENT_KEYS = ("agent", "model", "base_url", "max_steps", "system", "temperature", "seed", "sim_rates")
+
+
+class RunSetupError(ToolLensError):
+    """The run cannot start as asked (bad options, a name taken, a mismatch)."""
+
+
+@dataclass
+class RunRequest:
+    """What ``toollens run`` was asked; ``config()`` is what the run keeps."""
+
+    agent: str = "simulated"
+    suite_path: Path | None = None
+    model: str = ""
+    base_url: str | None = None
+    trials: int = 1
+    faults: str | None = None
+    sweep: bool = False
+    sweep_kind: str = "http_503"
+    concurrency: int = 4
+    run_name: str | None = None
+    resume: str | None = None
+    shard: str | None = None
+    max_steps: int = 12
+    system: str | None = None
+    temperature: float | None = None
+    timeout: float = 60.0
+    attempts: int = 5
+    backoff: float = 0.5
+    seed: int = 0
+    sim_rates: str = ""
+    suite_document: dict[str, Any] | None = field(default=None, repr=False)  # instead of suite_path
+
+    def config(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {k: data[k] for k in (*WORK_KEYS, *AGENT_KEYS)}
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    run_name: str
+    planned: int  # items of this invocation (its shard), before skipping what is stored
+    summary: RunSummary
+    finished: bool
+    retries: int = 0
+
+
+def build_factory(request: RunRequest, suite: Suite) -> AgentFactory:
+    """The agent the request names, as a per-case factory."""
+    kind = request.agent
+    retry = RetryPolicy(attempts=request.attempts, base=request.backoff)
+    if kind == "simulated":
+        try:
+            rates = SimRates.parse(request.sim_rates)
+        except ValueError as exc:
+            raise RunSetupError(f"--sim-rates: {exc}") from None
+        return SimulatedAgent(suite.toolset, rates=rates, seed=request.seed)
+    if kind in ("openai", "anthropic"):
+        if not request.model:
+            raise RunSetupError(f"--agent {kind} needs --model")
+        cls = OpenAIChatAgent if kind == "openai" else AnthropicAgent
+        agent = cls(model=request.model, base_url=request.base_url, system=request.system,
+                    max_steps=request.max_steps, temperature=request.temperature, timeout=request.timeout,
+                    retry=retry)
+        return SameAgent(agent, kind)
+    return SameAgent(load_callable(kind), kind)
+
+
+def _retries(factory: AgentFactory) -> int:
+    agent = getattr(factory, "agent", None)
+    retry = getattr(agent, "retry", None)
+    return retry.retries if isinstance(retry, RetryPolicy) else 0
+
+
+def _default_name(request: RunRequest, suite: Suite) -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+    who = request.model or request.agent.replace(":", ".")
+    return f"{suite.name}-{who}-{stamp}"[:200]
+
+
+def _open_run(session: Session, request: RunRequest) -> tuple[Run, dict[str, Any]]:
+    """The run this invocation writes to, and the document of its suite."""
+    if request.resume:
+        run = ingest.find_run(session, request.resume)
+        document = ingest.get_suite_row(session, run.suite_id).document
+        return run, document
+    if request.suite_document is not None:
+        document = request.suite_document
+    elif request.suite_path is not None:
+        document = load_suite_document(request.suite_path)
+    else:
+        raise RunSetupError("give a SUITE file, or --resume RUN")
+    suite = parse_suite(document, path=str(request.suite_path or "suite"))
+    suite_row = ingest.ensure_suite(session, document)
+    name = request.run_name or _default_name(request, suite)
+    existing = session.scalar(select(Run).where(Run.name == name))
+    if existing is None:
+        run = ingest.create_run(session, name=name, suite_row=suite_row, agent=_agent_label(request),
+                                model=request.model or _model_label(request), config=request.config())
+        session.flush()
+        return run, document
+    if not request.shard:
+        raise RunSetupError(f"a run named {name!r} exists already: --resume {name} continues it")
+    if existing.suite_id != suite_row.id:
+        raise RunSetupError(f"run {name!r} was started with another suite")
+    _check_same(existing.config, request.config(), WORK_KEYS + AGENT_KEYS, name)
+    return existing, document
+
+
+def _agent_label(request: RunRequest) -> str:
+    return request.agent if request.agent in ("openai", "anthropic", "simulated") else f"python {request.agent}"
+
+
+def _model_label(request: RunRequest) -> str:
+    return f"simulated (seed {request.seed})" if request.agent == "simulated" else ""
+
+
+def _check_same(stored: dict[str, Any], given: dict[str, Any], keys: tuple[str, ...], name: str) -> None:
+    for key in keys:
+        if stored.get(key) != given.get(key):
+            raise RunSetupError(f"run {name!r} was started with {key}={stored.get(key)!r}, not {given.get(key)!r}")
+
+
+def _resumed_request(request: RunRequest, config: dict[str, Any]) -> RunRequest:
+    """A resumed run runs the work and the agent it was started with; only
+    how (concurrency, timeouts, retries, sharding) may change."""
+    known = {k: config[k] for k in (*WORK_KEYS, *AGENT_KEYS) if k in config}
+    return RunRequest(**{**asdict(request), **known, "suite_document": None})
+
+
+def prepare(sessions: sessionmaker[Session], request: RunRequest) -> tuple[int, str, Suite, RunRequest,
+                                                                             list[WorkItem], list[WorkItem]]:
+    """Open the run; return its id and name, the suite, the effective request,
+    every item of the run, and the items this invocation still has to run."""
+    with session_scope(sessions, write=True) as session:
+        run, document = _open_run(session, request)
+        if request.resume:
+            request = _resumed_request(request, run.config or {})
+        run_id, run_name = run.id, run.name
+        stored = ingest.stored_keys(session, run_id)
+    suite = parse_suite(document, path="suite")
+    try:
+        faults = FaultPlan.parse(request.faults) if request.faults else None
+    except ToolLensError as exc:
+        raise RunSetupError(f"--faults: {exc}") from None
+    if request.trials < 1:
+        raise RunSetupError("--trials must be at least 1")
+    if request.sweep_kind not in FAULT_KINDS:
+        raise RunSetupError(f"--sweep-kind {request.sweep_kind!r} is not a fault kind ({', '.join(FAULT_KINDS)})")
+    everything = plan_work(suite, trials=request.trials, faults=faults, sweep=request.sweep,
+                           sweep_kind=request.sweep_kind)
+    mine = everything
+    if request.shard:
+        index, count = parse_shard(request.shard)
+        mine = [item for item in everything if in_shard(item, index, count)]
+    return run_id, run_name, suite, request, everything, still_missing(mine, stored)
+
+
+def run_agent(settings: Settings, request: RunRequest, *,
+              progress: Callable[[str, int], Any] | None = None) -> RunOutcome:
+    """Run (or resume, or join as a shard) and store every finished case run.
+
+    ``progress(title, total)`` may return a context manager with an
+    ``update(summary)`` method (the rich bar of the CLI)."""
+    engine = open_store(settings)
+    sessions = make_sessionmaker(engine)
+    try:
+        run_id, run_name, suite, request, everything, todo = prepare(sessions, request)
+        factory = build_factory(request, suite)
+        with session_scope(sessions, write=True) as session:
+            run = ingest.get_run_row(session, run_id)
+            if todo and run.status == "finished":
+                run.status, run.finished_at = "running", None  # infrastructure errors left to retry
+        summary = _execute(factory, suite, todo, sessions, run_id, request.concurrency, run_name, progress)
+        finished = _finish_if_whole(sessions, run_id, everything)
+        return RunOutcome(run_id, run_name, len(todo), summary, finished, _retries(factory))
+    finally:
+        engine.dispose()
+
+
+def _execute(factory: AgentFactory, suite: Suite, todo: list[WorkItem], sessions: sessionmaker[Session],
+             run_id: int, concurrency: int, title: str, progress: Callable[[str, int], Any] | None) -> RunSummary:
+    if progress is None:
+        return asyncio.run(execute(factory, suite, todo, sessions=sessions, run_id=run_id, concurrency=concurrency))
+    with progress(title, len(todo)) as bar:
+        listener: Listener = bar.update
+        return asyncio.run(execute(factory, suite, todo, sessions=sessions, run_id=run_id,
+                                   concurrency=concurrency, listener=listener))
+
+
+def _finish_if_whole(sessions: sessionmaker[Session], run_id: int, everything: list[WorkItem]) -> bool:
+    """Close the run once every item of every shard is stored and no
+    infrastructure error is left."""
+    with session_scope(sessions, write=True) as session:
+        stored = ingest.stored_keys(session, run_id)
+        if still_missing(everything, stored) or infra_errors(session, run_id, limit=1):
+            return False
+        try:
+            ingest.finish_run(session, run_id)
+        except Conflict:  # pragma: no cover - finishing is idempotent
+            pass
+    return True

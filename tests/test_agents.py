@@ -1,0 +1,162 @@
+"""The OpenAI-compatible and Anthropic tool loops, through the real SDK
+clients over HTTP against scripted fake endpoints on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.agents.anthropic_messages import AnthropicAgent
+from app.agents.openai_chat import OpenAIChatAgent
+from app.agents.retry import EndpointError, EndpointRejected, RetryPolicy
+from app.core.records import Trajectory
+from app.core.router import FaultPlan
+from app.core.runner import arun_case
+from app.core.scoring import Scorer
+from app.core.suite import Suite, load_suite
+from tests.fake_llm import FakeLLM, Turn, serve
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+Q = "Hola, mi RUT es 12345678-9. ¿Cuál es mi saldo?"  # case saldo-001
+GOOD = [
+    Turn(calls=[("buscar_cliente", {"rut": "12345678-9"})]),
+    Turn(calls=[("ver_saldo", {"id": 8812})]),
+    Turn(text="Tu saldo es $142.900"),
+]
+
+
+@pytest.fixture(scope="module")
+def suite() -> Suite:
+    return load_suite(EXAMPLES / "suite_v1.yaml")
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[FakeLLM, str]]:
+    app = FakeLLM()
+    with serve(app) as url:
+        yield app, url
+
+
+def _openai(url: str, **kw: object) -> OpenAIChatAgent:
+    kw.setdefault("retry", RetryPolicy(attempts=3, base=0.01))
+    return OpenAIChatAgent(model="fake-model", base_url=f"{url}/v1", api_key="k", **kw)  # type: ignore[arg-type]
+
+
+def _run(agent: object, suite: Suite, case_id: str = "saldo-001", faults: FaultPlan | None = None) -> Trajectory:
+    case = suite.case(case_id)
+    assert case is not None
+    return asyncio.run(arun_case(agent, suite, case, faults=faults))  # type: ignore[arg-type]
+
+
+def test_openai_tool_loop_sends_the_toolset_as_declared_and_records_every_call(fake, suite) -> None:
+    app, url = fake
+    app.scripts[Q] = GOOD
+    traj = _run(_openai(url), suite)
+    assert [(c.name, c.arguments) for c in traj.calls] == [("buscar_cliente", {"rut": "12345678-9"}),
+                                                           ("ver_saldo", {"id": 8812})]
+    assert traj.answer == "Tu saldo es $142.900" and traj.stopped is None
+    assert len(app.requests) == 3
+    assert app.requests[0]["tools"] == suite.toolset.openai_tools()  # the contract, word for word
+    assert app.requests[0]["model"] == "fake-model"
+    tool_msgs = [m for m in app.requests[2]["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_msgs] == ["call_0_0", "call_1_0"]
+    assert json.loads(tool_msgs[1]["content"])["saldo"] == 142900
+    score = Scorer(suite).score(traj)
+    assert score.passed, score.failures
+
+
+def test_several_tool_calls_in_one_message(fake, suite) -> None:
+    app, url = fake
+    q = suite.case("saldo-004").question  # type: ignore[union-attr]
+    app.scripts[q] = [
+        Turn(calls=[("buscar_cliente", {"rut": "12345678-9"}), ("buscar_pedido", {"numero": "PED-12345"})]),
+        Turn(calls=[("ver_saldo", {"id": 8812})]),
+        Turn(text="Saldo $142.900; el pedido PED-12345 está despachado."),
+    ]
+    traj = _run(_openai(url), suite, "saldo-004")
+    assert [c.name for c in traj.calls] == ["buscar_cliente", "buscar_pedido", "ver_saldo"]
+    second = app.requests[1]["messages"]
+    assistant = next(m for m in second if m["role"] == "assistant")
+    assert [c["function"]["name"] for c in assistant["tool_calls"]] == ["buscar_cliente", "buscar_pedido"]
+    assert [m["tool_call_id"] for m in second if m["role"] == "tool"] == ["call_0_0", "call_0_1"]
+    assert Scorer(suite).score(traj).passed
+
+
+def test_arguments_that_are_not_json_are_kept_verbatim_and_fail_the_schema(fake, suite) -> None:
+    app, url = fake
+    app.scripts[Q] = [Turn(calls=[("buscar_cliente", '{"rut": "12345678-9"')]), Turn(text="No pude.")]
+    traj = _run(_openai(url), suite)
+    call = traj.calls[0]
+    assert call.raw_arguments == '{"rut": "12345678-9"' and call.arguments == '{"rut": "12345678-9"'
+    assert call.error is not None and call.error.kind == "schema"
+    assert traj.to_dict()["calls"][0]["arguments"] == '{"rut": "12345678-9"'
+    score = Scorer(suite).score(traj)
+    assert "schema" in score.failures and score.calls[0].schema_error is not None
+
+
+def test_429_then_success_is_retried_and_not_the_agents_failure(fake, suite) -> None:
+    app, url = fake
+    app.scripts[Q] = GOOD
+    app.errors[Q] = [429]
+    agent = _openai(url)
+    traj = _run(agent, suite)
+    assert agent.retry.retries == 1 and app.calls == 4
+    assert Scorer(suite).score(traj).passed
+
+
+def test_repeated_500s_become_an_infrastructure_error(fake, suite) -> None:
+    app, url = fake
+    app.scripts[Q] = GOOD
+    app.errors[Q] = [500, 500, 500]
+    with pytest.raises(EndpointError, match="failed 3 times: InternalServerError 500"):
+        _run(_openai(url), suite)
+    assert app.calls == 3
+
+
+def test_a_hang_past_the_timeout_is_retried_then_an_infrastructure_error(fake, suite) -> None:
+    app, url = fake
+    app.hang_seconds = 3
+    app.errors[Q] = ["hang", "hang"]
+    with pytest.raises(EndpointError, match="APITimeoutError"):
+        _run(_openai(url, timeout=0.3, retry=RetryPolicy(attempts=2, base=0.01)), suite)
+
+
+def test_a_refused_request_stops_at_once(fake, suite) -> None:
+    app, url = fake
+    app.errors[Q] = [401]
+    with pytest.raises(EndpointRejected, match="401"):
+        _run(_openai(url), suite)
+    assert app.calls == 1
+
+
+def test_step_limit_is_recorded(fake, suite) -> None:
+    app, url = fake
+    app.scripts[Q] = [Turn(calls=[("buscar_cliente", {"rut": "12345678-9"})])] * 5
+    traj = _run(_openai(url, max_steps=2), suite)
+    assert traj.stopped == "step_limit" and len(traj.calls) == 2
+    assert traj.to_dict()["stopped"] == "step_limit"
+
+
+def test_anthropic_tool_use_loop_flags_tool_errors(fake, suite) -> None:
+    app, url = fake
+    app.scripts[Q] = [
+        Turn(text="Busco al cliente.", calls=[("buscar_cliente", {"rut": "12345678-9"})]),
+        Turn(calls=[("ver_saldo", {"id": 8812})]),
+        Turn(calls=[("ver_saldo", {"id": 8812})]),
+        Turn(text="Tu saldo es $142.900"),
+    ]
+    agent = AnthropicAgent(model="claude-fake", base_url=url, api_key="k", retry=RetryPolicy(attempts=2, base=0.01))
+    traj = _run(agent, suite, faults=FaultPlan(by_index={1: "http_503"}))
+    assert [c.name for c in traj.calls] == ["buscar_cliente", "ver_saldo", "ver_saldo"]
+    assert app.requests[0]["tools"] == suite.toolset.anthropic_tools()
+    results = [m for m in app.requests[2]["messages"] if m["role"] == "user" and isinstance(m["content"], list)]
+    assert [(r["content"][0]["tool_use_id"], r["content"][0]["is_error"]) for r in results] == [
+        ("toolu_0_0", False), ("toolu_1_0", True)]
+    assistant = app.requests[1]["messages"][1]
+    assert assistant["content"][0] == {"type": "text", "text": "Busco al cliente."}
+    score = Scorer(suite).score(traj)
+    assert score.passed and score.outcome is not None and score.outcome.outcome == "recovered"

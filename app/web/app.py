@@ -16,6 +16,8 @@ from app.store.db import check_schema, make_engine, make_sessionmaker
 from app.web.api import router as api_router
 from app.web.errors import install_error_handlers
 from app.web.limits import BodyLimit
+from app.web.otlp import close_receiver
+from app.web.otlp import router as otlp_router
 from app.web.pages import router as pages_router
 from app.web.state import ComparisonCache, FiguresCache, ScorerCache
 from app.web.templating import STATIC, TEMPLATES, install_filters
@@ -34,6 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        close_receiver(app.state)  # store the spans still buffered
         engine.dispose()
 
     app = FastAPI(title="ToolLens", version=__version__, lifespan=lifespan,
@@ -51,5 +54,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(api_router)
     app.include_router(pages_router)
+    app.include_router(otlp_router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

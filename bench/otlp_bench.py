@@ -1,0 +1,125 @@
+"""OTLP receiver benchmark: the tau-bench sample x N as GenAI spans, sent by
+the real OpenTelemetry SDK (BatchSpanProcessor + OTLP/HTTP protobuf exporter)
+as fast as it goes, to ``toollens serve`` in another process.
+
+Reports spans/s (accepted by the receiver, and stored end to end) and checks
+that every span was stored: one trajectory per trace, one call per
+``execute_tool`` span, the tool errors, and the receiver's own count.
+
+    .venv/bin/python bench/otlp_bench.py [--copies 20] [--db URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
+SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
+sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--copies", type=int, default=20, help="how many times the 100 runs are sent")
+    ap.add_argument("--db", default="", help="database URL (default: a fresh SQLite file)")
+    ap.add_argument("--batch", type=int, default=512, help="the exporter's max_export_batch_size")
+    args = ap.parse_args()
+
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from app.importers import Options, convert
+    from app.importers.otel_replay import replay_openai_messages
+
+    tmp = Path(tempfile.mkdtemp(prefix="otlp-bench-"))
+    db = args.db or f"sqlite:///{tmp / 'bench.db'}"
+    port = free_port()
+    server = subprocess.Popen([str(ROOT / ".venv/bin/toollens"), "serve", "--port", str(port), "--db", db],
+                              stdout=subprocess.DEVNULL, stderr=open(tmp / "serve.log", "w"))  # noqa: SIM115
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                httpx.get(f"{base}/api/health", timeout=1).raise_for_status()
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        suite = convert("tau-bench", TAU, Options(tools=SCHEMAS)).suite
+        run = httpx.post(f"{base}/api/runs", json={"name": "otlp-bench", "suite": suite, "model": "gpt-4o"},
+                         timeout=30)
+        run.raise_for_status()
+        runs = json.loads(TAU.read_text())
+        expected_calls = sum(len(m.get("tool_calls") or []) for r in runs for m in r["traj"]) * args.copies
+        expected_errors = sum(1 for r in runs for m in r["traj"] if m["role"] == "tool"
+                              and str(m["content"]).startswith("Error:")) * args.copies
+
+        provider = TracerProvider(resource=Resource.create({"service.name": "tau-bench-replay"}))
+        exporter = OTLPSpanExporter(endpoint=f"{base}/v1/traces?run=otlp-bench", timeout=30)
+        # a queue that holds the whole burst: the SDK's own default (2048) drops spans
+        # in the client before any server sees them
+        provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=65_536,
+                                                       max_export_batch_size=args.batch, schedule_delay_millis=200))
+        tracer = provider.get_tracer("bench")
+        clock = [1_700_000_000_000_000_000]
+        spans = 0
+        t0 = time.perf_counter()
+        for copy in range(args.copies):
+            for r in runs:
+                spans += replay_openai_messages(tracer, r["traj"], clock=clock, attributes={
+                    "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": copy * 4 + r["trial"],
+                    "toollens.reward": r["reward"]})
+        t_made = time.perf_counter()
+        provider.force_flush(timeout_millis=300_000)
+        t_sent = time.perf_counter()
+        status: dict[str, int] = {}
+        while time.perf_counter() - t_sent < 300:
+            status = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
+            if status["stored_spans"] >= spans or (status["buffered_spans"] == 0 and status["accepted_spans"] >= spans):
+                break
+            time.sleep(0.05)
+        t_stored = time.perf_counter()
+        provider.shutdown()
+        figures = httpx.get(f"{base}/api/runs/{run.json()['id']}/figures", params={"cases_limit": 1}, timeout=60).json()
+    finally:
+        server.terminate()
+        server.wait(30)
+    calls = figures["hallucinated_tools"]["den"]
+    errors = sum(c["count"] for c in figures["reactions"])
+    print(f"spans made by the SDK: {spans} ({args.copies} x {len(runs)} runs) in {t_made - t0:.2f} s")
+    print(f"exported and accepted: {status['accepted_spans']} spans in {t_sent - t0:.2f} s "
+          f"= {status['accepted_spans'] / (t_sent - t0):,.0f} spans/s (refused with 503: "
+          f"{status['refused_requests']} requests)")
+    print(f"stored end to end:     {status['stored_spans']} spans in {t_stored - t0:.2f} s "
+          f"= {status['stored_spans'] / (t_stored - t0):,.0f} spans/s")
+    print(f"trajectories stored: {figures['trajectories']} (expected {len(runs) * args.copies}); calls {calls} "
+          f"(expected {expected_calls}); tool errors {errors} (expected {expected_errors}); "
+          f"pass^1..4 {[figures['pass_hat_k'].get(str(k)) for k in range(1, 5)]}")
+    ok = (status["stored_spans"] == spans and figures["trajectories"] == len(runs) * args.copies
+          and calls == expected_calls and errors == expected_errors)
+    print("every span stored" if ok else "MISSING SPANS")
+    print(f"database: {db.split('?')[0] if args.db else 'SQLite, a fresh file'}; pid {os.getpid()}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

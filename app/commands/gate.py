@@ -1,0 +1,75 @@
+"""``toollens gate``: fail CI when a candidate run regresses against a baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+
+def gate(
+    baseline: Annotated[str, typer.Option("--baseline", help="Baseline run (id or name).")],
+    candidate: Annotated[str, typer.Option("--candidate", help="Candidate run (id or name).")],
+    config: Annotated[Path | None, typer.Option("--config", help="gate.yaml with per-family tolerances.")] = None,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown summary (PR comment).")]
+    = None,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (CI test report).")] = None,
+    db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
+                                           "./toollens.db).")] = None,
+) -> None:
+    """Hallucinated tools and hallucination after error must be zero in the candidate; every other family
+    may not drop by more than its tolerance. Exit 0: passed; 1: regressed; 2: bad input."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.cli import _environment_error, _fail, _settings
+    from app.core.errors import ToolLensError
+    from app.core.gate import GateConfig, load_gate_config
+    from app.core.gate_report import junit as render_junit
+    from app.core.gate_report import markdown as render_markdown
+    from app.store.db import make_sessionmaker, session_scope
+    from app.store.gate import run_gate
+    from app.store.importer import open_store
+
+    try:
+        cfg = load_gate_config(config) if config is not None else GateConfig()
+        engine = open_store(_settings(db))
+        try:
+            with session_scope(make_sessionmaker(engine)) as session:
+                result = run_gate(session, baseline, candidate, cfg)
+        finally:
+            engine.dispose()
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise _environment_error(exc) from None
+    summary = render_markdown(result)
+    try:
+        if markdown is not None:
+            markdown.write_text(summary, encoding="utf-8")
+        if junit is not None:
+            junit.write_text(render_junit(result), encoding="utf-8")
+    except OSError as exc:
+        raise _environment_error(exc) from None
+    console = Console(soft_wrap=True)
+    verdict = "passed" if result.passed else "FAILED"
+    console.print(Text(f"gate {verdict}: {result.baseline.name} -> {result.candidate.name}",
+                       style="bold green" if result.passed else "bold red"))
+    for v in result.families:
+        style = {"regressed": "red", "blocking": "bold red", "n/a": "dim"}.get(v.status, "")
+        console.print(Text(f"  {v.status:9} {v.title}: {v.detail} (allowed: {v.allowed})", style=style))
+    if result.regressed_count:
+        console.print(Text(f"  {result.regressed_count} case trials passed in the baseline and fail in the candidate: "
+                           + ", ".join(f"{c.case_id}#{c.trial}" for c in result.regressed_cases[:10])
+                           + (" …" if result.regressed_count > 10 else "")))
+    if result.blocking_cases:
+        console.print(Text(f"  {len(result.blocking_cases)} blocking case trials: "
+                           + ", ".join(f"{c.case_id}#{c.trial}" for c in result.blocking_cases[:10])))
+    if not result.passed:
+        raise typer.Exit(code=1)
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("gate")(gate)

@@ -1,0 +1,230 @@
+"""The CI gate: a candidate run against a baseline run.
+
+Hallucinated tools and hallucination after an error must be zero in the
+candidate (blocking, SPEC §1: any non-zero value is a bug). Every other
+family may not get worse than the baseline by more than its tolerance.
+The decision is made here from figures the store already holds; rendering
+lives in ``app.core.gate_report``.
+
+``gate.yaml``::
+
+    tolerance:                  # the largest allowed drop, in ratio points (0.02 = 2 points)
+      selection_precision: 0.02
+      selection_recall: 0.02
+      schema_validity: 0.02
+      argument_accuracy: 0.02
+      recovery: 0.05
+      dependency_violations: 0  # extra violations allowed (a count)
+
+Keys left out keep their default; an unknown key is an error. The blocking
+families take no tolerance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.core.errors import ToolLensError
+
+BLOCKING = ("hallucinated_tools", "hallucination_after_error")
+TOLERATED = ("selection_precision", "selection_recall", "schema_validity", "argument_accuracy", "recovery")
+DEFAULT_TOLERANCE: dict[str, float] = {
+    "selection_precision": 0.02,
+    "selection_recall": 0.02,
+    "schema_validity": 0.02,
+    "argument_accuracy": 0.02,
+    "recovery": 0.05,
+}
+DEFAULT_DEPENDENCY_TOLERANCE = 0
+FAMILY_TITLES = {
+    "selection_precision": "F1 selection precision",
+    "selection_recall": "F1 selection recall",
+    "schema_validity": "F2 schema validity",
+    "argument_accuracy": "F2 argument accuracy",
+    "hallucinated_tools": "F3 hallucinated tools",
+    "recovery": "F4 recovery",
+    "hallucination_after_error": "F4 hallucination after error",
+    "dependency_violations": "F5 dependency violations",
+}
+# which family a case failure belongs to (SPEC §5 failure names)
+FAILURE_FAMILY = {
+    "selection": "selection_precision",
+    "arguments": "argument_accuracy",
+    "schema": "schema_validity",
+    "hallucinated_tool": "hallucinated_tools",
+    "dependency": "dependency_violations",
+    "recovery_hallucinated": "hallucination_after_error",
+    "recovery_confused": "recovery",
+    "forbidden_call": "effects",
+    "state": "effects",
+}
+
+
+class GateConfigError(ToolLensError):
+    """A gate.yaml that cannot be used."""
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
+    dependency_violations: int = DEFAULT_DEPENDENCY_TOLERANCE
+
+
+def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
+    """Read the documented shape; anything else names the key at fault."""
+    if raw is None:
+        return GateConfig()
+    if not isinstance(raw, Mapping) or set(raw) - {"tolerance"}:
+        extra = sorted(set(raw) - {"tolerance"}) if isinstance(raw, Mapping) else []
+        raise GateConfigError(f"{path}: expected a mapping with 'tolerance'" + (f" (unknown: {', '.join(extra)})"
+                                                                               if extra else ""))
+    given = raw.get("tolerance") or {}
+    if not isinstance(given, Mapping):
+        raise GateConfigError(f"{path}: tolerance: must map a family to its allowed drop")
+    tolerance = dict(DEFAULT_TOLERANCE)
+    deps = DEFAULT_DEPENDENCY_TOLERANCE
+    for key, value in given.items():
+        if key in BLOCKING:
+            raise GateConfigError(f"{path}: tolerance.{key}: a blocking family must be zero; it takes no tolerance")
+        if key == "dependency_violations":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise GateConfigError(f"{path}: tolerance.{key}: a count of extra violations (integer >= 0)")
+            deps = value
+        elif key in TOLERATED:
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
+                raise GateConfigError(f"{path}: tolerance.{key}: a drop in ratio points between 0 and 1")
+            tolerance[str(key)] = float(value)
+        else:
+            raise GateConfigError(f"{path}: tolerance.{key}: unknown family (known: "
+                                  f"{', '.join([*TOLERATED, 'dependency_violations'])})")
+    return GateConfig(tolerance=tolerance, dependency_violations=deps)
+
+
+def load_gate_config(path: str | Path) -> GateConfig:
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GateConfigError(f"{p}: file not found") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise GateConfigError(f"{p}: cannot read: {exc}") from None
+    return parse_gate_config(raw, path=str(p))
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What the gate reads of a run: its family ratios and violation count."""
+
+    ref: str
+    name: str
+    id: int
+    toolset: str
+    toolset_version: str
+    toolset_label: str
+    suite: str
+    trajectories: int
+    families: dict[str, tuple[int, int]]  # family -> (num, den)
+    dependency_violations: int
+
+
+@dataclass(frozen=True)
+class CaseRef:
+    case_id: str
+    trial: int
+    fault: str
+    failures: tuple[str, ...]
+    trajectory_id: int | None = None
+
+    @property
+    def families(self) -> list[str]:
+        return sorted({FAILURE_FAMILY.get(f, f) for f in self.failures})
+
+
+@dataclass(frozen=True)
+class FamilyVerdict:
+    family: str
+    baseline: tuple[int, int] | int
+    candidate: tuple[int, int] | int
+    delta: float | None  # candidate - baseline (rate, or count for dependency violations)
+    allowed: str
+    status: str  # "pass" | "regressed" | "blocking" | "n/a"
+    detail: str
+
+    @property
+    def title(self) -> str:
+        return FAMILY_TITLES.get(self.family, self.family)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    baseline: RunFigures
+    candidate: RunFigures
+    families: list[FamilyVerdict]
+    regressed_cases: list[CaseRef]  # passed in the baseline, fail in the candidate
+    blocking_cases: list[CaseRef]  # candidate trajectories with a blocking failure
+    regressed_count: int
+    shared_cases: int
+    notes: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return all(f.status in ("pass", "n/a") for f in self.families)
+
+    @property
+    def failed_families(self) -> list[FamilyVerdict]:
+        return [f for f in self.families if f.status in ("regressed", "blocking")]
+
+
+def _rate(r: tuple[int, int]) -> float | None:
+    return None if r[1] == 0 else r[0] / r[1]
+
+
+def _pct(r: tuple[int, int]) -> str:
+    rate = _rate(r)
+    return f"{r[0]}/{r[1]} (n/a)" if rate is None else f"{r[0]}/{r[1]} ({100 * rate:.1f}%)"
+
+
+def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfig, *,
+                  regressed_cases: Sequence[CaseRef] = (), blocking_cases: Sequence[CaseRef] = (),
+                  regressed_count: int | None = None, shared_cases: int = 0) -> GateResult:
+    """Decide family by family; the cases are reported, the families decide."""
+    verdicts: list[FamilyVerdict] = []
+    for fam in BLOCKING:
+        b, c = baseline.families[fam], candidate.families[fam]
+        rb, rc = _rate(b), _rate(c)
+        verdicts.append(FamilyVerdict(
+            fam, b, c, None if rb is None or rc is None else rc - rb, "must be 0",
+            "blocking" if c[0] > 0 else "pass", f"{_pct(c)} in the candidate: must be zero" if c[0] else "zero"))
+    for fam in TOLERATED:
+        b, c = baseline.families[fam], candidate.families[fam]
+        rb, rc = _rate(b), _rate(c)
+        tol = config.tolerance[fam]
+        allowed = f"drop <= {100 * tol:.1f} pts"
+        if rb is None or rc is None:
+            verdicts.append(FamilyVerdict(fam, b, c, None, allowed, "n/a",
+                                          "no denominator in " + ("the baseline" if rb is None else "the candidate")))
+            continue
+        delta = rc - rb
+        regressed = delta < -tol - 1e-12
+        detail = f"{_pct(b)} -> {_pct(c)}: {100 * delta:+.1f} pts"
+        verdicts.append(FamilyVerdict(fam, b, c, delta, allowed, "regressed" if regressed else "pass", detail))
+    bd, cd = baseline.dependency_violations, candidate.dependency_violations
+    verdicts.append(FamilyVerdict(
+        "dependency_violations", bd, cd, float(cd - bd), f"increase <= {config.dependency_violations}",
+        "regressed" if cd - bd > config.dependency_violations else "pass", f"{bd} -> {cd} violations"))
+    notes = []
+    if baseline.suite != candidate.suite:
+        notes.append(f"the runs used different suites ({baseline.suite} and {candidate.suite}); "
+                     f"{shared_cases} case trials in common")
+    if baseline.toolset_version != candidate.toolset_version:
+        notes.append(f"toolset version changed: {baseline.toolset_label or baseline.toolset_version[:8]} -> "
+                     f"{candidate.toolset_label or candidate.toolset_version[:8]}")
+    return GateResult(baseline=baseline, candidate=candidate, families=verdicts,
+                      regressed_cases=list(regressed_cases), blocking_cases=list(blocking_cases),
+                      regressed_count=len(regressed_cases) if regressed_count is None else regressed_count,
+                      shared_cases=shared_cases, notes=notes)

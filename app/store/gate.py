@@ -1,0 +1,57 @@
+"""What the CI gate reads from the store: the two runs' stored figures and
+the cases that regressed (from the comparison), never recomputed."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.gate import BLOCKING, CaseRef, GateConfig, GateResult, RunFigures, evaluate_gate
+from app.store.compare import compare_runs
+from app.store.errors import NotFound
+from app.store.ingest import find_run
+from app.store.models import TrajectoryRow
+from app.store.queries import get_run, list_trajectories
+from app.store.views import RunPublic
+
+BLOCKING_FAILURES = {"hallucinated_tools": "hallucinated_tool", "hallucination_after_error": "recovery_hallucinated"}
+MAX_CASES = 200
+
+
+def _figures(ref: str, run: RunPublic) -> RunFigures:
+    return RunFigures(ref=ref, name=run.name, id=run.id, toolset=run.toolset, toolset_version=run.toolset_version,
+                      toolset_label=run.toolset_label, suite=run.suite, trajectories=run.trajectories,
+                      families={f: (r.num, r.den) for f, r in run.families.items()},
+                      dependency_violations=run.dependency_violations)
+
+
+def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: GateConfig) -> GateResult:
+    """Gate ``candidate_ref`` against ``baseline_ref`` (ids or names).
+    Raises NotFound for an unknown run or one without trajectories."""
+    base_row, cand_row = find_run(session, baseline_ref), find_run(session, candidate_ref)
+    base, cand = get_run(session, base_row.id), get_run(session, cand_row.id)
+    for ref, run in ((baseline_ref, base), (candidate_ref, cand)):
+        if run.trajectories == 0:
+            raise NotFound(f"run {ref!r} has no trajectories: nothing to gate on")
+    comparison = compare_runs(session, base.id, cand.id, limit=MAX_CASES)
+    regressed = [f for f in comparison.flipped if f.a_passed and not f.b_passed]
+    failures: dict[int, list[str]] = dict(session.execute(select(TrajectoryRow.id, TrajectoryRow.failures).where(
+        TrajectoryRow.id.in_([f.b_trajectory for f in regressed]))).all()) if regressed else {}
+    regressed_cases = [CaseRef(case_id=f.case_id, trial=f.trial, fault=f.fault,
+                               failures=tuple(failures.get(f.b_trajectory) or ()), trajectory_id=f.b_trajectory)
+                       for f in regressed]
+    blocking: dict[int, CaseRef] = {}
+    for family in BLOCKING:
+        page = list_trajectories(session, cand.id, failure=BLOCKING_FAILURES[family], limit=MAX_CASES)
+        for t in page.data:
+            blocking[t.id] = CaseRef(case_id=t.case_id, trial=t.trial,
+                                     fault="" if not t.fault else f"{t.fault.get('step')}:{t.fault.get('kind')}",
+                                     failures=tuple(t.failures), trajectory_id=t.id)
+    return evaluate_gate(_figures(baseline_ref, base), _figures(candidate_ref, cand), config,
+                         regressed_cases=regressed_cases,
+                         blocking_cases=sorted(blocking.values(), key=lambda c: c.trajectory_id or 0),
+                         regressed_count=comparison.mcnemar.passed_only_a if comparison.mcnemar else len(regressed),
+                         shared_cases=comparison.shared_cases)
+
+
+__all__ = ["NotFound", "run_gate"]

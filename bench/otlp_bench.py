@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=20, help="how many times the 100 runs are sent")
     ap.add_argument("--db", default="", help="database URL (default: a fresh SQLite file)")
     ap.add_argument("--batch", type=int, default=512, help="the exporter's max_export_batch_size")
+    ap.add_argument("--senders", type=int, default=2, help="concurrent clients in the receiver-only phase")
     args = ap.parse_args()
 
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -100,6 +101,7 @@ def main() -> None:
         t_stored = time.perf_counter()
         provider.shutdown()
         figures = httpx.get(f"{base}/api/runs/{run.json()['id']}/figures", params={"cases_limit": 1}, timeout=60).json()
+        receiver = receiver_only(base, suite, runs, args.copies, args.batch, args.senders)
     finally:
         server.terminate()
         server.wait(30)
@@ -117,8 +119,72 @@ def main() -> None:
     ok = (status["stored_spans"] == spans and figures["trajectories"] == len(runs) * args.copies
           and calls == expected_calls and errors == expected_errors)
     print("every span stored" if ok else "MISSING SPANS")
+    print(f"receiver only ({args.senders} clients posting the same spans, pre-encoded by the SDK's encoder, "
+          f"{args.batch} per request): {receiver['spans']} spans accepted in {receiver['accepted_s']:.2f} s = "
+          f"{receiver['spans'] / receiver['accepted_s']:,.0f} spans/s; all stored after {receiver['stored_s']:.2f} s "
+          f"= {receiver['spans'] / receiver['stored_s']:,.0f} spans/s; stored {receiver['stored']} "
+          f"({'every span' if receiver['stored'] == receiver['spans'] else 'MISSING SPANS'}), "
+          f"503 answers {receiver['refused']}")
+    ok = ok and receiver["stored"] == receiver["spans"]
     print(f"database: {db.split('?')[0] if args.db else 'SQLite, a fresh file'}; pid {os.getpid()}")
     sys.exit(0 if ok else 1)
+
+
+def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, object]], copies: int, batch: int,
+                  senders: int) -> dict[str, float]:
+    """The receiver's own capacity: export requests encoded beforehand (with the
+    SDK's encoder, as its exporter sends them), posted by concurrent clients."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from app.importers.otel_replay import replay_openai_messages
+
+    httpx.post(f"{base}/api/runs", json={"name": "otlp-bench-receiver", "suite": suite}, timeout=30).raise_for_status()
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("bench")
+    clock = [1_700_000_000_000_000_000]
+    for copy in range(copies):
+        for r in runs:
+            replay_openai_messages(tracer, r["traj"], clock=clock, attributes={  # type: ignore[arg-type]
+                "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": copy * 4 + int(r["trial"]),  # type: ignore[call-overload]
+                "toollens.reward": r["reward"]})  # type: ignore[dict-item]
+    spans = memory.get_finished_spans()
+    bodies = [encode_spans(spans[i:i + batch]).SerializeToString() for i in range(0, len(spans), batch)]
+    before = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
+    refused = 0
+
+    def send(chunk: list[bytes]) -> int:
+        n = 0
+        with httpx.Client(timeout=60) as client:
+            for body in chunk:
+                while True:
+                    r = client.post(f"{base}/v1/traces?run=otlp-bench-receiver", content=body,
+                                    headers={"content-type": "application/x-protobuf"})
+                    if r.status_code != 503:
+                        r.raise_for_status()
+                        break
+                    n += 1
+                    time.sleep(float(r.headers.get("retry-after", "1")))
+        return n
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(senders) as pool:
+        refused = sum(pool.map(send, [bodies[i::senders] for i in range(senders)]))
+    accepted_s = time.perf_counter() - t0
+    status = before
+    while time.perf_counter() - t0 < 300:
+        status = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
+        if status["stored_spans"] - before["stored_spans"] >= len(spans):
+            break
+        time.sleep(0.05)
+    return {"spans": len(spans), "accepted_s": accepted_s, "stored_s": time.perf_counter() - t0,
+            "stored": status["stored_spans"] - before["stored_spans"], "refused": refused}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,187 @@
+"""``toollens run``: the work list, shards, resume, infrastructure errors,
+and a run killed midway (SIGKILL) then resumed, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from app.core.router import FaultPlan
+from app.core.suite import load_suite
+from app.runner.session import RunRequest, RunSetupError, run_agent
+from app.runner.work import ShardSpecError, in_shard, parse_shard, plan_work, predicted_fault_key, still_missing
+from app.settings import Settings
+from app.store.db import make_engine, make_sessionmaker, session_scope
+from app.store.infra import infra_errors
+from app.store.models import Run, TrajectoryRow
+from tests.fake_llm import FakeLLM, Turn, serve
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = ROOT / "examples" / "suite_v1.yaml"
+CASES = 18
+SWEEP_ITEMS = 32  # one per expected step of the 18 cases
+
+
+def _settings(url: str) -> Settings:
+    return Settings(database_url=url)
+
+
+def _rows(url: str, run_name: str) -> list[tuple[str, int, str]]:
+    engine = make_engine(url)
+    try:
+        with session_scope(make_sessionmaker(engine)) as s:
+            run_id = s.scalar(select(Run.id).where(Run.name == run_name))
+            return [tuple(r) for r in s.execute(  # type: ignore[misc]
+                select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key)
+                .where(TrajectoryRow.run_id == run_id))]
+    finally:
+        engine.dispose()
+
+
+# -- the work list -------------------------------------------------------------
+
+
+def test_plan_counts_trials_and_the_sweep() -> None:
+    suite = load_suite(SUITE)
+    items = plan_work(suite, trials=3, sweep=True)
+    assert len(items) == CASES * 3 + SWEEP_ITEMS
+    assert sum(1 for i in items if i.variant.startswith("sweep:")) == SWEEP_ITEMS
+    sweep = [i for i in items if i.case.id == "saldo-001" and i.variant]
+    assert [(i.trial, i.key) for i in sweep] == [(0, "0:http_503"), (0, "1:http_503")]
+
+
+def test_predicted_fault_keys() -> None:
+    assert predicted_fault_key(None) == ""
+    assert predicted_fault_key(FaultPlan(by_index={2: "timeout", 1: "http_429"})) == "1:http_429"
+    assert predicted_fault_key(FaultPlan(probability=0.2)) is None
+    assert predicted_fault_key(FaultPlan(by_tool={"ver_saldo": "http_500"})) is None
+
+
+def test_shards_partition_the_work() -> None:
+    items = plan_work(load_suite(SUITE), trials=2, sweep=True)
+    slices = [[i for i in items if in_shard(i, k, 3)] for k in (1, 2, 3)]
+    assert sorted(len(s) for s in slices) != [0, 0, len(items)]
+    assert sum(len(s) for s in slices) == len(items)
+    assert {id(i) for s in slices for i in s} == {id(i) for i in items}
+    assert parse_shard("2/3") == (2, 3)
+    for bad in ("0/3", "4/3", "x/3", "3"):
+        with pytest.raises(ShardSpecError, match="--shard"):
+            parse_shard(bad)
+
+
+def test_still_missing_with_chance_decided_faults() -> None:
+    suite = load_suite(SUITE)
+    items = plan_work(suite, trials=2, faults=FaultPlan(probability=0.5, seed=3), sweep=True)
+    stored = {("saldo-001", 0, "1:http_503"), ("saldo-001", 1, "")}  # a sweep item, and trial 1 (no fault drawn)
+    left = still_missing(items, stored)
+    assert len(left) == len(items) - 2
+    assert all(not (i.case.id == "saldo-001" and (i.trial, i.variant) == (1, "")) for i in left)
+    # trial 0's only stored trajectory is the sweep's: the plain trial 0 is still missing
+    assert any(i.case.id == "saldo-001" and (i.trial, i.variant) == (0, "") for i in left)
+
+
+# -- runs in the store -----------------------------------------------------------
+
+
+def test_simulated_run_stores_every_case_run_and_resume_adds_nothing(db_url: str) -> None:
+    settings = _settings(db_url)
+    out = run_agent(settings, RunRequest(agent="simulated", suite_path=SUITE, trials=2, sweep=True,
+                                         run_name="sim", concurrency=8))
+    assert out.finished and out.planned == CASES * 2 + SWEEP_ITEMS
+    assert out.summary.stored == out.planned and out.summary.infra_errors == 0
+    rows = _rows(db_url, "sim")
+    assert len(rows) == len(set(rows)) == out.planned
+    again = run_agent(settings, RunRequest(resume="sim"))
+    assert again.planned == 0 and again.summary.stored == 0 and again.finished
+    with pytest.raises(RunSetupError, match="exists already: --resume sim"):
+        run_agent(settings, RunRequest(agent="simulated", suite_path=SUITE, run_name="sim"))
+
+
+def test_the_same_seed_gives_the_same_trajectories(tmp_path: Path) -> None:
+    answers = []
+    for n in (1, 2):
+        url = f"sqlite:///{tmp_path / f'{n}.db'}"
+        run_agent(_settings(url), RunRequest(agent="simulated", suite_path=SUITE, run_name="r", seed=4))
+        engine = make_engine(url)
+        with session_scope(make_sessionmaker(engine)) as s:
+            answers.append(list(s.execute(select(TrajectoryRow.case_id, TrajectoryRow.answer, TrajectoryRow.passed)
+                                          .order_by(TrajectoryRow.case_id))))
+        engine.dispose()
+    assert answers[0] == answers[1]
+
+
+def test_two_shards_share_one_run_without_duplicates(db_url: str) -> None:
+    settings = _settings(db_url)
+    base = {"agent": "simulated", "suite_path": SUITE, "trials": 2, "sweep": True, "run_name": "sharded"}
+    first = run_agent(settings, RunRequest(**base, shard="1/2"))  # type: ignore[arg-type]
+    assert not first.finished and 0 < first.planned < CASES * 2 + SWEEP_ITEMS
+    second = run_agent(settings, RunRequest(**base, shard="2/2"))  # type: ignore[arg-type]
+    assert second.finished
+    assert first.planned + second.planned == CASES * 2 + SWEEP_ITEMS
+    rows = _rows(db_url, "sharded")
+    assert len(rows) == len(set(rows)) == CASES * 2 + SWEEP_ITEMS
+    with pytest.raises(RunSetupError, match="trials=2, not 3"):
+        run_agent(settings, RunRequest(**{**base, "trials": 3}, shard="1/2"))  # type: ignore[arg-type]
+
+
+def test_endpoint_failures_are_infrastructure_errors_and_resume_retries_them(db_url: str) -> None:
+    app = FakeLLM(default=Turn(text="No pude consultar."))
+    broken = load_suite(SUITE).case("saldo-001").question  # type: ignore[union-attr]
+    app.errors[broken] = [500] * 2  # both attempts of the first run fail; the resumed run gets through
+    settings = _settings(db_url)
+    with serve(app) as url:
+        req = RunRequest(agent="openai", model="m", base_url=f"{url}/v1", suite_path=SUITE, run_name="flaky",
+                         attempts=2, backoff=0.01, concurrency=4)
+        out = run_agent(settings, req)
+        assert out.summary.infra_errors == 1 and out.summary.stored == CASES - 1 and not out.finished
+        engine = make_engine(db_url)
+        with session_scope(make_sessionmaker(engine)) as s:
+            run_id = s.scalar(select(Run.id).where(Run.name == "flaky"))
+            errors = infra_errors(s, run_id)  # type: ignore[arg-type]
+            assert [(e.case_id, e.trial, e.fault_key) for e in errors] == [("saldo-001", 0, "")]
+            assert "failed 2 times: InternalServerError 500" in errors[0].message
+        again = run_agent(settings, RunRequest(resume="flaky", attempts=2, backoff=0.01))
+        assert again.planned == 1 and again.summary.stored == 1 and again.finished
+        with session_scope(make_sessionmaker(engine)) as s:
+            assert infra_errors(s, run_id) == []  # type: ignore[arg-type]
+            assert s.scalar(select(func.count()).select_from(TrajectoryRow).where(TrajectoryRow.run_id == run_id)) \
+                == CASES
+        engine.dispose()
+        assert req.config()["base_url"] == f"{url}/v1"  # a resumed run finds its endpoint; keys are never kept
+    assert not any("key" in k for k in req.config())
+
+
+def test_a_run_killed_midway_resumes_with_every_case_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'kill.db'}"
+    app = FakeLLM(delay=0.15, default=Turn(text="Listo."))
+    env = {**os.environ, "OPENAI_API_KEY": "k"}
+    with serve(app) as base:
+        cmd = [sys.executable, "-m", "app.cli", "run", str(SUITE), "--agent", "openai", "--model", "m",
+               "--base-url", f"{base}/v1", "--run", "killed", "--trials", "3", "--concurrency", "2", "--db", url]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                if len(_rows(url, "killed")) >= 5:
+                    break
+            except Exception:  # the database is not created yet
+                continue
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        before = _rows(url, "killed")
+        assert 5 <= len(before) < CASES * 3
+        resumed = subprocess.run([sys.executable, "-m", "app.cli", "run", "--resume", "killed", "--concurrency", "8",
+                                  "--db", url], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+    after = _rows(url, "killed")
+    assert len(after) == len(set(after)) == CASES * 3
+    assert set(before) <= set(after)
+    assert "run finished" in resumed.stderr

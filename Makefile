@@ -11,15 +11,8 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-DEMO_DB := sqlite:///demo.db
-
 demo: $(BIN)/.installed
-	rm -f demo.db demo.db-wal demo.db-shm
-	$(BIN)/toollens score examples/suite_v1.yaml examples/trajectories_v1.jsonl
-	$(BIN)/toollens import examples/trajectories_v1.jsonl --suite examples/suite_v1.yaml --run banca-v1 --model example --db $(DEMO_DB)
-	$(BIN)/toollens import examples/trajectories_v2.jsonl --suite examples/suite_v2.yaml --run banca-v2 --model example --db $(DEMO_DB)
-	@echo "ToolLens dashboard with the example runs: http://127.0.0.1:8000  (Ctrl-C stops it)"
-	$(BIN)/toollens serve --db $(DEMO_DB)
+	$(BIN)/toollens demo --db demo.db
 
 test: $(BIN)/.installed
 	$(BIN)/pytest -q

@@ -1,0 +1,70 @@
+"""``toollens demo``: the main job. Example runs of the simulated agent over
+the example suite (toolset v1 and v2, each with the recovery sweep, and
+repeated trials with random faults), stored in SQLite, then the dashboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+# (run name, suite file, trials, fault plan, recovery sweep)
+DEMO_RUNS: tuple[tuple[str, str, int, str | None, bool], ...] = (
+    ("banca-v1-simulado", "suite_v1.yaml", 1, None, True),
+    ("banca-v2-simulado", "suite_v2.yaml", 1, None, True),
+    ("banca-v1-simulado-x5", "suite_v1.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11,clear",
+     False),
+    ("banca-v2-simulado-x5", "suite_v2.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11,clear",
+     False),
+)
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("demo")(demo)
+
+
+def demo(
+    db: Annotated[Path, typer.Option(help="SQLite file to create (replaced if it exists).")] = Path("demo.db"),
+    examples: Annotated[Path, typer.Option(help="Folder with the example suites.")] = EXAMPLES,
+    seed: Annotated[int, typer.Option(help="Seed of the simulated agent.")] = 0,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    serve: Annotated[bool, typer.Option("--serve/--no-serve", help="Start the dashboard afterwards.")] = True,
+) -> None:
+    """Record example runs of the SIMULATED agent into a fresh SQLite file and serve the dashboard."""
+    from app.cli import _fail
+    from app.core.errors import ToolLensError
+    from app.runner.session import RunRequest, run_agent
+    from app.settings import Settings
+
+    console = Console(stderr=True, soft_wrap=True)
+    missing = [name for _, name, *_ in DEMO_RUNS if not (examples / name).is_file()]
+    if missing:
+        raise _fail(f"example suites not found in {examples}: {', '.join(missing)} (give --examples DIR)")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    settings = Settings(database_url=f"sqlite:///{db.resolve()}")
+    console.print(Text("Recording example runs of the simulated agent (not a model: seeded, for the demo)…"))
+    try:
+        for name, suite, trials, faults, sweep in DEMO_RUNS:
+            out = run_agent(settings, RunRequest(agent="simulated", suite_path=examples / suite, trials=trials,
+                                                 faults=faults, sweep=sweep, run_name=name, seed=seed,
+                                                 concurrency=8))
+            s = out.summary
+            console.print(Text(f"  {name}: {s.stored} case runs, {s.stored - s.failed} passed"))
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    url = f"http://{host}:{port}"
+    console.print(Text(f"ToolLens dashboard with the example runs: {url}  (Ctrl-C stops it)", style="bold"))
+    if not serve:
+        return
+    import uvicorn
+
+    from app.web.app import create_app
+
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")

@@ -1,0 +1,71 @@
+"""``toollens demo``: the example runs of the simulated agent, and the
+simulated agent's confusions following description similarity."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy import select
+
+from app.agents.simulated import SimRates, SimulatedAgent, description_similarity, jaccard
+from app.core.evaluate import score_trajectories
+from app.core.runner import run_case
+from app.core.suite import load_suite
+from app.store.db import make_engine, make_sessionmaker, session_scope
+from app.store.models import Run
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def test_demo_records_the_example_runs(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    done = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--no-serve", "--db", str(db)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "simulated agent" in done.stderr and "http://127.0.0.1:8000" in done.stderr
+    engine = make_engine(f"sqlite:///{db}")
+    with session_scope(make_sessionmaker(engine)) as s:
+        runs = {r.name: r for r in s.scalars(select(Run))}
+    engine.dispose()
+    assert sorted(runs) == ["banca-v1-simulado", "banca-v1-simulado-x5", "banca-v2-simulado", "banca-v2-simulado-x5"]
+    assert all(r.status == "finished" and r.agent == "simulated" and r.model == "simulated (seed 0)"
+               for r in runs.values())
+    assert runs["banca-v1-simulado-x5"].config["trials"] == 5
+
+
+def test_jaccard_of_content_words() -> None:
+    assert jaccard("Busca información.", "Busca información por texto.") == 2 / 3  # {busca, informacion} vs +texto
+    assert jaccard("Emite una nota de crédito.", "Busca información.") == 0.0
+
+
+def test_similarity_is_halved_by_negative_delimitation() -> None:
+    v1 = description_similarity(load_suite(EXAMPLES / "suite_v1.yaml").toolset)
+    v2 = description_similarity(load_suite(EXAMPLES / "suite_v2.yaml").toolset)
+    assert v1["buscar_pedido"]["buscar_producto"] == round(2 / 3, 4)
+    assert max(v1["buscar_pedido"].values()) > 2 * max(v2["buscar_pedido"].values())
+
+
+def test_v2_descriptions_reduce_the_simulated_agents_confusions() -> None:
+    rates = SimRates(hallucinated_tool=0, schema_error=0, wrong_value=0, order=0, skip=0)
+    confusions = {}
+    for version in ("v1", "v2"):
+        suite = load_suite(EXAMPLES / f"suite_{version}.yaml")
+        agent = SimulatedAgent(suite.toolset, rates=rates, seed=7)
+        trajs = [run_case(agent.for_case(c, t), suite, c, trial=t) for c in suite.cases for t in range(10)]
+        report = score_trajectories(suite, trajs).to_json()
+        confusions[version] = sum(c["count"] for c in report["confusion"]
+                                  if c["expected"] != c["called"] and "(" not in c["expected"] + c["called"])
+    assert confusions == {"v1": 53, "v2": 27}  # seed 7, ten trials of the 18 cases
+
+
+def test_zero_rates_make_a_perfect_agent() -> None:
+    zero = SimRates(confusion=0, hallucinated_tool=0, schema_error=0, wrong_value=0, order=0, skip=0, retry=1,
+                    give_up=0, invent=0)
+    suite = load_suite(EXAMPLES / "suite_v2.yaml")
+    agent = SimulatedAgent(suite.toolset, rates=zero)
+    report = score_trajectories(suite, [run_case(agent.for_case(c, 0), suite, c) for c in suite.cases]).to_json()
+    assert report["pass_hat_k"] == {"1": 1.0}
+    assert report["schema_validity"]["num"] == report["schema_validity"]["den"] == 34

@@ -68,4 +68,4 @@ def test_zero_rates_make_a_perfect_agent() -> None:
     agent = SimulatedAgent(suite.toolset, rates=zero)
     report = score_trajectories(suite, [run_case(agent.for_case(c, 0), suite, c) for c in suite.cases]).to_json()
     assert report["pass_hat_k"] == {"1": 1.0}
-    assert report["schema_validity"]["num"] == report["schema_validity"]["den"] == 34
+    assert report["schema_validity"]["num"] == report["schema_validity"]["den"] == 32

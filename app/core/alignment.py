@@ -48,6 +48,14 @@ def _edit_pairs(got: Sequence[str], want: Sequence[str]) -> list[int | None]:
         return []
     if m == 0:
         return [None] * n
+    # A common first item is always paired (d(a+x, a+y) = d(x, y), and the walk
+    # below prefers the pairing on ties): solve only what follows the common prefix.
+    p = 0
+    while p < n and p < m and got[p] == want[p]:
+        p += 1
+    if p:
+        rest = _edit_pairs(got[p:], want[p:])
+        return [*range(p), *(None if j is None else j + p for j in rest)]
     # cost[i][j]: cheapest alignment of got[i:] with want[j:]
     cost = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):

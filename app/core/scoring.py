@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.alignment import align
+from app.core.alignment import Alignment, align
 from app.core.mocks import ToolFailure
 from app.core.outcome import (
     DEFAULT_GIVE_UP_PHRASES,
@@ -22,12 +22,14 @@ from app.core.outcome import (
     reaction_to,
 )
 from app.core.records import Trajectory
-from app.core.schema import SchemaViolation, memo_key
-from app.core.suite import Case, ExpectedCall, Suite
-from app.core.tolerance import Mismatch, compare_arguments, values_equal
+from app.core.schema import SchemaViolation
+from app.core.suite import Case, Suite
+from app.core.tolerance import Comparison, Mismatch, compile_comparison, values_equal
 
 MISSING = "(missing)"
 EXTRA = "(extra)"
+
+_ALIGN_MEMO = 4096  # remembered alignments per scorer: bounded, so memory stays flat
 
 # Errors that are F2/F3 findings, not a tool failing at run time.
 VALIDATION_KINDS = frozenset({"schema", "unknown_tool"})
@@ -156,21 +158,29 @@ class Scorer:
         self.give_up_phrases = (*DEFAULT_GIVE_UP_PHRASES, *suite.give_up_phrases)
         self._pairs: dict[str | None, list[tuple[str, str]]] = {}
         self._validators = {t.name: t.validator for t in self.toolset}
-        self._compare_memo: dict[Any, list[Mismatch]] = {}
-        self._want: dict[str, list[str]] = {}
+        self._expected: dict[str, tuple[list[str], list[Comparison]]] = {}
+        self._alignments: dict[tuple[str, tuple[str, ...], tuple[bool, ...] | None], Alignment] = {}
 
-    def _compare(self, args: dict[str, Any], exp: ExpectedCall, key: Any) -> list[Mismatch]:
-        """Argument comparison, remembered for flat arguments (trials repeat them)."""
-        if key is None:
-            return compare_arguments(args, exp.arguments, exp.tolerance)
-        full = (id(exp), key)
-        found = self._compare_memo.get(full)
+    def _expected_of(self, case: Case) -> tuple[list[str], list[Comparison]]:
+        """The case's expected tool names and argument comparisons, prepared once per case."""
+        found = self._expected.get(case.id)
         if found is None:
-            found = compare_arguments(args, exp.arguments, exp.tolerance)
-            if len(self._compare_memo) >= 2048:
-                self._compare_memo.clear()
-            self._compare_memo[full] = found
-        return list(found)
+            expected = case.expected_calls or []
+            found = ([e.name for e in expected], [compile_comparison(e.arguments, e.tolerance) for e in expected])
+            self._expected[case.id] = found
+        return found
+
+    def _align_strict(self, case_id: str, names: list[str], errored: list[bool] | None,
+                      want: list[str]) -> Alignment:
+        """Strict alignment, remembered by name sequence: trials of a case repeat it."""
+        key = (case_id, tuple(names), None if errored is None else tuple(errored))
+        found = self._alignments.get(key)
+        if found is None:
+            found = align(names, errored or [False] * len(names), want)
+            if len(self._alignments) >= _ALIGN_MEMO:
+                self._alignments.clear()
+            self._alignments[key] = found
+        return found
 
     def pairs(self, case: Case | None) -> list[tuple[str, str]]:
         key = None if case is None else case.id
@@ -182,22 +192,19 @@ class Scorer:
         case = self.suite.by_id.get(traj.case_id)
         calls = traj.calls
         scores: list[CallScore] = []
-        keys: list[Any] = []
         validators = self._validators
         hallucinated = valid = 0
         any_error = False
         for i, call in enumerate(calls):
             validator = validators.get(call.name)
             args = call.arguments
-            key = memo_key(args) if type(args) is dict else None
-            keys.append(key)
             err = call.error
             if validator is None:
                 cs = CallScore(i, call.name, False)
                 hallucinated += 1
                 cs.error_kind = "unknown_tool" if err is None else err.kind
             else:
-                violation = validator.validate(args, key)
+                violation = validator.validate(args)
                 cs = CallScore(i, call.name, True, violation)
                 if violation is None:
                     valid += 1
@@ -213,7 +220,7 @@ class Scorer:
                              hallucinated_num=hallucinated, calls_total=n, any_error=any_error)
         self._fault(traj, ts)
         if case is not None and case.expected_calls is not None:
-            self._selection_and_arguments(traj, case, ts, keys)
+            self._selection_and_arguments(traj, case, ts)
         self._dependencies(case, ts)
         self._reactions(traj, ts)
         if ts.fault_step is not None:
@@ -258,22 +265,20 @@ class Scorer:
                 ts.fault_step, ts.fault_kind = cs.index, cs.error_kind
                 return
 
-    def _selection_and_arguments(self, traj: Trajectory, case: Case, ts: TrajectoryScore, keys: list[Any]) -> None:
-        expected = case.expected_calls or []
-        want = self._want.get(case.id)
-        if want is None:
-            want = self._want[case.id] = [e.name for e in expected]
-        errored = [cs.error_kind is not None for cs in ts.calls] if ts.any_error else [False] * len(ts.calls)
-        fits = None
-        if case.match != "strict":
+    def _selection_and_arguments(self, traj: Trajectory, case: Case, ts: TrajectoryScore) -> None:
+        want, comparisons = self._expected_of(case)
+        errored = [cs.error_kind is not None for cs in ts.calls] if ts.any_error else None
+        names = [cs.name for cs in ts.calls]
+        if case.match == "strict":
+            al = self._align_strict(case.id, names, errored, want)
+        else:
 
             def fits(i: int, j: int) -> bool:
                 """Call i's arguments are acceptable for step j (multiset modes)."""
                 args = traj.calls[i].arguments
-                return (ts.calls[i].schema_error is None and isinstance(args, dict)
-                        and not compare_arguments(args, expected[j].arguments, expected[j].tolerance))
+                return ts.calls[i].schema_error is None and isinstance(args, dict) and not comparisons[j](args)
 
-        al = align([cs.name for cs in ts.calls], errored, want, case.match, fits)
+            al = align(names, errored or [False] * len(names), want, case.match, fits)
         allow_extra = case.match == "subset"
         matched: set[int] = set()
         confusion = ts.confusion
@@ -294,8 +299,7 @@ class Scorer:
                 ts.selection_num += 1
                 if cs.schema_error is None:
                     assert step is not None
-                    cs.mismatches = self._compare(traj.calls[cs.index].arguments, expected[step],
-                                                  keys[cs.index])
+                    cs.mismatches = comparisons[step](traj.calls[cs.index].arguments)
                     ts.args_den += 1
                     if not cs.mismatches:
                         ts.args_num += 1

@@ -14,7 +14,7 @@ import datetime as dt
 import math
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -279,3 +279,87 @@ def compare_arguments(
             shown_want = list(rule.values) if rule.kind == "one_of" and rule.values else want
             out.append(Mismatch(name, rule.describe(), shown_want, None if have is _MISSING else have))
     return out
+
+
+Comparison = Callable[[Mapping[str, Any]], list[Mismatch]]
+
+
+def compile_comparison(expected: Mapping[str, Any], rules: Mapping[str, Rule]) -> Comparison:
+    """``compare_arguments`` with the expected side prepared once (per expected
+    call, not per executed call): the fields to check, each with a test
+    specialised to its rule and expected value, its rule's name, and the
+    expected value a mismatch shows."""
+    names = list(expected) + [k for k in rules if k not in expected] if rules else list(expected)
+    fields: list[tuple[str, Callable[[Any], bool], str, Any, bool]] = []
+    for name in names:
+        want = expected.get(name)
+        rule = rules.get(name) if rules else None
+        if rule is not None and rule.kind == "ignore":
+            continue  # accepts anything, a missing field included
+        shows_values = rule is not None and rule.kind == "one_of" and bool(rule.values)
+        fields.append((name, _field_test(want, rule), (rule or EXACT).describe(),
+                       rule.values if rule is not None and shows_values else want, shows_values))
+    checks = tuple(fields)
+
+    def compare(got: Mapping[str, Any]) -> list[Mismatch]:
+        out: list[Mismatch] = []
+        for name, ok, rule_name, shown, listed in checks:
+            have = got.get(name, _MISSING)
+            if not ok(have):
+                out.append(Mismatch(name, rule_name, list(shown) if listed else shown,
+                                    None if have is _MISSING else have))
+        return out
+
+    return compare
+
+
+def _field_test(want: Any, rule: Rule | None) -> Callable[[Any], bool]:
+    """Whether a value (``_MISSING`` when absent) is acceptable for one field:
+    the same answer as ``compare_arguments`` gives, with the expected side's
+    work done once."""
+    if rule is not None and rule.kind != "exact":
+        return _rule_test(want, rule)
+    if type(want) is str:
+        folded = want.strip().casefold()
+        return lambda have: isinstance(have, str) and (have == want or have.strip().casefold() == folded)
+    if type(want) is int or type(want) is float:
+        return lambda have: (type(have) is int or type(have) is float
+                             or (isinstance(have, (int, float)) and not isinstance(have, bool))) and have == want
+    return lambda have: (type(have) is type(want) and have == want) or (
+        have is not _MISSING and values_equal(have, want))
+
+
+def _rule_test(want: Any, rule: Rule) -> Callable[[Any], bool]:
+    """``rule.check`` against a fixed expected value, with that value's side
+    (options, folded needle, parsed date, compiled pattern) prepared once."""
+    kind = rule.kind
+    if kind == "one_of":
+        options = rule.values or (tuple(want) if isinstance(want, list) else (want,))
+        if options and all(type(o) is str for o in options):
+            may_omit = "" in options
+            folded = frozenset(o.strip().casefold() for o in options)
+            return lambda have: may_omit if have is _MISSING else (
+                isinstance(have, str) and have.strip().casefold() in folded)
+    elif kind == "number":
+        a, r = rule.abs, rule.rel
+        return lambda have: have is not _MISSING and _close(have, want, a, r)
+    elif kind == "date":
+        dayfirst = rule.dayfirst
+        day = parse_date(want, dayfirst=dayfirst)
+        return lambda have: have is not _MISSING and (got := parse_date(have, dayfirst=dayfirst)) is not None and (
+            got == day)
+    elif kind == "regex":
+        try:
+            rx = _regex(rule.pattern if rule.pattern is not None else str(want))
+        except re.error:
+            pass  # raised where the check runs, as before
+        else:
+            return lambda have: isinstance(have, str) and rx.fullmatch(have.strip()) is not None
+    elif kind == "contains":
+        needle = rule.pattern if rule.pattern is not None else want
+        folded_needle = fold(str(needle).strip())
+        return lambda have: any(values_equal(item, needle) for item in have) if isinstance(have, list) else (
+            isinstance(have, str) and folded_needle in fold(have))
+    elif kind == "set":
+        return lambda have: _same_multiset(have, want)
+    return lambda have: rule.check(have, want)

@@ -121,7 +121,7 @@ def loads(text: str | bytes) -> Any:
     or refuse (what it cannot take goes to ``json``). Raises ValueError for
     what is not JSON, too deep, or not encodable (lone surrogates)."""
     raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    if not _has_long_integer(raw):
+    if _LONG_RUN not in raw.translate(_DIGITS_AS_ZERO):  # _has_long_integer, inline: once per line
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -280,6 +280,13 @@ def read_jsonl(path: str | Path) -> Iterator[Trajectory]:
     source = str(p)
     with p.open("rb") as fh:
         for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            yield parse_line(line, index=number, source=source)
+            if len(line) <= MAX_LINE_BYTES:
+                try:
+                    data = loads(line)
+                except ValueError:
+                    pass  # blank, or parse_line names the error
+                else:
+                    yield parse_record(data, index=number, source=source)
+                    continue
+            if line.strip():
+                yield parse_line(line, index=number, source=source)

@@ -109,8 +109,7 @@ class Report:
         n[7] += ts.args_den
         n[8] += ts.hallucinated_num
         n[9] += ts.calls_total
-        for cell in ts.confusion:
-            self.confusion[cell] += 1
+        self.confusion.update(ts.confusion)  # Counter.update counts an iterable in C
         for cs in ts.calls if ts.any_error else ():
             if not cs.exists:
                 self.hallucinated_names.add(cs.name)
@@ -130,12 +129,12 @@ class Report:
                 c["recovery.num"] += 1
             elif ts.outcome.outcome == "hallucinated":
                 c["hallucination_after_error.num"] += 1
-        for pair in ts.pairs_checked:
-            self.pairs_checked[pair] += 1
-        for pair in ts.violations:
-            self.violations[pair] += 1
-        for name in ts.failures:
-            self.failures[name] += 1
+        if ts.pairs_checked:
+            self.pairs_checked.update(ts.pairs_checked)
+        if ts.violations:
+            self.violations.update(ts.violations)
+        if ts.failures:
+            self.failures.update(ts.failures)
         key = (ts.case_id, "")  # SPEC: per case, over all its trials
         tally = self.trials.setdefault(key, [0, 0])
         tally[0] += 1

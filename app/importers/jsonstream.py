@@ -96,6 +96,7 @@ def _iter_array(path: Path) -> Iterator[JsonItem]:
     line = 1  # line of buf[pos]
     eof = False
     started = False
+    after_value = False
     want = CHUNK
 
     with path.open("rb") as fh:
@@ -143,9 +144,14 @@ def _iter_array(path: Path) -> Iterator[JsonItem]:
                 if pos < len(buf):
                     yield line, InvalidTrajectory("unexpected text after the JSON array", index=line, source=source)
                 return
-            if ch == ",":
+            if ch == "," and after_value:
                 pos += 1
+                after_value = False
                 continue
+            if after_value or ch == ",":
+                yield line, InvalidTrajectory(f"not valid JSON (',' or ']' expected between elements, got {ch!r})",
+                                              index=line, source=source)
+                return
             start_line = line
             while True:
                 try:
@@ -155,10 +161,11 @@ def _iter_array(path: Path) -> Iterator[JsonItem]:
                         at = start_line + buf.count("\n", pos, exc.pos)
                         if not eof:
                             reason = f"an array element longer than {MAX_VALUE_CHARS} characters (or broken JSON)"
-                        elif buf[exc.pos:].strip():
+                        elif buf.rstrip().endswith("]"):  # complete file, broken element: where it breaks
                             reason = f"not valid JSON ({exc.msg})"
                         else:
-                            reason = "truncated file: the last array element is cut short"
+                            reason = "truncated file: the array element starting here is cut short"
+                            at = start_line
                         yield at, InvalidTrajectory(reason, index=at, source=source)
                         return
                     want = min(want * 2, MAX_VALUE_CHARS)
@@ -170,4 +177,5 @@ def _iter_array(path: Path) -> Iterator[JsonItem]:
             want = CHUNK
             line += buf.count("\n", pos, end)
             pos = end
+            after_value = True
             yield start_line, value

@@ -195,25 +195,31 @@ class Scorer:
         validators = self._validators
         hallucinated = valid = 0
         any_error = False
+        append = scores.append
         for i, call in enumerate(calls):
-            validator = validators.get(call.name)
-            args = call.arguments
+            name = call.name
+            validator = validators.get(name)
             err = call.error
             if validator is None:
-                cs = CallScore(i, call.name, False)
                 hallucinated += 1
-                cs.error_kind = "unknown_tool" if err is None else err.kind
-            else:
-                violation = validator.validate(args)
-                cs = CallScore(i, call.name, True, violation)
-                if violation is None:
-                    valid += 1
-                cs.error_kind = ("schema" if violation is not None else None) if err is None else err.kind
-            if err is not None:
-                cs.injected = err.injected
-            if cs.error_kind is not None:
                 any_error = True
-            scores.append(cs)
+                if err is None:
+                    append(CallScore(i, name, False, error_kind="unknown_tool"))
+                else:
+                    append(CallScore(i, name, False, error_kind=err.kind, injected=err.injected))
+                continue
+            violation = validator.validate(call.arguments)
+            if err is not None:
+                any_error = True
+                append(CallScore(i, name, True, violation, error_kind=err.kind, injected=err.injected))
+            elif violation is None:
+                valid += 1
+                append(CallScore(i, name, True))
+            else:
+                any_error = True
+                append(CallScore(i, name, True, violation, error_kind="schema"))
+            if err is not None and violation is None:
+                valid += 1
         n = len(calls)
         ts = TrajectoryScore(traj.case_id, traj.trial, case is not None and case.expected_calls is not None, scores,
                              reward=traj.reward, schema_num=valid, schema_den=n - hallucinated,
@@ -282,27 +288,37 @@ class Scorer:
         allow_extra = case.match == "subset"
         matched: set[int] = set()
         confusion = ts.confusion
+        calls = traj.calls
+        sel_num = sel_den = args_num = args_den = 0
         for cs, step in zip(ts.calls, al.step_of_call, strict=True):
-            cs.step = step
+            name = cs.name
             if step is None:
-                confusion.append((EXTRA, cs.name))
-            else:
-                cs.expected_name = want[step]
-                confusion.append((want[step], cs.name))
-                if want[step] == cs.name:
-                    matched.add(step)
-            if not cs.exists or (step is None and allow_extra):
+                confusion.append((EXTRA, name))
+                if not cs.exists or allow_extra:
+                    continue
+                sel_den += 1
+                cs.selection_ok = False
                 continue
-            ts.selection_den += 1
-            cs.selection_ok = step is not None and want[step] == cs.name
-            if cs.selection_ok:
-                ts.selection_num += 1
-                if cs.schema_error is None:
-                    assert step is not None
-                    cs.mismatches = comparisons[step](traj.calls[cs.index].arguments)
-                    ts.args_den += 1
-                    if not cs.mismatches:
-                        ts.args_num += 1
+            cs.step = step
+            expected_name = cs.expected_name = want[step]
+            confusion.append((expected_name, name))
+            if expected_name != name:
+                if cs.exists:
+                    sel_den += 1
+                    cs.selection_ok = False
+                continue
+            matched.add(step)
+            if not cs.exists:  # a suite may expect a tool that is not in its toolset
+                continue
+            sel_den += 1
+            sel_num += 1
+            cs.selection_ok = True
+            if cs.schema_error is None:
+                mismatches = cs.mismatches = comparisons[step](calls[cs.index].arguments)
+                args_den += 1
+                if not mismatches:
+                    args_num += 1
+        ts.selection_num, ts.selection_den, ts.args_num, ts.args_den = sel_num, sel_den, args_num, args_den
         ts.recall_den = len(want)
         if len(matched) == len(want):
             ts.recall_num = len(want)
@@ -321,8 +337,8 @@ class Scorer:
             return
         first_valid: dict[str, int] = {}
         for cs in ts.calls:
-            if cs.schema_ok:
-                first_valid.setdefault(cs.name, cs.index)
+            if cs.exists and cs.schema_error is None and cs.name not in first_valid:  # schema_ok, inline
+                first_valid[cs.name] = cs.index
         for before, after in pairs:
             b = first_valid.get(after)
             if b is None:

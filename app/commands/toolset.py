@@ -89,13 +89,6 @@ def import_mcp(
         toolset = snapshot_toolset(command=command, url=url, name=name, label=label, timeout=timeout)
     except ToolLensError as exc:
         raise _fail(f"{command or url}: {exc}") from None
-    except Exception as exc:  # the SDK raises many kinds (OSError, ExceptionGroup, MCPError, TimeoutError)
-        leaf = exc
-        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
-            leaf = leaf.exceptions[0]  # type: ignore[assignment]
-        detail = str(leaf).strip().splitlines()
-        raise _fail(f"{command or url}: cannot list tools: {type(leaf).__name__}: "
-                    f"{detail[0] if detail else 'no detail'}") from None
     if out is not None:
         import yaml
 

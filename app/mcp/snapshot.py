@@ -4,30 +4,47 @@ for word: the mock then carries the production contract."""
 from __future__ import annotations
 
 import shlex
-from typing import Any
+import sys
+import tempfile
+from typing import Any, TextIO
 
 import anyio
 
-from app.core.errors import ToolSpecError
+from app.core.errors import ToolLensError, ToolSpecError
 from app.core.tools import Toolset, ToolSpec
 
 MAX_PAGES = 100
 
 
-async def list_server_tools(*, command: str | None = None, url: str | None = None,
-                            timeout: float = 30.0) -> list[dict[str, Any]]:
+class SnapshotError(ToolLensError):
+    """The server could not be reached or did not list its tools."""
+
+    def __init__(self, exc: BaseException, stderr_tail: str = ""):
+        leaf = exc
+        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+            leaf = leaf.exceptions[0]
+        detail = str(leaf).strip().splitlines()
+        message = f"cannot list tools: {type(leaf).__name__}: {detail[0] if detail else 'no detail'}"
+        super().__init__(message + (f" (server stderr: {stderr_tail[:300]})" if stderr_tail else ""))
+
+
+async def list_server_tools(*, command: str | None = None, url: str | None = None, timeout: float = 30.0,
+                            errlog: TextIO | None = None) -> list[dict[str, Any]]:
     """Every tool the server lists (all pages), as ``{name, description,
-    parameters}`` with the input schema exactly as served."""
+    parameters}`` with the input schema exactly as served. A stdio server's
+    standard error goes to ``errlog`` (a real file)."""
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     if (command is None) == (url is None):
         raise ValueError("give exactly one of command or url")
-    server: StdioServerParameters | str
+    server: Any
     if command is not None:
         argv = shlex.split(command)
         if not argv:
             raise ValueError("the command is empty")
-        server = StdioServerParameters(command=argv[0], args=argv[1:])
+        params = StdioServerParameters(command=argv[0], args=argv[1:])
+        server = stdio_client(params, errlog=errlog or sys.__stderr__ or sys.stderr)
     else:
         server = str(url)
     out: list[dict[str, Any]] = []
@@ -48,7 +65,14 @@ def snapshot_toolset(*, command: str | None = None, url: str | None = None, name
                      timeout: float = 30.0) -> Toolset:
     """The server's tools as a Toolset (schemas kept verbatim, checked
     against the JSON Schema metaschema)."""
-    contracts = anyio.run(lambda: list_server_tools(command=command, url=url, timeout=timeout))
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            contracts = anyio.run(lambda: list_server_tools(command=command, url=url, timeout=timeout,
+                                                            errlog=errlog))
+        except Exception as exc:
+            errlog.seek(0)
+            tail = [line for line in errlog.read()[-4000:].splitlines() if line.strip()]
+            raise SnapshotError(exc, tail[-1] if tail else "") from exc
     if not contracts:
         raise ToolSpecError("the server lists no tools")
     tools = [ToolSpec(name=c["name"], description=c["description"], parameters=dict(c["parameters"]))

@@ -1,0 +1,108 @@
+"""``toollens mcp-serve``: a case's mocked tools as an MCP server that records a run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived: stop serving, then store what is pending."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped
+
+
+def mcp_serve(
+    suite: Annotated[Path, typer.Argument(help="Suite file (YAML or JSON).")],
+    case: Annotated[str, typer.Option("--case", help="The case whose tools and mocks are served.")],
+    faults: Annotated[str | None, typer.Option("--faults", help="Fault plan, e.g. "
+                                               "'index:1=http_503,tool:ver_saldo=timeout,p:0.1,seed:7,clear'.")]
+    = None,
+    transport: Annotated[str, typer.Option("--transport", help="stdio or http (streamable HTTP).")] = "stdio",
+    host: Annotated[str, typer.Option(help="HTTP interface.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = 8765,
+    run: Annotated[str | None, typer.Option("--run", help="Run name (created, or appended to while open).")]
+    = None,
+    agent: Annotated[str, typer.Option(help="Agent label.")] = "",
+    model: Annotated[str, typer.Option(help="Model label.")] = "",
+    keep_open: Annotated[bool, typer.Option("--keep-open", help="Leave the run open at shutdown.")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
+                                           "./toollens.db).")] = None,
+) -> None:
+    """Serve the case's tools (same names, descriptions, schemas) with the fault plan over MCP; every call is
+    recorded, each session stored as a trajectory of the run. Nothing but MCP is written to standard output."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.cli import _environment_error, _fail, _settings
+    from app.core.errors import ToolLensError
+    from app.core.router import FaultPlan
+    from app.core.suite import load_suite_document, parse_suite
+    from app.store.db import make_sessionmaker, session_scope
+    from app.store.importer import open_store
+    from app.store.ingest import finish_run
+    from app.store.live import open_live_run
+
+    if transport not in ("stdio", "http"):
+        raise _fail(f"--transport must be stdio or http, not {transport!r}")
+    console = Console(stderr=True, soft_wrap=True)
+    try:
+        document = load_suite_document(suite)
+        parsed = parse_suite(document, path=str(suite))
+        chosen = parsed.case(case)
+        if chosen is None:
+            raise _fail(f"{suite}: no case {case!r}")
+        plan = FaultPlan.parse(faults) if faults else None
+        name = run or f"mcp-{parsed.name}-{case}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
+        engine = open_store(_settings(db))
+        sessions = make_sessionmaker(engine)
+        with session_scope(sessions, write=True) as s:
+            row = open_live_run(s, name=name, document=document, agent=agent, model=model,
+                                config={"source": "mcp-serve", "case": case, "faults": faults or "",
+                                        "transport": transport})
+            run_id = row.id
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise _environment_error(exc) from None
+    import anyio
+
+    from app.mcp.serve import CaseRecorder, http_app, serve_stdio
+
+    recorder = CaseRecorder(sessions, run_id, parsed, chosen, plan)
+    leftover = recorder.end_all()
+    where = f"http://{host}:{port}/mcp" if transport == "http" else "stdio"
+    console.print(Text(f"run {run_id} ({name}): serving case {case} ({len(parsed.toolset)} tools) on {where}"
+                       + (f"; stored {leftover} trajectories left pending" if leftover else "")))
+    previous = signal.signal(signal.SIGTERM, _stop)  # SIGTERM ends serving like Ctrl-C: pending calls get stored
+    try:
+        if transport == "stdio":
+            anyio.run(serve_stdio, recorder)
+        else:
+            import uvicorn
+
+            uvicorn.run(http_app(recorder, host=host), host=host, port=port, log_level="warning")
+    except (_Stopped, KeyboardInterrupt):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        try:
+            stored = recorder.end_all()
+            if not keep_open:
+                with session_scope(sessions, write=True) as s:
+                    finish_run(s, run_id)
+            console.print(Text(f"run {run_id} ({name}): stored {stored} more trajectories at shutdown"
+                               + ("" if keep_open else "; run finished")))
+        finally:
+            engine.dispose()
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("mcp-serve")(mcp_serve)

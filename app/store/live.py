@@ -1,0 +1,91 @@
+"""Runs recorded live, call by call (``toollens mcp-serve``).
+
+A trajectory is stored whole (scored, with its counters) only when it ends.
+Until then its record so far is kept in the run's ``config`` JSON under
+``live_pending`` (no schema change), rewritten after every call in its own
+transaction: a client that disconnects, or a server that dies, loses no
+call; the pending records are stored by ``flush_pending`` at session end, at
+shutdown, or on the next start with the same run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core.records import parse_record
+from app.core.scoring import Scorer
+from app.store.errors import Conflict
+from app.store.ingest import add_trajectories, create_run, ensure_suite, get_run_row
+from app.store.models import Run, TrajectoryRow
+
+PENDING = "live_pending"
+
+
+def open_live_run(session: Session, *, name: str, document: dict[str, Any], agent: str = "", model: str = "",
+                  config: dict[str, Any] | None = None) -> Run:
+    """The open run of that name (on the same suite), or a new one."""
+    suite_row = ensure_suite(session, document)
+    run = session.scalar(select(Run).where(Run.name == name))
+    if run is None:
+        return create_run(session, name=name, suite_row=suite_row, agent=agent, model=model,
+                          config={**(config or {}), PENDING: {}})
+    if run.status == "finished":
+        raise Conflict(f"run {name!r} is finished: it takes no new trajectories")
+    if run.suite_id != suite_row.id:
+        raise Conflict(f"run {name!r} was recorded against another suite (or another version of it)")
+    return run
+
+
+def _locked(session: Session, run_id: int) -> Run:
+    run = session.get(Run, run_id, with_for_update=True)
+    if run is None:
+        get_run_row(session, run_id)  # raises NotFound
+    assert run is not None
+    return run
+
+
+def pending(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
+    return dict((get_run_row(session, run_id).config or {}).get(PENDING) or {})
+
+
+def next_trial(session: Session, run_id: int, case_id: str) -> int:
+    """One more than the highest trial of the case, stored or pending."""
+    stored = session.scalar(select(func.max(TrajectoryRow.trial)).where(
+        TrajectoryRow.run_id == run_id, TrajectoryRow.case_id == case_id))
+    trials = [int(stored)] if stored is not None else []
+    trials += [int(r.get("trial", 0)) for r in pending(session, run_id).values() if r.get("case_id") == case_id]
+    return max(trials) + 1 if trials else 0
+
+
+def save_pending(session: Session, run_id: int, key: str, record: dict[str, Any]) -> None:
+    """Keep a trajectory's record so far (the whole record, replacing the last one)."""
+    run = _locked(session, run_id)
+    config = dict(run.config or {})
+    config[PENDING] = {**dict(config.get(PENDING) or {}), key: record}
+    run.config = config  # a new object, so the JSON column is written
+
+
+def flush_pending(session: Session, run_id: int, scorer: Scorer, keys: Iterable[str] | None = None,
+                  answers: dict[str, str] | None = None) -> int:
+    """Store the pending trajectories (all, or those keys) and drop them from
+    the pending set, in the caller's transaction. Returns how many."""
+    run = _locked(session, run_id)
+    config = dict(run.config or {})
+    waiting = dict(config.get(PENDING) or {})
+    chosen = list(waiting) if keys is None else [k for k in keys if k in waiting]
+    if not chosen:
+        return 0
+    records = []
+    for k in chosen:
+        rec = dict(waiting.pop(k))
+        if answers and k in answers:
+            rec["answer"] = answers[k]
+        records.append(parse_record(rec, source=f"run {run_id} pending {k}"))
+    add_trajectories(session, run=run, scorer=scorer, trajectories=records)
+    config[PENDING] = waiting
+    run.config = config
+    return len(records)

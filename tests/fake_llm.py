@@ -15,7 +15,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +38,7 @@ class FakeLLM:
     delay: float = 0.0  # seconds per model call
     hang_seconds: float = 5.0
     default: Turn = field(default_factory=lambda: Turn(text="ok"))
+    responder: Callable[[dict[str, Any]], Turn] | None = None  # instead of the scripts: request -> turn
     requests: list[dict[str, Any]] = field(default_factory=list)
     calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -88,7 +89,7 @@ class FakeLLM:
             await _reply(send, failure, {"error": {"message": f"scripted {failure}", "type": "server_error"}})
             return
         turns = sum(1 for m in messages if m.get("role") == "assistant")
-        turn = self._turn(question, turns)
+        turn = self.responder(request) if self.responder is not None else self._turn(question, turns)
         if path.endswith("/chat/completions"):
             await _reply(send, 200, _openai_body(request, turn, turns))
         elif path.endswith("/messages"):

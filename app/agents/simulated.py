@@ -30,10 +30,12 @@ from app.core.tools import Toolset
 
 LABEL = "simulated"
 
-_STOPWORDS = frozenset(
-    "el la los las un una unos unas de del al a en y o u que por para con sin su sus se es lo le les "
-    "the an of to in and or for with by on is are be it its this that as from at use".split()
-)
+_STOPWORDS = frozenset({
+    "el", "la", "los", "las", "un", "una", "unos", "unas", "de", "del", "al", "a", "en", "y", "o", "u", "que", "por",
+    "para", "con", "sin", "su", "sus", "se", "es", "lo", "le", "les",
+    "the", "an", "of", "to", "in", "and", "or", "for", "with", "by", "on", "is", "are", "be", "it", "its", "this",
+    "that", "as", "from", "at", "use",
+})
 _WORD = re.compile(r"[a-z0-9_]+")
 _INVENTED = ("cancelar_pedido", "consultar_cuenta", "obtener_cliente", "get_balance", "lookup_order")
 

@@ -11,7 +11,7 @@ from importlib import import_module
 
 import typer
 
-MODULES: tuple[str, ...] = ("convert", "toolset", "lint", "run", "gate", "demo", "mcp")
+MODULES: tuple[str, ...] = ("convert", "toolset", "lint", "run", "gate", "demo", "mcp", "judge")
 
 
 def register_all(cli: typer.Typer) -> None:

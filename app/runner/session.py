@@ -27,7 +27,6 @@ from app.runner.work import WorkItem, in_shard, parse_shard, plan_work, still_mi
 from app.settings import Settings
 from app.store import ingest
 from app.store.db import make_sessionmaker, session_scope
-from app.store.errors import Conflict
 from app.store.importer import open_store
 from app.store.infra import infra_errors
 from app.store.models import Run
@@ -231,8 +230,5 @@ def _finish_if_whole(sessions: sessionmaker[Session], run_id: int, everything: l
         stored = ingest.stored_keys(session, run_id)
         if still_missing(everything, stored) or infra_errors(session, run_id, limit=1):
             return False
-        try:
-            ingest.finish_run(session, run_id)
-        except Conflict:  # pragma: no cover - finishing is idempotent
-            pass
+        ingest.finish_run(session, run_id)
     return True

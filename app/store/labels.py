@@ -13,6 +13,7 @@ from app.core.outcome import OUTCOMES
 from app.core.stats import cohen_kappa
 from app.store.errors import NotFound
 from app.store.models import OutcomeLabel, TrajectoryRow
+from app.store.views import AgreementPublic, InfraErrorPublic, LabelPublic, LabelsPublic, RunHealthPublic
 
 SOURCES = ("human", "judge")
 MAX_REASON = 2000
@@ -77,7 +78,7 @@ def agreements(session: Session, run_id: int) -> list[Agreement]:
             select(TrajectoryRow.id, TrajectoryRow.outcome).where(TrajectoryRow.run_id == run_id,
                                                                   TrajectoryRow.outcome.is_not(None))
         ):
-            if tid in labelled:
+            if tid in labelled and outcome is not None:
                 raters["deterministic"][tid] = outcome
     out = []
     for a, b in (("judge", "human"), ("judge", "deterministic"), ("human", "deterministic")):
@@ -87,3 +88,49 @@ def agreements(session: Session, run_id: int) -> list[Agreement]:
         out.append(Agreement(a, b, len(pairs), sum(1 for x, y in pairs if x == y),
                              None if kappa is None else round(kappa, 4)))
     return out
+
+
+def to_judge(session: Session, run_id: int, *, relabel: bool = False) -> list[tuple[int, dict[str, Any],
+                                                                                    list[str] | None]]:
+    """The run's faulted trajectories (those with an outcome) as records, with
+    each case's expected datum; without ``relabel`` those judged already are left out."""
+    from app.store.ingest import get_run_row, suite_for_run
+    from app.store.queries import export_records
+
+    run = get_run_row(session, run_id)
+    suite = suite_for_run(session, run)
+    judged = set() if relabel else set(session.scalars(
+        select(OutcomeLabel.trajectory_id).where(OutcomeLabel.run_id == run_id, OutcomeLabel.source == "judge")))
+    ids = list(session.scalars(select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id)
+                               .order_by(TrajectoryRow.id)))
+    outcomes = dict(session.execute(select(TrajectoryRow.id, TrajectoryRow.outcome)
+                                    .where(TrajectoryRow.run_id == run_id)).all())
+    out = []
+    for tid, record in zip(ids, export_records(session, run_id), strict=True):
+        if outcomes.get(tid) is None or tid in judged:
+            continue
+        case = suite.case(record["case_id"])
+        out.append((tid, record, None if case is None else case.expected_datum))
+    return out
+
+
+def labels_public(session: Session, trajectory_id: int) -> LabelsPublic:
+    traj = session.get(TrajectoryRow, trajectory_id)
+    if traj is None:
+        raise NotFound(f"no trajectory {trajectory_id}")
+    return LabelsPublic(trajectory_id=trajectory_id, deterministic=traj.outcome,
+                        labels=[LabelPublic(source=x.source, label=x.label, author=x.author, reason=x.reason,
+                                            created_at=x.created_at) for x in labels_of(session, trajectory_id)])
+
+
+def run_health(session: Session, run_id: int) -> RunHealthPublic:
+    from app.store.infra import infra_errors
+    from app.store.ingest import get_run_row
+
+    get_run_row(session, run_id)
+    return RunHealthPublic(
+        run_id=run_id,
+        agreement=[AgreementPublic(**a.to_dict()) for a in agreements(session, run_id)],
+        infra_errors=[InfraErrorPublic(case_id=e.case_id, trial=e.trial, fault_key=e.fault_key, message=e.message,
+                                       created_at=e.created_at) for e in infra_errors(session, run_id)],
+    )

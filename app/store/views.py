@@ -248,3 +248,44 @@ class TrajectoryPairPublic(BaseModel):
     b: TrajectoryPublic
     rows: list[dict[str, Any]]
     answer_changed: bool
+
+
+class LabelPublic(BaseModel):
+    source: str
+    label: str
+    author: str
+    reason: str
+    created_at: dt.datetime
+
+
+class LabelsPublic(BaseModel):
+    """A trajectory's outcome as the classifier, a human and the judge see it."""
+
+    trajectory_id: int
+    deterministic: str | None
+    labels: list[LabelPublic]
+
+
+class AgreementPublic(BaseModel):
+    a: str
+    b: str
+    n: int
+    agree: int
+    rate: float | None
+    kappa: float | None
+
+
+class InfraErrorPublic(BaseModel):
+    case_id: str
+    trial: int
+    fault_key: str
+    message: str
+    created_at: dt.datetime
+
+
+class RunHealthPublic(BaseModel):
+    """Beside the figures: agreement of outcome raters and infrastructure errors."""
+
+    run_id: int
+    agreement: list[AgreementPublic]
+    infra_errors: list[InfraErrorPublic]

@@ -15,6 +15,7 @@ from app.settings import Settings
 from app.store.db import check_schema, make_engine, make_sessionmaker
 from app.web.api import router as api_router
 from app.web.errors import install_error_handlers
+from app.web.labels import router as labels_router
 from app.web.limits import BodyLimit
 from app.web.otlp import close_receiver
 from app.web.otlp import router as otlp_router
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(api_router)
     app.include_router(pages_router)
+    app.include_router(labels_router)
     app.include_router(otlp_router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
+from app.store import labels
 from app.web import contexts
 from app.web.api import MAX_ID, Limit, Offset, ReadSession, RunId, TrajectoryId
 
@@ -47,12 +48,15 @@ def run(request: Request, run_id: RunId, session: ReadSession, failure: str = ""
                                  "fault_kind": fault_kind, "outcome": outcome, "passed": passed}.items() if v}
     page = contexts.run_page(session, run_id, filters=filters, limit=limit, offset=offset,
                              cache=request.app.state.figures)
-    return render(request, "run.html", page=page)
+    return render(request, "run.html", page=page, health=labels.run_health(session, run_id))
 
 
 @router.get("/trajectories/{trajectory_id}", response_class=HTMLResponse)
-def trajectory(request: Request, trajectory_id: TrajectoryId, session: ReadSession) -> HTMLResponse:
-    return render(request, "trajectory.html", page=contexts.trajectory_page(session, trajectory_id))
+def trajectory(request: Request, trajectory_id: TrajectoryId, session: ReadSession,
+               label_error: str = "") -> HTMLResponse:
+    return render(request, "trajectory.html", page=contexts.trajectory_page(session, trajectory_id),
+                  labels=labels.labels_public(session, trajectory_id), label_error=label_error[:20],
+                  token_required=request.app.state.settings.api_token is not None)
 
 
 @router.get("/compare", response_class=HTMLResponse)

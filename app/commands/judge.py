@@ -1,0 +1,79 @@
+"""``toollens judge``: the LLM judge over a stored run's faulted trajectories."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from sqlalchemy.exc import SQLAlchemyError
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command("judge")(judge)
+
+
+def judge(
+    run: Annotated[str, typer.Argument(help="Run id or name.")],
+    model: Annotated[str, typer.Option(help="Judge model (OpenAI-compatible chat completions).")],
+    base_url: Annotated[str | None, typer.Option(help="Endpoint base URL; the key comes from OPENAI_API_KEY.")]
+    = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Requests in flight.")] = 4,
+    relabel: Annotated[bool, typer.Option("--relabel", help="Judge again what was judged already.")] = False,
+    timeout: Annotated[float, typer.Option(min=0.01, help="Seconds per request.")] = 60.0,
+    attempts: Annotated[int, typer.Option(min=1, max=20, help="Tries per request (429/5xx/timeouts).")] = 5,
+    db: Annotated[str | None, typer.Option(help="Database URL (default: TOOLLENS_DATABASE_URL).")] = None,
+) -> None:
+    """Classify each faulted trajectory's outcome with an LLM judge; report its agreement."""
+    from app.agents.retry import RetryPolicy
+    from app.cli import _environment_error, _fail, _settings
+    from app.core.errors import ToolLensError
+    from app.judge import Judge, judge_prompt
+    from app.store import ingest
+    from app.store.db import make_sessionmaker, session_scope
+    from app.store.importer import open_store
+    from app.store.labels import agreements, set_label, to_judge
+
+    console = Console(stderr=True, soft_wrap=True)
+    try:
+        engine = open_store(_settings(db))
+        sessions = make_sessionmaker(engine)
+        with session_scope(sessions) as session:
+            run_id = ingest.find_run(session, run).id
+            todo = to_judge(session, run_id, relabel=relabel)
+        grader = Judge(model=model, base_url=base_url, timeout=timeout, retry=RetryPolicy(attempts=attempts))
+        verdicts: list[tuple[int, tuple[str, str] | None]] = []
+
+        async def work(items: Any) -> None:
+            for tid, record, datum in items:
+                verdicts.append((tid, await grader.classify(judge_prompt(record, datum))))
+
+        async def main() -> None:
+            shared = iter(todo)
+            await asyncio.gather(*(work(shared) for _ in range(concurrency)))
+
+        try:
+            asyncio.run(main())
+        finally:  # what was judged is kept even when the endpoint gives out midway
+            with session_scope(sessions, write=True) as session:
+                for tid, verdict in verdicts:
+                    if verdict is not None:
+                        set_label(session, tid, source="judge", label=verdict[0], author=model, reason=verdict[1])
+        with session_scope(sessions) as session:
+            agree = agreements(session, run_id)
+        engine.dispose()
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise _environment_error(exc) from None
+    unreadable = sum(1 for _, v in verdicts if v is None)
+    console.print(Text(f"judged {len(verdicts) - unreadable} trajectories of run {run_id}"
+                       + (f"; {unreadable} answers were not one of the four categories" if unreadable else "")))
+    table = Table("raters", "both labelled", "agree", "rate", "Cohen's kappa")
+    for a in agree:
+        table.add_row(f"{a.a} vs {a.b}", str(a.n), str(a.agree), "–" if a.rate is None else f"{a.rate:.2f}",
+                      "–" if a.kappa is None else f"{a.kappa:.2f}")
+    console.print(table)

@@ -1,0 +1,220 @@
+"""The live OTLP receiver: spans sent by the real OpenTelemetry SDK exporter
+(OTLP/HTTP protobuf) to the app served by uvicorn on a loopback port, and
+OTLP/JSON bodies split over several requests; SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+
+from app.settings import Settings
+from app.web.app import create_app
+from app.web.otlp import OtlpReceiver
+
+TOOLS = [
+    {"name": "buscar_cliente", "description": "Busca un cliente por RUT.",
+     "parameters": {"type": "object", "properties": {"rut": {"type": "string"}}, "required": ["rut"],
+                    "additionalProperties": False}},
+    {"name": "ver_saldo", "description": "Saldo por id interno.",
+     "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
+                    "additionalProperties": False}},
+]
+SUITE = {"name": "prod", "toolset": {"name": "banca", "tools": TOOLS}, "cases": []}
+
+CONVERSATION = [
+    {"role": "user", "content": "¿Cuál es el saldo del RUT 12345678-9?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "1", "type": "function",
+         "function": {"name": "buscar_cliente", "arguments": "{\"rut\": \"12345678-9\"}"}}]},
+    {"role": "tool", "tool_call_id": "1", "content": "{\"id\": 8812}"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "2", "type": "function", "function": {"name": "ver_saldo", "arguments": "{\"id\": \"8812\"}"}}]},
+    {"role": "tool", "tool_call_id": "2", "content": "Error: id must be an integer"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "3", "type": "function", "function": {"name": "ver_saldo", "arguments": "{\"id\": 8812}"}},
+        {"id": "4", "type": "function", "function": {"name": "cancelar_pedido", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "3", "content": "{\"saldo\": 142900}"},
+    {"role": "tool", "tool_call_id": "4", "content": "ok"},
+    {"role": "assistant", "content": "Tu saldo es $142.900"},
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture()
+def served(db_url: str) -> Iterator[tuple[str, Any]]:
+    """The app under uvicorn in a thread, on a free loopback port."""
+    app = create_app(Settings(database_url=db_url, auto_migrate=False))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def new_run(base: str, name: str) -> int:
+    r = httpx.post(f"{base}/api/runs", json={"name": name, "suite": SUITE})
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
+def wait_stored(base: str, spans: int, timeout: float = 20) -> dict[str, int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = httpx.get(f"{base}/v1/traces/status").json()
+        if status["stored_spans"] >= spans or time.monotonic() > deadline:
+            return dict(status)
+        time.sleep(0.05)
+
+
+def exported(base: str, run_id: int) -> list[dict[str, Any]]:
+    text = httpx.get(f"{base}/api/runs/{run_id}/trajectories.jsonl").text
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def sdk_provider(endpoint: str, **batch: Any) -> Any:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, timeout=10), **batch))
+    return provider
+
+
+def test_sdk_exporter_spans_arrive_as_a_trajectory(served: tuple[str, Any]) -> None:
+    from app.importers.otel_replay import replay_openai_messages
+
+    base, _app = served
+    run_id = new_run(base, "prod")
+    # small export batches: the trace's spans come in several requests, the root last
+    provider = sdk_provider(f"{base}/v1/traces?run=prod", max_export_batch_size=2, schedule_delay_millis=50)
+    n = replay_openai_messages(provider.get_tracer("test"), CONVERSATION,
+                               attributes={"toollens.case_id": "saldo-001"})
+    assert n == 1 + 4 + 4  # root, four chat spans, four tool spans
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+    assert wait_stored(base, n)["stored_spans"] == n
+    (record,) = exported(base, run_id)
+    assert record["case_id"] == "saldo-001" and record["trial"] == 0
+    assert record["question"] == "¿Cuál es el saldo del RUT 12345678-9?"
+    assert record["answer"] == "Tu saldo es $142.900"
+    assert [(c["name"], c["arguments"]) for c in record["calls"]] == [
+        ("buscar_cliente", "{\"rut\": \"12345678-9\"}"), ("ver_saldo", "{\"id\": \"8812\"}"),
+        ("ver_saldo", "{\"id\": 8812}"), ("cancelar_pedido", "{}")]
+    assert [c["error"] for c in record["calls"]] == [
+        None, {"kind": "error", "message": "Error: id must be an integer", "injected": False}, None, None]
+    assert record["calls"][2]["observation"] == "{\"saldo\": 142900}"
+    figures = httpx.get(f"{base}/api/runs/{run_id}/figures").json()
+    assert figures["hallucinated_tools"] == {"num": 1, "den": 4}  # cancelar_pedido
+    assert figures["schema_validity"] == {"num": 2, "den": 3}  # "8812" for an integer
+    assert figures["reactions"][0]["reaction"] == "retry_corrected"
+
+
+def attr(key: str, value: Any) -> dict[str, Any]:
+    return {"key": key, "value": {"intValue": str(value)} if isinstance(value, int) else {"stringValue": value}}
+
+
+def span(trace: str, sid: str, parent: str, start: int, tool: str = "", error: str = "",
+         attrs: dict[str, Any] | None = None) -> Any:
+    a = [attr(k, v) for k, v in (attrs or {}).items()]
+    if tool:
+        a += [attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.name", tool)]
+    s = {"traceId": trace, "spanId": sid, "parentSpanId": parent, "name": tool or "agent",
+         "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 1), "attributes": a}
+    if error:
+        s["status"] = {"code": "STATUS_CODE_ERROR", "message": error}
+    return s
+
+
+def body(*spans: Any) -> dict[str, Any]:
+    return {"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}
+
+
+TRACE = "5b8efff798038103d269b633813fc60c"
+
+
+def test_json_batches_of_one_trace_make_one_trajectory(db_url: str) -> None:
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        first = body(span(TRACE, "02", "01", 30, tool="ver_saldo", error="timeout",
+                          attrs={"gen_ai.tool.call.arguments": "{\"id\": 8812}"}))
+        assert client.post("/v1/traces", json=first).json() == {}  # default run: "otlp"
+        second = body(span(TRACE, "03", "01", 20, tool="buscar_cliente",
+                           attrs={"gen_ai.tool.call.arguments": "{\"rut\": \"1-9\"}",
+                                  "gen_ai.tool.call.result": "{\"id\": 8812}"}),
+                      span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-7"}))
+        r = client.post("/v1/traces", content=gzip.compress(json.dumps(second).encode()),
+                        headers={"content-type": "application/json", "content-encoding": "gzip",
+                                 "x-toollens-run": "otlp"})
+        assert r.status_code == 200, r.text
+        client.app.state.otlp.store_ready(everything=True)  # type: ignore[attr-defined]
+        # the exporter retries a request it did not see answered: the same spans again are not stored twice
+        assert client.post("/v1/traces", json=first).status_code == 200
+        client.app.state.otlp.store_ready(everything=True)  # type: ignore[attr-defined]
+        status = client.get("/v1/traces/status").json()
+        assert (status["stored_spans"], status["duplicate_spans"], status["stored_traces"]) == (3, 1, 1)
+        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+    assert [(r["case_id"], [(c["name"], c["error"]["message"] if c["error"] else None) for c in r["calls"]])
+            for r in records] == [("c-7", [("buscar_cliente", None), ("ver_saldo", "timeout")])]
+
+
+def test_unknown_run_bad_body_and_shutdown_flush(db_url: str) -> None:
+    app = create_app(Settings(database_url=db_url, auto_migrate=False))
+    with TestClient(app) as client:
+        r = client.post("/v1/traces?run=nope", json=body(span(TRACE, "01", "", 1)))
+        assert r.status_code == 404 and "create it first" in r.json()["error"]
+        r = client.post("/v1/traces", content=b"\x00garbage", headers={"content-type": "application/x-protobuf"})
+        assert r.status_code == 400 and "not an OTLP trace export" in r.json()["error"]
+        r = client.post("/v1/traces", json={"spans": []})
+        assert r.status_code == 400 and "resourceSpans" in r.json()["error"]
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        # a trace whose root never arrives waits for the idle timeout ...
+        rootless = body(span(TRACE, "02", "01", 5, tool="buscar_cliente"))
+        assert client.post("/v1/traces", json=rootless).status_code == 200
+        assert client.get("/v1/traces/status").json()["buffered_spans"] == 1
+    # ... and is stored when the app shuts down
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        records = client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()
+    assert [json.loads(x)["calls"][0]["name"] for x in records] == ["buscar_cliente"]
+
+
+def test_a_full_buffer_answers_503_and_the_sdk_retries_until_stored(served: tuple[str, Any]) -> None:
+    from app.importers.otel_replay import replay_openai_messages
+
+    base, app = served
+    run_id = new_run(base, "prod")
+    # a tiny buffer, slow to drain: the second export request finds it full
+    app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=0.8, max_spans=9)
+    provider = sdk_provider(f"{base}/v1/traces?run=prod", max_export_batch_size=9, schedule_delay_millis=20)
+    tracer = provider.get_tracer("test")
+    for i in range(3):
+        replay_openai_messages(tracer, CONVERSATION, attributes={"toollens.case_id": f"c{i}"})
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    status = wait_stored(base, 27)
+    assert status["refused_requests"] >= 1  # it did answer 503 ...
+    assert status["stored_spans"] == status["accepted_spans"] == 27  # ... and lost nothing
+    assert sorted(r["case_id"] for r in exported(base, run_id)) == ["c0", "c1", "c2"]

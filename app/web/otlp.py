@@ -291,7 +291,9 @@ def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
     return out
 
 
-@router.post("/v1/traces", tags=["otlp"])
+# OTLP/HTTP is a protocol of its own (protobuf bodies), documented in the
+# README rather than in the JSON API's OpenAPI schema.
+@router.post("/v1/traces", include_in_schema=False)
 async def receive_traces(
     request: Request,
     run: Annotated[str | None, Query(max_length=200, description="Run name (or the X-ToolLens-Run header).")] = None,
@@ -319,7 +321,7 @@ async def receive_traces(
     return Response(b"{}", media_type="application/json")
 
 
-@router.get("/v1/traces/status", tags=["otlp"])
+@router.get("/v1/traces/status", include_in_schema=False)
 def receiver_status(request: Request) -> dict[str, int]:
     """What the receiver took, stored and still buffers (spans and traces)."""
     receiver = receiver_for(request)

@@ -11,7 +11,7 @@ their parents without a round trip per row.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -46,12 +46,29 @@ def allocate_ids(session: Session, table: str, n: int) -> list[int]:
     return list(range(start + 1, start + n + 1))
 
 
-def insert_rows(session: Session, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert tuples in column order (JSON columns already as text)."""
+Shift = Mapping[str, "int | Sequence[int]"]
+
+
+def insert_rows(session: Session, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
+                shift: Shift | None = None) -> None:
+    """Insert tuples in column order (JSON columns already as text).
+
+    ``shift`` makes the ids of a batch built without them real: per column, a
+    number to add, or the ids that a row's value (a position) stands for.
+    SQLite adds contiguous ids in the statement itself; otherwise the rows
+    are rebuilt here."""
     if not rows:
         return
     conn = session.connection()
     cols = ", ".join(f'"{c}"' for c in columns)
+    marks = ["?"] * len(columns)
+    if shift:
+        offsets = {columns.index(c): _offset(v) for c, v in shift.items()}
+        if conn.dialect.name == "postgresql" or any(o is None for o in offsets.values()):
+            rows = _shifted(rows, {columns.index(c): v for c, v in shift.items()})
+        else:
+            for i, o in offsets.items():
+                marks[i] = f"? + {int(o or 0)}"
     if conn.dialect.name == "postgresql":
         import psycopg
 
@@ -67,5 +84,23 @@ def insert_rows(session: Session, table: str, columns: Sequence[str], rows: Sequ
             reason = str(exc).splitlines()[0]
             raise Unstorable(f"the database cannot store a value of this batch: {reason}") from None
         return
-    marks = ", ".join("?" for _ in columns)
-    conn.exec_driver_sql(f"INSERT INTO {table} ({cols}) VALUES ({marks})", list(rows))
+    conn.exec_driver_sql(f"INSERT INTO {table} ({cols}) VALUES ({', '.join(marks)})", list(rows))
+
+
+def _offset(value: int | Sequence[int]) -> int | None:
+    """What to add to a position to get its id, when the ids are contiguous."""
+    if isinstance(value, int):
+        return value
+    if not value:
+        return 0
+    return value[0] if list(value) == list(range(value[0], value[0] + len(value))) else None
+
+
+def _shifted(rows: Sequence[tuple[Any, ...]], shift: Mapping[int, int | Sequence[int]]) -> list[tuple[Any, ...]]:
+    out = []
+    for row in rows:
+        r = list(row)
+        for i, v in shift.items():
+            r[i] = r[i] + v if isinstance(v, int) else v[r[i]]
+        out.append(tuple(r))
+    return out

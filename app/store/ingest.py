@@ -9,8 +9,10 @@ several writers can feed one run.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Select, delete, select, tuple_
@@ -221,13 +223,52 @@ def _detail(ts: TrajectoryScore, traj: Trajectory) -> dict[str, Any]:
     return detail
 
 
-def add_trajectories(session: Session, *, run: Run, scorer: Scorer, trajectories: Sequence[Trajectory]) -> int:
+@dataclass(slots=True)
+class ScoredBatch:
+    """A batch scored and turned into rows before it has ids (so that it can be
+    built in another process): a row's ``id`` is its position in the batch,
+    ``trajectory_id`` the position of its trajectory, and ``run_id`` 0."""
+
+    keys: list[tuple[str, int, str]]
+    trajectories: list[tuple[Any, ...]]
+    calls: list[tuple[Any, ...]]
+    tags: list[tuple[Any, ...]]
+    counters: list[tuple[str, str, str, str, int]]
+
+
+def score_batch(scorer: Scorer, trajectories: Sequence[Trajectory]) -> ScoredBatch:
+    """Score a batch and build its rows (no database work)."""
+    report = Report(keep_cases=False)
+    traj_rows: list[tuple[Any, ...]] = []
+    call_rows: list[tuple[Any, ...]] = []
+    tag_rows: list[tuple[Any, ...]] = []
+    call_ids = itertools.count()
+    for tid, t in enumerate(trajectories):
+        ts = scorer.score(t)
+        report.add(ts)
+        traj_rows.append((
+            tid, 0, t.case_id, t.trial, fault_key(t), None if t.fault is None else t.fault.step,
+            None if t.fault is None else t.fault.kind, ts.fault_kind, t.question, t.answer, t.reward,
+            to_json(t.state), None if ts.outcome is None else ts.outcome.outcome, ts.passed, to_json(ts.failures),
+            to_json(_detail(ts, t)), len(t.calls),
+        ))
+        call_rows.extend(_call_rows(t, ts, tid, 0, call_ids))
+        tag_rows.extend((tid, 0, "failure", f) for f in ts.failures)
+        missing = sorted({e for e, c in ts.confusion if c == "(missing)"})
+        tag_rows.extend((tid, 0, "missing", m) for m in missing)
+    keys = [(t.case_id, t.trial, fault_key(t)) for t in trajectories]
+    return ScoredBatch(keys, traj_rows, call_rows, tag_rows, list(report.counters()))
+
+
+def add_trajectories(session: Session, *, run: Run, scorer: Scorer, trajectories: Sequence[Trajectory],
+                     scored: ScoredBatch | None = None) -> int:
     """Score and store a batch in the caller's transaction; returns the number
     of calls stored. Raises Conflict for a finished run or a trajectory stored
-    already (same case, trial and fault), naming the record index."""
+    already (same case, trial and fault), naming the record index. ``scored``:
+    the batch scored already (``score_batch``), in place of ``trajectories``."""
     if run.status == "finished":
         raise Conflict(f"run {run.id} is finished: it takes no new trajectories")
-    keys = [(t.case_id, t.trial, fault_key(t)) for t in trajectories]
+    keys = scored.keys if scored is not None else [(t.case_id, t.trial, fault_key(t)) for t in trajectories]
     seen: dict[tuple[str, int, str], int] = {}
     for i, key in enumerate(keys):
         if key in seen:
@@ -244,32 +285,24 @@ def add_trajectories(session: Session, *, run: Run, scorer: Scorer, trajectories
         if stored is not None:
             key = (stored[0], stored[1], stored[2])
             raise Conflict(f"record {seen[key]}: case {key[0]!r} trial {key[1]} is stored already in run {run.id}")
-    if not trajectories:
+    if not keys:
         return 0
-    report = Report(keep_cases=False)
-    scores = [scorer.score(t) for t in trajectories]
-    traj_ids = allocate_ids(session, "trajectories", len(trajectories))
-    call_ids = iter(allocate_ids(session, "calls", sum(len(t.calls) for t in trajectories)))
-    traj_rows: list[tuple[Any, ...]] = []
-    call_rows: list[tuple[Any, ...]] = []
-    tag_rows: list[tuple[Any, ...]] = []
-    for t, ts, tid in zip(trajectories, scores, traj_ids, strict=True):
-        report.add(ts)
-        traj_rows.append((
-            tid, run.id, t.case_id, t.trial, fault_key(t), None if t.fault is None else t.fault.step,
-            None if t.fault is None else t.fault.kind, ts.fault_kind, t.question, t.answer, t.reward,
-            to_json(t.state), None if ts.outcome is None else ts.outcome.outcome, ts.passed, to_json(ts.failures),
-            to_json(_detail(ts, t)), len(t.calls),
-        ))
-        call_rows.extend(_call_rows(t, ts, tid, run.id, call_ids))
-        tag_rows.extend((tid, run.id, "failure", f) for f in ts.failures)
-        missing = sorted({e for e, c in ts.confusion if c == "(missing)"})
-        tag_rows.extend((tid, run.id, "missing", m) for m in missing)
+    batch = scored if scored is not None else score_batch(scorer, trajectories)
+    return _store_batch(session, run.id, batch)
+
+
+def _store_batch(session: Session, run_id: int, batch: ScoredBatch) -> int:
+    """Give a scored batch its ids and insert it; returns the number of calls."""
+    traj_ids = allocate_ids(session, "trajectories", len(batch.trajectories))
+    call_ids = allocate_ids(session, "calls", len(batch.calls))
     try:
-        insert_rows(session, "trajectories", TRAJECTORY_COLUMNS, traj_rows)
+        insert_rows(session, "trajectories", TRAJECTORY_COLUMNS, batch.trajectories,
+                    shift={"id": traj_ids, "run_id": run_id})
     except IntegrityError:
         raise Conflict("a trajectory of this batch was stored meanwhile by another writer") from None
-    insert_rows(session, "calls", CALL_COLUMNS, call_rows)
-    insert_rows(session, "trajectory_tags", TAG_COLUMNS, tag_rows)
-    _upsert_counters(session, run.id, report.counters())
-    return len(call_rows)
+    insert_rows(session, "calls", CALL_COLUMNS, batch.calls,
+                shift={"id": call_ids, "trajectory_id": traj_ids, "run_id": run_id})
+    insert_rows(session, "trajectory_tags", TAG_COLUMNS, batch.tags,
+                shift={"trajectory_id": traj_ids, "run_id": run_id})
+    _upsert_counters(session, run_id, batch.counters)
+    return len(batch.calls)

@@ -15,7 +15,9 @@ from app import __version__
 from app.core.records import parse_record
 from app.store import compare as comparing
 from app.store import ingest, queries
+from app.store import lint as linting
 from app.store.db import session_scope
+from app.store.lint import LintPublic, RunLintPublic, VersionsDiffPublic
 from app.store.views import (
     ComparisonPublic,
     ConfusionPublic,
@@ -132,6 +134,12 @@ def confusion(run_id: RunId, session: ReadSession) -> ConfusionPublic:
     return queries.confusion(session, run_id)
 
 
+@router.get("/runs/{run_id}/lint")
+def run_lint(run_id: RunId, session: ReadSession) -> RunLintPublic:
+    """The run's lint findings beside the confusion cells (both directions) and schema errors they explain."""
+    return linting.run_lint(session, run_id)
+
+
 @router.get("/runs/{run_id}/trajectories.jsonl", response_class=StreamingResponse,
             responses={200: {"content": {"application/x-ndjson": {}}}})
 def export_jsonl(run_id: RunId, request: Request) -> StreamingResponse:
@@ -187,6 +195,19 @@ def list_toolsets(session: ReadSession) -> list[ToolsetPublic]:
 def diff_toolset(name: str, a: str, b: str, session: ReadSession) -> ToolsetDiffPublic:
     """Per tool: added, removed, changed (description, schema) or the same."""
     return queries.diff_toolset(session, name, a, b)
+
+
+@router.get("/toolsets/{name:path}/versions")
+def diff_versions(name: str, a: str, b: str, session: ReadSession) -> VersionsDiffPublic:
+    """Per tool across two versions: description word diff, schema changes, lint findings and the
+    selection figures of the runs that used each version (the toolset page's JSON twin)."""
+    return linting.diff_versions(session, name, a, b)
+
+
+@router.get("/toolsets/{name:path}/lint")
+def lint_version(name: str, version: str, session: ReadSession) -> LintPublic:
+    """The description linter on a stored version (hash or label)."""
+    return linting.version_lint(session, name, version)
 
 
 @router.get("/toolsets/{name:path}")

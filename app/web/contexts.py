@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from app.core.outcome import OUTCOMES, REACTIONS
 from app.core.report import FAMILIES
 from app.store import compare as comparing
+from app.store import lint as linting
 from app.store import queries
 from app.store.views import (
     CallPublic,
@@ -83,6 +84,7 @@ class RunPage:
     trajectories: TrajectoriesPublic
     filters: dict[str, str]
     blocking: list[str]
+    lint: linting.RunLintPublic | None = None  # findings beside the confusion cells of each pair
     cards: tuple[Any, ...] = FAMILY_CARDS
     failure_names: tuple[str, ...] = FAILURE_NAMES
 
@@ -118,7 +120,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         outcomes_by_step=figures.outcome_bars(figs["outcomes_by_step"], "step", "by faulted call")
         if figs["outcomes_by_step"] else None,
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
-        blocking=blocking(run),
+        blocking=blocking(run), lint=linting.run_lint(session, run_id),
     )
 
 
@@ -220,13 +222,16 @@ class ToolsetPage:
     runs_b: RunsPublic | None
     a: str
     b: str
+    detail: linting.VersionsDiffPublic | None = None  # per tool: description, schema, findings, figures
+    lint: linting.LintPublic | None = None  # the only version's findings
 
 
 def toolset_page(session: Session, name: str, a: str | None, b: str | None) -> ToolsetPage:
     ts = queries.get_toolset(session, name)
     versions = ts.versions
     if len(versions) < 2 and a is None and b is None:
-        return ToolsetPage(ts, None, [], None, None, "", "")
+        return ToolsetPage(ts, None, [], None, None, "", "", lint=linting.version_lint(session, name,
+                                                                                       versions[-1].hash))
     a = a or versions[max(len(versions) - 2, 0)].hash
     b = b or versions[-1].hash
     diff = queries.diff_toolset(session, name, a, b)
@@ -234,4 +239,5 @@ def toolset_page(session: Session, name: str, a: str | None, b: str | None) -> T
     vb = next(v for v in versions if v.hash == diff.b)
     changes = comparing.description_changes(va.tools, vb.tools)
     return ToolsetPage(ts, diff, changes, queries.list_runs(session, toolset_version=va.hash, limit=20),
-                       queries.list_runs(session, toolset_version=vb.hash, limit=20), diff.a, diff.b)
+                       queries.list_runs(session, toolset_version=vb.hash, limit=20), diff.a, diff.b,
+                       detail=linting.diff_versions(session, name, diff.a, diff.b))

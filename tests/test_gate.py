@@ -152,3 +152,17 @@ def test_untrusted_case_ids_are_inert_in_both_outputs() -> None:
     root = ET.fromstring(junit(result).split("\n", 1)[1])
     names = [tc.get("name") for tc in root.iter("testcase")]
     assert any(n and n.startswith("x|<script>") and "\ufffd" in n for n in names)
+
+
+def test_documented_config_and_workflow() -> None:
+    import yaml
+
+    from app.core.gate import load_gate_config
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    assert load_gate_config(docs / "gate.yaml") == GateConfig()  # the documented values are the defaults
+    flow = yaml.safe_load((docs / "github-actions-gate.yml").read_text())
+    steps = {s.get("name"): s for s in flow["jobs"]["gate"]["steps"]}
+    assert "toollens gate --baseline baseline" in steps["Gate"]["run"]
+    assert "--junit gate.xml" in steps["Gate"]["run"]
+    assert "toollens run" in steps["Candidate run (this pull request)"]["run"]

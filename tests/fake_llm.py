@@ -171,3 +171,17 @@ def serve(app: FakeLLM) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def two_turns(request: dict[str, Any]) -> Turn:
+    """A model that makes one tool call, then answers: the benchmark's agent."""
+    if any(m.get("role") == "tool" for m in request.get("messages", [])):
+        return Turn(text="Tu saldo es $142.900")
+    return Turn(calls=[("buscar_cliente", {"rut": "12345678-9"})])
+
+
+if __name__ == "__main__":  # python -m tests.fake_llm PORT DELAY: the benchmark's endpoint, in its own process
+    import sys
+
+    app = FakeLLM(responder=two_turns, delay=float(sys.argv[2]))
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="error", backlog=2048)

@@ -38,19 +38,20 @@ class AnthropicAgent:
         return self._client
 
     async def __call__(self, question: str, toolbox: Toolbox) -> str:
+        from anthropic.types import Message as message_type
+
         client = self.client()
         messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
-        extra: dict[str, Any] = {}
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": messages}
         if toolbox.tools:
-            extra["tools"] = toolbox.anthropic_tools
+            body["tools"] = toolbox.anthropic_tools  # as declared; sent without the SDK's type transform
         if self.system:
-            extra["system"] = self.system
+            body["system"] = self.system
         if self.temperature is not None:
-            extra["temperature"] = self.temperature
+            body["temperature"] = self.temperature
         last_text = ""
         for _ in range(self.max_steps):
-            response = await self.retry.run(lambda: client.messages.create(
-                model=self.model, max_tokens=self.max_tokens, messages=messages, **extra))
+            response = await self.retry.run(lambda: client.post("/v1/messages", body=body, cast_to=message_type))
             blocks = list(response.content)
             last_text = "".join(b.text for b in blocks if b.type == "text")
             uses = [b for b in blocks if b.type == "tool_use"]

@@ -20,13 +20,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.errors import InfrastructureError
 from app.core.records import Trajectory
 from app.core.runner import AGENT_ERROR, arun_case
-from app.core.scoring import Scorer
+from app.core.scoring import Scorer, TrajectoryScore
 from app.core.suite import Case, Suite
 from app.runner.work import WorkItem
 from app.store import ingest
 from app.store.db import session_scope
 from app.store.errors import Conflict
-from app.store.infra import clear_infra_error, record_infra_error
+from app.store.infra import clear_infra_error, infra_errors, record_infra_error
 
 
 class AgentFactory(Protocol):
@@ -44,6 +44,7 @@ class RunSummary:
     infra_errors: int = 0  # the endpoint kept failing (not stored as trajectories)
     duplicates: int = 0  # stored already (another shard, or the same experiment twice)
     started: float = field(default_factory=time.monotonic)
+    ended: float | None = None
 
     @property
     def done(self) -> int:
@@ -51,7 +52,7 @@ class RunSummary:
 
     @property
     def elapsed(self) -> float:
-        return time.monotonic() - self.started
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
 
 
 Listener = Callable[[RunSummary], None]
@@ -69,8 +70,10 @@ class _Writer:
     def __init__(self, factory: sessionmaker[Session], run_id: int, suite: Suite, summary: RunSummary):
         self.factory = factory
         self.run_id = run_id
-        self.scorer = Scorer(suite)
+        self.scorer = _ScoredOnce(Scorer(suite))
         self.summary = summary
+        with session_scope(factory) as session:  # only then can a stored trajectory clear one
+            self.infra_known = bool(infra_errors(session, run_id, limit=1))
 
     def store(self, batch: list[tuple[WorkItem, Trajectory | InfrastructureError]]) -> None:
         trajs = [(item, r) for item, r in batch if isinstance(r, Trajectory)]
@@ -88,16 +91,38 @@ class _Writer:
             with session_scope(self.factory, write=True) as session:
                 record_infra_error(session, self.run_id, item.case.id, item.trial, infra_key(item), str(exc))
             self.summary.infra_errors += 1
+            self.infra_known = True
 
     def _store(self, trajs: list[Trajectory]) -> None:
         with session_scope(self.factory, write=True) as session:
             run = ingest.get_run_row(session, self.run_id)
-            ingest.add_trajectories(session, run=run, scorer=self.scorer, trajectories=trajs)
-            for t in trajs:
-                clear_infra_error(session, self.run_id, t.case_id, t.trial, ingest.fault_key(t))
+            ingest.add_trajectories(session, run=run, scorer=self.scorer, trajectories=trajs)  # type: ignore[arg-type]
+            if self.infra_known:
+                for t in trajs:
+                    clear_infra_error(session, self.run_id, t.case_id, t.trial, ingest.fault_key(t))
         self.summary.stored += len(trajs)
         self.summary.failed += sum(1 for t in trajs if not self.scorer.score(t).passed)
         self.summary.agent_errors += sum(1 for t in trajs if t.stopped == AGENT_ERROR)
+        self.scorer.forget(trajs)
+
+
+class _ScoredOnce:
+    """A scorer that remembers the score of each trajectory of the batch in
+    hand, so the store and the tally do not score twice."""
+
+    def __init__(self, scorer: Scorer):
+        self.scorer = scorer
+        self.memo: dict[int, TrajectoryScore] = {}
+
+    def score(self, traj: Trajectory) -> TrajectoryScore:
+        found = self.memo.get(id(traj))
+        if found is None:
+            found = self.memo[id(traj)] = self.scorer.score(traj)
+        return found
+
+    def forget(self, trajs: list[Trajectory]) -> None:
+        for t in trajs:
+            self.memo.pop(id(t), None)
 
 
 async def execute(
@@ -155,4 +180,5 @@ async def execute(
         await asyncio.gather(*workers, return_exceptions=True)
         queue.put_nowait(None)  # the writer stores what is queued, then stops
         await asyncio.shield(writer_task)
+        summary.ended = time.monotonic()
     return summary

@@ -177,3 +177,17 @@ def test_toolset_add_needs_a_name(argv: list[str], tmp_path: Path) -> None:
     r = runner.invoke(cli, ["toolset", "add", str(EXAMPLES / "toolset_v1.yaml"), *argv,
                             "--db", f"sqlite:///{tmp_path / 'x.db'}"])
     assert r.exit_code == 2
+
+
+TAU = Path("/work/shared/data/tau_bench_tool_schemas_airline_retail.json")
+
+
+@pytest.mark.skipif(not TAU.is_file(), reason=f"{TAU} (real tau-bench tool schemas) is not on this machine")
+def test_tau_bench_tools() -> None:
+    domains = json.loads(TAU.read_text())
+    airline = Toolset.from_list(domains["airline"])
+    found = lint_toolset(airline)
+    pairs = {(f.tool, f.related[0]): f.score for f in found if f.rule == "similar_pair"}
+    # tau-bench gives both tools the same text: "Search direct flights between two cities on a specific date."
+    assert pairs[("search_direct_flight", "search_onestop_flight")] == 1.0
+    assert len(found) == 24 and len(lint_toolset(Toolset.from_list(domains["retail"]))) == 25

@@ -70,8 +70,22 @@ def _public(f: Finding) -> FindingPublic:
     return FindingPublic(**f.to_dict())
 
 
+_CACHE: dict[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], list[Finding]] = {}
+
+
+def _findings(toolset: Toolset, pairs: list[tuple[str, str]]) -> list[Finding]:
+    """Lint once per content (a large toolset takes a noticeable time: O(tools²) pairs)."""
+    key = (toolset.version, tuple(toolset.dependencies), tuple(pairs))
+    found = _CACHE.get(key)
+    if found is None:
+        if len(_CACHE) >= 64:
+            _CACHE.clear()
+        found = _CACHE[key] = lint_toolset(toolset, pairs)
+    return found
+
+
 def _lint(toolset: Toolset, pairs: list[tuple[str, str]], name: str, version: str, label: str) -> LintPublic:
-    findings = lint_toolset(toolset, pairs)
+    findings = _findings(toolset, pairs)
     counts = {r: sum(f.rule == r for f in findings) for r in RULES}
     deps = list(dict.fromkeys([*toolset.dependencies, *pairs]))
     return LintPublic(toolset=name, version=version, label=label, dependencies=[list(p) for p in deps],

@@ -115,4 +115,6 @@ def test_human_labels_from_the_api_and_the_page(db_url: str) -> None:
     human = next(a for a in health["agreement"] if (a["a"], a["b"]) == ("human", "deterministic"))
     assert (human["n"], human["agree"], human["rate"]) == (2, 1, 0.5)
     assert human["kappa"] == 0.0  # po = .5; pe = (.5*0 + .5*1) = .5 -> 0
-    assert "Outcome labels: agreement" in client.get("/runs/1").text
+    run_page = client.get("/runs/1").text
+    assert "Outcome labels: agreement" in run_page and "SIMULATED agent" in run_page
+    assert ">simulated</span>" in client.get("/").text

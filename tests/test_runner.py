@@ -185,3 +185,38 @@ def test_a_run_killed_midway_resumes_with_every_case_once(tmp_path: Path) -> Non
     assert len(after) == len(set(after)) == CASES * 3
     assert set(before) <= set(after)
     assert "run finished" in resumed.stderr
+
+
+AGENT_SOURCE = '''
+def agent(question, toolbox):
+    if "PED-" in question:
+        raise RuntimeError("boom")
+    toolbox.call("buscar_cliente", {"rut": "12345678-9"})
+    return "listo"
+'''
+
+
+def test_a_python_agent_by_module_and_function_and_its_crashes(tmp_path: Path) -> None:
+    (tmp_path / "my_agent.py").write_text(AGENT_SOURCE)
+    url = f"sqlite:///{tmp_path / 'py.db'}"
+    done = subprocess.run([sys.executable, "-m", "app.cli", "run", str(SUITE), "--agent", "my_agent:agent",
+                           "--run", "py", "--db", url], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    crashing = sum(1 for c in load_suite(SUITE).cases if "PED-" in c.question)
+    assert f"stored {CASES} of {CASES} case runs" in done.stderr
+    assert f"{crashing} agent errors" in done.stderr and crashing > 0
+    engine = make_engine(url)
+    with session_scope(make_sessionmaker(engine)) as s:
+        run = s.scalar(select(Run).where(Run.name == "py"))
+        assert run is not None and run.agent == "python my_agent:agent"
+        stopped = [t.detail.get("stopped") for t in s.scalars(select(TrajectoryRow))]
+    engine.dispose()
+    assert stopped.count("agent_error") == crashing
+    missing = subprocess.run([sys.executable, "-m", "app.cli", "run", str(SUITE), "--agent", "nope:agent",
+                              "--run", "py2", "--db", url], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "cannot import 'nope'" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    engine = make_engine(url)
+    with session_scope(make_sessionmaker(engine)) as s:
+        assert s.scalar(select(Run).where(Run.name == "py2")) is None  # a bad --agent stores nothing
+    engine.dispose()

@@ -102,6 +102,20 @@ def build_factory(request: RunRequest, suite: Suite) -> AgentFactory:
     return SameAgent(load_callable(kind), kind)
 
 
+def check_agent(request: RunRequest) -> None:
+    """Refuse a bad ``--agent`` (or its options) before anything is stored."""
+    if request.agent == "simulated":
+        try:
+            SimRates.parse(request.sim_rates)
+        except ValueError as exc:
+            raise RunSetupError(f"--sim-rates: {exc}") from None
+    elif request.agent in ("openai", "anthropic"):
+        if not request.model:
+            raise RunSetupError(f"--agent {request.agent} needs --model")
+    else:
+        load_callable(request.agent)
+
+
 def _retries(factory: AgentFactory) -> int:
     agent = getattr(factory, "agent", None)
     retry = getattr(agent, "retry", None)
@@ -198,6 +212,8 @@ def run_agent(settings: Settings, request: RunRequest, *,
 
     ``progress(title, total)`` may return a context manager with an
     ``update(summary)`` method (the rich bar of the CLI)."""
+    if not request.resume:
+        check_agent(request)  # a bad --agent creates no run
     engine = open_store(settings)
     sessions = make_sessionmaker(engine)
     try:

@@ -160,8 +160,8 @@ def test_toolset_add_is_idempotent_by_content(db_url: str, tmp_path: Path) -> No
     (tmp_path / "t.yaml").write_text(text)
     r = runner.invoke(cli, ["toolset", "add", str(tmp_path / "t.yaml"), "--name", "banca", "--db", db_url])
     assert r.exit_code == 0 and "exists already" in r.stderr
-    r = runner.invoke(cli, ["toolset", "add", str(EXAMPLES / "toolset_v2.yaml"), "--name", "banca",
-                            "--label", "v2", "--db", db_url])
+    r = runner.invoke(cli, ["toolset", "add", str(EXAMPLES / "suite_v2.yaml"), "--name", "banca",
+                            "--label", "v2", "--db", db_url])  # a suite file: its toolset
     assert r.exit_code == 0 and "added" in r.stderr
     engine = create_engine(db_url)
     with engine.connect() as conn:

@@ -47,7 +47,8 @@ def _store(toolset: object, name: str, label: str, db: str | None) -> None:
 
 @toolset_cli.command("add")
 def add(
-    file: Annotated[Path, typer.Argument(help="Toolset file (YAML or JSON: ToolLens, OpenAI or Anthropic tools).")],
+    file: Annotated[Path, typer.Argument(help="Toolset file (YAML or JSON: ToolLens, OpenAI or Anthropic tools), "
+                                          "or a suite file (its toolset).")],
     name: Name,
     label: Label = "",
     db: Db = None,
@@ -55,10 +56,10 @@ def add(
     """Register a toolset version by the content hash of its tools (name, description, schema)."""
     from app.cli import _fail
     from app.core.errors import ToolLensError
-    from app.core.suite import load_toolset
+    from app.core.lint import load_lint_target
 
     try:
-        toolset = load_toolset(file)
+        toolset, _ = load_lint_target(file)
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
     _store(toolset, name, label, db)

@@ -26,6 +26,7 @@ from app.store import ingest, queries
 from app.store.db import check_schema, make_engine, make_sessionmaker, session_scope
 from app.store.errors import Conflict
 from app.store.models import Run
+from app.store.pipeline import ScoringPipeline, pipeline_pays
 
 
 @dataclass
@@ -114,12 +115,15 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
         parse_suite(document, path=str(path))  # the converter's suite, checked before anything is stored
     engine = open_store(settings)
     sessions = make_sessionmaker(engine)
+    scoring: ScoringPipeline | None = None
     try:
         with session_scope(sessions) as session:
             existing = session.scalar(select(Run).where(Run.name == run_name))
             if existing is not None and existing.status == "finished":
                 raise Conflict(f"run {run_name!r} is finished: it takes no new trajectories")
             stored = ingest.stored_keys(session, existing.id) if existing is not None else set()
+        if records is None and pipeline_pays(path):  # scoring starts while the lines are checked
+            scoring = ScoringPipeline(path, document, str(suite_path or path), stored, batch)
         try:
             if records is None:
                 bad, _good = _check_lines(path, stored)
@@ -149,7 +153,7 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
         result = ImportResult(run_id=run_id, skipped=bad)
         scorer = Scorer(parse_suite(document, path=str(suite_path or path)))
         try:
-            _stream(path, skip, batch, sessions, run_id, scorer, result, records)
+            _stream(path, skip, batch, sessions, run_id, scorer, result, records, scoring)
         except BaseException:
             if created:
                 with session_scope(sessions, write=True) as s:
@@ -160,11 +164,13 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
                 ingest.finish_run(s, run_id)
         return result
     finally:
+        if scoring is not None:
+            scoring.close()
         engine.dispose()
 
 
 def _stream(path: Path, skip: set[int], batch: int, sessions: sessionmaker[Session], run_id: int, scorer: Scorer,
-            result: ImportResult, records: Records | None = None) -> None:
+            result: ImportResult, records: Records | None = None, scoring: ScoringPipeline | None = None) -> None:
     pending: list[Trajectory] = []
     lines: list[int] = []
 
@@ -179,6 +185,17 @@ def _stream(path: Path, skip: set[int], batch: int, sessions: sessionmaker[Sessi
         pending.clear()
         lines.clear()
 
+    if scoring is not None:  # scored by the worker process: store batch after batch
+        for numbers, scored in scoring.batches(skip):
+            try:
+                with session_scope(sessions, write=True) as s:
+                    run_row = ingest.get_run_row(s, run_id)
+                    result.calls += ingest.add_trajectories(s, run=run_row, scorer=scorer, trajectories=(),
+                                                            scored=scored)
+            except Conflict as exc:
+                raise Conflict(f"{path}: lines {numbers[0]}-{numbers[-1]}: {exc}") from None
+            result.trajectories += len(numbers)
+        return
     if records is not None:  # skip holds positions here
         for position, (number, traj) in enumerate(records()):
             if position in skip:

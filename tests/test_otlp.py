@@ -192,9 +192,10 @@ def test_unknown_run_bad_body_and_shutdown_flush(db_url: str) -> None:
         assert r.status_code == 400 and "resourceSpans" in r.json()["error"]
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
         # a trace whose root never arrives waits for the idle timeout ...
-        rootless = body(span(TRACE, "02", "01", 5, tool="buscar_cliente"))
+        rootless = body(span(TRACE, "02", "01", 5, tool="buscar_cliente"), span("", "03", "", 6))
         assert client.post("/v1/traces", json=rootless).status_code == 200
-        assert client.get("/v1/traces/status").json()["buffered_spans"] == 1
+        status = client.get("/v1/traces/status").json()
+        assert (status["buffered_spans"], status["rejected_spans"]) == (1, 1)  # a span without a trace id
     # ... and is stored when the app shuts down
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         records = client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()

@@ -294,21 +294,25 @@ def trajectory_record(spans: Iterable[Span]) -> dict[str, Any]:
         question = _text(root.get("input.value") or root.get("gen_ai.prompt")) or ""
     if not answer:
         answer = _text(root.get("output.value") or root.get("gen_ai.completion")) or ""
-    attrs: dict[str, Any] = {}
-    for s in reversed(ordered):  # the root's say wins: it comes last here when sorted by start
-        attrs.update({k: v for k, v in s.attributes.items() if k.startswith(("toollens.", "gen_ai.conversation",
-                                                                            "session.id"))})
-    attrs.update({k: v for k, v in root.items() if k.startswith("toollens.")})
-    case_id = attrs.get("toollens.case_id") or attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
+
+    def lookup(key: str) -> Any:
+        """The root's attribute, else the first span's that has it."""
+        if key in root:
+            return root[key]
+        return next((s.attributes[key] for s in ordered if key in s.attributes), None)
+
+    case_id = lookup("toollens.case_id") or lookup("gen_ai.conversation.id") or lookup("session.id")
+    trial = lookup("toollens.trial")
+    reward = lookup("toollens.reward")
     record: dict[str, Any] = {
         "case_id": str(case_id)[:MAX_NAME] if case_id not in (None, "") else ordered[0].trace_id or "trace",
-        "trial": attrs.get("toollens.trial", 0),
+        "trial": 0 if trial is None else trial,
         "question": question,
         "calls": calls,
         "answer": answer,
     }
-    if "toollens.reward" in attrs:
-        record["reward"] = attrs["toollens.reward"]
+    if reward is not None:
+        record["reward"] = reward
     return record
 
 

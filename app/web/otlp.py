@@ -65,6 +65,7 @@ class ReceiverStats:
     stored_traces: int = 0
     duplicate_spans: int = 0
     rejected_traces: int = 0
+    rejected_spans: int = 0
     refused_requests: int = 0
 
 
@@ -72,7 +73,7 @@ class OtlpReceiver:
     """Buffers spans per trace and stores finished traces in the background."""
 
     def __init__(self, sessions: sessionmaker[Session], scorers: ScorerCache, *, settle: float = 0.5,
-                 idle: float = 30.0, max_spans: int = 500_000, batch: int = 500, remember: int = 200_000):
+                 idle: float = 30.0, max_spans: int = 500_000, batch: int = 500, remember: int = 20_000):
         self.sessions = sessions
         self.scorers = scorers
         self.settle, self.idle, self.max_spans, self.batch, self.remember = settle, idle, max_spans, batch, remember
@@ -110,7 +111,11 @@ class OtlpReceiver:
             if self._buffered and self._buffered + len(spans) > self.max_spans:
                 self.stats.refused_requests += 1
                 return False
+            taken = 0
             for s in spans:
+                if not s.trace_id:  # not a valid span: there is no trace to put it in
+                    self.stats.rejected_spans += 1
+                    continue
                 key = (run_id, s.trace_id)
                 p = self._pending.get(key)
                 if p is None:
@@ -118,8 +123,9 @@ class OtlpReceiver:
                 p.spans.append(s)
                 p.last_seen = now
                 p.root = p.root or s.is_root
-            self._buffered += len(spans)
-            self.stats.accepted_spans += len(spans)
+                taken += 1
+            self._buffered += taken
+            self.stats.accepted_spans += taken
         self._ensure_thread()
         return True
 
@@ -329,4 +335,5 @@ def receiver_status(request: Request) -> dict[str, int]:
     return {"accepted_spans": stats.accepted_spans, "stored_spans": stats.stored_spans,
             "buffered_spans": receiver.buffered_spans, "stored_traces": stats.stored_traces,
             "duplicate_spans": stats.duplicate_spans, "rejected_traces": stats.rejected_traces,
+            "rejected_spans": stats.rejected_spans,
             "refused_requests": stats.refused_requests}

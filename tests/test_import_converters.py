@@ -226,6 +226,9 @@ def test_openai_messages_array_file_is_the_same_as_lines(tmp_path: Path) -> None
     from_array = good(convert("openai-messages", array))
     assert [t.calls for t in from_array] == [t.calls for t in lines]
     assert from_array[1].case_id.startswith("line-")
+    bare = write_jsonl(tmp_path / "bare.jsonl", [OPENAI_CONVERSATION["messages"], LEGACY])  # a message list a line
+    assert [(t.case_id, t.calls) for t in good(convert("openai-messages", bare))] == [
+        ("line-1", lines[0].calls), ("line-2", lines[1].calls)]
 
 
 def test_anthropic_messages_tool_use_and_is_error(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def iter_json_values(path: Path, *, whole_object: bool = False) -> Iterator[Json
         raise InvalidTrajectory("file not found", source=source)
     with path.open("rb") as fh:
         head = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-    if head == b"[":
+    if head == b"[" and not _lines_of_arrays(path):
         yield from _iter_array(path)
         return
     if head == b"{" and whole_object:
@@ -47,6 +47,21 @@ def iter_json_values(path: Path, *, whole_object: bool = False) -> Iterator[Json
             yield _whole(path)
             return
     yield from _iter_lines(path)
+
+
+def _lines_of_arrays(path: Path) -> bool:
+    """JSON Lines whose values are arrays (a bare message list per line),
+    rather than one array: the first line is a whole JSON value and more
+    lines follow."""
+    with path.open("rb") as fh:
+        first = fh.readline(MAX_LINE_BYTES + 1)
+        if len(first) > MAX_LINE_BYTES:
+            return False
+        try:
+            loads(first)
+        except ValueError:
+            return False
+        return any(line.strip() for line in iter(lambda: fh.readline(1 << 16), b""))
 
 
 def _first_line(path: Path) -> bytes:

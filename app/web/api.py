@@ -110,7 +110,7 @@ def add_trajectories(run_id: RunId, body: TrajectoryBatch, request: Request, ses
     records = [parse_record(rec, index=i) for i, rec in enumerate(body.trajectories)]
     scorer = request.app.state.scorers.for_run(session, run)
     n_calls = ingest.add_trajectories(session, run=run, scorer=scorer, trajectories=records)
-    total = queries.get_run(session, run_id).trajectories
+    total = queries.run_trajectory_count(session, run_id)  # the counter alone, not the run with its suite
     return IngestResult(run_id=run_id, stored=len(records), calls=n_calls, trajectories_total=total)
 
 

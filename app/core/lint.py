@@ -154,13 +154,14 @@ def similarities(toolset: Toolset) -> dict[tuple[str, str], Similarity]:
         for w in words:
             df[w] = df.get(w, 0) + 1
     idf = {w: math.log((len(names) + 1) / d) for w, d in df.items()}
+    weight = {n: sum(idf[w] for w in words) for n, words in stems.items()}
+    tokens = {n: name_tokens(n) for n in names}
     out: dict[tuple[str, str], Similarity] = {}
     for a, b in combinations(sorted(names), 2):
         wa, wb = stems[a], stems[b]
-        total = sum(idf[w] for w in wa) + sum(idf[w] for w in wb)
+        total = weight[a] + weight[b]
         desc = 1.0 if not wa and not wb else 2 * sum(idf[w] for w in wa & wb) / total if total else 0.0
-        out[(a, b)] = Similarity(name=round(_jaccard(name_tokens(a), name_tokens(b)), 3),
-                                 description=round(desc, 3))
+        out[(a, b)] = Similarity(name=round(_jaccard(tokens[a], tokens[b]), 3), description=round(desc, 3))
     return out
 
 

@@ -263,14 +263,15 @@ def test_nothing_is_lost_when_the_server_dies(sqlite_url: str, stop: list[Any]) 
     proc.communicate(timeout=30)
     assert rows(sqlite_url, TrajectoryRow.id) == []
     [(status, config)] = rows(sqlite_url, Run.status, Run.config)
-    pending = config["live_pending"]["http"]
+    [(key, pending)] = config["live_pending"].items()
+    assert key == f"http@{socket.gethostname()}:{proc.pid}"
     assert status == "running" and [c["name"] for c in pending["calls"]] == ["buscar_cliente", "ver_saldo"]
     # the next start with the same run stores what was pending (stdin closed: it serves nothing and stops)
     done = subprocess.run([*TOOLLENS, "mcp-serve", SUITE, "--case", "saldo-001", "--run", "killed", "--db",
                            sqlite_url], cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "stored 1 trajectories left pending" in done.stderr and done.stdout == ""
+    assert "stored 1 trajectories left pending by a stopped server" in done.stderr and done.stdout == ""
     [record] = exported(sqlite_url, "killed")
     assert record["fault"] == {"step": 1, "kind": "timeout"}
     assert record["calls"][1]["observation"] == "ERROR: timeout: the tool did not answer in time"
@@ -285,3 +286,32 @@ def test_mcp_serve_bad_input(sqlite_url: str) -> None:
     r = runner.invoke(cli, ["mcp-serve", SUITE, "--case", "saldo-001", "--transport", "sse", "--db", sqlite_url])
     assert r.exit_code == 2
     assert rows(sqlite_url, Run.id) == []
+
+
+async def _parallel(url: str, errlog: Any) -> None:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async def one(rut: str, wait: float) -> None:
+        params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), args=[
+            "-m", "app.cli", "mcp-serve", SUITE, "--case", "saldo-002", "--run", "parallel", "--db", url])
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            await client.call_tool("buscar_cliente", {"rut": rut})
+            await anyio.sleep(wait)  # both servers hold an open trajectory at once; the first stops first
+            await client.call_tool("ver_saldo", {"id": 5531})
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one, "9876543-K", 0.5)
+        tg.start_soon(one, "9.876.543-K", 3.0)
+
+
+def test_parallel_servers_share_a_run(db_url: str, tmp_path: Path) -> None:
+    with (tmp_path / "servers.err").open("w") as errlog:
+        anyio.run(_parallel, db_url, errlog)
+    records = exported(db_url, "parallel")
+    assert sorted(r["trial"] for r in records) == [0, 1]
+    assert sorted(r["calls"][0]["arguments"]["rut"] for r in records) == ["9.876.543-K", "9876543-K"]
+    [(status, config)] = rows(db_url, Run.status, Run.config)
+    assert status == "finished" and config["live_pending"] == {}
+    err = (tmp_path / "servers.err").read_text()
+    assert "run left open" in err and "run finished" in err  # the first to stop leaves it to the last

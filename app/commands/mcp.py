@@ -77,10 +77,10 @@ def mcp_serve(
     from app.mcp.serve import CaseRecorder, http_app, serve_stdio
 
     recorder = CaseRecorder(sessions, run_id, parsed, chosen, plan)
-    leftover = recorder.end_all()
+    leftover = recorder.recover()
     where = f"http://{host}:{port}/mcp" if transport == "http" else "stdio"
     console.print(Text(f"run {run_id} ({name}): serving case {case} ({len(parsed.toolset)} tools) on {where}"
-                       + (f"; stored {leftover} trajectories left pending" if leftover else "")))
+                       + (f"; stored {leftover} trajectories left pending by a stopped server" if leftover else "")))
     previous = signal.signal(signal.SIGTERM, _stop)  # SIGTERM ends serving like Ctrl-C: pending calls get stored
     try:
         if transport == "stdio":
@@ -95,11 +95,12 @@ def mcp_serve(
         signal.signal(signal.SIGTERM, previous)
         try:
             stored = recorder.end_all()
-            if not keep_open:
+            finish = not keep_open and not recorder.others_pending()  # the last server to stop finishes it
+            if finish:
                 with session_scope(sessions, write=True) as s:
                     finish_run(s, run_id)
             console.print(Text(f"run {run_id} ({name}): stored {stored} more trajectories at shutdown"
-                               + ("" if keep_open else "; run finished")))
+                               + ("; run finished" if finish else "; run left open")))
         finally:
             engine.dispose()
 

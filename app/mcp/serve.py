@@ -19,6 +19,8 @@ on the next start with the same run.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -47,8 +49,29 @@ class _Open:
     trial: int
 
 
+def _owner_gone(key: str) -> bool:
+    """A pending key whose server process (on this host) no longer runs."""
+    _, _, owner = key.rpartition("@")
+    host, _, pid = owner.rpartition(":")
+    if not pid.isdigit():
+        return True  # no owner recorded
+    if host != socket.gethostname():
+        return False  # cannot tell: left for its own server
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 class CaseRecorder:
-    """One case's routers, one per open trajectory, saved after every call."""
+    """One case's routers, one per open trajectory, saved after every call.
+
+    Pending keys carry their server (``<session>@<host>:<pid>``): several
+    servers may record into one run (parallel trials), each storing only its
+    own trajectories, and a restart stores only what a dead server left."""
 
     def __init__(self, sessions: sessionmaker[Session], run_id: int, suite: Suite, case: Case,
                  faults: FaultPlan | None):
@@ -58,8 +81,12 @@ class CaseRecorder:
         self.case = case
         self.faults = faults
         self.scorer = Scorer(suite)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self._open: dict[str, _Open] = {}
         self._lock = threading.Lock()
+
+    def _key(self, local: str) -> str:
+        return f"{local}@{self.owner}"
 
     def _record(self, opened: _Open) -> dict[str, Any]:
         router = opened.router
@@ -73,32 +100,49 @@ class CaseRecorder:
     def call(self, key: str, name: str, arguments: Any) -> tuple[str, bool]:
         """Run one call through the trajectory's router and save the record so
         far before answering. Returns (observation, is_error)."""
+        key = self._key(key)
         with self._lock:
             opened = self._open.get(key)
             with session_scope(self.sessions, write=True) as s:
                 if opened is None:
                     opened = _Open(MockRouter(self.suite.toolset, self.faults, mocks=self.case.mocks),
                                    live.next_trial(s, self.run_id, self.case.id))
-                    self._open[key] = opened
                 observation = opened.router.call(name, arguments)
                 live.save_pending(s, self.run_id, key, self._record(opened))
+            self._open[key] = opened  # only once saved: a failed save leaves no half-open trajectory
             return observation, opened.router.log[-1].error is not None
 
     def end(self, key: str, answer: str | None = None) -> int:
         """Store the trajectory of ``key`` (with the agent's answer, if known)."""
+        key = self._key(key)
         with self._lock:
-            self._open.pop(key, None)
             with session_scope(self.sessions, write=True) as s:
-                return live.flush_pending(s, self.run_id, self.scorer, [key],
-                                          None if answer is None else {key: answer[:MAX_ANSWER]})
+                stored = live.flush_pending(s, self.run_id, self.scorer, [key],
+                                            None if answer is None else {key: answer[:MAX_ANSWER]})
+            self._open.pop(key, None)
+            return stored
 
     def end_all(self) -> int:
-        """Store every pending trajectory of the run (this process's and any
-        an earlier process left)."""
+        """Store this server's pending trajectories (at shutdown)."""
+        return self._flush(lambda k: k.endswith(f"@{self.owner}"))
+
+    def recover(self) -> int:
+        """Store the pending trajectories a dead server left (at start)."""
+        return self._flush(lambda k: not k.endswith(f"@{self.owner}") and _owner_gone(k))
+
+    def others_pending(self) -> bool:
+        """Whether another server still has trajectories open in this run."""
+        with session_scope(self.sessions) as s:
+            return any(not k.endswith(f"@{self.owner}") for k in live.pending(s, self.run_id))
+
+    def _flush(self, chosen: Callable[[str], bool]) -> int:
         with self._lock:
-            self._open.clear()
             with session_scope(self.sessions, write=True) as s:
-                return live.flush_pending(s, self.run_id, self.scorer)
+                keys = [k for k in live.pending(s, self.run_id) if chosen(k)]
+                stored = live.flush_pending(s, self.run_id, self.scorer, keys)
+            for k in keys:
+                self._open.pop(k, None)
+            return stored
 
 
 def build_server(recorder: CaseRecorder, key_of: Callable[[Any], str]) -> Any:

@@ -53,7 +53,9 @@ def pending(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
 
 
 def next_trial(session: Session, run_id: int, case_id: str) -> int:
-    """One more than the highest trial of the case, stored or pending."""
+    """One more than the highest trial of the case, stored or pending (the
+    run row locked first, so two servers never pick the same trial)."""
+    _locked(session, run_id)
     stored = session.scalar(select(func.max(TrajectoryRow.trial)).where(
         TrajectoryRow.run_id == run_id, TrajectoryRow.case_id == case_id))
     trials = [int(stored)] if stored is not None else []
@@ -64,6 +66,8 @@ def next_trial(session: Session, run_id: int, case_id: str) -> int:
 def save_pending(session: Session, run_id: int, key: str, record: dict[str, Any]) -> None:
     """Keep a trajectory's record so far (the whole record, replacing the last one)."""
     run = _locked(session, run_id)
+    if run.status == "finished" and key not in (run.config or {}).get(PENDING, {}):
+        raise Conflict(f"run {run.name!r} is finished: it takes no new trajectories")
     config = dict(run.config or {})
     config[PENDING] = {**dict(config.get(PENDING) or {}), key: record}
     run.config = config  # a new object, so the JSON column is written
@@ -85,7 +89,12 @@ def flush_pending(session: Session, run_id: int, scorer: Scorer, keys: Iterable[
         if answers and k in answers:
             rec["answer"] = answers[k]
         records.append(parse_record(rec, source=f"run {run_id} pending {k}"))
+    finished = run.status == "finished"  # another server finished it: what it accepted is still stored
+    if finished:
+        run.status = "running"
     add_trajectories(session, run=run, scorer=scorer, trajectories=records)
+    if finished:
+        run.status = "finished"
     config[PENDING] = waiting
     run.config = config
     return len(records)

@@ -109,6 +109,11 @@ def test_config_tolerances_and_bad_input(runs: str, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "hallucinated_tools: a blocking family must be zero" in r.stderr
     r = runner.invoke(cli, ["gate", "--baseline", "v2", "--candidate", "nope", "--db", runs])
     assert r.exit_code == 2 and "no run 'nope'" in r.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    _import(runs, empty, "suite_v1.yaml", "empty")
+    r = runner.invoke(cli, ["gate", "--baseline", "v1", "--candidate", "empty", "--db", runs])
+    assert r.exit_code == 2 and "run 'empty' has no trajectories: nothing to gate on" in r.stderr
     r = runner.invoke(cli, ["gate", "--baseline", "1", "--candidate", "v2", "--db", runs])  # ids work too
     assert r.exit_code == 1 and "gate FAILED: v1 -> v2" in r.stdout
 

@@ -20,8 +20,10 @@ def gate(
     db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
                                            "./toollens.db).")] = None,
 ) -> None:
-    """Hallucinated tools and hallucination after error must be zero in the candidate; every other family
-    may not drop by more than its tolerance. Exit 0: passed; 1: regressed; 2: bad input."""
+    """Gate a candidate run against a baseline run (CI).
+
+    Hallucinated tools and hallucination after error must be zero in the candidate; every other family may not
+    drop by more than its tolerance. Exit 0: passed; 1: regressed; 2: bad input."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.cli import _environment_error, _fail, _settings

@@ -23,8 +23,9 @@ def lint(
     lookalike: Annotated[float, typer.Option(min=0.0, max=1.0, help="Similarity at which a pair needs a "
                                               "negative delimitation.")] = LOOKALIKE_THRESHOLD,
 ) -> None:
-    """Check tool descriptions for the four patterns: pairs that read alike, no negative delimitation,
-    argument formats left unsaid, undeclared preconditions. Exit 0: no finding; 1: findings; 2: bad input."""
+    """Lint tool descriptions: look-alike pairs, negative delimitation, argument formats, preconditions.
+
+    Exit 0: no finding; 1: findings; 2: bad input."""
     from app.cli import _fail
 
     try:

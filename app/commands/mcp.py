@@ -37,8 +37,10 @@ def mcp_serve(
     db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
                                            "./toollens.db).")] = None,
 ) -> None:
-    """Serve the case's tools (same names, descriptions, schemas) with the fault plan over MCP; every call is
-    recorded, each session stored as a trajectory of the run. Nothing but MCP is written to standard output."""
+    """Serve a case's mocked tools as an MCP server that records every call.
+
+    Same names, descriptions and schemas as the suite, with the fault plan; each session is stored as a
+    trajectory of the run. Nothing but MCP is written to standard output."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.cli import _environment_error, _fail, _settings

@@ -72,7 +72,7 @@ class ReceiverStats:
 class OtlpReceiver:
     """Buffers spans per trace and stores finished traces in the background."""
 
-    def __init__(self, sessions: sessionmaker[Session], scorers: ScorerCache, *, settle: float = 0.5,
+    def __init__(self, sessions: sessionmaker[Session], scorers: ScorerCache, *, settle: float = 0.25,
                  idle: float = 30.0, max_spans: int = 500_000, batch: int = 500, remember: int = 20_000):
         self.sessions = sessions
         self.scorers = scorers

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from app.agents.openai_chat import _env_key
-from app.agents.retry import RetryPolicy
+from app.agents.model_agent import ModelAgent
+from app.agents.openai_chat import openai_client
 from app.core.outcome import OUTCOMES
 
 MAX_CALLS_SHOWN = 40
@@ -81,21 +81,16 @@ def parse_verdict(text: str) -> tuple[str, str] | None:
 
 
 @dataclass
-class Judge:
-    model: str
-    base_url: str | None = None
-    api_key: str | None = None
-    timeout: float = 60.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    _client: Any = field(default=None, init=False, repr=False)
+class Judge(ModelAgent):
+    """The judge's endpoint: OpenAI-compatible chat completions, temperature 0."""
+
+    KEY_VARIABLE = "OPENAI_API_KEY"
+
+    def _make_client(self) -> Any:
+        return openai_client(self)
 
     async def classify(self, prompt: str) -> tuple[str, str] | None:
-        if self._client is None:
-            from openai import AsyncOpenAI
-
-            self._client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key or _env_key(),
-                                       timeout=self.timeout, max_retries=0)
-        client = self._client
+        client = self.client()
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
         response = await self.retry.run(lambda: client.chat.completions.create(
             model=self.model, messages=messages, temperature=0))

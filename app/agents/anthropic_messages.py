@@ -5,37 +5,25 @@ error flagged with ``is_error``, and ``step_limit`` recorded."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from app.agents.retry import RetryPolicy
+from app.agents.model_agent import ModelAgent
 from app.core.router import Toolbox
 
 
 @dataclass
-class AnthropicAgent:
+class AnthropicAgent(ModelAgent):
     """``agent(question, toolbox) -> answer`` over the messages API."""
 
-    model: str
-    base_url: str | None = None
-    api_key: str | None = None
-    system: str | None = None
-    max_steps: int = 12
     max_tokens: int = 1024
-    temperature: float | None = None
-    timeout: float = 60.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
     label: str = "anthropic"
-    _client: Any = field(default=None, init=False, repr=False)
+    KEY_VARIABLE = "ANTHROPIC_API_KEY"
 
-    def client(self) -> Any:
-        if self._client is None:
-            from anthropic import AsyncAnthropic
+    def _make_client(self) -> Any:
+        from anthropic import AsyncAnthropic
 
-            key = self.api_key or os.environ.get("ANTHROPIC_API_KEY") or "not-needed"
-            self._client = AsyncAnthropic(base_url=self.base_url, api_key=key, timeout=self.timeout, max_retries=0)
-        return self._client
+        return AsyncAnthropic(base_url=self.base_url, api_key=self.key(), timeout=self.timeout, max_retries=0)
 
     async def __call__(self, question: str, toolbox: Toolbox) -> str:
         from anthropic.types import Message as message_type

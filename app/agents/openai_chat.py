@@ -10,36 +10,22 @@ model turns and records ``step_limit``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from app.agents.retry import RetryPolicy
+from app.agents.model_agent import ModelAgent
 from app.core.router import Toolbox
 
 
 @dataclass
-class OpenAIChatAgent:
+class OpenAIChatAgent(ModelAgent):
     """``agent(question, toolbox) -> answer`` over chat completions."""
 
-    model: str
-    base_url: str | None = None
-    api_key: str | None = None
-    system: str | None = None
-    max_steps: int = 12
-    temperature: float | None = None
-    timeout: float = 60.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
     label: str = "openai"
-    _client: Any = field(default=None, init=False, repr=False)
+    KEY_VARIABLE = "OPENAI_API_KEY"
 
-    def client(self) -> Any:
-        if self._client is None:
-            from openai import AsyncOpenAI
-
-            # the SDK's own retries are off: ours count them and keep them apart from tool faults
-            self._client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key or _env_key(),
-                                       timeout=self.timeout, max_retries=0)
-        return self._client
+    def _make_client(self) -> Any:
+        return openai_client(self)
 
     async def __call__(self, question: str, toolbox: Toolbox) -> str:
         from openai.types.chat import ChatCompletion as completion
@@ -78,8 +64,8 @@ class OpenAIChatAgent:
         return last_text
 
 
-def _env_key() -> str:
-    """``OPENAI_API_KEY``; local servers (vLLM, Ollama) accept any key."""
-    import os
+def openai_client(settings: ModelAgent) -> Any:
+    """An async OpenAI client for these endpoint settings (retries are ours)."""
+    from openai import AsyncOpenAI
 
-    return os.environ.get("OPENAI_API_KEY") or "not-needed"
+    return AsyncOpenAI(base_url=settings.base_url, api_key=settings.key(), timeout=settings.timeout, max_retries=0)

@@ -177,6 +177,9 @@ def test_json_batches_of_one_trace_make_one_trajectory(db_url: str) -> None:
         status = client.get("/v1/traces/status").json()
         assert (status["stored_spans"], status["duplicate_spans"], status["stored_traces"]) == (3, 1, 1)
         records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        assert client.post(f"/api/runs/{run_id}/finish").status_code == 200
+        r = client.post("/v1/traces", json=first)  # a finished run: refused, not silently dropped
+        assert r.status_code == 409 and "is finished" in r.json()["error"]
     assert [(r["case_id"], [(c["name"], c["error"]["message"] if c["error"] else None) for c in r["calls"]])
             for r in records] == [("c-7", [("buscar_cliente", None), ("ver_saldo", "timeout")])]
 

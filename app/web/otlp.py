@@ -91,18 +91,25 @@ class OtlpReceiver:
     # -- the request side -------------------------------------------------------
 
     def run_id(self, name: str) -> int:
-        """The open run named ``name`` (NotFound / Conflict otherwise)."""
-        found = self._runs.get(name)
-        if found is not None:
-            return found
+        """The open run named ``name`` (NotFound / Conflict otherwise), checked
+        on every request: spans for a finished run are refused, not dropped."""
         with session_scope(self.sessions) as session:
-            run = session.scalar(select(Run).where(Run.name == name))
-            if run is None:
+            found = self._runs.get(name)
+            if found is not None:
+                status = session.scalar(select(Run.status).where(Run.id == found))
+            else:
+                row = session.execute(select(Run.id, Run.status).where(Run.name == name)).first()
+                if row is not None:
+                    found, status = int(row[0]), row[1]
+                    if len(self._runs) >= 1024:
+                        self._runs.clear()
+                    self._runs[name] = found
+            if found is None or status is None:
+                self._runs.pop(name, None)
                 raise NotFound(f"no run {name!r}: create it first (POST /api/runs with the agent's suite)")
-            if run.status == "finished":
+            if status == "finished":
                 raise Conflict(f"run {name!r} is finished: it takes no new trajectories")
-            self._runs[name] = run.id
-            return int(run.id)
+            return found
 
     def accept(self, run_id: int, spans: list[Span]) -> bool:
         """Buffer the spans; False when the buffer is full (answer 503)."""

@@ -222,3 +222,35 @@ def test_a_full_buffer_answers_503_and_the_sdk_retries_until_stored(served: tupl
     assert status["refused_requests"] >= 1  # it did answer 503 ...
     assert status["stored_spans"] == status["accepted_spans"] == 27  # ... and lost nothing
     assert sorted(r["case_id"] for r in exported(base, run_id)) == ["c0", "c1", "c2"]
+
+
+def test_acknowledged_spans_survive_a_crash(db_url: str) -> None:
+    from sqlalchemy import create_engine, func, select
+
+    from app.importers.otel import spans_from_json
+    from app.store.db import make_sessionmaker
+    from app.store.models import OtlpSpan
+    from app.web.state import ScorerCache
+
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+    # a receiver acknowledges spans (staged and buffered) and its process dies before storing them
+    engine = create_engine(db_url)
+    crashed = OtlpReceiver(make_sessionmaker(engine), ScorerCache(), settle=60)
+    spans = spans_from_json(body(span(TRACE, "02", "01", 20, tool="ver_saldo",
+                                      attrs={"gen_ai.tool.call.arguments": "{\"id\": 8812}"}),
+                                 span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-9"})))
+    assert crashed.accept(run_id, spans)
+    crashed._stop.set()  # the thread dies with the process; nothing was stored
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(OtlpSpan)) == 2
+    # the next start picks them up and stores them (here: at its shutdown)
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        assert client.get("/v1/traces/status").json()["buffered_spans"] == 2
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+    assert [(r["case_id"], [c["name"] for c in r["calls"]]) for r in records] == [("c-9", ["ver_saldo"])]
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(OtlpSpan)) == 0  # stored and unstaged together
+    engine.dispose()
+

@@ -18,10 +18,13 @@ request) and, for the live receiver, from OTLP/HTTP protobuf or JSON bodies.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from app.core.errors import InvalidTrajectory
 from app.core.records import MAX_CALLS, MAX_NAME, loads, parse_record
@@ -51,6 +54,21 @@ class Span:
     @property
     def is_root(self) -> bool:
         return not self.parent_id
+
+
+def span_to_json(span: Span) -> str:
+    """A span as compact JSON text (what the receiver stages)."""
+    fields = [span.trace_id, span.span_id, span.parent_id, span.name, span.start, span.end, span.attributes,
+              span.status_code, span.status_message, span.events]
+    try:
+        return orjson.dumps(fields).decode("utf-8")
+    except TypeError:  # integers beyond 64 bits
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+
+def span_from_json(text: str) -> Span:
+    t, s, p, name, start, end, attributes, code, message, events = loads(text)
+    return Span(t, s, p, name, start, end, attributes, code, message, [(e[0], e[1]) for e in events])
 
 
 # -- reading OTLP ------------------------------------------------------------
@@ -207,8 +225,6 @@ def _text(value: Any) -> str | None:
         return None
     if isinstance(value, str):
         return value
-    import json
-
     return json.dumps(value, ensure_ascii=False)
 
 

@@ -220,3 +220,15 @@ class InfraError(Base):
     fault_key: Mapped[str] = mapped_column(String(100), default="")
     message: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class OtlpSpan(Base):
+    """A span the OTLP receiver answered for and has not stored yet. Its
+    trajectory is written in the same transaction that deletes it, so a
+    crash loses nothing that was acknowledged; a restart picks it up."""
+
+    __tablename__ = "otlp_spans"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    span: Mapped[str] = mapped_column(Text)  # the span as compact JSON (app.importers.otel.span_to_json)

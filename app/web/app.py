@@ -17,7 +17,7 @@ from app.web.api import router as api_router
 from app.web.errors import install_error_handlers
 from app.web.labels import router as labels_router
 from app.web.limits import BodyLimit
-from app.web.otlp import close_receiver
+from app.web.otlp import close_receiver, open_receiver
 from app.web.otlp import router as otlp_router
 from app.web.pages import router as pages_router
 from app.web.state import ComparisonCache, FiguresCache, ScorerCache
@@ -36,6 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        open_receiver(app.state)  # spans staged and not stored by a previous process
         yield
         close_receiver(app.state)  # store the spans still buffered
         engine.dispose()

@@ -9,12 +9,15 @@ The spans of one trace may come in several export batches, so a trace is
 buffered until its root span has arrived and nothing more came for
 ``settle`` seconds (or, without a root, for ``idle`` seconds); then it is
 scored and stored, many traces per transaction, by a background thread. A
-request is answered once its spans are buffered; when the buffer is full
-the answer is 503 with ``Retry-After``, which the OpenTelemetry exporters
-retry, so nothing is dropped. Spans arriving for a trace already stored
+request is answered once its spans are staged (committed to the
+``otlp_spans`` table) and buffered; a trajectory is stored in the
+transaction that deletes its staged spans, and a restart picks up what was
+staged, so an acknowledged span survives a crash. When the buffer is full
+(or the database is away) the answer is 503 with ``Retry-After``, which the
+OpenTelemetry exporters retry. Spans arriving for a trace already stored
 (late, or a retried request) make another trial of it; exact repeats of
-stored span ids are recognised and not stored twice. Shutting the app down
-stores everything still buffered.
+recently stored span ids are recognised and not stored twice. Shutting the
+app down stores everything still buffered.
 """
 
 from __future__ import annotations
@@ -33,11 +36,20 @@ from fastapi.responses import Response
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 
-from app.core.errors import InvalidTrajectory
+from app.core.errors import InvalidTrajectory, ToolLensError
 from app.core.records import Trajectory, loads, parse_record
-from app.importers.otel import Span, spans_from_json, spans_from_protobuf, trajectory_record
+from app.importers.otel import (
+    Span,
+    span_from_json,
+    span_to_json,
+    spans_from_json,
+    spans_from_protobuf,
+    trajectory_record,
+)
 from app.store import ingest
+from app.store import otlp_staging as staging
 from app.store.db import session_scope
 from app.store.errors import Conflict, NotFound
 from app.store.models import Run
@@ -54,6 +66,7 @@ PROTOBUF = "application/x-protobuf"
 @dataclass
 class _Pending:
     spans: list[Span] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)  # their rows in the staging table
     last_seen: float = 0.0
     root: bool = False
 
@@ -112,29 +125,54 @@ class OtlpReceiver:
             return found
 
     def accept(self, run_id: int, spans: list[Span]) -> bool:
-        """Buffer the spans; False when the buffer is full (answer 503)."""
-        now = time.monotonic()
+        """Stage the spans (committed before the request is answered) and
+        buffer them; False when the buffer is full (answer 503)."""
+        valid = [s for s in spans if s.trace_id]  # a span without a trace id has no trace to go to
         with self._lock:
-            if self._buffered and self._buffered + len(spans) > self.max_spans:
+            self.stats.rejected_spans += len(spans) - len(valid)
+            if self._buffered and self._buffered + len(valid) > self.max_spans:
                 self.stats.refused_requests += 1
                 return False
-            taken = 0
-            for s in spans:
-                if not s.trace_id:  # not a valid span: there is no trace to put it in
-                    self.stats.rejected_spans += 1
-                    continue
+        if not valid:
+            return True
+        with session_scope(self.sessions, write=True) as session:
+            ids = staging.stage(session, run_id, [span_to_json(s) for s in valid])
+        self._buffer(run_id, valid, ids)
+        with self._lock:
+            self.stats.accepted_spans += len(valid)
+        self._ensure_thread()
+        return True
+
+    def _buffer(self, run_id: int, spans: list[Span], ids: list[int]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for s, i in zip(spans, ids, strict=True):
                 key = (run_id, s.trace_id)
                 p = self._pending.get(key)
                 if p is None:
                     p = self._pending[key] = _Pending()
                 p.spans.append(s)
+                p.ids.append(i)
                 p.last_seen = now
                 p.root = p.root or s.is_root
-                taken += 1
-            self._buffered += taken
-            self.stats.accepted_spans += taken
-        self._ensure_thread()
-        return True
+            self._buffered += len(spans)
+
+    def recover(self) -> int:
+        """Buffer the spans a previous process staged and did not store
+        (it stopped without storing them); returns how many."""
+        by_run: dict[int, tuple[list[Span], list[int]]] = {}
+        with session_scope(self.sessions) as session:
+            for i, run_id, text in staging.staged(session):
+                spans, ids = by_run.setdefault(run_id, ([], []))
+                spans.append(span_from_json(text))
+                ids.append(i)
+        for run_id, (spans, ids) in by_run.items():
+            self._buffer(run_id, spans, ids)
+        n = sum(len(ids) for _, ids in by_run.values())
+        if n:
+            log.warning("recovered %d staged spans", n)
+            self._ensure_thread()
+        return n
 
     # -- the storing side --------------------------------------------------------
 
@@ -154,20 +192,21 @@ class OtlpReceiver:
                 log.exception("storing traces failed; retrying")
                 self._stop.wait(1.0)
 
-    def _take(self, everything: bool) -> list[tuple[tuple[int, str], list[Span]]]:
+    def _take(self, everything: bool) -> list[tuple[tuple[int, str], _Pending]]:
         now = time.monotonic()
         with self._lock:
             ready = [k for k, p in self._pending.items()
                      if everything or (now - p.last_seen >= (self.settle if p.root else self.idle))]
-            taken = [(k, self._pending.pop(k).spans) for k in ready]
+            taken = [(k, self._pending.pop(k)) for k in ready]
         return taken
 
-    def _give_back(self, taken: list[tuple[tuple[int, str], list[Span]]]) -> None:
+    def _give_back(self, taken: list[tuple[tuple[int, str], _Pending]]) -> None:
         with self._lock:
-            for key, spans in taken:
+            for key, back in taken:
                 p = self._pending.setdefault(key, _Pending())
-                p.spans[:0] = spans
-                p.root = p.root or any(s.is_root for s in spans)
+                p.spans[:0] = back.spans
+                p.ids[:0] = back.ids
+                p.root = p.root or back.root
                 p.last_seen = time.monotonic()
 
     def store_ready(self, everything: bool = False) -> int:
@@ -183,15 +222,18 @@ class OtlpReceiver:
                 self._give_back(taken)
                 raise
 
-    def _store(self, taken: list[tuple[tuple[int, str], list[Span]]]) -> int:
-        by_run: dict[int, list[tuple[tuple[int, str], list[Span], Trajectory]]] = {}
+    def _store(self, taken: list[tuple[tuple[int, str], _Pending]]) -> int:
+        by_run: dict[int, list[tuple[tuple[int, str], list[Span], Trajectory, list[int]]]] = {}
         span_total = 0
-        for key, spans in taken:
+        dropped: list[int] = []  # staged rows of spans that will not be stored (repeats, unreadable traces)
+        for key, pending in taken:
+            spans = pending.spans
             span_total += len(spans)
             seen, flushes = self._stored.get(key, (set(), 0))
             fresh = [s for s in spans if s.span_id not in seen]
             self.stats.duplicate_spans += len(spans) - len(fresh)
             if not fresh:
+                dropped.extend(pending.ids)
                 continue
             try:
                 record = trajectory_record(fresh)
@@ -202,14 +244,18 @@ class OtlpReceiver:
             except (InvalidTrajectory, ValueError) as exc:
                 log.warning("trace %s cannot be stored: %s", key[1], exc)
                 self.stats.rejected_traces += 1
+                dropped.extend(pending.ids)
                 continue
-            by_run.setdefault(key[0], []).append((key, fresh, traj))
+            by_run.setdefault(key[0], []).append((key, fresh, traj, pending.ids))
+        if dropped:
+            with session_scope(self.sessions, write=True) as session:
+                staging.unstage(session, dropped)
         stored = 0
         for run_id, items in by_run.items():
             for start in range(0, len(items), self.batch):
                 chunk = items[start:start + self.batch]
-                self._store_chunk(run_id, [t for _, _, t in chunk])
-                for key, fresh, _ in chunk:
+                self._store_chunk(run_id, [t for _, _, t, _ in chunk], [i for *_, ids in chunk for i in ids])
+                for key, fresh, _, _ in chunk:
                     seen, flushes = self._stored.pop(key, (set(), 0))
                     seen.update(s.span_id for s in fresh)
                     self._stored[key] = (seen, flushes + 1)
@@ -222,9 +268,9 @@ class OtlpReceiver:
             self._buffered -= span_total
         return stored
 
-    def _store_chunk(self, run_id: int, trajectories: list[Trajectory]) -> None:
+    def _store_chunk(self, run_id: int, trajectories: list[Trajectory], staged_ids: list[int]) -> None:
         try:
-            self._add(run_id, trajectories)
+            self._add(run_id, trajectories, staged_ids)
         except Conflict:
             # a case id and trial stored already (a conversation id reused by
             # several traces): take the next free trial numbers
@@ -234,10 +280,12 @@ class OtlpReceiver:
                 while (t.case_id, t.trial, ingest.fault_key(t)) in stored:
                     t.trial += 1
                 stored.add((t.case_id, t.trial, ingest.fault_key(t)))
-            self._add(run_id, trajectories)
+            self._add(run_id, trajectories, staged_ids)
 
-    def _add(self, run_id: int, trajectories: list[Trajectory]) -> None:
+    def _add(self, run_id: int, trajectories: list[Trajectory], staged_ids: list[int]) -> None:
+        """Store the trajectories and delete their staged spans, in one transaction."""
         with session_scope(self.sessions, write=True) as session:
+            staging.unstage(session, staged_ids)
             run = ingest.get_run_row(session, run_id)
             if run.status == "finished":
                 log.warning("run %s was finished meanwhile: %d traces not stored", run.name, len(trajectories))
@@ -275,6 +323,15 @@ def receiver_for(request: Request) -> OtlpReceiver:
 
 
 _MAKE_LOCK = threading.Lock()
+
+
+def open_receiver(app_state: Any) -> OtlpReceiver:
+    """For the app's startup: the receiver, holding again the spans a previous
+    process acknowledged and did not store."""
+    receiver = OtlpReceiver(app_state.sessions, app_state.scorers)
+    receiver.recover()
+    app_state.otlp = receiver
+    return receiver
 
 
 def close_receiver(app_state: Any) -> None:
@@ -324,14 +381,25 @@ async def receive_traces(
     except (ValueError, TypeError) as exc:
         return error_response(400, f"not an OTLP trace export: {exc}")
     receiver = receiver_for(request)
-    run_id = receiver.run_id(run or x_toollens_run or DEFAULT_RUN)
-    if spans and not receiver.accept(run_id, spans):
+    try:
+        accepted = await run_in_threadpool(_take_in, receiver, run or x_toollens_run or DEFAULT_RUN, spans)
+    except ToolLensError:
+        raise
+    except Exception:  # the database is away: the exporter retries, nothing is lost
+        log.exception("spans could not be staged")
+        return error_response(503, "the spans could not be staged: retry later", headers={"Retry-After": "2"})
+    if not accepted:
         return error_response(503, "the receiver's buffer is full: retry later", headers={"Retry-After": "1"})
     if protobuf:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
         return Response(ExportTraceServiceResponse().SerializeToString(), media_type=PROTOBUF)
     return Response(b"{}", media_type="application/json")
+
+
+def _take_in(receiver: OtlpReceiver, run_name: str, spans: list[Span]) -> bool:
+    run_id = receiver.run_id(run_name)
+    return not spans or receiver.accept(run_id, spans)
 
 
 @router.get("/v1/traces/status", include_in_schema=False)

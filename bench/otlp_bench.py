@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -105,6 +106,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)
     calls = figures["hallucinated_tools"]["den"]
     errors = sum(c["count"] for c in figures["reactions"])
     print(f"spans made by the SDK: {spans} ({args.copies} x {len(runs)} runs) in {t_made - t0:.2f} s")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -140,7 +141,6 @@ def main() -> None:
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="import-bench-"))
     sources = make_sources(folder, args.mb)
-    print(f"sources in {folder}")
     for fmt, (path, extra) in sources.items():
         if args.only and fmt != args.only:
             continue
@@ -159,7 +159,7 @@ def main() -> None:
             os.unlink(folder / (fmt + ".db"))
         for p in out.glob("*"):
             p.unlink()
-    os.unlink(sources["openai-messages"][0])
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,19 @@
 """outcome labels (human and judge) and infrastructure errors of runs
 
 Revision ID: 0003
-Revises: 0002 when present, else 0001
+Revises: 0002
 Create Date: 2026-12-02
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003"
-# 0002 (the OTLP staging table) is being written beside this revision; chain after it when it is there.
-down_revision: str | None = "0002" if any(Path(__file__).parent.glob("0002_*.py")) else "0001"
+down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

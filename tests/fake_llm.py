@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
+
+from tests.servers import serve_in_thread
 
 
 @dataclass
@@ -145,32 +146,12 @@ async def _reply(send: Any, status: int, payload: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextmanager
 def serve(app: FakeLLM) -> Iterator[str]:
     """Serve the fake on a loopback port in a thread; yields the base URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error",
-                                           lifespan="on", backlog=2048, timeout_keep_alive=30,
-                                           timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("fake LLM server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serve_in_thread(app, log_level="error", backlog=2048, timeout_keep_alive=30,
+                         timeout_graceful_shutdown=1) as url:
+        yield url
 
 
 def two_turns(request: dict[str, Any]) -> Turn:

@@ -9,21 +9,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from app.core.suite import load_suite_document
 from app.settings import Settings
 from app.store.db import upgrade
 from app.web.app import create_app
+from tests.servers import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -72,12 +69,6 @@ def evil_records() -> list[dict[str, Any]]:
     }]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'ui.db'}"
@@ -92,19 +83,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         rid = client.post("/api/runs", json={"name": "xss", "suite": evil_suite()}).json()["id"]
         r = client.post(f"/api/runs/{rid}/trajectories", json={"trajectories": evil_records()})
         assert r.status_code == 200, r.text
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with serve_in_thread(app) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.core.suite import load_suite, load_toolset
 from app.store.models import Run, ToolsetVersion, TrajectoryRow
+from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -58,12 +59,6 @@ async def main():
 
 anyio.run(main)
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rows(url: str, *columns: Any, where: Any = None) -> list[tuple[Any, ...]]:

@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import gzip
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from app.settings import Settings
 from app.web.app import create_app
 from app.web.otlp import OtlpReceiver
+from tests.servers import serve_in_thread
 
 TOOLS = [
     {"name": "buscar_cliente", "description": "Busca un cliente por RUT.",
@@ -49,29 +47,12 @@ CONVERSATION = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture()
 def served(db_url: str) -> Iterator[tuple[str, Any]]:
     """The app under uvicorn in a thread, on a free loopback port."""
     app = create_app(Settings(database_url=db_url, auto_migrate=False))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}", app
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with serve_in_thread(app) as url:
+        yield url, app
 
 
 def new_run(base: str, name: str) -> int:

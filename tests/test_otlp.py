@@ -172,8 +172,8 @@ def test_unknown_run_bad_body_and_shutdown_flush(db_url: str) -> None:
         assert r.status_code == 404 and "create it first" in r.json()["error"]
         r = client.post("/v1/traces", content=b"\x00garbage", headers={"content-type": "application/x-protobuf"})
         assert r.status_code == 400 and "not an OTLP trace export" in r.json()["error"]
-        r = client.post("/v1/traces", json={"spans": []})
-        assert r.status_code == 400 and "resourceSpans" in r.json()["error"]
+        r = client.post("/v1/traces", json={"resourceSpans": {}})
+        assert r.status_code == 400 and "resourceSpans: expected a list" in r.json()["error"]
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
         # a trace whose root never arrives waits for the idle timeout ...
         rootless = body(span(TRACE, "02", "01", 5, tool="buscar_cliente"), span("", "03", "", 6))

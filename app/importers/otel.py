@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any
 import orjson
 
 from app.core.errors import InvalidTrajectory
-from app.core.records import MAX_CALLS, MAX_NAME, loads, parse_record
+from app.core.records import MAX_CALLS, MAX_INDEX, MAX_NAME, loads, parse_record
 from app.importers.base import Conversion, Converted, Options, call_error, content_text, looks_like_error
 from app.importers.jsonstream import iter_json_values
 from app.importers.toolsets import resolve_toolset
@@ -88,7 +89,7 @@ def _hex_id(raw: Any) -> str:
             return raw
 
 
-def _json_value(v: Any) -> Any:
+def _json_value(v: Any, path: str) -> Any:
     if not isinstance(v, Mapping):
         return v
     if "stringValue" in v:
@@ -103,19 +104,60 @@ def _json_value(v: Any) -> Any:
     if "boolValue" in v:
         return v["boolValue"]
     if "arrayValue" in v:
-        return [_json_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+        values = _list(_object(v["arrayValue"], f"{path}.arrayValue").get("values"), f"{path}.arrayValue.values")
+        return [_json_value(x, f"{path}.arrayValue.values[{i}]") for i, x in enumerate(values)]
     if "kvlistValue" in v:
-        return _json_attributes((v["kvlistValue"] or {}).get("values", []))
+        kv = _object(v["kvlistValue"], f"{path}.kvlistValue")
+        return _json_attributes(kv.get("values"), f"{path}.kvlistValue.values")
     if "bytesValue" in v:
         return v["bytesValue"]
     return None
 
 
-def _json_attributes(items: Any) -> dict[str, Any]:
+def _object(raw: Any, path: str) -> Mapping[str, Any]:
+    """An OTLP/JSON message: an object, or absent (null)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{path}: expected an object, got {type(raw).__name__}")
+    return raw
+
+
+def _list(raw: Any, path: str) -> list[Any]:
+    """A repeated OTLP/JSON field: a list, or absent (null)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: expected a list, got {type(raw).__name__}")
+    return raw
+
+
+def _int(raw: Any, path: str) -> int:
+    if raw is None:
+        return 0
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+        raise ValueError(f"{path}: expected an integer (or a decimal string), got {type(raw).__name__}")
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{path}: not an integer: {str(raw)[:40]!r}") from None
+
+
+def _json_attributes(items: Any, path: str = "attributes") -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for kv in items if isinstance(items, list) else ():
-        if isinstance(kv, Mapping) and isinstance(kv.get("key"), str):
-            out[kv["key"]] = _json_value(kv.get("value"))
+    for i, kv in enumerate(_list(items, path)):
+        kv = _object(kv, f"{path}[{i}]")
+        if isinstance(kv.get("key"), str):
+            out[kv["key"]] = _json_value(kv.get("value"), f"{path}[{i}].value")
+    return out
+
+
+def _json_events(raw: Any, path: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for n, e in enumerate(_list(raw, path)):
+        event = _object(e, f"{path}[{n}]")
+        out.append((str(event.get("name") or ""), _json_attributes(event.get("attributes"),
+                                                                     f"{path}[{n}].attributes")))
     return out
 
 
@@ -128,24 +170,31 @@ def _status_code(raw: Any) -> int:
 
 
 def spans_from_json(request: Any) -> list[Span]:
-    """The spans of an OTLP/JSON export request (``{"resourceSpans": [...]}``)."""
-    if not isinstance(request, Mapping) or not isinstance(request.get("resourceSpans"), list):
-        raise ValueError("an OTLP JSON export request is an object with 'resourceSpans'")
+    """The spans of an OTLP/JSON export request (``{"resourceSpans": [...]}``;
+    an empty request ``{}`` has none). A wrong shape raises ValueError naming
+    the place, e.g. ``resourceSpans[0].scopeSpans[1]: expected an object``."""
+    if not isinstance(request, Mapping):
+        raise ValueError(f"an OTLP JSON export request is an object with 'resourceSpans', "
+                         f"got {type(request).__name__}")
     out: list[Span] = []
-    for rs in request["resourceSpans"]:
-        for ss in (rs or {}).get("scopeSpans") or (rs or {}).get("instrumentationLibrarySpans") or ():
-            for s in (ss or {}).get("spans") or ():
-                if not isinstance(s, Mapping):
-                    continue
-                status = s.get("status") or {}
+    for i, rs in enumerate(_list(request.get("resourceSpans"), "resourceSpans")):
+        p = f"resourceSpans[{i}]"
+        rs = _object(rs, p)
+        scope_key = "scopeSpans" if rs.get("scopeSpans") is not None else "instrumentationLibrarySpans"
+        for j, ss in enumerate(_list(rs.get(scope_key), f"{p}.{scope_key}")):
+            q = f"{p}.{scope_key}[{j}]"
+            for k, s in enumerate(_list(_object(ss, q).get("spans"), f"{q}.spans")):
+                r = f"{q}.spans[{k}]"
+                s = _object(s, r)
+                status = _object(s.get("status"), f"{r}.status")
                 out.append(Span(
                     trace_id=_hex_id(s.get("traceId")), span_id=_hex_id(s.get("spanId")),
                     parent_id=_hex_id(s.get("parentSpanId")), name=str(s.get("name") or ""),
-                    start=int(s.get("startTimeUnixNano") or 0), end=int(s.get("endTimeUnixNano") or 0),
-                    attributes=_json_attributes(s.get("attributes")),
+                    start=_int(s.get("startTimeUnixNano"), f"{r}.startTimeUnixNano"),
+                    end=_int(s.get("endTimeUnixNano"), f"{r}.endTimeUnixNano"),
+                    attributes=_json_attributes(s.get("attributes"), f"{r}.attributes"),
                     status_code=_status_code(status.get("code")), status_message=str(status.get("message") or ""),
-                    events=[(str(e.get("name") or ""), _json_attributes(e.get("attributes")))
-                            for e in s.get("events") or () if isinstance(e, Mapping)],
+                    events=_json_events(s.get("events"), f"{r}.events"),
                 ))
     return out
 
@@ -282,12 +331,23 @@ def _outputs(a: Mapping[str, Any]) -> list[Mapping[str, Any]]:
             or _indexed(a, "llm.output_messages", "message.role", "message.content"))
 
 
-def trajectory_record(spans: Iterable[Span]) -> dict[str, Any]:
-    """The SPEC §5 record of one trace's spans (in any order)."""
+def trajectory_record(spans: Iterable[Span], notes: list[str] | None = None) -> dict[str, Any]:
+    """The SPEC §5 record of one trace's spans (in any order).
+
+    What a trace supplies never makes the record unreadable: a ``toollens.trial``
+    that is not an integer from 0 up, or a ``toollens.reward`` that is not a
+    number, is left out; a trace with more than ``MAX_CALLS`` tool spans keeps
+    the first ones and says ``"stopped": "call_limit"``. Each such repair is
+    appended to ``notes``."""
+    notes = [] if notes is None else notes
     ordered = sorted(spans, key=lambda s: (s.start, s.end))
     if not ordered:
         raise ValueError("a trace without spans")
-    calls = [tool_call(s) for s in ordered if is_tool_span(s)][:MAX_CALLS + 1]
+    calls = [tool_call(s) for s in ordered if is_tool_span(s)]
+    cut = len(calls) > MAX_CALLS
+    if cut:
+        notes.append(f"{len(calls)} tool spans: the first {MAX_CALLS} kept")
+        del calls[MAX_CALLS:]
     question = answer = ""
     for s in ordered:
         if is_tool_span(s):
@@ -320,6 +380,13 @@ def trajectory_record(spans: Iterable[Span]) -> dict[str, Any]:
     case_id = lookup("toollens.case_id") or lookup("gen_ai.conversation.id") or lookup("session.id")
     trial = lookup("toollens.trial")
     reward = lookup("toollens.reward")
+    if trial is not None and (type(trial) is not int or not 0 <= trial <= MAX_INDEX):
+        notes.append(f"toollens.trial {str(trial)[:40]!r} ignored: not an integer from 0 to {MAX_INDEX}")
+        trial = None
+    if reward is not None and not ((type(reward) is float and math.isfinite(reward))
+                                   or (type(reward) is int and -(10**300) < reward < 10**300)):
+        notes.append(f"toollens.reward {str(reward)[:40]!r} ignored: not a finite number")
+        reward = None
     record: dict[str, Any] = {
         "case_id": str(case_id)[:MAX_NAME] if case_id not in (None, "") else ordered[0].trace_id or "trace",
         "trial": 0 if trial is None else trial,
@@ -329,6 +396,8 @@ def trajectory_record(spans: Iterable[Span]) -> dict[str, Any]:
     }
     if reward is not None:
         record["reward"] = reward
+    if cut:
+        record["stopped"] = "call_limit"
     return record
 
 

@@ -63,12 +63,17 @@ DEFAULT_RUN = "otlp"
 PROTOBUF = "application/x-protobuf"
 
 
+MAX_ATTEMPTS = 3  # a trace that fails to store this many times (database reachable) is rejected
+
+
 @dataclass
 class _Pending:
     spans: list[Span] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)  # their rows in the staging table
+    span_ids: set[str] = field(default_factory=set)
     last_seen: float = 0.0
     root: bool = False
+    attempts: int = 0  # failed attempts to store it
 
 
 @dataclass
@@ -80,6 +85,8 @@ class ReceiverStats:
     rejected_traces: int = 0
     rejected_spans: int = 0
     refused_requests: int = 0
+    repaired_traces: int = 0  # stored with an attribute ignored or cut at the call limit
+    retried_traces: int = 0
 
 
 class OtlpReceiver:
@@ -137,25 +144,39 @@ class OtlpReceiver:
             return True
         with session_scope(self.sessions, write=True) as session:
             ids = staging.stage(session, run_id, [span_to_json(s) for s in valid])
-        self._buffer(run_id, valid, ids)
+        self._unstage_repeats(self._buffer(run_id, valid, ids))
         with self._lock:
             self.stats.accepted_spans += len(valid)
         self._ensure_thread()
         return True
 
-    def _buffer(self, run_id: int, spans: list[Span], ids: list[int]) -> None:
+    def _buffer(self, run_id: int, spans: list[Span], ids: list[int]) -> list[int]:
+        """Buffer spans by trace; a span id already buffered for its trace (a
+        resent request) is a repeat: returns the staged rows of the repeats."""
         now = time.monotonic()
+        repeats: list[int] = []
         with self._lock:
             for s, i in zip(spans, ids, strict=True):
                 key = (run_id, s.trace_id)
                 p = self._pending.get(key)
                 if p is None:
                     p = self._pending[key] = _Pending()
+                p.last_seen = now
+                if s.span_id and s.span_id in p.span_ids:
+                    repeats.append(i)
+                    continue
+                p.span_ids.add(s.span_id)
                 p.spans.append(s)
                 p.ids.append(i)
-                p.last_seen = now
                 p.root = p.root or s.is_root
-            self._buffered += len(spans)
+            self._buffered += len(spans) - len(repeats)
+            self.stats.duplicate_spans += len(repeats)
+        return repeats
+
+    def _unstage_repeats(self, ids: list[int]) -> None:
+        if ids:
+            with session_scope(self.sessions, write=True) as session:
+                staging.unstage(session, ids)
 
     def recover(self) -> int:
         """Buffer the spans a previous process staged and did not store
@@ -167,7 +188,7 @@ class OtlpReceiver:
                 spans.append(span_from_json(text))
                 ids.append(i)
         for run_id, (spans, ids) in by_run.items():
-            self._buffer(run_id, spans, ids)
+            self._unstage_repeats(self._buffer(run_id, spans, ids))
         n = sum(len(ids) for _, ids in by_run.values())
         if n:
             log.warning("recovered %d staged spans", n)
@@ -206,7 +227,9 @@ class OtlpReceiver:
                 p = self._pending.setdefault(key, _Pending())
                 p.spans[:0] = back.spans
                 p.ids[:0] = back.ids
+                p.span_ids |= back.span_ids
                 p.root = p.root or back.root
+                p.attempts = max(p.attempts, back.attempts)
                 p.last_seen = time.monotonic()
 
     def store_ready(self, everything: bool = False) -> int:
@@ -223,54 +246,108 @@ class OtlpReceiver:
                 raise
 
     def _store(self, taken: list[tuple[tuple[int, str], _Pending]]) -> int:
-        by_run: dict[int, list[tuple[tuple[int, str], list[Span], Trajectory, list[int]]]] = {}
-        span_total = 0
+        """Store the taken traces, run by run and batch by batch; a batch that
+        fails is stored trace by trace, so one trace cannot hold up the others."""
+        by_run: dict[int, list[_Item]] = {}
         dropped: list[int] = []  # staged rows of spans that will not be stored (repeats, unreadable traces)
+        done_spans = 0
         for key, pending in taken:
-            spans = pending.spans
-            span_total += len(spans)
             seen, flushes = self._stored.get(key, (set(), 0))
-            fresh = [s for s in spans if s.span_id not in seen]
-            self.stats.duplicate_spans += len(spans) - len(fresh)
+            fresh: list[Span] = []
+            here: set[str] = set()
+            for s in pending.spans:  # not the spans stored already, nor a span twice
+                if s.span_id in seen or s.span_id in here:
+                    continue
+                if s.span_id:
+                    here.add(s.span_id)
+                fresh.append(s)
+            self.stats.duplicate_spans += len(pending.spans) - len(fresh)
             if not fresh:
                 dropped.extend(pending.ids)
+                done_spans += len(pending.spans)
                 continue
+            notes: list[str] = []
             try:
-                record = trajectory_record(fresh)
+                record = trajectory_record(fresh, notes)
                 if flushes:  # late spans of a stored trace: another trial of it
-                    trial = record.get("trial")
-                    record["trial"] = (trial if isinstance(trial, int) else 0) + flushes
+                    record["trial"] = int(record.get("trial") or 0) + flushes
                 traj = parse_record(record, source=f"trace {key[1]}")
             except (InvalidTrajectory, ValueError) as exc:
                 log.warning("trace %s cannot be stored: %s", key[1], exc)
                 self.stats.rejected_traces += 1
                 dropped.extend(pending.ids)
+                done_spans += len(pending.spans)
                 continue
-            by_run.setdefault(key[0], []).append((key, fresh, traj, pending.ids))
+            if notes:
+                log.warning("trace %s stored with repairs: %s", key[1], "; ".join(notes))
+            by_run.setdefault(key[0], []).append(_Item(key, pending, fresh, traj, bool(notes)))
         if dropped:
             with session_scope(self.sessions, write=True) as session:
                 staging.unstage(session, dropped)
+        with self._lock:
+            self._buffered -= done_spans
         stored = 0
         for run_id, items in by_run.items():
             for start in range(0, len(items), self.batch):
-                chunk = items[start:start + self.batch]
-                self._store_chunk(run_id, [t for _, _, t, _ in chunk], [i for *_, ids in chunk for i in ids])
-                for key, fresh, _, _ in chunk:
-                    seen, flushes = self._stored.pop(key, (set(), 0))
-                    seen.update(s.span_id for s in fresh)
-                    self._stored[key] = (seen, flushes + 1)
-                    self.stats.stored_spans += len(fresh)
-                while len(self._stored) > self.remember:
-                    self._stored.popitem(last=False)
-                stored += len(chunk)
-        self.stats.stored_traces += stored
-        with self._lock:
-            self._buffered -= span_total
+                stored += self._store_items(run_id, items[start:start + self.batch])
         return stored
 
-    def _store_chunk(self, run_id: int, trajectories: list[Trajectory], staged_ids: list[int]) -> None:
+    def _store_items(self, run_id: int, items: list[_Item]) -> int:
+        """One transaction for the batch; if it fails, one per trace."""
         try:
-            self._add(run_id, trajectories, staged_ids)
+            added = self._store_chunk(run_id, [x.trajectory for x in items], [i for x in items for i in x.pending.ids])
+        except NotFound as exc:
+            self._reject(items, f"the run is gone ({exc})")
+            return 0
+        except Exception:
+            if len(items) == 1:
+                self._failed(items[0])
+                return 0
+            return sum(self._store_items(run_id, [x]) for x in items)
+        with self._lock:
+            self._buffered -= sum(len(x.pending.spans) for x in items)
+        if not added:
+            return 0
+        for x in items:
+            seen, flushes = self._stored.pop(x.key, (set(), 0))
+            seen.update(s.span_id for s in x.fresh)
+            self._stored[x.key] = (seen, flushes + 1)
+            self.stats.stored_spans += len(x.fresh)
+            self.stats.repaired_traces += x.repaired
+        while len(self._stored) > self.remember:
+            self._stored.popitem(last=False)
+        self.stats.stored_traces += len(items)
+        return len(items)
+
+    def _reject(self, items: list[_Item], why: str) -> None:
+        """Give up on traces: counted as rejected, their staged spans deleted
+        (if the database lets us; else a restart finds them again)."""
+        log.warning("%d traces not stored: %s", len(items), why)
+        self.stats.rejected_traces += len(items)
+        self._runs.clear()
+        try:
+            with session_scope(self.sessions, write=True) as session:
+                staging.unstage(session, [i for x in items for i in x.pending.ids])
+        except SQLAlchemyError:
+            log.exception("the staged spans of rejected traces could not be deleted")
+        with self._lock:
+            self._buffered -= sum(len(x.pending.spans) for x in items)
+
+    def _failed(self, item: _Item) -> None:
+        """A trace that could not be stored goes back to the buffer, unless
+        the database is reachable and the trace failed ``MAX_ATTEMPTS`` times."""
+        log.exception("trace %s could not be stored", item.key[1])
+        if not _database_away(self.sessions):
+            item.pending.attempts += 1
+        if item.pending.attempts >= MAX_ATTEMPTS:
+            self._reject([item], f"trace {item.key[1]} failed to store {MAX_ATTEMPTS} times")
+            return
+        self.stats.retried_traces += 1
+        self._give_back([(item.key, item.pending)])
+
+    def _store_chunk(self, run_id: int, trajectories: list[Trajectory], staged_ids: list[int]) -> bool:
+        try:
+            return self._add(run_id, trajectories, staged_ids)
         except Conflict:
             # a case id and trial stored already (a conversation id reused by
             # several traces): take the next free trial numbers
@@ -280,10 +357,11 @@ class OtlpReceiver:
                 while (t.case_id, t.trial, ingest.fault_key(t)) in stored:
                     t.trial += 1
                 stored.add((t.case_id, t.trial, ingest.fault_key(t)))
-            self._add(run_id, trajectories, staged_ids)
+            return self._add(run_id, trajectories, staged_ids)
 
-    def _add(self, run_id: int, trajectories: list[Trajectory], staged_ids: list[int]) -> None:
-        """Store the trajectories and delete their staged spans, in one transaction."""
+    def _add(self, run_id: int, trajectories: list[Trajectory], staged_ids: list[int]) -> bool:
+        """Store the trajectories and delete their staged spans, in one
+        transaction (False: the run was finished meanwhile, nothing stored)."""
         with session_scope(self.sessions, write=True) as session:
             staging.unstage(session, staged_ids)
             run = ingest.get_run_row(session, run_id)
@@ -291,9 +369,10 @@ class OtlpReceiver:
                 log.warning("run %s was finished meanwhile: %d traces not stored", run.name, len(trajectories))
                 self.stats.rejected_traces += len(trajectories)
                 self._runs.pop(run.name, None)
-                return
+                return False
             scorer = self.scorers.for_run(session, run)
             ingest.add_trajectories(session, run=run, scorer=scorer, trajectories=trajectories)
+            return True
 
     def close(self) -> None:
         """Stop the thread and store everything still buffered."""
@@ -308,6 +387,26 @@ class OtlpReceiver:
     @property
     def buffered_spans(self) -> int:
         return self._buffered
+
+
+@dataclass
+class _Item:
+    """A trace ready to store: its buffered spans, the new ones, its trajectory."""
+
+    key: tuple[int, str]
+    pending: _Pending
+    fresh: list[Span]
+    trajectory: Trajectory
+    repaired: bool
+
+
+def _database_away(sessions: sessionmaker[Session]) -> bool:
+    try:
+        with session_scope(sessions) as session:
+            session.execute(select(1))
+    except SQLAlchemyError:
+        return True
+    return False
 
 
 def receiver_for(request: Request) -> OtlpReceiver:
@@ -411,4 +510,5 @@ def receiver_status(request: Request) -> dict[str, int]:
             "buffered_spans": receiver.buffered_spans, "stored_traces": stats.stored_traces,
             "duplicate_spans": stats.duplicate_spans, "rejected_traces": stats.rejected_traces,
             "rejected_spans": stats.rejected_spans,
-            "refused_requests": stats.refused_requests}
+            "refused_requests": stats.refused_requests, "repaired_traces": stats.repaired_traces,
+            "retried_traces": stats.retried_traces}

@@ -1,0 +1,189 @@
+"""The OTLP receiver's review fixes: resent requests, attributes a trace gets
+wrong, malformed JSON shapes, and one trace that cannot be stored."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from app.importers.otel import spans_from_json
+from app.settings import Settings
+from app.store.db import session_scope
+from app.store.ingest import delete_run
+from app.store.models import OtlpSpan
+from app.web.app import create_app
+from app.web.otlp import MAX_ATTEMPTS, OtlpReceiver
+from tests.test_otlp import SUITE, TRACE, body, span
+
+OTHER = "0af7651916cd43dd8448eb211c80319c"
+
+
+@pytest.fixture()
+def client(db_url: str) -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
+        app: Any = c.app
+        # a receiver that stores only when told to (no background timing in these tests)
+        app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600)
+        yield c
+
+
+def new_run(client: TestClient, name: str) -> int:
+    r = client.post("/api/runs", json={"name": name, "suite": SUITE})
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
+def receiver(client: TestClient) -> OtlpReceiver:
+    app: Any = client.app
+    return app.state.otlp  # type: ignore[no-any-return]
+
+
+def records(client: TestClient, run_id: int) -> list[dict[str, Any]]:
+    text = client.get(f"/api/runs/{run_id}/trajectories.jsonl").text
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def staged(client: TestClient) -> int:
+    with session_scope(receiver(client).sessions) as s:
+        return int(s.scalar(select(func.count()).select_from(OtlpSpan)) or 0)
+
+
+def attr(key: str, value: dict[str, Any]) -> dict[str, Any]:
+    return {"key": key, "value": value}
+
+
+def test_a_resent_request_before_its_trace_is_stored_records_every_call_once(client: TestClient) -> None:
+    run_id = new_run(client, "otlp")
+    request = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"), span(TRACE, "03", "01", 30, tool="ver_saldo"),
+                   span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+    assert client.post("/v1/traces", json=request).status_code == 200
+    assert client.post("/v1/traces", json=request).status_code == 200  # the exporter's retry, same spans
+    status = client.get("/v1/traces/status").json()
+    assert (status["buffered_spans"], status["duplicate_spans"]) == (3, 3)
+    assert staged(client) == 3  # the repeats were unstaged at once
+    assert receiver(client).store_ready(everything=True) == 1
+    (record,) = records(client, run_id)
+    assert [c["name"] for c in record["calls"]] == ["buscar_cliente", "ver_saldo"]
+    status = client.get("/v1/traces/status").json()
+    assert (status["stored_spans"], status["stored_traces"], status["buffered_spans"]) == (3, 1, 0)
+    assert staged(client) == 0
+
+
+def test_the_store_drops_repeats_inside_one_buffered_trace(client: TestClient) -> None:
+    """Spans recovered from staging (or given back after a failure) may repeat one another."""
+    run_id = new_run(client, "otlp")
+    spans = spans_from_json(body(span(TRACE, "02", "01", 20, tool="ver_saldo"), span(TRACE, "01", "", 10)))
+    r = receiver(client)
+    r.accept(run_id, spans)
+    (pending,) = r._pending.values()
+    pending.spans.append(spans[0])  # as if merged from a batch given back
+    pending.ids.append(pending.ids[0])
+    r._buffered += 1
+    assert r.store_ready(everything=True) == 1
+    (record,) = records(client, run_id)
+    assert [c["name"] for c in record["calls"]] == ["ver_saldo"]
+    assert r.buffered_spans == 0
+
+
+def test_attributes_a_trace_gets_wrong_are_ignored_and_the_trace_stored(client: TestClient) -> None:
+    run_id = new_run(client, "otlp")
+    bad = [("x", {"stringValue": "x"}, {"stringValue": "lots"}),
+           ("-3", {"intValue": "-3"}, {"boolValue": True}),
+           ("1.5", {"doubleValue": 1.5}, {"stringValue": "0.5"})]
+    for n, (_, trial, reward) in enumerate(bad):
+        trace = f"{n + 1:032x}"
+        root = span(trace, "01", "", 10)
+        root["attributes"] = [attr("toollens.case_id", {"stringValue": f"case-{n}"}),
+                              attr("toollens.trial", trial), attr("toollens.reward", reward)]
+        assert client.post("/v1/traces", json=body(root, span(trace, "02", "01", 20, tool="ver_saldo"))
+                           ).status_code == 200
+    assert receiver(client).store_ready(everything=True) == 3
+    got = sorted((r["case_id"], r["trial"], r.get("reward")) for r in records(client, run_id))
+    assert got == [("case-0", 0, None), ("case-1", 0, None), ("case-2", 0, None)]
+    status = client.get("/v1/traces/status").json()
+    assert (status["repaired_traces"], status["rejected_traces"], status["stored_traces"]) == (3, 0, 3)
+
+
+def test_a_trace_over_the_call_limit_is_cut_and_says_so(client: TestClient) -> None:
+    run_id = new_run(client, "otlp")
+    tools = [span(TRACE, f"{i + 2:x}", "01", 20 + i, tool="ver_saldo") for i in range(5001)]
+    assert client.post("/v1/traces", json=body(span(TRACE, "01", "", 10), *tools)).status_code == 200
+    assert receiver(client).store_ready(everything=True) == 1
+    (record,) = records(client, run_id)
+    assert (len(record["calls"]), record["stopped"]) == (5000, "call_limit")
+    assert staged(client) == 0
+
+
+@pytest.mark.parametrize(("payload", "where"), [
+    ({"resourceSpans": ["x"]}, "resourceSpans[0]: expected an object"),
+    ({"resourceSpans": [{"scopeSpans": ["y"]}]}, "resourceSpans[0].scopeSpans[0]: expected an object"),
+    ({"resourceSpans": "x"}, "resourceSpans: expected a list"),
+    (body({"traceId": TRACE, "spanId": "01", "status": "bad"}),
+     "resourceSpans[0].scopeSpans[0].spans[0].status: expected an object"),
+    (body({"traceId": TRACE, "spanId": "01", "attributes": [{"key": "k", "value": {"arrayValue": [1]}}]}),
+     "resourceSpans[0].scopeSpans[0].spans[0].attributes[0].value.arrayValue: expected an object"),
+    (body({"traceId": TRACE, "spanId": "01", "startTimeUnixNano": "soon"}),
+     "spans[0].startTimeUnixNano: not an integer"),
+])
+def test_malformed_json_shapes_answer_400_naming_the_place(client: TestClient, payload: Any, where: str) -> None:
+    new_run(client, "otlp")
+    r = client.post("/v1/traces", json=payload)
+    assert r.status_code == 400, r.text
+    assert "not an OTLP trace export" in r.json()["error"] and where in r.json()["error"]
+
+
+def test_an_empty_export_is_accepted_and_stores_nothing(client: TestClient) -> None:
+    run_id = new_run(client, "otlp")
+    r = client.post("/v1/traces", json={})
+    assert (r.status_code, r.json()) == (200, {})
+    assert client.get("/v1/traces/status").json()["accepted_spans"] == 0
+    assert records(client, run_id) == []
+
+
+def test_a_deleted_run_does_not_block_the_other_runs(client: TestClient) -> None:
+    gone, kept = new_run(client, "gone"), new_run(client, "kept")
+    assert client.post("/v1/traces?run=gone", json=body(span(TRACE, "01", "", 10),
+                                                         span(TRACE, "02", "01", 20, tool="ver_saldo"))
+                       ).status_code == 200
+    assert client.post("/v1/traces?run=kept", json=body(span(OTHER, "01", "", 10),
+                                                         span(OTHER, "02", "01", 20, tool="buscar_cliente"))
+                       ).status_code == 200
+    r = receiver(client)
+    with session_scope(r.sessions, write=True) as s:
+        delete_run(s, gone)
+    assert r.store_ready(everything=True) == 1
+    assert [[c["name"] for c in x["calls"]] for x in records(client, kept)] == [["buscar_cliente"]]
+    status = client.get("/v1/traces/status").json()
+    assert (status["rejected_traces"], status["stored_traces"], status["buffered_spans"]) == (1, 1, 0)
+    assert staged(client) == 0
+    assert r.store_ready(everything=True) == 0  # nothing given back to retry forever
+
+
+def test_a_trace_that_keeps_failing_is_rejected_after_n_attempts(client: TestClient,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    run_id = new_run(client, "otlp")
+    r = receiver(client)
+    real_add = r._add
+
+    def add(run: int, trajectories: list[Any], staged_ids: list[int]) -> bool:
+        if any(t.case_id == "poison" for t in trajectories):
+            raise RuntimeError("cannot store this one")
+        return real_add(run, trajectories, staged_ids)
+
+    monkeypatch.setattr(r, "_add", add)
+    assert client.post("/v1/traces", json=body(span(TRACE, "01", "", 10, attrs={"toollens.case_id": "poison"}),
+                                               span(OTHER, "01", "", 10, attrs={"toollens.case_id": "good"}),
+                                               span(OTHER, "02", "01", 20, tool="ver_saldo"))).status_code == 200
+    assert r.store_ready(everything=True) == 1  # the good trace is not held up by the poisoned one
+    assert [x["case_id"] for x in records(client, run_id)] == ["good"]
+    for _ in range(MAX_ATTEMPTS - 1):
+        assert client.get("/v1/traces/status").json()["buffered_spans"] == 1
+        assert r.store_ready(everything=True) == 0
+    status = client.get("/v1/traces/status").json()
+    assert (status["rejected_traces"], status["retried_traces"], status["buffered_spans"]) == (1, MAX_ATTEMPTS - 1, 0)
+    assert staged(client) == 0

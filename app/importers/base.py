@@ -59,12 +59,13 @@ def call_error(message: str, kind: str = "error") -> dict[str, Any]:
 
 def looks_like_error(text: str | None) -> bool:
     """Tool results that report an error the way common agents write them:
-    ``Error: …`` (tau-bench, many frameworks) or a JSON object with an
-    ``error`` field."""
+    ``Error: …`` (tau-bench, many frameworks; any case), ``Exception: …``, a
+    Python traceback, or a JSON object with a non-empty ``error`` field. Text
+    that merely starts with the word ("Error rate is 2%") is not an error."""
     if not text:
         return False
-    head = text.lstrip()[:16].lower()
-    if head.startswith(("error:", "error ", "exception:", "traceback")):
+    head = text.lstrip()[:40].lower()
+    if head.startswith(("error:", "exception:", "traceback (most recent call last)")):
         return True
     if head.startswith("{") and '"error"' in text[:4096]:
         from app.core.records import loads

@@ -22,6 +22,7 @@ from app.importers.toolsets import resolve_toolset, toolset_document
 ToRecord = Callable[[list[Any]], dict[str, Any]]
 """Messages -> the SPEC §5 fields it can fill (question, calls, answer)."""
 
+MAX_MESSAGES = 100_000  # one conversation read as a top-level array of messages
 ID_KEYS = ("case_id", "id", "conversation_id", "session_id", "trace_id")
 
 
@@ -53,6 +54,42 @@ class Envelope:
         self.tools = value.get("tools")
 
 
+def _is_message(value: Any) -> bool:
+    return isinstance(value, Mapping) and "role" in value and "messages" not in value
+
+
+def conversations(path: Path) -> Iterator[tuple[int, Any]]:
+    """The file's conversations: its JSON values, except that a top-level
+    array whose elements are messages (they have a ``role``) is one
+    conversation, not an array of conversations (a JSON Lines file of one
+    bare message list reads this way)."""
+    values = iter_json_values(path)
+    first = next(values, None)
+    if first is None:
+        return
+    line, value = first
+    if not (_is_message(value) and _starts_with_bracket(path)):
+        yield first
+        yield from values
+        return
+    messages = [value]
+    for at, more in values:
+        if isinstance(more, InvalidTrajectory):
+            yield at, more
+            return
+        if len(messages) >= MAX_MESSAGES:
+            yield line, InvalidTrajectory(f"a conversation of more than {MAX_MESSAGES} messages", index=line,
+                                          source=str(path))
+            return
+        messages.append(more)
+    yield line, messages
+
+
+def _starts_with_bracket(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"["
+
+
 def convert_chat(path: Path, options: Options, *, fmt: str, to_record: ToRecord) -> Conversion:
     """A conversion of a chat-log file whose conversations ``to_record`` reads."""
     source = str(path)
@@ -76,7 +113,7 @@ def convert_chat(path: Path, options: Options, *, fmt: str, to_record: ToRecord)
                                            index=line, source=source)
 
     def records() -> Iterator[Converted]:
-        for line, value in iter_json_values(path):
+        for line, value in conversations(path):
             yield convert_one(line, value)
 
     def scan() -> tuple[dict[str, Any], set[str]]:
@@ -84,7 +121,7 @@ def convert_chat(path: Path, options: Options, *, fmt: str, to_record: ToRecord)
         name wins) and the names they call."""
         declared: dict[str, Any] = {}
         called: set[str] = set()
-        for line, value in iter_json_values(path):
+        for line, value in conversations(path):
             if isinstance(value, Mapping) and isinstance(value.get("tools"), list):
                 for tool in value["tools"]:
                     try:

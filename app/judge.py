@@ -17,11 +17,16 @@ from typing import Any
 
 from app.agents.model_agent import ModelAgent
 from app.agents.openai_chat import openai_client
+from app.agents.retry import MalformedResponse
 from app.core.outcome import OUTCOMES
 
 MAX_CALLS_SHOWN = 40
 MAX_TEXT = 600
 MAX_ANSWER = 2000
+MAX_VERDICT_TOKENS = 300
+
+_OBJECT = re.compile(r"\{.*\}", re.S)
+_FRAME = re.compile(r"</?\s*trajectory\s*>", re.I)  # the data must not close its frame
 
 SYSTEM = f"""You grade how an AI agent handled a tool error that was injected on purpose.
 Classify the outcome into exactly one category:
@@ -36,7 +41,9 @@ Answer with one JSON object only: {{"outcome": one of {list(OUTCOMES)}, "reason"
 
 
 def _clip(text: Any, limit: int = MAX_TEXT) -> str:
+    """Bounded, and unable to close the <trajectory> frame early."""
     s = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+    s = _FRAME.sub("[trajectory tag]", s)
     return s if len(s) <= limit else s[:limit] + f"… [{len(s) - limit} more characters]"
 
 
@@ -61,23 +68,25 @@ def judge_prompt(record: dict[str, Any], expected_datum: list[str] | None) -> st
     return "<trajectory>\n" + "\n".join(lines) + "\n</trajectory>"
 
 
-_OBJECT = re.compile(r"\{.*\}", re.S)
-
-
 def parse_verdict(text: str) -> tuple[str, str] | None:
-    """The category and the reason from the judge's answer, or None when it
-    did not answer with one of the four categories."""
-    match = _OBJECT.search(text or "")
+    """The category and the reason from the judge's answer: a JSON object
+    whose ``outcome`` is one of the four, or an answer that is nothing but
+    one of them. Anything else is None (not a verdict)."""
+    text = (text or "")[:20_000]
+    match = _OBJECT.search(text)
     if match is not None:
         try:
             data = json.loads(match.group(0))
         except ValueError:
             data = None
-        if isinstance(data, dict) and data.get("outcome") in OUTCOMES:
-            return str(data["outcome"]), _clip(data.get("reason", ""), 1000)
-    words = set(re.findall(r"[a-z_]+", (text or "").lower()))
-    found = [o for o in OUTCOMES if o in words]
-    return (found[0], "") if len(found) == 1 else None
+        if isinstance(data, dict):
+            outcome = data.get("outcome")
+            if isinstance(outcome, str) and outcome in OUTCOMES:
+                reason = data.get("reason", "")
+                return outcome, _clip(reason if isinstance(reason, str) else "", 1000)
+            return None
+    bare = text.strip().strip(".`'\"").strip().lower()
+    return (bare, "") if bare in OUTCOMES else None
 
 
 @dataclass
@@ -92,6 +101,12 @@ class Judge(ModelAgent):
     async def classify(self, prompt: str) -> tuple[str, str] | None:
         client = self.client()
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
-        response = await self.retry.run(lambda: client.chat.completions.create(
-            model=self.model, messages=messages, temperature=0))
+        async def request() -> Any:
+            response = await client.chat.completions.create(model=self.model, messages=messages, temperature=0,
+                                                            max_tokens=MAX_VERDICT_TOKENS)
+            if not response.choices:
+                raise MalformedResponse("the judge answered without choices")
+            return response
+
+        response = await self.retry.run(request)
         return parse_verdict(response.choices[0].message.content or "")

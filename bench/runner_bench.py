@@ -25,7 +25,7 @@ from app.core.suite import load_suite_document  # noqa: E402
 from app.runner.session import RunRequest, run_agent  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.store.db import upgrade  # noqa: E402
-from tests.fake_llm import free_port  # noqa: E402
+from tests.servers import free_port  # noqa: E402
 
 MODEL_CALLS_PER_CASE = 2
 

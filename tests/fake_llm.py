@@ -35,7 +35,7 @@ class Turn:
 @dataclass
 class FakeLLM:
     scripts: dict[str, list[Turn]] = field(default_factory=dict)
-    errors: dict[str, list[int | str]] = field(default_factory=dict)  # question -> queued failures
+    errors: dict[str, list[int | str]] = field(default_factory=dict)  # question -> queued: status, "hang", "empty"
     delay: float = 0.0  # seconds per model call
     hang_seconds: float = 5.0
     default: Turn = field(default_factory=lambda: Turn(text="ok"))
@@ -86,6 +86,9 @@ class FakeLLM:
             await asyncio.sleep(self.hang_seconds)
         if self.delay:
             await asyncio.sleep(self.delay)
+        if failure == "empty":
+            await _reply(send, 200, {"id": "x", "object": "chat.completion", "created": 0, "model": "", "choices": []})
+            return
         if isinstance(failure, int):
             await _reply(send, failure, {"error": {"message": f"scripted {failure}", "type": "server_error"}})
             return

@@ -160,3 +160,61 @@ def test_anthropic_tool_use_loop_flags_tool_errors(fake, suite) -> None:
     assert assistant["content"][0] == {"type": "text", "text": "Busco al cliente."}
     score = Scorer(suite).score(traj)
     assert score.passed and score.outcome is not None and score.outcome.outcome == "recovered"
+
+
+def _anthropic(url: str, **kw: object) -> AnthropicAgent:
+    kw.setdefault("retry", RetryPolicy(attempts=3, base=0.01))
+    return AnthropicAgent(model="claude-fake", base_url=url, api_key="k", **kw)  # type: ignore[arg-type]
+
+
+def test_anthropic_several_tool_uses_in_one_message(fake, suite) -> None:
+    app, url = fake
+    q = suite.case("saldo-004").question  # type: ignore[union-attr]
+    app.scripts[q] = [
+        Turn(calls=[("buscar_cliente", {"rut": "12345678-9"}), ("buscar_pedido", {"numero": "PED-12345"})]),
+        Turn(calls=[("ver_saldo", {"id": 8812})]),
+        Turn(text="Saldo $142.900; el pedido PED-12345 está despachado."),
+    ]
+    traj = _run(_anthropic(url), suite, "saldo-004")
+    assert [c.name for c in traj.calls] == ["buscar_cliente", "buscar_pedido", "ver_saldo"]
+    results = app.requests[1]["messages"][2]["content"]
+    assert [r["tool_use_id"] for r in results] == ["toolu_0_0", "toolu_0_1"]  # one user turn, both results
+    assert Scorer(suite).score(traj).passed
+
+
+@pytest.mark.parametrize("make", [_openai, _anthropic], ids=["openai", "anthropic"])
+def test_endpoint_faults_through_both_sdks(fake, suite, make) -> None:
+    app, url = fake
+    app.scripts[Q] = GOOD
+    app.errors[Q] = [429, 503]  # two endpoint faults, then the script: retried, never the agent's failure
+    agent = make(url)
+    traj = _run(agent, suite)
+    assert agent.retry.retries == 2 and Scorer(suite).score(traj).passed
+    app.errors[Q] = [500, 500, 500]
+    with pytest.raises(EndpointError, match="failed 3 times"):
+        _run(make(url), suite)
+    app.errors[Q], app.hang_seconds = ["hang", "hang"], 3
+    with pytest.raises(EndpointError, match="APITimeoutError"):
+        _run(make(url, timeout=0.3, retry=RetryPolicy(attempts=2, base=0.01)), suite)
+    app.errors[Q] = [400]  # this case's request (say, too long a context): this case only, not the run
+    with pytest.raises(EndpointError, match="refused this case's request"):
+        _run(make(url), suite)
+    app.errors[Q] = [403]
+    with pytest.raises(EndpointRejected, match="403"):
+        _run(make(url), suite)
+
+
+def test_anthropic_step_limit(fake, suite) -> None:
+    app, url = fake
+    app.scripts[Q] = [Turn(calls=[("buscar_cliente", {"rut": "12345678-9"})])] * 5
+    traj = _run(_anthropic(url, max_steps=3), suite)
+    assert traj.stopped == "step_limit" and len(traj.calls) == 3
+
+
+def test_a_response_without_choices_is_an_endpoint_fault(fake, suite) -> None:
+    app, url = fake
+    app.scripts[Q] = GOOD
+    app.errors[Q] = ["empty"]  # 200, but no choices (as some proxies answer): retried, not the agent's crash
+    agent = _openai(url)
+    traj = _run(agent, suite)
+    assert agent.retry.retries == 1 and traj.stopped is None and Scorer(suite).score(traj).passed

@@ -164,4 +164,4 @@ def test_recovery_sweep_fails_each_expected_step_once() -> None:
 def test_run_suite_trials_and_sweep() -> None:
     suite = banking_suite()
     trajs = list(run_suite(scripted_agent, suite, trials=3, sweep=True))
-    assert [(t.trial, t.fault is not None) for t in trajs] == [(0, False), (1, False), (2, False), (0, True), (0, True)]
+    assert [(t.trial, t.fault is not None) for t in trajs] == [(0, False), (1, False), (2, False), (3, True), (4, True)]

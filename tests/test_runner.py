@@ -7,16 +7,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
 
+from app.core.errors import ToolLensError
 from app.core.router import FaultPlan
 from app.core.suite import load_suite
 from app.runner.session import RunRequest, RunSetupError, run_agent
-from app.runner.work import ShardSpecError, in_shard, parse_shard, plan_work, predicted_fault_key, still_missing
+from app.runner.work import ShardSpecError, in_shard, parse_shard, plan_work, still_missing
 from app.settings import Settings
 from app.store.db import make_engine, make_sessionmaker, session_scope
 from app.store.infra import infra_errors
@@ -48,20 +50,14 @@ def _rows(url: str, run_name: str) -> list[tuple[str, int, str]]:
 # -- the work list -------------------------------------------------------------
 
 
-def test_plan_counts_trials_and_the_sweep() -> None:
+def test_plan_counts_trials_and_numbers_the_sweep_after_them() -> None:
     suite = load_suite(SUITE)
     items = plan_work(suite, trials=3, sweep=True)
     assert len(items) == CASES * 3 + SWEEP_ITEMS
     assert sum(1 for i in items if i.variant.startswith("sweep:")) == SWEEP_ITEMS
-    sweep = [i for i in items if i.case.id == "saldo-001" and i.variant]
-    assert [(i.trial, i.key) for i in sweep] == [(0, "0:http_503"), (0, "1:http_503")]
-
-
-def test_predicted_fault_keys() -> None:
-    assert predicted_fault_key(None) == ""
-    assert predicted_fault_key(FaultPlan(by_index={2: "timeout", 1: "http_429"})) == "1:http_429"
-    assert predicted_fault_key(FaultPlan(probability=0.2)) is None
-    assert predicted_fault_key(FaultPlan(by_tool={"ver_saldo": "http_500"})) is None
+    saldo = [(i.trial, i.variant) for i in items if i.case.id == "saldo-001"]
+    assert saldo == [(0, ""), (1, ""), (2, ""), (3, "sweep:0:http_503"), (4, "sweep:1:http_503")]
+    assert len({(i.case.id, i.trial) for i in items}) == len(items)  # (case, trial) names every item
 
 
 def test_shards_partition_the_work() -> None:
@@ -76,15 +72,12 @@ def test_shards_partition_the_work() -> None:
             parse_shard(bad)
 
 
-def test_still_missing_with_chance_decided_faults() -> None:
-    suite = load_suite(SUITE)
-    items = plan_work(suite, trials=2, faults=FaultPlan(probability=0.5, seed=3), sweep=True)
-    stored = {("saldo-001", 0, "1:http_503"), ("saldo-001", 1, "")}  # a sweep item, and trial 1 (no fault drawn)
+def test_still_missing_goes_by_case_and_trial_whatever_the_fault() -> None:
+    items = plan_work(load_suite(SUITE), trials=2, faults=FaultPlan(probability=0.5, seed=3), sweep=True)
+    stored = {("saldo-001", 2, "0:http_503"), ("saldo-001", 1, "3:timeout")}  # sweep step 0, and plain trial 1
     left = still_missing(items, stored)
     assert len(left) == len(items) - 2
-    assert all(not (i.case.id == "saldo-001" and (i.trial, i.variant) == (1, "")) for i in left)
-    # trial 0's only stored trajectory is the sweep's: the plain trial 0 is still missing
-    assert any(i.case.id == "saldo-001" and (i.trial, i.variant) == (0, "") for i in left)
+    assert [(i.trial, i.variant) for i in left if i.case.id == "saldo-001"] == [(0, ""), (3, "sweep:1:http_503")]
 
 
 # -- runs in the store -----------------------------------------------------------
@@ -220,3 +213,110 @@ def test_a_python_agent_by_module_and_function_and_its_crashes(tmp_path: Path) -
     with session_scope(make_sessionmaker(engine)) as s:
         assert s.scalar(select(Run).where(Run.name == "py2")) is None  # a bad --agent stores nothing
     engine.dispose()
+
+
+def test_faults_with_the_sweep_store_every_case_run(db_url: str) -> None:
+    """A plain trial whose fault falls on a sweep's step is another case run, not a duplicate."""
+    settings = _settings(db_url)
+    out = run_agent(settings, RunRequest(agent="simulated", suite_path=SUITE, faults="index:1=http_503", sweep=True,
+                                         run_name="both"))
+    assert out.summary.stored == CASES + SWEEP_ITEMS and out.summary.duplicates == 0 and out.finished
+
+
+def test_a_plan_whose_fault_moves_still_resumes_to_nothing(tmp_path: Path) -> None:
+    """With schema errors the router skips a planned fault and the next index
+    fires: the stored fault differs from the plan's first, yet resume is whole."""
+    settings = _settings(f"sqlite:///{tmp_path / 'm.db'}")
+    out = run_agent(settings, RunRequest(agent="simulated", suite_path=SUITE, trials=3, run_name="m",
+                                         faults="index:1=http_503,index:2=timeout", sim_rates="schema_error=0.5"))
+    assert out.finished and out.summary.stored == CASES * 3
+    assert {k for _, _, k in _rows(settings.database_url, "m")} >= {"1:http_503", "2:timeout"}
+    again = run_agent(settings, RunRequest(resume="m"))
+    assert again.planned == 0 and again.finished
+
+
+def test_shards_with_chance_faults_and_the_sweep_close_the_run(db_url: str) -> None:
+    settings = _settings(db_url)
+    base = {"agent": "simulated", "suite_path": SUITE, "faults": "p:0.2,seed:3", "sweep": True, "run_name": "sh"}
+    first = run_agent(settings, RunRequest(**base, shard="2/2"))  # type: ignore[arg-type]
+    second = run_agent(settings, RunRequest(**base, shard="1/2"))  # type: ignore[arg-type]
+    assert first.planned + second.planned == CASES + SWEEP_ITEMS and second.finished
+
+
+def test_shards_started_together_join_one_run(db_url: str) -> None:
+    settings = _settings(db_url)
+    base = {"agent": "simulated", "suite_path": SUITE, "trials": 2, "run_name": "together", "concurrency": 4}
+    outcomes: dict[str, object] = {}
+
+    def shard(spec: str) -> None:
+        try:
+            outcomes[spec] = run_agent(settings, RunRequest(**base, shard=spec))  # type: ignore[arg-type]
+        except Exception as exc:  # reported below
+            outcomes[spec] = exc
+
+    threads = [threading.Thread(target=shard, args=(f"{i}/3",)) for i in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert all(not isinstance(o, Exception) for o in outcomes.values()), outcomes
+    rows = _rows(db_url, "together")
+    assert len(rows) == len(set(rows)) == CASES * 2
+
+
+def test_only_runs_of_the_runner_resume_and_bad_options_store_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    settings = _settings(url)
+    done = subprocess.run([sys.executable, "-m", "app.cli", "import", str(ROOT / "examples" / "trajectories_v1.jsonl"),
+                           "--suite", str(SUITE), "--run", "imported", "--db", url], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(RunSetupError, match="not made by `toollens run`"):
+        run_agent(settings, RunRequest(resume="imported"))
+    for bad, message in (({"faults": "index:x"}, "--faults"), ({"shard": "0/2"}, "--shard"),
+                         ({"sweep_kind": "bogus"}, "--sweep-kind"), ({"trials": 0}, "--trials")):
+        with pytest.raises(ToolLensError, match=message):
+            run_agent(settings, RunRequest(agent="simulated", suite_path=SUITE, run_name="bad", **bad))  # type: ignore[arg-type]
+    engine = make_engine(url)
+    with session_scope(make_sessionmaker(engine)) as s:
+        assert s.scalar(select(Run).where(Run.name == "bad")) is None
+    engine.dispose()
+
+
+CALLS: list[str] = []
+
+
+def counting_agent(question: str, toolbox: object) -> str:
+    CALLS.append(question)
+    return "listo \x00 con NUL"
+
+
+def test_a_failing_writer_stops_the_agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.store import ingest
+
+    real, seen = ingest.add_trajectories, []
+
+    def flaky(*args: object, **kw: object) -> int:
+        seen.append(1)
+        if len(seen) > 1:
+            raise RuntimeError("disk full")
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ingest, "add_trajectories", flaky)
+    CALLS.clear()
+    with pytest.raises(RuntimeError, match="disk full"):
+        run_agent(_settings(f"sqlite:///{tmp_path / 'w.db'}"),
+                  RunRequest(agent="tests.test_runner:counting_agent", suite_path=SUITE, trials=20, run_name="w",
+                             concurrency=2))
+    assert 2 <= len(CALLS) < 40  # not the 360 case runs of the whole run
+
+
+def test_nul_characters_from_an_agent_are_stored_on_both_databases(db_url: str) -> None:
+    out = run_agent(_settings(db_url), RunRequest(agent="tests.test_runner:counting_agent", suite_path=SUITE,
+                                                  run_name="nul"))
+    assert out.summary.stored == CASES and out.summary.infra_errors == 0
+    engine = make_engine(db_url)
+    with session_scope(make_sessionmaker(engine)) as s:
+        answers = set(s.scalars(select(TrajectoryRow.answer)))
+    engine.dispose()
+    assert answers == {"listo \ufffd con NUL"}

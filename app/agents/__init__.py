@@ -54,6 +54,9 @@ def load_callable(spec: str) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise AgentSpecError(f"--agent {spec!r}: cannot import {module_name!r} ({exc})") from None
+    except Exception as exc:  # the module itself fails to load: say how, in one line
+        raise AgentSpecError(f"--agent {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") \
+            from None
     target: Any = module
     for part in attr.split("."):
         target = getattr(target, part, None)

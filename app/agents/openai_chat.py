@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.agents.model_agent import ModelAgent
+from app.agents.retry import MalformedResponse
 from app.core.router import Toolbox
 
 
@@ -44,7 +45,13 @@ class OpenAIChatAgent(ModelAgent):
         for _ in range(self.max_steps):
             # the body goes out exactly as built: the toolset as declared, and none of the SDK's
             # per-request type transform (the costliest part of a request at high concurrency)
-            response = await self.retry.run(lambda: client.post("/chat/completions", body=body, cast_to=completion))
+            async def request() -> Any:
+                response = await client.post("/chat/completions", body=body, cast_to=completion)
+                if not response.choices:
+                    raise MalformedResponse("the endpoint answered without choices")
+                return response
+
+            response = await self.retry.run(request)
             message = response.choices[0].message
             last_text = message.content or ""
             calls = [c for c in (message.tool_calls or []) if getattr(c, "function", None) is not None]

@@ -20,6 +20,7 @@ from app.core.errors import InfrastructureError, ToolLensError
 T = TypeVar("T")
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+FATAL_STATUS = frozenset({401, 402, 403, 404})  # a bad key, no credit, no such model: no case can run
 
 
 class EndpointError(InfrastructureError):
@@ -27,7 +28,11 @@ class EndpointError(InfrastructureError):
 
 
 class EndpointRejected(ToolLensError):
-    """The model endpoint refused the request itself (4xx): the run cannot go on."""
+    """The model endpoint refuses every request (401, 403, 404): the run cannot go on."""
+
+
+class MalformedResponse(Exception):
+    """A 200 answer without the parts a response must have (e.g. no choices): retried as an endpoint fault."""
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -41,7 +46,8 @@ def is_retryable(exc: BaseException) -> bool:
     if status is not None:
         return status in RETRYABLE_STATUS or status >= 500
     name = type(exc).__name__
-    return isinstance(exc, (TimeoutError, ConnectionError)) or name in {"APITimeoutError", "APIConnectionError"}
+    return isinstance(exc, (TimeoutError, ConnectionError, MalformedResponse)) or name in {
+        "APITimeoutError", "APIConnectionError", "APIResponseValidationError"}
 
 
 def describe(exc: BaseException) -> str:
@@ -89,8 +95,12 @@ class RetryPolicy:
                 raise
             except Exception as exc:
                 if not is_retryable(exc):
-                    if status_of(exc) is not None:
+                    status = status_of(exc)
+                    if status in FATAL_STATUS:
                         raise EndpointRejected(f"the model endpoint refused the request: {describe(exc)}") from exc
+                    if status is not None:  # this case's request (too long a context, say): this case only
+                        raise EndpointError(f"the model endpoint refused this case's request: {describe(exc)}") \
+                            from exc
                     raise
                 if attempt + 1 >= self.attempts:
                     raise EndpointError(f"model endpoint failed {self.attempts} times: {describe(exc)}") from exc

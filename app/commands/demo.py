@@ -17,9 +17,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DEMO_RUNS: tuple[tuple[str, str, int, str | None, bool], ...] = (
     ("banca-v1-simulado", "suite_v1.yaml", 1, None, True),
     ("banca-v2-simulado", "suite_v2.yaml", 1, None, True),
-    ("banca-v1-simulado-x5", "suite_v1.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11,clear",
+    ("banca-v1-simulado-x5", "suite_v1.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11",
      False),
-    ("banca-v2-simulado-x5", "suite_v2.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11,clear",
+    ("banca-v2-simulado-x5", "suite_v2.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11",
      False),
 )
 

@@ -11,6 +11,46 @@ from rich.table import Table
 from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
+CHUNK = 100  # trajectories read, judged and stored together
+
+
+async def _classify(grader: Any, chunk: list[Any], concurrency: int) -> list[tuple[int, tuple[str, str] | None]]:
+    """The judge's verdicts on a chunk, ``concurrency`` requests in flight."""
+    from app.judge import judge_prompt
+
+    verdicts: list[tuple[int, tuple[str, str] | None]] = []
+    shared = iter(chunk)
+
+    async def work() -> None:
+        for tid, record, datum in shared:
+            verdicts.append((tid, await grader.classify(judge_prompt(record, datum))))
+
+    await asyncio.gather(*(work() for _ in range(concurrency)))
+    return verdicts
+
+
+async def _judge_run(grader: Any, sessions: Any, run_id: int, relabel: bool, concurrency: int,
+                     model: str) -> tuple[int, int]:
+    """Judge the run a chunk at a time, each chunk's verdicts stored before
+    the next is asked (a crash loses one chunk at most); returns (judged, unreadable)."""
+    from app.store.db import session_scope
+    from app.store.labels import set_label, to_judge
+
+    judged = unreadable = last = 0
+    while True:
+        with session_scope(sessions) as session:
+            chunk = to_judge(session, run_id, relabel=relabel, after_id=last, limit=CHUNK)
+        if not chunk:
+            return judged, unreadable
+        last = chunk[-1][0]
+        verdicts = await _classify(grader, chunk, concurrency)
+        with session_scope(sessions, write=True) as session:
+            for tid, verdict in verdicts:
+                if verdict is not None:
+                    set_label(session, tid, source="judge", label=verdict[0], author=model, reason=verdict[1])
+        judged += sum(1 for _, v in verdicts if v is not None)
+        unreadable += sum(1 for _, v in verdicts if v is None)
+
 
 def register(cli: typer.Typer) -> None:
     cli.command("judge")(judge)
@@ -31,37 +71,20 @@ def judge(
     from app.agents.retry import RetryPolicy
     from app.cli import _environment_error, _fail, _settings
     from app.core.errors import ToolLensError
-    from app.judge import Judge, judge_prompt
+    from app.judge import Judge
     from app.store import ingest
     from app.store.db import make_sessionmaker, session_scope
     from app.store.importer import open_store
-    from app.store.labels import agreements, set_label, to_judge
+    from app.store.labels import agreements
 
     console = Console(stderr=True, soft_wrap=True)
+    grader = Judge(model=model, base_url=base_url, timeout=timeout, retry=RetryPolicy(attempts=attempts))
     try:
         engine = open_store(_settings(db))
         sessions = make_sessionmaker(engine)
         with session_scope(sessions) as session:
             run_id = ingest.find_run(session, run).id
-            todo = to_judge(session, run_id, relabel=relabel)
-        grader = Judge(model=model, base_url=base_url, timeout=timeout, retry=RetryPolicy(attempts=attempts))
-        verdicts: list[tuple[int, tuple[str, str] | None]] = []
-
-        async def work(items: Any) -> None:
-            for tid, record, datum in items:
-                verdicts.append((tid, await grader.classify(judge_prompt(record, datum))))
-
-        async def main() -> None:
-            shared = iter(todo)
-            await asyncio.gather(*(work(shared) for _ in range(concurrency)))
-
-        try:
-            asyncio.run(main())
-        finally:  # what was judged is kept even when the endpoint gives out midway
-            with session_scope(sessions, write=True) as session:
-                for tid, verdict in verdicts:
-                    if verdict is not None:
-                        set_label(session, tid, source="judge", label=verdict[0], author=model, reason=verdict[1])
+        judged, unreadable = asyncio.run(_judge_run(grader, sessions, run_id, relabel, concurrency, model))
         with session_scope(sessions) as session:
             agree = agreements(session, run_id)
         engine.dispose()
@@ -69,8 +92,7 @@ def judge(
         raise _fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
         raise _environment_error(exc) from None
-    unreadable = sum(1 for _, v in verdicts if v is None)
-    console.print(Text(f"judged {len(verdicts) - unreadable} trajectories of run {run_id}"
+    console.print(Text(f"judged {judged} trajectories of run {run_id}"
                        + (f"; {unreadable} answers were not one of the four categories" if unreadable else "")))
     table = Table("raters", "both labelled", "agree", "rate", "Cohen's kappa")
     for a in agree:

@@ -15,7 +15,16 @@ from typing import Any
 
 from app.core.errors import ToolLensError
 from app.core.mocks import MockSpec, ToolFailure, render_observation
-from app.core.records import FAULT_KINDS, TRANSIENT_KINDS, Call, CallError, Fault, parse_arguments
+from app.core.records import (
+    FAULT_KINDS,
+    MAX_CALLS,
+    MAX_NAME,
+    TRANSIENT_KINDS,
+    Call,
+    CallError,
+    Fault,
+    parse_arguments,
+)
 from app.core.tools import Toolset
 
 FAULT_MESSAGES = {
@@ -88,6 +97,10 @@ class FaultPlan:
         return cls(**plan)
 
 
+class CallLimitReached(Exception):
+    """The agent made more calls than a trajectory record may hold."""
+
+
 class MockRouter:
     """Executes calls against mocked tools for one trajectory."""
 
@@ -133,6 +146,11 @@ class MockRouter:
     def call(self, name: str, arguments: Any) -> str:
         """Run one call and return the observation the agent reads."""
         index = len(self.log)
+        if index >= MAX_CALLS:
+            self.stopped = "call_limit"
+            raise CallLimitReached(f"more than {MAX_CALLS} calls in one trajectory")
+        if len(name) > MAX_NAME:
+            name = name[:MAX_NAME]  # a name that long is no tool's: recorded cut, as an unknown tool
         self._raw = arguments if isinstance(arguments, str) else None
         args = parse_arguments(arguments)
         tool = self.toolset.get(name)

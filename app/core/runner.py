@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from app.core.errors import ToolLensError
-from app.core.records import Fault, Trajectory
+from app.core.records import Call, Fault, Trajectory
 from app.core.router import FaultPlan, MockRouter, Toolbox
 from app.core.suite import Case, Suite
 
@@ -35,12 +35,43 @@ def _finish(case: Case, trial: int, router: MockRouter, answer: Any, plan: Fault
         case_id=case.id,
         trial=trial,
         question=case.question,
-        calls=list(router.log),
-        answer="" if answer is None else str(answer),
+        calls=[_clean_call(c) for c in router.log],
+        answer=clean_text("" if answer is None else str(answer)),
         fault=fault,
         state=dict(router.state),
         stopped=router.stopped,
     )
+
+
+MAX_TEXT = 1_000_000  # characters of an answer or of raw arguments kept from a live agent
+
+
+def clean_text(text: str) -> str:
+    """Agent output as a store can hold it: NUL characters (which PostgreSQL
+    text refuses) shown as U+FFFD, and at most MAX_TEXT characters."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " …[cut]"
+
+
+def _clean_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): _clean_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_value(v) for v in value]
+    return value
+
+
+def _clean_call(call: Call) -> Call:
+    if call.raw_arguments is not None:
+        call.raw_arguments = clean_text(call.raw_arguments)
+    call.arguments = _clean_value(call.arguments)
+    call.name = clean_text(call.name)
+    if call.observation is not None:
+        call.observation = clean_text(call.observation)
+    return call
 
 
 def _router(suite: Suite, case: Case, faults: FaultPlan | None) -> MockRouter:
@@ -79,7 +110,7 @@ async def arun_case(
     except Exception:
         if not record_crash:
             raise
-        router.stopped, answer = AGENT_ERROR, ""
+        router.stopped, answer = router.stopped or AGENT_ERROR, ""
     return _finish(case, trial, router, answer, faults)
 
 
@@ -107,8 +138,10 @@ def sweep_plans(case: Case, kind: str = "http_503", *, clear_on_retry: bool = Fa
 def recovery_sweep(
     agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, kind: str = "http_503", trial: int = 0
 ) -> list[Trajectory]:
-    """Run the case once per expected step, failing that step's call."""
-    return [run_case(agent, suite, case, trial=trial, faults=plan) for plan in sweep_plans(case, kind)]
+    """Run the case once per expected step i, failing that step's call; run i
+    is trial ``trial + i``, so each run of the sweep has a trial of its own."""
+    return [run_case(agent, suite, case, trial=trial + i, faults=plan)
+            for i, plan in enumerate(sweep_plans(case, kind))]
 
 
 def run_suite(
@@ -121,11 +154,12 @@ def run_suite(
     sweep_kind: str = "http_503",
 ) -> Iterator[Trajectory]:
     """Every case ``trials`` times (each trial with the plan reseeded by trial
-    number), then, with ``sweep``, the recovery sweep of every case."""
+    number), then, with ``sweep``, the recovery sweep of every case, numbered
+    after the plain trials (so that no two runs of a case share a trial)."""
     for case in suite.cases:
         for t in range(trials):
             plan = None if faults is None else replace(faults, seed=faults.seed + t)
             yield run_case(agent, suite, case, trial=t, faults=plan)
     if sweep:
         for case in suite.cases:
-            yield from recovery_sweep(agent, suite, case, kind=sweep_kind)
+            yield from recovery_sweep(agent, suite, case, kind=sweep_kind, trial=trials)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,7 +26,7 @@ from app.core.suite import Case, Suite
 from app.runner.work import WorkItem
 from app.store import ingest
 from app.store.db import session_scope
-from app.store.errors import Conflict
+from app.store.errors import Conflict, Unstorable
 from app.store.infra import clear_infra_error, infra_errors, record_infra_error
 
 
@@ -57,13 +58,6 @@ class RunSummary:
 
 Listener = Callable[[RunSummary], None]
 
-UNKNOWN_KEY = "*"  # an infrastructure error of an item whose fault chance would have decided
-
-
-def infra_key(item: WorkItem) -> str:
-    return UNKNOWN_KEY if item.key is None else item.key
-
-
 class _Writer:
     """Stores finished trajectories (and infrastructure errors) for one run."""
 
@@ -76,20 +70,24 @@ class _Writer:
             self.infra_known = bool(infra_errors(session, run_id, limit=1))
 
     def store(self, batch: list[tuple[WorkItem, Trajectory | InfrastructureError]]) -> None:
+        """Store a batch in one transaction; when that fails, each on its own,
+        so that one trajectory the database refuses costs only itself."""
         trajs = [(item, r) for item, r in batch if isinstance(r, Trajectory)]
-        errors = [(item, r) for item, r in batch if not isinstance(r, Trajectory)]
+        errors: list[tuple[WorkItem, str]] = [(item, str(r)) for item, r in batch if not isinstance(r, Trajectory)]
         if trajs:
             try:
                 self._store([t for _, t in trajs])
-            except Conflict:
-                for _, t in trajs:  # one by one: keep what is new, count what is there already
+            except (Conflict, Unstorable):
+                for item, t in trajs:
                     try:
                         self._store([t])
                     except Conflict:
-                        self.summary.duplicates += 1
-        for item, exc in errors:
+                        self.summary.duplicates += 1  # another process stored this case run
+                    except Unstorable as exc:
+                        errors.append((item, f"the trajectory could not be stored: {exc}"))
+        for item, message in errors:
             with session_scope(self.factory, write=True) as session:
-                record_infra_error(session, self.run_id, item.case.id, item.trial, infra_key(item), str(exc))
+                record_infra_error(session, self.run_id, item.case.id, item.trial, "", message)
             self.summary.infra_errors += 1
             self.infra_known = True
 
@@ -99,7 +97,7 @@ class _Writer:
             ingest.add_trajectories(session, run=run, scorer=self.scorer, trajectories=trajs)  # type: ignore[arg-type]
             if self.infra_known:
                 for t in trajs:
-                    clear_infra_error(session, self.run_id, t.case_id, t.trial, ingest.fault_key(t))
+                    clear_infra_error(session, self.run_id, t.case_id, t.trial)
         self.summary.stored += len(trajs)
         self.summary.failed += sum(1 for t in trajs if not self.scorer.score(t).passed)
         self.summary.agent_errors += sum(1 for t in trajs if t.stopped == AGENT_ERROR)
@@ -140,7 +138,10 @@ async def execute(
     after storing everything finished so far."""
     summary = RunSummary(total=len(items))
     writer = _Writer(sessions, run_id, suite, summary)
-    queue: asyncio.Queue[tuple[WorkItem, Trajectory | InfrastructureError] | None] = asyncio.Queue()
+    width = max(1, min(concurrency, len(items) or 1))
+    # synchronous agents run in threads: as many as cases in flight, plus the writer
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=width + 1))
+    queue: asyncio.Queue[tuple[WorkItem, Trajectory | InfrastructureError] | None] = asyncio.Queue(2 * width)
     pending: Iterator[WorkItem] = iter(items)
 
     async def work() -> None:
@@ -171,14 +172,23 @@ async def execute(
                     listener(summary)
 
     writer_task = asyncio.create_task(write())
-    workers = [asyncio.create_task(work()) for _ in range(max(1, min(concurrency, len(items) or 1)))]
+    workers = [asyncio.create_task(work()) for _ in range(width)]
+    group = asyncio.gather(*workers)
     try:
-        await asyncio.gather(*workers)
+        # a writer that fails stops the workers at once: no model calls whose results nobody stores
+        watched: set[asyncio.Future[Any]] = {group, writer_task}
+        await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        if writer_task.done():
+            writer_task.result()
+        group.result()
     finally:
         for w in workers:
             w.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-        queue.put_nowait(None)  # the writer stores what is queued, then stops
-        await asyncio.shield(writer_task)
+        if not group.done():
+            group.cancel()
+        if not writer_task.done():
+            await queue.put(None)  # the writer stores what is queued, then stops
+            await asyncio.shield(writer_task)
         summary.ended = time.monotonic()
     return summary

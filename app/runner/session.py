@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.agents import SameAgent, load_callable
@@ -27,10 +28,12 @@ from app.runner.work import WorkItem, in_shard, parse_shard, plan_work, still_mi
 from app.settings import Settings
 from app.store import ingest
 from app.store.db import make_sessionmaker, session_scope
+from app.store.errors import Conflict
 from app.store.importer import open_store
 from app.store.infra import infra_errors
 from app.store.models import Run
 
+RUNNER_MARK, RUNNER_VERSION = "runner", 1  # in a run's config: made by `toollens run`, so it can be resumed
 WORK_KEYS = ("trials", "faults", "sweep", "sweep_kind")  # what decides the work list: fixed for a run's life
 AGENT_KEYS = ("agent", "model", "base_url", "max_steps", "system", "temperature", "seed", "sim_rates")
 
@@ -67,7 +70,7 @@ class RunRequest:
 
     def config(self) -> dict[str, Any]:
         data = asdict(self)
-        return {k: data[k] for k in (*WORK_KEYS, *AGENT_KEYS)}
+        return {RUNNER_MARK: RUNNER_VERSION, **{k: data[k] for k in (*WORK_KEYS, *AGENT_KEYS)}}
 
 
 @dataclass
@@ -132,8 +135,9 @@ def _open_run(session: Session, request: RunRequest) -> tuple[Run, dict[str, Any
     """The run this invocation writes to, and the document of its suite."""
     if request.resume:
         run = ingest.find_run(session, request.resume)
-        document = ingest.get_suite_row(session, run.suite_id).document
-        return run, document
+        if (run.config or {}).get(RUNNER_MARK) != RUNNER_VERSION:
+            raise RunSetupError(f"run {run.name!r} was not made by `toollens run`: there is nothing to resume")
+        return run, ingest.get_suite_row(session, run.suite_id).document
     if request.suite_document is not None:
         document = request.suite_document
     elif request.suite_path is not None:
@@ -145,10 +149,16 @@ def _open_run(session: Session, request: RunRequest) -> tuple[Run, dict[str, Any
     name = request.run_name or _default_name(request, suite)
     existing = session.scalar(select(Run).where(Run.name == name))
     if existing is None:
-        run = ingest.create_run(session, name=name, suite_row=suite_row, agent=_agent_label(request),
-                                model=request.model or _model_label(request), config=request.config())
-        session.flush()
-        return run, document
+        try:
+            with session.begin_nested():  # shards starting together: one creates, the others join
+                run = ingest.create_run(session, name=name, suite_row=suite_row, agent=_agent_label(request),
+                                        model=request.model or _model_label(request), config=request.config())
+                session.flush()
+            return run, document
+        except (Conflict, IntegrityError):
+            existing = session.scalar(select(Run).where(Run.name == name))
+            if existing is None:
+                raise
     if not request.shard:
         raise RunSetupError(f"a run named {name!r} exists already: --resume {name} continues it")
     if existing.suite_id != suite_row.id:
@@ -178,32 +188,43 @@ def _resumed_request(request: RunRequest, config: dict[str, Any]) -> RunRequest:
     return RunRequest(**{**asdict(request), **known, "suite_document": None})
 
 
+def _work_options(request: RunRequest) -> tuple[FaultPlan | None, tuple[int, int] | None]:
+    """Every option that shapes the work, checked before anything is stored."""
+    if request.trials < 1:
+        raise RunSetupError("--trials must be at least 1")
+    if request.sweep_kind not in FAULT_KINDS:
+        raise RunSetupError(f"--sweep-kind {request.sweep_kind!r} is not a fault kind ({', '.join(FAULT_KINDS)})")
+    try:
+        faults = FaultPlan.parse(request.faults) if request.faults else None
+    except ToolLensError as exc:
+        raise RunSetupError(f"--faults: {exc}") from None
+    return faults, parse_shard(request.shard) if request.shard else None
+
+
 def prepare(sessions: sessionmaker[Session], request: RunRequest) -> tuple[int, str, Suite, RunRequest,
                                                                              list[WorkItem], list[WorkItem]]:
     """Open the run; return its id and name, the suite, the effective request,
     every item of the run, and the items this invocation still has to run."""
+    if not request.resume:
+        _work_options(request)
+        check_agent(request)  # a bad option or --agent creates no run
     with session_scope(sessions, write=True) as session:
         run, document = _open_run(session, request)
         if request.resume:
             request = _resumed_request(request, run.config or {})
         run_id, run_name = run.id, run.name
         stored = ingest.stored_keys(session, run_id)
+        finished, has_infra = run.status == "finished", bool(infra_errors(session, run_id, limit=1))
+    faults, shard = _work_options(request)
     suite = parse_suite(document, path="suite")
-    try:
-        faults = FaultPlan.parse(request.faults) if request.faults else None
-    except ToolLensError as exc:
-        raise RunSetupError(f"--faults: {exc}") from None
-    if request.trials < 1:
-        raise RunSetupError("--trials must be at least 1")
-    if request.sweep_kind not in FAULT_KINDS:
-        raise RunSetupError(f"--sweep-kind {request.sweep_kind!r} is not a fault kind ({', '.join(FAULT_KINDS)})")
     everything = plan_work(suite, trials=request.trials, faults=faults, sweep=request.sweep,
                            sweep_kind=request.sweep_kind)
-    mine = everything
-    if request.shard:
-        index, count = parse_shard(request.shard)
-        mine = [item for item in everything if in_shard(item, index, count)]
-    return run_id, run_name, suite, request, everything, still_missing(mine, stored)
+    todo = still_missing(everything, stored)
+    if shard is not None:
+        todo = [item for item in todo if in_shard(item, *shard)]
+    if todo and finished and not has_infra:
+        raise RunSetupError(f"run {run_name!r} is finished: it takes no new trajectories")
+    return run_id, run_name, suite, request, everything, todo
 
 
 def run_agent(settings: Settings, request: RunRequest, *,
@@ -212,8 +233,6 @@ def run_agent(settings: Settings, request: RunRequest, *,
 
     ``progress(title, total)`` may return a context manager with an
     ``update(summary)`` method (the rich bar of the CLI)."""
-    if not request.resume:
-        check_agent(request)  # a bad --agent creates no run
     engine = open_store(settings)
     sessions = make_sessionmaker(engine)
     try:

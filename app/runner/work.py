@@ -19,42 +19,35 @@ class ShardSpecError(ToolLensError):
 
 @dataclass(frozen=True)
 class WorkItem:
+    """One case run. Its trial number is unique within its case (the sweep's
+    runs are numbered after the plain trials), so (case, trial) names it
+    whatever fault chance injects, and resume and shards need nothing else."""
+
     case: Case
     trial: int
     faults: FaultPlan | None
     variant: str  # "" for a plain trial, "sweep:<step>:<kind>" for the recovery sweep
-    key: str | None  # the fault key its trajectory will be stored under; None when chance decides it
 
     @property
     def label(self) -> str:
         return f"{self.case.id} trial {self.trial}" + (f" {self.variant}" if self.variant else "")
 
 
-def predicted_fault_key(plan: FaultPlan | None) -> str | None:
-    """The stored fault key of a trajectory run under ``plan``, when the plan
-    alone decides it: "" without faults, "<step>:<kind>" for index-only plans."""
-    if plan is None or plan.empty:
-        return ""
-    if plan.by_index and not plan.by_tool and plan.probability == 0.0:
-        step = min(plan.by_index)
-        return f"{step}:{plan.by_index[step]}"
-    return None
-
-
 def plan_work(suite: Suite, *, trials: int = 1, faults: FaultPlan | None = None, sweep: bool = False,
               sweep_kind: str = "http_503") -> list[WorkItem]:
     """Every case ``trials`` times (the fault plan reseeded per trial), then
-    with ``sweep`` the recovery sweep of every case (trial 0, the i-th call failed)."""
+    with ``sweep`` the recovery sweep of every case: trial ``trials + i`` fails
+    the i-th call."""
     items: list[WorkItem] = []
     for case in suite.cases:
         for t in range(trials):
             plan = None if faults is None else replace(faults, seed=faults.seed + t)
-            items.append(WorkItem(case, t, plan, "", predicted_fault_key(plan)))
+            items.append(WorkItem(case, t, plan, ""))
     if sweep:
         for case in suite.cases:
-            for plan in sweep_plans(case, sweep_kind):
+            for i, plan in enumerate(sweep_plans(case, sweep_kind)):
                 step = min(plan.by_index)
-                items.append(WorkItem(case, 0, plan, f"sweep:{step}:{sweep_kind}", f"{step}:{sweep_kind}"))
+                items.append(WorkItem(case, trials + i, plan, f"sweep:{step}:{sweep_kind}"))
     return items
 
 
@@ -76,19 +69,7 @@ def in_shard(item: WorkItem, index: int, count: int) -> bool:
     return zlib.crc32(ident) % count == index - 1
 
 
-def still_missing(items: Iterable[WorkItem], stored: set[tuple[str, int, str]]) -> list[WorkItem]:
-    """The items a run does not hold yet. An item whose fault chance decides
-    counts as done when its case and trial hold a trajectory that no planned
-    item of the case claims."""
-    items = list(items)
-    claimed = {(i.case.id, i.trial, i.key) for i in items if i.key is not None}
-    by_trial = {(c, t) for c, t, f in stored if (c, t, f) not in claimed}
-    out = []
-    for item in items:
-        if item.key is not None:
-            done = (item.case.id, item.trial, item.key) in stored
-        else:
-            done = (item.case.id, item.trial) in by_trial
-        if not done:
-            out.append(item)
-    return out
+def still_missing(items: Iterable[WorkItem], stored: Iterable[tuple[str, int, str]]) -> list[WorkItem]:
+    """The items a run does not hold yet: those whose (case, trial) it lacks."""
+    done = {(case_id, trial) for case_id, trial, _ in stored}
+    return [item for item in items if (item.case.id, item.trial) not in done]

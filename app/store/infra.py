@@ -4,7 +4,7 @@ stored."""
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.store.models import InfraError
@@ -20,10 +20,14 @@ def record_infra_error(session: Session, run_id: int, case_id: str, trial: int, 
                            message=message[:MAX_MESSAGE]))
 
 
-def clear_infra_error(session: Session, run_id: int, case_id: str, trial: int, fault_key: str) -> None:
-    """Forget the error of a case run now stored (``*`` stands for a fault key chance decided)."""
+def clear_infra_error(session: Session, run_id: int, case_id: str, trial: int) -> None:
+    """Forget the error of a case run now stored."""
     session.execute(delete(InfraError).where(InfraError.run_id == run_id, InfraError.case_id == case_id,
-                                             InfraError.trial == trial, InfraError.fault_key.in_((fault_key, "*"))))
+                                             InfraError.trial == trial))
+
+
+def count_infra_errors(session: Session, run_id: int) -> int:
+    return session.scalar(select(func.count()).select_from(InfraError).where(InfraError.run_id == run_id)) or 0
 
 
 def infra_errors(session: Session, run_id: int, limit: int = 200) -> list[InfraError]:

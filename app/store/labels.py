@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.outcome import OUTCOMES
 from app.core.stats import cohen_kappa
-from app.store.errors import NotFound
-from app.store.models import OutcomeLabel, TrajectoryRow
+from app.store.errors import Conflict, NotFound
+from app.store.models import CallRow, OutcomeLabel, TrajectoryRow
 from app.store.views import AgreementPublic, InfraErrorPublic, LabelPublic, LabelsPublic, RunHealthPublic
 
 SOURCES = ("human", "judge")
@@ -33,13 +34,22 @@ def set_label(session: Session, trajectory_id: int, *, source: str, label: str, 
     traj = session.get(TrajectoryRow, trajectory_id)
     if traj is None:
         raise NotFound(f"no trajectory {trajectory_id}")
-    session.execute(delete(OutcomeLabel).where(OutcomeLabel.trajectory_id == trajectory_id,
-                                               OutcomeLabel.source == source))
-    row = OutcomeLabel(trajectory_id=trajectory_id, run_id=traj.run_id, source=source, label=label,
-                       author=author[:200], reason=reason[:MAX_REASON])
-    session.add(row)
-    session.flush()
-    return row
+    if traj.outcome is None:
+        raise Conflict(f"trajectory {trajectory_id} had no fault injected: it has no outcome to label")
+    for attempt in range(2):  # two people labelling at once: the second replaces the first
+        try:
+            with session.begin_nested():
+                session.execute(delete(OutcomeLabel).where(OutcomeLabel.trajectory_id == trajectory_id,
+                                                           OutcomeLabel.source == source))
+                row = OutcomeLabel(trajectory_id=trajectory_id, run_id=traj.run_id, source=source, label=label,
+                                   author=author[:200], reason=reason[:MAX_REASON])
+                session.add(row)
+                session.flush()
+            return row
+        except IntegrityError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def labels_of(session: Session, trajectory_id: int) -> list[OutcomeLabel]:
@@ -90,27 +100,41 @@ def agreements(session: Session, run_id: int) -> list[Agreement]:
     return out
 
 
-def to_judge(session: Session, run_id: int, *, relabel: bool = False) -> list[tuple[int, dict[str, Any],
-                                                                                    list[str] | None]]:
-    """The run's faulted trajectories (those with an outcome) as records, with
-    each case's expected datum; without ``relabel`` those judged already are left out."""
-    from app.store.ingest import get_run_row, suite_for_run
-    from app.store.queries import export_records
+JudgeItem = tuple[int, dict[str, Any], list[str] | None]
 
-    run = get_run_row(session, run_id)
-    suite = suite_for_run(session, run)
-    judged = set() if relabel else set(session.scalars(
-        select(OutcomeLabel.trajectory_id).where(OutcomeLabel.run_id == run_id, OutcomeLabel.source == "judge")))
-    ids = list(session.scalars(select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id)
-                               .order_by(TrajectoryRow.id)))
-    outcomes = dict(session.execute(select(TrajectoryRow.id, TrajectoryRow.outcome)
-                                    .where(TrajectoryRow.run_id == run_id)).all())
-    out = []
-    for tid, record in zip(ids, export_records(session, run_id), strict=True):
-        if outcomes.get(tid) is None or tid in judged:
-            continue
-        case = suite.case(record["case_id"])
-        out.append((tid, record, None if case is None else case.expected_datum))
+
+def to_judge(session: Session, run_id: int, *, relabel: bool = False, after_id: int = 0,
+             limit: int = 100) -> list[JudgeItem]:
+    """The next faulted trajectories of a run (those with an outcome), after
+    ``after_id``, as (id, record, the case's expected datum); without
+    ``relabel`` those the judge labelled already are left out. Read a chunk at
+    a time: memory does not grow with the run."""
+    from app.store.ingest import get_run_row, suite_for_run
+
+    suite = suite_for_run(session, get_run_row(session, run_id))
+    query = (select(TrajectoryRow).where(TrajectoryRow.run_id == run_id, TrajectoryRow.outcome.is_not(None),
+                                         TrajectoryRow.id > after_id)
+             .order_by(TrajectoryRow.id).limit(limit))
+    if not relabel:
+        judged = select(OutcomeLabel.trajectory_id).where(OutcomeLabel.run_id == run_id,
+                                                          OutcomeLabel.source == "judge")
+        query = query.where(TrajectoryRow.id.not_in(judged))
+    trajs = list(session.scalars(query))
+    calls: dict[int, list[CallRow]] = {t.id: [] for t in trajs}
+    if trajs:
+        for c in session.scalars(select(CallRow).where(CallRow.trajectory_id.in_(list(calls)))
+                                 .order_by(CallRow.trajectory_id, CallRow.idx)):
+            calls[c.trajectory_id].append(c)
+    out: list[JudgeItem] = []
+    for t in trajs:
+        record = {
+            "case_id": t.case_id, "question": t.question, "answer": t.answer,
+            "fault": None if t.fault_kind is None else {"step": t.fault_step, "kind": t.fault_kind},
+            "calls": [{"name": c.name, "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
+                       "observation": c.observation, "error": c.error_kind} for c in calls[t.id]],
+        }
+        case = suite.case(t.case_id)
+        out.append((t.id, record, None if case is None else case.expected_datum))
     return out
 
 
@@ -124,7 +148,7 @@ def labels_public(session: Session, trajectory_id: int) -> LabelsPublic:
 
 
 def run_health(session: Session, run_id: int) -> RunHealthPublic:
-    from app.store.infra import infra_errors
+    from app.store.infra import count_infra_errors, infra_errors
     from app.store.ingest import get_run_row
 
     get_run_row(session, run_id)
@@ -133,4 +157,5 @@ def run_health(session: Session, run_id: int) -> RunHealthPublic:
         agreement=[AgreementPublic(**a.to_dict()) for a in agreements(session, run_id)],
         infra_errors=[InfraErrorPublic(case_id=e.case_id, trial=e.trial, fault_key=e.fault_key, message=e.message,
                                        created_at=e.created_at) for e in infra_errors(session, run_id)],
+        infra_error_count=count_infra_errors(session, run_id),
     )

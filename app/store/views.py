@@ -288,4 +288,5 @@ class RunHealthPublic(BaseModel):
 
     run_id: int
     agreement: list[AgreementPublic]
-    infra_errors: list[InfraErrorPublic]
+    infra_errors: list[InfraErrorPublic]  # the first 200
+    infra_error_count: int

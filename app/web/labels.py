@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import secrets
 from typing import Annotated, Literal
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, Field
 
@@ -51,7 +51,13 @@ def run_health(run_id: RunId, session: ReadSession) -> RunHealthPublic:
 
 @router.post("/trajectories/{trajectory_id}/label", include_in_schema=False)
 async def label_form(trajectory_id: TrajectoryId, request: Request) -> RedirectResponse:
-    """The trajectory page's form (URL-encoded; the body size is bounded by the app)."""
+    """The trajectory page's form (URL-encoded; the body size is bounded by the app).
+    Only a same-origin form is taken: another site cannot rewrite the labels
+    that calibrate the judge."""
+    if not _same_origin(request):
+        raise HTTPException(403, "labels are taken from this site's own form only")
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+        raise HTTPException(415, "expected an application/x-www-form-urlencoded form")
     form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
     token = request.app.state.settings.api_token
     back = f"/trajectories/{trajectory_id}"
@@ -66,3 +72,16 @@ async def label_form(trajectory_id: TrajectoryId, request: Request) -> RedirectR
         labels.set_label(session, trajectory_id, source="human", label=body.label, author=body.author,
                          reason=body.reason)
     return RedirectResponse(f"{back}#labels", status_code=303)
+
+
+def _same_origin(request: Request) -> bool:
+    """The browser says the form came from this site (Sec-Fetch-Site), or its
+    Origin is this host; a request with neither header (curl) is no browser's."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    host = request.headers.get("host", "")
+    return urlsplit(origin).netloc == host

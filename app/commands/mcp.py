@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -49,7 +49,6 @@ def mcp_serve(
     from app.core.suite import load_suite_document, parse_suite
     from app.store.db import make_sessionmaker, session_scope
     from app.store.importer import open_store
-    from app.store.ingest import finish_run
     from app.store.live import open_live_run
 
     if transport not in ("stdio", "http"):
@@ -96,15 +95,38 @@ def mcp_serve(
     finally:
         signal.signal(signal.SIGTERM, previous)
         try:
-            stored = recorder.end_all()
-            finish = not keep_open and not recorder.others_pending()  # the last server to stop finishes it
-            if finish:
-                with session_scope(sessions, write=True) as s:
-                    finish_run(s, run_id)
-            console.print(Text(f"run {run_id} ({name}): stored {stored} more trajectories at shutdown"
-                               + ("; run finished" if finish else "; run left open")))
+            _shut_down(console, recorder, sessions, run_id, name, keep_open)
         finally:
             engine.dispose()
+
+
+def _shut_down(console: Console, recorder: Any, sessions: Any, run_id: int, name: str, keep_open: bool) -> None:
+    """Store this server's pending trajectories and finish the run if it was
+    the last server; a failure is reported in one line, never a traceback."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.cli import _environment_error, _fail
+    from app.core.errors import ToolLensError
+    from app.store.db import session_scope
+    from app.store.ingest import finish_run
+
+    try:
+        stored = recorder.end_all()
+        unstored = recorder.flush_errors
+        # the last server to stop finishes the run (not with trajectories it could not store)
+        finish = not keep_open and not unstored and not recorder.others_pending()
+        if finish:
+            with session_scope(sessions, write=True) as s:
+                finish_run(s, run_id)
+    except ToolLensError as exc:
+        raise _fail(f"run {run_id} ({name}): pending trajectories not stored at shutdown: {exc}") from None
+    except SQLAlchemyError as exc:
+        raise _environment_error(exc) from None
+    console.print(Text(f"run {run_id} ({name}): stored {stored} more trajectories at shutdown"
+                       + ("; run finished" if finish else "; run left open")))
+    if unstored:
+        raise _fail(f"run {run_id} ({name}): {len(unstored)} pending trajectories could not be stored and stay "
+                    f"pending (first: {unstored[0]})")
 
 
 def register(cli: typer.Typer) -> None:

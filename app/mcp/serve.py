@@ -29,7 +29,8 @@ from typing import Any
 import anyio
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.records import Fault, Trajectory
+from app.core.errors import ToolLensError
+from app.core.records import MAX_CALLS, Fault, Trajectory
 from app.core.router import FaultPlan, MockRouter
 from app.core.scoring import Scorer
 from app.core.suite import Case, Suite
@@ -41,6 +42,10 @@ HTTP_KEY = "http"
 TRAJECTORY_HEADER = "x-toollens-trajectory"
 MAX_KEY = 100
 MAX_ANSWER = 100_000
+
+
+class CallLimit(ToolLensError):
+    """A session asked for more calls than one trajectory may hold."""
 
 
 @dataclass
@@ -84,6 +89,7 @@ class CaseRecorder:
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self._open: dict[str, _Open] = {}
         self._lock = threading.Lock()
+        self.flush_errors: list[str] = []  # of the last flush: trajectories that could not be stored
 
     def _key(self, local: str) -> str:
         return f"{local}@{self.owner}"
@@ -103,6 +109,9 @@ class CaseRecorder:
         key = self._key(key)
         with self._lock:
             opened = self._open.get(key)
+            if opened is not None and len(opened.router.log) >= MAX_CALLS:
+                raise CallLimit(f"this session made {MAX_CALLS} calls, the most one trajectory holds: "
+                                "end it (a new session starts a new trajectory)")
             with session_scope(self.sessions, write=True) as s:
                 if opened is None:
                     opened = _Open(MockRouter(self.suite.toolset, self.faults, mocks=self.case.mocks),
@@ -136,11 +145,21 @@ class CaseRecorder:
             return any(not k.endswith(f"@{self.owner}") for k in live.pending(s, self.run_id))
 
     def _flush(self, chosen: Callable[[str], bool]) -> int:
+        """Store the chosen pending trajectories, each in its own transaction:
+        one that cannot be stored stays pending, is named in ``flush_errors``,
+        and does not stop the others."""
         with self._lock:
-            with session_scope(self.sessions, write=True) as s:
+            with session_scope(self.sessions) as s:
                 keys = [k for k in live.pending(s, self.run_id) if chosen(k)]
-                stored = live.flush_pending(s, self.run_id, self.scorer, keys)
+            stored = 0
+            self.flush_errors = []
             for k in keys:
+                try:
+                    with session_scope(self.sessions, write=True) as s:
+                        stored += live.flush_pending(s, self.run_id, self.scorer, [k])
+                except ToolLensError as exc:
+                    self.flush_errors.append(f"{k}: {exc}")
+                    continue
                 self._open.pop(k, None)
             return stored
 
@@ -158,9 +177,14 @@ def build_server(recorder: CaseRecorder, key_of: Callable[[Any], str]) -> Any:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        from mcp.shared.exceptions import MCPError
+
         key = key_of(ctx)
-        observation, is_error = await anyio.to_thread.run_sync(recorder.call, key, params.name,
-                                                               dict(params.arguments or {}))
+        try:
+            observation, is_error = await anyio.to_thread.run_sync(recorder.call, key, params.name,
+                                                                   dict(params.arguments or {}))
+        except CallLimit as exc:
+            raise MCPError(types.INVALID_REQUEST, str(exc)) from None
         return types.CallToolResult(content=[types.TextContent(text=observation)], is_error=is_error)
 
     return Server("toollens-mock", version="1", instructions=None, on_list_tools=list_tools,

@@ -2,18 +2,26 @@
 
 A trajectory is stored whole (scored, with its counters) only when it ends.
 Until then its record so far is kept in the run's ``config`` JSON under
-``live_pending`` (no schema change), rewritten after every call in its own
-transaction: a client that disconnects, or a server that dies, loses no
-call; the pending records are stored by ``flush_pending`` at session end, at
-shutdown, or on the next start with the same run.
+``live_pending`` (no schema change), one key per session, saved after every
+call in its own transaction: a client that disconnects, or a server that
+dies, loses no call; the pending records are stored by ``flush_pending`` at
+session end, at shutdown, or on the next start with the same run.
+
+A save rewrites only its own session's key (``jsonb_set`` / ``json_set`` in
+SQL), so the cost of a call does not grow with the other open sessions; a
+session holds at most ``MAX_CALLS`` calls (the server refuses more), so its
+own record stays bounded. The database still rewrites the row: a session's
+record is rewritten on each of its calls (quadratic in its calls, bounded by
+``MAX_CALLS``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from app.core.records import parse_record
@@ -63,14 +71,36 @@ def next_trial(session: Session, run_id: int, case_id: str) -> int:
     return max(trials) + 1 if trials else 0
 
 
+_SET_PENDING = {
+    "postgresql": text(
+        "UPDATE runs SET config = jsonb_set(jsonb_set(coalesce(config, '{}'::jsonb), '{live_pending}', "
+        "coalesce(config->'live_pending', '{}'::jsonb)), ARRAY['live_pending', :key], CAST(:record AS jsonb)) "
+        "WHERE id = :id"),
+    "sqlite": text(
+        "UPDATE runs SET config = json_set(json_set(coalesce(config, '{}'), '$.live_pending', "
+        "json(coalesce(json_extract(config, '$.live_pending'), '{}'))), :path, json(:record)) WHERE id = :id"),
+}
+
+
 def save_pending(session: Session, run_id: int, key: str, record: dict[str, Any]) -> None:
-    """Keep a trajectory's record so far (the whole record, replacing the last one)."""
-    run = _locked(session, run_id)
-    if run.status == "finished" and key not in (run.config or {}).get(PENDING, {}):
-        raise Conflict(f"run {run.name!r} is finished: it takes no new trajectories")
-    config = dict(run.config or {})
-    config[PENDING] = {**dict(config.get(PENDING) or {}), key: record}
-    run.config = config  # a new object, so the JSON column is written
+    """Keep a trajectory's record so far under its session's key (only that
+    key is written; the other sessions' records are not read nor rewritten)."""
+    row = session.execute(select(Run.name, Run.status).where(Run.id == run_id).with_for_update()).first()
+    if row is None:
+        get_run_row(session, run_id)  # raises NotFound
+        return
+    if row.status == "finished" and key not in pending(session, run_id):
+        raise Conflict(f"run {row.name!r} is finished: it takes no new trajectories")
+    statement = _SET_PENDING.get(session.get_bind().dialect.name)
+    encoded = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    if statement is None or '"' in key or "\\" in key:  # another database, or a key a JSON path cannot quote
+        run = _locked(session, run_id)
+        config = dict(run.config or {})
+        config[PENDING] = {**dict(config.get(PENDING) or {}), key: record}
+        run.config = config  # a new object, so the JSON column is written
+        return
+    session.execute(statement, {"key": key, "path": f'$.{PENDING}."{key}"', "record": encoded, "id": run_id})
+    session.expire_all()  # the ORM's copy of the run (if loaded) is stale now
 
 
 def flush_pending(session: Session, run_id: int, scorer: Scorer, keys: Iterable[str] | None = None,

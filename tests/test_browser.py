@@ -169,6 +169,26 @@ def test_trajectory_timeline_highlights_the_injected_error(server: str, page: An
     shot(page, "trajectory")
 
 
+def test_a_person_labels_an_outcome_and_the_run_page_shows_the_agreement(server: str, page: Any) -> None:
+    page.goto(server + "/")
+    page.get_by_role("link", name="banca-v1", exact=True).click()
+    page.select_option("select[name=outcome]", "hallucinated")
+    page.get_by_role("button", name="Filter").nth(0).click()
+    page.locator("#trajectory-list tbody tr a").first.click()
+    page.select_option("#labels select[name=label]", "confused")
+    page.fill("#labels input[name=author]", "Ana <b>QA</b>")
+    page.get_by_role("button", name="Save label").click()
+    page.wait_for_url("**#labels")
+    row = page.locator("#labels tbody tr", has_text="human")
+    assert "confused" in row.inner_text() and "disagrees" in row.inner_text()
+    assert "Ana <b>QA</b>" in row.inner_text()  # shown as text, not markup
+    page.locator(".crumbs a").first.click()
+    agreement = page.locator("#agreement tbody tr", has_text="human vs deterministic")
+    assert agreement.locator("td").nth(0).inner_text() == "1"  # both labelled
+    assert agreement.locator("td").nth(1).inner_text() == "0"  # agree
+    shot(page, "labels")
+
+
 def test_compare_page_shows_flips_and_description_diff(server: str, page: Any) -> None:
     page.goto(server + "/compare?a=1&b=2")
     assert page.locator("#flipped tbody tr").count() > 0

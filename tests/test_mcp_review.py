@@ -5,7 +5,9 @@ session's key."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -14,6 +16,7 @@ import typer
 from sqlalchemy import event
 
 from app.commands.mcp import _shut_down
+from app.core.errors import ToolLensError
 from app.core.suite import load_suite, load_suite_document
 from app.mcp import serve
 from app.mcp.serve import CaseRecorder, build_server
@@ -112,3 +115,54 @@ def test_a_save_writes_only_its_own_sessions_key(recorder: CaseRecorder) -> None
     assert {k.split("@")[0]: [c["name"] for c in r["calls"]] for k, r in waiting.items()} == {
         "other": ["buscar_cliente"], "mine": ["buscar_cliente", "ver_saldo"]}
     assert recorder.end_all() == 2
+
+
+ENDLESS_SERVER = '''
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel.server import Server
+from mcp.server.stdio import stdio_server
+
+async def list_tools(ctx, params):
+    page = int((params.cursor if params else None) or 0)
+    tool = types.Tool(name=f"t{page}", description="d", input_schema={"type": "object"})
+    return types.ListToolsResult(tools=[tool], next_cursor=str(page + 1))  # always one more page
+
+async def main():
+    server = Server("endless", on_list_tools=list_tools)
+    async with stdio_server() as (r, w):
+        await server.run(r, w, server.create_initialization_options())
+
+anyio.run(main)
+'''
+
+
+def test_a_snapshot_past_the_page_limit_is_refused_not_truncated(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.mcp import snapshot
+
+    script = tmp_path / "endless.py"
+    script.write_text(ENDLESS_SERVER)
+    monkeypatch.setattr(snapshot, "MAX_PAGES", 3)
+    with pytest.raises(ToolLensError) as refused:
+        snapshot.snapshot_toolset(command=f"{sys.executable} {script}", name="x", timeout=30)
+    assert "more than 3 pages of tools" in str(refused.value)
+
+
+def test_import_mcp_writes_out_only_after_registering(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+    from tests.test_mcp import FIXTURE_SERVER
+
+    upgrade(url := f"sqlite:///{tmp_path / 'db.sqlite'}")
+    server = tmp_path / "server.py"
+    server.write_text(FIXTURE_SERVER)
+    out = tmp_path / "snapshot.yaml"
+    command = ["toolset", "import-mcp", "--command", f"{sys.executable} {server}", "--name", "seguros", "--db", url]
+    r = CliRunner().invoke(cli, [*command, "--label", "x" * 101, "--out", str(out)])
+    assert r.exit_code == 2 and "--label at most 100" in r.stderr
+    assert not out.exists()  # registration failed: no file either
+    r = CliRunner().invoke(cli, [*command, "--out", str(tmp_path / "missing" / "snapshot.yaml")])
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit)  # a one-line error, not a traceback
+    assert "FileNotFoundError" in r.stderr and "Traceback" not in r.stderr

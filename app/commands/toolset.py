@@ -90,12 +90,17 @@ def import_mcp(
         toolset = snapshot_toolset(command=command, url=url, name=name, label=label, timeout=timeout)
     except ToolLensError as exc:
         raise _fail(f"{command or url}: {exc}") from None
-    if out is not None:
+    _store(toolset, name, label, db)
+    if out is not None:  # only once registered: a failed import leaves no file behind
         import yaml
 
+        from app.cli import _environment_error
+
         doc = {"name": name, "label": label, "tools": [t.contract() for t in toolset]}
-        out.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
-    _store(toolset, name, label, db)
+        try:
+            out.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
+        except OSError as exc:
+            raise _environment_error(exc) from None
 
 
 def register(cli: typer.Typer) -> None:

@@ -58,6 +58,9 @@ async def list_server_tools(*, command: str | None = None, url: str | None = Non
                 cursor = page.next_cursor
                 if cursor is None:
                     break
+            if cursor is not None:  # never a silently truncated snapshot
+                raise ToolSpecError(f"the server lists more than {MAX_PAGES} pages of tools (tools/list still "
+                                    "returns a next cursor): snapshot refused rather than truncated")
     return out
 
 

@@ -68,6 +68,12 @@ def pass_hat_k(trials: Iterable[tuple[int, int]]) -> dict[int, float]:
     return dict(sorted(out.items()))
 
 
+try:  # what Counter.update runs for an iterable, without its per-call Mapping check
+    from _collections import _count_elements as _count  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - other Python implementations
+    def _count(counter: Counter[Any], items: Iterable[Any]) -> None:
+        counter.update(items)
+
 _PER_CALL = (
     "selection_precision.num", "selection_precision.den", "selection_recall.num", "selection_recall.den",
     "schema_validity.num", "schema_validity.den", "argument_accuracy.num", "argument_accuracy.den",
@@ -109,7 +115,7 @@ class Report:
         n[7] += ts.args_den
         n[8] += ts.hallucinated_num
         n[9] += ts.calls_total
-        self.confusion.update(ts.confusion)  # Counter.update counts an iterable in C
+        _count(self.confusion, ts.confusion)
         for cs in ts.calls if ts.any_error else ():
             if not cs.exists:
                 self.hallucinated_names.add(cs.name)
@@ -130,11 +136,11 @@ class Report:
             elif ts.outcome.outcome == "hallucinated":
                 c["hallucination_after_error.num"] += 1
         if ts.pairs_checked:
-            self.pairs_checked.update(ts.pairs_checked)
+            _count(self.pairs_checked, ts.pairs_checked)
         if ts.violations:
-            self.violations.update(ts.violations)
+            _count(self.violations, ts.violations)
         if ts.failures:
-            self.failures.update(ts.failures)
+            _count(self.failures, ts.failures)
         key = (ts.case_id, "")  # SPEC: per case, over all its trials
         tally = self.trials.setdefault(key, [0, 0])
         tally[0] += 1

@@ -74,7 +74,8 @@ def test_seeded_regression_fails(runs: str, tmp_path: Path) -> None:
     assert "| F1 selection precision | 70/71 (98.6%) | 65/76 (85.5%) | -13.1 pts | drop <= 2.0 pts | ❌ regressed |" \
         in summary
     assert "| F2 argument accuracy | 68/69 (98.6%) | 58/60 (96.7%) | -1.9 pts | drop <= 2.0 pts | ✅ pass |" in summary
-    assert "| F5 dependency violations | 0 | 2 | +2 | increase <= 0 | ❌ regressed |" in summary
+    assert ("| F5 dependency violations | 0/36 (0.000/traj) | 2/36 (0.056/traj) | +0.056/traj | "
+            "increase <= 0.000 per trajectory | ❌ regressed |") in summary
     assert "### Cases that regressed (16: passed in the baseline, fail in the candidate)" in summary
     assert "| pedido\\-001 | 0 | — | `selection` | selection_precision |" in summary
     assert "### Blocking cases (3)" in summary
@@ -97,7 +98,7 @@ def test_improvement_passes(runs: str, tmp_path: Path) -> None:
 def test_config_tolerances_and_bad_input(runs: str, tmp_path: Path) -> None:
     cfg = tmp_path / "gate.yaml"
     cfg.write_text("tolerance:\n  selection_precision: 0.15\n  selection_recall: 0.12\n  schema_validity: 0.06\n"
-                   "  dependency_violations: 2\n")
+                   "  dependency_violations: 0.1\n")  # violations per checked trajectory: 0 -> 2/36 is +0.056
     code, summary, root, _ = _gate(runs, "v2", "v1", tmp_path, "--config", str(cfg))
     assert code == 1
     assert _failed(root, "toollens.gate.families") == {"hallucinated_tools": "blocking",
@@ -142,7 +143,7 @@ def test_config_shape_errors() -> None:
     assert parse_gate_config({"tolerance": {"recovery": 0}}).tolerance["recovery"] == 0.0
     for bad, words in [({"tolerances": {}}, "unknown: tolerances"), ({"tolerance": {"recovery": 2}}, "between 0"),
                        ({"tolerance": {"speed": 0.1}}, "unknown family"),
-                       ({"tolerance": {"dependency_violations": -1}}, "integer >= 0"), ([1], "a mapping")]:
+                       ({"tolerance": {"dependency_violations": -1}}, "a number >= 0"), ([1], "a mapping")]:
         with pytest.raises(GateConfigError, match=words):
             parse_gate_config(bad)
 

@@ -14,10 +14,15 @@ lives in ``app.core.gate_report``.
       schema_validity: 0.02
       argument_accuracy: 0.02
       recovery: 0.05
-      dependency_violations: 0  # extra violations allowed (a count)
+      dependency_violations: 0  # allowed increase in violations per checked trajectory (0.05 = 5 per 100)
 
 Keys left out keep their default; an unknown key is an error. The blocking
-families take no tolerance.
+families take no tolerance. A family measured in the baseline and not in the
+candidate (no denominator) fails as "not measured in candidate": a candidate
+that stopped exercising a family cannot pass on it. Dependency violations
+compare as a rate, violations per checked trajectory (every stored trajectory
+is checked against the toolset's dependency pairs), so runs of different
+sizes compare fairly.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ DEFAULT_TOLERANCE: dict[str, float] = {
     "argument_accuracy": 0.02,
     "recovery": 0.05,
 }
-DEFAULT_DEPENDENCY_TOLERANCE = 0
+DEFAULT_DEPENDENCY_TOLERANCE = 0.0
 FAMILY_TITLES = {
     "selection_precision": "F1 selection precision",
     "selection_recall": "F1 selection recall",
@@ -72,7 +77,7 @@ class GateConfigError(ToolLensError):
 @dataclass(frozen=True)
 class GateConfig:
     tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
-    dependency_violations: int = DEFAULT_DEPENDENCY_TOLERANCE
+    dependency_violations: float = DEFAULT_DEPENDENCY_TOLERANCE  # violations per checked trajectory
 
 
 def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
@@ -92,9 +97,10 @@ def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
         if key in BLOCKING:
             raise GateConfigError(f"{path}: tolerance.{key}: a blocking family must be zero; it takes no tolerance")
         if key == "dependency_violations":
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise GateConfigError(f"{path}: tolerance.{key}: a count of extra violations (integer >= 0)")
-            deps = value
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1000:
+                raise GateConfigError(f"{path}: tolerance.{key}: an allowed increase in violations per checked "
+                                      "trajectory (a number >= 0, e.g. 0.05)")
+            deps = float(value)
         elif key in TOLERATED:
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
                 raise GateConfigError(f"{path}: tolerance.{key}: a drop in ratio points between 0 and 1")
@@ -129,7 +135,7 @@ class RunFigures:
     suite: str
     trajectories: int
     families: dict[str, tuple[int, int]]  # family -> (num, den)
-    dependency_violations: int
+    dependency_violations: int  # over ``trajectories`` checked trajectories
 
 
 @dataclass(frozen=True)
@@ -150,7 +156,7 @@ class FamilyVerdict:
     family: str
     baseline: tuple[int, int] | int
     candidate: tuple[int, int] | int
-    delta: float | None  # candidate - baseline (rate, or count for dependency violations)
+    delta: float | None  # candidate - baseline (rate; violations per trajectory for dependency violations)
     allowed: str
     status: str  # "pass" | "regressed" | "blocking" | "n/a"
     detail: str
@@ -205,18 +211,25 @@ def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfi
         rb, rc = _rate(b), _rate(c)
         tol = config.tolerance[fam]
         allowed = f"drop <= {100 * tol:.1f} pts"
-        if rb is None or rc is None:
-            verdicts.append(FamilyVerdict(fam, b, c, None, allowed, "n/a",
-                                          "no denominator in " + ("the baseline" if rb is None else "the candidate")))
+        if rb is None:
+            verdicts.append(FamilyVerdict(fam, b, c, None, allowed, "n/a", "no denominator in the baseline"))
+            continue
+        if rc is None:  # measured before, not now: the candidate cannot pass on what it did not exercise
+            verdicts.append(FamilyVerdict(fam, b, c, None, allowed, "regressed",
+                                          f"not measured in candidate (baseline {_pct(b)})"))
             continue
         delta = rc - rb
         regressed = delta < -tol - 1e-12
         detail = f"{_pct(b)} -> {_pct(c)}: {100 * delta:+.1f} pts"
         verdicts.append(FamilyVerdict(fam, b, c, delta, allowed, "regressed" if regressed else "pass", detail))
-    bd, cd = baseline.dependency_violations, candidate.dependency_violations
+    bd = (baseline.dependency_violations, baseline.trajectories)
+    cd = (candidate.dependency_violations, candidate.trajectories)
+    rbd, rcd = _rate(bd) or 0.0, _rate(cd) or 0.0
+    delta = rcd - rbd
     verdicts.append(FamilyVerdict(
-        "dependency_violations", bd, cd, float(cd - bd), f"increase <= {config.dependency_violations}",
-        "regressed" if cd - bd > config.dependency_violations else "pass", f"{bd} -> {cd} violations"))
+        "dependency_violations", bd, cd, delta, f"increase <= {config.dependency_violations:.3f} per trajectory",
+        "regressed" if delta > config.dependency_violations + 1e-12 else "pass",
+        f"{bd[0]}/{bd[1]} -> {cd[0]}/{cd[1]} violations per trajectory: {delta:+.3f}"))
     notes = []
     if baseline.suite != candidate.suite:
         notes.append(f"the runs used different suites ({baseline.suite} and {candidate.suite}); "

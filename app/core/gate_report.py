@@ -15,17 +15,20 @@ _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def md(text: object, limit: int = 200) -> str:
-    """Text made inert in Markdown (one line, special characters escaped)."""
+    """Text made inert in Markdown (one line, special characters escaped,
+    ``@mentions`` broken with a zero-width joiner so nobody is notified)."""
     s = " ".join(str(text).split())
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    return _MD_SPECIAL.sub(r"\\\1", s).replace("&", "&amp;")
+    return _MD_SPECIAL.sub(r"\\\1", s).replace("&", "&amp;").replace("@", "@\u200d")
 
 
-def _ratio(value: tuple[int, int] | int) -> str:
+def _ratio(value: tuple[int, int] | int, family: str = "") -> str:
     if isinstance(value, int):
         return str(value)
     num, den = value
+    if family == "dependency_violations":  # violations over checked trajectories
+        return f"{num}/{den}" + ("" if den == 0 else f" ({num / den:.3f}/traj)")
     return f"{num}/{den}" + ("" if den == 0 else f" ({100 * num / den:.1f}%)")
 
 
@@ -33,7 +36,7 @@ def _delta(v: FamilyVerdict) -> str:
     if v.delta is None:
         return "n/a"
     if v.family == "dependency_violations":
-        return f"{v.delta:+.0f}"
+        return f"{v.delta:+.3f}/traj"
     return f"{100 * v.delta:+.1f} pts"
 
 
@@ -42,8 +45,9 @@ _STATUS_MD = {"pass": "✅ pass", "regressed": "❌ regressed", "blocking": "⛔
 
 def _case_row(c: CaseRef) -> str:
     fault = md(c.fault) if c.fault else "—"
-    failures = ", ".join(f"`{f}`" for f in c.failures if re.fullmatch(r"[a-z_]+", f)) or "—"
-    return f"| {md(c.case_id)} | {c.trial} | {fault} | {failures} | {', '.join(c.families) or '—'} |"
+    failures = ", ".join(f"`{f}`" if re.fullmatch(r"[a-z_]+", f) else md(f, 60) for f in c.failures) or "—"
+    families = ", ".join(f if re.fullmatch(r"[a-z_]+", f) else md(f, 60) for f in c.families) or "—"
+    return f"| {md(c.case_id)} | {c.trial} | {fault} | {failures} | {families} |"
 
 
 def markdown(result: GateResult) -> str:
@@ -68,7 +72,8 @@ def markdown(result: GateResult) -> str:
         lines.append("")
     lines += ["| family | baseline | candidate | change | allowed | result |", "|---|---|---|---|---|---|"]
     for v in result.families:
-        lines.append(f"| {v.title} | {_ratio(v.baseline)} | {_ratio(v.candidate)} | {_delta(v)} | {v.allowed} | "
+        lines.append(f"| {v.title} | {_ratio(v.baseline, v.family)} | {_ratio(v.candidate, v.family)} | {_delta(v)} | "
+                     f"{v.allowed} | "
                      f"{_STATUS_MD[v.status]} |")
     head = "| case | trial | fault | failures in the candidate | families |"
     if result.blocking_cases:

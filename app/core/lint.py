@@ -23,10 +23,11 @@ Findings are plain data (``Finding.to_dict``) with a stable shape, see
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from itertools import combinations
@@ -201,14 +202,134 @@ def _tokens(text: str) -> list[str]:
     return [t.strip("()[]{}.,;:!?\"'`«»“”‘’") for t in text.split()]
 
 
+sre_c: Any = importlib.import_module("re._constants")  # the stdlib's regex parser (no deprecation warning)
+sre_parse: Any = importlib.import_module("re._parser")
+MAX_PATTERN = 500  # longer schema patterns are only looked for verbatim
+MAX_TOKEN = 64  # description words longer than this are not examples
+MAX_ITEMS = 64  # character positions of a pattern checked against words
+MAX_WORDS = 1000  # distinct description words checked
+
+CharTest = Callable[[str], bool]
+_CATEGORIES: dict[Any, CharTest] = {
+    sre_c.CATEGORY_DIGIT: str.isdigit, sre_c.CATEGORY_NOT_DIGIT: lambda c: not c.isdigit(),
+    sre_c.CATEGORY_WORD: lambda c: c.isalnum() or c == "_",
+    sre_c.CATEGORY_NOT_WORD: lambda c: not (c.isalnum() or c == "_"),
+    sre_c.CATEGORY_SPACE: str.isspace, sre_c.CATEGORY_NOT_SPACE: lambda c: not c.isspace(),
+}
+_ANCHORS = {sre_c.AT_BEGINNING, sre_c.AT_BEGINNING_STRING, sre_c.AT_END, sre_c.AT_END_STRING}
+_REPEATS = {sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, getattr(sre_c, "POSSESSIVE_REPEAT", sre_c.MAX_REPEAT)}
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _between(lo: int, hi: int, negate: bool = False) -> CharTest:
+    return lambda c: (lo <= ord(c) <= hi) != negate
+
+
+def _any_of(tests: list[CharTest], negate: bool) -> CharTest:
+    return lambda c: any(t(c) for t in tests) != negate
+
+
+def _char_test(op: Any, av: Any) -> CharTest:
+    """One character position of a pattern, as a predicate."""
+    if op is sre_c.LITERAL:
+        return _between(av, av)
+    if op is sre_c.NOT_LITERAL:
+        return _between(av, av, negate=True)
+    if op is sre_c.ANY:
+        return _between(10, 10, negate=True)  # not a newline
+    if op is sre_c.IN:
+        negate = False
+        tests: list[CharTest] = []
+        for iop, iav in av:
+            if iop is sre_c.NEGATE:
+                negate = True
+            elif iop is sre_c.LITERAL:
+                tests.append(_between(iav, iav))
+            elif iop is sre_c.RANGE:
+                tests.append(_between(iav[0], iav[1]))
+            elif iop is sre_c.CATEGORY and iav in _CATEGORIES:
+                tests.append(_CATEGORIES[iav])
+            else:
+                raise _Unsupported
+        return _any_of(tests, negate)
+    raise _Unsupported
+
+
+def _flat(items: Any, out: list[tuple[CharTest, int, int]]) -> None:
+    """A pattern as a flat sequence of (character test, min, max): literals,
+    classes and repeats of one character; groups without repeats are
+    inlined. Anything else (alternation, nested repeats, back references,
+    lookaround) is not supported."""
+    for op, av in items:
+        if op is sre_c.AT:
+            if av not in _ANCHORS:
+                raise _Unsupported
+        elif op in _REPEATS:
+            lo, hi, sub = av
+            if len(sub) != 1:
+                raise _Unsupported
+            (sop, sav), = list(sub)
+            out.append((_char_test(sop, sav), lo, min(hi, MAX_TOKEN)))
+        elif op is sre_c.SUBPATTERN:
+            _flat(av[-1], out)
+        else:
+            out.append((_char_test(op, av), 1, 1))
+
+
+def _template(pattern: str) -> list[tuple[CharTest, int, int]] | None:
+    if len(pattern) > MAX_PATTERN:
+        return None
+    try:
+        parsed = sre_parse.parse(pattern)
+        out: list[tuple[CharTest, int, int]] = []
+        _flat(parsed, out)
+    except (_Unsupported, re.error, RecursionError, OverflowError, ValueError, TypeError):
+        return None
+    return out if len(out) <= MAX_ITEMS else None
+
+
+def _fullmatch(template: list[tuple[CharTest, int, int]], token: str) -> bool:
+    """Whether the token matches the flat template: the reachable positions,
+    item by item, in O(len(token)) per item (no backtracking)."""
+    n = len(token)
+    if not sum(lo for _, lo, _ in template) <= n <= sum(hi for _, _, hi in template):
+        return False
+    reach = [True] + [False] * n
+    for test, lo, hi in template:
+        run = [0] * (n + 1)  # run[p]: how many characters from p pass the test
+        for p in range(n - 1, -1, -1):
+            run[p] = run[p + 1] + 1 if test(token[p]) else 0
+        cover = [0] * (n + 2)  # reachable next: the union of [p + lo, p + min(hi, run[p])]
+        for p in range(n + 1):
+            if reach[p] and min(hi, run[p]) >= lo:
+                cover[p + lo] += 1
+                cover[p + min(hi, run[p]) + 1] -= 1
+        depth = 0
+        for p in range(n + 1):
+            depth += cover[p]
+            reach[p] = depth > 0
+        if not any(reach):
+            return False
+    return reach[n]
+
+
 def _mentions_pattern(description: str, pattern: str) -> bool:
+    """Whether the description gives the pattern or an example of it. The
+    schema's regex is never run: it is parsed, and only the simple shapes of
+    identifiers (literals, character classes, repeats of one character) are
+    checked against the description's words, in time linear in the pattern
+    and quadratic in a word of at most ``MAX_TOKEN`` characters. Other
+    patterns count as mentioned only when written out verbatim."""
     if pattern in description:
         return True
-    try:
-        rx = re.compile(pattern)
-    except re.error:
+    template = _template(pattern)
+    if not template:
         return False
-    return any(tok and rx.fullmatch(tok) for tok in _tokens(description))
+    words = list(dict.fromkeys(t for t in _tokens(description) if t and len(t) <= MAX_TOKEN))[:MAX_WORDS]
+    return any(_fullmatch(template, t) for t in words)
 
 
 def _field_findings(tool: ToolSpec) -> list[Finding]:

@@ -6,6 +6,7 @@ and dependency violations compare as a rate per checked trajectory."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,18 @@ def test_dependency_violations_compare_as_a_rate_per_checked_trajectory() -> Non
     assert (deps.status, deps.allowed) == ("regressed", "increase <= 0.050 per trajectory")
     assert evaluate_gate(run("b", 10, 2), run("c", 10, 3),
                          parse_gate_config({"tolerance": {"dependency_violations": 0.1}})).passed
+
+
+def test_the_workflow_records_lint_and_gates_with_the_base_branch_config() -> None:
+    import yaml
+
+    flow = yaml.safe_load((Path(__file__).resolve().parents[1] / "docs" / "github-actions-gate.yml").read_text())
+    steps = flow["jobs"]["gate"]["steps"]
+    (lint_step,) = [s for s in steps if "toollens lint" in s.get("run", "")]
+    assert lint_step.get("continue-on-error") is True and "lint.json" in lint_step["run"]
+    (gate_step,) = [s for s in steps if "toollens gate" in s.get("run", "")]
+    assert "--config base/docs/gate.yaml" in gate_step["run"]
+    names = [s.get("name") for s in steps]
+    assert names.index("Base branch checkout") < names.index("Gate")
+    (keep,) = [s for s in steps if s.get("name") == "Keep the evidence"]
+    assert "lint.json" in keep["with"]["path"] and keep["if"] == "always()"

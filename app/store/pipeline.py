@@ -55,9 +55,20 @@ def good_lines(path: Path, stored: set[tuple[str, int, str]],
 
 
 def _work(path: str, document: dict[str, Any], suite_source: str, stored: set[tuple[str, int, str]], batch: int,
-          out: Any) -> None:
+          out: Any, parent: int) -> None:
     """The worker: (line numbers, scored batch) items, then ("done", bad line numbers)."""
     gc.freeze()  # what the fork copied (the parent's connections among it) is never finalised here
+
+    def put(item: tuple[str, Any, Any]) -> None:
+        while True:
+            try:
+                out.put(item, timeout=1)
+                return
+            except queue.Full:
+                if os.getppid() != parent:  # the importing process is gone: stop, do not wait forever
+                    out.cancel_join_thread()  # nor for the queue's feeder thread to flush into the pipe
+                    raise SystemExit(1) from None
+
     try:
         scorer = Scorer(parse_suite(document, path=suite_source))
         bad: list[int] = []
@@ -67,13 +78,15 @@ def _work(path: str, document: dict[str, Any], suite_source: str, stored: set[tu
             pending.append(traj)
             lines.append(number)
             if len(pending) >= batch:
-                out.put(("batch", lines, ingest.score_batch(scorer, pending)))
+                put(("batch", lines, ingest.score_batch(scorer, pending)))
                 pending, lines = [], []
         if pending:
-            out.put(("batch", lines, ingest.score_batch(scorer, pending)))
-        out.put(("done", bad, None))
+            put(("batch", lines, ingest.score_batch(scorer, pending)))
+        put(("done", bad, None))
+    except SystemExit:
+        raise
     except BaseException as exc:  # reported to the importing process, which raises
-        out.put(("error", f"{type(exc).__name__}: {exc}", None))
+        put(("error", f"{type(exc).__name__}: {exc}", None))
 
 
 class ScoringPipeline:
@@ -86,7 +99,7 @@ class ScoringPipeline:
         ctx = mp.get_context("fork")
         self._queue: Any = ctx.Queue(maxsize=_QUEUE_BATCHES)
         self._process = ctx.Process(target=_work, args=(str(path), document, suite_source, stored, batch,
-                                                         self._queue), daemon=True)
+                                                         self._queue, os.getpid()), daemon=True)
         self._process.start()
 
     def batches(self, skip: set[int]) -> Iterator[tuple[list[int], ingest.ScoredBatch]]:

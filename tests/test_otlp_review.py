@@ -187,3 +187,30 @@ def test_a_trace_that_keeps_failing_is_rejected_after_n_attempts(client: TestCli
     status = client.get("/v1/traces/status").json()
     assert (status["rejected_traces"], status["retried_traces"], status["buffered_spans"]) == (1, MAX_ATTEMPTS - 1, 0)
     assert staged(client) == 0
+
+
+def test_while_the_database_is_away_nothing_counts_as_an_attempt(client: TestClient,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    from app.web import otlp
+
+    run_id = new_run(client, "otlp")
+    r = receiver(client)
+    real_add = r._add
+
+    def away(run: int, trajectories: list[Any], staged_ids: list[int]) -> bool:
+        raise OperationalError("INSERT", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(r, "_add", away)
+    monkeypatch.setattr(otlp, "_database_away", lambda sessions: True)
+    assert client.post("/v1/traces", json=body(span(TRACE, "01", "", 10), span(OTHER, "01", "", 10))).status_code == 200
+    for _ in range(MAX_ATTEMPTS + 1):
+        assert r.store_ready(everything=True) == 0
+    status = client.get("/v1/traces/status").json()
+    assert (status["buffered_spans"], status["rejected_traces"], status["retried_traces"]) == (2, 0, 0)
+    assert all(p.attempts == 0 for p in r._pending.values())
+    monkeypatch.setattr(r, "_add", real_add)  # the database is back
+    monkeypatch.setattr(otlp, "_database_away", lambda sessions: False)
+    assert r.store_ready(everything=True) == 2
+    assert len(records(client, run_id)) == 2 and staged(client) == 0

@@ -104,6 +104,7 @@ class OtlpReceiver:
         self._buffered = 0
         self._stored: OrderedDict[tuple[int, str], tuple[set[str], int]] = OrderedDict()  # span ids, flushes
         self._runs: dict[str, int] = {}
+        self._away = False  # the database failed during this storing round
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -212,6 +213,9 @@ class OtlpReceiver:
             except Exception:  # the database is away: keep the spans, try again
                 log.exception("storing traces failed; retrying")
                 self._stop.wait(1.0)
+                continue
+            if self._away:
+                self._stop.wait(1.0)
 
     def _take(self, everything: bool) -> list[tuple[tuple[int, str], _Pending]]:
         now = time.monotonic()
@@ -251,6 +255,8 @@ class OtlpReceiver:
         by_run: dict[int, list[_Item]] = {}
         dropped: list[int] = []  # staged rows of spans that will not be stored (repeats, unreadable traces)
         done_spans = 0
+        repeats = 0
+        self._away = False
         for key, pending in taken:
             seen, flushes = self._stored.get(key, (set(), 0))
             fresh: list[Span] = []
@@ -261,7 +267,7 @@ class OtlpReceiver:
                 if s.span_id:
                     here.add(s.span_id)
                 fresh.append(s)
-            self.stats.duplicate_spans += len(pending.spans) - len(fresh)
+            repeats += len(pending.spans) - len(fresh)
             if not fresh:
                 dropped.extend(pending.ids)
                 done_spans += len(pending.spans)
@@ -286,6 +292,7 @@ class OtlpReceiver:
                 staging.unstage(session, dropped)
         with self._lock:
             self._buffered -= done_spans
+            self.stats.duplicate_spans += repeats
         stored = 0
         for run_id, items in by_run.items():
             for start in range(0, len(items), self.batch):
@@ -293,13 +300,22 @@ class OtlpReceiver:
         return stored
 
     def _store_items(self, run_id: int, items: list[_Item]) -> int:
-        """One transaction for the batch; if it fails, one per trace."""
+        """One transaction for the batch; if it fails, one per trace (unless
+        the database is away: then everything goes back to the buffer)."""
+        if self._away:
+            self._give_back([(x.key, x.pending) for x in items])
+            return 0
         try:
             added = self._store_chunk(run_id, [x.trajectory for x in items], [i for x in items for i in x.pending.ids])
         except NotFound as exc:
             self._reject(items, f"the run is gone ({exc})")
             return 0
         except Exception:
+            if _database_away(self.sessions):
+                log.exception("storing traces failed: the database is away; %d traces kept for later", len(items))
+                self._away = True
+                self._give_back([(x.key, x.pending) for x in items])
+                return 0
             if len(items) == 1:
                 self._failed(items[0])
                 return 0
@@ -334,11 +350,10 @@ class OtlpReceiver:
             self._buffered -= sum(len(x.pending.spans) for x in items)
 
     def _failed(self, item: _Item) -> None:
-        """A trace that could not be stored goes back to the buffer, unless
-        the database is reachable and the trace failed ``MAX_ATTEMPTS`` times."""
+        """A trace that could not be stored (the database reachable) goes back
+        to the buffer, until it failed ``MAX_ATTEMPTS`` times: then rejected."""
         log.exception("trace %s could not be stored", item.key[1])
-        if not _database_away(self.sessions):
-            item.pending.attempts += 1
+        item.pending.attempts += 1
         if item.pending.attempts >= MAX_ATTEMPTS:
             self._reject([item], f"trace {item.key[1]} failed to store {MAX_ATTEMPTS} times")
             return

@@ -29,7 +29,8 @@ from app.core.tolerance import Comparison, Mismatch, compile_comparison, values_
 MISSING = "(missing)"
 EXTRA = "(extra)"
 
-_ALIGN_MEMO = 4096  # remembered alignments per scorer: bounded, so memory stays flat
+_ALIGN_MEMO = 1024  # remembered alignments per scorer: bounded, so memory stays flat
+_COMPARISON_MEMO = 16_384  # compiled argument comparisons per scorer (one per expected step)
 
 # Errors that are F2/F3 findings, not a tool failing at run time.
 VALIDATION_KINDS = frozenset({"schema", "unknown_tool"})
@@ -158,16 +159,28 @@ class Scorer:
         self.give_up_phrases = (*DEFAULT_GIVE_UP_PHRASES, *suite.give_up_phrases)
         self._pairs: dict[str | None, list[tuple[str, str]]] = {}
         self._validators = {t.name: t.validator for t in self.toolset}
-        self._expected: dict[str, tuple[list[str], list[Comparison]]] = {}
+        self._want: dict[str, list[str]] = {}
+        self._comparisons: dict[tuple[str, int], Comparison] = {}
         self._alignments: dict[tuple[str, tuple[str, ...], tuple[bool, ...] | None], Alignment] = {}
 
-    def _expected_of(self, case: Case) -> tuple[list[str], list[Comparison]]:
-        """The case's expected tool names and argument comparisons, prepared once per case."""
-        found = self._expected.get(case.id)
+    def _want_of(self, case: Case) -> list[str]:
+        """The case's expected tool names."""
+        want = self._want.get(case.id)
+        if want is None:
+            want = self._want[case.id] = [e.name for e in case.expected_calls or []]
+        return want
+
+    def _comparison(self, case: Case, step: int) -> Comparison:
+        """The argument comparison of one expected step, compiled on first use
+        and remembered (bounded: memory stays flat however large the suite)."""
+        key = (case.id, step)
+        found = self._comparisons.get(key)
         if found is None:
-            expected = case.expected_calls or []
-            found = ([e.name for e in expected], [compile_comparison(e.arguments, e.tolerance) for e in expected])
-            self._expected[case.id] = found
+            exp = (case.expected_calls or [])[step]
+            found = compile_comparison(exp.arguments, exp.tolerance)
+            if len(self._comparisons) >= _COMPARISON_MEMO:
+                self._comparisons.clear()
+            self._comparisons[key] = found
         return found
 
     def _align_strict(self, case_id: str, names: list[str], errored: list[bool] | None,
@@ -272,7 +285,7 @@ class Scorer:
                 return
 
     def _selection_and_arguments(self, traj: Trajectory, case: Case, ts: TrajectoryScore) -> None:
-        want, comparisons = self._expected_of(case)
+        want = self._want_of(case)
         errored = [cs.error_kind is not None for cs in ts.calls] if ts.any_error else None
         names = [cs.name for cs in ts.calls]
         if case.match == "strict":
@@ -282,7 +295,8 @@ class Scorer:
             def fits(i: int, j: int) -> bool:
                 """Call i's arguments are acceptable for step j (multiset modes)."""
                 args = traj.calls[i].arguments
-                return ts.calls[i].schema_error is None and isinstance(args, dict) and not comparisons[j](args)
+                return (ts.calls[i].schema_error is None and isinstance(args, dict)
+                        and not self._comparison(case, j)(args))
 
             al = align(names, errored or [False] * len(names), want, case.match, fits)
         allow_extra = case.match == "subset"
@@ -314,7 +328,7 @@ class Scorer:
             sel_num += 1
             cs.selection_ok = True
             if cs.schema_error is None:
-                mismatches = cs.mismatches = comparisons[step](calls[cs.index].arguments)
+                mismatches = cs.mismatches = self._comparison(case, step)(calls[cs.index].arguments)
                 args_den += 1
                 if not mismatches:
                     args_num += 1

@@ -286,28 +286,38 @@ Comparison = Callable[[Mapping[str, Any]], list[Mismatch]]
 
 def compile_comparison(expected: Mapping[str, Any], rules: Mapping[str, Rule]) -> Comparison:
     """``compare_arguments`` with the expected side prepared once (per expected
-    call, not per executed call): the fields to check, each with a test
-    specialised to its rule and expected value, its rule's name, and the
-    expected value a mismatch shows."""
+    step, not per executed call): the fields to check, an exact string's folded
+    form, a rule's test specialised to its expected value, the rule's name and
+    the expected value a mismatch shows. Plain tuples: cheap to build and to keep."""
     names = list(expected) + [k for k in rules if k not in expected] if rules else list(expected)
-    fields: list[tuple[str, Callable[[Any], bool], str, Any, bool]] = []
+    fields: list[tuple[str, Any, str | None, Callable[[Any], bool] | None, str, Any, bool]] = []
     for name in names:
         want = expected.get(name)
         rule = rules.get(name) if rules else None
-        if rule is not None and rule.kind == "ignore":
-            continue  # accepts anything, a missing field included
-        shows_values = rule is not None and rule.kind == "one_of" and bool(rule.values)
-        fields.append((name, _field_test(want, rule), (rule or EXACT).describe(),
-                       rule.values if rule is not None and shows_values else want, shows_values))
+        if rule is None:
+            fields.append((name, want, want.strip().casefold() if type(want) is str else None, None, "exact", want,
+                           False))
+        elif rule.kind != "ignore":  # ignore accepts anything, a missing field included
+            listed = rule.kind == "one_of" and bool(rule.values)
+            fields.append((name, want, None, _field_test(want, rule), rule.describe(),
+                           rule.values if listed else want, listed))
     checks = tuple(fields)
 
     def compare(got: Mapping[str, Any]) -> list[Mismatch]:
         out: list[Mismatch] = []
-        for name, ok, rule_name, shown, listed in checks:
+        for name, want, folded, test, rule_name, shown, listed in checks:
             have = got.get(name, _MISSING)
-            if not ok(have):
-                out.append(Mismatch(name, rule_name, list(shown) if listed else shown,
-                                    None if have is _MISSING else have))
+            if test is None:  # the default exact rule
+                if type(have) is type(want) and have == want:
+                    continue  # the common case: identical values
+                if folded is not None:
+                    if isinstance(have, str) and have.strip().casefold() == folded:
+                        continue
+                elif have is not _MISSING and values_equal(have, want):
+                    continue
+            elif test(have):
+                continue
+            out.append(Mismatch(name, rule_name, list(shown) if listed else shown, None if have is _MISSING else have))
         return out
 
     return compare

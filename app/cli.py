@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from app.core.errors import ToolLensError
 from app.core.evaluate import score_trajectories
@@ -38,6 +41,26 @@ def _environment_error(exc: Exception) -> typer.Exit:
     say so in one line, not with a traceback."""
     detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return _fail(f"{type(exc).__name__}: {detail[0] if detail else ''}")
+
+
+@contextmanager
+def store_session(db: str | None, *, write: bool = False) -> Iterator[Session]:
+    """A session on the store for one command: ToolLens errors and an
+    unreachable database or unwritable file become one-line exits (status 2)."""
+    from app.store.db import make_sessionmaker, session_scope
+    from app.store.importer import open_store
+
+    try:
+        engine = open_store(_settings(db))
+        try:
+            with session_scope(make_sessionmaker(engine), write=write) as session:
+                yield session
+        finally:
+            engine.dispose()
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        raise _environment_error(exc) from None
 
 
 def _fail(message: str) -> typer.Exit:

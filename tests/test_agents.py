@@ -22,6 +22,11 @@ from tests.fake_llm import FakeLLM, Turn, serve
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 Q = "Hola, mi RUT es 12345678-9. ¿Cuál es mi saldo?"  # case saldo-001
+TWO_AT_ONCE = [  # case saldo-004: two tool calls in the first message
+    Turn(calls=[("buscar_cliente", {"rut": "12345678-9"}), ("buscar_pedido", {"numero": "PED-12345"})]),
+    Turn(calls=[("ver_saldo", {"id": 8812})]),
+    Turn(text="Saldo $142.900; el pedido PED-12345 está despachado."),
+]
 GOOD = [
     Turn(calls=[("buscar_cliente", {"rut": "12345678-9"})]),
     Turn(calls=[("ver_saldo", {"id": 8812})]),
@@ -72,11 +77,7 @@ def test_openai_tool_loop_sends_the_toolset_as_declared_and_records_every_call(f
 def test_several_tool_calls_in_one_message(fake, suite) -> None:
     app, url = fake
     q = suite.case("saldo-004").question  # type: ignore[union-attr]
-    app.scripts[q] = [
-        Turn(calls=[("buscar_cliente", {"rut": "12345678-9"}), ("buscar_pedido", {"numero": "PED-12345"})]),
-        Turn(calls=[("ver_saldo", {"id": 8812})]),
-        Turn(text="Saldo $142.900; el pedido PED-12345 está despachado."),
-    ]
+    app.scripts[q] = TWO_AT_ONCE
     traj = _run(_openai(url), suite, "saldo-004")
     assert [c.name for c in traj.calls] == ["buscar_cliente", "buscar_pedido", "ver_saldo"]
     second = app.requests[1]["messages"]
@@ -170,11 +171,7 @@ def _anthropic(url: str, **kw: object) -> AnthropicAgent:
 def test_anthropic_several_tool_uses_in_one_message(fake, suite) -> None:
     app, url = fake
     q = suite.case("saldo-004").question  # type: ignore[union-attr]
-    app.scripts[q] = [
-        Turn(calls=[("buscar_cliente", {"rut": "12345678-9"}), ("buscar_pedido", {"numero": "PED-12345"})]),
-        Turn(calls=[("ver_saldo", {"id": 8812})]),
-        Turn(text="Saldo $142.900; el pedido PED-12345 está despachado."),
-    ]
+    app.scripts[q] = TWO_AT_ONCE
     traj = _run(_anthropic(url), suite, "saldo-004")
     assert [c.name for c in traj.calls] == ["buscar_cliente", "buscar_pedido", "ver_saldo"]
     results = app.requests[1]["messages"][2]["content"]

@@ -24,29 +24,19 @@ def gate(
 
     Hallucinated tools and hallucination after error must be zero in the candidate; every other family may not
     drop by more than its tolerance. Exit 0: passed; 1: regressed; 2: bad input."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from app.cli import _environment_error, _fail, _settings
+    from app.cli import _environment_error, _fail, store_session
     from app.core.errors import ToolLensError
     from app.core.gate import GateConfig, load_gate_config
     from app.core.gate_report import junit as render_junit
     from app.core.gate_report import markdown as render_markdown
-    from app.store.db import make_sessionmaker, session_scope
     from app.store.gate import run_gate
-    from app.store.importer import open_store
 
     try:
         cfg = load_gate_config(config) if config is not None else GateConfig()
-        engine = open_store(_settings(db))
-        try:
-            with session_scope(make_sessionmaker(engine)) as session:
-                result = run_gate(session, baseline, candidate, cfg)
-        finally:
-            engine.dispose()
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
-    except (SQLAlchemyError, OSError) as exc:
-        raise _environment_error(exc) from None
+    with store_session(db) as session:
+        result = run_gate(session, baseline, candidate, cfg)
     summary = render_markdown(result)
     try:
         if markdown is not None:

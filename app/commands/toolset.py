@@ -17,29 +17,15 @@ Db = Annotated[str | None, typer.Option("--db", help="Database URL (default: TOO
 
 
 def _store(toolset: object, name: str, label: str, db: str | None) -> None:
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from app.cli import _environment_error, _fail, _settings
-    from app.core.errors import ToolLensError
+    from app.cli import _fail, store_session
     from app.core.tools import Toolset
-    from app.store.db import make_sessionmaker, session_scope
-    from app.store.importer import open_store
     from app.store.toolsets import add_toolset_version
 
     assert isinstance(toolset, Toolset)
     if not name.strip() or len(name) > 200 or len(label) > 100:
         raise _fail("--name must be 1-200 characters and --label at most 100")
-    try:
-        engine = open_store(_settings(db))
-        try:
-            with session_scope(make_sessionmaker(engine), write=True) as session:
-                added = add_toolset_version(session, toolset, name=name, label=label)
-        finally:
-            engine.dispose()
-    except ToolLensError as exc:
-        raise _fail(str(exc)) from None
-    except (SQLAlchemyError, OSError) as exc:
-        raise _environment_error(exc) from None
+    with store_session(db, write=True) as session:
+        added = add_toolset_version(session, toolset, name=name, label=label)
     what = "added" if added.created else f"exists already (label {added.label!r})"
     Console(stderr=True, soft_wrap=True).print(Text(
         f"toolset {added.toolset} version {added.hash} ({len(toolset)} tools): {what}"))

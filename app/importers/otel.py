@@ -343,27 +343,29 @@ def trajectory_record(spans: Iterable[Span], notes: list[str] | None = None) -> 
     ordered = sorted(spans, key=lambda s: (s.start, s.end))
     if not ordered:
         raise ValueError("a trace without spans")
-    calls = [tool_call(s) for s in ordered if is_tool_span(s)]
+    tools: list[Span] = []
+    chat: list[Span] = []
+    for s in ordered:
+        (tools if is_tool_span(s) else chat).append(s)
+    calls = [tool_call(s) for s in tools]
     cut = len(calls) > MAX_CALLS
     if cut:
         notes.append(f"{len(calls)} tool spans: the first {MAX_CALLS} kept")
         del calls[MAX_CALLS:]
     question = answer = ""
-    for s in ordered:
-        if is_tool_span(s):
-            continue
+    for s in chat:
         user = next((_message_text(m) for m in _inputs(s.attributes) if m.get("role") == "user"), "")
         if user.strip():
             question = user
             break
-    last_end = -1
-    for s in ordered:
-        if is_tool_span(s):
-            continue
+    # the answer: the last thing said by the span that ended last (of those that said something);
+    # read from the latest span back, so that only the spans after the answer are decoded
+    for _, s in sorted(enumerate(chat), key=lambda p: (p[1].end, p[0]), reverse=True):
         said = [_message_text(m) for m in _outputs(s.attributes) if m.get("role") in ("assistant", None)]
         said = [t for t in said if t.strip()]
-        if said and s.end >= last_end:
-            answer, last_end = said[-1], s.end
+        if said:
+            answer = said[-1]
+            break
     roots = [s for s in ordered if s.is_root] or ordered[:1]
     root = roots[0].attributes
     if not question:

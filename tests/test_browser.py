@@ -153,12 +153,17 @@ def test_clicking_a_confusion_cell_lists_its_trajectories(server: str, page: Any
     shot(page, "run-cell")
 
 
-def test_trajectory_timeline_highlights_the_injected_error(server: str, page: Any) -> None:
+def open_a_hallucinated_trajectory(server: str, page: Any) -> None:
+    """From the runs page to banca-v1, filtered by outcome, to its first trajectory."""
     page.goto(server + "/")
     page.get_by_role("link", name="banca-v1", exact=True).click()
     page.select_option("select[name=outcome]", "hallucinated")
     page.get_by_role("button", name="Filter").nth(0).click()
     page.locator("#trajectory-list tbody tr a").first.click()
+
+
+def test_trajectory_timeline_highlights_the_injected_error(server: str, page: Any) -> None:
+    open_a_hallucinated_trajectory(server, page)
     injected = page.locator(".timeline .injected-row")
     assert injected.count() == 1
     assert injected.is_visible()
@@ -170,11 +175,7 @@ def test_trajectory_timeline_highlights_the_injected_error(server: str, page: An
 
 
 def test_a_person_labels_an_outcome_and_the_run_page_shows_the_agreement(server: str, page: Any) -> None:
-    page.goto(server + "/")
-    page.get_by_role("link", name="banca-v1", exact=True).click()
-    page.select_option("select[name=outcome]", "hallucinated")
-    page.get_by_role("button", name="Filter").nth(0).click()
-    page.locator("#trajectory-list tbody tr a").first.click()
+    open_a_hallucinated_trajectory(server, page)
     page.select_option("#labels select[name=label]", "confused")
     page.fill("#labels input[name=author]", "Ana <b>QA</b>")
     page.get_by_role("button", name="Save label").click()

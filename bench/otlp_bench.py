@@ -157,7 +157,15 @@ def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, obje
                 "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": copy * 4 + int(r["trial"]),  # type: ignore[call-overload]
                 "toollens.reward": r["reward"]})  # type: ignore[dict-item]
     spans = memory.get_finished_spans()
-    bodies = [encode_spans(spans[i:i + batch]).SerializeToString() for i in range(0, len(spans), batch)]
+    # each client sends its own traces, in the order their spans ended (as one exporter per process does);
+    # interleaving one trace's spans across clients would make the receiver see them out of order
+    by_sender: list[list[object]] = [[] for _ in range(senders)]
+    trace_sender: dict[int, int] = {}
+    for sp in spans:
+        tid = sp.context.trace_id
+        by_sender[trace_sender.setdefault(tid, len(trace_sender) % senders)].append(sp)
+    chunks = [[encode_spans(mine[i:i + batch]).SerializeToString() for i in range(0, len(mine), batch)]
+              for mine in by_sender]
     before = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
     refused = 0
 
@@ -177,7 +185,7 @@ def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, obje
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(senders) as pool:
-        refused = sum(pool.map(send, [bodies[i::senders] for i in range(senders)]))
+        refused = sum(pool.map(send, chunks))
     accepted_s = time.perf_counter() - t0
     status = before
     while time.perf_counter() - t0 < 300:

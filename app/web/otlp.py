@@ -28,6 +28,9 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -55,6 +58,7 @@ from app.store.errors import Conflict, NotFound
 from app.store.models import Run
 from app.web.api import require_token
 from app.web.errors import error_response
+from app.web.otlp_worker import MIN_TRACES, ScoringWorker, WorkerResult
 from app.web.state import ScorerCache
 
 log = logging.getLogger("toollens.otlp")
@@ -63,6 +67,7 @@ DEFAULT_RUN = "otlp"
 PROTOBUF = "application/x-protobuf"
 
 
+IN_FLIGHT_WAIT = 10.0  # seconds a ready trace waits at most for requests received meanwhile
 MAX_ATTEMPTS = 3  # a trace that fails to store this many times (database reachable) is rejected
 
 
@@ -87,20 +92,25 @@ class ReceiverStats:
     refused_requests: int = 0
     repaired_traces: int = 0  # stored with an attribute ignored or cut at the call limit
     retried_traces: int = 0
+    worker_traces: int = 0  # stored after the worker process scored them
 
 
 class OtlpReceiver:
     """Buffers spans per trace and stores finished traces in the background."""
 
     def __init__(self, sessions: sessionmaker[Session], scorers: ScorerCache, *, settle: float = 0.25,
-                 idle: float = 30.0, max_spans: int = 500_000, batch: int = 500, remember: int = 20_000):
+                 idle: float = 30.0, max_spans: int = 500_000, batch: int = 500, remember: int = 20_000,
+                 worker: bool = True):
         self.sessions = sessions
         self.scorers = scorers
+        self._use_worker = worker and ScoringWorker.pays()
+        self._worker: ScoringWorker | None = None  # started with the first large batch
         self.settle, self.idle, self.max_spans, self.batch, self.remember = settle, idle, max_spans, batch, remember
         self.stats = ReceiverStats()
         self._lock = threading.Lock()
         self._store_lock = threading.Lock()
         self._pending: dict[tuple[int, str], _Pending] = {}
+        self._in_flight: dict[object, float] = {}  # export requests being received, by start time
         self._buffered = 0
         self._stored: OrderedDict[tuple[int, str], tuple[set[str], int]] = OrderedDict()  # span ids, flushes
         self._runs: dict[str, int] = {}
@@ -207,7 +217,7 @@ class OtlpReceiver:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._stop.wait(min(self.settle, 0.25) or 0.05)
+            self._stop.wait(min(self.settle / 5, 0.05) or 0.01)  # a trace is stored soon after it settles
             try:
                 self.store_ready()
             except Exception:  # the database is away: keep the spans, try again
@@ -217,11 +227,30 @@ class OtlpReceiver:
             if self._away:
                 self._stop.wait(1.0)
 
+    @contextmanager
+    def in_flight(self) -> Iterator[None]:
+        """Mark an export request as being received (until its spans are buffered)."""
+        token = object()
+        with self._lock:
+            self._in_flight[token] = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._in_flight[token]
+
     def _take(self, everything: bool) -> list[tuple[tuple[int, str], _Pending]]:
+        """The traces ready to store: quiet for ``settle`` since their root came
+        (``idle`` without one), and no request that began before their last
+        span still being received (concurrent exporters deliver out of order:
+        a slow request may hold the rest of a trace)."""
         now = time.monotonic()
         with self._lock:
+            # a request slower than IN_FLIGHT_WAIT (a client trickling its body) holds nothing back
+            oldest = min((t for t in self._in_flight.values() if now - t < IN_FLIGHT_WAIT), default=now)
             ready = [k for k, p in self._pending.items()
-                     if everything or (now - p.last_seen >= (self.settle if p.root else self.idle))]
+                     if everything or (now - p.last_seen >= (self.settle if p.root else self.idle)
+                                       and oldest > p.last_seen)]
             taken = [(k, self._pending.pop(k)) for k in ready]
         return taken
 
@@ -250,12 +279,12 @@ class OtlpReceiver:
                 raise
 
     def _store(self, taken: list[tuple[tuple[int, str], _Pending]]) -> int:
-        """Store the taken traces, run by run and batch by batch; a batch that
-        fails is stored trace by trace, so one trace cannot hold up the others."""
-        by_run: dict[int, list[_Item]] = {}
-        dropped: list[int] = []  # staged rows of spans that will not be stored (repeats, unreadable traces)
-        done_spans = 0
-        repeats = 0
+        """Store the taken traces, run by run and batch by batch (a large batch
+        scored by the worker process when there is one); a batch that fails is
+        stored trace by trace, so one trace cannot hold up the others."""
+        by_run: dict[int, list[_Fresh]] = {}
+        dropped: list[int] = []  # staged rows of spans that will not be stored (repeats)
+        done_spans = repeats = 0
         self._away = False
         for key, pending in taken:
             seen, flushes = self._stored.get(key, (set(), 0))
@@ -272,21 +301,7 @@ class OtlpReceiver:
                 dropped.extend(pending.ids)
                 done_spans += len(pending.spans)
                 continue
-            notes: list[str] = []
-            try:
-                record = trajectory_record(fresh, notes)
-                if flushes:  # late spans of a stored trace: another trial of it
-                    record["trial"] = int(record.get("trial") or 0) + flushes
-                traj = parse_record(record, source=f"trace {key[1]}")
-            except (InvalidTrajectory, ValueError) as exc:
-                log.warning("trace %s cannot be stored: %s", key[1], exc)
-                self.stats.rejected_traces += 1
-                dropped.extend(pending.ids)
-                done_spans += len(pending.spans)
-                continue
-            if notes:
-                log.warning("trace %s stored with repairs: %s", key[1], "; ".join(notes))
-            by_run.setdefault(key[0], []).append(_Item(key, pending, fresh, traj, bool(notes)))
+            by_run.setdefault(key[0], []).append(_Fresh(key, pending, fresh, flushes))
         if dropped:
             with session_scope(self.sessions, write=True) as session:
                 staging.unstage(session, dropped)
@@ -294,14 +309,109 @@ class OtlpReceiver:
             self._buffered -= done_spans
             self.stats.duplicate_spans += repeats
         stored = 0
-        for run_id, items in by_run.items():
-            for start in range(0, len(items), self.batch):
-                stored += self._store_items(run_id, items[start:start + self.batch])
+        for run_id, traces in by_run.items():
+            chunks = [traces[i:i + self.batch] for i in range(0, len(traces), self.batch)]
+            # every large chunk goes to the worker at once: it scores the next while this thread inserts
+            scoring = [self._submit(run_id, c) if len(c) >= MIN_TRACES else None for c in chunks]
+            for chunk, future in zip(chunks, scoring, strict=True):
+                done = None if future is None else self._store_scored(run_id, chunk, future)
+                stored += done if done is not None else self._store_items(run_id, self._items(chunk))
         return stored
+
+    def _items(self, chunk: list[_Fresh]) -> list[_Item]:
+        """The chunk's trajectories, built here; a trace whose record cannot be
+        read is counted as rejected and its staged spans deleted."""
+        items: list[_Item] = []
+        dropped: list[int] = []
+        done_spans = 0
+        for f in chunk:
+            notes: list[str] = []
+            try:
+                record = trajectory_record(f.fresh, notes)
+                if f.flushes:  # late spans of a stored trace: another trial of it
+                    record["trial"] = int(record.get("trial") or 0) + f.flushes
+                traj = parse_record(record, source=f"trace {f.key[1]}")
+            except (InvalidTrajectory, ValueError) as exc:
+                log.warning("trace %s cannot be stored: %s", f.key[1], exc)
+                self.stats.rejected_traces += 1
+                dropped.extend(f.pending.ids)
+                done_spans += len(f.pending.spans)
+                continue
+            if notes:
+                log.warning("trace %s stored with repairs: %s", f.key[1], "; ".join(notes))
+            items.append(_Item(f.key, f.pending, f.fresh, traj, bool(notes)))
+        if dropped:
+            with session_scope(self.sessions, write=True) as session:
+                staging.unstage(session, dropped)
+            with self._lock:
+                self._buffered -= done_spans
+        return items
+
+    def _submit(self, run_id: int, chunk: list[_Fresh]) -> Future[WorkerResult] | None:
+        """Hand a chunk to the worker process (started on first use); None when
+        there is none, or the database is away."""
+        if not self._use_worker or self._away:
+            return None
+        try:
+            if self._worker is None:
+                self._worker = ScoringWorker()
+            with session_scope(self.sessions) as session:
+                run = ingest.get_run_row(session, run_id)
+                document = ingest.get_suite_row(session, run.suite_id).document
+            return self._worker.submit(document, [(f.fresh, f.flushes) for f in chunk])
+        except Exception:
+            log.exception("the scoring worker cannot take a batch; storing in-process")
+            return None
+
+    def _store_scored(self, run_id: int, chunk: list[_Fresh], future: Future[WorkerResult]) -> int | None:
+        """Store a chunk the worker scored, in one transaction; None when it
+        could not do the chunk whole (the chunk then takes the in-process
+        path, with its fallbacks)."""
+        try:
+            result = future.result(timeout=120)
+        except Exception:
+            log.exception("the scoring worker failed; storing in-process")
+            return None
+        if self._away or any(e is not None for e in result.errors):
+            return None  # the in-process path counts and logs the unreadable traces
+        try:
+            with session_scope(self.sessions, write=True) as session:
+                staging.unstage(session, [i for f in chunk for i in f.pending.ids])
+                run = ingest.get_run_row(session, run_id)
+                if run.status == "finished":
+                    raise Conflict("finished meanwhile")
+                scorer = self.scorers.for_run(session, run)
+                ingest.add_trajectories(session, run=run, scorer=scorer, trajectories=[], scored=result.scored)
+        except Exception:  # rolled back: the in-process path decides (conflicts, a finished run, the database)
+            return None
+        for f, notes in zip(chunk, result.notes, strict=True):
+            if notes:
+                log.warning("trace %s stored with repairs: %s", f.key[1], "; ".join(notes))
+        self.stats.worker_traces += len(chunk)
+        self._mark_stored([(f.key, f.pending, f.fresh, bool(notes)) for f, notes in zip(chunk, result.notes,
+                                                                                       strict=True)])
+        return len(chunk)
+
+    def _mark_stored(self, stored: list[tuple[tuple[int, str], _Pending, list[Span], bool]]) -> None:
+        """Account for traces now in the store: spans no longer buffered, their
+        span ids remembered (a resent span is a repeat), the counts."""
+        with self._lock:
+            self._buffered -= sum(len(pending.spans) for _, pending, _, _ in stored)
+        for key, _, fresh, repaired in stored:
+            seen, flushes = self._stored.pop(key, (set(), 0))
+            seen.update(s.span_id for s in fresh)
+            self._stored[key] = (seen, flushes + 1)
+            self.stats.stored_spans += len(fresh)
+            self.stats.repaired_traces += repaired
+        while len(self._stored) > self.remember:
+            self._stored.popitem(last=False)
+        self.stats.stored_traces += len(stored)
 
     def _store_items(self, run_id: int, items: list[_Item]) -> int:
         """One transaction for the batch; if it fails, one per trace (unless
         the database is away: then everything goes back to the buffer)."""
+        if not items:
+            return 0
         if self._away:
             self._give_back([(x.key, x.pending) for x in items])
             return 0
@@ -320,19 +430,11 @@ class OtlpReceiver:
                 self._failed(items[0])
                 return 0
             return sum(self._store_items(run_id, [x]) for x in items)
-        with self._lock:
-            self._buffered -= sum(len(x.pending.spans) for x in items)
         if not added:
+            with self._lock:
+                self._buffered -= sum(len(x.pending.spans) for x in items)
             return 0
-        for x in items:
-            seen, flushes = self._stored.pop(x.key, (set(), 0))
-            seen.update(s.span_id for s in x.fresh)
-            self._stored[x.key] = (seen, flushes + 1)
-            self.stats.stored_spans += len(x.fresh)
-            self.stats.repaired_traces += x.repaired
-        while len(self._stored) > self.remember:
-            self._stored.popitem(last=False)
-        self.stats.stored_traces += len(items)
+        self._mark_stored([(x.key, x.pending, x.fresh, x.repaired) for x in items])
         return len(items)
 
     def _reject(self, items: list[_Item], why: str) -> None:
@@ -398,10 +500,24 @@ class OtlpReceiver:
             self.store_ready(everything=True)
         except SQLAlchemyError:
             log.exception("spans still buffered at shutdown could not be stored")
+        finally:
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
 
     @property
     def buffered_spans(self) -> int:
         return self._buffered
+
+
+@dataclass
+class _Fresh:
+    """A taken trace: its buffered spans, the new ones, how often it was stored before."""
+
+    key: tuple[int, str]
+    pending: _Pending
+    fresh: list[Span]
+    flushes: int
 
 
 @dataclass
@@ -487,21 +603,22 @@ async def receive_traces(
     """OTLP/HTTP trace export (protobuf or JSON) into a named run."""
     require_token(request, authorization)
     protobuf = request.headers.get("content-type", "").split(";")[0].strip().lower() == PROTOBUF
-    body = await request.body()
-    try:
-        body = _decompress(body, request.headers.get("content-encoding", "").strip().lower(),
-                           request.app.state.settings.max_body_bytes)
-        spans = spans_from_protobuf(body) if protobuf else spans_from_json(loads(body) if body else {})
-    except (ValueError, TypeError) as exc:
-        return error_response(400, f"not an OTLP trace export: {exc}")
     receiver = receiver_for(request)
-    try:
-        accepted = await run_in_threadpool(_take_in, receiver, run or x_toollens_run or DEFAULT_RUN, spans)
-    except ToolLensError:
-        raise
-    except Exception:  # the database is away: the exporter retries, nothing is lost
-        log.exception("spans could not be staged")
-        return error_response(503, "the spans could not be staged: retry later", headers={"Retry-After": "2"})
+    with receiver.in_flight():  # traces wait for requests that began before their last span: they may hold more
+        body = await request.body()
+        try:
+            body = _decompress(body, request.headers.get("content-encoding", "").strip().lower(),
+                               request.app.state.settings.max_body_bytes)
+            spans = spans_from_protobuf(body) if protobuf else spans_from_json(loads(body) if body else {})
+        except (ValueError, TypeError) as exc:
+            return error_response(400, f"not an OTLP trace export: {exc}")
+        try:
+            accepted = await run_in_threadpool(_take_in, receiver, run or x_toollens_run or DEFAULT_RUN, spans)
+        except ToolLensError:
+            raise
+        except Exception:  # the database is away: the exporter retries, nothing is lost
+            log.exception("spans could not be staged")
+            return error_response(503, "the spans could not be staged: retry later", headers={"Retry-After": "2"})
     if not accepted:
         return error_response(503, "the receiver's buffer is full: retry later", headers={"Retry-After": "1"})
     if protobuf:
@@ -526,4 +643,4 @@ def receiver_status(request: Request) -> dict[str, int]:
             "duplicate_spans": stats.duplicate_spans, "rejected_traces": stats.rejected_traces,
             "rejected_spans": stats.rejected_spans,
             "refused_requests": stats.refused_requests, "repaired_traces": stats.repaired_traces,
-            "retried_traces": stats.retried_traces}
+            "retried_traces": stats.retried_traces, "worker_traces": stats.worker_traces}

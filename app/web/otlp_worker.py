@@ -1,0 +1,90 @@
+"""The OTLP receiver's second process: traces to scored rows.
+
+Accepting spans (decoding, staging them durably) and turning traces into
+scored trajectories both cost CPU; in one process they share one core. On a
+machine with two cores or more the receiver hands each batch of ready traces
+to this worker, which builds the SPEC §5 records, scores them and builds
+their rows (``ingest.score_batch``); the receiver only inserts. What ends up
+in the store is what the in-process path stores: a batch the worker cannot
+do whole goes back to that path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import os
+from collections import OrderedDict
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from app.core.errors import InvalidTrajectory
+from app.core.records import parse_record
+from app.core.scoring import Scorer
+from app.core.suite import parse_suite
+from app.importers.otel import Span, trajectory_record
+from app.store.ingest import ScoredBatch, score_batch
+
+MIN_TRACES = 50  # smaller batches are cheaper to score here than to ship to the worker
+
+
+@dataclass
+class WorkerResult:
+    """Per trace: its notes (repairs) or why it cannot be stored; the scored
+    rows of those that can, in order."""
+
+    notes: list[list[str]]
+    errors: list[str | None]
+    scored: ScoredBatch
+
+
+_SCORERS: OrderedDict[str, Scorer] = OrderedDict()
+
+
+def digest(document: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def score_traces(key: str, document: dict[str, Any], traces: list[tuple[list[Span], int]]) -> WorkerResult:
+    """In the worker: (fresh spans, earlier flushes) per trace -> records -> scored rows."""
+    scorer = _SCORERS.get(key)
+    if scorer is None:
+        scorer = _SCORERS[key] = Scorer(parse_suite(document, path="suite"))
+        while len(_SCORERS) > 16:
+            _SCORERS.popitem(last=False)
+    notes: list[list[str]] = []
+    errors: list[str | None] = []
+    trajectories = []
+    for spans, flushes in traces:
+        these: list[str] = []
+        try:
+            record = trajectory_record(spans, these)
+            if flushes:  # late spans of a stored trace: another trial of it
+                record["trial"] = int(record.get("trial") or 0) + flushes
+            trajectories.append(parse_record(record, source="trace"))
+            errors.append(None)
+        except (InvalidTrajectory, ValueError) as exc:
+            errors.append(str(exc))
+        notes.append(these)
+    return WorkerResult(notes, errors, score_batch(scorer, trajectories))
+
+
+class ScoringWorker:
+    """One worker process, started with the receiver (spawned: the web
+    process has threads, so it is not forked)."""
+
+    def __init__(self) -> None:
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+        self._pool.submit(int)  # start it now, not on the first batch
+
+    @staticmethod
+    def pays() -> bool:
+        return (os.cpu_count() or 1) >= 2
+
+    def submit(self, document: dict[str, Any], traces: list[tuple[list[Span], int]]) -> Future[WorkerResult]:
+        return self._pool.submit(score_traces, digest(document), document, traces)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,68 @@
+"""The OTLP receiver's second process: a large batch of traces scored by the
+worker is stored exactly as the in-process path stores it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from app.importers import convert
+from app.importers.base import Options
+from app.importers.otel import Span, spans_from_protobuf
+from app.importers.otel_replay import replay_openai_messages
+from app.settings import Settings
+from app.web.app import create_app
+from app.web.otlp import OtlpReceiver
+from app.web.otlp_worker import MIN_TRACES
+from tests.test_import_converters import SCHEMAS, TAU
+
+
+@pytest.fixture(scope="module")
+def tau() -> tuple[dict[str, Any], list[Span]]:
+    if not TAU.is_file():
+        pytest.skip(f"no tau-bench sample at {TAU}")
+    suite = convert("tau-bench", TAU, Options(tools=SCHEMAS)).suite
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer, clock = provider.get_tracer("test"), [1_700_000_000_000_000_000]
+    for r in json.loads(TAU.read_text()):
+        replay_openai_messages(tracer, r["traj"], clock=clock, attributes={
+            "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": int(r["trial"]), "toollens.reward": r["reward"]})
+    return suite, spans_from_protobuf(encode_spans(memory.get_finished_spans()).SerializeToString())
+
+
+def _stored(db_url: str, suite: dict[str, Any], spans: list[Span], worker: bool) -> tuple[list[str], bool]:
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        app: Any = client.app
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
+                                                 worker=worker)
+        receiver._ensure_thread = lambda: None  # stored when told to, here
+        name = f"w{int(worker)}"
+        run_id = client.post("/api/runs", json={"name": name, "suite": suite}).json()["id"]
+        receiver.accept(receiver.run_id(name), spans)
+        assert receiver.store_ready(everything=True) == 100
+        used = receiver._worker is not None
+        exported = client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()
+        figures = client.get(f"/api/runs/{run_id}/figures").json()
+    return sorted(exported) + [json.dumps(figures, sort_keys=True)], used
+
+
+def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tuple[dict[str, Any], list[Span]],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    suite, spans = tau
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    assert 100 >= MIN_TRACES  # the sample's 100 traces make one batch large enough for the worker
+    in_process, used_none = _stored(db_url, suite, spans, worker=False)
+    by_worker, used = _stored(db_url, suite, spans, worker=True)
+    assert used and not used_none
+    assert by_worker == in_process
+    assert len(in_process) == 101
+

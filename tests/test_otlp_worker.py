@@ -20,7 +20,7 @@ from app.importers.otel_replay import replay_openai_messages
 from app.settings import Settings
 from app.web.app import create_app
 from app.web.otlp import OtlpReceiver
-from app.web.otlp_worker import MIN_TRACES
+from app.web.otlp_worker import MIN_TRACES, ScoringWorker
 from tests.test_import_converters import SCHEMAS, TAU
 
 
@@ -35,7 +35,8 @@ def tau() -> tuple[dict[str, Any], list[Span]]:
     tracer, clock = provider.get_tracer("test"), [1_700_000_000_000_000_000]
     for r in json.loads(TAU.read_text()):
         replay_openai_messages(tracer, r["traj"], clock=clock, attributes={
-            "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": int(r["trial"]), "toollens.reward": r["reward"]})
+            "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": int(r["trial"]),
+            "toollens.reward": r["reward"]})
     return suite, spans_from_protobuf(encode_spans(memory.get_finished_spans()).SerializeToString())
 
 
@@ -52,17 +53,40 @@ def _stored(db_url: str, suite: dict[str, Any], spans: list[Span], worker: bool)
         used = receiver._worker is not None
         exported = client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()
         figures = client.get(f"/api/runs/{run_id}/figures").json()
-    return sorted(exported) + [json.dumps(figures, sort_keys=True)], used
+    return [*sorted(exported), json.dumps(figures, sort_keys=True)], used
 
 
 def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tuple[dict[str, Any], list[Span]],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     suite, spans = tau
     monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
-    assert 100 >= MIN_TRACES  # the sample's 100 traces make one batch large enough for the worker
+    assert MIN_TRACES <= 100  # the sample's 100 traces make one batch large enough for the worker
     in_process, used_none = _stored(db_url, suite, spans, worker=False)
     by_worker, used = _stored(db_url, suite, spans, worker=True)
     assert used and not used_none
     assert by_worker == in_process
     assert len(in_process) == 101
 
+
+
+def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any], list[Span]],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch it held is stored in-process, and the next batch gets a new worker."""
+    suite, spans = tau
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    traces = sorted({s.trace_id for s in spans})
+    first = set(traces[:len(traces) // 2])
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        app: Any = client.app
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
+                                                 batch=50)
+        receiver._ensure_thread = lambda: None
+        run_id = client.post("/api/runs", json={"name": "dies", "suite": suite}).json()["id"]
+        receiver.accept(receiver.run_id("dies"), [s for s in spans if s.trace_id in first])
+        receiver._worker = ScoringWorker()
+        receiver._worker.kill()
+        assert receiver.store_ready(everything=True) == 50 and receiver._worker is None
+        receiver.accept(receiver.run_id("dies"), [s for s in spans if s.trace_id not in first])
+        assert receiver.store_ready(everything=True) == 50
+        assert receiver.stats.worker_traces == 50  # the second batch, by a new worker
+        assert len(client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()) == 100

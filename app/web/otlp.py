@@ -30,6 +30,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -359,9 +360,16 @@ class OtlpReceiver:
                 run = ingest.get_run_row(session, run_id)
                 document = ingest.get_suite_row(session, run.suite_id).document
             return self._worker.submit(document, [(f.fresh, f.flushes) for f in chunk])
-        except Exception:
+        except Exception as exc:
             log.exception("the scoring worker cannot take a batch; storing in-process")
+            self._drop_broken(exc)
             return None
+
+    def _drop_broken(self, exc: BaseException) -> None:
+        """A worker process that died: the next large batch starts a new one."""
+        if isinstance(exc, BrokenProcessPool) and self._worker is not None:
+            self._worker.close()
+            self._worker = None
 
     def _store_scored(self, run_id: int, chunk: list[_Fresh], future: Future[WorkerResult]) -> int | None:
         """Store a chunk the worker scored, in one transaction; None when it
@@ -369,8 +377,9 @@ class OtlpReceiver:
         path, with its fallbacks)."""
         try:
             result = future.result(timeout=120)
-        except Exception:
+        except Exception as exc:
             log.exception("the scoring worker failed; storing in-process")
+            self._drop_broken(exc)
             return None
         if self._away or any(e is not None for e in result.errors):
             return None  # the in-process path counts and logs the unreadable traces

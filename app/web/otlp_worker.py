@@ -88,3 +88,8 @@ class ScoringWorker:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def kill(self) -> None:
+        """For tests: the worker process dies as a crash would end it."""
+        for process in list(getattr(self._pool, "_processes", {}).values()):
+            process.kill()

@@ -44,22 +44,13 @@ def confusion_heatmap(m: ConfusionPublic) -> dict[str, Any]:
         custom.append(c_row)
     hallucinated = {c.called for c in m.cells if c.hallucinated}
     x = [label(c) + (" ⚠" if c in hallucinated else "") for c in cols]
-    return {
-        "data": [{
-            "type": "heatmap", "z": z, "x": x, "y": [label(e) for e in rows], "text": text,
-            "texttemplate": "%{text}", "customdata": custom, "zmin": 0, "zmax": 1,
-            "colorscale": [[0, "#e8f0fe"], [1, "#1a4fb4"]],
-            "hovertemplate": "expected %{y}<br>called %{x}<br>%{customdata[0]} calls (%{customdata[1]}% of the row)"
-                             "<extra></extra>",
-            "colorbar": {"title": {"text": "share of row"}},
-            "xgap": 2, "ygap": 2,
-        }],
-        "layout": {
-            "xaxis": {"title": {"text": "called"}, "side": "top", "tickangle": -30, "automargin": True},
-            "yaxis": {"title": {"text": "expected"}, "autorange": "reversed", "automargin": True},
-            "margin": {"l": 10, "r": 10, "t": 10, "b": 10}, "height": 120 + 34 * max(len(rows), 3),
-        },
-    }
+    return _matrix(rows, {
+        "z": z, "x": x, "text": text, "customdata": custom, "zmin": 0, "zmax": 1,
+        "colorscale": [[0, "#e8f0fe"], [1, "#1a4fb4"]],
+        "hovertemplate": "expected %{y}<br>called %{x}<br>%{customdata[0]} calls (%{customdata[1]}% of the row)"
+                         "<extra></extra>",
+        "colorbar": {"title": {"text": "share of row"}},
+    })
 
 
 def confusion_difference(cells: Sequence[ConfusionDelta]) -> dict[str, Any]:
@@ -72,16 +63,20 @@ def confusion_difference(cells: Sequence[ConfusionDelta]) -> dict[str, Any]:
     z = [[delta[(e, c)].delta if (e, c) in delta and delta[(e, c)].delta else None for c in cols] for e in rows]
     custom = [[[delta[(e, c)].a, delta[(e, c)].b] if (e, c) in delta else [0, 0] for c in cols] for e in rows]
     bound = max((abs(v) for row in z for v in row if v), default=1)
+    return _matrix(rows, {
+        "z": z, "x": [label(c) for c in cols], "customdata": custom, "zmin": -bound, "zmax": bound,
+        "colorscale": [[0, "#2166ac"], [0.5, "#f7f7f7"], [1, "#b2182b"]],
+        "text": [[f"{v:+d}" if v else "" for v in row] for row in z],
+        "hovertemplate": "expected %{y}<br>called %{x}<br>A %{customdata[0]} → B %{customdata[1]}<extra></extra>",
+        "colorbar": {"title": {"text": "B − A calls"}},
+    })
+
+
+def _matrix(rows: Sequence[str], trace: dict[str, Any]) -> dict[str, Any]:
+    """An expected (rows) × called (columns) heatmap with the axes every tool matrix shares."""
     return {
-        "data": [{
-            "type": "heatmap", "z": z, "x": [label(c) for c in cols], "y": [label(e) for e in rows],
-            "customdata": custom, "zmin": -bound, "zmax": bound,
-            "colorscale": [[0, "#2166ac"], [0.5, "#f7f7f7"], [1, "#b2182b"]],
-            "text": [[f"{v:+d}" if v else "" for v in row] for row in z], "texttemplate": "%{text}",
-            "hovertemplate": "expected %{y}<br>called %{x}<br>A %{customdata[0]} → B %{customdata[1]}<extra></extra>",
-            "colorbar": {"title": {"text": "B − A calls"}},
-            "xgap": 2, "ygap": 2,
-        }],
+        "data": [{"type": "heatmap", "y": [label(e) for e in rows], "texttemplate": "%{text}", "xgap": 2, "ygap": 2,
+                  **trace}],
         "layout": {
             "xaxis": {"title": {"text": "called"}, "side": "top", "tickangle": -30, "automargin": True},
             "yaxis": {"title": {"text": "expected"}, "autorange": "reversed", "automargin": True},

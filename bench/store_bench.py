@@ -132,6 +132,21 @@ def bench_api(url: str, suite: Path, traj: Path, calls: int, batch: int = 500) -
     return Rate(calls, elapsed, cpu)
 
 
+def bench_database(name: str, database: Callable[[], Any], suite: Path, traj: Path, calls: int, repeat: int,
+                   with_reads: bool, import_target: str = "", read_target: str = "") -> None:
+    """Import ``repeat`` times into fresh databases, print the best; then, on
+    the last one, the read latencies."""
+    runs, reads = [], {}
+    for i in range(repeat):
+        with database() as url:
+            runs.append(bench_import(url, suite, traj, calls))
+            if with_reads and i == repeat - 1:
+                reads = bench_reads(url)
+    print(f"import  {name} {best(runs)}{import_target}")
+    for what, (p50, p95) in reads.items():
+        print(f"read    {name} {what:<30} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms{read_target}")
+
+
 def latencies(fn: Callable[[], Any], n: int = 200) -> tuple[float, float]:
     fn()  # warm
     times = []
@@ -178,27 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for size in args.sizes:
             suite, traj, calls = write_inputs(folder, size)
             print(f"== {calls:,} calls ({traj.stat().st_size / 2**20:.0f} MiB of JSONL)")
-            runs = []
-            for _ in range(args.repeat):
-                with sqlite_db(folder) as url:
-                    runs.append(bench_import(url, suite, traj, calls))
-                    if size == max(args.sizes) and not args.no_reads and len(runs) == args.repeat:
-                        reads = bench_reads(url)
-            print(f"import  sqlite     {best(runs)}  (target 50,000)")
-            if size == max(args.sizes) and not args.no_reads:
-                for name, (p50, p95) in reads.items():
-                    print(f"read    sqlite     {name:<30} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  (target p95 < 50)")
+            with_reads = size == max(args.sizes) and not args.no_reads
+            bench_database("sqlite    ", lambda: sqlite_db(folder), suite, traj, calls, args.repeat, with_reads,
+                           import_target="  (target 50,000)", read_target="  (target p95 < 50)")
             if not args.no_pg:
-                runs = []
-                for _ in range(args.repeat):
-                    with pg_db() as url:
-                        runs.append(bench_import(url, suite, traj, calls))
-                        if size == max(args.sizes) and not args.no_reads and len(runs) == args.repeat:
-                            reads = bench_reads(url)
-                print(f"import  postgresql {best(runs)}")
-                if size == max(args.sizes) and not args.no_reads:
-                    for name, (p50, p95) in reads.items():
-                        print(f"read    postgresql {name:<30} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms")
+                bench_database("postgresql", pg_db, suite, traj, calls, args.repeat, with_reads)
             if not args.no_api and size == min(args.sizes):
                 runs = []
                 for _ in range(args.repeat):

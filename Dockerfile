@@ -7,13 +7,18 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1
 
 WORKDIR /srv/toollens
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY app ./app
 COPY migrations ./migrations
 COPY examples ./examples
 COPY templates ./templates
 COPY static ./static
-RUN pip install -e . && useradd --system --home /srv/toollens toollens
+# gcc only while installing: setup.py compiles the scoring path with mypyc.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install -e . \
+    && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --home /srv/toollens toollens
 USER toollens
 
 EXPOSE 8000

@@ -3,13 +3,18 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+# The modules setup.py compiles with mypyc: a change to one of them rebuilds the install.
+COMPILED := $(shell sed -n 's/^    "\(app\/core\/[a-z_]*\.py\)",$$/\1/p' setup.py)
 
-$(BIN)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+.PHONY: demo test lint bench build clean
+
+$(BIN)/.installed: pyproject.toml setup.py $(COMPILED)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
+
+build: $(BIN)/.installed
 
 demo: $(BIN)/.installed
 	$(BIN)/toollens demo --db demo.db
@@ -25,4 +30,4 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/score_bench.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache app/core/*.so

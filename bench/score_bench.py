@@ -48,6 +48,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from app.core import buildinfo
 from app.core.evaluate import score_trajectories
 from app.core.records import FAULT_KINDS, TRANSIENT_KINDS, read_jsonl
 from app.core.report import FAMILIES, Report
@@ -784,6 +785,7 @@ def run(sizes: Sequence[int], seed: int, n_cases: int, trace: bool, repeat: int)
         f"{len(suite.toolset)} tools, {len(suite.cases)} cases, "
         f"{len(suite.toolset.dependencies)} toolset pairs; one single-threaded process per measurement"
     )
+    print(f"{buildinfo.describe()} (TOOLLENS_PURE_PYTHON=1 measures the sources)")
     print(
         "timed: score_trajectories(suite, read_jsonl(path), keep_cases=False), JSON parsing included; "
         "generation not timed"

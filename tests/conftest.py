@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from app.core import buildinfo
 from app.store.db import upgrade
 
 PG_URL = os.environ.get("TOOLLENS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -26,6 +27,16 @@ def _pg_reason() -> str | None:
     except Exception as exc:  # any failure to connect means: skip, saying why
         return f"PostgreSQL not reachable at {PG_URL}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
     return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse to test a compiled core module older than its source: the old code would run."""
+    stale = [] if buildinfo.pure_python_requested() else buildinfo.stale_modules()
+    if stale:
+        raise pytest.UsageError(
+            f"{', '.join(f'app/core/{name}.py' for name in stale)} changed after compilation: run `make build` "
+            "(or `pip install -e .`), or set TOOLLENS_PURE_PYTHON=1 to test the sources"
+        )
 
 
 _PG_SKIP: str | None = None

@@ -476,7 +476,7 @@ def _number_checks(schema: dict[str, Any]) -> list[Check]:
     return [check_number]
 
 
-def _multiple(v: float, step: float) -> bool:
+def _multiple(v: int | float, step: int | float) -> bool:  # int | float: compiled code keeps ints exact
     if type(v) is int and type(step) is int:
         return v % step == 0
     try:
@@ -521,8 +521,11 @@ class ArgumentValidator:
         self.schema = schema
         _check_schema(schema)
         try:
+            self._recursive = False
             if _uses_only_supported(schema):
-                self._check: Check = _Compiler(schema).compile(schema)
+                compiler = _Compiler(schema)
+                self._check: Check = compiler.compile(schema)
+                self._recursive = bool(compiler.refs)
             else:
                 self._check = _library_check(schema)
         except re.error as exc:
@@ -557,10 +560,34 @@ class ArgumentValidator:
 
 
     def _run(self, arguments: dict[str, Any]) -> SchemaViolation | None:
+        # Only a self-referencing schema follows a value down without limit: bound it
+        # explicitly, as compiled code (setup.py) would not stop at the recursion limit.
+        if self._recursive and _nests_deeper(arguments, _MAX_VALUE_DEPTH):
+            return SchemaViolation("", "arguments nest deeper than the schema allows to check")
         try:
             return self._check(arguments, "")
         except RecursionError:  # a self-referencing schema met a deep value
             return SchemaViolation("", "arguments nest deeper than the schema allows to check")
+
+
+_MAX_VALUE_DEPTH = 200  # levels of objects and arrays checked against a recursive schema
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """True when objects and arrays nest more than ``limit`` levels (iterative, no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if type(item) is dict:
+            children: Any = item.values()
+        elif type(item) is list:
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 _MEMO_SIZE = 1024  # per tool: enough for the repeats of a run, small enough to stay flat

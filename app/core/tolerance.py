@@ -121,8 +121,8 @@ class Rule:
     """One field's tolerance rule and its parameters."""
 
     kind: str = "exact"
-    abs: float | None = None
-    rel: float | None = None
+    abs: int | float | None = None  # `int |`: compiled code (setup.py) would turn 100 into 100.0
+    rel: int | float | None = None
     values: tuple[Any, ...] = ()
     pattern: str | None = None
     dayfirst: bool = True

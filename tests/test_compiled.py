@@ -1,0 +1,127 @@
+"""The scoring path compiled with mypyc (``setup.py``) scores exactly as its Python source.
+
+The rest of the suite runs against whatever the install built (compiled on a
+machine with a C compiler, as CI is); here the same files are scored in two
+fresh processes, one compiled and one forced back to source with
+``TOOLLENS_PURE_PYTHON=1``, and the two ``--json`` reports must be identical.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.core import buildinfo
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+# Prints which core modules run compiled, then runs `toollens score` with the remaining argv.
+PROBE = (
+    "import json, sys\n"
+    "from app.core import buildinfo\n"
+    "from app.cli import main\n"
+    "print(json.dumps(buildinfo.compiled_modules()))\n"
+    "main()\n"
+)
+
+
+def _score(suite: Path, trajectories: Path, *, pure: bool) -> tuple[list[str], dict[str, Any]]:
+    env = {k: v for k, v in os.environ.items() if k != "TOOLLENS_PURE_PYTHON"}
+    if pure:
+        env["TOOLLENS_PURE_PYTHON"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, "score", str(suite), str(trajectories), "--json"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    first, rest = done.stdout.split("\n", 1)
+    return json.loads(first), json.loads(rest)
+
+
+def _require_compiled() -> None:
+    if buildinfo.compiled_modules():
+        return
+    if os.environ.get("CI"):
+        pytest.fail("CI installs with a C compiler: the scoring path must run compiled here")
+    pytest.skip("this install is pure Python (no C compiler when it was built, or TOOLLENS_PURE_PYTHON)")
+
+
+def test_the_scoring_path_runs_compiled_and_is_fresh() -> None:
+    _require_compiled()
+    assert {"scoring", "schema", "tolerance", "alignment", "records", "outcome", "report"} <= set(
+        buildinfo.compiled_modules()
+    )
+    assert buildinfo.stale_modules() == []
+    assert buildinfo.describe().startswith("scoring: compiled with mypyc")
+
+
+def _bench_generator() -> Any:
+    spec = importlib.util.spec_from_file_location("score_bench", ROOT / "bench" / "score_bench.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_compiled_and_source_score_the_examples_alike(version: str) -> None:
+    _require_compiled()
+    suite, trajectories = EXAMPLES / f"suite_{version}.yaml", EXAMPLES / f"trajectories_{version}.jsonl"
+    compiled_names, compiled = _score(suite, trajectories, pure=False)
+    pure_names, pure = _score(suite, trajectories, pure=True)
+    assert compiled_names and pure_names == []
+    assert compiled == pure
+    assert compiled["hallucinated_tools"]["den"] > 0
+
+
+def test_compiled_and_source_score_every_failure_family_alike(tmp_path: Path) -> None:
+    """The benchmark's generator mixes every failure family, fault and outcome into 2,000 trajectories."""
+    _require_compiled()
+    bench = _bench_generator()
+    plans = bench.build_plans(3)
+    suite_file = tmp_path / "suite.json"
+    suite_file.write_text(json.dumps(bench.build_suite_doc(plans)), encoding="utf-8")
+    trajectories = tmp_path / "trajectories.jsonl"
+    with trajectories.open("w", encoding="utf-8") as out:
+        bench.Generator(bench.parse_suite(bench.build_suite_doc(plans), path="<bench>"), plans, 11).write(out, 11_000)
+    _, compiled = _score(suite_file, trajectories, pure=False)
+    _, pure = _score(suite_file, trajectories, pure=True)
+    assert compiled == pure
+    for family in ("selection_precision", "schema_validity", "argument_accuracy", "recovery"):
+        assert 0 < compiled[family]["num"] < compiled[family]["den"], family
+    assert compiled["hallucinated_tools"]["num"] > 0
+
+
+# -- where compiled code could differ from Python: values typed `float` or deep recursion ----------
+
+
+def test_a_huge_integer_is_checked_against_multiple_of_exactly() -> None:
+    from app.core.schema import ArgumentValidator
+
+    validator = ArgumentValidator({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}})
+    assert validator.validate({"n": 3 * 10**40}) is None
+    violation = validator.validate({"n": 10**30})  # a float would call it a multiple of 3
+    assert violation is not None and "not a multiple of 3" in violation.message
+
+
+def test_a_deep_value_against_a_recursive_schema_is_bounded() -> None:
+    from app.core.schema import ArgumentValidator
+
+    validator = ArgumentValidator({"type": "object", "properties": {"x": {"$ref": "#"}}})
+    value: dict[str, object] = {}
+    for _ in range(199):
+        value = {"x": value}
+    assert validator.validate(value) is None
+    for _ in range(100_000):  # far past any C stack: must not crash compiled code
+        value = {"x": value}
+    violation = validator.validate(value)
+    assert violation is not None and "deeper" in violation.message

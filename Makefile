@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 
 # The modules setup.py compiles with mypyc: a change to one of them rebuilds the install.
-COMPILED := $(shell sed -n 's/^    "\(app\/core\/[a-z_]*\.py\)",$$/\1/p' setup.py)
+COMPILED := $(shell sed -n 's/^    "\(app\/[a-z_/]*\.py\)",.*$$/\1/p' setup.py)
 
 .PHONY: demo test lint bench build clean
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from setuptools import setup
 
-# The scoring hot path: what `score_trajectories` runs for every record.
+# The scoring hot path: what `score_trajectories` runs for every record, and what stores it.
 COMPILED = [
     "app/core/alignment.py",
     "app/core/evaluate.py",
@@ -32,6 +32,7 @@ COMPILED = [
     "app/core/schema.py",
     "app/core/scoring.py",
     "app/core/tolerance.py",
+    "app/store/rows.py",  # a scored batch as rows: every stored call goes through it
 ]
 # The shared runtime library lands inside the package (app/core/_native__mypyc*.so),
 # so that an editable install finds it wherever it is run from.

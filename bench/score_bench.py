@@ -48,7 +48,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from app.core import buildinfo
+from app import buildinfo
 from app.core.evaluate import score_trajectories
 from app.core.records import FAULT_KINDS, TRANSIENT_KINDS, read_jsonl
 from app.core.report import FAMILIES, Report

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from app.core import buildinfo
+from app import buildinfo
 from app.store.db import upgrade
 
 PG_URL = os.environ.get("TOOLLENS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -34,7 +34,7 @@ def pytest_configure(config: pytest.Config) -> None:
     stale = [] if buildinfo.pure_python_requested() else buildinfo.stale_modules()
     if stale:
         raise pytest.UsageError(
-            f"{', '.join(f'app/core/{name}.py' for name in stale)} changed after compilation: run `make build` "
+            f"{', '.join(stale)} changed after compilation: run `make build` "
             "(or `pip install -e .`), or set TOOLLENS_PURE_PYTHON=1 to test the sources"
         )
 

@@ -4,8 +4,6 @@ Imports neither a web framework nor a database layer, so it can be used from
 a notebook, a pytest plugin or a CI script with no server.
 """
 
-# First: with TOOLLENS_PURE_PYTHON set, the modules below load from source even where compiled.
-from app.core import buildinfo  # noqa: F401
 from app.core.errors import InvalidTrajectory, SuiteError, ToolLensError, ToolSpecError
 from app.core.evaluate import score_trajectories
 from app.core.records import Call, CallError, Fault, Trajectory, iter_jsonl, parse_record, read_jsonl

@@ -94,7 +94,7 @@ class _Writer:
     def _store(self, trajs: list[Trajectory]) -> None:
         with session_scope(self.factory, write=True) as session:
             run = ingest.get_run_row(session, self.run_id)
-            ingest.add_trajectories(session, run=run, scorer=self.scorer, trajectories=trajs)  # type: ignore[arg-type]
+            ingest.add_trajectories(session, run=run, scorer=self.scorer, trajectories=trajs)
             if self.infra_known:
                 for t in trajs:
                     clear_infra_error(session, self.run_id, t.case_id, t.trial)

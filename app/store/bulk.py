@@ -10,25 +10,13 @@ their parents without a round trip per row.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.store.errors import Conflict, Unstorable
-
-
-def to_json(value: Any) -> str | None:
-    """JSON text for a JSON column (None stays SQL NULL)."""
-    if value is None:
-        return None
-    try:
-        return orjson.dumps(value).decode("utf-8")
-    except TypeError:  # integers beyond 64 bits, non-string keys
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def allocate_ids(session: Session, table: str, n: int) -> list[int]:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Select, delete, select, tuple_
@@ -21,10 +20,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.records import Trajectory
-from app.core.report import Report
-from app.core.scoring import Scorer, TrajectoryScore
 from app.core.suite import Suite, parse_suite
-from app.store.bulk import allocate_ids, insert_rows, to_json
+from app.store.bulk import allocate_ids, insert_rows
 from app.store.errors import Conflict, NotFound
 from app.store.models import (
     CallRow,
@@ -38,16 +35,13 @@ from app.store.models import (
     TrajectoryTag,
     utcnow,
 )
+from app.store.rows import CALL_COLUMNS, TAG_COLUMNS, TRAJECTORY_COLUMNS, ScoredBatch, TrajectoryScorer, score_batch
+from app.store.rows import fault_key as fault_key  # the store's key of a trajectory, used across the store
 
 
 def _digest(value: Any) -> str:
     blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
-
-
-def fault_key(traj: Trajectory) -> str:
-    """The declared fault as a key: one trajectory per case, trial and fault."""
-    return "" if traj.fault is None else f"{traj.fault.step}:{traj.fault.kind}"
 
 
 def _get_or_add(session: Session, query: Select[Any], make: Callable[[], Any]) -> Any:
@@ -193,79 +187,6 @@ def _upsert_counters(session: Session, run_id: int, rows: Iterable[tuple[str, st
     session.execute(stmt, values)
 
 
-CALL_COLUMNS = (
-    "id", "trajectory_id", "run_id", "idx", "name", "arguments", "arguments_raw", "observation", "error_kind",
-    "error_message", "injected", "exists", "schema_field", "schema_message", "step", "expected_name",
-    "selection_ok", "mismatches", "dependency_before", "forbidden", "reaction", "reaction_ok",
-)
-TRAJECTORY_COLUMNS = (
-    "id", "run_id", "case_id", "trial", "fault_key", "fault_step", "fault_kind", "recovery_kind", "question",
-    "answer", "reward", "state", "outcome", "passed", "failures", "detail", "n_calls",
-)
-TAG_COLUMNS = ("trajectory_id", "run_id", "kind", "value")
-
-
-def _call_rows(traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id: int,
-               ids: Iterator[int]) -> Iterator[tuple[Any, ...]]:
-    for call, cs in zip(traj.calls, ts.calls, strict=True):
-        err = call.error
-        schema = cs.schema_error
-        yield (
-            next(ids), trajectory_id, run_id, cs.index, call.name, to_json(call.arguments), call.raw_arguments,
-            call.observation, None if err is None else err.kind, None if err is None else err.message,
-            bool(err and err.injected), cs.exists, None if schema is None else schema.field,
-            None if schema is None else schema.message, cs.step, cs.expected_name, cs.selection_ok,
-            None if cs.mismatches is None else to_json([m.to_dict() for m in cs.mismatches]),
-            None if cs.dependency_violation is None else cs.dependency_violation[0], cs.forbidden,
-            None if cs.reaction is None else cs.reaction.reaction,
-            None if cs.reaction is None else cs.reaction.acceptable,
-        )
-
-
-def _detail(ts: TrajectoryScore, traj: Trajectory) -> dict[str, Any]:
-    detail = ts.summary()
-    if traj.stopped is not None:
-        detail["stopped"] = traj.stopped
-    return detail
-
-
-@dataclass(slots=True)
-class ScoredBatch:
-    """A batch scored and turned into rows before it has ids (so that it can be
-    built in another process): a row's ``id`` is its position in the batch,
-    ``trajectory_id`` the position of its trajectory, and ``run_id`` 0."""
-
-    keys: list[tuple[str, int, str]]
-    trajectories: list[tuple[Any, ...]]
-    calls: list[tuple[Any, ...]]
-    tags: list[tuple[Any, ...]]
-    counters: list[tuple[str, str, str, str, int]]
-
-
-def score_batch(scorer: Scorer, trajectories: Sequence[Trajectory]) -> ScoredBatch:
-    """Score a batch and build its rows (no database work)."""
-    report = Report(keep_cases=False)
-    traj_rows: list[tuple[Any, ...]] = []
-    call_rows: list[tuple[Any, ...]] = []
-    tag_rows: list[tuple[Any, ...]] = []
-    call_ids = itertools.count()
-    for tid, t in enumerate(trajectories):
-        ts = scorer.score(t)
-        report.add(ts)
-        traj_rows.append((
-            tid, 0, t.case_id, t.trial, fault_key(t), None if t.fault is None else t.fault.step,
-            None if t.fault is None else t.fault.kind, ts.fault_kind, t.question, t.answer, t.reward,
-            to_json(t.state), None if ts.outcome is None else ts.outcome.outcome, ts.passed, to_json(ts.failures),
-            to_json(_detail(ts, t)), len(t.calls),
-        ))
-        call_rows.extend(_call_rows(t, ts, tid, 0, call_ids))
-        tag_rows.extend((tid, 0, "failure", f) for f in ts.failures)
-        missing = sorted({e for e, c in ts.confusion if c == "(missing)"})
-        tag_rows.extend((tid, 0, "missing", m) for m in missing)
-    keys = [(t.case_id, t.trial, fault_key(t)) for t in trajectories]
-    return ScoredBatch(keys, traj_rows, call_rows, tag_rows, list(report.counters()))
-
-
 def _first_stored(session: Session, run_id: int, keys: Sequence[tuple[str, int, str]]) -> Any:
     """The first of these (case, trial, fault) keys that the run holds already, or None."""
     conn = session.connection()
@@ -287,7 +208,7 @@ def _first_stored(session: Session, run_id: int, keys: Sequence[tuple[str, int, 
     ).first()
 
 
-def add_trajectories(session: Session, *, run: Run, scorer: Scorer, trajectories: Sequence[Trajectory],
+def add_trajectories(session: Session, *, run: Run, scorer: TrajectoryScorer, trajectories: Sequence[Trajectory],
                      scored: ScoredBatch | None = None) -> int:
     """Score and store a batch in the caller's transaction; returns the number
     of calls stored. Raises Conflict for a finished run or a trajectory stored

@@ -4,7 +4,7 @@
 writing rows. On a machine with two cores a worker process reads the file,
 skips the lines the check pass refuses (same rules: not a record, stored
 already, a repeated key), scores the rest and builds their rows
-(``ingest.score_batch``), and hands over one batch at a time through a small
+(``rows.score_batch``), and hands over one batch at a time through a small
 bounded queue, so memory stays flat. The importing process still stores each
 batch in its own transaction, in file order, with its ids given at insert
 time: what ends up in the store is what the single-process path stores.
@@ -24,7 +24,7 @@ from app.core.errors import InvalidTrajectory
 from app.core.records import Trajectory, parse_line
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
-from app.store import ingest
+from app.store import rows
 
 _QUEUE_BATCHES = 4  # batches in flight: bounds the memory the pipeline holds
 
@@ -45,7 +45,7 @@ def good_lines(path: Path, stored: set[tuple[str, int, str]],
                 if bad is not None:
                     bad.append(number)
                 continue
-            key = (traj.case_id, traj.trial, ingest.fault_key(traj))
+            key = (traj.case_id, traj.trial, rows.fault_key(traj))
             if key in stored or key in seen:
                 if bad is not None:
                     bad.append(number)
@@ -78,10 +78,10 @@ def _work(path: str, document: dict[str, Any], suite_source: str, stored: set[tu
             pending.append(traj)
             lines.append(number)
             if len(pending) >= batch:
-                put(("batch", lines, ingest.score_batch(scorer, pending)))
+                put(("batch", lines, rows.score_batch(scorer, pending)))
                 pending, lines = [], []
         if pending:
-            put(("batch", lines, ingest.score_batch(scorer, pending)))
+            put(("batch", lines, rows.score_batch(scorer, pending)))
         put(("done", bad, None))
     except SystemExit:
         raise
@@ -102,7 +102,7 @@ class ScoringPipeline:
                                                          self._queue, os.getpid()), daemon=True)
         self._process.start()
 
-    def batches(self, skip: set[int]) -> Iterator[tuple[list[int], ingest.ScoredBatch]]:
+    def batches(self, skip: set[int]) -> Iterator[tuple[list[int], rows.ScoredBatch]]:
         """The scored batches in file order. ``skip`` is what the check pass
         refused: the worker must have refused the same lines, or the file
         changed while it was imported (an error, nothing more is stored)."""

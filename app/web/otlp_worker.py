@@ -4,7 +4,7 @@ Accepting spans (decoding, staging them durably) and turning traces into
 scored trajectories both cost CPU; in one process they share one core. On a
 machine with two cores or more the receiver hands each batch of ready traces
 to this worker, which builds the SPEC §5 records, scores them and builds
-their rows (``ingest.score_batch``); the receiver only inserts. What ends up
+their rows (``rows.score_batch``); the receiver only inserts. What ends up
 in the store is what the in-process path stores: a batch the worker cannot
 do whole goes back to that path.
 """
@@ -25,7 +25,7 @@ from app.core.records import parse_record
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
 from app.importers.otel import Span, trajectory_record
-from app.store.ingest import ScoredBatch, score_batch
+from app.store.rows import ScoredBatch, score_batch
 
 MIN_TRACES = 50  # smaller batches are cheaper to score here than to ship to the worker
 

@@ -1,0 +1,115 @@
+"""A scored batch as database rows, built without a database (so that another process can build it).
+
+Kept free of SQLAlchemy: ``setup.py`` compiles it with the scoring path, since
+every stored call goes through it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from app.core.records import Trajectory
+from app.core.report import Report
+from app.core.scoring import TrajectoryScore
+
+
+class TrajectoryScorer(Protocol):
+    """What scores a trajectory: ``app.core.scoring.Scorer``, or a wrapper that remembers its scores."""
+
+    def score(self, traj: Trajectory) -> TrajectoryScore: ...
+
+
+def to_json(value: Any) -> str | None:
+    """JSON text for a JSON column (None stays SQL NULL)."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value).decode("utf-8")
+    except TypeError:  # integers beyond 64 bits, non-string keys
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def fault_key(traj: Trajectory) -> str:
+    """The declared fault as a key: one trajectory per case, trial and fault."""
+    return "" if traj.fault is None else f"{traj.fault.step}:{traj.fault.kind}"
+
+
+CALL_COLUMNS = (
+    "id", "trajectory_id", "run_id", "idx", "name", "arguments", "arguments_raw", "observation", "error_kind",
+    "error_message", "injected", "exists", "schema_field", "schema_message", "step", "expected_name",
+    "selection_ok", "mismatches", "dependency_before", "forbidden", "reaction", "reaction_ok",
+)
+TRAJECTORY_COLUMNS = (
+    "id", "run_id", "case_id", "trial", "fault_key", "fault_step", "fault_kind", "recovery_kind", "question",
+    "answer", "reward", "state", "outcome", "passed", "failures", "detail", "n_calls",
+)
+TAG_COLUMNS = ("trajectory_id", "run_id", "kind", "value")
+
+
+def _call_rows(traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id: int,
+               ids: Iterator[int]) -> Iterator[tuple[Any, ...]]:
+    for call, cs in zip(traj.calls, ts.calls, strict=True):
+        err = call.error
+        schema = cs.schema_error
+        yield (
+            next(ids), trajectory_id, run_id, cs.index, call.name, to_json(call.arguments), call.raw_arguments,
+            call.observation, None if err is None else err.kind, None if err is None else err.message,
+            bool(err and err.injected), cs.exists, None if schema is None else schema.field,
+            None if schema is None else schema.message, cs.step, cs.expected_name, cs.selection_ok,
+            None if cs.mismatches is None else to_json([m.to_dict() for m in cs.mismatches]),
+            None if cs.dependency_violation is None else cs.dependency_violation[0], cs.forbidden,
+            None if cs.reaction is None else cs.reaction.reaction,
+            None if cs.reaction is None else cs.reaction.acceptable,
+        )
+
+
+def _detail(ts: TrajectoryScore, traj: Trajectory) -> dict[str, Any]:
+    detail = ts.summary()
+    if traj.stopped is not None:
+        detail["stopped"] = traj.stopped
+    return detail
+
+
+@dataclass(slots=True)
+class ScoredBatch:
+    """A batch scored and turned into rows before it has ids (so that it can be
+    built in another process): a row's ``id`` is its position in the batch,
+    ``trajectory_id`` the position of its trajectory, and ``run_id`` 0."""
+
+    keys: list[tuple[str, int, str]]
+    trajectories: list[tuple[Any, ...]]
+    calls: list[tuple[Any, ...]]
+    tags: list[tuple[Any, ...]]
+    counters: list[tuple[str, str, str, str, int]]
+
+
+def score_batch(scorer: TrajectoryScorer, trajectories: Sequence[Trajectory]) -> ScoredBatch:
+    """Score a batch and build its rows (no database work)."""
+    report = Report(keep_cases=False)
+    traj_rows: list[tuple[Any, ...]] = []
+    call_rows: list[tuple[Any, ...]] = []
+    tag_rows: list[tuple[Any, ...]] = []
+    call_ids = itertools.count()
+    for tid, t in enumerate(trajectories):
+        ts = scorer.score(t)
+        report.add(ts)
+        traj_rows.append((
+            tid, 0, t.case_id, t.trial, fault_key(t), None if t.fault is None else t.fault.step,
+            None if t.fault is None else t.fault.kind, ts.fault_kind, t.question, t.answer, t.reward,
+            to_json(t.state), None if ts.outcome is None else ts.outcome.outcome, ts.passed, to_json(ts.failures),
+            to_json(_detail(ts, t)), len(t.calls),
+        ))
+        call_rows.extend(_call_rows(t, ts, tid, 0, call_ids))
+        tag_rows.extend((tid, 0, "failure", f) for f in ts.failures)
+        missing = sorted({e for e, c in ts.confusion if c == "(missing)"})
+        tag_rows.extend((tid, 0, "missing", m) for m in missing)
+    keys = [(t.case_id, t.trial, fault_key(t)) for t in trajectories]
+    return ScoredBatch(keys, traj_rows, call_rows, tag_rows, list(report.counters()))
+
+

@@ -54,7 +54,14 @@ def _openai(url: str, **kw: object) -> OpenAIChatAgent:
 def _run(agent: object, suite: Suite, case_id: str = "saldo-001", faults: FaultPlan | None = None) -> Trajectory:
     case = suite.case(case_id)
     assert case is not None
-    return asyncio.run(arun_case(agent, suite, case, faults=faults))  # type: ignore[arg-type]
+
+    async def once() -> Trajectory:
+        try:
+            return await arun_case(agent, suite, case, faults=faults)  # type: ignore[arg-type]
+        finally:
+            await agent.aclose()  # type: ignore[attr-defined]  # as the runner does at the end of a run
+
+    return asyncio.run(once())
 
 
 def test_openai_tool_loop_sends_the_toolset_as_declared_and_records_every_call(fake, suite) -> None:
@@ -215,3 +222,29 @@ def test_a_response_without_choices_is_an_endpoint_fault(fake, suite) -> None:
     agent = _openai(url)
     traj = _run(agent, suite)
     assert agent.retry.retries == 1 and traj.stopped is None and Scorer(suite).score(traj).passed
+
+
+def test_the_runner_and_run_case_close_the_sdk_connections(fake, suite, tmp_path) -> None:
+    """The aiohttp transport's session belongs to one event loop: whoever made the loop closes it."""
+    import gc
+    import warnings
+
+    from app.core.runner import run_case
+    from app.runner.session import RunRequest, run_agent
+    from app.settings import Settings
+
+    _, url = fake
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        agent = _openai(url)
+        case = suite.case("saldo-001")
+        assert case is not None
+        first, second = run_case(agent, suite, case), run_case(agent, suite, case)  # a new loop each time
+        assert first.answer == second.answer and agent._client is None
+        out = run_agent(Settings(database_url=f"sqlite:///{tmp_path}/r.db"),
+                        RunRequest(agent="openai", model="m", base_url=f"{url}/v1",
+                                   suite_path=EXAMPLES / "suite_v1.yaml", run_name="closed", concurrency=4))
+        assert out.summary.stored == len(suite.cases) and out.finished
+        gc.collect()
+    unclosed = [str(w.message) for w in caught if "nclosed" in str(w.message)]
+    assert unclosed == []

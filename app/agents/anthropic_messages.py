@@ -19,11 +19,13 @@ class AnthropicAgent(ModelAgent):
     max_tokens: int = 1024
     label: str = "anthropic"
     KEY_VARIABLE = "ANTHROPIC_API_KEY"
+    SDK_MODULES = ("anthropic", "aiohttp")
 
     def _make_client(self) -> Any:
-        from anthropic import AsyncAnthropic
+        from anthropic import AsyncAnthropic, DefaultAioHttpClient
 
-        return AsyncAnthropic(base_url=self.base_url, api_key=self.key(), timeout=self.timeout, max_retries=0)
+        return AsyncAnthropic(base_url=self.base_url, api_key=self.key(), timeout=self.timeout, max_retries=0,
+                              http_client=DefaultAioHttpClient(timeout=self.timeout))  # cheaper per request
 
     async def __call__(self, question: str, toolbox: Toolbox) -> str:
         from anthropic.types import Message as message_type

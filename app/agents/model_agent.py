@@ -1,11 +1,13 @@
 """What the model-endpoint agents share: the endpoint, the loop's limits,
-the retry policy, and one SDK client made on first use."""
+the retry policy, and one SDK client per event loop, made on first use."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from app.agents.retry import RetryPolicy
 
@@ -24,19 +26,34 @@ class ModelAgent:
     timeout: float = 60.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     _client: Any = field(default=None, init=False, repr=False)
+    _client_loop: Any = field(default=None, init=False, repr=False)
 
     KEY_VARIABLE = ""  # the environment variable holding the API key
+    SDK_MODULES: ClassVar[tuple[str, ...]] = ()  # what the client needs, imported by preload()
 
     def key(self) -> str:
         """The key given, else the environment's; local servers accept any key."""
         return self.api_key or os.environ.get(self.KEY_VARIABLE, "") or "not-needed"
 
     def client(self) -> Any:
-        """The SDK client (the SDK's own retries off: ours count them and keep
-        them apart from injected tool faults)."""
-        if self._client is None:
-            self._client = self._make_client()
+        """The SDK client of the running event loop (the SDK's own retries off:
+        ours count them and keep them apart from injected tool faults). Its
+        connections belong to one loop, so another loop gets a new client."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self._client, self._client_loop = self._make_client(), loop
         return self._client
+
+    def preload(self) -> None:
+        """Import the SDK ahead of the run's clock (the client itself belongs to the run's event loop)."""
+        for module in self.SDK_MODULES:
+            importlib.import_module(module)
+
+    async def aclose(self) -> None:
+        """Close the client's connections (in the loop that made it); the runner calls it at the end."""
+        client, self._client, self._client_loop = self._client, None, None
+        if client is not None:
+            await client.close()
 
     def _make_client(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -37,19 +37,24 @@ async def _judge_run(grader: Any, sessions: Any, run_id: int, relabel: bool, con
     from app.store.labels import set_label, to_judge
 
     judged = unreadable = last = 0
-    while True:
-        with session_scope(sessions) as session:
-            chunk = to_judge(session, run_id, relabel=relabel, after_id=last, limit=CHUNK)
-        if not chunk:
-            return judged, unreadable
-        last = chunk[-1][0]
-        verdicts = await _classify(grader, chunk, concurrency)
-        with session_scope(sessions, write=True) as session:
-            for tid, verdict in verdicts:
-                if verdict is not None:
-                    set_label(session, tid, source="judge", label=verdict[0], author=model, reason=verdict[1])
-        judged += sum(1 for _, v in verdicts if v is not None)
-        unreadable += sum(1 for _, v in verdicts if v is None)
+    try:
+        while True:
+            with session_scope(sessions) as session:
+                chunk = to_judge(session, run_id, relabel=relabel, after_id=last, limit=CHUNK)
+            if not chunk:
+                return judged, unreadable
+            last = chunk[-1][0]
+            verdicts = await _classify(grader, chunk, concurrency)
+            with session_scope(sessions, write=True) as session:
+                for tid, verdict in verdicts:
+                    if verdict is not None:
+                        set_label(session, tid, source="judge", label=verdict[0], author=model, reason=verdict[1])
+            judged += sum(1 for _, v in verdicts if v is not None)
+            unreadable += sum(1 for _, v in verdicts if v is None)
+    finally:
+        close = getattr(grader, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def register(cli: typer.Typer) -> None:

@@ -117,16 +117,22 @@ async def arun_case(
 def run_case(
     agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, trial: int = 0, faults: FaultPlan | None = None
 ) -> Trajectory:
-    """Run one case once, synchronously (an async agent gets its own loop)."""
+    """Run one case once, synchronously (an async agent gets its own loop, and
+    its ``aclose()``, when it has one, before that loop ends)."""
     router = _router(suite, case, faults)
     answer = agent(case.question, Toolbox(router))
     if inspect.isawaitable(answer):
-        answer = asyncio.run(_await(answer))
+        answer = asyncio.run(_await(answer, agent))
     return _finish(case, trial, router, answer, faults)
 
 
-async def _await(value: Awaitable[Any]) -> Any:
-    return await value
+async def _await(value: Awaitable[Any], agent: Any) -> Any:
+    try:
+        return await value
+    finally:
+        close = getattr(agent, "aclose", None)
+        if close is not None and inspect.iscoroutinefunction(close):
+            await close()
 
 
 def sweep_plans(case: Case, kind: str = "http_503", *, clear_on_retry: bool = False) -> list[FaultPlan]:

@@ -10,8 +10,9 @@ endpoint that refuses the request (a bad key, an unknown model) stops the run.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -143,10 +144,14 @@ async def execute(
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=width + 1))
     queue: asyncio.Queue[tuple[WorkItem, Trajectory | InfrastructureError] | None] = asyncio.Queue(2 * width)
     pending: Iterator[WorkItem] = iter(items)
+    closers: dict[int, Callable[[], Awaitable[None]]] = {}  # agents with connections to close at the end
 
     async def work() -> None:
         for item in pending:  # workers share one iterator: each item runs once
             agent = factory.for_case(item.case, item.trial, item.variant)
+            close = getattr(agent, "aclose", None)
+            if close is not None and inspect.iscoroutinefunction(close):
+                closers.setdefault(id(agent), close)
             try:
                 result: Trajectory | InfrastructureError = await arun_case(
                     agent, suite, item.case, trial=item.trial, faults=item.faults, record_crash=True)
@@ -191,4 +196,5 @@ async def execute(
             await queue.put(None)  # the writer stores what is queued, then stops
             await asyncio.shield(writer_task)
         summary.ended = time.monotonic()
+        await asyncio.gather(*(close() for close in closers.values()), return_exceptions=True)
     return summary

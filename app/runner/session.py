@@ -100,7 +100,7 @@ def build_factory(request: RunRequest, suite: Suite) -> AgentFactory:
         agent = cls(model=request.model, base_url=request.base_url, system=request.system,
                     max_steps=request.max_steps, temperature=request.temperature, timeout=request.timeout,
                     retry=retry)
-        agent.client()  # the SDK is imported and the connection pool made before the clock starts
+        agent.preload()  # the SDK is imported before the clock starts
         return SameAgent(agent, kind)
     return SameAgent(load_callable(kind), kind)
 

@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
@@ -101,6 +105,11 @@ class Rate:
         return (f"{self.calls / self.wall:>10,.0f} calls/s  (wall {self.wall:.2f}s; cpu {self.cpu:.2f}s = "
                 f"{self.calls / self.cpu:,.0f} calls per cpu second{child})")
 
+    def as_server(self) -> str:
+        """For a server measured from outside: ``cpu`` is the server's, ``child_cpu`` the client's."""
+        return (f"{self.calls / self.wall:>10,.0f} calls/s  (wall {self.wall:.2f}s; server cpu {self.cpu:.2f}s = "
+                f"{self.calls / self.cpu:,.0f} calls per cpu second, client {self.child_cpu:.2f}s)")
+
 
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -130,6 +139,53 @@ def bench_api(url: str, suite: Path, traj: Path, calls: int, batch: int = 500) -
             assert r.status_code == 200, r.text
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     return Rate(calls, elapsed, cpu)
+
+
+def bench_api_http(url: str, suite: Path, traj: Path, calls: int, batch: int = 500) -> Rate:
+    """The same batches over real HTTP to ``toollens serve`` in its own process, as a
+    deployment runs; the client sends bodies it encoded before the clock starts."""
+    port = _free_port()
+    env = {**os.environ, "TOOLLENS_DATABASE_URL": url}
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=120) as client:
+            for _ in range(200):
+                try:
+                    client.get("/api/health")
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            document = json.loads(suite.read_text())
+            run = client.post("/api/runs", json={"name": "api-http", "suite": document}).json()["id"]
+            lines = traj.read_text(encoding="utf-8").splitlines()
+            bodies = [b'{"trajectories":[' + ",".join(lines[i:i + batch]).encode() + b"]}"
+                      for i in range(0, len(lines), batch)]
+            headers = {"content-type": "application/json"}
+            server_cpu = _process_cpu(server.pid)
+            start, cpu = time.perf_counter(), time.process_time()
+            for body in bodies:
+                r = client.post(f"/api/runs/{run}/trajectories", content=body, headers=headers)
+                assert r.status_code == 200, r.text
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+            server_cpu = _process_cpu(server.pid) - server_cpu
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    return Rate(calls, elapsed, server_cpu, cpu)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of another process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bench_database(name: str, database: Callable[[], Any], suite: Path, traj: Path, calls: int, repeat: int,
@@ -203,7 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for _ in range(args.repeat):
                     with sqlite_db(folder) as url:
                         runs.append(bench_api(url, suite, traj, calls))
-                print(f"api     sqlite     {best(runs)}  (batches of 500; target 20,000)")
+                print(f"api     sqlite     {best(runs)}  (in-process TestClient, encoding included; batches of 500)")
+                runs = []
+                for _ in range(args.repeat):
+                    with sqlite_db(folder) as url:
+                        runs.append(bench_api_http(url, suite, traj, calls))
+                print(f"api     sqlite     {best(runs).as_server()}  (HTTP to `toollens serve`; target 20,000)")
     return 0
 
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Select, delete, select, tuple_
+from sqlalchemy import Select, delete, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -200,11 +200,15 @@ def _first_stored(session: Session, run_id: int, keys: Sequence[tuple[str, int, 
             "ON t.run_id = ? AND t.case_id = k.column1 AND t.trial = k.column2 AND t.fault_key = k.column3 "
             "ORDER BY t.case_id, t.trial, t.fault_key LIMIT 1",
             (*itertools.chain.from_iterable(keys), run_id)).first()
-    return session.execute(
-        select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key).where(
-            TrajectoryRow.run_id == run_id,
-            tuple_(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key).in_(keys),
-        )
+    # One probe of the unique index per key (LATERAL … LIMIT 1): a row-value IN list, or a
+    # join the planner may turn into a hash join, scans all of the run's trajectories for every
+    # batch while the table has no statistics yet (quadratic in the run: minutes at 10^6 calls).
+    return conn.execute(
+        text("SELECT k.case_id, k.trial, k.fault_key FROM unnest(CAST(:cases AS text[]), CAST(:trials AS int[]), "
+             "CAST(:faults AS text[])) AS k(case_id, trial, fault_key) CROSS JOIN LATERAL (SELECT 1 FROM trajectories "
+             "AS t WHERE t.run_id = :run AND t.case_id = k.case_id AND t.trial = k.trial AND t.fault_key = k.fault_key "
+             "LIMIT 1) AS hit ORDER BY k.case_id, k.trial, k.fault_key LIMIT 1"),
+        {"cases": [k[0] for k in keys], "trials": [k[1] for k in keys], "faults": [k[2] for k in keys], "run": run_id},
     ).first()
 
 

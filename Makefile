@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-# The modules setup.py compiles with mypyc: a change to one of them rebuilds the install.
-COMPILED := $(shell sed -n 's/^    "\(app\/[a-z_/]*\.py\)",.*$$/\1/p' setup.py)
+# The modules setup.py compiles with mypyc, and the core whose types they were compiled
+# against: a change to one of them rebuilds the install.
+COMPILED := $(shell sed -n 's/^    "\(app\/[a-z_/]*\.py\)",.*$$/\1/p' setup.py) $(wildcard app/core/*.py)
 
 .PHONY: demo test lint bench build clean
 
@@ -30,4 +31,5 @@ bench: $(BIN)/.installed
 	$(BIN)/python bench/score_bench.py
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache app/core/*.so
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache
+	find app -name '*.so' -delete

@@ -248,3 +248,23 @@ def test_the_runner_and_run_case_close_the_sdk_connections(fake, suite, tmp_path
         gc.collect()
     unclosed = [str(w.message) for w in caught if "nclosed" in str(w.message)]
     assert unclosed == []
+
+
+def test_chat_answers_are_read_as_the_sdk_read_them() -> None:
+    """The OpenAI agent reads the answer bytes itself: a BOM, a lone surrogate escape and text
+    parts still read; a tool call without a function name is the endpoint's fault (retried)."""
+    from app.agents.openai_chat import first_message, message_text, tool_calls
+    from app.agents.retry import MalformedResponse
+
+    body = json.dumps({"choices": [{"message": {"content": "saldo \ud83d", "tool_calls": None}}]})
+    assert message_text(first_message(b"\xef\xbb\xbf" + body.encode())["content"]) == "saldo \ud83d"
+    parts = {"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "image"},
+                                                   {"type": "text", "text": "b"}]}}]}
+    assert message_text(first_message(json.dumps(parts).encode())["content"]) == "ab"
+    call = {"id": "c1", "type": "function", "function": {"name": "ver_saldo", "arguments": {"id": 1}}}
+    assert tool_calls({"tool_calls": [call, {"type": "custom", "custom": {}}]}) == [("c1", "ver_saldo", {"id": 1})]
+    with pytest.raises(MalformedResponse, match="without a function name"):
+        tool_calls({"tool_calls": [{"id": "c2", "function": {"arguments": "{}"}}]})
+    for bad in (b"", b"<html>", b'{"choices": []}', b'{"choices": [{"message": null}]}', b"[1]"):
+        with pytest.raises(MalformedResponse):
+            first_message(bad)

@@ -45,9 +45,11 @@ class ModelAgent:
         return self._client
 
     def preload(self) -> None:
-        """Import the SDK ahead of the run's clock (the client itself belongs to the run's event loop)."""
+        """Import the SDK and build a client once, ahead of the run's clock, so that a setting
+        the SDK refuses stops the run before it starts (the client a run uses belongs to its loop)."""
         for module in self.SDK_MODULES:
             importlib.import_module(module)
+        self._make_client()
 
     async def aclose(self) -> None:
         """Close the client's connections (in the loop that made it); the runner calls it at the end."""

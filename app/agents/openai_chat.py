@@ -10,6 +10,7 @@ model turns and records ``step_limit``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ class OpenAIChatAgent(ModelAgent):
 
             message = await self.retry.run(request)
             content = message.get("content")
-            last_text = content if isinstance(content, str) else ""
+            last_text = message_text(content)
             calls = tool_calls(message)
             if not calls:
                 return last_text
@@ -70,12 +71,31 @@ class OpenAIChatAgent(ModelAgent):
         return last_text
 
 
+def _decode(raw: bytes) -> Any:
+    """JSON as the SDK would read it (a BOM, lone surrogate escapes), fast when it is plain."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError):
+        raise MalformedResponse("the endpoint answered with text that is not JSON") from None
+
+
+def message_text(content: Any) -> str:
+    """A message's text: a string, or the text parts some OpenAI-compatible servers send as a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content
+                       if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str))
+    return ""
+
+
 def first_message(raw: bytes) -> dict[str, Any]:
     """The first choice's message of a chat-completions answer, or MalformedResponse."""
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise MalformedResponse("the endpoint answered with text that is not JSON") from None
+    data = _decode(raw)
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or not choices:
         raise MalformedResponse("the endpoint answered without choices")
@@ -92,7 +112,9 @@ def tool_calls(message: dict[str, Any]) -> list[tuple[str, str, Any]]:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
             name = function.get("name")
-            out.append((str(call.get("id") or ""), name if isinstance(name, str) else "", function.get("arguments")))
+            if not isinstance(name, str) or not name:
+                raise MalformedResponse("the endpoint answered with a tool call without a function name")
+            out.append((str(call.get("id") or ""), name, function.get("arguments")))
     return out
 
 

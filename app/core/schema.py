@@ -514,6 +514,52 @@ def _uses_only_supported(schema: Any, depth: int = 0) -> bool:
     return True
 
 
+def _same_level_refs(schema: Any) -> list[str]:
+    """The $refs a schema applies to the same value (directly or through allOf/anyOf/oneOf)."""
+    found: list[str] = []
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        if isinstance(node.get("$ref"), str):
+            found.append(node["$ref"])
+        for key in ("allOf", "anyOf", "oneOf"):
+            if isinstance(node.get(key), list):
+                stack.extend(node[key])
+    return found
+
+
+def _ref_loop(compiler: _Compiler) -> str | None:
+    """A $ref that reaches itself without a step into the value (properties, items…), or None.
+    Such a schema would check one value forever: rejected when the tool is loaded, not met
+    as a crash (compiled code has no recursion limit) when a call comes."""
+    edges = {ref: _same_level_refs(compiler.resolve(ref)) for ref in {"#", *compiler.refs}}
+    done: set[str] = set()
+    for start in sorted(edges):
+        path: list[str] = []
+        on_path: set[str] = set()
+        stack: list[tuple[str, int]] = [(start, 0)]
+        while stack:
+            ref, i = stack.pop()
+            if i == 0:
+                if ref in on_path:
+                    return ref
+                if ref in done:
+                    continue
+                path.append(ref)
+                on_path.add(ref)
+            nexts = edges[ref] if ref in edges else _same_level_refs(compiler.resolve(ref))
+            if i < len(nexts):
+                stack.append((ref, i + 1))
+                stack.append((nexts[i], 0))
+            else:
+                path.pop()
+                on_path.discard(ref)
+                done.add(ref)
+    return None
+
+
 class ArgumentValidator:
     """Validates one tool's arguments against its JSON Schema, strictly."""
 
@@ -526,6 +572,10 @@ class ArgumentValidator:
                 compiler = _Compiler(schema)
                 self._check: Check = compiler.compile(schema)
                 self._recursive = bool(compiler.refs)
+                loop = _ref_loop(compiler) if compiler.refs else None
+                if loop is not None:
+                    raise ToolSpecError(f"$ref {loop!r} leads back to itself without going into the value: "
+                                        "checking it would never end")
             else:
                 self._check = _library_check(schema)
         except re.error as exc:

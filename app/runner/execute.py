@@ -192,9 +192,11 @@ async def execute(
         await asyncio.gather(*workers, return_exceptions=True)
         if not group.done():
             group.cancel()
-        if not writer_task.done():
-            await queue.put(None)  # the writer stores what is queued, then stops
-            await asyncio.shield(writer_task)
-        summary.ended = time.monotonic()
-        await asyncio.gather(*(close() for close in closers.values()), return_exceptions=True)
+        try:
+            if not writer_task.done():
+                await queue.put(None)  # the writer stores what is queued, then stops
+                await asyncio.shield(writer_task)
+            summary.ended = time.monotonic()
+        finally:
+            await asyncio.gather(*(close() for close in closers.values()), return_exceptions=True)
     return summary

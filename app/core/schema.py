@@ -534,12 +534,12 @@ def _ref_loop(compiler: _Compiler) -> str | None:
     """A $ref that reaches itself without a step into the value (properties, items…), or None.
     Such a schema would check one value forever: rejected when the tool is loaded, not met
     as a crash (compiled code has no recursion limit) when a call comes."""
+    # every $ref met while compiling is in compiler.refs, so every edge ends at a key
     edges = {ref: _same_level_refs(compiler.resolve(ref)) for ref in {"#", *compiler.refs}}
     done: set[str] = set()
     for start in sorted(edges):
-        path: list[str] = []
         on_path: set[str] = set()
-        stack: list[tuple[str, int]] = [(start, 0)]
+        stack: list[tuple[str, int]] = [(start, 0)]  # (ref, index of its next edge): an iterative DFS
         while stack:
             ref, i = stack.pop()
             if i == 0:
@@ -547,14 +547,11 @@ def _ref_loop(compiler: _Compiler) -> str | None:
                     return ref
                 if ref in done:
                     continue
-                path.append(ref)
                 on_path.add(ref)
-            nexts = edges[ref] if ref in edges else _same_level_refs(compiler.resolve(ref))
+            nexts = edges.get(ref, [])
             if i < len(nexts):
-                stack.append((ref, i + 1))
-                stack.append((nexts[i], 0))
+                stack += [(ref, i + 1), (nexts[i], 0)]
             else:
-                path.pop()
                 on_path.discard(ref)
                 done.add(ref)
     return None

@@ -156,3 +156,62 @@ def test_recursive_schemas_that_go_into_the_value_still_load() -> None:
     assert validator.validate({"name": "a", "children": [{"name": "b", "children": []}]}) is None
     violation = validator.validate({"name": "a", "children": [{"children": []}]})
     assert violation is not None and "name" in violation.message
+
+
+# -- the OTLP receiver's span decoding (app.importers.otel), compiled as well ----------------------
+
+OTEL_PROBE = (
+    "import json, sys\n"
+    "from app import buildinfo\n"
+    "from app.importers import otel\n"
+    "staged = otel.staged_spans_from_protobuf(open(sys.argv[1], 'rb').read())\n"
+    "spans = [otel.span_from_staged(s.text) for s in staged]\n"
+    "assert spans == otel.spans_from_json(json.load(open(sys.argv[2])))  # the same request as OTLP/JSON\n"
+    "print(json.dumps(buildinfo.compiled_modules()))\n"
+    "print(json.dumps([otel.trajectory_record(v, []) for v in otel.group_by_trace(spans).values()]))\n"
+)
+
+
+def _otel(request: Path, as_json: Path, *, pure: bool) -> tuple[list[str], str]:
+    env = {k: v for k, v in os.environ.items() if k != "TOOLLENS_PURE_PYTHON"}
+    if pure:
+        env["TOOLLENS_PURE_PYTHON"] = "1"
+    done = subprocess.run([sys.executable, "-c", OTEL_PROBE, str(request), str(as_json)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    first, rest = done.stdout.split("\n", 1)
+    return json.loads(first), rest
+
+
+def test_compiled_and_source_read_otlp_spans_alike(tmp_path: Path) -> None:
+    """The tau-bench sample replayed as GenAI spans (an OTLP protobuf request, and the same request as
+    OTLP/JSON): the staged spans decode to the same spans in both builds, and give the same records."""
+    _require_compiled()
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from app.importers.otel_replay import replay_openai_messages
+    from tests.test_import_converters import TAU
+
+    if not TAU.is_file():
+        pytest.skip(f"no tau-bench sample at {TAU}")
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer, clock = provider.get_tracer("test"), [1_700_000_000_000_000_000]
+    for r in json.loads(TAU.read_text()):
+        replay_openai_messages(tracer, r["traj"], clock=clock, attributes={
+            "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": int(r["trial"]),
+            "toollens.reward": r["reward"]})
+    request = encode_spans(memory.get_finished_spans())
+    (tmp_path / "request.pb").write_bytes(request.SerializeToString())
+    (tmp_path / "request.json").write_text(json.dumps(MessageToDict(request)))
+    compiled_names, compiled = _otel(tmp_path / "request.pb", tmp_path / "request.json", pure=False)
+    pure_names, pure = _otel(tmp_path / "request.pb", tmp_path / "request.json", pure=True)
+    assert "app.importers.otel" in compiled_names and pure_names == []
+    assert compiled == pure
+    records = json.loads(compiled)
+    assert len(records) == 100 and sum(len(r["calls"]) for r in records) == 621

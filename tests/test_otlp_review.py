@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.importers.otel import spans_from_json
+from app.importers.otel import StagedSpan, spans_from_json
 from app.settings import Settings
 from app.store.db import session_scope
 from app.store.ingest import delete_run
@@ -77,7 +77,8 @@ def test_a_resent_request_before_its_trace_is_stored_records_every_call_once(cli
 def test_the_store_drops_repeats_inside_one_buffered_trace(client: TestClient) -> None:
     """Spans recovered from staging (or given back after a failure) may repeat one another."""
     run_id = new_run(client, "otlp")
-    spans = spans_from_json(body(span(TRACE, "02", "01", 20, tool="ver_saldo"), span(TRACE, "01", "", 10)))
+    spans = [StagedSpan.of(s) for s in spans_from_json(body(span(TRACE, "02", "01", 20, tool="ver_saldo"),
+                                                            span(TRACE, "01", "", 10)))]
     r = receiver(client)
     r.accept(run_id, spans)
     (pending,) = r._pending.values()

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from app.importers import convert
 from app.importers.base import Options
-from app.importers.otel import Span, spans_from_protobuf
+from app.importers.otel import StagedSpan, span_from_staged, spans_from_protobuf, staged_spans_from_protobuf
 from app.importers.otel_replay import replay_openai_messages
 from app.settings import Settings
 from app.web.app import create_app
@@ -25,7 +25,7 @@ from tests.test_import_converters import SCHEMAS, TAU
 
 
 @pytest.fixture(scope="module")
-def tau() -> tuple[dict[str, Any], list[Span]]:
+def tau() -> tuple[dict[str, Any], list[StagedSpan]]:
     if not TAU.is_file():
         pytest.skip(f"no tau-bench sample at {TAU}")
     suite = convert("tau-bench", TAU, Options(tools=SCHEMAS)).suite
@@ -37,10 +37,46 @@ def tau() -> tuple[dict[str, Any], list[Span]]:
         replay_openai_messages(tracer, r["traj"], clock=clock, attributes={
             "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": int(r["trial"]),
             "toollens.reward": r["reward"]})
-    return suite, spans_from_protobuf(encode_spans(memory.get_finished_spans()).SerializeToString())
+    return suite, staged_spans_from_protobuf(encode_spans(memory.get_finished_spans()).SerializeToString())
 
 
-def _stored(db_url: str, suite: dict[str, Any], spans: list[Span], worker: bool) -> tuple[list[str], bool]:
+def test_a_staged_span_decodes_to_the_span_the_request_held() -> None:
+    """The receiver stages a protobuf span as its own encoding and decodes it
+    in the worker: every attribute kind, events and status come back as the
+    request's direct decoding gives them."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    root = spans.add(trace_id=bytes(range(16)), span_id=b"\x01" * 8, name="agent", start_time_unix_nano=10,
+                     end_time_unix_nano=2**63 + 5)
+    tool = spans.add(trace_id=bytes(range(16)), span_id=b"\x02" * 8, parent_span_id=b"\x01" * 8,
+                     name="execute_tool ver_saldo", start_time_unix_nano=11, end_time_unix_nano=12)
+    tool.status.code, tool.status.message = 2, "tool failed: ñandú"
+    for key, field, value in [("s", "string_value", "sí"), ("i", "int_value", -2**62), ("d", "double_value", 0.5),
+                              ("b", "bool_value", True), ("raw", "bytes_value", b"\x00\xff")]:
+        setattr(tool.attributes.add(key=key).value, field, value)
+    tool.attributes.add(key="list").value.array_value.values.add(string_value="a")
+    kv = tool.attributes.add(key="kv").value.kvlist_value.values.add(key="inner")
+    kv.value.int_value = 3
+    event = tool.events.add(name="exception")
+    event.attributes.add(key="exception.message").value.string_value = "boom"
+    root.attributes.add(key="toollens.case_id").value.string_value = "c-1"
+    body = request.SerializeToString()
+
+    staged, direct = staged_spans_from_protobuf(body), spans_from_protobuf(body)
+    assert [span_from_staged(s.text) for s in staged] == direct
+    assert [(s.trace_id, s.span_id, s.is_root) for s in staged] == [(d.trace_id, d.span_id, d.is_root) for d in direct]
+    assert direct[1].attributes == {"s": "sí", "i": -2**62, "d": 0.5, "b": True, "raw": "AP8=", "list": ["a"],
+                                    "kv": {"inner": 3}}
+    assert (direct[1].status_code, direct[1].events) == (2, [("exception", {"exception.message": "boom"})])
+    assert all(span_from_staged(StagedSpan.of(d).text) == d for d in direct)  # the JSON form (OTLP/JSON requests)
+    for damaged in ("pb:not base64!", "pb:" + "AAAA" * 3, "[1, 2]", "{}"):
+        with pytest.raises(ValueError):
+            span_from_staged(damaged)
+
+
+def _stored(db_url: str, suite: dict[str, Any], spans: list[StagedSpan], worker: bool) -> tuple[list[str], bool]:
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
         receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
@@ -56,7 +92,7 @@ def _stored(db_url: str, suite: dict[str, Any], spans: list[Span], worker: bool)
     return [*sorted(exported), json.dumps(figures, sort_keys=True)], used
 
 
-def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tuple[dict[str, Any], list[Span]],
+def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tuple[dict[str, Any], list[StagedSpan]],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     suite, spans = tau
     monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
@@ -69,7 +105,7 @@ def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tup
 
 
 
-def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any], list[Span]],
+def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any], list[StagedSpan]],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch it held is stored in-process, and the next batch gets a new worker."""
     suite, spans = tau

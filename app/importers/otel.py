@@ -18,6 +18,8 @@ request) and, for the live receiver, from OTLP/HTTP protobuf or JSON bodies.
 from __future__ import annotations
 
 import base64
+import binascii
+import functools
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
@@ -70,6 +72,56 @@ def span_to_json(span: Span) -> str:
 def span_from_json(text: str) -> Span:
     t, s, p, name, start, end, attributes, code, message, events = loads(text)
     return Span(t, s, p, name, start, end, attributes, code, message, [(e[0], e[1]) for e in events])
+
+
+PROTOBUF_TEXT = "pb:"  # a staged span in protobuf, base64: "pb:" + base64(Span.SerializeToString())
+
+
+@dataclass(slots=True)
+class StagedSpan:
+    """A span as the live receiver buffers it: the ids it is grouped and
+    recognised by, and its staged text, which is decoded into a ``Span`` only
+    when its trace is scored (by the receiver's worker process, as a rule).
+    The text is ``span_to_json`` or, for spans that came as protobuf, the
+    span's own protobuf encoding (``PROTOBUF_TEXT`` + base64)."""
+
+    trace_id: str
+    span_id: str
+    is_root: bool
+    text: str
+
+    @classmethod
+    def of(cls, span: Span) -> StagedSpan:
+        return cls(span.trace_id, span.span_id, span.is_root, span_to_json(span))
+
+    @classmethod
+    def from_text(cls, text: str) -> StagedSpan:
+        """A staged span read back (after a restart): decoded once for its ids."""
+        span = span_from_staged(text)
+        return cls(span.trace_id, span.span_id, span.is_root, text)
+
+
+def span_from_staged(text: str) -> Span:
+    """The span a ``StagedSpan.text`` holds; ValueError if it is not one."""
+    if not text.startswith(PROTOBUF_TEXT):
+        try:
+            return span_from_json(text)
+        except (TypeError, IndexError) as exc:
+            raise ValueError(f"not a staged span ({exc})") from None
+    pb_span, decode_error = _protobuf_span()
+    try:
+        return _span_from_pb(pb_span.FromString(binascii.a2b_base64(text[len(PROTOBUF_TEXT):])))
+    except (decode_error, binascii.Error) as exc:
+        raise ValueError(f"not a staged protobuf span ({exc})") from None
+
+
+@functools.cache
+def _protobuf_span() -> tuple[Any, type[Exception]]:
+    """The protobuf ``Span`` class and its decoding error (imported on first use)."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+
+    return PbSpan, DecodeError
 
 
 # -- reading OTLP ------------------------------------------------------------
@@ -199,16 +251,13 @@ def spans_from_json(request: Any) -> list[Span]:
     return out
 
 
+_PB_SCALARS = frozenset(("string_value", "int_value", "double_value", "bool_value"))
+
+
 def _pb_value(v: Any) -> Any:
     kind = v.WhichOneof("value")
-    if kind == "string_value":
-        return v.string_value
-    if kind == "int_value":
-        return v.int_value
-    if kind == "double_value":
-        return v.double_value
-    if kind == "bool_value":
-        return v.bool_value
+    if kind in _PB_SCALARS:
+        return getattr(v, kind)
     if kind == "array_value":
         return [_pb_value(x) for x in v.array_value.values]
     if kind == "kvlist_value":
@@ -218,9 +267,8 @@ def _pb_value(v: Any) -> Any:
     return None
 
 
-def spans_from_protobuf(body: bytes) -> list[Span]:
-    """The spans of an OTLP/HTTP protobuf ``ExportTraceServiceRequest``."""
-    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+def _export_request(body: bytes) -> Any:
+    from google.protobuf.message import DecodeError
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     request = ExportTraceServiceRequest()
@@ -228,19 +276,32 @@ def spans_from_protobuf(body: bytes) -> list[Span]:
         request.ParseFromString(body)
     except DecodeError as exc:
         raise ValueError(f"not an OTLP protobuf export request ({exc})") from None
-    out: list[Span] = []
-    append = out.append
-    for rs in request.resource_spans:
-        for ss in rs.scope_spans:
-            for s in ss.spans:
-                append(Span(
-                    s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(), s.name,
-                    s.start_time_unix_nano, s.end_time_unix_nano,
-                    {kv.key: _pb_value(kv.value) for kv in s.attributes},
-                    s.status.code, s.status.message,
-                    [(e.name, {kv.key: _pb_value(kv.value) for kv in e.attributes}) for e in s.events],
-                ))
-    return out
+    return request
+
+
+def _span_from_pb(s: Any) -> Span:
+    return Span(
+        s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(), s.name,
+        s.start_time_unix_nano, s.end_time_unix_nano,
+        {kv.key: _pb_value(kv.value) for kv in s.attributes},
+        s.status.code, s.status.message,
+        [(e.name, {kv.key: _pb_value(kv.value) for kv in e.attributes}) for e in s.events] if s.events else [],
+    )
+
+
+def spans_from_protobuf(body: bytes) -> list[Span]:
+    """The spans of an OTLP/HTTP protobuf ``ExportTraceServiceRequest``."""
+    return [_span_from_pb(s) for rs in _export_request(body).resource_spans for ss in rs.scope_spans
+            for s in ss.spans]
+
+
+def staged_spans_from_protobuf(body: bytes) -> list[StagedSpan]:
+    """The spans of a protobuf export request, as the receiver stages them:
+    each span's own encoding, decoded later (``span_from_staged``)."""
+    b64 = binascii.b2a_base64
+    return [StagedSpan(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id,
+                       PROTOBUF_TEXT + b64(s.SerializeToString(), newline=False).decode("ascii"))
+            for rs in _export_request(body).resource_spans for ss in rs.scope_spans for s in ss.spans]
 
 
 # -- spans -> trajectory ----------------------------------------------------------

@@ -41,7 +41,8 @@ def _ranges(ids: Sequence[int]) -> Iterator[tuple[int, int]]:
 def unstage(session: Session, ids: Sequence[int]) -> None:
     """Delete staged spans by id (in the caller's transaction)."""
     for lo, hi in _ranges(ids):
-        session.execute(delete(OtlpSpan).where(OtlpSpan.id.between(lo, hi)))
+        session.execute(delete(OtlpSpan).where(OtlpSpan.id.between(lo, hi)),
+                        execution_options={"synchronize_session": False})  # no ORM objects of it are loaded
 
 
 def staged(session: Session) -> Iterator[tuple[int, int, str]]:

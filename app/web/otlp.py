@@ -27,9 +27,10 @@ import logging
 import threading
 import time
 import zlib
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,11 +46,10 @@ from starlette.concurrency import run_in_threadpool
 from app.core.errors import InvalidTrajectory, ToolLensError
 from app.core.records import Trajectory, loads, parse_record
 from app.importers.otel import (
-    Span,
-    span_from_json,
-    span_to_json,
+    StagedSpan,
+    span_from_staged,
     spans_from_json,
-    spans_from_protobuf,
+    staged_spans_from_protobuf,
     trajectory_record,
 )
 from app.store import ingest
@@ -70,11 +70,12 @@ PROTOBUF = "application/x-protobuf"
 
 IN_FLIGHT_WAIT = 10.0  # seconds a ready trace waits at most for requests received meanwhile
 MAX_ATTEMPTS = 3  # a trace that fails to store this many times (database reachable) is rejected
+MAX_SCORING = 4  # chunks handed to the worker and not yet stored
 
 
 @dataclass
 class _Pending:
-    spans: list[Span] = field(default_factory=list)
+    spans: list[StagedSpan] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)  # their rows in the staging table
     span_ids: set[str] = field(default_factory=set)
     last_seen: float = 0.0
@@ -115,6 +116,8 @@ class OtlpReceiver:
         self._buffered = 0
         self._stored: OrderedDict[tuple[int, str], tuple[set[str], int]] = OrderedDict()  # span ids, flushes
         self._runs: dict[str, int] = {}
+        self._scoring: deque[_Flight] = deque()  # chunks handed to the worker, in order
+        self._flying: set[tuple[int, str]] = set()  # their traces: not taken again until stored
         self._away = False  # the database failed during this storing round
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -143,7 +146,7 @@ class OtlpReceiver:
                 raise Conflict(f"run {name!r} is finished: it takes no new trajectories")
             return found
 
-    def accept(self, run_id: int, spans: list[Span]) -> bool:
+    def accept(self, run_id: int, spans: list[StagedSpan]) -> bool:
         """Stage the spans (committed before the request is answered) and
         buffer them; False when the buffer is full (answer 503)."""
         valid = [s for s in spans if s.trace_id]  # a span without a trace id has no trace to go to
@@ -155,14 +158,14 @@ class OtlpReceiver:
         if not valid:
             return True
         with session_scope(self.sessions, write=True) as session:
-            ids = staging.stage(session, run_id, [span_to_json(s) for s in valid])
+            ids = staging.stage(session, run_id, [s.text for s in valid])
         self._unstage_repeats(self._buffer(run_id, valid, ids))
         with self._lock:
             self.stats.accepted_spans += len(valid)
         self._ensure_thread()
         return True
 
-    def _buffer(self, run_id: int, spans: list[Span], ids: list[int]) -> list[int]:
+    def _buffer(self, run_id: int, spans: list[StagedSpan], ids: list[int]) -> list[int]:
         """Buffer spans by trace; a span id already buffered for its trace (a
         resent request) is a repeat: returns the staged rows of the repeats."""
         now = time.monotonic()
@@ -193,12 +196,20 @@ class OtlpReceiver:
     def recover(self) -> int:
         """Buffer the spans a previous process staged and did not store
         (it stopped without storing them); returns how many."""
-        by_run: dict[int, tuple[list[Span], list[int]]] = {}
+        by_run: dict[int, tuple[list[StagedSpan], list[int]]] = {}
+        unreadable: list[int] = []
         with session_scope(self.sessions) as session:
             for i, run_id, text in staging.staged(session):
+                try:
+                    span = StagedSpan.from_text(text)
+                except ValueError as exc:
+                    log.warning("staged span %d cannot be read, dropped: %s", i, exc)
+                    unreadable.append(i)
+                    continue
                 spans, ids = by_run.setdefault(run_id, ([], []))
-                spans.append(span_from_json(text))
+                spans.append(span)
                 ids.append(i)
+        self._unstage_repeats(unreadable)
         for run_id, (spans, ids) in by_run.items():
             self._unstage_repeats(self._buffer(run_id, spans, ids))
         n = sum(len(ids) for _, ids in by_run.values())
@@ -218,7 +229,11 @@ class OtlpReceiver:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._stop.wait(min(self.settle / 5, 0.05) or 0.01)  # a trace is stored soon after it settles
+            pause = min(self.settle / 5, 0.05) or 0.01  # a trace is stored soon after it settles
+            if self._scoring:
+                self.wait_for_worker(pause)  # and a scored batch as soon as the worker is done
+            else:
+                self._stop.wait(pause)
             try:
                 self.store_ready()
             except Exception:  # the database is away: keep the spans, try again
@@ -249,9 +264,12 @@ class OtlpReceiver:
         with self._lock:
             # a request slower than IN_FLIGHT_WAIT (a client trickling its body) holds nothing back
             oldest = min((t for t in self._in_flight.values() if now - t < IN_FLIGHT_WAIT), default=now)
+            if not everything and len(self._scoring) >= MAX_SCORING:
+                return []  # the worker is behind: traces wait here, and make larger batches
             ready = [k for k, p in self._pending.items()
-                     if everything or (now - p.last_seen >= (self.settle if p.root else self.idle)
-                                       and oldest > p.last_seen)]
+                     if k not in self._flying
+                     and (everything or (now - p.last_seen >= (self.settle if p.root else self.idle)
+                                         and oldest > p.last_seen))]
             taken = [(k, self._pending.pop(k)) for k in ready]
         return taken
 
@@ -268,16 +286,43 @@ class OtlpReceiver:
 
     def store_ready(self, everything: bool = False) -> int:
         """Store the traces that are complete (all of them with
-        ``everything``); returns how many were stored."""
+        ``everything``); returns how many were stored by this call.
+
+        Batches handed to the worker process are stored when it has scored
+        them, by this call or a later one (``everything`` waits for all of
+        them), so that the worker scores while this thread inserts and new
+        traces are taken meanwhile."""
         with self._store_lock:
+            stored = self._land(wait=True) if everything else 0  # its traces may have more spans buffered
             taken = self._take(everything)
-            if not taken:
-                return 0
+            if taken:
+                try:
+                    stored += self._store(taken)
+                except BaseException:
+                    self._give_back([t for t in taken if t[0] not in self._flying])
+                    raise
+            return stored + self._land(wait=everything)
+
+    def _land(self, wait: bool) -> int:
+        """Store the batches the worker has scored, in the order they were
+        handed over (all of them, waiting for the worker, with ``wait``)."""
+        stored = 0
+        while self._scoring and (wait or self._scoring[0].future.done()):
+            flight = self._scoring.popleft()
             try:
-                return self._store(taken)
+                done = self._store_scored(flight)
+                stored += done if done is not None else self._store_items(flight.run_id, self._items(flight.chunk))
             except BaseException:
-                self._give_back(taken)
+                self._give_back([(f.key, f.pending) for f in flight.chunk])
                 raise
+            finally:
+                self._flying.difference_update(f.key for f in flight.chunk)
+        return stored
+
+    def wait_for_worker(self, timeout: float) -> None:
+        """Block until the oldest batch the worker holds is scored (or ``timeout``)."""
+        if self._scoring:
+            futures_wait([self._scoring[0].future], timeout=timeout)
 
     def _store(self, taken: list[tuple[tuple[int, str], _Pending]]) -> int:
         """Store the taken traces, run by run and batch by batch (a large batch
@@ -289,7 +334,7 @@ class OtlpReceiver:
         self._away = False
         for key, pending in taken:
             seen, flushes = self._stored.get(key, (set(), 0))
-            fresh: list[Span] = []
+            fresh: list[StagedSpan] = []
             here: set[str] = set()
             for s in pending.spans:  # not the spans stored already, nor a span twice
                 if s.span_id in seen or s.span_id in here:
@@ -309,15 +354,19 @@ class OtlpReceiver:
         with self._lock:
             self._buffered -= done_spans
             self.stats.duplicate_spans += repeats
-        stored = 0
+        in_process: list[tuple[int, list[_Fresh]]] = []
         for run_id, traces in by_run.items():
-            chunks = [traces[i:i + self.batch] for i in range(0, len(traces), self.batch)]
-            # every large chunk goes to the worker at once: it scores the next while this thread inserts
-            scoring = [self._submit(run_id, c) if len(c) >= MIN_TRACES else None for c in chunks]
-            for chunk, future in zip(chunks, scoring, strict=True):
-                done = None if future is None else self._store_scored(run_id, chunk, future)
-                stored += done if done is not None else self._store_items(run_id, self._items(chunk))
-        return stored
+            for i in range(0, len(traces), self.batch):
+                chunk = traces[i:i + self.batch]
+                # to the worker (a small chunk only when it runs already, started by a large one); stored
+                # when it is scored (``_land``), while this thread inserts and takes the next traces
+                flight = self._submit(run_id, chunk) if len(chunk) >= MIN_TRACES or self._worker is not None else None
+                if flight is None:
+                    in_process.append((run_id, chunk))
+                else:
+                    self._scoring.append(flight)
+                    self._flying.update(f.key for f in chunk)
+        return sum(self._store_items(run_id, self._items(chunk)) for run_id, chunk in in_process)
 
     def _items(self, chunk: list[_Fresh]) -> list[_Item]:
         """The chunk's trajectories, built here; a trace whose record cannot be
@@ -328,7 +377,7 @@ class OtlpReceiver:
         for f in chunk:
             notes: list[str] = []
             try:
-                record = trajectory_record(f.fresh, notes)
+                record = trajectory_record([span_from_staged(s.text) for s in f.fresh], notes)
                 if f.flushes:  # late spans of a stored trace: another trial of it
                     record["trial"] = int(record.get("trial") or 0) + f.flushes
                 traj = parse_record(record, source=f"trace {f.key[1]}")
@@ -348,7 +397,7 @@ class OtlpReceiver:
                 self._buffered -= done_spans
         return items
 
-    def _submit(self, run_id: int, chunk: list[_Fresh]) -> Future[WorkerResult] | None:
+    def _submit(self, run_id: int, chunk: list[_Fresh]) -> _Flight | None:
         """Hand a chunk to the worker process (started on first use); None when
         there is none, or the database is away."""
         if not self._use_worker or self._away:
@@ -359,27 +408,30 @@ class OtlpReceiver:
             with session_scope(self.sessions) as session:
                 run = ingest.get_run_row(session, run_id)
                 document = ingest.get_suite_row(session, run.suite_id).document
-            return self._worker.submit(document, [(f.fresh, f.flushes) for f in chunk])
+            worker = self._worker
+            future = worker.submit(document, [([s.text for s in f.fresh], f.flushes) for f in chunk])
+            return _Flight(run_id, chunk, future, worker)
         except Exception as exc:
             log.exception("the scoring worker cannot take a batch; storing in-process")
-            self._drop_broken(exc)
+            self._drop_broken(exc, self._worker)
             return None
 
-    def _drop_broken(self, exc: BaseException) -> None:
+    def _drop_broken(self, exc: BaseException, worker: ScoringWorker | None) -> None:
         """A worker process that died: the next large batch starts a new one."""
-        if isinstance(exc, BrokenProcessPool) and self._worker is not None:
+        if isinstance(exc, BrokenProcessPool) and worker is not None and self._worker is worker:
             self._worker.close()
             self._worker = None
 
-    def _store_scored(self, run_id: int, chunk: list[_Fresh], future: Future[WorkerResult]) -> int | None:
+    def _store_scored(self, flight: _Flight) -> int | None:
         """Store a chunk the worker scored, in one transaction; None when it
         could not do the chunk whole (the chunk then takes the in-process
         path, with its fallbacks)."""
+        run_id, chunk = flight.run_id, flight.chunk
         try:
-            result = future.result(timeout=120)
+            result = flight.future.result(timeout=120)
         except Exception as exc:
             log.exception("the scoring worker failed; storing in-process")
-            self._drop_broken(exc)
+            self._drop_broken(exc, flight.worker)
             return None
         if self._away or any(e is not None for e in result.errors):
             return None  # the in-process path counts and logs the unreadable traces
@@ -401,7 +453,7 @@ class OtlpReceiver:
                                                                                        strict=True)])
         return len(chunk)
 
-    def _mark_stored(self, stored: list[tuple[tuple[int, str], _Pending, list[Span], bool]]) -> None:
+    def _mark_stored(self, stored: list[tuple[tuple[int, str], _Pending, list[StagedSpan], bool]]) -> None:
         """Account for traces now in the store: spans no longer buffered, their
         span ids remembered (a resent span is a repeat), the counts."""
         with self._lock:
@@ -525,8 +577,18 @@ class _Fresh:
 
     key: tuple[int, str]
     pending: _Pending
-    fresh: list[Span]
+    fresh: list[StagedSpan]
     flushes: int
+
+
+@dataclass
+class _Flight:
+    """A chunk the worker process is scoring."""
+
+    run_id: int
+    chunk: list[_Fresh]
+    future: Future[WorkerResult]
+    worker: ScoringWorker
 
 
 @dataclass
@@ -535,7 +597,7 @@ class _Item:
 
     key: tuple[int, str]
     pending: _Pending
-    fresh: list[Span]
+    fresh: list[StagedSpan]
     trajectory: Trajectory
     repaired: bool
 
@@ -618,7 +680,8 @@ async def receive_traces(
         try:
             body = _decompress(body, request.headers.get("content-encoding", "").strip().lower(),
                                request.app.state.settings.max_body_bytes)
-            spans = spans_from_protobuf(body) if protobuf else spans_from_json(loads(body) if body else {})
+            spans = (staged_spans_from_protobuf(body) if protobuf
+                     else [StagedSpan.of(s) for s in spans_from_json(loads(body) if body else {})])
         except (ValueError, TypeError) as exc:
             return error_response(400, f"not an OTLP trace export: {exc}")
         try:
@@ -637,7 +700,7 @@ async def receive_traces(
     return Response(b"{}", media_type="application/json")
 
 
-def _take_in(receiver: OtlpReceiver, run_name: str, spans: list[Span]) -> bool:
+def _take_in(receiver: OtlpReceiver, run_name: str, spans: list[StagedSpan]) -> bool:
     run_id = receiver.run_id(run_name)
     return not spans or receiver.accept(run_id, spans)
 

@@ -24,7 +24,7 @@ from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
-from app.importers.otel import Span, trajectory_record
+from app.importers.otel import span_from_staged, trajectory_record
 from app.store.rows import ScoredBatch, score_batch
 
 MIN_TRACES = 50  # smaller batches are cheaper to score here than to ship to the worker
@@ -47,8 +47,9 @@ def digest(document: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def score_traces(key: str, document: dict[str, Any], traces: list[tuple[list[Span], int]]) -> WorkerResult:
-    """In the worker: (fresh spans, earlier flushes) per trace -> records -> scored rows."""
+def score_traces(key: str, document: dict[str, Any], traces: list[tuple[list[str], int]]) -> WorkerResult:
+    """In the worker: (staged texts of the fresh spans, earlier flushes) per
+    trace -> spans -> records -> scored rows."""
     scorer = _SCORERS.get(key)
     if scorer is None:
         scorer = _SCORERS[key] = Scorer(parse_suite(document, path="suite"))
@@ -60,7 +61,7 @@ def score_traces(key: str, document: dict[str, Any], traces: list[tuple[list[Spa
     for spans, flushes in traces:
         these: list[str] = []
         try:
-            record = trajectory_record(spans, these)
+            record = trajectory_record([span_from_staged(text) for text in spans], these)
             if flushes:  # late spans of a stored trace: another trial of it
                 record["trial"] = int(record.get("trial") or 0) + flushes
             trajectories.append(parse_record(record, source="trace"))
@@ -83,7 +84,7 @@ class ScoringWorker:
     def pays() -> bool:
         return (os.cpu_count() or 1) >= 2
 
-    def submit(self, document: dict[str, Any], traces: list[tuple[list[Span], int]]) -> Future[WorkerResult]:
+    def submit(self, document: dict[str, Any], traces: list[tuple[list[str], int]]) -> Future[WorkerResult]:
         return self._pool.submit(score_traces, digest(document), document, traces)
 
     def close(self) -> None:

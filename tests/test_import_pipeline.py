@@ -78,3 +78,56 @@ def test_pipelined_and_single_process_imports_store_the_same_rows(
     one, two = _rows(db_url, "one"), _rows(db_url, "two")
     assert one["trajectories"] and one["calls"] and one["counters"]
     assert one == two
+
+
+@pytest.mark.usefixtures("pipelined")
+def test_a_new_run_checked_while_stored_is_removed_when_a_late_line_is_bad(db_url: str, tmp_path: Path) -> None:
+    """A new run is checked by the worker while its batches are stored: a bad line after
+    several stored batches removes the run again, and the refusal names every bad line."""
+    lines = (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()
+    src = tmp_path / "late.jsonl"
+    src.write_text("\n".join([*lines, "{truncated", lines[3]]) + "\n")
+    args = ["import", str(src), "--suite", str(EXAMPLES / "suite_v1.yaml"), "--run", "late", "--batch", "5",
+            "--db", db_url]
+    r = runner.invoke(cli, args)
+    assert r.exit_code == 2
+    n = len(lines)
+    assert (f"2 bad lines, nothing stored (--skip-bad stores the rest): line {n + 1}: not valid JSON" in r.stderr
+            and f"line {n + 2}: same case, trial and fault as line 4" in r.stderr)
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM runs")).scalar_one() == 0
+        for table in ("trajectories", "calls", "trajectory_tags", "run_counters"):
+            assert conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one() == 0, table
+    engine.dispose()
+    r = runner.invoke(cli, [*args, "--skip-bad"])
+    assert r.exit_code == 0, r.output
+    assert f"stored {n} trajectories" in r.stderr and f"skipped {src}:{n + 1}: not valid JSON" in r.stderr
+
+
+@pytest.mark.usefixtures("pipelined")
+def test_a_run_created_by_another_writer_during_a_checked_later_import_is_not_touched(
+        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src, suite = EXAMPLES / "trajectories_v1.jsonl", str(EXAMPLES / "suite_v1.yaml")
+    real = pipeline.ScoringPipeline.__init__
+    raced: list[bool] = []
+
+    def meanwhile(self: pipeline.ScoringPipeline, *args: object, **kwargs: object) -> None:
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+        if raced:  # the other writer's own import
+            return
+        raced.append(True)
+        r = runner.invoke(cli, ["import", str(EXAMPLES / "trajectories_v2.jsonl"), "--suite",
+                                str(EXAMPLES / "suite_v2.yaml"), "--run", "race", "--keep-open", "--db", db_url])
+        assert r.exit_code == 0, r.output
+
+    monkeypatch.setattr(pipeline.ScoringPipeline, "__init__", meanwhile)
+    r = runner.invoke(cli, ["import", str(src), "--suite", suite, "--run", "race", "--db", db_url])
+    assert r.exit_code != 0
+    assert "was created by another writer during this import" in r.stderr
+    v2 = len((EXAMPLES / "trajectories_v2.jsonl").read_text().splitlines())
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM trajectories")).scalar_one() == v2
+        assert conn.execute(text("SELECT status FROM runs WHERE name = 'race'")).scalar_one() == "running"
+    engine.dispose()

@@ -134,3 +134,28 @@ def test_appending_checks_stored_keys_and_a_failed_import_leaves_nothing(
                             "--batch", "10", "--db", db_url])
     assert r.exit_code != 0
     assert count(db_url, TrajectoryRow) == 5  # only the first import's rows
+
+
+def test_sqlite_binds_none_and_bools_directly_and_stores_what_it_always_stored(tmp_path: Path) -> None:
+    """``make_engine`` registers adapters so sqlite3 skips its adapter search for None
+    and bools (``db.direct_sqlite_binding``); what lands in the file is unchanged:
+    NULL, integers 1 and 0, and an int subclass that is no bool still as an integer."""
+    import sqlite3
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'bind.db'}")
+    assert sqlite3.adapters[(type(None), sqlite3.PrepareProtocol)](None) is None
+    assert sqlite3.adapters[(bool, sqlite3.PrepareProtocol)](True) == 1
+
+    class Flag(int):
+        pass
+
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (a, b, c, d, e)")
+        conn.exec_driver_sql("INSERT INTO t VALUES (?, ?, ?, ?, ?)",
+                             [(None, True, False, Flag(7), "x"), (1.5, None, None, 2**62, None)])
+        rows = conn.exec_driver_sql(
+            "SELECT typeof(a), a, typeof(b), b, typeof(c), c, typeof(d), d, typeof(e), e FROM t ORDER BY rowid").all()
+    engine.dispose()
+    assert [tuple(r) for r in rows] == [
+        ("null", None, "integer", 1, "integer", 0, "integer", 7, "text", "x"),
+        ("real", 1.5, "null", None, "null", None, "integer", 2**62, "null", None)]

@@ -25,7 +25,13 @@ FAULT_KINDS = ("timeout", "http_429", "http_503", "http_500", "not_found", "malf
 TRANSIENT_KINDS = frozenset({"timeout", "http_429", "http_503"})
 
 
-@dataclass(slots=True)
+# The classes built once per call or per trajectory write their ``__init__``
+# out (``init=False``): compiled with mypyc, that one is native, where the one
+# ``dataclass`` generates stays interpreted and costs more than the rest of
+# building the object.
+
+
+@dataclass(slots=True, init=False)
 class CallError:
     """An error observation: injected by the fault plan or produced by the tool."""
 
@@ -33,11 +39,16 @@ class CallError:
     message: str = ""
     injected: bool = False
 
+    def __init__(self, kind: str, message: str = "", injected: bool = False) -> None:
+        self.kind = kind
+        self.message = message
+        self.injected = injected
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "message": self.message, "injected": self.injected}
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Call:
     """One executed call. ``arguments`` is a dict, or the raw text when the
     agent sent a JSON string that did not parse (a schema failure)."""
@@ -47,6 +58,14 @@ class Call:
     observation: str | None = None
     error: CallError | None = None
     raw_arguments: str | None = None  # the JSON string as sent, when it was one
+
+    def __init__(self, name: str, arguments: Any, observation: str | None = None, error: CallError | None = None,
+                 raw_arguments: str | None = None) -> None:
+        self.name = name
+        self.arguments = arguments
+        self.observation = observation
+        self.error = error
+        self.raw_arguments = raw_arguments
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,7 +87,7 @@ class Fault:
         return {"step": self.step, "kind": self.kind}
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Trajectory:
     """One agent run on one case (SPEC §5 trajectory record)."""
 
@@ -81,6 +100,19 @@ class Trajectory:
     reward: float | None = None
     state: dict[str, Any] | None = None
     stopped: str | None = None  # why the agent loop ended early, e.g. "step_limit" (an extension key)
+
+    def __init__(self, case_id: str, trial: int = 0, question: str = "", calls: list[Call] | None = None,
+                 answer: str = "", fault: Fault | None = None, reward: float | None = None,
+                 state: dict[str, Any] | None = None, stopped: str | None = None) -> None:
+        self.case_id = case_id
+        self.trial = trial
+        self.question = question
+        self.calls = [] if calls is None else calls
+        self.answer = answer
+        self.fault = fault
+        self.reward = reward
+        self.state = state
+        self.stopped = stopped
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -36,7 +36,7 @@ _COMPARISON_MEMO = 16_384  # compiled argument comparisons per scorer (one per e
 VALIDATION_KINDS = frozenset({"schema", "unknown_tool"})
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class CallScore:
     """What scoring found about one executed call."""
 
@@ -53,6 +53,26 @@ class CallScore:
     error_kind: str | None = None
     injected: bool = False
     reaction: Reaction | None = None
+
+    def __init__(self, index: int, name: str, exists: bool, schema_error: SchemaViolation | None = None,
+                 step: int | None = None, expected_name: str | None = None, selection_ok: bool | None = None,
+                 mismatches: list[Mismatch] | None = None, dependency_violation: tuple[str, str] | None = None,
+                 forbidden: bool = False, error_kind: str | None = None, injected: bool = False,
+                 reaction: Reaction | None = None) -> None:
+        # written out: compiled, a native __init__ (records.py says why)
+        self.index = index
+        self.name = name
+        self.exists = exists
+        self.schema_error = schema_error
+        self.step = step
+        self.expected_name = expected_name
+        self.selection_ok = selection_ok
+        self.mismatches = mismatches
+        self.dependency_violation = dependency_violation
+        self.forbidden = forbidden
+        self.error_kind = error_kind
+        self.injected = injected
+        self.reaction = reaction
 
     @property
     def schema_ok(self) -> bool:
@@ -80,7 +100,7 @@ class CallScore:
         }
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class TrajectoryScore:
     """Every figure of one trajectory; the aggregate is a sum of these."""
 
@@ -113,6 +133,46 @@ class TrajectoryScore:
     args_den: int = 0
     hallucinated_num: int = 0
     calls_total: int = 0
+
+    def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
+                 fault_kind: str | None = None, fault_step: int | None = None,
+                 missing_steps: list[int] | None = None, excused_steps: list[int] | None = None,
+                 confusion: list[tuple[str, str]] | None = None, pairs_checked: list[tuple[str, str]] | None = None,
+                 violations: list[tuple[str, str]] | None = None, outcome: OutcomeResult | None = None,
+                 final_state: dict[str, Any] | None = None, state_mismatches: list[dict[str, Any]] | None = None,
+                 failures: list[str] | None = None, passed: bool = True, reward: float | None = None,
+                 any_error: bool = False, selection_num: int = 0, selection_den: int = 0, recall_num: int = 0,
+                 recall_den: int = 0, schema_num: int = 0, schema_den: int = 0, args_num: int = 0, args_den: int = 0,
+                 hallucinated_num: int = 0, calls_total: int = 0) -> None:
+        # written out: compiled, a native __init__ (records.py says why)
+        self.case_id = case_id
+        self.trial = trial
+        self.has_reference = has_reference
+        self.calls = calls
+        self.fault_kind = fault_kind
+        self.fault_step = fault_step
+        self.missing_steps = [] if missing_steps is None else missing_steps
+        self.excused_steps = [] if excused_steps is None else excused_steps
+        self.confusion = [] if confusion is None else confusion
+        self.pairs_checked = [] if pairs_checked is None else pairs_checked
+        self.violations = [] if violations is None else violations
+        self.outcome = outcome
+        self.final_state = final_state
+        self.state_mismatches = [] if state_mismatches is None else state_mismatches
+        self.failures = [] if failures is None else failures
+        self.passed = passed
+        self.reward = reward
+        self.any_error = any_error
+        self.selection_num = selection_num
+        self.selection_den = selection_den
+        self.recall_num = recall_num
+        self.recall_den = recall_den
+        self.schema_num = schema_num
+        self.schema_den = schema_den
+        self.args_num = args_num
+        self.args_den = args_den
+        self.hallucinated_num = hallucinated_num
+        self.calls_total = calls_total
 
     def to_dict(self) -> dict[str, Any]:
         """The per-trajectory detail (what a timeline page shows)."""

@@ -3,6 +3,9 @@
 Import reads the file twice: a first pass checks every line (a file with bad
 lines stores nothing unless told to skip them), the second streams it in
 bounded batches, one transaction each. Memory does not grow with the file.
+A new run from a file large enough for the scoring worker (app.store.pipeline)
+is checked by that worker while it is stored, instead of first: a file with
+bad lines then removes the run again, and what ends up stored is the same.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from app.store import ingest, queries
 from app.store.db import check_schema, make_engine, make_sessionmaker, session_scope
 from app.store.errors import Conflict
 from app.store.models import Run
-from app.store.pipeline import ScoringPipeline, pipeline_pays
+from app.store.pipeline import ScoringPipeline, checked_lines, pipeline_pays
 
 
 @dataclass
@@ -46,27 +49,20 @@ def open_store(settings: Settings) -> Engine:
 
 def _check_lines(path: Path, stored: set[tuple[str, int, str]]) -> tuple[list[tuple[int, str]], int]:
     bad: list[tuple[int, str]] = []
-    seen: dict[tuple[str, int, str], int] = {}
     good = 0
-    with path.open("rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                traj = parse_line(line, index=number)
-            except InvalidTrajectory as exc:
-                bad.append((number, f"{exc.field}: {exc.detail}" if exc.field else exc.detail))
-                continue
-            key = (traj.case_id, traj.trial, ingest.fault_key(traj))
-            if key in stored:
-                bad.append((number, f"case {traj.case_id!r} trial {traj.trial} is stored already in this run"))
-                continue
-            if key in seen:
-                bad.append((number, f"same case, trial and fault as line {seen[key]}"))
-                continue
-            seen[key] = number
+    for number, traj, why in checked_lines(path, stored):
+        if traj is None:
+            bad.append((number, why))
+        else:
             good += 1
     return bad, good
+
+
+def _refusal(path: Path, bad: list[tuple[int, str]]) -> InvalidTrajectory:
+    shown = "; ".join(f"line {n}: {m}" for n, m in bad[:10])
+    more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
+    return InvalidTrajectory(f"{len(bad)} bad lines, nothing stored (--skip-bad stores the rest): {shown}{more}",
+                             source=str(path))
 
 
 Records = Callable[[], Iterable[tuple[int, Trajectory | InvalidTrajectory]]]
@@ -122,21 +118,27 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
             if existing is not None and existing.status == "finished":
                 raise Conflict(f"run {run_name!r} is finished: it takes no new trajectories")
             stored = ingest.stored_keys(session, existing.id) if existing is not None else set()
+        # A new run from a file worth a second process is checked while it is stored: the worker
+        # refuses the same lines a check pass would, and a file with bad lines removes the run again
+        # (unless --skip-bad). Appending to a run, or a converted source, is checked first.
+        checked_later = records is None and existing is None and pipeline_pays(path)
         if records is None and pipeline_pays(path):  # scoring starts while the lines are checked
-            scoring = ScoringPipeline(path, document, str(suite_path or path), stored, batch)
-        try:
+            scoring = ScoringPipeline(path, document, str(suite_path or path), stored, batch,
+                                      stop_at_bad=checked_later and not skip_bad)
+        bad: list[tuple[int, str]] = []
+        skip: set[int] | None = None
+        if not checked_later:
+            try:
+                if records is None:
+                    bad, _good = _check_lines(path, stored)
+                else:
+                    bad, skip = _check_records(records, stored)
+            except UnicodeDecodeError as exc:
+                raise InvalidTrajectory(f"not UTF-8 text ({exc.reason})", source=str(path)) from None
+            if bad and not skip_bad:
+                raise _refusal(path, bad)
             if records is None:
-                bad, _good = _check_lines(path, stored)
-            else:
-                bad, skip_at = _check_records(records, stored)
-        except UnicodeDecodeError as exc:
-            raise InvalidTrajectory(f"not UTF-8 text ({exc.reason})", source=str(path)) from None
-        if bad and not skip_bad:
-            shown = "; ".join(f"line {n}: {m}" for n, m in bad[:10])
-            more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
-            raise InvalidTrajectory(
-                f"{len(bad)} bad lines, nothing stored (--skip-bad stores the rest): {shown}{more}", source=str(path))
-        skip = {n for n, _ in bad} if records is None else skip_at
+                skip = {n for n, _ in bad}
         with session_scope(sessions, write=True) as session:
             suite_row = ingest.ensure_suite(session, document)
             run = session.scalar(select(Run).where(Run.name == run_name))
@@ -144,6 +146,9 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
             if run is None:
                 run = ingest.create_run(session, name=run_name, suite_row=suite_row, agent=agent, model=model,
                                         config={"source": path.name})
+            elif checked_later:
+                raise Conflict(f"run {run_name!r} was created by another writer during this import: import again "
+                               "to append to it")
             elif run.status == "finished":
                 raise Conflict(f"run {run_name!r} is finished: it takes no new trajectories")
             elif run.suite_id != suite_row.id:
@@ -154,6 +159,10 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
         scorer = Scorer(parse_suite(document, path=str(suite_path or path)))
         try:
             _stream(path, skip, batch, sessions, run_id, scorer, result, records, scoring)
+            if checked_later and scoring is not None:
+                result.skipped = scoring.refused
+                if scoring.refused and not skip_bad:
+                    raise _refusal(path, scoring.refused)
         except BaseException:
             if created:
                 with session_scope(sessions, write=True) as s:
@@ -169,8 +178,11 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
         engine.dispose()
 
 
-def _stream(path: Path, skip: set[int], batch: int, sessions: sessionmaker[Session], run_id: int, scorer: Scorer,
-            result: ImportResult, records: Records | None = None, scoring: ScoringPipeline | None = None) -> None:
+def _stream(path: Path, skip: set[int] | None, batch: int, sessions: sessionmaker[Session], run_id: int,
+            scorer: Scorer, result: ImportResult, records: Records | None = None,
+            scoring: ScoringPipeline | None = None) -> None:
+    """Store the file batch by batch; ``skip`` holds the lines (positions, for a
+    converted source) a check pass refused, None when none ran (the worker checks)."""
     pending: list[Trajectory] = []
     lines: list[int] = []
 
@@ -196,6 +208,7 @@ def _stream(path: Path, skip: set[int], batch: int, sessions: sessionmaker[Sessi
                 raise Conflict(f"{path}: lines {numbers[0]}-{numbers[-1]}: {exc}") from None
             result.trajectories += len(numbers)
         return
+    skip = skip or set()
     if records is not None:  # skip holds positions here
         for position, (number, traj) in enumerate(records()):
             if position in skip:

@@ -2,7 +2,7 @@
 
 ``toollens import`` spends about half its time parsing and scoring and half
 writing rows. On a machine with two cores a worker process reads the file,
-skips the lines the check pass refuses (same rules: not a record, stored
+skips the lines the import refuses (``checked_lines``: not a record, stored
 already, a repeated key), scores the rest and builds their rows
 (``rows.score_batch``), and hands over one batch at a time through a small
 bounded queue, so memory stays flat. The importing process still stores each
@@ -13,6 +13,7 @@ time: what ends up in the store is what the single-process path stores.
 from __future__ import annotations
 
 import gc
+import marshal
 import multiprocessing as mp
 import os
 import queue
@@ -29,11 +30,27 @@ from app.store import rows
 _QUEUE_BATCHES = 4  # batches in flight: bounds the memory the pipeline holds
 
 
-def good_lines(path: Path, stored: set[tuple[str, int, str]],
-               bad: list[int] | None = None) -> Iterator[tuple[int, Trajectory]]:
-    """The lines the import stores, with their records; the others go to ``bad``
-    (the check pass's rules, ``importer._check_lines``)."""
-    seen: set[tuple[str, int, str]] = set()
+def pack(batch: rows.ScoredBatch) -> bytes:
+    """A scored batch as it crosses to the importing process: its rows are plain
+    tuples of str, int, float, bool and None, which marshal writes in about half
+    the time pickle takes."""
+    return marshal.dumps((batch.keys, batch.trajectories, batch.calls, batch.tags, batch.counters))
+
+
+def unpack(data: bytes) -> rows.ScoredBatch:
+    keys, trajectories, calls, tags, counters = marshal.loads(data)
+    return rows.ScoredBatch(keys, trajectories, calls, tags, counters)
+
+
+Key = tuple[str, int, str]
+
+
+def checked_lines(path: Path, stored: set[Key]) -> Iterator[tuple[int, Trajectory | None, str]]:
+    """Every non-blank line of a trajectories file with the import's verdict:
+    ``(number, record, "")`` for a line it stores, ``(number, None, why)`` for
+    one it refuses (not a record, stored already in the run, or the same case,
+    trial and fault as an earlier line)."""
+    seen: dict[Key, int] = {}
     source = str(path)
     with path.open("rb") as fh:
         for number, line in enumerate(fh, start=1):
@@ -41,22 +58,25 @@ def good_lines(path: Path, stored: set[tuple[str, int, str]],
                 continue
             try:
                 traj = parse_line(line, index=number, source=source)
-            except InvalidTrajectory:
-                if bad is not None:
-                    bad.append(number)
+            except InvalidTrajectory as exc:
+                yield number, None, f"{exc.field}: {exc.detail}" if exc.field else exc.detail
                 continue
             key = (traj.case_id, traj.trial, rows.fault_key(traj))
-            if key in stored or key in seen:
-                if bad is not None:
-                    bad.append(number)
-                continue
-            seen.add(key)
-            yield number, traj
+            if key in stored:
+                yield number, None, f"case {traj.case_id!r} trial {traj.trial} is stored already in this run"
+            elif key in seen:
+                yield number, None, f"same case, trial and fault as line {seen[key]}"
+            else:
+                seen[key] = number
+                yield number, traj, ""
 
 
-def _work(path: str, document: dict[str, Any], suite_source: str, stored: set[tuple[str, int, str]], batch: int,
+def _work(path: str, document: dict[str, Any], suite_source: str, stored: set[Key], batch: int, stop_at_bad: bool,
           out: Any, parent: int) -> None:
-    """The worker: (line numbers, scored batch) items, then ("done", bad line numbers)."""
+    """The worker: ("batch", line numbers, scored batch) items, then ("done",
+    the refused lines as (number, why), None). With ``stop_at_bad`` the first
+    refused line ends the scoring (the import will fail); the rest of the file
+    is still read, for the list of what is wrong with it."""
     gc.freeze()  # what the fork copied (the parent's connections among it) is never finalised here
 
     def put(item: tuple[str, Any, Any]) -> None:
@@ -71,17 +91,22 @@ def _work(path: str, document: dict[str, Any], suite_source: str, stored: set[tu
 
     try:
         scorer = Scorer(parse_suite(document, path=suite_source))
-        bad: list[int] = []
+        bad: list[tuple[int, str]] = []
         pending: list[Trajectory] = []
         lines: list[int] = []
-        for number, traj in good_lines(Path(path), stored, bad):
+        for number, traj, why in checked_lines(Path(path), stored):
+            if traj is None:
+                bad.append((number, why))
+                continue
+            if bad and stop_at_bad:
+                continue
             pending.append(traj)
             lines.append(number)
             if len(pending) >= batch:
-                put(("batch", lines, rows.score_batch(scorer, pending)))
+                put(("batch", lines, pack(rows.score_batch(scorer, pending))))
                 pending, lines = [], []
-        if pending:
-            put(("batch", lines, rows.score_batch(scorer, pending)))
+        if pending and not (bad and stop_at_bad):
+            put(("batch", lines, pack(rows.score_batch(scorer, pending))))
         put(("done", bad, None))
     except SystemExit:
         raise
@@ -90,22 +115,27 @@ def _work(path: str, document: dict[str, Any], suite_source: str, stored: set[tu
 
 
 class ScoringPipeline:
-    """A worker process scoring a file's batches ahead of the inserts."""
+    """A worker process scoring a file's batches ahead of the inserts.
 
-    def __init__(self, path: Path, document: dict[str, Any], suite_source: str,
-                 stored: set[tuple[str, int, str]], batch: int):
+    ``stop_at_bad``: nobody checked the file first (a new run, checked while
+    it is stored); the first refused line ends the scoring."""
+
+    def __init__(self, path: Path, document: dict[str, Any], suite_source: str, stored: set[Key], batch: int,
+                 *, stop_at_bad: bool = False):
         # fork: no re-import of the main module, and a start in milliseconds; the
         # worker touches no connection, lock or thread of this process
         ctx = mp.get_context("fork")
         self._queue: Any = ctx.Queue(maxsize=_QUEUE_BATCHES)
         self._process = ctx.Process(target=_work, args=(str(path), document, suite_source, stored, batch,
-                                                         self._queue, os.getpid()), daemon=True)
+                                                         stop_at_bad, self._queue, os.getpid()), daemon=True)
         self._process.start()
+        self.refused: list[tuple[int, str]] = []  # the file's refused lines, once the batches are read
 
-    def batches(self, skip: set[int]) -> Iterator[tuple[list[int], rows.ScoredBatch]]:
-        """The scored batches in file order. ``skip`` is what the check pass
-        refused: the worker must have refused the same lines, or the file
-        changed while it was imported (an error, nothing more is stored)."""
+    def batches(self, skip: set[int] | None = None) -> Iterator[tuple[list[int], rows.ScoredBatch]]:
+        """The scored batches in file order; then ``refused`` holds the lines
+        the worker refused. ``skip`` is what a check pass refused, if one ran:
+        the worker must have refused the same lines, or the file changed while
+        it was imported (an error, nothing more is stored)."""
         while True:
             try:
                 kind, payload, scored = self._queue.get(timeout=5)
@@ -116,12 +146,13 @@ class ScoringPipeline:
             if kind == "error":
                 raise RuntimeError(f"scoring worker: {payload}")
             if kind == "done":
-                if set(payload) != skip:
+                if skip is not None and {n for n, _ in payload} != skip:
                     raise RuntimeError("the file changed while it was imported")
+                self.refused = [(int(n), str(why)) for n, why in payload]
                 return
-            if skip.intersection(payload):
+            if skip is not None and skip.intersection(payload):
                 raise RuntimeError("the file changed while it was imported")
-            yield payload, scored
+            yield payload, unpack(scored)
 
     def close(self) -> None:
         """Stop the worker (at once when the import failed; it has finished otherwise)."""

@@ -29,6 +29,8 @@ DATA = ROOT.parent / "shared" / "data"
 TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
 SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+import hostref  # noqa: E402
 
 
 def free_port() -> int:
@@ -109,6 +111,7 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     calls = figures["hallucinated_tools"]["den"]
     errors = sum(c["count"] for c in figures["reactions"])
+    print(hostref.line())
     print(f"spans made by the SDK: {spans} ({args.copies} x {len(runs)} runs) in {t_made - t0:.2f} s")
     print(f"exported and accepted: {status['accepted_spans']} spans in {t_sent - t0:.2f} s "
           f"= {status['accepted_spans'] / (t_sent - t0):,.0f} spans/s (refused with 503: "

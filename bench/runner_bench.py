@@ -20,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+import hostref  # noqa: E402
 
 from app.core.suite import load_suite_document  # noqa: E402
 from app.runner.session import RunRequest, run_agent  # noqa: E402
@@ -64,6 +66,7 @@ def main() -> None:
         document = suite_document(args.cases)
         print(f"{args.cases} case runs x {MODEL_CALLS_PER_CASE} model calls, {args.delay * 1000:.0f} ms per call")
         print("wall: from the first case run started to the last one stored; total: the whole run_agent call")
+        print(hostref.line())
         head = ("concurrency", "ideal s", "wall s", "ratio", "case/s", "total s")
         print(f"{head[0]:>11} {head[1]:>8} {head[2]:>8} {head[3]:>6} {head[4]:>7} {head[5]:>8}  target <= 1.2x")
         for level in (int(x) for x in args.levels.split(",")):

@@ -48,6 +48,9 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hostref
+
 from app import buildinfo
 from app.core.evaluate import score_trajectories
 from app.core.records import FAULT_KINDS, TRANSIENT_KINDS, read_jsonl
@@ -786,6 +789,7 @@ def run(sizes: Sequence[int], seed: int, n_cases: int, trace: bool, repeat: int)
         f"{len(suite.toolset.dependencies)} toolset pairs; one single-threaded process per measurement"
     )
     print(f"{buildinfo.describe()} (TOOLLENS_PURE_PYTHON=1 measures the sources)")
+    print(hostref.line())
     print(
         "timed: score_trajectories(suite, read_jsonl(path), keep_cases=False), JSON parsing included; "
         "generation not timed"

@@ -44,6 +44,7 @@ from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import hostref
 from score_bench import Generator, build_plans, build_suite_doc
 
 from app.core.suite import parse_suite
@@ -244,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-reads", action="store_true", help="skip the read latencies")
     args = parser.parse_args(argv)
     print(f"best of {args.repeat} run(s) by wall time; cpu = this process (the worker's cpu shown apart)")
+    print(hostref.line())
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for size in args.sizes:

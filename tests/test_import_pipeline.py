@@ -5,6 +5,7 @@ single-process path, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -130,4 +131,36 @@ def test_a_run_created_by_another_writer_during_a_checked_later_import_is_not_to
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM trajectories")).scalar_one() == v2
         assert conn.execute(text("SELECT status FROM runs WHERE name = 'race'")).scalar_one() == "running"
+    engine.dispose()
+
+
+@pytest.mark.usefixtures("pipelined")
+def test_a_failed_import_keeps_a_run_another_writer_stored_into_meanwhile(
+        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Bad lines found at the end remove the new run, unless someone else stored
+    trajectories in it meanwhile: their rows are not the import's to delete."""
+    lines = (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()
+    src, theirs = tmp_path / "bad_end.jsonl", tmp_path / "theirs.jsonl"
+    src.write_text("\n".join([*lines[:20], "{truncated"]) + "\n")
+    theirs.write_text("\n".join(lines[20:23]) + "\n")
+    suite = str(EXAMPLES / "suite_v1.yaml")
+    real = pipeline.ScoringPipeline.batches
+
+    def with_a_neighbour(self: pipeline.ScoringPipeline, skip: set[int] | None = None) -> Any:
+        for n, item in enumerate(real(self, skip)):
+            yield item
+            if n == 0:  # another writer appends to the run while this import runs
+                monkeypatch.setattr(pipeline, "PIPELINE_MIN_BYTES", 1 << 40)
+                r = runner.invoke(cli, ["import", str(theirs), "--suite", suite, "--run", "shared", "--keep-open",
+                                        "--db", db_url])
+                assert r.exit_code == 0, r.output
+
+    monkeypatch.setattr(pipeline.ScoringPipeline, "batches", with_a_neighbour)
+    r = runner.invoke(cli, ["import", str(src), "--suite", suite, "--run", "shared", "--batch", "5", "--db", db_url])
+    assert r.exit_code == 2 and "1 bad lines, nothing stored" in r.stderr
+    assert "run 'shared' kept: another writer stored 3 trajectories in it during this import" in caplog.text
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM runs WHERE name = 'shared'")).scalar_one() == 1
+        assert conn.execute(text("SELECT count(*) FROM trajectories")).scalar_one() == 3 + 20
     engine.dispose()

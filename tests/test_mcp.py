@@ -287,11 +287,19 @@ async def _parallel(url: str, errlog: Any) -> None:
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
+    started: list[str] = []
+    both = anyio.Event()
+
     async def one(rut: str, wait: float) -> None:
         params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), args=[
             "-m", "app.cli", "mcp-serve", SUITE, "--case", "saldo-002", "--run", "parallel", "--db", url])
         async with Client(stdio_client(params, errlog=errlog)) as client:
             await client.call_tool("buscar_cliente", {"rut": rut})
+            started.append(rut)
+            if len(started) == 2:
+                both.set()
+            with anyio.fail_after(60):  # a server that starts slowly must not find the run finished already
+                await both.wait()
             await anyio.sleep(wait)  # both servers hold an open trajectory at once; the first stops first
             await client.call_tool("ver_saldo", {"id": 5531})
 

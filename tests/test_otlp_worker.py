@@ -4,6 +4,7 @@ worker is stored exactly as the in-process path stores it."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -125,4 +126,32 @@ def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any]
         receiver.accept(receiver.run_id("dies"), [s for s in spans if s.trace_id not in first])
         assert receiver.store_ready(everything=True) == 50
         assert receiver.stats.worker_traces == 50  # the second batch, by a new worker
+        assert len(client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()) == 100
+
+
+def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any], list[StagedSpan]],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch the worker does not finish within WORKER_TIMEOUT is stored in-process
+    by the normal storing round (no shutdown needed), and that worker is stopped."""
+    from concurrent.futures import Future
+
+    from app.web import otlp
+
+    suite, spans = tau
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr(otlp, "WORKER_TIMEOUT", 0.3)
+    killed: list[bool] = []
+    monkeypatch.setattr(ScoringWorker, "submit", lambda self, document, traces: Future())  # never done
+    monkeypatch.setattr(ScoringWorker, "kill", lambda self: killed.append(True))
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        app: Any = client.app
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=0, idle=0)
+        receiver._ensure_thread = lambda: None
+        run_id = client.post("/api/runs", json={"name": "stuck", "suite": suite}).json()["id"]
+        receiver.accept(receiver.run_id("stuck"), spans)
+        assert receiver.store_ready() == 0 and len(receiver._scoring) == 1  # handed to the worker
+        assert receiver.store_ready() == 0  # not done, not overdue: nothing stored, nothing taken twice
+        time.sleep(0.4)
+        assert receiver.store_ready() == 100
+        assert killed == [True] and receiver._worker is None and receiver.stats.worker_traces == 0
         assert len(client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()) == 100

@@ -11,6 +11,7 @@ bad lines then removes the run again, and what ends up stored is the same.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from app.store.db import check_schema, make_engine, make_sessionmaker, session_s
 from app.store.errors import Conflict
 from app.store.models import Run
 from app.store.pipeline import ScoringPipeline, checked_lines, pipeline_pays
+
+log = logging.getLogger("toollens.import")
 
 
 @dataclass
@@ -94,9 +97,13 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
                 suite_document: dict[str, Any] | None = None, records: Records | None = None) -> ImportResult:
     """Import a JSONL file into a run (created, or appended to while open).
 
-    Every line is checked first, against the file and against what the run
-    holds already; a file with bad lines stores nothing unless ``skip_bad``.
-    Should a batch still fail, a run this import created is removed again.
+    Every line is checked against the file and against what the run holds
+    already; a file with bad lines stores nothing unless ``skip_bad``. The
+    check comes first, except for a new run from a file worth the scoring
+    worker: the worker checks while the batches are stored, and bad lines
+    remove the run again. Should a batch fail, a run this import created is
+    removed again too (unless another writer stored trajectories in it
+    meanwhile: then it is kept, and a warning says so).
 
     A converted source (``toollens import --format``, app.importers) gives
     ``suite_document`` and ``records`` (read twice, like a file) instead."""
@@ -121,8 +128,9 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
         # A new run from a file worth a second process is checked while it is stored: the worker
         # refuses the same lines a check pass would, and a file with bad lines removes the run again
         # (unless --skip-bad). Appending to a run, or a converted source, is checked first.
-        checked_later = records is None and existing is None and pipeline_pays(path)
-        if records is None and pipeline_pays(path):  # scoring starts while the lines are checked
+        pipelined = records is None and pipeline_pays(path)
+        checked_later = pipelined and existing is None
+        if pipelined:  # scoring starts while the lines are checked
             scoring = ScoringPipeline(path, document, str(suite_path or path), stored, batch,
                                       stop_at_bad=checked_later and not skip_bad)
         bad: list[tuple[int, str]] = []
@@ -166,7 +174,12 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
         except BaseException:
             if created:
                 with session_scope(sessions, write=True) as s:
-                    ingest.delete_run(s, run_id)
+                    others = ingest.count_trajectories(s, run_id) - result.trajectories
+                    if others <= 0:
+                        ingest.delete_run(s, run_id)
+                    else:
+                        log.warning("run %r kept: another writer stored %d trajectories in it during this import "
+                                    "(and %d of this file's are in it)", run_name, others, result.trajectories)
             raise
         if finish:
             with session_scope(sessions, write=True) as s:

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Select, delete, select, text
+from sqlalchemy import Select, delete, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -155,6 +155,11 @@ def delete_run(session: Session, run_id: int) -> None:
     session.execute(delete(TrajectoryRow).where(TrajectoryRow.run_id == run_id))
     session.execute(delete(RunCounter).where(RunCounter.run_id == run_id))
     session.execute(delete(Run).where(Run.id == run_id))
+
+
+def count_trajectories(session: Session, run_id: int) -> int:
+    return int(session.scalar(select(func.count()).select_from(TrajectoryRow)
+                              .where(TrajectoryRow.run_id == run_id)) or 0)
 
 
 def finish_run(session: Session, run_id: int) -> Run:

@@ -30,6 +30,7 @@ import zlib
 from collections import OrderedDict, deque
 from collections.abc import Iterator
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as futures_wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -71,6 +72,7 @@ PROTOBUF = "application/x-protobuf"
 IN_FLIGHT_WAIT = 10.0  # seconds a ready trace waits at most for requests received meanwhile
 MAX_ATTEMPTS = 3  # a trace that fails to store this many times (database reachable) is rejected
 MAX_SCORING = 4  # chunks handed to the worker and not yet stored
+WORKER_TIMEOUT = 120  # seconds a chunk may take in the worker before it counts as stuck
 
 
 @dataclass
@@ -230,11 +232,9 @@ class OtlpReceiver:
     def _loop(self) -> None:
         while not self._stop.is_set():
             pause = min(self.settle / 5, 0.05) or 0.01  # a trace is stored soon after it settles
-            if self._scoring:
-                self.wait_for_worker(pause)  # and a scored batch as soon as the worker is done
-            else:
-                self._stop.wait(pause)
             try:
+                if not self.wait_for_worker(pause):  # a scored batch is stored as soon as the worker is done
+                    self._stop.wait(pause)
                 self.store_ready()
             except Exception:  # the database is away: keep the spans, try again
                 log.exception("storing traces failed; retrying")
@@ -293,6 +293,7 @@ class OtlpReceiver:
         them), so that the worker scores while this thread inserts and new
         traces are taken meanwhile."""
         with self._store_lock:
+            self._away = False  # until the database fails during this round
             stored = self._land(wait=True) if everything else 0  # its traces may have more spans buffered
             taken = self._take(everything)
             if taken:
@@ -307,7 +308,7 @@ class OtlpReceiver:
         """Store the batches the worker has scored, in the order they were
         handed over (all of them, waiting for the worker, with ``wait``)."""
         stored = 0
-        while self._scoring and (wait or self._scoring[0].future.done()):
+        while self._scoring and (wait or self._scoring[0].future.done() or self._scoring[0].overdue()):
             flight = self._scoring.popleft()
             try:
                 done = self._store_scored(flight)
@@ -319,10 +320,15 @@ class OtlpReceiver:
                 self._flying.difference_update(f.key for f in flight.chunk)
         return stored
 
-    def wait_for_worker(self, timeout: float) -> None:
-        """Block until the oldest batch the worker holds is scored (or ``timeout``)."""
-        if self._scoring:
-            futures_wait([self._scoring[0].future], timeout=timeout)
+    def wait_for_worker(self, timeout: float) -> bool:
+        """Block until the oldest batch the worker holds is scored (or
+        ``timeout``); False when it holds none."""
+        try:
+            head = self._scoring[0]
+        except IndexError:  # none, or another thread has just landed the last one
+            return False
+        futures_wait([head.future], timeout=timeout)
+        return True
 
     def _store(self, taken: list[tuple[tuple[int, str], _Pending]]) -> int:
         """Store the taken traces, run by run and batch by batch (a large batch
@@ -331,7 +337,6 @@ class OtlpReceiver:
         by_run: dict[int, list[_Fresh]] = {}
         dropped: list[int] = []  # staged rows of spans that will not be stored (repeats)
         done_spans = repeats = 0
-        self._away = False
         for key, pending in taken:
             seen, flushes = self._stored.get(key, (set(), 0))
             fresh: list[StagedSpan] = []
@@ -410,7 +415,7 @@ class OtlpReceiver:
                 document = ingest.get_suite_row(session, run.suite_id).document
             worker = self._worker
             future = worker.submit(document, [([s.text for s in f.fresh], f.flushes) for f in chunk])
-            return _Flight(run_id, chunk, future, worker)
+            return _Flight(run_id, chunk, future, worker, time.monotonic() + WORKER_TIMEOUT)
         except Exception as exc:
             log.exception("the scoring worker cannot take a batch; storing in-process")
             self._drop_broken(exc, self._worker)
@@ -428,7 +433,14 @@ class OtlpReceiver:
         path, with its fallbacks)."""
         run_id, chunk = flight.run_id, flight.chunk
         try:
-            result = flight.future.result(timeout=120)
+            result = flight.future.result(timeout=max(0.0, flight.deadline - time.monotonic()))
+        except FutureTimeout:
+            log.error("the scoring worker took more than %d s for a batch: stopped; storing in-process",
+                      WORKER_TIMEOUT)
+            if self._worker is flight.worker:
+                self._worker = None
+            flight.worker.kill()  # its other batches fail at once and take the in-process path too
+            return None
         except Exception as exc:
             log.exception("the scoring worker failed; storing in-process")
             self._drop_broken(exc, flight.worker)
@@ -589,6 +601,10 @@ class _Flight:
     chunk: list[_Fresh]
     future: Future[WorkerResult]
     worker: ScoringWorker
+    deadline: float  # monotonic time after which the worker counts as stuck
+
+    def overdue(self) -> bool:
+        return time.monotonic() > self.deadline
 
 
 @dataclass

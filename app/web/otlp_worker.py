@@ -91,6 +91,8 @@ class ScoringWorker:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def kill(self) -> None:
-        """For tests: the worker process dies as a crash would end it."""
+        """End the worker process as a crash would (a stuck worker; tests): the
+        batches it holds fail at once."""
         for process in list(getattr(self._pool, "_processes", {}).values()):
             process.kill()
+        self._pool.shutdown(wait=False, cancel_futures=True)

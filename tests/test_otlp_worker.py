@@ -141,7 +141,7 @@ def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any
     monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
     monkeypatch.setattr(otlp, "WORKER_TIMEOUT", 0.3)
     killed: list[bool] = []
-    monkeypatch.setattr(ScoringWorker, "submit", lambda self, document, traces: Future())  # never done
+    monkeypatch.setattr(ScoringWorker, "submit", lambda self, document, traces, key=None: Future())  # never done
     monkeypatch.setattr(ScoringWorker, "kill", lambda self: killed.append(True))
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app

@@ -60,7 +60,7 @@ from app.store.errors import Conflict, NotFound
 from app.store.models import Run
 from app.web.api import require_token
 from app.web.errors import error_response
-from app.web.otlp_worker import MIN_TRACES, ScoringWorker, WorkerResult
+from app.web.otlp_worker import MIN_TRACES, ScoringWorker, WorkerResult, digest
 from app.web.state import ScorerCache
 
 log = logging.getLogger("toollens.otlp")
@@ -118,6 +118,7 @@ class OtlpReceiver:
         self._buffered = 0
         self._stored: OrderedDict[tuple[int, str], tuple[set[str], int]] = OrderedDict()  # span ids, flushes
         self._runs: dict[str, int] = {}
+        self._suites: dict[int, tuple[dict[str, Any], str]] = {}  # suite id -> its document and digest
         self._scoring: deque[_Flight] = deque()  # chunks handed to the worker, in order
         self._flying: set[tuple[int, str]] = set()  # their traces: not taken again until stored
         self._away = False  # the database failed during this storing round
@@ -411,10 +412,15 @@ class OtlpReceiver:
             if self._worker is None:
                 self._worker = ScoringWorker()
             with session_scope(self.sessions) as session:
-                run = ingest.get_run_row(session, run_id)
-                document = ingest.get_suite_row(session, run.suite_id).document
+                suite_id = ingest.get_run_row(session, run_id).suite_id
+                suite = self._suites.get(suite_id)
+                if suite is None:  # suites are never changed nor deleted: read and hashed once
+                    document = ingest.get_suite_row(session, suite_id).document
+                    if len(self._suites) >= 64:
+                        self._suites.clear()
+                    suite = self._suites[suite_id] = (document, digest(document))
             worker = self._worker
-            future = worker.submit(document, [([s.text for s in f.fresh], f.flushes) for f in chunk])
+            future = worker.submit(suite[0], [([s.text for s in f.fresh], f.flushes) for f in chunk], key=suite[1])
             return _Flight(run_id, chunk, future, worker, time.monotonic() + WORKER_TIMEOUT)
         except Exception as exc:
             log.exception("the scoring worker cannot take a batch; storing in-process")

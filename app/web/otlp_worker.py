@@ -84,8 +84,10 @@ class ScoringWorker:
     def pays() -> bool:
         return (os.cpu_count() or 1) >= 2
 
-    def submit(self, document: dict[str, Any], traces: list[tuple[list[str], int]]) -> Future[WorkerResult]:
-        return self._pool.submit(score_traces, digest(document), document, traces)
+    def submit(self, document: dict[str, Any], traces: list[tuple[list[str], int]],
+               key: str | None = None) -> Future[WorkerResult]:
+        """Score traces against a suite; ``key`` is ``digest(document)``, when the caller has it."""
+        return self._pool.submit(score_traces, key or digest(document), document, traces)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -33,18 +33,22 @@ PROBE = (
 )
 
 
-def _score(suite: Path, trajectories: Path, *, pure: bool) -> tuple[list[str], str]:
-    """(compiled modules, the `--json` report as printed): text, so that 1 and 1.0 differ."""
+def _probe(code: str, *args: str, pure: bool) -> tuple[list[str], str]:
+    """Run a probe that prints the compiled modules on its first line, in a
+    fresh process (compiled, or forced back to source): (those modules, the rest)."""
     env = {k: v for k, v in os.environ.items() if k != "TOOLLENS_PURE_PYTHON"}
     if pure:
         env["TOOLLENS_PURE_PYTHON"] = "1"
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, "score", str(suite), str(trajectories), "--json"],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
-    )
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     first, rest = done.stdout.split("\n", 1)
     return json.loads(first), rest
+
+
+def _score(suite: Path, trajectories: Path, *, pure: bool) -> tuple[list[str], str]:
+    """(compiled modules, the `--json` report as printed): text, so that 1 and 1.0 differ."""
+    return _probe(PROBE, "score", str(suite), str(trajectories), "--json", pure=pure)
 
 
 def _require_compiled() -> None:
@@ -172,45 +176,20 @@ OTEL_PROBE = (
 )
 
 
-def _otel(request: Path, as_json: Path, *, pure: bool) -> tuple[list[str], str]:
-    env = {k: v for k, v in os.environ.items() if k != "TOOLLENS_PURE_PYTHON"}
-    if pure:
-        env["TOOLLENS_PURE_PYTHON"] = "1"
-    done = subprocess.run([sys.executable, "-c", OTEL_PROBE, str(request), str(as_json)],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
-    assert done.returncode == 0, done.stderr
-    first, rest = done.stdout.split("\n", 1)
-    return json.loads(first), rest
-
-
 def test_compiled_and_source_read_otlp_spans_alike(tmp_path: Path) -> None:
     """The tau-bench sample replayed as GenAI spans (an OTLP protobuf request, and the same request as
     OTLP/JSON): the staged spans decode to the same spans in both builds, and give the same records."""
     _require_compiled()
     from google.protobuf.json_format import MessageToDict
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from app.importers.otel_replay import replay_openai_messages
-    from tests.test_import_converters import TAU
+    from tests.test_otlp_worker import tau_request
 
-    if not TAU.is_file():
-        pytest.skip(f"no tau-bench sample at {TAU}")
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer, clock = provider.get_tracer("test"), [1_700_000_000_000_000_000]
-    for r in json.loads(TAU.read_text()):
-        replay_openai_messages(tracer, r["traj"], clock=clock, attributes={
-            "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": int(r["trial"]),
-            "toollens.reward": r["reward"]})
-    request = encode_spans(memory.get_finished_spans())
+    request = tau_request()
     (tmp_path / "request.pb").write_bytes(request.SerializeToString())
     (tmp_path / "request.json").write_text(json.dumps(MessageToDict(request)))
-    compiled_names, compiled = _otel(tmp_path / "request.pb", tmp_path / "request.json", pure=False)
-    pure_names, pure = _otel(tmp_path / "request.pb", tmp_path / "request.json", pure=True)
+    files = str(tmp_path / "request.pb"), str(tmp_path / "request.json")
+    compiled_names, compiled = _probe(OTEL_PROBE, *files, pure=False)
+    pure_names, pure = _probe(OTEL_PROBE, *files, pure=True)
     assert "app.importers.otel" in compiled_names and pure_names == []
     assert compiled == pure
     records = json.loads(compiled)

@@ -25,11 +25,11 @@ from app.web.otlp_worker import MIN_TRACES, ScoringWorker
 from tests.test_import_converters import SCHEMAS, TAU
 
 
-@pytest.fixture(scope="module")
-def tau() -> tuple[dict[str, Any], list[StagedSpan]]:
+def tau_request() -> Any:
+    """The tau-bench sample's 100 conversations replayed as GenAI spans by the
+    OpenTelemetry SDK: one OTLP ``ExportTraceServiceRequest`` (skips without the sample)."""
     if not TAU.is_file():
         pytest.skip(f"no tau-bench sample at {TAU}")
-    suite = convert("tau-bench", TAU, Options(tools=SCHEMAS)).suite
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
@@ -38,7 +38,14 @@ def tau() -> tuple[dict[str, Any], list[StagedSpan]]:
         replay_openai_messages(tracer, r["traj"], clock=clock, attributes={
             "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": int(r["trial"]),
             "toollens.reward": r["reward"]})
-    return suite, staged_spans_from_protobuf(encode_spans(memory.get_finished_spans()).SerializeToString())
+    return encode_spans(memory.get_finished_spans())
+
+
+@pytest.fixture(scope="module")
+def tau() -> tuple[dict[str, Any], list[StagedSpan]]:
+    request = tau_request()
+    suite = convert("tau-bench", TAU, Options(tools=SCHEMAS)).suite
+    return suite, staged_spans_from_protobuf(request.SerializeToString())
 
 
 def test_a_staged_span_decodes_to_the_span_the_request_held() -> None:

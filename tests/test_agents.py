@@ -268,3 +268,100 @@ def test_chat_answers_are_read_as_the_sdk_read_them() -> None:
     for bad in (b"", b"<html>", b'{"choices": []}', b'{"choices": [{"message": null}]}', b"[1]"):
         with pytest.raises(MalformedResponse):
             first_message(bad)
+
+
+def _spy_posts(agent: OpenAIChatAgent | AnthropicAgent, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Record the keyword arguments of every ``post`` the agent's SDK client makes."""
+    sent: list[dict] = []
+    make = agent._make_client
+
+    def spying() -> object:
+        client = make()
+        post = client.post
+
+        async def spy(path: str, **kw: object) -> object:
+            sent.append(kw)
+            return await post(path, **kw)
+
+        client.post = spy
+        return client
+
+    monkeypatch.setattr(agent, "_make_client", spying)
+    return sent
+
+
+def test_a_turn_is_encoded_once_and_its_retries_resend_the_same_request(fake, suite, monkeypatch) -> None:
+    """Each turn's body is encoded once (orjson, exactly the JSON the endpoint reads) under one
+    idempotency key; a retry after a 429 resends those very bytes and key, the next turn gets a new key."""
+    app, url = fake
+    app.scripts[Q] = GOOD
+    app.errors[Q] = [429]
+    agent = _openai(url)
+    sent = _spy_posts(agent, monkeypatch)
+    assert Scorer(suite).score(_run(agent, suite)).passed
+    assert len(sent) == 4 and all(set(kw) == {"cast_to", "content", "options"} for kw in sent)
+    first, retried = sent[0], sent[1]
+    assert retried["content"] is first["content"] and retried["options"] == first["options"]
+    keys = [kw["options"]["idempotency_key"] for kw in sent]
+    assert keys[0] == keys[1] and len(set(keys[1:])) == 3 and keys[0].startswith("toollens-")
+    assert [json.loads(kw["content"]) for kw in sent] == app.requests  # what went out is what was read
+
+
+def test_the_anthropic_turn_is_sent_as_encoded_bytes(fake, suite, monkeypatch) -> None:
+    app, url = fake
+    app.scripts[Q] = GOOD
+    agent = AnthropicAgent(model="claude-fake", base_url=url, api_key="k", retry=RetryPolicy(attempts=2, base=0.01))
+    sent = _spy_posts(agent, monkeypatch)
+    traj = _run(agent, suite)
+    assert [c.name for c in traj.calls] == ["buscar_cliente", "ver_saldo"]
+    assert [json.loads(kw["content"]) for kw in sent] == app.requests
+    assert app.requests[0]["tools"] == suite.toolset.anthropic_tools()
+
+
+def test_a_body_orjson_refuses_goes_to_the_sdk_encoder() -> None:
+    """Integers past 64 bits and non-string keys are JSON the SDK can still write: no crash, its encoder."""
+    agent = OpenAIChatAgent(model="m")
+    plain = agent.post_args({"model": "m", "messages": [{"role": "user", "content": "ñandú \u2028"}]})
+    assert json.loads(plain["content"]) == {"model": "m", "messages": [{"role": "user", "content": "ñandú \u2028"}]}
+    for body in ({"model": "m", "seed": 2**70}, {"model": "m", "metadata": {1: "a"}}):
+        args = agent.post_args(body)
+        assert "content" not in args and args["body"] is body
+    keys = {agent.post_args({})["options"]["idempotency_key"] for _ in range(3)}
+    assert len(keys) == 3
+
+
+def test_sdk_clients_share_one_tls_context_built_before_the_run(monkeypatch) -> None:
+    """Reading the CA bundle takes 20-30 ms: it happens once per process, in ``preload``, not
+    in the run's event loop for every client."""
+    import ssl
+
+    import httpx2
+
+    from app.agents import model_agent
+
+    built: list[int] = []
+    real = httpx2.create_ssl_context
+
+    def counting(verify: object = True, *args: object, **kwargs: object) -> object:
+        if not isinstance(verify, ssl.SSLContext):  # a context handed in is returned as it is
+            built.append(1)
+        return real(verify, *args, **kwargs)
+
+    monkeypatch.setattr(httpx2, "create_ssl_context", counting)
+    model_agent.tls_context.cache_clear()
+    try:
+        agents = [OpenAIChatAgent(model="m", base_url="http://127.0.0.1:9/v1"),
+                  AnthropicAgent(model="m", base_url="http://127.0.0.1:9")]
+        for agent in agents:
+            agent.preload()
+        assert built == [1]
+
+        async def in_a_loop() -> None:
+            for agent in agents:
+                agent.client()
+                await agent.aclose()
+
+        asyncio.run(in_a_loop())
+        assert built == [1] and model_agent.tls_context() is model_agent.tls_context()
+    finally:
+        model_agent.tls_context.cache_clear()

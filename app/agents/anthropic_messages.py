@@ -6,9 +6,10 @@ error flagged with ``is_error``, and ``step_limit`` recorded."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from app.agents.model_agent import ModelAgent
+from app.agents.model_agent import ModelAgent, tls_context
 from app.core.router import Toolbox
 
 
@@ -25,7 +26,7 @@ class AnthropicAgent(ModelAgent):
         from anthropic import AsyncAnthropic, DefaultAioHttpClient
 
         return AsyncAnthropic(base_url=self.base_url, api_key=self.key(), timeout=self.timeout, max_retries=0,
-                              http_client=DefaultAioHttpClient(timeout=self.timeout))  # cheaper per request
+                              http_client=DefaultAioHttpClient(timeout=self.timeout, verify=tls_context()))
 
     async def __call__(self, question: str, toolbox: Toolbox) -> str:
         from anthropic.types import Message as message_type
@@ -34,14 +35,15 @@ class AnthropicAgent(ModelAgent):
         messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
         body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": messages}
         if toolbox.tools:
-            body["tools"] = toolbox.anthropic_tools  # as declared; sent without the SDK's type transform
+            body["tools"] = toolbox.anthropic_tools
         if self.system:
             body["system"] = self.system
         if self.temperature is not None:
             body["temperature"] = self.temperature
         last_text = ""
         for _ in range(self.max_steps):
-            response = await self.retry.run(lambda: client.post("/v1/messages", body=body, cast_to=message_type))
+            payload = self.post_args(body)  # as declared, without the SDK's type transform; encoded once
+            response = await self.retry.run(partial(client.post, "/v1/messages", cast_to=message_type, **payload))
             blocks = list(response.content)
             last_text = "".join(b.text for b in blocks if b.type == "text")
             uses = [b for b in blocks if b.type == "tool_use"]

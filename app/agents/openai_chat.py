@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from app.agents.model_agent import ModelAgent
+from app.agents.model_agent import ModelAgent, tls_context
 from app.agents.retry import MalformedResponse
 from app.core.router import Toolbox
 
@@ -45,11 +45,13 @@ class OpenAIChatAgent(ModelAgent):
             body["temperature"] = self.temperature
         last_text = ""
         for _ in range(self.max_steps):
-            # The body goes out exactly as built: the toolset as declared, and none of the SDK's
-            # per-request type transform. The answer comes back as bytes, read here: the SDK's
-            # response models cost more than the rest of a turn at high concurrency.
-            async def request() -> dict[str, Any]:
-                raw = await client.post("/chat/completions", body=body, cast_to=bytes)
+            # The body goes out exactly as built (the toolset as declared, none of the SDK's
+            # per-request type transform), encoded once per turn. The answer comes back as bytes,
+            # read here: the SDK's response models cost more than the rest of a turn at high concurrency.
+            payload = self.post_args(body)
+
+            async def request(payload: dict[str, Any] = payload) -> dict[str, Any]:
+                raw = await client.post("/chat/completions", cast_to=bytes, **payload)
                 return first_message(raw)
 
             message = await self.retry.run(request)
@@ -124,4 +126,4 @@ def openai_client(settings: ModelAgent) -> Any:
     from openai import AsyncOpenAI, DefaultAioHttpClient
 
     return AsyncOpenAI(base_url=settings.base_url, api_key=settings.key(), timeout=settings.timeout, max_retries=0,
-                       http_client=DefaultAioHttpClient(timeout=settings.timeout))
+                       http_client=DefaultAioHttpClient(timeout=settings.timeout, verify=tls_context()))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -164,8 +165,24 @@ def two_turns(request: dict[str, Any]) -> Turn:
     return Turn(calls=[("buscar_cliente", {"rut": "12345678-9"})])
 
 
-if __name__ == "__main__":  # python -m tests.fake_llm PORT DELAY: the benchmark's endpoint, in its own process
+def benchmark_app() -> FakeLLM:
+    """The benchmark's endpoint, for ``uvicorn --factory``: ``two_turns``, with
+    ``TOOLLENS_FAKE_DELAY`` seconds per model call (default 0.05)."""
+    return FakeLLM(responder=two_turns, delay=float(os.environ.get("TOOLLENS_FAKE_DELAY", "0.05")))
+
+
+def main(argv: list[str]) -> None:
+    """``python -m tests.fake_llm PORT DELAY [WORKERS]``: the benchmark's endpoint in its own
+    process(es). With several workers (one socket, uvicorn's worker processes) a burst of
+    concurrent calls is not queued behind one event loop, as it is not at a model provider."""
+    port, delay = int(argv[0]), argv[1]
+    workers = int(argv[2]) if len(argv) > 2 else 1
+    os.environ["TOOLLENS_FAKE_DELAY"] = delay
+    uvicorn.run("tests.fake_llm:benchmark_app", factory=True, host="127.0.0.1", port=port, workers=workers,
+                log_level="error", backlog=2048)
+
+
+if __name__ == "__main__":
     import sys
 
-    app = FakeLLM(responder=two_turns, delay=float(sys.argv[2]))
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="error", backlog=2048)
+    main(sys.argv[1:])

@@ -196,8 +196,11 @@ def serve(
 
     from app.web.app import create_app
 
+    settings = _settings(db)
+    if "otlp_warm_start" not in settings.model_fields_set:  # a server: ready for a burst of spans from the start
+        settings.otlp_warm_start = True
     try:
-        app = create_app(_settings(db))
+        app = create_app(settings)
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:

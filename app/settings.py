@@ -7,7 +7,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """``TOOLLENS_DATABASE_URL``, ``TOOLLENS_API_TOKEN``, ``TOOLLENS_MAX_BODY_BYTES``."""
+    """``TOOLLENS_DATABASE_URL``, ``TOOLLENS_API_TOKEN``, ``TOOLLENS_MAX_BODY_BYTES``,
+    ``TOOLLENS_OTLP_WARM_START``."""
 
     model_config = SettingsConfigDict(env_prefix="TOOLLENS_", extra="ignore")
 
@@ -15,6 +16,7 @@ class Settings(BaseSettings):
     api_token: str | None = None
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     auto_migrate: bool = True
+    otlp_warm_start: bool = False  # start the OTLP receiver's scoring worker with the app (`toollens serve` does)
 
     @field_validator("database_url")
     @classmethod

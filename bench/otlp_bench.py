@@ -45,6 +45,8 @@ def main() -> None:
     ap.add_argument("--db", default="", help="database URL (default: a fresh SQLite file)")
     ap.add_argument("--batch", type=int, default=512, help="the exporter's max_export_batch_size")
     ap.add_argument("--senders", type=int, default=2, help="concurrent clients in the receiver-only phase")
+    ap.add_argument("--exporters", type=int, default=2,
+                    help="processes exporting through the SDK in the last phase (0: skip it)")
     args = ap.parse_args()
 
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -68,6 +70,10 @@ def main() -> None:
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
+        for _ in range(300):  # `toollens serve` starts its scoring worker: a server is measured ready, as it runs
+            if httpx.get(f"{base}/v1/traces/status", timeout=5).json().get("worker_ready") is not False:
+                break
+            time.sleep(0.05)
         suite = convert("tau-bench", TAU, Options(tools=SCHEMAS)).suite
         run = httpx.post(f"{base}/api/runs", json={"name": "otlp-bench", "suite": suite, "model": "gpt-4o"},
                          timeout=30)
@@ -105,6 +111,8 @@ def main() -> None:
         provider.shutdown()
         figures = httpx.get(f"{base}/api/runs/{run.json()['id']}/figures", params={"cases_limit": 1}, timeout=60).json()
         receiver = receiver_only(base, suite, runs, args.copies, args.batch, args.senders)
+        exporters = (exporters_phase(base, suite, runs, args.copies, args.batch, args.exporters, server.pid)
+                     if args.exporters else None)
     finally:
         server.terminate()
         server.wait(30)
@@ -131,6 +139,17 @@ def main() -> None:
           f"({'every span' if receiver['stored'] == receiver['spans'] else 'MISSING SPANS'}), "
           f"503 answers {receiver['refused']}")
     ok = ok and receiver["stored"] == receiver["spans"]
+    if exporters is not None:
+        n = exporters["spans"]
+        print(f"SDK exporters in {args.exporters} processes (spans made beforehand, fed to each one's "
+              f"BatchSpanProcessor + OTLPSpanExporter as fast as it goes): {n} spans accepted in "
+              f"{exporters['accepted_s']:.2f} s = {n / exporters['accepted_s']:,.0f} spans/s; all stored after "
+              f"{exporters['stored_s']:.2f} s = {n / exporters['stored_s']:,.0f} spans/s (of which "
+              f"{exporters['stored_by_accept']} stored when the last was accepted); stored {exporters['stored']} "
+              f"({'every span' if exporters['stored'] == n else 'MISSING SPANS'}), "
+              f"503 answers {exporters['refused']}; CPU s: exporters {exporters['client_cpu']:.2f}, "
+              f"receiver {exporters['server_cpu']:.2f} (web process {exporters['web_cpu']:.2f})")
+        ok = ok and exporters["stored"] == n
     print(f"database: {db.split('?')[0] if args.db else 'SQLite, a fresh file'}; pid {os.getpid()}")
     sys.exit(0 if ok else 1)
 
@@ -198,6 +217,100 @@ def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, obje
         time.sleep(0.05)
     return {"spans": len(spans), "accepted_s": accepted_s, "stored_s": time.perf_counter() - t0,
             "stored": status["stored_spans"] - before["stored_spans"], "refused": refused}
+
+
+def _cpu_seconds(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of a process and each of its descendants, from /proc."""
+    out: dict[int, float] = {}
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return out
+    out[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    for child in children:
+        out.update(_cpu_seconds(int(child)))
+    return out
+
+
+def _export_in_child(spans: list[object], endpoint: str, batch: int, go: object, results: object) -> None:
+    """One exporting process: the SDK's BatchSpanProcessor and OTLP/HTTP exporter, fed finished spans."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, timeout=30), max_queue_size=65_536,
+                                   max_export_batch_size=batch, schedule_delay_millis=200)
+    go.wait()  # type: ignore[attr-defined]
+    cpu = time.process_time()
+    for span in spans:
+        processor.on_end(span)  # type: ignore[arg-type]
+    processor.force_flush(timeout_millis=300_000)
+    results.put((time.monotonic(), time.process_time() - cpu))  # type: ignore[attr-defined]
+    processor.shutdown()
+
+
+def exporters_phase(base: str, suite: dict[str, object], runs: list[dict[str, object]], copies: int, batch: int,
+                    processes: int, server_pid: int) -> dict[str, float]:
+    """The real SDK export path from several processes at once, as several instrumented
+    services send to one collector: the spans are made beforehand (making them is the
+    application's work, and in one process it caps the rate at what the first phase shows),
+    then each process feeds its share of traces to its own BatchSpanProcessor and OTLP/HTTP
+    exporter, which batch, encode and post them, retrying what is refused."""
+    import multiprocessing as mp
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from app.importers.otel_replay import replay_openai_messages
+
+    httpx.post(f"{base}/api/runs", json={"name": "otlp-bench-exporters", "suite": suite},
+               timeout=30).raise_for_status()
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("bench")
+    clock = [1_700_000_000_000_000_000]
+    for copy in range(copies):
+        for r in runs:
+            replay_openai_messages(tracer, r["traj"], clock=clock, attributes={  # type: ignore[arg-type]
+                "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": copy * 4 + int(r["trial"]),  # type: ignore[call-overload]
+                "toollens.reward": r["reward"]})  # type: ignore[dict-item]
+    spans = memory.get_finished_spans()
+    shares: list[list[object]] = [[] for _ in range(processes)]
+    owner: dict[int, int] = {}
+    for sp in spans:  # a trace's spans all go through one process, in the order they ended
+        shares[owner.setdefault(sp.context.trace_id, len(owner) % processes)].append(sp)
+    context = mp.get_context("fork")  # the children inherit the spans: nothing to pickle
+    go, results = context.Event(), context.Queue()
+    children = [context.Process(target=_export_in_child, args=(share, f"{base}/v1/traces?run=otlp-bench-exporters",
+                                                               batch, go, results)) for share in shares]
+    for child in children:
+        child.start()
+    time.sleep(1.0)  # every exporter built and waiting
+    before = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
+    cpu_before = _cpu_seconds(server_pid)
+    t0 = time.monotonic()
+    go.set()
+    done = [results.get(timeout=300) for _ in children]
+    accepted_at = max(t for t, _ in done)
+    stored_by_accept = httpx.get(f"{base}/v1/traces/status", timeout=30).json()["stored_spans"] - before["stored_spans"]
+    status = before
+    while time.monotonic() - t0 < 300:
+        status = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
+        if status["stored_spans"] - before["stored_spans"] >= len(spans):
+            break
+        time.sleep(0.02)
+    stored_s = time.monotonic() - t0
+    cpu_after = _cpu_seconds(server_pid)
+    for child in children:
+        child.join(timeout=60)
+    return {"spans": len(spans), "accepted_s": accepted_at - t0, "stored_s": stored_s,
+            "stored": status["stored_spans"] - before["stored_spans"], "stored_by_accept": stored_by_accept,
+            "refused": status["refused_requests"] - before["refused_requests"],
+            "client_cpu": sum(c for _, c in done),
+            "server_cpu": sum(cpu_after.get(pid, 0.0) - before_s for pid, before_s in cpu_before.items()),
+            "web_cpu": cpu_after.get(server_pid, 0.0) - cpu_before.get(server_pid, 0.0)}
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ worker is stored exactly as the in-process path stores it."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -162,3 +163,33 @@ def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any
         assert receiver.store_ready() == 100
         assert killed == [True] and receiver._worker is None and receiver.stats.worker_traces == 0
         assert len(client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()) == 100
+
+
+def test_a_warm_start_loads_the_worker_before_any_span(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``TOOLLENS_OTLP_WARM_START`` (on under ``toollens serve``): the worker process is up and
+    has loaded the decoders when the app starts; without it none runs until a large batch comes."""
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    with TestClient(create_app(Settings(database_url=db_url))) as client:
+        assert client.get("/v1/traces/status").json()["worker_ready"] is None
+    with TestClient(create_app(Settings(database_url=db_url, otlp_warm_start=True))) as client:
+        deadline = time.monotonic() + 60
+        while (ready := client.get("/v1/traces/status").json()["worker_ready"]) is False:
+            assert time.monotonic() < deadline, "the worker did not come up"
+            time.sleep(0.05)
+        assert ready is True
+        worker = client.app.state.otlp._worker  # type: ignore[attr-defined]
+        assert worker is not None and worker.ready.result() != os.getpid()  # loaded in its own process
+
+
+def test_serve_turns_the_warm_start_on_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    import app.cli as cli
+
+    served: list[Settings] = []
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: served.append(app.state.settings))
+    db = f"sqlite:///{tmp_path}/w.db"
+    assert CliRunner().invoke(cli.cli, ["serve", "--db", db]).exit_code == 0
+    monkeypatch.setenv("TOOLLENS_OTLP_WARM_START", "false")
+    assert CliRunner().invoke(cli.cli, ["serve", "--db", db]).exit_code == 0
+    assert [s.otlp_warm_start for s in served] == [True, False]

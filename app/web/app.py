@@ -36,7 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        open_receiver(app.state)  # spans staged and not stored by a previous process
+        open_receiver(app.state, warm=settings.otlp_warm_start)  # spans staged, not stored by a previous process
         yield
         close_receiver(app.state)  # store the spans still buffered
         engine.dispose()

@@ -60,7 +60,7 @@ from app.store.errors import Conflict, NotFound
 from app.store.models import Run
 from app.web.api import require_token
 from app.web.errors import error_response
-from app.web.otlp_worker import MIN_TRACES, ScoringWorker, WorkerResult, digest
+from app.web.otlp_worker import MIN_TRACES, ScoringWorker, WorkerResult, digest, load_decoders
 from app.web.state import ScorerCache
 
 log = logging.getLogger("toollens.otlp")
@@ -584,6 +584,20 @@ class OtlpReceiver:
                 self._worker.close()
                 self._worker = None
 
+    def warm_up(self) -> None:
+        """Start the scoring worker and load the decoders now, at the server's start, so that
+        the first burst of spans does not also pay for a process start and imports (about
+        half a second of CPU). ``toollens serve`` does it; an app made for a test does not."""
+        load_decoders()
+        if self._use_worker and self._worker is None:
+            self._worker = ScoringWorker()
+
+    @property
+    def worker_ready(self) -> bool | None:
+        """Whether the scoring worker is up and loaded; None when none is running."""
+        worker = self._worker
+        return None if worker is None else worker.ready.done() and worker.ready.exception() is None
+
     @property
     def buffered_spans(self) -> int:
         return self._buffered
@@ -648,10 +662,12 @@ def receiver_for(request: Request) -> OtlpReceiver:
 _MAKE_LOCK = threading.Lock()
 
 
-def open_receiver(app_state: Any) -> OtlpReceiver:
+def open_receiver(app_state: Any, *, warm: bool = False) -> OtlpReceiver:
     """For the app's startup: the receiver, holding again the spans a previous
-    process acknowledged and did not store."""
+    process acknowledged and did not store; with ``warm``, its worker started."""
     receiver = OtlpReceiver(app_state.sessions, app_state.scorers)
+    if warm:
+        receiver.warm_up()
     receiver.recover()
     app_state.otlp = receiver
     return receiver
@@ -728,8 +744,9 @@ def _take_in(receiver: OtlpReceiver, run_name: str, spans: list[StagedSpan]) -> 
 
 
 @router.get("/v1/traces/status", include_in_schema=False)
-def receiver_status(request: Request) -> dict[str, int]:
-    """What the receiver took, stored and still buffers (spans and traces)."""
+def receiver_status(request: Request) -> dict[str, int | bool | None]:
+    """What the receiver took, stored and still buffers (spans and traces), and
+    whether its scoring worker is loaded (null: none running)."""
     receiver = receiver_for(request)
     stats = receiver.stats
     return {"accepted_spans": stats.accepted_spans, "stored_spans": stats.stored_spans,
@@ -737,4 +754,5 @@ def receiver_status(request: Request) -> dict[str, int]:
             "duplicate_spans": stats.duplicate_spans, "rejected_traces": stats.rejected_traces,
             "rejected_spans": stats.rejected_spans,
             "refused_requests": stats.refused_requests, "repaired_traces": stats.repaired_traces,
-            "retried_traces": stats.retried_traces, "worker_traces": stats.worker_traces}
+            "retried_traces": stats.retried_traces, "worker_traces": stats.worker_traces,
+            "worker_ready": receiver.worker_ready}

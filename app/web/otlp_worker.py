@@ -72,13 +72,26 @@ def score_traces(key: str, document: dict[str, Any], traces: list[tuple[list[str
     return WorkerResult(notes, errors, score_batch(scorer, trajectories))
 
 
+def load_decoders() -> None:
+    """Import what turning spans into scored rows needs beyond this module's own imports
+    (the OTLP protobuf classes, jsonschema for a suite's schemas): about 0.1 s, paid once."""
+    import jsonschema  # noqa: F401
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: F401
+
+
+def warm_up() -> int:
+    """In the worker: everything loaded before the first batch comes; returns its pid."""
+    load_decoders()
+    return os.getpid()
+
+
 class ScoringWorker:
     """One worker process, started with the receiver (spawned: the web
     process has threads, so it is not forked)."""
 
     def __init__(self) -> None:
         self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
-        self._pool.submit(int)  # start it now, not on the first batch
+        self.ready: Future[int] = self._pool.submit(warm_up)  # start and load it now, not with the first batch
 
     @staticmethod
     def pays() -> bool:

@@ -88,7 +88,7 @@ def tls_context() -> Any:
     CA bundle, 20-30 ms of CPU that a client made for each run's event loop would spend with
     every case run in flight waiting; ``True`` (the SDK builds its own) if httpx2 is not there."""
     try:
-        import httpx2
+        from httpx2 import create_ssl_context
     except ImportError:  # pragma: no cover - an SDK release on another HTTP stack
         return True
-    return httpx2.create_ssl_context()
+    return create_ssl_context()

@@ -137,6 +137,31 @@ def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any]
         assert len(client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()) == 100
 
 
+def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
+        db_url: str, tau: tuple[dict[str, Any], list[StagedSpan]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after a kill the pool may answer "cannot schedule new futures after shutdown"
+    rather than BrokenProcessPool: the batch is stored in-process all the same, the worker dropped."""
+    suite, spans = tau
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    first = set(sorted({s.trace_id for s in spans})[:50])
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        app: Any = client.app
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
+                                                 batch=50)
+        receiver._ensure_thread = lambda: None
+        client.post("/api/runs", json={"name": "refuses", "suite": suite}).raise_for_status()
+        receiver.accept(receiver.run_id("refuses"), [s for s in spans if s.trace_id in first])
+        worker = receiver._worker = ScoringWorker()
+        worker.kill()
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+
+        monkeypatch.setattr(worker, "submit", refuse)
+        assert receiver.store_ready(everything=True) == 50 and receiver._worker is None
+        assert receiver.stats.worker_traces == 0 and receiver.stats.stored_traces == 50
+
+
 def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any], list[StagedSpan]],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch the worker does not finish within WORKER_TIMEOUT is stored in-process

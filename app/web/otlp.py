@@ -428,8 +428,10 @@ class OtlpReceiver:
             return None
 
     def _drop_broken(self, exc: BaseException, worker: ScoringWorker | None) -> None:
-        """A worker process that died: the next large batch starts a new one."""
-        if isinstance(exc, BrokenProcessPool) and worker is not None and self._worker is worker:
+        """A worker process that died (or was killed: its pool may refuse a batch before it
+        knows it is broken): the next large batch starts a new one."""
+        if (worker is not None and self._worker is worker
+                and (isinstance(exc, BrokenProcessPool) or worker.killed)):
             self._worker.close()
             self._worker = None
 

@@ -92,6 +92,7 @@ class ScoringWorker:
     def __init__(self) -> None:
         self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
         self.ready: Future[int] = self._pool.submit(warm_up)  # start and load it now, not with the first batch
+        self.killed = False
 
     @staticmethod
     def pays() -> bool:
@@ -108,6 +109,7 @@ class ScoringWorker:
     def kill(self) -> None:
         """End the worker process as a crash would (a stuck worker; tests): the
         batches it holds fail at once."""
+        self.killed = True
         for process in list(getattr(self._pool, "_processes", {}).values()):
             process.kill()
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -218,3 +218,19 @@ def test_serve_turns_the_warm_start_on_unless_told_otherwise(monkeypatch: pytest
     monkeypatch.setenv("TOOLLENS_OTLP_WARM_START", "false")
     assert CliRunner().invoke(cli.cli, ["serve", "--db", db]).exit_code == 0
     assert [s.otlp_warm_start for s in served] == [True, False]
+
+
+def test_a_worker_that_cannot_start_with_the_server_does_not_stop_it(db_url: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spawning fails in a script without the ``__main__`` guard: the app still starts (the
+    receiver falls back to the lazy start, or to scoring in-process)."""
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+
+    def cannot(self: object) -> None:
+        raise RuntimeError("An attempt has been made to start a new process before the current process has "
+                           "finished its bootstrapping phase.")
+
+    monkeypatch.setattr(ScoringWorker, "__init__", cannot)
+    with TestClient(create_app(Settings(database_url=db_url, otlp_warm_start=True))) as client:
+        assert client.get("/api/health").status_code == 200
+        assert client.get("/v1/traces/status").json()["worker_ready"] is None

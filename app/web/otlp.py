@@ -592,7 +592,11 @@ class OtlpReceiver:
         half a second of CPU). ``toollens serve`` does it; an app made for a test does not."""
         load_decoders()
         if self._use_worker and self._worker is None:
-            self._worker = ScoringWorker()
+            try:
+                self._worker = ScoringWorker()
+            except Exception:  # e.g. a script without the ``__main__`` guard that spawning needs
+                log.exception("the scoring worker could not start with the server; it starts with the first "
+                              "large batch instead, or the spans are scored in-process")
 
     @property
     def worker_ready(self) -> bool | None:

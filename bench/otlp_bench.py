@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -154,20 +155,14 @@ def main() -> None:
     sys.exit(0 if ok else 1)
 
 
-def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, object]], copies: int, batch: int,
-                  senders: int) -> dict[str, float]:
-    """The receiver's own capacity: export requests encoded beforehand (with the
-    SDK's encoder, as its exporter sends them), posted by concurrent clients."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+def finished_spans(runs: list[dict[str, object]], copies: int) -> list[Any]:
+    """The sample's conversations replayed ``copies`` times as GenAI spans by the SDK, kept in memory."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from app.importers.otel_replay import replay_openai_messages
 
-    httpx.post(f"{base}/api/runs", json={"name": "otlp-bench-receiver", "suite": suite}, timeout=30).raise_for_status()
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
@@ -178,14 +173,30 @@ def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, obje
             replay_openai_messages(tracer, r["traj"], clock=clock, attributes={  # type: ignore[arg-type]
                 "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": copy * 4 + int(r["trial"]),  # type: ignore[call-overload]
                 "toollens.reward": r["reward"]})  # type: ignore[dict-item]
-    spans = memory.get_finished_spans()
+    return list(memory.get_finished_spans())
+
+
+def split_by_trace(spans: list[Any], parts: int) -> list[list[Any]]:
+    """``parts`` shares with each trace whole in one of them, spans in the order they ended."""
+    shares: list[list[Any]] = [[] for _ in range(parts)]
+    owner: dict[int, int] = {}
+    for sp in spans:
+        shares[owner.setdefault(sp.context.trace_id, len(owner) % parts)].append(sp)
+    return shares
+
+
+def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, object]], copies: int, batch: int,
+                  senders: int) -> dict[str, float]:
+    """The receiver's own capacity: export requests encoded beforehand (with the
+    SDK's encoder, as its exporter sends them), posted by concurrent clients."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    httpx.post(f"{base}/api/runs", json={"name": "otlp-bench-receiver", "suite": suite}, timeout=30).raise_for_status()
+    spans = finished_spans(runs, copies)
     # each client sends its own traces, in the order their spans ended (as one exporter per process does);
     # interleaving one trace's spans across clients would make the receiver see them out of order
-    by_sender: list[list[object]] = [[] for _ in range(senders)]
-    trace_sender: dict[int, int] = {}
-    for sp in spans:
-        tid = sp.context.trace_id
-        by_sender[trace_sender.setdefault(tid, len(trace_sender) % senders)].append(sp)
+    by_sender = split_by_trace(spans, senders)
     chunks = [[encode_spans(mine[i:i + batch]).SerializeToString() for i in range(0, len(mine), batch)]
               for mine in by_sender]
     before = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
@@ -258,29 +269,10 @@ def exporters_phase(base: str, suite: dict[str, object], runs: list[dict[str, ob
     exporter, which batch, encode and post them, retrying what is refused."""
     import multiprocessing as mp
 
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from app.importers.otel_replay import replay_openai_messages
-
     httpx.post(f"{base}/api/runs", json={"name": "otlp-bench-exporters", "suite": suite},
                timeout=30).raise_for_status()
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("bench")
-    clock = [1_700_000_000_000_000_000]
-    for copy in range(copies):
-        for r in runs:
-            replay_openai_messages(tracer, r["traj"], clock=clock, attributes={  # type: ignore[arg-type]
-                "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": copy * 4 + int(r["trial"]),  # type: ignore[call-overload]
-                "toollens.reward": r["reward"]})  # type: ignore[dict-item]
-    spans = memory.get_finished_spans()
-    shares: list[list[object]] = [[] for _ in range(processes)]
-    owner: dict[int, int] = {}
-    for sp in spans:  # a trace's spans all go through one process, in the order they ended
-        shares[owner.setdefault(sp.context.trace_id, len(owner) % processes)].append(sp)
+    spans = finished_spans(runs, copies)
+    shares = split_by_trace(spans, processes)
     context = mp.get_context("fork")  # the children inherit the spans: nothing to pickle
     go, results = context.Event(), context.Queue()
     children = [context.Process(target=_export_in_child, args=(share, f"{base}/v1/traces?run=otlp-bench-exporters",

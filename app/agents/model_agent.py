@@ -9,6 +9,7 @@ import importlib
 import itertools
 import os
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,7 +33,7 @@ class ModelAgent:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     _client: Any = field(default=None, init=False, repr=False)
     _client_loop: Any = field(default=None, init=False, repr=False)
-    _keys: Any = field(default_factory=itertools.count, init=False, repr=False)
+    _keys: Iterator[int] = field(default_factory=itertools.count, init=False, repr=False)
     _key_prefix: str = field(default_factory=lambda: f"toollens-{secrets.token_hex(6)}", init=False, repr=False)
 
     KEY_VARIABLE = ""  # the environment variable holding the API key

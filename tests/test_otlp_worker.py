@@ -158,6 +158,7 @@ def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
             raise RuntimeError("cannot schedule new futures after shutdown")
 
         monkeypatch.setattr(worker, "submit", refuse)
+        assert client.get("/v1/traces/status").json()["worker_ready"] is False  # killed: not ready, no error
         assert receiver.store_ready(everything=True) == 50 and receiver._worker is None
         assert receiver.stats.worker_traces == 0 and receiver.stats.stored_traces == 50
 

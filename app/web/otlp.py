@@ -600,9 +600,13 @@ class OtlpReceiver:
 
     @property
     def worker_ready(self) -> bool | None:
-        """Whether the scoring worker is up and loaded; None when none is running."""
+        """Whether the scoring worker is up and loaded; None when none is running (False for one
+        killed, whose start may have been cancelled)."""
         worker = self._worker
-        return None if worker is None else worker.ready.done() and worker.ready.exception() is None
+        if worker is None:
+            return None
+        ready = worker.ready
+        return not worker.killed and ready.done() and not ready.cancelled() and ready.exception() is None
 
     @property
     def buffered_spans(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -158,6 +159,9 @@ def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
             raise RuntimeError("cannot schedule new futures after shutdown")
 
         monkeypatch.setattr(worker, "submit", refuse)
+        cancelled: Future[int] = Future()
+        cancelled.cancel()
+        worker.ready = cancelled  # a kill may cancel the start before it ran
         assert client.get("/v1/traces/status").json()["worker_ready"] is False  # killed: not ready, no error
         assert receiver.store_ready(everything=True) == 50 and receiver._worker is None
         assert receiver.stats.worker_traces == 0 and receiver.stats.stored_traces == 50

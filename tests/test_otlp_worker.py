@@ -171,7 +171,6 @@ def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch the worker does not finish within WORKER_TIMEOUT is stored in-process
     by the normal storing round (no shutdown needed), and that worker is stopped."""
-
     from app.web import otlp
 
     suite, spans = tau

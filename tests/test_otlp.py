@@ -135,6 +135,7 @@ def body(*spans: Any) -> dict[str, Any]:
 
 
 TRACE = "5b8efff798038103d269b633813fc60c"
+OTHER = "0af7651916cd43dd8448eb211c80319c"
 
 
 def test_json_batches_of_one_trace_make_one_trajectory(db_url: str) -> None:
@@ -225,42 +226,123 @@ def protobuf_body(request: dict[str, Any]) -> bytes:
     return out.SerializeToString()
 
 
+def _crashed_receiver(db_url: str, **timing: float) -> tuple[Any, OtlpReceiver]:
+    """A receiver on its own engine, as in another process that is about to die."""
+    from sqlalchemy import create_engine
+
+    from app.store.db import make_sessionmaker
+    from app.web.state import ScorerCache
+
+    engine = create_engine(db_url)
+    receiver = OtlpReceiver(make_sessionmaker(engine), ScorerCache(), **timing)
+    receiver._ensure_thread = lambda: None  # type: ignore[method-assign]  # it stores only when told to
+    return engine, receiver
+
+
+def _staged(engine: Any) -> tuple[list[tuple[str, bytes]], list[tuple[int, str]]]:
+    from sqlalchemy import select
+
+    from app.store.models import OtlpBatch, OtlpBatchDone
+
+    with engine.connect() as conn:
+        return ([tuple(r) for r in conn.execute(select(OtlpBatch.format, OtlpBatch.body))],
+                [tuple(r) for r in conn.execute(select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id))])
+
+
 @pytest.mark.parametrize("form", ["json", "protobuf"])
 def test_acknowledged_spans_survive_a_crash(db_url: str, form: str, caplog: pytest.LogCaptureFixture) -> None:
-    from sqlalchemy import create_engine, func, insert, select
+    from sqlalchemy import insert
 
-    from app.importers.otel import StagedSpan, spans_from_json, staged_spans_from_protobuf
-    from app.store.db import make_sessionmaker
-    from app.store.models import OtlpSpan
-    from app.web.state import ScorerCache
+    from app.importers.otel import BATCH_LINES, BATCH_PROTOBUF, lines_batch, span_refs_from_protobuf, spans_from_json
+    from app.store.models import OtlpBatch
 
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
     # a receiver acknowledges spans (staged and buffered) and its process dies before storing them
-    engine = create_engine(db_url)
-    crashed = OtlpReceiver(make_sessionmaker(engine), ScorerCache(), settle=60)
+    engine, crashed = _crashed_receiver(db_url, settle=60)
     request = body(span(TRACE, "02", "01", 20, tool="ver_saldo",
                         attrs={"gen_ai.tool.call.arguments": "{\"id\": 8812}"}),
                    span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-9"}))
-    spans = (staged_spans_from_protobuf(protobuf_body(request)) if form == "protobuf"
-             else [StagedSpan.of(s) for s in spans_from_json(request)])
-    assert crashed.accept(run_id, spans)
-    crashed._stop.set()  # the thread dies with the process; nothing was stored
+    if form == "protobuf":
+        staged, spans = protobuf_body(request), span_refs_from_protobuf(protobuf_body(request))
+        kind = BATCH_PROTOBUF
+    else:
+        (staged, spans), kind = lines_batch(spans_from_json(request)), BATCH_LINES
+    assert crashed.accept(run_id, kind, staged, spans)
+    assert _staged(engine) == ([(kind, staged)], [])  # the request as it came, one row
     with engine.begin() as conn:
-        staged = conn.scalars(select(OtlpSpan.span)).all()
-        assert len(staged) == 2 and all(t.startswith("pb:") == (form == "protobuf") for t in staged)
-        # and a row that is no span (written by hand, or damaged): dropped at recovery, the rest kept
-        conn.execute(insert(OtlpSpan).values(run_id=run_id, span="pb:not base64!"))
+        # and a row that holds no span (written by hand, or damaged): dropped at recovery, the rest kept
+        conn.execute(insert(OtlpBatch).values(run_id=run_id, format=BATCH_LINES, body=b"pb:not base64!"))
     # the next start picks them up and stores them (here: at its shutdown)
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         status = client.get("/v1/traces/status").json()  # buffered, or stored already if the settle time passed
         assert status["buffered_spans"] + status["stored_spans"] == 2
-    assert "cannot be read, dropped" in caplog.text
+    assert "staged batch" in caplog.text and "cannot be read, dropped" in caplog.text
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
     assert [(r["case_id"], [(c["name"], c["arguments"]) for c in r["calls"]]) for r in records] == [
         ("c-9", [("ver_saldo", "{\"id\": 8812}")])]
-    with engine.connect() as conn:
-        assert conn.scalar(select(func.count()).select_from(OtlpSpan)) == 0  # stored and unstaged together
+    assert _staged(engine) == ([], [])  # stored and unstaged together
     engine.dispose()
 
+
+def test_a_crash_between_two_traces_of_one_request_stores_each_once(db_url: str) -> None:
+    """One request holds two traces; the first is stored (and marked done in the staged
+    request, in the same transaction), then the process dies: the next start stores the
+    second only, and the staged request goes with it."""
+    from app.importers.otel import BATCH_PROTOBUF, span_refs_from_protobuf
+
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+    engine, crashed = _crashed_receiver(db_url, settle=0, idle=3600)
+    staged = protobuf_body(body(span(TRACE, "01", "", 10, attrs={"toollens.case_id": "first"}),
+                                span(TRACE, "02", "01", 20, tool="ver_saldo"),
+                                span(OTHER, "02", "01", 20, tool="buscar_cliente")))  # its root comes later
+    assert crashed.accept(run_id, BATCH_PROTOBUF, staged, span_refs_from_protobuf(staged))
+    assert crashed.store_ready() == 1  # the first trace: complete; the other waits for its root
+    batches, done = _staged(engine)
+    assert batches == [(BATCH_PROTOBUF, staged)] and [trace for _, trace in done] == [TRACE]
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        pass  # recovers the other trace's span, stores it at shutdown
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+    assert sorted((r["case_id"], [c["name"] for c in r["calls"]]) for r in records) == sorted([
+        ("first", ["ver_saldo"]), (OTHER, ["buscar_cliente"])])
+    assert _staged(engine) == ([], [])
+    engine.dispose()
+
+
+def test_spans_staged_by_an_older_version_are_carried_over_by_the_migration(db_url: str) -> None:
+    """Schema 0003 staged one row per span (``otlp_spans``); upgrading makes each a batch of one
+    line, which the receiver reads back and stores."""
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    from app.importers.otel import lines_batch, span_to_json, spans_from_json
+    from app.store.db import _alembic_config, upgrade
+
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+    command.downgrade(_alembic_config(db_url), "0003")
+    engine = create_engine(db_url)
+    spans = spans_from_json(body(span(TRACE, "01", "", 10, attrs={"toollens.case_id": "old"}),
+                                 span(TRACE, "02", "01", 20, tool="ver_saldo")))
+    with engine.begin() as conn:
+        for s in spans:
+            conn.execute(text("INSERT INTO otlp_spans (run_id, span) VALUES (:r, :s)"),
+                         {"r": run_id, "s": span_to_json(s)})
+    upgrade(db_url)
+    assert sorted(_staged(engine)[0]) == sorted(("lines", span_to_json(s).encode()) for s in spans)
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        pass  # recovered, stored at shutdown
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+    assert [(r["case_id"], [c["name"] for c in r["calls"]]) for r in records] == [("old", ["ver_saldo"])]
+    assert _staged(engine) == ([], [])
+    # nor is a staged request lost to a downgrade: it is refused until a server has stored it
+    _, crashed = _crashed_receiver(db_url, settle=60)
+    assert crashed.accept(run_id, "lines", *lines_batch(spans))
+    with pytest.raises(RuntimeError, match="1 OTLP export requests are staged"):
+        command.downgrade(_alembic_config(db_url), "0003")
+    assert len(_staged(engine)[0]) == 1
+    engine.dispose()

@@ -11,11 +11,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.importers.otel import StagedSpan, spans_from_json
+from app.importers.otel import BATCH_LINES, lines_batch, spans_from_json
 from app.settings import Settings
 from app.store.db import session_scope
 from app.store.ingest import delete_run
-from app.store.models import OtlpSpan
+from app.store.models import OtlpBatch
 from app.web.app import create_app
 from app.web.otlp import MAX_ATTEMPTS, OtlpReceiver
 from tests.test_otlp import SUITE, TRACE, body, span
@@ -49,8 +49,9 @@ def records(client: TestClient, run_id: int) -> list[dict[str, Any]]:
 
 
 def staged(client: TestClient) -> int:
+    """Export requests staged and not wholly stored."""
     with session_scope(receiver(client).sessions) as s:
-        return int(s.scalar(select(func.count()).select_from(OtlpSpan)) or 0)
+        return int(s.scalar(select(func.count()).select_from(OtlpBatch)) or 0)
 
 
 def attr(key: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def test_a_resent_request_before_its_trace_is_stored_records_every_call_once(cli
     assert client.post("/v1/traces", json=request).status_code == 200  # the exporter's retry, same spans
     status = client.get("/v1/traces/status").json()
     assert (status["buffered_spans"], status["duplicate_spans"]) == (3, 3)
-    assert staged(client) == 3  # the repeats were unstaged at once
+    assert staged(client) == 1  # the resent request holds nothing new: unstaged at once
     assert receiver(client).store_ready(everything=True) == 1
     (record,) = records(client, run_id)
     assert [c["name"] for c in record["calls"]] == ["buscar_cliente", "ver_saldo"]
@@ -77,13 +78,12 @@ def test_a_resent_request_before_its_trace_is_stored_records_every_call_once(cli
 def test_the_store_drops_repeats_inside_one_buffered_trace(client: TestClient) -> None:
     """Spans recovered from staging (or given back after a failure) may repeat one another."""
     run_id = new_run(client, "otlp")
-    spans = [StagedSpan.of(s) for s in spans_from_json(body(span(TRACE, "02", "01", 20, tool="ver_saldo"),
-                                                            span(TRACE, "01", "", 10)))]
+    lines, spans = lines_batch(spans_from_json(body(span(TRACE, "02", "01", 20, tool="ver_saldo"),
+                                                    span(TRACE, "01", "", 10))))
     r = receiver(client)
-    r.accept(run_id, spans)
+    r.accept(run_id, BATCH_LINES, lines, spans)
     (pending,) = r._pending.values()
     pending.spans.append(spans[0])  # as if merged from a batch given back
-    pending.ids.append(pending.ids[0])
     r._buffered += 1
     assert r.store_ready(everything=True) == 1
     (record,) = records(client, run_id)
@@ -171,10 +171,10 @@ def test_a_trace_that_keeps_failing_is_rejected_after_n_attempts(client: TestCli
     r = receiver(client)
     real_add = r._add
 
-    def add(run: int, trajectories: list[Any], staged_ids: list[int]) -> bool:
+    def add(run: int, trajectories: list[Any], staged: Any) -> bool:
         if any(t.case_id == "poison" for t in trajectories):
             raise RuntimeError("cannot store this one")
-        return real_add(run, trajectories, staged_ids)
+        return real_add(run, trajectories, staged)
 
     monkeypatch.setattr(r, "_add", add)
     assert client.post("/v1/traces", json=body(span(TRACE, "01", "", 10, attrs={"toollens.case_id": "poison"}),
@@ -200,7 +200,7 @@ def test_while_the_database_is_away_nothing_counts_as_an_attempt(client: TestCli
     r = receiver(client)
     real_add = r._add
 
-    def away(run: int, trajectories: list[Any], staged_ids: list[int]) -> bool:
+    def away(run: int, trajectories: list[Any], staged: Any) -> bool:
         raise OperationalError("INSERT", {}, Exception("connection refused"))
 
     monkeypatch.setattr(r, "_add", away)

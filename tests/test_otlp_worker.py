@@ -18,7 +18,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from app.importers import convert
 from app.importers.base import Options
-from app.importers.otel import StagedSpan, span_from_staged, spans_from_protobuf, staged_spans_from_protobuf
+from app.importers.otel import (
+    BATCH_LINES,
+    BATCH_PROTOBUF,
+    batch_refs,
+    lines_batch,
+    span_from_staged,
+    span_refs_from_protobuf,
+    spans_from_protobuf,
+    spans_of,
+)
 from app.importers.otel_replay import replay_openai_messages
 from app.settings import Settings
 from app.web.app import create_app
@@ -44,16 +53,33 @@ def tau_request() -> Any:
 
 
 @pytest.fixture(scope="module")
-def tau() -> tuple[dict[str, Any], list[StagedSpan]]:
+def tau() -> tuple[dict[str, Any], bytes]:
     request = tau_request()
     suite = convert("tau-bench", TAU, Options(tools=SCHEMAS)).suite
-    return suite, staged_spans_from_protobuf(request.SerializeToString())
+    return suite, request.SerializeToString()
 
 
-def test_a_staged_span_decodes_to_the_span_the_request_held() -> None:
-    """The receiver stages a protobuf span as its own encoding and decodes it
-    in the worker: every attribute kind, events and status come back as the
-    request's direct decoding gives them."""
+def only(body: bytes, traces: set[str]) -> bytes:
+    """The export request with only the spans of these traces."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest.FromString(body)
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            kept = [s for s in ss.spans if s.trace_id.hex() in traces]
+            del ss.spans[:]
+            ss.spans.extend(kept)
+    return request.SerializeToString()
+
+
+def accept(receiver: OtlpReceiver, run: str, body: bytes) -> bool:
+    return receiver.accept(receiver.run_id(run), BATCH_PROTOBUF, body, span_refs_from_protobuf(body))
+
+
+def test_a_staged_batch_decodes_to_the_spans_the_request_held() -> None:
+    """The receiver stages an export request as it came (or, for OTLP/JSON, its spans as lines)
+    and decodes it in the worker: every attribute kind, events and status come back as the
+    request's direct decoding gives them, at the positions asked for."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     request = ExportTraceServiceRequest()
@@ -74,19 +100,29 @@ def test_a_staged_span_decodes_to_the_span_the_request_held() -> None:
     root.attributes.add(key="toollens.case_id").value.string_value = "c-1"
     body = request.SerializeToString()
 
-    staged, direct = staged_spans_from_protobuf(body), spans_from_protobuf(body)
-    assert [span_from_staged(s.text) for s in staged] == direct
-    assert [(s.trace_id, s.span_id, s.is_root) for s in staged] == [(d.trace_id, d.span_id, d.is_root) for d in direct]
+    refs, direct = span_refs_from_protobuf(body), spans_from_protobuf(body)
+    assert [(s.trace_id, s.span_id, s.is_root, s.index) for s in refs] == [
+        (d.trace_id, d.span_id, d.is_root, i) for i, d in enumerate(direct)]
     assert direct[1].attributes == {"s": "sí", "i": -2**62, "d": 0.5, "b": True, "raw": "AP8=", "list": ["a"],
                                     "kv": {"inner": 3}}
     assert (direct[1].status_code, direct[1].events) == (2, [("exception", {"exception.message": "boom"})])
-    assert all(span_from_staged(StagedSpan.of(d).text) == d for d in direct)  # the JSON form (OTLP/JSON requests)
-    for damaged in ("pb:not base64!", "pb:" + "AAAA" * 3, "[1, 2]", "{}"):
+    lines, line_refs = lines_batch(direct)  # the form OTLP/JSON requests are staged in
+    batches = {3: (BATCH_PROTOBUF, body), 9: (BATCH_LINES, lines)}
+    assert spans_of(batches, [[(3, 1), (3, 0)], [(9, 0), (9, 1)], [(3, 1)]]) == [
+        [direct[1], direct[0]], direct, [direct[1]]]
+    assert batch_refs(BATCH_LINES, lines) == line_refs and batch_refs(BATCH_PROTOBUF, body) == refs
+    # what cannot be read is said per trace, and does not stop the others
+    damaged = {**batches, 4: (BATCH_LINES, b"pb:not base64!"), 5: (BATCH_PROTOBUF, b"\xff\xff\xff"),
+               6: ("zip", b"")}
+    got = spans_of(damaged, [[(3, 0)], [(4, 0)], [(5, 0)], [(6, 0)], [(3, 7)], [(8, 0)]])
+    assert got[0] == [direct[0]] and all(isinstance(g, str) for g in got[1:])
+    assert "staged batch 3 has no span 7" in got[4] and "staged batch 8 cannot be read" in got[5]
+    for text in ("pb:not base64!", "pb:" + "AAAA" * 3, "[1, 2]", "{}"):
         with pytest.raises(ValueError):
-            span_from_staged(damaged)
+            span_from_staged(text)
 
 
-def _stored(db_url: str, suite: dict[str, Any], spans: list[StagedSpan], worker: bool) -> tuple[list[str], bool]:
+def _stored(db_url: str, suite: dict[str, Any], body: bytes, worker: bool) -> tuple[list[str], bool]:
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
         receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
@@ -94,7 +130,7 @@ def _stored(db_url: str, suite: dict[str, Any], spans: list[StagedSpan], worker:
         receiver._ensure_thread = lambda: None  # stored when told to, here
         name = f"w{int(worker)}"
         run_id = client.post("/api/runs", json={"name": name, "suite": suite}).json()["id"]
-        receiver.accept(receiver.run_id(name), spans)
+        accept(receiver, name, body)
         assert receiver.store_ready(everything=True) == 100
         used = receiver._worker is not None
         exported = client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()
@@ -102,25 +138,25 @@ def _stored(db_url: str, suite: dict[str, Any], spans: list[StagedSpan], worker:
     return [*sorted(exported), json.dumps(figures, sort_keys=True)], used
 
 
-def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tuple[dict[str, Any], list[StagedSpan]],
+def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tuple[dict[str, Any], bytes],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    suite, spans = tau
+    suite, body = tau
     monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
     assert MIN_TRACES <= 100  # the sample's 100 traces make one batch large enough for the worker
-    in_process, used_none = _stored(db_url, suite, spans, worker=False)
-    by_worker, used = _stored(db_url, suite, spans, worker=True)
+    in_process, used_none = _stored(db_url, suite, body, worker=False)
+    by_worker, used = _stored(db_url, suite, body, worker=True)
     assert used and not used_none
     assert by_worker == in_process
     assert len(in_process) == 101
 
 
 
-def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any], list[StagedSpan]],
+def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any], bytes],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch it held is stored in-process, and the next batch gets a new worker."""
-    suite, spans = tau
+    suite, body = tau
     monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
-    traces = sorted({s.trace_id for s in spans})
+    traces = sorted({s.trace_id for s in span_refs_from_protobuf(body)})
     first = set(traces[:len(traces) // 2])
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
@@ -128,30 +164,30 @@ def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any]
                                                  batch=50)
         receiver._ensure_thread = lambda: None
         run_id = client.post("/api/runs", json={"name": "dies", "suite": suite}).json()["id"]
-        receiver.accept(receiver.run_id("dies"), [s for s in spans if s.trace_id in first])
+        accept(receiver, "dies", only(body, first))
         receiver._worker = ScoringWorker()
         receiver._worker.kill()
         assert receiver.store_ready(everything=True) == 50 and receiver._worker is None
-        receiver.accept(receiver.run_id("dies"), [s for s in spans if s.trace_id not in first])
+        accept(receiver, "dies", only(body, set(traces) - first))
         assert receiver.store_ready(everything=True) == 50
         assert receiver.stats.worker_traces == 50  # the second batch, by a new worker
         assert len(client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()) == 100
 
 
 def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
-        db_url: str, tau: tuple[dict[str, Any], list[StagedSpan]], monkeypatch: pytest.MonkeyPatch) -> None:
+        db_url: str, tau: tuple[dict[str, Any], bytes], monkeypatch: pytest.MonkeyPatch) -> None:
     """Right after a kill the pool may answer "cannot schedule new futures after shutdown"
     rather than BrokenProcessPool: the batch is stored in-process all the same, the worker dropped."""
-    suite, spans = tau
+    suite, body = tau
     monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
-    first = set(sorted({s.trace_id for s in spans})[:50])
+    first = set(sorted({s.trace_id for s in span_refs_from_protobuf(body)})[:50])
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
         receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
                                                  batch=50)
         receiver._ensure_thread = lambda: None
         client.post("/api/runs", json={"name": "refuses", "suite": suite}).raise_for_status()
-        receiver.accept(receiver.run_id("refuses"), [s for s in spans if s.trace_id in first])
+        accept(receiver, "refuses", only(body, first))
         worker = receiver._worker = ScoringWorker()
         worker.kill()
 
@@ -167,24 +203,24 @@ def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
         assert receiver.stats.worker_traces == 0 and receiver.stats.stored_traces == 50
 
 
-def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any], list[StagedSpan]],
+def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any], bytes],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch the worker does not finish within WORKER_TIMEOUT is stored in-process
     by the normal storing round (no shutdown needed), and that worker is stopped."""
     from app.web import otlp
 
-    suite, spans = tau
+    suite, body = tau
     monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
     monkeypatch.setattr(otlp, "WORKER_TIMEOUT", 0.3)
     killed: list[bool] = []
-    monkeypatch.setattr(ScoringWorker, "submit", lambda self, document, traces, key=None: Future())  # never done
+    monkeypatch.setattr(ScoringWorker, "submit", lambda self, *args, key=None: Future())  # never done
     monkeypatch.setattr(ScoringWorker, "kill", lambda self: killed.append(True))
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
         receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=0, idle=0)
         receiver._ensure_thread = lambda: None
         run_id = client.post("/api/runs", json={"name": "stuck", "suite": suite}).json()["id"]
-        receiver.accept(receiver.run_id("stuck"), spans)
+        accept(receiver, "stuck", body)
         assert receiver.store_ready() == 0 and len(receiver._scoring) == 1  # handed to the worker
         assert receiver.store_ready() == 0  # not done, not overdue: nothing stored, nothing taken twice
         time.sleep(0.4)

@@ -76,33 +76,93 @@ def span_from_json(text: str) -> Span:
 
 PROTOBUF_TEXT = "pb:"  # a staged span in protobuf, base64: "pb:" + base64(Span.SerializeToString())
 
+# What the live receiver stages, one row per export request (a "batch"), decoded
+# only when its traces are scored (by the receiver's worker process, as a rule):
+BATCH_PROTOBUF = "pb"  # the protobuf export request as it came (decompressed)
+BATCH_LINES = "lines"  # staged span texts, one per line: ``span_to_json``, or ``PROTOBUF_TEXT`` + base64
+
 
 @dataclass(slots=True)
-class StagedSpan:
+class SpanRef:
     """A span as the live receiver buffers it: the ids it is grouped and
-    recognised by, and its staged text, which is decoded into a ``Span`` only
-    when its trace is scored (by the receiver's worker process, as a rule).
-    The text is ``span_to_json`` or, for spans that came as protobuf, the
-    span's own protobuf encoding (``PROTOBUF_TEXT`` + base64)."""
+    recognised by, and where it is staged (its batch, its position there)."""
 
     trace_id: str
     span_id: str
     is_root: bool
-    text: str
+    index: int
+    batch: int = 0  # the staged batch's id, once staged
 
-    @classmethod
-    def of(cls, span: Span) -> StagedSpan:
-        return cls(span.trace_id, span.span_id, span.is_root, span_to_json(span))
 
-    @classmethod
-    def from_text(cls, text: str) -> StagedSpan:
-        """A staged span read back (after a restart): decoded once for its ids."""
-        span = span_from_staged(text)
-        return cls(span.trace_id, span.span_id, span.is_root, text)
+def span_refs_from_protobuf(body: bytes) -> list[SpanRef]:
+    """The spans of a protobuf export request, as references into it (ValueError if it is not one)."""
+    spans = [s for rs in _export_request(body).resource_spans for ss in rs.scope_spans for s in ss.spans]
+    return [SpanRef(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id, i) for i, s in enumerate(spans)]
+
+
+def lines_batch(spans: list[Span]) -> tuple[bytes, list[SpanRef]]:
+    """Spans (from an OTLP/JSON request) as a ``BATCH_LINES`` body, and references into it."""
+    body = "\n".join(span_to_json(s) for s in spans).encode("utf-8")
+    return body, [SpanRef(s.trace_id, s.span_id, s.is_root, i) for i, s in enumerate(spans)]
+
+
+def batch_refs(form: str, body: bytes) -> list[SpanRef]:
+    """The references of a staged batch read back (after a restart); ValueError if unreadable."""
+    if form == BATCH_PROTOBUF:
+        return span_refs_from_protobuf(body)
+    return [SpanRef(s.trace_id, s.span_id, s.is_root, i) for i, s in _batch_spans(form, body, None).items()]
+
+
+def _batch_spans(form: str, body: bytes, wanted: set[int] | None) -> dict[int, Span]:
+    """The spans of a staged batch at the ``wanted`` positions (all with None)."""
+    if form == BATCH_PROTOBUF:
+        found = [s for rs in _export_request(body).resource_spans for ss in rs.scope_spans for s in ss.spans]
+        return {i: _span_from_pb(found[i]) for i in (range(len(found)) if wanted is None else wanted)
+                if i < len(found)}
+    if form != BATCH_LINES:
+        raise ValueError(f"unknown staged batch format {form!r}")
+    try:
+        lines = body.decode("utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not a staged batch ({exc})") from None
+    return {i: span_from_staged(lines[i]) for i in (range(len(lines)) if wanted is None else wanted)
+            if i < len(lines)}
+
+
+def spans_of(batches: Mapping[int, tuple[str, bytes]], traces: list[list[tuple[int, int]]]) -> list[list[Span] | str]:
+    """Per trace, its spans (given as (batch, position) in the staged ``batches``), or why
+    they cannot be read. Each batch is decoded once, only at the positions asked for."""
+    wanted: dict[int, set[int]] = {}
+    for refs in traces:
+        for b, i in refs:
+            wanted.setdefault(b, set()).add(i)
+    decoded: dict[int, dict[int, Span] | str] = {}
+    for b, positions in wanted.items():
+        try:
+            form, body = batches[b]
+            decoded[b] = _batch_spans(form, body, positions)
+        except (KeyError, ValueError) as exc:
+            decoded[b] = f"staged batch {b} cannot be read ({exc})"
+    out: list[list[Span] | str] = []
+    for refs in traces:
+        spans: list[Span] = []
+        error = ""
+        for b, i in refs:
+            got = decoded[b]
+            if isinstance(got, str):
+                error = got
+                break
+            span = got.get(i)
+            if span is None:
+                error = f"staged batch {b} has no span {i}"
+                break
+            spans.append(span)
+        out.append(error or spans)
+    return out
 
 
 def span_from_staged(text: str) -> Span:
-    """The span a ``StagedSpan.text`` holds; ValueError if it is not one."""
+    """The span one line of a ``BATCH_LINES`` batch holds; ValueError if it is not one."""
     if not text.startswith(PROTOBUF_TEXT):
         try:
             return span_from_json(text)
@@ -293,15 +353,6 @@ def spans_from_protobuf(body: bytes) -> list[Span]:
     """The spans of an OTLP/HTTP protobuf ``ExportTraceServiceRequest``."""
     return [_span_from_pb(s) for rs in _export_request(body).resource_spans for ss in rs.scope_spans
             for s in ss.spans]
-
-
-def staged_spans_from_protobuf(body: bytes) -> list[StagedSpan]:
-    """The spans of a protobuf export request, as the receiver stages them:
-    each span's own encoding, decoded later (``span_from_staged``)."""
-    b64 = binascii.b2a_base64
-    return [StagedSpan(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id,
-                       PROTOBUF_TEXT + b64(s.SerializeToString(), newline=False).decode("ascii"))
-            for rs in _export_request(body).resource_spans for ss in rs.scope_spans for s in ss.spans]
 
 
 # -- spans -> trajectory ----------------------------------------------------------

@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -222,13 +223,27 @@ class InfraError(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-class OtlpSpan(Base):
-    """A span the OTLP receiver answered for and has not stored yet. Its
-    trajectory is written in the same transaction that deletes it, so a
-    crash loses nothing that was acknowledged; a restart picks it up."""
+class OtlpBatch(Base):
+    """An OTLP export request the receiver answered for, some of whose traces
+    are not stored yet. A trace's trajectory is written in the same
+    transaction that marks it done here (``OtlpBatchDone``), and the batch is
+    deleted with its last trace, so a crash loses nothing that was
+    acknowledged and stores nothing twice; a restart picks up the rest."""
 
-    __tablename__ = "otlp_spans"
+    __tablename__ = "otlp_batches"
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    span: Mapped[str] = mapped_column(Text)  # the span as compact JSON (app.importers.otel.span_to_json)
+    format: Mapped[str] = mapped_column(String(8))  # app.importers.otel.BATCH_PROTOBUF or BATCH_LINES
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class OtlpBatchDone(Base):
+    """A trace of a staged batch that is stored (or given up on) already."""
+
+    __tablename__ = "otlp_batch_done"
+
+    batch_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), ForeignKey("otlp_batches.id", ondelete="CASCADE"),
+        primary_key=True)
+    trace_id: Mapped[str] = mapped_column(Text, primary_key=True)

@@ -1,52 +1,52 @@
-"""The OTLP receiver's staging table: spans acknowledged and not yet stored
-as trajectories (``OtlpSpan``). Staged on receipt, deleted in the transaction
-that stores their trajectory, read back after a restart."""
+"""The OTLP receiver's staging tables: export requests acknowledged and not
+stored yet (``OtlpBatch``, one row per request, its body as it came), and
+which of their traces are stored already (``OtlpBatchDone``).
+
+A batch is staged on receipt. A trace is marked done in the transaction that
+stores its trajectory, and a batch is deleted (with its marks) in the one
+that stores its last trace; a restart reads back the batches left and skips
+their traces marked done. One row per request, rather than one per span,
+keeps staging to a single insert of bytes the request already had.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
-from app.store.bulk import allocate_ids, insert_rows
-from app.store.models import OtlpSpan
-
-COLUMNS = ("id", "run_id", "span")
+from app.store.models import OtlpBatch, OtlpBatchDone
 
 
-def stage(session: Session, run_id: int, spans: Sequence[str]) -> list[int]:
-    """Store spans (as JSON text) for a run; returns their ids. The caller's
-    session is a write session (SQLite's write lock held for the ids)."""
-    ids = allocate_ids(session, "otlp_spans", len(spans))
-    insert_rows(session, "otlp_spans", COLUMNS, [(i, run_id, s) for i, s in zip(ids, spans, strict=True)])
-    return ids
+def stage(session: Session, run_id: int, form: str, body: bytes) -> int:
+    """Stage an export request's body for a run (in the caller's transaction); returns its id."""
+    return int(session.scalars(insert(OtlpBatch).values(run_id=run_id, format=form, body=body)
+                               .returning(OtlpBatch.id)).one())
 
 
-def _ranges(ids: Sequence[int]) -> Iterator[tuple[int, int]]:
-    """Sorted ids as inclusive ranges of consecutive ids (spans staged by one
-    request are consecutive: a few statements delete thousands)."""
-    ordered = sorted(ids)
-    if not ordered:
-        return
-    start = prev = ordered[0]
-    for i in ordered[1:]:
-        if i != prev + 1:
-            yield start, prev
-            start = i
-        prev = i
-    yield start, prev
+def finish(session: Session, done: Mapping[int, Iterable[str]], emptied: Iterable[int]) -> None:
+    """Mark traces of batches done (batch id -> trace ids), and delete the
+    batches whose traces are all done now, with their marks (in the caller's
+    transaction: the one that stores those traces, or gives up on them)."""
+    marks = [{"batch_id": b, "trace_id": t} for b, traces in done.items() for t in traces]
+    if marks:
+        session.execute(insert(OtlpBatchDone), marks)
+    gone = sorted(set(emptied))
+    for i in range(0, len(gone), 500):
+        chunk = gone[i:i + 500]
+        session.execute(delete(OtlpBatchDone).where(OtlpBatchDone.batch_id.in_(chunk)),
+                        execution_options={"synchronize_session": False})
+        session.execute(delete(OtlpBatch).where(OtlpBatch.id.in_(chunk)),
+                        execution_options={"synchronize_session": False})
 
 
-def unstage(session: Session, ids: Sequence[int]) -> None:
-    """Delete staged spans by id (in the caller's transaction)."""
-    for lo, hi in _ranges(ids):
-        session.execute(delete(OtlpSpan).where(OtlpSpan.id.between(lo, hi)),
-                        execution_options={"synchronize_session": False})  # no ORM objects of it are loaded
-
-
-def staged(session: Session) -> Iterator[tuple[int, int, str]]:
-    """Every staged span: (id, run id, span JSON), in arrival order."""
-    rows = session.execute(select(OtlpSpan.id, OtlpSpan.run_id, OtlpSpan.span).order_by(OtlpSpan.id))
-    for i, run_id, span in rows:
-        yield int(i), int(run_id), str(span)
+def staged(session: Session) -> Iterator[tuple[int, int, str, bytes, set[str]]]:
+    """Every staged batch: (id, run id, format, body, its traces done), in arrival order."""
+    done: dict[int, set[str]] = {}
+    for batch_id, trace_id in session.execute(select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id)):
+        done.setdefault(int(batch_id), set()).add(str(trace_id))
+    rows = session.execute(select(OtlpBatch.id, OtlpBatch.run_id, OtlpBatch.format, OtlpBatch.body)
+                           .order_by(OtlpBatch.id))
+    for i, run_id, form, body in rows:
+        yield int(i), int(run_id), str(form), bytes(body), done.get(int(i), set())

@@ -9,10 +9,10 @@ The spans of one trace may come in several export batches, so a trace is
 buffered until its root span has arrived and nothing more came for
 ``settle`` seconds (or, without a root, for ``idle`` seconds); then it is
 scored and stored, many traces per transaction, by a background thread. A
-request is answered once its spans are staged (committed to the
-``otlp_spans`` table) and buffered; a trajectory is stored in the
-transaction that deletes its staged spans, and a restart picks up what was
-staged, so an acknowledged span survives a crash. When the buffer is full
+request is answered once it is staged (its body committed to the
+``otlp_batches`` table) and its spans buffered; a trajectory is stored in the
+transaction that marks its trace done there, and a restart picks up what was
+staged and not done, so an acknowledged span survives a crash. When the buffer is full
 (or the database is away) the answer is 503 with ``Retry-After``, which the
 OpenTelemetry exporters retry. Spans arriving for a trace already stored
 (late, or a retried request) make another trial of it; exact repeats of
@@ -28,7 +28,7 @@ import threading
 import time
 import zlib
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as futures_wait
@@ -47,10 +47,14 @@ from starlette.concurrency import run_in_threadpool
 from app.core.errors import InvalidTrajectory, ToolLensError
 from app.core.records import Trajectory, loads, parse_record
 from app.importers.otel import (
-    StagedSpan,
-    span_from_staged,
+    BATCH_LINES,
+    BATCH_PROTOBUF,
+    SpanRef,
+    batch_refs,
+    lines_batch,
+    span_refs_from_protobuf,
     spans_from_json,
-    staged_spans_from_protobuf,
+    spans_of,
     trajectory_record,
 )
 from app.store import ingest
@@ -77,12 +81,24 @@ WORKER_TIMEOUT = 120  # seconds a chunk may take in the worker before it counts 
 
 @dataclass
 class _Pending:
-    spans: list[StagedSpan] = field(default_factory=list)
-    ids: list[int] = field(default_factory=list)  # their rows in the staging table
+    spans: list[SpanRef] = field(default_factory=list)
+    batches: set[int] = field(default_factory=set)  # the staged batches holding them
     span_ids: set[str] = field(default_factory=set)
     last_seen: float = 0.0
     root: bool = False
     attempts: int = 0  # failed attempts to store it
+
+
+@dataclass
+class _Batch:
+    """A staged export request, kept until its last trace is stored."""
+
+    form: str
+    body: bytes
+    traces: set[str]  # its traces not stored yet
+
+
+Release = list[tuple[tuple[int, str], set[int]]]  # traces (run id, trace id) and the batches holding their spans
 
 
 @dataclass
@@ -114,6 +130,7 @@ class OtlpReceiver:
         self._lock = threading.Lock()
         self._store_lock = threading.Lock()
         self._pending: dict[tuple[int, str], _Pending] = {}
+        self._batches: dict[int, _Batch] = {}  # staged batches by id, while a trace of theirs is not stored
         self._in_flight: dict[object, float] = {}  # export requests being received, by start time
         self._buffered = 0
         self._stored: OrderedDict[tuple[int, str], tuple[set[str], int]] = OrderedDict()  # span ids, flushes
@@ -149,9 +166,9 @@ class OtlpReceiver:
                 raise Conflict(f"run {name!r} is finished: it takes no new trajectories")
             return found
 
-    def accept(self, run_id: int, spans: list[StagedSpan]) -> bool:
-        """Stage the spans (committed before the request is answered) and
-        buffer them; False when the buffer is full (answer 503)."""
+    def accept(self, run_id: int, form: str, body: bytes, spans: list[SpanRef]) -> bool:
+        """Stage the export request (committed before it is answered) and
+        buffer its spans; False when the buffer is full (answer 503)."""
         valid = [s for s in spans if s.trace_id]  # a span without a trace id has no trace to go to
         with self._lock:
             self.stats.rejected_spans += len(spans) - len(valid)
@@ -161,65 +178,108 @@ class OtlpReceiver:
         if not valid:
             return True
         with session_scope(self.sessions, write=True) as session:
-            ids = staging.stage(session, run_id, [s.text for s in valid])
-        self._unstage_repeats(self._buffer(run_id, valid, ids))
+            batch = staging.stage(session, run_id, form, body)
+        if not self._buffer(run_id, batch, form, body, valid):
+            self._drop_batches([batch])
         with self._lock:
             self.stats.accepted_spans += len(valid)
         self._ensure_thread()
         return True
 
-    def _buffer(self, run_id: int, spans: list[StagedSpan], ids: list[int]) -> list[int]:
-        """Buffer spans by trace; a span id already buffered for its trace (a
-        resent request) is a repeat: returns the staged rows of the repeats."""
+    def _buffer(self, run_id: int, batch: int, form: str, body: bytes, spans: list[SpanRef]) -> bool:
+        """Buffer a staged batch's spans by trace. A span id already buffered
+        for its trace (a resent request) is a repeat and left out; False when
+        every span was one (the batch holds nothing to store)."""
         now = time.monotonic()
-        repeats: list[int] = []
+        repeats = 0
+        traces: set[str] = set()
         with self._lock:
-            for s, i in zip(spans, ids, strict=True):
+            for s in spans:
+                s.batch = batch
                 key = (run_id, s.trace_id)
                 p = self._pending.get(key)
                 if p is None:
                     p = self._pending[key] = _Pending()
                 p.last_seen = now
                 if s.span_id and s.span_id in p.span_ids:
-                    repeats.append(i)
+                    repeats += 1
                     continue
                 p.span_ids.add(s.span_id)
                 p.spans.append(s)
-                p.ids.append(i)
+                p.batches.add(batch)
                 p.root = p.root or s.is_root
-            self._buffered += len(spans) - len(repeats)
-            self.stats.duplicate_spans += len(repeats)
-        return repeats
+                traces.add(s.trace_id)
+            if traces:
+                self._batches[batch] = _Batch(form, body, traces)
+            self._buffered += len(spans) - repeats
+            self.stats.duplicate_spans += repeats
+        return bool(traces)
 
-    def _unstage_repeats(self, ids: list[int]) -> None:
+    def _drop_batches(self, ids: list[int]) -> None:
+        """Delete staged batches that hold nothing to store."""
         if ids:
             with session_scope(self.sessions, write=True) as session:
-                staging.unstage(session, ids)
+                staging.finish(session, {}, ids)
 
     def recover(self) -> int:
         """Buffer the spans a previous process staged and did not store
         (it stopped without storing them); returns how many."""
-        by_run: dict[int, tuple[list[StagedSpan], list[int]]] = {}
-        unreadable: list[int] = []
         with session_scope(self.sessions) as session:
-            for i, run_id, text in staging.staged(session):
-                try:
-                    span = StagedSpan.from_text(text)
-                except ValueError as exc:
-                    log.warning("staged span %d cannot be read, dropped: %s", i, exc)
-                    unreadable.append(i)
-                    continue
-                spans, ids = by_run.setdefault(run_id, ([], []))
-                spans.append(span)
-                ids.append(i)
-        self._unstage_repeats(unreadable)
-        for run_id, (spans, ids) in by_run.items():
-            self._unstage_repeats(self._buffer(run_id, spans, ids))
-        n = sum(len(ids) for _, ids in by_run.values())
+            batches = list(staging.staged(session))
+        empty: list[int] = []
+        n = 0
+        for batch, run_id, form, body, done in batches:
+            try:
+                spans = [s for s in batch_refs(form, body) if s.trace_id and s.trace_id not in done]
+            except ValueError as exc:
+                log.warning("staged batch %d cannot be read, dropped: %s", batch, exc)
+                empty.append(batch)
+                continue
+            if self._buffer(run_id, batch, form, body, spans):
+                n += len(spans)
+            else:
+                empty.append(batch)
+        self._drop_batches(empty)
         if n:
             log.warning("recovered %d staged spans", n)
             self._ensure_thread()
         return n
+
+    def _release(self, session: Session, traces: Release) -> Callable[[], None]:
+        """In the caller's transaction: mark traces done in the batches holding
+        their spans, deleting the batches left with none; returns what to do
+        in memory once that transaction is committed."""
+        marks: dict[int, set[str]] = {}
+        for (_, trace), batches in traces:
+            for b in batches:
+                marks.setdefault(b, set()).add(trace)
+        with self._lock:
+            emptied = {b for b, these in marks.items() if b not in self._batches or self._batches[b].traces <= these}
+        staging.finish(session, {b: these for b, these in marks.items() if b not in emptied}, emptied)
+
+        def committed() -> None:
+            with self._lock:
+                for b, these in marks.items():
+                    kept = self._batches.get(b)
+                    if kept is not None:
+                        kept.traces -= these
+                        if not kept.traces:
+                            del self._batches[b]
+
+        return committed
+
+    def _release_now(self, traces: Release) -> None:
+        """Mark traces done that will not be stored (repeats, unreadable, rejected), in their own transaction."""
+        if traces:
+            with session_scope(self.sessions, write=True) as session:
+                committed = self._release(session, traces)
+            committed()
+
+    def _bodies(self, chunk: list[_Fresh]) -> dict[int, tuple[str, bytes]]:
+        """The staged batches a chunk's spans are in: id -> (format, body)."""
+        with self._lock:
+            return {b: (self._batches[b].form, self._batches[b].body)
+                    for b in {s.batch for f in chunk for s in f.fresh} if b in self._batches}
 
     # -- the storing side --------------------------------------------------------
 
@@ -279,7 +339,7 @@ class OtlpReceiver:
             for key, back in taken:
                 p = self._pending.setdefault(key, _Pending())
                 p.spans[:0] = back.spans
-                p.ids[:0] = back.ids
+                p.batches |= back.batches
                 p.span_ids |= back.span_ids
                 p.root = p.root or back.root
                 p.attempts = max(p.attempts, back.attempts)
@@ -336,11 +396,11 @@ class OtlpReceiver:
         scored by the worker process when there is one); a batch that fails is
         stored trace by trace, so one trace cannot hold up the others."""
         by_run: dict[int, list[_Fresh]] = {}
-        dropped: list[int] = []  # staged rows of spans that will not be stored (repeats)
+        dropped: Release = []  # traces that will not be stored (every span a repeat)
         done_spans = repeats = 0
         for key, pending in taken:
             seen, flushes = self._stored.get(key, (set(), 0))
-            fresh: list[StagedSpan] = []
+            fresh: list[SpanRef] = []
             here: set[str] = set()
             for s in pending.spans:  # not the spans stored already, nor a span twice
                 if s.span_id in seen or s.span_id in here:
@@ -350,13 +410,11 @@ class OtlpReceiver:
                 fresh.append(s)
             repeats += len(pending.spans) - len(fresh)
             if not fresh:
-                dropped.extend(pending.ids)
+                dropped.append((key, pending.batches))
                 done_spans += len(pending.spans)
                 continue
             by_run.setdefault(key[0], []).append(_Fresh(key, pending, fresh, flushes))
-        if dropped:
-            with session_scope(self.sessions, write=True) as session:
-                staging.unstage(session, dropped)
+        self._release_now(dropped)
         with self._lock:
             self._buffered -= done_spans
             self.stats.duplicate_spans += repeats
@@ -378,27 +436,29 @@ class OtlpReceiver:
         """The chunk's trajectories, built here; a trace whose record cannot be
         read is counted as rejected and its staged spans deleted."""
         items: list[_Item] = []
-        dropped: list[int] = []
+        dropped: Release = []
         done_spans = 0
-        for f in chunk:
+        decoded = spans_of(self._bodies(chunk), [[(s.batch, s.index) for s in f.fresh] for f in chunk])
+        for f, spans in zip(chunk, decoded, strict=True):
             notes: list[str] = []
             try:
-                record = trajectory_record([span_from_staged(s.text) for s in f.fresh], notes)
+                if isinstance(spans, str):
+                    raise ValueError(spans)
+                record = trajectory_record(spans, notes)
                 if f.flushes:  # late spans of a stored trace: another trial of it
                     record["trial"] = int(record.get("trial") or 0) + f.flushes
                 traj = parse_record(record, source=f"trace {f.key[1]}")
             except (InvalidTrajectory, ValueError) as exc:
                 log.warning("trace %s cannot be stored: %s", f.key[1], exc)
                 self.stats.rejected_traces += 1
-                dropped.extend(f.pending.ids)
+                dropped.append((f.key, f.pending.batches))
                 done_spans += len(f.pending.spans)
                 continue
             if notes:
                 log.warning("trace %s stored with repairs: %s", f.key[1], "; ".join(notes))
             items.append(_Item(f.key, f.pending, f.fresh, traj, bool(notes)))
         if dropped:
-            with session_scope(self.sessions, write=True) as session:
-                staging.unstage(session, dropped)
+            self._release_now(dropped)
             with self._lock:
                 self._buffered -= done_spans
         return items
@@ -420,7 +480,8 @@ class OtlpReceiver:
                         self._suites.clear()
                     suite = self._suites[suite_id] = (document, digest(document))
             worker = self._worker
-            future = worker.submit(suite[0], [([s.text for s in f.fresh], f.flushes) for f in chunk], key=suite[1])
+            traces = [([(s.batch, s.index) for s in f.fresh], f.flushes) for f in chunk]
+            future = worker.submit(suite[0], self._bodies(chunk), traces, key=suite[1])
             return _Flight(run_id, chunk, future, worker, time.monotonic() + WORKER_TIMEOUT)
         except Exception as exc:
             log.exception("the scoring worker cannot take a batch; storing in-process")
@@ -457,7 +518,7 @@ class OtlpReceiver:
             return None  # the in-process path counts and logs the unreadable traces
         try:
             with session_scope(self.sessions, write=True) as session:
-                staging.unstage(session, [i for f in chunk for i in f.pending.ids])
+                committed = self._release(session, [(f.key, f.pending.batches) for f in chunk])
                 run = ingest.get_run_row(session, run_id)
                 if run.status == "finished":
                     raise Conflict("finished meanwhile")
@@ -465,6 +526,7 @@ class OtlpReceiver:
                 ingest.add_trajectories(session, run=run, scorer=scorer, trajectories=[], scored=result.scored)
         except Exception:  # rolled back: the in-process path decides (conflicts, a finished run, the database)
             return None
+        committed()
         for f, notes in zip(chunk, result.notes, strict=True):
             if notes:
                 log.warning("trace %s stored with repairs: %s", f.key[1], "; ".join(notes))
@@ -473,7 +535,7 @@ class OtlpReceiver:
                                                                                        strict=True)])
         return len(chunk)
 
-    def _mark_stored(self, stored: list[tuple[tuple[int, str], _Pending, list[StagedSpan], bool]]) -> None:
+    def _mark_stored(self, stored: list[tuple[tuple[int, str], _Pending, list[SpanRef], bool]]) -> None:
         """Account for traces now in the store: spans no longer buffered, their
         span ids remembered (a resent span is a repeat), the counts."""
         with self._lock:
@@ -497,7 +559,8 @@ class OtlpReceiver:
             self._give_back([(x.key, x.pending) for x in items])
             return 0
         try:
-            added = self._store_chunk(run_id, [x.trajectory for x in items], [i for x in items for i in x.pending.ids])
+            added = self._store_chunk(run_id, [x.trajectory for x in items],
+                                      [(x.key, x.pending.batches) for x in items])
         except NotFound as exc:
             self._reject(items, f"the run is gone ({exc})")
             return 0
@@ -525,10 +588,9 @@ class OtlpReceiver:
         self.stats.rejected_traces += len(items)
         self._runs.clear()
         try:
-            with session_scope(self.sessions, write=True) as session:
-                staging.unstage(session, [i for x in items for i in x.pending.ids])
+            self._release_now([(x.key, x.pending.batches) for x in items])
         except SQLAlchemyError:
-            log.exception("the staged spans of rejected traces could not be deleted")
+            log.exception("the staged spans of rejected traces could not be released")
         with self._lock:
             self._buffered -= sum(len(x.pending.spans) for x in items)
 
@@ -543,9 +605,9 @@ class OtlpReceiver:
         self.stats.retried_traces += 1
         self._give_back([(item.key, item.pending)])
 
-    def _store_chunk(self, run_id: int, trajectories: list[Trajectory], staged_ids: list[int]) -> bool:
+    def _store_chunk(self, run_id: int, trajectories: list[Trajectory], staged: Release) -> bool:
         try:
-            return self._add(run_id, trajectories, staged_ids)
+            return self._add(run_id, trajectories, staged)
         except Conflict:
             # a case id and trial stored already (a conversation id reused by
             # several traces): take the next free trial numbers
@@ -555,22 +617,25 @@ class OtlpReceiver:
                 while (t.case_id, t.trial, ingest.fault_key(t)) in stored:
                     t.trial += 1
                 stored.add((t.case_id, t.trial, ingest.fault_key(t)))
-            return self._add(run_id, trajectories, staged_ids)
+            return self._add(run_id, trajectories, staged)
 
-    def _add(self, run_id: int, trajectories: list[Trajectory], staged_ids: list[int]) -> bool:
-        """Store the trajectories and delete their staged spans, in one
+    def _add(self, run_id: int, trajectories: list[Trajectory], staged: Release) -> bool:
+        """Store the trajectories and release their staged spans, in one
         transaction (False: the run was finished meanwhile, nothing stored)."""
         with session_scope(self.sessions, write=True) as session:
-            staging.unstage(session, staged_ids)
+            committed = self._release(session, staged)
             run = ingest.get_run_row(session, run_id)
-            if run.status == "finished":
+            added = run.status != "finished"
+            if added:
+                scorer = self.scorers.for_run(session, run)
+                ingest.add_trajectories(session, run=run, scorer=scorer, trajectories=trajectories)
+            else:
                 log.warning("run %s was finished meanwhile: %d traces not stored", run.name, len(trajectories))
-                self.stats.rejected_traces += len(trajectories)
-                self._runs.pop(run.name, None)
-                return False
-            scorer = self.scorers.for_run(session, run)
-            ingest.add_trajectories(session, run=run, scorer=scorer, trajectories=trajectories)
-            return True
+        committed()
+        if not added:
+            self.stats.rejected_traces += len(trajectories)
+            self._runs.pop(run.name, None)
+        return added
 
     def close(self) -> None:
         """Stop the thread and store everything still buffered."""
@@ -619,7 +684,7 @@ class _Fresh:
 
     key: tuple[int, str]
     pending: _Pending
-    fresh: list[StagedSpan]
+    fresh: list[SpanRef]
     flushes: int
 
 
@@ -643,7 +708,7 @@ class _Item:
 
     key: tuple[int, str]
     pending: _Pending
-    fresh: list[StagedSpan]
+    fresh: list[SpanRef]
     trajectory: Trajectory
     repaired: bool
 
@@ -728,12 +793,15 @@ async def receive_traces(
         try:
             body = _decompress(body, request.headers.get("content-encoding", "").strip().lower(),
                                request.app.state.settings.max_body_bytes)
-            spans = (staged_spans_from_protobuf(body) if protobuf
-                     else [StagedSpan.of(s) for s in spans_from_json(loads(body) if body else {})])
+            if protobuf:
+                form, spans = BATCH_PROTOBUF, span_refs_from_protobuf(body)
+            else:
+                form, (body, spans) = BATCH_LINES, lines_batch(spans_from_json(loads(body) if body else {}))
         except (ValueError, TypeError) as exc:
             return error_response(400, f"not an OTLP trace export: {exc}")
         try:
-            accepted = await run_in_threadpool(_take_in, receiver, run or x_toollens_run or DEFAULT_RUN, spans)
+            accepted = await run_in_threadpool(_take_in, receiver, run or x_toollens_run or DEFAULT_RUN, form, body,
+                                               spans)
         except ToolLensError:
             raise
         except Exception:  # the database is away: the exporter retries, nothing is lost
@@ -748,9 +816,9 @@ async def receive_traces(
     return Response(b"{}", media_type="application/json")
 
 
-def _take_in(receiver: OtlpReceiver, run_name: str, spans: list[StagedSpan]) -> bool:
+def _take_in(receiver: OtlpReceiver, run_name: str, form: str, body: bytes, spans: list[SpanRef]) -> bool:
     run_id = receiver.run_id(run_name)
-    return not spans or receiver.accept(run_id, spans)
+    return not spans or receiver.accept(run_id, form, body, spans)
 
 
 @router.get("/v1/traces/status", include_in_schema=False)

@@ -16,6 +16,7 @@ import json
 import multiprocessing as mp
 import os
 from collections import OrderedDict
+from collections.abc import Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
-from app.importers.otel import span_from_staged, trajectory_record
+from app.importers.otel import spans_of, trajectory_record
 from app.store.rows import ScoredBatch, score_batch
 
 MIN_TRACES = 50  # smaller batches are cheaper to score here than to ship to the worker
@@ -47,9 +48,10 @@ def digest(document: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def score_traces(key: str, document: dict[str, Any], traces: list[tuple[list[str], int]]) -> WorkerResult:
-    """In the worker: (staged texts of the fresh spans, earlier flushes) per
-    trace -> spans -> records -> scored rows."""
+def score_traces(key: str, document: dict[str, Any], batches: Mapping[int, tuple[str, bytes]],
+                 traces: list[tuple[list[tuple[int, int]], int]]) -> WorkerResult:
+    """In the worker: per trace, its spans as (batch, position) in the staged
+    ``batches`` and its earlier flushes -> spans -> records -> scored rows."""
     scorer = _SCORERS.get(key)
     if scorer is None:
         scorer = _SCORERS[key] = Scorer(parse_suite(document, path="suite"))
@@ -58,10 +60,13 @@ def score_traces(key: str, document: dict[str, Any], traces: list[tuple[list[str
     notes: list[list[str]] = []
     errors: list[str | None] = []
     trajectories = []
-    for spans, flushes in traces:
+    decoded = spans_of(batches, [refs for refs, _ in traces])
+    for (_, flushes), spans in zip(traces, decoded, strict=True):
         these: list[str] = []
         try:
-            record = trajectory_record([span_from_staged(text) for text in spans], these)
+            if isinstance(spans, str):
+                raise ValueError(spans)
+            record = trajectory_record(spans, these)
             if flushes:  # late spans of a stored trace: another trial of it
                 record["trial"] = int(record.get("trial") or 0) + flushes
             trajectories.append(parse_record(record, source="trace"))
@@ -98,10 +103,11 @@ class ScoringWorker:
     def pays() -> bool:
         return (os.cpu_count() or 1) >= 2
 
-    def submit(self, document: dict[str, Any], traces: list[tuple[list[str], int]],
-               key: str | None = None) -> Future[WorkerResult]:
-        """Score traces against a suite; ``key`` is ``digest(document)``, when the caller has it."""
-        return self._pool.submit(score_traces, key or digest(document), document, traces)
+    def submit(self, document: dict[str, Any], batches: Mapping[int, tuple[str, bytes]],
+               traces: list[tuple[list[tuple[int, int]], int]], key: str | None = None) -> Future[WorkerResult]:
+        """Score traces (spans as positions in staged batches) against a suite; ``key`` is
+        ``digest(document)``, when the caller has it."""
+        return self._pool.submit(score_traces, key or digest(document), document, dict(batches), traces)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

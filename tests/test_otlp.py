@@ -193,7 +193,7 @@ def test_a_full_buffer_answers_503_and_the_sdk_retries_until_stored(served: tupl
     base, app = served
     run_id = new_run(base, "prod")
     # a tiny buffer, slow to drain: the second export request finds it full
-    app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=0.8, max_spans=9)
+    app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=2.0, max_spans=9)
     provider = sdk_provider(f"{base}/v1/traces?run=prod", max_export_batch_size=9, schedule_delay_millis=20)
     tracer = provider.get_tracer("test")
     for i in range(3):
@@ -228,12 +228,10 @@ def protobuf_body(request: dict[str, Any]) -> bytes:
 
 def _crashed_receiver(db_url: str, **timing: float) -> tuple[Any, OtlpReceiver]:
     """A receiver on its own engine, as in another process that is about to die."""
-    from sqlalchemy import create_engine
-
-    from app.store.db import make_sessionmaker
+    from app.store.db import make_engine, make_sessionmaker
     from app.web.state import ScorerCache
 
-    engine = create_engine(db_url)
+    engine = make_engine(db_url)  # SQLite with its foreign keys and write locks, as the app has it
     receiver = OtlpReceiver(make_sessionmaker(engine), ScorerCache(), **timing)
     receiver._ensure_thread = lambda: None  # type: ignore[method-assign]  # it stores only when told to
     return engine, receiver
@@ -316,15 +314,15 @@ def test_spans_staged_by_an_older_version_are_carried_over_by_the_migration(db_u
     """Schema 0003 staged one row per span (``otlp_spans``); upgrading makes each a batch of one
     line, which the receiver reads back and stores."""
     from alembic import command
-    from sqlalchemy import create_engine, text
+    from sqlalchemy import text
 
     from app.importers.otel import lines_batch, span_to_json, spans_from_json
-    from app.store.db import _alembic_config, upgrade
+    from app.store.db import _alembic_config, make_engine, upgrade
 
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
     command.downgrade(_alembic_config(db_url), "0003")
-    engine = create_engine(db_url)
+    engine = make_engine(db_url)
     spans = spans_from_json(body(span(TRACE, "01", "", 10, attrs={"toollens.case_id": "old"}),
                                  span(TRACE, "02", "01", 20, tool="ver_saldo")))
     with engine.begin() as conn:
@@ -333,11 +331,19 @@ def test_spans_staged_by_an_older_version_are_carried_over_by_the_migration(db_u
                          {"r": run_id, "s": span_to_json(s)})
     upgrade(db_url)
     assert sorted(_staged(engine)[0]) == sorted(("lines", span_to_json(s).encode()) for s in spans)
+    # a request staged now takes an id after the carried ones (PostgreSQL: the sequence was moved on)
+    _, receiver = _crashed_receiver(db_url, settle=60)
+    late = span(OTHER, "01", "", 10, attrs={"toollens.case_id": "new"})
+    assert receiver.accept(run_id, "lines", *lines_batch(spans_from_json(body(late))))
+    with engine.connect() as conn:
+        ids = list(conn.scalars(text("SELECT id FROM otlp_batches ORDER BY id")))
+    assert len(ids) == 3 and ids[-1] > ids[1]
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         pass  # recovered, stored at shutdown
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
-    assert [(r["case_id"], [c["name"] for c in r["calls"]]) for r in records] == [("old", ["ver_saldo"])]
+    assert sorted((r["case_id"], [c["name"] for c in r["calls"]]) for r in records) == [
+        ("new", []), ("old", ["ver_saldo"])]
     assert _staged(engine) == ([], [])
     # nor is a staged request lost to a downgrade: it is refused until a server has stored it
     _, crashed = _crashed_receiver(db_url, settle=60)

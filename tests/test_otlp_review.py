@@ -215,3 +215,131 @@ def test_while_the_database_is_away_nothing_counts_as_an_attempt(client: TestCli
     monkeypatch.setattr(otlp, "_database_away", lambda sessions: False)
     assert r.store_ready(everything=True) == 2
     assert len(records(client, run_id)) == 2 and staged(client) == 0
+
+
+# -- staging by request (one row per export request, traces marked done in it) ------------------
+
+LATE = "11111111111111111111111111111111"
+
+
+def fresh_receiver(db_url: str, **timing: float) -> OtlpReceiver:
+    """A receiver of its own (in-process scoring), storing only when told to: as in another process."""
+    from app.store.db import make_engine, make_sessionmaker
+    from app.web.state import ScorerCache
+
+    r = OtlpReceiver(make_sessionmaker(make_engine(db_url)), ScorerCache(), worker=False, **timing)
+    r._ensure_thread = lambda: None  # type: ignore[method-assign]
+    return r
+
+
+def send(r: OtlpReceiver, run_id: int, *spans: dict[str, Any]) -> bool:
+    lines, refs = lines_batch(spans_from_json(body(*spans)))
+    return r.accept(run_id, BATCH_LINES, lines, refs)
+
+
+def staged_rows(r: OtlpReceiver) -> tuple[list[int], list[tuple[int, str]]]:
+    from app.store.models import OtlpBatchDone
+
+    with session_scope(r.sessions) as s:
+        return (list(s.scalars(select(OtlpBatch.id).order_by(OtlpBatch.id))),
+                [(int(b), str(t)) for b, t in s.execute(select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id))])
+
+
+def test_a_span_resent_beside_another_trace_is_not_stored_again_after_a_crash(client: TestClient,
+                                                                              db_url: str) -> None:
+    """The second request repeats a span of T and brings a trace still waiting for its root:
+    storing T must mark it done in that request too, or a restart would store T a second time."""
+    run_id = new_run(client, "otlp")
+    r = fresh_receiver(db_url, settle=0, idle=3600)
+    assert send(r, run_id, span(TRACE, "02", "01", 20, tool="ver_saldo"))
+    assert send(r, run_id, span(TRACE, "02", "01", 20, tool="ver_saldo"), span(LATE, "02", "01", 20,
+                                                                                tool="buscar_cliente"))
+    assert send(r, run_id, span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c"}))
+    assert r.store_ready() == 1  # T; the other waits for its root
+    batches, done = staged_rows(r)
+    assert len(batches) == 1 and done == [(batches[0], TRACE)]  # the first and third requests are gone
+    restarted = fresh_receiver(db_url)  # the process died; the next one recovers what is left
+    assert restarted.recover() == 1 and restarted.store_ready(everything=True) == 1
+    assert sorted((x["case_id"], x["trial"], [c["name"] for c in x["calls"]]) for x in records(client, run_id)) == [
+        (LATE, 0, ["buscar_cliente"]), ("c", 0, ["ver_saldo"])]
+    assert staged_rows(restarted) == ([], [])
+
+
+def test_a_round_that_fails_midway_gives_back_only_what_it_did_not_store(client: TestClient, db_url: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run a's trace is stored, then the database fails on run b's chunk: only run b's trace
+    goes back to the buffer, and the next round stores it (nothing marked twice, no count drift)."""
+    from sqlalchemy.exc import OperationalError
+
+    a, b = new_run(client, "a"), new_run(client, "b")
+    r = fresh_receiver(db_url, settle=0, idle=3600)
+    assert send(r, a, span(TRACE, "01", "", 10), span(TRACE, "02", "01", 20, tool="ver_saldo"),
+                span(LATE, "02", "01", 20, tool="ver_saldo"))  # with a trace that waits: the request stays staged
+    assert send(r, b, span(OTHER, "01", "", 10), span(OTHER, "02", "01", 20, tool="ver_saldo"))
+    real, calls = r._items, []
+
+    def items(chunk: Any) -> Any:
+        calls.append(len(chunk))
+        if len(calls) == 2:
+            raise OperationalError("INSERT", {}, Exception("database is locked"))
+        return real(chunk)
+
+    monkeypatch.setattr(r, "_items", items)
+    with pytest.raises(OperationalError):
+        r.store_ready()
+    monkeypatch.setattr(r, "_items", real)
+    assert r.store_ready() == 1 and r.store_ready() == 0
+    assert [len(records(client, run)) for run in (a, b)] == [1, 1]
+    assert (r.stats.stored_traces, r.stats.duplicate_spans, r.buffered_spans) == (2, 0, 1)  # the waiting span
+
+
+def test_a_deleted_run_whose_request_also_held_a_waiting_trace_blocks_nothing(client: TestClient,
+                                                                             db_url: str) -> None:
+    """A stored trace resent with a trace that waits, then the run deleted (its staged requests go
+    with it): releasing the resent trace marks nothing, and the other run's trace is stored."""
+    gone, kept = new_run(client, "gone"), new_run(client, "kept")
+    r = fresh_receiver(db_url, settle=0, idle=3600)
+    assert send(r, gone, span(TRACE, "01", "", 10), span(TRACE, "02", "01", 20, tool="ver_saldo"))
+    assert r.store_ready() == 1
+    assert send(r, gone, span(TRACE, "01", "", 10), span(TRACE, "02", "01", 20, tool="ver_saldo"),
+                span(LATE, "02", "01", 20, tool="ver_saldo"))
+    assert send(r, kept, span(OTHER, "01", "", 10), span(OTHER, "02", "01", 20, tool="buscar_cliente"))
+    with session_scope(r.sessions, write=True) as s:
+        delete_run(s, gone)
+    assert r.store_ready() == 1 and r.store_ready() == 0
+    assert [[c["name"] for c in x["calls"]] for x in records(client, kept)] == [["buscar_cliente"]]
+    assert staged_rows(r) == ([], []) and r.stats.duplicate_spans == 2
+
+
+def test_a_request_staged_while_its_batch_id_is_freed_is_not_lost(client: TestClient, db_url: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request comes in between the commit that deletes a staged request and the bookkeeping
+    after it, with a late span of the same trace: it gets a new id (ids are never reused), and
+    the bookkeeping of the old one does not touch it."""
+    run_id = new_run(client, "otlp")
+    r = fresh_receiver(db_url, settle=0, idle=3600)
+    assert send(r, run_id, span(TRACE, "01", "", 10), span(TRACE, "02", "01", 20, tool="ver_saldo"))
+    (first,), _ = staged_rows(r)
+    real = r._release
+
+    def release(session: Any, traces: Any) -> Any:
+        committed = real(session, traces)
+
+        def late_request_then_committed() -> None:
+            import threading
+
+            t = threading.Thread(target=send, args=(r, run_id, span(TRACE, "03", "01", 30, tool="buscar_cliente")))
+            t.start()
+            t.join()
+            committed()
+
+        return late_request_then_committed
+
+    monkeypatch.setattr(r, "_release", release)
+    assert r.store_ready() == 1
+    monkeypatch.setattr(r, "_release", real)
+    (second,), _ = staged_rows(r)
+    assert second > first and list(r._batches) == [second]
+    assert r.store_ready(everything=True) == 1 and r.stats.rejected_traces == 0
+    assert sorted([c["name"] for c in x["calls"]] for x in records(client, run_id)) == [["buscar_cliente"],
+                                                                                         ["ver_saldo"]]

@@ -231,6 +231,8 @@ class OtlpBatch(Base):
     acknowledged and stores nothing twice; a restart picks up the rest."""
 
     __tablename__ = "otlp_batches"
+    # an id is never used again (SQLite reuses the highest one otherwise): memory keys batches by it
+    __table_args__ = {"sqlite_autoincrement": True}  # noqa: RUF012
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))

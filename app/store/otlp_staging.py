@@ -12,8 +12,10 @@ keeps staging to a single insert of bytes the request already had.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from sqlalchemy import delete, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.store.models import OtlpBatch, OtlpBatchDone
@@ -29,9 +31,11 @@ def finish(session: Session, done: Mapping[int, Iterable[str]], emptied: Iterabl
     """Mark traces of batches done (batch id -> trace ids), and delete the
     batches whose traces are all done now, with their marks (in the caller's
     transaction: the one that stores those traces, or gives up on them)."""
-    marks = [{"batch_id": b, "trace_id": t} for b, traces in done.items() for t in traces]
-    if marks:
-        session.execute(insert(OtlpBatchDone), marks)
+    if done:  # a batch gone with its run (deleted meanwhile) takes no marks
+        present = set(session.scalars(select(OtlpBatch.id).where(OtlpBatch.id.in_(list(done)))))
+        marks = [{"batch_id": b, "trace_id": t} for b, traces in done.items() if b in present for t in traces]
+        if marks:
+            session.execute(_insert_once(session), marks)
     gone = sorted(set(emptied))
     for i in range(0, len(gone), 500):
         chunk = gone[i:i + 500]
@@ -39,6 +43,13 @@ def finish(session: Session, done: Mapping[int, Iterable[str]], emptied: Iterabl
                         execution_options={"synchronize_session": False})
         session.execute(delete(OtlpBatch).where(OtlpBatch.id.in_(chunk)),
                         execution_options={"synchronize_session": False})
+
+
+def _insert_once(session: Session) -> Any:
+    """INSERT into ``otlp_batch_done`` that leaves a mark already there as it is."""
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql.insert(OtlpBatchDone).on_conflict_do_nothing()
+    return sqlite.insert(OtlpBatchDone).on_conflict_do_nothing()
 
 
 def staged(session: Session) -> Iterator[tuple[int, int, str, bytes, set[str]]]:

@@ -139,6 +139,7 @@ class OtlpReceiver:
         self._scoring: deque[_Flight] = deque()  # chunks handed to the worker, in order
         self._flying: set[tuple[int, str]] = set()  # their traces: not taken again until stored
         self._away = False  # the database failed during this storing round
+        self._handled: set[tuple[int, str]] = set()  # traces stored, released or given back during this round
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -188,10 +189,12 @@ class OtlpReceiver:
 
     def _buffer(self, run_id: int, batch: int, form: str, body: bytes, spans: list[SpanRef]) -> bool:
         """Buffer a staged batch's spans by trace. A span id already buffered
-        for its trace (a resent request) is a repeat and left out; False when
-        every span was one (the batch holds nothing to store)."""
+        for its trace (a resent request) is a repeat and left out, but the
+        trace still counts as one of the batch's, so that storing it marks it
+        done there too (else a restart would read it back and store it again).
+        False when every span was a repeat: the batch holds nothing to store."""
         now = time.monotonic()
-        repeats = 0
+        repeated: list[_Pending] = []
         traces: set[str] = set()
         with self._lock:
             for s in spans:
@@ -202,7 +205,7 @@ class OtlpReceiver:
                     p = self._pending[key] = _Pending()
                 p.last_seen = now
                 if s.span_id and s.span_id in p.span_ids:
-                    repeats += 1
+                    repeated.append(p)
                     continue
                 p.span_ids.add(s.span_id)
                 p.spans.append(s)
@@ -210,9 +213,12 @@ class OtlpReceiver:
                 p.root = p.root or s.is_root
                 traces.add(s.trace_id)
             if traces:
+                for p in repeated:
+                    p.batches.add(batch)
+                traces.update(s.trace_id for s in spans)
                 self._batches[batch] = _Batch(form, body, traces)
-            self._buffered += len(spans) - repeats
-            self.stats.duplicate_spans += repeats
+            self._buffered += len(spans) - len(repeated)
+            self.stats.duplicate_spans += len(repeated)
         return bool(traces)
 
     def _drop_batches(self, ids: list[int]) -> None:
@@ -253,18 +259,20 @@ class OtlpReceiver:
         for (_, trace), batches in traces:
             for b in batches:
                 marks.setdefault(b, set()).add(trace)
-        with self._lock:
-            emptied = {b for b, these in marks.items() if b not in self._batches or self._batches[b].traces <= these}
-        staging.finish(session, {b: these for b, these in marks.items() if b not in emptied}, emptied)
+        with self._lock:  # what memory holds is the authority: a trace released already is not marked again
+            held = {b: self._batches.get(b) for b in marks}
+            done = {b: these & batch.traces for b, these in marks.items() if (batch := held[b]) is not None}
+            emptied = {b for b, batch in held.items() if batch is None or batch.traces <= marks[b]}
+        staging.finish(session, {b: these for b, these in done.items() if these and b not in emptied}, emptied)
 
         def committed() -> None:
             with self._lock:
-                for b, these in marks.items():
-                    kept = self._batches.get(b)
-                    if kept is not None:
-                        kept.traces -= these
-                        if not kept.traces:
+                for b, batch in held.items():
+                    if batch is not None and self._batches.get(b) is batch:
+                        batch.traces -= marks[b]
+                        if not batch.traces:
                             del self._batches[b]
+            self._handled.update(key for key, _ in traces)
 
         return committed
 
@@ -335,6 +343,7 @@ class OtlpReceiver:
         return taken
 
     def _give_back(self, taken: list[tuple[tuple[int, str], _Pending]]) -> None:
+        self._handled.update(key for key, _ in taken)
         with self._lock:
             for key, back in taken:
                 p = self._pending.setdefault(key, _Pending())
@@ -355,13 +364,15 @@ class OtlpReceiver:
         traces are taken meanwhile."""
         with self._store_lock:
             self._away = False  # until the database fails during this round
+            self._handled = set()
             stored = self._land(wait=True) if everything else 0  # its traces may have more spans buffered
             taken = self._take(everything)
             if taken:
                 try:
                     stored += self._store(taken)
                 except BaseException:
-                    self._give_back([t for t in taken if t[0] not in self._flying])
+                    # not the traces this round stored or released already, nor those given back
+                    self._give_back([t for t in taken if t[0] not in self._flying and t[0] not in self._handled])
                     raise
             return stored + self._land(wait=everything)
 
@@ -375,7 +386,7 @@ class OtlpReceiver:
                 done = self._store_scored(flight)
                 stored += done if done is not None else self._store_items(flight.run_id, self._items(flight.chunk))
             except BaseException:
-                self._give_back([(f.key, f.pending) for f in flight.chunk])
+                self._give_back([(f.key, f.pending) for f in flight.chunk if f.key not in self._handled])
                 raise
             finally:
                 self._flying.difference_update(f.key for f in flight.chunk)
@@ -586,6 +597,7 @@ class OtlpReceiver:
         (if the database lets us; else a restart finds them again)."""
         log.warning("%d traces not stored: %s", len(items), why)
         self.stats.rejected_traces += len(items)
+        self._handled.update(x.key for x in items)
         self._runs.clear()
         try:
             self._release_now([(x.key, x.pending.batches) for x in items])

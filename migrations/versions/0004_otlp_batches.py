@@ -29,6 +29,7 @@ def upgrade() -> None:
         sa.Column("body", sa.LargeBinary(), nullable=False),
         sa.ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
+        sqlite_autoincrement=True,  # an id is never used again: the receiver keys batches by it
     )
     op.create_table(
         "otlp_batch_done",

@@ -445,7 +445,7 @@ class OtlpReceiver:
 
     def _items(self, chunk: list[_Fresh]) -> list[_Item]:
         """The chunk's trajectories, built here; a trace whose record cannot be
-        read is counted as rejected and its staged spans deleted."""
+        read is counted as rejected and marked done in staging."""
         items: list[_Item] = []
         dropped: Release = []
         done_spans = 0
@@ -593,7 +593,7 @@ class OtlpReceiver:
         return len(items)
 
     def _reject(self, items: list[_Item], why: str) -> None:
-        """Give up on traces: counted as rejected, their staged spans deleted
+        """Give up on traces: counted as rejected, marked done in staging
         (if the database lets us; else a restart finds them again)."""
         log.warning("%d traces not stored: %s", len(items), why)
         self.stats.rejected_traces += len(items)

@@ -11,6 +11,7 @@ do whole goes back to that path.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import multiprocessing as mp
@@ -87,6 +88,10 @@ def load_decoders() -> None:
 def warm_up() -> int:
     """In the worker: everything loaded before the first batch comes; returns its pid."""
     load_decoders()
+    # as in the import's worker (app.store.pipeline): the rows are tuples, freed by reference
+    # counting, and collecting cycles every 700 new objects walked them again and again
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 50)
     return os.getpid()
 
 

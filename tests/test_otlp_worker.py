@@ -256,11 +256,24 @@ def test_serve_turns_the_warm_start_on_unless_told_otherwise(monkeypatch: pytest
 
     served: list[Settings] = []
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: served.append(app.state.settings))
+    tuned: list[bool] = []
+    monkeypatch.setattr(cli, "collect_cycles_rarely", lambda: tuned.append(True))  # not in the test process
     db = f"sqlite:///{tmp_path}/w.db"
     assert CliRunner().invoke(cli.cli, ["serve", "--db", db]).exit_code == 0
     monkeypatch.setenv("TOOLLENS_OTLP_WARM_START", "false")
     assert CliRunner().invoke(cli.cli, ["serve", "--db", db]).exit_code == 0
-    assert [s.otlp_warm_start for s in served] == [True, False]
+    assert [s.otlp_warm_start for s in served] == [True, False] and tuned == [True, True]
+
+
+def test_a_server_process_collects_cycles_rarely() -> None:
+    """What ``toollens serve`` does to its own process before serving (in a child process here)."""
+    import subprocess
+    import sys
+
+    probe = ("import gc\nfrom app.cli import collect_cycles_rarely\nbefore = gc.get_freeze_count()\n"
+             "collect_cycles_rarely()\nprint(gc.get_threshold(), before == 0 and gc.get_freeze_count() > 1000)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["(20000,", "20,", "20)", "True"]
 
 
 def test_a_worker_that_cannot_start_with_the_server_does_not_stop_it(db_url: str,

@@ -216,18 +216,25 @@ def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, obje
                     time.sleep(float(r.headers.get("retry-after", "1")))
         return n
 
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
     with ThreadPoolExecutor(senders) as pool:
         refused = sum(pool.map(send, chunks))
-    accepted_s = time.perf_counter() - t0
-    status = before
-    while time.perf_counter() - t0 < 300:
-        status = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
-        if status["stored_spans"] - before["stored_spans"] >= len(spans):
-            break
-        time.sleep(0.05)
-    return {"spans": len(spans), "accepted_s": accepted_s, "stored_s": time.perf_counter() - t0,
+    accepted_s = time.monotonic() - t0
+    status = wait_stored(base, before, len(spans), t0, poll=0.05)
+    return {"spans": len(spans), "accepted_s": accepted_s, "stored_s": time.monotonic() - t0,
             "stored": status["stored_spans"] - before["stored_spans"], "refused": refused}
+
+
+def wait_stored(base: str, before: dict[str, int], n: int, t0: float, poll: float) -> dict[str, int]:
+    """Poll the receiver's status until ``n`` spans more than ``before`` are stored (at most
+    300 s after ``t0``, a ``time.monotonic()``); returns the last status read."""
+    status = before
+    while time.monotonic() - t0 < 300:
+        status = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
+        if status["stored_spans"] - before["stored_spans"] >= n:
+            break
+        time.sleep(poll)
+    return status
 
 
 def _cpu_seconds(pid: int) -> dict[int, float]:
@@ -287,12 +294,7 @@ def exporters_phase(base: str, suite: dict[str, object], runs: list[dict[str, ob
     done = [results.get(timeout=300) for _ in children]
     accepted_at = max(t for t, _ in done)
     stored_by_accept = httpx.get(f"{base}/v1/traces/status", timeout=30).json()["stored_spans"] - before["stored_spans"]
-    status = before
-    while time.monotonic() - t0 < 300:
-        status = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
-        if status["stored_spans"] - before["stored_spans"] >= len(spans):
-            break
-        time.sleep(0.02)
+    status = wait_stored(base, before, len(spans), t0, poll=0.02)
     stored_s = time.monotonic() - t0
     cpu_after = _cpu_seconds(server_pid)
     for child in children:

@@ -22,7 +22,7 @@ import binascii
 import functools
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,8 +96,8 @@ class SpanRef:
 
 def span_refs_from_protobuf(body: bytes) -> list[SpanRef]:
     """The spans of a protobuf export request, as references into it (ValueError if it is not one)."""
-    spans = [s for rs in _export_request(body).resource_spans for ss in rs.scope_spans for s in ss.spans]
-    return [SpanRef(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id, i) for i, s in enumerate(spans)]
+    return [SpanRef(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id, i)
+            for i, s in enumerate(_pb_spans(body))]
 
 
 def lines_batch(spans: list[Span]) -> tuple[bytes, list[SpanRef]]:
@@ -115,18 +115,18 @@ def batch_refs(form: str, body: bytes) -> list[SpanRef]:
 
 def _batch_spans(form: str, body: bytes, wanted: set[int] | None) -> dict[int, Span]:
     """The spans of a staged batch at the ``wanted`` positions (all with None)."""
+    found: list[Any]
+    decode: Callable[[Any], Span]
     if form == BATCH_PROTOBUF:
-        found = [s for rs in _export_request(body).resource_spans for ss in rs.scope_spans for s in ss.spans]
-        return {i: _span_from_pb(found[i]) for i in (range(len(found)) if wanted is None else wanted)
-                if i < len(found)}
-    if form != BATCH_LINES:
+        found, decode = _pb_spans(body), _span_from_pb
+    elif form == BATCH_LINES:
+        try:
+            found, decode = list(body.decode("utf-8").split("\n")), span_from_staged
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not a staged batch ({exc})") from None
+    else:
         raise ValueError(f"unknown staged batch format {form!r}")
-    try:
-        lines = body.decode("utf-8").split("\n")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not a staged batch ({exc})") from None
-    return {i: span_from_staged(lines[i]) for i in (range(len(lines)) if wanted is None else wanted)
-            if i < len(lines)}
+    return {i: decode(found[i]) for i in (range(len(found)) if wanted is None else wanted) if i < len(found)}
 
 
 def spans_of(batches: Mapping[int, tuple[str, bytes]], traces: list[list[tuple[int, int]]]) -> list[list[Span] | str]:
@@ -349,10 +349,14 @@ def _span_from_pb(s: Any) -> Span:
     )
 
 
+def _pb_spans(body: bytes) -> list[Any]:
+    """The protobuf ``Span`` messages of an export request, in order (ValueError if it is not one)."""
+    return [s for rs in _export_request(body).resource_spans for ss in rs.scope_spans for s in ss.spans]
+
+
 def spans_from_protobuf(body: bytes) -> list[Span]:
     """The spans of an OTLP/HTTP protobuf ``ExportTraceServiceRequest``."""
-    return [_span_from_pb(s) for rs in _export_request(body).resource_spans for ss in rs.scope_spans
-            for s in ss.spans]
+    return [_span_from_pb(s) for s in _pb_spans(body)]
 
 
 # -- spans -> trajectory ----------------------------------------------------------

@@ -27,13 +27,14 @@ def stage(session: Session, run_id: int, form: str, body: bytes) -> int:
                                .returning(OtlpBatch.id)).one())
 
 
-def finish(session: Session, done: Mapping[int, Iterable[str]], emptied: Iterable[int]) -> None:
+def finish(session: Session, done: Mapping[int, set[str]], emptied: Iterable[int]) -> None:
     """Mark traces of batches done (batch id -> trace ids), and delete the
     batches whose traces are all done now, with their marks (in the caller's
     transaction: the one that stores those traces, or gives up on them)."""
-    if done:  # a batch gone with its run (deleted meanwhile) takes no marks
-        present = set(session.scalars(select(OtlpBatch.id).where(OtlpBatch.id.in_(list(done)))))
-        marks = [{"batch_id": b, "trace_id": t} for b, traces in done.items() if b in present for t in traces]
+    wanted = {b: traces for b, traces in done.items() if traces}
+    if wanted:  # a batch gone with its run (deleted meanwhile) takes no marks
+        present = set(session.scalars(select(OtlpBatch.id).where(OtlpBatch.id.in_(list(wanted)))))
+        marks = [{"batch_id": b, "trace_id": t} for b, traces in wanted.items() if b in present for t in traces]
         if marks:
             session.execute(_insert_once(session), marks)
     gone = sorted(set(emptied))

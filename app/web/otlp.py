@@ -261,9 +261,9 @@ class OtlpReceiver:
                 marks.setdefault(b, set()).add(trace)
         with self._lock:  # what memory holds is the authority: a trace released already is not marked again
             held = {b: self._batches.get(b) for b in marks}
-            done = {b: these & batch.traces for b, these in marks.items() if (batch := held[b]) is not None}
             emptied = {b for b, batch in held.items() if batch is None or batch.traces <= marks[b]}
-        staging.finish(session, {b: these for b, these in done.items() if these and b not in emptied}, emptied)
+            done = {b: batch.traces & marks[b] for b, batch in held.items() if batch is not None and b not in emptied}
+        staging.finish(session, done, emptied)
 
         def committed() -> None:
             with self._lock:
@@ -286,8 +286,8 @@ class OtlpReceiver:
     def _bodies(self, chunk: list[_Fresh]) -> dict[int, tuple[str, bytes]]:
         """The staged batches a chunk's spans are in: id -> (format, body)."""
         with self._lock:
-            return {b: (self._batches[b].form, self._batches[b].body)
-                    for b in {s.batch for f in chunk for s in f.fresh} if b in self._batches}
+            held = {b: self._batches.get(b) for b in {s.batch for f in chunk for s in f.fresh}}
+        return {b: (batch.form, batch.body) for b, batch in held.items() if batch is not None}
 
     # -- the storing side --------------------------------------------------------
 
@@ -449,7 +449,7 @@ class OtlpReceiver:
         items: list[_Item] = []
         dropped: Release = []
         done_spans = 0
-        decoded = spans_of(self._bodies(chunk), [[(s.batch, s.index) for s in f.fresh] for f in chunk])
+        decoded = spans_of(self._bodies(chunk), [f.refs() for f in chunk])
         for f, spans in zip(chunk, decoded, strict=True):
             notes: list[str] = []
             try:
@@ -491,8 +491,8 @@ class OtlpReceiver:
                         self._suites.clear()
                     suite = self._suites[suite_id] = (document, digest(document))
             worker = self._worker
-            traces = [([(s.batch, s.index) for s in f.fresh], f.flushes) for f in chunk]
-            future = worker.submit(suite[0], self._bodies(chunk), traces, key=suite[1])
+            future = worker.submit(suite[0], self._bodies(chunk), [(f.refs(), f.flushes) for f in chunk],
+                                   key=suite[1])
             return _Flight(run_id, chunk, future, worker, time.monotonic() + WORKER_TIMEOUT)
         except Exception as exc:
             log.exception("the scoring worker cannot take a batch; storing in-process")
@@ -698,6 +698,10 @@ class _Fresh:
     pending: _Pending
     fresh: list[SpanRef]
     flushes: int
+
+    def refs(self) -> list[tuple[int, int]]:
+        """Where its fresh spans are staged: (batch, position)."""
+        return [(s.batch, s.index) for s in self.fresh]
 
 
 @dataclass

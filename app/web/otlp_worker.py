@@ -108,11 +108,11 @@ class ScoringWorker:
     def pays() -> bool:
         return (os.cpu_count() or 1) >= 2
 
-    def submit(self, document: dict[str, Any], batches: Mapping[int, tuple[str, bytes]],
+    def submit(self, document: dict[str, Any], batches: dict[int, tuple[str, bytes]],
                traces: list[tuple[list[tuple[int, int]], int]], key: str | None = None) -> Future[WorkerResult]:
         """Score traces (spans as positions in staged batches) against a suite; ``key`` is
         ``digest(document)``, when the caller has it."""
-        return self._pool.submit(score_traces, key or digest(document), document, dict(batches), traces)
+        return self._pool.submit(score_traces, key or digest(document), document, batches, traces)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import random
+import re
+from pathlib import Path
+
 import pytest
 
+from app.core import outcome
 from app.core.outcome import (
     DEFAULT_GIVE_UP_PHRASES,
     canonical_number,
@@ -11,6 +17,7 @@ from app.core.outcome import (
     extract_values,
     reaction_to,
 )
+from app.core.tolerance import fold
 
 
 @pytest.mark.parametrize(
@@ -89,3 +96,47 @@ def test_reactions() -> None:
 def test_a_datum_seen_only_before_the_fault_is_not_a_recovery() -> None:
     before = [(0, '{"saldo": 142900}', True), (1, "ERROR 503", False)]
     assert classify("Tu saldo es $142.900", before, ["142900"]) == "confused"
+
+
+# The value patterns in their plain form: app.core.outcome writes them so that each
+# begins with a character class (fast to search), and must match exactly these.
+_PLAIN_DATE = re.compile(
+    r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b|\b\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\b"
+    r"|\b\d{1,2}\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b")
+_PLAIN_ID = re.compile(
+    r"\b(?=[a-z0-9_-]*\d)(?=[a-z0-9_-]*[a-z])[a-z][a-z0-9_]*(?:-[a-z0-9_]+)+\b"
+    r"|\b[a-z]+\d+[a-z0-9]*\b|\b\d{6,9}-[\dk]\b")
+_PLAIN_NUM = re.compile(r"\d+(?:[.,\s]\d{3})*(?:[.,]\d+)?")
+_TAU = Path(__file__).resolve().parents[2] / "shared" / "data" / "tau_bench_gpt-4o_airline_tasks00-24.json"
+
+
+def _same_matches(texts: list[str]) -> None:
+    for text in texts:
+        t = fold(text)
+        assert outcome._DATE_RX.findall(t) == _PLAIN_DATE.findall(t), t
+        assert outcome._DATE_RX.sub(" ", t) == _PLAIN_DATE.sub(" ", t), t
+        assert outcome._ID_RX.findall(t) == _PLAIN_ID.findall(t), t
+        assert outcome._NUM_RX.findall(t) == _PLAIN_NUM.findall(t), t
+        assert bool(outcome._NUM_RX.fullmatch(t)) == bool(_PLAIN_NUM.fullmatch(t)), t
+
+
+def test_the_fast_value_patterns_match_what_the_plain_ones_match() -> None:
+    edges = ["nc-40021 hat001 12345678-9 12345678-k x12345678-9 _a1 a_1 a-1 1-a -a1 a1- é1 a٣ ٣٣٣٣-٠١-٠٢",
+             "2024-03-05 5/3/2024 05.03.2024 12024-03-05 2024-03-051 a2024-03-05 5 de marzo de 2024 "
+             "15 de marzo del 2024 5 de  marzo de 20245 x5 de marzo de 2024",
+             "$142.900 142,900.50 1 234 567 0042 3.5 ²³ 1²3", ""]
+    rng = random.Random(7)
+    alphabet = [*"ab kz09-_.,/ \n\té٣²", "de ", " del ", "2024", "12345678-9", "nc-40021", "hat001", "__"]
+    noise = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(20_000)]
+    _same_matches(edges + noise)
+    # the patterns found what they should, not only the same as each other
+    assert extract_values(edges[0]).ids >= {"nc-40021", "hat001", "12345678-9"}
+    assert extract_values(edges[1]).dates == {"2024-03-05", "2024-03-15"}
+
+
+@pytest.mark.skipif(not _TAU.exists(), reason=f"the tau-bench sample is not at {_TAU}")
+def test_the_fast_value_patterns_match_on_real_tool_outputs() -> None:
+    runs = json.loads(_TAU.read_text())
+    texts = [str(m["content"]) for r in runs for m in r["traj"] if m.get("content")]
+    assert len(texts) > 1000
+    _same_matches(texts)

@@ -38,17 +38,30 @@ DEFAULT_GIVE_UP_PHRASES = (
 
 _MIN_DIGITS = 3  # shorter bare numbers ("paso 2", "3 días") are prose, not data
 
+# The value patterns, written so that each begins with a character class: the
+# regular-expression engine then skips to the next candidate character in C
+# instead of trying the whole pattern at every position: on tau-bench's tool
+# outputs dates and numbers are found 2.5-2.8x faster, ids 1.2x. ``\b`` before
+# a first character that is a word character is written as a look-behind after
+# it: ``\d(?<!\w\d)`` is ``\b\d``. Each matches exactly what its plain form
+# matches (tests/test_outcome.py keeps the plain forms and compares them on
+# real traces and random text):
+#   dates   \b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b | \b\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\b
+#           | \b\d{1,2}\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b          (05/03/2024, 5 de marzo de 2024)
+#   ids     \b(?=[a-z0-9_-]*\d)(?=[a-z0-9_-]*[a-z])[a-z][a-z0-9_]*(?:-[a-z0-9_]+)+\b   (NC-40021, PED-12345)
+#           | \b[a-z]+\d+[a-z0-9]*\b                                   (HAT001)
+#           | \b\d{6,9}-[\dk]\b                                        (RUT 12345678-9)
+#   numbers \d+(?:[.,\s]\d{3})*(?:[.,]\d+)?
 _DATE_RX = re.compile(
-    r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b|\b\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\b"
-    r"|\b\d{1,2}\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b"
+    r"\d(?<!\w\d)(?:\d{3}[-/.]\d{1,2}[-/.]\d{1,2}\b|\d?[-/.]\d{1,2}[-/.]\d{4}\b"
+    r"|\d?\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b)"
 )
-# ids: letters and digits joined ("NC-40021", "PED-12345", "HAT001"), RUTs ("12345678-9")
 _ID_RX = re.compile(
-    r"\b(?=[a-z0-9_-]*\d)(?=[a-z0-9_-]*[a-z])[a-z][a-z0-9_]*(?:-[a-z0-9_]+)+\b"  # NC-40021, PED-12345
-    r"|\b[a-z]+\d+[a-z0-9]*\b"  # HAT001
-    r"|\b\d{6,9}-[\dk]\b"  # RUT 12345678-9
+    r"[a-z\d](?<!\w[a-z\d])(?:(?<=[a-z])(?=[a-z0-9_-]*\d)[a-z0-9_]*(?:-[a-z0-9_]+)+\b"
+    r"|(?<=[a-z])[a-z]*\d+[a-z0-9]*\b"
+    r"|(?<=\d)\d{5,8}-[\dk]\b)"
 )
-_NUM_RX = re.compile(r"\d+(?:[.,\s]\d{3})*(?:[.,]\d+)?|\d+")
+_NUM_RX = re.compile(r"\d\d*(?:[.,\s]\d{3})*(?:[.,]\d+)?")
 
 
 _NUMBER_PARTS = re.compile(r"(\d+(?:[.,\s]\d{3})*)(?:([.,])(\d+))?")

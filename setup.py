@@ -37,6 +37,7 @@ COMPILED = [
     "app/core/tolerance.py",
     "app/store/rows.py",  # a scored batch as rows: every stored call goes through it
     "app/importers/otel.py",  # spans to records: every span the OTLP receiver stores
+    "app/importers/otlp_wire.py",  # the receiver's protobuf bodies read into spans
 ]
 # The shared runtime library lands inside the package (app/core/_native__mypyc*.so),
 # so that an editable install finds it wherever it is run from.

@@ -118,6 +118,13 @@ def _batch_spans(form: str, body: bytes, wanted: set[int] | None) -> dict[int, S
     found: list[Any]
     decode: Callable[[Any], Span]
     if form == BATCH_PROTOBUF:
+        from app.importers import otlp_wire  # it imports Span from here
+
+        if otlp_wire.COMPILED:
+            try:
+                return otlp_wire.wire_spans(body, wanted)  # about twice as fast as the protobuf runtime
+            except ValueError:  # not readable that way: the runtime decides (and says why)
+                pass
         found, decode = _pb_spans(body), _span_from_pb
     elif form == BATCH_LINES:
         try:

@@ -140,3 +140,34 @@ def test_the_fast_value_patterns_match_on_real_tool_outputs() -> None:
     texts = [str(m["content"]) for r in runs for m in r["traj"] if m.get("content")]
     assert len(texts) > 1000
     _same_matches(texts)
+
+
+def _ungrounded_reference(stated: set[str], texts: list[str]) -> list[str]:
+    """Grounding against every text at once (what classify_outcome did before it stopped early)."""
+    grounded: set[str] = set()
+    for text in texts:
+        grounded |= outcome._ground(text)
+    return sorted(v for v in stated if v not in grounded and not outcome._inside_ground(v, grounded))
+
+
+def test_grounding_stops_early_and_finds_what_grounding_everything_finds() -> None:
+    question = "Mi RUT es 12345678-9, ¿cuál es el saldo?"
+    texts = [question, '{"nota": "NC-400", "monto": 142900}', '{"id": "X-21"}', "Error: timeout"]
+    cases = [
+        {"12345678-9"},  # grounded by the question only: the last text read
+        {"142900", "12345678-9"},
+        {"nc-400-21"},  # its digit runs come from two different texts
+        {"999999", "142900"},  # one value never grounded
+        {"nc-400-22"},
+    ]
+    for stated in cases:
+        assert outcome._ungrounded(stated, texts) == _ungrounded_reference(stated, texts)
+    assert outcome._ungrounded({"nc-400-21"}, texts) == []
+    assert outcome._ungrounded({"999999", "142900"}, texts) == ["999999"]
+    if _TAU.exists():  # every tau-bench answer against its own conversation
+        for run in json.loads(_TAU.read_text()):
+            texts = [str(m["content"]) for m in run["traj"] if m["role"] in ("user", "tool") and m.get("content")]
+            answer = next((str(m["content"]) for m in reversed(run["traj"])
+                           if m["role"] == "assistant" and m.get("content")), "")
+            stated = extract_values(answer).all()
+            assert outcome._ungrounded(stated, texts) == _ungrounded_reference(stated, texts)

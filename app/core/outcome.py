@@ -13,7 +13,7 @@ normalised ("$142.900", "142,900" and "142900" are one value).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -134,15 +134,6 @@ def _extract(text: str, min_digits: int) -> Values:
     return Values(frozenset(numbers), frozenset(ids), frozenset(dates))
 
 
-def ground_values(texts: Iterable[str]) -> set[str]:
-    """Every value the texts state, with every digit run of any length so
-    that the number inside an id or a small figure is grounded too."""
-    out: set[str] = set()
-    for text in texts:
-        out |= _ground_cached(text) if len(text) <= _CACHE_TEXT else _ground(text)
-    return out
-
-
 @lru_cache(maxsize=2048)
 def _ground_cached(text: str) -> frozenset[str]:
     return _ground(text)
@@ -212,11 +203,8 @@ def classify_outcome(
     ok_after = [text for i, text, ok in observations if ok and i > fault_index]
     ok_any = [text for _, text, ok in observations if ok]
     stated = extract_values(answer).all()
-    if stated:  # an answer that states no value needs no grounding
-        grounded = ground_values([question, *(text for _, text, _ in observations)])
-        ungrounded = sorted(v for v in stated if v not in grounded and not _inside_ground(v, grounded))
-    else:
-        ungrounded = []
+    # an answer that states no value needs no grounding
+    ungrounded = _ungrounded(stated, [question, *(text for _, text, _ in observations)]) if stated else []
     phrase = match_give_up(answer, give_up_phrases)
     evidence: dict[str, Any] = {"ungrounded_values": ungrounded, "give_up_phrase": phrase}
 
@@ -249,6 +237,21 @@ def classify_outcome(
     if reward is None and ok_after and answer.strip():
         return OutcomeResult("recovered", evidence)
     return OutcomeResult("confused", evidence)
+
+
+def _ungrounded(stated: set[str], texts: Sequence[str]) -> list[str]:
+    """The stated values that no text grounds, sorted. The texts are read
+    latest first, and only until every value is grounded: a value grounded by
+    some texts stays grounded by more of them, so this is what grounding
+    against all of them gives."""
+    left = stated
+    grounded: set[str] = set()
+    for text in reversed(texts):
+        grounded |= _ground_cached(text) if len(text) <= _CACHE_TEXT else _ground(text)
+        left = {v for v in left if v not in grounded and not _inside_ground(v, grounded)}
+        if not left:
+            return []
+    return sorted(left)
 
 
 def _inside_ground(value: str, grounded: set[str]) -> bool:

@@ -33,6 +33,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 import hostref  # noqa: E402
 
+TARGET = 20_000  # spans/s stored (issue #6)
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -140,6 +142,10 @@ def main() -> None:
           f"({'every span' if receiver['stored'] == receiver['spans'] else 'MISSING SPANS'}), "
           f"503 answers {receiver['refused']}")
     ok = ok and receiver["stored"] == receiver["spans"]
+    rate = receiver["spans"] / receiver["stored_s"]
+    met = receiver["stored"] == receiver["spans"] and rate >= TARGET
+    print(f"target (the receiver stores every span, at {TARGET:,} spans/s or more): "
+          f"{'met' if met else 'NOT met'} ({rate:,.0f} spans/s)")
     if exporters is not None:
         n = exporters["spans"]
         print(f"SDK exporters in {args.exporters} processes (spans made beforehand, fed to each one's "

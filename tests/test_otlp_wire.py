@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
-from app.importers import otel
+from app.importers import otel, otlp_wire
 from app.importers.otel import BATCH_PROTOBUF, _batch_spans, _pb_spans, _span_from_pb, spans_of
 from app.importers.otlp_wire import wire_spans
 
@@ -241,3 +241,45 @@ def test_what_the_runtime_refuses_the_wire_reader_refuses(extra: bytes, readable
         runtime_spans(body)
     with pytest.raises(ValueError):
         wire_spans(body, None)
+
+
+@pytest.mark.parametrize("hex_body", [
+    "0a10120e120c4a0a0a016b12050a01734001",  # a string, then string_value_strindex: no value
+    "0a121210120e4a0c0a016b12030a017312024001",  # the same in two occurrences of KeyValue.value
+    "0a1b121912174a150a016b12102a050a030a016140012a050a030a0162",  # an array, strindex, an array: a new array
+])
+def test_string_value_strindex_is_a_oneof_member(hex_body: str) -> None:
+    body = bytes.fromhex(hex_body)
+    assert wire_spans(body, None) == runtime_spans(body)
+
+
+@pytest.mark.parametrize("hex_body", [
+    "0a0c120a1208aa80808080000178",  # a tag written in 6 bytes
+    "0a10120e120c2a8180808080808080800078",  # a length written in 10 bytes
+])
+def test_tags_and_lengths_beyond_the_runtimes_limits_are_refused(hex_body: str) -> None:
+    body = bytes.fromhex(hex_body)
+    with pytest.raises(ValueError):
+        runtime_spans(body)
+    with pytest.raises(ValueError):
+        wire_spans(body, None)
+
+
+def test_nesting_too_deep_is_refused_not_a_crash() -> None:
+    value = ld(1, s("leaf"))
+    for _ in range(1000):  # arrays in arrays, far beyond the runtime's limit (about 48)
+        value = ld(5, ld(1, value))
+    deep_values = request_of(ld(9, kv("deep", value)))
+    deep_groups = request_of(ld(5, s("x")) + tag(95, 3) * 100_000 + tag(95, 4) * 100_000)
+    for body in (deep_values, deep_groups):
+        with pytest.raises(ValueError):
+            runtime_spans(body)
+        with pytest.raises(ValueError, match="nested too deep"):
+            wire_spans(body, None)
+
+
+def test_the_reader_knows_the_installed_otlp_messages() -> None:
+    """A release of opentelemetry-proto that changes these messages turns the reader off (the
+    protobuf runtime then reads every request, correct but slower): review otlp_wire for it."""
+    assert otlp_wire.runtime_schema() == otlp_wire.SCHEMA
+    assert otlp_wire.usable() == otlp_wire.COMPILED

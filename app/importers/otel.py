@@ -120,7 +120,7 @@ def _batch_spans(form: str, body: bytes, wanted: set[int] | None) -> dict[int, S
     if form == BATCH_PROTOBUF:
         from app.importers import otlp_wire  # it imports Span from here
 
-        if otlp_wire.COMPILED:
+        if otlp_wire.usable():
             try:
                 return otlp_wire.wire_spans(body, wanted)  # about twice as fast as the protobuf runtime
             except ValueError:  # not readable that way: the runtime decides (and says why)

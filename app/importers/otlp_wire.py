@@ -34,9 +34,57 @@ _DOUBLE: Final = struct.Struct("<d")
 _U64: Final = struct.Struct("<Q")
 # an AnyValue read so far: nothing, a scalar (string, bool, int, double, bytes), an array, a kvlist
 _NONE: Final = 0
-_SCALAR: Final = 1
+_SCALAR: Final = 1  # (or string_value_strindex, read as None)
 _ARRAY: Final = 2
 _KVLIST: Final = 3
+MAX_DEPTH: Final = 100  # nested values or groups; the runtime refuses far fewer (about 48 arrays)
+
+
+# The OTLP messages this reader was written for, each with its fields (number, name), read or
+# skipped on purpose. opentelemetry-proto releases add fields (AnyValue's oneof gained
+# string_value_strindex): where the installed messages differ, the runtime reads.
+SCHEMA: Final[dict[str, tuple[tuple[int, str], ...]]] = {
+    "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest": ((1, "resource_spans"),),
+    "opentelemetry.proto.trace.v1.ResourceSpans": ((1, "resource"), (2, "scope_spans"), (3, "schema_url")),
+    "opentelemetry.proto.trace.v1.ScopeSpans": ((1, "scope"), (2, "spans"), (3, "schema_url")),
+    "opentelemetry.proto.trace.v1.Span": (
+        (1, "trace_id"), (2, "span_id"), (3, "trace_state"), (4, "parent_span_id"), (5, "name"), (6, "kind"),
+        (7, "start_time_unix_nano"), (8, "end_time_unix_nano"), (9, "attributes"), (10, "dropped_attributes_count"),
+        (11, "events"), (12, "dropped_events_count"), (13, "links"), (14, "dropped_links_count"), (15, "status"),
+        (16, "flags")),
+    "opentelemetry.proto.trace.v1.Span.Event": (
+        (1, "time_unix_nano"), (2, "name"), (3, "attributes"), (4, "dropped_attributes_count")),
+    "opentelemetry.proto.trace.v1.Status": ((2, "message"), (3, "code")),
+    "opentelemetry.proto.common.v1.AnyValue": (
+        (1, "string_value"), (2, "bool_value"), (3, "int_value"), (4, "double_value"), (5, "array_value"),
+        (6, "kvlist_value"), (7, "bytes_value"), (8, "string_value_strindex")),
+    "opentelemetry.proto.common.v1.ArrayValue": ((1, "values"),),
+    "opentelemetry.proto.common.v1.KeyValueList": ((1, "values"),),
+    "opentelemetry.proto.common.v1.KeyValue": ((1, "key"), (2, "value"), (3, "key_strindex")),
+}
+
+
+def runtime_schema() -> dict[str, tuple[tuple[int, str], ...]]:
+    """The installed OTLP messages' fields, as ``SCHEMA`` lists them."""
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+    from opentelemetry.proto.common.v1 import common_pb2
+    from opentelemetry.proto.trace.v1 import trace_pb2
+
+    messages: list[Any] = [trace_service_pb2.ExportTraceServiceRequest, trace_pb2.ResourceSpans, trace_pb2.ScopeSpans,
+                trace_pb2.Span, trace_pb2.Span.Event, trace_pb2.Status, common_pb2.AnyValue, common_pb2.ArrayValue,
+                common_pb2.KeyValueList, common_pb2.KeyValue]
+    return {m.DESCRIPTOR.full_name: tuple(sorted((f.number, f.name) for f in m.DESCRIPTOR.fields))
+            for m in messages}
+
+
+_USABLE: list[bool] = []
+
+
+def usable() -> bool:
+    """Whether to read with this module: compiled, and written for the installed OTLP messages."""
+    if not _USABLE:
+        _USABLE.append(COMPILED and runtime_schema() == SCHEMA)
+    return _USABLE[0]
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -65,17 +113,29 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise ValueError("varint longer than 10 bytes")
 
 
+def _tag(buf: bytes, pos: int) -> tuple[int, int]:
+    """(tag, next position): a varint of at most 5 bytes, below 2**32, as the runtime allows."""
+    tag, after = _varint(buf, pos)
+    if tag > 0xFFFFFFFF or after - pos > 5:
+        raise ValueError("a tag out of range")
+    return tag, after
+
+
 def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """(start, stop) of the length-delimited field whose length is at ``pos``."""
     n, start = _varint(buf, pos)
+    if start - pos > 5:
+        raise ValueError("a length longer than 5 bytes")
     stop = start + n
     if stop > end:
         raise ValueError("field runs past its message")
     return start, stop
 
 
-def _skip(buf: bytes, pos: int, wire: int, field: int, end: int) -> int:
+def _skip(buf: bytes, pos: int, wire: int, field: int, end: int, depth: int = 0) -> int:
     """The position after an unknown field's value."""
+    if depth > MAX_DEPTH:
+        raise ValueError("groups nested too deep")
     if field == 0:
         raise ValueError("field number 0")
     if wire == _VARINT:
@@ -88,12 +148,12 @@ def _skip(buf: bytes, pos: int, wire: int, field: int, end: int) -> int:
         pos = _length(buf, pos, end)[1]
     elif wire == _SGROUP:
         while True:
-            tag, pos = _varint(buf, pos)
+            tag, pos = _tag(buf, pos)
             if tag & 7 == _EGROUP:
                 if tag >> 3 != field:
                     raise ValueError("mismatched end of group")
                 break
-            pos = _skip(buf, pos, tag & 7, tag >> 3, end)
+            pos = _skip(buf, pos, tag & 7, tag >> 3, end, depth + 1)
     else:
         raise ValueError(f"wire type {wire} out of place")
     if pos > end:
@@ -114,12 +174,14 @@ def _text(buf: bytes, start: int, stop: int) -> str:
         raise ValueError(f"a string that is not UTF-8 ({exc})") from None
 
 
-def _any(buf: bytes, pos: int, end: int, kind: int, value: Any) -> tuple[int, Any]:
+def _any(buf: bytes, pos: int, end: int, kind: int, value: Any, depth: int) -> tuple[int, Any]:
     """An ``AnyValue`` read on top of what an earlier occurrence of it gave (``kind``,
     ``value``): the last oneof member given wins, an array or kvlist given again
     extends the one before."""
+    if depth > MAX_DEPTH:
+        raise ValueError("values nested too deep")
     while pos < end:
-        tag, pos = _varint(buf, pos)
+        tag, pos = _tag(buf, pos)
         field, wire = tag >> 3, tag & 7
         if wire == _LEN and (field == 1 or field == 5 or field == 6 or field == 7):
             start, stop = _length(buf, pos, end)
@@ -130,16 +192,18 @@ def _any(buf: bytes, pos: int, end: int, kind: int, value: Any) -> tuple[int, An
             elif field == 5:
                 if kind != _ARRAY:
                     kind, value = _ARRAY, []
-                _read_array(buf, start, stop, value)
+                _read_array(buf, start, stop, value, depth)
             else:
                 if kind != _KVLIST:
                     kind, value = _KVLIST, {}
-                _read_pairs(buf, start, stop, value)
+                _read_pairs(buf, start, stop, value, depth)
             pos = stop
-        elif wire == _VARINT and (field == 2 or field == 3):
+        elif wire == _VARINT and (field == 2 or field == 3 or field == 8):
             raw, pos = _varint(buf, pos)
             if field == 2:
                 kind, value = _SCALAR, raw != 0
+            elif field == 8:  # string_value_strindex (a profiles dictionary index): no value here
+                kind, value = _SCALAR, None
             else:
                 kind, value = _SCALAR, raw - 0x10000000000000000 if raw > 0x7FFFFFFFFFFFFFFF else raw
         elif wire == _I64 and field == 4:
@@ -152,45 +216,45 @@ def _any(buf: bytes, pos: int, end: int, kind: int, value: Any) -> tuple[int, An
     return kind, value
 
 
-def _read_array(buf: bytes, pos: int, end: int, into: list[Any]) -> None:
+def _read_array(buf: bytes, pos: int, end: int, into: list[Any], depth: int) -> None:
     """``ArrayValue``: its repeated ``values`` (field 1), appended."""
     while pos < end:
-        tag, pos = _varint(buf, pos)
+        tag, pos = _tag(buf, pos)
         if tag == (1 << 3 | _LEN):
             start, stop = _length(buf, pos, end)
-            into.append(_any(buf, start, stop, _NONE, None)[1])
+            into.append(_any(buf, start, stop, _NONE, None, depth + 1)[1])
             pos = stop
         else:
             pos = _skip(buf, pos, tag & 7, tag >> 3, end)
 
 
-def _read_pairs(buf: bytes, pos: int, end: int, into: dict[str, Any]) -> None:
+def _read_pairs(buf: bytes, pos: int, end: int, into: dict[str, Any], depth: int) -> None:
     """``KeyValueList``: its ``KeyValue``s (field 1), into a dict in order (a later key
     replaces an earlier one, as the dict of the runtime's list does)."""
     while pos < end:
-        tag, pos = _varint(buf, pos)
+        tag, pos = _tag(buf, pos)
         if tag == (1 << 3 | _LEN):
             start, stop = _length(buf, pos, end)
-            key, value = _key_value(buf, start, stop)
+            key, value = _key_value(buf, start, stop, depth + 1)
             into[key] = value
             pos = stop
         else:
             pos = _skip(buf, pos, tag & 7, tag >> 3, end)
 
 
-def _key_value(buf: bytes, pos: int, end: int) -> tuple[str, Any]:
+def _key_value(buf: bytes, pos: int, end: int, depth: int = 0) -> tuple[str, Any]:
     key = ""
     kind = _NONE
     value: Any = None
     while pos < end:
-        tag, pos = _varint(buf, pos)
+        tag, pos = _tag(buf, pos)
         if tag == (1 << 3 | _LEN):
             start, stop = _length(buf, pos, end)
             key = _text(buf, start, stop)
             pos = stop
         elif tag == (2 << 3 | _LEN):
             start, stop = _length(buf, pos, end)
-            kind, value = _any(buf, start, stop, kind, value)  # a message given twice merges
+            kind, value = _any(buf, start, stop, kind, value, depth)  # a message given twice merges
             pos = stop
         else:
             pos = _skip(buf, pos, tag & 7, tag >> 3, end)
@@ -202,7 +266,7 @@ def _event(buf: bytes, pos: int, end: int) -> tuple[str, dict[str, Any]]:
     name = ""
     attributes: dict[str, Any] = {}
     while pos < end:
-        tag, pos = _varint(buf, pos)
+        tag, pos = _tag(buf, pos)
         if tag == (2 << 3 | _LEN):
             start, stop = _length(buf, pos, end)
             name = _text(buf, start, stop)
@@ -225,7 +289,7 @@ def _span(buf: bytes, pos: int, end: int) -> Span:
     attributes: dict[str, Any] = {}
     events: list[tuple[str, dict[str, Any]]] = []
     while pos < end:
-        tag, pos = _varint(buf, pos)
+        tag, pos = _tag(buf, pos)
         field, wire = tag >> 3, tag & 7
         if wire == _LEN and (field == 9 or field == 1 or field == 2 or field == 4 or field == 5 or field == 11
                              or field == 15):
@@ -261,7 +325,7 @@ def _span(buf: bytes, pos: int, end: int) -> Span:
 def _status(buf: bytes, pos: int, end: int, code: int, message: str) -> tuple[int, str]:
     """``Status`` merged into what an earlier occurrence set: message (2), code (3, an int32 enum)."""
     while pos < end:
-        tag, pos = _varint(buf, pos)
+        tag, pos = _tag(buf, pos)
         if tag == (2 << 3 | _LEN):
             start, stop = _length(buf, pos, end)
             message = _text(buf, start, stop)
@@ -280,7 +344,7 @@ def _messages(buf: bytes, pos: int, end: int, field: int) -> list[tuple[int, int
     out: list[tuple[int, int]] = []
     want = field << 3 | _LEN
     while pos < end:
-        tag, pos = _varint(buf, pos)
+        tag, pos = _tag(buf, pos)
         if tag == want:
             start, stop = _length(buf, pos, end)
             out.append((start, stop))

@@ -135,14 +135,14 @@ def main() -> None:
     ok = (status["stored_spans"] == spans and figures["trajectories"] == len(runs) * args.copies
           and calls == expected_calls and errors == expected_errors)
     print("every span stored" if ok else "MISSING SPANS")
+    rate = receiver["spans"] / receiver["stored_s"]
     print(f"receiver only ({args.senders} clients posting the same spans, pre-encoded by the SDK's encoder, "
           f"{args.batch} per request): {receiver['spans']} spans accepted in {receiver['accepted_s']:.2f} s = "
           f"{receiver['spans'] / receiver['accepted_s']:,.0f} spans/s; all stored after {receiver['stored_s']:.2f} s "
-          f"= {receiver['spans'] / receiver['stored_s']:,.0f} spans/s; stored {receiver['stored']} "
+          f"= {rate:,.0f} spans/s; stored {receiver['stored']} "
           f"({'every span' if receiver['stored'] == receiver['spans'] else 'MISSING SPANS'}), "
           f"503 answers {receiver['refused']}")
     ok = ok and receiver["stored"] == receiver["spans"]
-    rate = receiver["spans"] / receiver["stored_s"]
     met = receiver["stored"] == receiver["spans"] and rate >= TARGET
     print(f"target (the receiver stores every span, at {TARGET:,} spans/s or more): "
           f"{'met' if met else 'NOT met'} ({rate:,.0f} spans/s)")

@@ -162,7 +162,7 @@ def test_recursive_schemas_that_go_into_the_value_still_load() -> None:
     assert violation is not None and "name" in violation.message
 
 
-# -- the OTLP receiver's span decoding (app.importers.otel, otlp_wire), compiled as well-------------------
+# -- the OTLP receiver's span decoding (otel, otlp_wire), compiled as well ---------------------------
 
 OTEL_PROBE = (
     "import json, sys\n"

@@ -224,6 +224,15 @@ def test_a_truncated_body_is_refused_and_the_runtime_says_why(cut: int) -> None:
     assert isinstance(error, str) and error.startswith("staged batch 7 cannot be read (not an OTLP protobuf")
 
 
+def test_what_the_wire_reader_refuses_the_runtime_reads() -> None:
+    """Field number 0 inside an unknown group: the runtime reads past it, the reader refuses."""
+    body = request_of(ld(5, s("span")) + tag(50, 3) + tag(0, 0) + varint(1) + tag(50, 4))
+    with pytest.raises(ValueError):
+        wire_spans(body, None)
+    assert _batch_spans(BATCH_PROTOBUF, body, None) == runtime_spans(body)
+    assert runtime_spans(body)[0].name == "span"
+
+
 @pytest.mark.parametrize(("extra", "readable"), [
     (tag(0, 0) + varint(1), False),  # field number 0
     (tag(50, 4), False),  # the end of a group that never began

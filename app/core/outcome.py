@@ -38,28 +38,25 @@ DEFAULT_GIVE_UP_PHRASES = (
 
 _MIN_DIGITS = 3  # shorter bare numbers ("paso 2", "3 días") are prose, not data
 
-# The value patterns, written so that each begins with a character class: the
-# regular-expression engine then skips to the next candidate character in C
-# instead of trying the whole pattern at every position: on tau-bench's tool
-# outputs dates and numbers are found 2.5-2.8x faster, ids 1.2x. ``\b`` before
-# a first character that is a word character is written as a look-behind after
-# it: ``\d(?<!\w\d)`` is ``\b\d``. Each matches exactly what its plain form
-# matches (tests/test_outcome.py keeps the plain forms and compares them on
-# real traces and random text):
+# Dates and numbers: patterns that begin with a character class, so that the
+# regular-expression engine skips to the next digit in C instead of trying the
+# whole pattern at every position (2.5-3.7x faster on tau-bench's tool outputs).
+# ``\b`` before a first character that is a word character is written as a
+# look-behind after it: ``\d(?<!\w\d)`` is ``\b\d``. Each matches exactly what
+# its plain form matches (tests/test_outcome.py keeps the plain forms and
+# compares them on real traces and random text):
 #   dates   \b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b | \b\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\b
 #           | \b\d{1,2}\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b          (05/03/2024, 5 de marzo de 2024)
-#   ids     \b(?=[a-z0-9_-]*\d)(?=[a-z0-9_-]*[a-z])[a-z][a-z0-9_]*(?:-[a-z0-9_]+)+\b   (NC-40021, PED-12345)
-#           | \b[a-z]+\d+[a-z0-9]*\b                                   (HAT001)
-#           | \b\d{6,9}-[\dk]\b                                        (RUT 12345678-9)
-#   numbers \d+(?:[.,\s]\d{3})*(?:[.,]\d+)?
+#   numbers \d+(?:[.,\s]\d{3})*(?:[.,]\d+)?|\d+
 _DATE_RX = re.compile(
     r"\d(?<!\w\d)(?:\d{3}[-/.]\d{1,2}[-/.]\d{1,2}\b|\d?[-/.]\d{1,2}[-/.]\d{4}\b"
     r"|\d?\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b)"
 )
+# ids: letters and digits joined ("NC-40021", "PED-12345", "HAT001"), RUTs ("12345678-9")
 _ID_RX = re.compile(
-    r"[a-z\d](?<!\w[a-z\d])(?:(?<=[a-z])(?=[a-z0-9_-]*\d)[a-z0-9_]*(?:-[a-z0-9_]+)+\b"
-    r"|(?<=[a-z])[a-z]*\d+[a-z0-9]*\b"
-    r"|(?<=\d)\d{5,8}-[\dk]\b)"
+    r"\b(?=[a-z0-9_-]*\d)(?=[a-z0-9_-]*[a-z])[a-z][a-z0-9_]*(?:-[a-z0-9_]+)+\b"  # NC-40021, PED-12345
+    r"|\b[a-z]+\d+[a-z0-9]*\b"  # HAT001
+    r"|\b\d{6,9}-[\dk]\b"  # RUT 12345678-9
 )
 _NUM_RX = re.compile(r"\d\d*(?:[.,\s]\d{3})*(?:[.,]\d+)?")
 
@@ -203,8 +200,7 @@ def classify_outcome(
     ok_after = [text for i, text, ok in observations if ok and i > fault_index]
     ok_any = [text for _, text, ok in observations if ok]
     stated = extract_values(answer).all()
-    # an answer that states no value needs no grounding
-    ungrounded = _ungrounded(stated, [question, *(text for _, text, _ in observations)]) if stated else []
+    ungrounded = _ungrounded(stated, [question, *(text for _, text, _ in observations)])
     phrase = match_give_up(answer, give_up_phrases)
     evidence: dict[str, Any] = {"ungrounded_values": ungrounded, "give_up_phrase": phrase}
 
@@ -243,7 +239,9 @@ def _ungrounded(stated: set[str], texts: Sequence[str]) -> list[str]:
     """The stated values that no text grounds, sorted. The texts are read
     latest first, and only until every value is grounded: a value grounded by
     some texts stays grounded by more of them, so this is what grounding
-    against all of them gives."""
+    against all of them gives. An answer that states no value reads none."""
+    if not stated:
+        return []
     left = stated
     grounded: set[str] = set()
     for text in reversed(texts):

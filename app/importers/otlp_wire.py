@@ -17,6 +17,7 @@ ValueError, and the caller then decodes with the runtime.
 from __future__ import annotations
 
 import base64
+import functools
 import struct
 from typing import Any, Final
 
@@ -77,14 +78,10 @@ def runtime_schema() -> dict[str, tuple[tuple[int, str], ...]]:
             for m in messages}
 
 
-_USABLE: list[bool] = []
-
-
+@functools.cache
 def usable() -> bool:
     """Whether to read with this module: compiled, and written for the installed OTLP messages."""
-    if not _USABLE:
-        _USABLE.append(COMPILED and runtime_schema() == SCHEMA)
-    return _USABLE[0]
+    return COMPILED and runtime_schema() == SCHEMA
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:

@@ -19,6 +19,7 @@ from app.core.errors import ToolLensError
 from app.core.evaluate import score_trajectories
 from app.core.records import read_jsonl
 from app.core.suite import load_suite
+from app.gc_tuning import collect_cycles_rarely
 from app.report_view import render_report
 from app.settings import Settings
 
@@ -207,17 +208,6 @@ def serve(
         raise _environment_error(exc) from None
     collect_cycles_rarely()
     uvicorn.run(app, host=host, port=port)
-
-
-def collect_cycles_rarely() -> None:
-    """For a server process: what was loaded at start is never scanned for cycles again, and young
-    objects are scanned every 20,000 allocations rather than 700. What the server makes per request
-    (span references, rows) is acyclic and freed by reference counting; under a burst of spans the
-    default thresholds spent about a tenth of its CPU walking it (perf)."""
-    import gc
-
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
 
 
 from app.commands import register_all  # noqa: E402  (after the core commands, so --help lists them first)

@@ -12,7 +12,6 @@ time: what ends up in the store is what the single-process path stores.
 
 from __future__ import annotations
 
-import gc
 import marshal
 import multiprocessing as mp
 import os
@@ -25,6 +24,7 @@ from app.core.errors import InvalidTrajectory
 from app.core.records import Trajectory, parse_line
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
+from app.gc_tuning import collect_cycles_rarely
 from app.store import rows
 
 _QUEUE_BATCHES = 4  # batches in flight: bounds the memory the pipeline holds
@@ -77,10 +77,8 @@ def _work(path: str, document: dict[str, Any], suite_source: str, stored: set[Ke
     the refused lines as (number, why), None). With ``stop_at_bad`` the first
     refused line ends the scoring (the import will fail); the rest of the file
     is still read, for the list of what is wrong with it."""
-    gc.freeze()  # what the fork copied (the parent's connections among it) is never finalised here
-    # the rows are tuples, freed by reference counting; collecting cycles every 700 new objects (the
-    # default) walked them again and again: 5-8% of this process's instructions
-    gc.set_threshold(100_000, 50, 50)
+    # frozen: what the fork copied (the parent's connections among it) is never finalised here
+    collect_cycles_rarely(100_000, 50)
 
     def put(item: tuple[str, Any, Any]) -> None:
         while True:

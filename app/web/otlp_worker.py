@@ -11,7 +11,6 @@ do whole goes back to that path.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import multiprocessing as mp
@@ -26,6 +25,7 @@ from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
+from app.gc_tuning import collect_cycles_rarely
 from app.importers.otel import spans_of, trajectory_record
 from app.store.rows import ScoredBatch, score_batch
 
@@ -88,10 +88,7 @@ def load_decoders() -> None:
 def warm_up() -> int:
     """In the worker: everything loaded before the first batch comes; returns its pid."""
     load_decoders()
-    # as in the import's worker (app.store.pipeline): the rows are tuples, freed by reference
-    # counting, and collecting cycles every 700 new objects walked them again and again
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 50)
+    collect_cycles_rarely(100_000, 50)  # as the import's worker does
     return os.getpid()
 
 

@@ -81,9 +81,32 @@ def test_empty_sqlite_is_migrated_on_first_start_or_refused(tmp_path: Path) -> N
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        assert conn.exec_driver_sql("PRAGMA page_size").scalar() == 16384  # a new file's pages
     engine.dispose()
     r = runner.invoke(cli, ["db", "upgrade", "--db", url])
     assert r.exit_code == 0 and "database at head" in r.stderr
+
+
+def test_a_file_made_with_other_pages_keeps_them(tmp_path: Path) -> None:
+    """The page size is set for new files only: one made with 4 KiB pages (before) opens,
+    migrates and takes writes with its own pages, in WAL mode."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA page_size=4096")
+        raw.execute("CREATE TABLE made_before (x)")
+    raw.close()
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    check_schema(engine, url, auto_migrate=True)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO made_before VALUES (1)")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA page_size").scalar() == 4096
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("SELECT count(*) FROM made_before").scalar() == 1
+    engine.dispose()
 
 
 def test_bad_database_url_is_a_clear_error() -> None:

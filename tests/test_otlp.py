@@ -187,6 +187,28 @@ def test_unknown_run_bad_body_and_shutdown_flush(db_url: str) -> None:
     assert [json.loads(x)["calls"][0]["name"] for x in records] == ["buscar_cliente"]
 
 
+def test_a_refused_request_stages_nothing(db_url: str) -> None:
+    """The run is checked in the transaction that stages the request: a request for a
+    missing or finished run, or one that finds the buffer full, leaves no staged batch."""
+    app = create_app(Settings(database_url=db_url, auto_migrate=False))
+    with TestClient(app) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        engine = app.state.sessions.kw["bind"]
+        assert client.post("/v1/traces?run=nope", json=body(span(TRACE, "01", "", 1))).status_code == 404
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, max_spans=2)
+        receiver._ensure_thread = lambda: None  # type: ignore[method-assign]
+        assert client.post("/v1/traces", json=body(span(TRACE, "02", "", 1), span(TRACE, "03", "02", 2))
+                           ).status_code == 200
+        assert len(_staged(engine)[0]) == 1
+        full = client.post("/v1/traces", json=body(span("ab" * 16, "04", "", 3)))
+        assert full.status_code == 503 and full.headers["retry-after"] == "1"
+        assert len(_staged(engine)[0]) == 1 and receiver.stats.refused_requests == 1
+        receiver.store_ready(everything=True)
+        assert client.post(f"/api/runs/{run_id}/finish").status_code == 200
+        assert client.post("/v1/traces", json=body(span("cd" * 16, "05", "", 4))).status_code == 409
+        assert _staged(engine) == ([], [])
+
+
 def test_a_full_buffer_answers_503_and_the_sdk_retries_until_stored(served: tuple[str, Any]) -> None:
     from app.importers.otel_replay import replay_openai_messages
 

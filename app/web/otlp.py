@@ -147,38 +147,52 @@ class OtlpReceiver:
     # -- the request side -------------------------------------------------------
 
     def run_id(self, name: str) -> int:
+        """The open run named ``name`` (NotFound / Conflict otherwise)."""
+        with session_scope(self.sessions) as session:
+            return self._open_run(session, name)
+
+    def _open_run(self, session: Session, name: str) -> int:
         """The open run named ``name`` (NotFound / Conflict otherwise), checked
         on every request: spans for a finished run are refused, not dropped."""
-        with session_scope(self.sessions) as session:
-            found = self._runs.get(name)
-            if found is not None:
-                status = session.scalar(select(Run.status).where(Run.id == found))
-            else:
-                row = session.execute(select(Run.id, Run.status).where(Run.name == name)).first()
-                if row is not None:
-                    found, status = int(row[0]), row[1]
-                    if len(self._runs) >= 1024:
-                        self._runs.clear()
-                    self._runs[name] = found
-            if found is None or status is None:
-                self._runs.pop(name, None)
-                raise NotFound(f"no run {name!r}: create it first (POST /api/runs with the agent's suite)")
-            if status == "finished":
-                raise Conflict(f"run {name!r} is finished: it takes no new trajectories")
-            return found
+        found = self._runs.get(name)
+        if found is not None:
+            status = session.scalar(select(Run.status).where(Run.id == found))
+        else:
+            row = session.execute(select(Run.id, Run.status).where(Run.name == name)).first()
+            if row is not None:
+                found, status = int(row[0]), row[1]
+                if len(self._runs) >= 1024:
+                    self._runs.clear()
+                self._runs[name] = found
+        if found is None or status is None:
+            self._runs.pop(name, None)
+            raise NotFound(f"no run {name!r}: create it first (POST /api/runs with the agent's suite)")
+        if status == "finished":
+            raise Conflict(f"run {name!r} is finished: it takes no new trajectories")
+        return found
+
+    def take_in(self, run_name: str, form: str, body: bytes, spans: list[SpanRef]) -> bool:
+        """An export request for the run named ``run_name``: the run checked and
+        the request staged in one transaction, then its spans buffered; False
+        when the buffer is full (answer 503)."""
+        return self._accept(form, body, spans, lambda session: self._open_run(session, run_name))
 
     def accept(self, run_id: int, form: str, body: bytes, spans: list[SpanRef]) -> bool:
         """Stage the export request (committed before it is answered) and
         buffer its spans; False when the buffer is full (answer 503)."""
+        return self._accept(form, body, spans, lambda _: run_id)
+
+    def _accept(self, form: str, body: bytes, spans: list[SpanRef], run_of: Callable[[Session], int]) -> bool:
         valid = [s for s in spans if s.trace_id]  # a span without a trace id has no trace to go to
-        with self._lock:
-            self.stats.rejected_spans += len(spans) - len(valid)
-            if self._buffered and self._buffered + len(valid) > self.max_spans:
-                self.stats.refused_requests += 1
-                return False
-        if not valid:
-            return True
-        with session_scope(self.sessions, write=True) as session:
+        with session_scope(self.sessions, write=bool(valid)) as session:
+            run_id = run_of(session)  # in the staging transaction: one transaction per request
+            with self._lock:
+                self.stats.rejected_spans += len(spans) - len(valid)
+                if self._buffered and self._buffered + len(valid) > self.max_spans:
+                    self.stats.refused_requests += 1
+                    return False
+            if not valid:
+                return True
             batch = staging.stage(session, run_id, form, body)
         if not self._buffer(run_id, batch, form, body, valid):
             self._drop_batches([batch])
@@ -833,8 +847,10 @@ async def receive_traces(
 
 
 def _take_in(receiver: OtlpReceiver, run_name: str, form: str, body: bytes, spans: list[SpanRef]) -> bool:
-    run_id = receiver.run_id(run_name)
-    return not spans or receiver.accept(run_id, form, body, spans)
+    if not spans:
+        receiver.run_id(run_name)  # a request with no spans still learns whether its run takes spans
+        return True
+    return receiver.take_in(run_name, form, body, spans)
 
 
 @router.get("/v1/traces/status", include_in_schema=False)

@@ -290,3 +290,109 @@ def test_a_worker_that_cannot_start_with_the_server_does_not_stop_it(db_url: str
     with TestClient(create_app(Settings(database_url=db_url, otlp_warm_start=True))) as client:
         assert client.get("/api/health").status_code == 200
         assert client.get("/v1/traces/status").json()["worker_ready"] is None
+
+
+def _early_receiver(client: TestClient, settle: float) -> OtlpReceiver:
+    """A receiver with its worker up, storing only when told to."""
+    app: Any = client.app
+    receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=settle, idle=3600)
+    receiver._ensure_thread = lambda: None  # type: ignore[method-assign]
+    receiver._worker = ScoringWorker()
+    receiver._worker.ready.result(timeout=60)
+    return receiver
+
+
+def _scored_early(receiver: OtlpReceiver) -> None:
+    """One storing round that hands the trace to the worker before it settled, and its scoring."""
+    time.sleep(receiver.settle / 5 + 0.05)
+    assert receiver.store_ready() == 0
+    assert len(receiver._scoring) == 1 and receiver._scoring[0].settles_at > time.monotonic()
+    future = receiver._scoring[0].future
+    assert future is not None
+    future.result(timeout=60)
+
+
+def _until_stored(receiver: OtlpReceiver, traces: int) -> None:
+    deadline = time.monotonic() + 30
+    while receiver.stats.stored_traces < traces:
+        assert time.monotonic() < deadline, receiver.stats
+        receiver.store_ready()
+        time.sleep(0.02)
+
+
+def test_a_trace_scored_early_is_stored_once_settled_with_the_spans_that_came_meanwhile(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the worker runs, a trace is scored as soon as its root came (and a fifth of
+    ``settle`` passed), and stored only once it settled. A span of it that comes before then
+    (here a tool call that ended after the root, in the next export request) sends the scored
+    rows back: the trace is scored again and stored whole, once."""
+    from tests.test_otlp import SUITE, TRACE, body, span
+
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        receiver = _early_receiver(client, settle=1.5)
+        first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+                     span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+        assert client.post("/v1/traces", json=first).status_code == 200
+        _scored_early(receiver)
+        assert receiver.store_ready() == 0 and receiver.stats.stored_traces == 0  # scored, not settled
+        late = body(span(TRACE, "03", "01", 30, tool="ver_saldo", error="timeout"))
+        assert client.post("/v1/traces", json=late).status_code == 200  # within settle of the root
+        time.sleep(1.5)
+        assert receiver.store_ready() == 0 and receiver.stats.stored_traces == 0  # the rows went back
+        _until_stored(receiver, 1)
+        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        assert [(r["case_id"], r["trial"], [c["name"] for c in r["calls"]]) for r in records] == [
+            ("c-1", 0, ["buscar_cliente", "ver_saldo"])]
+        assert (receiver.stats.stored_spans, receiver.stats.worker_traces, receiver.buffered_spans) == (3, 1, 0)
+        assert client.get("/v1/traces/status").json()["stored_spans"] == 3
+
+
+def test_spans_that_come_after_a_trace_settled_make_another_trial(db_url: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scoring early changes nothing for spans that come once a trace settled: stored as
+    another trial of it, even when the first was not stored yet when they came."""
+    from tests.test_otlp import SUITE, TRACE, body, span
+
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        receiver = _early_receiver(client, settle=0.5)
+        first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+                     span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+        assert client.post("/v1/traces", json=first).status_code == 200
+        _scored_early(receiver)
+        time.sleep(0.6)  # settled, not stored yet
+        late = body(span(TRACE, "03", "01", 30, tool="ver_saldo"))
+        assert client.post("/v1/traces", json=late).status_code == 200
+        assert receiver.store_ready() == 1  # the first trial, as scored
+        assert receiver.store_ready(everything=True) == 1  # the late span (no root: stored at shutdown)
+        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        assert sorted((r["trial"], [c["name"] for c in r["calls"]]) for r in records) == [
+            (0, ["buscar_cliente"]), (1, ["ver_saldo"])]
+
+
+def test_a_trace_taken_early_that_the_worker_refuses_is_stored_in_process_once_settled(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_otlp import SUITE, TRACE, body, span
+
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        receiver = _early_receiver(client, settle=1.0)
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+
+        monkeypatch.setattr(receiver._worker, "submit", refuse)
+        first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+                     span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+        assert client.post("/v1/traces", json=first).status_code == 200
+        time.sleep(0.25)
+        assert receiver.store_ready() == 0 and len(receiver._scoring) == 1  # taken early, for in-process scoring
+        assert receiver._scoring[0].future is None
+        assert receiver.store_ready() == 0  # not settled yet
+        time.sleep(1.0)
+        assert receiver.store_ready() == 1 and receiver.stats.worker_traces == 0
+        assert len(client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()) == 1

@@ -8,7 +8,11 @@ its toolset is what schema validity and hallucinated tools are judged by.
 The spans of one trace may come in several export batches, so a trace is
 buffered until its root span has arrived and nothing more came for
 ``settle`` seconds (or, without a root, for ``idle`` seconds); then it is
-scored and stored, many traces per transaction, by a background thread. A
+stored, many traces per transaction, by a background thread. While the
+scoring worker process runs, a trace is scored there as soon as its root came
+and stored once it settled, so that a burst's last traces do not wait for
+``settle`` and then for scoring; a span that comes before then sends it back
+to be scored again with it. A
 request is answered once it is staged (its body committed to the
 ``otlp_batches`` table) and its spans buffered; a trajectory is stored in the
 transaction that marks its trace done there, and a restart picks up what was
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import math
 import threading
 import time
 import zlib
@@ -75,7 +80,7 @@ PROTOBUF = "application/x-protobuf"
 
 IN_FLIGHT_WAIT = 10.0  # seconds a ready trace waits at most for requests received meanwhile
 MAX_ATTEMPTS = 3  # a trace that fails to store this many times (database reachable) is rejected
-MAX_SCORING = 4  # chunks handed to the worker and not yet stored
+MAX_SCORING = 4  # chunks handed to the worker and not scored yet
 WORKER_TIMEOUT = 120  # seconds a chunk may take in the worker before it counts as stuck
 
 
@@ -85,6 +90,7 @@ class _Pending:
     batches: set[int] = field(default_factory=set)  # the staged batches holding them
     span_ids: set[str] = field(default_factory=set)
     last_seen: float = 0.0
+    first_seen: float = 0.0  # when its first span was buffered
     root: bool = False
     attempts: int = 0  # failed attempts to store it
 
@@ -216,7 +222,7 @@ class OtlpReceiver:
                 key = (run_id, s.trace_id)
                 p = self._pending.get(key)
                 if p is None:
-                    p = self._pending[key] = _Pending()
+                    p = self._pending[key] = _Pending(first_seen=now)
                 p.last_seen = now
                 if s.span_id and s.span_id in p.span_ids:
                     repeated.append(p)
@@ -338,35 +344,50 @@ class OtlpReceiver:
             with self._lock:
                 del self._in_flight[token]
 
-    def _take(self, everything: bool) -> list[tuple[tuple[int, str], _Pending]]:
+    def _take(self, everything: bool) -> tuple[list[tuple[tuple[int, str], _Pending]],
+                                                list[tuple[tuple[int, str], _Pending]]]:
         """The traces ready to store: quiet for ``settle`` since their root came
         (``idle`` without one), and no request that began before their last
         span still being received (concurrent exporters deliver out of order:
-        a slow request may hold the rest of a trace)."""
+        a slow request may hold the rest of a trace). Then, while the worker
+        runs, the traces to score early: their root came and nothing for a
+        fifth of ``settle``; they are stored once settled (``_land``)."""
         now = time.monotonic()
         with self._lock:
             # a request slower than IN_FLIGHT_WAIT (a client trickling its body) holds nothing back
             oldest = min((t for t in self._in_flight.values() if now - t < IN_FLIGHT_WAIT), default=now)
-            if not everything and len(self._scoring) >= MAX_SCORING:
-                return []  # the worker is behind: traces wait here, and make larger batches
+            if not everything and sum(1 for f in self._scoring if not f.scored()) >= MAX_SCORING:
+                return [], []  # the worker is behind: traces wait here, and make larger batches
             ready = [k for k, p in self._pending.items()
                      if k not in self._flying
                      and (everything or (now - p.last_seen >= (self.settle if p.root else self.idle)
                                          and oldest > p.last_seen))]
             taken = [(k, self._pending.pop(k)) for k in ready]
-        return taken
+            early: list[tuple[tuple[int, str], _Pending]] = []
+            if not everything and self._worker is not None and not self._away:
+                soon = [k for k, p in self._pending.items()
+                        if p.root and k not in self._flying and now - p.last_seen >= self.settle / 5
+                        and oldest > p.last_seen]
+                early = [(k, self._pending.pop(k)) for k in soon]
+        return taken, early
 
-    def _give_back(self, taken: list[tuple[tuple[int, str], _Pending]]) -> None:
+    def _give_back(self, taken: list[tuple[tuple[int, str], _Pending]], *, retry: bool = True) -> None:
+        """Traces back to the buffer, ahead of spans buffered for them meanwhile; with
+        ``retry`` (a failure) they wait ``settle`` again, else they keep their last span's time."""
         self._handled.update(key for key, _ in taken)
+        now = time.monotonic()
         with self._lock:
             for key, back in taken:
-                p = self._pending.setdefault(key, _Pending())
+                p = self._pending.get(key)
+                if p is None:
+                    p = self._pending[key] = _Pending(first_seen=back.first_seen, last_seen=back.last_seen)
                 p.spans[:0] = back.spans
                 p.batches |= back.batches
                 p.span_ids |= back.span_ids
                 p.root = p.root or back.root
                 p.attempts = max(p.attempts, back.attempts)
-                p.last_seen = time.monotonic()
+                p.first_seen = min(p.first_seen, back.first_seen)
+                p.last_seen = now if retry else max(p.last_seen, back.last_seen)
 
     def store_ready(self, everything: bool = False) -> int:
         """Store the traces that are complete (all of them with
@@ -380,23 +401,27 @@ class OtlpReceiver:
             self._away = False  # until the database fails during this round
             self._handled = set()
             stored = self._land(wait=True) if everything else 0  # its traces may have more spans buffered
-            taken = self._take(everything)
-            if taken:
-                try:
+            taken, early = self._take(everything)
+            try:
+                if taken:
                     stored += self._store(taken)
-                except BaseException:
-                    # not the traces this round stored or released already, nor those given back
-                    self._give_back([t for t in taken if t[0] not in self._flying and t[0] not in self._handled])
-                    raise
+                if early:
+                    self._store(early, early=True)
+            except BaseException:
+                # not the traces this round stored or released already, nor those given back
+                self._give_back([t for t in taken + early if t[0] not in self._flying and t[0] not in self._handled])
+                raise
             return stored + self._land(wait=everything)
 
     def _land(self, wait: bool) -> int:
         """Store the batches the worker has scored, in the order they were
         handed over (all of them, waiting for the worker, with ``wait``)."""
         stored = 0
-        while self._scoring and (wait or self._scoring[0].future.done() or self._scoring[0].overdue()):
+        while self._scoring and (wait or self._scoring[0].landable()):
             flight = self._scoring.popleft()
             try:
+                if flight.settles_at and self._grew(flight):
+                    continue
                 done = self._store_scored(flight)
                 stored += done if done is not None else self._store_items(flight.run_id, self._items(flight.chunk))
             except BaseException:
@@ -406,20 +431,36 @@ class OtlpReceiver:
                 self._flying.difference_update(f.key for f in flight.chunk)
         return stored
 
+    def _grew(self, flight: _Flight) -> bool:
+        """Whether a trace scored early had spans come within ``settle`` of its last
+        one: then the chunk goes back to the buffer whole (its rows are dropped), and
+        each trace is stored with its new spans. Spans that came later make another trial."""
+        with self._lock:
+            grew = any((q := self._pending.get(f.key)) is not None and q.first_seen < f.pending.last_seen + self.settle
+                       for f in flight.chunk)
+        if grew:
+            self._give_back([(f.key, f.pending) for f in flight.chunk], retry=False)
+        return grew
+
     def wait_for_worker(self, timeout: float) -> bool:
-        """Block until the oldest batch the worker holds is scored (or
-        ``timeout``); False when it holds none."""
+        """Block until the oldest batch the worker holds can be stored: scored,
+        and settled when it was taken early (or ``timeout``); False when it holds none."""
         try:
             head = self._scoring[0]
         except IndexError:  # none, or another thread has just landed the last one
             return False
-        futures_wait([head.future], timeout=timeout)
+        if head.future is not None and not head.future.done():
+            futures_wait([head.future], timeout=timeout)
+        elif (wait := head.settles_at - time.monotonic()) > 0:
+            self._stop.wait(min(wait, timeout))
         return True
 
-    def _store(self, taken: list[tuple[tuple[int, str], _Pending]]) -> int:
+    def _store(self, taken: list[tuple[tuple[int, str], _Pending]], early: bool = False) -> int:
         """Store the taken traces, run by run and batch by batch (a large batch
         scored by the worker process when there is one); a batch that fails is
-        stored trace by trace, so one trace cannot hold up the others."""
+        stored trace by trace, so one trace cannot hold up the others. Traces
+        taken ``early`` are handed to the worker (or scored in-process when it
+        cannot take them) and stored by ``_land`` once they have settled."""
         by_run: dict[int, list[_Fresh]] = {}
         dropped: Release = []  # traces that will not be stored (every span a repeat)
         done_spans = repeats = 0
@@ -450,6 +491,9 @@ class OtlpReceiver:
                 # to the worker (a small chunk only when it runs already, started by a large one); stored
                 # when it is scored (``_land``), while this thread inserts and takes the next traces
                 flight = self._submit(run_id, chunk) if len(chunk) >= MIN_TRACES or self._worker is not None else None
+                if early:
+                    flight = flight or _Flight(run_id, chunk, None, None, math.inf)
+                    flight.settles_at = max(f.pending.last_seen for f in chunk) + self.settle
                 if flight is None:
                     in_process.append((run_id, chunk))
                 else:
@@ -526,6 +570,8 @@ class OtlpReceiver:
         could not do the chunk whole (the chunk then takes the in-process
         path, with its fallbacks)."""
         run_id, chunk = flight.run_id, flight.chunk
+        if flight.future is None:  # the worker could not take it: scored in-process
+            return None
         try:
             result = flight.future.result(timeout=max(0.0, flight.deadline - time.monotonic()))
         except FutureTimeout:
@@ -533,7 +579,8 @@ class OtlpReceiver:
                       WORKER_TIMEOUT)
             if self._worker is flight.worker:
                 self._worker = None
-            flight.worker.kill()  # its other batches fail at once and take the in-process path too
+            if flight.worker is not None:
+                flight.worker.kill()  # its other batches fail at once and take the in-process path too
             return None
         except Exception as exc:
             log.exception("the scoring worker failed; storing in-process")
@@ -724,12 +771,20 @@ class _Flight:
 
     run_id: int
     chunk: list[_Fresh]
-    future: Future[WorkerResult]
-    worker: ScoringWorker
+    future: Future[WorkerResult] | None  # None: the worker could not take it (scored in-process)
+    worker: ScoringWorker | None
     deadline: float  # monotonic time after which the worker counts as stuck
+    settles_at: float = 0.0  # taken early: not stored before this monotonic time
+
+    def scored(self) -> bool:
+        return self.future is None or self.future.done()
 
     def overdue(self) -> bool:
         return time.monotonic() > self.deadline
+
+    def landable(self) -> bool:
+        """Scored (or stuck in the worker), and settled."""
+        return (self.scored() or self.overdue()) and time.monotonic() >= self.settles_at
 
 
 @dataclass

@@ -203,6 +203,7 @@ def test_a_refused_request_stages_nothing(db_url: str) -> None:
         full = client.post("/v1/traces", json=body(span("ab" * 16, "04", "", 3)))
         assert full.status_code == 503 and full.headers["retry-after"] == "1"
         assert len(_staged(engine)[0]) == 1 and receiver.stats.refused_requests == 1
+        assert client.post("/v1/traces?run=nope", json=body(span("ef" * 16, "06", "", 5))).status_code == 404
         receiver.store_ready(everything=True)
         assert client.post(f"/api/runs/{run_id}/finish").status_code == 200
         assert client.post("/v1/traces", json=body(span("cd" * 16, "05", "", 4))).status_code == 409

@@ -396,3 +396,92 @@ def test_a_trace_taken_early_that_the_worker_refuses_is_stored_in_process_once_s
         time.sleep(1.0)
         assert receiver.store_ready() == 1 and receiver.stats.worker_traces == 0
         assert len(client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()) == 1
+
+
+def test_only_the_traces_that_grew_go_back(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two traces scored early in one chunk. One grows within its ``settle``: it alone goes back,
+    and is stored whole. The other had settled: it is stored as it was, and its span that came
+    after that is another trial."""
+    from tests.test_otlp import OTHER, SUITE, TRACE, body, span
+
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        receiver = _early_receiver(client, settle=2.0)
+        t0 = time.monotonic()
+        assert client.post("/v1/traces", json=body(span(OTHER, "12", "11", 20, tool="buscar_cliente"),
+                                                   span(OTHER, "11", "", 10, attrs={"toollens.case_id": "t2"}))
+                           ).status_code == 200
+        time.sleep(max(0.0, t0 + 0.3 - time.monotonic()))
+        assert client.post("/v1/traces", json=body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+                                                   span(TRACE, "01", "", 10, attrs={"toollens.case_id": "t1"}))
+                           ).status_code == 200
+        time.sleep(max(0.0, t0 + 0.8 - time.monotonic()))
+        _scored_early(receiver)
+        assert len(receiver._scoring[0].chunk) == 2  # both traces in one chunk
+        assert client.post("/v1/traces", json=body(span(TRACE, "03", "01", 30, tool="ver_saldo"))).status_code == 200
+        time.sleep(max(0.0, t0 + 2.1 - time.monotonic()))  # OTHER settled at about t0 + 2.0
+        assert client.post("/v1/traces", json=body(span(OTHER, "13", "11", 30, tool="ver_saldo"))).status_code == 200
+        time.sleep(max(0.0, receiver._scoring[0].settles_at - time.monotonic()) + 0.05)
+        assert receiver.store_ready() == 1  # t2 as it settled; t1 went back
+        _until_stored(receiver, 2)
+        assert receiver.store_ready(everything=True) == 1  # t2's late span (no root: at shutdown)
+        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        assert sorted((r["trial"], [c["name"] for c in r["calls"]]) for r in records) == [
+            (0, ["buscar_cliente"]), (0, ["buscar_cliente", "ver_saldo"]), (1, ["ver_saldo"])]
+        s = receiver.stats
+        assert (s.accepted_spans, s.stored_spans, s.duplicate_spans, receiver.buffered_spans) == (6, 6, 0, 0)
+
+
+def test_a_request_sent_again_while_its_trace_settles_keeps_it_open(db_url: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """As for a buffered trace, a request sent again keeps a trace scored early open: it goes
+    back, is stored once, and the repeats are counted once."""
+    from tests.test_otlp import SUITE, TRACE, body, span
+
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        receiver = _early_receiver(client, settle=1.0)
+        first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+                     span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+        assert client.post("/v1/traces", json=first).status_code == 200
+        _scored_early(receiver)
+        assert client.post("/v1/traces", json=first).status_code == 200  # the exporter's retry
+        time.sleep(max(0.0, receiver._scoring[0].settles_at - time.monotonic()) + 0.05)
+        assert receiver.store_ready() == 0 and receiver.stats.stored_traces == 0  # went back
+        _until_stored(receiver, 1)
+        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        assert [(r["trial"], [c["name"] for c in r["calls"]]) for r in records] == [(0, ["buscar_cliente"])]
+        s = receiver.stats
+        assert (s.accepted_spans, s.stored_spans, s.duplicate_spans, receiver.buffered_spans) == (4, 2, 2, 0)
+
+
+def test_repeats_are_counted_once_when_a_trace_goes_back(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stored trace's spans sent again with a new one, then another new one within ``settle``:
+    the trace goes back to the buffer without the repeats, which are counted once; every
+    accepted span is stored, counted as a repeat, or still buffered."""
+    from tests.test_otlp import SUITE, TRACE, body, span
+
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        receiver = _early_receiver(client, settle=1.5)
+        first = [span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+                 span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"})]
+        assert client.post("/v1/traces", json=body(*first)).status_code == 200
+        assert receiver.store_ready(everything=True) == 1
+        assert client.post("/v1/traces", json=body(*first, span(TRACE, "03", "01", 30, tool="ver_saldo"))
+                           ).status_code == 200
+        _scored_early(receiver)  # the stored spans are found again when it is taken: 2 repeats
+        assert receiver.stats.duplicate_spans == 2
+        assert client.post("/v1/traces", json=body(span(TRACE, "04", "01", 40, tool="buscar_cliente"))
+                           ).status_code == 200
+        time.sleep(max(0.0, receiver._scoring[0].settles_at - time.monotonic()) + 0.05)
+        assert receiver.store_ready() == 0 and receiver.buffered_spans == 2  # went back, without the repeats
+        _until_stored(receiver, 2)
+        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        assert sorted((r["trial"], [c["name"] for c in r["calls"]]) for r in records) == [
+            (0, ["buscar_cliente"]), (1, ["ver_saldo", "buscar_cliente"])]
+        s = receiver.stats
+        assert (s.accepted_spans, s.stored_spans, s.duplicate_spans, receiver.buffered_spans) == (6, 4, 2, 0)

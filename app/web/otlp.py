@@ -11,8 +11,8 @@ buffered until its root span has arrived and nothing more came for
 stored, many traces per transaction, by a background thread. While the
 scoring worker process runs, a trace is scored there as soon as its root came
 and stored once it settled, so that a burst's last traces do not wait for
-``settle`` and then for scoring; a span that comes before then sends it back
-to be scored again with it. A
+``settle`` and then for scoring; a trace with a span that comes before then
+is stored with it, scored again. A
 request is answered once it is staged (its body committed to the
 ``otlp_batches`` table) and its spans buffered; a trajectory is stored in the
 transaction that marks its trace done there, and a restart picks up what was
@@ -39,7 +39,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as futures_wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
@@ -90,7 +90,7 @@ class _Pending:
     batches: set[int] = field(default_factory=set)  # the staged batches holding them
     span_ids: set[str] = field(default_factory=set)
     last_seen: float = 0.0
-    first_seen: float = 0.0  # when its first span was buffered
+    first_seen: float = 0.0  # when its first span (or a repeat) came
     root: bool = False
     attempts: int = 0  # failed attempts to store it
 
@@ -190,11 +190,15 @@ class OtlpReceiver:
 
     def _accept(self, form: str, body: bytes, spans: list[SpanRef], run_of: Callable[[Session], int]) -> bool:
         valid = [s for s in spans if s.trace_id]  # a span without a trace id has no trace to go to
-        with session_scope(self.sessions, write=bool(valid)) as session:
+        with self._lock:
+            full = self._full(len(valid))
+        # a full buffer refuses without SQLite's write lock: retrying exporters would take it from
+        # the thread that empties the buffer (the run is checked all the same, and first)
+        with session_scope(self.sessions, write=bool(valid) and not full) as session:
             run_id = run_of(session)  # in the staging transaction: one transaction per request
             with self._lock:
                 self.stats.rejected_spans += len(spans) - len(valid)
-                if self._buffered and self._buffered + len(valid) > self.max_spans:
+                if full or self._full(len(valid)):
                     self.stats.refused_requests += 1
                     return False
             if not valid:
@@ -206,6 +210,10 @@ class OtlpReceiver:
             self.stats.accepted_spans += len(valid)
         self._ensure_thread()
         return True
+
+    def _full(self, spans: int) -> bool:
+        """Whether ``spans`` more would overfill the buffer (the caller holds ``_lock``)."""
+        return bool(self._buffered) and self._buffered + spans > self.max_spans
 
     def _buffer(self, run_id: int, batch: int, form: str, body: bytes, spans: list[SpanRef]) -> bool:
         """Buffer a staged batch's spans by trace. A span id already buffered
@@ -364,7 +372,7 @@ class OtlpReceiver:
                                          and oldest > p.last_seen))]
             taken = [(k, self._pending.pop(k)) for k in ready]
             early: list[tuple[tuple[int, str], _Pending]] = []
-            if not everything and self._worker is not None and not self._away:
+            if not everything and self._worker is not None:
                 soon = [k for k, p in self._pending.items()
                         if p.root and k not in self._flying and now - p.last_seen >= self.settle / 5
                         and oldest > p.last_seen]
@@ -420,7 +428,14 @@ class OtlpReceiver:
         while self._scoring and (wait or self._scoring[0].landable()):
             flight = self._scoring.popleft()
             try:
-                if flight.settles_at and self._grew(flight):
+                grown = self._grown(flight) if flight.settles_at else []
+                if grown:
+                    if flight.overdue() and not flight.scored():
+                        self._stuck(flight)
+                    self._back_to_buffer(grown)
+                    again = {f.key for f in grown}
+                    rest = [f for f in flight.chunk if f.key not in again]  # settled: stored now, scored here
+                    stored += self._store_items(flight.run_id, self._items(rest)) if rest else 0
                     continue
                 done = self._store_scored(flight)
                 stored += done if done is not None else self._store_items(flight.run_id, self._items(flight.chunk))
@@ -431,16 +446,23 @@ class OtlpReceiver:
                 self._flying.difference_update(f.key for f in flight.chunk)
         return stored
 
-    def _grew(self, flight: _Flight) -> bool:
-        """Whether a trace scored early had spans come within ``settle`` of its last
-        one: then the chunk goes back to the buffer whole (its rows are dropped), and
-        each trace is stored with its new spans. Spans that came later make another trial."""
+    def _grown(self, flight: _Flight) -> list[_Fresh]:
+        """The traces of a chunk scored early for which anything came within ``settle`` of
+        their last span (a request sent again too: as for a buffered trace, it keeps the trace
+        open). They go back to the buffer and take the usual path from there; the others had
+        settled, and what came for them since is another trial, as for a trace stored already."""
         with self._lock:
-            grew = any((q := self._pending.get(f.key)) is not None and q.first_seen < f.pending.last_seen + self.settle
-                       for f in flight.chunk)
-        if grew:
-            self._give_back([(f.key, f.pending) for f in flight.chunk], retry=False)
-        return grew
+            return [f for f in flight.chunk
+                    if (q := self._pending.get(f.key)) is not None
+                    and q.first_seen < f.pending.last_seen + self.settle]
+
+    def _back_to_buffer(self, grown: list[_Fresh]) -> None:
+        """Traces scored early that grew: back to the buffer, to be stored with their new
+        spans, without the repeats found when they were taken (counted then)."""
+        repeats = sum(len(f.pending.spans) - len(f.fresh) for f in grown)
+        with self._lock:
+            self._buffered -= repeats
+        self._give_back([(f.key, replace(f.pending, spans=list(f.fresh))) for f in grown], retry=False)
 
     def wait_for_worker(self, timeout: float) -> bool:
         """Block until the oldest batch the worker holds can be stored: scored,
@@ -565,6 +587,15 @@ class OtlpReceiver:
             self._worker.close()
             self._worker = None
 
+    def _stuck(self, flight: _Flight) -> None:
+        """A worker that took more than ``WORKER_TIMEOUT`` for a chunk: stopped (its other
+        chunks fail at once and take the in-process path too); the next large batch starts a new one."""
+        log.error("the scoring worker took more than %d s for a batch: stopped; storing in-process", WORKER_TIMEOUT)
+        if self._worker is flight.worker:
+            self._worker = None
+        if flight.worker is not None:
+            flight.worker.kill()
+
     def _store_scored(self, flight: _Flight) -> int | None:
         """Store a chunk the worker scored, in one transaction; None when it
         could not do the chunk whole (the chunk then takes the in-process
@@ -575,12 +606,7 @@ class OtlpReceiver:
         try:
             result = flight.future.result(timeout=max(0.0, flight.deadline - time.monotonic()))
         except FutureTimeout:
-            log.error("the scoring worker took more than %d s for a batch: stopped; storing in-process",
-                      WORKER_TIMEOUT)
-            if self._worker is flight.worker:
-                self._worker = None
-            if flight.worker is not None:
-                flight.worker.kill()  # its other batches fail at once and take the in-process path too
+            self._stuck(flight)
             return None
         except Exception as exc:
             log.exception("the scoring worker failed; storing in-process")

@@ -210,6 +210,40 @@ def test_a_refused_request_stages_nothing(db_url: str) -> None:
         assert _staged(engine) == ([], [])
 
 
+def test_a_request_of_repeats_leaves_staging_once_the_database_lets_it(db_url: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request whose spans are all buffered already (the exporter's retry) holds nothing to
+    store: its staged copy is deleted. When the database refuses that, the request is still
+    answered (its spans are safe in the first copy) and a later storing round deletes it; a
+    restart would otherwise read it back and store its spans again."""
+    from sqlalchemy.exc import OperationalError
+
+    from app.store import otlp_staging
+
+    app = create_app(Settings(database_url=db_url, auto_migrate=False))
+    with TestClient(app) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600)
+        receiver._ensure_thread = lambda: None  # type: ignore[method-assign]
+        engine = app.state.sessions.kw["bind"]
+        first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+                     span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+        assert client.post("/v1/traces", json=first).status_code == 200
+        finish = otlp_staging.finish
+
+        def away(*args: object) -> None:
+            raise OperationalError("DELETE FROM otlp_batches", {}, Exception("disk I/O error"))
+
+        monkeypatch.setattr(otlp_staging, "finish", away)
+        assert client.post("/v1/traces", json=first).status_code == 200  # all repeats
+        assert len(_staged(engine)[0]) == 2 and receiver.stats.duplicate_spans == 2
+        assert receiver.store_ready() == 0 and len(_staged(engine)[0]) == 2  # still refused: kept for later
+        monkeypatch.setattr(otlp_staging, "finish", finish)
+        assert receiver.store_ready() == 0 and len(_staged(engine)[0]) == 1  # the copy is gone, the trace waits
+        assert receiver.store_ready(everything=True) == 1 and _staged(engine) == ([], [])
+        assert len(client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()) == 1
+
+
 def test_a_full_buffer_answers_503_and_the_sdk_retries_until_stored(served: tuple[str, Any]) -> None:
     from app.importers.otel_replay import replay_openai_messages
 

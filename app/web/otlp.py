@@ -144,6 +144,7 @@ class OtlpReceiver:
         self._suites: dict[int, tuple[dict[str, Any], str]] = {}  # suite id -> its document and digest
         self._scoring: deque[_Flight] = deque()  # chunks handed to the worker, in order
         self._flying: set[tuple[int, str]] = set()  # their traces: not taken again until stored
+        self._undropped: set[int] = set()  # staged batches holding nothing to store, not deleted yet
         self._away = False  # the database failed during this storing round
         self._handled: set[tuple[int, str]] = set()  # traces stored, released or given back during this round
         self._wake = threading.Event()
@@ -250,10 +251,22 @@ class OtlpReceiver:
         return bool(traces)
 
     def _drop_batches(self, ids: list[int]) -> None:
-        """Delete staged batches that hold nothing to store."""
-        if ids:
+        """Delete staged batches that hold nothing to store; those the database does not
+        delete now (it is away) are deleted by a later storing round (a restart would read
+        them back and store their spans again)."""
+        with self._lock:
+            ids = sorted({*ids, *self._undropped})
+            self._undropped.clear()
+        if not ids:
+            return
+        try:
             with session_scope(self.sessions, write=True) as session:
                 staging.finish(session, {}, ids)
+        except SQLAlchemyError as exc:
+            log.warning("%d staged batches that hold nothing to store could not be deleted, retried later: %s",
+                        len(ids), exc)
+            with self._lock:
+                self._undropped.update(ids)
 
     def recover(self) -> int:
         """Buffer the spans a previous process staged and did not store
@@ -408,6 +421,9 @@ class OtlpReceiver:
         with self._store_lock:
             self._away = False  # until the database fails during this round
             self._handled = set()
+            if self._undropped:
+                self._drop_batches([])
+                self._away = bool(self._undropped)  # still there: the database is away, this round backs off
             stored = self._land(wait=True) if everything else 0  # its traces may have more spans buffered
             taken, early = self._take(everything)
             try:

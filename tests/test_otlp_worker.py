@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -292,14 +294,33 @@ def test_a_worker_that_cannot_start_with_the_server_does_not_stop_it(db_url: str
         assert client.get("/v1/traces/status").json()["worker_ready"] is None
 
 
-def _early_receiver(client: TestClient, settle: float) -> OtlpReceiver:
-    """A receiver with its worker up, storing only when told to."""
-    app: Any = client.app
-    receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=settle, idle=3600)
-    receiver._ensure_thread = lambda: None  # type: ignore[method-assign]
-    receiver._worker = ScoringWorker()
-    receiver._worker.ready.result(timeout=60)
-    return receiver
+@contextmanager
+def _early(db_url: str, monkeypatch: pytest.MonkeyPatch,
+           settle: float) -> Iterator[tuple[TestClient, int, OtlpReceiver]]:
+    """An app with a run ``otlp`` and a receiver whose worker is up, storing only when told to."""
+    from tests.test_otlp import SUITE
+
+    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
+        app: Any = client.app
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=settle, idle=3600)
+        receiver._ensure_thread = lambda: None  # type: ignore[method-assign]
+        receiver._worker = ScoringWorker()
+        receiver._worker.ready.result(timeout=60)
+        yield client, run_id, receiver
+
+
+def _first_request() -> dict[str, Any]:
+    """A trace's root and its first tool call, in one export request."""
+    from tests.test_otlp import TRACE, body, span
+
+    return body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+                span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+
+
+def _records(client: TestClient, run_id: int) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
 
 
 def _scored_early(receiver: OtlpReceiver) -> None:
@@ -326,14 +347,10 @@ def test_a_trace_scored_early_is_stored_once_settled_with_the_spans_that_came_me
     ``settle`` passed), and stored only once it settled. A span of it that comes before then
     (here a tool call that ended after the root, in the next export request) sends the scored
     rows back: the trace is scored again and stored whole, once."""
-    from tests.test_otlp import SUITE, TRACE, body, span
+    from tests.test_otlp import TRACE, body, span
 
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
-    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
-        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
-        receiver = _early_receiver(client, settle=1.5)
-        first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
-                     span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+    with _early(db_url, monkeypatch, settle=1.5) as (client, run_id, receiver):
+        first = _first_request()
         assert client.post("/v1/traces", json=first).status_code == 200
         _scored_early(receiver)
         assert receiver.store_ready() == 0 and receiver.stats.stored_traces == 0  # scored, not settled
@@ -342,7 +359,7 @@ def test_a_trace_scored_early_is_stored_once_settled_with_the_spans_that_came_me
         time.sleep(1.5)
         assert receiver.store_ready() == 0 and receiver.stats.stored_traces == 0  # the rows went back
         _until_stored(receiver, 1)
-        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        records = _records(client, run_id)
         assert [(r["case_id"], r["trial"], [c["name"] for c in r["calls"]]) for r in records] == [
             ("c-1", 0, ["buscar_cliente", "ver_saldo"])]
         assert (receiver.stats.stored_spans, receiver.stats.worker_traces, receiver.buffered_spans) == (3, 1, 0)
@@ -353,14 +370,10 @@ def test_spans_that_come_after_a_trace_settled_make_another_trial(db_url: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Scoring early changes nothing for spans that come once a trace settled: stored as
     another trial of it, even when the first was not stored yet when they came."""
-    from tests.test_otlp import SUITE, TRACE, body, span
+    from tests.test_otlp import TRACE, body, span
 
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
-    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
-        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
-        receiver = _early_receiver(client, settle=0.5)
-        first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
-                     span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+    with _early(db_url, monkeypatch, settle=0.5) as (client, run_id, receiver):
+        first = _first_request()
         assert client.post("/v1/traces", json=first).status_code == 200
         _scored_early(receiver)
         time.sleep(0.6)  # settled, not stored yet
@@ -368,26 +381,20 @@ def test_spans_that_come_after_a_trace_settled_make_another_trial(db_url: str,
         assert client.post("/v1/traces", json=late).status_code == 200
         assert receiver.store_ready() == 1  # the first trial, as scored
         assert receiver.store_ready(everything=True) == 1  # the late span (no root: stored at shutdown)
-        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        records = _records(client, run_id)
         assert sorted((r["trial"], [c["name"] for c in r["calls"]]) for r in records) == [
             (0, ["buscar_cliente"]), (1, ["ver_saldo"])]
 
 
 def test_a_trace_taken_early_that_the_worker_refuses_is_stored_in_process_once_settled(
         db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_otlp import SUITE, TRACE, body, span
-
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
-    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
-        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
-        receiver = _early_receiver(client, settle=1.0)
+    with _early(db_url, monkeypatch, settle=1.0) as (client, run_id, receiver):
 
         def refuse(*args: object, **kwargs: object) -> None:
             raise RuntimeError("cannot schedule new futures after shutdown")
 
         monkeypatch.setattr(receiver._worker, "submit", refuse)
-        first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
-                     span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+        first = _first_request()
         assert client.post("/v1/traces", json=first).status_code == 200
         time.sleep(0.25)
         assert receiver.store_ready() == 0 and len(receiver._scoring) == 1  # taken early, for in-process scoring
@@ -402,12 +409,9 @@ def test_only_the_traces_that_grew_go_back(db_url: str, monkeypatch: pytest.Monk
     """Two traces scored early in one chunk. One grows within its ``settle``: it alone goes back,
     and is stored whole. The other had settled: it is stored as it was, and its span that came
     after that is another trial."""
-    from tests.test_otlp import OTHER, SUITE, TRACE, body, span
+    from tests.test_otlp import OTHER, TRACE, body, span
 
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
-    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
-        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
-        receiver = _early_receiver(client, settle=2.0)
+    with _early(db_url, monkeypatch, settle=2.0) as (client, run_id, receiver):
         t0 = time.monotonic()
         assert client.post("/v1/traces", json=body(span(OTHER, "12", "11", 20, tool="buscar_cliente"),
                                                    span(OTHER, "11", "", 10, attrs={"toollens.case_id": "t2"}))
@@ -428,7 +432,7 @@ def test_only_the_traces_that_grew_go_back(db_url: str, monkeypatch: pytest.Monk
         assert receiver.store_ready() == 1  # t2 as it settled; t1 went back
         _until_stored(receiver, 2)
         assert receiver.store_ready(everything=True) == 1  # t2's late span (no root: at shutdown)
-        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        records = _records(client, run_id)
         assert sorted((r["trial"], [c["name"] for c in r["calls"]]) for r in records) == [
             (0, ["buscar_cliente"]), (0, ["buscar_cliente", "ver_saldo"]), (1, ["ver_saldo"])]
         s = receiver.stats
@@ -439,21 +443,15 @@ def test_a_request_sent_again_while_its_trace_settles_keeps_it_open(db_url: str,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """As for a buffered trace, a request sent again keeps a trace scored early open: it goes
     back, is stored once, and the repeats are counted once."""
-    from tests.test_otlp import SUITE, TRACE, body, span
-
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
-    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
-        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
-        receiver = _early_receiver(client, settle=1.0)
-        first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
-                     span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+    with _early(db_url, monkeypatch, settle=1.0) as (client, run_id, receiver):
+        first = _first_request()
         assert client.post("/v1/traces", json=first).status_code == 200
         _scored_early(receiver)
         assert client.post("/v1/traces", json=first).status_code == 200  # the exporter's retry
         time.sleep(max(0.0, receiver._scoring[0].settles_at - time.monotonic()) + 0.05)
         assert receiver.store_ready() == 0 and receiver.stats.stored_traces == 0  # went back
         _until_stored(receiver, 1)
-        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        records = _records(client, run_id)
         assert [(r["trial"], [c["name"] for c in r["calls"]]) for r in records] == [(0, ["buscar_cliente"])]
         s = receiver.stats
         assert (s.accepted_spans, s.stored_spans, s.duplicate_spans, receiver.buffered_spans) == (4, 2, 2, 0)
@@ -463,12 +461,9 @@ def test_repeats_are_counted_once_when_a_trace_goes_back(db_url: str, monkeypatc
     """A stored trace's spans sent again with a new one, then another new one within ``settle``:
     the trace goes back to the buffer without the repeats, which are counted once; every
     accepted span is stored, counted as a repeat, or still buffered."""
-    from tests.test_otlp import SUITE, TRACE, body, span
+    from tests.test_otlp import TRACE, body, span
 
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
-    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
-        run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
-        receiver = _early_receiver(client, settle=1.5)
+    with _early(db_url, monkeypatch, settle=1.5) as (client, run_id, receiver):
         first = [span(TRACE, "02", "01", 20, tool="buscar_cliente"),
                  span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"})]
         assert client.post("/v1/traces", json=body(*first)).status_code == 200
@@ -482,7 +477,7 @@ def test_repeats_are_counted_once_when_a_trace_goes_back(db_url: str, monkeypatc
         time.sleep(max(0.0, receiver._scoring[0].settles_at - time.monotonic()) + 0.05)
         assert receiver.store_ready() == 0 and receiver.buffered_spans == 2  # went back, without the repeats
         _until_stored(receiver, 2)
-        records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
+        records = _records(client, run_id)
         assert sorted((r["trial"], [c["name"] for c in r["calls"]]) for r in records) == [
             (0, ["buscar_cliente"]), (1, ["ver_saldo", "buscar_cliente"])]
         s = receiver.stats

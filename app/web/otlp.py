@@ -379,18 +379,18 @@ class OtlpReceiver:
             oldest = min((t for t in self._in_flight.values() if now - t < IN_FLIGHT_WAIT), default=now)
             if not everything and sum(1 for f in self._scoring if not f.scored()) >= MAX_SCORING:
                 return [], []  # the worker is behind: traces wait here, and make larger batches
-            ready = [k for k, p in self._pending.items()
-                     if k not in self._flying
-                     and (everything or (now - p.last_seen >= (self.settle if p.root else self.idle)
-                                         and oldest > p.last_seen))]
-            taken = [(k, self._pending.pop(k)) for k in ready]
-            early: list[tuple[tuple[int, str], _Pending]] = []
-            if not everything and self._worker is not None:
-                soon = [k for k, p in self._pending.items()
-                        if p.root and k not in self._flying and now - p.last_seen >= self.settle / 5
-                        and oldest > p.last_seen]
-                early = [(k, self._pending.pop(k)) for k in soon]
-        return taken, early
+            score_early = not everything and self._worker is not None
+            ready: list[tuple[int, str]] = []
+            soon: list[tuple[int, str]] = []
+            for k, p in self._pending.items():  # one pass: request threads wait for this lock
+                if k in self._flying:
+                    continue
+                quiet = now - p.last_seen
+                if everything or (quiet >= (self.settle if p.root else self.idle) and oldest > p.last_seen):
+                    ready.append(k)
+                elif score_early and p.root and quiet >= self.settle / 5 and oldest > p.last_seen:
+                    soon.append(k)
+            return [(k, self._pending.pop(k)) for k in ready], [(k, self._pending.pop(k)) for k in soon]
 
     def _give_back(self, taken: list[tuple[tuple[int, str], _Pending]], *, retry: bool = True) -> None:
         """Traces back to the buffer, ahead of spans buffered for them meanwhile; with

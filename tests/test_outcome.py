@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from app.core import outcome
+from app.core.grounding import Source
 from app.core.outcome import (
     DEFAULT_GIVE_UP_PHRASES,
+    AfterFault,
     canonical_number,
     classify_outcome,
     extract_values,
@@ -40,10 +41,13 @@ def test_values_found_in_a_spanish_answer() -> None:
 
 
 def classify(answer: str, observations: list[tuple[int, str, bool]], datum: list[str] | None = None,
-             question: str = "¿Saldo del cliente 12345678-9?", fault: int = 1, reward: float | None = None) -> str:
+             question: str = "¿Saldo del cliente 12345678-9?", fault: int = 1, reward: float | None = None,
+             succeeded: bool | None = None, handoff: str | None = None) -> str:
+    sources = [Source("the question", question), *(Source(f"call #{i + 1}", t) for i, t, _ in observations)]
+    after = AfterFault(answer, handoff=handoff, ok_after=any(ok and i > fault for i, _, ok in observations))
     return classify_outcome(
-        answer=answer, question=question, observations=observations, fault_index=fault,
-        expected_datum=datum, give_up_phrases=DEFAULT_GIVE_UP_PHRASES, reward=reward,
+        after=after, sources=sources, observations=observations, fault_index=fault,
+        expected_datum=datum, give_up_phrases=DEFAULT_GIVE_UP_PHRASES, reward=reward, succeeded=succeeded,
     ).outcome
 
 
@@ -79,19 +83,43 @@ def test_reward_decides_success_for_imported_runs() -> None:
     assert classify("ok", OBS_RETRY, reward=0.0) == "confused"
 
 
+def test_recovered_means_the_case_still_succeeds() -> None:
+    # a good observation after the fault and a grounded answer, but the case fails (a wrong tool): not recovered
+    assert classify("Listo, tu id es 8812", OBS_RETRY, succeeded=False) == "confused"
+    assert classify("Listo, tu id es 8812", OBS_RETRY, succeeded=True) == "recovered"
+    # the datum after the fault is not enough when the case fails on another family
+    assert classify("Tu saldo es 142,900 pesos", OBS_RETRY, ["142900"], succeeded=False) == "confused"
+
+
+def test_a_hand_off_after_the_error_is_an_honest_give_up() -> None:
+    assert classify("", OBS_FAULT, handoff="transfer_to_human_agents") == "gave_up"
+    # ... unless the agent invented a value on the way
+    assert classify("Su saldo es 98.000", OBS_FAULT, handoff="transfer_to_human_agents") == "hallucinated"
+    # ending on the error, saying nothing, is not a give-up
+    assert classify("", OBS_FAULT) == "confused"
+
+
 def test_reactions() -> None:
     names = ["ver_saldo", "ver_saldo", "buscar_cliente"]
     same = [{"id": 1}, {"id": 1}, {}]
     fixed = [{"id": "1"}, {"id": 1}, {}]
-    r = reaction_to(0, "http_503", names, same, "", DEFAULT_GIVE_UP_PHRASES)
-    assert (r.reaction, r.acceptable) == ("retry_same", True)
-    r = reaction_to(0, "http_500", names, same, "", DEFAULT_GIVE_UP_PHRASES)
-    assert (r.reaction, r.acceptable) == ("retry_same", False)  # flagged: 500 is not transient
-    r = reaction_to(0, "schema", names, fixed, "", DEFAULT_GIVE_UP_PHRASES)
-    assert r.reaction == "retry_corrected"
-    assert reaction_to(1, "not_found", names, same, "", DEFAULT_GIVE_UP_PHRASES).reaction == "switch_tool"
-    assert reaction_to(2, "timeout", names, same, "No pude", DEFAULT_GIVE_UP_PHRASES).reaction == "gave_up"
-    assert reaction_to(2, "timeout", names, same, "Tu saldo es 5", DEFAULT_GIVE_UP_PHRASES).reaction == "answered"
+
+    def react(i: int, kind: str, args: list[object], said: str | None = None, handoff: frozenset[str] = frozenset()
+              ) -> tuple[str, bool]:
+        nxt = i + 1 if i + 1 < len(names) else None
+        r = reaction_to(i, kind, names, args, next_call=None if said is not None else nxt, said_next=said,
+                        handoff=handoff, give_up_phrases=DEFAULT_GIVE_UP_PHRASES)
+        return r.reaction, r.acceptable
+
+    assert react(0, "http_503", same) == ("retry_same", True)
+    assert react(0, "http_500", same) == ("retry_same", False)  # flagged: 500 is not transient
+    assert react(0, "schema", fixed)[0] == "retry_corrected"
+    assert react(1, "not_found", same)[0] == "switch_tool"
+    assert react(1, "not_found", same, handoff=frozenset({"buscar_cliente"})) == ("gave_up", True)
+    assert react(2, "timeout", same, said="No pude") == ("gave_up", True)
+    assert react(2, "timeout", same, said="Unfortunately, there are not enough seats") == ("gave_up", True)
+    assert react(2, "timeout", same, said="Tu saldo es 5") == ("answered", True)
+    assert react(2, "timeout", same) == ("stopped", False)  # the run ends on the error
 
 
 def test_a_datum_seen_only_before_the_fault_is_not_a_recovery() -> None:
@@ -139,50 +167,34 @@ def test_the_fast_value_patterns_match_on_real_tool_outputs() -> None:
     _same_matches(texts)
 
 
-def _ungrounded_reference(stated: set[str], texts: list[str]) -> list[str]:
-    """Grounding against every text at once (what classify_outcome did before it stopped early)."""
+def _direct_ungrounded(stated: set[str], texts: list[str]) -> set[str]:
+    """Grounding by direct appearance only, against every text at once."""
     grounded: set[str] = set()
     for text in texts:
         grounded |= outcome._ground(text)
-    return sorted(v for v in stated if v not in grounded and not outcome._inside_ground(v, grounded))
+    return {v for v in stated if v not in grounded}
 
 
-class _Recorded(Sequence[str]):
-    """Texts that note which of them were read."""
-
-    def __init__(self, texts: list[str]) -> None:
-        self.texts, self.read = texts, set()
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def __getitem__(self, i):  # type: ignore[no-untyped-def]
-        self.read.add(i)
-        return self.texts[i]
-
-
-def test_grounding_stops_early_and_finds_what_grounding_everything_finds() -> None:
+def test_grounding_stops_early_and_never_grounds_less_than_direct_appearance() -> None:
     question = "Mi RUT es 12345678-9, ¿cuál es el saldo?"
     texts = [question, '{"nota": "NC-400", "monto": 142900}', '{"id": "X-21"}', "Error: timeout"]
-    cases = [
-        {"12345678-9"},  # grounded by the question only: the last text read
-        {"142900", "12345678-9"},
-        {"nc-400-21"},  # its digit runs come from two different texts
-        {"999999", "142900"},  # one value never grounded
-        {"nc-400-22"},
-    ]
-    for stated in cases:
-        assert outcome._ungrounded(stated, texts) == _ungrounded_reference(stated, texts)
-    assert outcome._ungrounded({"nc-400-21"}, texts) == []
+    assert outcome._ungrounded({"nc-400-21"}, texts) == []  # its digit runs come from two different texts
     assert outcome._ungrounded({"999999", "142900"}, texts) == ["999999"]
-    recorded = _Recorded(texts)  # grounded by the latest texts: the question is not read
-    assert outcome._ungrounded({"142900", "21"}, recorded) == [] and recorded.read == {3, 2, 1}
-    recorded = _Recorded(texts)  # nothing stated: nothing read
-    assert outcome._ungrounded(set(), recorded) == [] and recorded.read == set()
+    read: list[str] = []
+
+    def ground_text(text: str) -> frozenset[str]:
+        read.append(text)
+        return outcome._ground(text)
+
+    sources = [Source(f"text {i}", t) for i, t in enumerate(texts)]
+    assert outcome.ground({"142900", "21"}, sources, ground_text).ungrounded == []
+    assert read == texts[:0:-1]  # the latest texts ground both: the question is not read
+    read.clear()
+    assert outcome.ground(set(), sources, ground_text).ungrounded == [] and read == []
     if _TAU.exists():  # every tau-bench answer against its own conversation
         for run in json.loads(_TAU.read_text()):
             texts = [str(m["content"]) for m in run["traj"] if m["role"] in ("user", "tool") and m.get("content")]
             answer = next((str(m["content"]) for m in reversed(run["traj"])
                            if m["role"] == "assistant" and m.get("content")), "")
             stated = extract_values(answer).all()
-            assert outcome._ungrounded(stated, texts) == _ungrounded_reference(stated, texts)
+            assert set(outcome._ungrounded(stated, texts)) <= _direct_ungrounded(stated, texts)

@@ -1,13 +1,15 @@
 """Recovery after tool errors (F4): the outcome of a faulted trajectory and
-the agent's immediate reaction to each error.
+the agent's immediate reaction to each error (docs/outcomes.md).
 
-The deterministic classifier follows SPEC §1: ``recovered`` when the answer
-carries the expected datum and a successful observation carried it;
-``gave_up`` when it has no datum and says honestly that it could not;
-``hallucinated`` when it states the datum with no successful observation
-behind it, or a concrete value (number, id, amount, date) found neither in
-the question nor in any observation; ``confused`` otherwise. Amounts are
-normalised ("$142.900", "142,900" and "142900" are one value).
+The outcome is judged on what the agent said after the fault, never before:
+``hallucinated`` when that states the expected datum with no successful
+observation behind it, or a concrete value (number, id, amount, date) that
+nothing grounds (``app/core/grounding.py``); ``recovered`` when the
+trajectory still succeeds (its reward is 1, or its case passes); ``gave_up``
+when it stops honestly (says it could not, hands the conversation to a
+person, or the record says it gave up); ``confused`` otherwise (also a run
+that ends on the error, saying nothing). Amounts are normalised ("$142.900",
+"142,900" and "142900" are one value).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from app.core.grounding import Source, ground
 from app.core.records import TRANSIENT_KINDS
 from app.core.tolerance import fold, parse_date
 
 OUTCOMES = ("recovered", "gave_up", "hallucinated", "confused")
-REACTIONS = ("retry_same", "retry_corrected", "switch_tool", "gave_up", "answered")
+REACTIONS = ("retry_same", "retry_corrected", "switch_tool", "gave_up", "answered", "stopped")
 
 DEFAULT_GIVE_UP_PHRASES = (
     # Spanish
@@ -34,6 +37,16 @@ DEFAULT_GIVE_UP_PHRASES = (
     "could not", "couldn't", "cannot", "can't", "unable to", "was not able", "wasn't able",
     "try again later", "not available", "unavailable", "something went wrong", "an error occurred",
     "failed to", "i'm sorry, but i", "no access",
+)
+
+# What an agent writes when it tells the user that a step failed (beside the
+# give-up phrases): its reaction to the error is then an honest report, not an answer.
+REPORT_PHRASES = (
+    # English
+    "issue", "error", "problem", "not enough", "insufficient", "not sufficient", "no longer available",
+    "not eligible", "cannot be used", "can't be used", "failed", "did not work", "didn't work", "not found",
+    # Spanish
+    "problema", "no hay suficiente", "insuficiente", "no alcanza", "fallo", "no funciono", "no se encontro",
 )
 
 _MIN_DIGITS = 3  # shorter bare numbers ("paso 2", "3 días") are prose, not data
@@ -142,6 +155,7 @@ def _ground(text: str) -> frozenset[str]:
     out = vals.all()
     for ident in vals.ids:
         out.update(canonical_number(d) for d in _DIGIT_RUN.findall(ident))
+    out.update(d[:4] for d in vals.dates)  # a date grounds its year ("May 20, 2024" states 2024)
     return frozenset(out)
 
 
@@ -179,86 +193,99 @@ class OutcomeResult:
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class AfterFault:
+    """What the agent did after the fault, as the outcome judges it."""
+
+    text: str  # what it said to the user after the fault, the last message deciding ("" when nothing)
+    handoff: str | None = None  # the hand-off tool it ended with, after the fault
+    gave_up: bool = False  # the record says it gave up (``"stopped": "gave_up"``)
+    ok_after: bool = False  # a successful call (not a transparent one) after the fault
+
+
 def classify_outcome(
     *,
-    answer: str,
-    question: str,
+    after: AfterFault,
+    sources: Sequence[Source],
     observations: Sequence[tuple[int, str, bool]],
     fault_index: int,
     expected_datum: Sequence[str] | None,
     give_up_phrases: Sequence[str],
     reward: float | None = None,
+    succeeded: bool | None = None,
 ) -> OutcomeResult:
     """Classify what a faulted trajectory ended in.
 
-    ``observations`` holds ``(call index, text, ok)`` for every call, error
-    messages included (``ok`` False). ``reward`` from an imported benchmark
-    decides success when present; without a datum or a reward, success means
-    a successful observation after the fault and a grounded, non-give-up
-    answer.
+    ``after.text`` is what the agent told the user after the fault (text
+    written before it never counts). ``sources`` are the texts a stated value
+    may come from (question, user messages, observations with error messages);
+    ``observations`` holds ``(call index, text, ok)`` for the expected datum.
+    Success is the reward where there is one (``reward >= 1``), else
+    ``succeeded`` (the case passes every family apart from the fault; None:
+    nothing to check it against, e.g. a plain trace).
     """
-    ok_after = [text for i, text, ok in observations if ok and i > fault_index]
-    ok_any = [text for _, text, ok in observations if ok]
-    stated = extract_values(answer).all()
-    ungrounded = _ungrounded(stated, [question, *(text for _, text, _ in observations)])
-    phrase = match_give_up(answer, give_up_phrases)
-    evidence: dict[str, Any] = {"ungrounded_values": ungrounded, "give_up_phrase": phrase}
+    text = after.text
+    stated = extract_values(text).all() if text else set()
+    g = ground(stated, sources, _ground_text)
+    phrase = match_give_up(text, give_up_phrases)
+    ended = not text.strip() and not after.ok_after and after.handoff is None and not after.gave_up
+    evidence: dict[str, Any] = {"ungrounded_values": g.ungrounded, "give_up_phrase": phrase,
+                                "grounded_values": g.grounded, "said_after_fault": bool(text.strip())}
+    if g.ungrounded:
+        evidence["looked_in"] = g.looked_in
+    if after.handoff is not None:
+        evidence["handoff"] = after.handoff
+    if after.gave_up:
+        evidence["stopped"] = "gave_up"
+    if ended:
+        evidence["ended_on_error"] = True
+    success = (reward >= 1) if reward is not None else succeeded
+    if reward is not None:
+        evidence["reward"] = reward
+    elif succeeded is not None:
+        evidence["case_passed"] = succeeded
+    honest = after.handoff is not None or after.gave_up or phrase is not None
 
     if expected_datum:
-        said = [d for d in expected_datum if mentions(answer, d)]
+        said = [d for d in expected_datum if mentions(text, d)]
         evidence["datum_in_answer"] = said[0] if said else None
         if said:
+            ok_after = [t for i, t, ok in observations if ok and i > fault_index]
+            ok_any = [t for _, t, ok in observations if ok]
             carried_after = any(mentions(o, d) for o in ok_after for d in said)
             carried_any = carried_after or any(mentions(o, d) for o in ok_any for d in said)
             evidence["datum_observed"] = "after_fault" if carried_after else ("before_fault" if carried_any else None)
-            if not carried_any or ungrounded:
+            if not carried_any or g.ungrounded:
                 return OutcomeResult("hallucinated", evidence)
-            if carried_after:
+            if carried_after and success is not False:
                 return OutcomeResult("recovered", evidence)
-            return OutcomeResult("confused", evidence)  # the datum predates the fault: not a recovery
-        if ungrounded:
+            return OutcomeResult("confused", evidence)  # predates the fault, or the case fails all the same
+        if g.ungrounded:
             return OutcomeResult("hallucinated", evidence)
-        if phrase:
+        if honest:
             return OutcomeResult("gave_up", evidence)
         return OutcomeResult("confused", evidence)
 
-    if reward is not None:
-        evidence["reward"] = reward
-        if reward >= 1:
-            return OutcomeResult("recovered", evidence)
-    if ungrounded:
+    if reward is not None and reward >= 1:
+        return OutcomeResult("recovered", evidence)
+    if g.ungrounded:
         return OutcomeResult("hallucinated", evidence)
-    if phrase:
+    if success:
+        return OutcomeResult("recovered", evidence)
+    if honest:
         return OutcomeResult("gave_up", evidence)
-    if reward is None and ok_after and answer.strip():
+    if success is None and after.ok_after and text.strip():
         return OutcomeResult("recovered", evidence)
     return OutcomeResult("confused", evidence)
 
 
+def _ground_text(text: str) -> frozenset[str]:
+    return _ground_cached(text) if len(text) <= _CACHE_TEXT else _ground(text)
+
+
 def _ungrounded(stated: set[str], texts: Sequence[str]) -> list[str]:
-    """The stated values that no text grounds, sorted. The texts are read
-    latest first, and only until every value is grounded: a value grounded by
-    some texts stays grounded by more of them, so this is what grounding
-    against all of them gives. An answer that states no value reads none."""
-    if not stated:
-        return []
-    left = stated
-    grounded: set[str] = set()
-    for text in reversed(texts):
-        grounded |= _ground_cached(text) if len(text) <= _CACHE_TEXT else _ground(text)
-        left = {v for v in left if v not in grounded and not _inside_ground(v, grounded)}
-        if not left:
-            return []
-    return sorted(left)
-
-
-def _inside_ground(value: str, grounded: set[str]) -> bool:
-    """An id counts as grounded when all its digit runs are (e.g. the answer
-    writes "nota 40021" and the observation "NC-40021")."""
-    runs = _DIGIT_RUN.findall(value)
-    return bool(runs) and not value.replace(".", "").isdigit() and all(
-        canonical_number(r) in grounded for r in runs
-    )
+    """The stated values that no text grounds (directly or derived), sorted."""
+    return ground(stated, [Source(f"text {i + 1}", t) for i, t in enumerate(texts)], _ground_text).ungrounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,21 +303,33 @@ def reaction_to(
     error_kind: str,
     names: Sequence[str],
     arguments: Sequence[Any],
-    answer: str,
-    give_up_phrases: Sequence[str],
+    *,
+    next_call: int | None,
+    said_next: str | None,
+    handoff: frozenset[str] = frozenset(),
+    give_up_phrases: Sequence[str] = DEFAULT_GIVE_UP_PHRASES,
 ) -> Reaction:
-    """What the agent did right after the error of call ``index``.
+    """What the agent did right after the error of call ``index``: its next
+    action (``next_call``, transparent tools skipped) or, when it spoke
+    first, its next message (``said_next``).
 
-    ``retry_same`` is acceptable only after a transient fault (timeout, 429,
-    503); whether an answer was honest is the outcome's
-    job, not the reaction's."""
-    nxt = index + 1
-    if nxt < len(names):
-        if names[nxt] == names[index]:
-            same = arguments[nxt] == arguments[index]
+    A message that tells the user the step failed (a give-up phrase or a
+    report of the failure, ``REPORT_PHRASES``) is ``gave_up``, any other
+    message ``answered``. ``retry_same`` is acceptable only after a transient
+    fault (timeout, 429, 503); a hand-off to a person is an honest
+    ``gave_up``; a run that ends on the error, saying nothing, ``stopped``
+    (not acceptable). Whether an
+    answer was honest is the outcome's job, not the reaction's."""
+    if said_next is not None:
+        if match_give_up(said_next, give_up_phrases) or match_give_up(said_next, REPORT_PHRASES):
+            return Reaction(index, error_kind, "gave_up", True)
+        return Reaction(index, error_kind, "answered", True)
+    if next_call is not None:
+        if names[next_call] in handoff:
+            return Reaction(index, error_kind, "gave_up", True)
+        if names[next_call] == names[index]:
+            same = arguments[next_call] == arguments[index]
             kind = "retry_same" if same else "retry_corrected"
             return Reaction(index, error_kind, kind, not same or error_kind in TRANSIENT_KINDS)
         return Reaction(index, error_kind, "switch_tool", True)
-    if match_give_up(answer, give_up_phrases):
-        return Reaction(index, error_kind, "gave_up", True)
-    return Reaction(index, error_kind, "answered", True)
+    return Reaction(index, error_kind, "stopped", False)

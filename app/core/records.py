@@ -76,6 +76,29 @@ class Call:
         }
 
 
+@dataclass(slots=True, init=False)
+class Message:
+    """What the user or the agent said, and where in the call sequence: after
+    ``calls_before`` calls. Lets the outcome judge what the agent said after a
+    fault, and keeps a conversation's user turns (an extension key)."""
+
+    role: str  # "user" or "assistant"
+    content: str
+    calls_before: int
+
+    def __init__(self, role: str, content: str, calls_before: int) -> None:
+        self.role = role
+        self.content = content
+        self.calls_before = calls_before
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "content": self.content, "calls_before": self.calls_before}
+
+
+MESSAGE_ROLES = ("user", "assistant")
+MAX_MESSAGES = 5_000
+
+
 @dataclass(slots=True)
 class Fault:
     """What was injected in a trajectory: the call index and the kind."""
@@ -100,10 +123,12 @@ class Trajectory:
     reward: float | None = None
     state: dict[str, Any] | None = None
     stopped: str | None = None  # why the agent loop ended early, e.g. "step_limit" (an extension key)
+    messages: list[Message] | None = None  # the conversation around the calls (an extension key)
 
     def __init__(self, case_id: str, trial: int = 0, question: str = "", calls: list[Call] | None = None,
                  answer: str = "", fault: Fault | None = None, reward: float | None = None,
-                 state: dict[str, Any] | None = None, stopped: str | None = None) -> None:
+                 state: dict[str, Any] | None = None, stopped: str | None = None,
+                 messages: list[Message] | None = None) -> None:
         self.case_id = case_id
         self.trial = trial
         self.question = question
@@ -113,6 +138,7 @@ class Trajectory:
         self.reward = reward
         self.state = state
         self.stopped = stopped
+        self.messages = messages
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -129,6 +155,8 @@ class Trajectory:
             out["state"] = self.state
         if self.stopped is not None:
             out["stopped"] = self.stopped
+        if self.messages is not None:
+            out["messages"] = [m.to_dict() for m in self.messages]
         return out
 
     def to_json(self) -> str:
@@ -271,6 +299,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     stopped = data.get("stopped")
     if stopped is not None and (type(stopped) is not str or len(stopped) > 40):
         raise bad("must be a string of at most 40 characters", "stopped")
+    messages = None if data.get("messages") is None else _messages(data["messages"], len(calls), bad)
     question = data.get("question")
     answer = data.get("answer")
     return Trajectory(
@@ -283,7 +312,33 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         None if reward is None else float(reward),
         state,
         stopped,
+        messages,
     )
+
+
+def _messages(raw: Any, n_calls: int, bad: Callable[[str, str], InvalidTrajectory]) -> list[Message]:
+    """The ``messages`` extension key: ``[{role, content, calls_before}]`` in order."""
+    if type(raw) is not list:
+        raise bad("must be a list", "messages")
+    if len(raw) > MAX_MESSAGES:
+        raise bad(f"more than {MAX_MESSAGES} messages", "messages")
+    out: list[Message] = []
+    last = 0
+    for i, m in enumerate(raw):
+        if type(m) is not dict:
+            raise bad("each message must be an object", f"messages[{i}]")
+        role = m.get("role")
+        if role not in MESSAGE_ROLES:
+            raise bad(f"must be one of {', '.join(MESSAGE_ROLES)}", f"messages[{i}].role")
+        content = m.get("content")
+        if type(content) is not str:
+            raise bad("required, a string", f"messages[{i}].content")
+        at = m.get("calls_before", n_calls)
+        if type(at) is not int or not last <= at <= n_calls:
+            raise bad(f"must be an integer from {last} to {n_calls} (messages in order)", f"messages[{i}].calls_before")
+        last = at
+        out.append(Message(str(role), content, at))
+    return out
 
 
 def parse_line(line: str | bytes, *, index: int | None = None, source: str = "") -> Trajectory:

@@ -135,6 +135,8 @@ class Report:
                 c["recovery.num"] += 1
             elif ts.outcome.outcome == "hallucinated":
                 c["hallucination_after_error.num"] += 1
+        elif ts.fault_not_reached is not None:
+            self._counts["faults_not_reached"] += 1
         if ts.pairs_checked:
             _count(self.pairs_checked, ts.pairs_checked)
         if ts.violations:
@@ -154,6 +156,8 @@ class Report:
                     "failures": list(ts.failures),
                     "fault": None if ts.fault_kind is None else {"step": ts.fault_step, "kind": ts.fault_kind},
                     "outcome": None if ts.outcome is None else ts.outcome.outcome,
+                    **({} if ts.fault_not_reached is None else {"fault_not_reached": {
+                        "step": ts.fault_not_reached[0], "kind": ts.fault_not_reached[1]}}),
                 }
             )
 
@@ -256,6 +260,7 @@ class Report:
         out["pass_hat_k"] = {str(k): round(v, 4) for k, v in self.pass_hat_k().items()}
         out["cases"] = list(self.cases)
         out["trajectories"] = self.trajectories
+        out["faults_not_reached"] = self.counts["faults_not_reached"]  # planned faults the agent never reached
         out["failures"] = dict(sorted(self.failures.items()))
         out["outcomes_by_fault_kind"] = [
             {"kind": k, "outcome": o, "count": n} for (k, o), n in sorted(self.outcomes_by_kind.items())

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.alignment import Alignment, align
+from app.core.grounding import Source
 from app.core.mocks import ToolFailure
 from app.core.outcome import (
     DEFAULT_GIVE_UP_PHRASES,
+    AfterFault,
     OutcomeResult,
     Reaction,
     classify_outcome,
@@ -133,6 +135,7 @@ class TrajectoryScore:
     args_den: int = 0
     hallucinated_num: int = 0
     calls_total: int = 0
+    fault_not_reached: tuple[int | None, str] | None = None  # a planned fault the agent never reached
 
     def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
                  fault_kind: str | None = None, fault_step: int | None = None,
@@ -143,7 +146,8 @@ class TrajectoryScore:
                  failures: list[str] | None = None, passed: bool = True, reward: float | None = None,
                  any_error: bool = False, selection_num: int = 0, selection_den: int = 0, recall_num: int = 0,
                  recall_den: int = 0, schema_num: int = 0, schema_den: int = 0, args_num: int = 0, args_den: int = 0,
-                 hallucinated_num: int = 0, calls_total: int = 0) -> None:
+                 hallucinated_num: int = 0, calls_total: int = 0,
+                 fault_not_reached: tuple[int | None, str] | None = None) -> None:
         # written out: compiled, a native __init__ (records.py says why)
         self.case_id = case_id
         self.trial = trial
@@ -173,6 +177,7 @@ class TrajectoryScore:
         self.args_den = args_den
         self.hallucinated_num = hallucinated_num
         self.calls_total = calls_total
+        self.fault_not_reached = fault_not_reached
 
     def to_dict(self) -> dict[str, Any]:
         """The per-trajectory detail (what a timeline page shows)."""
@@ -188,7 +193,7 @@ class TrajectoryScore:
     def summary(self) -> dict[str, Any]:
         """Everything but the calls and the identity: what a store keeps
         beside its call rows."""
-        return {
+        out: dict[str, Any] = {
             "has_reference": self.has_reference,
             "fault": None if self.fault_kind is None else {"step": self.fault_step, "kind": self.fault_kind},
             "missing_steps": list(self.missing_steps),
@@ -207,6 +212,10 @@ class TrajectoryScore:
                 "hallucinated_tools": {"num": self.hallucinated_num, "den": self.calls_total},
             },
         }
+        if self.fault_not_reached is not None:
+            step, kind = self.fault_not_reached
+            out["fault_not_reached"] = {"step": step, "kind": kind}
+        return out
 
 
 class Scorer:
@@ -219,6 +228,8 @@ class Scorer:
         self.give_up_phrases = (*DEFAULT_GIVE_UP_PHRASES, *suite.give_up_phrases)
         self._pairs: dict[str | None, list[tuple[str, str]]] = {}
         self._validators = {t.name: t.validator for t in self.toolset}
+        self._transparent = self.toolset.transparent
+        self._handoff = frozenset(self.toolset.handoff)
         self._want: dict[str, list[str]] = {}
         self._comparisons: dict[tuple[str, int], Comparison] = {}
         self._alignments: dict[tuple[str, tuple[str, ...], tuple[bool, ...] | None], Alignment] = {}
@@ -302,23 +313,11 @@ class Scorer:
             self._selection_and_arguments(traj, case, ts)
         self._dependencies(case, ts)
         self._reactions(traj, ts)
-        if ts.fault_step is not None:
-            ts.outcome = classify_outcome(
-                answer=traj.answer,
-                question=traj.question or (case.question if case else ""),
-                observations=[
-                    (i, c.observation if c.observation is not None else (c.error.message if c.error else ""),
-                     c.error is None and scores[i].schema_ok)
-                    for i, c in enumerate(calls)
-                ],
-                fault_index=ts.fault_step,
-                expected_datum=case.expected_datum if case else None,
-                give_up_phrases=self.give_up_phrases,
-                reward=traj.reward,
-            )
         if case is not None:
             self._forbidden(case, traj, ts)
             self._state(case, traj, ts)
+        if ts.fault_step is not None:
+            ts.outcome = self._outcome(traj, case, ts)
         self._failures(case, ts)
         return ts
 
@@ -327,8 +326,12 @@ class Scorer:
     @staticmethod
     def _fault(traj: Trajectory, ts: TrajectoryScore) -> None:
         """Find the faulted call: the first injected error or, with no fault
-        declared (imported traces), the first tool error at run time."""
+        declared (imported traces), the first tool error at run time. A
+        declared fault at a call the agent never made was not reached: it has
+        no outcome and stays out of the recovery denominators."""
         if not ts.any_error:
+            if traj.fault is not None:
+                ts.fault_not_reached = (traj.fault.step, traj.fault.kind)
             return
         for cs in ts.calls:
             if cs.injected:
@@ -338,6 +341,8 @@ class Scorer:
             step = traj.fault.step
             if step is not None and step < len(ts.calls) and ts.calls[step].error_kind is not None:
                 ts.fault_step, ts.fault_kind = step, traj.fault.kind
+            else:
+                ts.fault_not_reached = (step, traj.fault.kind)
             return
         for cs in ts.calls:
             if cs.error_kind is not None and cs.error_kind not in VALIDATION_KINDS:
@@ -346,16 +351,20 @@ class Scorer:
 
     def _selection_and_arguments(self, traj: Trajectory, case: Case, ts: TrajectoryScore) -> None:
         want = self._want_of(case)
-        errored = [cs.error_kind is not None for cs in ts.calls] if ts.any_error else None
-        names = [cs.name for cs in ts.calls]
+        transparent = self._transparent
+        # transparent calls (think, compute) are neither right nor wrong selections: left out of the alignment
+        taking = ts.calls if not transparent else [cs for cs in ts.calls if cs.name not in transparent]
+        errored = [cs.error_kind is not None for cs in taking] if ts.any_error else None
+        names = [cs.name for cs in taking]
         if case.match == "strict":
             al = self._align_strict(case.id, names, errored, want)
         else:
 
             def fits(i: int, j: int) -> bool:
                 """Call i's arguments are acceptable for step j (multiset modes)."""
-                args = traj.calls[i].arguments
-                return (ts.calls[i].schema_error is None and isinstance(args, dict)
+                cs = taking[i]
+                args = traj.calls[cs.index].arguments
+                return (cs.schema_error is None and isinstance(args, dict)
                         and not self._comparison(case, j)(args))
 
             al = align(names, errored or [False] * len(names), want, case.match, fits)
@@ -364,7 +373,7 @@ class Scorer:
         confusion = ts.confusion
         calls = traj.calls
         sel_num = sel_den = args_num = args_den = 0
-        for cs, step in zip(ts.calls, al.step_of_call, strict=True):
+        for cs, step in zip(taking, al.step_of_call, strict=True):
             name = cs.name
             if step is None:
                 confusion.append((EXTRA, name))
@@ -431,7 +440,40 @@ class Scorer:
         args = [c.arguments for c in traj.calls]
         for cs in ts.calls:
             if cs.error_kind is not None:
-                cs.reaction = reaction_to(cs.index, cs.error_kind, names, args, traj.answer, self.give_up_phrases)
+                nxt = self._next_call(names, cs.index)
+                cs.reaction = reaction_to(cs.index, cs.error_kind, names, args, next_call=nxt,
+                                          said_next=self._said_next(traj, cs.index, nxt),
+                                          handoff=self._handoff, give_up_phrases=self.give_up_phrases)
+
+    def _next_call(self, names: list[str], index: int) -> int | None:
+        """The agent's next call after ``index`` that is not a transparent one."""
+        for j in range(index + 1, len(names)):
+            if names[j] not in self._transparent:
+                return j
+        return None
+
+    @staticmethod
+    def _said_next(traj: Trajectory, index: int, next_call: int | None) -> str | None:
+        """What the agent told the user after call ``index``, when it spoke
+        before acting again (text that only leads into its next call, in the
+        same turn, is not a reaction of its own). Without a conversation, the
+        final answer when no call follows."""
+        if traj.messages is None:
+            return traj.answer if next_call is None and traj.answer.strip() else None
+        before = len(traj.calls) if next_call is None else next_call
+        spoke: str | None = None
+        for m in traj.messages:
+            if m.calls_before <= index:
+                continue
+            if m.calls_before > before:
+                break
+            if m.role == "assistant" and spoke is None:
+                if m.calls_before < before or next_call is None:
+                    return m.content
+                spoke = m.content  # said right before the next call: its own turn only if the user answered
+            elif m.role == "user" and spoke is not None:
+                return spoke
+        return None
 
     def _forbidden(self, case: Case, traj: Trajectory, ts: TrajectoryScore) -> None:
         for rule in case.forbidden_calls:
@@ -475,18 +517,70 @@ class Scorer:
                 continue
         return state
 
-    def _failures(self, case: Case | None, ts: TrajectoryScore) -> None:
+    def _outcome(self, traj: Trajectory, case: Case | None, ts: TrajectoryScore) -> OutcomeResult:
+        """The outcome of a faulted trajectory, from what the agent did after the fault."""
+        fault = ts.fault_step
+        assert fault is not None
+        calls, scores, transparent = traj.calls, ts.calls, self._transparent
+        acted = [cs for cs in scores[fault + 1:] if cs.name not in transparent]
+        last = acted[-1] if acted else None
+        if traj.messages is None:
+            text = traj.answer
+        else:
+            text = next((m.content for m in reversed(traj.messages)
+                         if m.role == "assistant" and m.calls_before > fault), "")
+        after = AfterFault(
+            text=text,
+            handoff=last.name if last is not None and last.name in self._handoff else None,
+            gave_up=traj.stopped == "gave_up",
+            ok_after=any(cs.schema_ok and cs.error_kind is None for cs in acted),
+        )
+        checked = case is not None and (case.expected_calls is not None or case.expected_state is not None
+                                        or bool(case.forbidden_calls))
+        return classify_outcome(
+            after=after,
+            sources=self._sources(traj, case),
+            observations=[
+                (i, c.observation if c.observation is not None else (c.error.message if c.error else ""),
+                 c.error is None and scores[i].schema_ok)
+                for i, c in enumerate(calls)
+            ],
+            fault_index=fault,
+            expected_datum=case.expected_datum if case else None,
+            give_up_phrases=self.give_up_phrases,
+            reward=traj.reward,
+            succeeded=not self._base_failures(case, ts) if checked else None,
+        )
+
+    @staticmethod
+    def _sources(traj: Trajectory, case: Case | None) -> list[Source]:
+        """What a stated value may come from, in order: the question, the
+        user's messages, every call's observation (error messages included)."""
+        out = [Source("the question", traj.question or (case.question if case else ""))]
+        users = [m for m in traj.messages or () if m.role == "user"]
+        u = 0
+        for i, c in enumerate(traj.calls):
+            while u < len(users) and users[u].calls_before <= i:
+                out.append(Source(f"user message {u + 1}", users[u].content))
+                u += 1
+            text = c.observation if c.observation is not None else (c.error.message if c.error else "")
+            if text:
+                out.append(Source(f"call #{i + 1}", text))
+        out.extend(Source(f"user message {k + 1}", m.content) for k, m in enumerate(users[u:], start=u))
+        return out
+
+    def _base_failures(self, case: Case | None, ts: TrajectoryScore, gave_up: bool = False) -> list[str]:
+        """The failures of every family but recovery (after an honest give-up,
+        the excused steps are not missing, the hand-off it ended with is no
+        wrong selection, and the state is not judged)."""
         f: list[str] = []
-        gave_up = ts.outcome is not None and ts.outcome.outcome == "gave_up"
         if ts.has_reference and case is not None:
-            if gave_up and ts.fault_step is not None:
-                # An honest give-up after a fault is acceptable: the steps it
-                # did not take are excused, not selection errors.
-                faulted = ts.calls[ts.fault_step].step
-                cut = faulted if faulted is not None else 0
-                ts.excused_steps = [j for j in ts.missing_steps if j >= cut]
             missing = [j for j in ts.missing_steps if j not in ts.excused_steps]
             wrong = ts.selection_num < ts.selection_den  # a counted call on another tool than its step's
+            if wrong and gave_up:
+                after = ts.fault_step if ts.fault_step is not None else len(ts.calls)
+                wrong = any(cs.selection_ok is False and not (cs.step is None and cs.index > after
+                                                                and cs.name in self._handoff) for cs in ts.calls)
             if wrong or (missing and case.match != "superset"):
                 f.append("selection")
             if ts.args_num < ts.args_den:  # a call on its step's tool whose values did not match
@@ -501,6 +595,17 @@ class Scorer:
             f.append("forbidden_call")
         if ts.state_mismatches and not gave_up:
             f.append("state")
+        return f
+
+    def _failures(self, case: Case | None, ts: TrajectoryScore) -> None:
+        gave_up = ts.outcome is not None and ts.outcome.outcome == "gave_up"
+        if gave_up and ts.has_reference and case is not None and ts.fault_step is not None:
+            # An honest give-up after a fault is acceptable: the steps it did
+            # not take are excused, not selection errors.
+            faulted = ts.calls[ts.fault_step].step
+            cut = faulted if faulted is not None else 0
+            ts.excused_steps = [j for j in ts.missing_steps if j >= cut]
+        f = self._base_failures(case, ts, gave_up)
         if ts.outcome is not None and ts.outcome.outcome == "hallucinated":
             f.append("recovery_hallucinated")
         if ts.outcome is not None and ts.outcome.outcome == "confused":

@@ -159,16 +159,20 @@ def _toolset(raw: Any, path: str, base: Path | None) -> Toolset:
         except SuiteError as exc:
             raise SuiteError(str(exc), path=path, field="toolset") from None
     deps: list[tuple[str, str]] = []
+    handoff: list[str] = []
     label = name = ""
     if isinstance(raw, Mapping):
         deps = _pairs(raw.get("dependencies"), "toolset.dependencies", path)
         label = str(raw.get("label") or raw.get("version") or "")
         name = str(raw.get("name") or "")
+        handoff = raw.get("handoff") or []
+        if not isinstance(handoff, list) or not all(isinstance(x, str) for x in handoff):
+            raise SuiteError("must be a list of tool names", path=path, field="toolset.handoff")
         raw = raw.get("tools")
     if not isinstance(raw, list) or not raw:
         raise SuiteError("toolset must be a path or a non-empty list of tools", path=path, field="toolset")
     try:
-        tools = Toolset.from_list(raw, dependencies=deps, label=label, name=name)
+        tools = Toolset.from_list(raw, dependencies=deps, label=label, name=name, handoff=list(handoff))
         for t in tools:
             _ = t.validator  # compile now so a broken schema is reported at load
     except (ToolSpecError, SuiteError) as exc:

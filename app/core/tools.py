@@ -68,6 +68,7 @@ class ToolSpec:
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     mock: MockSpec | None = None
     responder: Responder | None = None
+    transparent: bool = False  # only thinks or computes, changes nothing: skipped when judging reactions
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -128,22 +129,28 @@ class ToolSpec:
         if not isinstance(params, Mapping):
             raise ToolSpecError(f"tool {body['name']!r}: parameters must be an object")
         mock = parse_mock(mock_raw, where=f"tool {body['name']!r}") if mock_raw is not None else None
+        transparent = data.get("transparent", False)
+        if not isinstance(transparent, bool):
+            raise ToolSpecError(f"tool {body['name']!r}: transparent must be true or false")
         return cls(
             name=str(body["name"]),
             description=str(body.get("description") or ""),
             parameters=normalize_schema(dict(params)),
             mock=mock,
+            transparent=transparent,
         )
 
 
 @dataclass
 class Toolset:
-    """The tools an agent is given, plus toolset-wide dependency pairs."""
+    """The tools an agent is given, plus toolset-wide dependency pairs and the
+    hand-off tools (those that pass the conversation to a person)."""
 
     tools: list[ToolSpec]
     dependencies: list[tuple[str, str]] = field(default_factory=list)
     label: str = ""
     name: str = ""
+    handoff: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -152,6 +159,9 @@ class Toolset:
                 raise ToolSpecError(f"tool {t.name!r} is declared twice")
             seen.add(t.name)
         self.by_name: dict[str, ToolSpec] = {t.name: t for t in self.tools}
+        # ``think`` only thinks: transparent by default when the toolset has it
+        self.transparent: frozenset[str] = frozenset(
+            t.name for t in self.tools if t.transparent or t.name == "think")
 
     def __contains__(self, name: object) -> bool:
         return name in self.by_name

@@ -23,9 +23,12 @@ def _blocks(content: Any) -> list[Any]:
 
 
 def messages_to_record(messages: list[Any]) -> dict[str, Any]:
-    """The SPEC §5 fields of one conversation: question, calls, answer."""
+    """The record fields of one conversation: question, calls, answer, and the
+    messages around the calls (an assistant message's text counts as said
+    before its own tool calls)."""
     calls: list[dict[str, Any]] = []
     by_id: dict[str, dict[str, Any]] = {}
+    said: list[dict[str, Any]] = []  # what the user and the agent said, and after how many calls
     question = ""
     answer = ""
     for m in messages:
@@ -33,6 +36,7 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
             continue
         role = m.get("role")
         blocks = _blocks(m.get("content"))
+        at = len(calls)
         if role == "user":
             for b in blocks:
                 if not isinstance(b, dict):
@@ -46,8 +50,9 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
                     call["observation"] = text
                     if b.get("is_error") is True or looks_like_error(text):
                         call["error"] = call_error(text)
-                elif b.get("type") == "text" and not question and str(b.get("text") or "").strip():
-                    question = str(b["text"])
+                elif b.get("type") == "text" and str(b.get("text") or "").strip():
+                    question = question or str(b["text"])
+                    said.append({"role": "user", "content": str(b["text"]), "calls_before": at})
         elif role == "assistant":
             texts = []
             for b in blocks:
@@ -63,7 +68,8 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
                     texts.append(b["text"])
             if "".join(texts).strip():
                 answer = "\n".join(texts)
-    return {"question": question, "calls": calls, "answer": answer}
+                said.append({"role": "assistant", "content": answer, "calls_before": at})
+    return {"question": question, "calls": calls, "answer": answer, "messages": said}
 
 
 def convert(path: Path, options: Options) -> Conversion:

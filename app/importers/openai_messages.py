@@ -27,22 +27,29 @@ def _function(tc: Any) -> tuple[str, Any]:
 
 
 def messages_to_record(messages: list[Any]) -> dict[str, Any]:
-    """The SPEC §5 fields of one conversation: question, calls, answer."""
+    """The record fields of one conversation: question, calls, answer, and
+    the messages around the calls (so that what the agent said after an
+    error can be told from what it said before)."""
     calls: list[dict[str, Any]] = []
     by_id: dict[str, dict[str, Any]] = {}
     legacy: list[dict[str, Any]] = []  # function_call calls still waiting for their result
+    said: list[dict[str, Any]] = []  # what the user and the agent said, and after how many calls
     question = ""
     answer = ""
     for m in messages:
         if not isinstance(m, dict):
             continue
         role = m.get("role")
-        if role == "user" and not question:
-            question = content_text(m.get("content"))
+        if role == "user":
+            text = content_text(m.get("content"))
+            question = question or text
+            if text.strip():
+                said.append({"role": "user", "content": text, "calls_before": len(calls)})
         elif role == "assistant":
             text = content_text(m.get("content"))
             if text.strip():
                 answer = text
+                said.append({"role": "assistant", "content": text, "calls_before": len(calls)})
             for tc in m.get("tool_calls") or ():
                 name, args = _function(tc)
                 call = {"name": name, "arguments": args, "observation": None, "error": None}
@@ -66,7 +73,7 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
             if pending is not None:
                 legacy.remove(pending)
                 _result(pending, m)
-    return {"question": question, "calls": calls, "answer": answer}
+    return {"question": question, "calls": calls, "answer": answer, "messages": said}
 
 
 def _result(call: dict[str, Any], message: dict[str, Any]) -> None:

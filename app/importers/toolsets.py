@@ -88,10 +88,20 @@ def inferred_tools(names: Iterable[str]) -> list[dict[str, Any]]:
     return [{"name": n, "description": "", "parameters": dict(OPEN_SCHEMA)} for n in sorted(set(names)) if n.strip()]
 
 
+# Tools that pass the conversation to a person: ending on one after an error is
+# an escalation, an honest give-up. Marked as hand-offs when a source's toolset has them.
+KNOWN_HANDOFFS = ("transfer_to_human_agents", "transfer_to_human_agent", "transfer_to_human",
+                  "escalate_to_human", "handoff_to_human")
+
+
 def toolset_document(tools: list[Any], *, name: str, label: str = "") -> dict[str, Any]:
     doc: dict[str, Any] = {"name": name, "tools": tools}
     if label:
         doc["label"] = label
+    names = {_tool_name(t) for t in tools}
+    handoff = [h for h in KNOWN_HANDOFFS if h in names]
+    if handoff:
+        doc["handoff"] = handoff
     return doc
 
 

@@ -272,6 +272,8 @@ def export_records(session: Session, run_id: int, *, chunk: int = 1000) -> Itera
                 rec["state"] = t.state
             if isinstance(t.detail, dict) and isinstance(t.detail.get("stopped"), str):
                 rec["stopped"] = t.detail["stopped"]
+            if isinstance(t.detail, dict) and isinstance(t.detail.get("messages"), list):
+                rec["messages"] = t.detail["messages"]
             yield rec
         last = ids[-1]
 

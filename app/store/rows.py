@@ -73,6 +73,8 @@ def _detail(ts: TrajectoryScore, traj: Trajectory) -> dict[str, Any]:
     detail = ts.summary()
     if traj.stopped is not None:
         detail["stopped"] = traj.stopped
+    if traj.messages is not None:
+        detail["messages"] = [m.to_dict() for m in traj.messages]
     return detail
 
 

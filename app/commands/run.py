@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Annotated
 
@@ -31,7 +33,8 @@ def run(
     concurrency: Annotated[int, typer.Option(min=1, max=512, help="Case runs in flight.")] = 4,
     run_name: Annotated[str | None, typer.Option("--run", help="Run name (default: suite-model-time).")] = None,
     resume: Annotated[str | None, typer.Option(help="Continue run RUN (id or name): only what is missing.")] = None,
-    shard: Annotated[str | None, typer.Option(help="Run slice I/N of the cases (processes share one --run).")] = None,
+    shard: Annotated[str | None, typer.Option(help="Run slice I/N of the cases (processes share one --run); default "
+                                              "TOOLLENS_SHARD, or JOB_COMPLETION_INDEX with TOOLLENS_SHARDS.")] = None,
     max_steps: Annotated[int, typer.Option(min=1, max=200, help="Model turns before 'step_limit'.")] = 12,
     system: Annotated[str | None, typer.Option(help="System prompt for model agents.")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
@@ -46,6 +49,12 @@ def run(
     from app.cli import _environment_error, _fail, _settings
     from app.runner.progress import RunProgress
     from app.runner.session import RunRequest, run_agent
+    from app.runner.work import shard_from_env
+
+    try:
+        shard = shard or shard_from_env(os.environ)
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
 
     request = RunRequest(agent=agent, suite_path=suite, model=model, base_url=base_url, trials=trials,
                          faults=faults, sweep=sweep_errors, sweep_kind=sweep_kind, concurrency=concurrency,

@@ -4,7 +4,7 @@ order, so that a resumed run and every shard see the same list."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from app.core.errors import ToolLensError
@@ -61,6 +61,23 @@ def parse_shard(spec: str) -> tuple[int, int]:
     if not 1 <= index <= count:
         raise ShardSpecError(f"--shard {spec!r}: I must be between 1 and N")
     return index, count
+
+
+def shard_from_env(environ: Mapping[str, str]) -> str | None:
+    """The shard a process takes when ``--shard`` is not given: ``TOOLLENS_SHARD``
+    (``I/N``), or a Kubernetes Indexed Job's ``JOB_COMPLETION_INDEX`` (from 0)
+    with ``TOOLLENS_SHARDS`` (N), so that one container command serves every
+    shard. None when neither is set."""
+    spec = environ.get("TOOLLENS_SHARD", "").strip()
+    if spec:
+        return spec
+    index, count = environ.get("JOB_COMPLETION_INDEX", "").strip(), environ.get("TOOLLENS_SHARDS", "").strip()
+    if not index and not count:
+        return None
+    if not (index.isdigit() and count.isdigit()):
+        raise ShardSpecError("JOB_COMPLETION_INDEX (from 0) and TOOLLENS_SHARDS (the number of shards) must both be "
+                             f"whole numbers, got {index!r} and {count!r}")
+    return f"{int(index) + 1}/{int(count)}"
 
 
 def in_shard(item: WorkItem, index: int, count: int) -> bool:

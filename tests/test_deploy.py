@@ -50,7 +50,8 @@ def test_the_compose_scale_profile_is_wired() -> None:
         assert command[:2] == ["toollens", "serve"] and target.port == int(command[command.index("--port") + 1])
         # the replica accepts the Host name its sidecar sends
         assert f"replica-{i}" in replica["environment"]["TOOLLENS_ALLOWED_HOSTS"].split(",")
-        assert replica["environment"]["TOOLLENS_DATABASE_URL"] == services["app"]["environment"]["TOOLLENS_DATABASE_URL"]
+        database = services["app"]["environment"]["TOOLLENS_DATABASE_URL"]
+        assert replica["environment"]["TOOLLENS_DATABASE_URL"] == database
         assert replica["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
         assert "sidecar.yaml" in side["command"][0]
     assert "${env:TOOLLENS_OTLP_ENDPOINT}" in sidecar["exporters"]["otlphttp/toollens"]["endpoint"]

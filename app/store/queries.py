@@ -120,7 +120,8 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
     rows = session.execute(q.order_by(TrajectoryRow.id).limit(cases_limit).offset(cases_offset))
     data["cases"] = [
         {"case_id": cid, "trial": trial, "passed": passed, "failures": list(failures),
-         "fault": (detail or {}).get("fault"), "outcome": outcome}
+         "fault": (detail or {}).get("fault"), "outcome": outcome,
+         **({"fault_not_reached": detail["fault_not_reached"]} if (detail or {}).get("fault_not_reached") else {})}
         for cid, trial, passed, failures, _step, _kind, outcome, detail in rows
     ]
     data["cases_total"] = data["trajectories"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class RatioPublic(BaseModel):
@@ -210,6 +210,8 @@ class DependencyPairPublic(BaseModel):
 
 
 class CaseResultPublic(BaseModel):
+    model_config = ConfigDict(extra="allow")  # ``fault_not_reached`` when a planned fault was not reached
+
     case_id: str
     trial: int
     passed: bool
@@ -240,6 +242,7 @@ class FiguresPublic(BaseModel):
     outcomes_by_step: list[dict[str, Any]]
     reactions: list[dict[str, Any]]
     schema_errors: list[dict[str, Any]]
+    faults_not_reached: int = 0
     cases_total: int
 
 

@@ -20,6 +20,7 @@ from app.core.suite import load_suite_document
 from app.settings import Settings
 from app.store.db import upgrade
 from app.web.app import create_app
+from tests.resources import missing, require_module
 from tests.servers import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,11 +28,9 @@ EXAMPLES = ROOT / "examples"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM = os.environ.get("TOOLLENS_CHROMIUM", "/usr/bin/chromium")
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+sync_api = require_module("playwright.sync_api")
 if not Path(CHROMIUM).exists():
-    if os.environ.get("CI"):
-        raise RuntimeError(f"CI must run the browser tests: no Chromium at {CHROMIUM}")
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+    missing(f"Chromium at {CHROMIUM}", "apt-get install chromium, or point TOOLLENS_CHROMIUM at one", module_level=True)
 
 PAYLOADS = [
     "<script>window.__xss = 1</script>",

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from app import buildinfo
+from tests.resources import missing
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -54,9 +55,8 @@ def _score(suite: Path, trajectories: Path, *, pure: bool) -> tuple[list[str], s
 def _require_compiled() -> None:
     if buildinfo.compiled_modules():
         return
-    if os.environ.get("CI"):
-        pytest.fail("CI installs with a C compiler: the scoring path must run compiled here")
-    pytest.skip("this install is pure Python (no C compiler when it was built, or TOOLLENS_PURE_PYTHON)")
+    missing("the compiled build (this install is pure Python)",
+            "`make build` with a C compiler and the Python headers, and without TOOLLENS_PURE_PYTHON")
 
 
 def test_the_scoring_path_runs_compiled_and_is_fresh() -> None:

@@ -9,31 +9,20 @@ release: precision 1.0), and must agree on 90% of outcomes and reactions.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
 from app.importers import Options, convert
+from tests.resources import DATA, shared_data
 
 GOLD = Path(__file__).parent / "gold"
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
 TOOLS = DATA / "tau_bench_tool_schemas_airline_retail.json"
-
-
-def _need(path: Path) -> None:
-    if not path.exists():
-        why = (f"the team's data folder of public agent runs is not at {path.parent} "
-               "(expected at ../shared/data beside the repository)")
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the gold-set tests: {why}")
-        pytest.skip(why)
 
 
 def _call_index_of_messages(traj: list[dict[str, Any]]) -> dict[int, int]:
@@ -58,8 +47,8 @@ def _agreement(pairs: list[tuple[str, str]]) -> tuple[float, dict[str, str]]:
     return sum(g == c for g, c in pairs) / len(pairs), by_class
 
 
-def test_tau_bench_verdicts_agree_with_the_hand_labels(tmp_path: Path) -> None:
-    _need(TAU)
+@shared_data(TAU, TOOLS)
+def test_tau_bench_verdicts_agree_with_the_hand_labels() -> None:
     gold = yaml.safe_load((GOLD / "tau_bench_airline.yaml").read_text())
     conversion = convert("tau-bench", TAU, Options(tools=TOOLS))
     scorer = Scorer(parse_suite(conversion.suite))

@@ -19,14 +19,12 @@ from app.core.records import Trajectory, parse_record
 from app.core.suite import load_suite, parse_suite
 from app.importers import Options, UnknownFormat, convert
 from app.importers.jsonstream import iter_json_values
+from tests.resources import DATA, shared_data
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
 SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
 BFCL = DATA / "bfcl"
 runner = CliRunner()
-
-pytestmark = pytest.mark.skipif(not TAU.is_file(), reason=f"sample data not found at {DATA}")
 
 
 def good(conversion: Any) -> list[Trajectory]:
@@ -45,6 +43,7 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
 # -- tau-bench ------------------------------------------------------------------
 
 
+@shared_data(TAU, SCHEMAS)
 def test_tau_bench_sample_counts_and_domain() -> None:
     c = convert("tau-bench", TAU, Options(tools=SCHEMAS))
     trajs = good(c)
@@ -62,6 +61,7 @@ def test_tau_bench_sample_counts_and_domain() -> None:
     assert trajs[0].reward == 0.0 and trajs[0].question.startswith("Hi! I'm looking to book a flight")
 
 
+@shared_data(TAU, SCHEMAS)
 def test_tau_bench_convert_then_score_gives_tau_bench_pass_hat_k(tmp_path: Path) -> None:
     out = tmp_path / "tau"
     r = runner.invoke(cli, ["convert", "--from", "tau-bench", str(TAU), "--tools", str(SCHEMAS), "--out", str(out)])
@@ -78,6 +78,7 @@ def test_tau_bench_convert_then_score_gives_tau_bench_pass_hat_k(tmp_path: Path)
     assert report["recovery"]["den"] == 29
 
 
+@shared_data(TAU, SCHEMAS)
 def test_tau_bench_domain_choice_and_errors(tmp_path: Path) -> None:
     c = convert("tau-bench", TAU, Options(tools=SCHEMAS, domain="retail"))
     assert c.suite["toolset"]["name"] == "retail"
@@ -92,6 +93,7 @@ def test_tau_bench_domain_choice_and_errors(tmp_path: Path) -> None:
 # -- BFCL -------------------------------------------------------------------------
 
 
+@shared_data(BFCL)
 @pytest.mark.parametrize(("name", "questions"), [("simple_python", 400), ("parallel_multiple", 200),
                                                  ("irrelevance", 240)])
 def test_bfcl_every_question_becomes_a_case(name: str, questions: int, tmp_path: Path) -> None:
@@ -119,6 +121,7 @@ def score_one(suite: Any, case_id: str, calls: list[dict[str, Any]]) -> dict[str
     return score_trajectories(suite, [traj]).to_json()
 
 
+@shared_data(BFCL)
 def test_bfcl_hand_written_answers() -> None:
     suite, case = bfcl_suite("simple_python", "simple_python_0")
     # ground truth: base [10], height [5], unit ["units", ""] (may be left out)
@@ -140,6 +143,7 @@ def test_bfcl_hand_written_answers() -> None:
     assert wrong_type["schema_errors"] == [{"tool": "calculate_triangle_area", "field": "base", "count": 1}]
 
 
+@shared_data(BFCL)
 def test_bfcl_parallel_is_unordered_and_irrelevance_expects_no_call() -> None:
     suite, case = bfcl_suite("parallel_multiple", "parallel_multiple_0")
     assert case.match == "unordered"
@@ -157,6 +161,7 @@ def test_bfcl_parallel_is_unordered_and_irrelevance_expects_no_call() -> None:
     assert called["confusion"][0]["expected"] == "(extra)"
 
 
+@shared_data(BFCL)
 def test_bfcl_without_answers_names_the_question(tmp_path: Path) -> None:
     src = tmp_path / "BFCL_v4_simple_python.json"
     src.write_text((BFCL / "BFCL_v4_simple_python.json").read_text())

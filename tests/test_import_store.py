@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, func, select
 from typer.testing import CliRunner
@@ -15,13 +14,12 @@ from app.cli import cli
 from app.settings import Settings
 from app.store.models import CallRow, Run, TrajectoryRow
 from app.web.app import create_app
+from tests.resources import DATA, shared_data
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
 SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
+BFCL_IRRELEVANCE = DATA / "bfcl" / "BFCL_v4_irrelevance.json"
 runner = CliRunner()
-
-pytestmark = pytest.mark.skipif(not TAU.is_file(), reason=f"sample data not found at {DATA}")
 
 CHAT = {"id": "c1", "messages": [
     {"role": "user", "content": "Weather in Lima?"},
@@ -40,6 +38,7 @@ def counts(url: str) -> tuple[int, int, int]:
     return out  # type: ignore[return-value]
 
 
+@shared_data(TAU, SCHEMAS)
 def test_tau_bench_imports_in_one_step(db_url: str) -> None:
     r = runner.invoke(cli, ["import", str(TAU), "--format", "tau-bench", "--tools", str(SCHEMAS), "--run", "tau",
                             "--model", "gpt-4o", "--batch", "30", "--db", db_url])
@@ -95,6 +94,7 @@ def test_bad_lines_store_nothing_unless_skipped(db_url: str, tmp_path: Path) -> 
     assert counts(db_url) == (1, 2, 2)
 
 
+@shared_data(TAU, SCHEMAS, BFCL_IRRELEVANCE)
 def test_truncated_array_and_unknown_format_store_nothing(db_url: str, tmp_path: Path) -> None:
     src = tmp_path / "tau.json"
     text = TAU.read_text()
@@ -104,7 +104,7 @@ def test_truncated_array_and_unknown_format_store_nothing(db_url: str, tmp_path:
     assert r.exit_code == 2 and "truncated file" in r.stderr and "nothing stored" in r.stderr
     r = runner.invoke(cli, ["import", str(src), "--format", "langsmith", "--run", "t", "--db", db_url])
     assert r.exit_code == 2 and "unknown format 'langsmith'" in r.stderr
-    r = runner.invoke(cli, ["import", str(DATA / "bfcl" / "BFCL_v4_irrelevance.json"), "--format", "bfcl",
+    r = runner.invoke(cli, ["import", str(BFCL_IRRELEVANCE), "--format", "bfcl",
                             "--run", "t", "--db", db_url])
     assert r.exit_code == 2 and "holds questions, no runs" in r.stderr
     assert counts(db_url) == (0, 0, 0)

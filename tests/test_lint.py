@@ -16,6 +16,7 @@ from app.core.lint import RULES, findings_for_pair, lint_toolset, load_lint_targ
 from app.core.suite import load_toolset
 from app.core.tools import Toolset
 from app.store.models import ToolsetVersion
+from tests.resources import DATA, shared_data
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 runner = CliRunner()
@@ -182,10 +183,10 @@ def test_toolset_add_needs_a_name(argv: list[str], tmp_path: Path) -> None:
     assert r.exit_code == 2
 
 
-TAU = Path("/work/shared/data/tau_bench_tool_schemas_airline_retail.json")
+TAU = DATA / "tau_bench_tool_schemas_airline_retail.json"
 
 
-@pytest.mark.skipif(not TAU.is_file(), reason=f"{TAU} (real tau-bench tool schemas) is not on this machine")
+@shared_data(TAU)
 def test_tau_bench_tools() -> None:
     domains = json.loads(TAU.read_text())
     airline = Toolset.from_list(domains["airline"])

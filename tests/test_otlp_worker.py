@@ -35,14 +35,14 @@ from app.settings import Settings
 from app.web.app import create_app
 from app.web.otlp import OtlpReceiver
 from app.web.otlp_worker import MIN_TRACES, ScoringWorker
+from tests.resources import require_data
 from tests.test_import_converters import SCHEMAS, TAU
 
 
 def tau_request() -> Any:
     """The tau-bench sample's 100 conversations replayed as GenAI spans by the
-    OpenTelemetry SDK: one OTLP ``ExportTraceServiceRequest`` (skips without the sample)."""
-    if not TAU.is_file():
-        pytest.skip(f"no tau-bench sample at {TAU}")
+    OpenTelemetry SDK: one OTLP ``ExportTraceServiceRequest`` (needs the sample: ``tests/resources.py``)."""
+    require_data(TAU, SCHEMAS)
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import random
 import re
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +19,7 @@ from app.core.outcome import (
     reaction_to,
 )
 from app.core.tolerance import fold
+from tests.resources import DATA, shared_data
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ _PLAIN_DATE = re.compile(
     r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b|\b\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\b"
     r"|\b\d{1,2}\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b")
 _PLAIN_NUM = re.compile(r"\d+(?:[.,\s]\d{3})*(?:[.,]\d+)?|\d+")
-_TAU = Path(__file__).resolve().parents[2] / "shared" / "data" / "tau_bench_gpt-4o_airline_tasks00-24.json"
+_TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
 
 
 def _same_matches(texts: list[str]) -> None:
@@ -159,7 +159,7 @@ def test_the_fast_value_patterns_match_what_the_plain_ones_match() -> None:
     assert extract_values(edges[2]).numbers == {"142900", "142900.5", "1234567", "123"}
 
 
-@pytest.mark.skipif(not _TAU.exists(), reason=f"the tau-bench sample is not at {_TAU}")
+@shared_data(_TAU)
 def test_the_fast_value_patterns_match_on_real_tool_outputs() -> None:
     runs = json.loads(_TAU.read_text())
     texts = [str(m["content"]) for r in runs for m in r["traj"] if m.get("content")]

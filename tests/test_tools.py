@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import pytest
 from pydantic import BaseModel, Field
 
 from app.core.tools import Toolset, ToolSpec, normalize_schema
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from tests.resources import DATA, shared_data
 
 
 class VerSaldoArgs(BaseModel):
@@ -51,10 +48,10 @@ def test_bfcl_dialect_is_normalised() -> None:
     assert norm["properties"]["opts"]["properties"]["k"] == {"type": "number"}
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data not present")
+@shared_data(DATA / "bfcl")
 def test_every_bfcl_sample_tool_compiles_and_accepts_its_ground_truth() -> None:
-    questions = [json.loads(line) for line in (SHARED / "bfcl" / "BFCL_v4_simple_python.json").open()]
-    answer_file = SHARED / "bfcl" / "BFCL_v4_simple_python.possible_answer.json"
+    questions = [json.loads(line) for line in (DATA / "bfcl" / "BFCL_v4_simple_python.json").open()]
+    answer_file = DATA / "bfcl" / "BFCL_v4_simple_python.possible_answer.json"
     answers = {a["id"]: a for a in map(json.loads, answer_file.open())}
     assert len(questions) == 400
     accepted = 0
@@ -71,9 +68,9 @@ def test_every_bfcl_sample_tool_compiles_and_accepts_its_ground_truth() -> None:
     assert accepted == 395
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data not present")
+@shared_data(DATA / "tau_bench_tool_schemas_airline_retail.json")
 def test_tau_bench_openai_tools_load() -> None:
-    data = json.loads((SHARED / "tau_bench_tool_schemas_airline_retail.json").read_text())
+    data = json.loads((DATA / "tau_bench_tool_schemas_airline_retail.json").read_text())
     airline = Toolset.from_list(data["airline"])
     assert len(airline) == 14
     assert "book_reservation" in airline

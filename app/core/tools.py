@@ -107,10 +107,6 @@ class ToolSpec:
         return cls(name=name, description=desc, parameters=schema, **kw)
 
     @classmethod
-    def from_json_schema(cls, name: str, description: str, schema: Mapping[str, Any], **kw: Any) -> ToolSpec:
-        return cls(name=name, description=description, parameters=normalize_schema(dict(schema)), **kw)
-
-    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolSpec:
         """Read any supported shape: ToolLens/BFCL (``parameters``), OpenAI
         (``{"type": "function", "function": ...}``) or Anthropic (``input_schema``)."""

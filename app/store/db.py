@@ -111,14 +111,6 @@ def upgrade(url: str, revision: str = "head") -> None:
     command.upgrade(_alembic_config(url), revision)
 
 
-def head_revision(url: str) -> str:
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory.from_config(_alembic_config(url)).get_current_head()
-    assert head is not None
-    return head
-
-
 def current_revision(engine: Engine) -> str | None:
     from alembic.runtime.migration import MigrationContext
 

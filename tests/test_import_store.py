@@ -77,7 +77,8 @@ def test_plain_traces_get_reference_free_metrics(db_url: str, tmp_path: Path) ->
     assert f["selection_precision"] == {"num": 0, "den": 0}  # no reference: not computed
     assert f["recovery"]["den"] == 1 and f["outcomes"]["gave_up"] == 1
     assert f["reactions"] == [{"error_kind": "error", "reaction": "gave_up", "acceptable": True, "count": 1},
-                              {"error_kind": "unknown_tool", "reaction": "answered", "acceptable": True, "count": 1}]
+                              # the second conversation ends on the error, saying nothing
+                              {"error_kind": "unknown_tool", "reaction": "stopped", "acceptable": False, "count": 1}]
 
 
 def test_bad_lines_store_nothing_unless_skipped(db_url: str, tmp_path: Path) -> None:

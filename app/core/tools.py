@@ -68,6 +68,10 @@ class ToolSpec:
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     mock: MockSpec | None = None
     responder: Responder | None = None
+    # MCP's extras, kept beside the contract (not part of what the model reads, nor of the version hash)
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -87,6 +91,22 @@ class ToolSpec:
     def contract(self) -> dict[str, Any]:
         """The part the model reads: name, description, schema."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def document(self) -> dict[str, Any]:
+        """The contract plus MCP's ``title``, ``annotations`` and ``output_schema``
+        where the server gave them (what a snapshot stores)."""
+        extras = {"title": self.title, "annotations": self.annotations, "output_schema": self.output_schema}
+        return {**self.contract(), **{k: v for k, v in extras.items() if v is not None}}
+
+    @property
+    def destructive(self) -> bool:
+        """MCP's hint: the tool may destroy or overwrite (``destructiveHint``,
+        which the spec defaults to true for a tool that is not ``readOnlyHint``).
+        False when the tool declares no annotations at all."""
+        hints = self.annotations or {}
+        if not hints or hints.get("readOnlyHint") is True:
+            return False
+        return hints.get("destructiveHint", True) is not False
 
     def to_openai(self) -> dict[str, Any]:
         return {"type": "function", "function": self.contract()}
@@ -112,7 +132,9 @@ class ToolSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolSpec:
         """Read any supported shape: ToolLens/BFCL (``parameters``), OpenAI
-        (``{"type": "function", "function": ...}``) or Anthropic (``input_schema``)."""
+        (``{"type": "function", "function": ...}``), Anthropic (``input_schema``)
+        or MCP's ``tools/list`` (``inputSchema``, with ``title``, ``annotations``
+        and ``outputSchema`` kept beside)."""
         if not isinstance(data, Mapping):
             raise ToolSpecError(f"a tool must be an object, got {type(data).__name__}")
         mock_raw = data.get("mock")
@@ -123,16 +145,24 @@ class ToolSpec:
             raise ToolSpecError("a tool needs a 'name'")
         if "input_schema" in body:
             params = body["input_schema"]
+        elif "inputSchema" in body:
+            params = body["inputSchema"]
         else:
             params = body.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(params, Mapping):
             raise ToolSpecError(f"tool {body['name']!r}: parameters must be an object")
         mock = parse_mock(mock_raw, where=f"tool {body['name']!r}") if mock_raw is not None else None
+        title = body.get("title")
+        annotations = body.get("annotations")
+        output = body.get("output_schema", body.get("outputSchema"))
         return cls(
             name=str(body["name"]),
             description=str(body.get("description") or ""),
             parameters=normalize_schema(dict(params)),
             mock=mock,
+            title=title if isinstance(title, str) else None,
+            annotations=dict(annotations) if isinstance(annotations, Mapping) else None,
+            output_schema=dict(output) if isinstance(output, Mapping) else None,
         )
 
 

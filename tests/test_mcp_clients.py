@@ -227,3 +227,42 @@ def test_snapshots_keep_title_annotations_and_output_schema(tmp_path: Path, sqli
     stored = dict(rows(sqlite_url, ToolsetVersion.toolset, ToolsetVersion.tools))["seguros2"]
     assert stored[1]["annotations"] == {"readOnlyHint": False, "destructiveHint": True}
     assert "title" not in stored[0] and "annotations" not in stored[0]
+
+
+async def _time_client(suite: Path, url: str, errlog: Any) -> tuple[list[Any], Any]:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), args=[
+        "-m", "app.cli", "mcp-serve", str(suite), "--case", "now", "--run", "time", "--db", url])
+    async with Client(stdio_client(params, errlog=errlog)) as client:
+        listed = (await client.list_tools()).tools
+        result = await client.call_tool("get_current_time", {"timezone": "America/Santiago"})
+    return listed, result
+
+
+def test_the_mocked_server_shows_what_the_real_one_declares(tmp_path: Path, sqlite_url: str) -> None:
+    """mcp-server-time's tools served by mcp-serve: annotations and output schema as the real server lists
+    them, and a mocked answer that is a JSON object returned as the structured content the official client
+    checks against the output schema (it raises without it)."""
+    import json
+
+    from tests.test_lint_mcp_servers import TIME
+
+    real = json.loads(TIME.read_text())
+    now = {"timezone": "America/Santiago", "datetime": "2026-10-19T09:30:00-03:00", "day_of_week": "Monday",
+           "is_dst": True}
+    tools = [{**t, "mock": {"response": now}} if t["name"] == "get_current_time" else t for t in real["tools"]]
+    suite = tmp_path / "time.json"
+    suite.write_text(json.dumps({"name": "time", "toolset": {"name": "time", "tools": tools}, "cases": [
+        {"id": "now", "question": "What time is it in Santiago?",
+         "expected_calls": [{"name": "get_current_time", "arguments": {"timezone": "America/Santiago"}}]}]}))
+    with (tmp_path / "server.err").open("w") as errlog:
+        listed, result = anyio.run(_time_client, suite, sqlite_url, errlog)
+    served = {t.name: t for t in listed}
+    get = served["get_current_time"]
+    assert get.annotations.model_dump(by_alias=True, exclude_none=True) == real["tools"][0]["annotations"]
+    assert get.output_schema == real["tools"][0]["outputSchema"] and get.title is None
+    assert result.is_error is False and result.structured_content == now
+    [record] = exported(sqlite_url, "time")
+    assert [c["name"] for c in record["calls"]] == ["get_current_time"]

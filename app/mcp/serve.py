@@ -19,6 +19,7 @@ on the next start with the same run.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -260,6 +261,7 @@ def build_server(recorder: CaseRecorder, key_of: Callable[[Any], str]) -> Any:
                         annotations=None if t.annotations is None else types.ToolAnnotations.model_validate(
                             t.annotations))
              for t in recorder.suite.toolset]
+    with_output = {t.name for t in recorder.suite.toolset if t.output_schema is not None}
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         await anyio.to_thread.run_sync(recorder.open, key_of(ctx))  # the agent saw the tools: a trajectory
@@ -274,10 +276,22 @@ def build_server(recorder: CaseRecorder, key_of: Callable[[Any], str]) -> Any:
                                                                    dict(params.arguments or {}))
         except CallLimit as exc:
             raise MCPError(types.INVALID_REQUEST, str(exc)) from None
-        return types.CallToolResult(content=[types.TextContent(text=observation)], is_error=is_error)
+        structured = _structured(observation) if params.name in with_output and not is_error else None
+        return types.CallToolResult(content=[types.TextContent(text=observation)], is_error=is_error,
+                                    structured_content=structured)
 
     return Server("toollens-mock", version="1", instructions=None, on_list_tools=list_tools,
                   on_call_tool=call_tool)
+
+
+def _structured(observation: str) -> dict[str, Any] | None:
+    """A mocked answer that is a JSON object, as the structured content a
+    tool with an output schema returns (clients check it against the schema)."""
+    try:
+        value = json.loads(observation)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 async def serve_stdio(recorder: CaseRecorder) -> None:

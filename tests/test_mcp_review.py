@@ -181,11 +181,9 @@ def test_the_last_server_finishes_the_run_and_only_toollens_finish_seals_it(reco
     recorder.call("s1", "buscar_cliente", {"rut": "12345678-9"})
     r = CliRunner().invoke(cli, ["finish", "live", "--db", db_url])
     assert r.exit_code == 2 and "2 mcp-serve servers still record into it" in r.stderr
-    assert recorder.others_running() is True
-    other.stop(finish=False)
-    assert recorder.others_running() is False  # the other one stopped: this one is the last
+    assert other.stop(finish=True) is False  # this recorder's server still runs: the run stays open
     assert recorder.end_all() == 1
-    recorder.stop(finish=True)
+    assert recorder.stop(finish=True) is True  # the last one finishes it
     with session_scope(recorder.sessions) as s:
         run = s.get(Run, recorder.run_id)
         assert run is not None and (run.status, run.config["finished_by"]) == ("finished", "mcp-serve")

@@ -119,8 +119,7 @@ def _shut_down(console: Console, recorder: Any, sessions: Any, run_id: int, name
         stored = recorder.end_all()
         unstored = recorder.flush_errors
         # the last server to stop finishes the run (not with trajectories it could not store)
-        finish = not keep_open and not unstored and not recorder.others_running()
-        recorder.stop(finish=finish)
+        finish = recorder.stop(finish=not keep_open and not unstored)
     except ToolLensError as exc:
         raise _fail(f"run {run_id} ({name}): pending trajectories not stored at shutdown: {exc}") from None
     except SQLAlchemyError as exc:

@@ -99,6 +99,10 @@ def server_gone(identity: Any) -> bool:
     return bool(start) and _start_time(identity["pid"]) not in ("", start)  # that PID is another process now
 
 
+def _any_running(servers: dict[str, Any], me: str) -> bool:
+    return any(sid != me and not server_gone(ident) for sid, ident in servers.items())
+
+
 class CaseRecorder:
     """One case's routers, one per open trajectory, saved after every call.
 
@@ -217,19 +221,16 @@ class CaseRecorder:
         if gone and not self.flush_errors:
             with session_scope(self.sessions, write=True) as s:
                 for sid in gone:
-                    live.unregister_server(s, self.run_id, sid, finish=False)
+                    live.unregister_server(s, self.run_id, sid)
         return stored
 
-    def others_running(self) -> bool:
-        """Whether another server (one that may still run) records into this run."""
-        with session_scope(self.sessions) as s:
-            return any(sid != self.owner and not server_gone(ident)
-                       for sid, ident in live.servers(s, self.run_id).items())
-
-    def stop(self, *, finish: bool) -> None:
-        """Take this server off the run; ``finish`` finishes the run too."""
+    def stop(self, *, finish: bool) -> bool:
+        """Take this server off the run; ``finish``: finish the run too if no
+        other server still runs. Returns whether the run was finished."""
         with session_scope(self.sessions, write=True) as s:
-            live.unregister_server(s, self.run_id, self.owner, finish=finish)
+            return live.unregister_server(s, self.run_id, self.owner,
+                                          (lambda others: not _any_running(others, self.owner)) if finish else None)
+
     def _flush(self, chosen: Callable[[str], bool]) -> int:
         """Store the chosen pending trajectories, each in its own transaction:
         one that cannot be stored stays pending, is named in ``flush_errors``,

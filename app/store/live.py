@@ -26,7 +26,7 @@ record is rewritten on each of its calls (quadratic in its calls, bounded by
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy import func, select, text
@@ -74,16 +74,23 @@ def servers(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
     return dict((get_run_row(session, run_id).config or {}).get(SERVERS) or {})
 
 
-def unregister_server(session: Session, run_id: int, server: str, *, finish: bool) -> None:
-    """Drop the server from the run's list; ``finish`` finishes the run (as
-    its last server: a later ``mcp-serve`` may open it again)."""
+def unregister_server(session: Session, run_id: int, server: str,
+                      last: Callable[[dict[str, dict[str, Any]]], bool] | None = None) -> bool:
+    """Drop the server from the run's list. With ``last`` (given the other
+    registered servers: whether none of them still runs), finish the run when
+    it says so, as its last server (a later ``mcp-serve`` may open it again).
+    Decided under the run's row lock: of two servers stopping at once, the
+    second sees the first gone. Returns whether the run was finished."""
     run = _locked(session, run_id)
     config = dict(run.config or {})
-    config[SERVERS] = {k: v for k, v in dict(config.get(SERVERS) or {}).items() if k != server}
-    if finish and run.status != "finished":
+    others = {k: v for k, v in dict(config.get(SERVERS) or {}).items() if k != server}
+    config[SERVERS] = others
+    finish = last is not None and run.status != "finished" and last(others)
+    if finish:
         config[FINISHED_BY] = AUTO_FINISH
         finish_run(session, run_id)
     run.config = config
+    return finish
 
 
 def _locked(session: Session, run_id: int) -> Run:

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, select
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.lint import RULES, findings_for_pair, lint_toolset, load_lint_target, similarities
+from app.core.lint import RULES, lint_pairs, lint_toolset, load_lint_target, similarities
 from app.core.suite import load_toolset
 from app.core.tools import Toolset
 from app.store.models import ToolsetVersion
@@ -26,16 +26,14 @@ def keys(findings: list) -> list[tuple[str, str, tuple[str, ...], str | None]]: 
     return [(f.rule, f.tool, f.related, f.field) for f in findings]
 
 
-V1_TOOLSET_FINDINGS = [
-    ("similar_pair", "buscar_cliente", ("buscar_pedido",), None),
-    ("similar_pair", "buscar_cliente", ("buscar_producto",), None),
+V1_TOOLSET_FINDINGS = [  # ranked by score, then rule and tool; the findings without a score after
+    ("similar_pair", "buscar_cliente", ("buscar_pedido",), None),  # 0.773
+    ("no_negative_delimitation", "buscar_cliente", ("buscar_pedido", "buscar_producto", "verificar_compra"), None),
+    ("no_negative_delimitation", "buscar_pedido", ("buscar_cliente", "buscar_producto"), None),
+    ("similar_pair", "buscar_pedido", ("buscar_producto",), None),  # 0.617
+    ("no_negative_delimitation", "buscar_producto", ("buscar_pedido", "buscar_cliente"), None),
+    ("similar_pair", "buscar_cliente", ("buscar_producto",), None),  # 0.522
     ("similar_pair", "buscar_cliente", ("verificar_compra",), None),
-    ("similar_pair", "buscar_pedido", ("buscar_producto",), None),
-    ("no_negative_delimitation", "buscar_cliente", ("buscar_pedido", "buscar_producto", "verificar_compra",
-                                                    "ver_saldo"), None),
-    ("no_negative_delimitation", "buscar_pedido", ("buscar_cliente", "buscar_producto", "ver_saldo"), None),
-    ("no_negative_delimitation", "buscar_producto", ("buscar_pedido", "buscar_cliente", "ver_saldo"), None),
-    ("no_negative_delimitation", "ver_saldo", ("buscar_cliente", "buscar_pedido", "buscar_producto"), None),
     ("no_negative_delimitation", "verificar_compra", ("buscar_cliente",), None),
     ("argument_format", "buscar_cliente", (), "rut"),
     ("argument_format", "buscar_pedido", (), "numero"),
@@ -65,16 +63,17 @@ def test_similarity_scores_of_the_confused_pair() -> None:
     pair = ("buscar_pedido", "buscar_producto")
     # stems {busca, infor} and {busca, infor, texto}; of 7 descriptions 3 say "busca", 4 "información", 1 "texto":
     # weights ln(8/3) = 0.981, ln(8/4) = 0.693, ln(8/1) = 2.079; Dice = 2 * 1.674 / (1.674 + 3.753) = 0.617.
-    # Names: {<generic>, pedid} and {<generic>, produ} share 1 of 3 words.
-    assert (v1[pair].name, v1[pair].description, v1[pair].score) == (0.333, 0.617, 0.617)
-    assert v2[pair].description == 0.185 and v2[pair].score == 0.333
+    # Names: {<generic>, pedid} and {<generic>, produ}; of 7 names 4 have a generic verb (buscar x3, ver), 1 each
+    # "pedid" and "produ": weights ln(7/4) = 0.560 and ln(7) = 1.946, 0.560 / (0.560 + 2 * 1.946) = 0.126.
+    assert (v1[pair].name, v1[pair].description, v1[pair].score) == (0.126, 0.617, 0.617)
+    assert v2[pair].description == 0.185 and v2[pair].score == 0.185
     assert max(s.score for s in v2.values()) < 0.5 <= min(v1[p].score for p in (
         ("buscar_cliente", "buscar_pedido"), ("buscar_cliente", "buscar_producto"), pair))
 
 
 def test_messages_name_the_pair_and_say_what_is_missing() -> None:
     found = lint_toolset(load_toolset(EXAMPLES / "toolset_v1.yaml"))
-    pair = findings_for_pair(found, "buscar_producto", "buscar_pedido")
+    [pair] = [p.findings for p in lint_pairs(found) if (p.a, p.b) == ("buscar_pedido", "buscar_producto")]
     assert [(f.rule, f.tool) for f in pair] == [
         ("similar_pair", "buscar_pedido"), ("no_negative_delimitation", "buscar_pedido"),
         ("no_negative_delimitation", "buscar_producto")]
@@ -134,8 +133,8 @@ def test_cli_json_contract_and_exit_status(tmp_path: Path) -> None:
     data = json.loads(r.stdout)
     assert set(data) == {"toolset", "version", "label", "tools", "counts", "findings"}
     assert (data["toolset"], data["label"], data["tools"]) == ("atencion_cliente", "v1", 7)
-    assert data["counts"] == {"similar_pair": 4, "no_negative_delimitation": 5, "argument_format": 9,
-                              "missing_precondition": 2}
+    assert data["counts"] == {"similar_pair": 4, "no_negative_delimitation": 4, "argument_format": 9,
+                              "missing_precondition": 2, "unguarded_destructive": 0}
     assert list(data["counts"]) == list(RULES)
     assert set(data["findings"][0]) == {"rule", "tool", "related", "field", "score", "message", "detail"}
     assert data["findings"][0]["score"] == 0.773
@@ -194,4 +193,4 @@ def test_tau_bench_tools() -> None:
     pairs = {(f.tool, f.related[0]): f.score for f in found if f.rule == "similar_pair"}
     # tau-bench gives both tools the same text: "Search direct flights between two cities on a specific date."
     assert pairs[("search_direct_flight", "search_onestop_flight")] == 1.0
-    assert len(found) == 24 and len(lint_toolset(Toolset.from_list(domains["retail"]))) == 25
+    assert len(found) == 21 and len(lint_toolset(Toolset.from_list(domains["retail"]))) == 18

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -259,7 +260,9 @@ def test_nothing_is_lost_when_the_server_dies(sqlite_url: str, stop: list[Any]) 
     assert rows(sqlite_url, TrajectoryRow.id) == []
     [(status, config)] = rows(sqlite_url, Run.status, Run.config)
     [(key, pending)] = config["live_pending"].items()
-    assert key == f"http@{socket.gethostname()}:{proc.pid}"
+    [(server, identity)] = config["live_servers"].items()  # a random id, never host or PID, keys the record
+    assert re.fullmatch(rf"con:127\.0\.0\.1:\d+@{server}", key) and re.fullmatch("[0-9a-f]{16}", server)
+    assert (identity["host"], identity["pid"]) == (socket.gethostname(), proc.pid)
     assert status == "running" and [c["name"] for c in pending["calls"]] == ["buscar_cliente", "ver_saldo"]
     # the next start with the same run stores what was pending (stdin closed: it serves nothing and stops)
     done = subprocess.run([*TOOLLENS, "mcp-serve", SUITE, "--case", "saldo-001", "--run", "killed", "--db",

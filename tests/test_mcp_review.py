@@ -166,3 +166,39 @@ def test_import_mcp_writes_out_only_after_registering(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, [*command, "--out", str(tmp_path / "missing" / "snapshot.yaml")])
     assert r.exit_code == 2 and isinstance(r.exception, SystemExit)  # a one-line error, not a traceback
     assert "FileNotFoundError" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_last_server_finishes_the_run_and_only_toollens_finish_seals_it(recorder: CaseRecorder,
+                                                                           db_url: str) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+    from app.store.errors import Conflict
+
+    recorder.register()
+    other = CaseRecorder(recorder.sessions, recorder.run_id, recorder.suite, recorder.case, None)
+    other.register()  # a second server of this very process: it runs
+    recorder.call("s1", "buscar_cliente", {"rut": "12345678-9"})
+    r = CliRunner().invoke(cli, ["finish", "live", "--db", db_url])
+    assert r.exit_code == 2 and "2 mcp-serve servers still record into it" in r.stderr
+    assert other.stop(finish=True) is False  # this recorder's server still runs: the run stays open
+    assert recorder.end_all() == 1
+    assert recorder.stop(finish=True) is True  # the last one finishes it
+    with session_scope(recorder.sessions) as s:
+        run = s.get(Run, recorder.run_id)
+        assert run is not None and (run.status, run.config["finished_by"]) == ("finished", "mcp-serve")
+    with session_scope(recorder.sessions, write=True) as s:  # the next server opens it again
+        assert live.open_live_run(s, name="live", document=load_suite_document(SUITE)).status == "running"
+    r = CliRunner().invoke(cli, ["finish", "live", "--db", db_url])
+    assert r.exit_code == 0 and "(live): finished" in r.stderr
+    with session_scope(recorder.sessions, write=True) as s, pytest.raises(Conflict, match="is finished"):
+        live.open_live_run(s, name="live", document=load_suite_document(SUITE))
+
+
+def test_a_registered_server_is_gone_when_its_pid_runs_another_process() -> None:
+    me = serve.server_identity()
+    assert serve.server_gone(me) is False
+    assert serve.server_gone({**me, "start": str(int(me["start"]) + 1)}) is True  # same PID, another start
+    assert serve.server_gone({**me, "boot": "another-boot"}) is True
+    assert serve.server_gone({**me, "host": "elsewhere"}) is False  # cannot tell from here: left alone
+    assert serve.server_gone({"host": me["host"]}) is True  # no PID recorded

@@ -12,7 +12,15 @@ from rich.console import Console
 from rich.text import Text
 
 from app.core.errors import ToolLensError
-from app.core.lint import LOOKALIKE_THRESHOLD, SIMILAR_THRESHOLD, lint_json, lint_toolset, load_lint_target
+from app.core.lint import (
+    LOOKALIKE_THRESHOLD,
+    SIMILAR_THRESHOLD,
+    Finding,
+    lint_json,
+    lint_pairs,
+    lint_toolset,
+    load_lint_target,
+)
 
 
 def lint(
@@ -36,14 +44,34 @@ def lint(
     if as_json:
         sys.stdout.write(json.dumps(lint_json(target, findings), ensure_ascii=False) + "\n")
     else:
-        console = Console(soft_wrap=True)
-        head = f"{target.name or toolset.name} {target.label} {target.version}: {len(target)} tools, "
-        console.print(Text(head + f"{len(findings)} findings", style="bold"))
-        for f in findings:
-            score = "" if f.score is None else f" (similarity {f.score:.2f})" if f.rule != "similar_pair" else ""
-            console.print(Text.assemble((f"{f.rule}  ", "yellow"), f.message, score))
+        _print(Console(soft_wrap=True), f"{target.name or toolset.name} {target.label} {target.version}: "
+               f"{len(target)} tools, {len(findings)} findings", findings)
     if findings:
         raise typer.Exit(code=1)
+
+
+def _print(console: Console, head: str, findings: list[Finding]) -> None:
+    """Findings about a pair of tools grouped under the pair (highest score
+    first), then the findings about one tool."""
+    console.print(Text(head, style="bold"))
+    for pair in lint_pairs(findings):
+        score = f"  (similarity {pair.score:.2f})" if pair.score else ""
+        console.print(Text(f"{pair.a} ~ {pair.b}{score}", style="bold"))
+        for f in pair.findings:
+            other = pair.b if f.tool == pair.a else pair.a
+            console.print(Text.assemble("  ", (f"{f.rule}  ", "yellow"), _about(f, other)))
+    for f in findings:
+        if not f.related:
+            console.print(Text.assemble((f"{f.rule}  ", "yellow"), f.message))
+
+
+def _about(f: Finding, other: str) -> str:
+    """A finding's message as it concerns one pair (a tool with several
+    look-alikes is named under each pair, with only that look-alike)."""
+    if f.rule == "no_negative_delimitation":
+        return (f"{f.tool} never says what it is not for: add \"not for X: use {other}\" / "
+                f"\"NO sirve para X: usa {other}\"")
+    return f.message
 
 
 def register(cli: typer.Typer) -> None:

@@ -54,6 +54,7 @@ def mcp_serve(
     if transport not in ("stdio", "http"):
         raise _fail(f"--transport must be stdio or http, not {transport!r}")
     console = Console(stderr=True, soft_wrap=True)
+    listener = _bind(host, port) if transport == "http" else None  # a port taken: the run is not touched
     try:
         document = load_suite_document(suite)
         parsed = parse_suite(document, path=str(suite))
@@ -69,15 +70,20 @@ def mcp_serve(
                                 config={"source": "mcp-serve", "case": case, "faults": faults or "",
                                         "transport": transport})
             run_id = row.id
+        from app.mcp.serve import CaseRecorder, http_app, serve_stdio
+
+        recorder = CaseRecorder(sessions, run_id, parsed, chosen, plan)
+        recorder.register()
     except ToolLensError as exc:
+        if listener is not None:
+            listener.close()
         raise _fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
+        if listener is not None:
+            listener.close()
         raise _environment_error(exc) from None
     import anyio
 
-    from app.mcp.serve import CaseRecorder, http_app, serve_stdio
-
-    recorder = CaseRecorder(sessions, run_id, parsed, chosen, plan)
     leftover = recorder.recover()
     where = f"http://{host}:{port}/mcp" if transport == "http" else "stdio"
     console.print(Text(f"run {run_id} ({name}): serving case {case} ({len(parsed.toolset)} tools) on {where}"
@@ -89,7 +95,9 @@ def mcp_serve(
         else:
             import uvicorn
 
-            uvicorn.run(http_app(recorder, host=host), host=host, port=port, log_level="warning")
+            assert listener is not None
+            server = uvicorn.Server(uvicorn.Config(http_app(recorder, host=host), log_level="warning"))
+            server.run(sockets=[listener])
     except (_Stopped, KeyboardInterrupt):
         pass
     finally:
@@ -107,17 +115,11 @@ def _shut_down(console: Console, recorder: Any, sessions: Any, run_id: int, name
 
     from app.cli import _environment_error, _fail
     from app.core.errors import ToolLensError
-    from app.store.db import session_scope
-    from app.store.ingest import finish_run
-
     try:
         stored = recorder.end_all()
         unstored = recorder.flush_errors
         # the last server to stop finishes the run (not with trajectories it could not store)
-        finish = not keep_open and not unstored and not recorder.others_pending()
-        if finish:
-            with session_scope(sessions, write=True) as s:
-                finish_run(s, run_id)
+        finish = recorder.stop(finish=not keep_open and not unstored)
     except ToolLensError as exc:
         raise _fail(f"run {run_id} ({name}): pending trajectories not stored at shutdown: {exc}") from None
     except SQLAlchemyError as exc:
@@ -129,5 +131,52 @@ def _shut_down(console: Console, recorder: Any, sessions: Any, run_id: int, name
                     f"pending (first: {unstored[0]})")
 
 
+def _bind(host: str, port: int) -> Any:
+    """The listening socket, bound before anything else happens."""
+    import socket
+
+    from app.cli import _fail
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        raise _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def finish(
+    run: Annotated[str, typer.Argument(help="Run id or name.")],
+    db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
+                                           "./toollens.db).")] = None,
+) -> None:
+    """Finish an open run for good: it takes no more trajectories (mcp-serve does not open it again).
+
+    Trajectories stopped servers left pending are stored first. Refused while an mcp-serve server still
+    records into the run."""
+    from app.cli import _fail, store_session
+    from app.core.scoring import Scorer
+    from app.mcp.serve import server_gone
+    from app.store.ingest import find_run, finish_run, suite_for_run
+    from app.store.live import FINISHED_BY, flush_pending, servers
+
+    with store_session(db, write=True) as session:
+        row = find_run(session, run)
+        running = [sid for sid, ident in servers(session, row.id).items() if not server_gone(ident)]
+        if running:
+            raise _fail(f"run {row.id} ({row.name}): {len(running)} mcp-serve servers still record into it: "
+                        "stop them first")
+        stored = flush_pending(session, row.id, Scorer(suite_for_run(session, row)))
+        finish_run(session, row.id)
+        row.config = {**(row.config or {}), FINISHED_BY: "toollens finish"}
+        name, rid = row.name, row.id
+    Console(stderr=True, soft_wrap=True).print(Text(
+        f"run {rid} ({name}): finished" + (f"; stored {stored} trajectories left pending" if stored else "")))
+
+
 def register(cli: typer.Typer) -> None:
     cli.command("mcp-serve")(mcp_serve)
+    cli.command("finish")(finish)

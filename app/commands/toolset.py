@@ -16,7 +16,8 @@ Label = Annotated[str, typer.Option("--label", help="Version label, e.g. v2 or a
 Db = Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or ./toollens.db).")]
 
 
-def _store(toolset: object, name: str, label: str, db: str | None) -> None:
+def _store(toolset: object, name: str, label: str, db: str | None) -> str:
+    """Register the version; returns the label it is stored under (the first one given)."""
     from app.cli import _fail, store_session
     from app.core.tools import Toolset
     from app.store.toolsets import add_toolset_version
@@ -29,6 +30,7 @@ def _store(toolset: object, name: str, label: str, db: str | None) -> None:
     what = "added" if added.created else f"exists already (label {added.label!r})"
     Console(stderr=True, soft_wrap=True).print(Text(
         f"toolset {added.toolset} version {added.hash} ({len(toolset)} tools): {what}"))
+    return added.label
 
 
 @toolset_cli.command("add")
@@ -76,13 +78,13 @@ def import_mcp(
         toolset = snapshot_toolset(command=command, url=url, name=name, label=label, timeout=timeout)
     except ToolLensError as exc:
         raise _fail(f"{command or url}: {exc}") from None
-    _store(toolset, name, label, db)
+    stored_label = _store(toolset, name, label, db)
     if out is not None:  # only once registered: a failed import leaves no file behind
         import yaml
 
         from app.cli import _environment_error
 
-        doc = {"name": name, "label": label, "tools": [t.contract() for t in toolset]}
+        doc = {"name": name, "label": stored_label, "tools": [t.document() for t in toolset]}
         try:
             out.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
         except OSError as exc:

@@ -15,10 +15,14 @@ does not let it decide. Four checks, in Spanish and English text:
     or amount) whose format or type the description does not state;
 ``missing_precondition``
     a declared dependency pair (A before B) that B's description does not
-    state ("Obtén el id con A primero").
+    state ("Obtén el id con A primero");
+``unguarded_destructive``
+    a tool its server marks destructive (MCP's ``destructiveHint``) whose
+    description states no precondition and no confirmation step.
 
 Findings are plain data (``Finding.to_dict``) with a stable shape, see
-``lint_json``.
+``lint_json``; ``lint_pairs`` groups them per tool pair beside the
+confusion counts of that pair (the run page and ``toollens lint`` both use it).
 """
 
 from __future__ import annotations
@@ -32,12 +36,12 @@ from dataclasses import dataclass
 from dataclasses import field as dc_field
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from app.core.suite import load_suite, load_toolset
 from app.core.tools import Toolset, ToolSpec
 
-RULES = ("similar_pair", "no_negative_delimitation", "argument_format", "missing_precondition")
+RULES = ("similar_pair", "no_negative_delimitation", "argument_format", "missing_precondition", "unguarded_destructive")
 SIMILAR_THRESHOLD = 0.5  # a pair at or above reads alike (finding)
 LOOKALIKE_THRESHOLD = 0.3  # a pair at or above needs a negative delimitation
 MAX_FINDINGS = 1000
@@ -66,6 +70,11 @@ _NEGATION = re.compile(
 _PRECONDITION = re.compile(
     r"\b(primero|antes|despues|requiere|precondicion|previamente|first|before|after|requires?|prerequisite|"
     r"precondition|only\s+after)\b",
+    re.IGNORECASE,
+)
+_CONFIRMATION = re.compile(
+    r"\b(confirm\w*|confirma\w*|ask\s+the\s+user|pregunta\w*\s+al\s+usuario|pide\s+confirmacion|"
+    r"only\s+(if|when)|solo\s+(si|cuando))\b",
     re.IGNORECASE,
 )
 _INTEGER_WORDS = re.compile(r"\b(entero|enteros|integer|integers|int|numerico|numeric|whole\s+number)\b",
@@ -122,12 +131,6 @@ def _positive(text: str) -> str:
     return " ".join(kept)
 
 
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    if not a or not b:
-        return 0.0
-    return len(a & b) / len(a | b)
-
-
 @dataclass(frozen=True)
 class Similarity:
     name: float
@@ -141,8 +144,10 @@ class Similarity:
 def similarities(toolset: Toolset) -> dict[tuple[str, str], Similarity]:
     """How alike each pair of tools reads (keys sorted by name), 0..1 each:
 
-    - ``name``: Jaccard of the name words, generic verbs folded ("buscar" =
-      "consultar"), so ``buscar_pedido``/``buscar_cliente`` share one word of three;
+    - ``name``: weighted Jaccard of the name words, generic verbs folded
+      ("buscar" = "consultar"), each word weighted by its rarity among the
+      names (``ln(N/df)``): a prefix every tool has (``git_``) weighs nothing,
+      so ``git_branch``/``git_create_branch`` read alike by ``branch`` alone;
     - ``description``: Dice of the description's content words (stemmed, stop
       words, tool names and the negative delimitation left out), each word
       weighted by its rarity in this toolset (``ln((N+1)/df)``): words every
@@ -157,12 +162,19 @@ def similarities(toolset: Toolset) -> dict[tuple[str, str], Similarity]:
     idf = {w: math.log((len(names) + 1) / d) for w, d in df.items()}
     weight = {n: sum(idf[w] for w in words) for n, words in stems.items()}
     tokens = {n: name_tokens(n) for n in names}
+    name_df: dict[str, int] = {}
+    for words in tokens.values():
+        for w in words:
+            name_df[w] = name_df.get(w, 0) + 1
+    name_idf = {w: math.log(len(names) / d) for w, d in name_df.items()}
     out: dict[tuple[str, str], Similarity] = {}
     for a, b in combinations(sorted(names), 2):
         wa, wb = stems[a], stems[b]
         total = weight[a] + weight[b]
         desc = 1.0 if not wa and not wb else 2 * sum(idf[w] for w in wa & wb) / total if total else 0.0
-        out[(a, b)] = Similarity(name=round(_jaccard(tokens[a], tokens[b]), 3), description=round(desc, 3))
+        union = sum(name_idf[w] for w in tokens[a] | tokens[b])
+        name = sum(name_idf[w] for w in tokens[a] & tokens[b]) / union if union else 0.0
+        out[(a, b)] = Similarity(name=round(name, 3), description=round(desc, 3))
     return out
 
 
@@ -182,10 +194,6 @@ class Finding:
     @property
     def tools(self) -> tuple[str, ...]:
         return (self.tool, *self.related)
-
-    def pairs(self) -> list[tuple[str, str]]:
-        """The tool pairs this finding is about (unordered, sorted)."""
-        return [tuple(sorted((self.tool, r))) for r in self.related]  # type: ignore[misc]
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "tool": self.tool, "related": list(self.related), "field": self.field,
@@ -375,15 +383,17 @@ def _field_findings(tool: ToolSpec) -> list[Finding]:
 
 def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (), *,
                  similar: float = SIMILAR_THRESHOLD, lookalike: float = LOOKALIKE_THRESHOLD) -> list[Finding]:
-    """Every finding of the four rules, in a stable order (rule, then tool,
-    then related tools / field). ``dependencies`` adds pairs to the
-    toolset's own (a suite's and its cases')."""
+    """Every finding of the rules, ranked: by score (highest first; findings
+    without a score after), then rule, tool, related tools and field.
+    ``dependencies`` adds pairs to the toolset's own (a suite's and its
+    cases'). A pair is a look-alike exactly when its score is at least
+    ``lookalike``, and reads alike exactly when at least ``similar``."""
     tools = list(toolset.tools)
     names = [t.name for t in tools]
     findings: list[Finding] = []
     lookalikes: dict[str, list[tuple[str, float]]] = {n: [] for n in names}
     for (a, b), sim in similarities(toolset).items():
-        if sim.score >= lookalike or sim.name > 0:
+        if sim.score >= lookalike:
             lookalikes[a].append((b, sim.score))
             lookalikes[b].append((a, sim.score))
         if sim.score >= similar:
@@ -400,6 +410,7 @@ def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (),
             top = [n for n, _ in alike]
             findings.append(Finding(
                 rule="no_negative_delimitation", tool=t.name, related=tuple(top), score=alike[0][1],
+                detail={"similarity": dict(alike)},
                 message=f"{t.name} has look-alikes ({', '.join(top)}) but never says what it is not for: "
                         f"add \"NO sirve para X: usa {top[0]}\" / \"not for X: use {top[0]}\"",
             ))
@@ -417,8 +428,19 @@ def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (),
                 message=f"{after} must come after {before} (declared pair) but its description does not say so: "
                         f"add \"Obtén … con {before} primero\" / \"call {before} first\"",
             ))
+    for t in sorted(tools, key=lambda t: t.name):
+        text = fold(t.description)
+        if t.destructive and not (_PRECONDITION.search(text) or _CONFIRMATION.search(text)):
+            findings.append(Finding(
+                rule="unguarded_destructive", tool=t.name,
+                message=f"{t.name} is destructive (its server says so) but its description states no precondition "
+                        "and no confirmation step: say when it may run (\"only after …\", \"confirm with the user "
+                        "first\") / \"solo si …\", \"confirma con el usuario antes\"",
+                detail={"annotations": dict(t.annotations or {})},
+            ))
     order = {r: i for i, r in enumerate(RULES)}
-    findings.sort(key=lambda f: (order[f.rule], f.tool, f.related, f.field or ""))
+    findings.sort(key=lambda f: (f.score is None, -(f.score or 0.0), order[f.rule], f.tool, f.related,
+                                 f.field or ""))
     return findings[:MAX_FINDINGS]
 
 
@@ -437,10 +459,76 @@ def lint_json(toolset: Toolset, findings: Sequence[Finding]) -> dict[str, Any]:
             "counts": counts, "findings": [f.to_dict() for f in findings]}
 
 
-def findings_for_pair(findings: Iterable[Finding], a: str, b: str) -> list[Finding]:
-    """The findings about the unordered pair (a, b)."""
-    key = tuple(sorted((a, b)))
-    return [f for f in findings if key in f.pairs()]
+class Paired(Protocol):
+    """A finding as the core or a page shows it: a tool and the tools it concerns."""
+
+    @property
+    def rule(self) -> str: ...
+
+    @property
+    def tool(self) -> str: ...
+
+    @property
+    def related(self) -> Sequence[str]: ...
+
+    @property
+    def score(self) -> float | None: ...
+
+    @property
+    def detail(self) -> dict[str, Any]: ...
+
+
+def pair_score(f: Paired, other: str) -> float:
+    """How alike the finding's tool and ``other`` read (a finding naming
+    several look-alikes keeps each one's score in ``detail.similarity``)."""
+    scores = f.detail.get("similarity")
+    if isinstance(scores, dict) and isinstance(scores.get(other), (int, float)):
+        return float(scores[other])
+    return f.score or 0.0
+
+
+F = TypeVar("F", bound=Paired)
+
+
+@dataclass
+class LintPair(Generic[F]):
+    """Two tools (sorted by name): the findings about the pair and how often
+    each was called where the other was expected (confusion cells)."""
+
+    a: str
+    b: str
+    a_called_as_b: int = 0  # expected a, called b
+    b_called_as_a: int = 0  # expected b, called a
+    findings: list[F] = dc_field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        """The pair's similarity as its findings give it (0 for a pair found only by a dependency)."""
+        return max([pair_score(f, self.b if f.tool == self.a else self.a) for f in self.findings] or [0.0])
+
+
+def lint_pairs(findings: Iterable[F], confusions: Mapping[tuple[str, str], int] | None = None,
+               tools: Iterable[str] = ()) -> list[LintPair[F]]:
+    """Every finding about a pair of tools filed under that pair (a finding
+    naming several tools under each of its pairs), beside the confusion
+    cells ``(expected, called) -> count`` of the pair in both directions; a
+    confused pair of known ``tools`` with no finding is listed too. Ranked:
+    most confused first, then highest score, then names."""
+    cells = confusions or {}
+    known = set(tools)
+    rows: dict[tuple[str, str], LintPair[F]] = {}
+    for f in findings:
+        for r in f.related:
+            a, b = min(f.tool, r), max(f.tool, r)
+            rows.setdefault((a, b), LintPair(a, b)).findings.append(f)
+    for (e, c), n in cells.items():
+        if n and e != c and e in known and c in known:
+            rows.setdefault((min(e, c), max(e, c)), LintPair(min(e, c), max(e, c)))
+    order = {r: i for i, r in enumerate(RULES)}
+    for (a, b), row in rows.items():
+        row.a_called_as_b, row.b_called_as_a = cells.get((a, b), 0), cells.get((b, a), 0)
+        row.findings.sort(key=lambda f: (order.get(f.rule, len(order)), f.tool))
+    return sorted(rows.values(), key=lambda p: (-(p.a_called_as_b + p.b_called_as_a), -p.score, p.a, p.b))
 
 
 def load_lint_target(path: str | Path) -> tuple[Toolset, list[tuple[str, str]]]:

@@ -69,6 +69,10 @@ class ToolSpec:
     mock: MockSpec | None = None
     responder: Responder | None = None
     transparent: bool = False  # only thinks or computes, changes nothing: skipped when judging reactions
+    # MCP's extras, kept beside the contract (not part of what the model reads, nor of the version hash)
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -88,6 +92,22 @@ class ToolSpec:
     def contract(self) -> dict[str, Any]:
         """The part the model reads: name, description, schema."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def document(self) -> dict[str, Any]:
+        """The contract plus MCP's ``title``, ``annotations`` and ``output_schema``
+        where the server gave them (what a snapshot stores)."""
+        extras = {"title": self.title, "annotations": self.annotations, "output_schema": self.output_schema}
+        return {**self.contract(), **{k: v for k, v in extras.items() if v is not None}}
+
+    @property
+    def destructive(self) -> bool:
+        """MCP's hint: the tool may destroy or overwrite (``destructiveHint``,
+        which the spec defaults to true for a tool that is not ``readOnlyHint``).
+        False when the tool declares no annotations at all."""
+        hints = self.annotations or {}
+        if not hints or hints.get("readOnlyHint") is True:
+            return False
+        return hints.get("destructiveHint", True) is not False
 
     def to_openai(self) -> dict[str, Any]:
         return {"type": "function", "function": self.contract()}
@@ -109,7 +129,9 @@ class ToolSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolSpec:
         """Read any supported shape: ToolLens/BFCL (``parameters``), OpenAI
-        (``{"type": "function", "function": ...}``) or Anthropic (``input_schema``)."""
+        (``{"type": "function", "function": ...}``), Anthropic (``input_schema``)
+        or MCP's ``tools/list`` (``inputSchema``, with ``title``, ``annotations``
+        and ``outputSchema`` kept beside)."""
         if not isinstance(data, Mapping):
             raise ToolSpecError(f"a tool must be an object, got {type(data).__name__}")
         mock_raw = data.get("mock")
@@ -120,6 +142,8 @@ class ToolSpec:
             raise ToolSpecError("a tool needs a 'name'")
         if "input_schema" in body:
             params = body["input_schema"]
+        elif "inputSchema" in body:
+            params = body["inputSchema"]
         else:
             params = body.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(params, Mapping):
@@ -128,12 +152,18 @@ class ToolSpec:
         transparent = data.get("transparent", False)
         if not isinstance(transparent, bool):
             raise ToolSpecError(f"tool {body['name']!r}: transparent must be true or false")
+        title = body.get("title")
+        annotations = body.get("annotations")
+        output = body.get("output_schema", body.get("outputSchema"))
         return cls(
             name=str(body["name"]),
             description=str(body.get("description") or ""),
             parameters=normalize_schema(dict(params)),
             mock=mock,
             transparent=transparent,
+            title=title if isinstance(title, str) else None,
+            annotations=dict(annotations) if isinstance(annotations, Mapping) else None,
+            output_schema=dict(output) if isinstance(output, Mapping) else None,
         )
 
 

@@ -19,7 +19,9 @@ on the next start with the same run.
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import socket
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -39,6 +41,7 @@ from app.store.db import session_scope
 
 STDIO_KEY = "stdio"
 HTTP_KEY = "http"
+CONNECTION_PREFIX = "con:"
 TRAJECTORY_HEADER = "x-toollens-trajectory"
 MAX_KEY = 100
 MAX_ANSWER = 100_000
@@ -52,31 +55,61 @@ class CallLimit(ToolLensError):
 class _Open:
     router: MockRouter
     trial: int
+    used: int = 0  # when the session last listed or called (a counter, for "the latest")
 
 
-def _owner_gone(key: str) -> bool:
-    """A pending key whose server process (on this host) no longer runs."""
-    _, _, owner = key.rpartition("@")
-    host, _, pid = owner.rpartition(":")
-    if not pid.isdigit():
-        return True  # no owner recorded
-    if host != socket.gethostname():
-        return False  # cannot tell: left for its own server
+def _read(path: str) -> str:
     try:
-        os.kill(int(pid), 0)
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> str:
+    """When the process started (clock ticks since boot, Linux), "" where unknown."""
+    stat = _read(f"/proc/{pid}/stat")
+    return stat.rpartition(")")[2].split()[19] if ")" in stat else ""
+
+
+def server_identity() -> dict[str, Any]:
+    """What tells, later, whether this process still runs: a PID alone does
+    not (a restarted container's server is PID 1 again), with the process's
+    start time and the boot it is in it does."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "boot": _read("/proc/sys/kernel/random/boot_id"),
+            "start": _start_time(os.getpid())}
+
+
+def server_gone(identity: Any) -> bool:
+    """Whether a registered server's process no longer runs (False where this
+    host cannot tell: another host name)."""
+    if not isinstance(identity, dict) or not isinstance(identity.get("pid"), int):
+        return True
+    if identity.get("host") != socket.gethostname():
+        return False
+    if identity.get("boot") and identity.get("boot") != _read("/proc/sys/kernel/random/boot_id"):
+        return True  # the machine restarted since
+    try:
+        os.kill(identity["pid"], 0)
     except ProcessLookupError:
         return True
     except PermissionError:
-        return False
-    return False
+        pass
+    start = identity.get("start")
+    return bool(start) and _start_time(identity["pid"]) not in ("", start)  # that PID is another process now
+
+
+def _any_running(servers: dict[str, Any], me: str) -> bool:
+    return any(sid != me and not server_gone(ident) for sid, ident in servers.items())
 
 
 class CaseRecorder:
     """One case's routers, one per open trajectory, saved after every call.
 
-    Pending keys carry their server (``<session>@<host>:<pid>``): several
-    servers may record into one run (parallel trials), each storing only its
-    own trajectories, and a restart stores only what a dead server left."""
+    Pending keys carry their server's random id (``<session>@<server id>``):
+    several servers may record into one run (parallel trials), each storing
+    only its own trajectories, and a start stores only what a dead server
+    left (never host or PID as the key: a restarted server may have both)."""
 
     def __init__(self, sessions: sessionmaker[Session], run_id: int, suite: Suite, case: Case,
                  faults: FaultPlan | None):
@@ -86,13 +119,19 @@ class CaseRecorder:
         self.case = case
         self.faults = faults
         self.scorer = Scorer(suite)
-        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.owner = secrets.token_hex(8)
         self._open: dict[str, _Open] = {}
+        self._clock = 0
         self._lock = threading.Lock()
         self.flush_errors: list[str] = []  # of the last flush: trajectories that could not be stored
 
     def _key(self, local: str) -> str:
         return f"{local}@{self.owner}"
+
+    def register(self) -> None:
+        """Note this server in the run: while it runs, no other server finishes the run."""
+        with session_scope(self.sessions, write=True) as s:
+            live.register_server(s, self.run_id, self.owner, server_identity())
 
     def _record(self, opened: _Open) -> dict[str, Any]:
         router = opened.router
@@ -102,6 +141,27 @@ class CaseRecorder:
             fault = Fault(step=step, kind=self.faults.by_index[step])
         return Trajectory(case_id=self.case.id, trial=opened.trial, question=self.case.question,
                           calls=list(router.log), answer="", fault=fault, state=dict(router.state)).to_dict()
+
+    def _opened(self, s: Session, key: str) -> _Open:
+        opened = self._open.get(key)
+        if opened is None:
+            opened = _Open(MockRouter(self.suite.toolset, self.faults, mocks=self.case.mocks),
+                           live.next_trial(s, self.run_id, self.case.id))
+        self._clock += 1
+        opened.used = self._clock
+        return opened
+
+    def open(self, key: str) -> None:
+        """Start the session's trajectory (at its first tools/list): a session
+        that never calls a tool is still a trajectory, with no calls."""
+        key = self._key(key)
+        with self._lock:
+            if key in self._open:
+                return
+            with session_scope(self.sessions, write=True) as s:
+                opened = self._opened(s, key)
+                live.save_pending(s, self.run_id, key, self._record(opened))
+            self._open[key] = opened
 
     def call(self, key: str, name: str, arguments: Any) -> tuple[str, bool]:
         """Run one call through the trajectory's router and save the record so
@@ -113,36 +173,63 @@ class CaseRecorder:
                 raise CallLimit(f"this session made {MAX_CALLS} calls, the most one trajectory holds: "
                                 "end it (a new session starts a new trajectory)")
             with session_scope(self.sessions, write=True) as s:
-                if opened is None:
-                    opened = _Open(MockRouter(self.suite.toolset, self.faults, mocks=self.case.mocks),
-                                   live.next_trial(s, self.run_id, self.case.id))
+                opened = self._opened(s, key)
                 observation = opened.router.call(name, arguments)
                 live.save_pending(s, self.run_id, key, self._record(opened))
             self._open[key] = opened  # only once saved: a failed save leaves no half-open trajectory
             return observation, opened.router.log[-1].error is not None
 
-    def end(self, key: str, answer: str | None = None) -> int:
-        """Store the trajectory of ``key`` (with the agent's answer, if known)."""
-        key = self._key(key)
+    def end(self, key: str, answer: str | None = None, *, create: bool = False) -> int:
+        """Store the trajectory of ``key`` (with the agent's answer, if known).
+        ``create``: a session that never listed nor called is stored too, with
+        no calls (an agent that answers without calling a tool)."""
+        return self.end_many([key], answer, create=create)
+
+    def end_many(self, keys: list[str], answer: str | None = None, *, create: bool = False) -> int:
+        """Store these sessions' trajectories; the answer goes to the one used last."""
+        full = [self._key(k) for k in keys]
         with self._lock:
             with session_scope(self.sessions, write=True) as s:
-                stored = live.flush_pending(s, self.run_id, self.scorer, [key],
-                                            None if answer is None else {key: answer[:MAX_ANSWER]})
-            self._open.pop(key, None)
+                if create and len(full) == 1 and full[0] not in self._open and full[0] not in live.pending(
+                        s, self.run_id):
+                    opened = self._opened(s, full[0])  # an answer without a call: the worst case, kept
+                    live.save_pending(s, self.run_id, full[0], self._record(opened))
+                    self._open[full[0]] = opened
+                latest = max(full, key=lambda k: self._open[k].used if k in self._open else -1)
+                stored = live.flush_pending(s, self.run_id, self.scorer, full,
+                                            None if answer is None else {latest: answer[:MAX_ANSWER]})
+            for k in full:
+                self._open.pop(k, None)
             return stored
+
+    def open_keys(self, prefix: str) -> list[str]:
+        """This server's open sessions whose key starts with ``prefix`` (without the server id)."""
+        with self._lock:
+            return [k.rpartition("@")[0] for k in self._open if k.startswith(prefix)]
 
     def end_all(self) -> int:
         """Store this server's pending trajectories (at shutdown)."""
         return self._flush(lambda k: k.endswith(f"@{self.owner}"))
 
     def recover(self) -> int:
-        """Store the pending trajectories a dead server left (at start)."""
-        return self._flush(lambda k: not k.endswith(f"@{self.owner}") and _owner_gone(k))
-
-    def others_pending(self) -> bool:
-        """Whether another server still has trajectories open in this run."""
+        """Store the pending trajectories of servers that no longer run (at start)."""
         with session_scope(self.sessions) as s:
-            return any(not k.endswith(f"@{self.owner}") for k in live.pending(s, self.run_id))
+            registered = live.servers(s, self.run_id)
+        gone = {sid for sid, ident in registered.items() if sid != self.owner and server_gone(ident)}
+        stored = self._flush(lambda k: k.rpartition("@")[2] != self.owner and (
+            k.rpartition("@")[2] in gone or k.rpartition("@")[2] not in registered))
+        if gone and not self.flush_errors:
+            with session_scope(self.sessions, write=True) as s:
+                for sid in gone:
+                    live.unregister_server(s, self.run_id, sid)
+        return stored
+
+    def stop(self, *, finish: bool) -> bool:
+        """Take this server off the run; ``finish``: finish the run too if no
+        other server still runs. Returns whether the run was finished."""
+        with session_scope(self.sessions, write=True) as s:
+            return live.unregister_server(s, self.run_id, self.owner,
+                                          (lambda others: not _any_running(others, self.owner)) if finish else None)
 
     def _flush(self, chosen: Callable[[str], bool]) -> int:
         """Store the chosen pending trajectories, each in its own transaction:
@@ -170,10 +257,15 @@ def build_server(recorder: CaseRecorder, key_of: Callable[[Any], str]) -> Any:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
-    tools = [types.Tool(name=t.name, description=t.description, input_schema=t.parameters)
+    tools = [types.Tool(name=t.name, title=t.title, description=t.description, input_schema=t.parameters,
+                        output_schema=t.output_schema,
+                        annotations=None if t.annotations is None else types.ToolAnnotations.model_validate(
+                            t.annotations))
              for t in recorder.suite.toolset]
+    with_output = {t.name for t in recorder.suite.toolset if t.output_schema is not None}
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        await anyio.to_thread.run_sync(recorder.open, key_of(ctx))  # the agent saw the tools: a trajectory
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -185,10 +277,22 @@ def build_server(recorder: CaseRecorder, key_of: Callable[[Any], str]) -> Any:
                                                                    dict(params.arguments or {}))
         except CallLimit as exc:
             raise MCPError(types.INVALID_REQUEST, str(exc)) from None
-        return types.CallToolResult(content=[types.TextContent(text=observation)], is_error=is_error)
+        structured = _structured(observation) if params.name in with_output and not is_error else None
+        return types.CallToolResult(content=[types.TextContent(text=observation)], is_error=is_error,
+                                    structured_content=structured)
 
     return Server("toollens-mock", version="1", instructions=None, on_list_tools=list_tools,
                   on_call_tool=call_tool)
+
+
+def _structured(observation: str) -> dict[str, Any] | None:
+    """A mocked answer that is a JSON object, as the structured content a
+    tool with an output schema returns (clients check it against the schema)."""
+    try:
+        value = json.loads(observation)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 async def serve_stdio(recorder: CaseRecorder) -> None:
@@ -205,12 +309,18 @@ async def serve_stdio(recorder: CaseRecorder) -> None:
 
 
 def http_key(ctx: Any) -> str:
+    """The session a request belongs to: its ``Mcp-Session-Id`` (legacy
+    era), else the ``X-ToolLens-Trajectory`` header, else its TCP connection
+    (a client that sends no session id keeps one connection per session)."""
     request = getattr(ctx, "request", None)
     headers = getattr(request, "headers", None) or {}
     for name in ("mcp-session-id", TRAJECTORY_HEADER):
         value = headers.get(name)
         if value:
             return f"{name[:3]}:{value[:MAX_KEY]}"
+    client = getattr(request, "client", None)
+    if client is not None:
+        return f"{CONNECTION_PREFIX}{str(client.host)[:MAX_KEY]}:{client.port}"
     return HTTP_KEY
 
 
@@ -246,8 +356,13 @@ def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/m
         key, answer = body.get("trajectory"), body.get("answer")
         if (key is not None and not isinstance(key, str)) or (answer is not None and not isinstance(answer, str)):
             return JSONResponse({"error": "trajectory and answer are strings"}, status_code=422)
-        full = HTTP_KEY if key is None else f"{TRAJECTORY_HEADER[:3]}:{key[:MAX_KEY]}"
-        stored = await anyio.to_thread.run_sync(recorder.end, full, answer)
+        if key is not None:
+            stored = await anyio.to_thread.run_sync(
+                lambda: recorder.end(f"{TRAJECTORY_HEADER[:3]}:{key[:MAX_KEY]}", answer, create=True))
+        else:  # the sessions that sent no id (one per connection); none: an answer with no call at all
+            keys = recorder.open_keys(CONNECTION_PREFIX) + recorder.open_keys(HTTP_KEY)
+            keys = keys or [f"{CONNECTION_PREFIX}end-{secrets.token_hex(4)}"]
+            stored = await anyio.to_thread.run_sync(lambda: recorder.end_many(keys, answer, create=True))
         return JSONResponse({"stored": stored})
 
     server = build_server(recorder, http_key)

@@ -31,8 +31,9 @@ class SnapshotError(ToolLensError):
 async def list_server_tools(*, command: str | None = None, url: str | None = None, timeout: float = 30.0,
                             errlog: TextIO | None = None) -> list[dict[str, Any]]:
     """Every tool the server lists (all pages), as ``{name, description,
-    parameters}`` with the input schema exactly as served. A stdio server's
-    standard error goes to ``errlog`` (a real file)."""
+    parameters}`` with the input schema exactly as served, plus ``title``,
+    ``annotations`` and ``output_schema`` where the server gives them. A
+    stdio server's standard error goes to ``errlog`` (a real file)."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -53,14 +54,24 @@ async def list_server_tools(*, command: str | None = None, url: str | None = Non
             cursor: str | None = None
             for _ in range(MAX_PAGES):
                 page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-                out.extend({"name": t.name, "description": t.description or "", "parameters": t.input_schema}
-                           for t in page.tools)
+                out.extend(_contract(t) for t in page.tools)
                 cursor = page.next_cursor
                 if cursor is None:
                     break
             if cursor is not None:  # never a silently truncated snapshot
                 raise ToolSpecError(f"the server lists more than {MAX_PAGES} pages of tools (tools/list still "
                                     "returns a next cursor): snapshot refused rather than truncated")
+    return out
+
+
+def _contract(tool: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool.name, "description": tool.description or "", "parameters": tool.input_schema}
+    if tool.title is not None:
+        out["title"] = tool.title
+    if tool.annotations is not None:
+        out["annotations"] = tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if tool.output_schema is not None:
+        out["output_schema"] = tool.output_schema
     return out
 
 
@@ -78,7 +89,8 @@ def snapshot_toolset(*, command: str | None = None, url: str | None = None, name
             raise SnapshotError(exc, tail[-1] if tail else "") from exc
     if not contracts:
         raise ToolSpecError("the server lists no tools")
-    tools = [ToolSpec(name=c["name"], description=c["description"], parameters=dict(c["parameters"]))
+    tools = [ToolSpec(name=c["name"], description=c["description"], parameters=dict(c["parameters"]),
+                      title=c.get("title"), annotations=c.get("annotations"), output_schema=c.get("output_schema"))
              for c in contracts]
     toolset = Toolset(tools=tools, name=name, label=label)
     for t in toolset:

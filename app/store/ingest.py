@@ -66,7 +66,7 @@ def ensure_toolset_version(session: Session, *, name: str, suite: Suite) -> Tool
     version = suite.toolset.version
     query = select(ToolsetVersion).where(ToolsetVersion.toolset == name, ToolsetVersion.hash == version)
     row: ToolsetVersion = _get_or_add(session, query, lambda: ToolsetVersion(
-        toolset=name, hash=version, label=suite.toolset.label, tools=[t.contract() for t in suite.toolset]))
+        toolset=name, hash=version, label=suite.toolset.label, tools=[t.document() for t in suite.toolset]))
     return row
 
 

@@ -11,9 +11,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.lint import RULES, Finding, lint_toolset
+from app.core.lint import RULES, Finding, lint_pairs, lint_toolset
 from app.core.schemadiff import schema_changes
-from app.core.scoring import EXTRA, MISSING
 from app.core.textdiff import word_diff
 from app.core.tools import Toolset
 from app.store.ingest import get_run_row, suite_for_run
@@ -64,6 +63,7 @@ class RunLintPublic(LintPublic):
     run_id: int
     pairs: list[PairPublic]
     fields: list[FieldPublic]
+    destructive: list[str] = Field(default_factory=list)  # tools their server marks destructive (MCP hint)
 
 
 def _public(f: Finding) -> FindingPublic:
@@ -122,17 +122,9 @@ def run_lint(session: Session, run_id: int) -> RunLintPublic:
             cells[(a, b)] = cells.get((a, b), 0) + int(value)
         else:
             schema[(a, b)] = schema.get((a, b), 0) + int(value)
-    by_pair: dict[tuple[str, str], list[FindingPublic]] = {}
-    for f in base.findings:
-        for r in f.related:
-            by_pair.setdefault((min(f.tool, r), max(f.tool, r)), []).append(f)
-    for (e, c), n in cells.items():  # confused pairs with no finding are shown too
-        if n and e != c and e not in (EXTRA,) and c != MISSING and e in suite.toolset and c in suite.toolset:
-            by_pair.setdefault((min(e, c), max(e, c)), [])
-    pair_rows = [PairPublic(a=a, b=b, a_called_as_b=cells.get((a, b), 0), b_called_as_a=cells.get((b, a), 0),
-                            findings=fs) for (a, b), fs in by_pair.items()]
-    pair_rows.sort(key=lambda p: (-(p.a_called_as_b + p.b_called_as_a), -max([f.score or 0 for f in p.findings]
-                                                                             or [0]), p.a, p.b))
+    pair_rows = [PairPublic(a=p.a, b=p.b, a_called_as_b=p.a_called_as_b, b_called_as_a=p.b_called_as_a,
+                            findings=[_public(f) for f in p.findings])
+                 for p in lint_pairs(_findings(suite.toolset, pairs), cells, (t.name for t in suite.toolset))]
     fields: dict[tuple[str, str], list[FindingPublic]] = {}
     for f in base.findings:
         if f.rule == "argument_format" and f.field is not None:
@@ -140,7 +132,8 @@ def run_lint(session: Session, run_id: int) -> RunLintPublic:
     field_rows = [FieldPublic(tool=t, field=fl, schema_errors=schema.get((t, fl), 0), findings=fs)
                   for (t, fl), fs in fields.items()]
     field_rows.sort(key=lambda x: (-x.schema_errors, x.tool, x.field))
-    return RunLintPublic(**base.model_dump(), run_id=run_id, pairs=pair_rows, fields=field_rows)
+    return RunLintPublic(**base.model_dump(), run_id=run_id, pairs=pair_rows, fields=field_rows,
+                         destructive=[t.name for t in suite.toolset if t.destructive])
 
 
 class ToolDiffPublic(BaseModel):

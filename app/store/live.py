@@ -7,6 +7,14 @@ call in its own transaction: a client that disconnects, or a server that
 dies, loses no call; the pending records are stored by ``flush_pending`` at
 session end, at shutdown, or on the next start with the same run.
 
+Each server that records into the run registers itself under
+``live_servers`` (a random id, with what tells whether its process still
+runs: host, boot, PID and the process's start time); pending keys are
+``<session>@<server id>``. A run stays open while a registered server runs;
+the last one to stop finishes it (``finished_by: mcp-serve``), and a later
+``mcp-serve`` on that run opens it again, unless ``toollens finish`` closed
+it for good.
+
 A save rewrites only its own session's key (``jsonb_set`` / ``json_set`` in
 SQL), so the cost of a call does not grow with the other open sessions; a
 session holds at most ``MAX_CALLS`` calls (the server refuses more), so its
@@ -18,7 +26,7 @@ record is rewritten on each of its calls (quadratic in its calls, bounded by
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy import func, select, text
@@ -27,10 +35,13 @@ from sqlalchemy.orm import Session
 from app.core.records import parse_record
 from app.core.scoring import Scorer
 from app.store.errors import Conflict
-from app.store.ingest import add_trajectories, create_run, ensure_suite, get_run_row
+from app.store.ingest import add_trajectories, create_run, ensure_suite, finish_run, get_run_row
 from app.store.models import Run, TrajectoryRow
 
 PENDING = "live_pending"
+SERVERS = "live_servers"
+FINISHED_BY = "finished_by"
+AUTO_FINISH = "mcp-serve"
 
 
 def open_live_run(session: Session, *, name: str, document: dict[str, Any], agent: str = "", model: str = "",
@@ -41,11 +52,45 @@ def open_live_run(session: Session, *, name: str, document: dict[str, Any], agen
     if run is None:
         return create_run(session, name=name, suite_row=suite_row, agent=agent, model=model,
                           config={**(config or {}), PENDING: {}})
-    if run.status == "finished":
-        raise Conflict(f"run {name!r} is finished: it takes no new trajectories")
     if run.suite_id != suite_row.id:
         raise Conflict(f"run {name!r} was recorded against another suite (or another version of it)")
+    if run.status == "finished":
+        if (run.config or {}).get(FINISHED_BY) != AUTO_FINISH:
+            raise Conflict(f"run {name!r} is finished: it takes no new trajectories")
+        run.status, run.finished_at = "running", None  # finished only because its last server stopped
     return run
+
+
+def register_server(session: Session, run_id: int, server: str, identity: dict[str, Any]) -> None:
+    """Note a server recording into the run (and that the run is no longer finished by one)."""
+    run = _locked(session, run_id)
+    config = dict(run.config or {})
+    config[SERVERS] = {**dict(config.get(SERVERS) or {}), server: identity}
+    config.pop(FINISHED_BY, None)
+    run.config = config
+
+
+def servers(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
+    return dict((get_run_row(session, run_id).config or {}).get(SERVERS) or {})
+
+
+def unregister_server(session: Session, run_id: int, server: str,
+                      last: Callable[[dict[str, dict[str, Any]]], bool] | None = None) -> bool:
+    """Drop the server from the run's list. With ``last`` (given the other
+    registered servers: whether none of them still runs), finish the run when
+    it says so, as its last server (a later ``mcp-serve`` may open it again).
+    Decided under the run's row lock: of two servers stopping at once, the
+    second sees the first gone. Returns whether the run was finished."""
+    run = _locked(session, run_id)
+    config = dict(run.config or {})
+    others = {k: v for k, v in dict(config.get(SERVERS) or {}).items() if k != server}
+    config[SERVERS] = others
+    finish = last is not None and run.status != "finished" and last(others)
+    if finish:
+        config[FINISHED_BY] = AUTO_FINISH
+        finish_run(session, run_id)
+    run.config = config
+    return finish
 
 
 def _locked(session: Session, run_id: int) -> Run:

@@ -6,8 +6,10 @@ under it. A lease is alive while its server runs:
 - PostgreSQL: the server holds a session advisory lock keyed by (this schema, lease id) on
   a connection of its own; the database drops it when that connection ends (the process
   died, however). Another server sees the lease expired when it can take that lock.
-- SQLite: the server writes a heartbeat every ``BEAT`` seconds; the lease expired when the
-  heartbeat is older than ``TTL``, or at once when its process (on this host) is gone.
+- SQLite: the server writes a heartbeat every ``BEAT`` seconds. A lease of a server on this
+  host expired when its process is gone (at once; a heartbeat held up by a long write, such as
+  an import's, does not count against it), one of another host when its heartbeat is older
+  than ``TTL``.
 
 A server takes over (moves under its own lease, in one statement) only the batches of
 expired leases, and those staged before leases existed (NULL); a second server on the same
@@ -29,7 +31,8 @@ from sqlalchemy.orm import Session
 from app.store.models import OtlpBatch, OtlpLease
 
 BEAT = 2.0  # seconds between heartbeats (SQLite) and between looks for expired leases
-TTL = 30.0  # SQLite: a heartbeat older than this is a dead server's (one on another host, or a reused pid)
+TTL = 30.0  # SQLite: a heartbeat older than this is a dead server's (a server on another host)
+STALE = 600.0  # SQLite, a server on this host: its process runs, but its heartbeat is this old (a reused pid)
 
 
 def _alive(pid: int) -> bool:
@@ -100,9 +103,10 @@ class Lease:
         if self.postgres:
             return bool(conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k, :i)"),
                                     {"k": self._key, "i": row.id}))
-        if time.time() - row.beat > TTL:
-            return True
-        return row.host == socket.gethostname() and row.pid != os.getpid() and not _alive(row.pid)
+        age = time.time() - float(row.beat)
+        if row.host == socket.gethostname() and row.pid != os.getpid():  # on this host, its process says
+            return bool(row.pid <= 0 or not _alive(row.pid) or age > STALE)
+        return age > TTL
 
     def take_over(self, session: Session) -> list[int]:
         """In the caller's write transaction: this lease kept alive, the batches of expired

@@ -36,7 +36,6 @@ from app.store.models import Run
 from app.store.pipeline import ScoringPipeline, checked_lines, pipeline_pays
 
 
-
 @dataclass
 class ImportResult:
     run_id: int

@@ -14,14 +14,16 @@ and stored once it settled, so that a burst's last traces do not wait for
 ``settle`` and then for scoring; a trace with a span that comes before then
 is stored with it, scored again. A
 request is answered once it is staged (its body committed to the
-``otlp_batches`` table) and its spans buffered; a trajectory is stored in the
-transaction that marks its trace done there, and a restart picks up what was
-staged and not done, so an acknowledged span survives a crash. When the buffer is full
+``otlp_batches`` table, under this server's lease) and its spans buffered; a
+trajectory is stored in the transaction that marks its trace done there, and
+the staged requests of a server that died (its lease expired) are taken over
+by the next server, so an acknowledged span survives a crash. When the buffer is full
 (or the database is away) the answer is 503 with ``Retry-After``, which the
 OpenTelemetry exporters retry. Spans arriving for a trace already stored
-(late, or a retried request) make another trial of it; exact repeats of
-recently stored span ids are recognised and not stored twice. Shutting the
-app down stores everything still buffered.
+(late, or a retried request) make another trial of it; spans stored already
+are recognised by the database (``otlp_traces``) and not stored twice.
+Shutting the app down stores everything still buffered. docs/otlp-receiver.md
+says what is guaranteed.
 """
 
 from __future__ import annotations
@@ -276,14 +278,13 @@ class OtlpReceiver:
     def _lease_id(self) -> int:
         """This server's lease (taken on first use), kept alive by a thread of its own that
         also takes over the batches of servers whose lease expired."""
-        lease_id = self._lease.ensure()
-        if self._lease_thread is None and not self._stop.is_set():
+        if self._lease_thread is None and not self._stop.is_set():  # first: it retries a lease not taken now
             with self._lock:
                 if self._lease_thread is None:
                     self._lease_thread = threading.Thread(target=self._keep_lease, args=(weakref.ref(self), self._stop),
                                                           name="otlp-lease", daemon=True)
                     self._lease_thread.start()
-        return lease_id
+        return self._lease.ensure()
 
     @staticmethod
     def _keep_lease(ref: weakref.ref[OtlpReceiver], stop: threading.Event) -> None:
@@ -951,7 +952,10 @@ def open_receiver(app_state: Any, *, warm: bool = False) -> OtlpReceiver:
     receiver = OtlpReceiver(app_state.sessions, app_state.scorers)
     if warm:
         receiver.warm_up()
-    receiver.recover()
+    try:
+        receiver.recover()
+    except SQLAlchemyError:  # e.g. SQLite's write lock held by an import for longer than the busy timeout
+        log.exception("staged spans could not be taken over at the start; tried again every %s s", BEAT)
     app_state.otlp = receiver
     return receiver
 

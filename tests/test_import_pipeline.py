@@ -135,32 +135,35 @@ def test_a_run_created_by_another_writer_during_a_checked_later_import_is_not_to
 
 
 @pytest.mark.usefixtures("pipelined")
-def test_a_failed_import_keeps_a_run_another_writer_stored_into_meanwhile(
-        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """Bad lines found at the end remove the new run, unless someone else stored
-    trajectories in it meanwhile: their rows are not the import's to delete."""
+def test_nothing_of_a_file_is_visible_until_all_of_it_is_stored(db_url: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches stored so far are in the import's one transaction: another connection sees
+    neither the run nor any of its trajectories until the end; a bad line at the end rolls
+    all of it back."""
     lines = (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()
-    src, theirs = tmp_path / "bad_end.jsonl", tmp_path / "theirs.jsonl"
-    src.write_text("\n".join([*lines[:20], "{truncated"]) + "\n")
-    theirs.write_text("\n".join(lines[20:23]) + "\n")
+    src, bad = tmp_path / "all.jsonl", tmp_path / "bad_end.jsonl"
+    src.write_text("\n".join(lines[:20]) + "\n")
+    bad.write_text("\n".join([*lines[:20], "{truncated"]) + "\n")
     suite = str(EXAMPLES / "suite_v1.yaml")
     real = pipeline.ScoringPipeline.batches
+    engine = create_engine(db_url)
+    seen: list[tuple[int, int]] = []
 
-    def with_a_neighbour(self: pipeline.ScoringPipeline, skip: set[int] | None = None) -> Any:
+    def look(self: pipeline.ScoringPipeline, skip: set[int] | None = None) -> Any:
         for n, item in enumerate(real(self, skip)):
             yield item
-            if n == 0:  # another writer appends to the run while this import runs
-                monkeypatch.setattr(pipeline, "PIPELINE_MIN_BYTES", 1 << 40)
-                r = runner.invoke(cli, ["import", str(theirs), "--suite", suite, "--run", "shared", "--keep-open",
-                                        "--db", db_url])
-                assert r.exit_code == 0, r.output
+            if n == 1:  # two batches stored: what another connection sees meanwhile
+                with engine.connect() as conn:
+                    seen.append((conn.execute(text("SELECT count(*) FROM runs")).scalar_one(),
+                                 conn.execute(text("SELECT count(*) FROM trajectories")).scalar_one()))
 
-    monkeypatch.setattr(pipeline.ScoringPipeline, "batches", with_a_neighbour)
-    r = runner.invoke(cli, ["import", str(src), "--suite", suite, "--run", "shared", "--batch", "5", "--db", db_url])
+    monkeypatch.setattr(pipeline.ScoringPipeline, "batches", look)
+    r = runner.invoke(cli, ["import", str(bad), "--suite", suite, "--run", "all", "--batch", "5", "--db", db_url])
     assert r.exit_code == 2 and "1 bad lines, nothing stored" in r.stderr
-    assert "run 'shared' kept: another writer stored 3 trajectories in it during this import" in caplog.text
-    engine = create_engine(db_url)
+    r = runner.invoke(cli, ["import", str(src), "--suite", suite, "--run", "all", "--batch", "5", "--db", db_url])
+    assert r.exit_code == 0, r.output
+    assert seen == [(0, 0), (0, 0)]
     with engine.connect() as conn:
-        assert conn.execute(text("SELECT count(*) FROM runs WHERE name = 'shared'")).scalar_one() == 1
-        assert conn.execute(text("SELECT count(*) FROM trajectories")).scalar_one() == 3 + 20
+        assert conn.execute(text("SELECT count(*) FROM trajectories")).scalar_one() == 20
+        assert conn.execute(text("SELECT status FROM runs WHERE name = 'all'")).scalar_one() == "finished"
     engine.dispose()

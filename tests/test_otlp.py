@@ -328,6 +328,7 @@ def test_acknowledged_spans_survive_a_crash(db_url: str, form: str, caplog: pyte
     with engine.begin() as conn:
         # and a row that holds no span (written by hand, or damaged): dropped at recovery, the rest kept
         conn.execute(insert(OtlpBatch).values(run_id=run_id, format=BATCH_LINES, body=b"pb:not base64!"))
+    crashed.die()  # its lease expires with it: the next server takes its batches over
     # the next start picks them up and stores them (here: at its shutdown)
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         status = client.get("/v1/traces/status").json()  # buffered, or stored already if the settle time passed
@@ -357,6 +358,7 @@ def test_a_crash_between_two_traces_of_one_request_stores_each_once(db_url: str)
     assert crashed.store_ready() == 1  # the first trace: complete; the other waits for its root
     batches, done = _staged(engine)
     assert batches == [(BATCH_PROTOBUF, staged)] and [trace for _, trace in done] == [TRACE]
+    crashed.die()
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         pass  # recovers the other trace's span, stores it at shutdown
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
@@ -395,6 +397,7 @@ def test_spans_staged_by_an_older_version_are_carried_over_by_the_migration(db_u
     with engine.connect() as conn:
         ids = list(conn.scalars(text("SELECT id FROM otlp_batches ORDER BY id")))
     assert len(ids) == 3 and ids[-1] > ids[1]
+    receiver.die()
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         pass  # recovered, stored at shutdown
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
@@ -405,6 +408,7 @@ def test_spans_staged_by_an_older_version_are_carried_over_by_the_migration(db_u
     # nor is a staged request lost to a downgrade: it is refused until a server has stored it
     _, crashed = _crashed_receiver(db_url, settle=60)
     assert crashed.accept(run_id, "lines", *lines_batch(spans))
+    crashed.die()
     with pytest.raises(RuntimeError, match="1 OTLP export requests are staged"):
         command.downgrade(_alembic_config(db_url), "0003")
     assert len(_staged(engine)[0]) == 1

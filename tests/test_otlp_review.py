@@ -171,10 +171,10 @@ def test_a_trace_that_keeps_failing_is_rejected_after_n_attempts(client: TestCli
     r = receiver(client)
     real_add = r._add
 
-    def add(run: int, trajectories: list[Any], staged: Any) -> bool:
+    def add(run: int, trajectories: list[Any], staged: Any, traces: Any) -> bool:
         if any(t.case_id == "poison" for t in trajectories):
             raise RuntimeError("cannot store this one")
-        return real_add(run, trajectories, staged)
+        return real_add(run, trajectories, staged, traces)
 
     monkeypatch.setattr(r, "_add", add)
     assert client.post("/v1/traces", json=body(span(TRACE, "01", "", 10, attrs={"toollens.case_id": "poison"}),
@@ -200,7 +200,7 @@ def test_while_the_database_is_away_nothing_counts_as_an_attempt(client: TestCli
     r = receiver(client)
     real_add = r._add
 
-    def away(run: int, trajectories: list[Any], staged: Any) -> bool:
+    def away(run: int, trajectories: list[Any], staged: Any, traces: Any) -> bool:
         raise OperationalError("INSERT", {}, Exception("connection refused"))
 
     monkeypatch.setattr(r, "_add", away)
@@ -258,6 +258,7 @@ def test_a_span_resent_beside_another_trace_is_not_stored_again_after_a_crash(cl
     assert r.store_ready() == 1  # T; the other waits for its root
     batches, done = staged_rows(r)
     assert len(batches) == 1 and done == [(batches[0], TRACE)]  # the first and third requests are gone
+    r.die()
     restarted = fresh_receiver(db_url)  # the process died; the next one recovers what is left
     assert restarted.recover() == 1 and restarted.store_ready(everything=True) == 1
     assert sorted((x["case_id"], x["trial"], [c["name"] for c in x["calls"]]) for x in records(client, run_id)) == [

@@ -2,16 +2,19 @@
 
 Import reads the file twice: a first pass checks every line (a file with bad
 lines stores nothing unless told to skip them), the second streams it in
-bounded batches, one transaction each. Memory does not grow with the file.
+bounded batches. Memory does not grow with the file. The whole file (with the
+run it creates) is one transaction: nothing of it is visible until all of it
+is stored, and an import that fails or is killed leaves nothing behind (the
+database rolls it back), so importing the file again just works. On SQLite
+other writers wait for it meanwhile (up to the busy timeout).
 A new run from a file large enough for the scoring worker (app.store.pipeline)
 is checked by that worker while it is stored, instead of first: a file with
-bad lines then removes the run again, and what ends up stored is the same.
+bad lines then stores nothing either, and what ends up stored is the same.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from app.core.errors import InvalidTrajectory
 from app.core.records import Trajectory, parse_line
@@ -31,8 +34,6 @@ from app.store.db import check_schema, make_engine, make_sessionmaker, session_s
 from app.store.errors import Conflict
 from app.store.models import Run
 from app.store.pipeline import ScoringPipeline, checked_lines, pipeline_pays
-
-log = logging.getLogger("toollens.import")
 
 
 @dataclass
@@ -101,9 +102,8 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
     already; a file with bad lines stores nothing unless ``skip_bad``. The
     check comes first, except for a new run from a file worth the scoring
     worker: the worker checks while the batches are stored, and bad lines
-    remove the run again. Should a batch fail, a run this import created is
-    removed again too (unless another writer stored trajectories in it
-    meanwhile: then it is kept, and a warning says so).
+    roll the import back. The run (if created) and every batch are one
+    transaction: all of the file is stored, or nothing.
 
     A converted source (``toollens import --format``, app.importers) gives
     ``suite_document`` and ``records`` (read twice, like a file) instead."""
@@ -126,7 +126,7 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
                 raise Conflict(f"run {run_name!r} is finished: it takes no new trajectories")
             stored = ingest.stored_keys(session, existing.id) if existing is not None else set()
         # A new run from a file worth a second process is checked while it is stored: the worker
-        # refuses the same lines a check pass would, and a file with bad lines removes the run again
+        # refuses the same lines a check pass would, and a file with bad lines rolls the import back
         # (unless --skip-bad). Appending to a run, or a converted source, is checked first.
         pipelined = records is None and pipeline_pays(path)
         checked_later = pipelined and existing is None
@@ -147,10 +147,9 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
                 raise _refusal(path, bad)
             if records is None:
                 skip = {n for n, _ in bad}
-        with session_scope(sessions, write=True) as session:
+        with session_scope(sessions, write=True) as session:  # the whole file: all of it or nothing
             suite_row = ingest.ensure_suite(session, document)
             run = session.scalar(select(Run).where(Run.name == run_name))
-            created = run is None
             if run is None:
                 run = ingest.create_run(session, name=run_name, suite_row=suite_row, agent=agent, model=model,
                                         config={"source": path.name})
@@ -162,28 +161,15 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
             elif run.suite_id != suite_row.id:
                 raise Conflict(f"run {run_name!r} was scored against another suite")
             session.flush()
-            run_id = run.id
-        result = ImportResult(run_id=run_id, skipped=bad)
-        scorer = Scorer(parse_suite(document, path=str(suite_path or path)))
-        try:
-            _stream(path, skip, batch, sessions, run_id, scorer, result, records, scoring)
+            result = ImportResult(run_id=run.id, skipped=bad)
+            scorer = Scorer(parse_suite(document, path=str(suite_path or path)))
+            _stream(path, skip, batch, session, run.id, scorer, result, records, scoring)
             if checked_later and scoring is not None:
                 result.skipped = scoring.refused
                 if scoring.refused and not skip_bad:
                     raise _refusal(path, scoring.refused)
-        except BaseException:
-            if created:
-                with session_scope(sessions, write=True) as s:
-                    others = ingest.count_trajectories(s, run_id) - result.trajectories
-                    if others <= 0:
-                        ingest.delete_run(s, run_id)
-                    else:
-                        log.warning("run %r kept: another writer stored %d trajectories in it during this import "
-                                    "(and %d of this file's are in it)", run_name, others, result.trajectories)
-            raise
-        if finish:
-            with session_scope(sessions, write=True) as s:
-                ingest.finish_run(s, run_id)
+            if finish:
+                ingest.finish_run(session, run.id)
         return result
     finally:
         if scoring is not None:
@@ -191,19 +177,18 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
         engine.dispose()
 
 
-def _stream(path: Path, skip: set[int] | None, batch: int, sessions: sessionmaker[Session], run_id: int,
+def _stream(path: Path, skip: set[int] | None, batch: int, s: Session, run_id: int,
             scorer: Scorer, result: ImportResult, records: Records | None = None,
             scoring: ScoringPipeline | None = None) -> None:
-    """Store the file batch by batch; ``skip`` holds the lines (positions, for a
-    converted source) a check pass refused, None when none ran (the worker checks)."""
+    """Store the file batch by batch, in the caller's transaction; ``skip`` holds the lines
+    (positions, for a converted source) a check pass refused, None when none ran (the worker checks)."""
     pending: list[Trajectory] = []
     lines: list[int] = []
+    run_row = ingest.get_run_row(s, run_id)
 
     def flush() -> None:
         try:
-            with session_scope(sessions, write=True) as s:
-                run_row = ingest.get_run_row(s, run_id)
-                result.calls += ingest.add_trajectories(s, run=run_row, scorer=scorer, trajectories=pending)
+            result.calls += ingest.add_trajectories(s, run=run_row, scorer=scorer, trajectories=pending)
         except Conflict as exc:
             raise Conflict(f"{path}: lines {lines[0]}-{lines[-1]}: {exc}") from None
         result.trajectories += len(pending)
@@ -213,10 +198,7 @@ def _stream(path: Path, skip: set[int] | None, batch: int, sessions: sessionmake
     if scoring is not None:  # scored by the worker process: store batch after batch
         for numbers, scored in scoring.batches(skip):
             try:
-                with session_scope(sessions, write=True) as s:
-                    run_row = ingest.get_run_row(s, run_id)
-                    result.calls += ingest.add_trajectories(s, run=run_row, scorer=scorer, trajectories=(),
-                                                            scored=scored)
+                result.calls += ingest.add_trajectories(s, run=run_row, scorer=scorer, trajectories=(), scored=scored)
             except Conflict as exc:
                 raise Conflict(f"{path}: lines {numbers[0]}-{numbers[-1]}: {exc}") from None
             result.trajectories += len(numbers)

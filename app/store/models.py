@@ -238,6 +238,8 @@ class OtlpBatch(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     format: Mapped[str] = mapped_column(String(8))  # app.importers.otel.BATCH_PROTOBUF or BATCH_LINES
     body: Mapped[bytes] = mapped_column(LargeBinary)
+    # the server that stores it (``OtlpLease``); NULL: staged before leases, taken by the next server up
+    lease_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
 
 
 class OtlpBatchDone(Base):
@@ -249,3 +251,30 @@ class OtlpBatchDone(Base):
         BigInteger().with_variant(Integer(), "sqlite"), ForeignKey("otlp_batches.id", ondelete="CASCADE"),
         primary_key=True)
     trace_id: Mapped[str] = mapped_column(Text, primary_key=True)
+
+
+class OtlpLease(Base):
+    """A running receiver's claim on the batches it staged (app.store.otlp_lease): alive while
+    its PostgreSQL advisory lock is held, or on SQLite while its heartbeat is fresh and its
+    process runs. Only an expired lease's batches are taken over by another server."""
+
+    __tablename__ = "otlp_leases"
+    __table_args__ = {"sqlite_autoincrement": True}  # noqa: RUF012  # an id is never used again
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255), default="")
+    pid: Mapped[int] = mapped_column(Integer, default=0)
+    beat: Mapped[float] = mapped_column(Float, default=0.0)  # wall-clock seconds of its last heartbeat
+
+
+class OtlpTrace(Base):
+    """A trace the receiver stored in a run: its span ids and how many trials of it are
+    stored, written in the transaction that stores it. Spans sent again (a retried request,
+    a resend after a restart, another server) are recognised here, not only in memory."""
+
+    __tablename__ = "otlp_traces"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    trace_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    span_ids: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    flushes: Mapped[int] = mapped_column(Integer, default=1)

@@ -21,9 +21,10 @@ from sqlalchemy.orm import Session
 from app.store.models import OtlpBatch, OtlpBatchDone
 
 
-def stage(session: Session, run_id: int, form: str, body: bytes) -> int:
-    """Stage an export request's body for a run (in the caller's transaction); returns its id."""
-    return int(session.scalars(insert(OtlpBatch).values(run_id=run_id, format=form, body=body)
+def stage(session: Session, run_id: int, form: str, body: bytes, lease_id: int) -> int:
+    """Stage an export request's body for a run, under the receiving server's lease (in the
+    caller's transaction); returns its id."""
+    return int(session.scalars(insert(OtlpBatch).values(run_id=run_id, format=form, body=body, lease_id=lease_id)
                                .returning(OtlpBatch.id)).one())
 
 
@@ -53,12 +54,15 @@ def _insert_once(session: Session) -> Any:
     return sqlite.insert(OtlpBatchDone).on_conflict_do_nothing()
 
 
-def staged(session: Session) -> Iterator[tuple[int, int, str, bytes, set[str]]]:
-    """Every staged batch: (id, run id, format, body, its traces done), in arrival order."""
-    done: dict[int, set[str]] = {}
-    for batch_id, trace_id in session.execute(select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id)):
-        done.setdefault(int(batch_id), set()).add(str(trace_id))
-    rows = session.execute(select(OtlpBatch.id, OtlpBatch.run_id, OtlpBatch.format, OtlpBatch.body)
-                           .order_by(OtlpBatch.id))
-    for i, run_id, form, body in rows:
-        yield int(i), int(run_id), str(form), bytes(body), done.get(int(i), set())
+def staged(session: Session, ids: list[int]) -> Iterator[tuple[int, int, str, bytes, set[str]]]:
+    """These staged batches: (id, run id, format, body, its traces done), in arrival order."""
+    for i in range(0, len(ids), 500):
+        chunk = sorted(ids)[i:i + 500]
+        done: dict[int, set[str]] = {}
+        for batch_id, trace_id in session.execute(select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id)
+                                                  .where(OtlpBatchDone.batch_id.in_(chunk))):
+            done.setdefault(int(batch_id), set()).add(str(trace_id))
+        rows = session.execute(select(OtlpBatch.id, OtlpBatch.run_id, OtlpBatch.format, OtlpBatch.body)
+                               .where(OtlpBatch.id.in_(chunk)).order_by(OtlpBatch.id))
+        for b, run_id, form, body in rows:
+            yield int(b), int(run_id), str(form), bytes(body), done.get(int(b), set())

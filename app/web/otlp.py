@@ -14,14 +14,16 @@ and stored once it settled, so that a burst's last traces do not wait for
 ``settle`` and then for scoring; a trace with a span that comes before then
 is stored with it, scored again. A
 request is answered once it is staged (its body committed to the
-``otlp_batches`` table) and its spans buffered; a trajectory is stored in the
-transaction that marks its trace done there, and a restart picks up what was
-staged and not done, so an acknowledged span survives a crash. When the buffer is full
+``otlp_batches`` table, under this server's lease) and its spans buffered; a
+trajectory is stored in the transaction that marks its trace done there, and
+the staged requests of a server that died (its lease expired) are taken over
+by the next server, so an acknowledged span survives a crash. When the buffer is full
 (or the database is away) the answer is 503 with ``Retry-After``, which the
 OpenTelemetry exporters retry. Spans arriving for a trace already stored
-(late, or a retried request) make another trial of it; exact repeats of
-recently stored span ids are recognised and not stored twice. Shutting the
-app down stores everything still buffered.
+(late, or a retried request) make another trial of it; spans stored already
+are recognised by the database (``otlp_traces``) and not stored twice.
+Shutting the app down stores everything still buffered. docs/otlp-receiver.md
+says what is guaranteed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import logging
 import math
 import threading
 import time
+import weakref
 import zlib
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
@@ -62,11 +65,12 @@ from app.importers.otel import (
     spans_of,
     trajectory_record,
 )
-from app.store import ingest
+from app.store import ingest, otlp_traces
 from app.store import otlp_staging as staging
 from app.store.db import session_scope
 from app.store.errors import Conflict, NotFound
 from app.store.models import Run
+from app.store.otlp_lease import BEAT, Lease
 from app.web.api import require_token
 from app.web.errors import error_response
 from app.web.otlp_worker import MIN_TRACES, ScoringWorker, WorkerResult, digest, load_decoders
@@ -150,6 +154,8 @@ class OtlpReceiver:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lease = Lease(sessions.kw["bind"])  # the batches this server stages are its own to store
+        self._lease_thread: threading.Thread | None = None
 
     # -- the request side -------------------------------------------------------
 
@@ -191,6 +197,7 @@ class OtlpReceiver:
 
     def _accept(self, form: str, body: bytes, spans: list[SpanRef], run_of: Callable[[Session], int]) -> bool:
         valid = [s for s in spans if s.trace_id]  # a span without a trace id has no trace to go to
+        lease_id = self._lease_id() if valid else 0
         with self._lock:
             full = self._full(len(valid))
         # a full buffer refuses without SQLite's write lock: retrying exporters would take it from
@@ -204,7 +211,7 @@ class OtlpReceiver:
                     return False
             if not valid:
                 return True
-            batch = staging.stage(session, run_id, form, body)
+            batch = staging.stage(session, run_id, form, body, lease_id)
         if not self._buffer(run_id, batch, form, body, valid):
             self._drop_batches([batch])
         with self._lock:
@@ -268,11 +275,43 @@ class OtlpReceiver:
             with self._lock:
                 self._undropped.update(ids)
 
+    def _lease_id(self) -> int:
+        """This server's lease (taken on first use), kept alive by a thread of its own that
+        also takes over the batches of servers whose lease expired."""
+        if self._lease_thread is None and not self._stop.is_set():  # first: it retries a lease not taken now
+            with self._lock:
+                if self._lease_thread is None:
+                    self._lease_thread = threading.Thread(target=self._keep_lease, args=(weakref.ref(self), self._stop),
+                                                          name="otlp-lease", daemon=True)
+                    self._lease_thread.start()
+        return self._lease.ensure()
+
+    @staticmethod
+    def _keep_lease(ref: weakref.ref[OtlpReceiver], stop: threading.Event) -> None:
+        """The lease thread (holding the receiver weakly: one never closed, dropped, ends it)."""
+        while not stop.wait(BEAT):
+            receiver = ref()
+            if receiver is None:
+                return
+            try:
+                receiver.recover()
+            except Exception:  # the database is away: the next beat tries again
+                log.exception("the OTLP staging lease could not be kept")
+            del receiver
+
     def recover(self) -> int:
-        """Buffer the spans a previous process staged and did not store
-        (it stopped without storing them); returns how many."""
+        """Buffer the spans staged by servers that stopped without storing them (their lease
+        expired; a live server's are never taken) and those staged before leases; returns how
+        many. At the start, and every few seconds (``BEAT``) from then on."""
+        self._lease_id()
+        with session_scope(self.sessions, write=True) as session:
+            taken = self._lease.take_over(session)
+        if not taken:
+            return 0
+        with self._lock:  # a batch this server holds already (under a lease it lost meanwhile) stays as it is
+            taken = [b for b in taken if b not in self._batches]
         with session_scope(self.sessions) as session:
-            batches = list(staging.staged(session))
+            batches = list(staging.staged(session, taken))
         empty: list[int] = []
         n = 0
         for batch, run_id, form, body, done in batches:
@@ -563,7 +602,7 @@ class OtlpReceiver:
                 continue
             if notes:
                 log.warning("trace %s stored with repairs: %s", f.key[1], "; ".join(notes))
-            items.append(_Item(f.key, f.pending, f.fresh, traj, bool(notes)))
+            items.append(_Item(f.key, f.pending, f.fresh, traj, bool(notes), f.flushes))
         if dropped:
             self._release_now(dropped)
             with self._lock:
@@ -636,6 +675,8 @@ class OtlpReceiver:
                 run = ingest.get_run_row(session, run_id)
                 if run.status == "finished":
                     raise Conflict("finished meanwhile")
+                otlp_traces.record(session, run_id, [(f.key[1], [s.span_id for s in f.fresh], f.flushes)
+                                                     for f in chunk])
                 scorer = self.scorers.for_run(session, run)
                 ingest.add_trajectories(session, run=run, scorer=scorer, trajectories=[], scored=result.scored)
         except Exception:  # rolled back: the in-process path decides (conflicts, a finished run, the database)
@@ -674,7 +715,11 @@ class OtlpReceiver:
             return 0
         try:
             added = self._store_chunk(run_id, [x.trajectory for x in items],
-                                      [(x.key, x.pending.batches) for x in items])
+                                      [(x.key, x.pending.batches) for x in items],
+                                      [(x.key[1], [s.span_id for s in x.fresh], x.flushes) for x in items])
+        except otlp_traces.Resent as exc:  # stored meanwhile (or before this server knew): decided again
+            self._resent(run_id, exc.stored, [(x.key, x.pending, x.fresh) for x in items])
+            return self._store_items(run_id, [x for x in items if x.key[1] not in exc.stored])
         except NotFound as exc:
             self._reject(items, f"the run is gone ({exc})")
             return 0
@@ -720,9 +765,24 @@ class OtlpReceiver:
         self.stats.retried_traces += 1
         self._give_back([(item.key, item.pending)])
 
-    def _store_chunk(self, run_id: int, trajectories: list[Trajectory], staged: Release) -> bool:
+    def _resent(self, run_id: int, stored: dict[str, otlp_traces.Stored],
+                 traces: list[tuple[tuple[int, str], _Pending, list[SpanRef]]]) -> None:
+        """Traces the database holds other trials of than this server knew (a resend after a
+        restart, another server): what is stored remembered, and those traces back to the
+        buffer to be taken again (their repeats then left out, their new spans another trial)."""
+        log.info("%d traces were stored already (or meanwhile): taken again", len(stored))
+        for trace, known in stored.items():
+            self._stored.pop((run_id, trace), None)
+            self._stored[(run_id, trace)] = (set(known[0]), known[1])
+        back = [(key, pending, fresh) for key, pending, fresh in traces if key[1] in stored]
+        with self._lock:
+            self._buffered -= sum(len(p.spans) - len(fresh) for _, p, fresh in back)
+        self._give_back([(key, replace(p, spans=list(fresh))) for key, p, fresh in back], retry=False)
+
+    def _store_chunk(self, run_id: int, trajectories: list[Trajectory], staged: Release,
+                     traces: list[tuple[str, list[str], int]]) -> bool:
         try:
-            return self._add(run_id, trajectories, staged)
+            return self._add(run_id, trajectories, staged, traces)
         except Conflict:
             # a case id and trial stored already (a conversation id reused by
             # several traces): take the next free trial numbers
@@ -732,16 +792,19 @@ class OtlpReceiver:
                 while (t.case_id, t.trial, ingest.fault_key(t)) in stored:
                     t.trial += 1
                 stored.add((t.case_id, t.trial, ingest.fault_key(t)))
-            return self._add(run_id, trajectories, staged)
+            return self._add(run_id, trajectories, staged, traces)
 
-    def _add(self, run_id: int, trajectories: list[Trajectory], staged: Release) -> bool:
-        """Store the trajectories and release their staged spans, in one
-        transaction (False: the run was finished meanwhile, nothing stored)."""
+    def _add(self, run_id: int, trajectories: list[Trajectory], staged: Release,
+             traces: list[tuple[str, list[str], int]]) -> bool:
+        """Store the trajectories, write down their traces (``Resent`` when the database holds
+        other trials of them) and release their staged spans, in one transaction (False: the
+        run was finished meanwhile, nothing stored)."""
         with session_scope(self.sessions, write=True) as session:
             committed = self._release(session, staged)
             run = ingest.get_run_row(session, run_id)
             added = run.status != "finished"
             if added:
+                otlp_traces.record(session, run_id, traces)
                 scorer = self.scorers.for_run(session, run)
                 ingest.add_trajectories(session, run=run, scorer=scorer, trajectories=trajectories)
             else:
@@ -753,10 +816,12 @@ class OtlpReceiver:
         return added
 
     def close(self) -> None:
-        """Stop the thread and store everything still buffered."""
+        """Stop the threads and store everything still buffered; then give the lease up (left
+        expired if anything stays staged, for the next server to take over at once)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        for thread in (self._thread, self._lease_thread):
+            if thread is not None:
+                thread.join(timeout=30)
         try:
             self.store_ready(everything=True)
         except SQLAlchemyError:
@@ -765,6 +830,22 @@ class OtlpReceiver:
             if self._worker is not None:
                 self._worker.close()
                 self._worker = None
+            try:
+                self._lease.release()
+            except SQLAlchemyError:
+                log.exception("the OTLP staging lease could not be given up; it expires by itself")
+
+    def die(self) -> None:
+        """Stop as a killed process would (tests): nothing more stored, the worker killed,
+        the lease expired at once."""
+        self._stop.set()
+        for thread in (self._thread, self._lease_thread):
+            if thread is not None:
+                thread.join(timeout=30)
+        if self._worker is not None:
+            self._worker.kill()
+            self._worker = None
+        self._lease.release()
 
     def warm_up(self) -> None:
         """Start the scoring worker and load the decoders now, at the server's start, so that
@@ -838,6 +919,7 @@ class _Item:
     fresh: list[SpanRef]
     trajectory: Trajectory
     repaired: bool
+    flushes: int  # trials of it stored before, as this server knows
 
 
 def _database_away(sessions: sessionmaker[Session]) -> bool:
@@ -870,7 +952,10 @@ def open_receiver(app_state: Any, *, warm: bool = False) -> OtlpReceiver:
     receiver = OtlpReceiver(app_state.sessions, app_state.scorers)
     if warm:
         receiver.warm_up()
-    receiver.recover()
+    try:
+        receiver.recover()
+    except SQLAlchemyError:  # e.g. SQLite's write lock held by an import for longer than the busy timeout
+        log.exception("staged spans could not be taken over at the start; tried again every %s s", BEAT)
     app_state.otlp = receiver
     return receiver
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -85,6 +86,22 @@ def load_decoders() -> None:
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: F401
 
 
+def _exit_with_parent() -> None:
+    """In the worker: exit when the server process dies, however it dies (SIGKILL runs no
+    shutdown). The pool's queues never report a dead parent (the worker holds their write ends
+    too), so a killed server would leave the worker, and the resource tracker it keeps open,
+    running for good; the parent's sentinel (a pipe only the parent holds) reports it at once."""
+    parent = mp.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def warm_up() -> int:
     """In the worker: everything loaded before the first batch comes; returns its pid."""
     load_decoders()
@@ -97,7 +114,8 @@ class ScoringWorker:
     process has threads, so it is not forked)."""
 
     def __init__(self) -> None:
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"),
+                                         initializer=_exit_with_parent)
         self.ready: Future[int] = self._pool.submit(warm_up)  # start and load it now, not with the first batch
         self.killed = False
 

@@ -200,6 +200,7 @@ def serve(
     settings = _settings(db)
     if "otlp_warm_start" not in settings.model_fields_set:  # a server: ready for a burst of spans from the start
         settings.otlp_warm_start = True
+    settings.listen_host = host
     try:
         app = create_app(settings)
     except ToolLensError as exc:

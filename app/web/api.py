@@ -31,13 +31,14 @@ from app.store.views import (
     TrajectoryPairPublic,
     TrajectoryPublic,
 )
+from app.web.limits import OffLoopJSON
 from app.web.schemas import ErrorBody, RunCreate, TrajectoryBatch
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422)
+    code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 415, 422)
 }
 
-router = APIRouter(prefix="/api", responses=ERRORS)
+router = APIRouter(prefix="/api", responses=ERRORS, route_class=OffLoopJSON)
 
 
 def read_session(request: Request) -> Iterator[Session]:

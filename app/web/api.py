@@ -73,7 +73,8 @@ RunRef = Annotated[int, Query(ge=1, le=MAX_ID, description="run id")]
 
 
 @router.get("/health")
-def health() -> dict[str, str]:
+async def health() -> dict[str, str]:
+    """On the event loop itself (no worker thread to wait for): it answers while the threads are busy."""
     return {"status": "ok", "version": __version__}
 
 

@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 from app.store import labels
 from app.store.db import session_scope
 from app.store.views import LabelPublic, LabelsPublic, RunHealthPublic
-from app.web.limits import OffLoopJSON
 from app.web.api import ERRORS, ReadSession, RunId, TrajectoryId, Writer, WriteSession
+from app.web.limits import OffLoopJSON
 
 router = APIRouter(responses=ERRORS, route_class=OffLoopJSON)
 

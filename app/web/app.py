@@ -14,7 +14,7 @@ from app import __version__
 from app.settings import Settings
 from app.store.db import check_schema, make_engine, make_sessionmaker
 from app.web.api import router as api_router
-from app.web.errors import install_error_handlers, install_options
+from app.web.errors import install_error_handlers
 from app.web.labels import router as labels_router
 from app.web.limits import Intake, allowed_hosts
 from app.web.otlp import close_receiver, open_receiver
@@ -60,5 +60,4 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(labels_router)
     app.include_router(otlp_router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
-    install_options(app)
     return app

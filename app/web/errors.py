@@ -71,7 +71,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         headers = getattr(exc, "headers", None)
         if exc.status_code == 405:  # every method of the path, not only those of the route that matched first
-            headers = {**(headers or {}), "Allow": ", ".join(path_methods(request.app, request.url.path))}
+            allow = ", ".join(path_methods(request.app, request.url.path))
+            if request.method == "OPTIONS":  # a path the app has: what it answers there
+                return Response(status_code=204, headers={"Allow": allow})
+            headers = {**(headers or {}), "Allow": allow}
         return respond(request, exc.status_code, str(exc.detail), headers=headers)
 
 
@@ -81,14 +84,3 @@ def path_methods(app: FastAPI, path: str) -> list[str]:
                if any(route.matches({"type": "http", "path": path, "method": m, "root_path": ""})[0] == Match.FULL
                       for route in app.router.routes)]
     return sorted([*methods, "OPTIONS"]) if methods else []
-
-
-def install_options(app: FastAPI) -> None:
-    """OPTIONS on any path of the app: 204 with ``Allow`` listing the path's methods (404 on no path)."""
-
-    @app.options("/{path:path}", include_in_schema=False)
-    async def _options(request: Request) -> Response:
-        methods = path_methods(request.app, request.url.path)
-        if not methods:
-            return respond(request, 404, "Not Found")
-        return Response(status_code=204, headers={"Allow": ", ".join(methods)})

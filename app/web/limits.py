@@ -28,7 +28,11 @@ WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 SECURITY_HEADERS = [
     (b"content-security-policy",
-     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+     b"default-src 'none'; script-src 'self'; img-src 'self' data:; font-src 'self'; "
+     # the app's stylesheet, and the two inline styles the vendored Plotly sets: a <style> element and
+     # an empty style attribute (tests/test_browser.py fails on any style the policy blocks)
+     b"style-src 'self' 'unsafe-hashes' 'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o=' "
+     b"'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='; "
      b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),

@@ -188,7 +188,8 @@ def export(
 
 @cli.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(
+        help="Interface to listen on; answered as a Host name too (others: TOOLLENS_ALLOWED_HOSTS).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     db: DbOption = None,
 ) -> None:

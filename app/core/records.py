@@ -24,7 +24,7 @@ MAX_CALLS = 5_000
 MAX_NAME = 256  # tool names, case ids, error kinds
 MAX_DEPTH = 32  # nesting of a stored JSON value (arguments, state, a run's config), docs/security.md
 REPLACEMENT = "\ufffd"
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL (PostgreSQL text refuses it) and lone surrogates
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")  # NUL (PostgreSQL text refuses it) and lone surrogates
 
 FAULT_KINDS = ("timeout", "http_429", "http_503", "http_500", "not_found", "malformed")
 TRANSIENT_KINDS = frozenset({"timeout", "http_429", "http_503"})

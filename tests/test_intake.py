@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from app.core.suite import load_suite_document
-from app.web.limits import MAX_JSON_VALUES, MAX_SPANS
+from app.web.limits import MAX_JSON_VALUES, MAX_SPANS, allowed_hosts
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -165,12 +165,29 @@ def test_a_real_server_refuses_hosts_types_and_sizes_before_the_body(server: str
     assert r.status_code == 415 and "application/x-protobuf" in r.json()["error"]
     r = httpx.post(f"{server}/api/runs", content=b"{}", headers={"content-type": "text/plain", **AUTH})
     assert r.status_code == 415
-    with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as s:  # a gigabyte declared, none sent
-        s.sendall(f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
-                  "Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n".encode())
-        head = s.recv(65536).decode()
-    assert head.startswith("HTTP/1.1 413") and "TOOLLENS_MAX_BODY_BYTES" in head
+    for path, kind in [("/api/runs", "application/json"), ("/trajectories/1/label", "text/plain")]:
+        with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as s:  # a gigabyte declared, none sent
+            s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+                      f"Content-Type: {kind}\r\nContent-Length: 1000000000\r\n\r\n".encode())
+            head = s.recv(65536).decode()
+        assert head.startswith("HTTP/1.1 413") and "TOOLLENS_MAX_BODY_BYTES" in head, (path, head)
     r = httpx.get(f"{server}/api/health")
     assert r.headers["x-content-type-options"] == "nosniff"
     assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
     assert r.headers["referrer-policy"] == "no-referrer"
+
+
+def test_options_and_405_list_every_method_of_the_path(server: str) -> None:
+    r = httpx.options(f"{server}/api/runs")
+    assert (r.status_code, r.headers["allow"]) == (204, "GET, OPTIONS, POST")
+    r = httpx.put(f"{server}/api/runs", headers=AUTH)
+    assert (r.status_code, r.headers["allow"]) == (405, "GET, OPTIONS, POST")
+    assert httpx.options(f"{server}/api/runs/1/trajectories").headers["allow"] == "GET, OPTIONS, POST"
+    assert httpx.options(f"{server}/no/such/path").status_code == 404
+    assert httpx.get(f"{server}/no/such/path").status_code == 404
+
+
+def test_allowed_hosts_default_to_loopback_and_the_listening_interface() -> None:
+    assert allowed_hosts("", "10.1.2.3") == {"localhost", "127.0.0.1", "::1", "10.1.2.3"}
+    assert allowed_hosts("", "[::1]") == {"localhost", "127.0.0.1", "::1"}
+    assert allowed_hosts(" toollens.example.com , app:8000 ") == {"toollens.example.com", "app"}

@@ -49,10 +49,9 @@ class Refused(Exception):
         self.status, self.error = status, error
 
 
-def content_type(headers: dict[bytes, bytes] | Any) -> str:
-    raw = headers.get(b"content-type", b"") if isinstance(headers, dict) else headers.get("content-type", "")
-    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
-    return str(text).split(";")[0].strip().lower()
+def media_type(content_type: str) -> str:
+    """``application/json; charset=utf-8`` -> ``application/json``."""
+    return content_type.split(";")[0].strip().lower()
 
 
 def _host_name(host: str) -> str:
@@ -124,20 +123,7 @@ class Intake:
             host = _host_name(headers.get(b"host", b"").decode("latin-1"))
             if host not in self.hosts:
                 raise Refused(400, f"Host {host[:100]!r} is not one this server answers (TOOLLENS_ALLOWED_HOSTS)")
-        path: str = scope["path"]
-        if scope["method"] not in WRITES or not (path.startswith("/api/") or path == "/v1/traces"):
-            return
-        if self.token is not None:
-            scheme, _, given = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-            if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), self.token.encode()):
-                raise Refused(401, "a bearer token is required for writes")
         declared = headers.get(b"content-length")
-        has_body = (declared is None and b"transfer-encoding" in headers) or declared not in (None, b"0")
-        kind = content_type(headers)
-        if path == "/v1/traces" and kind not in OTLP_TYPES:
-            raise Refused(415, f"an OTLP export is {JSON} or {PROTOBUF}, not {kind[:100]!r}")
-        if path != "/v1/traces" and has_body and kind != JSON:
-            raise Refused(415, f"the API takes {JSON} bodies, not {kind[:100]!r}")
         if declared is not None:
             try:
                 size = int(declared)
@@ -145,6 +131,19 @@ class Intake:
                 raise Refused(400, "Content-Length is not a number") from None
             if size > self.max_bytes:
                 raise Refused(413, f"request body larger than {self.max_bytes} bytes (TOOLLENS_MAX_BODY_BYTES)")
+        path: str = scope["path"]
+        if scope["method"] not in WRITES or not (path.startswith("/api/") or path == "/v1/traces"):
+            return
+        if self.token is not None:
+            scheme, _, given = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+            if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), self.token.encode()):
+                raise Refused(401, "a bearer token is required for writes")
+        has_body = (declared is None and b"transfer-encoding" in headers) or declared not in (None, b"0")
+        kind = media_type(headers.get(b"content-type", b"").decode("latin-1"))
+        if path == "/v1/traces" and kind not in OTLP_TYPES:
+            raise Refused(415, f"an OTLP export is {JSON} or {PROTOBUF}, not {kind[:100]!r}")
+        if path != "/v1/traces" and has_body and kind != JSON:
+            raise Refused(415, f"the API takes {JSON} bodies, not {kind[:100]!r}")
 
 
 def _clean_url(scope: Scope) -> None:
@@ -217,7 +216,7 @@ class OffLoopJSON(APIRoute):
 
         async def route(request: Request) -> Response:
             body = await request.body()
-            if body and content_type(request.headers) == JSON:
+            if body and media_type(request.headers.get("content-type", "")) == JSON:
                 try:
                     request._json = await run_in_threadpool(read_json, body)
                 except Refused as exc:

@@ -188,7 +188,8 @@ def export(
 
 @cli.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(
+        help="Interface to listen on; answered as a Host name too (others: TOOLLENS_ALLOWED_HOSTS).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     db: DbOption = None,
 ) -> None:
@@ -200,6 +201,7 @@ def serve(
     settings = _settings(db)
     if "otlp_warm_start" not in settings.model_fields_set:  # a server: ready for a burst of spans from the start
         settings.otlp_warm_start = True
+    settings.listen_host = host
     try:
         app = create_app(settings)
     except ToolLensError as exc:

@@ -8,7 +8,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 class Settings(BaseSettings):
     """``TOOLLENS_DATABASE_URL``, ``TOOLLENS_API_TOKEN``, ``TOOLLENS_MAX_BODY_BYTES``,
-    ``TOOLLENS_OTLP_WARM_START``."""
+    ``TOOLLENS_OTLP_WARM_START``, ``TOOLLENS_ALLOWED_HOSTS``."""
 
     model_config = SettingsConfigDict(env_prefix="TOOLLENS_", extra="ignore")
 
@@ -16,6 +16,9 @@ class Settings(BaseSettings):
     api_token: str | None = None
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     auto_migrate: bool = True
+    # Host names the server answers, comma-separated ("*": any); empty: the loopback names and ``listen_host``
+    allowed_hosts: str = ""
+    listen_host: str | None = None  # the interface `toollens serve --host` listens on
     otlp_warm_start: bool = False  # start the OTLP receiver's scoring worker with the app (`toollens serve` does)
 
     @field_validator("database_url")

@@ -17,6 +17,9 @@ from app import buildinfo
 from app.store.db import upgrade
 from tests.resources import missing, require_data
 
+# Starlette's TestClient sends ``Host: testserver``: answered like the loopback names it stands for
+os.environ.setdefault("TOOLLENS_ALLOWED_HOSTS", "localhost,127.0.0.1,::1,testserver")
+
 PG_URL = os.environ.get("TOOLLENS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 

@@ -19,20 +19,26 @@ from app.core.suite import load_suite_document
 from app.settings import Settings
 from app.store.db import upgrade
 from app.web.app import create_app
+from tests.hostile import store_hostile
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-@pytest.fixture(scope="module")
-def fuzz_app(tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
-    url = f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'fuzz.db'}"
+@pytest.fixture(scope="module", params=["fresh", "hostile"])
+def fuzz_app(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> FastAPI:
+    """A database with one run of data (ids 1.. exist); "hostile" also holds the records of
+    tests/hostile.py, stored through every write path."""
+    tmp = tmp_path_factory.mktemp("fuzz")
+    url = f"sqlite:///{tmp / 'fuzz.db'}"
     upgrade(url)
     app = create_app(Settings(database_url=url, auto_migrate=False, max_body_bytes=1_000_000))
-    with TestClient(app) as client:  # a run with data, so that ids 1.. exist
+    with TestClient(app) as client:
         doc = load_suite_document(EXAMPLES / "suite_v1.yaml")
         run = client.post("/api/runs", json={"name": "seed", "suite": doc}).json()["id"]
         recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
         client.post(f"/api/runs/{run}/trajectories", json={"trajectories": recs})
+        if request.param == "hostile":
+            store_hostile(client, url, tmp)
     return app
 
 

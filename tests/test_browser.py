@@ -102,8 +102,11 @@ def page(browser: Any) -> Iterator[Any]:
     p = context.new_page()
     p.dialogs: list[str] = []  # type: ignore[attr-defined, misc]
     p.on("dialog", lambda d: (p.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
+    refused: list[str] = []  # what the Content-Security-Policy blocked: the pages must need nothing it forbids
+    p.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
     yield p
     context.close()
+    assert not refused, refused
 
 
 def shot(page: Any, name: str) -> None:

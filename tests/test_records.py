@@ -69,14 +69,47 @@ def test_oversized_line_is_refused() -> None:
 
 
 def test_untrusted_json_that_python_reads_differently() -> None:
-    # integers past 64 bits stay integers; lone surrogates and deep nesting are refused by line
+    # integers past 64 bits stay integers; lone surrogates read as U+FFFD; deep nesting is refused by line
     line = json.dumps({"case_id": "a", "calls": [{"name": "x", "arguments": {"n": 2**64}}]})
     assert parse_line(line).calls[0].arguments == {"n": 2**64}
-    with pytest.raises(InvalidTrajectory, match="lone surrogate"):
-        parse_line('{"case_id": "a", "answer": "\\ud800"}', index=1)
+    assert parse_line('{"case_id": "a", "answer": "x\\ud800y"}', index=1).answer == "x\ufffdy"
     with pytest.raises(InvalidTrajectory, match="nested too deeply"):
         parse_line('{"case_id": "a", "calls": [{"name": "x", "arguments": ' + "[" * 5000 + "]" * 5000 + "}]}")
     # arguments that are not JSON (an empty string included) stay verbatim: a schema failure
     calls = [{"name": "x", "arguments": ""}, {"name": "y", "arguments": "[" * 5000}]
     traj = parse_record({"case_id": "a", "calls": calls})
     assert [c.arguments for c in traj.calls] == ["", "[" * 5000]
+
+
+def test_one_rule_for_stored_strings_depth_and_numbers() -> None:
+    """NUL and lone surrogates anywhere in a record read as U+FFFD; a JSON value nested
+    deeper than MAX_DEPTH, or a number that is not finite, is refused naming the field."""
+    from app.core.records import MAX_DEPTH
+
+    def nested(levels: int) -> object:
+        value: object = 1
+        for _ in range(levels):
+            value = [value]
+        return value
+
+    text = '{"case_id": "c\\u0000", "question": "\\ud800?", "answer": "a\\u0000b", "stopped": "s\\udfff",'
+    text += ' "calls": [{"name": "t\\u0000", "arguments": {"k\\u0000": ["v\\ud83d"]}, "observation": "o\\u0000",'
+    text += ' "error": {"kind": "e\\u0000", "message": "m\\ud800"}}], "state": {"s": "\\u0000"}}'
+    t = parse_line(text)
+    assert (t.case_id, t.question, t.answer, t.stopped) == ("c\ufffd", "\ufffd?", "a\ufffdb", "s\ufffd")
+    call = t.calls[0]
+    assert (call.name, call.arguments, call.observation) == ("t\ufffd", {"k\ufffd": ["v\ufffd"]}, "o\ufffd")
+    assert call.error is not None and (call.error.kind, call.error.message) == ("e\ufffd", "m\ufffd")
+    assert t.state == {"s": "\ufffd"}
+    assert parse_record({"case_id": "a", "calls": [{"name": "x", "arguments": nested(MAX_DEPTH)}]}).calls
+    for where, record in [
+        ("calls[0].arguments", {"case_id": "a", "calls": [{"name": "x", "arguments": nested(MAX_DEPTH + 1)}]}),
+        ("calls[0].arguments", {"case_id": "a", "calls": [{"name": "x", "arguments": json.dumps(nested(300))}]}),
+        ("state", {"case_id": "a", "state": {"s": nested(MAX_DEPTH)}}),
+        ("calls[0].arguments", {"case_id": "a", "calls": [{"name": "x", "arguments": {"v": float("nan")}}]}),
+        ("reward", {"case_id": "a", "reward": float("inf")}),
+        ("reward", {"case_id": "a", "reward": float("nan")}),
+    ]:
+        with pytest.raises(InvalidTrajectory) as info:
+            parse_record(record)
+        assert info.value.field == where, (where, info.value)

@@ -67,4 +67,5 @@ def demo(
 
     from app.web.app import create_app
 
+    settings.listen_host = host  # a Host the server answers (docs/security.md)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")

@@ -8,6 +8,8 @@ naming the line and the field.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +22,9 @@ from app.core.errors import InvalidTrajectory
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_CALLS = 5_000
 MAX_NAME = 256  # tool names, case ids, error kinds
+MAX_DEPTH = 32  # nesting of a stored JSON value (arguments, state, a run's config), docs/security.md
+REPLACEMENT = "\ufffd"
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")  # NUL (PostgreSQL text refuses it) and lone surrogates
 
 FAULT_KINDS = ("timeout", "http_429", "http_503", "http_500", "not_found", "malformed")
 TRANSIENT_KINDS = frozenset({"timeout", "http_429", "http_503"})
@@ -179,7 +184,7 @@ def loads(text: str | bytes) -> Any:
     """JSON as the standard library reads it, fast: orjson, except where it
     would differ (integers of 19 digits and more, which it turns into floats)
     or refuse (what it cannot take goes to ``json``). Raises ValueError for
-    what is not JSON, too deep, or not encodable (lone surrogates)."""
+    what is not JSON or too deep; lone surrogates read as U+FFFD (``clean_text``)."""
     raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     if _LONG_RUN not in raw.translate(_DIGITS_AS_ZERO):  # _has_long_integer, inline: once per line
         try:
@@ -188,12 +193,50 @@ def loads(text: str | bytes) -> Any:
             pass
     try:
         data = json.loads(text)
-        json.dumps(data, ensure_ascii=False).encode("utf-8")  # lone surrogates cannot be stored
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: stored as U+FFFD, the rule for every stored string
+            data = _replace_surrogates(data)
     except RecursionError:
         raise ValueError("nested too deeply") from None
-    except UnicodeEncodeError:
-        raise ValueError("a string holds a lone surrogate (invalid Unicode)") from None
     return data
+
+
+def clean_text(text: str) -> str:
+    """The one rule for stored strings: NUL and lone surrogates read as U+FFFD,
+    on SQLite and PostgreSQL alike (a Python str holds a surrogate only alone)."""
+    if "\x00" in text or (not text.isascii() and _UNSTORABLE.search(text) is not None):
+        return _UNSTORABLE.sub(REPLACEMENT, text)
+    return text
+
+
+def clean_value(value: Any, depth: int = 0, limit: int = MAX_DEPTH) -> Any:
+    """A JSON value as it is stored: its strings (keys too) cleaned; ValueError
+    when it is nested deeper than ``limit`` or holds NaN or an infinity."""
+    kind = type(value)
+    if kind is str:
+        return clean_text(value)
+    if kind is dict:
+        if depth >= limit:
+            raise ValueError(f"nested deeper than {limit} levels")
+        return {clean_text(str(k)): clean_value(v, depth + 1, limit) for k, v in value.items()}
+    if kind is list:
+        if depth >= limit:
+            raise ValueError(f"nested deeper than {limit} levels")
+        return [clean_value(v, depth + 1, limit) for v in value]
+    if kind is float and not math.isfinite(value):
+        raise ValueError("holds a number that is not finite (NaN or an infinity)")
+    return value
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): _replace_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    return value
 
 
 def parse_arguments(raw: Any) -> Any:
@@ -221,14 +264,14 @@ def _text(value: Any, name: str, index: int | None, source: str, *, optional: bo
 def _call_error(err: Any, i: int, bad: Callable[[str, str], InvalidTrajectory], index: int | None,
                 source: str) -> CallError:
     if isinstance(err, str):
-        return CallError(kind="error", message=err)
+        return CallError(kind="error", message=clean_text(err))
     if not isinstance(err, dict):
         raise bad("must be null or an object", f"calls[{i}].error")
     kind = err.get("kind", "error")
     if not isinstance(kind, str) or len(kind) > 40:
         raise bad("must be a string of at most 40 characters", f"calls[{i}].error.kind")
-    return CallError(kind, _text(err.get("message"), f"calls[{i}].error.message", index, source),
-                     err.get("injected") is True)
+    message = _text(err.get("message"), f"calls[{i}].error.message", index, source)
+    return CallError(clean_text(kind), clean_text(message), err.get("injected") is True)
 
 
 def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Trajectory:
@@ -269,13 +312,18 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         err = rc.get("error")
         error = None if err is None else _call_error(err, i, bad, index, source)
         obs = rc.get("observation")
-        if obs is not None and type(obs) is not str:
-            obs = _text(obs, f"calls[{i}].observation", index, source)
+        if obs is not None:
+            obs = clean_text(obs if type(obs) is str else _text(obs, f"calls[{i}].observation", index, source))
         args = rc.get("arguments")
+        raw: str | None = None
         if type(args) is str:
-            append(Call(name, parse_arguments(args), obs, error, args))
-        else:
-            append(Call(name, {} if args is None else args, obs, error, None))
+            raw = clean_text(args)
+            args = parse_arguments(raw)
+        try:
+            args = {} if args is None else clean_value(args)
+        except ValueError as exc:
+            raise bad(str(exc), f"calls[{i}].arguments") from None
+        append(Call(clean_text(name), args, obs, error, raw))
     fault: Fault | None = None
     raw_fault = data.get("fault")
     if raw_fault is not None:
@@ -287,15 +335,22 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         kind = raw_fault.get("kind", "error")
         if not isinstance(kind, str) or len(kind) > 40:
             raise bad("must be a string of at most 40 characters", "fault.kind")
-        fault = Fault(step=step, kind=kind)
+        fault = Fault(step=step, kind=clean_text(kind))
     reward = data.get("reward")
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
         raise bad("must be a number", "reward")
     if reward is not None and not (isinstance(reward, float) or -(10**300) < reward < 10**300):
         raise bad("out of range", "reward")
+    if isinstance(reward, float) and not math.isfinite(reward):
+        raise bad("must be a finite number (not NaN or an infinity)", "reward")
     state = data.get("state")
     if state is not None and not isinstance(state, dict):
         raise bad("must be an object", "state")
+    if state is not None:
+        try:
+            state = clean_value(state)
+        except ValueError as exc:
+            raise bad(str(exc), "state") from None
     stopped = data.get("stopped")
     if stopped is not None and (type(stopped) is not str or len(stopped) > 40):
         raise bad("must be a string of at most 40 characters", "stopped")
@@ -303,15 +358,15 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     question = data.get("question")
     answer = data.get("answer")
     return Trajectory(
-        case_id,
+        clean_text(case_id),
         trial,
-        question if type(question) is str else _text(question, "question", index, source),
+        clean_text(question if type(question) is str else _text(question, "question", index, source)),
         calls,
-        answer if type(answer) is str else _text(answer, "answer", index, source),
+        clean_text(answer if type(answer) is str else _text(answer, "answer", index, source)),
         fault,
         None if reward is None else float(reward),
         state,
-        stopped,
+        None if stopped is None else clean_text(stopped),
         messages,
     )
 
@@ -337,7 +392,7 @@ def _messages(raw: Any, n_calls: int, bad: Callable[[str, str], InvalidTrajector
         if type(at) is not int or not last <= at <= n_calls:
             raise bad(f"must be an integer from {last} to {n_calls} (messages in order)", f"messages[{i}].calls_before")
         last = at
-        out.append(Message(str(role), content, at))
+        out.append(Message(str(role), clean_text(content), at))
     return out
 
 

@@ -351,6 +351,32 @@ def _messages(buf: bytes, pos: int, end: int, field: int) -> list[tuple[int, int
     return out
 
 
+def _count(buf: bytes, pos: int, end: int, field: int, limit: int) -> int:
+    """How many times the message ``field`` occurs between ``pos`` and ``end``, counted to ``limit`` + 1 at most."""
+    n = 0
+    want = field << 3 | _LEN
+    while pos < end and n <= limit:
+        tag, pos = _tag(buf, pos)
+        if tag == want:
+            pos = _length(buf, pos, end)[1]
+            n += 1
+        else:
+            pos = _skip(buf, pos, tag & 7, tag >> 3, end)
+    return n
+
+
+def span_count(body: bytes, limit: int) -> int:
+    """The spans of an ``ExportTraceServiceRequest``, counted without reading them and
+    only up to ``limit`` + 1 (a bound checked before any is built); ValueError if unreadable."""
+    n = 0
+    for rs_start, rs_stop in _messages(body, 0, len(body), 1):
+        for ss_start, ss_stop in _messages(body, rs_start, rs_stop, 2):
+            n += _count(body, ss_start, ss_stop, 2, limit - n)
+            if n > limit:
+                return n
+    return n
+
+
 def wire_spans(body: bytes, wanted: set[int] | None) -> dict[int, Span]:
     """The spans of an ``ExportTraceServiceRequest`` at the ``wanted`` positions (all
     with None), numbered as ``resource_spans[*].scope_spans[*].spans[*]`` in order;

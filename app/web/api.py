@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 
 from app import __version__
+from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
 from app.store import compare as comparing
 from app.store import ingest, queries
@@ -31,13 +32,14 @@ from app.store.views import (
     TrajectoryPairPublic,
     TrajectoryPublic,
 )
+from app.web.limits import OffLoopJSON
 from app.web.schemas import ErrorBody, RunCreate, TrajectoryBatch
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 422)
+    code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 415, 422)
 }
 
-router = APIRouter(prefix="/api", responses=ERRORS)
+router = APIRouter(prefix="/api", responses=ERRORS, route_class=OffLoopJSON)
 
 
 def read_session(request: Request) -> Iterator[Session]:
@@ -72,7 +74,8 @@ RunRef = Annotated[int, Query(ge=1, le=MAX_ID, description="run id")]
 
 
 @router.get("/health")
-def health() -> dict[str, str]:
+async def health() -> dict[str, str]:
+    """On the event loop itself (no worker thread to wait for): it answers while the threads are busy."""
     return {"status": "ok", "version": __version__}
 
 
@@ -109,6 +112,10 @@ def add_trajectories(run_id: RunId, body: TrajectoryBatch, request: Request, ses
     run = ingest.get_run_row(session, run_id)
     records = [parse_record(rec, index=i) for i, rec in enumerate(body.trajectories)]
     scorer = request.app.state.scorers.for_run(session, run)
+    cases = scorer.suite.by_id
+    for i, rec in enumerate(records):
+        if cases and rec.case_id not in cases:  # it would be scored against nothing and count as passed
+            raise InvalidTrajectory(f"no case {rec.case_id[:100]!r} in the run's suite", index=i, field="case_id")
     n_calls = ingest.add_trajectories(session, run=run, scorer=scorer, trajectories=records)
     total = queries.run_trajectory_count(session, run_id)  # the counter alone, not the run with its suite
     return IngestResult(run_id=run_id, stored=len(records), calls=n_calls, trajectories_total=total)

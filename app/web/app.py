@@ -16,7 +16,7 @@ from app.store.db import check_schema, make_engine, make_sessionmaker
 from app.web.api import router as api_router
 from app.web.errors import install_error_handlers
 from app.web.labels import router as labels_router
-from app.web.limits import BodyLimit
+from app.web.limits import Intake, allowed_hosts
 from app.web.otlp import close_receiver, open_receiver
 from app.web.otlp import router as otlp_router
 from app.web.pages import router as pages_router
@@ -49,7 +49,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.scorers = ScorerCache()
     app.state.comparisons = ComparisonCache()
     app.state.figures = FiguresCache()
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(Intake, max_bytes=settings.max_body_bytes, token=settings.api_token,
+                       hosts=allowed_hosts(settings.allowed_hosts, settings.listen_host))
     templates = Jinja2Templates(directory=str(TEMPLATES))
     install_filters(templates.env)
     app.state.templates = templates

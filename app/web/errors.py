@@ -8,6 +8,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolLensError, ToolSpecError
 from app.store.errors import Conflict, NotFound, SchemaMismatch, Unstorable
@@ -68,4 +69,18 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
-        return respond(request, exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # every method of the path, not only those of the route that matched first
+            allow = ", ".join(path_methods(request.app, request.url.path))
+            if request.method == "OPTIONS":  # a path the app has: what it answers there
+                return Response(status_code=204, headers={"Allow": allow})
+            headers = {**(headers or {}), "Allow": allow}
+        return respond(request, exc.status_code, str(exc.detail), headers=headers)
+
+
+def path_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the app answers on ``path`` (OPTIONS included), in a fixed order."""
+    methods = [m for m in ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+               if any(route.matches({"type": "http", "path": path, "method": m, "root_path": ""})[0] == Match.FULL
+                      for route in app.router.routes)]
+    return sorted([*methods, "OPTIONS"]) if methods else []

@@ -10,14 +10,16 @@ from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from app.core.records import clean_text
 from app.store import labels
 from app.store.db import session_scope
 from app.store.views import LabelPublic, LabelsPublic, RunHealthPublic
 from app.web.api import ERRORS, ReadSession, RunId, TrajectoryId, Writer, WriteSession
+from app.web.limits import OffLoopJSON
 
-router = APIRouter(responses=ERRORS)
+router = APIRouter(responses=ERRORS, route_class=OffLoopJSON)
 
 Outcome = Literal["recovered", "gave_up", "hallucinated", "confused"]
 
@@ -28,6 +30,11 @@ class LabelCreate(BaseModel):
     label: Outcome
     author: Annotated[str, Field(max_length=200)] = ""
     reason: Annotated[str, Field(max_length=labels.MAX_REASON)] = ""
+
+    @field_validator("author", "reason")
+    @classmethod
+    def _stored_text(cls, text: str) -> str:
+        return clean_text(text)
 
 
 @router.get("/api/trajectories/{trajectory_id}/labels")

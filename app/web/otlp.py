@@ -28,13 +28,11 @@ says what is guaranteed.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import math
 import threading
 import time
 import weakref
-import zlib
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -53,15 +51,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from app.core.errors import InvalidTrajectory, ToolLensError
-from app.core.records import Trajectory, loads, parse_record
+from app.core.records import Trajectory, parse_record
 from app.importers.otel import (
-    BATCH_LINES,
-    BATCH_PROTOBUF,
     SpanRef,
     batch_refs,
-    lines_batch,
-    span_refs_from_protobuf,
-    spans_from_json,
     spans_of,
     trajectory_record,
 )
@@ -73,6 +66,8 @@ from app.store.models import Run
 from app.store.otlp_lease import BEAT, Lease
 from app.web.api import require_token
 from app.web.errors import error_response
+from app.web.limits import Refused
+from app.web.otlp_intake import decode_export
 from app.web.otlp_worker import MIN_TRACES, ScoringWorker, WorkerResult, digest, load_decoders
 from app.web.state import ScorerCache
 
@@ -972,21 +967,6 @@ def close_receiver(app_state: Any) -> None:
 router = APIRouter()
 
 
-def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
-    if encoding in ("", "identity"):
-        return body
-    if encoding not in ("gzip", "deflate"):
-        raise ValueError(f"unsupported Content-Encoding {encoding!r} (gzip, deflate)")
-    d = zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
-    try:
-        out = d.decompress(body, limit + 1)
-    except (zlib.error, gzip.BadGzipFile) as exc:
-        raise ValueError(f"cannot decompress the body ({exc})") from None
-    if len(out) > limit:
-        raise ValueError(f"decompressed body larger than {limit} bytes")
-    return out
-
-
 # OTLP/HTTP is a protocol of its own (protobuf bodies), documented in the
 # README rather than in the JSON API's OpenAPI schema.
 @router.post("/v1/traces", include_in_schema=False)
@@ -1001,16 +981,13 @@ async def receive_traces(
     protobuf = request.headers.get("content-type", "").split(";")[0].strip().lower() == PROTOBUF
     receiver = receiver_for(request)
     with receiver.in_flight():  # traces wait for requests that began before their last span: they may hold more
-        body = await request.body()
-        try:
-            body = _decompress(body, request.headers.get("content-encoding", "").strip().lower(),
-                               request.app.state.settings.max_body_bytes)
-            if protobuf:
-                form, spans = BATCH_PROTOBUF, span_refs_from_protobuf(body)
-            else:
-                form, (body, spans) = BATCH_LINES, lines_batch(spans_from_json(loads(body) if body else {}))
-        except (ValueError, TypeError) as exc:
-            return error_response(400, f"not an OTLP trace export: {exc}")
+        body = await request.body()  # bounded by the app's intake, as are its type and the token
+        try:  # inflated, bounded and read in a worker thread: the event loop goes on answering
+            form, body, spans = await run_in_threadpool(
+                decode_export, body, request.headers.get("content-encoding", "").strip().lower(), protobuf,
+                request.app.state.settings.max_body_bytes)
+        except Refused as exc:
+            return error_response(exc.status, exc.error)
         try:
             accepted = await run_in_threadpool(_take_in, receiver, run or x_toollens_run or DEFAULT_RUN, form, body,
                                                spans)

@@ -4,7 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.core.records import MAX_CALLS, MAX_INDEX, MAX_NAME, clean_text, clean_value
+
+# What the core checks of a trajectory record (app.core.records.parse_record), said in JSON Schema;
+# the core checks more (a case the run's suite has, lengths of names), answering 422 naming the field.
+RECORD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["case_id"],
+    "properties": {
+        "case_id": {"anyOf": [{"type": "string", "minLength": 1, "maxLength": MAX_NAME}, {"type": "integer"}]},
+        "trial": {"type": "integer", "minimum": 0, "maximum": MAX_INDEX},
+        "calls": {"type": "array", "maxItems": MAX_CALLS, "items": {
+            "type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string", "maxLength": MAX_NAME}}}},
+        "reward": {"type": ["number", "null"]},
+        "state": {"type": ["object", "null"]},
+    },
+}
 
 
 class RunCreate(BaseModel):
@@ -13,7 +31,10 @@ class RunCreate(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"oneOf": [{"required": ["suite"]}, {"required": ["suite_id"]}]},
+        json_schema_extra={"oneOf": [
+            {"required": ["suite"], "properties": {"suite": {"type": "object"}}},
+            {"required": ["suite_id"], "properties": {"suite_id": {"type": "integer"}}},
+        ]},
     )
 
     name: str = Field(min_length=1, max_length=200)
@@ -23,6 +44,16 @@ class RunCreate(BaseModel):
     suite_id: int | None = Field(default=None, ge=1, le=2**31 - 1)
     config: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("name", "agent", "model")
+    @classmethod
+    def _stored_text(cls, text: str) -> str:
+        return clean_text(text)
+
+    @field_validator("suite", "config")
+    @classmethod
+    def _stored_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else clean_value(value)
+
 
 class TrajectoryBatch(BaseModel):
     """SPEC §5 trajectory records; each is validated by the core, and a bad
@@ -30,7 +61,7 @@ class TrajectoryBatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    trajectories: list[dict[str, Any]] = Field(max_length=10_000)
+    trajectories: list[dict[str, Any]] = Field(max_length=10_000, json_schema_extra={"items": RECORD_SCHEMA})
 
 
 class ErrorItem(BaseModel):

@@ -118,6 +118,7 @@ class ReceiverStats:
     repaired_traces: int = 0  # stored with an attribute ignored or cut at the call limit
     retried_traces: int = 0
     worker_traces: int = 0  # stored after the worker process scored them
+    split_traces: int = 0  # stored again as a further trial: spans came after it was stored (late, another server)
 
 
 class OtlpReceiver:
@@ -694,6 +695,7 @@ class OtlpReceiver:
             seen, flushes = self._stored.pop(key, (set(), 0))
             seen.update(s.span_id for s in fresh)
             self._stored[key] = (seen, flushes + 1)
+            self.stats.split_traces += flushes > 0  # a further trial of a trace stored before
             self.stats.stored_spans += len(fresh)
             self.stats.repaired_traces += repaired
         while len(self._stored) > self.remember:
@@ -1024,4 +1026,5 @@ def receiver_status(request: Request) -> dict[str, int | bool | None]:
             "rejected_spans": stats.rejected_spans,
             "refused_requests": stats.refused_requests, "repaired_traces": stats.repaired_traces,
             "retried_traces": stats.retried_traces, "worker_traces": stats.worker_traces,
+            "split_traces": stats.split_traces,
             "worker_ready": receiver.worker_ready}

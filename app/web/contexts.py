@@ -27,6 +27,7 @@ from app.store.views import (
     TrajectoryPublic,
 )
 from app.web import figures
+from app.web.figures import EXTRA, MISSING
 
 FAILURE_NAMES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
                  "recovery_hallucinated", "recovery_confused")
@@ -71,6 +72,97 @@ def runs_page(session: Session, *, suite: str | None, model: str | None, toolset
                     filters={"suite": suite or "", "model": model or "", "toolset_version": toolset_version or ""})
 
 
+FAILURE_WORDS = {
+    "schema": "made a call whose arguments break the tool's schema",
+    "arguments": "called the right tool with wrong argument values",
+    "hallucinated_tool": "called a tool that does not exist",
+    "dependency": "called tools in the wrong order",
+    "forbidden_call": "made a call the case forbids",
+    "state": "left the final state different from the expected one",
+    "recovery_hallucinated": "invented data after a tool error",
+    "recovery_confused": "lost its way after a tool error",
+}
+
+
+@dataclass
+class Cause:
+    """One answer to "why did my agent fail?": a sentence, how many
+    trajectories it sinks, and the filter that lists exactly those."""
+
+    count: int
+    text: str  # follows the count: "trajectories called x where y was expected (5 calls)"
+    href: str
+    why: str = ""
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.count} {self.text}" + (f" — {self.why}" if self.why else "")
+
+
+def _trajectories(n: int) -> str:
+    return "trajectory" if n == 1 else "trajectories"
+
+
+def _cell_cause(session: Session, run_id: int, expected: str, called: str, calls: int,
+                findings: dict[tuple[str, str], list[Any]]) -> Cause:
+    n = queries.list_trajectories(session, run_id, expected=expected, called=called, limit=1).count
+    href = "?" + urlencode({"expected": expected, "called": called}) + "#trajectories"
+    traj = _trajectories(n)
+    if called == MISSING:
+        return Cause(n, f"{traj} never called {expected}, though the case expects it", href)
+    if expected == EXTRA:
+        return Cause(n, f"{traj} made {calls} call{'s' if calls != 1 else ''} to {called} that no step expects", href)
+    pair = findings.get((expected, called)) or findings.get((called, expected))
+    if pair is None:
+        why = ""
+    elif pair:
+        why = "; ".join(dict.fromkeys(f.message for f in pair[:2]))
+    else:
+        why = "no lint finding explains it: read both descriptions as the model would"
+    return Cause(n, f"{traj} called {called} where {expected} was expected ({calls} call{'s' if calls != 1 else ''})",
+                 href, why)
+
+
+def causes(session: Session, run_id: int, figs: dict[str, Any], confusion: ConfusionPublic,
+           lint: linting.RunLintPublic | None, top: int = 5) -> list[Cause]:
+    """The few largest causes of failure, ranked by how many trajectories
+    each sinks: the wrong-tool cells of the confusion matrix one by one,
+    then every other failure kind."""
+    findings = {(p.a, p.b): p.findings for p in lint.pairs} if lint is not None else {}
+    wrong = [c for c in confusion.cells if c.expected != c.called and not c.hallucinated][:top + 2]
+    out = [_cell_cause(session, run_id, c.expected, c.called, c.count, findings) for c in wrong]
+    for name, n in figs["failures"].items():
+        if name not in FAILURE_WORDS or not n:
+            continue
+        why = ""
+        if name == "schema" and figs["schema_errors"]:
+            worst = max(figs["schema_errors"], key=lambda s: s["count"])
+            why = f"most often {worst['tool']}.{worst['field'] or '(arguments)'} ({worst['count']} calls)"
+        elif name == "hallucinated_tool":
+            why = "invented: " + ", ".join(sorted({c.called for c in confusion.cells if c.hallucinated})[:5])
+        out.append(Cause(n, f"{_trajectories(n)} {FAILURE_WORDS[name]}",
+                         "?" + urlencode({"failure": name}) + "#trajectories", why))
+    out.sort(key=lambda c: -c.count)
+    return [c for c in out if c.count][:top]
+
+
+@dataclass
+class PassFigures:
+    """The run's pass rate, and pass^k for k = 1..trials with the points of
+    its small curve (x, y in a 100 × 30 box)."""
+
+    passed: int
+    total: int
+    hat_k: list[tuple[int, float]]
+
+    @property
+    def curve(self) -> str:
+        if len(self.hat_k) < 2:
+            return ""
+        last = self.hat_k[-1][0] - 1
+        return " ".join(f"{100 * (k - 1) / last:.1f},{30 - 28 * v:.1f}" for k, v in self.hat_k)
+
+
 @dataclass
 class RunPage:
     run: RunPublic
@@ -85,6 +177,8 @@ class RunPage:
     filters: dict[str, str]
     blocking: list[str]
     lint: linting.RunLintPublic | None = None  # findings beside the confusion cells of each pair
+    causes: list[Cause] = field(default_factory=list)
+    passes: PassFigures | None = None
     cards: tuple[Any, ...] = FAMILY_CARDS
     failure_names: tuple[str, ...] = FAILURE_NAMES
 
@@ -108,6 +202,10 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         called=filters.get("called") or None, fault_kind=filters.get("fault_kind") or None,
         outcome=filters.get("outcome") or None, passed=passed, limit=limit, offset=offset)
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
+    lint = linting.run_lint(session, run_id)
+    passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
+    passes = PassFigures(passed_n, figs["trajectories"],
+                         sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))
@@ -120,7 +218,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         outcomes_by_step=figures.outcome_bars(figs["outcomes_by_step"], "step", "by faulted call")
         if figs["outcomes_by_step"] else None,
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
-        blocking=blocking(run), lint=linting.run_lint(session, run_id),
+        blocking=blocking(run), lint=lint, causes=causes(session, run_id, figs, confusion, lint), passes=passes,
     )
 
 

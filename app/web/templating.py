@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment
+from starlette.requests import Request
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
@@ -38,3 +39,13 @@ def install_filters(env: Environment) -> None:
     env.filters["ratio"] = ratio
     env.filters["pct"] = pct
     env.filters["signed"] = signed
+
+
+def page_globals(request: Request) -> dict[str, Any]:
+    """``root`` (the prefix every link starts with: the app's root path, so
+    pages work behind a proxy under a prefix and under any host) and
+    ``static(name)``, a static file's versioned URL."""
+    from app.web.assets import static_url
+
+    root = str(request.scope.get("root_path", "")).rstrip("/")
+    return {"root": root, "static": lambda name: static_url(root, name)}

@@ -38,7 +38,8 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
 
 
 def scripts(text: str) -> list[str]:
-    return re.findall(r'<script src="([^"]+)"', text)
+    """The scripts a page loads: at once, or (Plotly) once it has loaded."""
+    return re.findall(r'<script src="([^"]+)"', text) + re.findall(r'<meta name="plotly" content="([^"]+)"', text)
 
 
 def test_plotly_only_on_pages_that_draw_a_chart(client: TestClient) -> None:

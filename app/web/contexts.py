@@ -27,7 +27,7 @@ from app.store.views import (
     TrajectoryPublic,
 )
 from app.web import figures
-from app.web.figures import EXTRA, MISSING
+from app.web.figures import EXTRA, MISSING, Heatmap
 
 FAILURE_NAMES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
                  "recovery_hallucinated", "recovery_confused")
@@ -137,7 +137,8 @@ def causes(session: Session, run_id: int, figs: dict[str, Any], confusion: Confu
         why = ""
         if name == "schema" and figs["schema_errors"]:
             worst = max(figs["schema_errors"], key=lambda s: s["count"])
-            why = f"most often {worst['tool']}.{worst['field'] or '(arguments)'} ({worst['count']} calls)"
+            n_calls = f"{worst['count']} call{'s' if worst['count'] != 1 else ''}"
+            why = f"most often {worst['tool']}.{worst['field'] or '(arguments)'} ({n_calls})"
         elif name == "hallucinated_tool":
             why = "invented: " + ", ".join(sorted({c.called for c in confusion.cells if c.hallucinated})[:5])
         out.append(Cause(n, f"{_trajectories(n)} {FAILURE_WORDS[name]}",
@@ -168,7 +169,7 @@ class RunPage:
     run: RunPublic
     figures: FiguresPublic
     confusion: ConfusionPublic
-    heatmap: dict[str, Any]
+    heatmap: Heatmap
     outcomes_by_kind: dict[str, Any] | None
     outcomes_by_step: dict[str, Any] | None
     reactions: dict[str, dict[str, tuple[int, bool]]]

@@ -142,3 +142,24 @@ def test_lint_findings_one_line_per_pair_details_on_demand(server: str, page: An
     assert not details.locator("ul.findings").is_visible()
     details.locator("summary").click()
     assert details.locator("ul.findings").is_visible()
+
+
+def test_header_and_breadcrumbs_move_around(server: str, page: Any) -> None:
+    page.goto(server + PREFIX + "/trajectories/1")
+    crumbs = page.locator("p.crumbs")
+    assert crumbs.inner_text().startswith("Runs › banca-v1 ›")
+    crumbs.get_by_role("link", name="banca-v1").click()
+    page.wait_for_url("**/tl/runs/1")
+    page.locator("header nav").get_by_role("link", name="Toolsets").click()
+    page.wait_for_url("**/tl/toolsets")
+    shot(page, "toolsets")
+    page.locator("#toolsets-table").get_by_role("link", name="atencion_cliente").click()
+    page.wait_for_url("**/tl/toolsets/atencion_cliente")
+    assert page.locator("p.crumbs").inner_text() == "Runs › Toolsets › atencion_cliente"
+    page.locator("header nav").get_by_role("link", name="Compare").click()
+    page.select_option("#compare-pick select[name=a]", "1")
+    page.select_option("#compare-pick select[name=b]", "2")
+    page.locator("#compare-pick button").click()
+    page.wait_for_url("**/tl/compare?a=1&b=2")
+    assert page.locator("#deltas tbody tr").count() > 0
+    assert page.failed == []  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from app.store import labels
+from app.store import labels, queries
 from app.web import contexts
 from app.web.api import MAX_ID, Limit, Offset, ReadSession, RunId, TrajectoryId
 
@@ -16,6 +16,7 @@ router = APIRouter(include_in_schema=False)
 
 
 Id = Annotated[int, Query(ge=1, le=MAX_ID)]
+OptionalId = Annotated[int | None, Query(ge=1, le=MAX_ID)]
 
 
 def render(request: Request, template: str, **context: Any) -> HTMLResponse:
@@ -58,7 +59,9 @@ def trajectory(request: Request, trajectory_id: TrajectoryId, session: ReadSessi
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare(request: Request, a: Id, b: Id, session: ReadSession) -> HTMLResponse:
+def compare(request: Request, session: ReadSession, a: OptionalId = None, b: OptionalId = None) -> HTMLResponse:
+    if a is None or b is None:  # the header's Compare link: pick two runs
+        return render(request, "compare_pick.html", runs=queries.list_runs(session, limit=500), a=a, b=b)
     page = contexts.compare_page(session, a, b, request.app.state.comparisons)
     return render(request, "compare.html", page=page)
 
@@ -66,6 +69,11 @@ def compare(request: Request, a: Id, b: Id, session: ReadSession) -> HTMLRespons
 @router.get("/compare/trajectories", response_class=HTMLResponse)
 def compare_trajectories(request: Request, a: Id, b: Id, session: ReadSession) -> HTMLResponse:
     return render(request, "pair.html", pair=contexts.pair_page(session, a, b))
+
+
+@router.get("/toolsets", response_class=HTMLResponse)
+def toolsets(request: Request, session: ReadSession) -> HTMLResponse:
+    return render(request, "toolsets.html", toolsets=queries.list_toolsets(session))
 
 
 @router.get("/toolsets/{name:path}", response_class=HTMLResponse)

@@ -163,3 +163,20 @@ def test_header_and_breadcrumbs_move_around(server: str, page: Any) -> None:
     page.wait_for_url("**/tl/compare?a=1&b=2")
     assert page.locator("#deltas tbody tr").count() > 0
     assert page.failed == []  # type: ignore[attr-defined]
+
+
+def test_compare_page_reads_top_down(server: str, page: Any) -> None:
+    page.goto(server + PREFIX + "/compare?a=1&b=2")
+    assert "blocking" in page.locator("#deltas tbody tr", has_text="hallucination after error").inner_text()
+    diffs = page.locator("#description-diff article.desc-diff")
+    assert diffs.count() == 7 and not diffs.first.is_visible()  # folded under their count
+    flipped = page.locator("#flipped tbody tr").first
+    assert flipped.locator("a").count() == 3
+    shot(page, "compare")
+    page.locator("#description-diff summary").click()
+    assert diffs.first.is_visible()
+    flipped.get_by_role("link", name="call-level diff").click()
+    page.wait_for_url("**/tl/compare/trajectories?**")
+    assert page.locator("#pair tbody tr td").first.inner_text() == "1"  # calls counted from 1
+    page.locator("p.crumbs").get_by_role("link", name="Compare").click()  # and back
+    page.wait_for_url("**/tl/compare?a=1&b=2")

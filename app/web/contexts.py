@@ -297,15 +297,20 @@ def trajectory_page(session: Session, trajectory_id: int) -> TrajectoryPage:
                           evidence=t.detail.get("outcome_evidence") or {})
 
 
+ZERO_THRESHOLD = ("hallucinated_tools", "hallucination_after_error")
+
+
 @dataclass
 class ComparePage:
     c: ComparisonPublic
     difference: dict[str, Any]
+    blocking: set[str]  # zero-threshold families above zero in B: blocking, whatever the interval says
 
 
 def compare_page(session: Session, a: int, b: int, cache: Any = None) -> ComparePage:
     c = cache.get(session, a, b) if cache is not None else comparing.compare_runs(session, a, b)
-    return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff))
+    return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff),
+                       blocking={d.family for d in c.families if d.family in ZERO_THRESHOLD and d.b.num})
 
 
 def pair_page(session: Session, a: int, b: int) -> TrajectoryPairPublic:

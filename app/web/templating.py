@@ -34,7 +34,17 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False, default=str)
 
 
+def fault_label(key: str | None) -> str:
+    """A stored fault key ("0:http_503", the step counted from 0) as people
+    read it: "http_503 at call #1"."""
+    step, sep, kind = (key or "").partition(":")
+    if not sep or not step.isdigit():
+        return key or "—"
+    return f"{kind} at call #{int(step) + 1}"
+
+
 def install_filters(env: Environment) -> None:
+    env.filters["fault_label"] = fault_label
     env.filters["pretty_json"] = pretty_json
     env.filters["ratio"] = ratio
     env.filters["pct"] = pct

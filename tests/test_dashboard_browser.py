@@ -180,3 +180,24 @@ def test_compare_page_reads_top_down(server: str, page: Any) -> None:
     assert page.locator("#pair tbody tr td").first.inner_text() == "1"  # calls counted from 1
     page.locator("p.crumbs").get_by_role("link", name="Compare").click()  # and back
     page.wait_for_url("**/tl/compare?a=1&b=2")
+
+
+def test_trajectory_page_steps_through_failing_trajectories(server: str, page: Any) -> None:
+    page.goto(server + PREFIX + "/runs/1?passed=false#trajectories")
+    page.locator("#trajectory-list tbody tr a").first.click()
+    first = page.url
+    assert page.locator("a[rel=prev]").count() == 0
+    page.locator("a[rel=next]").click()
+    page.wait_for_url(lambda url: url != first)
+    assert "failed" in page.locator("h1").inner_text()
+    page.locator("a[rel=prev]").click()
+    page.wait_for_url(first)
+    # pedido-001 trial 1: one wrong call, its expected step shown once beside it
+    page.goto(server + PREFIX + "/runs/1?expected=buscar_pedido&called=buscar_producto#trajectories")
+    page.locator("#trajectory-list tbody tr", has_text="pedido-001").first.locator("a").click()
+    assert "trial 1" in page.locator("h1").inner_text()
+    steps = page.locator("#timeline li.step")
+    assert steps.count() == 1
+    assert "expected step #1 never done" in steps.first.inner_text()
+    shot(page, "trajectory")
+    assert page.failed == []  # type: ignore[attr-defined]

@@ -212,6 +212,14 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
     return TrajectoriesPublic(data=[_summary(t) for t in rows], count=total, limit=limit, offset=offset)
 
 
+def failing_neighbours(session: Session, run_id: int, trajectory_id: int) -> tuple[int | None, int | None]:
+    """The run's failing trajectories just before and just after this one (by id)."""
+    failing = select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id, TrajectoryRow.passed.is_(False))
+    before = session.scalar(failing.where(TrajectoryRow.id < trajectory_id).order_by(TrajectoryRow.id.desc()).limit(1))
+    after = session.scalar(failing.where(TrajectoryRow.id > trajectory_id).order_by(TrajectoryRow.id).limit(1))
+    return before, after
+
+
 def _call_public(c: CallRow) -> CallPublic:
     return CallPublic(
         index=c.idx, name=c.name, arguments=c.arguments, observation=c.observation,

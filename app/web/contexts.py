@@ -216,7 +216,8 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         heatmap=figures.confusion_heatmap(confusion),
         outcomes_by_kind=figures.outcome_bars(figs["outcomes_by_fault_kind"], "kind", "by fault kind")
         if figs["outcomes_by_fault_kind"] else None,
-        outcomes_by_step=figures.outcome_bars(figs["outcomes_by_step"], "step", "by faulted call")
+        outcomes_by_step=figures.outcome_bars([{**g, "step": f"call #{int(g['step']) + 1}"}
+                                               for g in figs["outcomes_by_step"]], "step", "by faulted call")
         if figs["outcomes_by_step"] else None,
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
         blocking=blocking(run), lint=lint, causes=causes(session, run_id, figs, confusion, lint), passes=passes,
@@ -231,6 +232,7 @@ class TimelineRow:
     step: int | None
     call: CallPublic | None
     status: list[tuple[str, str]] = field(default_factory=list)  # (css class, words)
+    again: bool = False  # the expected step is shown on an earlier row (this call retries it)
 
 
 def _call_status(call: CallPublic) -> list[tuple[str, str]]:
@@ -262,24 +264,36 @@ def _call_status(call: CallPublic) -> list[tuple[str, str]]:
 
 
 def timeline(t: TrajectoryPublic) -> list[TimelineRow]:
-    """Expected steps and executed calls side by side, in call order; a
-    missing step sits where it was expected."""
+    """Expected steps and executed calls side by side, in call order, each
+    expected step once: a missing step sits where it was expected, or, when
+    a call was aligned to it (a wrong tool), is marked on that call's row."""
     expected = t.expected_calls or []
     missing = [j for j in t.detail.get("missing_steps", []) if j < len(expected)]
+    excused = set(t.detail.get("excused_steps", []))
+    beside: dict[int, TimelineRow] = {}  # expected step -> the first row that shows it beside a call
     shown: set[int] = set()
     rows: list[TimelineRow] = []
     for call in t.calls:
         for j in [m for m in missing if call.step is not None and m < call.step and m not in shown]:
-            rows.append(TimelineRow(expected=expected[j], step=j, call=None, status=[("bad", "missing step")]))
-            shown.add(j)
+            if j not in {c.step for c in t.calls}:
+                rows.append(TimelineRow(expected=expected[j], step=j, call=None, status=[("bad", "missing step")]))
+                shown.add(j)
         exp = expected[call.step] if call.step is not None and call.step < len(expected) else None
-        rows.append(TimelineRow(expected=exp, step=call.step, call=call, status=_call_status(call)))
+        again = call.step in beside
+        row = TimelineRow(expected=None if again else exp, step=call.step, call=call, status=_call_status(call),
+                          again=again)
+        if exp is not None and call.step is not None:
+            beside.setdefault(call.step, row)
+        rows.append(row)
     for j in missing:
-        if j not in shown:
-            excused = j in t.detail.get("excused_steps", [])
+        if j in shown:
+            continue
+        words = "not attempted (excused: gave up)" if j in excused else "missing step"
+        if j in beside:  # shown beside the wrong call already: say it was never done, once
+            beside[j].status.append(("muted" if j in excused else "bad", f"expected step #{j + 1} never done"))
+        else:
             rows.append(TimelineRow(expected=expected[j], step=j, call=None,
-                                    status=[("muted" if excused else "bad",
-                                             "not attempted (excused: gave up)" if excused else "missing step")]))
+                                    status=[("muted" if j in excused else "bad", words)]))
     return rows
 
 
@@ -289,12 +303,23 @@ class TrajectoryPage:
     run: RunPublic
     rows: list[TimelineRow]
     evidence: dict[str, Any]
+    previous_failing: int | None = None
+    next_failing: int | None = None
+
+    @property
+    def state_declared(self) -> bool:
+        """The case declares an expected final state (the scorer then
+        records the state it got, or why it has none)."""
+        d = self.t.detail
+        return d.get("final_state") is not None or bool(d.get("state_mismatches"))
 
 
 def trajectory_page(session: Session, trajectory_id: int) -> TrajectoryPage:
     t = queries.get_trajectory(session, trajectory_id)
+    before, after = queries.failing_neighbours(session, t.run_id, t.id)
     return TrajectoryPage(t=t, run=queries.get_run(session, t.run_id), rows=timeline(t),
-                          evidence=t.detail.get("outcome_evidence") or {})
+                          evidence=t.detail.get("outcome_evidence") or {}, previous_failing=before,
+                          next_failing=after)
 
 
 ZERO_THRESHOLD = ("hallucinated_tools", "hallucination_after_error")

@@ -42,9 +42,9 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
         assert schema_errors(v2) < schema_errors(v1), suffix
         assert v1["hallucination_after_error"]["num"] > 0 and v2["hallucination_after_error"]["num"] > 0, suffix
     v1, v2 = figures["banca-v1-simulado-x5"], figures["banca-v2-simulado-x5"]
-    assert (confusions(v1), confusions(v2), schema_errors(v1), schema_errors(v2)) == (24, 17, 39, 11)
+    assert (confusions(v1), confusions(v2), schema_errors(v1), schema_errors(v2)) == (27, 18, 40, 15)
     assert sorted(runs) == ["banca-v1-simulado", "banca-v1-simulado-x5", "banca-v2-simulado", "banca-v2-simulado-x5"]
-    assert all(r.status == "finished" and r.agent == "simulated" and r.model == "simulated (seed 0)"
+    assert all(r.status == "finished" and r.agent == "simulated" and r.model == "simulated (seed 5)"
                for r in runs.values())
     assert runs["banca-v1-simulado-x5"].config["trials"] == 5
 

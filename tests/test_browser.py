@@ -178,7 +178,7 @@ def test_a_person_labels_an_outcome_and_the_run_page_shows_the_agreement(server:
     row = page.locator("#labels tbody tr", has_text="human")
     assert "confused" in row.inner_text() and "disagrees" in row.inner_text()
     assert "Ana <b>QA</b>" in row.inner_text()  # shown as text, not markup
-    page.locator(".crumbs a").first.click()
+    page.locator(".crumbs").get_by_role("link", name="banca-v1", exact=True).click()
     agreement = page.locator("#agreement tbody tr", has_text="human vs deterministic")
     assert agreement.locator("td").nth(0).inner_text() == "1"  # both labelled
     assert agreement.locator("td").nth(1).inner_text() == "0"  # agree

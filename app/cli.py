@@ -192,6 +192,8 @@ def serve(
         help="Interface to listen on; answered as a Host name too (others: TOOLLENS_ALLOWED_HOSTS).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     db: DbOption = None,
+    root_path: Annotated[str, typer.Option(help="Path prefix a reverse proxy serves the app under, e.g. /toollens "
+                                                "(the proxy strips it; links keep it).")] = "",
 ) -> None:
     """Start the web app (uvicorn)."""
     import uvicorn
@@ -209,7 +211,7 @@ def serve(
     except (SQLAlchemyError, OSError) as exc:
         raise _environment_error(exc) from None
     collect_cycles_rarely()
-    uvicorn.run(app, host=host, port=port)
+    uvicorn.run(app, host=host, port=port, root_path=root_path.rstrip("/"))
 
 
 from app.commands import register_all  # noqa: E402  (after the core commands, so --help lists them first)

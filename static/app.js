@@ -16,14 +16,6 @@
       // no mode bar: nothing can be sent to Plotly's cloud, and no invisible tab stops
       window.Plotly.newPlot(div, fig.data, fig.layout,
         { responsive: true, displaylogo: false, displayModeBar: false, showSendToCloud: false, plotlyServerURL: "" });
-      if (div.id === "confusion") {
-        div.on("plotly_click", function (ev) {
-          var p = ev.points && ev.points[0];
-          if (!p || !p.customdata || !p.customdata[0]) { return; }
-          var params = new URLSearchParams({ expected: p.customdata[2], called: p.customdata[3] });
-          window.location.assign(window.location.pathname + "?" + params.toString() + "#trajectories");
-        });
-      }
       div.setAttribute("data-rendered", "1");
     });
   }
@@ -72,8 +64,20 @@
     });
   }
 
+  // Plotly (4.8 MB; seconds to start on a slow machine) only on a page with a chart, and only once the
+  // page has loaded: the tables and links are usable at once, the charts follow.
+  function loadPlotly() {
+    var meta = document.querySelector("meta[name=plotly]");
+    if (!meta || !document.querySelector(".plot[data-figure]")) { return; }
+    var script = document.createElement("script");
+    script.src = meta.getAttribute("content");
+    script.addEventListener("load", renderFigures);
+    document.head.appendChild(script);
+  }
+
+  window.addEventListener("load", loadPlotly);
+
   document.addEventListener("DOMContentLoaded", function () {
-    renderFigures();
     wireCompare();
     wireSort();
   });

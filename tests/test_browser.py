@@ -136,18 +136,13 @@ def test_runs_page_lists_runs_and_blocking_failures(server: str, page: Any) -> N
 def test_clicking_a_confusion_cell_lists_its_trajectories(server: str, page: Any) -> None:
     page.goto(server + "/")
     page.get_by_role("link", name="banca-v1", exact=True).click()
-    page.wait_for_selector("#confusion[data-rendered='1']")
     shot(page, "run")
-    # where is the cell expected=buscar_pedido, called=buscar_producto on screen?
-    x, y = page.evaluate("""() => {
-        const div = document.getElementById('confusion');
-        const trace = div.data[0], L = div._fullLayout;
-        const col = trace.customdata[0].findIndex(c => c[3] === 'buscar_producto');
-        const row = trace.customdata.findIndex(r => r[0][2] === 'buscar_pedido');
-        const box = div.getBoundingClientRect();
-        return [box.left + L.xaxis._offset + L.xaxis.l2p(col), box.top + L.yaxis._offset + L.yaxis.l2p(row)];
-    }""")
-    page.mouse.click(x, y)
+    # the cell expected=buscar_pedido, called=buscar_producto: an error tone, its count printed
+    table = page.locator("#confusion-table")
+    col = table.locator("thead th").all_inner_texts().index("buscar_producto")
+    cell = table.locator("tbody tr", has=page.locator("th", has_text="buscar_pedido")).first.locator("td").nth(col - 1)
+    assert cell.inner_text() == "4" and "err-" in (cell.get_attribute("class") or "")
+    cell.locator("a").click()
     page.wait_for_url("**expected=buscar_pedido**")
     assert "called=buscar_producto" in page.url
     rows = page.locator("#trajectory-list tbody tr")
@@ -185,7 +180,7 @@ def test_a_person_labels_an_outcome_and_the_run_page_shows_the_agreement(server:
     row = page.locator("#labels tbody tr", has_text="human")
     assert "confused" in row.inner_text() and "disagrees" in row.inner_text()
     assert "Ana <b>QA</b>" in row.inner_text()  # shown as text, not markup
-    page.locator(".crumbs a").first.click()
+    page.locator(".crumbs").get_by_role("link", name="banca-v1", exact=True).click()
     agreement = page.locator("#agreement tbody tr", has_text="human vs deterministic")
     assert agreement.locator("td").nth(0).inner_text() == "1"  # both labelled
     assert agreement.locator("td").nth(1).inner_text() == "0"  # agree
@@ -214,7 +209,7 @@ def test_toolset_page_diffs_versions(server: str, page: Any) -> None:
 def test_untrusted_text_executes_nothing(server: str, page: Any) -> None:
     page.goto(server + "/")
     page.get_by_role("link", name="xss", exact=True).click()
-    page.wait_for_selector("#confusion[data-rendered='1']")
+    page.wait_for_selector("#confusion-table")
     urls = [page.url]
     page.locator("#trajectory-list tbody tr a").first.click()
     urls.append(page.url)

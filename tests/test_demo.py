@@ -6,13 +6,16 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 
-from app.agents.simulated import SimRates, SimulatedAgent, description_similarity, jaccard
+from app.agents.simulated import SimRates, SimulatedAgent, described_formats, description_similarity, jaccard
 from app.core.evaluate import score_trajectories
 from app.core.runner import run_case
 from app.core.suite import load_suite
+from app.core.tools import Toolset, ToolSpec
+from app.store import queries
 from app.store.db import make_engine, make_sessionmaker, session_scope
 from app.store.models import Run
 
@@ -29,11 +32,31 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{db}")
     with session_scope(make_sessionmaker(engine)) as s:
         runs = {r.name: r for r in s.scalars(select(Run))}
+        figures = {r.name: queries.figures(s, r.id, cases_limit=1) for r in runs.values()}
     engine.dispose()
+    # the seed's story, as the README tells it: v2's descriptions cut confusions and schema errors;
+    # descriptions do not fix error handling, so hallucination after an error stays above zero in both
+    for suffix in ("", "-x5"):
+        v1, v2 = figures[f"banca-v1-simulado{suffix}"], figures[f"banca-v2-simulado{suffix}"]
+        assert confusions(v2) < confusions(v1), suffix
+        assert schema_errors(v2) < schema_errors(v1), suffix
+        assert v1["hallucination_after_error"]["num"] > 0 and v2["hallucination_after_error"]["num"] > 0, suffix
+    v1, v2 = figures["banca-v1-simulado-x5"], figures["banca-v2-simulado-x5"]
+    assert (confusions(v1), confusions(v2), schema_errors(v1), schema_errors(v2)) == (27, 18, 40, 15)
     assert sorted(runs) == ["banca-v1-simulado", "banca-v1-simulado-x5", "banca-v2-simulado", "banca-v2-simulado-x5"]
-    assert all(r.status == "finished" and r.agent == "simulated" and r.model == "simulated (seed 0)"
+    assert all(r.status == "finished" and r.agent == "simulated" and r.model == "simulated (seed 5)"
                for r in runs.values())
     assert runs["banca-v1-simulado-x5"].config["trials"] == 5
+
+
+def confusions(figures: dict[str, Any]) -> int:
+    """Calls to a real tool other than the expected one."""
+    return sum(c["count"] for c in figures["confusion"]
+               if c["expected"] != c["called"] and "(" not in c["expected"] + c["called"] and not c["hallucinated"])
+
+
+def schema_errors(figures: dict[str, Any]) -> int:
+    return int(figures["schema_validity"]["den"] - figures["schema_validity"]["num"])
 
 
 def test_jaccard_of_content_words() -> None:
@@ -48,6 +71,28 @@ def test_similarity_is_halved_by_negative_delimitation() -> None:
     assert max(v1["buscar_pedido"].values()) > 2 * max(v2["buscar_pedido"].values())
 
 
+def test_similarity_is_halved_when_either_description_names_the_other() -> None:
+    words = "Busca pedidos del cliente por numero"
+    plain = Toolset(tools=[ToolSpec("ver_uno", words), ToolSpec("ver_dos", words + " y fecha")])
+    uno_names_dos = Toolset(tools=[ToolSpec("ver_uno", words + ". NO sirve: usa ver_dos"),
+                                   ToolSpec("ver_dos", words + " y fecha")])
+    dos_names_uno = Toolset(tools=[ToolSpec("ver_uno", words),
+                                   ToolSpec("ver_dos", words + " y fecha. NO sirve: usa ver_uno")])
+    # content words {busca, pedidos, cliente, numero} and {...,  fecha}: 4 shared of 5
+    assert description_similarity(plain)["ver_uno"]["ver_dos"] == 0.8
+    for toolset in (uno_names_dos, dos_names_uno):
+        sims = description_similarity(toolset)
+        full = jaccard(toolset.tools[0].description, toolset.tools[1].description, frozenset({"ver_uno", "ver_dos"}))
+        assert sims["ver_uno"]["ver_dos"] == sims["ver_dos"]["ver_uno"] == round(full / 2, 4), toolset
+
+
+def test_schema_errors_halve_where_the_description_states_the_format() -> None:
+    v1 = described_formats(load_suite(EXAMPLES / "suite_v1.yaml").toolset)
+    v2 = described_formats(load_suite(EXAMPLES / "suite_v2.yaml").toolset)
+    assert ("ver_saldo", "id") not in v1 and ("ver_saldo", "id") in v2  # "Requiere el id interno (entero ...)"
+    assert ("buscar_cliente", "rut") in v2 and len(v2) > len(v1)
+
+
 def test_v2_descriptions_reduce_the_simulated_agents_confusions() -> None:
     rates = SimRates(hallucinated_tool=0, schema_error=0, wrong_value=0, order=0, skip=0)
     confusions = {}
@@ -58,7 +103,7 @@ def test_v2_descriptions_reduce_the_simulated_agents_confusions() -> None:
         report = score_trajectories(suite, trajs).to_json()
         confusions[version] = sum(c["count"] for c in report["confusion"]
                                   if c["expected"] != c["called"] and "(" not in c["expected"] + c["called"])
-    assert confusions == {"v1": 53, "v2": 27}  # seed 7, ten trials of the 18 cases
+    assert confusions == {"v1": 53, "v2": 22}  # seed 7, ten trials of the 18 cases (the README quotes them)
 
 
 def test_zero_rates_make_a_perfect_agent() -> None:

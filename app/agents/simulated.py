@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from app.core.lint import lint_toolset
 from app.core.records import TRANSIENT_KINDS
 from app.core.router import Toolbox
 from app.core.suite import Case, ExpectedCall
@@ -97,16 +98,36 @@ def _similarities(descriptions: tuple[tuple[str, str], ...]) -> dict[str, dict[s
             if b == a:
                 continue
             score = jaccard(da, db, names)
-            if b.lower() in db.lower() or a.lower() in db.lower():
-                score /= 2  # the look-alike's description points at the right tool ("not for X: use Y")
+            if b.lower() in da.lower() or a.lower() in db.lower():
+                score /= 2  # one description names the other ("not for X: use Y"): negative delimitation
             out[a][b] = round(score, 4)
     return out
 
 
 def description_similarity(toolset: Toolset) -> dict[str, dict[str, float]]:
     """Tool -> look-alike -> how much their descriptions read alike (0..1),
-    halved where the look-alike's description delimits itself against the tool."""
+    halved where one of the two descriptions names the other (negative
+    delimitation: "NO sirve para X: usa Y")."""
     return _similarities(tuple((t.name, t.description) for t in toolset.tools))
+
+
+def described_formats(toolset: Toolset) -> frozenset[tuple[str, str]]:
+    """(tool, argument) pairs whose format or type the description states
+    (no ``argument_format`` lint finding): the agent gets their type wrong
+    half as often."""
+    key = tuple((t.name, t.description, json.dumps(t.parameters, sort_keys=True, default=str)) for t in toolset.tools)
+    found = _DESCRIBED.get(key)
+    if found is None:
+        unstated = {(f.tool, f.field) for f in lint_toolset(toolset) if f.rule == "argument_format"}
+        found = frozenset((t.name, str(name)) for t in toolset.tools
+                          for name in (t.parameters.get("properties") or {}) if (t.name, str(name)) not in unstated)
+        if len(_DESCRIBED) > 64:
+            _DESCRIBED.clear()
+        _DESCRIBED[key] = found
+    return found
+
+
+_DESCRIBED: dict[tuple[tuple[str, str, str], ...], frozenset[tuple[str, str]]] = {}
 
 
 @dataclass
@@ -206,7 +227,8 @@ class _CaseAgent:
         if not args:
             return args, name != step.name
         key = self.rng.choice(sorted(args))
-        if self.chance(rates.schema_error):
+        stated = (name, key) in described_formats(self.parent.toolset)
+        if self.chance(rates.schema_error / 2 if stated else rates.schema_error):
             args[key] = _wrong_type(args[key])
             return args, True
         if self.chance(rates.wrong_value):

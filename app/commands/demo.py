@@ -31,7 +31,9 @@ def register(cli: typer.Typer) -> None:
 def demo(
     db: Annotated[Path, typer.Option(help="SQLite file to create (replaced if it exists).")] = Path("demo.db"),
     examples: Annotated[Path, typer.Option(help="Folder with the example suites.")] = EXAMPLES,
-    seed: Annotated[int, typer.Option(help="Seed of the simulated agent.")] = 0,
+    # seed 5 tells the seed's story in both pairs of runs: v2 cuts confusions and schema errors, and invented
+    # data after an error stays above zero in both (tests/test_demo.py pins it)
+    seed: Annotated[int, typer.Option(help="Seed of the simulated agent.")] = 5,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     serve: Annotated[bool, typer.Option("--serve/--no-serve", help="Start the dashboard afterwards.")] = True,

@@ -251,7 +251,7 @@ class _Compiler:
 
             def check_pattern(v: Any, p: str) -> SchemaViolation | None:
                 if type(v) is str and rx.search(v) is None:
-                    return SchemaViolation(p, f"{_label(p)}: {_show(v)} does not match pattern {pattern!r}")
+                    return SchemaViolation(p, f"{_label(p)}: {_show(v)} does not match pattern '{pattern}'")
                 return None
 
             out.append(check_pattern)

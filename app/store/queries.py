@@ -50,11 +50,11 @@ def _family_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, 
         return out
     rows = session.execute(
         select(RunCounter.run_id, RunCounter.kind, RunCounter.a, RunCounter.value).where(
-            RunCounter.run_id.in_(run_ids), RunCounter.kind.in_(("count", "pair_violated"))
+            RunCounter.run_id.in_(run_ids), RunCounter.kind.in_(("count", "pair_violated", "pair_checked"))
         )
     )
     for rid, kind, a, value in rows:
-        key = a if kind == "count" else "dependency_violations"
+        key = a if kind == "count" else "dependency_violations" if kind == "pair_violated" else "dependency_checks"
         out[rid][key] = out[rid].get(key, 0) + int(value)
     return out
 
@@ -67,6 +67,7 @@ def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str
         trajectories=counts.get("trajectories", 0),
         families={f: RatioPublic(num=counts.get(f"{f}.num", 0), den=counts.get(f"{f}.den", 0)) for f in FAMILIES},
         dependency_violations=counts.get("dependency_violations", 0),
+        dependency_checks=counts.get("dependency_checks", 0),
     )
 
 
@@ -212,6 +213,14 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
     return TrajectoriesPublic(data=[_summary(t) for t in rows], count=total, limit=limit, offset=offset)
 
 
+def failing_neighbours(session: Session, run_id: int, trajectory_id: int) -> tuple[int | None, int | None]:
+    """The run's failing trajectories just before and just after this one (by id)."""
+    failing = select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id, TrajectoryRow.passed.is_(False))
+    before = session.scalar(failing.where(TrajectoryRow.id < trajectory_id).order_by(TrajectoryRow.id.desc()).limit(1))
+    after = session.scalar(failing.where(TrajectoryRow.id > trajectory_id).order_by(TrajectoryRow.id).limit(1))
+    return before, after
+
+
 def _call_public(c: CallRow) -> CallPublic:
     return CallPublic(
         index=c.idx, name=c.name, arguments=c.arguments, observation=c.observation,
@@ -302,9 +311,13 @@ def get_toolset(session: Session, name: str) -> ToolsetPublic:
 
 
 def _find_version(session: Session, toolset: str, ref: str) -> ToolsetVersion:
+    """A version by its hash, its label or its numeric id (in that order)."""
     v = session.scalar(select(ToolsetVersion).where(
         ToolsetVersion.toolset == toolset, (ToolsetVersion.hash == ref) | (ToolsetVersion.label == ref)
     ).order_by(ToolsetVersion.id.desc()))
+    if v is None and ref.isdigit() and len(ref) < 19:
+        v = session.scalar(select(ToolsetVersion).where(ToolsetVersion.toolset == toolset,
+                                                        ToolsetVersion.id == int(ref)))
     if v is None:
         raise NotFound(f"no version {ref!r} of toolset {toolset!r}")
     return v

@@ -31,6 +31,7 @@ class RunPublic(BaseModel):
     trajectories: int = 0
     families: dict[str, RatioPublic] = Field(default_factory=dict)
     dependency_violations: int = 0
+    dependency_checks: int = 0  # order pairs checked: the denominator of the violations
 
 
 class RunsPublic(BaseModel):

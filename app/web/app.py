@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from app import __version__
 from app.settings import Settings
 from app.store.db import check_schema, make_engine, make_sessionmaker
 from app.web.api import router as api_router
+from app.web.assets import router as assets_router
 from app.web.errors import install_error_handlers
 from app.web.labels import router as labels_router
 from app.web.limits import Intake, allowed_hosts
@@ -21,7 +21,7 @@ from app.web.otlp import close_receiver, open_receiver
 from app.web.otlp import router as otlp_router
 from app.web.pages import router as pages_router
 from app.web.state import ComparisonCache, FiguresCache, ScorerCache
-from app.web.templating import STATIC, TEMPLATES, install_filters
+from app.web.templating import TEMPLATES, install_filters, page_globals
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -51,7 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.figures = FiguresCache()
     app.add_middleware(Intake, max_bytes=settings.max_body_bytes, token=settings.api_token,
                        hosts=allowed_hosts(settings.allowed_hosts, settings.listen_host))
-    templates = Jinja2Templates(directory=str(TEMPLATES))
+    templates = Jinja2Templates(directory=str(TEMPLATES), context_processors=[page_globals])
     install_filters(templates.env)
     app.state.templates = templates
     install_error_handlers(app)
@@ -59,5 +59,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages_router)
     app.include_router(labels_router)
     app.include_router(otlp_router)
-    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    app.include_router(assets_router)
     return app

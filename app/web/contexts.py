@@ -27,6 +27,7 @@ from app.store.views import (
     TrajectoryPublic,
 )
 from app.web import figures
+from app.web.figures import EXTRA, MISSING, Heatmap
 
 FAILURE_NAMES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
                  "recovery_hallucinated", "recovery_confused")
@@ -71,12 +72,104 @@ def runs_page(session: Session, *, suite: str | None, model: str | None, toolset
                     filters={"suite": suite or "", "model": model or "", "toolset_version": toolset_version or ""})
 
 
+FAILURE_WORDS = {
+    "schema": "made a call whose arguments break the tool's schema",
+    "arguments": "called the right tool with wrong argument values",
+    "hallucinated_tool": "called a tool that does not exist",
+    "dependency": "called tools in the wrong order",
+    "forbidden_call": "made a call the case forbids",
+    "state": "left the final state different from the expected one",
+    "recovery_hallucinated": "invented data after a tool error",
+    "recovery_confused": "lost its way after a tool error",
+}
+
+
+@dataclass
+class Cause:
+    """One answer to "why did my agent fail?": a sentence, how many
+    trajectories it sinks, and the filter that lists exactly those."""
+
+    count: int
+    text: str  # follows the count: "trajectories called x where y was expected (5 calls)"
+    href: str
+    why: str = ""
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.count} {self.text}" + (f" — {self.why}" if self.why else "")
+
+
+def _trajectories(n: int) -> str:
+    return "trajectory" if n == 1 else "trajectories"
+
+
+def _cell_cause(session: Session, run_id: int, expected: str, called: str, calls: int,
+                findings: dict[tuple[str, str], list[Any]]) -> Cause:
+    n = queries.list_trajectories(session, run_id, expected=expected, called=called, limit=1).count
+    href = "?" + urlencode({"expected": expected, "called": called}) + "#trajectories"
+    traj = _trajectories(n)
+    if called == MISSING:
+        return Cause(n, f"{traj} never called {expected}, though the case expects it", href)
+    if expected == EXTRA:
+        return Cause(n, f"{traj} made {calls} call{'s' if calls != 1 else ''} to {called} that no step expects", href)
+    pair = findings.get((expected, called)) or findings.get((called, expected))
+    if pair is None:
+        why = ""
+    elif pair:
+        why = "; ".join(dict.fromkeys(f.message for f in pair[:2]))
+    else:
+        why = "no lint finding explains it: read both descriptions as the model would"
+    return Cause(n, f"{traj} called {called} where {expected} was expected ({calls} call{'s' if calls != 1 else ''})",
+                 href, why)
+
+
+def causes(session: Session, run_id: int, figs: dict[str, Any], confusion: ConfusionPublic,
+           lint: linting.RunLintPublic | None, top: int = 5) -> list[Cause]:
+    """The few largest causes of failure, ranked by how many trajectories
+    each sinks: the wrong-tool cells of the confusion matrix one by one,
+    then every other failure kind."""
+    findings = {(p.a, p.b): p.findings for p in lint.pairs} if lint is not None else {}
+    wrong = [c for c in confusion.cells if c.expected != c.called and not c.hallucinated][:top + 2]
+    out = [_cell_cause(session, run_id, c.expected, c.called, c.count, findings) for c in wrong]
+    for name, n in figs["failures"].items():
+        if name not in FAILURE_WORDS or not n:
+            continue
+        why = ""
+        if name == "schema" and figs["schema_errors"]:
+            worst = max(figs["schema_errors"], key=lambda s: s["count"])
+            n_calls = f"{worst['count']} call{'s' if worst['count'] != 1 else ''}"
+            why = f"most often {worst['tool']}.{worst['field'] or '(arguments)'} ({n_calls})"
+        elif name == "hallucinated_tool":
+            why = "invented: " + ", ".join(sorted({c.called for c in confusion.cells if c.hallucinated})[:5])
+        out.append(Cause(n, f"{_trajectories(n)} {FAILURE_WORDS[name]}",
+                         "?" + urlencode({"failure": name}) + "#trajectories", why))
+    out.sort(key=lambda c: -c.count)
+    return [c for c in out if c.count][:top]
+
+
+@dataclass
+class PassFigures:
+    """The run's pass rate, and pass^k for k = 1..trials with the points of
+    its small curve (x, y in a 100 × 30 box)."""
+
+    passed: int
+    total: int
+    hat_k: list[tuple[int, float]]
+
+    @property
+    def curve(self) -> str:
+        if len(self.hat_k) < 2:
+            return ""
+        last = self.hat_k[-1][0] - 1
+        return " ".join(f"{100 * (k - 1) / last:.1f},{30 - 28 * v:.1f}" for k, v in self.hat_k)
+
+
 @dataclass
 class RunPage:
     run: RunPublic
     figures: FiguresPublic
     confusion: ConfusionPublic
-    heatmap: dict[str, Any]
+    heatmap: Heatmap
     outcomes_by_kind: dict[str, Any] | None
     outcomes_by_step: dict[str, Any] | None
     reactions: dict[str, dict[str, tuple[int, bool]]]
@@ -85,6 +178,8 @@ class RunPage:
     filters: dict[str, str]
     blocking: list[str]
     lint: linting.RunLintPublic | None = None  # findings beside the confusion cells of each pair
+    causes: list[Cause] = field(default_factory=list)
+    passes: PassFigures | None = None
     cards: tuple[Any, ...] = FAMILY_CARDS
     failure_names: tuple[str, ...] = FAILURE_NAMES
 
@@ -108,6 +203,10 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         called=filters.get("called") or None, fault_kind=filters.get("fault_kind") or None,
         outcome=filters.get("outcome") or None, passed=passed, limit=limit, offset=offset)
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
+    lint = linting.run_lint(session, run_id)
+    passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
+    passes = PassFigures(passed_n, figs["trajectories"],
+                         sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))
@@ -117,10 +216,11 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         heatmap=figures.confusion_heatmap(confusion),
         outcomes_by_kind=figures.outcome_bars(figs["outcomes_by_fault_kind"], "kind", "by fault kind")
         if figs["outcomes_by_fault_kind"] else None,
-        outcomes_by_step=figures.outcome_bars(figs["outcomes_by_step"], "step", "by faulted call")
+        outcomes_by_step=figures.outcome_bars([{**g, "step": f"call #{int(g['step']) + 1}"}
+                                               for g in figs["outcomes_by_step"]], "step", "by faulted call")
         if figs["outcomes_by_step"] else None,
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
-        blocking=blocking(run), lint=linting.run_lint(session, run_id),
+        blocking=blocking(run), lint=lint, causes=causes(session, run_id, figs, confusion, lint), passes=passes,
     )
 
 
@@ -132,6 +232,7 @@ class TimelineRow:
     step: int | None
     call: CallPublic | None
     status: list[tuple[str, str]] = field(default_factory=list)  # (css class, words)
+    again: bool = False  # the expected step is shown on an earlier row (this call retries it)
 
 
 def _call_status(call: CallPublic) -> list[tuple[str, str]]:
@@ -163,24 +264,36 @@ def _call_status(call: CallPublic) -> list[tuple[str, str]]:
 
 
 def timeline(t: TrajectoryPublic) -> list[TimelineRow]:
-    """Expected steps and executed calls side by side, in call order; a
-    missing step sits where it was expected."""
+    """Expected steps and executed calls side by side, in call order, each
+    expected step once: a missing step sits where it was expected, or, when
+    a call was aligned to it (a wrong tool), is marked on that call's row."""
     expected = t.expected_calls or []
     missing = [j for j in t.detail.get("missing_steps", []) if j < len(expected)]
+    excused = set(t.detail.get("excused_steps", []))
+    beside: dict[int, TimelineRow] = {}  # expected step -> the first row that shows it beside a call
     shown: set[int] = set()
     rows: list[TimelineRow] = []
     for call in t.calls:
         for j in [m for m in missing if call.step is not None and m < call.step and m not in shown]:
-            rows.append(TimelineRow(expected=expected[j], step=j, call=None, status=[("bad", "missing step")]))
-            shown.add(j)
+            if j not in {c.step for c in t.calls}:
+                rows.append(TimelineRow(expected=expected[j], step=j, call=None, status=[("bad", "missing step")]))
+                shown.add(j)
         exp = expected[call.step] if call.step is not None and call.step < len(expected) else None
-        rows.append(TimelineRow(expected=exp, step=call.step, call=call, status=_call_status(call)))
+        again = call.step in beside
+        row = TimelineRow(expected=None if again else exp, step=call.step, call=call, status=_call_status(call),
+                          again=again)
+        if exp is not None and call.step is not None:
+            beside.setdefault(call.step, row)
+        rows.append(row)
     for j in missing:
-        if j not in shown:
-            excused = j in t.detail.get("excused_steps", [])
+        if j in shown:
+            continue
+        words = "not attempted (excused: gave up)" if j in excused else "missing step"
+        if j in beside:  # shown beside the wrong call already: say it was never done, once
+            beside[j].status.append(("muted" if j in excused else "bad", f"expected step #{j + 1} never done"))
+        else:
             rows.append(TimelineRow(expected=expected[j], step=j, call=None,
-                                    status=[("muted" if excused else "bad",
-                                             "not attempted (excused: gave up)" if excused else "missing step")]))
+                                    status=[("muted" if j in excused else "bad", words)]))
     return rows
 
 
@@ -190,23 +303,39 @@ class TrajectoryPage:
     run: RunPublic
     rows: list[TimelineRow]
     evidence: dict[str, Any]
+    previous_failing: int | None = None
+    next_failing: int | None = None
+
+    @property
+    def state_declared(self) -> bool:
+        """The case declares an expected final state (the scorer then
+        records the state it got, or why it has none)."""
+        d = self.t.detail
+        return d.get("final_state") is not None or bool(d.get("state_mismatches"))
 
 
 def trajectory_page(session: Session, trajectory_id: int) -> TrajectoryPage:
     t = queries.get_trajectory(session, trajectory_id)
+    before, after = queries.failing_neighbours(session, t.run_id, t.id)
     return TrajectoryPage(t=t, run=queries.get_run(session, t.run_id), rows=timeline(t),
-                          evidence=t.detail.get("outcome_evidence") or {})
+                          evidence=t.detail.get("outcome_evidence") or {}, previous_failing=before,
+                          next_failing=after)
+
+
+ZERO_THRESHOLD = ("hallucinated_tools", "hallucination_after_error")
 
 
 @dataclass
 class ComparePage:
     c: ComparisonPublic
     difference: dict[str, Any]
+    blocking: set[str]  # zero-threshold families above zero in B: blocking, whatever the interval says
 
 
 def compare_page(session: Session, a: int, b: int, cache: Any = None) -> ComparePage:
     c = cache.get(session, a, b) if cache is not None else comparing.compare_runs(session, a, b)
-    return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff))
+    return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff),
+                       blocking={d.family for d in c.families if d.family in ZERO_THRESHOLD and d.b.num})
 
 
 def pair_page(session: Session, a: int, b: int) -> TrajectoryPairPublic:

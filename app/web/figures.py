@@ -1,4 +1,6 @@
-"""Plotly figures as plain dicts, built from plain lists.
+"""Figures: Plotly figures as plain dicts, built from plain lists, and the
+confusion heatmap as an HTML table (no Plotly: it is the run page's first
+figure, and Plotly's 4.8 MB script takes seconds to start on a slow machine).
 
 They reach the page through ``|tojson`` inside a ``<script
 type="application/json">`` block; labels that come from suites or traces are
@@ -9,7 +11,9 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from app.store.views import ConfusionDelta, ConfusionPublic
 
@@ -20,37 +24,54 @@ def label(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def confusion_heatmap(m: ConfusionPublic) -> dict[str, Any]:
-    """Expected tools as rows, called tools as columns; the colour is the
-    row-normalised share, the hover shows the count and the share."""
-    rows, cols = m.expected, m.called
+@dataclass
+class HeatCell:
+    count: int
+    share: float  # of the row
+    tone: str  # "agree-N" on the diagonal, "err-N" elsewhere, N = 0..4 by share; "" when empty
+    href: str  # the run page filtered to exactly these trajectories
+
+
+@dataclass
+class HeatRow:
+    expected: str
+    cells: list[HeatCell]
+
+
+@dataclass
+class Heatmap:
+    """The confusion matrix as an HTML table: agreement (the diagonal) in
+    greens, errors in reds, so the eye goes to the confusions; every count
+    printed, every cell a link."""
+
+    called: list[tuple[str, str]]  # (tool, kind): kind is "", "hallucinated", "missing"
+    rows: list[HeatRow]
+
+
+ERR_STEPS = (0.05, 0.15, 0.3, 0.5)  # an error of a fifth of a row is already a dark cell
+
+
+def _err_step(share: float) -> int:
+    return sum(share >= s for s in ERR_STEPS)
+
+
+def confusion_heatmap(m: ConfusionPublic) -> Heatmap:
+    """Expected tools as rows, called tools as columns, the tone of a cell
+    its row-normalised share in five steps (errors darken sooner)."""
     counts = {(c.expected, c.called): c.count for c in m.cells}
-    z: list[list[float | None]] = []
-    text: list[list[str]] = []
-    custom: list[list[list[Any]]] = []
-    for e in rows:
-        total = sum(counts.get((e, c), 0) for c in cols)
-        z_row: list[float | None] = []
-        t_row: list[str] = []
-        c_row: list[list[Any]] = []
-        for c in cols:
+    hallucinated = {c.called for c in m.cells if c.hallucinated}
+    rows = []
+    for e in m.expected:
+        total = sum(counts.get((e, c), 0) for c in m.called)
+        cells = []
+        for c in m.called:
             n = counts.get((e, c), 0)
             share = n / total if total else 0.0
-            z_row.append(share if n else None)
-            t_row.append(str(n) if n else "")
-            c_row.append([n, round(share * 100, 1), e, c])
-        z.append(z_row)
-        text.append(t_row)
-        custom.append(c_row)
-    hallucinated = {c.called for c in m.cells if c.hallucinated}
-    x = [label(c) + (" ⚠" if c in hallucinated else "") for c in cols]
-    return _matrix(rows, {
-        "z": z, "x": x, "text": text, "customdata": custom, "zmin": 0, "zmax": 1,
-        "colorscale": [[0, "#e8f0fe"], [1, "#1a4fb4"]],
-        "hovertemplate": "expected %{y}<br>called %{x}<br>%{customdata[0]} calls (%{customdata[1]}% of the row)"
-                         "<extra></extra>",
-        "colorbar": {"title": {"text": "share of row"}},
-    })
+            tone = "" if not n else f"agree-{min(int(share * 5), 4)}" if e == c else f"err-{_err_step(share)}"
+            cells.append(HeatCell(n, share, tone, "?" + urlencode({"expected": e, "called": c}) + "#trajectories"))
+        rows.append(HeatRow(e, cells))
+    kinds = [(c, "hallucinated" if c in hallucinated else "missing" if c == MISSING else "") for c in m.called]
+    return Heatmap(kinds, rows)
 
 
 def confusion_difference(cells: Sequence[ConfusionDelta]) -> dict[str, Any]:

@@ -2,34 +2,33 @@
 
 from __future__ import annotations
 
-import importlib.util
-from functools import lru_cache
-from pathlib import Path
+import gzip
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import HTMLResponse
 
-from app.store import labels
+from app.store import labels, queries
 from app.web import contexts
 from app.web.api import MAX_ID, Limit, Offset, ReadSession, RunId, TrajectoryId
 
 router = APIRouter(include_in_schema=False)
 
 
-@lru_cache(maxsize=1)
-def plotly_path() -> Path:
-    """plotly.min.js as shipped inside the installed plotly package."""
-    spec = importlib.util.find_spec("plotly")
-    if spec is None or spec.origin is None:
-        raise FileNotFoundError("the plotly package is not installed")
-    return Path(spec.origin).parent / "package_data" / "plotly.min.js"
-
 Id = Annotated[int, Query(ge=1, le=MAX_ID)]
+OptionalId = Annotated[int | None, Query(ge=1, le=MAX_ID)]
 
 
 def render(request: Request, template: str, **context: Any) -> HTMLResponse:
-    return request.app.state.templates.TemplateResponse(request, template, context)  # type: ignore[no-any-return]
+    """The page, gzip-compressed when the browser accepts it (a run page's
+    HTML is ~5-10x smaller so)."""
+    response: HTMLResponse = request.app.state.templates.TemplateResponse(request, template, context)
+    if len(response.body) > 1024 and "gzip" in request.headers.get("accept-encoding", ""):
+        response.body = gzip.compress(response.body, 6)
+        response.headers["Content-Encoding"] = "gzip"
+        response.headers["Content-Length"] = str(len(response.body))
+    response.headers["Vary"] = "Accept-Encoding"
+    return response
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -60,7 +59,9 @@ def trajectory(request: Request, trajectory_id: TrajectoryId, session: ReadSessi
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare(request: Request, a: Id, b: Id, session: ReadSession) -> HTMLResponse:
+def compare(request: Request, session: ReadSession, a: OptionalId = None, b: OptionalId = None) -> HTMLResponse:
+    if a is None or b is None:  # the header's Compare link: pick two runs
+        return render(request, "compare_pick.html", runs=queries.list_runs(session, limit=500), a=a, b=b)
     page = contexts.compare_page(session, a, b, request.app.state.comparisons)
     return render(request, "compare.html", page=page)
 
@@ -70,13 +71,13 @@ def compare_trajectories(request: Request, a: Id, b: Id, session: ReadSession) -
     return render(request, "pair.html", pair=contexts.pair_page(session, a, b))
 
 
+@router.get("/toolsets", response_class=HTMLResponse)
+def toolsets(request: Request, session: ReadSession) -> HTMLResponse:
+    return render(request, "toolsets.html", toolsets=queries.list_toolsets(session))
+
+
 @router.get("/toolsets/{name:path}", response_class=HTMLResponse)
 def toolset(request: Request, name: str, session: ReadSession, a: str | None = None,
             b: str | None = None) -> HTMLResponse:
     return render(request, "toolset.html", page=contexts.toolset_page(session, name, a or None, b or None))
 
-
-@router.get("/vendor/plotly.min.js")
-def plotly_js() -> FileResponse:
-    """Plotly's JavaScript, from the installed plotly package: no CDN."""
-    return FileResponse(plotly_path(), media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment
+from starlette.requests import Request
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
@@ -33,8 +34,28 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False, default=str)
 
 
+def fault_label(key: str | None) -> str:
+    """A stored fault key ("0:http_503", the step counted from 0) as people
+    read it: "http_503 at call #1"."""
+    step, sep, kind = (key or "").partition(":")
+    if not sep or not step.isdigit():
+        return key or "—"
+    return f"{kind} at call #{int(step) + 1}"
+
+
 def install_filters(env: Environment) -> None:
+    env.filters["fault_label"] = fault_label
     env.filters["pretty_json"] = pretty_json
     env.filters["ratio"] = ratio
     env.filters["pct"] = pct
     env.filters["signed"] = signed
+
+
+def page_globals(request: Request) -> dict[str, Any]:
+    """``root`` (the prefix every link starts with: the app's root path, so
+    pages work behind a proxy under a prefix and under any host) and
+    ``static(name)``, a static file's versioned URL."""
+    from app.web.assets import static_url
+
+    root = str(request.scope.get("root_path", "")).rstrip("/")
+    return {"root": root, "static": lambda name: static_url(root, name)}

@@ -1,0 +1,75 @@
+"""The compare page, top to bottom: figures (a zero-threshold family above
+zero in B reads "blocking"), flipped cases linked to both trajectories and
+their call-level diff, the confusion difference, then the changed
+descriptions once each, folded. Real HTTP, both databases."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.suite import load_suite_document
+from app.settings import Settings
+from app.web.app import create_app
+from app.web.templating import fault_label
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+HTML = {"accept": "text/html"}
+
+
+@pytest.fixture()
+def client(db_url: str) -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
+        for version in ("v1", "v2"):
+            doc = load_suite_document(EXAMPLES / f"suite_{version}.yaml")
+            rid = c.post("/api/runs", json={"name": f"banca-{version}", "suite": doc}).json()["id"]
+            recs = [json.loads(x) for x in (EXAMPLES / f"trajectories_{version}.jsonl").read_text().splitlines()]
+            assert c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": recs}).status_code == 200
+        yield c
+
+
+def reads_as(text: str, family: str) -> str:
+    row = re.search(rf'<th scope="row">{family}</th>(.*?)</tr>', text, re.S)
+    assert row is not None, family
+    return re.sub(r"<[^>]+>", "", re.findall(r"<td>(.*?)</td>", row.group(1), re.S)[-1]).strip()
+
+
+def test_threshold_zero_above_zero_in_b_is_blocking(client: TestClient) -> None:
+    forward = client.get("/compare?a=1&b=2", headers=HTML).text
+    # B (v2): invented data after an error in 1 of 6; no hallucinated tool (0 of 71)
+    assert reads_as(forward, "hallucination after error") == "blocking: must be 0"
+    assert reads_as(forward, "hallucinated tools") == "within noise (interval holds 0)"
+    backward = client.get("/compare?a=2&b=1", headers=HTML).text
+    assert reads_as(backward, "hallucinated tools") == "blocking: must be 0"  # v1 called unknown tools 2 of 79 times
+    assert reads_as(backward, "selection precision") == "worse"
+
+
+def test_order_links_and_folded_descriptions(client: TestClient) -> None:
+    text = client.get("/compare?a=1&b=2", headers=HTML).text
+    order = [text.index(marker) for marker in ('id="deltas"', 'id="flipped"', 'id="confusion-diff"',
+                                               'id="description-diff"')]
+    assert order == sorted(order)
+    flipped = re.search(r'<table class="trajectories" id="flipped">.*?</table>', text, re.S)
+    assert flipped is not None
+    first = re.findall(r"<tr><td>(.*?)</tr>", flipped.group(0), re.S)[0]
+    links = re.findall(r'href="([^"]+)"', first)
+    a, b = client.get("/api/compare?a=1&b=2").json()["flipped"][0]["a_trajectory"], \
+        client.get("/api/compare?a=1&b=2").json()["flipped"][0]["b_trajectory"]
+    assert links == [f"/trajectories/{a}", f"/trajectories/{b}", f"/compare/trajectories?a={a}&b={b}"]
+    # the seven changed descriptions, each once, folded under a count
+    folded = re.search(r'<details id="description-diff"[^>]*>(.*?)</details>', text, re.S)
+    assert folded is not None and "open" not in folded.group(0)[:60]
+    assert "Tool descriptions that changed <small class=\"muted\">7;" in folded.group(1)
+    assert folded.group(1).count('<article class="desc-diff">') == 7
+    assert folded.group(1).count('class="worddiff"') == 7 and 'class="side"' not in folded.group(1)
+
+
+def test_fault_labels_count_calls_from_one() -> None:
+    assert fault_label("0:http_503") == "http_503 at call #1"
+    assert fault_label("2:timeout") == "timeout at call #3"
+    assert fault_label("") == "—"

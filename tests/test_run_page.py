@@ -1,0 +1,71 @@
+"""The run page's answer to "why did my agent fail?", over the example run
+(banca v1, 36 trajectories): ranked causes with their counts and filters,
+pass rate and pass^k, and the heatmap's tones. Real HTTP, both databases."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.suite import load_suite_document
+from app.settings import Settings
+from app.web import contexts
+from app.web.app import create_app
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+HTML = {"accept": "text/html"}
+
+
+@pytest.fixture()
+def client(db_url: str) -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
+        rid = c.post("/api/runs", json={"name": "v1", "suite": load_suite_document(EXAMPLES / "suite_v1.yaml")})
+        recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
+        assert c.post(f"/api/runs/{rid.json()['id']}/trajectories", json={"trajectories": recs}).status_code == 200
+        yield c
+
+
+def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestClient) -> None:
+    with client.app.state.sessions() as s:  # type: ignore[attr-defined]
+        page = contexts.run_page(s, 1, filters={}, limit=50, offset=0)
+    got = [(c.count, c.href) for c in page.causes]
+    assert got == [(5, "?failure=schema#trajectories"),
+                   (4, "?expected=buscar_pedido&called=buscar_producto#trajectories"),
+                   (2, "?expected=%28extra%29&called=buscar_producto#trajectories"),
+                   (2, "?failure=arguments#trajectories"), (2, "?failure=dependency#trajectories")]
+    assert page.causes[1].sentence.startswith(
+        "4 trajectories called buscar_producto where buscar_pedido was expected (4 calls) — "
+        "buscar_pedido and buscar_producto read alike (descriptions, similarity 0.62)")
+    assert page.causes[0].why == "most often buscar_cliente.rut (1 call)"
+    # each link lists as many trajectories as the cause says
+    for cause in page.causes:
+        text = client.get("/runs/1" + cause.href.split("#")[0], headers=HTML).text
+        assert f"{cause.count} shown by the filter" in text, cause.href
+
+
+def test_pass_rate_and_pass_hat_k(client: TestClient) -> None:
+    text = client.get("/runs/1", headers=HTML).text
+    # 15 of the 36 trajectories pass; pass^1 is the mean over cases of passes/trials
+    assert re.search(r"passed</span> <b>41.7%</b>", text)
+    assert ">15</a> of 36 trajectories" in text and ">21 failed</a>" in text
+    assert "k=1 <b>0.41</b>" in text and "k=2 <b>0.10</b>" in text
+    assert '<polyline points="0.0,18.6 20.0,27.2' in text  # k=1: 30 - 28 * 0.4074; k=2: 30 - 28 * 0.1
+
+
+def test_heatmap_tones_agreement_apart_from_errors(client: TestClient) -> None:
+    with client.app.state.sessions() as s:  # type: ignore[attr-defined]
+        heat = contexts.run_page(s, 1, filters={}, limit=50, offset=0).heatmap
+    cols = [c for c, _ in heat.called]
+    row = next(r for r in heat.rows if r.expected == "buscar_pedido")  # 10 right, 4 + 1 + 1 wrong, of 16
+    tones = {cols[i]: (c.count, c.tone) for i, c in enumerate(row.cells) if c.count}
+    assert tones == {"buscar_pedido": (10, "agree-3"), "buscar_producto": (4, "err-2"),
+                     "cancelar_pedido": (1, "err-1"), "(missing)": (1, "err-1")}
+    assert dict(heat.called)["cancelar_pedido"] == "hallucinated"
+    assert dict(heat.called)["(missing)"] == "missing"
+    cell = row.cells[cols.index("buscar_producto")]
+    assert cell.href == "?expected=buscar_pedido&called=buscar_producto#trajectories"

@@ -16,7 +16,7 @@ COPY static ./static
 # gcc only while installing: setup.py compiles the scoring path with mypyc.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
-    && pip install -e . \
+    && TOOLLENS_COMPILE=1 pip install -e . \
     && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* \
     && useradd --system --home /srv/toollens toollens
 USER toollens

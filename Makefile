@@ -29,10 +29,13 @@ $(BIN)/.installed: pyproject.toml setup.py
 
 # Everything, with the dev tools, and the scoring path compiled with mypyc
 # (unless TOOLLENS_PURE_PYTHON=1, or no C compiler: then it stays pure Python).
+# mypyc comes with mypy, installed here rather than in pip's isolated build
+# environment: a plain install then does not download it.
 $(BIN)/.built: pyproject.toml setup.py $(COMPILED)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "toollens: installing with the dev tools and compiling the scoring path with mypyc (a few minutes; log: $(LOG))"
-	@TOOLLENS_COMPILE=1 $(PIP) -v -e '.[dev]' >$(LOG) 2>&1 || { tail -n 30 $(LOG); exit 1; }
+	@$(PIP) 'setuptools>=77' 'mypy==2.4.1' >$(LOG) 2>&1 || { tail -n 30 $(LOG); exit 1; }
+	@TOOLLENS_COMPILE=1 $(PIP) -v --no-build-isolation -e '.[dev]' >>$(LOG) 2>&1 || { tail -n 30 $(LOG); exit 1; }
 	@grep -h '^toollens:' $(LOG) | sort -u || true
 	@$(BIN)/python -c "from app import buildinfo; print('toollens:', buildinfo.describe())"
 	@touch $@ $(BIN)/.installed

@@ -1,7 +1,8 @@
 """Build hook: compile the scoring path to C with mypyc when this machine can.
 
 ToolLens is pure Python and runs as such. Asked to (``TOOLLENS_COMPILE=1
-pip install ...``, which ``make fast``, ``make build`` and ``make test`` do),
+pip install ...``, which ``make fast``, ``make build`` and ``make test`` do,
+with mypy installed and ``--no-build-isolation``),
 and when a C compiler and the Python headers are present, the install also
 compiles the modules that every scored call goes through with mypyc, which
 scores 1.4 to 2 times faster (``bench/score_bench.py``); it takes a few

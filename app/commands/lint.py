@@ -11,8 +11,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.core.errors import ToolLensError
-from app.core.lint import LOOKALIKE_THRESHOLD, SIMILAR_THRESHOLD, lint_json, lint_toolset, load_lint_target
+# app.core.lint's SIMILAR_THRESHOLD and LOOKALIKE_THRESHOLD (tests/test_cli_startup.py checks they agree),
+# written out so that `toollens --help` does not import the core.
+SIMILAR_THRESHOLD = 0.5
+LOOKALIKE_THRESHOLD = 0.3
 
 
 def lint(
@@ -27,6 +29,8 @@ def lint(
 
     Exit 0: no finding; 1: findings; 2: bad input."""
     from app.cli import _fail
+    from app.core.errors import ToolLensError
+    from app.core.lint import lint_json, lint_toolset, load_lint_target
 
     try:
         target, pairs = load_lint_target(toolset)

@@ -150,7 +150,7 @@ def db_upgrade(db: DbOption = None) -> None:
 
 @cli.command("import")
 def import_(
-    file: Annotated[Path, typer.Argument(help="Trajectory records (SPEC §5 JSONL), or traces in --format.")],
+    file: Annotated[Path, typer.Argument(help="Trajectory records (JSONL, docs/formats.md), or traces in --format.")],
     run: Annotated[str, typer.Option(help="Run name (created, or appended to while it is open).")],
     suite: Annotated[Path | None, typer.Option(help="The suite the trajectories ran against (default: the "
                                                     "one the conversion builds).")] = None,

@@ -1,5 +1,5 @@
 """The optional LLM judge: an OpenAI-compatible model classifies each
-faulted trajectory's outcome into the closed categories of SPEC §1
+faulted trajectory's outcome into the closed categories of docs/metrics.md
 (recovered / gave_up / hallucinated / confused), beside the deterministic
 classifier. Its agreement with human labels (rate and Cohen's kappa) says
 whether it can be trusted.

@@ -1,7 +1,7 @@
 """Recovery after tool errors (F4): the outcome of a faulted trajectory and
 the agent's immediate reaction to each error.
 
-The deterministic classifier follows SPEC §1: ``recovered`` when the answer
+The deterministic classifier follows docs/metrics.md: ``recovered`` when the answer
 carries the expected datum and a successful observation carried it;
 ``gave_up`` when it has no datum and says honestly that it could not;
 ``hallucinated`` when it states the datum with no successful observation

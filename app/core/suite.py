@@ -1,4 +1,4 @@
-"""The suite format of SPEC §5, read from YAML or JSON.
+"""The suite format (docs/formats.md), read from YAML or JSON.
 
 A bad suite fails with a SuiteError naming the file, the case id and the
 field at fault, never with a traceback.

@@ -23,7 +23,7 @@ def _blocks(content: Any) -> list[Any]:
 
 
 def messages_to_record(messages: list[Any]) -> dict[str, Any]:
-    """The SPEC §5 fields of one conversation: question, calls, answer."""
+    """The trajectory-record fields of one conversation: question, calls, answer."""
     calls: list[dict[str, Any]] = []
     by_id: dict[str, dict[str, Any]] = {}
     question = ""

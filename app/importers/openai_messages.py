@@ -27,7 +27,7 @@ def _function(tc: Any) -> tuple[str, Any]:
 
 
 def messages_to_record(messages: list[Any]) -> dict[str, Any]:
-    """The SPEC §5 fields of one conversation: question, calls, answer."""
+    """The trajectory-record fields of one conversation: question, calls, answer."""
     calls: list[dict[str, Any]] = []
     by_id: dict[str, dict[str, Any]] = {}
     legacy: list[dict[str, Any]] = []  # function_call calls still waiting for their result

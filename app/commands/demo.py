@@ -66,7 +66,7 @@ def demo(
     from app import buildinfo
 
     console.print(Text(f"{buildinfo.describe()}" + ("" if buildinfo.compiled_modules() else
-                       " (`make fast` compiles it with mypyc: a few minutes once, then 1.4-2x faster scoring)")))
+                       " (`make fast` compiles it with mypyc: a few minutes once, then faster scoring)")))
     url = f"http://{host}:{port}"
     console.print(Text(f"ToolLens dashboard with the example runs: {url}  (Ctrl-C stops it)", style="bold"))
     if listener is None:

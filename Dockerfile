@@ -16,7 +16,8 @@ COPY static ./static
 # gcc only while installing: setup.py compiles the scoring path with mypyc.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
-    && pip install -e . \
+    && pip install 'setuptools>=77' 'mypy==2.4.1' \
+    && TOOLLENS_COMPILE=1 pip install --no-build-isolation -e . \
     && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* \
     && useradd --system --home /srv/toollens toollens
 USER toollens

@@ -1,14 +1,18 @@
 """Build hook: compile the scoring path to C with mypyc when this machine can.
 
-ToolLens is pure Python and runs as such. When a C compiler and the Python
-headers are present, ``pip install`` (editable or not) also compiles the
-modules that every scored call goes through with mypyc, which scores 1.4 to 2
-times faster (``bench/score_bench.py``). The compiled modules compute what
+ToolLens is pure Python and runs as such. Asked to (``TOOLLENS_COMPILE=1
+pip install ...``, which ``make fast``, ``make build`` and ``make test`` do,
+with mypy installed and ``--no-build-isolation``),
+and when a C compiler and the Python headers are present, the install also
+compiles the modules that every scored call goes through with mypyc, which
+scores 1.4 to 2 times faster (``bench/score_bench.py``); it takes a few
+minutes, so a plain install (``make demo``) leaves it out. The compiled modules compute what
 their source computes (``tests/test_compiled.py`` compares the two), but they
 enforce the declared types of their classes' fields and arguments at run time.
 
-``TOOLLENS_PURE_PYTHON=1`` skips the compilation (and removes compiled files
-an earlier build left beside the sources); an extension that fails to build is
+An install without ``TOOLLENS_COMPILE=1``, or with ``TOOLLENS_PURE_PYTHON=1``
+(which wins), skips the compilation and removes compiled files an earlier
+build left beside the sources; an extension that fails to build is
 skipped, its module stays Python. An editable install keeps the ``.so`` files
 beside their sources: after editing the core, rebuild (``make build``) or the
 old compiled modules keep running; ``make`` does it by itself and the test
@@ -47,6 +51,8 @@ GROUP = "app.core._native"
 def _can_compile() -> tuple[bool, str]:
     if os.environ.get("TOOLLENS_PURE_PYTHON", "").strip() not in ("", "0"):
         return False, "TOOLLENS_PURE_PYTHON is set"
+    if os.environ.get("TOOLLENS_COMPILE", "").strip() in ("", "0"):
+        return False, "compiling is asked for with TOOLLENS_COMPILE=1: make fast"
     if sys.implementation.name != "cpython":
         return False, f"{sys.implementation.name} is not CPython"
     compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]

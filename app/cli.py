@@ -7,21 +7,18 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
 
-from app.core.errors import ToolLensError
-from app.core.evaluate import score_trajectories
-from app.core.records import read_jsonl
-from app.core.suite import load_suite
 from app.gc_tuning import collect_cycles_rarely
-from app.report_view import render_report
-from app.settings import Settings
+
+if TYPE_CHECKING:  # the rest is imported by the commands that use it: `toollens --help` starts at once
+    from sqlalchemy.orm import Session
+
+    from app.settings import Settings
 
 cli = typer.Typer(
     name="toollens",
@@ -29,6 +26,7 @@ cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rich formatting doubled the start-up of `toollens --help`
 )
 
 
@@ -48,6 +46,9 @@ def _environment_error(exc: Exception) -> typer.Exit:
 def store_session(db: str | None, *, write: bool = False) -> Iterator[Session]:
     """A session on the store for one command: ToolLens errors and an
     unreachable database or unwritable file become one-line exits (status 2)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.core.errors import ToolLensError
     from app.store.db import make_sessionmaker, session_scope
     from app.store.importer import open_store
 
@@ -73,10 +74,23 @@ def _fail(message: str) -> typer.Exit:
 def score(
     suite: Annotated[Path, typer.Argument(help="Suite file (YAML or JSON).")],
     trajectories: Annotated[Path, typer.Argument(help="Trajectory records, one JSON object per line.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the SPEC §5 JSON object.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object (docs/formats.md).")]
+    = False,
     top: Annotated[int, typer.Option(help="How many confusions and failing cases to list.")] = 10,
+    fail_on_blocking: Annotated[bool, typer.Option(
+        "--fail-on-blocking", help="Exit 1 when a blocking family (hallucinated tools, hallucination after "
+                                   "error: threshold zero) is above zero: a CI check without a database.")] = False,
 ) -> None:
-    """Score trajectories against a suite, without a database."""
+    """Score trajectories against a suite, without a database.
+
+    Exit 0: scored; 1: a blocking family above zero (with --fail-on-blocking); 2: bad input."""
+    from app.core.errors import ToolLensError
+    from app.core.evaluate import score_trajectories
+    from app.core.gate import BLOCKING
+    from app.core.records import read_jsonl
+    from app.core.suite import load_suite
+    from app.report_view import render_report
+
     try:
         loaded = load_suite(suite)
         if not trajectories.is_file():
@@ -87,8 +101,14 @@ def score(
     data = report.to_json()
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
-        return
-    render_report(Console(), data, suite_name=loaded.name, toolset_version=loaded.toolset.version, top=top)
+    else:
+        render_report(Console(), data, suite_name=loaded.name, toolset_version=loaded.toolset.version, top=top)
+    blocking = [f"{family.replace('_', ' ')} {data[family]['num']}/{data[family]['den']}"
+                for family in BLOCKING if data[family]["num"] > 0]
+    if fail_on_blocking and blocking:
+        Console(stderr=True, soft_wrap=True).print(Text.assemble(
+            ("blocking: ", "bold red"), ", ".join(blocking), " (must be zero)"), highlight=False)
+        raise typer.Exit(code=1)
 
 
 # -- the store ---------------------------------------------------------------
@@ -102,6 +122,8 @@ DbOption = Annotated[
 
 
 def _settings(db: str | None) -> Settings:
+    from app.settings import Settings
+
     try:
         return Settings(database_url=db) if db else Settings()
     except ValueError as exc:
@@ -111,6 +133,8 @@ def _settings(db: str | None) -> Settings:
 @db_cli.command("upgrade")
 def db_upgrade(db: DbOption = None) -> None:
     """Apply the migrations to the database."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from app.store.db import upgrade
 
     settings = _settings(db)
@@ -126,7 +150,7 @@ def db_upgrade(db: DbOption = None) -> None:
 
 @cli.command("import")
 def import_(
-    file: Annotated[Path, typer.Argument(help="Trajectory records (SPEC §5 JSONL), or traces in --format.")],
+    file: Annotated[Path, typer.Argument(help="Trajectory records (JSONL, docs/formats.md), or traces in --format.")],
     run: Annotated[str, typer.Option(help="Run name (created, or appended to while it is open).")],
     suite: Annotated[Path | None, typer.Option(help="The suite the trajectories ran against (default: the "
                                                     "one the conversion builds).")] = None,
@@ -141,6 +165,9 @@ def import_(
     db: DbOption = None,
 ) -> None:
     """Stream a trajectories file into the store, scoring it on the way."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.core.errors import ToolLensError
     from app.store.importer import import_file
 
     console = Console(stderr=True, soft_wrap=True)
@@ -173,7 +200,10 @@ def export(
     out: Annotated[Path, typer.Option(help="Output JSONL file ('-' for standard output).")],
     db: DbOption = None,
 ) -> None:
-    """Write a stored run back as SPEC §5 trajectory records."""
+    """Write a stored run back as ToolLens trajectory records (docs/formats.md)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.core.errors import ToolLensError
     from app.store.importer import export_run
 
     try:
@@ -197,7 +227,9 @@ def serve(
 ) -> None:
     """Start the web app (uvicorn)."""
     import uvicorn
+    from sqlalchemy.exc import SQLAlchemyError
 
+    from app.core.errors import ToolLensError
     from app.web.app import create_app
 
     settings = _settings(db)

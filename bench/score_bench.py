@@ -27,6 +27,15 @@ Usage::
     python bench/score_bench.py --quick         # 2,000 and 20,000 calls, a few seconds
     python bench/score_bench.py --sizes 5000 200000 --no-trace
     python bench/score_bench.py --cases 2000 --no-trace   # fewer repeated arguments
+    python bench/score_bench.py --real          # real tau-bench trajectories, whole `toollens score` process
+
+``--real`` converts the tau-bench gpt-4o airline sample (621 calls with long
+tool outputs; read from ``--data``, by default ``shared/data`` beside the
+repository's folder) with ``toollens convert``, repeats its trajectories to
+about 60,000 calls (each copy's trials renumbered), and times whole
+``toollens score --json`` processes, start-up and reading included: the
+median of ``--repeat`` runs (3 unless given), in calls per wall second and
+per CPU second of the process.
 """
 
 from __future__ import annotations
@@ -845,6 +854,54 @@ def summarize(rows: Sequence[Row]) -> None:
     )
 
 
+REAL_SAMPLE = "tau_bench_gpt-4o_airline_tasks00-24.json"
+REAL_TOOLS = "tau_bench_tool_schemas_airline_retail.json"
+REAL_CALLS = 60_000
+
+
+def _replicate(source: Path, out: Path, target_calls: int) -> int:
+    """Copies of the records until ``target_calls``, each copy's trials moved past the last: calls written."""
+    records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    per_copy = sum(len(r["calls"]) for r in records)
+    stride = 1 + max(int(r.get("trial", 0)) for r in records)
+    copies = max(1, round(target_calls / per_copy))
+    with out.open("w", encoding="utf-8") as f:
+        for copy in range(copies):
+            for r in records:
+                f.write(json.dumps(dict(r, trial=int(r.get("trial", 0)) + copy * stride), ensure_ascii=False) + "\n")
+    return copies * per_copy
+
+
+def real(data: Path, repeat: int, target_calls: int = REAL_CALLS) -> None:
+    """Whole `toollens score` processes on real tau-bench trajectories (see the module docstring)."""
+    sample, tools = data / REAL_SAMPLE, data / REAL_TOOLS
+    if not sample.is_file() or not tools.is_file():
+        raise SystemExit(f"no tau-bench sample in {data} (give --data DIR holding {REAL_SAMPLE} and {REAL_TOOLS})")
+    toollens = [sys.executable, "-m", "app.cli"]
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([*toollens, "convert", "--from", "tau-bench", str(sample), "--tools", str(tools),
+                        "--out", tmp], check=True, capture_output=True)
+        big = Path(tmp) / "big.jsonl"
+        calls = _replicate(Path(tmp) / "trajectories.jsonl", big, target_calls)
+        print(f"{buildinfo.describe()}; python {platform.python_version()}; {_revision()}")
+        print(hostref.line())
+        print(f"real data: {REAL_SAMPLE} repeated to {calls:,} calls ({big.stat().st_size / 2**20:.1f} MiB)")
+        walls, cpus = [], []
+        for _ in range(repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            done = subprocess.run([*toollens, "score", str(Path(tmp) / "suite.yaml"), str(big), "--json"],
+                                  capture_output=True, text=True)
+            walls.append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if done.returncode != 0:
+                raise SystemExit(done.stderr)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        wall, cpu = sorted(walls)[len(walls) // 2], sorted(cpus)[len(cpus) // 2]
+        print(f"toollens score, whole process, median of {repeat}: {wall:.2f} s wall, {cpu:.2f} s CPU: "
+              f"{calls / wall:,.0f} calls/s wall, {calls / cpu:,.0f} calls per CPU second")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", type=int, nargs="+", metavar="CALLS",
@@ -855,9 +912,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"cases in the suite (default {N_CASES}); more cases, fewer repeated arguments")
     parser.add_argument("--repeat", type=int, default=1, help="timing runs per size; the best is shown")
     parser.add_argument("--no-trace", action="store_true", help="skip the tracemalloc pass")
+    parser.add_argument("--real", action="store_true", help="score real tau-bench trajectories (whole process)")
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data",
+                        help="folder with the tau-bench sample (default: shared/data beside the repository)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.real:
+        real(args.data, repeat=args.repeat if args.repeat > 1 else 3)
+        return 0
     if args.child is not None:
         print(json.dumps(measure(args.child, args.seed, args.cases, args.trace)))
         return 0

@@ -3,11 +3,14 @@ simulated agent's confusions following description similarity."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 from sqlalchemy import select
 
 from app.agents.simulated import SimRates, SimulatedAgent, described_formats, description_similarity, jaccard
@@ -114,3 +117,39 @@ def test_zero_rates_make_a_perfect_agent() -> None:
     report = score_trajectories(suite, [run_case(agent.for_case(c, 0), suite, c) for c in suite.cases]).to_json()
     assert report["pass_hat_k"] == {"1": 1.0}
     assert report["schema_validity"]["num"] == report["schema_validity"]["den"] == 32
+
+
+def test_a_taken_port_is_reported_before_anything_is_recorded(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--db", str(tmp_path / "d.db"),
+                               "--port", str(port)], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port 8080" in done.stderr
+    assert "make demo PORT=8080" in done.stderr
+    assert "dashboard" not in done.stderr and "Recording" not in done.stderr and not (tmp_path / "d.db").exists()
+
+
+def test_the_demo_serves_the_dashboard_on_the_port_asked_for(tmp_path: Path) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "demo", "--db", str(tmp_path / "d.db"),
+                             "--port", str(port)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=5)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the demo did not serve"
+                time.sleep(0.2)
+        assert page.status_code == 200 and "banca-v2-simulado-x5" in page.text
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert f"http://127.0.0.1:{port}" in err and "scoring: " in err

@@ -1,5 +1,5 @@
-"""``toollens convert``: a trace or benchmark file into a suite and SPEC §5
-trajectory records (see app/importers)."""
+"""``toollens convert``: a trace or benchmark file into a suite and trajectory
+records (see app/importers)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ repeated trials with random faults), stored in SQLite, then the dashboard."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -48,6 +49,7 @@ def demo(
     missing = [name for _, name, *_ in DEMO_RUNS if not (examples / name).is_file()]
     if missing:
         raise _fail(f"example suites not found in {examples}: {', '.join(missing)} (give --examples DIR)")
+    listener = _listen(host, port) if serve else None  # a taken port is said now, not after the runs
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     settings = Settings(database_url=f"sqlite:///{db.resolve()}")
@@ -60,14 +62,37 @@ def demo(
             s = out.summary
             console.print(Text(f"  {name}: {s.stored} case runs, {s.stored - s.failed} passed"))
     except ToolLensError as exc:
+        if listener is not None:
+            listener.close()
         raise _fail(str(exc)) from None
+    from app import buildinfo
+
+    console.print(Text(f"{buildinfo.describe()}" + ("" if buildinfo.compiled_modules() else
+                       " (`make fast` compiles it with mypyc: a few minutes once, then faster scoring)")))
     url = f"http://{host}:{port}"
     console.print(Text(f"ToolLens dashboard with the example runs: {url}  (Ctrl-C stops it)", style="bold"))
-    if not serve:
+    if listener is None:
         return
     import uvicorn
 
     from app.web.app import create_app
 
     settings.listen_host = host  # a Host the server answers (docs/security.md)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning")).run(sockets=[listener])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The dashboard's socket, bound before anything is recorded: a port in use is
+    reported at once, with the option that picks another."""
+    from app.cli import _fail
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise _fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}): pick a free port with "
+                    f"`toollens demo --port 8080` (or `make demo PORT=8080`)") from None
+    return listener

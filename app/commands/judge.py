@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
-from sqlalchemy.exc import SQLAlchemyError
 
 CHUNK = 100  # trajectories read, judged and stored together
 
@@ -24,6 +21,8 @@ async def _classify(grader: Any, chunk: list[Any], concurrency: int) -> list[tup
     async def work() -> None:
         for tid, record, datum in shared:
             verdicts.append((tid, await grader.classify(judge_prompt(record, datum))))
+
+    import asyncio
 
     await asyncio.gather(*(work() for _ in range(concurrency)))
     return verdicts
@@ -73,6 +72,8 @@ def judge(
     db: Annotated[str | None, typer.Option(help="Database URL (default: TOOLLENS_DATABASE_URL).")] = None,
 ) -> None:
     """Classify each faulted trajectory's outcome with an LLM judge; report its agreement."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from app.agents.retry import RetryPolicy
     from app.cli import _environment_error, _fail, _settings
     from app.core.errors import ToolLensError
@@ -89,6 +90,8 @@ def judge(
         sessions = make_sessionmaker(engine)
         with session_scope(sessions) as session:
             run_id = ingest.find_run(session, run).id
+        import asyncio
+
         judged, unreadable = asyncio.run(_judge_run(grader, sessions, run_id, relabel, concurrency, model))
         with session_scope(sessions) as session:
             agree = agreements(session, run_id)
@@ -99,6 +102,8 @@ def judge(
         raise _environment_error(exc) from None
     console.print(Text(f"judged {judged} trajectories of run {run_id}"
                        + (f"; {unreadable} answers were not one of the four categories" if unreadable else "")))
+    from rich.table import Table
+
     table = Table("raters", "both labelled", "agree", "rate", "Cohen's kappa")
     for a in agree:
         table.add_row(f"{a.a} vs {a.b}", str(a.n), str(a.agree), "–" if a.rate is None else f"{a.rate:.2f}",

@@ -5,22 +5,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.core.errors import ToolLensError
-from app.core.lint import (
-    LOOKALIKE_THRESHOLD,
-    SIMILAR_THRESHOLD,
-    Finding,
-    lint_json,
-    lint_pairs,
-    lint_toolset,
-    load_lint_target,
-)
+if TYPE_CHECKING:
+    from app.core.lint import Finding
+
+# app.core.lint's SIMILAR_THRESHOLD and LOOKALIKE_THRESHOLD (tests/test_cli_startup.py checks they agree),
+# written out so that `toollens --help` does not import the core.
+SIMILAR_THRESHOLD = 0.5
+LOOKALIKE_THRESHOLD = 0.3
 
 
 def lint(
@@ -35,6 +32,8 @@ def lint(
 
     Exit 0: no finding; 1: findings; 2: bad input."""
     from app.cli import _fail
+    from app.core.errors import ToolLensError
+    from app.core.lint import lint_json, lint_toolset, load_lint_target
 
     try:
         target, pairs = load_lint_target(toolset)
@@ -53,6 +52,8 @@ def lint(
 def _print(console: Console, head: str, findings: list[Finding]) -> None:
     """Findings about a pair of tools grouped under the pair (highest score
     first), then the findings about one tool."""
+    from app.core.lint import lint_pairs
+
     console.print(Text(head, style="bold"))
     for pair in lint_pairs(findings):
         score = f"  (similarity {pair.score:.2f})" if pair.score else ""

@@ -9,9 +9,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.text import Text
-from sqlalchemy.exc import SQLAlchemyError
-
-from app.core.errors import ToolLensError
 
 AGENT_HELP = "openai | anthropic | simulated | module:function (the core's agent protocol)"
 
@@ -45,7 +42,10 @@ def run(
     db: Annotated[str | None, typer.Option(help="Database URL (default: TOOLLENS_DATABASE_URL).")] = None,
 ) -> None:
     """Run an agent over a suite with mocked tools; every finished case run is stored at once."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from app.cli import _environment_error, _fail, _settings
+    from app.core.errors import ToolLensError
     from app.runner.progress import RunProgress
     from app.runner.session import RunRequest, run_agent
     from app.runner.work import shard_from_env

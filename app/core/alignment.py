@@ -1,4 +1,4 @@
-"""Alignment of executed calls to the expected calls (SPEC §1).
+"""Alignment of executed calls to the expected calls (docs/metrics.md).
 
 Plain position (``zip``) misattributes everything after one extra call, so
 the default is a minimum edit-distance alignment over tool names

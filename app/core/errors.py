@@ -29,7 +29,7 @@ class SuiteError(ToolLensError):
 
 
 class InvalidTrajectory(ToolLensError):
-    """A trajectory record does not follow SPEC §5.
+    """A trajectory record does not follow docs/formats.md.
 
     `index` is the 1-based line of a JSONL file (or record index of a batch).
     """

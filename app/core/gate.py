@@ -1,7 +1,7 @@
 """The CI gate: a candidate run against a baseline run.
 
 Hallucinated tools and hallucination after an error must be zero in the
-candidate (blocking, SPEC §1: any non-zero value is a bug). Every other
+candidate (blocking, docs/metrics.md: any non-zero value is a bug). Every other
 family may not get worse than the baseline by more than its tolerance.
 The decision is made here from figures the store already holds; rendering
 lives in ``app.core.gate_report``.
@@ -56,7 +56,7 @@ FAMILY_TITLES = {
     "hallucination_after_error": "F4 hallucination after error",
     "dependency_violations": "F5 dependency violations",
 }
-# which family a case failure belongs to (SPEC §5 failure names)
+# which family a case failure belongs to (the failure names of docs/formats.md)
 FAILURE_FAMILY = {
     "selection": "selection_precision",
     "arguments": "argument_accuracy",

@@ -1,4 +1,4 @@
-"""Trajectory records, SPEC §5: one JSON object per line of a ``.jsonl`` file.
+"""Trajectory records (docs/formats.md): one JSON object per line of a ``.jsonl`` file.
 
 Everything in a record is untrusted: it is parsed defensively, bounded in
 size, and a record that does not follow the format raises InvalidTrajectory
@@ -117,7 +117,7 @@ class Fault:
 
 @dataclass(slots=True, init=False)
 class Trajectory:
-    """One agent run on one case (SPEC §5 trajectory record)."""
+    """One agent run on one case (trajectory record, docs/formats.md)."""
 
     case_id: str
     trial: int = 0

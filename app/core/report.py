@@ -1,5 +1,5 @@
 """Aggregating trajectory scores into a report, in the exact shape of
-``toollens score --json`` (SPEC §5).
+``toollens score --json`` (docs/formats.md).
 
 The aggregate is a set of counters: memory does not grow with the number of
 trajectories, apart from the optional per-case list and one counter pair per
@@ -143,7 +143,7 @@ class Report:
             _count(self.violations, ts.violations)
         if ts.failures:
             _count(self.failures, ts.failures)
-        key = (ts.case_id, "")  # SPEC: per case, over all its trials
+        key = (ts.case_id, "")  # docs/metrics.md: per case, over all its trials
         tally = self.trials.setdefault(key, [0, 0])
         tally[0] += 1
         tally[1] += ts.passed
@@ -245,7 +245,7 @@ class Report:
         return pass_hat_k((n, c) for n, c in self.trials.values())
 
     def to_json(self) -> dict[str, Any]:
-        """The SPEC §5 object, with compatible extensions (extra keys only)."""
+        """The report object of docs/formats.md, with compatible extensions (extra keys only)."""
         out: dict[str, Any] = {f: self.ratio(f).to_dict() for f in FAMILIES}
         out["dependency_violations"] = [
             {"before": a, "after": b, "count": self.violations[(a, b)], "checked": n}

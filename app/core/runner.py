@@ -1,4 +1,4 @@
-"""Running agents under test on cases, producing SPEC §5 trajectory records.
+"""Running agents under test on cases, producing trajectory records (docs/formats.md).
 
 An agent is any callable ``agent(question, toolbox) -> answer``, sync or
 async. The recovery sweep runs a case once per expected step ``i``, failing

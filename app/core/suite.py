@@ -1,4 +1,4 @@
-"""The suite format of SPEC §5, read from YAML or JSON.
+"""The suite format (docs/formats.md), read from YAML or JSON.
 
 A bad suite fails with a SuiteError naming the file, the case id and the
 field at fault, never with a traceback.
@@ -75,6 +75,9 @@ class Suite:
             seen[pair] = None
         return list(seen)
 
+# libyaml's safe loader when PyYAML was built with it: the same documents, read ~10x faster.
+SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 # -- loading -----------------------------------------------------------------
 
@@ -93,7 +96,7 @@ def _read_document(path: Path) -> Any:
     try:
         if path.suffix.lower() == ".json":
             return json.loads(text)
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=SAFE_LOADER)
     except RecursionError:
         raise SuiteError("cannot parse: nested too deeply", path=str(path)) from None
     except (ValueError, yaml.YAMLError) as exc:

@@ -1,4 +1,4 @@
-"""Importers: one module per source format, each a converter into SPEC §5's
+"""Importers: one module per source format, each a converter into the
 formats (a suite document and a stream of trajectory records), so that
 scoring, the store, the pages and the gate are shared by every source.
 

@@ -1,5 +1,5 @@
 """What every converter hands back: a suite document and a re-readable stream
-of SPEC §5 trajectory records, each tagged with the source line it came from.
+of trajectory records (docs/formats.md), each tagged with the source line it came from.
 
 A record that cannot be converted is yielded as an ``InvalidTrajectory`` (it
 names the file, the line and the field) instead of being raised, so the

@@ -20,7 +20,7 @@ from app.importers.jsonstream import iter_json_values
 from app.importers.toolsets import resolve_toolset, toolset_document
 
 ToRecord = Callable[[list[Any]], dict[str, Any]]
-"""Messages -> the SPEC §5 fields it can fill (question, calls, answer)."""
+"""Messages -> the trajectory-record fields it can fill (question, calls, answer)."""
 
 MAX_MESSAGES = 100_000  # one conversation read as a top-level array of messages
 ID_KEYS = ("case_id", "id", "conversation_id", "session_id", "trace_id")

@@ -401,7 +401,7 @@ def _text(value: Any) -> str | None:
 
 
 def tool_call(span: Span) -> dict[str, Any]:
-    """A SPEC §5 call from a tool span."""
+    """A call of a trajectory record from a tool span."""
     a = span.attributes
     args = a.get("gen_ai.tool.call.arguments", a.get("input.value"))
     if args is None:
@@ -455,7 +455,7 @@ def _outputs(a: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def trajectory_record(spans: Iterable[Span], notes: list[str] | None = None) -> dict[str, Any]:
-    """The SPEC §5 record of one trace's spans (in any order).
+    """The trajectory record (docs/formats.md) of one trace's spans (in any order).
 
     What a trace supplies never makes the record unreadable: a ``toollens.trial``
     that is not an integer from 0 up, or a ``toollens.reward`` that is not a

@@ -1,4 +1,4 @@
-"""``toollens``: SPEC §5 trajectory JSON Lines, as they are. ``--tools``
+"""``toollens``: trajectory records as JSON Lines (docs/formats.md), as they are. ``--tools``
 gives the toolset; without it the toolset is inferred from the calls."""
 
 from __future__ import annotations

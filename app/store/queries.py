@@ -251,7 +251,7 @@ def get_trajectory(session: Session, trajectory_id: int) -> TrajectoryPublic:
 
 
 def export_records(session: Session, run_id: int, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:
-    """The run's trajectories back as SPEC §5 records, in storage order."""
+    """The run's trajectories back as trajectory records (docs/formats.md), in storage order."""
     get_run_row(session, run_id)
     last = 0
     while True:

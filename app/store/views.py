@@ -222,7 +222,7 @@ class CaseResultPublic(BaseModel):
 
 
 class FiguresPublic(BaseModel):
-    """Exactly the shape of ``toollens score --json`` (SPEC §5), plus paging
+    """Exactly the shape of ``toollens score --json`` (docs/formats.md), plus paging
     of ``cases``."""
 
     selection_precision: RatioPublic

@@ -108,7 +108,7 @@ def get_run(run_id: RunId, session: ReadSession) -> RunPublic:
 
 @router.post("/runs/{run_id}/trajectories", dependencies=[Writer])
 def add_trajectories(run_id: RunId, body: TrajectoryBatch, request: Request, session: WriteSession) -> IngestResult:
-    """Score a batch of SPEC §5 records and store it whole, or not at all."""
+    """Score a batch of trajectory records (docs/formats.md) and store it whole, or not at all."""
     run = ingest.get_run_row(session, run_id)
     records = [parse_record(rec, index=i) for i, rec in enumerate(body.trajectories)]
     scorer = request.app.state.scorers.for_run(session, run)
@@ -150,7 +150,7 @@ def run_lint(run_id: RunId, session: ReadSession) -> RunLintPublic:
 @router.get("/runs/{run_id}/trajectories.jsonl", response_class=StreamingResponse,
             responses={200: {"content": {"application/x-ndjson": {}}}})
 def export_jsonl(run_id: RunId, request: Request) -> StreamingResponse:
-    """The run back as SPEC §5 records, streamed."""
+    """The run back as trajectory records (docs/formats.md), streamed."""
     with session_scope(request.app.state.sessions) as session:
         ingest.get_run_row(session, run_id)
 

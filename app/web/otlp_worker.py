@@ -3,7 +3,7 @@
 Accepting spans (decoding, staging them durably) and turning traces into
 scored trajectories both cost CPU; in one process they share one core. On a
 machine with two cores or more the receiver hands each batch of ready traces
-to this worker, which builds the SPEC §5 records, scores them and builds
+to this worker, which builds the trajectory records (docs/formats.md), scores them and builds
 their rows (``rows.score_batch``); the receiver only inserts. What ends up
 in the store is what the in-process path stores: a batch the worker cannot
 do whole goes back to that path.

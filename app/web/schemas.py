@@ -56,7 +56,7 @@ class RunCreate(BaseModel):
 
 
 class TrajectoryBatch(BaseModel):
-    """SPEC §5 trajectory records; each is validated by the core, and a bad
+    """Trajectory records (docs/formats.md); each is validated by the core, and a bad
     one is reported with its index and field."""
 
     model_config = ConfigDict(extra="forbid")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from app.core.errors import SuiteError
 from app.core.evaluate import score_trajectories
@@ -23,32 +24,13 @@ from app.importers import Conversion, convert
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 BFCL = DATA / "bfcl"
 
-# Ground truths that break their question's own schema (read in the files):
-# a required argument whose possible answers include "" (17, 200, 87, 119),
-# values of another type than the schema's (21: "data['sales']" for an array,
-# 94: strings for an integer array, 149: ["Apple"] for a string, 307: true for
-# a string), dates not in the declared format (63), values outside an enum
-# (358: "GF", 143: "open-hole", 173: "1 year", 194: "ft").
-SCHEMA_BREAKS = {
-    "simple_python": {"simple_python_17", "simple_python_149", "simple_python_200", "simple_python_307",
-                      "simple_python_358"},
-    "parallel_multiple": {"parallel_multiple_21", "parallel_multiple_63", "parallel_multiple_87",
-                          "parallel_multiple_94", "parallel_multiple_119", "parallel_multiple_143",
-                          "parallel_multiple_173", "parallel_multiple_194"},
-    "irrelevance": set(),
-}
-# Of those, the ones the picked values break (first value, optional ones left
-# out / last value, optional ones given).
-FAILING = {
-    ("simple_python", "first"): {"simple_python_17", "simple_python_200"},
-    ("parallel_multiple", "first"): {"parallel_multiple_21", "parallel_multiple_87", "parallel_multiple_94",
-                                     "parallel_multiple_119"},
-    ("simple_python", "last"): {"simple_python_307", "simple_python_358"},
-    ("parallel_multiple", "last"): {"parallel_multiple_21", "parallel_multiple_63", "parallel_multiple_94",
-                                    "parallel_multiple_143", "parallel_multiple_173", "parallel_multiple_194"},
-    ("irrelevance", "first"): set(),
-    ("irrelevance", "last"): set(),
-}
+GOLD = yaml.safe_load((Path(__file__).parent / "gold" / "bfcl.yaml").read_text())["schema_breaks"]
+# Ground truths that break their question's own schema, labelled by hand in
+# tests/gold/bfcl.yaml, and which picked answers break it.
+SCHEMA_BREAKS = {name: {qid for qid in GOLD if qid.startswith(name)}
+                 for name in ("simple_python", "parallel_multiple", "irrelevance")}
+FAILING = {(name, pick): {qid for qid in SCHEMA_BREAKS[name] if pick in GOLD[qid]["fails_when"]}
+           for name in SCHEMA_BREAKS for pick in ("first", "last")}
 
 
 def need(path: Path) -> None:

@@ -72,21 +72,29 @@ def _last_chain(root: Mapping[str, Any]) -> tuple[list[Any], str | None]:
     """The chain to the node the search expanded last, as legacy messages
     (a Thought is assistant text, an Action and its Action Input a call and
     its result). Walked without recursion: the tree is untrusted."""
-    best: tuple[int, list[Mapping[str, Any]]] | None = None
-    stack: list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = [(root, [root])]
+    seen: list[tuple[Mapping[str, Any], int]] = []  # (node, index of its parent)
+    stack: list[tuple[Mapping[str, Any], int]] = [(root, -1)]
+    best, best_order = -1, -1
     while stack:
-        node, path = stack.pop()
+        node, parent = stack.pop()
+        seen.append((node, parent))
         order = node.get("expand_num")
-        if node.get("node_type") == "Action Input" and isinstance(order, int) and (best is None or order > best[0]):
-            best = (order, path)
-        for child in node.get("children") or ():
-            if isinstance(child, Mapping):
-                stack.append((child, [*path, child]))
-    if best is None:
+        if node.get("node_type") == "Action Input" and type(order) is int and order > best_order:
+            best, best_order = len(seen) - 1, order
+        children = node.get("children")
+        if isinstance(children, list):
+            stack.extend((child, len(seen) - 1) for child in children if isinstance(child, Mapping))
+    if best < 0:
         return [], None
+    chain: list[Mapping[str, Any]] = []
+    at = best
+    while at >= 0:
+        chain.append(seen[at][0])
+        at = seen[at][1]
+    chain.reverse()
     messages: list[Any] = []
     action = ""
-    for node in best[1]:
+    for node in chain:
         kind, text = node.get("node_type"), node.get("description")
         text = text if isinstance(text, str) else ""
         if kind == "Thought":
@@ -98,7 +106,7 @@ def _last_chain(root: Mapping[str, Any]) -> tuple[list[Any], str | None]:
                              "function_call": {"name": action, "arguments": text}})
             if action != FINISH:
                 messages.append({"role": "function", "name": action, "content": node.get("observation")})
-    return messages, "step_limit" if best[1][-1].get("pruned") is True and action != FINISH else None
+    return messages, "step_limit" if chain[-1].get("pruned") is True and action != FINISH else None
 
 
 def _observation(call: dict[str, Any], content: Any) -> None:
@@ -117,7 +125,11 @@ def _observation(call: dict[str, Any], content: Any) -> None:
     else:  # ToolBench cuts long observations ("...") and the JSON with them: read the error field alone
         call["observation"] = text
         head = _ERROR_FIELD.match(text)
-        if head is not None and (error := loads(head[1])):
+        try:
+            error = loads(head[1]) if head is not None else None
+        except ValueError:
+            error = head[1] if head is not None else None
+        if error:
             call["error"] = call_error(str(error))
 
 

@@ -184,6 +184,18 @@ def test_empty_possible_answers_and_several_objects_are_warnings(tmp_path: Path)
     assert second["tolerance"] == {"y": {"fields": {"z": {"rule": "one_of", "values": ["a"]}}}}
 
 
+def test_a_possible_answer_nested_too_deep_is_refused(tmp_path: Path) -> None:
+    deep: Any = "x"
+    for _ in range(40):
+        deep = [{"y": [deep]}]
+    src = write_jsonl(tmp_path / "BFCL_v4_simple.json", [
+        {"id": "simple_0", "question": [[{"role": "user", "content": "q"}]], "function": [TOOL]}])
+    write_jsonl(tmp_path / "BFCL_v4_simple.possible_answer.json", [{"id": "simple_0", "ground_truth": [
+        {"f": {"x": [1], "y": deep}}]}])
+    with pytest.raises(SuiteError, match=r"simple_0: f\.y(\.y\[0\])+: a possible answer nested deeper than 16"):
+        convert("bfcl", src)
+
+
 def test_multi_turn_files_are_refused() -> None:
     source = BFCL / "BFCL_v4_multi_turn_base.json"
     need(source)

@@ -30,6 +30,7 @@ from typing import Any
 
 from app.core.errors import SuiteError
 from app.core.records import loads
+from app.core.tolerance import MAX_RULE_DEPTH
 from app.core.tools import ToolSpec
 from app.importers.base import Conversion, Options, no_records
 
@@ -81,7 +82,7 @@ def _nested(value: Any) -> bool:
     return isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value))
 
 
-def possible_values(values: list[Any], where: str, warn: Warn) -> tuple[Any, dict[str, Any] | None]:
+def possible_values(values: list[Any], where: str, warn: Warn, depth: int = 0) -> tuple[Any, dict[str, Any] | None]:
     """One possible-answer list as (the first acceptable value, its tolerance
     rule or None for a plain exact value); the value is ``_OMITTED`` when the
     list names none, the rule None too when nothing can be checked."""
@@ -97,20 +98,23 @@ def possible_values(values: list[Any], where: str, warn: Warn) -> tuple[Any, dic
         return given[0], ({"rule": "one_of", "values": values} if optional or len(given) > 1 else None)
     if len(given) > 1:
         warn(f"{where}: {len(given)} acceptable nested values: only the first is accepted")
-    value, rule = _pattern(given[0], where, warn)
+    value, rule = _pattern(given[0], where, warn, depth + 1)
     if optional:
         rule["optional"] = True
     return value, rule
 
 
-def _pattern(value: Any, where: str, warn: Warn) -> tuple[Any, dict[str, Any]]:
+def _pattern(value: Any, where: str, warn: Warn, depth: int = 0) -> tuple[Any, dict[str, Any]]:
     """A nested possible answer: an object whose fields list their acceptable
     values (``fields``), or a list of such objects (``items``)."""
+    if depth > MAX_RULE_DEPTH // 2:  # each level is a fields and a one_of
+        raise SuiteError(f"{where}: a possible answer nested deeper than {MAX_RULE_DEPTH // 2} levels")
     if isinstance(value, dict):
         canonical: dict[str, Any] = {}
         fields: dict[str, Any] = {}
         for key, options in value.items():
-            first, rule = possible_values(options if isinstance(options, list) else [options], f"{where}.{key}", warn)
+            first, rule = possible_values(options if isinstance(options, list) else [options], f"{where}.{key}", warn,
+                                          depth)
             if first is not _OMITTED:
                 canonical[key] = first
             if rule is not None or first is not _OMITTED:
@@ -120,7 +124,7 @@ def _pattern(value: Any, where: str, warn: Warn) -> tuple[Any, dict[str, Any]]:
     rules: list[dict[str, Any]] = []
     for i, element in enumerate(value):
         if isinstance(element, dict):
-            first, rule = _pattern(element, f"{where}[{i}]", warn)
+            first, rule = _pattern(element, f"{where}[{i}]", warn, depth + 1)
         else:
             first, rule = element, {"rule": "one_of", "values": [element]}
         items.append(first)

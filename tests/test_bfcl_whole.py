@@ -184,6 +184,30 @@ def test_empty_possible_answers_and_several_objects_are_warnings(tmp_path: Path)
     assert second["tolerance"] == {"y": {"fields": {"z": {"rule": "one_of", "values": ["a"]}}}}
 
 
+def test_the_issue_example_optional_nested_field(tmp_path: Path) -> None:
+    """{"params": [{"fabric": ["network222"], "insightsGroup": ["", "default"]}]}: insightsGroup may be
+    left out or be "default"; fabric must be network222."""
+    tool = {"name": "get_nodes", "description": "d", "parameters": {"type": "dict", "properties": {
+        "params": {"type": "dict", "properties": {"fabric": {"type": "string"}, "insightsGroup": {"type": "string"}}}},
+        "required": ["params"]}}
+    src = write_jsonl(tmp_path / "BFCL_v4_live_simple.json", [
+        {"id": "live_simple_0", "question": [[{"role": "user", "content": "q"}]], "function": [tool]}])
+    write_jsonl(tmp_path / "BFCL_v4_live_simple.possible_answer.json", [{"id": "live_simple_0", "ground_truth": [
+        {"get_nodes": {"params": [{"fabric": ["network222"], "insightsGroup": ["", "default"]}]}}]}])
+    conversion = convert("bfcl", src)
+    assert conversion.notes == []
+    suite = parse_suite(conversion.suite)
+
+    def passed(params: dict[str, Any]) -> bool:
+        traj = parse_record({"case_id": "live_simple_0", "calls": [{"name": "get_nodes", "arguments": {
+            "params": params}}], "answer": "ok"})
+        return bool(score_trajectories(suite, [traj]).to_json()["cases"][0]["passed"])
+
+    assert passed({"fabric": "network222"}) and passed({"fabric": "network222", "insightsGroup": "default"})
+    assert not passed({"fabric": "network222", "insightsGroup": "other"})
+    assert not passed({"fabric": "network333"}) and not passed({"insightsGroup": "default"})
+
+
 def test_a_possible_answer_nested_too_deep_is_refused(tmp_path: Path) -> None:
     deep: Any = "x"
     for _ in range(40):

@@ -4,8 +4,12 @@ Rules: ``exact`` (default; strings trimmed and case-insensitive), ``ignore``,
 ``number`` (``abs``/``rel`` bounds), ``date`` (equivalent spellings of one
 date match), ``one_of`` (acceptable values, as BFCL's possible answers; ``""``
 in the list means the field may be omitted), ``regex``, ``contains`` and
-``set`` (lists compared ignoring order). A mismatch names the field, the rule,
-the expected value and the value got.
+``set`` (lists compared ignoring order); for nested values, ``fields`` (an
+object checked field by field, each field with its own rule) and ``items`` (a
+list checked element by element), at any depth, with ``optional: true`` when
+the whole value may be left out. A mismatch names the field (a path such as
+``conditions[1].value`` inside a nested value), the rule, the expected value
+and the value got.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-RULES = ("exact", "ignore", "number", "date", "one_of", "regex", "contains", "set")
+RULES = ("exact", "ignore", "number", "date", "one_of", "regex", "contains", "set", "fields", "items")
+NESTED = ("fields", "items")
+MAX_RULE_DEPTH = 32
 
 _MISSING = object()
 
@@ -126,12 +132,17 @@ class Rule:
     values: tuple[Any, ...] = ()
     pattern: str | None = None
     dayfirst: bool = True
+    fields: tuple[tuple[str, Rule], ...] = ()  # ``fields``: each named field's rule
+    items: tuple[Rule, ...] = ()  # ``items``: each element's rule
+    optional: bool = False  # ``fields``/``items``: the value may be left out
 
     def check(self, got: Any, expected: Any) -> bool:
         """Whether ``got`` is acceptable for ``expected`` under this rule.
         A missing field is passed as the sentinel ``_MISSING``."""
         if self.kind == "ignore":
             return True
+        if self.kind in NESTED:
+            return _nested_mismatch(self, got, expected, "") is None
         if self.kind == "one_of":
             options = self.values or (tuple(expected) if isinstance(expected, list) else (expected,))
             if got is _MISSING:
@@ -163,6 +174,45 @@ class Rule:
             parts = [f"{k}={v}" for k, v in (("abs", self.abs), ("rel", self.rel)) if v is not None]
             return "number(" + ", ".join(parts) + ")"
         return self.kind
+
+
+def _nested_mismatch(rule: Rule, got: Any, expected: Any, path: str) -> Mismatch | None:
+    """The first place where ``got`` breaks a nested rule (its path, the leaf
+    rule, what it expected and what it got), or None when it is acceptable.
+    A ``fields`` value is an object whose keys are all named (by the rule or
+    the expected object); an ``items`` value is a list of as many elements."""
+    if got is _MISSING:
+        return None if rule.optional else Mismatch(path, rule.kind, expected, None)
+    if rule.kind == "fields":
+        if not isinstance(got, dict):
+            return Mismatch(path, "fields", expected, got)
+        want = expected if isinstance(expected, dict) else {}
+        named = dict(rule.fields)
+        for key in got:
+            if key not in named and key not in want:
+                return Mismatch(f"{path}.{key}", "fields", None, got[key])
+        for key in [*named, *(k for k in want if k not in named)]:
+            found = _leaf_mismatch(named.get(key, EXACT), got.get(key, _MISSING), want.get(key), f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if not isinstance(got, list) or len(got) != len(rule.items):
+        return Mismatch(path, "items", expected, got)
+    want_items = expected if isinstance(expected, list) and len(expected) == len(rule.items) else [None] * len(got)
+    for i, (item_rule, have, want_item) in enumerate(zip(rule.items, got, want_items, strict=True)):
+        found = _leaf_mismatch(item_rule, have, want_item, f"{path}[{i}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _leaf_mismatch(rule: Rule, got: Any, expected: Any, path: str) -> Mismatch | None:
+    if rule.kind in NESTED:
+        return _nested_mismatch(rule, got, expected, path)
+    if rule.check(got, expected):
+        return None
+    shown = list(rule.values) if rule.kind == "one_of" and rule.values else expected
+    return Mismatch(path, rule.describe(), shown, None if got is _MISSING else got)
 
 
 @lru_cache(maxsize=512)
@@ -197,13 +247,16 @@ def _same_multiset(got: Any, expected: Any) -> bool:
     return True
 
 
-def parse_rule(raw: Any) -> Rule:
+def parse_rule(raw: Any, depth: int = 0) -> Rule:
     """Read a rule as written in a suite.
 
     Accepted: ``"date"``; ``{"number": {"abs": 1}}``; ``{"rule": "number",
     "rel": 0.01}``; ``{"one_of": [a, b]}``; ``{"regex": "^PED-\\d+$"}``;
-    ``{"contains": "texto"}``. Raises ValueError with a readable message.
+    ``{"contains": "texto"}``; ``{"fields": {name: rule}, "optional": true}``;
+    ``{"items": [rule, ...]}``. Raises ValueError with a readable message.
     """
+    if isinstance(raw, Mapping) and "rule" not in raw and ("fields" in raw or "items" in raw):
+        return _parse_nested("fields" if "fields" in raw else "items", raw, depth)
     if isinstance(raw, str):
         kind, params = raw, {}
     elif isinstance(raw, Mapping) and "rule" in raw:
@@ -215,6 +268,8 @@ def parse_rule(raw: Any) -> Rule:
         raise ValueError(f"a tolerance rule is a name or a one-key mapping, got {raw!r}")
     if kind not in RULES:
         raise ValueError(f"unknown tolerance rule {kind!r} (known: {', '.join(RULES)})")
+    if kind in NESTED:
+        return _parse_nested(kind, params, depth)
     value = params.get("value")
     if kind == "number":
         for key in ("abs", "rel"):
@@ -241,6 +296,34 @@ def parse_rule(raw: Any) -> Rule:
     if kind == "date":
         return Rule("date", dayfirst=bool(params.get("dayfirst", True)))
     return Rule(kind)
+
+
+def _parse_nested(kind: str, params: Mapping[str, Any], depth: int) -> Rule:
+    if depth >= MAX_RULE_DEPTH:
+        raise ValueError(f"tolerance rules nested deeper than {MAX_RULE_DEPTH} levels")
+    unknown = sorted(str(k) for k in params if k not in (kind, "optional", "rule"))
+    if unknown:
+        raise ValueError(f"{kind} takes '{kind}' and 'optional', not {', '.join(unknown)}")
+    optional = params.get("optional", False)
+    if not isinstance(optional, bool):
+        raise ValueError("'optional' is true or false")
+    inner = params.get(kind)
+    if kind == "fields":
+        if not isinstance(inner, Mapping):
+            raise ValueError("fields maps each field of the object to its rule")
+        return Rule("fields", optional=optional,
+                    fields=tuple((str(k), _sub_rule(v, f"fields.{k}", depth)) for k, v in inner.items()))
+    if not isinstance(inner, list):
+        raise ValueError("items takes a list of rules, one per element")
+    return Rule("items", optional=optional,
+                items=tuple(_sub_rule(v, f"items[{i}]", depth) for i, v in enumerate(inner)))
+
+
+def _sub_rule(raw: Any, where: str, depth: int) -> Rule:
+    try:
+        return parse_rule(raw, depth + 1)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 EXACT = Rule()
@@ -275,6 +358,11 @@ def compare_arguments(
             if type(have) is type(want) and have == want:
                 continue  # the common case: identical values
             rule = EXACT
+        if rule.kind in NESTED:
+            found = _nested_mismatch(rule, have, want, name)
+            if found is not None:
+                out.append(found)
+            continue
         if not rule.check(have, want):
             shown_want = list(rule.values) if rule.kind == "one_of" and rule.values else want
             out.append(Mismatch(name, rule.describe(), shown_want, None if have is _MISSING else have))
@@ -290,22 +378,24 @@ def compile_comparison(expected: Mapping[str, Any], rules: Mapping[str, Rule]) -
     form, a rule's test specialised to its expected value, the rule's name and
     the expected value a mismatch shows. Plain tuples: cheap to build and to keep."""
     names = list(expected) + [k for k in rules if k not in expected] if rules else list(expected)
-    fields: list[tuple[str, Any, str | None, Callable[[Any], bool] | None, str, Any, bool]] = []
+    fields: list[tuple[str, Any, str | None, Callable[[Any], bool] | None, str, Any, bool, Rule | None]] = []
     for name in names:
         want = expected.get(name)
         rule = rules.get(name) if rules else None
         if rule is None:
             fields.append((name, want, want.strip().casefold() if type(want) is str else None, None, "exact", want,
-                           False))
+                           False, None))
+        elif rule.kind in NESTED:  # checked where it fails, to name the nested field
+            fields.append((name, want, None, _nested_test(rule, want), rule.kind, want, False, rule))
         elif rule.kind != "ignore":  # ignore accepts anything, a missing field included
             listed = rule.kind == "one_of" and bool(rule.values)
             fields.append((name, want, None, _field_test(want, rule), rule.describe(),
-                           rule.values if listed else want, listed))
+                           rule.values if listed else want, listed, None))
     checks = tuple(fields)
 
     def compare(got: Mapping[str, Any]) -> list[Mismatch]:
         out: list[Mismatch] = []
-        for name, want, folded, test, rule_name, shown, listed in checks:
+        for name, want, folded, test, rule_name, shown, listed, nested in checks:
             have = got.get(name, _MISSING)
             if test is None:  # the default exact rule
                 if type(have) is type(want) and have == want:
@@ -317,10 +407,19 @@ def compile_comparison(expected: Mapping[str, Any], rules: Mapping[str, Rule]) -
                     continue
             elif test(have):
                 continue
+            if nested is not None:
+                found = _nested_mismatch(nested, have, want, name)
+                if found is not None:
+                    out.append(found)
+                continue
             out.append(Mismatch(name, rule_name, list(shown) if listed else shown, None if have is _MISSING else have))
         return out
 
     return compare
+
+
+def _nested_test(rule: Rule, want: Any) -> Callable[[Any], bool]:
+    return lambda have: _nested_mismatch(rule, have, want, "") is None
 
 
 def _field_test(want: Any, rule: Rule | None) -> Callable[[Any], bool]:

@@ -21,6 +21,7 @@ FORMATS: dict[str, str] = {
     "tau-bench": "tau_bench",
     "otel": "otel",
     "bfcl": "bfcl",
+    "toolbench": "toolbench",
 }
 
 

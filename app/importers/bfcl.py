@@ -6,8 +6,16 @@ function: [...]}``) gives the cases and their tools (BFCL's schema dialect,
 possible-answer file beside it (``<name>.possible_answer.json``, or
 ``possible_answer/<name>.json``) gives the expected calls: each argument's
 acceptable values become a ``one_of`` tolerance, ``""`` among them meaning the
-argument may be left out. Parallel categories match ``unordered``; the
-irrelevance categories expect no call at all.
+argument may be left out. A nested possible answer (an object whose fields
+list their own acceptable values, or a list of such objects) becomes a nested
+``fields`` / ``items`` tolerance with a ``one_of`` at every depth. Parallel
+categories match ``unordered``; the irrelevance categories expect no call.
+
+The notes name each question whose possible answers cannot all be met (an
+empty list of acceptable values: that argument is not checked) or break the
+question's own schema (a required argument that "may be omitted", a value of
+the wrong type). Multi-turn categories are refused: they are checked by
+running BFCL's own Python classes, which ToolLens does not have.
 
 BFCL reuses a tool name with different schemas across questions; a suite has
 one toolset, so such questions go to further suites (``extra_suites``), each
@@ -16,12 +24,13 @@ with consistent tools. A BFCL file holds no runs: the record stream is empty.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from app.core.errors import SuiteError
 from app.core.records import loads
+from app.core.tolerance import MAX_RULE_DEPTH
 from app.core.tools import ToolSpec
 from app.importers.base import Conversion, Options, no_records
 
@@ -65,22 +74,109 @@ def _question_text(question: Any) -> str:
     return "\n".join(texts)
 
 
-def expected_call(entry: Mapping[str, Any]) -> dict[str, Any]:
+_OMITTED = object()
+Warn = Callable[[str], None]
+
+
+def _nested(value: Any) -> bool:
+    return isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value))
+
+
+def possible_values(values: list[Any], where: str, warn: Warn, depth: int = 0) -> tuple[Any, dict[str, Any] | None]:
+    """One possible-answer list as (the first acceptable value, its tolerance
+    rule or None for a plain exact value); the value is ``_OMITTED`` when the
+    list names none, the rule None too when nothing can be checked."""
+    if not values:
+        warn(f"{where}: the possible answers are an empty list: no value is acceptable, the argument is not checked")
+        return _OMITTED, None
+    optional = "" in values
+    given = [v for v in values if v != ""]
+    if not given:
+        return _OMITTED, {"rule": "one_of", "values": values}
+    structured = [v for v in given if _nested(v)]
+    if not structured:
+        return given[0], ({"rule": "one_of", "values": values} if optional or len(given) > 1 else None)
+    if len(given) > 1:
+        warn(f"{where}: {len(given)} acceptable nested values: only the first is accepted")
+    value, rule = _pattern(given[0], where, warn, depth + 1)
+    if optional:
+        rule["optional"] = True
+    return value, rule
+
+
+def _pattern(value: Any, where: str, warn: Warn, depth: int = 0) -> tuple[Any, dict[str, Any]]:
+    """A nested possible answer: an object whose fields list their acceptable
+    values (``fields``), or a list of such objects (``items``)."""
+    if depth > MAX_RULE_DEPTH // 2:  # each level is a fields and a one_of
+        raise SuiteError(f"{where}: a possible answer nested deeper than {MAX_RULE_DEPTH // 2} levels")
+    if isinstance(value, dict):
+        canonical: dict[str, Any] = {}
+        fields: dict[str, Any] = {}
+        for key, options in value.items():
+            first, rule = possible_values(options if isinstance(options, list) else [options], f"{where}.{key}", warn,
+                                          depth)
+            if first is not _OMITTED:
+                canonical[key] = first
+            if rule is not None or first is not _OMITTED:
+                fields[key] = rule or {"rule": "one_of", "values": [first]}
+        return canonical, {"fields": fields}
+    items: list[Any] = []
+    rules: list[dict[str, Any]] = []
+    for i, element in enumerate(value):
+        if isinstance(element, dict):
+            first, rule = _pattern(element, f"{where}[{i}]", warn, depth + 1)
+        else:
+            first, rule = element, {"rule": "one_of", "values": [element]}
+        items.append(first)
+        rules.append(rule)
+    return items, {"items": rules}
+
+
+def expected_call(entry: Mapping[str, Any], where: str = "", warn: Warn | None = None) -> dict[str, Any]:
     """``{func_name: {arg: [acceptable values]}}`` as an expected call."""
     (name, params), = entry.items()
     arguments: dict[str, Any] = {}
     tolerance: dict[str, Any] = {}
     for arg, options in (params or {}).items():
         values = options if isinstance(options, list) else [options]
-        given = [v for v in values if v != ""]
-        if given:
-            arguments[arg] = given[0]
-        if len(given) != 1 or len(values) != len(given):
-            tolerance[arg] = {"rule": "one_of", "values": values}
+        first, rule = possible_values(values, f"{where}{name}.{arg}", warn or (lambda _: None))
+        if first is not _OMITTED:
+            arguments[arg] = first
+        if rule is not None:
+            tolerance[arg] = rule
     call: dict[str, Any] = {"name": str(name), "arguments": arguments}
     if tolerance:
         call["tolerance"] = tolerance
     return call
+
+
+def _schema_breaks(entry: Mapping[str, Any], call: dict[str, Any], spec: ToolSpec | None) -> str | None:
+    """How the ground truth breaks its tool's schema, if it does: an argument
+    required by the schema that the possible answers let be omitted, or an
+    acceptable value that fails validation."""
+    if spec is None:
+        return f"calls {call['name']!r}, a tool the question does not offer"
+    (_, params), = entry.items()
+    params = params if isinstance(params, Mapping) else {}
+    required = spec.parameters.get("required") or []
+    for arg in required:
+        if arg in params and isinstance(params[arg], list) and "" in params[arg]:
+            return f"{call['name']}: {arg!r} is required by the schema but its possible answers let it be omitted"
+    validator = spec.validator
+    args = call["arguments"]
+    for arg, options in params.items():
+        for option in options if isinstance(options, list) else [options]:
+            if option == "":
+                continue
+            value = _pattern(option, "", lambda _: None)[0] if _nested(option) else option
+            violation = validator.validate({**args, arg: value})
+            if violation is not None:
+                return f"{call['name']}: {violation.message}"
+    return None
+
+
+def _is_multi_turn(q: Any, path: Path) -> bool:
+    return "multi_turn" in path.name or (isinstance(q, Mapping) and ("involved_classes" in q or "initial_config" in q))
 
 
 def _is_irrelevance(qid: str) -> bool:
@@ -99,20 +195,30 @@ def convert(path: Path, options: Options) -> Conversion:
                 raise SuiteError(f"line {number}: expected {{id, ground_truth: [...]}}", path=str(answers_file))
             answers[a["id"]] = a["ground_truth"]
     layers: list[tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]] = []  # (tools by name, cases)
+    warnings: list[str] = []
     for number, q in _lines(path):
         where = f"line {number}"
+        if _is_multi_turn(q, path):
+            raise SuiteError(f"{where}: multi-turn BFCL cases are not supported yet (they are checked by running "
+                             "BFCL's own Python classes); import a single-turn category (simple, multiple, "
+                             "parallel, parallel_multiple, irrelevance, live_*)", path=str(path))
         if not isinstance(q, Mapping) or not isinstance(q.get("id"), str) or not isinstance(q.get("function"), list):
             raise SuiteError(f"{where}: expected {{id, question, function: [...]}}", path=str(path))
         qid = q["id"]
         try:
-            tools = [ToolSpec.from_dict(f).contract() for f in q["function"]]
+            specs = {spec.name: spec for spec in (ToolSpec.from_dict(f) for f in q["function"])}
+            tools = [spec.contract() for spec in specs.values()]
         except Exception as exc:  # any unreadable tool: name the line
             raise SuiteError(f"{where} ({qid}): cannot read a tool: {exc}", path=str(path)) from None
         if _is_irrelevance(qid):
             expected: list[dict[str, Any]] = []
         elif qid in answers:
             try:
-                expected = [expected_call(e) for e in answers[qid]]
+                expected = [expected_call(e, f"{qid}: ", warnings.append) for e in answers[qid]]
+                broken = [b for e, call in zip(answers[qid], expected, strict=True)
+                          if (b := _schema_breaks(e, call, specs.get(call["name"]))) is not None]
+                if broken:
+                    warnings.append(f"{qid}: the ground truth breaks the question's own schema: {'; '.join(broken)}")
             except (ValueError, AttributeError, TypeError):
                 raise SuiteError(f"{qid}: a ground_truth entry is not {{func_name: {{arg: [values]}}}}",
                                  path=str(answers_file)) from None
@@ -134,6 +240,7 @@ def convert(path: Path, options: Options) -> Conversion:
     if len(suites) > 1:
         notes.append(f"BFCL reuses tool names with different schemas: {sum(len(s['cases']) for s in suites[1:])} "
                      f"questions went to {len(suites) - 1} further suites")
+    notes.extend(warnings)
     return Conversion(suite=suites[0], records=no_records, extra_suites=suites[1:], notes=notes)
 
 

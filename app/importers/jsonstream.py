@@ -39,14 +39,38 @@ def iter_json_values(path: Path, *, whole_object: bool = False) -> Iterator[Json
     if head == b"[" and not _lines_of_arrays(path):
         yield from _iter_array(path)
         return
-    if head == b"{" and whole_object:
-        first = _first_line(path)
-        try:
-            loads(first)
-        except ValueError:  # not JSON Lines: one document over several lines
-            yield _whole(path)
-            return
+    if head == b"{" and whole_object and _several_lines(path):
+        yield _whole(path)
+        return
+    if head == b"{":
+        refuse_one_object(path)
     yield from _iter_lines(path)
+
+
+def refuse_one_object(path: Path) -> None:
+    """Raise, saying so, when the file is one pretty-printed JSON object (a
+    ToolBench answer file, an exported document) given to a format that reads
+    one value per line; otherwise each line's error would be reported, or
+    nothing found at all. Costs one read of the first line unless it is."""
+    if not _several_lines(path) or path.stat().st_size > WHOLE_DOCUMENT_BYTES:
+        return
+    try:
+        whole = loads(path.read_bytes())
+    except (ValueError, RecursionError):
+        return  # broken JSON Lines: each line says what is wrong
+    if isinstance(whole, dict):
+        raise InvalidTrajectory("the file is one pretty-printed JSON object; this format reads JSON Lines "
+                                "(one value per line) or a JSON array of values", source=str(path))
+
+
+def _several_lines(path: Path) -> bool:
+    """The file starts with a JSON document spread over several lines: its
+    first line is not JSON on its own."""
+    try:
+        loads(_first_line(path))
+    except ValueError:
+        return True
+    return False
 
 
 def _lines_of_arrays(path: Path) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 from app.core.errors import InvalidTrajectory
 from app.core.records import parse_line
 from app.importers.base import Conversion, Converted, Options
+from app.importers.jsonstream import refuse_one_object
 from app.importers.toolsets import resolve_toolset
 
 NAME = "toollens"
@@ -18,6 +19,7 @@ def convert(path: Path, options: Options) -> Conversion:
     source = str(path)
     if not path.is_file():
         raise InvalidTrajectory("file not found", source=source)
+    refuse_one_object(path)
 
     def records() -> Iterator[Converted]:
         with path.open("rb") as fh:

@@ -82,3 +82,36 @@ def test_tau_bench_verdicts_agree_with_the_hand_labels() -> None:
     print("confusions:", Counter((g, c) for g, c in outcomes + reactions if g != c))
     assert not wrong_hallucinated, f"hallucinated verdicts people did not give: {wrong_hallucinated}"
     assert out_rate >= 0.9 and react_rate >= 0.9
+
+
+TOOLBENCH = DATA / "toolbench"
+
+
+@shared_data(TOOLBENCH)
+def test_toolbench_verdicts_agree_with_the_hand_labels() -> None:
+    gold = yaml.safe_load((GOLD / "toolbench.yaml").read_text())["runs"]
+    conversion = convert("toolbench", TOOLBENCH, Options())
+    scorer = Scorer(parse_suite(conversion.suite))
+    scored = {}
+    for _, traj in conversion.records():
+        assert not isinstance(traj, Exception), traj
+        scored[traj.case_id] = scorer.score(traj)
+    outcomes: list[tuple[str, str]] = []
+    reactions: list[tuple[str, str]] = []
+    for run in gold.values():
+        ts = scored[run["case_id"]]
+        if run["errors"]:
+            assert ts.outcome is not None, run["case_id"]
+            outcomes.append((run["outcome"], ts.outcome.outcome))
+            assert not (ts.outcome.outcome == "hallucinated" and run["outcome"] != "hallucinated")
+        else:
+            assert ts.outcome is None, run["case_id"]
+        for err in run["errors"]:
+            reaction = ts.calls[err["call"]].reaction
+            assert reaction is not None, (run["case_id"], err["call"])
+            reactions.append((err["reaction"], reaction.reaction))
+    out_rate, out_classes = _agreement(outcomes)
+    react_rate, react_classes = _agreement(reactions)
+    print(f"\nToolBench outcomes: {out_rate:.3f} over {len(outcomes)} runs {out_classes}; "
+          f"reactions: {react_rate:.3f} over {len(reactions)} errors {react_classes}")
+    assert out_rate >= 0.9 and react_rate >= 0.9

@@ -160,3 +160,12 @@ def test_the_seed_answer_with_the_datum_after_a_retry_still_recovers() -> None:
     ts = Scorer(banking_suite()).score(record(calls=[OK_CLIENTE, FAIL_SALDO, OK_SALDO],
                                               answer="Tu saldo es $142.900", fault=FAULT))
     assert ts.outcome is not None and ts.outcome.outcome == "recovered" and ts.passed
+
+
+def test_a_run_cut_at_its_step_limit_gave_no_answer() -> None:
+    # the record keeps the agent's last thought as its answer; the loop was cut, it told the user nothing
+    ts = Scorer(banking_suite()).score(record(calls=[OK_CLIENTE, FAIL_SALDO], fault=FAULT, stopped="step_limit",
+                                              answer="No pude… probaré otra herramienta"))
+    assert ts.calls[1].reaction is not None and ts.calls[1].reaction.reaction == "stopped"
+    assert ts.outcome is not None and ts.outcome.outcome == "confused"
+    assert ts.outcome.evidence["ended_on_error"] is True

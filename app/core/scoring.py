@@ -459,7 +459,8 @@ class Scorer:
         same turn, is not a reaction of its own). Without a conversation, the
         final answer when no call follows."""
         if traj.messages is None:
-            return traj.answer if next_call is None and traj.answer.strip() else None
+            answer = _final_answer(traj)
+            return answer if next_call is None and answer.strip() else None
         before = len(traj.calls) if next_call is None else next_call
         spoke: str | None = None
         for m in traj.messages:
@@ -525,7 +526,7 @@ class Scorer:
         acted = [cs for cs in scores[fault + 1:] if cs.name not in transparent]
         last = acted[-1] if acted else None
         if traj.messages is None:
-            text = traj.answer
+            text = _final_answer(traj)
         else:
             text = next((m.content for m in reversed(traj.messages)
                          if m.role == "assistant" and m.calls_before > fault), "")
@@ -612,6 +613,13 @@ class Scorer:
             f.append("recovery_confused")
         ts.failures = f
         ts.passed = (ts.reward >= 1) if ts.reward is not None else not f
+
+
+def _final_answer(traj: Trajectory) -> str:
+    """The answer the agent gave the user at the end; none when its loop was cut
+    short (``stopped``: a step or call limit, an exception), whatever text the
+    record kept (a last thought, say). A record that says it gave up keeps it."""
+    return traj.answer if traj.stopped is None or traj.stopped == "gave_up" else ""
 
 
 def state_diff(expected: Any, got: Any, key: str = "") -> list[dict[str, Any]]:

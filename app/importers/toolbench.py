@@ -143,7 +143,7 @@ def _finish(arguments: Any) -> Mapping[str, Any]:
 
 
 def run_to_record(value: Mapping[str, Any], case_id: str) -> dict[str, Any]:
-    """The SPEC §5 fields of one ToolBench run."""
+    """The trajectory-record fields of one ToolBench run."""
     ag = value["answer_generation"]
     calls: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []

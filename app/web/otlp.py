@@ -56,6 +56,7 @@ from app.importers.otel import (
     BATCH_PROTOBUF,
     SpanRef,
     batch_refs,
+    grouped_batch,
     lines_batch,
     span_refs_from_protobuf,
     spans_from_json,
@@ -909,6 +910,8 @@ async def receive_traces(
     request: Request,
     run: Annotated[str | None, Query(max_length=200, description="Run name (or the X-ToolLens-Run header).")] = None,
     x_toollens_run: Annotated[str | None, Header(max_length=200)] = None,
+    group_by: Annotated[str | None, Query(max_length=200, description="One trajectory per value of this span or "
+                                          "resource attribute (a conversation), not one per trace.")] = None,
     authorization: Annotated[str | None, Header()] = None,
 ) -> Response:
     """OTLP/HTTP trace export (protobuf or JSON) into a named run."""
@@ -920,7 +923,9 @@ async def receive_traces(
         try:
             body = _decompress(body, request.headers.get("content-encoding", "").strip().lower(),
                                request.app.state.settings.max_body_bytes)
-            if protobuf:
+            if group_by:
+                form, (body, spans) = BATCH_LINES, grouped_batch(body, protobuf, group_by)
+            elif protobuf:
                 form, spans = BATCH_PROTOBUF, span_refs_from_protobuf(body)
             else:
                 form, (body, spans) = BATCH_LINES, lines_batch(spans_from_json(loads(body) if body else {}))

@@ -581,7 +581,10 @@ def _chat(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if isinstance(m.get("parts"), list):
             out.extend(_from_parts(m))
         else:
-            out.append(dict(m))
+            plain = dict(m)
+            if not isinstance(plain.get("tool_calls"), list):  # a trace may hold anything there
+                plain.pop("tool_calls", None)
+            out.append(plain)
     return out
 
 
@@ -632,8 +635,9 @@ def _event_messages(events: list[tuple[str, dict[str, Any]]], output: bool) -> l
                 out.extend(_chat([{"role": "assistant", **message}]))
         elif not output and name.startswith("gen_ai.") and name.endswith(".message"):
             role = name.removeprefix("gen_ai.").removesuffix(".message")
+            calls = _maybe_json(attrs.get("tool_calls"))
             m = {"role": role, "content": _maybe_json(attrs.get("content")),
-                 "tool_calls": _maybe_json(attrs.get("tool_calls")) or []}
+                 "tool_calls": calls if isinstance(calls, list) else []}
             if role == "tool":
                 m["tool_call_id"] = attrs.get("id")
             out.append(m)
@@ -712,11 +716,13 @@ def _question(root: Mapping[str, Any]) -> str:
     input (an agent span's ``input.value``, a Traceloop workflow's first text argument)."""
     value = root.get("input.value") or root.get("gen_ai.prompt")
     if value is None and "traceloop.entity.input" in root:
-        data = _traceloop_input(root["traceloop.entity.input"])
+        data = _maybe_json(root["traceloop.entity.input"])
+        found: list[Any] = []
         if isinstance(data, Mapping):
-            data = [*(data.get("args") or ()), *(data.get("kwargs") or {}).values()] if set(data) <= {
-                "args", "kwargs"} else list(data.values())
-        value = next((v for v in data if isinstance(v, str)), None) if isinstance(data, list) else data
+            args, kwargs = data.get("args"), data.get("kwargs")
+            found.extend(args if isinstance(args, list) else ())
+            found.extend(kwargs.values() if isinstance(kwargs, Mapping) else ())
+        value = next((v for v in found if isinstance(v, str)), None)
     return _text(value) or ""
 
 

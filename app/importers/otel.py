@@ -548,13 +548,6 @@ def _outputs(a: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 # -- the conversation a model span saw: calls rebuilt when no tool span was recorded -----
 
 
-def is_model_span(span: Span) -> bool:
-    a = span.attributes
-    return (a.get("gen_ai.operation.name") in ("chat", "text_completion", "generate_content")
-            or a.get("openinference.span.kind") == "LLM" or a.get("llm.request.type") == "chat"
-            or a.get("traceloop.span.kind") == "llm")
-
-
 def _from_parts(m: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A GenAI semconv message (``{role, parts: [...]}``) as chat-completions messages:
     ``tool_call`` parts are the assistant's ``tool_calls``, each ``tool_call_response``

@@ -194,3 +194,24 @@ def test_a_grouped_batch_waits_as_a_conversation_and_keeps_its_group_when_read_b
     body, refs = grouped_batch(json.dumps(export_request([root, child, lone], {})).encode(), False, "session.id")
     assert [(r.trace_id, r.is_root) for r in refs] == [("conv-1", False), ("conv-1", False), ("b" * 32, True)]
     assert [r.trace_id for r in batch_refs(BATCH_LINES, body)] == ["conv-1", "conv-1", "b" * 32]
+
+
+def test_import_with_group_by_stores_one_trajectory_per_conversation(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(json.dumps(export_request(
+        [(f"{t:032x}", f"{t:016x}", {**openinference_attributes(t), "session.id": "conv-1"})], {}, 10 * t))
+        for t in range(4)) + "\n")
+    db = f"sqlite:///{tmp_path / 'toollens.db'}"
+    result = CliRunner().invoke(cli, ["import", str(path), "--format", "otel", "--group-by", "session.id",
+                                      "--run", "sesiones", "--db", db])
+    assert result.exit_code == 0, result.output
+    assert "tool schemas the traces' model spans were offered" in result.output
+    out = tmp_path / "out.jsonl"
+    exported = CliRunner().invoke(cli, ["export", "sesiones", "--out", str(out), "--db", db])
+    assert exported.exit_code == 0, exported.output
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["case_id"], len(r["calls"])) for r in records] == [("conv-1", 3)]

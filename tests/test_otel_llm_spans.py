@@ -215,3 +215,16 @@ def test_import_with_group_by_stores_one_trajectory_per_conversation(tmp_path: P
     assert exported.exit_code == 0, exported.output
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["case_id"], len(r["calls"])) for r in records] == [("conv-1", 3)]
+
+
+def test_tool_schemas_from_genai_tool_definitions() -> None:
+    from app.importers.otel import tool_definitions
+
+    defs = [{"type": "function", "name": "ver_saldo", "description": "Saldo por id interno.",
+             "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}},
+            {"type": "function", "function": {"name": "buscar_cliente", "parameters": {"type": "object"}}}]
+    found = tool_definitions([span("chat", {"gen_ai.tool.definitions": json.dumps(defs)}, start=1)])
+    assert found == {"ver_saldo": {"name": "ver_saldo", "description": "Saldo por id interno.",
+                                   "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}}},
+                     "buscar_cliente": {"name": "buscar_cliente", "description": "",
+                                        "parameters": {"type": "object"}}}

@@ -157,6 +157,8 @@ def import_(
     format_: Annotated[str, typer.Option("--format", help="Source format (see `toollens convert`).")] = "toollens",
     tools: Annotated[Path | None, typer.Option(help="Tool-schema file for a source without a suite.")] = None,
     domain: Annotated[str | None, typer.Option(help="Domain of a multi-domain tool-schema file.")] = None,
+    group_by: Annotated[str | None, typer.Option("--group-by", help="otel: one trajectory per value of this "
+                                                 "span or resource attribute, not one per trace.")] = None,
     model: Annotated[str, typer.Option(help="Model label.")] = "",
     agent: Annotated[str, typer.Option(help="Agent label.")] = "",
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Store the good lines, list the bad ones.")] = False,
@@ -172,13 +174,14 @@ def import_(
 
     console = Console(stderr=True, soft_wrap=True)
     try:
-        if format_ == "toollens" and suite is not None and tools is None and domain is None:
+        if format_ == "toollens" and suite is not None and tools is None and domain is None and group_by is None:
             result = import_file(_settings(db), file, suite_path=suite, run_name=run, model=model, agent=agent,
                                  skip_bad=skip_bad, finish=not keep_open, batch=batch)
         else:
             from app.importers.store import import_converted
 
             result = import_converted(_settings(db), file, format_, suite_path=suite, tools=tools, domain=domain,
+                                      group_by=group_by,
                                       run_name=run, model=model, agent=agent, skip_bad=skip_bad,
                                       finish=not keep_open, batch=batch,
                                       on_note=lambda note: console.print(Text(f"note: {note}", style="yellow")))

@@ -13,6 +13,8 @@ from rich.text import Text
 FORMAT_HELP = "Source format: toollens, openai-messages, anthropic-messages, tau-bench, otel, bfcl, toolbench."
 TOOLS_HELP = "Tool-schema file (list of tools, {\"tools\": [...]} or {domain: [...]}); else inferred from the calls."
 DOMAIN_HELP = "Which domain of a multi-domain tool-schema file (default: the one the traces call)."
+GROUP_BY_HELP = ("otel: one trajectory per value of this span or resource attribute (e.g. gen_ai.conversation.id, "
+                 "session.id), not one per trace.")
 
 
 def register(cli: typer.Typer) -> None:
@@ -23,6 +25,7 @@ def register(cli: typer.Typer) -> None:
         out: Annotated[Path, typer.Option(help="Output folder: suite.yaml and trajectories.jsonl.")],
         tools: Annotated[Path | None, typer.Option(help=TOOLS_HELP)] = None,
         domain: Annotated[str | None, typer.Option(help=DOMAIN_HELP)] = None,
+        group_by: Annotated[str | None, typer.Option("--group-by", help=GROUP_BY_HELP)] = None,
         skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write the good records, list the bad.")] = False,
     ) -> None:
         """Convert a trace or benchmark file into DIR/suite.yaml and DIR/trajectories.jsonl."""
@@ -34,7 +37,7 @@ def register(cli: typer.Typer) -> None:
 
         console = Console(stderr=True, soft_wrap=True)
         try:
-            conversion = run_conversion(from_, file, Options(tools=tools, domain=domain))
+            conversion = run_conversion(from_, file, Options(tools=tools, domain=domain, group_by=group_by))
             written = write_conversion(conversion, out, skip_bad=skip_bad, source=str(file))
         except ToolLensError as exc:
             raise _fail(str(exc)) from None

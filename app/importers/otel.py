@@ -288,17 +288,29 @@ def _status_code(raw: Any) -> int:
     return 0
 
 
-def spans_from_json(request: Any) -> list[Span]:
+def spans_from_json(request: Any, group_by: str | None = None) -> list[Span]:
     """The spans of an OTLP/JSON export request (``{"resourceSpans": [...]}``;
     an empty request ``{}`` has none). A wrong shape raises ValueError naming
-    the place, e.g. ``resourceSpans[0].scopeSpans[1]: expected an object``."""
+    the place, e.g. ``resourceSpans[0].scopeSpans[1]: expected an object``.
+    With ``group_by``, spans are grouped by that conversation key (``regroup``)."""
+    if not group_by:
+        return [s for s, _ in _json_keyed(request, None)]
+    keyed = _json_keyed(request, group_by)
+    regroup(keyed, group_by)
+    return [s for s, _ in keyed]
+
+
+def _json_keyed(request: Any, key: str | None) -> list[tuple[Span, Any]]:
+    """The spans of an OTLP/JSON request, each with its resource's attribute ``key``."""
     if not isinstance(request, Mapping):
         raise ValueError(f"an OTLP JSON export request is an object with 'resourceSpans', "
                          f"got {type(request).__name__}")
     out: list[Span] = []
+    keyed: list[tuple[Span, Any]] = []
     for i, rs in enumerate(_list(request.get("resourceSpans"), "resourceSpans")):
         p = f"resourceSpans[{i}]"
         rs = _object(rs, p)
+        first = len(out)
         scope_key = "scopeSpans" if rs.get("scopeSpans") is not None else "instrumentationLibrarySpans"
         for j, ss in enumerate(_list(rs.get(scope_key), f"{p}.{scope_key}")):
             q = f"{p}.{scope_key}[{j}]"
@@ -315,7 +327,12 @@ def spans_from_json(request: Any) -> list[Span]:
                     status_code=_status_code(status.get("code")), status_message=str(status.get("message") or ""),
                     events=_json_events(s.get("events"), f"{r}.events"),
                 ))
-    return out
+        value = None
+        if key:
+            value = _json_attributes(_object(rs.get("resource"), f"{p}.resource").get("attributes"),
+                                     f"{p}.resource.attributes").get(key)
+        keyed.extend((span, value) for span in out[first:])
+    return keyed
 
 
 _PB_SCALARS = frozenset(("string_value", "int_value", "double_value", "bool_value"))
@@ -361,9 +378,60 @@ def _pb_spans(body: bytes) -> list[Any]:
     return [s for rs in _export_request(body).resource_spans for ss in rs.scope_spans for s in ss.spans]
 
 
-def spans_from_protobuf(body: bytes) -> list[Span]:
-    """The spans of an OTLP/HTTP protobuf ``ExportTraceServiceRequest``."""
-    return [_span_from_pb(s) for s in _pb_spans(body)]
+def spans_from_protobuf(body: bytes, group_by: str | None = None) -> list[Span]:
+    """The spans of an OTLP/HTTP protobuf ``ExportTraceServiceRequest`` (grouped by a
+    conversation key with ``group_by``)."""
+    if not group_by:
+        return [_span_from_pb(s) for s in _pb_spans(body)]
+    keyed = _pb_keyed(body, group_by)
+    regroup(keyed, group_by)
+    return [s for s, _ in keyed]
+
+
+def _pb_keyed(body: bytes, key: str) -> list[tuple[Span, Any]]:
+    """The spans of a protobuf export request, each with its resource's attribute ``key``."""
+    keyed: list[tuple[Span, Any]] = []
+    for rs in _export_request(body).resource_spans:
+        value = next((_pb_value(kv.value) for kv in rs.resource.attributes if kv.key == key), None)
+        keyed.extend((_span_from_pb(s), value) for ss in rs.scope_spans for s in ss.spans)
+    return keyed
+
+
+# -- one trajectory per conversation -------------------------------------------------
+
+
+def _key_value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return ""
+    return str(value)[:MAX_NAME]
+
+
+def regroup(keyed: list[tuple[Span, Any]], key: str) -> set[str]:
+    """Spans of several traces that share a conversation key, one group: a span's
+    trace id becomes the value of its attribute ``key`` (else its resource's, given
+    beside it; else that of another span of its trace in the same request). Spans
+    without one keep their trace. Returns the conversation values."""
+    values = [_key_value(span.attributes.get(key, resource)) for span, resource in keyed]
+    of_trace: dict[str, str] = {}
+    for (span, _), value in zip(keyed, values, strict=True):
+        if value:
+            of_trace.setdefault(span.trace_id, value)
+    for (span, _), value in zip(keyed, values, strict=True):
+        span.trace_id = value or of_trace.get(span.trace_id, span.trace_id)
+    return set(of_trace.values())
+
+
+def grouped_batch(body: bytes, protobuf: bool, key: str) -> tuple[bytes, list[SpanRef]]:
+    """An export request whose spans are grouped by the conversation ``key``, as a
+    ``BATCH_LINES`` body (the group is staged with each span, so a restart groups
+    them alike) and references into it. A conversation has no one root: it is
+    complete once nothing came for it for the receiver's ``idle`` time."""
+    keyed = _pb_keyed(body, key) if protobuf else _json_keyed(loads(body) if body else {}, key)
+    conversations = regroup(keyed, key)
+    data, refs = lines_batch([s for s, _ in keyed])
+    for ref in refs:
+        ref.is_root = ref.is_root and ref.trace_id not in conversations
+    return data, refs
 
 
 # -- spans -> trajectory ----------------------------------------------------------
@@ -372,15 +440,33 @@ def spans_from_protobuf(body: bytes) -> list[Span]:
 def is_tool_span(span: Span) -> bool:
     a = span.attributes
     return (a.get("gen_ai.operation.name") == "execute_tool" or a.get("openinference.span.kind") == "TOOL"
-            or span.name.startswith("execute_tool"))
+            or a.get("traceloop.span.kind") == "tool" or span.name.startswith("execute_tool"))
 
 
 def _tool_name(span: Span) -> str:
     a = span.attributes
-    for key in ("gen_ai.tool.name", "tool.name"):
+    for key in ("gen_ai.tool.name", "tool.name", "traceloop.entity.name"):
         if isinstance(a.get(key), str) and a[key]:
             return str(a[key])[:MAX_NAME]
-    return span.name.removeprefix("execute_tool").strip()[:MAX_NAME]
+    return span.name.removeprefix("execute_tool").removesuffix(".tool").strip()[:MAX_NAME]
+
+
+def _traceloop_input(value: Any) -> Any:
+    """Traceloop's ``traceloop.entity.input`` of a decorated function: ``{"args": [...],
+    "kwargs": {...}}``; the keyword arguments are the call's arguments (with positional
+    ones too, the whole object is)."""
+    data = _maybe_json(value)
+    if isinstance(data, Mapping) and set(data) <= {"args", "kwargs"}:
+        args, kwargs = data.get("args"), data.get("kwargs")
+        if not args and isinstance(kwargs, Mapping):
+            return dict(kwargs)
+    return data
+
+
+def _traceloop_output(value: Any) -> Any:
+    """Traceloop's ``traceloop.entity.output``: the return value as JSON (a string returned is a JSON string)."""
+    data = _maybe_json(value)
+    return data if isinstance(data, str) else value
 
 
 def _maybe_json(value: Any) -> Any:
@@ -404,9 +490,14 @@ def tool_call(span: Span) -> dict[str, Any]:
     """A call of a trajectory record from a tool span."""
     a = span.attributes
     args = a.get("gen_ai.tool.call.arguments", a.get("input.value"))
+    output = a.get("gen_ai.tool.call.result", a.get("output.value"))
+    if args is None and "traceloop.entity.input" in a:
+        args = _traceloop_input(a["traceloop.entity.input"])
+    if output is None and "traceloop.entity.output" in a:
+        output = _traceloop_output(a["traceloop.entity.output"])
     if args is None:
         args = {}
-    result = _text(a.get("gen_ai.tool.call.result", a.get("output.value")))
+    result = _text(output)
     call: dict[str, Any] = {"name": _tool_name(span), "arguments": args, "observation": result, "error": None}
     if span.status_code == STATUS_ERROR:
         message = span.status_message
@@ -454,6 +545,202 @@ def _outputs(a: Mapping[str, Any]) -> list[Mapping[str, Any]]:
             or _indexed(a, "llm.output_messages", "message.role", "message.content"))
 
 
+# -- the conversation a model span saw: calls rebuilt when no tool span was recorded -----
+
+
+def _from_parts(m: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A GenAI semconv message (``{role, parts: [...]}``) as chat-completions messages:
+    ``tool_call`` parts are the assistant's ``tool_calls``, each ``tool_call_response``
+    part a ``role: tool`` message."""
+    parts = [p for p in m.get("parts") or () if isinstance(p, Mapping)]
+    text = "\n".join(str(p.get("content") or "") for p in parts if p.get("type") == "text")
+    calls = [{"id": p.get("id"), "function": {"name": p.get("name"), "arguments": p.get("arguments")}}
+             for p in parts if p.get("type") == "tool_call"]
+    out: list[dict[str, Any]] = []
+    if m.get("role") != "tool" or text:
+        out.append({"role": m.get("role"), "content": text, "tool_calls": calls})
+    out.extend({"role": "tool", "tool_call_id": p.get("id"), "content": _text(p.get("response"))}
+               for p in parts if p.get("type") == "tool_call_response")
+    return out
+
+
+def _chat(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages of either GenAI shape as chat-completions messages (``message`` of a
+    choice unwrapped)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m.get("message"), Mapping) and "role" not in m:
+            m = m["message"]
+        if isinstance(m.get("parts"), list):
+            out.extend(_from_parts(m))
+        else:
+            plain = dict(m)
+            if not isinstance(plain.get("tool_calls"), list):  # a trace may hold anything there
+                plain.pop("tool_calls", None)
+            out.append(plain)
+    return out
+
+
+def _flat(a: Mapping[str, Any], prefix: str, inner: str, call_name: str, call_args: str,
+          call_id: str) -> list[dict[str, Any]]:
+    """Flattened messages with their tool calls: OpenInference's
+    ``llm.input_messages.N.message.tool_calls.M.tool_call.function.name``, Traceloop's
+    ``gen_ai.prompt.N.tool_calls.M.name``."""
+    out: list[dict[str, Any]] = []
+    for i in range(MAX_CALLS):
+        p = f"{prefix}.{i}.{inner}"
+        if f"{p}role" not in a and f"{p}content" not in a:
+            break
+        content = a.get(f"{p}content")
+        if content is None:  # OpenInference: message.contents.M.message_content.text
+            texts = []
+            for j in range(MAX_CALLS):
+                c = f"{p}contents.{j}.message_content."
+                if f"{c}type" not in a and f"{c}text" not in a:
+                    break
+                texts.append(str(a.get(f"{c}text") or ""))
+            content = "\n".join(texts)
+        calls = []
+        for j in range(MAX_CALLS):
+            c = f"{p}tool_calls.{j}."
+            if f"{c}{call_name}" not in a and f"{c}{call_id}" not in a:
+                break
+            calls.append({"id": a.get(f"{c}{call_id}"),
+                          "function": {"name": a.get(f"{c}{call_name}"), "arguments": a.get(f"{c}{call_args}")}})
+        m: dict[str, Any] = {"role": a.get(f"{p}role"), "content": content, "tool_calls": calls}
+        if f"{p}tool_call_id" in a:
+            m["tool_call_id"] = a[f"{p}tool_call_id"]
+        out.append(m)
+    return out
+
+
+def _event_messages(events: list[tuple[str, dict[str, Any]]], output: bool) -> list[dict[str, Any]]:
+    """The older GenAI span events: ``gen_ai.content.prompt`` / ``gen_ai.content.completion``
+    (a JSON list in ``gen_ai.prompt`` / ``gen_ai.completion``), or one event per message
+    (``gen_ai.user.message``, ``gen_ai.assistant.message``, ``gen_ai.tool.message``, ``gen_ai.choice``)."""
+    out: list[dict[str, Any]] = []
+    for name, attrs in events:
+        if name == ("gen_ai.content.completion" if output else "gen_ai.content.prompt"):
+            out.extend(_chat(_messages(attrs.get("gen_ai.completion" if output else "gen_ai.prompt"))))
+        elif output and name == "gen_ai.choice":
+            message = _maybe_json(attrs.get("message"))
+            if isinstance(message, Mapping):
+                out.extend(_chat([{"role": "assistant", **message}]))
+        elif not output and name.startswith("gen_ai.") and name.endswith(".message"):
+            role = name.removeprefix("gen_ai.").removesuffix(".message")
+            calls = _maybe_json(attrs.get("tool_calls"))
+            m = {"role": role, "content": _maybe_json(attrs.get("content")),
+                 "tool_calls": calls if isinstance(calls, list) else []}
+            if role == "tool":
+                m["tool_call_id"] = attrs.get("id")
+            out.append(m)
+    return out
+
+
+def conversation(span: Span) -> list[dict[str, Any]]:
+    """What a model span saw and said, as chat-completions messages: its input
+    history, then its output (GenAI message parts, OpenInference's or Traceloop's
+    flattened messages, or the older GenAI events)."""
+    a = span.attributes
+    inputs = (_chat(_messages(a.get("gen_ai.input.messages")))
+              or _flat(a, "llm.input_messages", "message.", "tool_call.function.name",
+                       "tool_call.function.arguments", "tool_call.id")
+              or _flat(a, "gen_ai.prompt", "", "name", "arguments", "id")
+              or _event_messages(span.events, False))
+    outputs = (_chat(_messages(a.get("gen_ai.output.messages")))
+               or _flat(a, "llm.output_messages", "message.", "tool_call.function.name",
+                        "tool_call.function.arguments", "tool_call.id")
+               or _flat(a, "gen_ai.completion", "", "name", "arguments", "id")
+               or _event_messages(span.events, True))
+    return inputs + [m if m.get("role") else {**m, "role": "assistant"} for m in outputs]
+
+
+def rebuilt(spans: list[Span]) -> dict[str, Any]:
+    """The question, calls and answer of the conversation the last model span saw
+    (its history holds every call before it; results matched by call id, as the
+    ``openai-messages`` importer does); empty if no span holds messages."""
+    from app.importers.openai_messages import messages_to_record
+
+    for s in sorted(spans, key=lambda s: s.end, reverse=True):
+        history = conversation(s)
+        if history:
+            return messages_to_record(history)
+    return {}
+
+
+def _tool_schemas(a: Mapping[str, Any]) -> list[Any]:
+    """The tools a model span was offered: ``gen_ai.tool.definitions`` (a JSON list)
+    or OpenInference's ``llm.tools.N.tool.json_schema``; Traceloop's
+    ``llm.request.functions.N.{name, description, parameters}``."""
+    tools = _maybe_json(a.get("gen_ai.tool.definitions"))
+    if isinstance(tools, list):
+        return [t for t in tools if isinstance(t, Mapping)]
+    out: list[Any] = []
+    for i in range(MAX_CALLS):
+        if f"llm.tools.{i}.tool.json_schema" in a:
+            tool = _maybe_json(a[f"llm.tools.{i}.tool.json_schema"])
+        elif f"llm.request.functions.{i}.name" in a:
+            p = f"llm.request.functions.{i}."
+            tool = {"name": a[f"{p}name"], "description": a.get(f"{p}description") or "",
+                    "parameters": _maybe_json(a.get(f"{p}parameters")) or {"type": "object"}}
+        else:
+            break
+        if isinstance(tool, Mapping):
+            out.append(tool)
+    return out
+
+
+def tool_definitions(spans: Iterable[Span]) -> dict[str, Any]:
+    """Tool schemas the traces' model spans were offered, by name (the first seen wins)."""
+    found: dict[str, Any] = {}
+    for s in spans:
+        for tool in _tool_schemas(s.attributes):
+            fn = tool.get("function")
+            body = fn if isinstance(fn, Mapping) else tool
+            name = body.get("name")
+            if isinstance(name, str) and name and name not in found:
+                found[name] = {"name": name, "description": str(body.get("description") or ""),
+                               "parameters": body.get("parameters") or {"type": "object"}}
+    return found
+
+
+def _question(root: Mapping[str, Any]) -> str:
+    """The question of a trace whose model spans hold no user message: the root's
+    input (an agent span's ``input.value``, a Traceloop workflow's first text argument)."""
+    value = root.get("input.value") or root.get("gen_ai.prompt")
+    if value is None and "traceloop.entity.input" in root:
+        data = _maybe_json(root["traceloop.entity.input"])
+        found: list[Any] = []
+        if isinstance(data, Mapping):
+            args, kwargs = data.get("args"), data.get("kwargs")
+            found.extend(args if isinstance(args, list) else ())
+            found.extend(kwargs.values() if isinstance(kwargs, Mapping) else ())
+        value = next((v for v in found if isinstance(v, str)), None)
+    return _text(value) or ""
+
+
+def _said(value: Any, mime: Any) -> str:
+    """A span's ``output.value`` as an answer: text as it is; a JSON payload (a chat
+    completion, a response, ``{"output": ...}``) its assistant text, never the JSON."""
+    data = _maybe_json(value) if mime == "application/json" or isinstance(value, str) else value
+    if isinstance(data, str):
+        return data
+    if isinstance(data, Mapping):
+        choices = data.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+            message = choices[0].get("message")
+            return content_text(message.get("content")) if isinstance(message, Mapping) else ""
+        if isinstance(data.get("output_text"), str):
+            return str(data["output_text"])
+        for key in ("output", "answer", "content", "text"):
+            if isinstance(data.get(key), str):
+                return str(data[key])
+        return ""
+    if isinstance(data, list):
+        return ""
+    return "" if value is None else str(value)
+
+
 def trajectory_record(spans: Iterable[Span], notes: list[str] | None = None) -> dict[str, Any]:
     """The trajectory record (docs/formats.md) of one trace's spans (in any order).
 
@@ -470,7 +757,8 @@ def trajectory_record(spans: Iterable[Span], notes: list[str] | None = None) -> 
     chat: list[Span] = []
     for s in ordered:
         (tools if is_tool_span(s) else chat).append(s)
-    calls = [tool_call(s) for s in tools]
+    history = {} if tools else rebuilt(chat)
+    calls = [tool_call(s) for s in tools] if tools else list(history.get("calls") or [])
     cut = len(calls) > MAX_CALLS
     if cut:
         notes.append(f"{len(calls)} tool spans: the first {MAX_CALLS} kept")
@@ -492,9 +780,13 @@ def trajectory_record(spans: Iterable[Span], notes: list[str] | None = None) -> 
     roots = [s for s in ordered if s.is_root] or ordered[:1]
     root = roots[0].attributes
     if not question:
-        question = _text(root.get("input.value") or root.get("gen_ai.prompt")) or ""
+        question = str(history.get("question") or "") or _question(root)
     if not answer:
-        answer = _text(root.get("output.value") or root.get("gen_ai.completion")) or ""
+        answer = str(history.get("answer") or "")
+    if not answer:
+        answer = _said(root.get("output.value") or root.get("gen_ai.completion"), root.get("output.mime_type"))
+    if not answer and "traceloop.entity.output" in root:  # a Traceloop workflow's return value
+        answer = _said(_traceloop_output(root["traceloop.entity.output"]), None)
 
     def lookup(key: str) -> Any:
         """The root's attribute, else the first span's that has it."""
@@ -537,28 +829,37 @@ def group_by_trace(spans: Iterable[Span]) -> dict[str, list[Span]]:
 
 
 def convert(path: Path, options: Options) -> Conversion:
-    """An OTLP JSON file: every trace becomes one trajectory record.
+    """An OTLP JSON file: every trace (with ``group_by``, every conversation)
+    becomes one trajectory record.
 
     Spans of one trace may be spread over the file's export requests, so the
     file is grouped in one pass (memory grows with the spans of the file, not
-    only of one trace; OTLP files are exports, not multi-GB logs)."""
+    only of one trace; OTLP files are exports, not multi-GB logs). Without
+    ``--tools``, the tool schemas the model spans were offered are the toolset."""
     source = str(path)
+    key = options.group_by
 
     def grouped() -> Iterator[tuple[int, dict[str, list[Span]] | InvalidTrajectory]]:
-        traces: dict[str, list[Span]] = {}
-        first_line: dict[str, int] = {}
+        keyed: list[tuple[Span, Any]] = []
+        lines: list[int] = []
         for line, value in iter_json_values(path, whole_object=True):
             if isinstance(value, InvalidTrajectory):
                 yield line, value
                 continue
             try:
-                spans = spans_from_json(value)
+                found = _json_keyed(value, key)
             except (ValueError, TypeError, AttributeError) as exc:
                 yield line, InvalidTrajectory(str(exc), index=line, source=source)
                 continue
-            for s in spans:
-                first_line.setdefault(s.trace_id, line)
-                traces.setdefault(s.trace_id, []).append(s)
+            keyed.extend(found)
+            lines.extend(line for _ in found)
+        if key:
+            regroup(keyed, key)  # over the whole file: a trace's spans without the key join its conversation
+        traces: dict[str, list[Span]] = {}
+        first_line: dict[str, int] = {}
+        for (s, _), line in zip(keyed, lines, strict=True):
+            first_line.setdefault(s.trace_id, line)
+            traces.setdefault(s.trace_id, []).append(s)
         for trace_id, spans in traces.items():
             yield first_line[trace_id], {trace_id: spans}
 
@@ -576,6 +877,11 @@ def convert(path: Path, options: Options) -> Conversion:
     def called() -> set[str]:
         return {c.name for _, t in records() if not isinstance(t, InvalidTrajectory) for c in t.calls}
 
-    toolset, notes = resolve_toolset(options.tools, options.domain, called, name=path.stem)
+    def offered() -> list[Any]:
+        spans = (s for _, item in grouped() if not isinstance(item, InvalidTrajectory)
+                 for group in item.values() for s in group)
+        return list(tool_definitions(spans).values())
+
+    toolset, notes = resolve_toolset(options.tools, options.domain, called, name=path.stem, offered=offered)
     suite = {"name": path.stem, "toolset": toolset, "cases": []}
     return Conversion(suite=suite, records=records, notes=notes)

@@ -14,7 +14,8 @@ from app.store.importer import ImportResult, import_file
 
 
 def import_converted(settings: Settings, path: Path, fmt: str, *, run_name: str, suite_path: Path | None = None,
-                     tools: Path | None = None, domain: str | None = None, model: str = "", agent: str = "",
+                     tools: Path | None = None, domain: str | None = None, group_by: str | None = None,
+                     model: str = "", agent: str = "",
                      skip_bad: bool = False, finish: bool = True, batch: int = 500,
                      on_note: Callable[[str], None] = lambda _note: None) -> ImportResult:
     """Convert ``path`` and import its records into ``run_name``. The suite is
@@ -24,7 +25,7 @@ def import_converted(settings: Settings, path: Path, fmt: str, *, run_name: str,
     if fmt == "bfcl":
         raise SuiteError("a bfcl file holds questions, no runs: `toollens convert --from bfcl` makes its suites",
                          path=str(path))
-    conversion = convert(fmt, path, Options(tools=tools, domain=domain))
+    conversion = convert(fmt, path, Options(tools=tools, domain=domain, group_by=group_by))
     for note in conversion.notes:
         on_note(note)
     document = load_suite_document(suite_path) if suite_path is not None else conversion.suite

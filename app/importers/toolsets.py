@@ -106,17 +106,29 @@ def toolset_document(tools: list[Any], *, name: str, label: str = "") -> dict[st
 
 
 def resolve_toolset(tools_path: Path | None, domain: str | None, called_names: Callable[[], Iterable[str]],
-                    *, name: str) -> tuple[dict[str, Any], list[str]]:
+                    *, name: str, offered: Callable[[], list[Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The toolset document for a suite, and notes for the person importing.
-    ``called_names`` (a pass over the traces) runs only when it is needed."""
+    ``called_names`` (a pass over the traces) runs only when it is needed;
+    ``offered``, the tool schemas the traces themselves hold (OpenTelemetry
+    model spans), is the toolset when no file is given."""
     if tools_path is not None:
         tools, tname = pick_tools(tools_path, domain=domain, called=called_names)
         return toolset_document(check_tools(tools, str(tools_path)), name=tname), []
-    called = set(called_names())
     if domain is not None:
         raise SuiteError("--domain needs --tools (a schema file with several domains)")
+    schemas_note = ""
+    schemas = offered() if offered is not None else []
+    if schemas:
+        try:
+            check_tools(schemas, "the traces' tool definitions")
+        except SuiteError as exc:
+            schemas_note = f"the traces' tool definitions are not usable ({exc}); "
+        else:
+            return toolset_document(schemas, name=name), [
+                f"no --tools: toolset of the {len(schemas)} tool schemas the traces' model spans were offered"]
+    called = set(called_names())
     if not called:
         raise SuiteError("the traces call no tool and no --tools file was given: nothing to build a toolset from")
-    notes = [f"no --tools: toolset of {len(called)} tool names inferred from the traces; schema validity and "
-             "hallucinated tools need the real schemas (--tools)"]
+    notes = [f"{schemas_note}no --tools: toolset of {len(called)} tool names inferred from the traces; schema "
+             "validity and hallucinated tools need the real schemas (--tools)"]
     return toolset_document(inferred_tools(called), name=name, label=INFERRED_LABEL), notes

@@ -976,6 +976,8 @@ async def receive_traces(
     request: Request,
     run: Annotated[str | None, Query(max_length=200, description="Run name (or the X-ToolLens-Run header).")] = None,
     x_toollens_run: Annotated[str | None, Header(max_length=200)] = None,
+    group_by: Annotated[str | None, Query(max_length=200, description="One trajectory per value of this span or "
+                                          "resource attribute (a conversation), not one per trace.")] = None,
     authorization: Annotated[str | None, Header()] = None,
 ) -> Response:
     """OTLP/HTTP trace export (protobuf or JSON) into a named run."""
@@ -987,7 +989,7 @@ async def receive_traces(
         try:  # inflated, bounded and read in a worker thread: the event loop goes on answering
             form, body, spans = await run_in_threadpool(
                 decode_export, body, request.headers.get("content-encoding", "").strip().lower(), protobuf,
-                request.app.state.settings.max_body_bytes)
+                request.app.state.settings.max_body_bytes, group_by)
         except Refused as exc:
             return error_response(exc.status, exc.error)
         try:

@@ -15,6 +15,7 @@ from app.importers.otel import (
     BATCH_LINES,
     BATCH_PROTOBUF,
     SpanRef,
+    grouped_batch,
     lines_batch,
     span_refs_from_protobuf,
     spans_from_json,
@@ -54,19 +55,24 @@ def _json_span_count(request: Any) -> int:
     return n
 
 
-def decode_export(body: bytes, encoding: str, protobuf: bool, limit: int) -> tuple[str, bytes, list[SpanRef]]:
-    """(staged form, staged body, span references) of an export request; Refused if it is refused."""
+def decode_export(body: bytes, encoding: str, protobuf: bool, limit: int,
+                  group_by: str | None = None) -> tuple[str, bytes, list[SpanRef]]:
+    """(staged form, staged body, span references) of an export request; Refused if it is refused.
+    With ``group_by``, its spans are grouped by that conversation key (``grouped_batch``)."""
     body = decompress(body, encoding, limit)
     try:
         if protobuf:
             if otlp_wire.span_count(body, MAX_SPANS) > MAX_SPANS:
                 raise _too_many(MAX_SPANS)
+            if group_by:
+                lines, refs = grouped_batch(body, True, group_by)
+                return BATCH_LINES, lines, refs
             return BATCH_PROTOBUF, body, span_refs_from_protobuf(body)
         check_json_size(body, "the export request")
         request = loads(body) if body else {}
         if _json_span_count(request) > MAX_SPANS:
             raise _too_many(MAX_SPANS)
-        lines, refs = lines_batch(spans_from_json(request))
+        lines, refs = grouped_batch(body, False, group_by) if group_by else lines_batch(spans_from_json(request))
         return BATCH_LINES, lines, refs
     except (ValueError, TypeError) as exc:
         raise Refused(400, f"not an OTLP trace export: {exc}") from None

@@ -116,8 +116,13 @@ def test_a_server_killed_mid_burst_beside_a_live_one_loses_nothing_and_stores_no
     sent: set[str] = set()
     lock = threading.Lock()
 
+    c_done = threading.Event()  # the third server has tried to start (a is alive until then)
+
     def burst(server: Server, first: int, requests: int, kill_after: bool = False) -> None:
         for i in range(requests):
+            if kill_after and i == requests - 1:
+                # a dies only after the third server's start: a dead server's batches are its to take
+                c_done.wait(timeout=180)
             traces = trace_ids(first + 10 * i, 10)
             data = export(traces)
             with lock:
@@ -135,7 +140,10 @@ def test_a_server_killed_mid_burst_beside_a_live_one_loses_nothing_and_stores_no
     # its start must not take the live servers' staged requests
     c = Server(db_url, int(b.base.rsplit(":", 1)[1]), tmp_path / "c.log", warm=False)
     servers.append(c)
-    assert c.proc.wait(timeout=120) != 0
+    try:
+        assert c.proc.wait(timeout=120) != 0
+    finally:
+        c_done.set()
     assert "address already in use" in c.output() and "recovered" not in c.output()
     to_a.join(), to_b.join()
     a.kill()

@@ -123,5 +123,7 @@ def test_replicas_behind_a_router_store_every_acknowledged_span_once(pg_url: str
     trials = Counter(rec["case_id"] for rec in records)
     split = [t for t, n in trials.items() if n > 1]
     assert all(n <= 2 for n in trials.values())
-    assert split and status["split_traces"] == sum(trials[t] - 1 for t in split)  # each further trial counted
+    # whether a split happens depends on timing (b may take a's staged spans over before it stores the
+    # roots alone); when one does, every further trial is counted
+    assert status["split_traces"] == sum(trials[t] - 1 for t in split)
     assert len(trials) == len(traces)  # no trace lost, none stored under another id

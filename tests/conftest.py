@@ -70,6 +70,16 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         upgrade(url)
         yield url
         return
+    yield from _pg_schema()
+
+
+@pytest.fixture()
+def pg_url() -> Iterator[str]:
+    """A migrated, empty schema of the machine's PostgreSQL (for what only it can share, e.g. replicas)."""
+    yield from _pg_schema()
+
+
+def _pg_schema() -> Iterator[str]:
     reason = pg_skip_reason()
     if reason:
         missing(f"PostgreSQL at {PG_URL}",

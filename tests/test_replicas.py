@@ -10,43 +10,17 @@ from __future__ import annotations
 import json
 import signal
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
 
-from app.store.db import upgrade
-from tests.conftest import PG_URL, pg_skip_reason
-from tests.resources import missing
 from tests.servers import free_port
 from tests.test_kills import Server, post, servers  # noqa: F401  (the fixture)
 from tests.test_otlp import SUITE, body, span
 
 ARGS = "gen_ai.tool.call.arguments"
-
-
-@pytest.fixture()
-def pg_url() -> Iterator[str]:
-    """A migrated, empty schema in the machine's PostgreSQL (replicas share one)."""
-    reason = pg_skip_reason()
-    if reason:
-        missing(f"PostgreSQL at {PG_URL}", reason)
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    url = f"{PG_URL}?options=-csearch_path%3D{schema}"
-    try:
-        upgrade(url)
-        yield url
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def tools_part(traces: list[str]) -> bytes:

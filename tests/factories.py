@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+from fastapi.testclient import TestClient
+
 from app.core.records import Trajectory, parse_record
-from app.core.suite import Suite, parse_suite
+from app.core.suite import Suite, load_suite_document, parse_suite
+from app.settings import Settings
+from app.web.app import create_app
 
 BANKING_TOOLS: list[dict[str, Any]] = [
     {
@@ -114,3 +122,20 @@ def record(case_id: str = "saldo-001", calls: list[dict[str, Any]] | None = None
 OK_CLIENTE = call("buscar_cliente", {"rut": "12345678-9"}, '{"id": 8812, "nombre": "Ana Rojas"}')
 OK_SALDO = call("ver_saldo", {"id": 8812}, '{"saldo": 142900}')
 FAIL_SALDO = call("ver_saldo", {"id": 8812}, "ERROR 503: servicio no disponible", injected())
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@contextmanager
+def examples_client(db_url: str, *names: str) -> Iterator[TestClient]:
+    """The app on ``db_url`` holding the example runs: ``"v1"`` stores the v1
+    suite and trajectories as run ``v1``; ``"banca-v2"`` the v2 ones as ``banca-v2``."""
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
+        for name in names:
+            version = name.rsplit("-", 1)[-1]
+            doc = load_suite_document(EXAMPLES / f"suite_{version}.yaml")
+            rid = c.post("/api/runs", json={"name": name, "suite": doc}).json()["id"]
+            recs = [json.loads(x) for x in (EXAMPLES / f"trajectories_{version}.jsonl").read_text().splitlines()]
+            assert c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": recs}).status_code == 200
+        yield c

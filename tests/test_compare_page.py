@@ -5,31 +5,21 @@ descriptions once each, folded. Real HTTP, both databases."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.suite import load_suite_document
-from app.settings import Settings
-from app.web.app import create_app
 from app.web.templating import fault_label
+from tests.factories import examples_client
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 HTML = {"accept": "text/html"}
 
 
 @pytest.fixture()
 def client(db_url: str) -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
-        for version in ("v1", "v2"):
-            doc = load_suite_document(EXAMPLES / f"suite_{version}.yaml")
-            rid = c.post("/api/runs", json={"name": f"banca-{version}", "suite": doc}).json()["id"]
-            recs = [json.loads(x) for x in (EXAMPLES / f"trajectories_{version}.jsonl").read_text().splitlines()]
-            assert c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": recs}).status_code == 200
+    with examples_client(db_url, "banca-v1", "banca-v2") as c:
         yield c
 
 

@@ -4,29 +4,21 @@ pass rate and pass^k, and the heatmap's tones. Real HTTP, both databases."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.suite import load_suite_document
-from app.settings import Settings
 from app.web import contexts
-from app.web.app import create_app
+from tests.factories import examples_client
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 HTML = {"accept": "text/html"}
 
 
 @pytest.fixture()
 def client(db_url: str) -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
-        rid = c.post("/api/runs", json={"name": "v1", "suite": load_suite_document(EXAMPLES / "suite_v1.yaml")})
-        recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
-        assert c.post(f"/api/runs/{rid.json()['id']}/trajectories", json={"trajectories": recs}).status_code == 200
+    with examples_client(db_url, "v1") as c:
         yield c
 
 

@@ -86,11 +86,13 @@ def sqlite_url(tmp_path: Path) -> str:
     return url
 
 
-def serve_http(url: str, port: int, case: str, run: str, *extra: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([*TOOLLENS, "mcp-serve", SUITE, "--case", case, "--transport", "http", "--port",
+def serve_http(url: str, port: int, case: str, run: str, *extra: str, prefix: tuple[str, ...] = (),
+               wait: float = 30) -> subprocess.Popen[str]:
+    """``mcp-serve`` over HTTP (behind ``prefix``, e.g. ``unshare``), once its port answers."""
+    proc = subprocess.Popen([*prefix, *TOOLLENS, "mcp-serve", SUITE, "--case", case, "--transport", "http", "--port",
                              str(port), "--run", run, "--db", url, *extra], cwd=ROOT, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -100,7 +102,7 @@ def serve_http(url: str, port: int, case: str, run: str, *extra: str) -> subproc
                 raise AssertionError(proc.communicate()[1]) from None
             time.sleep(0.2)
     proc.kill()
-    raise AssertionError("the MCP server did not start in 30 s")
+    raise AssertionError(f"the MCP server did not start in {wait:.0f} s")
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.store.models import Run, ToolsetVersion
 from tests.servers import free_port
-from tests.test_mcp import FIXTURE_SERVER, ROOT, SUITE, TOOLLENS, exported, rows, serve_http, sqlite_url, stop
+from tests.test_mcp import FIXTURE_SERVER, ROOT, SUITE, exported, rows, serve_http, sqlite_url, stop
 
 __all__ = ["sqlite_url", "stop"]  # fixtures shared with test_mcp
 runner = CliRunner()
@@ -135,21 +134,8 @@ def _unshare_reason() -> str | None:
 
 def _serve_as_pid_1(url: str, port: int) -> subprocess.Popen[str]:
     """mcp-serve as PID 1 of a new PID namespace (killed with unshare if the test fails)."""
-    proc = subprocess.Popen(["unshare", "-p", "-f", "--kill-child", "--mount-proc", *TOOLLENS, "mcp-serve",
-                             SUITE, "--case", "saldo-001", "--transport", "http", "--port", str(port), "--run", "ns",
-                             "--db", url], cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc
-        except OSError:
-            if proc.poll() is not None:
-                raise AssertionError(proc.communicate()[1]) from None
-            time.sleep(0.2)
-    proc.kill()
-    raise AssertionError("the MCP server did not start in 60 s")
+    return serve_http(url, port, "saldo-001", "ns", prefix=("unshare", "-p", "-f", "--kill-child", "--mount-proc"),
+                      wait=60)
 
 
 def _server_of(unshare: subprocess.Popen[str]) -> int:

@@ -69,3 +69,71 @@ def test_unparseable_file(tmp_path: Path) -> None:
     p.write_text("name: [unclosed")
     with pytest.raises(SuiteError, match="cannot parse"):
         load_suite(p)
+
+
+# -- conversations (multi-turn cases) -------------------------------------------
+
+_TOOLS = [{"name": "buscar", "description": "busca", "parameters": {"type": "object"}},
+          {"name": "emitir", "description": "emite", "parameters": {"type": "object"}}]
+
+
+def _conversation(**case: object) -> dict[str, object]:
+    return {"name": "s", "toolset": _TOOLS, "cases": [{"id": "c1", **case}]}
+
+
+def test_scripted_turns_keep_their_own_calls_and_forbidden_calls() -> None:
+    from app.core.suite import parse_suite
+
+    suite = parse_suite(_conversation(turns=[
+        {"user": "Necesito una nota", "expected_calls": ["buscar"], "forbidden_calls": ["emitir"]},
+        {"user": "Sí, confirmo", "expected_calls": [{"name": "emitir", "arguments": {"folio": "F-1"}}],
+         "match": "subset"},
+    ]))
+    case = suite.cases[0]
+    assert case.multi_turn and case.user is None
+    assert case.question == "Necesito una nota"
+    assert [t.user for t in case.turns or []] == ["Necesito una nota", "Sí, confirmo"]
+    assert [c.name for c in case.expected_calls or []] == ["buscar", "emitir"]
+    assert case.turns is not None and case.turns[1].match == "subset"
+    assert [f.name for f in case.turns[0].forbidden_calls] == ["emitir"]
+    assert case.forbidden_calls == []  # a turn's forbidden calls stay in that turn
+
+
+def test_a_simulated_user_is_read_with_its_defaults() -> None:
+    from app.core.suite import parse_suite
+
+    case = parse_suite(_conversation(question="Quiero mi saldo", expected_calls=["buscar"],
+                                     user={"instruction": "Eres un cliente", "known": {"rut": "1-9"}})).cases[0]
+    assert case.multi_turn and case.turns is None
+    assert case.user is not None
+    assert (case.user.known, case.user.patience, case.user.stop) == ({"rut": "1-9"}, 5, "###STOP###")
+
+
+def test_a_single_question_case_is_not_a_conversation() -> None:
+    from app.core.suite import parse_suite
+
+    case = parse_suite(_conversation(question="q", expected_calls=["buscar"])).cases[0]
+    assert not case.multi_turn and case.turns is None and case.user is None
+
+
+@pytest.mark.parametrize(("case", "field", "message"), [
+    ({"turns": []}, "turns", "non-empty list"),
+    ({"turns": [{"expected_calls": ["buscar"]}]}, "turns[0].user", "required"),
+    ({"turns": [{"user": "a", "match": "fuzzy"}]}, "turns[0].match", "must be one of"),
+    ({"turns": [{"user": "a", "expected_calls": [{"arguments": {}}]}]}, "turns[0].expected_calls[0]", "name"),
+    ({"turns": [{"user": "a", "forbidden_calls": [7]}]}, "turns[0].forbidden_calls[0]", "tool name"),
+    ({"question": "q", "turns": [{"user": "a"}]}, "question", "in each turn"),
+    ({"turns": [{"user": "a"}], "expected_calls": ["buscar"]}, "expected_calls", "in each turn"),
+    ({"turns": [{"user": "a"}], "user": {"instruction": "x"}}, "user", "not both"),
+    ({"question": "q", "user": {"known": {}}}, "user.instruction", "required"),
+    ({"question": "q", "user": {"instruction": "x", "patience": 0}}, "user.patience", "from 1 to"),
+    ({"question": "q", "user": {"instruction": "x", "known": ["rut"]}}, "user.known", "must map"),
+])
+def test_a_bad_conversation_names_the_field(case: dict[str, object], field: str, message: str) -> None:
+    from app.core.errors import SuiteError
+    from app.core.suite import parse_suite
+
+    with pytest.raises(SuiteError) as info:
+        parse_suite(_conversation(**case))
+    assert info.value.field == field and info.value.case_id == "c1"
+    assert message in str(info.value)

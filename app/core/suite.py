@@ -39,8 +39,37 @@ class ForbiddenCall:
     arguments: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One scripted user turn of a conversation and the calls expected in
+    answer to it (aligned within the turn)."""
+
+    user: str
+    expected_calls: list[ExpectedCall] | None = None
+    match: str = "strict"
+    forbidden_calls: list[ForbiddenCall] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class UserSpec:
+    """A simulated user: it holds ``known`` facts, gives one only when the
+    agent asks for it, and ends the conversation by saying ``stop`` when
+    satisfied or after ``patience`` replies."""
+
+    instruction: str
+    known: dict[str, Any] = field(default_factory=dict)
+    patience: int = 5
+    stop: str = "###STOP###"
+
+
 @dataclass
 class Case:
+    """A case. ``question`` is always the first user message; a scripted
+    conversation also has ``turns`` (turn 1 is the question), and then
+    ``expected_calls`` is every turn's, in order (``None`` when no turn gives
+    any), while ``forbidden_calls`` holds only those of the whole conversation:
+    a turn's own stay in the turn."""
+
     id: str
     question: str
     expected_calls: list[ExpectedCall] | None = None
@@ -51,6 +80,12 @@ class Case:
     forbidden_calls: list[ForbiddenCall] = field(default_factory=list)
     mocks: dict[str, MockSpec] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
+    turns: list[Turn] | None = None
+    user: UserSpec | None = None
+
+    @property
+    def multi_turn(self) -> bool:
+        return self.turns is not None or self.user is not None
 
 
 @dataclass
@@ -226,14 +261,18 @@ def _case(rc: Any, index: int, path: str, toolset: Toolset) -> Case:
     def bad(message: str, where: str) -> SuiteError:
         return SuiteError(message, path=path, case_id=cid, field=where)
 
-    question = rc.get("question")
+    turns = _turns(rc, bad) if "turns" in rc else None
+    question = turns[0].user if turns else rc.get("question")
     if not isinstance(question, str) or not question.strip():
         raise bad("required, a non-empty string", "question")
     match = rc.get("match", "strict")
     if match not in MATCH_MODES:
         raise bad(f"must be one of {', '.join(MATCH_MODES)}", "match")
     expected: list[ExpectedCall] | None = None
-    if "expected_calls" in rc and rc["expected_calls"] is not None:
+    if turns is not None:
+        if any(t.expected_calls is not None for t in turns):
+            expected = [ec for t in turns for ec in t.expected_calls or []]
+    elif "expected_calls" in rc and rc["expected_calls"] is not None:
         if not isinstance(rc["expected_calls"], list):
             raise bad("must be a list", "expected_calls")
         expected = [_expected_call(ec, j, bad) for j, ec in enumerate(rc["expected_calls"])]
@@ -247,6 +286,9 @@ def _case(rc: Any, index: int, path: str, toolset: Toolset) -> Case:
     if state is not None and not isinstance(state, Mapping):
         raise bad("must be a mapping (subset of the final state)", "expected_state")
     forbidden = [_forbidden(f, j, bad) for j, f in enumerate(rc.get("forbidden_calls") or [])]
+    user = _user(rc["user"], bad) if rc.get("user") is not None else None
+    if user is not None and turns is not None:
+        raise bad("a case has scripted turns or a simulated user, not both", "user")
     mocks_raw = rc.get("mocks") or {}
     if not isinstance(mocks_raw, Mapping):
         raise bad("must map tool names to mocks", "mocks")
@@ -272,11 +314,70 @@ def _case(rc: Any, index: int, path: str, toolset: Toolset) -> Case:
         forbidden_calls=forbidden,
         mocks=mocks,
         tags=[str(t) for t in tags],
+        turns=turns,
+        user=user,
     )
 
 
-def _expected_call(ec: Any, j: int, bad: Any) -> ExpectedCall:
-    where = f"expected_calls[{j}]"
+MAX_TURNS = 100
+
+
+def _turns(rc: Mapping[str, Any], bad: Any) -> list[Turn]:
+    """Scripted turns; the case-level question, expected calls and match
+    belong to the turns then, so giving them too is an error."""
+    raw = rc["turns"]
+    if not isinstance(raw, list) or not raw:
+        raise bad("must be a non-empty list of {user, expected_calls?, match?, forbidden_calls?}", "turns")
+    if len(raw) > MAX_TURNS:
+        raise bad(f"at most {MAX_TURNS} turns", "turns")
+    for key in ("question", "expected_calls", "match"):
+        if key in rc:
+            raise bad(f"with turns, give the {key} in each turn (turns[0].user is the question)", key)
+    out: list[Turn] = []
+    for i, rt in enumerate(raw):
+        where = f"turns[{i}]"
+        if not isinstance(rt, Mapping):
+            raise bad("each turn must be a mapping with a 'user' message", where)
+        text = rt.get("user")
+        if not isinstance(text, str) or not text.strip():
+            raise bad("required, a non-empty string (what the user says)", f"{where}.user")
+        match = rt.get("match", "strict")
+        if match not in MATCH_MODES:
+            raise bad(f"must be one of {', '.join(MATCH_MODES)}", f"{where}.match")
+        expected: list[ExpectedCall] | None = None
+        if rt.get("expected_calls") is not None:
+            if not isinstance(rt["expected_calls"], list):
+                raise bad("must be a list", f"{where}.expected_calls")
+            expected = [_expected_call(ec, j, bad, f"{where}.expected_calls")
+                        for j, ec in enumerate(rt["expected_calls"])]
+        forbidden_raw = rt.get("forbidden_calls") or []
+        if not isinstance(forbidden_raw, list):
+            raise bad("must be a list", f"{where}.forbidden_calls")
+        forbidden = [_forbidden(f, j, bad, f"{where}.forbidden_calls") for j, f in enumerate(forbidden_raw)]
+        out.append(Turn(user=text, expected_calls=expected, match=match, forbidden_calls=forbidden))
+    return out
+
+
+def _user(raw: Any, bad: Any) -> UserSpec:
+    if not isinstance(raw, Mapping):
+        raise bad("must be a mapping {instruction, known?, patience?, stop?}", "user")
+    instruction = raw.get("instruction")
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise bad("required, a non-empty string (who the user is and what they want)", "user.instruction")
+    known = raw.get("known") or {}
+    if not isinstance(known, Mapping) or not all(isinstance(k, str) for k in known):
+        raise bad("must map a fact's name to its value", "user.known")
+    patience = raw.get("patience", 5)
+    if not isinstance(patience, int) or isinstance(patience, bool) or not 1 <= patience <= MAX_TURNS:
+        raise bad(f"must be a whole number from 1 to {MAX_TURNS}", "user.patience")
+    stop = raw.get("stop", "###STOP###")
+    if not isinstance(stop, str) or not stop.strip():
+        raise bad("must be a non-empty string", "user.stop")
+    return UserSpec(instruction=instruction, known=dict(known), patience=patience, stop=stop)
+
+
+def _expected_call(ec: Any, j: int, bad: Any, within: str = "expected_calls") -> ExpectedCall:
+    where = f"{within}[{j}]"
     if isinstance(ec, str):
         return ExpectedCall(name=ec)
     if not isinstance(ec, Mapping) or not isinstance(ec.get("name"), str):
@@ -296,12 +397,12 @@ def _expected_call(ec: Any, j: int, bad: Any) -> ExpectedCall:
     return ExpectedCall(name=ec["name"], arguments=dict(args), tolerance=tolerance)
 
 
-def _forbidden(raw: Any, j: int, bad: Any) -> ForbiddenCall:
+def _forbidden(raw: Any, j: int, bad: Any, within: str = "forbidden_calls") -> ForbiddenCall:
     if isinstance(raw, str):
         return ForbiddenCall(raw)
     if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
         args = raw.get("arguments")
         if args is not None and not isinstance(args, Mapping):
-            raise bad("must be a mapping", f"forbidden_calls[{j}].arguments")
+            raise bad("must be a mapping", f"{within}[{j}].arguments")
         return ForbiddenCall(raw["name"], None if args is None else dict(args))
-    raise bad("a tool name or {name, arguments}", f"forbidden_calls[{j}]")
+    raise bad("a tool name or {name, arguments}", f"{within}[{j}]")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import ToolSpecError
+from app.core.metacheck import plainly_valid
 
 
 @dataclass(frozen=True, slots=True)
@@ -656,6 +657,8 @@ def _check_schema(schema: dict[str, Any]) -> None:
     """Refuse a schema that is not valid JSON Schema (``minLength: "3"``,
     ``enum: 5``, ``anyOf: []``, a bad pattern) when the suite is loaded, not
     when the first call meets it."""
+    if plainly_valid(schema):  # the common case, without loading jsonschema
+        return
     import jsonschema
     from jsonschema import validators
 

@@ -13,13 +13,14 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from app.core.errors import ToolSpecError
 from app.core.mocks import MockSpec, Responder, parse_mock
 from app.core.schema import ArgumentValidator
+
+if TYPE_CHECKING:  # only annotates from_pydantic: scoring does not load pydantic
+    from pydantic import BaseModel
 
 # BFCL and some hand-written tools use Python-ish type names.
 _DIALECT_TYPES = {

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,7 +64,9 @@ def store_session(db: str | None, *, write: bool = False) -> Iterator[Session]:
 
 
 def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(Text.assemble(("error: ", "bold red"), message), highlight=False, soft_wrap=True)
+    from app.commands.score import print_error
+
+    print_error(message)
     return typer.Exit(code=2)
 
 
@@ -84,31 +84,11 @@ def score(
     """Score trajectories against a suite, without a database.
 
     Exit 0: scored; 1: a blocking family above zero (with --fail-on-blocking); 2: bad input."""
-    from app.core.errors import ToolLensError
-    from app.core.evaluate import score_trajectories
-    from app.core.gate import BLOCKING
-    from app.core.records import read_jsonl
-    from app.core.suite import load_suite
-    from app.report_view import render_report
+    from app.commands.score import run
 
-    try:
-        loaded = load_suite(suite)
-        if not trajectories.is_file():
-            raise _fail(f"{trajectories}: file not found")
-        report = score_trajectories(loaded, read_jsonl(trajectories))
-    except ToolLensError as exc:
-        raise _fail(str(exc)) from None
-    data = report.to_json()
-    if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
-    else:
-        render_report(Console(), data, suite_name=loaded.name, toolset_version=loaded.toolset.version, top=top)
-    blocking = [f"{family.replace('_', ' ')} {data[family]['num']}/{data[family]['den']}"
-                for family in BLOCKING if data[family]["num"] > 0]
-    if fail_on_blocking and blocking:
-        Console(stderr=True, soft_wrap=True).print(Text.assemble(
-            ("blocking: ", "bold red"), ", ".join(blocking), " (must be zero)"), highlight=False)
-        raise typer.Exit(code=1)
+    code = run(suite, trajectories, as_json=as_json, top=top, fail_on_blocking=fail_on_blocking)
+    if code:
+        raise typer.Exit(code=code)
 
 
 # -- the store ---------------------------------------------------------------

@@ -8,8 +8,10 @@ and imports heavy SDKs (openai, anthropic, mcp) inside its commands only, so
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
-import typer
+if TYPE_CHECKING:  # `toollens score` imports app.commands.score without typer
+    import typer
 
 MODULES: tuple[str, ...] = ("convert", "toolset", "lint", "run", "gate", "demo", "mcp", "judge")
 

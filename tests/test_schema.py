@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import random
 from typing import Any
 
+import jsonschema
 import pytest
 
+from app.core.metacheck import plainly_valid
 from app.core.schema import ArgumentValidator
+from tests.resources import DATA, shared_data
 
 NOTA = {
     "type": "object",
@@ -110,6 +115,61 @@ def test_invalid_schemas_are_refused_at_load(schema: dict[str, Any], fragment: s
 
     with pytest.raises(ToolSpecError, match=f"invalid JSON Schema at {fragment}"):
         ArgumentValidator(schema)
+
+
+def _jsonschema_accepts(schema: Any) -> bool:
+    try:
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+    except (jsonschema.SchemaError, TypeError, AttributeError):  # the last two: a `$schema` that is no string
+        return False
+    return True
+
+
+@pytest.mark.parametrize("schema", [
+    {"required": ["a", "a"]}, {"type": ["string", "string"]}, {"type": []}, {"type": "text"},
+    {"items": [{"type": "string"}]},  # an array of schemas is draft 7's items, not 2020-12's
+    {"multipleOf": 0}, {"minimum": True}, {"maxLength": -1}, {"pattern": "(["}, {"anyOf": []},
+    {"properties": {"a": None}}, {"description": 3},
+])
+def test_the_quick_check_leaves_invalid_schemas_to_jsonschema(schema: dict[str, Any]) -> None:
+    assert not plainly_valid(schema)
+    assert not _jsonschema_accepts(schema)
+
+
+def test_the_quick_check_vouches_only_for_schemas_jsonschema_accepts() -> None:
+    values: list[Any] = [None, True, 0, -1, 3, 2.5, 0.0, float("nan"), "", "string", "(", "^a+$", "#",
+                         "#/$defs/x", "#/a b", ["a"], ["a", "a"], [], ["string", "null"], [1], {}, {"a": 1},
+                         [{}], [{"type": "x"}], {"type": "string"}]
+    keys = ["type", "enum", "const", "required", "pattern", "format", "minLength", "maximum", "multipleOf",
+            "uniqueItems", "$ref", "description", "examples", "items", "additionalProperties", "anyOf",
+            "prefixItems", "properties", "$defs", "$schema", "not", "nullable"]
+    rng = random.Random(23)
+
+    def schema(depth: int = 0) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in rng.sample(keys, rng.randint(1, 4)):
+            nested = depth < 2 and rng.random() < 0.5
+            if nested and key in ("items", "additionalProperties"):
+                out[key] = schema(depth + 1)
+            elif nested and key in ("anyOf", "prefixItems"):
+                out[key] = [schema(depth + 1) for _ in range(rng.randint(1, 2))]
+            elif nested and key in ("properties", "$defs"):
+                out[key] = {"p": schema(depth + 1)}
+            else:
+                out[key] = rng.choice(values)
+        return out
+
+    verdicts = [(plainly_valid(s), _jsonschema_accepts(s)) for s in (schema() for _ in range(2000))]
+    assert (True, False) not in verdicts
+    assert verdicts.count((True, True)) > 100 and verdicts.count((False, False)) > 100
+
+
+@shared_data(DATA / "tau_bench_tool_schemas_airline_retail.json")
+def test_real_tool_schemas_are_vouched_for_without_jsonschema() -> None:
+    tools = json.loads((DATA / "tau_bench_tool_schemas_airline_retail.json").read_text(encoding="utf-8"))
+    schemas = [tool["function"]["parameters"] for domain in tools.values() for tool in domain]
+    assert len(schemas) == 14 + 16
+    assert all(plainly_valid(s) and _jsonschema_accepts(s) for s in schemas)
 
 
 def test_recursive_schemas_and_huge_numbers() -> None:

@@ -20,3 +20,7 @@ def main() -> None:
     from app.cli import main as typer_main
 
     typer_main()
+
+
+if __name__ == "__main__":
+    main()

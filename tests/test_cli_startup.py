@@ -1,18 +1,25 @@
 """`toollens` starts at once: the CLI module imports no database, web framework or SDK
-(each command imports what it needs), suites are read with libyaml's loader, and
-`score --fail-on-blocking` makes a CI check of a scored file with no database."""
+(each command imports what it needs), `toollens score` runs without typer, pydantic or
+jsonschema (the console script reads its plain forms itself), suites are read with libyaml's
+loader, and `score --fail-on-blocking` makes a CI check of a scored file with no database."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
+import pytest
+import typer
 import yaml
 from typer.testing import CliRunner
 
 from app.cli import cli
+from app.commands import score as score_command
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -33,6 +40,105 @@ def test_help_lists_the_commands_without_importing_them() -> None:
     assert done.returncode == 0, done.stderr
     assert "score" in done.stdout and "demo" in done.stdout and "gate" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+CONSOLE_SCRIPT = [sys.executable, "-c", "import sys\nfrom app.entry import main\nsys.argv[0] = 'toollens'\n"
+                  "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\nelse:\n    code = 0\n"
+                  "import json\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)\n"
+                  "sys.exit(code)"]
+SCORE_V2 = ["score", str(EXAMPLES / "suite_v2.yaml"), str(EXAMPLES / "trajectories_v2.jsonl")]
+
+
+def _loaded_by(args: list[str]) -> set[str]:
+    """The top-level packages loaded by the console script running ``toollens ARGS``."""
+    done = subprocess.run([*CONSOLE_SCRIPT, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def test_the_console_script_is_the_light_entry_point() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["scripts"]["toollens"] == "app.entry:main"
+
+
+def test_score_loads_no_cli_framework_validator_or_database() -> None:
+    # what made `toollens score` take 0.4 s: typer reads arguments with pydantic, jsonschema checks schemas
+    heavy = {"typer", "click", "pydantic", "jsonschema", "sqlalchemy", "fastapi", "asyncio", *HEAVY}
+    as_json = _loaded_by([*SCORE_V2, "--json"])
+    assert {"app", "yaml", "orjson"} <= as_json
+    assert as_json & (heavy | {"rich"}) == set()
+    assert _loaded_by(SCORE_V2) & heavy == set()  # the tables are rich's
+
+
+def test_help_and_other_commands_still_go_through_typer() -> None:
+    assert {"typer", "rich"} <= _loaded_by(["--help"])
+    assert "typer" in _loaded_by(["score", "--help"])
+
+
+def _typer_reads(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What the typer command passes to ``run`` for ``toollens score ARGV``, defaults filled in."""
+    seen: list[dict[str, Any]] = []
+    signature = inspect.signature(score_command.run)
+
+    def run(*args: Any, **kwargs: Any) -> int:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        seen.append(dict(bound.arguments))
+        return 0
+
+    monkeypatch.setattr(score_command, "run", run)
+    assert CliRunner().invoke(cli, ["score", *argv]).exit_code == 0
+    return seen[0]
+
+
+@pytest.mark.parametrize("argv", [
+    ["s.yaml", "t.jsonl"], ["s.yaml", "t.jsonl", "--json"], ["--json", "s.yaml", "t.jsonl"],
+    ["s.yaml", "--top", "3", "t.jsonl"], ["s.yaml", "t.jsonl", "--top=007"],
+    ["--fail-on-blocking", "s.yaml", "--json", "t.jsonl", "--top", "0"],
+])
+def test_score_reads_the_plain_forms_as_the_typer_command_does(argv: list[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed = score_command.parse(argv)
+    assert parsed is not None
+    bound = inspect.signature(score_command.run).bind(**parsed)
+    bound.apply_defaults()
+    assert bound.arguments == _typer_reads(argv, monkeypatch)
+
+
+@pytest.mark.parametrize("argv", [
+    ["s.yaml"], ["s.yaml", "t.jsonl", "u.jsonl"], ["--help"], ["s.yaml", "t.jsonl", "--top", "x"],
+    ["s.yaml", "t.jsonl", "--top", "-1"], ["s.yaml", "t.jsonl", "--top"], ["s.yaml", "t.jsonl", "--js"],
+    ["s.yaml", "t.jsonl", "--json=1"], ["--", "s.yaml", "t.jsonl"], ["s.yaml", "t.jsonl", "--top", "2", "--top", "3"],
+    ["-", "t.jsonl"], ["", "t.jsonl"],
+])
+def test_score_leaves_everything_else_to_typer(argv: list[str]) -> None:
+    assert score_command.parse(argv) is None
+
+
+def test_the_quick_option_table_is_the_typer_commands() -> None:
+    command = typer.main.get_command(cli).commands["score"]  # type: ignore[attr-defined]
+    options = [p for p in command.params if p.param_type_name == "option"]
+    assert {p.opts[0]: (p.name, not p.is_flag) for p in options} == score_command.OPTIONS
+    defaults = {name: p.default for name, p in inspect.signature(score_command.run).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    assert defaults == {p.name: p.default for p in options}
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "trajectories_v1.jsonl")], 0),
+    (["score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "trajectories_v1.jsonl"), "--json",
+      "--fail-on-blocking"], 1),
+    (["score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "nothing.jsonl")], 2),
+])
+def test_the_console_script_prints_what_the_typer_command_prints(args: list[str], code: int) -> None:
+    quick, full = (subprocess.run([*prefix, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+                   for prefix in ([sys.executable, "-m", "app.entry"], [sys.executable, "-m", "app.cli"]))
+    assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr)
+    assert quick.returncode == code
+    assert {0: "F3 hallucinated", 1: '"hallucinated_tools": {"num": 2, "den": 79}',
+            2: ""}[code] in quick.stdout
+    assert {0: "", 1: "blocking: hallucinated tools 2/79, hallucination after error 1/6 (must be zero)\n",
+            2: f"error: {EXAMPLES / 'nothing.jsonl'}: file not found\n"}[code] == quick.stderr
 
 
 def test_lint_defaults_are_the_cores_thresholds() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -19,6 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli import cli
+from app.commands import help_text
 from app.commands import score as score_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,9 +72,25 @@ def test_score_loads_no_cli_framework_validator_or_database() -> None:
     assert _loaded_by(SCORE_V2) & heavy == set()  # the tables are rich's
 
 
-def test_help_and_other_commands_still_go_through_typer() -> None:
-    assert {"typer", "rich"} <= _loaded_by(["--help"])
+def test_help_is_printed_without_typer_and_the_rest_goes_through_it() -> None:
+    assert _loaded_by(["--help"]) & {"typer", "click", "rich", "pydantic"} == set()
     assert "typer" in _loaded_by(["score", "--help"])
+
+
+def test_the_help_rendered_in_advance_is_typers() -> None:
+    assert help_text.render() == help_text.ROOT_HELP, "a command or its help changed: python -m app.commands.help_text"
+
+
+@pytest.mark.parametrize("columns", ["80", "79", "200"])
+def test_the_console_script_prints_typers_help(columns: str) -> None:
+    env = {**os.environ, "COLUMNS": columns}
+    probe = "import sys\nsys.argv[0] = 'toollens'\nfrom {} import main\nmain()"
+    quick, full = (subprocess.run([sys.executable, "-c", probe.format(module), "--help"], capture_output=True,
+                                  text=True, cwd=ROOT, env=env, timeout=60) for module in ("app.entry", "app.cli"))
+    assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr) == \
+        (0, quick.stdout, "")
+    assert quick.stdout.startswith("Usage: toollens [OPTIONS] COMMAND [ARGS]...\n")
+    assert (quick.stdout == help_text.ROOT_HELP) is (columns != "79")  # narrower: typer wraps it
 
 
 def _typer_reads(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:

@@ -35,7 +35,8 @@ def command(args: list[str] | str, tree: Path) -> list[str]:
         return [sys.executable, "-c", args]
     entry = tomllib.loads((tree / "pyproject.toml").read_text())["project"]["scripts"]["toollens"]
     module, _, function = entry.partition(":")
-    return [sys.executable, "-c", f"import sys; from {module} import {function}; sys.exit({function}())", *args]
+    script = f"import sys; sys.argv[0] = 'toollens'; from {module} import {function}; sys.exit({function}())"
+    return [sys.executable, "-c", script, *args]
 
 
 def run_once(argv: list[str], pythonpath: str | None) -> tuple[float, float]:

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tomllib
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,19 @@ def test_the_console_script_prints_what_the_typer_command_prints(args: list[str]
             2: ""}[code] in quick.stdout
     assert {0: "", 1: "blocking: hallucinated tools 2/79, hallucination after error 1/6 (must be zero)\n",
             2: f"error: {EXAMPLES / 'nothing.jsonl'}: file not found\n"}[code] == quick.stderr
+
+
+def test_the_cores_names_are_imported_on_first_use() -> None:
+    probe = ("import sys\nimport app.core\nprint('app.core.runner' in sys.modules)\nfrom app.core import run_case\n"
+             "print(run_case.__module__, 'app.core.runner' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.stdout.split() == ["False", "app.core.runner", "True"], done.stderr
+    import app.core
+
+    assert sorted(app.core._MODULE_OF) == sorted(app.core.__all__)
+    for name in app.core.__all__:
+        module = import_module(f"app.core.{app.core._MODULE_OF[name]}")
+        assert getattr(app.core, name) is getattr(module, name)
 
 
 def test_lint_defaults_are_the_cores_thresholds() -> None:

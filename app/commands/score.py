@@ -1,10 +1,10 @@
 """``toollens score``, run straight from argv: the command a CI job calls on every push.
 
 Loading typer (with pydantic) and the command tree cost more than scoring a small file, so
-``app.cli.main`` hands the plain forms of ``score`` to ``run_argv``, which imports neither typer
-nor pydantic, nor rich until it prints a table or an error. Anything else (``--help``, a
-mistake, an unusual spelling) returns None and goes to the typer command in ``app.cli``, which
-stays the definition of the command, its help and its error messages.
+the console script (``app.entry``) hands the plain forms of ``score`` to ``run_argv``, which
+imports neither typer nor pydantic, nor rich until it prints a table or an error. Anything
+else (``--help``, a mistake, an unusual spelling) returns None and goes to the typer command
+in ``app.cli``, which stays the definition of the command, its help and its error messages.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import anyio
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.errors import ToolLensError
-from app.core.records import MAX_CALLS, Fault, Trajectory
+from app.core.records import MAX_CALLS, Trajectory
 from app.core.router import FaultPlan, MockRouter
 from app.core.scoring import Scorer
 from app.core.suite import Case, Suite
@@ -136,9 +136,8 @@ class CaseRecorder:
     def _record(self, opened: _Open) -> dict[str, Any]:
         router = opened.router
         fault = router.first_fault
-        if fault is None and self.faults is not None and self.faults.by_index:
-            step = min(self.faults.by_index)  # planned but not reached: still say what was planned
-            fault = Fault(step=step, kind=self.faults.by_index[step])
+        if fault is None and self.faults is not None:
+            fault = self.faults.planned()  # planned but not reached: still say what was planned
         return Trajectory(case_id=self.case.id, trial=opened.trial, question=self.case.question,
                           calls=list(router.log), answer="", fault=fault, state=dict(router.state)).to_dict()
 

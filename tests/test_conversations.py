@@ -380,3 +380,35 @@ def test_a_user_model_is_an_openai_compatible_client() -> None:
     prompt = user.prompt(SPEC, msgs(("user", "Hola", 0), ("assistant", "¿Tu RUT?", 0)))
     assert "Das tu RUT solo si te lo piden" in prompt[0]["content"] and '"rut": "12345678-9"' in prompt[0]["content"]
     assert prompt[1:] == [{"role": "assistant", "content": "Hola"}, {"role": "user", "content": "¿Tu RUT?"}]
+
+
+def anthropic_agent_turns(request: dict[str, Any]) -> Turn:
+    """Asks for the RUT; once told, looks the customer up and answers."""
+    messages = request["messages"]
+    results = sum(1 for m in messages if isinstance(m["content"], list)
+                  and any(b.get("type") == "tool_result" for b in m["content"]))
+    if results:
+        return Turn(text="Pedro Soto, tu saldo es $38.500.")
+    if "9876543-K" in str(messages[-1]["content"]):
+        return Turn(calls=[("buscar_cliente", {"rut": "9876543-K"})])
+    return Turn(text="¿Me das tu RUT?")
+
+
+def test_the_anthropic_agent_sends_the_whole_conversation_every_turn() -> None:
+    from app.agents.anthropic_messages import AnthropicAgent
+
+    suite = load_suite(SUITE)
+    case = suite.case("conv-saldo-002")
+    assert case is not None
+    app = FakeLLM(responder=anthropic_agent_turns)
+    with serve(app) as base:
+        traj = run_case(AnthropicAgent(model="m", base_url=base, api_key="k"), suite, case)
+    assert [m.content for m in traj.messages or []] == [
+        "Hola, ¿me ayudas a ver mi saldo?", "¿Me das tu RUT?", "Claro, mi RUT es 9876543-K.",
+        "Pedro Soto, tu saldo es $38.500."]
+    assert [c.name for c in traj.calls] == ["buscar_cliente"] and traj.calls[0].error is None
+    last = app.requests[-1]["messages"]
+    assert [(m["role"], m["content"] if isinstance(m["content"], str) else [b["type"] for b in m["content"]])
+            for m in last] == [
+        ("user", "Hola, ¿me ayudas a ver mi saldo?"), ("assistant", ["text"]), ("user", "Claro, mi RUT es 9876543-K."),
+        ("assistant", ["tool_use"]), ("user", ["tool_result"])]

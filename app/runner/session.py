@@ -193,8 +193,9 @@ def _model_label(request: RunRequest) -> str:
 
 
 def _check_same(stored: dict[str, Any], given: dict[str, Any], keys: tuple[str, ...], name: str) -> None:
+    defaults = RunRequest().config()  # a key a run's config lacks (it predates the key) holds its default
     for key in keys:
-        if stored.get(key) != given.get(key):
+        if stored.get(key, defaults.get(key)) != given.get(key):
             raise RunSetupError(f"run {name!r} was started with {key}={stored.get(key)!r}, not {given.get(key)!r}")
 
 

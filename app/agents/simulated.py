@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from app.core.conversation import fold, says_value
 from app.core.lint import lint_toolset
 from app.core.records import TRANSIENT_KINDS
 from app.core.router import Toolbox
@@ -142,6 +141,10 @@ class SimulatedAgent:
 
     def for_case(self, case: Case, trial: int, variant: str = "") -> _CaseAgent:
         rng = random.Random(f"{self.seed}:{case.id}:{trial}:{variant}")
+        if case.multi_turn:
+            from app.agents.simulated_turns import ConversingAgent
+
+            return ConversingAgent(self, case, rng)
         return _CaseAgent(self, case, rng)
 
 
@@ -151,16 +154,11 @@ class _CaseAgent:
     case: Case
     rng: random.Random
     seen: list[str] = field(default_factory=list)  # successful observations, in order
-    heard: list[str] = field(default_factory=list)  # the user's messages, in order (conversations)
-    plan: list[ExpectedCall] | None = None  # a simulated user's conversation: the steps still to do
-    asked: set[str] = field(default_factory=set)  # what it asked the user for (argument names, "confirm")
 
     def chance(self, rate: float) -> bool:
         return self.rng.random() < rate
 
     def __call__(self, question: str, toolbox: Toolbox) -> str:
-        if self.case.multi_turn:
-            return self.converse(question, toolbox)
         steps = self.shuffled(self.case.expected_calls or [])
         if not steps:
             return "No hace falta consultar herramientas para responder esto."
@@ -182,70 +180,6 @@ class _CaseAgent:
             if answer is not None:
                 return answer
         return None
-
-    # -- conversations ---------------------------------------------------------
-
-    def converse(self, message: str, toolbox: Toolbox) -> str:
-        """One turn: a scripted turn's steps, then a question for what the next
-        turn needs (a value the user has not given, or a confirmation before an
-        irreversible tool); with a simulated user, the case's steps until one
-        needs such an answer."""
-        self.heard.append(message)
-        turns = self.case.turns
-        if turns is not None:
-            k = len(self.heard) - 1
-            steps = self.shuffled(turns[k].expected_calls or []) if k < len(turns) else []
-            answer = self.do_steps(steps, toolbox)
-            if answer is not None:
-                return answer
-            upcoming = (turns[k + 1].expected_calls or []) if k + 1 < len(turns) else []
-            question = self.question_for(upcoming[0], confirm=True) if upcoming else None
-            return question or self.answer()
-        if self.plan is None:
-            self.plan = self.shuffled(self.case.expected_calls or [])
-        while self.plan:
-            step = self.plan[0]
-            confirmed = self.confirmed(message)
-            if not confirmed and f"confirm:{step.name}" in self.asked and self.irreversible(step.name):
-                self.plan.pop(0)  # asked, and not confirmed: not done
-                return f"Entendido: no uso {step.name}."
-            question = self.question_for(step, confirm=not confirmed)
-            if question is not None:
-                return question
-            self.plan.pop(0)
-            if self.chance(self.parent.rates.skip):
-                continue
-            answer = self.do_step(step, toolbox)
-            if answer is not None:
-                self.plan = []
-                return answer
-        return self.answer()
-
-    def question_for(self, step: ExpectedCall, *, confirm: bool) -> str | None:
-        """What to ask the user before this step (each thing once), or None."""
-        missing = [key for key in self.user_values(step) if key not in self.asked]
-        if missing:
-            self.asked.update(missing)
-            return f"Para ayudarte necesito tu {', '.join(missing)} (para {step.name}). ¿Me lo indicas?"
-        if confirm and self.irreversible(step.name) and f"confirm:{step.name}" not in self.asked:
-            self.asked.add(f"confirm:{step.name}")
-            return f"Voy a usar {step.name}, que no se puede deshacer. ¿Confirmas que proceda?"
-        return None
-
-    def user_values(self, step: ExpectedCall) -> list[str]:
-        """The step's text arguments (compared exactly) that nothing said or seen so far holds."""
-        known = " ".join([*self.heard, *self.seen])
-        return [key for key, value in step.arguments.items()
-                if isinstance(value, str) and (step.tolerance.get(key) is None or step.tolerance[key].kind == "exact")
-                and not says_value(value, known)]
-
-    def irreversible(self, name: str) -> bool:
-        tool = self.parent.toolset.get(name)
-        return tool is not None and (tool.destructive or "irreversible" in fold(tool.description))
-
-    def confirmed(self, message: str) -> bool:
-        words = fold(message)
-        return "confirm" in words or words.startswith(("si", "yes"))
 
     # -- one expected step ---------------------------------------------------
 

@@ -412,3 +412,21 @@ def test_the_anthropic_agent_sends_the_whole_conversation_every_turn() -> None:
             for m in last] == [
         ("user", "Hola, ¿me ayudas a ver mi saldo?"), ("assistant", ["text"]), ("user", "Claro, mi RUT es 9876543-K."),
         ("assistant", ["tool_use"]), ("user", ["tool_result"])]
+
+
+def test_an_agent_reads_the_conversation_so_far_on_the_toolbox() -> None:
+    suite = load_suite(SUITE)
+    seen: list[list[dict[str, str]]] = []
+
+    def agent(question: str, toolbox: Any) -> str:
+        seen.append(list(toolbox.messages))
+        return f"eco {len(seen)}"
+
+    run_case(agent, suite, suite.case("conv-saldo-002"))  # type: ignore[arg-type]
+    assert seen == [[{"role": "user", "content": "Hola, ¿me ayudas a ver mi saldo?"}],
+                    [{"role": "user", "content": "Hola, ¿me ayudas a ver mi saldo?"},
+                     {"role": "assistant", "content": "eco 1"},
+                     {"role": "user", "content": "Claro, mi RUT es 9876543-K."}]]
+    single = load_suite(ROOT / "examples" / "suite_v2.yaml")
+    run_case(agent, single, single.cases[0])
+    assert seen[-1] == [{"role": "user", "content": single.cases[0].question}]

@@ -120,6 +120,7 @@ async def arun_case(
     toolbox = Toolbox(router)
     if case.multi_turn:
         return await _converse(agent, case, trial, router, toolbox, faults, record_crash, user)
+    toolbox.messages = [{"role": "user", "content": case.question}]
     answer = await _ask(agent, case.question, toolbox, router, record_crash)
     return _finish(case, trial, router, answer, faults)
 
@@ -194,7 +195,9 @@ def run_case(
                                               agent))
         return traj
     router = _router(suite, case, faults)
-    answer = agent(case.question, Toolbox(router))
+    toolbox = Toolbox(router)
+    toolbox.messages = [{"role": "user", "content": case.question}]
+    answer = agent(case.question, toolbox)
     if inspect.isawaitable(answer):
         answer = asyncio.run(_await(answer, agent))
     return _finish(case, trial, router, answer, faults)

@@ -147,7 +147,7 @@ async def _converse(agent: Any, case: Case, trial: int, router: MockRouter, tool
                     faults: FaultPlan | None, record_crash: bool, user: SimulatedUser | None) -> Trajectory:
     """Every turn of a conversation: the agent answers each user message; the
     next one is the script's, or the simulated user's reply (until it says its
-    stop string, or has replied ``patience`` times). A turn that ends the
+    stop string or nothing, or has replied ``patience`` times). A turn that ends the
     agent's loop early (a step limit, a crash) ends the conversation."""
     spec = case.user
     if spec is not None and user is None:
@@ -174,7 +174,7 @@ async def _converse(agent: Any, case: Case, trial: int, router: MockRouter, tool
             said = clean_text(str(await reply if inspect.isawaitable(reply) else reply))
             if spec.stop in said:
                 messages.append(Message("user", said, len(router.log)))
-            else:
+            elif said.strip():  # a user that says nothing has left
                 text = said
     record = _finish(case, trial, router, answer, faults).to_dict()
     record["messages"] = [m.to_dict() for m in messages]

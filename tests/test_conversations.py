@@ -268,11 +268,14 @@ def test_the_runner_writes_user_errors_into_the_record(monkeypatch: pytest.Monke
         def reply(self, spec: UserSpec, transcript: list[Message]) -> str:
             return "Mi RUT es 12345678-9 ###STOP###"
 
-    run_case(lambda q, box: "Hola, ¿en qué te ayudo?", suite, case, user=Leaky())  # type: ignore[arg-type]
-    assert produced[0]["user_error"] == [
-        {"kind": "leaked_instruction", "detail": "message 3 gives rut before the agent asked for it"}]
-    assert produced[0]["messages"][-1] == {"role": "user", "content": "Mi RUT es 12345678-9 ###STOP###",
-                                           "calls_before": 0}
+    traj = run_case(lambda q, box: "Hola, ¿en qué te ayudo?", suite, case, user=Leaky())  # type: ignore[arg-type]
+    assert produced == [{"case_id": "-", "user_error": [
+        {"kind": "leaked_instruction", "detail": "message 3 gives rut before the agent asked for it"}]}]
+    assert traj.messages is not None and traj.messages[-1].to_dict() == {
+        "role": "user", "content": "Mi RUT es 12345678-9 ###STOP###", "calls_before": 0}
+    produced.clear()
+    run_case(lambda q, box: "Listo, nada más.", suite, case, user=RuleUser())  # type: ignore[arg-type]
+    assert produced == []  # no user error: nothing to write
 
 
 # -- toollens run with a fake endpoint playing the agent and the user ---------------------

@@ -176,12 +176,14 @@ async def _converse(agent: Any, case: Case, trial: int, router: MockRouter, tool
                 messages.append(Message("user", said, len(router.log)))
             elif said.strip():  # a user that says nothing has left
                 text = said
-    record = _finish(case, trial, router, answer, faults).to_dict()
-    record["messages"] = [m.to_dict() for m in messages]
+    traj = _finish(case, trial, router, answer, faults)
+    traj.messages = messages
     errors = check_user(spec, messages) if spec is not None else []
-    if errors:
-        record["user_error"] = errors
-    return parse_record(record)  # the record parser keeps the extension keys it knows (``user_error``)
+    if errors:  # the record's ``user_error`` key, read by the record parser into the trajectory's own type
+        parsed = parse_record({"case_id": "-", "user_error": errors})
+        if hasattr(parsed, "user_error"):
+            setattr(traj, "user_error", parsed.user_error)  # noqa: B010
+    return traj
 
 
 def run_case(

@@ -3,7 +3,9 @@
 An agent is any callable ``agent(question, toolbox) -> answer`` (sync or
 async). ``toolbox.openai_tools`` / ``toolbox.anthropic_tools`` are the tools
 exactly as declared; ``toolbox.call(name, arguments)`` runs one (mocked) and
-returns its observation. This one is a few rules, no model: it answers balance
+returns its observation. In a conversation (a multi-turn case) it is called
+once per user message, the conversation so far on ``toolbox.messages``
+(``[{role, content}]``). This one is a few rules, no model: it answers balance
 questions of the example suite (`examples/suite_v2.yaml`) and gives up on the
 rest. Replace its body with your agent's loop.
 """

@@ -36,7 +36,8 @@ class Turn:
 @dataclass
 class FakeLLM:
     scripts: dict[str, list[Turn]] = field(default_factory=dict)
-    errors: dict[str, list[int | str]] = field(default_factory=dict)  # question -> queued: status, "hang", "empty"
+    # question -> queued per request: a status, "hang", "empty", or 0 (answer normally)
+    errors: dict[str, list[int | str]] = field(default_factory=dict)
     delay: float = 0.0  # seconds per model call
     hang_seconds: float = 5.0
     default: Turn = field(default_factory=lambda: Turn(text="ok"))
@@ -56,7 +57,7 @@ class FakeLLM:
     def _failure(self, question: str) -> int | str | None:
         with self.lock:
             queue = self.errors.get(question)
-            return queue.pop(0) if queue else None
+            return (queue.pop(0) or None) if queue else None
 
     # -- ASGI --------------------------------------------------------------------
 

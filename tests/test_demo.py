@@ -46,7 +46,19 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
         assert v1["hallucination_after_error"]["num"] > 0 and v2["hallucination_after_error"]["num"] > 0, suffix
     v1, v2 = figures["banca-v1-simulado-x5"], figures["banca-v2-simulado-x5"]
     assert (confusions(v1), confusions(v2), schema_errors(v1), schema_errors(v2)) == (27, 18, 40, 15)
-    assert sorted(runs) == ["banca-v1-simulado", "banca-v1-simulado-x5", "banca-v2-simulado", "banca-v2-simulado-x5"]
+    assert sorted(runs) == ["banca-v1-simulado", "banca-v1-simulado-x5", "banca-v2-conversaciones",
+                            "banca-v2-simulado", "banca-v2-simulado-x5"]
+    # the conversations: 5 cases x 3 trials + the sweep of their 11 expected steps, every record with its messages
+    engine = make_engine(f"sqlite:///{db}")
+    with session_scope(make_sessionmaker(engine)) as s:
+        conversations = list(queries.export_records(s, runs["banca-v2-conversaciones"].id))
+    engine.dispose()
+    assert len(conversations) == 5 * 3 + 11 and all(r.get("messages") for r in conversations)
+    nota = next(r for r in conversations if r["case_id"] == "conv-nota-001" and r["trial"] == 2)
+    said = [m["content"] for m in nota["messages"]]
+    assert said[2] == "Mi rut es 12345678-9." and said[4] == "Sí, confirmo." and said[-1].endswith("###STOP###")
+    assert [c["name"] for c in nota["calls"]][-1] == "emitir_nota_credito"
+    assert nota["messages"][4]["calls_before"] == len(nota["calls"]) - 1  # issued only after the confirmation
     assert all(r.status == "finished" and r.agent == "simulated" and r.model == "simulated (seed 5)"
                for r in runs.values())
     assert runs["banca-v1-simulado-x5"].config["trials"] == 5

@@ -87,9 +87,9 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 def serve_http(url: str, port: int, case: str, run: str, *extra: str, prefix: tuple[str, ...] = (),
-               wait: float = 30) -> subprocess.Popen[str]:
+               wait: float = 30, suite: str = SUITE) -> subprocess.Popen[str]:
     """``mcp-serve`` over HTTP (behind ``prefix``, e.g. ``unshare``), once its port answers."""
-    proc = subprocess.Popen([*prefix, *TOOLLENS, "mcp-serve", SUITE, "--case", case, "--transport", "http", "--port",
+    proc = subprocess.Popen([*prefix, *TOOLLENS, "mcp-serve", suite, "--case", case, "--transport", "http", "--port",
                              str(port), "--run", run, "--db", url, *extra], cwd=ROOT, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + wait
@@ -249,6 +249,50 @@ def test_mcp_serve_http_sessions_answers_and_shutdown(sqlite_url: str, stop: lis
         (0, "", ["buscar_producto"]), (1, answer, ["buscar_pedido"]), (2, "", ["buscar_pedido"])]
     assert records[2]["calls"][0]["error"]["kind"] == "schema"
     assert rows(sqlite_url, Run.status) == [("finished",)]
+
+
+async def _two_turns(url: str, base: str) -> list[bool]:
+    """One client session across two user turns, the turn boundary sent by the harness."""
+    from mcp import Client
+
+    async with Client(url) as client, httpx.AsyncClient(base_url=base, timeout=10) as harness:
+        await client.call_tool("buscar_cliente", {"rut": "12345678-9"})
+        await client.call_tool("verificar_compra", {"id": 8812, "numero": "PED-12345"})
+        for role, content in (("assistant", "¿Confirmas la nota de crédito?"),
+                              ("user", "Sí, confirmo: emite la nota de crédito.")):
+            assert (await harness.post("/toollens/message", json={"role": role, "content": content})).json() == {
+                "recorded": True}
+        errors = []
+        for _ in range(2):
+            result = await client.call_tool("emitir_nota_credito", {"id": 8812, "monto": 45990, "motivo": "doble"})
+            errors.append(result.is_error)
+        assert (await harness.post("/toollens/end", json={"answer": "Listo: NC-40021."})).json() == {"stored": 1}
+    return errors
+
+
+def test_one_session_is_one_conversation_with_the_turns_a_harness_reports(sqlite_url: str, stop: list[Any]) -> None:
+    port = free_port()
+    proc = serve_http(sqlite_url, port, "conv-nota-002", "conv", "--faults", "turn:2,index:0=http_503",
+                      suite=str(EXAMPLES / "conversaciones_v2.yaml"))
+    stop.append(proc)
+    base = f"http://127.0.0.1:{port}"
+    nobody = httpx.post(f"{base}/toollens/message", json={"role": "user", "content": "hola"}, timeout=10)
+    assert nobody.status_code == 409 and "send the trajectory key" in nobody.json()["error"]
+    assert httpx.post(f"{base}/toollens/message", json={"role": "system", "content": "x"},
+                      timeout=10).status_code == 422
+    assert anyio.run(_two_turns, f"{base}/mcp", base) == [True, False]  # turn 2's first call failed, not call 0
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    [record] = exported(sqlite_url, "conv")
+    assert [(c["name"], (c["error"] or {}).get("kind")) for c in record["calls"]] == [
+        ("buscar_cliente", None), ("verificar_compra", None), ("emitir_nota_credito", "http_503"),
+        ("emitir_nota_credito", None)]
+    assert record["fault"] == {"step": 2, "kind": "http_503"} and record["answer"] == "Listo: NC-40021."
+    question = load_suite(EXAMPLES / "conversaciones_v2.yaml").case("conv-nota-002").question  # type: ignore[union-attr]
+    assert record["messages"] == [
+        {"role": "user", "content": question, "calls_before": 0},
+        {"role": "assistant", "content": "¿Confirmas la nota de crédito?", "calls_before": 2},
+        {"role": "user", "content": "Sí, confirmo: emite la nota de crédito.", "calls_before": 2}]
 
 
 def test_nothing_is_lost_when_the_server_dies(sqlite_url: str, stop: list[Any]) -> None:

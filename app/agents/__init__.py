@@ -3,7 +3,9 @@ into the core's agent protocol ``agent(question, toolbox) -> answer``.
 
 The runner asks a factory for one agent per case run (``for_case``), so that
 seeded agents such as the simulated one can differ per case, trial and fault
-plan; adapters of real models return themselves.
+plan; adapters of real models return themselves, and start a conversation
+object of their own per multi-turn case run (``new_conversation``).
+Simulated users, which say the user's side of those, are in ``users``.
 """
 
 from __future__ import annotations

@@ -29,27 +29,43 @@ class AnthropicAgent(ModelAgent):
                               http_client=DefaultAioHttpClient(timeout=self.timeout, verify=tls_context()))
 
     async def __call__(self, question: str, toolbox: Toolbox) -> str:
+        return await self.new_conversation()(question, toolbox)
+
+    def new_conversation(self) -> _Conversation:
+        """One conversation: every turn sends the whole history (the user's
+        messages, the assistant's blocks, ``tool_use`` and ``tool_result``)."""
+        return _Conversation(self, [])
+
+
+@dataclass
+class _Conversation:
+    agent: AnthropicAgent
+    messages: list[dict[str, Any]]
+
+    async def __call__(self, user_message: str, toolbox: Toolbox) -> str:
         from anthropic.types import Message as message_type
 
-        client = self.client()
-        messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
-        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": messages}
+        agent, messages = self.agent, self.messages
+        client = agent.client()
+        messages.append({"role": "user", "content": user_message})
+        body: dict[str, Any] = {"model": agent.model, "max_tokens": agent.max_tokens, "messages": messages}
         if toolbox.tools:
             body["tools"] = toolbox.anthropic_tools
-        if self.system:
-            body["system"] = self.system
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
+        if agent.system:
+            body["system"] = agent.system
+        if agent.temperature is not None:
+            body["temperature"] = agent.temperature
         last_text = ""
-        for _ in range(self.max_steps):
-            payload = self.post_args(body)  # as declared, without the SDK's type transform; encoded once
-            response = await self.retry.run(partial(client.post, "/v1/messages", cast_to=message_type, **payload))
+        for _ in range(agent.max_steps):
+            payload = agent.post_args(body)  # as declared, without the SDK's type transform; encoded once
+            response = await agent.retry.run(partial(client.post, "/v1/messages", cast_to=message_type, **payload))
             blocks = list(response.content)
             last_text = "".join(b.text for b in blocks if b.type == "text")
             uses = [b for b in blocks if b.type == "tool_use"]
+            if blocks:  # the answer stays in the history for the next user message
+                messages.append({"role": "assistant", "content": [_block(b) for b in blocks]})
             if not uses:
                 return last_text
-            messages.append({"role": "assistant", "content": [_block(b) for b in blocks]})
             results = []
             for use in uses:
                 observation = await toolbox.acall(use.name, use.input)

@@ -33,32 +33,46 @@ class OpenAIChatAgent(ModelAgent):
         return openai_client(self)
 
     async def __call__(self, question: str, toolbox: Toolbox) -> str:
-        client = self.client()
-        messages: list[dict[str, Any]] = []
-        if self.system:
-            messages.append({"role": "system", "content": self.system})
-        messages.append({"role": "user", "content": question})
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        return await self.new_conversation()(question, toolbox)
+
+    def new_conversation(self) -> _Conversation:
+        """One conversation: every turn sends the whole history (the user's
+        messages, the assistant's, its tool calls and their results)."""
+        messages: list[dict[str, Any]] = [{"role": "system", "content": self.system}] if self.system else []
+        return _Conversation(self, messages)
+
+
+@dataclass
+class _Conversation:
+    agent: OpenAIChatAgent
+    messages: list[dict[str, Any]]
+
+    async def __call__(self, user_message: str, toolbox: Toolbox) -> str:
+        agent, messages = self.agent, self.messages
+        client = agent.client()
+        messages.append({"role": "user", "content": user_message})
+        body: dict[str, Any] = {"model": agent.model, "messages": messages}
         if toolbox.tools:
             body["tools"] = toolbox.openai_tools
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
+        if agent.temperature is not None:
+            body["temperature"] = agent.temperature
         last_text = ""
-        for _ in range(self.max_steps):
+        for _ in range(agent.max_steps):
             # The body goes out exactly as built (the toolset as declared, none of the SDK's
             # per-request type transform), encoded once per turn. The answer comes back as bytes,
             # read here: the SDK's response models cost more than the rest of a turn at high concurrency.
-            payload = self.post_args(body)
+            payload = agent.post_args(body)
 
             async def request(payload: dict[str, Any] = payload) -> dict[str, Any]:
                 raw = await client.post("/chat/completions", cast_to=bytes, **payload)
                 return first_message(raw)
 
-            message = await self.retry.run(request)
+            message = await agent.retry.run(request)
             content = message.get("content")
             last_text = message_text(content)
             calls = tool_calls(message)
             if not calls:
+                messages.append({"role": "assistant", "content": last_text})
                 return last_text
             messages.append({
                 "role": "assistant",

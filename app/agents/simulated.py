@@ -141,6 +141,10 @@ class SimulatedAgent:
 
     def for_case(self, case: Case, trial: int, variant: str = "") -> _CaseAgent:
         rng = random.Random(f"{self.seed}:{case.id}:{trial}:{variant}")
+        if case.multi_turn:
+            from app.agents.simulated_turns import ConversingAgent
+
+            return ConversingAgent(self, case, rng)
         return _CaseAgent(self, case, rng)
 
 
@@ -155,20 +159,27 @@ class _CaseAgent:
         return self.rng.random() < rate
 
     def __call__(self, question: str, toolbox: Toolbox) -> str:
-        rates = self.parent.rates
-        steps = list(self.case.expected_calls or [])
+        steps = self.shuffled(self.case.expected_calls or [])
         if not steps:
             return "No hace falta consultar herramientas para responder esto."
-        if len(steps) > 1 and self.chance(rates.order):
+        return self.do_steps(steps, toolbox) or self.answer()
+
+    def shuffled(self, expected: list[ExpectedCall]) -> list[ExpectedCall]:
+        """The steps as this agent will take them: two adjacent ones swapped at the ``order`` rate."""
+        steps = list(expected)
+        if len(steps) > 1 and self.chance(self.parent.rates.order):
             i = self.rng.randrange(len(steps) - 1)
             steps[i], steps[i + 1] = steps[i + 1], steps[i]
+        return steps
+
+    def do_steps(self, steps: list[ExpectedCall], toolbox: Toolbox) -> str | None:
         for step in steps:
-            if self.chance(rates.skip):
+            if self.chance(self.parent.rates.skip):
                 continue
             answer = self.do_step(step, toolbox)
             if answer is not None:
                 return answer
-        return self.answer()
+        return None
 
     # -- one expected step ---------------------------------------------------
 

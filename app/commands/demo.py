@@ -1,6 +1,7 @@
 """``toollens demo``: the main job. Example runs of the simulated agent over
 the example suite (toolset v1 and v2, each with the recovery sweep, and
-repeated trials with random faults), stored in SQLite, then the dashboard."""
+repeated trials with random faults) and over multi-turn conversations with
+the rule-based user, stored in SQLite, then the dashboard."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ DEMO_RUNS: tuple[tuple[str, str, int, str | None, bool], ...] = (
      False),
     ("banca-v2-simulado-x5", "suite_v2.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11",
      False),
+    # conversations: the rule-based user gives the RUT only when asked and confirms the credit note
+    ("banca-v2-conversaciones", "conversaciones_v2.yaml", 3, None, True),
 )
 
 

@@ -39,6 +39,10 @@ def run(
     seed: Annotated[int, typer.Option(help="Seed of the simulated agent.")] = 0,
     sim_rates: Annotated[str, typer.Option(help="Simulated agent's rates, e.g. 'confusion=0.5,schema_error=0.1'.")]
     = "",
+    user_model: Annotated[str, typer.Option(help="Model that plays the user of cases with a simulated user "
+                                            "(OpenAI-compatible; default: the rule-based user).")] = "",
+    user_base_url: Annotated[str | None, typer.Option(help="The user model's endpoint (default: --base-url).")]
+    = None,
     db: Annotated[str | None, typer.Option(help="Database URL (default: TOOLLENS_DATABASE_URL).")] = None,
 ) -> None:
     """Run an agent over a suite with mocked tools; every finished case run is stored at once."""
@@ -58,7 +62,8 @@ def run(
     request = RunRequest(agent=agent, suite_path=suite, model=model, base_url=base_url, trials=trials,
                          faults=faults, sweep=sweep_errors, sweep_kind=sweep_kind, concurrency=concurrency,
                          run_name=run_name, resume=resume, shard=shard, max_steps=max_steps, system=system,
-                         temperature=temperature, timeout=timeout, attempts=attempts, seed=seed, sim_rates=sim_rates)
+                         temperature=temperature, timeout=timeout, attempts=attempts, seed=seed, sim_rates=sim_rates,
+                         user_model=user_model, user_base_url=user_base_url)
     console = Console(stderr=True, soft_wrap=True)
     try:
         outcome = run_agent(_settings(db), request, progress=RunProgress)

@@ -18,6 +18,7 @@ from app.core.mocks import MockSpec, ToolFailure, render_observation
 from app.core.records import (
     FAULT_KINDS,
     MAX_CALLS,
+    MAX_INDEX,
     MAX_NAME,
     TRANSIENT_KINDS,
     Call,
@@ -45,13 +46,16 @@ class FaultSpecError(ToolLensError):
 class FaultPlan:
     """Which calls fail, and how.
 
-    ``by_index`` fails the call at that 0-based index; ``by_tool`` fails calls
+    ``by_index`` fails the call at that 0-based index; ``by_turn`` fails the
+    call at index ``i`` within user turn ``t`` (``(t, i)``, turns from 1, as
+    the router counts them: ``MockRouter.begin_turn``); ``by_tool`` fails calls
     to that tool (every call, or only the first of a retry streak when
     ``clear_on_retry``); ``probability`` fails any call with that chance,
     drawn from a generator seeded with ``seed`` so that runs repeat.
     """
 
     by_index: dict[int, str] = field(default_factory=dict)
+    by_turn: dict[tuple[int, int], str] = field(default_factory=dict)
     by_tool: dict[str, str] = field(default_factory=dict)
     probability: float = 0.0
     kinds: tuple[str, ...] = ("http_503",)
@@ -59,7 +63,7 @@ class FaultPlan:
     clear_on_retry: bool = False
 
     def __post_init__(self) -> None:
-        for kind in [*self.by_index.values(), *self.by_tool.values(), *self.kinds]:
+        for kind in [*self.by_index.values(), *self.by_turn.values(), *self.by_tool.values(), *self.kinds]:
             if kind not in FAULT_KINDS:
                 raise FaultSpecError(f"unknown fault kind {kind!r} (known: {', '.join(FAULT_KINDS)})")
         if not 0.0 <= self.probability <= 1.0:
@@ -67,18 +71,45 @@ class FaultPlan:
 
     @property
     def empty(self) -> bool:
-        return not self.by_index and not self.by_tool and self.probability == 0.0
+        return not self.by_index and not self.by_turn and not self.by_tool and self.probability == 0.0
+
+    def planned(self) -> Fault | None:
+        """The first fault the plan names by position, as a record says it
+        when the run never reached it: a call index, or no index (``step``
+        None) for a turn's call, whose index depends on the earlier turns."""
+        if self.by_index:
+            step = min(self.by_index)
+            return Fault(step=step, kind=self.by_index[step])
+        if self.by_turn:
+            return Fault(step=None, kind=self.by_turn[min(self.by_turn)])
+        return None
 
     @classmethod
     def parse(cls, spec: str) -> FaultPlan:
-        """Read ``index:1=http_503,tool:ver_saldo=timeout,p:0.1,kinds:http_429|timeout,seed:7,clear``."""
-        plan: dict[str, Any] = {"by_index": {}, "by_tool": {}}
+        """Read ``index:1=http_503,tool:ver_saldo=timeout,p:0.1,kinds:http_429|timeout,seed:7,clear``.
+
+        ``turn:N`` makes the ``index:`` rules after it (up to the next
+        ``turn:``) count within user turn N: ``turn:2,index:0=http_503`` fails
+        the first call the agent makes after the user's second message."""
+        plan: dict[str, Any] = {"by_index": {}, "by_tool": {}, "by_turn": {}}
+        turn: int | None = None
+        turn_used = True
         for raw in filter(None, (part.strip() for part in spec.split(","))):
             key, _, rest = raw.partition(":")
             try:
-                if key == "index":
+                if key == "turn":
+                    if not turn_used:
+                        raise FaultSpecError(f"turn:{turn} needs an index:I=kind rule after it")
+                    turn, turn_used = int(rest), False
+                    if not 1 <= turn <= MAX_INDEX:
+                        raise FaultSpecError(f"turn:{rest}: turns are numbered from 1")
+                elif key == "index":
                     idx, _, kind = rest.partition("=")
-                    plan["by_index"][int(idx)] = kind or "http_503"
+                    if turn is None:
+                        plan["by_index"][int(idx)] = kind or "http_503"
+                    else:
+                        plan["by_turn"][(turn, int(idx))] = kind or "http_503"
+                        turn_used = True
                 elif key == "tool":
                     name, _, kind = rest.partition("=")
                     plan["by_tool"][name] = kind or "http_503"
@@ -94,6 +125,8 @@ class FaultPlan:
                     raise FaultSpecError(f"unknown fault rule {raw!r}")
             except ValueError:
                 raise FaultSpecError(f"cannot read fault rule {raw!r}") from None
+        if not turn_used:
+            raise FaultSpecError(f"turn:{turn} needs an index:I=kind rule after it")
         return cls(**plan)
 
 
@@ -120,6 +153,12 @@ class MockRouter:
         self._raw: str | None = None
         self._rng = random.Random(self.faults.seed)
         self.stopped: str | None = None  # set by an agent loop that ended early (e.g. "step_limit")
+        self.turn = 1  # the user turn in progress (a conversation's runner moves it on)
+        self._turn_start = 0  # index of the turn's first call
+
+    def begin_turn(self, turn: int) -> None:
+        """The user said turn ``turn``'s message: calls from now on count in it."""
+        self.turn, self._turn_start = turn, len(self.log)
 
     @property
     def first_fault(self) -> Fault | None:
@@ -132,6 +171,10 @@ class MockRouter:
         plan = self.faults
         if index in plan.by_index:
             return plan.by_index[index]
+        if plan.by_turn:
+            kind = plan.by_turn.get((self.turn, index - self._turn_start))
+            if kind is not None:
+                return kind
         if name in plan.by_tool:
             prev = self.log[-1] if self.log else None
             retrying = prev is not None and prev.name == name and prev.error is not None and prev.error.injected
@@ -187,6 +230,8 @@ class Toolbox:
     def __init__(self, router: MockRouter):
         self._router = router
         self.tools = list(router.toolset.tools)
+        # a conversation so far ({role, content}, the latest user message last), for agents that keep no history
+        self.messages: list[dict[str, str]] = []
 
     @property
     def openai_tools(self) -> list[dict[str, Any]]:

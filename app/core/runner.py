@@ -3,6 +3,14 @@
 An agent is any callable ``agent(question, toolbox) -> answer``, sync or
 async. The recovery sweep runs a case once per expected step ``i``, failing
 the ``i``-th call, as the seed does.
+
+A multi-turn case is one conversation: the agent answers each user message
+in turn (scripted ``turns``, or a simulated user's replies), all its calls in
+one trajectory whose ``messages`` keep the user's and the agent's words with
+the number of calls made before each. An agent with ``new_conversation()``
+gets a fresh conversation object per case run (it keeps its own history); any
+other agent is called once per user message, the conversation so far on
+``toolbox.messages``.
 """
 
 from __future__ import annotations
@@ -13,8 +21,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from typing import Any, Protocol
 
+from app.core.conversation import SimulatedUser, check_user
 from app.core.errors import ToolLensError
-from app.core.records import Call, Fault, Trajectory
+from app.core.records import Call, Message, Trajectory, parse_record
 from app.core.router import FaultPlan, MockRouter, Toolbox
 from app.core.suite import Case, Suite
 
@@ -25,12 +34,21 @@ class Agent(Protocol):
     def __call__(self, question: str, toolbox: Toolbox, /) -> str | Awaitable[str]: ...
 
 
+class ConversationalAgent(Protocol):
+    """An agent that keeps a conversation's history itself: ``new_conversation()``
+    returns a callable ``(user_message, toolbox) -> answer`` for one case run."""
+
+    def new_conversation(self) -> Callable[[str, Toolbox], str | Awaitable[str]]: ...
+
+
+class NoUser(ToolLensError):
+    """A case with a simulated user was run without one."""
+
+
 def _finish(case: Case, trial: int, router: MockRouter, answer: Any, plan: FaultPlan | None) -> Trajectory:
     fault = router.first_fault
-    if fault is None and plan is not None and plan.by_index:
-        # the planned fault was never reached: still say what was planned
-        step = min(plan.by_index)
-        fault = Fault(step=step, kind=plan.by_index[step])
+    if fault is None and plan is not None:
+        fault = plan.planned()  # the planned fault was never reached: still say what was planned
     return Trajectory(
         case_id=case.id,
         trial=trial,
@@ -89,20 +107,31 @@ async def arun_case(
     trial: int = 0,
     faults: FaultPlan | None = None,
     record_crash: bool = False,
+    user: SimulatedUser | None = None,
 ) -> Trajectory:
     """Run one case once (async agents are awaited; sync ones run in a thread).
 
     With ``record_crash`` an exception raised by the agent ends the
     trajectory with ``stopped="agent_error"`` and the calls made so far; an
     InfrastructureError (the model endpoint, not the agent) is always raised.
+    A case with a simulated user needs ``user`` (it says the replies).
     """
     router = _router(suite, case, faults)
     toolbox = Toolbox(router)
+    if case.multi_turn:
+        return await _converse(agent, case, trial, router, toolbox, faults, record_crash, user)
+    toolbox.messages = [{"role": "user", "content": case.question}]
+    answer = await _ask(agent, case.question, toolbox, router, record_crash)
+    return _finish(case, trial, router, answer, faults)
+
+
+async def _ask(agent: Any, message: str, toolbox: Toolbox, router: MockRouter, record_crash: bool) -> Any:
+    """One answer of the agent to one user message."""
     try:
         if inspect.iscoroutinefunction(agent) or inspect.iscoroutinefunction(type(agent).__call__):
-            answer: Any = agent(case.question, toolbox)
+            answer: Any = agent(message, toolbox)
         else:
-            answer = await asyncio.to_thread(agent, case.question, toolbox)
+            answer = await asyncio.to_thread(agent, message, toolbox)
         if inspect.isawaitable(answer):
             answer = await answer
     except ToolLensError:
@@ -111,16 +140,66 @@ async def arun_case(
         if not record_crash:
             raise
         router.stopped, answer = router.stopped or AGENT_ERROR, ""
-    return _finish(case, trial, router, answer, faults)
+    return answer
+
+
+async def _converse(agent: Any, case: Case, trial: int, router: MockRouter, toolbox: Toolbox,
+                    faults: FaultPlan | None, record_crash: bool, user: SimulatedUser | None) -> Trajectory:
+    """Every turn of a conversation: the agent answers each user message; the
+    next one is the script's, or the simulated user's reply (until it says its
+    stop string or nothing, or has replied ``patience`` times). A turn that ends the
+    agent's loop early (a step limit, a crash) ends the conversation."""
+    spec = case.user
+    if spec is not None and user is None:
+        raise NoUser(f"case {case.id!r} has a simulated user: give one (app.agents.users.RuleUser, or --user-model)")
+    speaker = agent.new_conversation() if hasattr(agent, "new_conversation") else agent
+    messages: list[Message] = []
+    text: str | None = case.question
+    answer: Any = ""
+    turn = 0
+    while text is not None:
+        turn += 1
+        router.begin_turn(turn)
+        messages.append(Message("user", clean_text(text), len(router.log)))
+        toolbox.messages = [{"role": m.role, "content": m.content} for m in messages]
+        answer = await _ask(speaker, text, toolbox, router, record_crash)
+        messages.append(Message("assistant", clean_text("" if answer is None else str(answer)), len(router.log)))
+        text = None
+        if router.stopped is not None:
+            break
+        if case.turns is not None:
+            text = case.turns[turn].user if turn < len(case.turns) else None
+        elif spec is not None and user is not None and turn <= spec.patience:
+            reply = user.reply(spec, list(messages))
+            said = clean_text(str(await reply if inspect.isawaitable(reply) else reply))
+            if spec.stop in said:
+                messages.append(Message("user", said, len(router.log)))
+            elif said.strip():  # a user that says nothing has left
+                text = said
+    traj = _finish(case, trial, router, answer, faults)
+    traj.messages = messages
+    errors = check_user(spec, messages) if spec is not None else []
+    if errors:  # the record's ``user_error`` key, read by the record parser into the trajectory's own type
+        parsed = parse_record({"case_id": "-", "user_error": errors})
+        if hasattr(parsed, "user_error"):
+            setattr(traj, "user_error", parsed.user_error)  # noqa: B010
+    return traj
 
 
 def run_case(
-    agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, trial: int = 0, faults: FaultPlan | None = None
+    agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, trial: int = 0, faults: FaultPlan | None = None,
+    user: SimulatedUser | None = None,
 ) -> Trajectory:
     """Run one case once, synchronously (an async agent gets its own loop, and
     its ``aclose()``, when it has one, before that loop ends)."""
+    if case.multi_turn:
+        traj: Trajectory = asyncio.run(_await(arun_case(agent, suite, case, trial=trial, faults=faults, user=user),
+                                              agent))
+        return traj
     router = _router(suite, case, faults)
-    answer = agent(case.question, Toolbox(router))
+    toolbox = Toolbox(router)
+    toolbox.messages = [{"role": "user", "content": case.question}]
+    answer = agent(case.question, toolbox)
     if inspect.isawaitable(answer):
         answer = asyncio.run(_await(answer, agent))
     return _finish(case, trial, router, answer, faults)
@@ -136,17 +215,22 @@ async def _await(value: Awaitable[Any], agent: Any) -> Any:
 
 
 def sweep_plans(case: Case, kind: str = "http_503", *, clear_on_retry: bool = False) -> list[FaultPlan]:
-    """One fault plan per expected step i, failing the i-th call."""
+    """One fault plan per expected step i, failing the i-th call; in a scripted
+    conversation, step j of turn t fails the j-th call of that turn."""
+    if case.turns is not None:
+        return [FaultPlan(by_turn={(t, j): kind}, clear_on_retry=clear_on_retry)
+                for t, turn in enumerate(case.turns, start=1) for j in range(len(turn.expected_calls or []))]
     steps = len(case.expected_calls or [])
     return [FaultPlan(by_index={i: kind}, clear_on_retry=clear_on_retry) for i in range(steps)]
 
 
 def recovery_sweep(
-    agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, kind: str = "http_503", trial: int = 0
+    agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, kind: str = "http_503", trial: int = 0,
+    user: SimulatedUser | None = None,
 ) -> list[Trajectory]:
     """Run the case once per expected step i, failing that step's call; run i
     is trial ``trial + i``, so each run of the sweep has a trial of its own."""
-    return [run_case(agent, suite, case, trial=trial + i, faults=plan)
+    return [run_case(agent, suite, case, trial=trial + i, faults=plan, user=user)
             for i, plan in enumerate(sweep_plans(case, kind))]
 
 
@@ -158,6 +242,7 @@ def run_suite(
     faults: FaultPlan | None = None,
     sweep: bool = False,
     sweep_kind: str = "http_503",
+    user: SimulatedUser | None = None,
 ) -> Iterator[Trajectory]:
     """Every case ``trials`` times (each trial with the plan reseeded by trial
     number), then, with ``sweep``, the recovery sweep of every case, numbered
@@ -165,7 +250,7 @@ def run_suite(
     for case in suite.cases:
         for t in range(trials):
             plan = None if faults is None else replace(faults, seed=faults.seed + t)
-            yield run_case(agent, suite, case, trial=t, faults=plan)
+            yield run_case(agent, suite, case, trial=t, faults=plan, user=user)
     if sweep:
         for case in suite.cases:
-            yield from recovery_sweep(agent, suite, case, kind=sweep_kind, trial=trials)
+            yield from recovery_sweep(agent, suite, case, kind=sweep_kind, trial=trials, user=user)

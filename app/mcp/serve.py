@@ -10,7 +10,9 @@ MockRouter, with the fault plan. Each MCP session is one trajectory:
   for the server's lifetime (clients of the stateless 2026-07-28 era send no
   session id). ``POST /toollens/end`` (``{"trajectory": key?, "answer": str?}``)
   ends a trajectory and may give the agent's final answer, which an MCP
-  server never sees otherwise.
+  server never sees otherwise. ``POST /toollens/message`` (``{"trajectory":
+  key?, "role", "content"}``) adds what the user said: a conversation's turn
+  boundary, which MCP does not carry either.
 
 Every call is saved as the trajectory's record so far (``app.store.live``);
 the trajectory is scored and stored when its session ends, at shutdown, or
@@ -25,14 +27,14 @@ import secrets
 import socket
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.errors import ToolLensError
-from app.core.records import MAX_CALLS, Fault, Trajectory
+from app.core.records import MAX_CALLS, MAX_MESSAGES, MESSAGE_ROLES, Message, Trajectory
 from app.core.router import FaultPlan, MockRouter
 from app.core.scoring import Scorer
 from app.core.suite import Case, Suite
@@ -56,6 +58,11 @@ class _Open:
     router: MockRouter
     trial: int
     used: int = 0  # when the session last listed or called (a counter, for "the latest")
+    messages: list[Message] = field(default_factory=list)  # a conversation's turns, as a harness reported them
+
+
+class NoSession(ToolLensError):
+    """A message names no trajectory, and no session without an id is open."""
 
 
 def _read(path: str) -> str:
@@ -136,11 +143,11 @@ class CaseRecorder:
     def _record(self, opened: _Open) -> dict[str, Any]:
         router = opened.router
         fault = router.first_fault
-        if fault is None and self.faults is not None and self.faults.by_index:
-            step = min(self.faults.by_index)  # planned but not reached: still say what was planned
-            fault = Fault(step=step, kind=self.faults.by_index[step])
+        if fault is None and self.faults is not None:
+            fault = self.faults.planned()  # planned but not reached: still say what was planned
         return Trajectory(case_id=self.case.id, trial=opened.trial, question=self.case.question,
-                          calls=list(router.log), answer="", fault=fault, state=dict(router.state)).to_dict()
+                          calls=list(router.log), answer="", fault=fault, state=dict(router.state),
+                          messages=list(opened.messages) or None).to_dict()
 
     def _opened(self, s: Session, key: str) -> _Open:
         opened = self._open.get(key)
@@ -178,6 +185,33 @@ class CaseRecorder:
                 live.save_pending(s, self.run_id, key, self._record(opened))
             self._open[key] = opened  # only once saved: a failed save leaves no half-open trajectory
             return observation, opened.router.log[-1].error is not None
+
+    def message(self, key: str | None, role: str, content: str) -> None:
+        """Add what the user (or the agent) said to a session's trajectory. A
+        user message after the first starts the next turn: the router counts
+        a turn's calls (``turn:N,index:I`` faults) from there. The case's
+        question is the first user message, put first when not sent."""
+        with self._lock:
+            if key is None:
+                open_keys = [k for k in self._open if k.startswith((CONNECTION_PREFIX, HTTP_KEY))]
+                if not open_keys:
+                    raise NoSession("no session without an id is open: send the trajectory key")
+                full = max(open_keys, key=lambda k: self._open[k].used)
+            else:
+                full = self._key(key)
+            with session_scope(self.sessions, write=True) as s:
+                opened = self._opened(s, full)
+                if len(opened.messages) >= MAX_MESSAGES - 1:
+                    raise CallLimit(f"this trajectory holds {MAX_MESSAGES} messages, the most a record may")
+                at = len(opened.router.log)
+                if not opened.messages and (role != "user" or content != self.case.question or at):
+                    opened.messages.append(Message("user", self.case.question, 0))
+                users = sum(1 for m in opened.messages if m.role == "user")
+                if role == "user" and users:
+                    opened.router.begin_turn(users + 1)
+                opened.messages.append(Message(role, content[:MAX_ANSWER], at))
+                live.save_pending(s, self.run_id, full, self._record(opened))
+            self._open[full] = opened
 
     def end(self, key: str, answer: str | None = None, *, create: bool = False) -> int:
         """Store the trajectory of ``key`` (with the agent's answer, if known).
@@ -365,7 +399,27 @@ def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/m
             stored = await anyio.to_thread.run_sync(lambda: recorder.end_many(keys, answer, create=True))
         return JSONResponse({"stored": stored})
 
+    async def message(request: Request) -> JSONResponse:
+        try:
+            body = await request.json() if int(request.headers.get("content-length") or 0) else None
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or body.get("role") not in MESSAGE_ROLES or not isinstance(
+                body.get("content"), str) or not isinstance(body.get("trajectory"), (str, type(None))):
+            return JSONResponse({"error": 'body: {"trajectory"?: key, "role": "user"|"assistant", "content": text}'},
+                                status_code=422)
+        key = body.get("trajectory")
+        full = None if key is None else f"{TRAJECTORY_HEADER[:3]}:{key[:MAX_KEY]}"
+        try:
+            await anyio.to_thread.run_sync(recorder.message, full, body["role"], body["content"])
+        except NoSession as exc:
+            return JSONResponse({"error": str(exc)}, status_code=409)
+        except CallLimit as exc:
+            return JSONResponse({"error": str(exc)}, status_code=422)
+        return JSONResponse({"recorded": True})
+
     server = build_server(recorder, http_key)
     app = server.streamable_http_app(streamable_http_path=path, host=host,
-                                     custom_starlette_routes=[Route("/toollens/end", end, methods=["POST"])])
+                                     custom_starlette_routes=[Route("/toollens/end", end, methods=["POST"]),
+                                                              Route("/toollens/message", message, methods=["POST"])])
     return _EndOnDelete(app, recorder, path)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.conversation import SimulatedUser
 from app.core.errors import InfrastructureError
 from app.core.records import Trajectory
 from app.core.runner import AGENT_ERROR, arun_case
@@ -133,10 +134,13 @@ async def execute(
     run_id: int,
     concurrency: int = 4,
     listener: Listener | None = None,
+    user: SimulatedUser | None = None,
 ) -> RunSummary:
     """Run ``items`` with ``concurrency`` in flight; returns the tally. An
     EndpointRejected (or any error that is not the agent's) stops the run
-    after storing everything finished so far."""
+    after storing everything finished so far. A conversation is one item:
+    stored whole when its last turn ends, or not at all (``user`` says the
+    simulated user's replies)."""
     summary = RunSummary(total=len(items))
     writer = _Writer(sessions, run_id, suite, summary)
     width = max(1, min(concurrency, len(items) or 1))
@@ -154,7 +158,7 @@ async def execute(
                 closers.setdefault(id(agent), close)
             try:
                 result: Trajectory | InfrastructureError = await arun_case(
-                    agent, suite, item.case, trial=item.trial, faults=item.faults, record_crash=True)
+                    agent, suite, item.case, trial=item.trial, faults=item.faults, record_crash=True, user=user)
             except InfrastructureError as exc:
                 result = exc
             await queue.put((item, result))
@@ -198,5 +202,8 @@ async def execute(
                 await asyncio.shield(writer_task)
             summary.ended = time.monotonic()
         finally:
+            close_user = getattr(user, "aclose", None)
+            if close_user is not None and inspect.iscoroutinefunction(close_user):
+                closers.setdefault(id(user), close_user)
             await asyncio.gather(*(close() for close in closers.values()), return_exceptions=True)
     return summary

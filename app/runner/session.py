@@ -19,6 +19,8 @@ from app.agents.anthropic_messages import AnthropicAgent
 from app.agents.openai_chat import OpenAIChatAgent
 from app.agents.retry import RetryPolicy
 from app.agents.simulated import SimRates, SimulatedAgent
+from app.agents.users import LLMUser, RuleUser
+from app.core.conversation import SimulatedUser
 from app.core.errors import ToolLensError
 from app.core.records import FAULT_KINDS
 from app.core.router import FaultPlan
@@ -35,7 +37,8 @@ from app.store.models import Run
 
 RUNNER_MARK, RUNNER_VERSION = "runner", 1  # in a run's config: made by `toollens run`, so it can be resumed
 WORK_KEYS = ("trials", "faults", "sweep", "sweep_kind")  # what decides the work list: fixed for a run's life
-AGENT_KEYS = ("agent", "model", "base_url", "max_steps", "system", "temperature", "seed", "sim_rates")
+AGENT_KEYS = ("agent", "model", "base_url", "max_steps", "system", "temperature", "seed", "sim_rates", "user_model",
+              "user_base_url")
 
 
 class RunSetupError(ToolLensError):
@@ -66,6 +69,8 @@ class RunRequest:
     backoff: float = 0.5
     seed: int = 0
     sim_rates: str = ""
+    user_model: str = ""  # a user model for cases with a simulated user (else the rule-based stand-in)
+    user_base_url: str | None = None  # its OpenAI-compatible endpoint (default: base_url)
     suite_document: dict[str, Any] | None = field(default=None, repr=False)  # instead of suite_path
 
     def config(self) -> dict[str, Any]:
@@ -103,6 +108,18 @@ def build_factory(request: RunRequest, suite: Suite) -> AgentFactory:
         agent.preload()  # the SDK is imported before the clock starts
         return SameAgent(agent, kind)
     return SameAgent(load_callable(kind), kind)
+
+
+def build_user(request: RunRequest) -> SimulatedUser:
+    """The simulated user of the run's conversations: the user model named by
+    ``--user-model`` (an OpenAI-compatible endpoint), else the rule-based one."""
+    if not request.user_model:
+        return RuleUser()
+    user = LLMUser(model=request.user_model, base_url=request.user_base_url or request.base_url,
+                   temperature=request.temperature, timeout=request.timeout,
+                   retry=RetryPolicy(attempts=request.attempts, base=request.backoff))
+    user.preload()
+    return user
 
 
 def check_agent(request: RunRequest) -> None:
@@ -176,8 +193,9 @@ def _model_label(request: RunRequest) -> str:
 
 
 def _check_same(stored: dict[str, Any], given: dict[str, Any], keys: tuple[str, ...], name: str) -> None:
+    defaults = RunRequest().config()  # a key a run's config lacks (it predates the key) holds its default
     for key in keys:
-        if stored.get(key) != given.get(key):
+        if stored.get(key, defaults.get(key)) != given.get(key):
             raise RunSetupError(f"run {name!r} was started with {key}={stored.get(key)!r}, not {given.get(key)!r}")
 
 
@@ -238,11 +256,12 @@ def run_agent(settings: Settings, request: RunRequest, *,
     try:
         run_id, run_name, suite, request, everything, todo = prepare(sessions, request)
         factory = build_factory(request, suite)
+        user = build_user(request) if any(c.user is not None for c in suite.cases) else None
         with session_scope(sessions, write=True) as session:
             run = ingest.get_run_row(session, run_id)
             if todo and run.status == "finished":
                 run.status, run.finished_at = "running", None  # infrastructure errors left to retry
-        summary = _execute(factory, suite, todo, sessions, run_id, request.concurrency, run_name, progress)
+        summary = _execute(factory, suite, todo, sessions, run_id, request.concurrency, run_name, progress, user)
         finished = _finish_if_whole(sessions, run_id, everything)
         return RunOutcome(run_id, run_name, len(todo), summary, finished, _retries(factory))
     finally:
@@ -250,13 +269,15 @@ def run_agent(settings: Settings, request: RunRequest, *,
 
 
 def _execute(factory: AgentFactory, suite: Suite, todo: list[WorkItem], sessions: sessionmaker[Session],
-             run_id: int, concurrency: int, title: str, progress: Callable[[str, int], Any] | None) -> RunSummary:
+             run_id: int, concurrency: int, title: str, progress: Callable[[str, int], Any] | None,
+             user: SimulatedUser | None) -> RunSummary:
     if progress is None:
-        return asyncio.run(execute(factory, suite, todo, sessions=sessions, run_id=run_id, concurrency=concurrency))
+        return asyncio.run(execute(factory, suite, todo, sessions=sessions, run_id=run_id, concurrency=concurrency,
+                                   user=user))
     with progress(title, len(todo)) as bar:
         listener: Listener = bar.update
         return asyncio.run(execute(factory, suite, todo, sessions=sessions, run_id=run_id,
-                                   concurrency=concurrency, listener=listener))
+                                   concurrency=concurrency, listener=listener, user=user))
 
 
 def _finish_if_whole(sessions: sessionmaker[Session], run_id: int, everything: list[WorkItem]) -> bool:

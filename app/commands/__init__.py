@@ -11,7 +11,7 @@ from importlib import import_module
 
 import typer
 
-MODULES: tuple[str, ...] = ("convert", "toolset", "lint", "run", "gate", "demo", "mcp", "judge")
+MODULES: tuple[str, ...] = ("convert", "toolset", "lint", "run", "gate", "demo", "mcp", "judge", "curate")
 
 
 def register_all(cli: typer.Typer) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from app.core.alignment import group_retries
@@ -213,14 +214,18 @@ def _expected(step: Step, edit: CallEdit, toolset: Toolset) -> dict[str, Any]:
     return out
 
 
-def add_case(document: Mapping[str, Any], case: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the suite document with ``case`` added, checked whole."""
-    cases = list(document.get("cases") or [])
-    if any(isinstance(c, Mapping) and str(c.get("id")) == case["id"] for c in cases):
-        raise SuiteError(f"the suite has a case {case['id']!r} already", field="case_id")
-    new = {**document, "cases": [*cases, case]}
+def add_cases(document: Mapping[str, Any], cases: list[dict[str, Any]], *,
+              base: Path | None = None) -> dict[str, Any]:
+    """A copy of the suite document with ``cases`` added, checked whole (a
+    toolset given as a path is read from ``base``, the suite file's folder)."""
+    have = {str(c.get("id")) for c in document.get("cases") or [] if isinstance(c, Mapping)}
+    for case in cases:
+        if case["id"] in have:
+            raise SuiteError(f"the suite has a case {case['id']!r} already", field="case_id")
+        have.add(case["id"])
+    new = {**document, "cases": [*(document.get("cases") or []), *cases]}
     try:
-        parse_suite(new, path="suite")
+        parse_suite(new, path="suite", base=base)
     except SuiteError as exc:
         raise SuiteError(exc.detail, field=exc.field or "case") from None
     return new

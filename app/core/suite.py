@@ -138,6 +138,18 @@ def _read_document(path: Path) -> Any:
         raise SuiteError(f"cannot parse: {exc}", path=str(path)) from None
 
 
+read_document = _read_document  # a suite file as decoded, before any check
+
+
+def write_document(path: Path, document: Mapping[str, Any]) -> None:
+    """Write a suite document: JSON for a ``.json`` file, YAML otherwise, keys in their order."""
+    if path.suffix.lower() == ".json":
+        text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    else:
+        text = yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True, width=120)
+    path.write_text(text, encoding="utf-8")
+
+
 def load_suite(path: str | Path) -> Suite:
     """Load a suite file (YAML or JSON); the toolset may be a path relative to it."""
     p = Path(path)

@@ -13,9 +13,9 @@ from app.core.errors import SuiteError
 from app.core.records import Trajectory, parse_record
 from app.core.suite import parse_suite
 from app.store.errors import NotFound
-from app.store.ingest import ensure_suite, get_suite_row
+from app.store.ingest import ensure_suite, find_run, get_suite_row
 from app.store.models import CallRow, Run, SuiteRow, TrajectoryRow
-from app.store.queries import trajectory_record
+from app.store.queries import MAX_PAGE, list_trajectories, trajectory_record
 from app.store.views import SuitePublic
 
 MAX_SUITES = 500
@@ -63,7 +63,44 @@ def add_case(session: Session, *, suite_id: int, trajectory_id: int, edits: cura
         base = {"name": new_suite, **base, "cases": []}
     toolset = parse_suite(base, path="suite").toolset
     case = curate.case_document(traj, toolset, edits)
-    document = curate.add_case(base, case)
+    document = curate.add_cases(base, [case])
     row = ensure_suite(session, document, parent_id=None if new_suite is not None else target.id)
     session.flush()
     return row, case
+
+
+# Failure names (as in a case's ``failures``) and the figures' family names that mean them.
+FAILURES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
+            "recovery_hallucinated", "recovery_confused")
+FAMILY_FAILURE = {"selection_precision": "selection", "selection_recall": "selection",
+                  "argument_accuracy": "arguments", "schema_validity": "schema",
+                  "hallucinated_tools": "hallucinated_tool", "dependency_violations": "dependency",
+                  "hallucination_after_error": "recovery_hallucinated"}
+WHERE_KEYS = ("failure", "outcome", "tool", "case")
+
+
+def select_trajectories(session: Session, run_ref: str, where: dict[str, str],
+                        limit: int) -> tuple[Run, list[tuple[TrajectoryRow, Trajectory]]]:
+    """The run's trajectories that pass every filter (``failure``, ``outcome``,
+    ``tool`` called, ``case`` id), the first ``limit`` in storage order."""
+    unknown = sorted(set(where) - set(WHERE_KEYS))
+    if unknown:
+        raise SuiteError(f"no filter {unknown[0]!r} (filters: {', '.join(WHERE_KEYS)})", field="--where")
+    failure = where.get("failure")
+    if failure is not None:
+        failure = FAMILY_FAILURE.get(failure, failure)
+        if failure not in FAILURES:
+            raise SuiteError(f"no failure {where['failure']!r} (failures: {', '.join(FAILURES)}, or a family "
+                             f"of the figures: {', '.join(FAMILY_FAILURE)})", field="--where failure")
+    run = find_run(session, run_ref)
+    out: list[tuple[TrajectoryRow, Trajectory]] = []
+    offset = 0
+    while len(out) < limit:
+        page = list_trajectories(session, run.id, failure=failure, outcome=where.get("outcome"),
+                                 called=where.get("tool"), case_id=where.get("case"),
+                                 limit=min(MAX_PAGE, limit - len(out)), offset=offset)
+        out.extend(stored_trajectory(session, t.id) for t in page.data)
+        offset += len(page.data)
+        if not page.data or offset >= page.count:
+            break
+    return run, out

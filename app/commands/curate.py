@@ -66,6 +66,7 @@ def curate(
                         **{k: run_doc[k] for k in ("dependencies", "give_up_phrases") if k in run_doc},
                         "cases": []}
             toolset = parse_suite(document, path=str(into)).toolset
+        ran_with = parse_suite(run_doc, path=f"suite of run {found.name}").toolset
         have = {str(c.get("id")) for c in document.get("cases") or [] if isinstance(c, dict)}
         cases = []
         for row, traj in picked:
@@ -73,7 +74,8 @@ def curate(
             if case_id in have:
                 continue
             source = {"run": found.name, "trajectory": row.id, "case_id": row.case_id, "trial": row.trial}
-            cases.append(core.case_document(traj, toolset, core.Edits(case_id=case_id, source=source)))
+            cases.append(core.case_document(traj, toolset, core.Edits(case_id=case_id, source=source),
+                                             source=ran_with))
         new = core.add_cases(document, cases, base=into.parent)
         write_document(into, new)
     except ToolLensError as exc:

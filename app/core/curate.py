@@ -148,9 +148,13 @@ def _mocks(traj: Trajectory, toolset: Toolset) -> dict[str, Any]:
     return {name: {"responses": sorted(keyed, key=lambda k: -len(k["when"]))} for name, keyed in out.items()}
 
 
-def case_document(traj: Trajectory, toolset: Toolset, edits: Edits) -> dict[str, Any]:
-    """The case, edits applied and checked against the toolset's schemas."""
-    d = draft(traj, toolset)
+def case_document(traj: Trajectory, toolset: Toolset, edits: Edits, *,
+                  source: Toolset | None = None) -> dict[str, Any]:
+    """The case, edits applied and checked against the ``toolset`` of the suite
+    it goes to. ``source``: the toolset the trajectory ran with (default the
+    same), which tells the calls to invented tools, left out, from the calls
+    the suite's toolset lacks, refused unless dropped."""
+    d = draft(traj, source or toolset)
     by_index = {s.index: s for s in d.steps}
     for i in edits.calls:
         if i not in by_index:

@@ -13,7 +13,7 @@ from app.core.errors import SuiteError
 from app.core.records import Trajectory, parse_record
 from app.core.suite import parse_suite
 from app.store.errors import NotFound
-from app.store.ingest import ensure_suite, find_run, get_suite_row
+from app.store.ingest import ensure_suite, find_run, get_suite_row, suite_for_run
 from app.store.models import CallRow, Run, SuiteRow, TrajectoryRow
 from app.store.queries import MAX_PAGE, list_trajectories, trajectory_record
 from app.store.views import SuitePublic
@@ -62,7 +62,7 @@ def add_case(session: Session, *, suite_id: int, trajectory_id: int, edits: cura
         base = {k: v for k, v in base.items() if k not in ("cases", "name")}
         base = {"name": new_suite, **base, "cases": []}
     toolset = parse_suite(base, path="suite").toolset
-    case = curate.case_document(traj, toolset, edits)
+    case = curate.case_document(traj, toolset, edits, source=suite_for_run(session, run).toolset if run else None)
     document = curate.add_cases(base, [case])
     row = ensure_suite(session, document, parent_id=None if new_suite is not None else target.id)
     session.flush()

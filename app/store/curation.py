@@ -3,6 +3,7 @@ a case makes the suite's next version (its content hash, its parent)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import func, select
@@ -13,7 +14,7 @@ from app.core.errors import SuiteError
 from app.core.records import Trajectory, parse_record
 from app.core.suite import parse_suite
 from app.store.errors import NotFound
-from app.store.ingest import ensure_suite, find_run, get_suite_row, suite_for_run
+from app.store.ingest import ensure_suite, find_run, get_run_row, get_suite_row, suite_for_run
 from app.store.models import CallRow, Run, SuiteRow, TrajectoryRow
 from app.store.queries import MAX_PAGE, list_trajectories, trajectory_record
 from app.store.views import SuitePublic
@@ -50,11 +51,8 @@ def add_case(session: Session, *, suite_id: int, trajectory_id: int, edits: cura
     check runs before anything is written: a refused case stores nothing."""
     target = get_suite_row(session, suite_id)
     t, traj = stored_trajectory(session, trajectory_id)
-    run = session.get(Run, t.run_id)
-    edits = curate.Edits(case_id=edits.case_id, calls=edits.calls, expected_datum=edits.expected_datum,
-                         expected_state=edits.expected_state,
-                         source={"run": run.name if run else "", "trajectory": t.id, "case_id": t.case_id,
-                                 "trial": t.trial})
+    run = get_run_row(session, t.run_id)
+    edits = replace(edits, source={"run": run.name, "trajectory": t.id, "case_id": t.case_id, "trial": t.trial})
     base: dict[str, Any] = dict(target.document)
     if new_suite is not None:
         if session.scalar(select(SuiteRow.id).where(SuiteRow.name == new_suite)) is not None:
@@ -62,7 +60,7 @@ def add_case(session: Session, *, suite_id: int, trajectory_id: int, edits: cura
         base = {k: v for k, v in base.items() if k not in ("cases", "name")}
         base = {"name": new_suite, **base, "cases": []}
     toolset = parse_suite(base, path="suite").toolset
-    case = curate.case_document(traj, toolset, edits, source=suite_for_run(session, run).toolset if run else None)
+    case = curate.case_document(traj, toolset, edits, source=suite_for_run(session, run).toolset)
     document = curate.add_cases(base, [case])
     row = ensure_suite(session, document, parent_id=None if new_suite is not None else target.id)
     session.flush()

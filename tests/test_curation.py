@@ -194,6 +194,7 @@ def test_adding_a_case_makes_a_new_suite_version_that_runs_record(db_url: str) -
         assert c.post(f"/api/runs/{run['id']}/trajectories", json={"trajectories": [body]}).status_code == 200
         [stored] = c.get(f"/api/runs/{run['id']}/trajectories").json()["data"]
         assert stored["passed"] and stored["failures"] == []
+        assert f"version 2 · <code>{added['hash']}</code>" in c.get(f"/runs/{run['id']}").text
         # the same content again is the same version; a new suite starts at version 1
         again = c.post(f"/api/suites/{added['id']}/cases", json={"trajectory_id": tid, "case_id": "x2",
                                                                  "new_suite": "regresiones"})
@@ -202,6 +203,28 @@ def test_adding_a_case_makes_a_new_suite_version_that_runs_record(db_url: str) -
             "name": "regresiones", "version": 1, "parent_id": None, "cases": 1}
         doc = c.get(f"/api/suites/{again.json()['suite']['id']}").json()["document"]
         assert [x["id"] for x in doc["cases"]] == ["x2"] and doc["toolset"]["name"] == "atencion_cliente"
+
+
+def test_the_migration_numbers_the_versions_stored_before_it(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from app.store.db import make_engine, upgrade
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    upgrade(url, "0005")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO toolset_versions (id, toolset, hash, label, tools, created_at) "
+                             "VALUES (1, 't', 'h', '', '[]', '2026-01-01')"))
+        for sid, name in [(1, "a"), (2, "b"), (3, "a"), (4, "a")]:
+            conn.execute(sa.text("INSERT INTO suites (id, name, hash, document, toolset_version_id, created_at) "
+                                 "VALUES (:id, :name, :hash, '{}', 1, '2026-01-01')"),
+                         {"id": sid, "name": name, "hash": f"h{sid}"})
+    upgrade(url)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT id, version, parent_id FROM suites ORDER BY id")).all()
+    engine.dispose()
+    assert [tuple(r) for r in rows] == [(1, 1, None), (2, 1, None), (3, 2, None), (4, 3, None)]
 
 
 def test_a_case_the_schema_rejects_is_422_naming_the_field_and_stores_nothing(db_url: str) -> None:

@@ -17,7 +17,7 @@ from app.cli import cli
 from app.core.curate import CallEdit, Edits, add_cases, case_document, draft
 from app.core.errors import SuiteError
 from app.core.scoring import Scorer
-from app.core.suite import parse_suite
+from app.core.suite import load_suite, parse_suite
 from app.importers import Options, convert
 from tests.factories import BANKING_TOOLS, FAIL_SALDO, OK_CLIENTE, OK_SALDO, call, examples_client, record
 from tests.resources import DATA, shared_data
@@ -309,6 +309,15 @@ def test_curate_writes_a_suite_file_that_score_loads_and_passes(tmp_path: Path) 
     r = runner.invoke(cli, ["curate", "v1", "--where", "tool=buscar_cliente", "--where", "outcome=recovered",
                             "--into", str(tmp_path / "two.json"), "--db", db])
     assert r.exit_code == 0, r.output
+    # into a hand-written file: the new cases are appended, every line of it kept as it was
+    for name in ("suite_v1.yaml", "toolset_v1.yaml"):
+        (tmp_path / name).write_text((EXAMPLES / name).read_text())
+    mine = tmp_path / "suite_v1.yaml"
+    r = runner.invoke(cli, ["curate", "v1", "--where", "case=saldo-001", "--limit", "2", "--into", str(mine),
+                            "--db", db])
+    assert r.exit_code == 0 and "2 cases from run v1" in r.stderr, r.output
+    assert mine.read_text().startswith((EXAMPLES / "suite_v1.yaml").read_text())
+    assert [c.id for c in load_suite(mine).cases][-3:] == ["verificar-001", "saldo-001-1", "saldo-001-2"]
     two = json.loads((tmp_path / "two.json").read_text())
     # lines 31 and 36 of the example file: the two recoveries (a retried 503), both looking the client up first
     assert [(c["id"], c["source"]["case_id"]) for c in two["cases"]] == [("saldo-001-31", "saldo-001"),

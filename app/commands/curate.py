@@ -50,7 +50,7 @@ def curate(
     from app.cli import _fail, store_session
     from app.core import curate as core
     from app.core.errors import ToolLensError
-    from app.core.suite import load_suite, parse_suite, read_document, write_document
+    from app.core.suite import append_cases, load_suite, parse_suite, read_document
     from app.store import curation, ingest
 
     filters = _where(where or [])
@@ -77,9 +77,9 @@ def curate(
             cases.append(core.case_document(traj, toolset, core.Edits(case_id=case_id, source=source),
                                              source=ran_with))
         new = core.add_cases(document, cases, base=into.parent)
-        write_document(into, new)
+        append_cases(into, new, cases)
     except ToolLensError as exc:
-        raise _fail(f"{into}: {exc}") from None
+        raise _fail(str(exc) if str(exc).startswith(str(into)) else f"{into}: {exc}") from None
     except OSError as exc:
         raise _fail(f"{into}: {exc.strerror}") from None
     skipped = len(picked) - len(cases)

@@ -267,6 +267,34 @@ def test_the_page_form_adds_a_case_or_names_the_field(db_url: str) -> None:
                       headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
 
 
+def test_with_a_token_set_both_ways_in_need_it(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from app.core.suite import load_suite_document
+    from app.settings import Settings
+    from app.store.db import upgrade
+    from app.web.app import create_app
+
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    upgrade(url)
+    auth = {"Authorization": "Bearer s3cret-token"}
+    with TestClient(create_app(Settings(database_url=url, auto_migrate=False, api_token="s3cret-token"))) as c:
+        run = c.post("/api/runs", json={"name": "v1", "suite": load_suite_document(EXAMPLES / "suite_v1.yaml")},
+                     headers=auth).json()
+        rec = json.loads((EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()[0])
+        assert c.post(f"/api/runs/{run['id']}/trajectories", json={"trajectories": [rec]}, headers=auth).is_success
+        body = {"trajectory_id": 1, "case_id": "c"}
+        assert c.post(f"/api/suites/{run['suite_id']}/cases", json=body).status_code == 401
+        form = {"suite": str(run["suite_id"]), "case_id": "c", "keep.0": "on"}
+        same = {"Sec-Fetch-Site": "same-origin"}
+        r = c.post("/trajectories/1/curate", data=form, headers=same)
+        assert r.status_code == 422 and "<code>token</code>: the API token is wrong" in r.text
+        r = c.post("/trajectories/1/curate", data={**form, "token": "s3cret-token"}, headers=same,
+                   follow_redirects=False)
+        assert r.status_code == 303
+        assert [s["cases"] for s in c.get("/api/suites").json()] == [19, 18]
+
+
 # -- toollens curate -------------------------------------------------------------
 
 

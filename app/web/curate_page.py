@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,13 +13,13 @@ from sqlalchemy.orm import Session
 
 from app.core import curate
 from app.core.errors import SuiteError
-from app.core.records import clean_text, clean_value
+from app.core.records import MAX_DEPTH, clean_text, clean_value
 from app.store import curation, ingest
 from app.store.errors import NotFound
+from app.store.models import SuiteRow
 from app.store.views import SuitePublic
 
 RULES = ("exact", "ignore", "number", "date", "set")  # what the form offers per argument
-
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def form_edits(form: dict[str, str], steps: list[StepRow]) -> curate.Edits:
         try:
             state = clean_value(json.loads(state_text))
         except (ValueError, RecursionError):
-            raise SuiteError("not JSON", field="expected_state") from None
+            raise SuiteError(f"not JSON, or nested deeper than {MAX_DEPTH} levels", field="expected_state") from None
         if not isinstance(state, dict):
             raise SuiteError("a JSON object (the part of the final state to check)", field="expected_state")
     datum = clean_text(form.get("expected_datum", "").strip())
@@ -123,3 +124,19 @@ def added_note(session: Session, suite_id: int | None, case_id: str) -> dict[str
     except NotFound:
         return None
     return {"suite": curation.suite_public(row), "case_id": case_id[:256]}
+
+
+def submit(session: Session, page: CurateForm, trajectory_id: int, form: dict[str, str],
+           token: str | None) -> tuple[SuiteRow, curate.Edits]:
+    """Add the case the form describes; SuiteError names the field at fault."""
+    if token is not None and not secrets.compare_digest(form.get("token", "").encode(), token.encode()):
+        raise SuiteError("the API token is wrong", field="token")
+    edits = form_edits(form, page.steps)
+    target = form.get("suite", "")
+    new_suite = clean_text(form.get("new_suite", "").strip())[:200] if target == "new" else None
+    if target == "new" and not new_suite:
+        raise SuiteError("name the new suite", field="new_suite")
+    suite_id = page.suite_id if target == "new" else int(target) if target.isdigit() and len(target) < 10 else 0
+    row, _ = curation.add_case(session, suite_id=suite_id, trajectory_id=trajectory_id, edits=edits,
+                               new_suite=new_suite)
+    return row, edits

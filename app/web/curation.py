@@ -3,7 +3,6 @@ from the API or the trajectory page's "Add to a suite" form."""
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote
 
@@ -12,7 +11,6 @@ from fastapi.responses import RedirectResponse, Response
 
 from app.core import curate
 from app.core.errors import SuiteError
-from app.core.records import clean_text
 from app.store import curation, ingest, labels
 from app.store.db import session_scope
 from app.store.errors import NotFound
@@ -74,16 +72,7 @@ async def curate_submit(trajectory_id: TrajectoryId, request: Request) -> Respon
     with session_scope(request.app.state.sessions, write=True) as session:
         page = curate_page.curate_form(session, trajectory_id)
         try:
-            if token is not None and not secrets.compare_digest(form.get("token", "").encode(), token.encode()):
-                raise SuiteError("the API token is wrong", field="token")
-            edits = curate_page.form_edits(form, page.steps)
-            target = form.get("suite", "")
-            new_suite = clean_text(form.get("new_suite", "").strip())[:200] if target == "new" else None
-            if target == "new" and not new_suite:
-                raise SuiteError("name the new suite", field="new_suite")
-            suite_id = page.suite_id if target == "new" else int(target) if target.isdigit() else 0
-            row, _ = curation.add_case(session, suite_id=suite_id, trajectory_id=trajectory_id, edits=edits,
-                                       new_suite=new_suite)
+            row, edits = curate_page.submit(session, page, trajectory_id, form, token)
             added = row.id
         except (SuiteError, NotFound) as exc:
             session.rollback()

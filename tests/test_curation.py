@@ -346,6 +346,14 @@ def test_curate_writes_a_suite_file_that_score_loads_and_passes(tmp_path: Path) 
     assert r.exit_code == 0 and "2 cases from run v1" in r.stderr, r.output
     assert mine.read_text().startswith((EXAMPLES / "suite_v1.yaml").read_text())
     assert [c.id for c in load_suite(mine).cases][-3:] == ["verificar-001", "saldo-001-1", "saldo-001-2"]
+    lines = (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()[:2]
+    jsonl.write_text("".join(json.dumps(dict(json.loads(x), case_id=f"saldo-001-{i + 1}")) + "\n"
+                             for i, x in enumerate(lines)))
+    r = runner.invoke(cli, ["score", str(mine), str(jsonl), "--json"])
+    # trial 1 sent the id as a string first, then corrected it: one step, and a schema failure no reference excuses
+    assert [(c["case_id"], c["failures"]) for c in json.loads(r.stdout)["cases"]] == [("saldo-001-1", []),
+                                                                                      ("saldo-001-2", ["schema"])]
+    assert load_suite(mine).by_id["saldo-001-2"].expected_calls == load_suite(mine).by_id["saldo-001-1"].expected_calls
     two = json.loads((tmp_path / "two.json").read_text())
     # lines 31 and 36 of the example file: the two recoveries (a retried 503), both looking the client up first
     assert [(c["id"], c["source"]["case_id"]) for c in two["cases"]] == [("saldo-001-31", "saldo-001"),

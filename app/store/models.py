@@ -82,7 +82,7 @@ class SuiteRow(Base):
     document: Mapped[dict[str, Any]] = mapped_column(JSONType)
     toolset_version_id: Mapped[int] = mapped_column(ForeignKey("toolset_versions.id"))
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
-    parent_id: Mapped[int | None] = mapped_column(ForeignKey("suites.id", name="fk_suites_parent"), nullable=True)
+    parent_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a suite id
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

@@ -19,10 +19,10 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("suites") as batch:
-        batch.add_column(sa.Column("version", sa.Integer(), nullable=False, server_default="1"))
-        batch.add_column(sa.Column("parent_id", sa.Integer(), nullable=True))
-        batch.create_foreign_key("fk_suites_parent", "suites", ["parent_id"], ["id"])
+    # plain columns, no foreign key: SQLite adds and drops them in place, without rebuilding the
+    # table the runs refer to
+    op.add_column("suites", sa.Column("version", sa.Integer(), nullable=False, server_default="1"))
+    op.add_column("suites", sa.Column("parent_id", sa.Integer(), nullable=True))
     # the suites stored already: numbered per name in the order they were stored
     suites = sa.table("suites", sa.column("id", sa.Integer()), sa.column("name", sa.String()),
                       sa.column("version", sa.Integer()))
@@ -35,7 +35,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("suites") as batch:
-        batch.drop_constraint("fk_suites_parent", type_="foreignkey")
-        batch.drop_column("parent_id")
-        batch.drop_column("version")
+    op.drop_column("suites", "parent_id")
+    op.drop_column("suites", "version")

@@ -127,6 +127,13 @@ def test_a_case_the_schemas_reject_names_the_field() -> None:
     assert refused({1: CallEdit(tolerance={"id": "roughly"})}) == "calls[1].tolerance.id"
     assert refused({2: CallEdit(keep=True)}) == "calls[2]"
     assert refused({}, case_id="taken") == "case_id"
+    bad_only = record(calls=[call("ver_saldo", {"id": "8812"}, "")])  # no attempt passes the schema
+    assert case_document(bad_only, TOOLSET, Edits(case_id="b"))["expected_calls"] == [{"name": "ver_saldo"}]
+    with pytest.raises(SuiteError) as caught:
+        case_document(bad_only, TOOLSET, Edits(case_id="b", calls={0: CallEdit(tolerance={"id": "ignore"})}))
+    assert caught.value.field == "calls[0].tolerance"
+    fixed = case_document(bad_only, TOOLSET, Edits(case_id="b", calls={0: CallEdit(arguments={"id": 8812})}))
+    assert fixed["expected_calls"] == [{"name": "ver_saldo", "arguments": {"id": 8812}}]
     # another suite whose toolset has no ver_saldo
     small = parse_suite({"name": "s", "toolset": BANKING_TOOLS[:1], "cases": []}).toolset
     with pytest.raises(SuiteError) as caught:

@@ -188,6 +188,9 @@ def _expected(step: Step, edit: CallEdit, toolset: Toolset) -> dict[str, Any]:
     if tool is None:
         raise SuiteError(f"no tool {step.name!r} in the suite's toolset", field=f"{where}.name")
     if step.arguments is None and not edit.arguments:
+        if edit.tolerance:
+            raise SuiteError("no attempt passed the schema, the step checks the name only: give its arguments "
+                             "first", field=f"{where}.tolerance")
         return {"name": step.name}
     args = dict(step.arguments or {})
     for key, value in edit.arguments.items():

@@ -58,7 +58,8 @@ def check(case: Any) -> None:
         assert isinstance(body.get("error"), str) and body["error"], body
     # Inline suites and trajectory records are checked by the core beyond what
     # a JSON Schema says: a schema-valid body may still be refused with a 422.
-    domain_checked = case.method == "POST" and case.path in ("/api/runs", "/api/runs/{run_id}/trajectories")
+    domain_checked = case.method == "POST" and case.path in (
+        "/api/runs", "/api/runs/{run_id}/trajectories", "/api/suites/{suite_id}/cases")
     case.validate_response(response, excluded_checks=[positive_data_acceptance] if domain_checked else [])
 
 

@@ -187,6 +187,36 @@ def test_a_person_labels_an_outcome_and_the_run_page_shows_the_agreement(server:
     shot(page, "labels")
 
 
+def test_a_person_adds_a_trajectory_to_a_new_suite_from_its_page(server: str, page: Any) -> None:
+    page.goto(server + "/trajectories/36")  # banca-v1, nota-001: the credit note retried after a 503
+    curate = page.locator("#curate")
+    assert "(2 attempts)" in curate.locator("tr", has_text="emitir_nota_credito").inner_text()
+    page.select_option("#curate select[name=suite]", "new")
+    page.fill("#curate input[name=new_suite]", "regresiones")
+    page.fill("#curate input[name=case_id]", "nota-duplicada")
+    page.uncheck("#curate input[name='keep.1']")  # verificar_compra
+    page.select_option("#curate select[name='rule.3.monto']", "number")
+    page.fill("#curate input[name='abs.3.monto']", "-5")
+    curate.get_by_role("button", name="Add the case").click()
+    assert "calls[3].tolerance.monto" in page.locator("#curate-error").inner_text()
+    assert curate.locator(".arg.invalid").count() == 1 and "monto" in curate.locator(".arg.invalid").inner_text()
+    assert page.locator("#curate input[name=case_id]").input_value() == "nota-duplicada"  # as sent
+    assert not page.locator("#curate input[name='keep.1']").is_checked()
+    shot(page, "curate-error")
+    page.fill("#curate input[name='abs.3.monto']", "100")
+    page.select_option("#curate select[name='rule.3.motivo']", "ignore")
+    curate.get_by_role("button", name="Add the case").click()
+    page.wait_for_url("**#curate")
+    added = page.locator("#curate p.ok").inner_text()
+    assert "Added case nota-duplicada: suite regresiones version 1" in added and "1 case)" in added
+    curate.screenshot(path=str(ARTIFACTS / "curate.png"))
+    doc = page.request.get(server + page.locator("#curate p.ok a").get_attribute("href")).json()["document"]
+    assert doc["cases"][0]["expected_calls"] == [
+        {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
+        {"name": "emitir_nota_credito", "arguments": {"id": 8812, "monto": 45990, "motivo": "cobro duplicado"},
+         "tolerance": {"monto": {"number": {"abs": 100.0}}, "motivo": "ignore"}}]
+
+
 def test_compare_page_shows_flips_and_description_diff(server: str, page: Any) -> None:
     page.goto(server + "/compare?a=1&b=2")
     assert page.locator("#flipped tbody tr").count() > 0

@@ -39,6 +39,8 @@ def _get_urls(client: TestClient, ids: dict[str, int]) -> dict[str, list[str]]:
         "/api/toolsets/{name}/diff": [f"/api/toolsets/{name}/diff?a={version}&b={version}"],
         "/api/toolsets/{name}/versions": [f"/api/toolsets/{name}/versions?a={version}&b={version}"],
         "/api/toolsets/{name}/lint": [f"/api/toolsets/{name}/lint?version={version}"],
+        "/api/suites": ["/api/suites"],
+        "/api/suites/{suite_id}": [f"/api/suites/{s['id']}" for s in client.get("/api/suites").json()],
     }
     for suffix in per_run:
         urls["/api/runs/{run_id}" + suffix] = [f"/api/runs/{r}{suffix}" for r in runs]
@@ -53,6 +55,13 @@ def test_hostile_records_are_stored_by_one_rule_and_read_back_everywhere(db_url:
     app = create_app(Settings(database_url=db_url, auto_migrate=False))
     with TestClient(app) as client:
         ids = store_hostile(client, db_url, tmp_path)
+        # a hostile trajectory curated into its suite: the case's id, question and mocks by the same rule
+        run = client.get(f"/api/runs/{ids['run']}").json()
+        first = client.get(f"/api/runs/{ids['run']}/trajectories").json()["data"][0]["id"]
+        added = post_json(client, f"/api/suites/{run['suite_id']}/cases", {"trajectory_id": first, "case_id": BAD})
+        assert added.status_code == 201, added.text
+        case = client.get(f"/api/suites/{added.json()['suite']['id']}").json()["document"]["cases"][-1]
+        assert case["id"] == STORED and not _unstorable(case)
         urls = _get_urls(client, ids)
         assert {p for p, ops in app.openapi()["paths"].items() if "get" in ops} == set(urls) - {"pages"}
         for url in [u for group in urls.values() for u in group]:

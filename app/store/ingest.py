@@ -70,15 +70,18 @@ def ensure_toolset_version(session: Session, *, name: str, suite: Suite) -> Tool
     return row
 
 
-def ensure_suite(session: Session, document: dict[str, Any]) -> SuiteRow:
-    """Store a self-contained suite document (idempotent by content)."""
+def ensure_suite(session: Session, document: dict[str, Any], *, parent_id: int | None = None) -> SuiteRow:
+    """Store a self-contained suite document (idempotent by content): new
+    content of a name is its next version."""
     suite = parse_suite(document, path="suite")  # no base: a path toolset is refused, never read
     digest = _digest(document)
     query = select(SuiteRow).where(SuiteRow.name == suite.name, SuiteRow.hash == digest)
 
     def make() -> SuiteRow:
         version = ensure_toolset_version(session, name=suite.toolset.name or suite.name, suite=suite)
-        return SuiteRow(name=suite.name, hash=digest, document=document, toolset_version_id=version.id)
+        last = session.scalar(select(func.max(SuiteRow.version)).where(SuiteRow.name == suite.name)) or 0
+        return SuiteRow(name=suite.name, hash=digest, document=document, toolset_version_id=version.id,
+                        version=last + 1, parent_id=parent_id)
 
     row: SuiteRow = _get_or_add(session, query, make)
     return row

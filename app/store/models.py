@@ -69,7 +69,9 @@ class ToolsetVersion(Base):
 
 
 class SuiteRow(Base):
-    """A suite as a self-contained document (toolset inline), by content hash."""
+    """A version of a suite: a self-contained document (toolset inline), by
+    content hash. ``version`` counts the versions of one name; ``parent_id``
+    is the version a curated case was added to."""
 
     __tablename__ = "suites"
     __table_args__ = (UniqueConstraint("name", "hash", name="uq_suite_content"),)
@@ -79,6 +81,8 @@ class SuiteRow(Base):
     hash: Mapped[str] = mapped_column(String(64))
     document: Mapped[dict[str, Any]] = mapped_column(JSONType)
     toolset_version_id: Mapped[int] = mapped_column(ForeignKey("toolset_versions.id"))
+    version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    parent_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a suite id
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

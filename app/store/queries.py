@@ -62,6 +62,7 @@ def _family_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, 
 def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str, int]) -> RunPublic:
     return RunPublic(
         id=run.id, name=run.name, agent=run.agent, model=run.model, suite=suite.name, suite_id=suite.id,
+        suite_hash=suite.hash, suite_version=suite.version,
         toolset=version.toolset, toolset_version=version.hash, toolset_label=version.label, status=run.status,
         config=run.config, created_at=run.created_at, finished_at=run.finished_at,
         trajectories=counts.get("trajectories", 0),
@@ -266,25 +267,7 @@ def export_records(session: Session, run_id: int, *, chunk: int = 1000) -> Itera
                                  .order_by(CallRow.trajectory_id, CallRow.idx)):
             by_traj[c.trajectory_id].append(c)
         for t in trajs:
-            rec: dict[str, Any] = {
-                "case_id": t.case_id, "trial": t.trial, "question": t.question,
-                "calls": [{"name": c.name, "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
-                           "observation": c.observation,
-                           "error": None if c.error_kind is None else {
-                               "kind": c.error_kind, "message": c.error_message or "", "injected": c.injected}}
-                          for c in by_traj[t.id]],
-                "answer": t.answer,
-                "fault": None if t.fault_kind is None else {"step": t.fault_step, "kind": t.fault_kind},
-            }
-            if t.reward is not None:
-                rec["reward"] = t.reward
-            if t.state is not None:
-                rec["state"] = t.state
-            if isinstance(t.detail, dict) and isinstance(t.detail.get("stopped"), str):
-                rec["stopped"] = t.detail["stopped"]
-            if isinstance(t.detail, dict) and isinstance(t.detail.get("messages"), list):
-                rec["messages"] = t.detail["messages"]
-            yield rec
+            yield trajectory_record(t, by_traj[t.id])
         last = ids[-1]
 
 
@@ -342,3 +325,26 @@ def diff_toolset(session: Session, toolset: str, a: str, b: str) -> ToolsetDiffP
             parameters_changed=x is not None and y is not None and x["parameters"] != y["parameters"],
         ))
     return ToolsetDiffPublic(toolset=toolset, a=va.hash, b=vb.hash, tools=changes)
+
+
+def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
+    """A stored trajectory back as its trajectory record (docs/formats.md)."""
+    rec: dict[str, Any] = {
+        "case_id": t.case_id, "trial": t.trial, "question": t.question,
+        "calls": [{"name": c.name, "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
+                   "observation": c.observation,
+                   "error": None if c.error_kind is None else {
+                       "kind": c.error_kind, "message": c.error_message or "", "injected": c.injected}}
+                  for c in calls],
+        "answer": t.answer,
+        "fault": None if t.fault_kind is None else {"step": t.fault_step, "kind": t.fault_kind},
+    }
+    if t.reward is not None:
+        rec["reward"] = t.reward
+    if t.state is not None:
+        rec["state"] = t.state
+    if isinstance(t.detail, dict) and isinstance(t.detail.get("stopped"), str):
+        rec["stopped"] = t.detail["stopped"]
+    if isinstance(t.detail, dict) and isinstance(t.detail.get("messages"), list):
+        rec["messages"] = t.detail["messages"]
+    return rec

@@ -21,6 +21,8 @@ class RunPublic(BaseModel):
     model: str
     suite: str
     suite_id: int
+    suite_hash: str = ""  # the content hash of the suite version the run used
+    suite_version: int = 1
     toolset: str
     toolset_version: str
     toolset_label: str
@@ -294,3 +296,21 @@ class RunHealthPublic(BaseModel):
     agreement: list[AgreementPublic]
     infra_errors: list[InfraErrorPublic]  # the first 200
     infra_error_count: int
+
+
+class SuitePublic(BaseModel):
+    """A suite version: ``hash`` is the content hash of its document."""
+
+    id: int
+    name: str
+    version: int
+    hash: str
+    parent_id: int | None
+    cases: int
+    runs: int = 0
+    created_at: dt.datetime
+
+
+class CaseAdded(BaseModel):
+    suite: SuitePublic
+    case: dict[str, Any]

@@ -14,6 +14,7 @@ from app.settings import Settings
 from app.store.db import check_schema, make_engine, make_sessionmaker
 from app.web.api import router as api_router
 from app.web.assets import router as assets_router
+from app.web.curation import router as curation_router
 from app.web.errors import install_error_handlers
 from app.web.labels import router as labels_router
 from app.web.limits import Intake, allowed_hosts
@@ -58,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(api_router)
     app.include_router(pages_router)
     app.include_router(labels_router)
+    app.include_router(curation_router)
     app.include_router(otlp_router)
     app.include_router(assets_router)
     return app

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
 from app.store import labels, queries
-from app.web import contexts
+from app.web import contexts, curate_page
 from app.web.api import MAX_ID, Limit, Offset, ReadSession, RunId, TrajectoryId
 
 router = APIRouter(include_in_schema=False)
@@ -52,10 +52,12 @@ def run(request: Request, run_id: RunId, session: ReadSession, failure: str = ""
 
 @router.get("/trajectories/{trajectory_id}", response_class=HTMLResponse)
 def trajectory(request: Request, trajectory_id: TrajectoryId, session: ReadSession,
-               label_error: str = "") -> HTMLResponse:
+               label_error: str = "", added: OptionalId = None, case: str = "") -> HTMLResponse:
     return render(request, "trajectory.html", page=contexts.trajectory_page(session, trajectory_id),
                   labels=labels.labels_public(session, trajectory_id), label_error=label_error[:20],
-                  token_required=request.app.state.settings.api_token is not None)
+                  token_required=request.app.state.settings.api_token is not None,
+                  curate=curate_page.curate_form(session, trajectory_id),
+                  added=curate_page.added_note(session, added, case))
 
 
 @router.get("/compare", response_class=HTMLResponse)

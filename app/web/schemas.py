@@ -75,3 +75,44 @@ class ErrorBody(BaseModel):
 
     error: str
     detail: list[ErrorItem] = Field(default_factory=list)
+
+
+class CallEditBody(BaseModel):
+    """A change to one step of the curated case, by the index of the trajectory
+    call it comes from: drop it, a rule per argument (``"exact"`` removes one),
+    other values (``null`` removes the field)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(ge=0, le=MAX_CALLS)
+    keep: bool = True
+    tolerance: dict[str, Any] = Field(default_factory=dict, max_length=1_000)
+    arguments: dict[str, Any] = Field(default_factory=dict, max_length=1_000)
+
+    @field_validator("tolerance", "arguments")
+    @classmethod
+    def _stored_json(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return clean_value(value)  # type: ignore[no-any-return]
+
+
+class CaseCreate(BaseModel):
+    """A stored trajectory to add as a case, with the edits that make it the reference."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trajectory_id: int = Field(ge=1, le=2**31 - 1)
+    case_id: str = Field(min_length=1, max_length=MAX_NAME)
+    calls: list[CallEditBody] = Field(default_factory=list, max_length=MAX_CALLS)
+    expected_datum: str | list[str] | None = None
+    expected_state: dict[str, Any] | None = None
+    new_suite: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @field_validator("case_id", "new_suite")
+    @classmethod
+    def _stored_text(cls, text: str | None) -> str | None:
+        return None if text is None else clean_text(text)
+
+    @field_validator("expected_state")
+    @classmethod
+    def _state(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else clean_value(value)

@@ -1,0 +1,89 @@
+"""``toollens curate``: a run's chosen trajectories written as cases of a
+suite file, for review in a pull request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+Db = Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or ./toollens.db).")]
+
+
+def register(cli: typer.Typer) -> None:
+    cli.command()(curate)
+
+
+def _where(items: list[str]) -> dict[str, str]:
+    from app.cli import _fail
+
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise _fail(f"--where {item!r}: give KEY=VALUE, e.g. failure=selection")
+        if key.strip() in out:
+            raise _fail(f"--where {key.strip()} is given twice")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def curate(
+    run: Annotated[str, typer.Argument(help="The run, by name or id.")],
+    into: Annotated[Path, typer.Option("--into", help="Suite file to add the cases to (YAML or JSON); a new one "
+                                                      "takes the run's toolset.")],
+    where: Annotated[list[str] | None, typer.Option(
+        "--where", help="KEY=VALUE, repeatable: failure=NAME (selection, arguments, schema, hallucinated_tool, "
+                        "dependency, forbidden_call, state, recovery_hallucinated, recovery_confused, or a "
+                        "family of the figures), outcome=NAME, tool=NAME (called), case=ID.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=100_000, help="At most this many cases.")] = 50,
+    db: Db = None,
+) -> None:
+    """Write a run's trajectories as suite cases that reproduce them: their calls
+    as expected calls, their observations as mocks (docs/formats.md#curated-cases).
+
+    Cases already in the file (same id) are left as they are. Exit 0: written;
+    2: bad input (a filter, a file the cases do not fit)."""
+    from app.cli import _fail, store_session
+    from app.core import curate as core
+    from app.core.errors import ToolLensError
+    from app.core.suite import append_cases, load_suite, parse_suite, read_document
+    from app.store import curation, ingest
+
+    filters = _where(where or [])
+    with store_session(db) as session:
+        found, picked = curation.select_trajectories(session, run, filters, limit)
+        run_doc = ingest.get_suite_row(session, found.suite_id).document
+    try:
+        if into.exists():
+            document: dict[str, Any] = dict(read_document(into))
+            toolset = load_suite(into).toolset
+        else:
+            document = {"name": into.stem, "toolset": run_doc["toolset"],
+                        **{k: run_doc[k] for k in ("dependencies", "give_up_phrases") if k in run_doc},
+                        "cases": []}
+            toolset = parse_suite(document, path=str(into)).toolset
+        ran_with = parse_suite(run_doc, path=f"suite of run {found.name}").toolset
+        have = {str(c.get("id")) for c in document.get("cases") or [] if isinstance(c, dict)}
+        cases = []
+        for row, traj in picked:
+            case_id = f"{row.case_id}-{row.id}"
+            if case_id in have:
+                continue
+            source = {"run": found.name, "trajectory": row.id, "case_id": row.case_id, "trial": row.trial}
+            cases.append(core.case_document(traj, toolset, core.Edits(case_id=case_id, source=source),
+                                             source=ran_with))
+        new = core.add_cases(document, cases, base=into.parent)
+        append_cases(into, new, cases)
+    except ToolLensError as exc:
+        raise _fail(str(exc) if str(exc).startswith(str(into)) else f"{into}: {exc}") from None
+    except OSError as exc:
+        raise _fail(f"{into}: {exc.strerror}") from None
+    skipped = len(picked) - len(cases)
+    Console(stderr=True, soft_wrap=True).print(Text(
+        f"{len(cases)} cases from run {found.name} into {into}"
+        + (f" ({skipped} in the file already)" if skipped else "")
+        + f": {len(new['cases'])} cases in all"))

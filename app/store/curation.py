@@ -1,0 +1,104 @@
+"""Suite versions and curated cases: a stored trajectory added to a suite as
+a case makes the suite's next version (its content hash, its parent)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core import curate
+from app.core.errors import SuiteError
+from app.core.records import Trajectory, parse_record
+from app.core.suite import parse_suite
+from app.store.errors import NotFound
+from app.store.ingest import ensure_suite, find_run, get_run_row, get_suite_row, suite_for_run
+from app.store.models import CallRow, Run, SuiteRow, TrajectoryRow
+from app.store.queries import MAX_PAGE, list_trajectories, trajectory_record
+from app.store.views import SuitePublic
+
+MAX_SUITES = 500
+
+
+def stored_trajectory(session: Session, trajectory_id: int) -> tuple[TrajectoryRow, Trajectory]:
+    """A stored trajectory as the core reads it."""
+    t = session.get(TrajectoryRow, trajectory_id)
+    if t is None:
+        raise NotFound(f"no trajectory {trajectory_id}")
+    calls = list(session.scalars(select(CallRow).where(CallRow.trajectory_id == t.id).order_by(CallRow.idx)))
+    return t, parse_record(trajectory_record(t, calls))
+
+
+def suite_public(row: SuiteRow, runs: int = 0) -> SuitePublic:
+    cases = row.document.get("cases") if isinstance(row.document, dict) else None
+    return SuitePublic(id=row.id, name=row.name, version=row.version, hash=row.hash, parent_id=row.parent_id,
+                       cases=len(cases) if isinstance(cases, list) else 0, runs=runs, created_at=row.created_at)
+
+
+def list_suites(session: Session) -> list[SuitePublic]:
+    """Every suite version, the newest of each name first."""
+    runs = dict(session.execute(select(Run.suite_id, func.count()).group_by(Run.suite_id)).all())
+    rows = session.scalars(select(SuiteRow).order_by(SuiteRow.name, SuiteRow.version.desc()).limit(MAX_SUITES))
+    return [suite_public(r, runs.get(r.id, 0)) for r in rows]
+
+
+def add_case(session: Session, *, suite_id: int, trajectory_id: int, edits: curate.Edits,
+             new_suite: str | None = None) -> tuple[SuiteRow, dict[str, Any]]:
+    """Add the trajectory as a case to suite version ``suite_id`` (or, with
+    ``new_suite``, to a new suite of that name with the same toolset). Every
+    check runs before anything is written: a refused case stores nothing."""
+    target = get_suite_row(session, suite_id)
+    t, traj = stored_trajectory(session, trajectory_id)
+    run = get_run_row(session, t.run_id)
+    edits = replace(edits, source={"run": run.name, "trajectory": t.id, "case_id": t.case_id, "trial": t.trial})
+    base: dict[str, Any] = dict(target.document)
+    if new_suite is not None:
+        if session.scalar(select(SuiteRow.id).where(SuiteRow.name == new_suite)) is not None:
+            raise SuiteError(f"a suite named {new_suite!r} exists already: add the case to it", field="new_suite")
+        base = {k: v for k, v in base.items() if k not in ("cases", "name")}
+        base = {"name": new_suite, **base, "cases": []}
+    toolset = parse_suite(base, path="suite").toolset
+    case = curate.case_document(traj, toolset, edits, source=suite_for_run(session, run).toolset)
+    document = curate.add_cases(base, [case])
+    row = ensure_suite(session, document, parent_id=None if new_suite is not None else target.id)
+    session.flush()
+    return row, case
+
+
+# Failure names (as in a case's ``failures``) and the figures' family names that mean them.
+FAILURES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
+            "recovery_hallucinated", "recovery_confused")
+FAMILY_FAILURE = {"selection_precision": "selection", "selection_recall": "selection",
+                  "argument_accuracy": "arguments", "schema_validity": "schema",
+                  "hallucinated_tools": "hallucinated_tool", "dependency_violations": "dependency",
+                  "hallucination_after_error": "recovery_hallucinated"}
+WHERE_KEYS = ("failure", "outcome", "tool", "case")
+
+
+def select_trajectories(session: Session, run_ref: str, where: dict[str, str],
+                        limit: int) -> tuple[Run, list[tuple[TrajectoryRow, Trajectory]]]:
+    """The run's trajectories that pass every filter (``failure``, ``outcome``,
+    ``tool`` called, ``case`` id), the first ``limit`` in storage order."""
+    unknown = sorted(set(where) - set(WHERE_KEYS))
+    if unknown:
+        raise SuiteError(f"no filter {unknown[0]!r} (filters: {', '.join(WHERE_KEYS)})", field="--where")
+    failure = where.get("failure")
+    if failure is not None:
+        failure = FAMILY_FAILURE.get(failure, failure)
+        if failure not in FAILURES:
+            raise SuiteError(f"no failure {where['failure']!r} (failures: {', '.join(FAILURES)}, or a family "
+                             f"of the figures: {', '.join(FAMILY_FAILURE)})", field="--where failure")
+    run = find_run(session, run_ref)
+    out: list[tuple[TrajectoryRow, Trajectory]] = []
+    offset = 0
+    while len(out) < limit:
+        page = list_trajectories(session, run.id, failure=failure, outcome=where.get("outcome"),
+                                 called=where.get("tool"), case_id=where.get("case"),
+                                 limit=min(MAX_PAGE, limit - len(out)), offset=offset)
+        out.extend(stored_trajectory(session, t.id) for t in page.data)
+        offset += len(page.data)
+        if not page.data or offset >= page.count:
+            break
+    return run, out

@@ -99,11 +99,17 @@ class Report:
     schema_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
     trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    turn_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (turn, "family.num" | "failure:x")
     cases: list[dict[str, Any]] = field(default_factory=list)
     trajectories: int = 0
 
     def add(self, ts: TrajectoryScore) -> None:
         self.trajectories += 1
+        if ts.user_error:  # the simulated user's fault: listed and counted, never held against the agent
+            self._counts["user_errors"] += 1
+            if self.keep_cases:
+                self.cases.append(_case_entry(ts))
+            return
         n = self._n
         n[0] += ts.selection_num
         n[1] += ts.selection_den
@@ -143,23 +149,26 @@ class Report:
             _count(self.violations, ts.violations)
         if ts.failures:
             _count(self.failures, ts.failures)
+        if ts.turns is not None:
+            self._add_turns(ts)
         key = (ts.case_id, "")  # docs/metrics.md: per case, over all its trials
         tally = self.trials.setdefault(key, [0, 0])
         tally[0] += 1
         tally[1] += ts.passed
         if self.keep_cases:
-            self.cases.append(
-                {
-                    "case_id": ts.case_id,
-                    "trial": ts.trial,
-                    "passed": ts.passed,
-                    "failures": list(ts.failures),
-                    "fault": None if ts.fault_kind is None else {"step": ts.fault_step, "kind": ts.fault_kind},
-                    "outcome": None if ts.outcome is None else ts.outcome.outcome,
-                    **({} if ts.fault_not_reached is None else {"fault_not_reached": {
-                        "step": ts.fault_not_reached[0], "kind": ts.fault_not_reached[1]}}),
-                }
-            )
+            self.cases.append(_case_entry(ts))
+
+    def _add_turns(self, ts: TrajectoryScore) -> None:
+        """A conversation's per-turn figures and failures, by turn number."""
+        tc = self.turn_counts
+        for t in ts.turns or ():
+            k = str(t.turn)
+            tc[(k, "trajectories")] += 1
+            for family, r in t.figures().items():
+                tc[(k, f"{family}.num")] += r["num"]
+                tc[(k, f"{family}.den")] += r["den"]
+            for f in t.failures:
+                tc[(k, f"failure:{f}")] += 1
 
     @property
     def counts(self) -> Counter[str]:
@@ -199,6 +208,8 @@ class Report:
             yield ("schema_error", t, f, "", v)
         for name, v in self.failures.items():
             yield ("failure", name, "", "", v)
+        for (turn, key), v in self.turn_counts.items():
+            yield ("turn", turn, key, "", v)
         for (case_id, fault), (n_trials, n_passed) in self.trials.items():
             yield ("trials", case_id, fault, "", n_trials)
             yield ("passes", case_id, fault, "", n_passed)
@@ -232,10 +243,25 @@ class Report:
                 r.schema_errors[(a, b)] += v
             elif kind == "failure":
                 r.failures[a] += v
+            elif kind == "turn":
+                r.turn_counts[(a, b)] += v
             elif kind in ("trials", "passes"):
                 tally = r.trials.setdefault((a, b), [0, 0])
                 tally[0 if kind == "trials" else 1] += v
         return r
+
+    def turns_json(self) -> dict[str, dict[str, Any]]:
+        """``turns`` of ``score --json``: per turn number, the families
+        (num/den), the conversations that had the turn and the failures."""
+        tc = self.turn_counts
+        out: dict[str, dict[str, Any]] = {}
+        for k in sorted({t for t, _ in tc}, key=int):
+            entry: dict[str, Any] = {f: {"num": tc[(k, f"{f}.num")], "den": tc[(k, f"{f}.den")]} for f in FAMILIES}
+            entry["trajectories"] = tc[(k, "trajectories")]
+            entry["failures"] = {key[8:]: v for (t, key), v in sorted(tc.items())
+                                 if t == k and key.startswith("failure:") and v}
+            out[k] = entry
+        return out
 
     def ratio(self, family: str) -> Ratio:
         self._settle()
@@ -262,6 +288,9 @@ class Report:
         out["trajectories"] = self.trajectories
         out["faults_not_reached"] = self.counts["faults_not_reached"]  # planned faults the agent never reached
         out["failures"] = dict(sorted(self.failures.items()))
+        out["user_errors"] = self.counts["user_errors"]  # conversations the simulated user broke: not scored
+        if self.turn_counts:
+            out["turns"] = self.turns_json()
         out["outcomes_by_fault_kind"] = [
             {"kind": k, "outcome": o, "count": n} for (k, o), n in sorted(self.outcomes_by_kind.items())
         ]
@@ -277,3 +306,22 @@ class Report:
             for (t, f), n in sorted(self.schema_errors.items(), key=lambda kv: (-kv[1], kv[0]))
         ]
         return out
+
+
+def _case_entry(ts: TrajectoryScore) -> dict[str, Any]:
+    """One trajectory's line in ``cases``."""
+    out: dict[str, Any] = {
+        "case_id": ts.case_id,
+        "trial": ts.trial,
+        "passed": ts.passed,
+        "failures": list(ts.failures),
+        "fault": ts.fault_dict(),
+        "outcome": None if ts.outcome is None else ts.outcome.outcome,
+    }
+    if ts.fault_not_reached is not None:
+        out["fault_not_reached"] = {"step": ts.fault_not_reached[0], "kind": ts.fault_not_reached[1]}
+    if ts.turns is not None:
+        out["failures_by_turn"] = {str(t.turn): list(t.failures) for t in ts.turns if t.failures}
+    if ts.user_error:
+        out["user_error"] = ts.user_error
+    return out

@@ -90,6 +90,7 @@ class CallPublic(BaseModel):
     dependency_violation: list[str] | None
     forbidden: bool
     reaction: dict[str, Any] | None
+    turn: int | None = None  # the user turn it answers, in a conversation
 
 
 class TrajectoryPublic(TrajectorySummary):
@@ -211,7 +212,8 @@ class DependencyPairPublic(BaseModel):
 
 
 class CaseResultPublic(BaseModel):
-    model_config = ConfigDict(extra="allow")  # ``fault_not_reached`` when a planned fault was not reached
+    # ``fault_not_reached`` when a planned fault was not reached; ``failures_by_turn``, ``user_error``
+    model_config = ConfigDict(extra="allow")
 
     case_id: str
     trial: int
@@ -223,7 +225,9 @@ class CaseResultPublic(BaseModel):
 
 class FiguresPublic(BaseModel):
     """Exactly the shape of ``toollens score --json`` (docs/formats.md), plus paging
-    of ``cases``."""
+    of ``cases``; ``turns`` (per turn number) is there only when the run holds conversations."""
+
+    model_config = ConfigDict(extra="allow")
 
     selection_precision: RatioPublic
     selection_recall: RatioPublic
@@ -244,6 +248,7 @@ class FiguresPublic(BaseModel):
     reactions: list[dict[str, Any]]
     schema_errors: list[dict[str, Any]]
     faults_not_reached: int = 0
+    user_errors: int = 0  # conversations the simulated user broke: listed, not scored
     cases_total: int
 
 

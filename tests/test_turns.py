@@ -12,11 +12,14 @@ import pytest
 
 from app.core.errors import InvalidTrajectory
 from app.core.evaluate import score_trajectories
-from app.core.records import call_turns, parse_record
+from app.core.records import call_turns, parse_record, user_turns
 from app.core.report import Report
 from app.core.scoring import Scorer
-from app.core.suite import Suite
+from app.core.suite import Suite, parse_suite
+from app.importers import convert
+from app.importers.base import Options
 from tests.factories import banking_suite, call, injected
+from tests.resources import DATA, shared_data
 
 NOTA = {
     "id": "nota-002",
@@ -181,10 +184,21 @@ def test_a_simulated_user_case_aligns_the_whole_conversation() -> None:
                         {"role": "assistant", "content": "¿Cuál es su RUT?", "calls_before": 0},
                         {"role": "user", "content": "12345678-9", "calls_before": 0}]}
     ts = Scorer(banking_suite(case)).score(parse_record(rec))
-    # the call answers turn 2; the step it never took goes to the turn of the step before it
+    # the call answers turn 2; the step never taken was still not taken when the conversation ended (turn 2)
     assert [c.turn for c in ts.calls] == [2] and ts.step_turns == [2, 2]
     assert [(t.turn, t.recall_num, t.recall_den, t.failures) for t in ts.turns or []] == [
         (1, 0, 0, []), (2, 1, 2, ["selection"])]
+    # a step skipped before a step taken belongs to the turn of the one taken
+    rec["messages"] = [*rec["messages"], {"role": "assistant", "content": "ok", "calls_before": 0},
+                       {"role": "user", "content": "gracias", "calls_before": 0}]
+    rec["calls"] = [call("ver_saldo", {"id": 8812}, '{"saldo": 142900}')]
+    rec["messages"][4]["calls_before"] = 1  # turn 3 starts after the call: the call answers turn 2
+    ts = Scorer(banking_suite(case)).score(parse_record(rec))
+    assert ts.step_turns == [2, 2] and [t.recall_den for t in ts.turns or []] == [0, 2, 0]
+    rec["calls"] = []
+    rec["messages"][4]["calls_before"] = 0
+    ts = Scorer(banking_suite(case)).score(parse_record(rec))
+    assert ts.step_turns == [3, 3]  # none taken: both go to the last turn
 
 
 @pytest.mark.parametrize(("extra", "field"), [
@@ -206,3 +220,23 @@ def test_turn_and_user_error_go_back_out(tmp_path: Path) -> None:
     out = rec.to_dict()
     assert out["calls"][0]["turn"] == 1 and out["user_error"][0]["kind"] == "stopped_early"
     assert parse_record(out).to_dict() == out
+
+
+TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
+TAU_TOOLS = DATA / "tau_bench_tool_schemas_airline_retail.json"
+
+
+@shared_data(TAU, TAU_TOOLS)
+def test_tau_bench_runs_are_conversations_with_their_user_turns() -> None:
+    conversion = convert("tau-bench", TAU, Options(tools=TAU_TOOLS))
+    trajs = [t for _, t in conversion.records() if not isinstance(t, InvalidTrajectory)]
+    assert len(trajs) == 100 and all(len(user_turns(t)) >= 3 for t in trajs)
+    first = next(t for t in trajs if t.case_id == "task-0" and t.trial == 0)
+    # read in the file: the user gives the trip, then the user id, then the details; the agent calls from turn 3
+    assert user_turns(first)[1] == "Sure, my user ID is mia_li_3668."
+    assert call_turns(first) == [3, 3, 4, 5, 6, 6, 6, 7]
+    out = score_trajectories(parse_suite(conversion.suite), trajs).to_json()
+    assert out["pass_hat_k"] == {"1": 0.31, "2": 0.1933, "3": 0.17, "4": 0.16}  # still tau-bench's own
+    # gpt-4o never calls a tool before the user's second message
+    assert out["turns"]["1"]["trajectories"] == 100 and out["turns"]["1"]["hallucinated_tools"]["den"] == 0
+    assert sum(t["hallucinated_tools"]["den"] for t in out["turns"].values()) == out["hallucinated_tools"]["den"]

@@ -5,9 +5,10 @@ each turn's calls are aligned to that turn's steps); this splits what was
 found by the turn of each call, so that the turns' figures add up to the
 conversation's. An expected step belongs to its scripted turn; with a
 simulated user (or an imported conversation) to the turn of the call aligned
-to it, and a missing step to the turn of the step before it (turn 1 for the
-first). A failure of the conversation goes to the turns whose calls show it;
-``state`` (the final state) belongs to no turn.
+to it, and a missing step to the turn of the next step that was taken (it
+should have come before it), or to the last turn when none was. A failure
+of the conversation goes to the turns whose calls show it; ``state`` (the
+final state) belongs to no turn.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ class TurnScore:
         return {"turn": self.turn, "user": self.user, "figures": self.figures(), "failures": list(self.failures)}
 
 
-def step_turns(ts: TrajectoryScore, case: Case | None) -> list[int]:
-    """The user turn of each expected step."""
+def step_turns(ts: TrajectoryScore, case: Case | None, last: int) -> list[int]:
+    """The user turn of each expected step (``last``: the conversation's last turn)."""
     if case is None or case.expected_calls is None:
         return []
     if case.turns is not None:
@@ -70,17 +71,17 @@ def step_turns(ts: TrajectoryScore, case: Case | None) -> list[int]:
         if cs.step is not None and cs.step not in first:
             first[cs.step] = cs.turn or 1
     out: list[int] = []
-    for j in range(len(case.expected_calls)):
-        out.append(first.get(j, out[-1] if out else 1))
-    return out
+    for j in range(len(case.expected_calls) - 1, -1, -1):
+        out.append(first.get(j, out[-1] if out else last))
+    return out[::-1]
 
 
 def turn_scores(ts: TrajectoryScore, case: Case | None, traj: Trajectory) -> tuple[list[TurnScore], list[int]]:
     """The conversation's figures and failures per turn, and each step's turn."""
-    steps = step_turns(ts, case)
     said = user_turns(traj)
     scripted = [] if case is None or case.turns is None else [t.user for t in case.turns]
-    n = max(len(scripted), len(said), max((cs.turn or 1 for cs in ts.calls), default=1), max(steps, default=1))
+    n = max(len(scripted), len(said), max((cs.turn or 1 for cs in ts.calls), default=1))
+    steps = step_turns(ts, case, n)
     out = [TurnScore(t, said[t - 1] if t <= len(said) else scripted[t - 1] if t <= len(scripted) else "")
            for t in range(1, n + 1)]
     failed = set(ts.failures)

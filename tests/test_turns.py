@@ -146,9 +146,9 @@ def test_run_figures_per_turn_and_per_conversation_by_hand() -> None:
     # per conversation: turn 1 (2+3 calls) and turn 2 (2+1 calls) added up
     assert {k: out[k] for k in _fig(*[(0, 0)] * 7)} == _fig((6, 7), (5, 6), (7, 7), (5, 6), (1, 8), (1, 1), (0, 1))
     assert out["turns"] == {
-        "1": {**_fig((4, 5), (4, 4), (5, 5), (3, 4), (0, 5), (0, 0), (0, 0)), "trajectories": 2,
+        "1": {**_fig((4, 5), (4, 4), (5, 5), (3, 4), (0, 5), (0, 0), (0, 0)), "trajectories": 2, "failed": 1,
               "failures": {"arguments": 1, "forbidden_call": 1, "selection": 1}},
-        "2": {**_fig((2, 2), (1, 2), (2, 2), (2, 2), (1, 3), (1, 1), (0, 1)), "trajectories": 2,
+        "2": {**_fig((2, 2), (1, 2), (2, 2), (2, 2), (1, 3), (1, 1), (0, 1)), "trajectories": 2, "failed": 1,
               "failures": {"hallucinated_tool": 1, "selection": 1}},
     }
     # pass^k counts conversations; the one the user broke is listed, flagged, and not counted

@@ -169,6 +169,8 @@ class Report:
                 tc[(k, f"{family}.den")] += r["den"]
             for f in t.failures:
                 tc[(k, f"failure:{f}")] += 1
+            if t.failures:
+                tc[(k, "failed")] += 1
 
     @property
     def counts(self) -> Counter[str]:
@@ -252,12 +254,14 @@ class Report:
 
     def turns_json(self) -> dict[str, dict[str, Any]]:
         """``turns`` of ``score --json``: per turn number, the families
-        (num/den), the conversations that had the turn and the failures."""
+        (num/den), the conversations that had the turn, those with a failure
+        in it, and the failures by name."""
         tc = self.turn_counts
         out: dict[str, dict[str, Any]] = {}
         for k in sorted({t for t, _ in tc}, key=int):
             entry: dict[str, Any] = {f: {"num": tc[(k, f"{f}.num")], "den": tc[(k, f"{f}.den")]} for f in FAMILIES}
             entry["trajectories"] = tc[(k, "trajectories")]
+            entry["failed"] = tc[(k, "failed")]
             entry["failures"] = {key[8:]: v for (t, key), v in sorted(tc.items())
                                  if t == k and key.startswith("failure:") and v}
             out[k] = entry

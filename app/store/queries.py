@@ -30,6 +30,7 @@ from app.store.views import (
     TrajectoriesPublic,
     TrajectoryPublic,
     TrajectorySummary,
+    TurnFigures,
 )
 
 MAX_PAGE = 500
@@ -138,6 +139,21 @@ def _failures_by_turn(turns: list[Any]) -> dict[str, list[str]]:
     """A stored conversation's failures by turn (``score --json`` cases)."""
     return {str(t["turn"]): list(t["failures"]) for t in turns
             if isinstance(t, dict) and isinstance(t.get("failures"), list) and t["failures"]}
+
+
+def turn_list(turns: dict[str, dict[str, Any]] | None) -> list[TurnFigures]:
+    """``turns`` of the figures as a list, in turn order."""
+    return [TurnFigures(turn=int(k), trajectories=v["trajectories"], failed=v.get("failed", 0),
+                        families={f: RatioPublic(**v[f]) for f in FAMILIES}, failures=v["failures"])
+            for k, v in sorted((turns or {}).items(), key=lambda kv: int(kv[0]))]
+
+
+def turn_figures(session: Session, run_id: int) -> list[TurnFigures]:
+    """A run's figures per user turn, from its per-turn counters alone (empty: no conversations)."""
+    rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
+                           .where(RunCounter.run_id == run_id, RunCounter.kind == "turn"))
+    report = Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows)
+    return turn_list(report.turns_json())
 
 
 def confusion(session: Session, run_id: int) -> ConfusionPublic:

@@ -154,6 +154,23 @@ class DescriptionChange(BaseModel):
     segments: list[dict[str, str]]
 
 
+class TurnFigures(BaseModel):
+    """One user turn of a run's conversations: the families within it and
+    how many conversations had a failure there."""
+
+    turn: int
+    trajectories: int
+    failed: int
+    families: dict[str, RatioPublic]
+    failures: dict[str, int]
+
+
+class TurnDelta(BaseModel):
+    turn: int
+    a: TurnFigures | None
+    b: TurnFigures | None
+
+
 class ComparisonPublic(BaseModel):
     a: RunPublic
     b: RunPublic
@@ -165,6 +182,7 @@ class ComparisonPublic(BaseModel):
     confusion_diff: list[ConfusionDelta] = Field(default_factory=list)
     tools: list[ToolFigures] = Field(default_factory=list)
     description_changes: list[DescriptionChange] = Field(default_factory=list)
+    turns: list[TurnDelta] = Field(default_factory=list)  # per user turn, when either run holds conversations
 
 
 class ToolsetVersionPublic(BaseModel):

@@ -74,6 +74,10 @@ except ImportError:  # pragma: no cover - other Python implementations
     def _count(counter: Counter[Any], items: Iterable[Any]) -> None:
         counter.update(items)
 
+# A turn's totals, in the order Report.turn_n keeps them.
+TURN_KEYS = (*(f"{f}.{part}" for f in FAMILIES for part in ("num", "den")), "trajectories", "failed")
+_TURN_INDEX = {key: i for i, key in enumerate(TURN_KEYS)}
+
 _PER_CALL = (
     "selection_precision.num", "selection_precision.den", "selection_recall.num", "selection_recall.den",
     "schema_validity.num", "schema_validity.den", "argument_accuracy.num", "argument_accuracy.den",
@@ -99,7 +103,8 @@ class Report:
     schema_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
     trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)
-    turn_counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (turn, "family.num" | "failure:x")
+    turn_n: dict[int, list[int]] = field(default_factory=dict)  # per turn number, the totals in TURN_KEYS order
+    turn_failures: Counter[tuple[int, str]] = field(default_factory=Counter)  # (turn, failure name)
     cases: list[dict[str, Any]] = field(default_factory=list)
     trajectories: int = 0
 
@@ -160,17 +165,30 @@ class Report:
 
     def _add_turns(self, ts: TrajectoryScore) -> None:
         """A conversation's per-turn figures and failures, by turn number."""
-        tc = self.turn_counts
+        per = self.turn_n
         for t in ts.turns or ():
-            k = str(t.turn)
-            tc[(k, "trajectories")] += 1
-            for family, r in t.figures().items():
-                tc[(k, f"{family}.num")] += r["num"]
-                tc[(k, f"{family}.den")] += r["den"]
-            for f in t.failures:
-                tc[(k, f"failure:{f}")] += 1
+            row = per.get(t.turn)
+            if row is None:
+                row = per[t.turn] = [0] * len(TURN_KEYS)
+            row[0] += t.selection_num
+            row[1] += t.selection_den
+            row[2] += t.recall_num
+            row[3] += t.recall_den
+            row[4] += t.schema_num
+            row[5] += t.schema_den
+            row[6] += t.args_num
+            row[7] += t.args_den
+            row[8] += t.hallucinated_num
+            row[9] += t.calls_total
+            row[10] += t.recovery_num
+            row[11] += t.recovery_den
+            row[12] += t.hallucination_after_error_num
+            row[13] += t.recovery_den
+            row[14] += 1
             if t.failures:
-                tc[(k, "failed")] += 1
+                row[15] += 1
+                for f in t.failures:
+                    self.turn_failures[(t.turn, f)] += 1
 
     @property
     def counts(self) -> Counter[str]:
@@ -210,8 +228,11 @@ class Report:
             yield ("schema_error", t, f, "", v)
         for name, v in self.failures.items():
             yield ("failure", name, "", "", v)
-        for (turn, key), v in self.turn_counts.items():
-            yield ("turn", turn, key, "", v)
+        for turn, row in self.turn_n.items():
+            for key, v in zip(TURN_KEYS, row, strict=True):
+                yield ("turn", str(turn), key, "", v)
+        for (turn, name), v in self.turn_failures.items():
+            yield ("turn", str(turn), f"failure:{name}", "", v)
         for (case_id, fault), (n_trials, n_passed) in self.trials.items():
             yield ("trials", case_id, fault, "", n_trials)
             yield ("passes", case_id, fault, "", n_passed)
@@ -246,7 +267,10 @@ class Report:
             elif kind == "failure":
                 r.failures[a] += v
             elif kind == "turn":
-                r.turn_counts[(a, b)] += v
+                if b.startswith("failure:"):
+                    r.turn_failures[(int(a), b[8:])] += v
+                elif b in _TURN_INDEX:
+                    r.turn_n.setdefault(int(a), [0] * len(TURN_KEYS))[_TURN_INDEX[b]] += v
             elif kind in ("trials", "passes"):
                 tally = r.trials.setdefault((a, b), [0, 0])
                 tally[0 if kind == "trials" else 1] += v
@@ -256,15 +280,14 @@ class Report:
         """``turns`` of ``score --json``: per turn number, the families
         (num/den), the conversations that had the turn, those with a failure
         in it, and the failures by name."""
-        tc = self.turn_counts
         out: dict[str, dict[str, Any]] = {}
-        for k in sorted({t for t, _ in tc}, key=int):
-            entry: dict[str, Any] = {f: {"num": tc[(k, f"{f}.num")], "den": tc[(k, f"{f}.den")]} for f in FAMILIES}
-            entry["trajectories"] = tc[(k, "trajectories")]
-            entry["failed"] = tc[(k, "failed")]
-            entry["failures"] = {key[8:]: v for (t, key), v in sorted(tc.items())
-                                 if t == k and key.startswith("failure:") and v}
-            out[k] = entry
+        for turn in sorted(self.turn_n):
+            totals = dict(zip(TURN_KEYS, self.turn_n[turn], strict=True))
+            entry: dict[str, Any] = {f: {"num": totals[f"{f}.num"], "den": totals[f"{f}.den"]} for f in FAMILIES}
+            entry["trajectories"] = totals["trajectories"]
+            entry["failed"] = totals["failed"]
+            entry["failures"] = {name: v for (t, name), v in sorted(self.turn_failures.items()) if t == turn and v}
+            out[str(turn)] = entry
         return out
 
     def ratio(self, family: str) -> Ratio:
@@ -293,7 +316,7 @@ class Report:
         out["faults_not_reached"] = self.counts["faults_not_reached"]  # planned faults the agent never reached
         out["failures"] = dict(sorted(self.failures.items()))
         out["user_errors"] = self.counts["user_errors"]  # conversations the simulated user broke: not scored
-        if self.turn_counts:
+        if self.turn_n:
             out["turns"] = self.turns_json()
         out["outcomes_by_fault_kind"] = [
             {"kind": k, "outcome": o, "count": n} for (k, o), n in sorted(self.outcomes_by_kind.items())

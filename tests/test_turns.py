@@ -240,3 +240,20 @@ def test_tau_bench_runs_are_conversations_with_their_user_turns() -> None:
     # gpt-4o never calls a tool before the user's second message
     assert out["turns"]["1"]["trajectories"] == 100 and out["turns"]["1"]["hallucinated_tools"]["den"] == 0
     assert sum(t["hallucinated_tools"]["den"] for t in out["turns"].values()) == out["hallucinated_tools"]["den"]
+
+
+def test_toollens_score_reports_the_turns(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+    from tests.test_turns_store import SUITE
+
+    suite, trajs = tmp_path / "suite.json", tmp_path / "t.jsonl"
+    suite.write_text(json.dumps(SUITE))
+    trajs.write_text("".join(json.dumps(r) + "\n" for r in (RECOVERED, CARELESS, USER_STOPPED)))
+    out = json.loads(CliRunner().invoke(cli, ["score", str(suite), str(trajs), "--json"]).stdout)
+    assert out["turns"]["2"]["recovery"] == {"num": 1, "den": 1} and out["user_errors"] == 1
+    text = CliRunner().invoke(cli, ["score", str(suite), str(trajs)], env={"COLUMNS": "160"}).stdout
+    assert "By user turn" in text and "1 conversations broken by the simulated user" in text
+    row = next(line for line in text.splitlines() if line.strip("│ ").startswith("2 "))
+    assert "1/3" in row and "hallucinated_tool 1, selection 1" in row

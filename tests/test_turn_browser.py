@@ -71,6 +71,12 @@ def test_the_timeline_reads_turn_by_turn(browser: Any, base: str) -> None:
         names = [turns.nth(i).locator("li.step .executed > code").all_inner_texts() for i in range(2)]
         assert names == [["buscar_cliente", "verificar_compra", "emitir_nota_credito"], ["cancelar_pedido"]]
         assert "forbidden call" in turns.nth(0).inner_text()
+        # what the agent said closes its turn: the confirmation it asked for (after emitting already)
+        assert turns.nth(0).locator("blockquote.agent-says").all_inner_texts() == [
+            "AGENT ¿Confirma la nota de crédito por $15.000?"]
+        assert turns.nth(1).locator("blockquote.agent-says").all_inner_texts() == ["AGENT Listo, NC-40021."]
+        box_agent = turns.nth(0).locator("blockquote.agent-says").bounding_box()
+        assert box_agent["y"] >= turns.nth(0).locator("li.step").last.bounding_box()["y"]
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "turns-timeline.png"), full_page=True)
         page.goto(f"{base}/runs/1#turns")

@@ -35,7 +35,7 @@ class Turns(HTMLParser):
         self.tags.append(tag)
         a = dict(attrs)
         if tag == "section" and a.get("class") == "turn":
-            self.turns.append({"id": a.get("id"), "h": "", "user": "", "calls": [], "rows": 0})
+            self.turns.append({"id": a.get("id"), "h": "", "user": "", "agent": "", "calls": [], "rows": 0})
             self._depth = 1
             return
         if not self._depth:
@@ -45,7 +45,7 @@ class Turns(HTMLParser):
         elif tag == "h3":
             self._where = "h"
         elif tag == "blockquote":
-            self._where = "user"
+            self._where = "user" if a.get("class") == "user-says" else "agent"
         elif tag == "li" and (a.get("class") or "").startswith("step"):
             self.turns[-1]["rows"] += 1
         elif tag == "code" and self._where == "" and a.get("class") in ("", None, "bad") and self.turns[-1]["rows"]:
@@ -96,6 +96,7 @@ def test_the_timeline_groups_calls_under_each_user_turn(client: TestClient) -> N
     first, second = page.turns
     assert first["user"].strip() == "user " + str(SUITE["cases"][0]["turns"][0]["user"])  # type: ignore[index]
     assert second["user"].strip() == "user Sí, confirmo"
+    assert first["agent"].strip() == "agent ¿Confirma la nota de crédito por $15.000?"
     # turn 1: the two lookups and the emission made before the confirmation; turn 2: the invented tool,
     # and the emission expected there never done
     assert [c for c in first["calls"] if c in ("buscar_cliente", "verificar_compra", "emitir_nota_credito")] == [

@@ -316,6 +316,7 @@ class TurnGroup:
     user: str
     rows: list[TimelineRow]
     failures: list[str]
+    agent: list[str] = field(default_factory=list)  # what the agent said in this turn, in order
 
 
 def _row_turn(row: TimelineRow, expected: list[dict[str, Any]]) -> int:
@@ -335,13 +336,23 @@ def turn_groups(t: TrajectoryPublic, rows: list[TimelineRow]) -> list[TurnGroup]
     groups = [TurnGroup(int(x.get("turn", i + 1)), str(x.get("user", "")), [], list(x.get("failures") or []))
               for i, x in enumerate(turns) if isinstance(x, dict)]
     by_turn = {g.turn: g for g in groups}
+    def group(turn: int) -> TurnGroup:
+        found = by_turn.get(turn)
+        if found is None:
+            found = by_turn[turn] = TurnGroup(turn, "", [], [])
+            groups.append(found)
+        return found
+
     for row in rows:
-        turn = _row_turn(row, expected)
-        group = by_turn.get(turn)
-        if group is None:
-            group = by_turn[turn] = TurnGroup(turn, "", [], [])
-            groups.append(group)
-        group.rows.append(row)
+        group(_row_turn(row, expected)).rows.append(row)
+    turn = 0
+    for m in t.detail.get("messages") or ():  # in order: a user message opens the next turn
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "user":
+            turn += 1
+        elif m.get("role") == "assistant" and str(m.get("content", "")).strip():
+            group(max(turn, 1)).agent.append(str(m["content"]))
     return sorted(groups, key=lambda g: g.turn)
 
 

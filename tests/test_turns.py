@@ -208,11 +208,21 @@ def test_a_simulated_user_case_aligns_the_whole_conversation() -> None:
     ({"user_error": [{"kind": "k"}] * 21}, "user_error"),
     ({"calls": [{"name": "a", "turn": 0}]}, "calls[0].turn"),
     ({"calls": [{"name": "a", "turn": "2"}]}, "calls[0].turn"),
+    ({"calls": [{"name": "a", "turn": 1001}]}, "calls[0].turn"),  # per-turn figures stay bounded
 ])
 def test_turn_and_user_error_are_bounded(extra: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidTrajectory) as info:
         parse_record({"case_id": "x", **extra})
     assert info.value.field == field
+
+
+def test_a_thousand_turns_at_most() -> None:
+    messages = [{"role": "user", "content": f"m{i}", "calls_before": i} for i in range(1500)]
+    rec = parse_record({"case_id": "x", "calls": [call("ver_saldo", {"id": 1})] * 1500, "messages": messages})
+    turns = call_turns(rec)
+    assert turns is not None and turns[998:1001] == [999, 1000, 1000] and turns[-1] == 1000
+    ts = Scorer(banking_suite()).score(rec)
+    assert len(ts.turns or []) == 1000 and (ts.turns or [])[-1].calls_total == 501
 
 
 def test_turn_and_user_error_go_back_out(tmp_path: Path) -> None:

@@ -107,6 +107,7 @@ class Message:
 
 MESSAGE_ROLES = ("user", "assistant")
 MAX_MESSAGES = 5_000
+MAX_TURN = 1_000  # user turns told apart; later user messages count in the last one (bounds per-turn figures)
 MAX_USER_ERRORS = 20
 MAX_DETAIL = 2_000  # characters of a user_error's detail
 USER_ERROR_KINDS = ("leaked_instruction", "stopped_early", "contradicted_known")
@@ -348,8 +349,8 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         except ValueError as exc:
             raise bad(str(exc), f"calls[{i}].arguments") from None
         turn = rc.get("turn")
-        if turn is not None and (type(turn) is not int or not 1 <= turn <= MAX_INDEX):
-            raise bad(f"must be an integer from 1 to {MAX_INDEX}", f"calls[{i}].turn")
+        if turn is not None and (type(turn) is not int or not 1 <= turn <= MAX_TURN):
+            raise bad(f"must be an integer from 1 to {MAX_TURN}", f"calls[{i}].turn")
         append(Call(clean_text(name), args, obs, error, raw, turn))
     fault: Fault | None = None
     raw_fault = data.get("fault")
@@ -424,7 +425,8 @@ def call_turns(traj: Trajectory) -> list[int] | None:
     """The user turn of each call (1-based), or None when the record is not a
     conversation. Calls that carry ``turn`` keep it (a call without one takes
     the previous call's); otherwise, with two user messages or more, the turn
-    of call i is 1 + the user messages after the first with ``calls_before`` <= i."""
+    of call i is 1 + the user messages after the first with ``calls_before`` <= i
+    (at most MAX_TURN)."""
     calls = traj.calls
     if any(c.turn is not None for c in calls):
         out: list[int] = []
@@ -441,14 +443,14 @@ def call_turns(traj: Trajectory) -> list[int] | None:
     for i in range(len(calls)):
         while t < len(starts) and starts[t] <= i:
             t += 1
-        turns.append(t + 1)
+        turns.append(min(t + 1, MAX_TURN))
     return turns
 
 
 def user_turns(traj: Trajectory) -> list[str]:
     """What the user said at the start of each turn, in order (the first is
     the question when the record keeps no user messages)."""
-    said = [m.content for m in traj.messages or () if m.role == "user"]
+    said = [m.content for m in traj.messages or () if m.role == "user"][:MAX_TURN]
     return said or ([traj.question] if traj.question else [])
 
 

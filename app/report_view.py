@@ -60,6 +60,12 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
     fam.add_row("F5 order", "dependency violations", str(violations), "", "")
     console.print(fam)
 
+    if data.get("turns"):
+        _turns_table(console, data["turns"])
+    if data.get("user_errors"):
+        console.print(Text(f"{data['user_errors']} conversations broken by the simulated user (user_error): "
+                           "left out of every figure", style="yellow"))
+
     off = [c for c in data["confusion"] if c["expected"] != c["called"]][:top]
     if off:
         t = Table(title="Top confusions (expected -> called)", title_justify="left")
@@ -107,3 +113,17 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         console.print(t)
     if data["pass_hat_k"]:
         console.print(Text("pass^k: " + "  ".join(f"k={k}: {v:.4f}" for k, v in data["pass_hat_k"].items())))
+
+
+def _turns_table(console: Console, turns: dict[str, Any]) -> None:
+    """The families within each user turn of the conversations."""
+    t = Table(title="By user turn (conversations; F1 precision and recall, F2 accuracy, F3, F4 recovery)",
+              title_justify="left")
+    for col in ("turn", "conv.", "failed", "F1 P", "F1 R", "F2 acc.", "F3", "F4", "failures"):
+        t.add_column(col, justify="left" if col == "failures" else "right")
+    for turn, x in turns.items():
+        t.add_row(turn, str(x["trajectories"]), str(x["failed"]),
+                  *(f"{x[k]['num']}/{x[k]['den']}" for k in ("selection_precision", "selection_recall",
+                                                             "argument_accuracy", "hallucinated_tools", "recovery")),
+                  _t(", ".join(f"{name} {n}" for name, n in x["failures"].items())))
+    console.print(t)

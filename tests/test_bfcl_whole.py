@@ -1,7 +1,7 @@
 """BFCL, whole: each question's own ground truth, scored as the agent's
 answer, passes every family, nested possible answers included; the ground
 truths that break BFCL's own schema are named in the converter's notes (and
-here, read by hand from the files); multi-turn files are refused."""
+here, read by hand from the files). Multi-turn: tests/test_bfcl_multi_turn.py."""
 
 from __future__ import annotations
 
@@ -218,10 +218,3 @@ def test_a_possible_answer_nested_too_deep_is_refused(tmp_path: Path) -> None:
         {"f": {"x": [1], "y": deep}}]}])
     with pytest.raises(SuiteError, match=r"simple_0: f\.y(\.y\[0\])+: a possible answer nested deeper than 16"):
         convert("bfcl", src)
-
-
-def test_multi_turn_files_are_refused() -> None:
-    source = BFCL / "BFCL_v4_multi_turn_base.json"
-    need(source)
-    with pytest.raises(SuiteError, match="line 1: multi-turn BFCL cases are not supported yet"):
-        convert("bfcl", source)

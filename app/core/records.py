@@ -63,22 +63,27 @@ class Call:
     observation: str | None = None
     error: CallError | None = None
     raw_arguments: str | None = None  # the JSON string as sent, when it was one
+    turn: int | None = None  # the user turn it answers (1-based), when the record says (an extension key)
 
     def __init__(self, name: str, arguments: Any, observation: str | None = None, error: CallError | None = None,
-                 raw_arguments: str | None = None) -> None:
+                 raw_arguments: str | None = None, turn: int | None = None) -> None:
         self.name = name
         self.arguments = arguments
         self.observation = observation
         self.error = error
         self.raw_arguments = raw_arguments
+        self.turn = turn
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "arguments": self.raw_arguments if self.raw_arguments is not None else self.arguments,
             "observation": self.observation,
             "error": None if self.error is None else self.error.to_dict(),
         }
+        if self.turn is not None:
+            out["turn"] = self.turn
+        return out
 
 
 @dataclass(slots=True, init=False)
@@ -102,6 +107,22 @@ class Message:
 
 MESSAGE_ROLES = ("user", "assistant")
 MAX_MESSAGES = 5_000
+MAX_TURN = 1_000  # user turns told apart; later user messages count in the last one (bounds per-turn figures)
+MAX_USER_ERRORS = 20
+MAX_DETAIL = 2_000  # characters of a user_error's detail
+USER_ERROR_KINDS = ("leaked_instruction", "stopped_early", "contradicted_known")
+
+
+@dataclass(slots=True)
+class UserError:
+    """A fault of the simulated user, not of the agent (an extension key):
+    ``kind`` is one of USER_ERROR_KINDS (other names are kept as given)."""
+
+    kind: str
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "detail": self.detail}
 
 
 @dataclass(slots=True)
@@ -129,11 +150,12 @@ class Trajectory:
     state: dict[str, Any] | None = None
     stopped: str | None = None  # why the agent loop ended early, e.g. "step_limit" (an extension key)
     messages: list[Message] | None = None  # the conversation around the calls (an extension key)
+    user_error: list[UserError] | None = None  # the simulated user's faults (an extension key)
 
     def __init__(self, case_id: str, trial: int = 0, question: str = "", calls: list[Call] | None = None,
                  answer: str = "", fault: Fault | None = None, reward: float | None = None,
                  state: dict[str, Any] | None = None, stopped: str | None = None,
-                 messages: list[Message] | None = None) -> None:
+                 messages: list[Message] | None = None, user_error: list[UserError] | None = None) -> None:
         self.case_id = case_id
         self.trial = trial
         self.question = question
@@ -144,6 +166,7 @@ class Trajectory:
         self.state = state
         self.stopped = stopped
         self.messages = messages
+        self.user_error = user_error
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -162,6 +185,8 @@ class Trajectory:
             out["stopped"] = self.stopped
         if self.messages is not None:
             out["messages"] = [m.to_dict() for m in self.messages]
+        if self.user_error:
+            out["user_error"] = [u.to_dict() for u in self.user_error]
         return out
 
     def to_json(self) -> str:
@@ -323,7 +348,10 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
             args = {} if args is None else clean_value(args)
         except ValueError as exc:
             raise bad(str(exc), f"calls[{i}].arguments") from None
-        append(Call(clean_text(name), args, obs, error, raw))
+        turn = rc.get("turn")
+        if turn is not None and (type(turn) is not int or not 1 <= turn <= MAX_TURN):
+            raise bad(f"must be an integer from 1 to {MAX_TURN}", f"calls[{i}].turn")
+        append(Call(clean_text(name), args, obs, error, raw, turn))
     fault: Fault | None = None
     raw_fault = data.get("fault")
     if raw_fault is not None:
@@ -355,6 +383,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     if stopped is not None and (type(stopped) is not str or len(stopped) > 40):
         raise bad("must be a string of at most 40 characters", "stopped")
     messages = None if data.get("messages") is None else _messages(data["messages"], len(calls), bad)
+    user_error = None if data.get("user_error") is None else _user_errors(data["user_error"], bad)
     question = data.get("question")
     answer = data.get("answer")
     return Trajectory(
@@ -368,7 +397,61 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         state,
         None if stopped is None else clean_text(stopped),
         messages,
+        user_error or None,
     )
+
+
+def _user_errors(raw: Any, bad: Callable[[str, str], InvalidTrajectory]) -> list[UserError]:
+    """The ``user_error`` extension key: ``[{kind, detail}]``, bounded."""
+    if type(raw) is not list:
+        raise bad("must be a list of {kind, detail}", "user_error")
+    if len(raw) > MAX_USER_ERRORS:
+        raise bad(f"more than {MAX_USER_ERRORS} entries", "user_error")
+    out: list[UserError] = []
+    for i, u in enumerate(raw):
+        if type(u) is not dict:
+            raise bad("each entry must be an object {kind, detail}", f"user_error[{i}]")
+        kind = u.get("kind")
+        if type(kind) is not str or not kind or len(kind) > 40:
+            raise bad("required, a string of at most 40 characters", f"user_error[{i}].kind")
+        detail = u.get("detail", "")
+        if type(detail) is not str or len(detail) > MAX_DETAIL:
+            raise bad(f"must be a string of at most {MAX_DETAIL} characters", f"user_error[{i}].detail")
+        out.append(UserError(clean_text(kind), clean_text(detail)))
+    return out
+
+
+def call_turns(traj: Trajectory) -> list[int] | None:
+    """The user turn of each call (1-based), or None when the record is not a
+    conversation. Calls that carry ``turn`` keep it (a call without one takes
+    the previous call's); otherwise, with two user messages or more, the turn
+    of call i is 1 + the user messages after the first with ``calls_before`` <= i
+    (at most MAX_TURN)."""
+    calls = traj.calls
+    if any(c.turn is not None for c in calls):
+        out: list[int] = []
+        last = 1
+        for c in calls:
+            last = c.turn if c.turn is not None else last
+            out.append(last)
+        return out
+    starts = [m.calls_before for m in traj.messages or () if m.role == "user"][1:]
+    if not starts:
+        return None
+    turns = []
+    t = 0
+    for i in range(len(calls)):
+        while t < len(starts) and starts[t] <= i:
+            t += 1
+        turns.append(min(t + 1, MAX_TURN))
+    return turns
+
+
+def user_turns(traj: Trajectory) -> list[str]:
+    """What the user said at the start of each turn, in order (the first is
+    the question when the record keeps no user messages)."""
+    said = [m.content for m in traj.messages or () if m.role == "user"][:MAX_TURN]
+    return said or ([traj.question] if traj.question else [])
 
 
 def _messages(raw: Any, n_calls: int, bad: Callable[[str, str], InvalidTrajectory]) -> list[Message]:

@@ -74,6 +74,10 @@ except ImportError:  # pragma: no cover - other Python implementations
     def _count(counter: Counter[Any], items: Iterable[Any]) -> None:
         counter.update(items)
 
+# A turn's totals, in the order Report.turn_n keeps them.
+TURN_KEYS = (*(f"{f}.{part}" for f in FAMILIES for part in ("num", "den")), "trajectories", "failed")
+_TURN_INDEX = {key: i for i, key in enumerate(TURN_KEYS)}
+
 _PER_CALL = (
     "selection_precision.num", "selection_precision.den", "selection_recall.num", "selection_recall.den",
     "schema_validity.num", "schema_validity.den", "argument_accuracy.num", "argument_accuracy.den",
@@ -99,11 +103,18 @@ class Report:
     schema_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
     trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    turn_n: dict[int, list[int]] = field(default_factory=dict)  # per turn number, the totals in TURN_KEYS order
+    turn_failures: Counter[tuple[int, str]] = field(default_factory=Counter)  # (turn, failure name)
     cases: list[dict[str, Any]] = field(default_factory=list)
     trajectories: int = 0
 
     def add(self, ts: TrajectoryScore) -> None:
         self.trajectories += 1
+        if ts.user_error:  # the simulated user's fault: listed and counted, never held against the agent
+            self._counts["user_errors"] += 1
+            if self.keep_cases:
+                self.cases.append(_case_entry(ts))
+            return
         n = self._n
         n[0] += ts.selection_num
         n[1] += ts.selection_den
@@ -143,23 +154,41 @@ class Report:
             _count(self.violations, ts.violations)
         if ts.failures:
             _count(self.failures, ts.failures)
+        if ts.turns is not None:
+            self._add_turns(ts)
         key = (ts.case_id, "")  # docs/metrics.md: per case, over all its trials
         tally = self.trials.setdefault(key, [0, 0])
         tally[0] += 1
         tally[1] += ts.passed
         if self.keep_cases:
-            self.cases.append(
-                {
-                    "case_id": ts.case_id,
-                    "trial": ts.trial,
-                    "passed": ts.passed,
-                    "failures": list(ts.failures),
-                    "fault": None if ts.fault_kind is None else {"step": ts.fault_step, "kind": ts.fault_kind},
-                    "outcome": None if ts.outcome is None else ts.outcome.outcome,
-                    **({} if ts.fault_not_reached is None else {"fault_not_reached": {
-                        "step": ts.fault_not_reached[0], "kind": ts.fault_not_reached[1]}}),
-                }
-            )
+            self.cases.append(_case_entry(ts))
+
+    def _add_turns(self, ts: TrajectoryScore) -> None:
+        """A conversation's per-turn figures and failures, by turn number."""
+        per = self.turn_n
+        for t in ts.turns or ():
+            row = per.get(t.turn)
+            if row is None:
+                row = per[t.turn] = [0] * len(TURN_KEYS)
+            row[0] += t.selection_num
+            row[1] += t.selection_den
+            row[2] += t.recall_num
+            row[3] += t.recall_den
+            row[4] += t.schema_num
+            row[5] += t.schema_den
+            row[6] += t.args_num
+            row[7] += t.args_den
+            row[8] += t.hallucinated_num
+            row[9] += t.calls_total
+            row[10] += t.recovery_num
+            row[11] += t.recovery_den
+            row[12] += t.hallucination_after_error_num
+            row[13] += t.recovery_den
+            row[14] += 1
+            if t.failures:
+                row[15] += 1
+                for f in t.failures:
+                    self.turn_failures[(t.turn, f)] += 1
 
     @property
     def counts(self) -> Counter[str]:
@@ -199,6 +228,11 @@ class Report:
             yield ("schema_error", t, f, "", v)
         for name, v in self.failures.items():
             yield ("failure", name, "", "", v)
+        for turn, row in self.turn_n.items():
+            for key, v in zip(TURN_KEYS, row, strict=True):
+                yield ("turn", str(turn), key, "", v)
+        for (turn, name), v in self.turn_failures.items():
+            yield ("turn", str(turn), f"failure:{name}", "", v)
         for (case_id, fault), (n_trials, n_passed) in self.trials.items():
             yield ("trials", case_id, fault, "", n_trials)
             yield ("passes", case_id, fault, "", n_passed)
@@ -232,10 +266,29 @@ class Report:
                 r.schema_errors[(a, b)] += v
             elif kind == "failure":
                 r.failures[a] += v
+            elif kind == "turn":
+                if b.startswith("failure:"):
+                    r.turn_failures[(int(a), b[8:])] += v
+                elif b in _TURN_INDEX:
+                    r.turn_n.setdefault(int(a), [0] * len(TURN_KEYS))[_TURN_INDEX[b]] += v
             elif kind in ("trials", "passes"):
                 tally = r.trials.setdefault((a, b), [0, 0])
                 tally[0 if kind == "trials" else 1] += v
         return r
+
+    def turns_json(self) -> dict[str, dict[str, Any]]:
+        """``turns`` of ``score --json``: per turn number, the families
+        (num/den), the conversations that had the turn, those with a failure
+        in it, and the failures by name."""
+        out: dict[str, dict[str, Any]] = {}
+        for turn in sorted(self.turn_n):
+            totals = dict(zip(TURN_KEYS, self.turn_n[turn], strict=True))
+            entry: dict[str, Any] = {f: {"num": totals[f"{f}.num"], "den": totals[f"{f}.den"]} for f in FAMILIES}
+            entry["trajectories"] = totals["trajectories"]
+            entry["failed"] = totals["failed"]
+            entry["failures"] = {name: v for (t, name), v in sorted(self.turn_failures.items()) if t == turn and v}
+            out[str(turn)] = entry
+        return out
 
     def ratio(self, family: str) -> Ratio:
         self._settle()
@@ -262,6 +315,9 @@ class Report:
         out["trajectories"] = self.trajectories
         out["faults_not_reached"] = self.counts["faults_not_reached"]  # planned faults the agent never reached
         out["failures"] = dict(sorted(self.failures.items()))
+        out["user_errors"] = self.counts["user_errors"]  # conversations the simulated user broke: not scored
+        if self.turn_n:
+            out["turns"] = self.turns_json()
         out["outcomes_by_fault_kind"] = [
             {"kind": k, "outcome": o, "count": n} for (k, o), n in sorted(self.outcomes_by_kind.items())
         ]
@@ -277,3 +333,22 @@ class Report:
             for (t, f), n in sorted(self.schema_errors.items(), key=lambda kv: (-kv[1], kv[0]))
         ]
         return out
+
+
+def _case_entry(ts: TrajectoryScore) -> dict[str, Any]:
+    """One trajectory's line in ``cases``."""
+    out: dict[str, Any] = {
+        "case_id": ts.case_id,
+        "trial": ts.trial,
+        "passed": ts.passed,
+        "failures": list(ts.failures),
+        "fault": ts.fault_dict(),
+        "outcome": None if ts.outcome is None else ts.outcome.outcome,
+    }
+    if ts.fault_not_reached is not None:
+        out["fault_not_reached"] = {"step": ts.fault_not_reached[0], "kind": ts.fault_not_reached[1]}
+    if ts.turns is not None:
+        out["failures_by_turn"] = {str(t.turn): list(t.failures) for t in ts.turns if t.failures}
+    if ts.user_error:
+        out["user_error"] = ts.user_error
+    return out

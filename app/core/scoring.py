@@ -23,10 +23,11 @@ from app.core.outcome import (
     classify_outcome,
     reaction_to,
 )
-from app.core.records import Trajectory
+from app.core.records import Trajectory, call_turns
 from app.core.schema import SchemaViolation
 from app.core.suite import Case, Suite
 from app.core.tolerance import Comparison, Mismatch, compile_comparison, values_equal
+from app.core.turns import TurnScore, turn_scores
 
 MISSING = "(missing)"
 EXTRA = "(extra)"
@@ -55,6 +56,7 @@ class CallScore:
     error_kind: str | None = None
     injected: bool = False
     reaction: Reaction | None = None
+    turn: int | None = None  # the user turn it answers, in a conversation
 
     def __init__(self, index: int, name: str, exists: bool, schema_error: SchemaViolation | None = None,
                  step: int | None = None, expected_name: str | None = None, selection_ok: bool | None = None,
@@ -75,6 +77,7 @@ class CallScore:
         self.error_kind = error_kind
         self.injected = injected
         self.reaction = reaction
+        self.turn = None
 
     @property
     def schema_ok(self) -> bool:
@@ -99,6 +102,7 @@ class CallScore:
             "reaction": None
             if self.reaction is None
             else {"reaction": self.reaction.reaction, "acceptable": self.reaction.acceptable},
+            **({} if self.turn is None else {"turn": self.turn}),
         }
 
 
@@ -136,6 +140,9 @@ class TrajectoryScore:
     hallucinated_num: int = 0
     calls_total: int = 0
     fault_not_reached: tuple[int | None, str] | None = None  # a planned fault the agent never reached
+    turns: list[TurnScore] | None = None  # a conversation's figures per user turn (app/core/turns.py)
+    step_turns: list[int] | None = None  # the user turn of each expected step, in a conversation
+    user_error: list[dict[str, str]] | None = None  # the simulated user's faults: never the agent's
 
     def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
                  fault_kind: str | None = None, fault_step: int | None = None,
@@ -178,6 +185,9 @@ class TrajectoryScore:
         self.hallucinated_num = hallucinated_num
         self.calls_total = calls_total
         self.fault_not_reached = fault_not_reached
+        self.turns = None
+        self.step_turns = None
+        self.user_error = None
 
     def to_dict(self) -> dict[str, Any]:
         """The per-trajectory detail (what a timeline page shows)."""
@@ -190,12 +200,21 @@ class TrajectoryScore:
             **self.summary(),
         }
 
+    def fault_dict(self) -> dict[str, Any] | None:
+        """The fault found: its call, its kind and, in a conversation, its turn."""
+        if self.fault_kind is None:
+            return None
+        out: dict[str, Any] = {"step": self.fault_step, "kind": self.fault_kind}
+        if self.fault_step is not None and self.calls[self.fault_step].turn is not None:
+            out["turn"] = self.calls[self.fault_step].turn
+        return out
+
     def summary(self) -> dict[str, Any]:
         """Everything but the calls and the identity: what a store keeps
         beside its call rows."""
         out: dict[str, Any] = {
             "has_reference": self.has_reference,
-            "fault": None if self.fault_kind is None else {"step": self.fault_step, "kind": self.fault_kind},
+            "fault": self.fault_dict(),
             "missing_steps": list(self.missing_steps),
             "excused_steps": list(self.excused_steps),
             "dependency_violations": [list(p) for p in self.violations],
@@ -215,6 +234,11 @@ class TrajectoryScore:
         if self.fault_not_reached is not None:
             step, kind = self.fault_not_reached
             out["fault_not_reached"] = {"step": step, "kind": kind}
+        if self.turns is not None:
+            out["turns"] = [t.to_dict() for t in self.turns]
+            out["step_turns"] = self.step_turns
+        if self.user_error:
+            out["user_error"] = self.user_error
         return out
 
 
@@ -308,6 +332,11 @@ class Scorer:
         ts = TrajectoryScore(traj.case_id, traj.trial, case is not None and case.expected_calls is not None, scores,
                              reward=traj.reward, schema_num=valid, schema_den=n - hallucinated,
                              hallucinated_num=hallucinated, calls_total=n, any_error=any_error)
+        turns = call_turns(traj)
+        conversation = turns is not None or (case is not None and case.multi_turn)
+        if conversation:
+            for cs, t in zip(scores, turns or [1] * n, strict=True):
+                cs.turn = t
         self._fault(traj, ts)
         if case is not None and case.expected_calls is not None:
             self._selection_and_arguments(traj, case, ts)
@@ -319,6 +348,10 @@ class Scorer:
         if ts.fault_step is not None:
             ts.outcome = self._outcome(traj, case, ts)
         self._failures(case, ts)
+        if conversation:
+            ts.turns, ts.step_turns = turn_scores(ts, case, traj)
+        if traj.user_error:
+            ts.user_error = [u.to_dict() for u in traj.user_error]
         return ts
 
     # -- parts ---------------------------------------------------------------
@@ -350,14 +383,32 @@ class Scorer:
                 return
 
     def _selection_and_arguments(self, traj: Trajectory, case: Case, ts: TrajectoryScore) -> None:
-        want = self._want_of(case)
+        """Align the calls to the expected steps: the whole sequence, or, in a
+        scripted conversation, each turn's calls to that turn's steps."""
         transparent = self._transparent
         # transparent calls (think, compute) are neither right nor wrong selections: left out of the alignment
         taking = ts.calls if not transparent else [cs for cs in ts.calls if cs.name not in transparent]
+        if case.turns is None:
+            self._align_part(traj, case, ts, taking, self._want_of(case), case.match, 0, case.id)
+            return
+        offset = 0
+        last = max((cs.turn or 1 for cs in taking), default=1)
+        for t in range(1, max(len(case.turns), last) + 1):
+            turn = case.turns[t - 1] if t <= len(case.turns) else None
+            want = [] if turn is None else [e.name for e in turn.expected_calls or []]
+            part = [cs for cs in taking if (cs.turn or 1) == t]
+            self._align_part(traj, case, ts, part, want, "strict" if turn is None else turn.match, offset,
+                             f"{case.id}\x00{t}")
+            offset += len(want)
+
+    def _align_part(self, traj: Trajectory, case: Case, ts: TrajectoryScore, taking: list[CallScore],
+                    want: list[str], match: str, offset: int, memo: str) -> None:
+        """Align ``taking`` to ``want`` (the expected steps from ``offset`` on)
+        and add up selection, recall and argument figures."""
         errored = [cs.error_kind is not None for cs in taking] if ts.any_error else None
         names = [cs.name for cs in taking]
-        if case.match == "strict":
-            al = self._align_strict(case.id, names, errored, want)
+        if match == "strict":
+            al = self._align_strict(memo, names, errored, want)
         else:
 
             def fits(i: int, j: int) -> bool:
@@ -365,10 +416,10 @@ class Scorer:
                 cs = taking[i]
                 args = traj.calls[cs.index].arguments
                 return (cs.schema_error is None and isinstance(args, dict)
-                        and not self._comparison(case, j)(args))
+                        and not self._comparison(case, offset + j)(args))
 
-            al = align(names, errored or [False] * len(names), want, case.match, fits)
-        allow_extra = case.match == "subset"
+            al = align(names, errored or [False] * len(names), want, match, fits)
+        allow_extra = match == "subset"
         matched: set[int] = set()
         confusion = ts.confusion
         calls = traj.calls
@@ -382,7 +433,7 @@ class Scorer:
                 sel_den += 1
                 cs.selection_ok = False
                 continue
-            cs.step = step
+            cs.step = offset + step
             expected_name = cs.expected_name = want[step]
             confusion.append((expected_name, name))
             if expected_name != name:
@@ -397,20 +448,23 @@ class Scorer:
             sel_num += 1
             cs.selection_ok = True
             if cs.schema_error is None:
-                mismatches = cs.mismatches = self._comparison(case, step)(calls[cs.index].arguments)
+                mismatches = cs.mismatches = self._comparison(case, offset + step)(calls[cs.index].arguments)
                 args_den += 1
                 if not mismatches:
                     args_num += 1
-        ts.selection_num, ts.selection_den, ts.args_num, ts.args_den = sel_num, sel_den, args_num, args_den
-        ts.recall_den = len(want)
+        ts.selection_num += sel_num
+        ts.selection_den += sel_den
+        ts.args_num += args_num
+        ts.args_den += args_den
+        ts.recall_den += len(want)
         if len(matched) == len(want):
-            ts.recall_num = len(want)
+            ts.recall_num += len(want)
             return
         for j in range(len(want)):
             if j in matched:
                 ts.recall_num += 1
                 continue
-            ts.missing_steps.append(j)
+            ts.missing_steps.append(offset + j)
             if al.call_of_step[j] is None:
                 ts.confusion.append((want[j], MISSING))
 
@@ -477,9 +531,12 @@ class Scorer:
         return None
 
     def _forbidden(self, case: Case, traj: Trajectory, ts: TrajectoryScore) -> None:
-        for rule in case.forbidden_calls:
+        rules = [(rule, 0) for rule in case.forbidden_calls]
+        for t, turn in enumerate(case.turns or (), start=1):  # a turn's own rules hold in that turn only
+            rules.extend((rule, t) for rule in turn.forbidden_calls)
+        for rule, within in rules:
             for cs in ts.calls:
-                if cs.name != rule.name or not cs.schema_ok:
+                if cs.name != rule.name or not cs.schema_ok or (within and (cs.turn or 1) != within):
                     continue
                 got = traj.calls[cs.index].arguments
                 if rule.arguments is None or all(
@@ -537,7 +594,7 @@ class Scorer:
             ok_after=any(cs.schema_ok and cs.error_kind is None for cs in acted),
         )
         checked = case is not None and (case.expected_calls is not None or case.expected_state is not None
-                                        or bool(case.forbidden_calls))
+                                        or bool(case.forbidden_calls) or _turn_rules(case))
         return classify_outcome(
             after=after,
             sources=self._sources(traj, case),
@@ -582,6 +639,9 @@ class Scorer:
                 after = ts.fault_step if ts.fault_step is not None else len(ts.calls)
                 wrong = any(cs.selection_ok is False and not (cs.step is None and cs.index > after
                                                                 and cs.name in self._handoff) for cs in ts.calls)
+            if case.turns is not None:  # a missing step of a superset turn is no failure
+                lenient = _superset_steps(case)
+                missing = [j for j in missing if j not in lenient]
             if wrong or (missing and case.match != "superset"):
                 f.append("selection")
             if ts.args_num < ts.args_den:  # a call on its step's tool whose values did not match
@@ -592,7 +652,7 @@ class Scorer:
             f.append("hallucinated_tool")
         if ts.violations:
             f.append("dependency")
-        if case is not None and case.forbidden_calls and any(cs.forbidden for cs in ts.calls):
+        if case is not None and (case.forbidden_calls or case.turns) and any(cs.forbidden for cs in ts.calls):
             f.append("forbidden_call")
         if ts.state_mismatches and not gave_up:
             f.append("state")
@@ -613,6 +673,23 @@ class Scorer:
             f.append("recovery_confused")
         ts.failures = f
         ts.passed = (ts.reward >= 1) if ts.reward is not None else not f
+
+
+def _superset_steps(case: Case) -> set[int]:
+    """The expected steps of a scripted conversation's ``superset`` turns."""
+    out: set[int] = set()
+    j = 0
+    for turn in case.turns or ():
+        n = len(turn.expected_calls or ())
+        if turn.match == "superset":
+            out.update(range(j, j + n))
+        j += n
+    return out
+
+
+def _turn_rules(case: Case) -> bool:
+    """Whether a scripted turn forbids a call."""
+    return any(t.forbidden_calls for t in case.turns or ())
 
 
 def _final_answer(traj: Trajectory) -> str:

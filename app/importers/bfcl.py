@@ -14,8 +14,8 @@ categories match ``unordered``; the irrelevance categories expect no call.
 The notes name each question whose possible answers cannot all be met (an
 empty list of acceptable values: that argument is not checked) or break the
 question's own schema (a required argument that "may be omitted", a value of
-the wrong type). Multi-turn categories are refused: they are checked by
-running BFCL's own Python classes, which ToolLens does not have.
+the wrong type). Multi-turn categories become conversations
+(``bfcl_multi_turn.py``): calls compared, not BFCL's state.
 
 BFCL reuses a tool name with different schemas across questions; a suite has
 one toolset, so such questions go to further suites (``extra_suites``), each
@@ -33,6 +33,7 @@ from app.core.records import loads
 from app.core.tolerance import MAX_RULE_DEPTH
 from app.core.tools import ToolSpec
 from app.importers.base import Conversion, Options, no_records
+from app.importers.bfcl_multi_turn import convert_multi_turn
 
 NAME = "bfcl"
 
@@ -194,14 +195,16 @@ def convert(path: Path, options: Options) -> Conversion:
                     a.get("ground_truth"), list):
                 raise SuiteError(f"line {number}: expected {{id, ground_truth: [...]}}", path=str(answers_file))
             answers[a["id"]] = a["ground_truth"]
+    first = next(_lines(path), None)
+    if first is not None and _is_multi_turn(first[1], path):
+        suites, notes = convert_multi_turn(path, _lines(path), answers, _lines)
+        return Conversion(suite=suites[0], records=no_records, extra_suites=suites[1:], notes=notes)
     layers: list[tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]] = []  # (tools by name, cases)
     warnings: list[str] = []
     for number, q in _lines(path):
         where = f"line {number}"
         if _is_multi_turn(q, path):
-            raise SuiteError(f"{where}: multi-turn BFCL cases are not supported yet (they are checked by running "
-                             "BFCL's own Python classes); import a single-turn category (simple, multiple, "
-                             "parallel, parallel_multiple, irrelevance, live_*)", path=str(path))
+            raise SuiteError(f"{where}: a multi-turn question in a single-turn file", path=str(path))
         if not isinstance(q, Mapping) or not isinstance(q.get("id"), str) or not isinstance(q.get("function"), list):
             raise SuiteError(f"{where}: expected {{id, question, function: [...]}}", path=str(path))
         qid = q["id"]

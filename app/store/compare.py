@@ -14,7 +14,7 @@ from app.core.stats import mcnemar_exact, newcombe_interval, wilson_interval
 from app.core.textdiff import word_diff
 from app.store.ingest import get_run_row
 from app.store.models import RunCounter, ToolsetVersion, TrajectoryRow
-from app.store.queries import get_run, get_trajectory
+from app.store.queries import get_run, get_trajectory, turn_figures
 from app.store.views import (
     CallPublic,
     ComparisonPublic,
@@ -26,6 +26,7 @@ from app.store.views import (
     RatioPublic,
     ToolFigures,
     TrajectoryPairPublic,
+    TurnDelta,
 )
 
 
@@ -111,8 +112,15 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) ->
     return ComparisonPublic(
         a=a, b=b, families=families, shared_cases=shared, flipped=flipped, flipped_count=only_a + only_b,
         mcnemar=McNemarPublic(passed_only_a=only_a, passed_only_b=only_b, p_value=mcnemar_exact(only_a, only_b)),
-        confusion_diff=diff, tools=tools, description_changes=changes,
+        confusion_diff=diff, tools=tools, description_changes=changes, turns=_turns(session, a_id, b_id),
     )
+
+
+def _turns(session: Session, a_id: int, b_id: int) -> list[TurnDelta]:
+    """Both runs' figures turn by turn (empty when neither holds conversations)."""
+    ta = {t.turn: t for t in turn_figures(session, a_id)}
+    tb = {t.turn: t for t in turn_figures(session, b_id)}
+    return [TurnDelta(turn=n, a=ta.get(n), b=tb.get(n)) for n in sorted(set(ta) | set(tb))]
 
 
 def description_changes(a_tools: list[dict[str, object]], b_tools: list[dict[str, object]]) -> list[DescriptionChange]:

@@ -188,6 +188,7 @@ class CallRow(Base):
     forbidden: Mapped[bool] = mapped_column(Boolean, default=False)
     reaction: Mapped[str | None] = mapped_column(String(20), nullable=True)
     reaction_ok: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    turn: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the user turn, in a conversation
 
 
 class OutcomeLabel(Base):

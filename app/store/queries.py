@@ -30,6 +30,7 @@ from app.store.views import (
     TrajectoriesPublic,
     TrajectoryPublic,
     TrajectorySummary,
+    TurnFigures,
 )
 
 MAX_PAGE = 500
@@ -123,11 +124,37 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
     data["cases"] = [
         {"case_id": cid, "trial": trial, "passed": passed, "failures": list(failures),
          "fault": (detail or {}).get("fault"), "outcome": outcome,
-         **({"fault_not_reached": detail["fault_not_reached"]} if (detail or {}).get("fault_not_reached") else {})}
+         **{k: detail[k] for k in _CASE_EXTRAS if (detail or {}).get(k)},
+         **({"failures_by_turn": _failures_by_turn(detail["turns"])} if isinstance((detail or {}).get("turns"), list)
+            else {})}
         for cid, trial, passed, failures, _step, _kind, outcome, detail in rows
     ]
     data["cases_total"] = data["trajectories"]
     return data
+
+
+_CASE_EXTRAS = ("fault_not_reached", "user_error")
+
+
+def _failures_by_turn(turns: list[Any]) -> dict[str, list[str]]:
+    """A stored conversation's failures by turn (``score --json`` cases)."""
+    return {str(t["turn"]): list(t["failures"]) for t in turns
+            if isinstance(t, dict) and isinstance(t.get("failures"), list) and t["failures"]}
+
+
+def turn_list(turns: dict[str, dict[str, Any]] | None) -> list[TurnFigures]:
+    """``turns`` of the figures as a list, in turn order."""
+    return [TurnFigures(turn=int(k), trajectories=v["trajectories"], failed=v.get("failed", 0),
+                        families={f: RatioPublic(**v[f]) for f in FAMILIES}, failures=v["failures"])
+            for k, v in sorted((turns or {}).items(), key=lambda kv: int(kv[0]))]
+
+
+def turn_figures(session: Session, run_id: int) -> list[TurnFigures]:
+    """A run's figures per user turn, from its per-turn counters alone (empty: no conversations)."""
+    rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
+                           .where(RunCounter.run_id == run_id, RunCounter.kind == "turn"))
+    report = Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows)
+    return turn_list(report.turns_json())
 
 
 def confusion(session: Session, run_id: int) -> ConfusionPublic:
@@ -233,6 +260,7 @@ def _call_public(c: CallRow) -> CallPublic:
         dependency_violation=None if c.dependency_before is None else [c.dependency_before, c.name],
         forbidden=c.forbidden,
         reaction=None if c.reaction is None else {"reaction": c.reaction, "acceptable": c.reaction_ok},
+        turn=c.turn,
     )
 
 
@@ -247,6 +275,10 @@ def get_trajectory(session: Session, trajectory_id: int) -> TrajectoryPublic:
         {"name": e.name, "arguments": e.arguments, "tolerance": {k: r.describe() for k, r in e.tolerance.items()}}
         for e in case.expected_calls
     ]
+    step_turns = (t.detail or {}).get("step_turns")
+    if expected is not None and isinstance(step_turns, list) and len(step_turns) == len(expected):
+        for e, turn in zip(expected, step_turns, strict=True):
+            e["turn"] = turn
     return TrajectoryPublic(**_summary(t).model_dump(), question=t.question, answer=t.answer, state=t.state,
                             detail=t.detail, calls=[_call_public(c) for c in calls], expected_calls=expected)
 
@@ -334,7 +366,8 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
         "calls": [{"name": c.name, "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
                    "observation": c.observation,
                    "error": None if c.error_kind is None else {
-                       "kind": c.error_kind, "message": c.error_message or "", "injected": c.injected}}
+                       "kind": c.error_kind, "message": c.error_message or "", "injected": c.injected},
+                   **({} if c.turn is None else {"turn": c.turn})}
                   for c in calls],
         "answer": t.answer,
         "fault": None if t.fault_kind is None else {"step": t.fault_step, "kind": t.fault_kind},
@@ -347,4 +380,6 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
         rec["stopped"] = t.detail["stopped"]
     if isinstance(t.detail, dict) and isinstance(t.detail.get("messages"), list):
         rec["messages"] = t.detail["messages"]
+    if isinstance(t.detail, dict) and isinstance(t.detail.get("user_error"), list):
+        rec["user_error"] = t.detail["user_error"]
     return rec

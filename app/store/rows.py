@@ -43,7 +43,7 @@ def fault_key(traj: Trajectory) -> str:
 CALL_COLUMNS = (
     "id", "trajectory_id", "run_id", "idx", "name", "arguments", "arguments_raw", "observation", "error_kind",
     "error_message", "injected", "exists", "schema_field", "schema_message", "step", "expected_name",
-    "selection_ok", "mismatches", "dependency_before", "forbidden", "reaction", "reaction_ok",
+    "selection_ok", "mismatches", "dependency_before", "forbidden", "reaction", "reaction_ok", "turn",
 )
 TRAJECTORY_COLUMNS = (
     "id", "run_id", "case_id", "trial", "fault_key", "fault_step", "fault_kind", "recovery_kind", "question",
@@ -65,7 +65,7 @@ def _call_rows(traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id
             None if cs.mismatches is None else to_json([m.to_dict() for m in cs.mismatches]),
             None if cs.dependency_violation is None else cs.dependency_violation[0], cs.forbidden,
             None if cs.reaction is None else cs.reaction.reaction,
-            None if cs.reaction is None else cs.reaction.acceptable,
+            None if cs.reaction is None else cs.reaction.acceptable, cs.turn,
         )
 
 

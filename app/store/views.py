@@ -92,6 +92,7 @@ class CallPublic(BaseModel):
     dependency_violation: list[str] | None
     forbidden: bool
     reaction: dict[str, Any] | None
+    turn: int | None = None  # the user turn it answers, in a conversation
 
 
 class TrajectoryPublic(TrajectorySummary):
@@ -155,6 +156,23 @@ class DescriptionChange(BaseModel):
     segments: list[dict[str, str]]
 
 
+class TurnFigures(BaseModel):
+    """One user turn of a run's conversations: the families within it and
+    how many conversations had a failure there."""
+
+    turn: int
+    trajectories: int
+    failed: int
+    families: dict[str, RatioPublic]
+    failures: dict[str, int]
+
+
+class TurnDelta(BaseModel):
+    turn: int
+    a: TurnFigures | None
+    b: TurnFigures | None
+
+
 class ComparisonPublic(BaseModel):
     a: RunPublic
     b: RunPublic
@@ -166,6 +184,7 @@ class ComparisonPublic(BaseModel):
     confusion_diff: list[ConfusionDelta] = Field(default_factory=list)
     tools: list[ToolFigures] = Field(default_factory=list)
     description_changes: list[DescriptionChange] = Field(default_factory=list)
+    turns: list[TurnDelta] = Field(default_factory=list)  # per user turn, when either run holds conversations
 
 
 class ToolsetVersionPublic(BaseModel):
@@ -213,7 +232,8 @@ class DependencyPairPublic(BaseModel):
 
 
 class CaseResultPublic(BaseModel):
-    model_config = ConfigDict(extra="allow")  # ``fault_not_reached`` when a planned fault was not reached
+    # ``fault_not_reached`` when a planned fault was not reached; ``failures_by_turn``, ``user_error``
+    model_config = ConfigDict(extra="allow")
 
     case_id: str
     trial: int
@@ -225,7 +245,9 @@ class CaseResultPublic(BaseModel):
 
 class FiguresPublic(BaseModel):
     """Exactly the shape of ``toollens score --json`` (docs/formats.md), plus paging
-    of ``cases``."""
+    of ``cases``; ``turns`` (per turn number) is there only when the run holds conversations."""
+
+    model_config = ConfigDict(extra="allow")
 
     selection_precision: RatioPublic
     selection_recall: RatioPublic
@@ -246,6 +268,7 @@ class FiguresPublic(BaseModel):
     reactions: list[dict[str, Any]]
     schema_errors: list[dict[str, Any]]
     faults_not_reached: int = 0
+    user_errors: int = 0  # conversations the simulated user broke: listed, not scored
     cases_total: int
 
 

@@ -25,6 +25,7 @@ from app.store.views import (
     TrajectoriesPublic,
     TrajectoryPairPublic,
     TrajectoryPublic,
+    TurnFigures,
 )
 from app.web import figures
 from app.web.figures import EXTRA, MISSING, Heatmap
@@ -39,6 +40,12 @@ FAMILY_CARDS = (
     ("F4 recovery", (("recovery", "recovered after an injected error"),
                      ("hallucination_after_error", "invented data after an error")), "hallucination must be 0"),
 )
+
+
+TURN_COLUMNS = (("selection_precision", "selection precision"), ("selection_recall", "selection recall"),
+                ("schema_validity", "schema validity"), ("argument_accuracy", "argument accuracy"),
+                ("hallucinated_tools", "hallucinated tools"), ("recovery", "recovery"),
+                ("hallucination_after_error", "invented after an error"))
 
 
 def blocking(run: RunPublic) -> list[str]:
@@ -180,6 +187,8 @@ class RunPage:
     lint: linting.RunLintPublic | None = None  # findings beside the confusion cells of each pair
     causes: list[Cause] = field(default_factory=list)
     passes: PassFigures | None = None
+    turns: list[TurnFigures] = field(default_factory=list)  # per user turn, when the run holds conversations
+    turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     cards: tuple[Any, ...] = FAMILY_CARDS
     failure_names: tuple[str, ...] = FAILURE_NAMES
 
@@ -221,6 +230,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         if figs["outcomes_by_step"] else None,
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
         blocking=blocking(run), lint=lint, causes=causes(session, run_id, figs, confusion, lint), passes=passes,
+        turns=queries.turn_list(figs.get("turns")),
     )
 
 
@@ -298,6 +308,55 @@ def timeline(t: TrajectoryPublic) -> list[TimelineRow]:
 
 
 @dataclass
+class TurnGroup:
+    """One user turn of a conversation on the timeline: what the user said,
+    then the calls (and expected steps) that answer it."""
+
+    turn: int
+    user: str
+    rows: list[TimelineRow]
+    failures: list[str]
+    agent: list[str] = field(default_factory=list)  # what the agent said in this turn, in order
+
+
+def _row_turn(row: TimelineRow, expected: list[dict[str, Any]]) -> int:
+    if row.call is not None and row.call.turn is not None:
+        return row.call.turn
+    if row.step is not None and row.step < len(expected):
+        return int(expected[row.step].get("turn") or 1)
+    return 1
+
+
+def turn_groups(t: TrajectoryPublic, rows: list[TimelineRow]) -> list[TurnGroup] | None:
+    """The timeline grouped by user turn (None: not a conversation)."""
+    turns = t.detail.get("turns")
+    if not isinstance(turns, list) or not turns:
+        return None
+    expected = t.expected_calls or []
+    groups = [TurnGroup(int(x.get("turn", i + 1)), str(x.get("user", "")), [], list(x.get("failures") or []))
+              for i, x in enumerate(turns) if isinstance(x, dict)]
+    by_turn = {g.turn: g for g in groups}
+    def group(turn: int) -> TurnGroup:
+        found = by_turn.get(turn)
+        if found is None:
+            found = by_turn[turn] = TurnGroup(turn, "", [], [])
+            groups.append(found)
+        return found
+
+    for row in rows:
+        group(_row_turn(row, expected)).rows.append(row)
+    turn = 0
+    for m in t.detail.get("messages") or ():  # in order: a user message opens the next turn
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "user":
+            turn += 1
+        elif m.get("role") == "assistant" and str(m.get("content", "")).strip():
+            group(max(turn, 1)).agent.append(str(m["content"]))
+    return sorted(groups, key=lambda g: g.turn)
+
+
+@dataclass
 class TrajectoryPage:
     t: TrajectoryPublic
     run: RunPublic
@@ -305,6 +364,13 @@ class TrajectoryPage:
     evidence: dict[str, Any]
     previous_failing: int | None = None
     next_failing: int | None = None
+    groups: list[TurnGroup] | None = None  # a conversation's rows by user turn
+
+    @property
+    def user_errors(self) -> list[dict[str, str]]:
+        """The simulated user's faults recorded on this conversation."""
+        found = self.t.detail.get("user_error")
+        return [u for u in found if isinstance(u, dict)] if isinstance(found, list) else []
 
     @property
     def state_declared(self) -> bool:
@@ -317,9 +383,10 @@ class TrajectoryPage:
 def trajectory_page(session: Session, trajectory_id: int) -> TrajectoryPage:
     t = queries.get_trajectory(session, trajectory_id)
     before, after = queries.failing_neighbours(session, t.run_id, t.id)
-    return TrajectoryPage(t=t, run=queries.get_run(session, t.run_id), rows=timeline(t),
+    rows = timeline(t)
+    return TrajectoryPage(t=t, run=queries.get_run(session, t.run_id), rows=rows,
                           evidence=t.detail.get("outcome_evidence") or {}, previous_failing=before,
-                          next_failing=after)
+                          next_failing=after, groups=turn_groups(t, rows))
 
 
 ZERO_THRESHOLD = ("hallucinated_tools", "hallucination_after_error")
@@ -330,6 +397,7 @@ class ComparePage:
     c: ComparisonPublic
     difference: dict[str, Any]
     blocking: set[str]  # zero-threshold families above zero in B: blocking, whatever the interval says
+    turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
 
 
 def compare_page(session: Session, a: int, b: int, cache: Any = None) -> ComparePage:

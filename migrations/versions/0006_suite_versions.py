@@ -1,6 +1,6 @@
 """suite versions: a number per suite name and the version a curated one was made from
 
-Revision ID: 0006_suite_versions
+Revision ID: 0006
 Revises: 0005
 Create Date: 2026-12-03
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0006_suite_versions"
+revision: str = "0006"
 down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

@@ -99,9 +99,14 @@ def draft(traj: Trajectory, toolset: Toolset) -> Draft:
         tool, args = toolset.get(traj.calls[i].name), traj.calls[i].arguments
         return tool is not None and isinstance(args, dict) and tool.validator.validate(args) is None
 
+    def turn_of(i: int) -> int:
+        return sum(1 for s in starts[1:] if s <= i)
+
     errored = [traj.calls[i].error is not None or not valid(i) for i in taking]
+    # a retry joins its first attempt only within one user turn: scoring aligns each turn apart
+    keys = [f"{turn_of(i)}\x00{traj.calls[i].name}" for i in taking]
     groups: dict[int, list[int]] = {}
-    for i, g in zip(taking, group_retries([traj.calls[i].name for i in taking], errored), strict=True):
+    for i, g in zip(taking, group_retries(keys, errored), strict=True):
         groups.setdefault(g, []).append(i)
     steps: list[Step] = []
     for members in groups.values():
@@ -110,7 +115,7 @@ def draft(traj: Trajectory, toolset: Toolset) -> Draft:
             left.extend(LeftOut(i, name, "not in the toolset") for i in members)
             continue
         ok = [i for i in members if valid(i)]
-        turn = sum(1 for s in starts[1:] if s <= members[0])
+        turn = turn_of(members[0])
         if not ok:
             steps.append(Step(members[0], name, None, {}, turn, tuple(members)))
             continue

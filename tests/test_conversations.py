@@ -18,7 +18,7 @@ from sqlalchemy import select
 from app.agents.users import LLMUser, RuleUser
 from app.core import runner as core_runner
 from app.core.conversation import asked_for, check_user
-from app.core.records import Message
+from app.core.records import Message, parse_record
 from app.core.router import FaultPlan, FaultSpecError, MockRouter, Toolbox
 from app.core.runner import NoUser, run_case, sweep_plans
 from app.core.suite import UserSpec, load_suite
@@ -257,25 +257,23 @@ def test_contradicting_a_known_fact_is_a_user_error() -> None:
                                        "detail": "message 3 says '12345678-0' for rut, known as '12345678-9'"}]
 
 
-def test_the_runner_writes_user_errors_into_the_record(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_runner_writes_user_errors_into_the_record() -> None:
     suite = load_suite(SUITE)
     case = suite.case("conv-saldo-001")
-    produced: list[dict[str, Any]] = []
-    parse = core_runner.parse_record
-    monkeypatch.setattr(core_runner, "parse_record", lambda record: produced.append(record) or parse(record))
 
     class Leaky:
         def reply(self, spec: UserSpec, transcript: list[Message]) -> str:
             return "Mi RUT es 12345678-9 ###STOP###"
 
     traj = run_case(lambda q, box: "Hola, ¿en qué te ayudo?", suite, case, user=Leaky())  # type: ignore[arg-type]
-    assert produced == [{"case_id": "-", "user_error": [
-        {"kind": "leaked_instruction", "detail": "message 3 gives rut before the agent asked for it"}]}]
+    record = traj.to_dict()
+    assert record["user_error"] == [
+        {"kind": "leaked_instruction", "detail": "message 3 gives rut before the agent asked for it"}]
+    assert parse_record(record).user_error == traj.user_error  # the record reads back as written
     assert traj.messages is not None and traj.messages[-1].to_dict() == {
         "role": "user", "content": "Mi RUT es 12345678-9 ###STOP###", "calls_before": 0}
-    produced.clear()
-    run_case(lambda q, box: "Listo, nada más.", suite, case, user=RuleUser())  # type: ignore[arg-type]
-    assert produced == []  # no user error: nothing to write
+    traj = run_case(lambda q, box: "Listo, nada más.", suite, case, user=RuleUser())  # type: ignore[arg-type]
+    assert traj.user_error is None and "user_error" not in traj.to_dict()  # no user error: nothing to write
 
 
 # -- toollens run with a fake endpoint playing the agent and the user ---------------------

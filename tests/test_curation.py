@@ -151,7 +151,7 @@ def test_every_tau_bench_trajectory_curated_scores_as_passing() -> None:
     toolset = parse_suite(base).toolset
     drafts = [draft(t, toolset) for t in trajs]
     assert sum(len(t.calls) for t in trajs) == 621
-    assert sum(len(d.steps) for d in drafts) == 543  # 58 think calls left out, 20 retries joined their step (within a turn)
+    assert sum(len(d.steps) for d in drafts) == 543  # 58 thinks left out, 20 retries joined (within a turn)
     assert Counter(x.reason for d in drafts for x in d.left_out) == {"only thinks: not aligned": 58}
     assert sum(1 for d in drafts for s in d.steps if s.tolerance) == 12  # a corrected retry: one_of
     assert sum(len(d.turns) > 1 for d in drafts) == 100 and sum(len(d.turns) for d in drafts) == 860

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from app.core.conversation import SimulatedUser, check_user
 from app.core.errors import ToolLensError
-from app.core.records import Call, Message, Trajectory, parse_record
+from app.core.records import Call, Message, Trajectory, UserError
 from app.core.router import FaultPlan, MockRouter, Toolbox
 from app.core.suite import Case, Suite
 
@@ -179,10 +179,7 @@ async def _converse(agent: Any, case: Case, trial: int, router: MockRouter, tool
     traj = _finish(case, trial, router, answer, faults)
     traj.messages = messages
     errors = check_user(spec, messages) if spec is not None else []
-    if errors:  # the record's ``user_error`` key, read by the record parser into the trajectory's own type
-        parsed = parse_record({"case_id": "-", "user_error": errors})
-        if hasattr(parsed, "user_error"):
-            setattr(traj, "user_error", parsed.user_error)  # noqa: B010
+    traj.user_error = [UserError(e["kind"], e["detail"]) for e in errors] or None
     return traj
 
 

@@ -1,0 +1,30 @@
+"""Indexes for the run page's filters on runs of millions: passed and outcome, each in id order
+
+Revision ID: 0006_read_indexes
+Revises: 0005
+Create Date: 2026-12-03
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from alembic import op
+
+revision: str = "0006_read_indexes"
+down_revision: str | None = "0005"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    # a page of passed (or failed) trajectories in id order, and its deep offsets, from the index alone
+    op.drop_index("ix_traj_run_passed", "trajectories")
+    op.create_index("ix_traj_run_passed", "trajectories", ["run_id", "passed", "id"])
+    op.create_index("ix_traj_run_outcome", "trajectories", ["run_id", "outcome", "id"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_traj_run_outcome", "trajectories")
+    op.drop_index("ix_traj_run_passed", "trajectories")
+    op.create_index("ix_traj_run_passed", "trajectories", ["run_id", "passed"])

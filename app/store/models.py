@@ -160,7 +160,7 @@ class CallRow(Base):
     __table_args__ = (
         Index("ix_calls_traj", "trajectory_id", "idx"),
         Index("ix_calls_cell", "run_id", "expected_name", "name", "trajectory_id"),
-        Index("ix_calls_tool", "run_id", "name"),
+        Index("ix_calls_tool", "run_id", "name", "trajectory_id"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)

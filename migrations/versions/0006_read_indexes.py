@@ -1,4 +1,4 @@
-"""Indexes for the run page's filters on runs of millions: passed and outcome, each in id order
+"""Indexes for the run page's filters on runs of millions: passed and outcome in id order, calls by tool
 
 Revision ID: 0006_read_indexes
 Revises: 0005
@@ -22,9 +22,14 @@ def upgrade() -> None:
     op.drop_index("ix_traj_run_passed", "trajectories")
     op.create_index("ix_traj_run_passed", "trajectories", ["run_id", "passed", "id"])
     op.create_index("ix_traj_run_outcome", "trajectories", ["run_id", "outcome", "id"])
+    # the trajectories that called a tool (the heatmap's column of an invented tool), from the index alone
+    op.drop_index("ix_calls_tool", "calls")
+    op.create_index("ix_calls_tool", "calls", ["run_id", "name", "trajectory_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_calls_tool", "calls")
+    op.create_index("ix_calls_tool", "calls", ["run_id", "name"])
     op.drop_index("ix_traj_run_outcome", "trajectories")
     op.drop_index("ix_traj_run_passed", "trajectories")
     op.create_index("ix_traj_run_passed", "trajectories", ["run_id", "passed"])

@@ -119,6 +119,7 @@ class TrajectoryRow(Base):
         UniqueConstraint("run_id", "case_id", "trial", "fault_key", name="uq_trajectory"),
         Index("ix_traj_run_passed", "run_id", "passed", "id"),  # a filtered page in id order, from the index
         Index("ix_traj_run_outcome", "run_id", "outcome", "id"),
+        Index("ix_traj_run_key_passed", "run_id", "case_id", "trial", "fault_key", "passed", "id"),  # compare
         Index("ix_traj_run_order", "run_id", "id"),  # a run's pages in storage order, without sorting the run
         Index("ix_traj_run_recovery", "run_id", "recovery_kind", "outcome"),
     )

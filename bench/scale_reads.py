@@ -17,7 +17,7 @@ Usage::
     python bench/scale_reads.py                          # 10^7 calls per run
     python bench/scale_reads.py --calls 1000000 --requests 20
     python bench/scale_reads.py --calls 10000000 --keep  # prints the schema to reuse
-    python bench/scale_reads.py --schema bench_scale_ab12cd --server-path /tmp/other-checkout
+    python bench/scale_reads.py --schema bench_scale_ab12cd   # measure a kept schema again
 """
 
 from __future__ import annotations
@@ -110,14 +110,12 @@ def replicate(engine: Engine, copies: int, trials: int) -> None:
 
 
 @contextmanager
-def server(url: str, path: str | None) -> Iterator[tuple[httpx.Client, int]]:
-    """``toollens serve`` in its own process (the code at ``path`` when given)."""
+def server(url: str) -> Iterator[tuple[httpx.Client, int]]:
+    """``toollens serve`` in its own process."""
     port = _free_port()
     env = {**os.environ, "TOOLLENS_DATABASE_URL": url}
-    if path:
-        env["PYTHONPATH"] = path
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                            env=env, cwd=path or None, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
             for _ in range(400):
@@ -193,7 +191,7 @@ def measure(client: httpx.Client, path: str, n: int, budget: float) -> tuple[flo
 
 
 def run_bench(url: str, args: argparse.Namespace) -> None:
-    with server(url, args.server_path) as (client, pid):
+    with server(url) as (client, pid):
         paths = pages(client)
         print(f"{'page':<52} {'first':>8} {'p50':>8} {'p95':>8}   n  (ms)")
         for label, path in paths.items():
@@ -215,7 +213,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=PG_URL, help="a PostgreSQL database (a schema is made in it)")
     parser.add_argument("--schema", help="measure this kept schema again (no generation)")
     parser.add_argument("--keep", action="store_true", help="keep the schema (its name is printed)")
-    parser.add_argument("--server-path", help="serve the code of another checkout (before/after)")
     args = parser.parse_args(argv)
     print(hostref.line())
     admin = create_engine(args.url)

@@ -95,6 +95,36 @@ def test_trajectory_filters(client: TestClient) -> None:
     assert count(failure="no-such-failure") == 0
 
 
+def test_filters_counted_from_the_counters_pick_exactly_their_trajectories(client: TestClient) -> None:
+    # a failure, an outcome, passed or failed alone is counted from the run's counters (summed over
+    # the two batches here), not by a scan; the page still lists exactly the matching trajectories
+    run = new_run(client)
+    recs = records("v1")
+    ingest(client, run, recs[:20])
+    ingest(client, run, recs[20:])
+    ids = [t["id"] for t in client.get(f"/api/runs/{run}/trajectories", params={"limit": 500}).json()["data"]]
+    assert len(ids) == 36
+
+    def page(**params: Any) -> tuple[int, list[int]]:
+        body = client.get(f"/api/runs/{run}/trajectories", params={"limit": 500, **params}).json()
+        return body["count"], [ids.index(t["id"]) for t in body["data"]]  # positions in the file
+
+    failed = [1, 3, 6, 7, 8, 10, 11, 12, 15, 17, 18, 19, 21, 22, 24, 25, 26, 27, 29, 32, 33]
+    assert page(passed=False) == (21, failed)
+    assert page(passed=True) == (15, [i for i in range(36) if i not in failed])
+    assert page(outcome="gave_up") == (2, [31, 34])
+    assert page(outcome="recovered") == (2, [30, 35])
+    assert page(outcome="no-such-outcome") == (0, [])
+    assert page(failure="schema") == (5, [1, 3, 17, 19, 21])
+    assert page(failure="recovery_confused") == (1, [33])
+    assert page(outcome="") == (36, list(range(36)))  # an empty filter is no filter
+    # two filters: counted by the query
+    assert page(passed=False, outcome="hallucinated") == (1, [32])
+    assert page(failure="schema", passed=True) == (0, [])
+    deep = client.get(f"/api/runs/{run}/trajectories", params={"passed": False, "limit": 5, "offset": 15}).json()
+    assert deep["count"] == 21 and [ids.index(t["id"]) for t in deep["data"]] == failed[15:20]
+
+
 def test_confusion_matrix_axes(client: TestClient) -> None:
     run = new_run(client)
     ingest(client, run, records("v1"))

@@ -4,6 +4,7 @@ pass rate and pass^k, and the heatmap's tones. Real HTTP, both databases."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -11,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import contexts
-from tests.factories import examples_client
+from tests.factories import EXAMPLES, examples_client
 
 HTML = {"accept": "text/html"}
 
@@ -61,3 +62,21 @@ def test_heatmap_tones_agreement_apart_from_errors(client: TestClient) -> None:
     assert dict(heat.called)["(missing)"] == "missing"
     cell = row.cells[cols.index("buscar_producto")]
     assert cell.href == "?expected=buscar_pedido&called=buscar_producto#trajectories"
+
+
+def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client: TestClient) -> None:
+    cache = client.app.state.figures  # type: ignore[attr-defined]
+
+    def causes() -> list[tuple[int, str]]:
+        with client.app.state.sessions() as s:  # type: ignore[attr-defined]
+            page = contexts.run_page(s, 1, filters={}, limit=50, offset=0, cache=cache)
+        return [(c.count, c.href.split("#")[0]) for c in page.causes]
+
+    first = causes()
+    assert first[:2] == [(5, "?failure=schema"), (4, "?expected=buscar_pedido&called=buscar_producto")]
+    assert causes() == first
+    # the same 36 trajectories again as new trials: every cause sinks twice as many
+    recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
+    again = [{**r, "trial": r.get("trial", 0) + 10} for r in recs]
+    assert client.post("/api/runs/1/trajectories", json={"trajectories": again}).status_code == 200
+    assert causes() == [(2 * n, href) for n, href in first]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from app.core.stats import mcnemar_exact, wilson_interval
@@ -25,6 +27,25 @@ def test_mcnemar_exact_by_hand() -> None:
     assert mcnemar_exact(3, 3) == 1.0
     # 0 vs 10: 2 / 1024
     assert mcnemar_exact(0, 10) == pytest.approx(2 / 1024)
+
+
+def _mcnemar_by_definition(only_a: int, only_b: int) -> float:
+    n, k = only_a + only_b, min(only_a, only_b)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
+
+
+@pytest.mark.parametrize(("only_a", "only_b"), [(40, 60), (1450, 1550), (1000, 2000), (2999, 1), (1500, 1501)])
+def test_mcnemar_exact_matches_the_definition(only_a: int, only_b: int) -> None:
+    assert mcnemar_exact(only_a, only_b) == pytest.approx(_mcnemar_by_definition(only_a, only_b), rel=1e-9)
+
+
+def test_mcnemar_exact_on_a_run_of_millions() -> None:
+    # two runs of ~1.7M trajectories: 10^6 discordant pairs, 499,000 vs 501,000. The normal
+    # approximation with continuity correction: z = (499,000.5 - 500,000) / 500 = -1.999,
+    # p = 2 * Phi(-1.999) = 0.04561; the definition's big integers took minutes here
+    z = (499_000.5 - 500_000) / math.sqrt(10**6 / 4)
+    assert mcnemar_exact(499_000, 501_000) == pytest.approx(math.erfc(-z / math.sqrt(2)), rel=1e-3)
+    assert mcnemar_exact(400_000, 600_000) == 0.0  # below the smallest float
 
 
 def test_word_diff() -> None:

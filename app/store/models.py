@@ -121,7 +121,9 @@ class TrajectoryRow(Base):
     __tablename__ = "trajectories"
     __table_args__ = (
         UniqueConstraint("run_id", "case_id", "trial", "fault_key", name="uq_trajectory"),
-        Index("ix_traj_run_passed", "run_id", "passed"),
+        Index("ix_traj_run_passed", "run_id", "passed", "id"),  # a filtered page in id order, from the index
+        Index("ix_traj_run_outcome", "run_id", "outcome", "id"),
+        Index("ix_traj_run_key_passed", "run_id", "case_id", "trial", "fault_key", "passed", "id"),  # compare
         Index("ix_traj_run_order", "run_id", "id"),  # a run's pages in storage order, without sorting the run
         Index("ix_traj_run_recovery", "run_id", "recovery_kind", "outcome"),
     )
@@ -163,7 +165,7 @@ class CallRow(Base):
     __table_args__ = (
         Index("ix_calls_traj", "trajectory_id", "idx"),
         Index("ix_calls_cell", "run_id", "expected_name", "name", "trajectory_id"),
-        Index("ix_calls_tool", "run_id", "name"),
+        Index("ix_calls_tool", "run_id", "name", "trajectory_id"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)

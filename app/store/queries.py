@@ -110,6 +110,33 @@ def run_trajectory_count(session: Session, run_id: int) -> int:
     return int(n or 0)
 
 
+def _counter_sum(session: Session, run_id: int, kind: str, a: str | None = None, b: str | None = None) -> int:
+    q = select(func.coalesce(func.sum(RunCounter.value), 0)).where(RunCounter.run_id == run_id,
+                                                                   RunCounter.kind == kind)
+    if a is not None:
+        q = q.where(RunCounter.a == a)
+    if b is not None:
+        q = q.where(RunCounter.b == b)
+    return int(session.scalar(q) or 0)
+
+
+def counted(session: Session, run_id: int, *, failure: str | None = None, outcome: str | None = None,
+            passed: bool | None = None) -> int | None:
+    """How many trajectories no filter or one filter (a failure, an outcome, passed or failed) keeps,
+    from the run's counters: every trajectory adds to them what its row holds. None for two filters."""
+    given = [x for x in (failure, outcome, passed) if x is not None]
+    if len(given) > 1:
+        return None
+    if not given:
+        return run_trajectory_count(session, run_id)
+    if failure is not None:
+        return _counter_sum(session, run_id, "failure", a=failure)
+    if outcome is not None:
+        return _counter_sum(session, run_id, "outcome", b=outcome)
+    passes = _counter_sum(session, run_id, "passes")
+    return passes if passed else run_trajectory_count(session, run_id) - passes
+
+
 def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offset: int = 0,
             summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run's figures in exactly the shape of ``toollens score --json``;
@@ -117,10 +144,12 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
     ``summary`` is the report without its cases, when the caller has it."""
     get_run_row(session, run_id)
     data = dict(summary) if summary is not None else run_report(session, run_id).to_json()
+    page = _id_page(select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id), int(data["trajectories"]),
+                    cases_limit, cases_offset)
     q = select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.passed, TrajectoryRow.failures,
                TrajectoryRow.fault_step, TrajectoryRow.recovery_kind, TrajectoryRow.outcome,
-               TrajectoryRow.detail).where(TrajectoryRow.run_id == run_id)
-    rows = session.execute(q.order_by(TrajectoryRow.id).limit(cases_limit).offset(cases_offset))
+               TrajectoryRow.detail).where(TrajectoryRow.id.in_(page))
+    rows = session.execute(q.order_by(TrajectoryRow.id))
     data["cases"] = [
         {"case_id": cid, "trial": trial, "passed": passed, "failures": list(failures),
          "fault": (detail or {}).get("fault"), "outcome": outcome,
@@ -192,7 +221,9 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
     """A page of a run's trajectories, filtered by failure name, confusion
     cell (``expected`` and/or ``called``), fault kind, outcome, pass/fail."""
     get_run_row(session, run_id)
-    q = select(TrajectoryRow).where(TrajectoryRow.run_id == run_id)
+    failure, expected, called, fault_kind, outcome, case_id = (  # an empty filter is no filter
+        x or None for x in (failure, expected, called, fault_kind, outcome, case_id))
+    q = select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id)
     # one filter answered from an index alone: count and page without scanning the run's trajectories
     index_only: list[Select[int]] = []
     if failure:
@@ -217,13 +248,6 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
             cell = cell.where(CallRow.name == called)
         q = q.where(TrajectoryRow.id.in_(cell))
         index_only.append(cell)
-    if len(index_only) == 1 and all(x is None for x in (fault_kind, outcome, passed, case_id)):
-        ids = index_only[0].distinct().subquery()
-        total = session.scalar(select(func.count()).select_from(ids)) or 0
-        page = select(ids.c.trajectory_id).order_by(ids.c.trajectory_id).limit(limit).offset(offset)
-        rows = session.scalars(select(TrajectoryRow).where(TrajectoryRow.id.in_(page))
-                               .order_by(TrajectoryRow.id)).all()
-        return TrajectoriesPublic(data=[_summary(t) for t in rows], count=total, limit=limit, offset=offset)
     if fault_kind:
         q = q.where(TrajectoryRow.recovery_kind == fault_kind)
     if outcome:
@@ -232,13 +256,28 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
         q = q.where(TrajectoryRow.passed == passed)
     if case_id:
         q = q.where(TrajectoryRow.case_id == case_id)
-    filtered = any(x is not None for x in (failure, expected, called, fault_kind, outcome, passed, case_id))
-    if filtered:
+    total = None
+    if all(x is None for x in (expected, called, fault_kind, case_id)):
+        total = counted(session, run_id, failure=failure, outcome=outcome, passed=passed)
+    if len(index_only) == 1 and all(x is None for x in (fault_kind, outcome, passed, case_id)):
+        q = index_only[0].distinct()
+    if total is None:
         total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
-    else:
-        total = run_trajectory_count(session, run_id)
-    rows = session.scalars(q.order_by(TrajectoryRow.id).limit(limit).offset(offset)).all()
+    rows = session.scalars(select(TrajectoryRow).where(TrajectoryRow.id.in_(_id_page(q, total, limit, offset)))
+                           .order_by(TrajectoryRow.id)).all()
     return TrajectoriesPublic(data=[_summary(t) for t in rows], count=total, limit=limit, offset=offset)
+
+
+def _id_page(ids: Select[Any], total: int, limit: int, offset: int) -> Select[Any]:
+    """One page of a query of trajectory ids, in id order: only the ids are skipped over
+    (an index alone), and a page past the middle is read from the end, so the last page
+    of a run of millions costs what its first does."""
+    sub = ids.subquery()
+    col = sub.c[0]
+    if offset > total // 2 and offset < total:
+        n = min(limit, total - offset)
+        return select(col).order_by(col.desc()).limit(n).offset(total - offset - n)
+    return select(col).order_by(col).limit(limit).offset(offset)
 
 
 def failing_neighbours(session: Session, run_id: int, trajectory_id: int) -> tuple[int | None, int | None]:

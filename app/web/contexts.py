@@ -216,6 +216,8 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
     passes = PassFigures(passed_n, figs["trajectories"],
                          sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
+    ranked = (cache.kept(session, run_id, "causes", lambda: causes(session, run_id, figs, confusion, lint))
+              if cache is not None else causes(session, run_id, figs, confusion, lint))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))
@@ -229,7 +231,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
                                                for g in figs["outcomes_by_step"]], "step", "by faulted call")
         if figs["outcomes_by_step"] else None,
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
-        blocking=blocking(run), lint=lint, causes=causes(session, run_id, figs, confusion, lint), passes=passes,
+        blocking=blocking(run), lint=lint, causes=ranked, passes=passes,
         turns=queries.turn_list(figs.get("turns")),
     )
 

@@ -70,6 +70,11 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+PricesOption = Annotated[Path | None, typer.Option(
+    "--prices", help="A price file (model: USD per million input, output, cached tokens) over the bundled "
+                     "prices; default: TOOLLENS_PRICES.")]
+
+
 @cli.command()
 def score(
     suite: Annotated[Path, typer.Argument(help="Suite file (YAML or JSON).")],
@@ -80,6 +85,7 @@ def score(
     fail_on_blocking: Annotated[bool, typer.Option(
         "--fail-on-blocking", help="Exit 1 when a blocking family (hallucinated tools, hallucination after "
                                    "error: threshold zero) is above zero: a CI check without a database.")] = False,
+    prices: PricesOption = None,
 ) -> None:
     """Score trajectories against a suite, without a database.
 
@@ -87,18 +93,23 @@ def score(
     from app.core.errors import ToolLensError
     from app.core.evaluate import score_trajectories
     from app.core.gate import BLOCKING
+    from app.core.prices import load_prices
     from app.core.records import read_jsonl
     from app.core.suite import load_suite
+    from app.core.usage import UsageTally
     from app.report_view import render_report
 
+    usage = UsageTally()
     try:
         loaded = load_suite(suite)
+        table = load_prices(prices)
         if not trajectories.is_file():
             raise _fail(f"{trajectories}: file not found")
-        report = score_trajectories(loaded, read_jsonl(trajectories))
+        report = score_trajectories(loaded, read_jsonl(trajectories), usage=usage)
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
     data = report.to_json()
+    data["usage"] = usage.to_json(table)
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:

@@ -5,11 +5,13 @@ error flagged with ``is_error``, and ``step_limit`` recorded."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from app.agents.model_agent import ModelAgent, tls_context
+from app.agents.usage import anthropic_usage
 from app.core.router import Toolbox
 
 
@@ -43,7 +45,14 @@ class AnthropicAgent(ModelAgent):
         last_text = ""
         for _ in range(self.max_steps):
             payload = self.post_args(body)  # as declared, without the SDK's type transform; encoded once
-            response = await self.retry.run(partial(client.post, "/v1/messages", cast_to=message_type, **payload))
+            request = partial(client.post, "/v1/messages", cast_to=message_type, **payload)
+
+            async def timed(request: Any = request) -> tuple[Any, float]:
+                started = time.perf_counter()  # per attempt: the latency of the one that answered
+                return await request(), (time.perf_counter() - started) * 1000
+
+            response, latency = await self.retry.run(timed)
+            toolbox.record_model_call(anthropic_usage(response, self.model, latency))
             blocks = list(response.content)
             last_text = "".join(b.text for b in blocks if b.type == "text")
             uses = [b for b in blocks if b.type == "tool_use"]

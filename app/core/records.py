@@ -18,6 +18,7 @@ from typing import IO, Any
 import orjson
 
 from app.core.errors import InvalidTrajectory
+from app.core.usage import ModelCall, milliseconds, parse_model_calls
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_CALLS = 5_000
@@ -43,14 +44,19 @@ class CallError:
     kind: str
     message: str = ""
     injected: bool = False
+    delay_ms: float | None = None  # an injected delay before the fault answered (an extension key)
 
-    def __init__(self, kind: str, message: str = "", injected: bool = False) -> None:
+    def __init__(self, kind: str, message: str = "", injected: bool = False, delay_ms: float | None = None) -> None:
         self.kind = kind
         self.message = message
         self.injected = injected
+        self.delay_ms = delay_ms
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, "injected": self.injected}
+        out: dict[str, Any] = {"kind": self.kind, "message": self.message, "injected": self.injected}
+        if self.delay_ms is not None:
+            out["delay_ms"] = self.delay_ms
+        return out
 
 
 @dataclass(slots=True, init=False)
@@ -63,22 +69,27 @@ class Call:
     observation: str | None = None
     error: CallError | None = None
     raw_arguments: str | None = None  # the JSON string as sent, when it was one
+    latency_ms: float | None = None  # the tool's wall time, an injected delay included (an extension key)
 
     def __init__(self, name: str, arguments: Any, observation: str | None = None, error: CallError | None = None,
-                 raw_arguments: str | None = None) -> None:
+                 raw_arguments: str | None = None, latency_ms: float | None = None) -> None:
         self.name = name
         self.arguments = arguments
         self.observation = observation
         self.error = error
         self.raw_arguments = raw_arguments
+        self.latency_ms = latency_ms
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "arguments": self.raw_arguments if self.raw_arguments is not None else self.arguments,
             "observation": self.observation,
             "error": None if self.error is None else self.error.to_dict(),
         }
+        if self.latency_ms is not None:
+            out["latency_ms"] = self.latency_ms
+        return out
 
 
 @dataclass(slots=True, init=False)
@@ -129,11 +140,12 @@ class Trajectory:
     state: dict[str, Any] | None = None
     stopped: str | None = None  # why the agent loop ended early, e.g. "step_limit" (an extension key)
     messages: list[Message] | None = None  # the conversation around the calls (an extension key)
+    model_calls: list[ModelCall] | None = None  # one entry per request to the model (an extension key)
 
     def __init__(self, case_id: str, trial: int = 0, question: str = "", calls: list[Call] | None = None,
                  answer: str = "", fault: Fault | None = None, reward: float | None = None,
                  state: dict[str, Any] | None = None, stopped: str | None = None,
-                 messages: list[Message] | None = None) -> None:
+                 messages: list[Message] | None = None, model_calls: list[ModelCall] | None = None) -> None:
         self.case_id = case_id
         self.trial = trial
         self.question = question
@@ -144,6 +156,7 @@ class Trajectory:
         self.state = state
         self.stopped = stopped
         self.messages = messages
+        self.model_calls = model_calls
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -162,6 +175,8 @@ class Trajectory:
             out["stopped"] = self.stopped
         if self.messages is not None:
             out["messages"] = [m.to_dict() for m in self.messages]
+        if self.model_calls is not None:
+            out["model_calls"] = [m.to_dict() for m in self.model_calls]
         return out
 
     def to_json(self) -> str:
@@ -271,7 +286,8 @@ def _call_error(err: Any, i: int, bad: Callable[[str, str], InvalidTrajectory], 
     if not isinstance(kind, str) or len(kind) > 40:
         raise bad("must be a string of at most 40 characters", f"calls[{i}].error.kind")
     message = _text(err.get("message"), f"calls[{i}].error.message", index, source)
-    return CallError(clean_text(kind), clean_text(message), err.get("injected") is True)
+    delay = milliseconds(err.get("delay_ms"), f"calls[{i}].error.delay_ms", bad)
+    return CallError(clean_text(kind), clean_text(message), err.get("injected") is True, delay)
 
 
 def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Trajectory:
@@ -323,7 +339,10 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
             args = {} if args is None else clean_value(args)
         except ValueError as exc:
             raise bad(str(exc), f"calls[{i}].arguments") from None
-        append(Call(clean_text(name), args, obs, error, raw))
+        latency = rc.get("latency_ms")
+        if latency is not None:
+            latency = milliseconds(latency, f"calls[{i}].latency_ms", bad)
+        append(Call(clean_text(name), args, obs, error, raw, latency))
     fault: Fault | None = None
     raw_fault = data.get("fault")
     if raw_fault is not None:
@@ -355,6 +374,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
     if stopped is not None and (type(stopped) is not str or len(stopped) > 40):
         raise bad("must be a string of at most 40 characters", "stopped")
     messages = None if data.get("messages") is None else _messages(data["messages"], len(calls), bad)
+    model_calls = None if data.get("model_calls") is None else parse_model_calls(data["model_calls"], bad)
     question = data.get("question")
     answer = data.get("answer")
     return Trajectory(
@@ -368,6 +388,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         state,
         None if stopped is None else clean_text(stopped),
         messages,
+        model_calls,
     )
 
 

@@ -32,6 +32,8 @@ class RunPublic(BaseModel):
     families: dict[str, RatioPublic] = Field(default_factory=dict)
     dependency_violations: int = 0
     dependency_checks: int = 0  # order pairs checked: the denominator of the violations
+    total_tokens: int | None = None  # tokens the run's model requests reported (None: none reported)
+    cost_usd: float | None = None  # priced when read, the requests with a price (None: none had one)
 
 
 class RunsPublic(BaseModel):
@@ -90,6 +92,7 @@ class CallPublic(BaseModel):
     dependency_violation: list[str] | None
     forbidden: bool
     reaction: dict[str, Any] | None
+    latency_ms: float | None = None  # the tool's wall time, an injected delay included
 
 
 class TrajectoryPublic(TrajectorySummary):
@@ -99,6 +102,8 @@ class TrajectoryPublic(TrajectorySummary):
     detail: dict[str, Any]
     calls: list[CallPublic]
     expected_calls: list[dict[str, Any]] | None = None
+    model_calls: list[dict[str, Any]] | None = None  # the requests to the model, as recorded
+    usage: dict[str, Any] | None = None  # their sums and cost (``usage.trajectory_usage``), None without any
 
 
 class FamilyDelta(BaseModel):
@@ -221,6 +226,32 @@ class CaseResultPublic(BaseModel):
     outcome: str | None = None
 
 
+class LatencyPublic(BaseModel):
+    p50: float | None
+    p95: float | None
+
+
+class UsagePublic(BaseModel):
+    """Tokens, cost and latency of a run (docs/metrics.md); a key without data is null."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None = None
+    total_tokens: int | None = None
+    cost_usd: float | None
+    model_latency_ms: LatencyPublic
+    tool_latency_ms: LatencyPublic
+    trajectories_with_usage: int
+    trajectories_priced: int = 0
+    model_calls: int = 0
+    unpriced_models: list[str] = Field(default_factory=list)
+    prices_date: str = ""
+    by_result: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    by_failure: list[dict[str, Any]] = Field(default_factory=list)
+    by_outcome: list[dict[str, Any]] = Field(default_factory=list)
+    by_tool: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class FiguresPublic(BaseModel):
     """Exactly the shape of ``toollens score --json`` (docs/formats.md), plus paging
     of ``cases``."""
@@ -245,6 +276,7 @@ class FiguresPublic(BaseModel):
     schema_errors: list[dict[str, Any]]
     faults_not_reached: int = 0
     cases_total: int
+    usage: UsagePublic | None = None
 
 
 class TrajectoryPairPublic(BaseModel):

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.core.prices import PriceTable, current_prices
 from app.core.scoring import Scorer
 from app.store import compare as comparing
 from app.store import queries
@@ -70,21 +71,24 @@ class FiguresCache:
 
     def __init__(self, size: int = 64):
         self._size = size
-        self._items: OrderedDict[tuple[int, int], dict[str, Any]] = OrderedDict()
+        self._items: OrderedDict[tuple[int, int], tuple[PriceTable, dict[str, Any]]] = OrderedDict()
         self._lock = Lock()
 
     def figures(self, session: Session, run_id: int, *, cases_limit: int = 100,
                 cases_offset: int = 0) -> dict[str, Any]:
+        prices = current_prices()  # the usage figures are priced now: a new table re-prices them
         key = (run_id, queries.run_trajectory_count(session, run_id))
         with self._lock:
-            summary = self._items.get(key)
-            if summary is not None:
+            cached = self._items.get(key)
+            if cached is not None:
                 self._items.move_to_end(key)
+        summary = cached[1] if cached is not None and cached[0] is prices else None
         if summary is None:
-            summary = queries.run_report(session, run_id).to_json()
+            summary = {**queries.run_report(session, run_id).to_json(),
+                       "usage": queries.run_usage(session, run_id, prices)}
             summary.pop("cases", None)
             with self._lock:
-                self._items[key] = summary
+                self._items[key] = (prices, summary)
                 while len(self._items) > self._size:
                     self._items.popitem(last=False)
         return queries.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset,

@@ -11,8 +11,8 @@ from functools import partial
 from typing import Any
 
 from app.agents.model_agent import ModelAgent, tls_context
-from app.agents.usage import anthropic_usage
 from app.core.router import Toolbox
+from app.core.usage_formats import anthropic_model_call
 
 
 @dataclass
@@ -52,7 +52,7 @@ class AnthropicAgent(ModelAgent):
                 return await request(), (time.perf_counter() - started) * 1000
 
             response, latency = await self.retry.run(timed)
-            toolbox.record_model_call(anthropic_usage(response, self.model, latency))
+            toolbox.record_model_call(anthropic_model_call(response, self.model, latency))
             blocks = list(response.content)
             last_text = "".join(b.text for b in blocks if b.type == "text")
             uses = [b for b in blocks if b.type == "tool_use"]

@@ -19,8 +19,8 @@ import orjson
 
 from app.agents.model_agent import ModelAgent, tls_context
 from app.agents.retry import MalformedResponse
-from app.agents.usage import openai_usage
 from app.core.router import Toolbox
+from app.core.usage_formats import openai_model_call
 
 
 @dataclass
@@ -59,7 +59,7 @@ class OpenAIChatAgent(ModelAgent):
                 return message_of(data), data, (time.perf_counter() - started) * 1000
 
             message, data, latency = await self.retry.run(request)
-            toolbox.record_model_call(openai_usage(data, self.model, latency))
+            toolbox.record_model_call(openai_model_call(data, self.model, latency))
             content = message.get("content")
             last_text = message_text(content)
             calls = tool_calls(message)

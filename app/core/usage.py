@@ -176,8 +176,9 @@ class UsageTally:
                     g.cost = (g.cost or 0.0) + cost
                 g.priced += whole
         tool_all = [ms for values in self.tool_latency.values() for ms in values]
-        unpriced = sorted({mc.model or "(no model)" for mc in flat
-                           if prices.cost(mc.model, mc.input_tokens, mc.output_tokens, mc.cached_tokens) is None})
+        unpriced = sorted({mc.model or "(no model)" for mc in flat  # split tokens and no price for the model
+                           if (mc.input_tokens is not None or mc.output_tokens is not None)
+                           and prices.price(mc.model) is None})
 
         def by(prefix: str, name: str) -> list[dict[str, Any]]:
             return [{name: k[len(prefix):], **g.to_dict()} for k, g in sorted(groups.items()) if k.startswith(prefix)]

@@ -238,3 +238,39 @@ def totals_by_model(per_model: dict[str, dict[str, int]], prices: PriceTable) ->
             if c is not None:
                 cost = (cost or 0.0) + c
     return tokens, None if cost is None else round(cost, 6)
+
+
+USAGE_DELTAS = (  # (key, label, unit): what the comparison of two runs lists
+    ("tokens_per_trajectory", "tokens per trajectory", "tokens"),
+    ("cost_per_trajectory", "cost per trajectory", "usd"),
+    ("model_latency_p50", "model latency p50", "ms"),
+    ("model_latency_p95", "model latency p95", "ms"),
+    ("tool_latency_p50", "tool latency p50", "ms"),
+    ("tool_latency_p95", "tool latency p95", "ms"),
+)
+
+
+def comparable(usage: dict[str, Any], trajectories: int) -> dict[str, float | None]:
+    """A run's usage as figures two runs of different sizes compare on: tokens
+    per trajectory that reported them, cost per trajectory, the percentiles."""
+    with_usage = usage.get("trajectories_with_usage") or 0
+    tokens, cost = usage.get("total_tokens"), usage.get("cost_usd")
+    return {
+        "tokens_per_trajectory": None if tokens is None or not with_usage else tokens / with_usage,
+        "cost_per_trajectory": None if cost is None or not trajectories else cost / trajectories,
+        "model_latency_p50": usage["model_latency_ms"]["p50"], "model_latency_p95": usage["model_latency_ms"]["p95"],
+        "tool_latency_p50": usage["tool_latency_ms"]["p50"], "tool_latency_p95": usage["tool_latency_ms"]["p95"],
+    }
+
+
+def usage_deltas(a: dict[str, float | None], b: dict[str, float | None]) -> list[dict[str, Any]]:
+    """B against A, figure by figure (``comparable``): the change and the relative change."""
+    out = []
+    for key, label, unit in USAGE_DELTAS:
+        x, y = a.get(key), b.get(key)
+        if x is None and y is None:
+            continue
+        delta = None if x is None or y is None else y - x
+        out.append({"key": key, "label": label, "unit": unit, "a": x, "b": y, "delta": delta,
+                    "relative": None if delta is None or not x else delta / x})
+    return out

@@ -158,6 +158,16 @@ class DescriptionChange(BaseModel):
     segments: list[dict[str, str]]
 
 
+class UsageDelta(BaseModel):
+    key: str
+    label: str
+    unit: str  # "tokens", "usd" or "ms"
+    a: float | None
+    b: float | None
+    delta: float | None
+    relative: float | None
+
+
 class ComparisonPublic(BaseModel):
     a: RunPublic
     b: RunPublic
@@ -169,6 +179,7 @@ class ComparisonPublic(BaseModel):
     confusion_diff: list[ConfusionDelta] = Field(default_factory=list)
     tools: list[ToolFigures] = Field(default_factory=list)
     description_changes: list[DescriptionChange] = Field(default_factory=list)
+    usage: list[UsageDelta] = Field(default_factory=list)  # cost and latency, B against A (absent: no data)
 
 
 class ToolsetVersionPublic(BaseModel):

@@ -46,19 +46,21 @@ class ComparisonCache:
 
     def __init__(self, size: int = 64):
         self._size = size
-        self._items: OrderedDict[tuple[int, ...], ComparisonPublic] = OrderedDict()
+        self._items: OrderedDict[tuple[int, ...], tuple[PriceTable, ComparisonPublic]] = OrderedDict()
         self._lock = Lock()
 
     def get(self, session: Session, a: int, b: int) -> ComparisonPublic:
         ra, rb = queries.get_run(session, a), queries.get_run(session, b)
         key = (a, b, ra.trajectories, rb.trajectories)
+        prices = current_prices()  # the cost deltas are priced now: a new table re-prices them
         with self._lock:
-            if key in self._items:
+            cached = self._items.get(key)
+            if cached is not None and cached[0] is prices:
                 self._items.move_to_end(key)
-                return self._items[key]
+                return cached[1]
         result = comparing.compare_runs(session, a, b)
         with self._lock:
-            self._items[key] = result
+            self._items[key] = (prices, result)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
         return result

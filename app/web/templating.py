@@ -39,7 +39,9 @@ def ms(x: float | None) -> str:
     """'850 ms', '12.3 s', or '—' without a measurement."""
     if x is None:
         return "—"
-    return f"{x:.0f} ms" if x < 10_000 else f"{x / 1000:.1f} s"
+    if x >= 10_000:
+        return f"{x / 1000:.1f} s"
+    return f"{x:.0f} ms" if x >= 10 else f"{x:.2g} ms"
 
 
 def tokens(n: float | None) -> str:

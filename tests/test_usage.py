@@ -18,9 +18,9 @@ from app.core.errors import InvalidTrajectory
 from app.core.evaluate import score_trajectories
 from app.core.prices import PriceTableError, bundled_prices, current_prices, load_prices, parse_prices
 from app.core.records import Trajectory, parse_record
+from app.core.suite import parse_suite
 from app.core.usage import ModelCall, UsageTally, percentile, spread, totals_by_model, trajectory_cost
 from app.core.usage_formats import anthropic_model_call, logged_model_call, openai_model_call
-from app.core.suite import parse_suite
 from app.importers import Options, convert
 from app.importers.base import Conversion
 from app.importers.otel import Span, trajectory_record
@@ -71,7 +71,8 @@ def test_prices_match_dated_snapshots_and_providers_and_unknown_models_cost_noth
 
 def test_a_price_file_extends_the_bundled_table_and_bad_ones_are_named(tmp_path: Path, monkeypatch) -> None:
     f = tmp_path / "prices.yaml"
-    f.write_text("date: '2026-01-01'\nmodels:\n  my-llama: {input: 0.1, output: 0.2}\n  gpt-4o: {input: 5, output: 20}\n")
+    f.write_text("date: '2026-01-01'\nmodels:\n  my-llama: {input: 0.1, output: 0.2}\n"
+                 "  gpt-4o: {input: 5, output: 20}\n")
     table = load_prices(f)
     assert table.date == "2026-01-01"
     assert table.cost("my-llama", 1_000_000, 1_000_000) == pytest.approx(0.3)
@@ -120,7 +121,10 @@ def test_bad_usage_is_refused_naming_the_field(extra: dict[str, Any], field: str
     assert err.value.field == field and err.value.index == 3
 
 
-def tally_of(*trajectories: tuple[list[dict[str, Any]] | None, list[tuple[str, float]], bool, str | None]) -> UsageTally:
+Row = tuple[list[dict[str, Any]] | None, list[tuple[str, float]], bool, str | None]
+
+
+def tally_of(*trajectories: Row) -> UsageTally:
     tally = UsageTally()
     for calls, tools, passed, outcome in trajectories:
         mcs = None if calls is None else [ModelCall(**c) for c in calls]
@@ -190,10 +194,12 @@ def test_message_logs_that_carry_usage_import_it(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
     log.write_text(json.dumps([
         {"role": "user", "content": "saldo?"},
-        {"role": "assistant", "content": None, "model": "gpt-4o", "usage": {"prompt_tokens": 80, "completion_tokens": 9},
+        {"role": "assistant", "content": None, "model": "gpt-4o",
+         "usage": {"prompt_tokens": 80, "completion_tokens": 9},
          "tool_calls": [{"id": "a", "type": "function", "function": {"name": "ver_saldo", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "a", "content": "{}"},
-        {"role": "assistant", "content": "listo", "model": "gpt-4o", "usage": {"prompt_tokens": 120, "completion_tokens": 3}},
+        {"role": "assistant", "content": "listo", "model": "gpt-4o",
+         "usage": {"prompt_tokens": 120, "completion_tokens": 3}},
     ]) + "\n")
     recs = list(trajectories(convert("openai-messages", log)))
     assert [m.to_dict() for m in recs[0].model_calls] == [  # type: ignore[union-attr]

@@ -110,7 +110,7 @@ def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
             usage[str(key)] = _relative(value, f"{path}: tolerance.{key}")
         elif key in BLOCKING:
             raise GateConfigError(f"{path}: tolerance.{key}: a blocking family must be zero; it takes no tolerance")
-        if key == "dependency_violations":
+        elif key == "dependency_violations":
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1000:
                 raise GateConfigError(f"{path}: tolerance.{key}: an allowed increase in violations per checked "
                                       "trajectory (a number >= 0, e.g. 0.05)")

@@ -7,6 +7,7 @@ takes optional relative tolerances on cost and latency. Real HTTP."""
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -100,8 +101,7 @@ def test_the_trajectory_keeps_its_requests_and_latencies_and_exports_them(client
     assert failing["model_calls"] == FAILING["model_calls"]
     assert failing["usage"] == {"requests": 1, "input_tokens": 4000, "output_tokens": 100, "cached_tokens": None,
                                 "total_tokens": 4100, "cost_usd": None, "priced": False, "model_latency_ms": 1500.0}
-    exported = [__import__("json").loads(x) for x in client.get(f"/api/runs/{rid}/trajectories.jsonl").text.split("\n")
-                if x]
+    exported = [json.loads(x) for x in client.get(f"/api/runs/{rid}/trajectories.jsonl").text.splitlines()]
     assert exported == [PASSING, FAILING, NO_USAGE]  # what came in, key for key: nothing invented
 
 
@@ -205,7 +205,8 @@ def test_the_gate_checks_cost_and_latency_only_when_asked(db_url: str, tmp_path:
     config.write_text("tolerance:\n  cost_usd: +5%\n  tool_latency_p95: 0.5\n")
     out = runner.invoke(cli, [*base, "--config", str(config), "--markdown", str(tmp_path / "g.md")])
     assert out.exit_code == 1
-    assert "regressed cost per trajectory" in out.output and "regressed tool latency p95: 120 -> 300: +150.0%" in out.output
+    assert "regressed cost per trajectory" in out.output
+    assert "regressed tool latency p95: 120 -> 300: +150.0%" in out.output
     md = (tmp_path / "g.md").read_text()
     assert "| tool latency p95 | 120 ms | 300 ms | +150.0% | increase <= 50% |" in md
 
@@ -215,7 +216,7 @@ def test_gate_usage_tolerances_are_read_strictly() -> None:
     assert cfg.usage == {"cost_usd": 0.1, "model_latency_p95": 0.2}
     assert parse_gate_config(None).usage == {}
     for bad in ("ten percent", "-5%", True, 500):
-        with pytest.raises(GateConfigError, match="tolerance.cost_usd: an allowed relative increase"):
+        with pytest.raises(GateConfigError, match=r"tolerance\.cost_usd: an allowed relative increase"):
             parse_gate_config({"tolerance": {"cost_usd": bad}})
 
 

@@ -15,7 +15,7 @@ from app.agents.anthropic_messages import AnthropicAgent
 from app.agents.openai_chat import OpenAIChatAgent
 from app.agents.retry import RetryPolicy
 from app.core.records import Trajectory
-from app.core.router import FaultPlan, FaultSpecError, Toolbox
+from app.core.router import FaultPlan, FaultSpecError, MockRouter, Toolbox
 from app.core.runner import arun_case, run_case
 from app.core.suite import Suite, load_suite
 from app.core.usage import ModelCall
@@ -107,6 +107,8 @@ def test_a_callable_agent_gets_tool_latency_and_may_report_its_own_requests(suit
     assert traj.model_calls == [ModelCall(model="gpt-4o", input_tokens=10, output_tokens=2)]
     assert traj.calls[0].error is not None and traj.calls[0].error.delay_ms == 40.0
     assert 40 <= (traj.calls[0].latency_ms or 0) < 1000
+    with pytest.raises(ValueError, match=r"model_calls\[0\].input_tokens: must be an integer"):
+        Toolbox(MockRouter(suite.toolset)).record_model_call(ModelCall(input_tokens=-5))
     plain = run_case(lambda q, tb: "nada", suite, case)
     assert plain.model_calls is None and "model_calls" not in plain.to_dict()  # nothing reported: nothing recorded
 

@@ -28,7 +28,7 @@ from app.core.records import (
     parse_arguments,
 )
 from app.core.tools import Toolset
-from app.core.usage import ModelCall
+from app.core.usage import MAX_MODEL_CALLS, ModelCall, parse_model_calls
 
 FAULT_MESSAGES = {
     "timeout": "ERROR: timeout: the tool did not answer in time",
@@ -238,8 +238,11 @@ class Toolbox:
 
     def record_model_call(self, call: ModelCall) -> None:
         """Report one request to the model (tokens, latency, model name): the
-        runner's agents do; any agent may."""
-        self._router.model_calls.append(call)
+        runner's agents do; any agent may. Checked as a record's entry is
+        (ValueError naming the field); past MAX_MODEL_CALLS, not kept."""
+        calls = self._router.model_calls
+        if len(calls) < MAX_MODEL_CALLS:
+            calls.extend(parse_model_calls([call.to_dict()], lambda message, where: ValueError(f"{where}: {message}")))
 
     async def acall(self, name: str, arguments: Any = None) -> str:
         observation = self._router.call(name, arguments, wait=False)

@@ -159,6 +159,10 @@ def test_pages_show_cost_and_latency(client: TestClient) -> None:
     assert "no price for my-llama" in cost
     assert "model request 900 ms · 1500 ms tool call 80 ms · 251 ms" in section(run, "usage-latency").text
     assert "failed 1 4,100 4,100 —" in section(run, "usage-groups").text
+    listed = section(run, "trajectory-list").text
+    assert "3,020" in listed and "4,100" in listed  # the stored sums, per trajectory
+    assert [t["total_tokens"] for t in client.get(f"/api/runs/{rid}/trajectories").json()["data"]] == [
+        3020, 4100, None]
     runs = section(client.get("/", headers=HTML).text, "runs-table").text
     assert "7,120 $0.0112" in runs
     tid = client.get(f"/api/runs/{rid}/trajectories").json()["data"][1]["id"]

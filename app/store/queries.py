@@ -197,7 +197,7 @@ def _summary(t: TrajectoryRow) -> TrajectorySummary:
     }
     return TrajectorySummary(id=t.id, run_id=t.run_id, case_id=t.case_id, trial=t.trial, fault=fault,
                              outcome=t.outcome, passed=t.passed, failures=list(t.failures), n_calls=t.n_calls,
-                             reward=t.reward)
+                             reward=t.reward, total_tokens=t.total_tokens)
 
 
 def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,

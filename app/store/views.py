@@ -68,6 +68,7 @@ class TrajectorySummary(BaseModel):
     failures: list[str]
     n_calls: int
     reward: float | None = None
+    total_tokens: int | None = None  # what its model requests reported (None: nothing)
 
 
 class TrajectoriesPublic(BaseModel):

@@ -242,3 +242,32 @@ def test_the_migration_adds_and_removes_the_usage_columns(tmp_path: Path) -> Non
     assert "model_calls" not in {c["name"] for c in inspect(engine).get_columns("trajectories")}
     assert "latency_ms" not in {c["name"] for c in inspect(engine).get_columns("calls")}
     engine.dispose()
+
+
+def test_otlp_model_spans_reach_the_figures(client: TestClient) -> None:
+    from tests.test_otlp import TRACE, attr, body
+
+    client.post("/api/runs", json={"name": "otlp", "suite": {**SUITE, "cases": []}})
+    t0 = 1_700_000_000_000_000_000  # ns
+
+    def timed(sid: str, parent: str, start_ms: float, end_ms: float, **attrs: Any) -> dict[str, Any]:
+        return {"traceId": TRACE, "spanId": sid, "parentSpanId": parent, "name": sid,
+                "startTimeUnixNano": str(t0 + int(start_ms * 1e6)), "endTimeUnixNano": str(t0 + int(end_ms * 1e6)),
+                "attributes": [attr(k, v) for k, v in attrs.items()]}
+
+    spans = body(
+        timed("01", "", 0, 3000, **{"toollens.case_id": "c-1", "gen_ai.operation.name": "invoke_agent",
+                                   "gen_ai.usage.input_tokens": 5000}),
+        timed("02", "01", 10, 910, **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+                                      "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 500}),
+        timed("03", "01", 920, 1040, **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ver_saldo",
+                                        "gen_ai.tool.call.arguments": '{"id": 8812}'}),
+        timed("04", "01", 1050, 1350, **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+                                         "gen_ai.usage.input_tokens": 1500, "gen_ai.usage.output_tokens": 20}))
+    assert client.post("/v1/traces", json=spans).status_code == 200
+    client.app.state.otlp.store_ready(everything=True)  # type: ignore[attr-defined]
+    u = client.get("/api/runs/1/figures").json()["usage"]
+    # (1000 * 2.50 + 500 * 10) / 10^6 + (1500 * 2.50 + 20 * 10) / 10^6 = 0.0075 + 0.00395; the agent span's 5000
+    # input tokens (its requests' sum) are not counted again
+    assert (u["input_tokens"], u["output_tokens"], u["cost_usd"]) == (2500, 520, 0.01145)
+    assert u["model_latency_ms"] == {"p50": 300.0, "p95": 900.0} and u["tool_latency_ms"]["p50"] == 120.0

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +42,18 @@ class Price:
 class PriceTable:
     date: str
     models: dict[str, Price]
+    _seen: dict[str, Price | None] = field(default_factory=dict, compare=False, repr=False)  # lookups made
 
     def price(self, model: str | None) -> Price | None:
         if not model:
             return None
+        if model not in self._seen:
+            if len(self._seen) >= 4096:  # names come from traces: remembered, but not without bound
+                self._seen.clear()
+            self._seen[model] = self._lookup(model)
+        return self._seen[model]
+
+    def _lookup(self, model: str) -> Price | None:
         name = model.rsplit("/", 1)[-1].strip().lower()
         found = self.models.get(name)
         if found is not None:

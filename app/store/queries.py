@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, Text, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app.core.prices import PriceTable, current_prices
+from app.core.records import loads
 from app.core.report import FAMILIES, Report
 from app.core.scoring import EXTRA, MISSING
-from app.core.usage import UsageTally, parse_model_calls, totals_by_model, trajectory_usage
+from app.core.usage import ModelCall, UsageTally, totals_by_model, trajectory_usage
 from app.store.errors import NotFound
 from app.store.ingest import find_run, get_run_row, suite_for_run
 from app.store.models import CallRow, Run, RunCounter, SuiteRow, ToolsetVersion, TrajectoryRow, TrajectoryTag
@@ -120,25 +121,33 @@ def get_run(session: Session, run_ref: int | str, *, prices: PriceTable | None =
                    _usage_counts(session, [run.id])[run.id], prices)
 
 
-def _model_calls(raw: Any) -> list[Any]:
-    """A stored ``model_calls`` column back as ModelCalls (it was checked on the way in)."""
-    def bad(message: str, where: str) -> ValueError:
-        return ValueError(f"{where}: {message}")
-    return parse_model_calls(raw, bad) if isinstance(raw, list) else []
+def _json(value: Any) -> Any:
+    return loads(value) if isinstance(value, str) else value
+
+
+def _model_calls(raw: Any) -> list[ModelCall]:
+    """A stored ``model_calls`` column back as ModelCalls (checked on the way in: read as is)."""
+    if not isinstance(raw, list):
+        return []
+    return [ModelCall(d.get("model"), d.get("input_tokens"), d.get("output_tokens"), d.get("cached_tokens"),
+                      d.get("total_tokens"), d.get("latency_ms")) for d in raw if isinstance(d, dict)]
 
 
 def run_usage(session: Session, run_id: int, prices: PriceTable | None = None) -> dict[str, Any]:
     """The run's ``usage`` figures (docs/metrics.md), priced now. Reads the run's
     trajectories' usage columns and its calls' latencies (the figures cache keeps the result)."""
     tally = UsageTally()
-    q = select(TrajectoryRow.id, TrajectoryRow.model_calls, TrajectoryRow.passed, TrajectoryRow.failures,
-               TrajectoryRow.outcome).where(TrajectoryRow.run_id == run_id).order_by(TrajectoryRow.id)
+    # the JSON columns as the database hands them (text on SQLite), read by the core's fast reader
+    q = select(TrajectoryRow.id, type_coerce(TrajectoryRow.model_calls, Text), TrajectoryRow.passed,
+               type_coerce(TrajectoryRow.failures, Text), TrajectoryRow.outcome,
+               ).where(TrajectoryRow.run_id == run_id).order_by(TrajectoryRow.id)
     latency: dict[int, list[tuple[str, float]]] = {}
     for tid, name, ms in session.execute(select(CallRow.trajectory_id, CallRow.name, CallRow.latency_ms).where(
             CallRow.run_id == run_id, CallRow.latency_ms.is_not(None))):
         latency.setdefault(tid, []).append((name, float(ms or 0.0)))
     for tid, calls, passed, failures, outcome in session.execute(q):
-        tally.add(_model_calls(calls), latency.get(tid, ()), passed=passed, failures=failures or (), outcome=outcome)
+        tally.add(_model_calls(_json(calls)), latency.get(tid, ()), passed=passed, failures=_json(failures) or (),
+                  outcome=outcome)
     return tally.to_json(prices or current_prices())
 
 

@@ -70,6 +70,11 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+PricesOption = Annotated[Path | None, typer.Option(
+    "--prices", help="A price file (model: USD per million input, output, cached tokens) over the bundled "
+                     "prices; default: TOOLLENS_PRICES.")]
+
+
 @cli.command()
 def score(
     suite: Annotated[Path, typer.Argument(help="Suite file (YAML or JSON).")],
@@ -80,13 +85,14 @@ def score(
     fail_on_blocking: Annotated[bool, typer.Option(
         "--fail-on-blocking", help="Exit 1 when a blocking family (hallucinated tools, hallucination after "
                                    "error: threshold zero) is above zero: a CI check without a database.")] = False,
+    prices: PricesOption = None,
 ) -> None:
     """Score trajectories against a suite, without a database.
 
     Exit 0: scored; 1: a blocking family above zero (with --fail-on-blocking); 2: bad input."""
     from app.commands.score import run
 
-    code = run(suite, trajectories, as_json=as_json, top=top, fail_on_blocking=fail_on_blocking)
+    code = run(suite, trajectories, as_json=as_json, top=top, fail_on_blocking=fail_on_blocking, prices=prices)
     if code:
         raise typer.Exit(code=code)
 

@@ -36,6 +36,26 @@ def _ratio(num: int, den: int) -> str:
     return "n/a" if den == 0 else f"{num / den:.1%}"
 
 
+def _ms(spread: dict[str, Any]) -> str:
+    return f"p50 {spread['p50']:.0f} ms, p95 {spread['p95']:.0f} ms" if spread.get("p50") is not None else ""
+
+
+def _usage(u: dict[str, Any] | None, n: int) -> str:
+    """One line: tokens, cost and latency (docs/metrics.md), or "" when nothing was reported."""
+    if not u:
+        return ""
+    parts = []
+    if u["total_tokens"] is not None:
+        parts.append(f"{u['total_tokens']:,} tokens ({u['trajectories_with_usage']} of {n} trajectories)")
+    if u["cost_usd"] is not None:
+        parts.append(f"${u['cost_usd']:.4f} ({u['trajectories_priced']} priced, prices of {u['prices_date']})")
+    if _ms(u["model_latency_ms"]):
+        parts.append("model " + _ms(u["model_latency_ms"]))
+    if _ms(u["tool_latency_ms"]):
+        parts.append("tools " + _ms(u["tool_latency_ms"]))
+    return "usage: " + " · ".join(parts) if parts else ""
+
+
 def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "", toolset_version: str = "",
                   top: int = 10) -> None:
     title = Text("ToolLens report")
@@ -45,6 +65,9 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         title.append(f" · toolset {toolset_version}", style="dim")
     console.print(title)
     console.print(Text(f"{data['trajectories']} trajectories", style="dim"))
+    usage = _usage(data.get("usage"), data["trajectories"])
+    if usage:
+        console.print(Text(usage, style="dim"))
 
     fam = Table(title="The five failures (numerator / denominator)", title_justify="left")
     for col in ("family", "metric", "num / den", "ratio", "threshold"):

@@ -31,6 +31,9 @@ class Turn:
 
     calls: list[tuple[str, Any]] = field(default_factory=list)
     text: str = ""
+    input_tokens: int = 1  # the usage reported, cached tokens included
+    output_tokens: int = 1
+    cached_tokens: int = 0
 
 
 @dataclass
@@ -129,7 +132,9 @@ def _openai_body(request: dict[str, Any], turn: Turn, n: int) -> dict[str, Any]:
     return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
             "model": request.get("model", ""),
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.calls else "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+            "usage": {"prompt_tokens": turn.input_tokens, "completion_tokens": turn.output_tokens,
+                      "total_tokens": turn.input_tokens + turn.output_tokens,
+                      "prompt_tokens_details": {"cached_tokens": turn.cached_tokens}}}
 
 
 def _anthropic_body(request: dict[str, Any], turn: Turn, n: int) -> dict[str, Any]:
@@ -141,7 +146,8 @@ def _anthropic_body(request: dict[str, Any], turn: Turn, n: int) -> dict[str, An
                         "input": args if isinstance(args, dict) else {"raw": args}})
     return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": request.get("model", ""),
             "content": content, "stop_reason": "tool_use" if turn.calls else "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 1, "output_tokens": 1}}
+            "usage": {"input_tokens": turn.input_tokens - turn.cached_tokens, "output_tokens": turn.output_tokens,
+                      "cache_read_input_tokens": turn.cached_tokens}}
 
 
 async def _reply(send: Any, status: int, payload: dict[str, Any]) -> None:

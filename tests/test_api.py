@@ -12,8 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.evaluate import score_trajectories
+from app.core.prices import bundled_prices
 from app.core.records import read_jsonl
 from app.core.suite import load_suite, load_suite_document
+from app.core.usage import UsageTally
 from app.settings import Settings
 from app.web.app import create_app
 
@@ -50,8 +52,10 @@ def test_stored_run_reads_like_a_scored_file(client: TestClient) -> None:
     assert ingest(client, run, recs[:20])["stored"] == 20
     assert ingest(client, run, recs[20:]) == {"run_id": run, "stored": 16, "calls": 35, "trajectories_total": 36}
     stored = client.get(f"/api/runs/{run}/figures", params={"cases_limit": 500}).json()
+    usage = UsageTally()  # as `toollens score --json` builds it
     scored = score_trajectories(load_suite(EXAMPLES / "suite_v1.yaml"),
-                                read_jsonl(EXAMPLES / "trajectories_v1.jsonl")).to_json()
+                                read_jsonl(EXAMPLES / "trajectories_v1.jsonl"), usage=usage).to_json()
+    scored["usage"] = usage.to_json(bundled_prices())
     assert stored.pop("cases_total") == 36
     assert stored == scored
 

@@ -114,6 +114,7 @@ def _typer_reads(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     ["s.yaml", "t.jsonl"], ["s.yaml", "t.jsonl", "--json"], ["--json", "s.yaml", "t.jsonl"],
     ["s.yaml", "--top", "3", "t.jsonl"], ["s.yaml", "t.jsonl", "--top=007"],
     ["--fail-on-blocking", "s.yaml", "--json", "t.jsonl", "--top", "0"],
+    ["s.yaml", "t.jsonl", "--prices", "p.yaml"], ["--prices=p.yaml", "s.yaml", "t.jsonl"],
 ])
 def test_score_reads_the_plain_forms_as_the_typer_command_does(argv: list[str],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,7 +129,7 @@ def test_score_reads_the_plain_forms_as_the_typer_command_does(argv: list[str],
     ["s.yaml"], ["s.yaml", "t.jsonl", "u.jsonl"], ["--help"], ["s.yaml", "t.jsonl", "--top", "x"],
     ["s.yaml", "t.jsonl", "--top", "-1"], ["s.yaml", "t.jsonl", "--top"], ["s.yaml", "t.jsonl", "--js"],
     ["s.yaml", "t.jsonl", "--json=1"], ["--", "s.yaml", "t.jsonl"], ["s.yaml", "t.jsonl", "--top", "2", "--top", "3"],
-    ["-", "t.jsonl"], ["", "t.jsonl"],
+    ["-", "t.jsonl"], ["", "t.jsonl"], ["s.yaml", "t.jsonl", "--prices"], ["s.yaml", "t.jsonl", "--prices", "--json"],
 ])
 def test_score_leaves_everything_else_to_typer(argv: list[str]) -> None:
     assert score_command.parse(argv) is None
@@ -137,7 +138,8 @@ def test_score_leaves_everything_else_to_typer(argv: list[str]) -> None:
 def test_the_quick_option_table_is_the_typer_commands() -> None:
     command = typer.main.get_command(cli).commands["score"]  # type: ignore[attr-defined]
     options = [p for p in command.params if p.param_type_name == "option"]
-    assert {p.opts[0]: (p.name, not p.is_flag) for p in options} == score_command.OPTIONS
+    assert {p.opts[0]: (p.name, None if p.is_flag else "int" if p.type.name == "integer" else "path")
+            for p in options} == score_command.OPTIONS
     defaults = {name: p.default for name, p in inspect.signature(score_command.run).parameters.items()
                 if p.default is not inspect.Parameter.empty}
     assert defaults == {p.name: p.default for p in options}

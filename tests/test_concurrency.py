@@ -9,9 +9,11 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from app.core.evaluate import score_trajectories
+from app.core.prices import bundled_prices
 from app.core.records import read_jsonl
 from app.core.scoring import Scorer
 from app.core.suite import load_suite, load_suite_document
+from app.core.usage import UsageTally
 from app.settings import Settings
 from app.store import ingest
 from app.store.db import make_engine, make_sessionmaker, session_scope
@@ -47,8 +49,10 @@ def test_two_processes_write_one_run(db_url: str) -> None:
         assert [p.exitcode for p in procs] == [0, 0]
         stored = client.get(f"/api/runs/{run_id}/figures", params={"cases_limit": 500}).json()
         stored.pop("cases_total")
+        usage = UsageTally()  # as `toollens score --json` builds it
         expected = score_trajectories(load_suite(EXAMPLES / "suite_v1.yaml"),
-                                      read_jsonl(EXAMPLES / "trajectories_v1.jsonl")).to_json()
+                                      read_jsonl(EXAMPLES / "trajectories_v1.jsonl"), usage=usage).to_json()
+        expected["usage"] = usage.to_json(bundled_prices())
         # every row once: the counters and the per-case rows match a single scoring of the file
         assert stored["trajectories"] == 36
         assert {k: v for k, v in stored.items() if k != "cases"} == {k: v for k, v in expected.items() if k != "cases"}

@@ -5,12 +5,14 @@ error flagged with ``is_error``, and ``step_limit`` recorded."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from app.agents.model_agent import ModelAgent, tls_context
 from app.core.router import Toolbox
+from app.core.usage_formats import anthropic_model_call
 
 
 @dataclass
@@ -58,7 +60,14 @@ class _Conversation:
         last_text = ""
         for _ in range(agent.max_steps):
             payload = agent.post_args(body)  # as declared, without the SDK's type transform; encoded once
-            response = await agent.retry.run(partial(client.post, "/v1/messages", cast_to=message_type, **payload))
+            request = partial(client.post, "/v1/messages", cast_to=message_type, **payload)
+
+            async def timed(request: Any = request) -> tuple[Any, float]:
+                started = time.perf_counter()  # per attempt: the latency of the one that answered
+                return await request(), (time.perf_counter() - started) * 1000
+
+            response, latency = await agent.retry.run(timed)
+            toolbox.record_model_call(anthropic_model_call(response, agent.model, latency))
             blocks = list(response.content)
             last_text = "".join(b.text for b in blocks if b.type == "text")
             uses = [b for b in blocks if b.type == "tool_use"]

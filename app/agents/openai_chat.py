@@ -11,6 +11,7 @@ model turns and records ``step_limit``.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ import orjson
 from app.agents.model_agent import ModelAgent, tls_context
 from app.agents.retry import MalformedResponse
 from app.core.router import Toolbox
+from app.core.usage_formats import openai_model_call
 
 
 @dataclass
@@ -63,11 +65,14 @@ class _Conversation:
             # read here: the SDK's response models cost more than the rest of a turn at high concurrency.
             payload = agent.post_args(body)
 
-            async def request(payload: dict[str, Any] = payload) -> dict[str, Any]:
+            async def request(payload: dict[str, Any] = payload) -> tuple[dict[str, Any], Any, float]:
+                started = time.perf_counter()  # per attempt: the latency of the one that answered
                 raw = await client.post("/chat/completions", cast_to=bytes, **payload)
-                return first_message(raw)
+                data = _decode(raw)
+                return message_of(data), data, (time.perf_counter() - started) * 1000
 
-            message = await agent.retry.run(request)
+            message, data, latency = await agent.retry.run(request)
+            toolbox.record_model_call(openai_model_call(data, agent.model, latency))
             content = message.get("content")
             last_text = message_text(content)
             calls = tool_calls(message)
@@ -111,7 +116,11 @@ def message_text(content: Any) -> str:
 
 def first_message(raw: bytes) -> dict[str, Any]:
     """The first choice's message of a chat-completions answer, or MalformedResponse."""
-    data = _decode(raw)
+    return message_of(_decode(raw))
+
+
+def message_of(data: Any) -> dict[str, Any]:
+    """The first choice's message of a decoded chat-completions answer, or MalformedResponse."""
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or not choices:
         raise MalformedResponse("the endpoint answered without choices")

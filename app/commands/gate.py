@@ -19,6 +19,9 @@ def gate(
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (CI test report).")] = None,
     db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
                                            "./toollens.db).")] = None,
+    prices: Annotated[Path | None, typer.Option(
+        "--prices", help="A price file over the bundled prices, for a cost tolerance (default: TOOLLENS_PRICES).")]
+    = None,
 ) -> None:
     """Gate a candidate run against a baseline run (CI).
 
@@ -29,14 +32,16 @@ def gate(
     from app.core.gate import GateConfig, load_gate_config
     from app.core.gate_report import junit as render_junit
     from app.core.gate_report import markdown as render_markdown
+    from app.core.prices import load_prices
     from app.store.gate import run_gate
 
     try:
         cfg = load_gate_config(config) if config is not None else GateConfig()
+        table = load_prices(prices) if cfg.usage else None
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
     with store_session(db) as session:
-        result = run_gate(session, baseline, candidate, cfg)
+        result = run_gate(session, baseline, candidate, cfg, prices=table)
     summary = render_markdown(result)
     try:
         if markdown is not None:

@@ -25,7 +25,9 @@ def run(
     trials: Annotated[int, typer.Option(min=1, max=1000, help="Runs of each case (pass^k).")] = 1,
     sweep_errors: Annotated[bool, typer.Option("--sweep-errors", help="Also run the recovery sweep.")] = False,
     sweep_kind: Annotated[str, typer.Option(help="Fault kind the sweep injects.")] = "http_503",
-    faults: Annotated[str | None, typer.Option(help="Fault plan, e.g. 'p:0.1,kinds:http_429|timeout,seed:7'.")] = None,
+    faults: Annotated[str | None, typer.Option(
+        help="Fault plan, e.g. 'p:0.1,kinds:http_429|timeout,seed:7' ('delay:250': faults answer 250 ms late).")]
+    = None,
     concurrency: Annotated[int, typer.Option(min=1, max=512, help="Case runs in flight.")] = 4,
     run_name: Annotated[str | None, typer.Option("--run", help="Run name (default: suite-model-time).")] = None,
     resume: Annotated[str | None, typer.Option(help="Continue run RUN (id or name): only what is missing.")] = None,

@@ -15,13 +15,16 @@ import os
 import sys
 from pathlib import Path
 
-# option -> (parameter, takes a value); tests/test_cli_startup.py checks it against the typer command
-OPTIONS = {"--json": ("as_json", False), "--top": ("top", True), "--fail-on-blocking": ("fail_on_blocking", False)}
+# option -> (parameter, the value it takes: None, "int" or "path"); tests/test_cli_startup.py checks it
+# against the typer command
+OPTIONS = {"--json": ("as_json", None), "--top": ("top", "int"), "--fail-on-blocking": ("fail_on_blocking", None),
+           "--prices": ("prices", "path")}
 
 
 def parse(argv: list[str]) -> dict[str, object] | None:
     """The arguments after ``score`` as the typer command reads them, or None when they are
-    anything but two paths and the options above, each at most once, ``--top`` in digits."""
+    anything but two paths and the options above, each at most once, ``--top`` in digits and
+    ``--prices`` a path."""
     given: dict[str, object] = {}
     paths: list[Path] = []
     args = iter(argv)
@@ -30,16 +33,21 @@ def parse(argv: list[str]) -> dict[str, object] | None:
             paths.append(Path(arg))
             continue
         option, eq, value = arg.partition("=")
-        name, takes_value = OPTIONS.get(option, ("", False))
-        if not name or name in given or (eq and not takes_value):
+        name, kind = OPTIONS.get(option, ("", None))
+        if not name or name in given or (eq and kind is None):
             return None
-        if takes_value:
-            value = value if eq else next(args, "")
+        if kind is None:
+            given[name] = True
+            continue
+        value = value if eq else next(args, "")
+        if kind == "int":
             if not (value.isascii() and value.isdigit()):
                 return None
             given[name] = int(value)
+        elif value and not value.startswith("-"):
+            given[name] = Path(value)
         else:
-            given[name] = True
+            return None
     if len(paths) != 2:
         return None
     return {"suite": paths[0], "trajectories": paths[1], **given}
@@ -63,24 +71,29 @@ def run_argv(argv: list[str]) -> int | None:
 
 
 def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10,
-        fail_on_blocking: bool = False) -> int:
+        fail_on_blocking: bool = False, prices: Path | None = None) -> int:
     """Score, print the report, and return the exit status: 0 scored; 1 a blocking family above
     zero (with ``fail_on_blocking``); 2 bad input."""
     from app.core.errors import ToolLensError
     from app.core.evaluate import score_trajectories
     from app.core.gate import BLOCKING
+    from app.core.prices import load_prices
     from app.core.records import read_jsonl
     from app.core.suite import load_suite
+    from app.core.usage import UsageTally
 
+    usage = UsageTally()
     try:
         loaded = load_suite(suite)
+        table = load_prices(prices)
         if not trajectories.is_file():
             raise ToolLensError(f"{trajectories}: file not found")
-        report = score_trajectories(loaded, read_jsonl(trajectories))
+        report = score_trajectories(loaded, read_jsonl(trajectories), usage=usage)
     except ToolLensError as exc:
         print_error(str(exc))
         return 2
     data = report.to_json()
+    data["usage"] = usage.to_json(table)
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:

@@ -15,6 +15,9 @@ lives in ``app.core.gate_report``.
       argument_accuracy: 0.02
       recovery: 0.05
       dependency_violations: 0  # allowed increase in violations per checked trajectory (0.05 = 5 per 100)
+      cost_usd: +10%            # optional, off by default: cost per trajectory may grow by 10%
+      model_latency_p95: +20%   # optional: the p95 of model request latency
+      tool_latency_p95: +20%    # optional: the p95 of tool call latency
 
 Keys left out keep their default; an unknown key is an error. The blocking
 families take no tolerance. A family measured in the baseline and not in the
@@ -22,7 +25,10 @@ candidate (no denominator) fails as "not measured in candidate": a candidate
 that stopped exercising a family cannot pass on it. Dependency violations
 compare as a rate, violations per checked trajectory (every stored trajectory
 is checked against the toolset's dependency pairs), so runs of different
-sizes compare fairly.
+sizes compare fairly. Cost and latency are gated only when a tolerance is
+given, as a relative increase (``+10%``): cost per trajectory (the run's
+priced cost over its trajectories) and the p95 latencies; a figure the
+baseline has and the candidate lacks fails as "not measured in candidate".
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ DEFAULT_TOLERANCE: dict[str, float] = {
     "recovery": 0.05,
 }
 DEFAULT_DEPENDENCY_TOLERANCE = 0.0
+USAGE_TOLERATED = ("cost_usd", "model_latency_p95", "tool_latency_p95")  # relative increases, off by default
 FAMILY_TITLES = {
     "selection_precision": "F1 selection precision",
     "selection_recall": "F1 selection recall",
@@ -55,6 +62,9 @@ FAMILY_TITLES = {
     "recovery": "F4 recovery",
     "hallucination_after_error": "F4 hallucination after error",
     "dependency_violations": "F5 dependency violations",
+    "cost_usd": "cost per trajectory",
+    "model_latency_p95": "model latency p95",
+    "tool_latency_p95": "tool latency p95",
 }
 # which family a case failure belongs to (the failure names of docs/formats.md)
 FAILURE_FAMILY = {
@@ -78,6 +88,7 @@ class GateConfigError(ToolLensError):
 class GateConfig:
     tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
     dependency_violations: float = DEFAULT_DEPENDENCY_TOLERANCE  # violations per checked trajectory
+    usage: dict[str, float] = field(default_factory=dict)  # cost/latency key -> allowed relative increase
 
 
 def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
@@ -93,10 +104,13 @@ def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
         raise GateConfigError(f"{path}: tolerance: must map a family to its allowed drop")
     tolerance = dict(DEFAULT_TOLERANCE)
     deps = DEFAULT_DEPENDENCY_TOLERANCE
+    usage: dict[str, float] = {}
     for key, value in given.items():
-        if key in BLOCKING:
+        if key in USAGE_TOLERATED:
+            usage[str(key)] = _relative(value, f"{path}: tolerance.{key}")
+        elif key in BLOCKING:
             raise GateConfigError(f"{path}: tolerance.{key}: a blocking family must be zero; it takes no tolerance")
-        if key == "dependency_violations":
+        elif key == "dependency_violations":
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1000:
                 raise GateConfigError(f"{path}: tolerance.{key}: an allowed increase in violations per checked "
                                       "trajectory (a number >= 0, e.g. 0.05)")
@@ -107,8 +121,21 @@ def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
             tolerance[str(key)] = float(value)
         else:
             raise GateConfigError(f"{path}: tolerance.{key}: unknown family (known: "
-                                  f"{', '.join([*TOLERATED, 'dependency_violations'])})")
-    return GateConfig(tolerance=tolerance, dependency_violations=deps)
+                                  f"{', '.join([*TOLERATED, 'dependency_violations', *USAGE_TOLERATED])})")
+    return GateConfig(tolerance=tolerance, dependency_violations=deps, usage=usage)
+
+
+def _relative(value: Any, where: str) -> float:
+    """``+10%`` (or ``10%``, or the number 0.1) as 0.1."""
+    number: Any = value
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            number = float(value.strip().removesuffix("%").lstrip("+")) / 100
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number <= 100:
+        raise GateConfigError(f"{where}: an allowed relative increase such as +10% (or 0.1)")
+    return float(number)
 
 
 def load_gate_config(path: str | Path) -> GateConfig:
@@ -136,6 +163,7 @@ class RunFigures:
     trajectories: int
     families: dict[str, tuple[int, int]]  # family -> (num, den)
     dependency_violations: int  # over ``trajectories`` checked trajectories
+    usage: dict[str, float | None] = field(default_factory=dict)  # USAGE_TOLERATED key -> value (None: no data)
 
 
 @dataclass(frozen=True)
@@ -154,9 +182,9 @@ class CaseRef:
 @dataclass(frozen=True)
 class FamilyVerdict:
     family: str
-    baseline: tuple[int, int] | int
-    candidate: tuple[int, int] | int
-    delta: float | None  # candidate - baseline (rate; violations per trajectory for dependency violations)
+    baseline: tuple[int, int] | int | float | None  # a float (or None) for cost and latency
+    candidate: tuple[int, int] | int | float | None
+    delta: float | None  # candidate - baseline (rate; violations per trajectory; relative for cost and latency)
     allowed: str
     status: str  # "pass" | "regressed" | "blocking" | "n/a"
     detail: str
@@ -195,6 +223,19 @@ def _pct(r: tuple[int, int]) -> str:
     return f"{r[0]}/{r[1]} (n/a)" if rate is None else f"{r[0]}/{r[1]} ({100 * rate:.1f}%)"
 
 
+def _usage_verdict(key: str, b: float | None, c: float | None, tol: float) -> FamilyVerdict:
+    """A relative increase of cost or latency against its tolerance."""
+    allowed = f"increase <= {100 * tol:g}%"
+    if b is None:
+        return FamilyVerdict(key, b, c, None, allowed, "n/a", "no data in the baseline")
+    if c is None:
+        return FamilyVerdict(key, b, c, None, allowed, "regressed", "not measured in candidate")
+    delta = (c - b) / b if b else (0.0 if c == 0 else float("inf"))
+    regressed = delta > tol + 1e-12
+    return FamilyVerdict(key, b, c, delta, allowed, "regressed" if regressed else "pass",
+                         f"{b:g} -> {c:g}: {100 * delta:+.1f}%")
+
+
 def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfig, *,
                   regressed_cases: Sequence[CaseRef] = (), blocking_cases: Sequence[CaseRef] = (),
                   regressed_count: int | None = None, shared_cases: int = 0) -> GateResult:
@@ -230,6 +271,8 @@ def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfi
         "dependency_violations", bd, cd, delta, f"increase <= {config.dependency_violations:.3f} per trajectory",
         "regressed" if delta > config.dependency_violations + 1e-12 else "pass",
         f"{bd[0]}/{bd[1]} -> {cd[0]}/{cd[1]} violations per trajectory: {delta:+.3f}"))
+    verdicts.extend(_usage_verdict(key, baseline.usage.get(key), candidate.usage.get(key), tol)
+                    for key, tol in config.usage.items())
     notes = []
     if baseline.suite != candidate.suite:
         notes.append(f"the runs used different suites ({baseline.suite} and {candidate.suite}); "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from app.core.gate import CaseRef, FamilyVerdict, GateResult
+from app.core.gate import USAGE_TOLERATED, CaseRef, FamilyVerdict, GateResult
 
 MAX_LISTED = 50
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~-])")
@@ -23,7 +23,11 @@ def md(text: object, limit: int = 200) -> str:
     return _MD_SPECIAL.sub(r"\\\1", s).replace("&", "&amp;").replace("@", "@\u200d")
 
 
-def _ratio(value: tuple[int, int] | int, family: str = "") -> str:
+def _ratio(value: tuple[int, int] | int | float | None, family: str = "") -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):  # cost per trajectory or a latency
+        return f"${value:.6f}" if family == "cost_usd" else f"{value:.0f} ms"
     if isinstance(value, int):
         return str(value)
     num, den = value
@@ -37,6 +41,8 @@ def _delta(v: FamilyVerdict) -> str:
         return "n/a"
     if v.family == "dependency_violations":
         return f"{v.delta:+.3f}/traj"
+    if v.family in USAGE_TOLERATED:
+        return f"{100 * v.delta:+.1f}%"
     return f"{100 * v.delta:+.1f} pts"
 
 

@@ -18,6 +18,7 @@ from typing import IO, Any
 import orjson
 
 from app.core.errors import InvalidTrajectory
+from app.core.usage import ModelCall, milliseconds, parse_model_calls
 
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_CALLS = 5_000
@@ -43,14 +44,19 @@ class CallError:
     kind: str
     message: str = ""
     injected: bool = False
+    delay_ms: float | None = None  # an injected delay before the fault answered (an extension key)
 
-    def __init__(self, kind: str, message: str = "", injected: bool = False) -> None:
+    def __init__(self, kind: str, message: str = "", injected: bool = False, delay_ms: float | None = None) -> None:
         self.kind = kind
         self.message = message
         self.injected = injected
+        self.delay_ms = delay_ms
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, "injected": self.injected}
+        out: dict[str, Any] = {"kind": self.kind, "message": self.message, "injected": self.injected}
+        if self.delay_ms is not None:
+            out["delay_ms"] = self.delay_ms
+        return out
 
 
 @dataclass(slots=True, init=False)
@@ -64,15 +70,17 @@ class Call:
     error: CallError | None = None
     raw_arguments: str | None = None  # the JSON string as sent, when it was one
     turn: int | None = None  # the user turn it answers (1-based), when the record says (an extension key)
+    latency_ms: float | None = None  # the tool's wall time, an injected delay included (an extension key)
 
     def __init__(self, name: str, arguments: Any, observation: str | None = None, error: CallError | None = None,
-                 raw_arguments: str | None = None, turn: int | None = None) -> None:
+                 raw_arguments: str | None = None, turn: int | None = None, latency_ms: float | None = None) -> None:
         self.name = name
         self.arguments = arguments
         self.observation = observation
         self.error = error
         self.raw_arguments = raw_arguments
         self.turn = turn
+        self.latency_ms = latency_ms
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -83,6 +91,8 @@ class Call:
         }
         if self.turn is not None:
             out["turn"] = self.turn
+        if self.latency_ms is not None:
+            out["latency_ms"] = self.latency_ms
         return out
 
 
@@ -151,11 +161,13 @@ class Trajectory:
     stopped: str | None = None  # why the agent loop ended early, e.g. "step_limit" (an extension key)
     messages: list[Message] | None = None  # the conversation around the calls (an extension key)
     user_error: list[UserError] | None = None  # the simulated user's faults (an extension key)
+    model_calls: list[ModelCall] | None = None  # one entry per request to the model (an extension key)
 
     def __init__(self, case_id: str, trial: int = 0, question: str = "", calls: list[Call] | None = None,
                  answer: str = "", fault: Fault | None = None, reward: float | None = None,
                  state: dict[str, Any] | None = None, stopped: str | None = None,
-                 messages: list[Message] | None = None, user_error: list[UserError] | None = None) -> None:
+                 messages: list[Message] | None = None, user_error: list[UserError] | None = None,
+                 model_calls: list[ModelCall] | None = None) -> None:
         self.case_id = case_id
         self.trial = trial
         self.question = question
@@ -167,6 +179,7 @@ class Trajectory:
         self.stopped = stopped
         self.messages = messages
         self.user_error = user_error
+        self.model_calls = model_calls
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -187,6 +200,8 @@ class Trajectory:
             out["messages"] = [m.to_dict() for m in self.messages]
         if self.user_error:
             out["user_error"] = [u.to_dict() for u in self.user_error]
+        if self.model_calls is not None:
+            out["model_calls"] = [m.to_dict() for m in self.model_calls]
         return out
 
     def to_json(self) -> str:
@@ -296,7 +311,8 @@ def _call_error(err: Any, i: int, bad: Callable[[str, str], InvalidTrajectory], 
     if not isinstance(kind, str) or len(kind) > 40:
         raise bad("must be a string of at most 40 characters", f"calls[{i}].error.kind")
     message = _text(err.get("message"), f"calls[{i}].error.message", index, source)
-    return CallError(clean_text(kind), clean_text(message), err.get("injected") is True)
+    delay = milliseconds(err.get("delay_ms"), f"calls[{i}].error.delay_ms", bad)
+    return CallError(clean_text(kind), clean_text(message), err.get("injected") is True, delay)
 
 
 def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Trajectory:
@@ -351,7 +367,10 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         turn = rc.get("turn")
         if turn is not None and (type(turn) is not int or not 1 <= turn <= MAX_TURN):
             raise bad(f"must be an integer from 1 to {MAX_TURN}", f"calls[{i}].turn")
-        append(Call(clean_text(name), args, obs, error, raw, turn))
+        latency = rc.get("latency_ms")
+        if latency is not None:
+            latency = milliseconds(latency, f"calls[{i}].latency_ms", bad)
+        append(Call(clean_text(name), args, obs, error, raw, turn, latency))
     fault: Fault | None = None
     raw_fault = data.get("fault")
     if raw_fault is not None:
@@ -384,6 +403,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         raise bad("must be a string of at most 40 characters", "stopped")
     messages = None if data.get("messages") is None else _messages(data["messages"], len(calls), bad)
     user_error = None if data.get("user_error") is None else _user_errors(data["user_error"], bad)
+    model_calls = None if data.get("model_calls") is None else parse_model_calls(data["model_calls"], bad)
     question = data.get("question")
     answer = data.get("answer")
     return Trajectory(
@@ -398,6 +418,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         None if stopped is None else clean_text(stopped),
         messages,
         user_error or None,
+        model_calls,
     )
 
 

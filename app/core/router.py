@@ -8,7 +8,9 @@ lands in the log from which the trajectory record is built.
 
 from __future__ import annotations
 
+import asyncio
 import random
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,7 @@ from app.core.records import (
     parse_arguments,
 )
 from app.core.tools import Toolset
+from app.core.usage import MAX_MODEL_CALLS, ModelCall, parse_model_calls
 
 FAULT_MESSAGES = {
     "timeout": "ERROR: timeout: the tool did not answer in time",
@@ -52,6 +55,8 @@ class FaultPlan:
     to that tool (every call, or only the first of a retry streak when
     ``clear_on_retry``); ``probability`` fails any call with that chance,
     drawn from a generator seeded with ``seed`` so that runs repeat.
+    ``delay_ms`` makes an injected fault answer that much later (a slow
+    timeout); the call records it as its error's ``delay_ms``.
     """
 
     by_index: dict[int, str] = field(default_factory=dict)
@@ -61,6 +66,7 @@ class FaultPlan:
     kinds: tuple[str, ...] = ("http_503",)
     seed: int = 0
     clear_on_retry: bool = False
+    delay_ms: float = 0.0
 
     def __post_init__(self) -> None:
         for kind in [*self.by_index.values(), *self.by_turn.values(), *self.by_tool.values(), *self.kinds]:
@@ -68,6 +74,8 @@ class FaultPlan:
                 raise FaultSpecError(f"unknown fault kind {kind!r} (known: {', '.join(FAULT_KINDS)})")
         if not 0.0 <= self.probability <= 1.0:
             raise FaultSpecError("probability must be between 0 and 1")
+        if not 0.0 <= self.delay_ms <= 600_000:
+            raise FaultSpecError("delay must be between 0 and 600000 milliseconds")
 
     @property
     def empty(self) -> bool:
@@ -86,7 +94,7 @@ class FaultPlan:
 
     @classmethod
     def parse(cls, spec: str) -> FaultPlan:
-        """Read ``index:1=http_503,tool:ver_saldo=timeout,p:0.1,kinds:http_429|timeout,seed:7,clear``.
+        """Read ``index:1=http_503,tool:ver_saldo=timeout,p:0.1,kinds:http_429|timeout,seed:7,clear,delay:250``.
 
         ``turn:N`` makes the ``index:`` rules after it (up to the next
         ``turn:``) count within user turn N: ``turn:2,index:0=http_503`` fails
@@ -119,6 +127,8 @@ class FaultPlan:
                     plan["kinds"] = tuple(rest.split("|"))
                 elif key == "seed":
                     plan["seed"] = int(rest)
+                elif key == "delay":
+                    plan["delay_ms"] = float(rest)
                 elif raw == "clear":
                     plan["clear_on_retry"] = True
                 else:
@@ -153,6 +163,9 @@ class MockRouter:
         self._raw: str | None = None
         self._rng = random.Random(self.faults.seed)
         self.stopped: str | None = None  # set by an agent loop that ended early (e.g. "step_limit")
+        self.model_calls: list[ModelCall] = []  # the agent's requests to the model, when it reports them
+        self._started = 0.0
+        self._wait = True
         self.turn = 1  # the user turn in progress (a conversation's runner moves it on)
         self._turn_start = 0  # index of the turn's first call
 
@@ -186,8 +199,12 @@ class MockRouter:
             return plan.kinds[self._rng.randrange(len(plan.kinds))]
         return None
 
-    def call(self, name: str, arguments: Any) -> str:
-        """Run one call and return the observation the agent reads."""
+    def call(self, name: str, arguments: Any, *, wait: bool = True) -> str:
+        """Run one call and return the observation the agent reads; its
+        ``latency_ms`` is the wall time, an injected delay included (slept
+        here, or by the caller when ``wait`` is False: ``Toolbox.acall``)."""
+        self._started = time.perf_counter()
+        self._wait = wait
         index = len(self.log)
         if index >= MAX_CALLS:
             self.stopped = "call_limit"
@@ -204,7 +221,10 @@ class MockRouter:
             return self._record(name, args, f"ERROR: invalid arguments: {violation.message}", CallError("schema"))
         kind = self._fault_for(index, name)
         if kind is not None:
-            return self._record(name, args, FAULT_MESSAGES[kind], CallError(kind, injected=True))
+            delay = self.faults.delay_ms or None
+            if delay is not None and wait:
+                time.sleep(delay / 1000)
+            return self._record(name, args, FAULT_MESSAGES[kind], CallError(kind, injected=True, delay_ms=delay))
         try:
             if tool.responder is not None and name not in self.mocks:
                 value = tool.responder(dict(args), self.state)
@@ -218,8 +238,11 @@ class MockRouter:
     def _record(self, name: str, args: Any, observation: str, error: CallError | None) -> str:
         if error is not None:
             error.message = observation
+        latency = (time.perf_counter() - self._started) * 1000
+        if not self._wait and error is not None and error.delay_ms is not None:
+            latency += error.delay_ms  # the caller sleeps it
         self.log.append(Call(name=name, arguments=args, observation=observation, error=error,
-                             raw_arguments=self._raw))
+                             raw_arguments=self._raw, latency_ms=round(latency, 3)))
         return observation
 
 
@@ -258,5 +281,17 @@ class Toolbox:
         """Record why the agent loop ended without a final answer (e.g. ``step_limit``)."""
         self._router.stopped = reason[:40]
 
+    def record_model_call(self, call: ModelCall) -> None:
+        """Report one request to the model (tokens, latency, model name): the
+        runner's agents do; any agent may. Checked as a record's entry is
+        (ValueError naming the field); past MAX_MODEL_CALLS, not kept."""
+        calls = self._router.model_calls
+        if len(calls) < MAX_MODEL_CALLS:
+            calls.extend(parse_model_calls([call.to_dict()], lambda message, where: ValueError(f"{where}: {message}")))
+
     async def acall(self, name: str, arguments: Any = None) -> str:
-        return self._router.call(name, arguments)
+        observation = self._router.call(name, arguments, wait=False)
+        error = self._router.log[-1].error if self._router.log else None
+        if error is not None and error.delay_ms is not None:
+            await asyncio.sleep(error.delay_ms / 1000)
+        return observation

@@ -58,6 +58,7 @@ def _finish(case: Case, trial: int, router: MockRouter, answer: Any, plan: Fault
         fault=fault,
         state=dict(router.state),
         stopped=router.stopped,
+        model_calls=router.model_calls or None,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from app.core.usage_formats import logged_model_call
 from app.importers.base import Conversion, Options, call_error, content_text, looks_like_error
 from app.importers.chat import convert_chat
 
@@ -31,6 +32,7 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
     said: list[dict[str, Any]] = []  # what the user and the agent said, and after how many calls
     question = ""
     answer = ""
+    model_calls: list[dict[str, Any]] = []  # assistant messages that carry ``usage``
     for m in messages:
         if not isinstance(m, dict):
             continue
@@ -54,6 +56,9 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
                     question = question or str(b["text"])
                     said.append({"role": "user", "content": str(b["text"]), "calls_before": at})
         elif role == "assistant":
+            usage = logged_model_call(m)
+            if usage is not None:
+                model_calls.append(usage.to_dict())
             texts = []
             for b in blocks:
                 if not isinstance(b, dict):
@@ -69,7 +74,10 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
             if "".join(texts).strip():
                 answer = "\n".join(texts)
                 said.append({"role": "assistant", "content": answer, "calls_before": at})
-    return {"question": question, "calls": calls, "answer": answer, "messages": said}
+    record = {"question": question, "calls": calls, "answer": answer, "messages": said}
+    if model_calls:
+        record["model_calls"] = model_calls
+    return record
 
 
 def convert(path: Path, options: Options) -> Conversion:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from app.core.usage_formats import logged_model_call
 from app.importers.base import Conversion, Options, call_error, content_text, looks_like_error
 from app.importers.chat import convert_chat
 
@@ -36,6 +37,7 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
     said: list[dict[str, Any]] = []  # what the user and the agent said, and after how many calls
     question = ""
     answer = ""
+    model_calls: list[dict[str, Any]] = []  # assistant messages that carry ``usage``
     for m in messages:
         if not isinstance(m, dict):
             continue
@@ -46,6 +48,9 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
             if text.strip():
                 said.append({"role": "user", "content": text, "calls_before": len(calls)})
         elif role == "assistant":
+            usage = logged_model_call(m)
+            if usage is not None:
+                model_calls.append(usage.to_dict())
             text = content_text(m.get("content"))
             if text.strip():
                 answer = text
@@ -73,7 +78,10 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
             if pending is not None:
                 legacy.remove(pending)
                 _result(pending, m)
-    return {"question": question, "calls": calls, "answer": answer, "messages": said}
+    record = {"question": question, "calls": calls, "answer": answer, "messages": said}
+    if model_calls:
+        record["model_calls"] = model_calls
+    return record
 
 
 def _result(call: dict[str, Any], message: dict[str, Any]) -> None:

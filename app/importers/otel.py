@@ -31,6 +31,7 @@ import orjson
 
 from app.core.errors import InvalidTrajectory
 from app.core.records import MAX_CALLS, MAX_INDEX, MAX_NAME, loads, parse_record
+from app.core.usage import MAX_MODEL_CALLS, MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, content_text, looks_like_error
 from app.importers.jsonstream import iter_json_values
 from app.importers.toolsets import resolve_toolset
@@ -486,6 +487,60 @@ def _text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False)
 
 
+def duration_ms(span: Span) -> float | None:
+    """The span's wall time, when it has both ends."""
+    if span.start <= 0 or span.end < span.start:
+        return None
+    return round((span.end - span.start) / 1e6, 3)
+
+
+MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
+_INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+_OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")
+_CACHED_TOKENS = ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
+                  "llm.token_count.prompt_details.cache_read")
+_MODEL = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
+
+
+def is_model_span(span: Span) -> bool:
+    """A request to the model: a GenAI ``chat``-like operation, an OpenInference
+    ``LLM`` span, or a span with token counts that is neither a tool's nor an
+    agent's (an agent span's counts sum its requests: counting them would count twice)."""
+    a = span.attributes
+    op = a.get("gen_ai.operation.name")
+    kind = a.get("openinference.span.kind")
+    if op in MODEL_OPERATIONS or kind == "LLM":
+        return True
+    if op is not None or kind is not None or is_tool_span(span):
+        return False
+    return any(k in a for k in (*_INPUT_TOKENS, *_OUTPUT_TOKENS, "llm.token_count.total"))
+
+
+def _first(a: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    return next((a[k] for k in keys if k in a), None)
+
+
+def _tokens(value: Any) -> int | None:
+    return value if type(value) is int and 0 <= value < MAX_TOKENS else None
+
+
+def model_call(span: Span) -> dict[str, Any]:
+    """A ``model_calls`` entry (docs/formats.md) of a model span: its model, token counts and duration."""
+    a = span.attributes
+    model = _first(a, _MODEL)
+    entry: dict[str, Any] = {"model": model[:256]} if isinstance(model, str) and model else {}
+    counts = {"input_tokens": _tokens(_first(a, _INPUT_TOKENS)),
+              "output_tokens": _tokens(_first(a, _OUTPUT_TOKENS)),
+              "cached_tokens": _tokens(_first(a, _CACHED_TOKENS))}
+    if counts["input_tokens"] is None and counts["output_tokens"] is None:
+        counts["total_tokens"] = _tokens(a.get("llm.token_count.total", a.get("gen_ai.usage.total_tokens")))
+    entry.update((k, v) for k, v in counts.items() if v is not None)
+    latency = duration_ms(span)
+    if latency is not None:
+        entry["latency_ms"] = latency
+    return entry
+
+
 def tool_call(span: Span) -> dict[str, Any]:
     """A call of a trajectory record from a tool span."""
     a = span.attributes
@@ -508,6 +563,9 @@ def tool_call(span: Span) -> dict[str, Any]:
         call["error"] = call_error(message or result or "error", kind=str(kind)[:40] if kind else "error")
     elif looks_like_error(result):
         call["error"] = call_error(result or "")
+    latency = duration_ms(span)
+    if latency is not None:
+        call["latency_ms"] = latency
     return call
 
 
@@ -815,6 +873,9 @@ def trajectory_record(spans: Iterable[Span], notes: list[str] | None = None) -> 
         record["reward"] = reward
     if cut:
         record["stopped"] = "call_limit"
+    model_calls = [model_call(s) for s in chat if is_model_span(s)]
+    if model_calls:
+        record["model_calls"] = model_calls[:MAX_MODEL_CALLS]
     return record
 
 

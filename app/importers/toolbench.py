@@ -26,6 +26,7 @@ from typing import Any
 from app.core.errors import InvalidTrajectory, SuiteError, ToolSpecError
 from app.core.records import MAX_NAME, loads, parse_record
 from app.core.tools import ToolSpec
+from app.core.usage import MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, content_text
 from app.importers.jsonstream import iter_json_values
 from app.importers.toolsets import OPEN_SCHEMA, resolve_toolset, toolset_document
@@ -183,6 +184,9 @@ def run_to_record(value: Mapping[str, Any], case_id: str) -> dict[str, Any]:
                             "calls": calls, "answer": text if answer is None else answer}
     if stopped is not None:
         data["stopped"] = stopped
+    tokens = ag.get("total_tokens")
+    if type(tokens) is int and 0 <= tokens < MAX_TOKENS:  # the whole run's, without an input/output split
+        data["model_calls"] = [{"total_tokens": tokens}]
     win = value.get("win")
     if isinstance(win, bool):
         data["reward"] = 1.0 if win else 0.0

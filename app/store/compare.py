@@ -12,9 +12,10 @@ from app.core.report import FAMILIES
 from app.core.scoring import EXTRA, MISSING
 from app.core.stats import mcnemar_exact, newcombe_interval, wilson_interval
 from app.core.textdiff import word_diff
+from app.core.usage import comparable, usage_deltas
 from app.store.ingest import get_run_row
 from app.store.models import RunCounter, ToolsetVersion, TrajectoryRow
-from app.store.queries import get_run, get_trajectory, turn_figures
+from app.store.queries import get_run, get_trajectory, run_usage, turn_figures
 from app.store.views import (
     CallPublic,
     ComparisonPublic,
@@ -27,6 +28,7 @@ from app.store.views import (
     ToolFigures,
     TrajectoryPairPublic,
     TurnDelta,
+    UsageDelta,
 )
 
 
@@ -113,6 +115,8 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) ->
         a=a, b=b, families=families, shared_cases=shared, flipped=flipped, flipped_count=only_a + only_b,
         mcnemar=McNemarPublic(passed_only_a=only_a, passed_only_b=only_b, p_value=mcnemar_exact(only_a, only_b)),
         confusion_diff=diff, tools=tools, description_changes=changes, turns=_turns(session, a_id, b_id),
+        usage=[UsageDelta(**d) for d in usage_deltas(comparable(run_usage(session, a.id), a.trajectories),
+                                                     comparable(run_usage(session, b.id), b.trajectories))],
     )
 
 

@@ -3,29 +3,38 @@ the cases that regressed (from the comparison), never recomputed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.gate import BLOCKING, CaseRef, GateConfig, GateResult, RunFigures, evaluate_gate
+from app.core.prices import PriceTable
 from app.store.compare import compare_runs
 from app.store.errors import NotFound
 from app.store.ingest import find_run
 from app.store.models import TrajectoryRow
-from app.store.queries import get_run, list_trajectories
+from app.store.queries import get_run, list_trajectories, run_usage
 from app.store.views import RunPublic
 
 BLOCKING_FAILURES = {"hallucinated_tools": "hallucinated_tool", "hallucination_after_error": "recovery_hallucinated"}
 MAX_CASES = 200
 
 
-def _figures(ref: str, run: RunPublic) -> RunFigures:
+def _figures(ref: str, run: RunPublic, usage: dict[str, Any] | None = None) -> RunFigures:
+    u = usage or {}
+    cost = u.get("cost_usd")
     return RunFigures(ref=ref, name=run.name, id=run.id, toolset=run.toolset, toolset_version=run.toolset_version,
                       toolset_label=run.toolset_label, suite=run.suite, trajectories=run.trajectories,
                       families={f: (r.num, r.den) for f, r in run.families.items()},
-                      dependency_violations=run.dependency_violations)
+                      dependency_violations=run.dependency_violations,
+                      usage={"cost_usd": None if cost is None or not run.trajectories else cost / run.trajectories,
+                             "model_latency_p95": (u.get("model_latency_ms") or {}).get("p95"),
+                             "tool_latency_p95": (u.get("tool_latency_ms") or {}).get("p95")})
 
 
-def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: GateConfig) -> GateResult:
+def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: GateConfig, *,
+             prices: PriceTable | None = None) -> GateResult:
     """Gate ``candidate_ref`` against ``baseline_ref`` (ids or names).
     Raises NotFound for an unknown run or one without trajectories."""
     base_row, cand_row = find_run(session, baseline_ref), find_run(session, candidate_ref)
@@ -47,7 +56,9 @@ def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: Ga
             blocking[t.id] = CaseRef(case_id=t.case_id, trial=t.trial,
                                      fault="" if not t.fault else f"{t.fault.get('step')}:{t.fault.get('kind')}",
                                      failures=tuple(t.failures), trajectory_id=t.id)
-    return evaluate_gate(_figures(baseline_ref, base), _figures(candidate_ref, cand), config,
+    usage = {run.id: run_usage(session, run.id, prices) for run in (base, cand)} if config.usage else {}
+    return evaluate_gate(_figures(baseline_ref, base, usage.get(base.id)),
+                         _figures(candidate_ref, cand, usage.get(cand.id)), config,
                          regressed_cases=regressed_cases,
                          blocking_cases=sorted(blocking.values(), key=lambda c: c.trajectory_id or 0),
                          regressed_count=comparison.mcnemar.passed_only_a if comparison.mcnemar else len(regressed),

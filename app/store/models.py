@@ -145,6 +145,13 @@ class TrajectoryRow(Base):
     failures: Mapped[list[Any]] = mapped_column(JSONType, default=list)
     detail: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     n_calls: Mapped[int] = mapped_column(Integer, default=0)
+    # usage (app.core.usage): the model requests as recorded, and their sums (NULL: nothing reported)
+    model_calls: Mapped[Any] = mapped_column(JSONType, nullable=True)
+    input_tokens: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    output_tokens: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    cached_tokens: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    total_tokens: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    model_latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class TrajectoryTag(Base):
@@ -191,6 +198,8 @@ class CallRow(Base):
     reaction: Mapped[str | None] = mapped_column(String(20), nullable=True)
     reaction_ok: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     turn: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the user turn, in a conversation
+    latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    delay_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class OutcomeLabel(Base):

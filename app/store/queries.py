@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, Text, func, select, type_coerce
 from sqlalchemy.orm import Session
 
+from app.core.prices import PriceTable, current_prices
+from app.core.records import loads
 from app.core.report import FAMILIES, Report
 from app.core.scoring import EXTRA, MISSING
+from app.core.usage import ModelCall, UsageTally, totals_by_model, trajectory_usage
 from app.store.errors import NotFound
 from app.store.ingest import find_run, get_run_row, suite_for_run
 from app.store.models import CallRow, Run, RunCounter, SuiteRow, ToolsetVersion, TrajectoryRow, TrajectoryTag
@@ -60,7 +63,20 @@ def _family_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, 
     return out
 
 
-def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str, int]) -> RunPublic:
+def _usage_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, dict[str, int]]]:
+    """Per run, per model: the token sums of its ``usage`` counters."""
+    out: dict[int, dict[str, dict[str, int]]] = {rid: {} for rid in run_ids}
+    if run_ids:
+        rows = session.execute(select(RunCounter.run_id, RunCounter.a, RunCounter.b, RunCounter.value).where(
+            RunCounter.run_id.in_(run_ids), RunCounter.kind == "usage"))
+        for rid, model, key, value in rows:
+            out[rid].setdefault(model, {})[key] = int(value)
+    return out
+
+
+def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str, int],
+            usage: dict[str, dict[str, int]] | None = None, prices: PriceTable | None = None) -> RunPublic:
+    tokens, cost = totals_by_model(usage or {}, prices or current_prices())
     return RunPublic(
         id=run.id, name=run.name, agent=run.agent, model=run.model, suite=suite.name, suite_id=suite.id,
         suite_hash=suite.hash, suite_version=suite.version,
@@ -70,6 +86,7 @@ def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str
         families={f: RatioPublic(num=counts.get(f"{f}.num", 0), den=counts.get(f"{f}.den", 0)) for f in FAMILIES},
         dependency_violations=counts.get("dependency_violations", 0),
         dependency_checks=counts.get("dependency_checks", 0),
+        total_tokens=tokens, cost_usd=cost,
     )
 
 
@@ -82,7 +99,8 @@ def _runs_query() -> Select[Run, SuiteRow, ToolsetVersion]:
 
 
 def list_runs(session: Session, *, suite: str | None = None, model: str | None = None,
-              toolset_version: str | None = None, limit: int = 50, offset: int = 0) -> RunsPublic:
+              toolset_version: str | None = None, limit: int = 50, offset: int = 0,
+              prices: PriceTable | None = None) -> RunsPublic:
     q = _runs_query()
     if suite:
         q = q.where(SuiteRow.name == suite)
@@ -92,15 +110,47 @@ def list_runs(session: Session, *, suite: str | None = None, model: str | None =
         q = q.where((ToolsetVersion.hash == toolset_version) | (ToolsetVersion.label == toolset_version))
     total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
     page = session.execute(q.order_by(Run.created_at.desc(), Run.id.desc()).limit(limit).offset(offset)).all()
-    counts = _family_counts(session, [run.id for run, _, _ in page])
-    return RunsPublic(data=[_public(r, s, v, counts[r.id]) for r, s, v in page], count=total, limit=limit,
-                      offset=offset)
+    ids = [run.id for run, _, _ in page]
+    counts, usage = _family_counts(session, ids), _usage_counts(session, ids)
+    return RunsPublic(data=[_public(r, s, v, counts[r.id], usage[r.id], prices) for r, s, v in page], count=total,
+                      limit=limit, offset=offset)
 
 
-def get_run(session: Session, run_ref: int | str) -> RunPublic:
+def get_run(session: Session, run_ref: int | str, *, prices: PriceTable | None = None) -> RunPublic:
     run = get_run_row(session, run_ref) if isinstance(run_ref, int) else find_run(session, run_ref)
     row = session.execute(_runs_query().where(Run.id == run.id)).one()
-    return _public(row[0], row[1], row[2], _family_counts(session, [run.id])[run.id])
+    return _public(row[0], row[1], row[2], _family_counts(session, [run.id])[run.id],
+                   _usage_counts(session, [run.id])[run.id], prices)
+
+
+def _json(value: Any) -> Any:
+    return loads(value) if isinstance(value, str) else value
+
+
+def _model_calls(raw: Any) -> list[ModelCall]:
+    """A stored ``model_calls`` column back as ModelCalls (checked on the way in: read as is)."""
+    if not isinstance(raw, list):
+        return []
+    return [ModelCall(d.get("model"), d.get("input_tokens"), d.get("output_tokens"), d.get("cached_tokens"),
+                      d.get("total_tokens"), d.get("latency_ms")) for d in raw if isinstance(d, dict)]
+
+
+def run_usage(session: Session, run_id: int, prices: PriceTable | None = None) -> dict[str, Any]:
+    """The run's ``usage`` figures (docs/metrics.md), priced now. Reads the run's
+    trajectories' usage columns and its calls' latencies (the figures cache keeps the result)."""
+    tally = UsageTally()
+    # the JSON columns as the database hands them (text on SQLite), read by the core's fast reader
+    q = select(TrajectoryRow.id, type_coerce(TrajectoryRow.model_calls, Text), TrajectoryRow.passed,
+               type_coerce(TrajectoryRow.failures, Text), TrajectoryRow.outcome,
+               ).where(TrajectoryRow.run_id == run_id).order_by(TrajectoryRow.id)
+    latency: dict[int, list[tuple[str, float]]] = {}
+    for tid, name, ms in session.execute(select(CallRow.trajectory_id, CallRow.name, CallRow.latency_ms).where(
+            CallRow.run_id == run_id, CallRow.latency_ms.is_not(None))):
+        latency.setdefault(tid, []).append((name, float(ms or 0.0)))
+    for tid, calls, passed, failures, outcome in session.execute(q):
+        tally.add(_model_calls(_json(calls)), latency.get(tid, ()), passed=passed, failures=_json(failures) or (),
+                  outcome=outcome)
+    return tally.to_json(prices or current_prices())
 
 
 def run_trajectory_count(session: Session, run_id: int) -> int:
@@ -138,12 +188,14 @@ def counted(session: Session, run_id: int, *, failure: str | None = None, outcom
 
 
 def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offset: int = 0,
-            summary: dict[str, Any] | None = None) -> dict[str, Any]:
+            summary: dict[str, Any] | None = None, prices: PriceTable | None = None) -> dict[str, Any]:
     """The run's figures in exactly the shape of ``toollens score --json``;
     ``cases`` holds one page (``cases_total`` says how many there are).
-    ``summary`` is the report without its cases, when the caller has it."""
+    ``summary`` is the report without its cases (and with its ``usage``), when the caller has it."""
     get_run_row(session, run_id)
-    data = dict(summary) if summary is not None else run_report(session, run_id).to_json()
+    if summary is None:
+        summary = {**run_report(session, run_id).to_json(), "usage": run_usage(session, run_id, prices)}
+    data = dict(summary)
     page = _id_page(select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id), int(data["trajectories"]),
                     cases_limit, cases_offset)
     q = select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.passed, TrajectoryRow.failures,
@@ -211,7 +263,7 @@ def _summary(t: TrajectoryRow) -> TrajectorySummary:
     }
     return TrajectorySummary(id=t.id, run_id=t.run_id, case_id=t.case_id, trial=t.trial, fault=fault,
                              outcome=t.outcome, passed=t.passed, failures=list(t.failures), n_calls=t.n_calls,
-                             reward=t.reward)
+                             reward=t.reward, total_tokens=t.total_tokens)
 
 
 def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,
@@ -292,7 +344,8 @@ def _call_public(c: CallRow) -> CallPublic:
     return CallPublic(
         index=c.idx, name=c.name, arguments=c.arguments, observation=c.observation,
         error=None if c.error_kind is None else {"kind": c.error_kind, "message": c.error_message or "",
-                                                  "injected": c.injected},
+                                                  "injected": c.injected,
+                                                  **({} if c.delay_ms is None else {"delay_ms": c.delay_ms})},
         exists=c.exists,
         schema_error=None if c.schema_field is None else {"field": c.schema_field, "message": c.schema_message or ""},
         step=c.step, expected_name=c.expected_name, selection_ok=c.selection_ok, mismatches=c.mismatches,
@@ -300,10 +353,11 @@ def _call_public(c: CallRow) -> CallPublic:
         forbidden=c.forbidden,
         reaction=None if c.reaction is None else {"reaction": c.reaction, "acceptable": c.reaction_ok},
         turn=c.turn,
+        latency_ms=c.latency_ms,
     )
 
 
-def get_trajectory(session: Session, trajectory_id: int) -> TrajectoryPublic:
+def get_trajectory(session: Session, trajectory_id: int, *, prices: PriceTable | None = None) -> TrajectoryPublic:
     t = session.get(TrajectoryRow, trajectory_id)
     if t is None:
         raise NotFound(f"no trajectory {trajectory_id}")
@@ -319,7 +373,24 @@ def get_trajectory(session: Session, trajectory_id: int) -> TrajectoryPublic:
         for e, turn in zip(expected, step_turns, strict=True):
             e["turn"] = turn
     return TrajectoryPublic(**_summary(t).model_dump(), question=t.question, answer=t.answer, state=t.state,
-                            detail=t.detail, calls=[_call_public(c) for c in calls], expected_calls=expected)
+                            detail=t.detail, calls=[_call_public(c) for c in calls], expected_calls=expected,
+                            model_calls=t.model_calls,
+                            usage=trajectory_usage(_model_calls(t.model_calls), prices or current_prices()))
+
+
+def _exported_call(c: CallRow) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": c.name, "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
+        "observation": c.observation,
+        "error": None if c.error_kind is None else {
+            "kind": c.error_kind, "message": c.error_message or "", "injected": c.injected,
+            **({} if c.delay_ms is None else {"delay_ms": c.delay_ms})},
+    }
+    if c.turn is not None:
+        out["turn"] = c.turn
+    if c.latency_ms is not None:
+        out["latency_ms"] = c.latency_ms
+    return out
 
 
 def export_records(session: Session, run_id: int, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:
@@ -402,12 +473,7 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
     """A stored trajectory back as its trajectory record (docs/formats.md)."""
     rec: dict[str, Any] = {
         "case_id": t.case_id, "trial": t.trial, "question": t.question,
-        "calls": [{"name": c.name, "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
-                   "observation": c.observation,
-                   "error": None if c.error_kind is None else {
-                       "kind": c.error_kind, "message": c.error_message or "", "injected": c.injected},
-                   **({} if c.turn is None else {"turn": c.turn})}
-                  for c in calls],
+        "calls": [_exported_call(c) for c in calls],
         "answer": t.answer,
         "fault": None if t.fault_kind is None else {"step": t.fault_step, "kind": t.fault_kind},
     }
@@ -421,4 +487,6 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
         rec["messages"] = t.detail["messages"]
     if isinstance(t.detail, dict) and isinstance(t.detail.get("user_error"), list):
         rec["user_error"] = t.detail["user_error"]
+    if t.model_calls is not None:
+        rec["model_calls"] = t.model_calls
     return rec

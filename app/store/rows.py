@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -17,6 +18,7 @@ import orjson
 from app.core.records import Trajectory
 from app.core.report import Report
 from app.core.scoring import TrajectoryScore
+from app.core.usage import ModelCall
 
 
 class TrajectoryScorer(Protocol):
@@ -43,11 +45,13 @@ def fault_key(traj: Trajectory) -> str:
 CALL_COLUMNS = (
     "id", "trajectory_id", "run_id", "idx", "name", "arguments", "arguments_raw", "observation", "error_kind",
     "error_message", "injected", "exists", "schema_field", "schema_message", "step", "expected_name",
-    "selection_ok", "mismatches", "dependency_before", "forbidden", "reaction", "reaction_ok", "turn",
+    "selection_ok", "mismatches", "dependency_before", "forbidden", "reaction", "reaction_ok", "turn", "latency_ms",
+    "delay_ms",
 )
 TRAJECTORY_COLUMNS = (
     "id", "run_id", "case_id", "trial", "fault_key", "fault_step", "fault_kind", "recovery_kind", "question",
-    "answer", "reward", "state", "outcome", "passed", "failures", "detail", "n_calls",
+    "answer", "reward", "state", "outcome", "passed", "failures", "detail", "n_calls", "model_calls", "input_tokens",
+    "output_tokens", "cached_tokens", "total_tokens", "model_latency_ms",
 )
 TAG_COLUMNS = ("trajectory_id", "run_id", "kind", "value")
 
@@ -66,7 +70,38 @@ def _call_rows(traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id
             None if cs.dependency_violation is None else cs.dependency_violation[0], cs.forbidden,
             None if cs.reaction is None else cs.reaction.reaction,
             None if cs.reaction is None else cs.reaction.acceptable, cs.turn,
+            call.latency_ms, None if err is None else err.delay_ms,
         )
+
+
+def usage_columns(calls: list[ModelCall] | None) -> tuple[Any, ...]:
+    """``model_calls`` as JSON and its sums: input, output, cached, total tokens, model latency."""
+    if not calls:
+        return (None,) * 6
+
+    def total(values: list[Any]) -> Any:
+        known = [v for v in values if v is not None]
+        return sum(known) if known else None
+
+    return (to_json([m.to_dict() for m in calls]), total([m.input_tokens for m in calls]),
+            total([m.output_tokens for m in calls]), total([m.cached_tokens for m in calls]),
+            total([m.tokens for m in calls]), total([m.latency_ms for m in calls]))
+
+
+def usage_counters(calls: list[ModelCall] | None, into: Counter[tuple[str, str, str, str]]) -> None:
+    """Token sums per model as run counters ``("usage", model, key, "")``: the runs list prices
+    them without reading trajectories. Tokens without the input/output split count as
+    ``unsplit_tokens``, never priced."""
+    for m in calls or ():
+        model = m.model or ""
+        into[("usage", model, "requests", "")] += 1
+        if m.input_tokens is None and m.output_tokens is None:
+            if m.total_tokens is not None:
+                into[("usage", model, "unsplit_tokens", "")] += m.total_tokens
+            continue
+        into[("usage", model, "input_tokens", "")] += m.input_tokens or 0
+        into[("usage", model, "output_tokens", "")] += m.output_tokens or 0
+        into[("usage", model, "cached_tokens", "")] += m.cached_tokens or 0
 
 
 def _detail(ts: TrajectoryScore, traj: Trajectory) -> dict[str, Any]:
@@ -98,6 +133,7 @@ def score_batch(scorer: TrajectoryScorer, trajectories: Sequence[Trajectory]) ->
     call_rows: list[tuple[Any, ...]] = []
     tag_rows: list[tuple[Any, ...]] = []
     call_ids = itertools.count()
+    counters: Counter[tuple[str, str, str, str]] = Counter()
     for tid, t in enumerate(trajectories):
         ts = scorer.score(t)
         report.add(ts)
@@ -105,13 +141,15 @@ def score_batch(scorer: TrajectoryScorer, trajectories: Sequence[Trajectory]) ->
             tid, 0, t.case_id, t.trial, fault_key(t), None if t.fault is None else t.fault.step,
             None if t.fault is None else t.fault.kind, ts.fault_kind, t.question, t.answer, t.reward,
             to_json(t.state), None if ts.outcome is None else ts.outcome.outcome, ts.passed, to_json(ts.failures),
-            to_json(_detail(ts, t)), len(t.calls),
+            to_json(_detail(ts, t)), len(t.calls), *usage_columns(t.model_calls),
         ))
+        usage_counters(t.model_calls, counters)
         call_rows.extend(_call_rows(t, ts, tid, 0, call_ids))
         tag_rows.extend((tid, 0, "failure", f) for f in ts.failures)
         missing = sorted({e for e, c in ts.confusion if c == "(missing)"})
         tag_rows.extend((tid, 0, "missing", m) for m in missing)
     keys = [(t.case_id, t.trial, fault_key(t)) for t in trajectories]
-    return ScoredBatch(keys, traj_rows, call_rows, tag_rows, list(report.counters()))
+    usage = [(*key, v) for key, v in counters.items()]
+    return ScoredBatch(keys, traj_rows, call_rows, tag_rows, [*report.counters(), *usage])
 
 

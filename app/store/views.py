@@ -34,6 +34,8 @@ class RunPublic(BaseModel):
     families: dict[str, RatioPublic] = Field(default_factory=dict)
     dependency_violations: int = 0
     dependency_checks: int = 0  # order pairs checked: the denominator of the violations
+    total_tokens: int | None = None  # tokens the run's model requests reported (None: none reported)
+    cost_usd: float | None = None  # priced when read, the requests with a price (None: none had one)
 
 
 class RunsPublic(BaseModel):
@@ -68,6 +70,7 @@ class TrajectorySummary(BaseModel):
     failures: list[str]
     n_calls: int
     reward: float | None = None
+    total_tokens: int | None = None  # what its model requests reported (None: nothing)
 
 
 class TrajectoriesPublic(BaseModel):
@@ -93,6 +96,7 @@ class CallPublic(BaseModel):
     forbidden: bool
     reaction: dict[str, Any] | None
     turn: int | None = None  # the user turn it answers, in a conversation
+    latency_ms: float | None = None  # the tool's wall time, an injected delay included
 
 
 class TrajectoryPublic(TrajectorySummary):
@@ -102,6 +106,8 @@ class TrajectoryPublic(TrajectorySummary):
     detail: dict[str, Any]
     calls: list[CallPublic]
     expected_calls: list[dict[str, Any]] | None = None
+    model_calls: list[dict[str, Any]] | None = None  # the requests to the model, as recorded
+    usage: dict[str, Any] | None = None  # their sums and cost (``usage.trajectory_usage``), None without any
 
 
 class FamilyDelta(BaseModel):
@@ -173,6 +179,16 @@ class TurnDelta(BaseModel):
     b: TurnFigures | None
 
 
+class UsageDelta(BaseModel):
+    key: str
+    label: str
+    unit: str  # "tokens", "usd" or "ms"
+    a: float | None
+    b: float | None
+    delta: float | None
+    relative: float | None
+
+
 class ComparisonPublic(BaseModel):
     a: RunPublic
     b: RunPublic
@@ -185,6 +201,7 @@ class ComparisonPublic(BaseModel):
     tools: list[ToolFigures] = Field(default_factory=list)
     description_changes: list[DescriptionChange] = Field(default_factory=list)
     turns: list[TurnDelta] = Field(default_factory=list)  # per user turn, when either run holds conversations
+    usage: list[UsageDelta] = Field(default_factory=list)  # cost and latency, B against A (absent: no data)
 
 
 class ToolsetVersionPublic(BaseModel):
@@ -243,6 +260,32 @@ class CaseResultPublic(BaseModel):
     outcome: str | None = None
 
 
+class LatencyPublic(BaseModel):
+    p50: float | None
+    p95: float | None
+
+
+class UsagePublic(BaseModel):
+    """Tokens, cost and latency of a run (docs/metrics.md); a key without data is null."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None = None
+    total_tokens: int | None = None
+    cost_usd: float | None
+    model_latency_ms: LatencyPublic
+    tool_latency_ms: LatencyPublic
+    trajectories_with_usage: int
+    trajectories_priced: int = 0
+    model_calls: int = 0
+    unpriced_models: list[str] = Field(default_factory=list)
+    prices_date: str = ""
+    by_result: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    by_failure: list[dict[str, Any]] = Field(default_factory=list)
+    by_outcome: list[dict[str, Any]] = Field(default_factory=list)
+    by_tool: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class FiguresPublic(BaseModel):
     """Exactly the shape of ``toollens score --json`` (docs/formats.md), plus paging
     of ``cases``; ``turns`` (per turn number) is there only when the run holds conversations."""
@@ -270,6 +313,7 @@ class FiguresPublic(BaseModel):
     faults_not_reached: int = 0
     user_errors: int = 0  # conversations the simulated user broke: listed, not scored
     cases_total: int
+    usage: UsagePublic | None = None
 
 
 class TrajectoryPairPublic(BaseModel):

@@ -245,6 +245,7 @@ class TimelineRow:
     call: CallPublic | None
     status: list[tuple[str, str]] = field(default_factory=list)  # (css class, words)
     again: bool = False  # the expected step is shown on an earlier row (this call retries it)
+    latency_share: float | None = None  # the call's latency over the trajectory's slowest call (the bar's length)
 
 
 def _call_status(call: CallPublic) -> list[tuple[str, str]]:
@@ -306,6 +307,10 @@ def timeline(t: TrajectoryPublic) -> list[TimelineRow]:
         else:
             rows.append(TimelineRow(expected=expected[j], step=j, call=None,
                                     status=[("muted" if j in excused else "bad", words)]))
+    slowest = max((c.latency_ms for c in t.calls if c.latency_ms is not None), default=None)
+    for row in rows:
+        if row.call is not None and row.call.latency_ms is not None and slowest:
+            row.latency_share = round(row.call.latency_ms / slowest, 4)
     return rows
 
 

@@ -9,6 +9,7 @@ from typing import Any, TypeVar, cast
 
 from sqlalchemy.orm import Session
 
+from app.core.prices import PriceTable, current_prices
 from app.core.scoring import Scorer
 from app.store import compare as comparing
 from app.store import queries
@@ -48,19 +49,21 @@ class ComparisonCache:
 
     def __init__(self, size: int = 64):
         self._size = size
-        self._items: OrderedDict[tuple[int, ...], ComparisonPublic] = OrderedDict()
+        self._items: OrderedDict[tuple[int, ...], tuple[PriceTable, ComparisonPublic]] = OrderedDict()
         self._lock = Lock()
 
     def get(self, session: Session, a: int, b: int) -> ComparisonPublic:
         ra, rb = queries.get_run(session, a), queries.get_run(session, b)
         key = (a, b, ra.trajectories, rb.trajectories)
+        prices = current_prices()  # the cost deltas are priced now: a new table re-prices them
         with self._lock:
-            if key in self._items:
+            cached = self._items.get(key)
+            if cached is not None and cached[0] is prices:
                 self._items.move_to_end(key)
-                return self._items[key]
+                return cached[1]
         result = comparing.compare_runs(session, a, b)
         with self._lock:
-            self._items[key] = result
+            self._items[key] = (prices, result)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
         return result
@@ -73,22 +76,25 @@ class FiguresCache:
 
     def __init__(self, size: int = 64):
         self._size = size
-        self._items: OrderedDict[tuple[int, int], dict[str, Any]] = OrderedDict()
+        self._items: OrderedDict[tuple[int, int], tuple[PriceTable, dict[str, Any]]] = OrderedDict()
         self._kept: OrderedDict[tuple[int, int, str], object] = OrderedDict()
         self._lock = Lock()
 
     def figures(self, session: Session, run_id: int, *, cases_limit: int = 100,
                 cases_offset: int = 0) -> dict[str, Any]:
+        prices = current_prices()  # the usage figures are priced now: a new table re-prices them
         key = (run_id, queries.run_trajectory_count(session, run_id))
         with self._lock:
-            summary = self._items.get(key)
-            if summary is not None:
+            cached = self._items.get(key)
+            if cached is not None:
                 self._items.move_to_end(key)
+        summary = cached[1] if cached is not None and cached[0] is prices else None
         if summary is None:
-            summary = queries.run_report(session, run_id).to_json()
+            summary = {**queries.run_report(session, run_id).to_json(),
+                       "usage": queries.run_usage(session, run_id, prices)}
             summary.pop("cases", None)
             with self._lock:
-                self._items[key] = summary
+                self._items[key] = (prices, summary)
                 while len(self._items) > self._size:
                     self._items.popitem(last=False)
         return queries.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset,

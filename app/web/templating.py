@@ -28,6 +28,26 @@ def signed(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:+.1f} pts"
 
 
+def usd(x: float | None) -> str:
+    """'$0.0123' (four significant digits below a cent), or '—' without a price."""
+    if x is None:
+        return "—"
+    return f"${x:,.2f}" if abs(x) >= 1 else f"${x:.4g}"
+
+
+def ms(x: float | None) -> str:
+    """'850 ms', '12.3 s', or '—' without a measurement."""
+    if x is None:
+        return "—"
+    if x >= 10_000:
+        return f"{x / 1000:.1f} s"
+    return f"{x:.0f} ms" if x >= 10 else f"{x:.2g} ms"
+
+
+def tokens(n: float | None) -> str:
+    return "—" if n is None else f"{n:,.0f}"
+
+
 def pretty_json(value: Any) -> str:
     """JSON for people (autoescaped by the template, unlike ``|tojson``,
     which is for scripts and shows quotes as \\u0027)."""
@@ -49,6 +69,9 @@ def install_filters(env: Environment) -> None:
     env.filters["ratio"] = ratio
     env.filters["pct"] = pct
     env.filters["signed"] = signed
+    env.filters["usd"] = usd
+    env.filters["ms"] = ms
+    env.filters["tokens"] = tokens
 
 
 def page_globals(request: Request) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tomllib
+import typing
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from app import cli as cli_module
 from app.cli import cli
 from app.commands import help_text
 from app.commands import score as score_command
@@ -138,8 +140,10 @@ def test_score_leaves_everything_else_to_typer(argv: list[str]) -> None:
 def test_the_quick_option_table_is_the_typer_commands() -> None:
     command = typer.main.get_command(cli).commands["score"]  # type: ignore[attr-defined]
     options = [p for p in command.params if p.param_type_name == "option"]
-    assert {p.opts[0]: (p.name, None if p.is_flag else "int" if p.type.name == "integer" else "path")
+    hints = typing.get_type_hints(cli_module.score)  # what each option's value is read as
+    assert {p.opts[0]: (p.name, None if p.is_flag else "int" if hints[p.name] is int else "path")
             for p in options} == score_command.OPTIONS
+    assert hints["prices"] == Path | None
     defaults = {name: p.default for name, p in inspect.signature(score_command.run).parameters.items()
                 if p.default is not inspect.Parameter.empty}
     assert defaults == {p.name: p.default for p in options}

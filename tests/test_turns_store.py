@@ -11,7 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.evaluate import score_trajectories
+from app.core.prices import bundled_prices
 from app.core.records import parse_record
+from app.core.usage import UsageTally
 from app.settings import Settings
 from app.web.app import create_app
 from tests.factories import BANKING_TOOLS
@@ -32,7 +34,10 @@ def run(db_url: str) -> Iterator[tuple[TestClient, int]]:
 def test_stored_conversations_read_like_a_scored_file(run: tuple[TestClient, int]) -> None:
     c, rid = run
     stored = c.get(f"/api/runs/{rid}/figures").json()
-    scored = score_trajectories(_suite(), [parse_record(r) for r in (RECOVERED, CARELESS, USER_STOPPED)]).to_json()
+    usage = UsageTally()  # as `toollens score --json` builds it
+    scored = score_trajectories(_suite(), [parse_record(r) for r in (RECOVERED, CARELESS, USER_STOPPED)],
+                                usage=usage).to_json()
+    scored["usage"] = usage.to_json(bundled_prices())
     assert stored.pop("cases_total") == 3
     assert stored == scored
     assert stored["turns"]["2"]["recovery"] == {"num": 1, "den": 1}

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -47,3 +49,28 @@ def require_module(name: str, how: str = "pip install -e '.[dev]'") -> ModuleTyp
         return importlib.import_module(name)
     except ImportError as exc:
         missing(f"the Python package {name} ({exc})", how, module_level=True)
+
+
+CHROMIUM = os.environ.get("TOOLLENS_CHROMIUM", "/usr/bin/chromium")  # Debian's: a browser download fails here
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def require_browser() -> ModuleType:
+    """Playwright's sync API, once Chromium is known to be there (at module level)."""
+    sync_api = require_module("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        missing(f"Chromium at {CHROMIUM}", "apt-get install chromium, or point TOOLLENS_CHROMIUM at one",
+                module_level=True)
+    return sync_api
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless Chromium (Playwright's ``Browser``), closed on the way out."""
+    with require_browser().sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -7,7 +7,6 @@ Screenshots of each page land in ``tests/artifacts/`` (ignored by git).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,17 +19,14 @@ from app.core.suite import load_suite_document
 from app.settings import Settings
 from app.store.db import upgrade
 from app.web.app import create_app
-from tests.resources import missing, require_module
+from tests.resources import chromium, require_browser
 from tests.servers import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-CHROMIUM = os.environ.get("TOOLLENS_CHROMIUM", "/usr/bin/chromium")
 
-sync_api = require_module("playwright.sync_api")
-if not Path(CHROMIUM).exists():
-    missing(f"Chromium at {CHROMIUM}", "apt-get install chromium, or point TOOLLENS_CHROMIUM at one", module_level=True)
+require_browser()
 
 PAYLOADS = [
     "<script>window.__xss = 1</script>",
@@ -88,12 +84,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+    with chromium() as b:
         yield b
-        b.close()
 
 
 @pytest.fixture()

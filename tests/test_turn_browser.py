@@ -5,7 +5,6 @@ in ``tests/artifacts/`` (ignored by git)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,19 +15,15 @@ from fastapi.testclient import TestClient
 from app.settings import Settings
 from app.store.db import upgrade
 from app.web.app import create_app
+from tests.resources import chromium, require_browser
 from tests.servers import serve_in_thread
 from tests.test_turns import CARELESS, RECOVERED, USER_STOPPED
 from tests.test_turns_store import SUITE
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-CHROMIUM = os.environ.get("TOOLLENS_CHROMIUM", "/usr/bin/chromium")
 EVIL = "<b id=injected>bold</b> Sí, confirmo"
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not Path(CHROMIUM).exists():
-    if os.environ.get("CI"):
-        raise RuntimeError(f"CI must run the browser tests: no Chromium at {CHROMIUM}")
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+require_browser()
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +43,8 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def test_the_timeline_reads_turn_by_turn(browser: Any, base: str) -> None:

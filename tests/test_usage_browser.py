@@ -5,7 +5,6 @@ figures say. Screenshots land in ``tests/artifacts/`` (ignored by git)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,17 +15,13 @@ from fastapi.testclient import TestClient
 from app.settings import Settings
 from app.store.db import upgrade
 from app.web.app import create_app
+from tests.resources import chromium, require_browser
 from tests.servers import serve_in_thread
 from tests.test_usage_store import FAILING, PASSING, store
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-CHROMIUM = os.environ.get("TOOLLENS_CHROMIUM", "/usr/bin/chromium")
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not Path(CHROMIUM).exists():
-    if os.environ.get("CI"):
-        raise RuntimeError(f"CI must run the browser tests: no Chromium at {CHROMIUM}")
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+require_browser()
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +37,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture()
 def page(server: str) -> Iterator[Any]:
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
+    with chromium() as b:
         p = b.new_page(viewport={"width": 1280, "height": 900})
         p.refused = []  # type: ignore[attr-defined]
         p.on("console", lambda m: p.refused.append(m.text)  # type: ignore[attr-defined]
              if "Content Security Policy" in m.text else None)
         yield p
-        b.close()
 
 
 def test_latency_bars_are_drawn_to_scale(page: Any, server: str) -> None:

@@ -92,6 +92,15 @@ def test_a_run_without_usage_reads_null(client: TestClient) -> None:
     assert "Not recorded" in client.get(f"/runs/{rid}", headers=HTML).text
 
 
+def test_a_run_with_tool_latency_only_gets_one_line_not_the_cards(client: TestClient) -> None:
+    timed = {**NO_USAGE, "calls": [{**CLIENTE, "latency_ms": 2.0}, {**SALDO, "latency_ms": 8.0}]}
+    rid = store(client, "mocked", timed)
+    html = client.get(f"/runs/{rid}", headers=HTML).text
+    line = section(html, "usage-none").text
+    assert "no tokens and no cost" in line and "took 2 ms · 8 ms (p50 · p95)" in line, line
+    assert 'id="usage-tokens"' not in html and 'id="usage-cost"' not in html
+
+
 def test_the_trajectory_keeps_its_requests_and_latencies_and_exports_them(client: TestClient) -> None:
     rid = store(client, "u", PASSING, FAILING, NO_USAGE)
     page = client.get(f"/api/runs/{rid}/trajectories").json()["data"]

@@ -85,6 +85,23 @@ def test_a_fault_never_reached_has_no_outcome() -> None:
     assert Report.from_counters(report.counters()).to_json()["faults_not_reached"] == 1
 
 
+def test_a_fault_planned_at_a_call_that_failed_validation_was_not_reached() -> None:
+    # the plan failed call #1, but the agent sent it with bad arguments: the tool never ran,
+    # so nothing was injected, whatever the record's declared fault says
+    bad_args = call("buscar_cliente", {"rut": 12345678}, "ERROR: invalid arguments: field 'rut': expected string",
+                    {"kind": "schema", "message": "ERROR: invalid arguments", "injected": False})
+    ts = Scorer(banking_suite()).score(record(calls=[bad_args, OK_CLIENTE], answer="Tu id es 8812",
+                                              fault={"step": 0, "kind": "http_503"}))
+    assert ts.outcome is None and ts.fault_step is None
+    assert ts.fault_not_reached == (0, "http_503")
+    # a declared fault whose call did fail at run time (an imported trace, not marked injected) is reached
+    failed = call("buscar_cliente", {"rut": "12345678-9"}, "ERROR 503",
+                  {"kind": "http_503", "message": "ERROR 503", "injected": False})
+    ts = Scorer(banking_suite()).score(record(calls=[failed, OK_CLIENTE], answer="Tu id es 8812",
+                                              fault={"step": 0, "kind": "http_503"}))
+    assert (ts.fault_step, ts.fault_kind, ts.fault_not_reached) == (0, "http_503", None)
+
+
 def test_think_is_skipped_in_reactions_and_in_the_retry_collapse() -> None:
     suite = suite_with(THINK)
     assert suite.toolset.transparent == frozenset({"think"})

@@ -361,7 +361,9 @@ class Scorer:
         """Find the faulted call: the first injected error or, with no fault
         declared (imported traces), the first tool error at run time. A
         declared fault at a call the agent never made was not reached: it has
-        no outcome and stays out of the recovery denominators."""
+        no outcome and stays out of the recovery denominators; so was one
+        declared at a call that failed validation (an unknown tool or bad
+        arguments: the tool never ran, so nothing could be injected)."""
         if not ts.any_error:
             if traj.fault is not None:
                 ts.fault_not_reached = (traj.fault.step, traj.fault.kind)
@@ -372,7 +374,8 @@ class Scorer:
                 return
         if traj.fault is not None:
             step = traj.fault.step
-            if step is not None and step < len(ts.calls) and ts.calls[step].error_kind is not None:
+            kind = ts.calls[step].error_kind if step is not None and step < len(ts.calls) else None
+            if kind is not None and kind not in VALIDATION_KINDS:  # a call the checks refused never ran
                 ts.fault_step, ts.fault_kind = step, traj.fault.kind
             else:
                 ts.fault_not_reached = (step, traj.fault.kind)

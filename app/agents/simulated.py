@@ -139,17 +139,17 @@ class SimulatedAgent:
     seed: int = 0
     label: str = LABEL
 
-    def for_case(self, case: Case, trial: int, variant: str = "") -> _CaseAgent:
+    def for_case(self, case: Case, trial: int, variant: str = "") -> CaseAgent:
         rng = random.Random(f"{self.seed}:{case.id}:{trial}:{variant}")
         if case.multi_turn:
             from app.agents.simulated_turns import ConversingAgent
 
             return ConversingAgent(self, case, rng)
-        return _CaseAgent(self, case, rng)
+        return CaseAgent(self, case, rng)
 
 
 @dataclass
-class _CaseAgent:
+class CaseAgent:
     parent: SimulatedAgent
     case: Case
     rng: random.Random

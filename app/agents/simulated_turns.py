@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.agents.simulated import _CaseAgent
+from app.agents.simulated import CaseAgent
 from app.core.conversation import fold, says_value
 from app.core.router import Toolbox
 from app.core.suite import ExpectedCall
 
 
 @dataclass
-class ConversingAgent(_CaseAgent):
+class ConversingAgent(CaseAgent):
     heard: list[str] = field(default_factory=list)  # the user's messages, in order
     plan: list[ExpectedCall] | None = None  # a simulated user's conversation: the steps still to do
     asked: set[str] = field(default_factory=set)  # what it asked the user for (argument names, "confirm:<tool>")

@@ -17,7 +17,7 @@ from app.store.errors import NotFound
 from app.store.views import CaseAdded, SuitePublic
 from app.web import contexts, curate_page
 from app.web.api import ERRORS, MAX_ID, ReadSession, TrajectoryId, Writer, WriteSession
-from app.web.labels import _same_origin
+from app.web.labels import same_origin
 from app.web.limits import OffLoopJSON
 from app.web.pages import render
 from app.web.schemas import CaseCreate
@@ -63,7 +63,7 @@ def add_case(suite_id: SuiteId, body: CaseCreate, session: WriteSession) -> Case
 async def curate_submit(trajectory_id: TrajectoryId, request: Request) -> Response:
     """The form (URL-encoded, same-origin only, as the label form): the case
     is added and the page says where, or the page comes back with the field at fault."""
-    if not _same_origin(request):
+    if not same_origin(request):
         raise HTTPException(403, "cases are taken from this site's own form only")
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
         raise HTTPException(415, "expected an application/x-www-form-urlencoded form")

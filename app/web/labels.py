@@ -61,7 +61,7 @@ async def label_form(trajectory_id: TrajectoryId, request: Request) -> RedirectR
     """The trajectory page's form (URL-encoded; the body size is bounded by the app).
     Only a same-origin form is taken: another site cannot rewrite the labels
     that calibrate the judge."""
-    if not _same_origin(request):
+    if not same_origin(request):
         raise HTTPException(403, "labels are taken from this site's own form only")
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
         raise HTTPException(415, "expected an application/x-www-form-urlencoded form")
@@ -81,7 +81,7 @@ async def label_form(trajectory_id: TrajectoryId, request: Request) -> RedirectR
     return RedirectResponse(f"{back}#labels", status_code=303)
 
 
-def _same_origin(request: Request) -> bool:
+def same_origin(request: Request) -> bool:
     """The browser says the form came from this site (Sec-Fetch-Site), or its
     Origin is this host; a request with neither header (curl) is no browser's."""
     site = request.headers.get("sec-fetch-site")

@@ -16,7 +16,8 @@ from typing import Any
 
 from app.agents.model_agent import ModelAgent
 from app.agents.openai_chat import first_message, message_text, openai_client
-from app.core.conversation import asked_for, asks, asks_to_confirm, fold
+from app.core.conversation import asked_for, asks, asks_to_confirm
+from app.core.language import detect_language
 from app.core.records import Message
 from app.core.suite import UserSpec
 
@@ -31,9 +32,8 @@ _PHRASES = {
 
 
 def _language(spec: UserSpec) -> str:
-    """Spanish unless the instruction reads as English (the demo's cases are in Spanish)."""
-    words = set(fold(spec.instruction).split())
-    return "en" if len(words & {"the", "you", "your", "want", "and", "is"}) >= 2 else "es"
+    """The language the instruction is written in."""
+    return detect_language([spec.instruction])
 
 
 @dataclass

@@ -70,6 +70,21 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+@contextmanager
+def suite_mistakes(consequence: str) -> Iterator[None]:
+    """Around a suite check: every mistake on its own line, then exit 2."""
+    from app.commands.score import print_mistakes
+    from app.core.errors import ToolLensError
+    from app.core.suite_check import SuiteProblems
+
+    try:
+        yield
+    except SuiteProblems as exc:
+        raise typer.Exit(code=print_mistakes(exc, consequence)) from None
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+
+
 PricesOption = Annotated[Path | None, typer.Option(
     "--prices", help="A price file (model: USD per million input, output, cached tokens) over the bundled "
                      "prices; default: TOOLLENS_PRICES.")]
@@ -86,13 +101,18 @@ def score(
         "--fail-on-blocking", help="Exit 1 when a blocking family (hallucinated tools, hallucination after "
                                    "error: threshold zero) is above zero: a CI check without a database.")] = False,
     prices: PricesOption = None,
+    lenient: Annotated[bool, typer.Option(
+        "--lenient", help="For imported suites: mistakes in the suite and records of cases it lacks are warnings "
+                          "(those records are left out of every figure), not errors.")] = False,
 ) -> None:
     """Score trajectories against a suite, without a database.
 
-    Exit 0: scored; 1: a blocking family above zero (with --fail-on-blocking); 2: bad input."""
+    Exit 0: scored; 1: a blocking family above zero (with --fail-on-blocking); 2: bad input (a mistake in the
+    suite, records of cases it lacks)."""
     from app.commands.score import run
 
-    code = run(suite, trajectories, as_json=as_json, top=top, fail_on_blocking=fail_on_blocking, prices=prices)
+    code = run(suite, trajectories, as_json=as_json, top=top, fail_on_blocking=fail_on_blocking, prices=prices,
+               lenient=lenient)
     if code:
         raise typer.Exit(code=code)
 

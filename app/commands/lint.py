@@ -27,14 +27,21 @@ def lint(
     = SIMILAR_THRESHOLD,
     lookalike: Annotated[float, typer.Option(min=0.0, max=1.0, help="Similarity at which a pair needs a "
                                               "negative delimitation.")] = LOOKALIKE_THRESHOLD,
+    lenient: Annotated[bool, typer.Option("--lenient", help="For imported suites: mistakes in the suite (unknown "
+                                          "keys, tools, arguments) are warnings, not errors.")] = False,
 ) -> None:
     """Lint tool descriptions: look-alike pairs, negative delimitation, argument formats, preconditions.
 
-    Exit 0: no finding; 1: findings; 2: bad input."""
-    from app.cli import _fail
+    A suite is checked first: every mistake in it (unknown keys, calls to tools the toolset lacks, arguments
+    its schema rejects) is listed. Exit 0: no finding; 1: findings; 2: bad input or a mistake in the suite."""
+    from app.cli import _fail, suite_mistakes
+    from app.commands.score import print_warnings
     from app.core.errors import ToolLensError
     from app.core.lint import lint_json, lint_toolset, load_lint_target
+    from app.core.suite_check import validate_lint_target
 
+    with suite_mistakes("nothing was linted"):
+        print_warnings(validate_lint_target(toolset, lenient=lenient))
     try:
         target, pairs = load_lint_target(toolset)
     except ToolLensError as exc:

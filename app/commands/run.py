@@ -13,6 +13,22 @@ from rich.text import Text
 AGENT_HELP = "openai | anthropic | simulated | module:function (the core's agent protocol)"
 
 
+def _check_suite(suite: Path, faults: str | None, lenient: bool) -> None:
+    """Every mistake in the suite (and a fault rule naming a tool it lacks) before anything runs."""
+    from app.cli import suite_mistakes
+    from app.commands.score import print_warnings
+    from app.core.errors import ToolLensError
+    from app.core.router import FaultPlan
+    from app.core.suite_check import validate_suite_file
+
+    try:
+        fault_tools = list(FaultPlan.parse(faults).by_tool) if faults else []
+    except ToolLensError:
+        fault_tools = []  # the run refuses the plan itself, naming the rule
+    with suite_mistakes("nothing was run"):
+        print_warnings(validate_suite_file(suite, lenient=lenient, fault_tools=fault_tools)[1])
+
+
 def register(cli: typer.Typer) -> None:
     cli.command("run")(run)
 
@@ -46,6 +62,8 @@ def run(
     user_base_url: Annotated[str | None, typer.Option(help="The user model's endpoint (default: --base-url).")]
     = None,
     db: Annotated[str | None, typer.Option(help="Database URL (default: TOOLLENS_DATABASE_URL).")] = None,
+    lenient: Annotated[bool, typer.Option("--lenient", help="For imported suites: mistakes in the suite (unknown "
+                                          "keys, tools, arguments) are warnings, not errors.")] = False,
 ) -> None:
     """Run an agent over a suite with mocked tools; every finished case run is stored at once."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -60,6 +78,8 @@ def run(
         shard = shard or shard_from_env(os.environ)
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
+    if suite is not None and not resume:
+        _check_suite(suite, faults, lenient)
 
     request = RunRequest(agent=agent, suite_path=suite, model=model, base_url=base_url, trials=trials,
                          faults=faults, sweep=sweep_errors, sweep_kind=sweep_kind, concurrency=concurrency,

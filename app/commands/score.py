@@ -13,12 +13,18 @@ import errno
 import json
 import os
 import sys
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.core.records import Trajectory
+    from app.core.suite_check import SuiteProblems
 
 # option -> (parameter, the value it takes: None, "int" or "path"); tests/test_cli_startup.py checks it
 # against the typer command
 OPTIONS = {"--json": ("as_json", None), "--top": ("top", "int"), "--fail-on-blocking": ("fail_on_blocking", None),
-           "--prices": ("prices", "path")}
+           "--prices": ("prices", "path"), "--lenient": ("lenient", None)}
 
 
 def parse(argv: list[str]) -> dict[str, object] | None:
@@ -71,27 +77,38 @@ def run_argv(argv: list[str]) -> int | None:
 
 
 def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10,
-        fail_on_blocking: bool = False, prices: Path | None = None) -> int:
+        fail_on_blocking: bool = False, prices: Path | None = None, lenient: bool = False) -> int:
     """Score, print the report, and return the exit status: 0 scored; 1 a blocking family above
-    zero (with ``fail_on_blocking``); 2 bad input."""
+    zero (with ``fail_on_blocking``); 2 bad input: a mistake in the suite, or records of cases the
+    suite lacks (with ``lenient`` both are warnings, and those records are left out)."""
     from app.core.errors import ToolLensError
     from app.core.evaluate import score_trajectories
     from app.core.gate import BLOCKING
     from app.core.prices import load_prices
     from app.core.records import read_jsonl
-    from app.core.suite import load_suite
+    from app.core.suite_check import SuiteProblems, validate_suite_file
     from app.core.usage import UsageTally
 
     usage = UsageTally()
     try:
-        loaded = load_suite(suite)
+        loaded, warnings = validate_suite_file(suite, lenient=lenient)
+        print_warnings(warnings)
         table = load_prices(prices)
         if not trajectories.is_file():
             raise ToolLensError(f"{trajectories}: file not found")
-        report = score_trajectories(loaded, read_jsonl(trajectories), usage=usage)
+        known = KnownCases(loaded.by_id, read_jsonl(trajectories))
+        report = score_trajectories(loaded, known, usage=usage)
+    except SuiteProblems as exc:
+        return print_mistakes(exc, "nothing was scored")
     except ToolLensError as exc:
         print_error(str(exc))
         return 2
+    if known.unknown:
+        matched_none = len(known.unknown) and sum(known.unknown.values()) == known.total
+        print_error(known.describe(trajectories, lenient=lenient and not matched_none),
+                    label="warning: " if lenient and not matched_none else "error: ")
+        if not lenient or matched_none:
+            return 2
     data = report.to_json()
     data["usage"] = usage.to_json(table)
     if as_json:
@@ -108,6 +125,50 @@ def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10
         print_error(", ".join(blocking) + " (must be zero)", label="blocking: ")
         return 1
     return 0
+
+
+class KnownCases:
+    """The records whose case the suite has; the others are counted by case id and left out of
+    every figure (a record scored without its case would pass on nothing)."""
+
+    def __init__(self, cases: Mapping[str, object], records: Iterable[Trajectory]):
+        self.cases = cases
+        self.records = records
+        self.unknown: dict[str, int] = {}
+        self.total = 0
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        for record in self.records:
+            self.total += 1
+            if record.case_id in self.cases:
+                yield record
+            else:
+                self.unknown[record.case_id] = self.unknown.get(record.case_id, 0) + 1
+
+    def describe(self, source: Path, *, lenient: bool) -> str:
+        count = sum(self.unknown.values())
+        names = ", ".join(repr(c) for c in list(self.unknown)[:10])
+        more = f" and {len(self.unknown) - 10} more" if len(self.unknown) > 10 else ""
+        head = f"{source}: {count} of {self.total} records are of cases the suite lacks ({names}{more})"
+        if count == self.total:
+            return f"{head}: nothing to score (is it the right suite?)"
+        return f"{head}: " + ("left out of every figure" if lenient else
+                              "nothing was scored (--lenient scores the rest)")
+
+
+def print_mistakes(exc: SuiteProblems, consequence: str) -> int:
+    """Every mistake of a suite on its own line, then what did not happen; the exit status (2)."""
+    for problem in exc.problems:
+        print_error(str(problem))
+    lenient = "" if all(p.fatal for p in exc.problems) else " (--lenient makes these warnings, for imported suites)"
+    noun = "mistake" if len(exc.problems) == 1 else "mistakes"
+    print_error(f"{len(exc.problems)} {noun} in the suite: {consequence}{lenient}")
+    return 2
+
+
+def print_warnings(warnings: Iterable[object]) -> None:
+    for warning in warnings:
+        print_error(str(warning), label="warning: ")
 
 
 def print_error(message: str, *, label: str = "error: ") -> None:

@@ -66,14 +66,14 @@ class MockSpec:
         return chosen
 
 
-_MOCK_KEYS = {"response", "responses", "default", "effect"}
+MOCK_KEYS = {"response", "responses", "default", "effect"}
 
 
 def parse_mock(raw: Any, *, where: str = "") -> MockSpec:
     """Read a suite's ``mock`` value. A mapping whose keys are all among
     response/responses/default/effect (with one of the first two) is the
     structured form; anything else is a fixed response."""
-    if not (isinstance(raw, Mapping) and raw and set(raw) <= _MOCK_KEYS and ({"response", "responses"} & set(raw))):
+    if not (isinstance(raw, Mapping) and raw and set(raw) <= MOCK_KEYS and ({"response", "responses"} & set(raw))):
         return MockSpec(response=raw, has_response=True)
     keyed: list[Keyed] = []
     for i, item in enumerate(raw.get("responses") or []):

@@ -203,7 +203,7 @@ def load_suite_document(path: str | Path) -> dict[str, Any]:
 
 def load_toolset(path: str | Path) -> Toolset:
     p = Path(path)
-    toolset = _toolset(_read_document(p), str(p), p.parent)
+    toolset = parse_toolset(_read_document(p), str(p), p.parent)
     toolset.name = toolset.name or p.stem
     return toolset
 
@@ -225,7 +225,7 @@ def _pairs(raw: Any, where: str, path: str, case_id: str = "") -> list[tuple[str
     return out
 
 
-def _toolset(raw: Any, path: str, base: Path | None) -> Toolset:
+def parse_toolset(raw: Any, path: str, base: Path | None) -> Toolset:
     if isinstance(raw, str):
         if base is None:
             raise SuiteError("give the toolset inline (a path is read only from a suite file)", path=path,
@@ -263,7 +263,7 @@ def parse_suite(raw: Any, *, path: str = "<suite>", base: Path | None = None) ->
         raise SuiteError("a suite must be a mapping with name, toolset and cases", path=path)
     if "toolset" not in raw:
         raise SuiteError("required", path=path, field="toolset")
-    toolset = _toolset(raw["toolset"], path, base)
+    toolset = parse_toolset(raw["toolset"], path, base)
     raw_cases = raw.get("cases")
     if not isinstance(raw_cases, list):
         raise SuiteError("required, a list of cases", path=path, field="cases")

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app import __version__
 from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
+from app.core.suite_check import validate_suite_document
 from app.store import compare as comparing
 from app.store import ingest, queries
 from app.store import lint as linting
@@ -84,6 +85,7 @@ def create_run(body: RunCreate, session: WriteSession) -> RunPublic:
     if (body.suite is None) == (body.suite_id is None):
         raise HTTPException(422, "give exactly one of 'suite' (inline) or 'suite_id'")
     if body.suite is not None:
+        validate_suite_document(body.suite, lenient=body.lenient)
         suite_row = ingest.ensure_suite(session, body.suite)
     else:
         suite_row = ingest.get_suite_row(session, body.suite_id or 0)

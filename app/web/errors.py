@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolLensError, ToolSpecError
+from app.core.suite_check import SuiteProblems
 from app.store.errors import Conflict, NotFound, SchemaMismatch, Unstorable
 from app.web.schemas import ErrorBody, ErrorItem
 
@@ -42,6 +43,9 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, InvalidTrajectory):
             return respond(request, 422, str(exc), [ErrorItem(index=exc.index, field=exc.field or None,
                                                               message=exc.detail)])
+        if isinstance(exc, SuiteProblems):
+            return respond(request, 422, exc.headline,
+                           [ErrorItem(field=p.field or None, message=str(p)) for p in exc.problems])
         if isinstance(exc, SuiteError):
             return respond(request, 422, str(exc), [ErrorItem(field=exc.field or None, message=exc.detail)])
         if isinstance(exc, ToolSpecError):

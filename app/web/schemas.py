@@ -43,6 +43,7 @@ class RunCreate(BaseModel):
     suite: dict[str, Any] | None = None
     suite_id: int | None = Field(default=None, ge=1, le=2**31 - 1)
     config: dict[str, Any] = Field(default_factory=dict)
+    lenient: bool = False  # an inline suite's mistakes the loader can read are accepted (imported suites)
 
     @field_validator("name", "agent", "model")
     @classmethod

@@ -17,6 +17,7 @@ Keys starting with ``x-`` are free annotations.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -114,7 +115,7 @@ def _render(segments: Iterable[Segment]) -> str:
 
 
 def _nearest(word: str, known: Iterable[str]) -> str | None:
-    found = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    found = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.75)
     if not found:  # "expectedcalls" is "expected_calls" without its underscore
         squashed = {k.replace("_", "").casefold(): k for k in known}
         return squashed.get(word.replace("_", "").replace("-", "").casefold())
@@ -364,19 +365,29 @@ def _check(raw: Any, path: str, base: Path | None, fault_tools: Iterable[str]) -
         checker.case(case, i, seen)
     for name in fault_tools:
         checker.tool_name(name, (f"tool:{name}",), "", file="--faults")
-    problems = _located(checker.found)
-    if structural is not None and not any(p.fatal and p.case_id == structural.case_id and
-                                          structural.detail in p.message for p in problems):
-        problems.append(_from_error(structural, path))
-    return suite, problems
+    if structural is not None and not any(f.fatal and f.case_id == structural.case_id and
+                                          structural.detail in f.message for f in checker.found):
+        checker.found.append(_found_from_error(structural, raw, path))
+    return suite, _located(checker.found)
 
 
 def _from_error(exc: SuiteError, path: str) -> Problem:
     return Problem(exc.detail, file=exc.path or path, case_id=exc.case_id, field=exc.field, fatal=True)
 
 
+def _found_from_error(exc: SuiteError, raw: Mapping[str, Any], path: str) -> _Found:
+    """The loader's own error, located like the others (its field read back into a path)."""
+    at: tuple[Segment, ...] = ()
+    if exc.case_id:
+        ids = [str(c.get("id")) if isinstance(c, Mapping) else None for c in _list(raw.get("cases"))]
+        at = ("cases", ids.index(exc.case_id)) if exc.case_id in ids else ()
+    segments = tuple(int(s) if s.isdigit() else s for s in re.findall(r"[^.\[\]]+", exc.field.split(" ")[0]))
+    return _Found(path if exc.path in ("", path) else exc.path, (*at, *segments), exc.case_id, len(at), exc.detail,
+                  fatal=True)
+
+
 def _located(found: list[_Found]) -> list[Problem]:
-    """Problems with their lines (for a file that parses as YAML: JSON does too)."""
+    """Problems with their lines (for a file that parses as YAML: JSON does too), in the order of each file."""
     trees: dict[str, Any] = {}
     out = []
     for f in found:
@@ -384,7 +395,8 @@ def _located(found: list[_Found]) -> list[Problem]:
             trees[f.file] = _compose(f.file)
         out.append(Problem(f.message, file=f.file, case_id=f.case_id, field=_render(f.segments[f.case_at:]),
                            line=_line(trees[f.file], f.segments), fatal=f.fatal))
-    return out
+    rank = {file: i for i, file in enumerate(trees)}
+    return sorted(out, key=lambda p: (rank[p.file], p.line or 0))
 
 
 def _compose(file: str) -> Any:

@@ -227,8 +227,8 @@ cases:
 
 
 def test_the_known_keys_are_the_models_fields() -> None:
-    assert SUITE_KEYS == {f.name for f in fields(Suite)} - {"path"}
-    assert CASE_KEYS == {f.name for f in fields(Case)} | {"source"}
+    assert {f.name for f in fields(Suite)} - {"path"} == SUITE_KEYS
+    assert {f.name for f in fields(Case)} | {"source"} == CASE_KEYS
 
 
 # -- trajectories of cases the suite lacks -----------------------------------------------------

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from app.commands import DB_HELP
 from app.gc_tuning import collect_cycles_rarely
 
 if TYPE_CHECKING:  # the rest is imported by the commands that use it: `toollens --help` starts at once
@@ -123,16 +124,16 @@ db_cli = typer.Typer(help="The database: schema migrations.", no_args_is_help=Tr
 cli.add_typer(db_cli, name="db")
 
 DbOption = Annotated[
-    str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or ./toollens.db).")
+    str | None, typer.Option("--db", help=DB_HELP)
 ]
 
 
 def _settings(db: str | None) -> Settings:
-    from app.settings import Settings
+    from app.settings import SettingsError, load_settings
 
     try:
-        return Settings(database_url=db) if db else Settings()
-    except ValueError as exc:
+        return load_settings(database_url=db) if db else load_settings()
+    except SettingsError as exc:
         raise _fail(str(exc)) from None
 
 
@@ -141,16 +142,15 @@ def db_upgrade(db: DbOption = None) -> None:
     """Apply the migrations to the database."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.store.db import upgrade
+    from app.store.db import database_label, upgrade
 
     settings = _settings(db)
+    shown = database_label(settings.database_url)
     try:
         upgrade(settings.database_url)
     except (SQLAlchemyError, OSError) as exc:
-        raise _environment_error(exc) from None
-    from sqlalchemy.engine import make_url
-
-    shown = make_url(settings.database_url).render_as_string(hide_password=True)
+        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        raise _fail(f"cannot upgrade the database {shown}: {detail[0] if detail else type(exc).__name__}") from None
     Console(stderr=True, soft_wrap=True).print(Text(f"database at head: {shown}"))
 
 

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.core.errors import ToolLensError
+
+
+class SettingsError(ToolLensError):
+    """A setting (an option or a ``TOOLLENS_*`` variable) that cannot be used; one line that names it."""
 
 
 class Settings(BaseSettings):
@@ -24,8 +33,11 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _known_backend(cls, url: str) -> str:
+        url = url.strip()
+        if (url and ":" not in url.split("/")[0]) or url.startswith(("/", ".", "~")):  # a SQLite file's path
+            return f"sqlite:///{Path(url).expanduser().resolve()}"
         if not url.startswith(("sqlite", "postgresql")):
-            raise ValueError("TOOLLENS_DATABASE_URL must be a sqlite:/// or postgresql+psycopg:// URL")
+            raise ValueError(f"must be a SQLite file's path, or a sqlite:/// or postgresql+psycopg:// URL, not {url!r}")
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url[len("postgresql://"):]
         return url
@@ -34,5 +46,27 @@ class Settings(BaseSettings):
     @classmethod
     def _token_not_blank(cls, token: str | None) -> str | None:
         if token is not None and len(token.strip()) < 8:
-            raise ValueError("TOOLLENS_API_TOKEN must be at least 8 characters (or unset)")
+            raise ValueError("must be at least 8 characters (or unset)")
         return token
+
+
+OPTIONS = {"database_url": "--db"}  # the command-line option that sets a field, where one does
+
+
+def load_settings(**given: Any) -> Settings:
+    """Settings from the environment and the ``given`` values (options); a bad one is a
+    SettingsError of one line naming the variable (and the option) and the value, never pydantic's dump."""
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        raise SettingsError("; ".join(_one_line(e, given) for e in exc.errors())) from None
+
+
+def _one_line(error: Any, given: dict[str, Any]) -> str:
+    field = str(error["loc"][0]) if error.get("loc") else ""
+    name = f"TOOLLENS_{field.upper()}"
+    if field in given and field in OPTIONS:
+        name = f"{OPTIONS[field]} (or {name})"
+    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    shown = "" if field == "api_token" or "not '" in message else f" (got {str(error.get('input'))[:80]!r})"
+    return f"{name}: {message}{shown}"

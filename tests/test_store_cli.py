@@ -111,7 +111,8 @@ def test_a_file_made_with_other_pages_keeps_them(tmp_path: Path) -> None:
 
 def test_bad_database_url_is_a_clear_error() -> None:
     r = runner.invoke(cli, ["db", "upgrade", "--db", "mysql://x"])
-    assert r.exit_code == 2 and "must be a sqlite:/// or postgresql" in r.stderr
+    assert r.exit_code == 2 and r.stderr == ("error: --db (or TOOLLENS_DATABASE_URL): must be a SQLite file's path, "
+                                             "or a sqlite:/// or postgresql+psycopg:// URL, not 'mysql://x'\n")
 
 
 def test_migrations_match_the_models(db_url: str) -> None:

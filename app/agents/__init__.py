@@ -11,16 +11,18 @@ Simulated users, which say the user's side of those, are in ``users``.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 from app.core.errors import ToolLensError
 from app.core.suite import Case
 
-AGENT_KINDS = ("openai", "anthropic", "simulated", "module:function")
+AGENT_KINDS = ("openai", "anthropic", "simulated", "module:function", "path/to/file.py:function")
 
 
 class AgentSpecError(ToolLensError):
@@ -45,17 +47,15 @@ class SameAgent:
 
 
 def load_callable(spec: str) -> Callable[..., Any]:
-    """``package.module:function`` (the working directory is importable)."""
-    module_name, _, attr = spec.partition(":")
+    """``package.module:function`` (the working directory is importable) or
+    ``path/to/file.py:function`` (its folder is importable, for its own imports)."""
+    module_name, _, attr = spec.rpartition(":")
     if not module_name or not attr:
         raise AgentSpecError(f"--agent {spec!r}: expected one of {', '.join(AGENT_KINDS)}")
-    cwd = str(Path.cwd())
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AgentSpecError(f"--agent {spec!r}: cannot import {module_name!r} ({exc})") from None
+        module = _import_file(module_name) if _is_file(module_name) else _import_module(module_name)
+    except AgentSpecError as exc:
+        raise AgentSpecError(f"--agent {spec!r}: {exc}") from None
     except Exception as exc:  # the module itself fails to load: say how, in one line
         raise AgentSpecError(f"--agent {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") \
             from None
@@ -67,3 +67,44 @@ def load_callable(spec: str) -> Callable[..., Any]:
     if not callable(target):
         raise AgentSpecError(f"--agent {spec!r}: {attr!r} is not callable")
     return target  # type: ignore[no-any-return]
+
+
+def _is_file(name: str) -> bool:
+    return name.endswith(".py") or "/" in name or "\\" in name
+
+
+def _import_module(name: str) -> ModuleType:
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+            raise AgentSpecError(f"cannot import {name!r}: no module {exc.name!r} in {cwd} or on PYTHONPATH "
+                                 f"(give a file as path/to/file.py:function)") from None
+        raise AgentSpecError(f"cannot import {name!r} ({exc})") from None
+
+
+def _import_file(name: str) -> ModuleType:
+    path = Path(name).expanduser().resolve()
+    if not path.is_file():
+        raise AgentSpecError(f"no file {name!r} (from {Path.cwd()})")
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    module_name = path.stem if path.stem.isidentifier() else "toollens_agent"
+    loaded = sys.modules.get(module_name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    found = importlib.util.spec_from_file_location(module_name, path)
+    if found is None or found.loader is None:
+        raise AgentSpecError(f"{name!r} is not a Python file")
+    module = importlib.util.module_from_spec(found)
+    sys.modules[module_name] = module  # as an import would: dataclasses and pickling look it up
+    try:
+        found.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module

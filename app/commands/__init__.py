@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # `toollens score` imports app.commands.score without typer
     import typer
 
+DB_HELP = "A SQLite file's path or a database URL (default: TOOLLENS_DATABASE_URL or ./toollens.db)."
+
 MODULES: tuple[str, ...] = ("convert", "toolset", "lint", "run", "gate", "demo", "mcp", "judge", "curate")
 
 

@@ -10,7 +10,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-Db = Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or ./toollens.db).")]
+from app.commands import DB_HELP
+
+Db = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
 
 def register(cli: typer.Typer) -> None:

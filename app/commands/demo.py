@@ -33,7 +33,8 @@ def register(cli: typer.Typer) -> None:
 
 
 def demo(
-    db: Annotated[Path, typer.Option(help="SQLite file to create (replaced if it exists).")] = Path("demo.db"),
+    db: Annotated[str, typer.Option(help="SQLite file to create, a path or a sqlite:/// URL (replaced if it "
+                                         "exists).")] = "demo.db",
     examples: Annotated[Path, typer.Option(help="Folder with the example suites.")] = EXAMPLES,
     # seed 5 tells the seed's story in both pairs of runs: v2 cuts confusions and schema errors, and invented
     # data after an error stays above zero in both (tests/test_demo.py pins it)
@@ -43,19 +44,25 @@ def demo(
     serve: Annotated[bool, typer.Option("--serve/--no-serve", help="Start the dashboard afterwards.")] = True,
 ) -> None:
     """Record example runs of the SIMULATED agent into a fresh SQLite file and serve the dashboard."""
-    from app.cli import _fail
+    from sqlalchemy.engine import make_url
+
+    from app.cli import _fail, _settings
     from app.core.errors import ToolLensError
     from app.runner.session import RunRequest, run_agent
     from app.settings import Settings
 
+    url = make_url(_settings(db).database_url)
+    if url.get_backend_name() != "sqlite" or not url.database:
+        raise _fail(f"--db {db!r}: the demo records into a fresh SQLite file: give its path")
+    path = Path(url.database).resolve()
     console = Console(stderr=True, soft_wrap=True)
     missing = [name for _, name, *_ in DEMO_RUNS if not (examples / name).is_file()]
     if missing:
         raise _fail(f"example suites not found in {examples}: {', '.join(missing)} (give --examples DIR)")
     listener = _listen(host, port) if serve else None  # a taken port is said now, not after the runs
     for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    settings = Settings(database_url=f"sqlite:///{db.resolve()}")
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    settings = Settings(database_url=f"sqlite:///{path}")
     console.print(Text("Recording example runs of the simulated agent (not a model: seeded, for the demo)…"))
     try:
         for name, suite, trials, faults, sweep in DEMO_RUNS:
@@ -72,10 +79,11 @@ def demo(
 
     console.print(Text(f"{buildinfo.describe()}" + ("" if buildinfo.compiled_modules() else
                        " (`make fast` compiles it with mypyc: a few minutes once, then faster scoring)")))
-    url = f"http://{host}:{port}"
-    console.print(Text(f"ToolLens dashboard with the example runs: {url}  (Ctrl-C stops it)", style="bold"))
     if listener is None:
+        console.print(Text(f"Example runs stored in {path}: `toollens serve --db {db}` shows them", style="bold"))
         return
+    console.print(Text(f"ToolLens dashboard with the example runs: http://{host}:{port}  (Ctrl-C stops it)",
+                       style="bold"))
     import uvicorn
 
     from app.web.app import create_app

@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from app.commands import DB_HELP
+
 
 def gate(
     baseline: Annotated[str, typer.Option("--baseline", help="Baseline run (id or name).")],
@@ -17,8 +19,7 @@ def gate(
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown summary (PR comment).")]
     = None,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (CI test report).")] = None,
-    db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
-                                           "./toollens.db).")] = None,
+    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
     prices: Annotated[Path | None, typer.Option(
         "--prices", help="A price file over the bundled prices, for a cost tolerance (default: TOOLLENS_PRICES).")]
     = None,

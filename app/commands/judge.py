@@ -8,6 +8,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from app.commands import DB_HELP
+
 CHUNK = 100  # trajectories read, judged and stored together
 
 
@@ -69,7 +71,7 @@ def judge(
     relabel: Annotated[bool, typer.Option("--relabel", help="Judge again what was judged already.")] = False,
     timeout: Annotated[float, typer.Option(min=0.01, help="Seconds per request.")] = 60.0,
     attempts: Annotated[int, typer.Option(min=1, max=20, help="Tries per request (429/5xx/timeouts).")] = 5,
-    db: Annotated[str | None, typer.Option(help="Database URL (default: TOOLLENS_DATABASE_URL).")] = None,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Classify each faulted trajectory's outcome with an LLM judge; report its agreement."""
     from sqlalchemy.exc import SQLAlchemyError

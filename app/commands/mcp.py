@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from app.commands import DB_HELP
+
 
 class _Stopped(Exception):
     """SIGTERM arrived: stop serving, then store what is pending."""
@@ -34,8 +36,7 @@ def mcp_serve(
     agent: Annotated[str, typer.Option(help="Agent label.")] = "",
     model: Annotated[str, typer.Option(help="Model label.")] = "",
     keep_open: Annotated[bool, typer.Option("--keep-open", help="Leave the run open at shutdown.")] = False,
-    db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
-                                           "./toollens.db).")] = None,
+    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
 ) -> None:
     """Serve a case's mocked tools as an MCP server that records every call.
 
@@ -150,8 +151,7 @@ def _bind(host: str, port: int) -> Any:
 
 def finish(
     run: Annotated[str, typer.Argument(help="Run id or name.")],
-    db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
-                                           "./toollens.db).")] = None,
+    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
 ) -> None:
     """Finish an open run for good: it takes no more trajectories (mcp-serve does not open it again).
 

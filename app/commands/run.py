@@ -10,7 +10,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-AGENT_HELP = "openai | anthropic | simulated | module:function (the core's agent protocol)"
+from app.commands import DB_HELP
+
+AGENT_HELP = ("openai | anthropic | simulated | module:function (a module in the working directory or on PYTHONPATH) | "
+              "path/to/file.py:function (the core's agent protocol)")
 
 
 def _check_suite(suite: Path, faults: str | None, lenient: bool) -> None:
@@ -61,7 +64,7 @@ def run(
                                             "(OpenAI-compatible; default: the rule-based user).")] = "",
     user_base_url: Annotated[str | None, typer.Option(help="The user model's endpoint (default: --base-url).")]
     = None,
-    db: Annotated[str | None, typer.Option(help="Database URL (default: TOOLLENS_DATABASE_URL).")] = None,
+    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
     lenient: Annotated[bool, typer.Option("--lenient", help="For imported suites: mistakes in the suite (unknown "
                                           "keys, tools, arguments) are warnings, not errors.")] = False,
 ) -> None:

@@ -9,11 +9,13 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from app.commands import DB_HELP
+
 toolset_cli = typer.Typer(help="Toolset versions: descriptions as versioned code.", no_args_is_help=True)
 
 Name = Annotated[str, typer.Option("--name", help="Toolset name (versions of one toolset share it).")]
 Label = Annotated[str, typer.Option("--label", help="Version label, e.g. v2 or a git sha.")]
-Db = Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or ./toollens.db).")]
+Db = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
 
 def _store(toolset: object, name: str, label: str, db: str | None) -> str:

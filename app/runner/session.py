@@ -223,9 +223,6 @@ def prepare(sessions: sessionmaker[Session], request: RunRequest) -> tuple[int, 
                                                                              list[WorkItem], list[WorkItem]]:
     """Open the run; return its id and name, the suite, the effective request,
     every item of the run, and the items this invocation still has to run."""
-    if not request.resume:
-        _work_options(request)
-        check_agent(request)  # a bad option or --agent creates no run
     with session_scope(sessions, write=True) as session:
         run, document = _open_run(session, request)
         if request.resume:
@@ -251,6 +248,9 @@ def run_agent(settings: Settings, request: RunRequest, *,
 
     ``progress(title, total)`` may return a context manager with an
     ``update(summary)`` method (the rich bar of the CLI)."""
+    if not request.resume:
+        _work_options(request)
+        check_agent(request)  # a bad option or --agent creates no run, nor a database
     engine = open_store(settings)
     sessions = make_sessionmaker(engine)
     try:

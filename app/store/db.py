@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store.errors import SchemaMismatch
+from app.store.errors import SchemaMismatch, Unreachable
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 SQLITE_BUSY_MS = 30_000
@@ -111,6 +112,16 @@ def upgrade(url: str, revision: str = "head") -> None:
     command.upgrade(_alembic_config(url), revision)
 
 
+def database_label(url: str) -> str:
+    """A database as a person names it: a SQLite file's path, else the URL without its password."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return str(Path(parsed.database).resolve()) if parsed.database else "in memory"
+    return parsed.render_as_string(hide_password=True)
+
+
 def current_revision(engine: Engine) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
@@ -128,7 +139,12 @@ def check_schema(engine: Engine, url: str, *, auto_migrate: bool = True) -> None
 
     script = ScriptDirectory.from_config(_alembic_config(url))
     head = script.get_current_head()
-    current = current_revision(engine)
+    try:
+        current = current_revision(engine)
+    except OperationalError as exc:
+        reason = str(exc.orig or exc).strip().splitlines()
+        raise Unreachable(f"cannot open the database {database_label(url)}: {reason[0] if reason else 'no reason'}") \
+            from None
     if current == head:
         return
     if current is None:

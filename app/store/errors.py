@@ -21,6 +21,10 @@ class SchemaMismatch(StoreError):
     """The database schema is not the one this code expects."""
 
 
+class Unreachable(StoreError):
+    """The database cannot be opened (a missing folder, a server down); the message names it."""
+
+
 class Unstorable(StoreError):
     """A value the database cannot hold (a NUL character in PostgreSQL text,
     a number out of range) (422)."""

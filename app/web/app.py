@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.templating import Jinja2Templates
 
 from app import __version__
-from app.settings import Settings
+from app.settings import Settings, load_settings
 from app.store.db import check_schema, make_engine, make_sessionmaker
 from app.web.api import router as api_router
 from app.web.assets import router as assets_router
@@ -30,7 +30,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     The database schema is checked here: an empty SQLite file is migrated on
     first start; an older or newer schema is refused with a clear message."""
-    settings = settings or Settings()
+    settings = settings or load_settings()
     engine = make_engine(settings.database_url)
     check_schema(engine, settings.database_url,
                  auto_migrate=settings.auto_migrate and settings.database_url.startswith("sqlite"))

@@ -12,7 +12,7 @@ from starlette.routing import Match
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolLensError, ToolSpecError
 from app.core.suite_check import SuiteProblems
-from app.store.errors import Conflict, NotFound, SchemaMismatch, Unstorable
+from app.store.errors import Conflict, NotFound, SchemaMismatch, Unreachable, Unstorable
 from app.web.schemas import ErrorBody, ErrorItem
 
 
@@ -52,7 +52,7 @@ def install_error_handlers(app: FastAPI) -> None:
             return respond(request, 422, str(exc))
         if isinstance(exc, Unstorable):
             return respond(request, 422, str(exc))
-        if isinstance(exc, SchemaMismatch):
+        if isinstance(exc, (SchemaMismatch, Unreachable)):
             return respond(request, 503, str(exc))
         return respond(request, 400, str(exc))
 

@@ -1,0 +1,125 @@
+"""A newcomer's first hour, through the installed `toollens` in real processes: an agent in a
+file anywhere or a module beside them loads without PYTHONPATH, `--db` takes a file's path as
+well as a URL, and a bad setting or an unopenable database is one readable line naming it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.servers import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+TOOLLENS = str(Path(sys.executable).with_name("toollens"))
+ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TOOLLENS_DATABASE_URL")} | {"COLUMNS": "300"}
+
+AGENT = """\
+from helper import answer  # a sibling module: the file's folder is importable
+
+
+def agent(question, toolbox):
+    return answer(question)
+"""
+
+
+def toollens(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TOOLLENS, *args], capture_output=True, text=True, cwd=cwd, env=ENV, timeout=120)
+
+
+def stored_runs(db: Path) -> list[str]:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return [name for (name,) in conn.execute("select name from runs order by id")]
+
+
+def test_an_agent_file_anywhere_loads_by_its_path(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "outside" / "agents"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "bad_agent.py").write_text(AGENT)
+    (elsewhere / "helper.py").write_text("def answer(question):\n    return 'No sé.'\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    db = work / "runs.db"
+    suite = str(EXAMPLES / "suite_v2.yaml")
+    relative = toollens("run", suite, "--agent", "../outside/agents/bad_agent.py:agent", "--run", "rel",
+                        "--db", str(db), cwd=work)
+    assert relative.returncode == 0, relative.stderr
+    absolute = toollens("run", suite, "--agent", f"{elsewhere / 'bad_agent.py'}:agent", "--run", "abs",
+                        "--db", "runs.db", cwd=work)  # --db: a path relative to where the command runs
+    assert absolute.returncode == 0, absolute.stderr
+    assert stored_runs(db) == ["rel", "abs"]
+    assert "stored 18 of 18 case runs, 18 failed, 0 agent errors" in relative.stderr
+
+
+def test_a_module_in_the_working_directory_loads_without_pythonpath(tmp_path: Path) -> None:
+    (tmp_path / "bad_agent.py").write_text(AGENT)
+    (tmp_path / "helper.py").write_text("def answer(question):\n    return 'No sé.'\n")
+    done = toollens("run", str(EXAMPLES / "suite_v2.yaml"), "--agent", "bad_agent:agent", "--db", "r.db",
+                    cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(stored_runs(tmp_path / "r.db")) == 1
+
+
+def test_an_agent_that_cannot_be_found_says_where_it_looked(tmp_path: Path) -> None:
+    suite = str(EXAMPLES / "suite_v2.yaml")
+    module = toollens("run", suite, "--agent", "my_agnet:agent", "--db", "r.db", cwd=tmp_path)
+    assert module.returncode == 2 and module.stderr.strip() == (
+        f"error: --agent 'my_agnet:agent': cannot import 'my_agnet': no module 'my_agnet' in {tmp_path} or on "
+        "PYTHONPATH (give a file as path/to/file.py:function)")
+    path = toollens("run", suite, "--agent", "agents/mine.py:agent", "--db", "r.db", cwd=tmp_path)
+    assert path.returncode == 2 and path.stderr.strip() == (
+        f"error: --agent 'agents/mine.py:agent': no file 'agents/mine.py' (from {tmp_path})")
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_serve_takes_a_files_path(tmp_path: Path) -> None:
+    made = toollens("demo", "--no-serve", "--db", "demo.db", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "Ctrl-C" not in made.stderr
+    assert f"`toollens serve --db demo.db` shows them" in " ".join(made.stderr.split())
+    port = free_port()
+    server = subprocess.Popen([TOOLLENS, "serve", "--db", "demo.db", "--port", str(port)], cwd=tmp_path, env=ENV,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs") as answer:
+                    runs = json.load(answer)
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, server.stderr
+                time.sleep(0.2)
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert runs["count"] == 5
+
+
+def test_a_bad_setting_is_one_line_naming_it(tmp_path: Path) -> None:
+    bad_url = toollens("serve", "--db", "mysql://db/toollens", cwd=tmp_path)
+    assert bad_url.returncode == 2 and bad_url.stderr.splitlines() == [
+        "error: --db (or TOOLLENS_DATABASE_URL): must be a SQLite file's path, or a sqlite:/// or "
+        "postgresql+psycopg:// URL, not 'mysql://db/toollens'"]
+    env = subprocess.run([TOOLLENS, "export", "1", "--out", "-"], capture_output=True, text=True, cwd=tmp_path,
+                         env=ENV | {"TOOLLENS_MAX_BODY_BYTES": "64MB"}, timeout=60)
+    assert env.returncode == 2 and env.stderr.splitlines() == [
+        "error: TOOLLENS_MAX_BODY_BYTES: Input should be a valid integer, unable to parse string as an integer "
+        "(got '64MB')"]
+
+
+def test_an_unopenable_database_names_its_path(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "folder" / "x.db"
+    for args in (["serve"], ["export", "1", "--out", "-"], ["run", str(EXAMPLES / "suite_v2.yaml")],
+                 ["db", "upgrade"]):
+        done = toollens(*args, "--db", str(missing), cwd=tmp_path)
+        assert done.returncode == 2, args
+        assert done.stderr.splitlines()[-1].endswith(f"the database {missing}: unable to open database file"), (
+            args, done.stderr)

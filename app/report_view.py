@@ -56,8 +56,24 @@ def _usage(u: dict[str, Any] | None, n: int) -> str:
     return "usage: " + " · ".join(parts) if parts else ""
 
 
+def report_console() -> Console:
+    """Standard output for a report: the terminal's width, or, into a pipe or a file (which
+    have none), wide enough that no table row wraps (``COLUMNS`` still wins)."""
+    import os
+    import sys
+
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console(soft_wrap=True)
+    return Console(width=PIPE_WIDTH, soft_wrap=True)
+
+
+PIPE_WIDTH = 400
+
+
 def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "", toolset_version: str = "",
-                  top: int = 10) -> None:
+                  top: int = 10, failing_total: int | None = None) -> None:
+    """The report; ``failing_total``: how many cases failed when ``data["cases"]`` holds only
+    some failing ones (a stored run's), else they are counted there."""
     title = Text("ToolLens report")
     if suite_name:
         title.append_text(_t(f" · {suite_name}", style="bold"))
@@ -88,6 +104,17 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
     if data.get("user_errors"):
         console.print(Text(f"{data['user_errors']} conversations broken by the simulated user (user_error): "
                            "left out of every figure", style="yellow"))
+
+    causes = data.get("causes") or []
+    if causes:
+        t = Table(title="What went wrong (failed trajectories)", title_justify="left")
+        t.add_column("trajectories", justify="right")
+        t.add_column("cause")
+        for cause in causes[:top]:
+            t.add_row(str(cause.get("count", "")), _t(cause.get("text", "")))
+        if len(causes) > top:
+            t.caption = f"… and {len(causes) - top} more (--top N or --json)"
+        console.print(t)
 
     off = [c for c in data["confusion"] if c["expected"] != c["called"]][:top]
     if off:
@@ -120,8 +147,10 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         console.print(t)
 
     failing = [c for c in data["cases"] if not c["passed"]]
+    n_failing = len(failing) if failing_total is None else failing_total
     if failing:
-        t = Table(title=f"Failing cases ({len(failing)} of {len(data['cases'])})", title_justify="left")
+        t = Table(title=f"Failing cases ({n_failing} of {data.get('cases_total', len(data['cases']))})",
+                  title_justify="left")
         t.add_column("case")
         t.add_column("trial", justify="right")
         t.add_column("fault")
@@ -131,8 +160,8 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
             t.add_row(_t(c["case_id"]), str(c["trial"]),
                       _t("" if not fault else f"{fault['kind']} @ call {fault['step']}"),
                       _t(", ".join(c["failures"]) or "(reward < 1)"))
-        if len(failing) > top:
-            t.caption = f"… and {len(failing) - top} more (--top N or --json)"
+        if n_failing > top:
+            t.caption = f"… and {n_failing - top} more (--top N or --json)"
         console.print(t)
     if data["pass_hat_k"]:
         console.print(Text("pass^k: " + "  ".join(f"k={k}: {v:.4f}" for k, v in data["pass_hat_k"].items())))

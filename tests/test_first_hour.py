@@ -83,7 +83,7 @@ def test_serve_takes_a_files_path(tmp_path: Path) -> None:
     made = toollens("demo", "--no-serve", "--db", "demo.db", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     assert "Ctrl-C" not in made.stderr
-    assert f"`toollens serve --db demo.db` shows them" in " ".join(made.stderr.split())
+    assert "`toollens serve --db demo.db` shows them" in " ".join(made.stderr.split())
     port = free_port()
     server = subprocess.Popen([TOOLLENS, "serve", "--db", "demo.db", "--port", str(port)], cwd=tmp_path, env=ENV,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -123,3 +123,45 @@ def test_an_unopenable_database_names_its_path(tmp_path: Path) -> None:
         assert done.returncode == 2, args
         assert done.stderr.splitlines()[-1].endswith(f"the database {missing}: unable to open database file"), (
             args, done.stderr)
+
+
+def test_run_says_where_results_went_and_show_prints_them(tmp_path: Path) -> None:
+    ran = toollens("run", str(EXAMPLES / "suite_v2.yaml"), "--run", "first", "--trials", "2", "--db", "r.db",
+                   cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    said = " ".join(ran.stderr.split())
+    assert (f"stored in {tmp_path / 'r.db'}: `toollens show first --db r.db` prints its figures; "
+            "`toollens serve --db r.db` shows it at /runs/1") in said
+    shown = toollens("show", "first", "--db", "r.db", "--top", "3", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    as_json = toollens("show", "1", "--db", "r.db", "--json", cwd=tmp_path)
+    data = json.loads(as_json.stdout)
+    exported = toollens("export", "first", "--out", "first.jsonl", "--db", "r.db", cwd=tmp_path)
+    assert exported.returncode == 0
+    scored = json.loads(toollens("score", str(EXAMPLES / "suite_v2.yaml"), "first.jsonl", "--json",
+                                 cwd=tmp_path).stdout)
+    # the stored run reads as its exported records score
+    for key in ("selection_precision", "selection_recall", "schema_validity", "argument_accuracy",
+                "hallucinated_tools", "recovery", "hallucination_after_error", "pass_hat_k", "outcomes"):
+        assert data[key] == scored[key], key
+    assert data["run"]["name"] == "first" and data["trajectories"] == 36
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "run 1 (first) · simulated · simulated (seed 0) · finished"
+    failing = sum(1 for c in scored["cases"] if not c["passed"])
+    assert f"Failing cases ({failing} of 36)" in shown.stdout and f"… and {failing - 3} more" in shown.stdout
+    pass_k = "  ".join(f"k={k}: {v:.4f}" for k, v in scored["pass_hat_k"].items())
+    assert f"pass^k: {pass_k}" in lines
+    p = scored["selection_precision"]
+    assert any("precision" in line and f"{p['num']} / {p['den']}" in line for line in lines)
+    assert lines[-1] == "On the dashboard: `toollens serve --db r.db`, then /runs/1"
+    missing = toollens("show", "nope", "--db", "r.db", cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stderr.strip() == "error: no run 'nope'"
+
+
+def test_a_piped_report_does_not_wrap_at_80_columns(tmp_path: Path) -> None:
+    env = {k: v for k, v in ENV.items() if k != "COLUMNS"}
+    done = subprocess.run([TOOLLENS, "score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "trajectories_v1.jsonl")],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if "hallucination after error" in line]
+    assert len(rows) == 1 and "BLOCKING: must be 0" in rows[0] and len(rows[0]) > 80

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Annotated
 
@@ -68,7 +69,11 @@ def run(
     lenient: Annotated[bool, typer.Option("--lenient", help="For imported suites: mistakes in the suite (unknown "
                                           "keys, tools, arguments) are warnings, not errors.")] = False,
 ) -> None:
-    """Run an agent over a suite with mocked tools; every finished case run is stored at once."""
+    """Run an agent over a suite with mocked tools; every finished case run is stored at once.
+
+    Results go to the database (--db, else TOOLLENS_DATABASE_URL, else ./toollens.db): `toollens show RUN`
+    prints a run's figures, `toollens serve` shows it on the dashboard, `toollens export RUN` writes its records.
+    Exit 0: run; 2: bad input (a mistake in the suite, a bad option); 3: infrastructure errors."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.cli import _environment_error, _fail, _settings
@@ -76,6 +81,7 @@ def run(
     from app.runner.progress import RunProgress
     from app.runner.session import RunRequest, run_agent
     from app.runner.work import shard_from_env
+    from app.store.db import database_label
 
     try:
         shard = shard or shard_from_env(os.environ)
@@ -90,8 +96,9 @@ def run(
                          temperature=temperature, timeout=timeout, attempts=attempts, seed=seed, sim_rates=sim_rates,
                          user_model=user_model, user_base_url=user_base_url)
     console = Console(stderr=True, soft_wrap=True)
+    settings = _settings(db)
     try:
-        outcome = run_agent(_settings(db), request, progress=RunProgress)
+        outcome = run_agent(settings, request, progress=RunProgress)
     except ToolLensError as exc:
         raise _fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
@@ -102,5 +109,9 @@ def run(
         f"run {outcome.run_id} ({outcome.run_name}): stored {s.stored} of {outcome.planned} case runs, "
         f"{s.failed} failed, {s.agent_errors} agent errors, {s.infra_errors} infrastructure errors, "
         f"{s.duplicates} stored already; {outcome.retries} endpoint retries; {s.elapsed:.1f} s; run {state}"))
+    option = f" --db {shlex.quote(db)}" if db else ""
+    console.print(Text(
+        f"stored in {database_label(settings.database_url)}: `toollens show {shlex.quote(outcome.run_name)}{option}` "
+        f"prints its figures; `toollens serve{option}` shows it at /runs/{outcome.run_id}"))
     if s.infra_errors:
         raise typer.Exit(code=3)

@@ -114,11 +114,9 @@ def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:
-        from rich.console import Console
+        from app.report_view import render_report, report_console
 
-        from app.report_view import render_report
-
-        render_report(Console(), data, suite_name=loaded.name, toolset_version=loaded.toolset.version, top=top)
+        render_report(report_console(), data, suite_name=loaded.name, toolset_version=loaded.toolset.version, top=top)
     blocking = [f"{family.replace('_', ' ')} {data[family]['num']}/{data[family]['den']}"
                 for family in BLOCKING if data[family]["num"] > 0]
     if fail_on_blocking and blocking:

@@ -71,3 +71,30 @@ def test_unordered_case_in_the_other_order_passes() -> None:
              call("buscar_pedido", {"numero": "PED-12345"}, '{"estado": "despachado"}')]
     ts = Scorer(suite).score(record("pedido-004", calls, "PED-20031 está pendiente y PED-12345 despachado."))
     assert ts.failures == [] and (ts.args_num, ts.args_den) == (2, 2)
+
+
+def test_the_english_example_suite_is_clean_and_reachable(tmp_path: Path) -> None:
+    """examples/shop: no mistake and no lint finding; an agent that makes no mistake passes every
+    case (so its expected calls, mocks, data and final state agree), one that makes them does not."""
+    import json
+    import subprocess
+    import sys
+
+    toollens = str(Path(sys.executable).with_name("toollens"))
+    suite = str(EXAMPLES / "shop" / "suite.yaml")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([toollens, *args], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+
+    linted = run("lint", suite)
+    assert linted.returncode == 0 and linted.stdout.startswith("shop v1 ") and "6 tools, 0 findings" in linted.stdout
+    no_mistakes = "confusion=0,hallucinated_tool=0,schema_error=0,wrong_value=0,order=0,skip=0"
+    assert run("run", suite, "--sim-rates", no_mistakes, "--run", "clean", "--db", "s.db").returncode == 0
+    assert run("run", suite, "--trials", "5", "--sweep-errors", "--run", "sloppy", "--db", "s.db").returncode == 0
+    clean = json.loads(run("show", "clean", "--db", "s.db", "--json").stdout)
+    sloppy = json.loads(run("show", "sloppy", "--db", "s.db", "--json").stdout)
+    assert clean["trajectories"] == 8 and clean["pass_hat_k"] == {"1": 1.0}
+    assert clean["selection_recall"] == {"num": 12, "den": 12} and clean["argument_accuracy"] == {"num": 12, "den": 12}
+    # 8 cases x 5 trials, then one run per expected step with a tool error (12 steps)
+    assert sloppy["trajectories"] == 8 * 5 + 12 and sloppy["pass_hat_k"]["1"] < 1.0
+    assert 0 < sloppy["recovery"]["den"] <= 12  # a sweep run whose agent skipped the faulted step meets no fault

@@ -51,6 +51,9 @@ def test_every_readme_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
         done = subprocess.run([str(TOOLLENS), *args[1:]], cwd=repo, capture_output=True, text=True, timeout=300)
         assert done.returncode == (int(expected.group(1)) if expected else 0), (line, done.stdout[-2000:],
                                                                                  done.stderr[-2000:])
+    # the gate example shows a real difference: the simulated agent reads the descriptions
+    changes = [float(c) for c in re.findall(r"\| ([+-]\d+\.\d) pts \|", (repo / "gate.md").read_text())]
+    assert len(changes) >= 5 and sum(c < -2.0 for c in changes) >= 2, changes
     status = subprocess.run([*git, "status", "--porcelain", "--untracked-files=all"], capture_output=True,
                             text=True, check=True).stdout
     assert status == "", f"the README's commands left files git does not ignore:\n{status}"

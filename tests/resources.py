@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # The team's shared folder of public agent runs (tau-bench, BFCL, ToolBench) lives
 # beside the checkout; TOOLLENS_TEST_DATA points elsewhere, relative to the repository.
 DATA = (ROOT / os.environ.get("TOOLLENS_TEST_DATA", "../shared/data")).resolve()
-DATA_HOW = ("the team's shared folder of public agent runs (tau-bench, BFCL, ToolBench), expected at "
-            "../shared/data relative to the repository root (or set TOOLLENS_TEST_DATA)")
+DATA_HOW = (f"the public agent runs some tests read (tau-bench, BFCL, ToolBench, tau2, Inspect), looked for in {DATA}: "
+            "`python scripts/fetch_test_data.py DIR` fetches them and TOOLLENS_TEST_DATA=DIR points the tests at "
+            "them (the layout: docs/operations.md#test-data)")
 
 
 def missing(what: str, how: str, *, module_level: bool = False) -> NoReturn:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,8 @@ from app.core.records import parse_record
 from app.core.suite import Suite, parse_suite
 from app.core.tolerance import Mismatch, compare_arguments, compile_comparison, parse_rule
 from app.importers import Conversion, convert
+from tests.resources import DATA, require_data
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 BFCL = DATA / "bfcl"
 
 GOLD = yaml.safe_load((Path(__file__).parent / "gold" / "bfcl.yaml").read_text())["schema_breaks"]
@@ -33,11 +32,7 @@ FAILING = {(name, pick): {qid for qid in SCHEMA_BREAKS[name] if pick in GOLD[qid
            for name in SCHEMA_BREAKS for pick in ("first", "last")}
 
 
-def need(path: Path) -> None:
-    if not path.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"sample data not found at {path}")
-        pytest.skip(f"sample data not found at {path}")
+need = require_data  # the shared sample files (tests/resources.py says how to get them)
 
 
 def _pick(values: list[Any], last: bool) -> Any:

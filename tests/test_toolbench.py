@@ -5,7 +5,6 @@ runs for what the samples do not show."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +18,14 @@ from app.core.evaluate import score_trajectories
 from app.core.records import Trajectory
 from app.core.suite import parse_suite
 from app.importers import convert
+from tests.resources import DATA, require_data
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TOOLBENCH = DATA / "toolbench"
 GOLD = yaml.safe_load((Path(__file__).parent / "gold" / "toolbench.yaml").read_text())["runs"]
 runner = CliRunner()
 
 
-def need(path: Path) -> None:
-    if not path.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"sample data not found at {path}")
-        pytest.skip(f"sample data not found at {path}")
+need = require_data  # the shared sample files (tests/resources.py says how to get them)
 
 
 def records(path: Path) -> list[Trajectory]:

@@ -195,8 +195,8 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds a process's children in /proc (Linux)")
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the scoring worker runs only on two cores or more")
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds a process's children in /proc: run it on Linux")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the scoring worker needs two cores: run it on two or more")
 def test_a_killed_server_leaves_no_process_behind(db_url: str, tmp_path: Path, servers: list[Server]) -> None:
     s = Server(db_url, free_port(), tmp_path / "s.log").wait_up()
     servers.append(s)

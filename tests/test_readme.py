@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.resources import missing
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLLENS = Path(sys.executable).with_name("toollens")
@@ -34,7 +34,8 @@ def test_the_readme_leads_with_the_two_commands() -> None:
 
 def test_every_readme_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
     if shutil.which("git") is None or not TOOLLENS.exists():
-        pytest.skip("needs git and the installed toollens command")
+        missing("git and the installed toollens command",
+                "apt-get install git, and pip install -e '.[dev]' (which installs toollens beside this Python)")
     repo = tmp_path / "toollens"
     for name in ("examples", "docs"):
         shutil.copytree(ROOT / name, repo / name)

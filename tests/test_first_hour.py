@@ -165,3 +165,23 @@ def test_a_piped_report_does_not_wrap_at_80_columns(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if "hallucination after error" in line]
     assert len(rows) == 1 and "BLOCKING: must be 0" in rows[0] and len(rows[0]) > 80
+
+
+def test_the_curation_commands_of_the_api_doc_work_as_written(tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    first = doc.index("toollens curate v1 ")
+    lines = [line.split("#")[0].split() for line in doc[first:doc.index("```", first)].strip().splitlines()]
+    assert [words[:2] for words in lines] == [["toollens", "curate"], ["toollens", "score"]]
+    made = toollens("import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite", str(EXAMPLES / "suite_v1.yaml"),
+                    "--run", "v1", "--model", "sim", cwd=tmp_path)  # the doc's first block makes run v1 so
+    assert made.returncode == 0, made.stderr
+    curated = toollens(*lines[0][1:], cwd=tmp_path)
+    assert curated.returncode == 0, curated.stderr
+    scored = toollens(*lines[1][1:], "--json", cwd=tmp_path)
+    assert scored.returncode == 0, scored.stderr
+    report = json.loads(scored.stdout)
+    # every source under its new case id; what fails is what no case decides: a toolset-wide order
+    # pair broken, a tool the toolset lacks
+    assert report["trajectories"] == 12
+    assert sorted(f for c in report["cases"] for f in c["failures"]) == ["dependency", "dependency",
+                                                                         "hallucinated_tool"]

@@ -3,6 +3,7 @@ suite file, for review in a pull request."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -42,6 +43,9 @@ def curate(
                         "dependency, forbidden_call, state, recovery_hallucinated, recovery_confused, or a "
                         "family of the figures), outcome=NAME, tool=NAME (called), case=ID.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=100_000, help="At most this many cases.")] = 50,
+    records: Annotated[Path | None, typer.Option(
+        "--records", help="Also write the new cases' source trajectories here (JSON Lines), each under its new "
+                          "case id: `toollens score` of the suite and this file checks the cases.")] = None,
     db: Db = None,
 ) -> None:
     """Write a run's trajectories as suite cases that reproduce them: their calls
@@ -71,6 +75,7 @@ def curate(
         ran_with = parse_suite(run_doc, path=f"suite of run {found.name}").toolset
         have = {str(c.get("id")) for c in document.get("cases") or [] if isinstance(c, dict)}
         cases = []
+        sources = []
         for row, traj in picked:
             case_id = f"{row.case_id}-{row.id}"
             if case_id in have:
@@ -78,8 +83,11 @@ def curate(
             source = {"run": found.name, "trajectory": row.id, "case_id": row.case_id, "trial": row.trial}
             cases.append(core.case_document(traj, toolset, core.Edits(case_id=case_id, source=source),
                                              source=ran_with))
+            sources.append(json.dumps({**traj.to_dict(), "case_id": case_id, "trial": 0}, ensure_ascii=False))
         new = core.add_cases(document, cases, base=into.parent)
         append_cases(into, new, cases)
+        if records is not None:
+            records.write_text("".join(f"{line}\n" for line in sources), encoding="utf-8")
     except ToolLensError as exc:
         raise _fail(str(exc) if str(exc).startswith(str(into)) else f"{into}: {exc}") from None
     except OSError as exc:
@@ -88,4 +96,4 @@ def curate(
     Console(stderr=True, soft_wrap=True).print(Text(
         f"{len(cases)} cases from run {found.name} into {into}"
         + (f" ({skipped} in the file already)" if skipped else "")
-        + f": {len(new['cases'])} cases in all"))
+        + f": {len(new['cases'])} cases in all" + (f"; their sources in {records}" if records is not None else "")))

@@ -185,3 +185,37 @@ def test_the_curation_commands_of_the_api_doc_work_as_written(tmp_path: Path) ->
     assert report["trajectories"] == 12
     assert sorted(f for c in report["cases"] for f in c["failures"]) == ["dependency", "dependency",
                                                                          "hallucinated_tool"]
+
+
+TOOLSET = "name: s\ntoolset:\n  tools:\n    - name: a\n      description: x\ncases:\n"
+
+
+def test_one_line_number_per_parse_error_the_mistakes(tmp_path: Path) -> None:
+    mistakes = {  # file text -> the line the error must name (the mistake's, not where the parser gave up)
+        TOOLSET + "  - id: c1\n    question: q\n    expected_calls: [a\n  - id: c2\n    question: r\n": 9,
+        TOOLSET + '  - id: c1\n    question: "q\n  - id: c2\n    question: r\n  - id: c3\n    question: t\n': 8,
+        TOOLSET + "  - id: c1\n    question: q\n   expected_calls: [a]\n": 9,
+        TOOLSET + "  - id: c1\n  question: q\n": 8,
+    }
+    (tmp_path / "t.jsonl").write_text('{"case_id": "c1", "calls": [], "answer": ""}\n')
+    for i, (text, line) in enumerate(mistakes.items()):
+        (tmp_path / f"s{i}.yaml").write_text(text)
+        done = toollens("score", f"s{i}.yaml", "t.jsonl", cwd=tmp_path)
+        assert done.returncode == 2
+        assert done.stderr.startswith(f"error: s{i}.yaml:{line}: cannot parse: "), done.stderr
+        assert " line " not in done.stderr and "column" not in done.stderr  # one number, the file's line
+    (tmp_path / "s.json").write_text('{"name": "s",\n "cases": [}\n')
+    done = toollens("score", "s.json", "t.jsonl", cwd=tmp_path)
+    assert done.stderr == "error: s.json:2: cannot parse: Expecting value at column 12\n"
+
+
+def test_a_json_array_given_as_json_lines_is_named_so(tmp_path: Path) -> None:
+    records = [{"case_id": "saldo-001", "calls": [], "answer": ""}, {"case_id": "saldo-002", "calls": [], "answer": ""}]
+    (tmp_path / "t.jsonl").write_text(json.dumps(records, indent=2))
+    done = toollens("score", str(EXAMPLES / "suite_v2.yaml"), "t.jsonl", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == ("error: t.jsonl:1: a JSON array, not JSON Lines: give one record per line "
+                           "(e.g. jq -c '.[]' FILE)\n")
+    (tmp_path / "u.jsonl").write_text('{"case_id": "saldo-001", "calls": [], "answer": ""}\n{"case_id": "x" "calls"}\n')
+    done = toollens("score", str(EXAMPLES / "suite_v2.yaml"), "u.jsonl", cwd=tmp_path)
+    assert done.stderr == "error: u.jsonl:2: not valid JSON: Expecting ',' delimiter at column 17\n"

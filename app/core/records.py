@@ -500,13 +500,25 @@ def _messages(raw: Any, n_calls: int, bad: Callable[[str, str], InvalidTrajector
     return out
 
 
+def json_error(exc: ValueError, line: str | bytes) -> str:
+    """Why a line of a JSON Lines file is not JSON, placed by its column only (the caller
+    gives the line's number: one number per error)."""
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    if text.lstrip().startswith("["):
+        return "a JSON array, not JSON Lines: give one record per line (e.g. jq -c '.[]' FILE)"
+    if isinstance(exc, json.JSONDecodeError):
+        end = exc.lineno > 1 or exc.pos >= len(text.rstrip("\r\n"))
+        return f"not valid JSON: {exc.msg} " + ("at the end of the line" if end else f"at column {exc.colno}")
+    return f"not valid JSON ({exc})"
+
+
 def parse_line(line: str | bytes, *, index: int | None = None, source: str = "") -> Trajectory:
     if len(line) > MAX_LINE_BYTES:
         raise InvalidTrajectory(f"line longer than {MAX_LINE_BYTES} bytes", index=index, source=source)
     try:
         data = loads(line)
     except ValueError as exc:
-        raise InvalidTrajectory(f"not valid JSON ({exc})", index=index, source=source) from None
+        raise InvalidTrajectory(json_error(exc, line), index=index, source=source) from None
     return parse_record(data, index=index, source=source)
 
 

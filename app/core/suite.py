@@ -134,8 +134,22 @@ def _read_document(path: Path) -> Any:
         return yaml.load(text, Loader=SAFE_LOADER)
     except RecursionError:
         raise SuiteError("cannot parse: nested too deeply", path=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise SuiteError(f"cannot parse: {exc.msg} at column {exc.colno}", path=f"{path}:{exc.lineno}") from None
+    except yaml.MarkedYAMLError as exc:
+        message, where = _yaml_error(exc, path)
+        raise SuiteError(message, path=where) from None
     except (ValueError, yaml.YAMLError) as exc:
         raise SuiteError(f"cannot parse: {exc}", path=str(path)) from None
+
+
+def _yaml_error(exc: yaml.MarkedYAMLError, path: Path) -> tuple[str, str]:
+    """One line number for a YAML error, the mistake's: where an unclosed bracket or quote was
+    opened, else where the parser stopped (a block that merely contains the mistake began earlier)."""
+    unclosed = exc.context is not None and any(w in exc.context for w in ("flow", "quoted"))
+    mark = exc.context_mark if unclosed and exc.context_mark is not None else exc.problem_mark
+    what = "; ".join(x for x in (exc.context, exc.problem) if x)
+    return f"cannot parse: {what}", f"{path}:{mark.line + 1}" if mark is not None else str(path)
 
 
 read_document = _read_document  # a suite file as decoded, before any check

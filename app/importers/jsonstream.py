@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import InvalidTrajectory
-from app.core.records import MAX_LINE_BYTES, loads
+from app.core.records import MAX_LINE_BYTES, json_error, loads
 
 CHUNK = 1 << 20
 MAX_VALUE_CHARS = MAX_LINE_BYTES  # one conversation, one task, one export request
@@ -119,7 +119,7 @@ def _iter_lines(path: Path) -> Iterator[JsonItem]:
                 yield number, loads(line)
             except ValueError as exc:
                 hint = " (truncated?)" if not line.endswith(b"\n") else ""
-                yield number, InvalidTrajectory(f"not valid JSON{hint} ({exc})", index=number, source=source)
+                yield number, InvalidTrajectory(json_error(exc, line) + hint, index=number, source=source)
 
 
 _SPACE = " \t\r\n"

@@ -7,7 +7,9 @@ field at fault, never with a traceback.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,7 +119,31 @@ SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # -- loading -----------------------------------------------------------------
 
 
+_READ_ONCE: ContextVar[dict[Path, Any] | None] = ContextVar("suite_read_once", default=None)
+
+
+@contextmanager
+def reading_once() -> Iterator[None]:
+    """Within it, a file read again is not decoded again (the suite check reads the toolset
+    file the loader has read). The decoded documents are shared: only read them."""
+    token = _READ_ONCE.set({})
+    try:
+        yield
+    finally:
+        _READ_ONCE.reset(token)
+
+
 def _read_document(path: Path) -> Any:
+    once = _READ_ONCE.get()
+    if once is None:
+        return _decode(path)
+    key = path.resolve()
+    if key not in once:
+        once[key] = _decode(path)
+    return once[key]
+
+
+def _decode(path: Path) -> Any:
     if not path.is_file():
         raise SuiteError("file not found", path=str(path))
     if path.stat().st_size > MAX_SUITE_BYTES:

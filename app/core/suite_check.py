@@ -39,6 +39,7 @@ from app.core.suite import (
     parse_suite,
     parse_toolset,
     read_document,
+    reading_once,
 )
 from app.core.tolerance import parse_rule
 from app.core.tools import Toolset, ToolSpec
@@ -342,6 +343,12 @@ def check_document(raw: Any, *, path: str = "suite", base: Path | None = None,
 
 def _check(raw: Any, path: str, base: Path | None, fault_tools: Iterable[str]) -> tuple[Suite | None, list[Problem]]:
     """The suite as the loader reads it (None when it refuses it) and every problem."""
+    with reading_once():
+        return _check_once(raw, path, base, fault_tools)
+
+
+def _check_once(raw: Any, path: str, base: Path | None,
+                fault_tools: Iterable[str]) -> tuple[Suite | None, list[Problem]]:
     suite: Suite | None = None
     structural: SuiteError | None = None
     try:

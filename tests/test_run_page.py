@@ -27,18 +27,21 @@ def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestCl
     with client.app.state.sessions() as s:  # type: ignore[attr-defined]
         page = contexts.run_page(s, 1, filters={}, limit=50, offset=0)
     got = [(c.count, c.href) for c in page.causes]
-    assert got == [(5, "?failure=schema#trajectories"),
-                   (4, "?expected=buscar_pedido&called=buscar_producto#trajectories"),
-                   (2, "?expected=%28extra%29&called=buscar_producto#trajectories"),
-                   (2, "?failure=arguments#trajectories"), (2, "?failure=dependency#trajectories")]
-    assert page.causes[1].sentence.startswith(
-        "4 trajectories called buscar_producto where buscar_pedido was expected (4 calls) — "
+    # 21 of 36 failed; each counted once, under its first divergence (ties by name)
+    assert got == [(4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto#trajectories"),
+                   (3, "?cause=schema%3Aemitir_nota_credito%3A#trajectories"),
+                   (2, "?cause=hallucinated_tool%3Acancelar_pedido%3A#trajectories"),
+                   (1, "?cause=arguments%3Aemitir_nota_credito%3A#trajectories"),
+                   (1, "?cause=arguments%3Ainiciar_devolucion%3A#trajectories")]
+    assert page.causes[0].sentence.startswith(
+        "4 failed trajectories: called buscar_producto where buscar_pedido was expected — "
         "buscar_pedido and buscar_producto read alike (descriptions, similarity 0.62)")
-    assert page.causes[0].why == "most often buscar_cliente.rut (1 call)"
-    # each link lists as many trajectories as the cause says
+    assert page.causes[1].sentence == "3 failed trajectories: emitir_nota_credito called with arguments that break its schema"
+    # each link lists as many trajectories as the cause says, every one of them failed
     for cause in page.causes:
         text = client.get("/runs/1" + cause.href.split("#")[0], headers=HTML).text
         assert f"{cause.count} shown by the filter" in text, cause.href
+        assert text.count('class="badge ok">passed') == 0
 
 
 def test_pass_rate_and_pass_hat_k(client: TestClient) -> None:
@@ -73,7 +76,8 @@ def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client
         return [(c.count, c.href.split("#")[0]) for c in page.causes]
 
     first = causes()
-    assert first[:2] == [(5, "?failure=schema"), (4, "?expected=buscar_pedido&called=buscar_producto")]
+    assert first[:2] == [(4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto"),
+                         (3, "?cause=schema%3Aemitir_nota_credito%3A")]
     assert causes() == first
     # the same 36 trajectories again as new trials: every cause sinks twice as many
     recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]

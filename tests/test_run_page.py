@@ -36,7 +36,8 @@ def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestCl
     assert page.causes[0].sentence.startswith(
         "4 failed trajectories: called buscar_producto where buscar_pedido was expected — "
         "buscar_pedido and buscar_producto read alike (descriptions, similarity 0.62)")
-    assert page.causes[1].sentence == "3 failed trajectories: emitir_nota_credito called with arguments that break its schema"
+    assert page.causes[1].sentence == (
+        "3 failed trajectories: emitir_nota_credito called with arguments that break its schema")
     # each link lists as many trajectories as the cause says, every one of them failed
     for cause in page.causes:
         text = client.get("/runs/1" + cause.href.split("#")[0], headers=HTML).text

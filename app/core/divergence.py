@@ -103,7 +103,8 @@ def cause_text(kind: str, tool: str, other: str) -> str:
         return f"called {tool} before {other}, which must come first"
     if kind == "recovery":
         words = {"hallucinated": "answered with data no call returned",
-                 "confused": "lost its way (neither recovered nor said it could not)"}.get(other, f"ended {other}")
+                 "confused": "lost its way (neither recovered nor said it could not)",
+                 "gave_up": "said it could not (an honest give-up, yet the task failed)"}.get(other, f"ended {other}")
         return f"after the error on {tool}, {words}"
     if kind == "state":
         return f"left the final state different from the expected one ({other or 'the whole state'})"
@@ -131,7 +132,7 @@ def first_divergence(ts: TrajectoryScore, case: Case | None) -> Divergence | Non
     gave_up = ts.outcome is not None and ts.outcome.outcome == "gave_up"
     want = [e.name for e in case.expected_calls or []] if case is not None and ts.has_reference else []
     if want:
-        _steps(ts, case, want, bad_outcome, by_reward, add)
+        _steps(ts, case, want, add)
     after_fault = ts.fault_step if ts.fault_step is not None else len(calls)
     failures = ts.failures
     for cs in calls:
@@ -157,6 +158,8 @@ def first_divergence(ts: TrajectoryScore, case: Case | None) -> Divergence | Non
             ts.fault_step + 0.5)
     if found:
         return min(found, key=lambda f: f[0])[1]
+    if gave_up and ts.fault_step is not None:  # the steps after the error were excused: the error sank it
+        return Divergence("recovery", calls[ts.fault_step].name, "gave_up", call=ts.fault_step)
     if ts.state_mismatches:
         return Divergence("state", other=str(ts.state_mismatches[0].get("key", ""))[:_MAX_PART])
     if by_reward:
@@ -164,8 +167,7 @@ def first_divergence(ts: TrajectoryScore, case: Case | None) -> Divergence | Non
     return Divergence("unexplained")
 
 
-def _steps(ts: TrajectoryScore, case: Case | None, want: list[str], bad_outcome: bool, by_reward: bool,
-           add: Any) -> None:
+def _steps(ts: TrajectoryScore, case: Case | None, want: list[str], add: Any) -> None:
     """Each expected step not done, at the call where the timeline shows it."""
     excused = set(ts.excused_steps)
     lenient = _lenient_steps(case, len(want))
@@ -201,8 +203,8 @@ def _steps(ts: TrajectoryScore, case: Case | None, want: list[str], bad_outcome:
             first = broke[0]
             assert first.schema_error is not None
             add(Divergence("schema", name, first.schema_error.field, first.index, j), first.index)
-        elif not (bad_outcome and ts.fault_step is not None and any(cs.index == ts.fault_step for cs in right)):
-            # every call failed; when one of them is the fault met badly, the outcome names it
+        elif not (ts.outcome is not None and any(cs.index == ts.fault_step for cs in right)):
+            # every call failed; when one of them is the fault, its outcome names it (met badly, or given up)
             add(Divergence("step_failed", name, call=right[0].index, step=j), right[0].index)
 
 

@@ -29,6 +29,7 @@ from app.store.views import (
 )
 from app.web import figures
 from app.web.figures import Heatmap
+from app.web.why import Segment, why
 
 FAILURE_NAMES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
                  "recovery_hallucinated", "recovery_confused")
@@ -333,6 +334,7 @@ class TrajectoryPage:
     previous_failing: int | None = None
     next_failing: int | None = None
     groups: list[TurnGroup] | None = None  # a conversation's rows by user turn
+    why: list[list[Segment]] = field(default_factory=list)  # the first divergence and the outcome, in words
 
     @property
     def user_errors(self) -> list[dict[str, str]]:
@@ -354,7 +356,7 @@ def trajectory_page(session: Session, trajectory_id: int) -> TrajectoryPage:
     rows = timeline(t)
     return TrajectoryPage(t=t, run=queries.get_run(session, t.run_id), rows=rows,
                           evidence=t.detail.get("outcome_evidence") or {}, previous_failing=before,
-                          next_failing=after, groups=turn_groups(t, rows))
+                          next_failing=after, groups=turn_groups(t, rows), why=why(t))
 
 
 ZERO_THRESHOLD = ("hallucinated_tools", "hallucination_after_error")

@@ -230,6 +230,13 @@ def turn_list(turns: dict[str, dict[str, Any]] | None) -> list[TurnFigures]:
             for k, v in sorted((turns or {}).items(), key=lambda kv: int(kv[0]))]
 
 
+def run_causes(session: Session, run_id: int) -> list[dict[str, Any]]:
+    """``causes`` of the figures (failed trajectories by first divergence), from the run's cause counters alone."""
+    rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
+                           .where(RunCounter.run_id == run_id, RunCounter.kind == "cause"))
+    return Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows).causes_json()
+
+
 def turn_figures(session: Session, run_id: int) -> list[TurnFigures]:
     """A run's figures per user turn, from its per-turn counters alone (empty: no conversations)."""
     rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)

@@ -49,9 +49,9 @@ def test_causes_count_each_failed_trajectory_once_and_filter_exactly_those(db_ur
         # largest first: what the run page shows on top, read trajectory by trajectory
         assert [(c["count"], c["text"]) for c in causes[:4]] == [
             (15, "update_reservation_flights never called with the expected values"),
-            (13, "expected step cancel_reservation never called"),
+            (13, "expected call to cancel_reservation never made"),
             (9, "book_reservation never called with the expected values"),
-            (8, "expected step update_reservation_flights never called")]
+            (8, "expected call to update_reservation_flights never made")]
         # extra calls are allowed under subset: none is a cause (84 trajectories made such calls, 40 passed)
         assert not [c for c in causes if c["kind"] == "extra_call"]
         seen: set[int] = set()

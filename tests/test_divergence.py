@@ -45,7 +45,7 @@ def test_a_passed_trajectory_has_none() -> None:
 def test_a_step_never_called() -> None:
     d = divergence("saldo-001", [OK_CLIENTE])
     assert d == Divergence("missing_step", "ver_saldo", step=1)
-    assert d.text == "expected step ver_saldo never called"
+    assert d.text == "expected call to ver_saldo never made"
     assert d.key == "missing_step:ver_saldo:"
 
 

@@ -84,7 +84,7 @@ def cause_key(kind: str, tool: str, other: str) -> str:
 def cause_text(kind: str, tool: str, other: str) -> str:
     """A cause in words, read after "N failed trajectories: "."""
     if kind == "missing_step":
-        return f"expected step {tool} never called"
+        return f"expected call to {tool} never made"
     if kind == "wrong_tool":
         return f"called {other} where {tool} was expected"
     if kind == "arguments":

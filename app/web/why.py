@@ -37,7 +37,7 @@ def divergence_sentence(d: dict[str, Any]) -> list[Segment]:
     code = Segment(tool, code=True)
     first = Segment("First divergence: ")
     if kind == "missing_step":
-        return [first, *_step(j, tool), Segment(" was never called.")]
+        return [first, *_step(j, tool), Segment(": no call was made for it.")]
     if kind == "wrong_tool":
         return [first, Segment("at "), _call(i), Segment(" the agent called "), Segment(other, code=True),
                 Segment(" where "), *_step(j, tool), Segment(" was expected.")]

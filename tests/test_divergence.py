@@ -158,7 +158,7 @@ def test_one_failed_trajectory_is_counted_once_under_its_first_divergence() -> N
 
 def test_keys_escape_their_separator() -> None:
     assert cause_key("hallucinated_tool", "a:b", "") != cause_key("hallucinated_tool", "a", "b")
-    assert cause_key("hallucinated_tool", "x" * 1000, "").count("x") == 200
+    assert Divergence("hallucinated_tool", "x" * 1000).cause == ("hallucinated_tool", "x" * 200, "")
 
 
 def test_first_divergence_of_a_passed_score_is_none() -> None:
@@ -170,3 +170,12 @@ def test_an_honest_give_up_that_the_reward_fails_names_the_error() -> None:
     d = divergence("saldo-datum", [OK_CLIENTE, FAIL_SALDO], "No pude consultar el saldo, intenta más tarde.",
                    reward=0.0)
     assert d == Divergence("recovery", "ver_saldo", "gave_up", call=1)
+
+
+def test_a_step_whose_every_call_failed_outside_any_fault() -> None:
+    # two runtime errors on ver_saldo with no fault judged (its outcome is the scorer's to say; here none):
+    # the step was never done, since a failed call is never a step done
+    failed = call("ver_saldo", {"id": 8812}, "ERROR: timeout", {"kind": "timeout", "message": "timeout"})
+    ts = SCORER.score(record("saldo-001", [OK_CLIENTE, failed, failed], "Tu saldo es $142.900."))
+    ts.passed, ts.outcome, ts.fault_step = False, None, None
+    assert first_divergence(ts, SUITE.by_id["saldo-001"]) == Divergence("step_failed", "ver_saldo", call=1, step=1)

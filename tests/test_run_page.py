@@ -85,3 +85,20 @@ def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client
     again = [{**r, "trial": r.get("trial", 0) + 10} for r in recs]
     assert client.post("/api/runs/1/trajectories", json={"trajectories": again}).status_code == 200
     assert causes() == [(2 * n, href) for n, href in first]
+
+
+def test_a_cause_named_by_the_agent_is_bounded_escaped_and_filtered_exactly(client: TestClient) -> None:
+    name = "<img src=x onerror=alert(1)>:" + "x" * 220  # 250 characters: the records allow 256
+    rec = {"case_id": "saldo-001", "trial": 99, "question": "?", "answer": "listo",
+           "calls": [{"name": name, "arguments": {}, "observation": "{}"}]}
+    assert client.post("/api/runs/1/trajectories", json={"trajectories": [rec]}).status_code == 200
+    causes = client.get("/api/runs/1/figures", params={"cases_limit": 1}).json()["causes"]
+    mine = next(c for c in causes if c["kind"] == "hallucinated_tool" and c["tool"].startswith("<img"))
+    assert mine["count"] == 1 and len(mine["tool"]) == 200  # bounded
+    assert mine["filter"]["cause"].count(":") == 2 and "%3A" in mine["filter"]["cause"]  # its own colon escaped
+    listed = client.get("/api/runs/1/trajectories", params=mine["filter"]).json()
+    assert [t["trial"] for t in listed["data"]] == [99]
+    page = client.get(f"/trajectories/{listed['data'][0]['id']}", headers=HTML).text
+    why = page[page.index('id="why"'):page.index("</div>", page.index('id="why"'))]
+    assert "<img" not in why and "&lt;img src=x onerror=alert(1)&gt;" in why
+    assert 'href="#call-1"' in why

@@ -56,7 +56,8 @@ class Divergence:
         """The cause it belongs to, what a run groups by: kind, tool and
         detail, less the field of a wrong value or a schema error (a cause is
         the tool's, whichever field went wrong first)."""
-        return (self.kind, self.tool, "" if self.kind in _BY_TOOL else self.other)
+        other = "" if self.kind in _BY_TOOL else self.other
+        return (self.kind, self.tool[:_MAX_PART], other[:_MAX_PART])  # bounded: a name may come from the agent
 
     @property
     def key(self) -> str:
@@ -73,11 +74,11 @@ class Divergence:
 
 
 def _part(s: str) -> str:
-    return s[:_MAX_PART].replace("%", "%25").replace(":", "%3A")
+    return s.replace("%", "%25").replace(":", "%3A")
 
 
 def cause_key(kind: str, tool: str, other: str) -> str:
-    """``kind:tool:other``, each part bounded and with ``%`` and ``:`` escaped, so two causes never share a key."""
+    """``kind:tool:other``, with ``%`` and ``:`` escaped in each part, so two causes never share a key."""
     return ":".join((kind, _part(tool), _part(other)))
 
 
@@ -161,7 +162,7 @@ def first_divergence(ts: TrajectoryScore, case: Case | None) -> Divergence | Non
     if gave_up and ts.fault_step is not None:  # the steps after the error were excused: the error sank it
         return Divergence("recovery", calls[ts.fault_step].name, "gave_up", call=ts.fault_step)
     if ts.state_mismatches:
-        return Divergence("state", other=str(ts.state_mismatches[0].get("key", ""))[:_MAX_PART])
+        return Divergence("state", other=str(ts.state_mismatches[0].get("key", "")))
     if by_reward:
         return Divergence("unexplained", f"{ts.reward:g}")
     return Divergence("unexplained")

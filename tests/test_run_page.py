@@ -102,3 +102,27 @@ def test_a_cause_named_by_the_agent_is_bounded_escaped_and_filtered_exactly(clie
     why = page[page.index('id="why"'):page.index("</div>", page.index('id="why"'))]
     assert "<img" not in why and "&lt;img src=x onerror=alert(1)&gt;" in why
     assert 'href="#call-1"' in why
+
+
+def _why(client: TestClient, case_id: str, trial: int, **params: str) -> str:
+    data = client.get("/api/runs/1/trajectories", params={"case_id": case_id, "limit": 10, **params}).json()["data"]
+    tid = next(t["id"] for t in data if t["trial"] == trial)
+    page = client.get(f"/trajectories/{tid}", headers=HTML).text
+    if 'id="why"' not in page:
+        return ""
+    block = page[page.index('id="why"'):page.index("</div>", page.index('id="why"'))]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", block.split(">", 1)[1])).strip()
+
+
+def test_the_trajectory_page_says_why_in_a_sentence_or_two(client: TestClient) -> None:
+    assert _why(client, "pedido-002", 0) == ("First divergence: at call #1 the agent called buscar_producto where "
+                                            "expected step #1 buscar_pedido was expected.")
+    assert _why(client, "saldo-004", 1) == "First divergence: expected step #3 buscar_pedido: no call was made for it."
+    # the fault met badly: one sentence, the evidence in it
+    assert _why(client, "saldo-001", 2, outcome="hallucinated") == ("First divergence: after the error at call #2 (ver_saldo) the agent "
+                                            "stated values that no call returned (142900): outcome hallucinated.")
+    # passed after a fault: no divergence, the outcome with its evidence
+    assert _why(client, "saldo-001", 0, outcome="recovered") == (
+        "After the error at call #2 (ver_saldo) the agent tried it again once (at call #3), and gave the expected "
+        "datum 142900: outcome recovered.")
+    assert _why(client, "saldo-003", 0) == ""  # passed, no fault: nothing to explain

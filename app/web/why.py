@@ -89,10 +89,13 @@ def _ending(evidence: dict[str, Any], answer: str) -> str:
         return "ended without telling the user"
     if evidence.get("datum_in_answer"):
         return f"gave the expected datum {evidence['datum_in_answer']}"
-    return "answered the user" if answer.strip() else "ended without an answer"
+    said = " ".join(answer.split())
+    if not said:
+        return "ended without an answer"
+    return f"answered \u201c{said[:120]}{'…' if len(said) > 120 else ''}\u201d"
 
 
-def outcome_sentence(t: TrajectoryPublic) -> list[Segment]:
+def outcome_sentence(t: TrajectoryPublic, lead: str = "After the error at ") -> list[Segment]:
     """What the agent did after the fault and how it ended, with the outcome."""
     fault = (t.detail or {}).get("fault") or {}
     i = fault.get("step")
@@ -101,11 +104,11 @@ def outcome_sentence(t: TrajectoryPublic) -> list[Segment]:
     faulted = t.calls[i]
     again = [c for c in t.calls[i + 1:] if c.name == faulted.name]
     failed = [c for c in again if c.error]
-    out = [Segment("After the error at "), _call(i), Segment(" ("), Segment(faulted.name, code=True),
+    out = [Segment(lead), _call(i), Segment(" ("), Segment(faulted.name, code=True),
            Segment(") the agent ")]
     if again:
         n = len(again)
-        out += [Segment(f"tried it again {n} time{'s' if n != 1 else ''}"), Segment(" (last at "),
+        out += [Segment("tried it again once (at " if n == 1 else f"tried it again {n} times (last at "),
                 _call(again[-1].index), Segment(")")]
         if failed:
             out.append(Segment(", every one failing" if len(failed) == n else f", {len(failed)} of them failing"))
@@ -117,10 +120,14 @@ def outcome_sentence(t: TrajectoryPublic) -> list[Segment]:
 
 def why(t: TrajectoryPublic) -> list[list[Segment]]:
     """The sentences above the timeline (none for a passed trajectory without a fault)."""
-    out: list[list[Segment]] = []
     d = (t.detail or {}).get("divergence")
-    if isinstance(d, dict) and not t.passed:
-        out.append(divergence_sentence(d))
+    if not isinstance(d, dict) or t.passed:
+        d = None
+    if d is not None and d.get("kind") == "recovery":  # the error met badly: the outcome sentence says it all
+        said = outcome_sentence(t, "First divergence: after the error at ")
+        if said:
+            return [said]
+    out = [] if d is None else [divergence_sentence(d)]
     said = outcome_sentence(t)
     if said:
         out.append(said)

@@ -119,8 +119,9 @@ def test_the_trajectory_page_says_why_in_a_sentence_or_two(client: TestClient) -
                                             "expected step #1 buscar_pedido was expected.")
     assert _why(client, "saldo-004", 1) == "First divergence: expected step #3 buscar_pedido: no call was made for it."
     # the fault met badly: one sentence, the evidence in it
-    assert _why(client, "saldo-001", 2, outcome="hallucinated") == ("First divergence: after the error at call #2 (ver_saldo) the agent "
-                                            "stated values that no call returned (142900): outcome hallucinated.")
+    assert _why(client, "saldo-001", 2, outcome="hallucinated") == (
+        "First divergence: after the error at call #2 (ver_saldo) the agent stated values that no call returned "
+        "(142900): outcome hallucinated.")
     # passed after a fault: no divergence, the outcome with its evidence
     assert _why(client, "saldo-001", 0, outcome="recovered") == (
         "After the error at call #2 (ver_saldo) the agent tried it again once (at call #3), and gave the expected "

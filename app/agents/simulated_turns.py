@@ -15,7 +15,6 @@ from app.core.suite import ExpectedCall
 
 @dataclass
 class ConversingAgent(CaseAgent):
-    heard: list[str] = field(default_factory=list)  # the user's messages, in order
     plan: list[ExpectedCall] | None = None  # a simulated user's conversation: the steps still to do
     asked: set[str] = field(default_factory=set)  # what it asked the user for (argument names, "confirm:<tool>")
 

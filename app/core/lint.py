@@ -200,6 +200,12 @@ class Finding:
                 "score": self.score, "message": self.message, "detail": self.detail}
 
 
+def states_precondition(tool: ToolSpec, before: str) -> bool:
+    """The description says to call ``before`` first ("Obtén el id con A primero")."""
+    text = fold(tool.description)
+    return fold(before) in text and bool(_PRECONDITION.search(text))
+
+
 def _negative_delimitation(tool: ToolSpec, others: Sequence[str]) -> bool:
     """The description says what the tool is not for and names another tool to use."""
     text = fold(tool.description)
@@ -344,12 +350,14 @@ def _field_findings(tool: ToolSpec) -> list[Finding]:
     props = tool.parameters.get("properties")
     if not isinstance(props, Mapping):
         return []
-    desc = tool.description
-    text = fold(desc)
     out: list[Finding] = []
     for fname, schema in props.items():
         if not isinstance(schema, Mapping):
             continue
+        own = schema.get("description")
+        own = own if isinstance(own, str) else ""  # the field's own description is read with the tool's
+        desc = f"{tool.description}\n{own}"
+        text = fold(desc)
         missing: list[str] = []
         pattern = schema.get("pattern")
         if isinstance(pattern, str) and not _mentions_pattern(desc, pattern):
@@ -366,7 +374,7 @@ def _field_findings(tool: ToolSpec) -> list[Finding]:
             if absent:
                 missing.append("allowed values " + ", ".join(absent))
         kind = schema.get("type")
-        mentioned = fold(str(fname)) in text
+        mentioned = bool(own) or fold(str(fname)) in text
         if kind == "integer" and not (mentioned and _INTEGER_WORDS.search(text)):
             missing.append("integer type (say 'entero' / 'integer' next to the field: an id is not a RUT, "
                            "15000 is not \"15.000\")")
@@ -421,8 +429,7 @@ def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (),
         tool = toolset.get(after)
         if tool is None or before not in toolset:
             continue
-        text = fold(tool.description)
-        if fold(before) not in text or not _PRECONDITION.search(text):
+        if not states_precondition(tool, before):
             findings.append(Finding(
                 rule="missing_precondition", tool=after, related=(before,),
                 message=f"{after} must come after {before} (declared pair) but its description does not say so: "

@@ -15,10 +15,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.agents.simulated import SimRates, SimulatedAgent  # noqa: E402
-from app.core.evaluate import score_trajectories  # noqa: E402
-from app.core.runner import run_case  # noqa: E402
-from app.core.suite import Suite, load_suite, parse_suite  # noqa: E402
+from app.agents.simulated import SimRates, SimulatedAgent
+from app.core.evaluate import score_trajectories
+from app.core.runner import run_case
+from app.core.suite import Suite, load_suite, parse_suite
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -224,3 +224,48 @@ def test_issue_probe_delimiting_look_alike_pairs_cuts_confusions_and_pasting_cha
     rates = SimRates(confusion=0.9)
     found = {v: confusions(shop_suite(v), rates, 4, 60) for v in ("base", "pairs", "everywhere")}
     assert found == {"base": 41, "pairs": 30, "everywhere": 41}
+
+
+def _lookup_suite(lang: str, *, conversation: bool = False) -> Suite:
+    es = lang == "es"
+    tool = {"name": "buscar_pedido" if es else "get_order",
+            "description": "Busca un pedido por su número." if es else "Gets an order by its number.",
+            "parameters": {"type": "object", "properties": {"numero": {"type": "string"}}},
+            "mock": {"response": {"estado" if es else "status": "despachado" if es else "shipped"}}}
+    call = {"name": tool["name"], "arguments": {"numero": "PED-4417"}}
+    case: dict[str, Any] = {"id": "c", "expected_calls": [call]}
+    if conversation:
+        case["question"] = "Hola, ¿cómo va mi pedido?" if es else "Hi, how is my order doing?"
+        case["user"] = {"instruction": "Eres Ana y quieres saber de tu pedido." if es else
+                        "You are Ana and you want news of your order.", "known": {"numero": "PED-4417"}}
+    else:
+        case["question"] = "¿Cómo va mi pedido PED-4417?" if es else "How is my order PED-4417 doing?"
+    greeting = {"id": "none", "question": "¿Hola, qué tal?" if es else "Hello, how are you?"}
+    return parse_suite({"name": "s", "toolset": {"name": "t", "tools": [tool]}, "cases": [case, greeting]})
+
+
+@pytest.mark.parametrize("lang, found, none", [
+    ("es", "Esto es lo que encontré: estado despachado.", "No hace falta consultar herramientas para responder esto."),
+    ("en", "Here is what I found: status shipped.", "I do not need any tool to answer this."),
+])
+def test_the_agent_answers_in_the_suite_s_language(lang: str, found: str, none: str) -> None:
+    s = _lookup_suite(lang)
+    agent = SimulatedAgent(s.toolset, rates=SimRates(confusion=0, hallucinated_tool=0, schema_error=0,
+                                                      wrong_value=0, order=0, skip=0))
+    answers = [run_case(agent.for_case(c, 0), s, c).answer for c in s.cases]
+    assert answers == [found, none]
+
+
+@pytest.mark.parametrize("lang, ask, reply", [
+    ("es", "Para ayudarte necesito tu numero (para buscar_pedido). ¿Me lo indicas?", "Mi numero es PED-4417."),
+    ("en", "To help you I need your numero (for get_order). Could you tell me?", "My numero is PED-4417."),
+])
+def test_in_a_conversation_it_asks_in_the_user_s_language(lang: str, ask: str, reply: str) -> None:
+    from app.agents.users import RuleUser
+
+    s = _lookup_suite(lang, conversation=True)
+    agent = SimulatedAgent(s.toolset, rates=SimRates(confusion=0, hallucinated_tool=0, schema_error=0,
+                                                      wrong_value=0, order=0, skip=0))
+    trajectory = run_case(agent.for_case(s.cases[0], 0), s, s.cases[0], user=RuleUser())
+    said = [m.content for m in trajectory.messages]
+    assert said[1:3] == [ask, reply] and [c.name for c in trajectory.calls] == [s.toolset.tools[0].name]

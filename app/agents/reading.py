@@ -37,7 +37,7 @@ BETA = 2.0  # how sharply a score lead turns into certainty (per unit of rarity,
 DELIMITED = 0.75  # how much a negative delimitation naming only the partner lowers the pair's weight
 
 # Words that ask, or frame a delimitation, rather than say what about: they tell no tool apart.
-_NOISE = frozenset("""
+_NOISE_TEXT = """
 not sirve servir usar usalo usala instead never nunca fue era ser
 
 hola buenas buenos dias cual cuales cuanto cuanta cuantos cuantas cuando como donde quien quienes que esta estan
@@ -45,9 +45,11 @@ estoy soy eres tiene tienen tengo tenemos hay dime decir puedes podrias puede po
 favor gracias ahora hoy todavia aun nada hacer hagas ayuda ayudame
 hi hello what which how when where who whom whose my me mine our we please thanks want need can could would
 should do does did tell give show now today still yet help
-""".split())
+"""
+_NOISE = frozenset(_NOISE_TEXT.split())
 # A redirect without a negation: "para eso usa Y", "use Y instead", "si ya está despachado, usa Y".
-_DELIMITATION = re.compile(r"\b(para\s+eso|para\s+esto|en\s+su\s+lugar|for\s+that|instead|(si|if)\b[^.;:]*?\b(usa|use))\b")
+_DELIMITATION = re.compile(
+    r"\b(para\s+eso|para\s+esto|en\s+su\s+lugar|for\s+that|instead|(si|if)\b[^.;:]*?\b(usa|use))\b")
 _WORD = re.compile(r"\w+")
 # What a description says the tool does not take or do ("NO el RUT", "sin puntos", "not a name"): no content.
 _NEGATED = re.compile(r"\b(no|ni|not|nor|never|nunca|sin|without)\b[^,;:.()]*")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.agents.reading import confusion_chance, read_toolset
+from app.core.language import Language, detect_language, language_scores
 from app.core.lint import lint_toolset, states_precondition
 from app.core.records import TRANSIENT_KINDS
 from app.core.router import Toolbox
@@ -32,6 +33,25 @@ from app.core.tools import Toolset
 
 LABEL = "simulated"
 
+# What the agent says, in the suite's language.
+TEXTS: dict[Language, dict[str, str]] = {
+    "es": {"no_tools": "No hace falta consultar herramientas para responder esto.",
+           "give_up": "Lo siento, no pude obtener esa información en este momento; intenta más tarde.",
+           "invent": "Listo: el resultado es {value}.",
+           "nothing": "Revisé tu consulta, pero no encontré información para responder.",
+           "found": "Esto es lo que encontré: {facts}.",
+           "declined": "Entendido: no uso {tool}.",
+           "ask": "Para ayudarte necesito tu {values} (para {tool}). ¿Me lo indicas?",
+           "confirm": "Voy a usar {tool}, que no se puede deshacer. ¿Confirmas que proceda?"},
+    "en": {"no_tools": "I do not need any tool to answer this.",
+           "give_up": "Sorry, I could not get that information right now; please try again later.",
+           "invent": "Done: the result is {value}.",
+           "nothing": "I checked your request but found no information to answer it.",
+           "found": "Here is what I found: {facts}.",
+           "declined": "Understood: I will not use {tool}.",
+           "ask": "To help you I need your {values} (for {tool}). Could you tell me?",
+           "confirm": "I am going to use {tool}, which is irreversible. Do you confirm that I should proceed?"},
+}
 STATED_ORDER = 0.5  # an order error's chance where the second step's description says to call the first before
 _INVENTED = ("cancelar_pedido", "consultar_cuenta", "obtener_cliente", "get_balance", "lookup_order")
 
@@ -119,11 +139,21 @@ class CaseAgent:
     def chance(self, rate: float) -> bool:
         return self.rng.random() < rate
 
+    def says(self, key: str, **values: Any) -> str:
+        """One of the agent's sentences (``TEXTS``), in the case's language:
+        its question's, or the descriptions' when the question has no cue."""
+        cues = language_scores([self.case.question])
+        if cues["es"] == cues["en"]:
+            lang = detect_language([self.case.question, *(t.description for t in self.parent.toolset.tools)])
+        else:
+            lang = "es" if cues["es"] > cues["en"] else "en"
+        return TEXTS[lang][key].format(**values)
+
     def __call__(self, question: str, toolbox: Toolbox) -> str:
         self.heard.append(question)
         steps = self.shuffled(self.case.expected_calls or [])
         if not steps:
-            return "No hace falta consultar herramientas para responder esto."
+            return self.says("no_tools")
         return self.do_steps(steps, toolbox) or self.answer()
 
     def shuffled(self, expected: list[ExpectedCall]) -> list[ExpectedCall]:
@@ -165,9 +195,9 @@ class CaseAgent:
             fault_kind = _fault_kind(observation)
             roll = self.rng.random()
             if roll < rates.give_up:
-                return "Lo siento, no pude obtener esa información en este momento; intenta más tarde."
+                return self.says("give_up")
             if roll < rates.give_up + rates.invent:
-                return f"Listo: el resultado es {self.rng.randrange(100_000, 999_999)}."
+                return self.says("invent", value=self.rng.randrange(100_000, 999_999))
             if fault_kind in TRANSIENT_KINDS and self.chance(rates.retry):
                 continue  # the same call again
             if self.chance(rates.retry):
@@ -228,8 +258,8 @@ class CaseAgent:
         for observation in self.seen:
             facts.extend(_facts(observation))
         if not facts:
-            return "Revisé tu consulta, pero no encontré información para responder."
-        return "Esto es lo que encontré: " + "; ".join(dict.fromkeys(facts[:24])) + "."
+            return self.says("nothing")
+        return self.says("found", facts="; ".join(dict.fromkeys(facts[:24])))
 
 
 def _fault_kind(observation: str) -> str:

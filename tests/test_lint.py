@@ -131,8 +131,8 @@ def test_cli_json_contract_and_exit_status(tmp_path: Path) -> None:
     r = runner.invoke(cli, ["lint", str(EXAMPLES / "toolset_v1.yaml"), "--json"])
     assert r.exit_code == 1
     data = json.loads(r.stdout)
-    assert set(data) == {"toolset", "version", "label", "tools", "counts", "findings"}
-    assert (data["toolset"], data["label"], data["tools"]) == ("atencion_cliente", "v1", 7)
+    assert set(data) == {"toolset", "version", "label", "tools", "language", "counts", "findings"}
+    assert (data["toolset"], data["label"], data["tools"], data["language"]) == ("atencion_cliente", "v1", 7, "es")
     assert data["counts"] == {"similar_pair": 4, "no_negative_delimitation": 4, "argument_format": 9,
                               "missing_precondition": 2, "unguarded_destructive": 0}
     assert list(data["counts"]) == list(RULES)

@@ -47,6 +47,8 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
         assert v1["hallucination_after_error"]["num"] > 0 and v2["hallucination_after_error"]["num"] > 0, suffix
     v1, v2 = figures["banca-v1-simulado-x5"], figures["banca-v2-simulado-x5"]
     assert (confusions(v1), confusions(v2), schema_errors(v1), schema_errors(v2)) == (34, 19, 51, 24)
+    # v2 states its preconditions ("Obtén el id con buscar_cliente primero"): fewer broken pairs
+    assert (order_errors(v1), order_errors(v2)) == (20, 11)
     assert sorted(runs) == ["banca-v1-simulado", "banca-v1-simulado-x5", "banca-v2-conversaciones",
                             "banca-v2-simulado", "banca-v2-simulado-x5"]
     # the conversations: 5 cases x 3 trials + the sweep of their 11 expected steps, every record with its messages
@@ -69,6 +71,11 @@ def confusions(figures: dict[str, Any]) -> int:
     """Calls to a real tool other than the expected one."""
     return sum(c["count"] for c in figures["confusion"]
                if c["expected"] != c["called"] and "(" not in c["expected"] + c["called"] and not c["hallucinated"])
+
+
+def order_errors(figures: dict[str, Any]) -> int:
+    """Declared pairs (A before B) broken."""
+    return sum(int(d["count"]) for d in figures["dependency_violations"])
 
 
 def schema_errors(figures: dict[str, Any]) -> int:

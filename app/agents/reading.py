@@ -101,6 +101,7 @@ class Reading:
     content: dict[str, frozenset[str]]  # tool -> its terms (name and description, delimitations left out)
     clauses: dict[str, tuple[Clause, ...]]
     rarity: dict[str, float]  # term -> ln(N / df) over the tools' names and descriptions
+    refs: frozenset[str] = frozenset()  # the tool names, folded (references in a text, not content)
 
     def weight(self, term: str) -> float:
         return self.rarity.get(term, math.log(len(self.names)) if self.names else 0.0)
@@ -142,7 +143,7 @@ class Reading:
         only they hold are theirs: a step is chosen on what is left."""
         if expected not in self.content:
             return {}
-        asked = terms(question, frozenset(fold(n) for n in self.names))
+        asked = terms(question, self.refs)
         for other in exclude - {expected}:
             asked -= self.content.get(other, frozenset()) - self.content[expected]
         scores = self.scores(asked)
@@ -192,10 +193,11 @@ def _read(tools: tuple[tuple[str, str], ...]) -> Reading:
         for w in content[name].union(*(c.about for c in clauses[name])):
             df[w] = df.get(w, 0) + 1
     rarity = {w: math.log(len(names) / d) for w, d in df.items()}
-    return Reading(names=names, content=content, clauses=clauses, rarity=rarity)
+    return Reading(names=names, content=content, clauses=clauses, rarity=rarity, refs=refs)
 
 
 def _named(text: str, refs: frozenset[str], own: str) -> list[str]:
     """The tool names (folded) a text mentions, its own left out."""
     own_folded = fold(own)
-    return [r for r in sorted(refs) if r != own_folded and re.search(rf"(?<![\w]){re.escape(r)}(?![\w])", text)]
+    return [r for r in sorted(refs) if r != own_folded and r in text
+            and re.search(rf"(?<![\w]){re.escape(r)}(?![\w])", text)]

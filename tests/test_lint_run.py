@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.core.lint import lint_json, lint_toolset, load_lint_target
 from app.core.suite import load_toolset
+from app.core.tools import Toolset
+from tests.resources import DATA, shared_data
 
 ROOT = Path(__file__).resolve().parent.parent
 GIT = ROOT / "tests" / "fixtures" / "mcp" / "mcp-server-git.json"
@@ -54,6 +56,18 @@ def test_a_spanish_toolset_gets_spanish_wording() -> None:
     assert any('add "not for X: use ' in m for m in english)
     out = runner.invoke(cli, ["lint", str(EXAMPLES / "toolset_v1.yaml")]).stdout
     assert 'add "NO sirve para X: usa buscar_producto"' in out and "not for X" not in out
+
+
+MATH = DATA / "bfcl" / "multi_turn_func_doc" / "math_api.json"
+
+
+@shared_data(MATH)
+def test_a_field_s_own_description_states_its_type_or_values() -> None:
+    """BFCL's Math API: "First number." says a float field's type; "The base of the logarithm." does not."""
+    tools = Toolset.from_list([json.loads(line) for line in MATH.read_text().splitlines() if line.strip()])
+    fields = {(f.tool, f.field) for f in lint_toolset(tools) if f.rule == "argument_format"}
+    assert not fields & {("add", "a"), ("add", "b"), ("multiply", "a"), ("logarithm", "value"), ("power", "base")}
+    assert {("logarithm", "base"), ("logarithm", "precision"), ("power", "exponent")} <= fields
 
 
 SHOP = {

@@ -396,6 +396,12 @@ def _mentions_pattern(description: str, pattern: str) -> bool:
     return any(_fullmatch(template, t) for t in words)
 
 
+def _says_type(type_words: re.Pattern[str], description: str, field: str, own: str) -> bool:
+    """The field's own description says its type, or the tool's description names the field and says it."""
+    text = fold(description)
+    return bool(type_words.search(fold(own))) or (fold(field) in text and bool(type_words.search(text)))
+
+
 def _field_findings(tool: ToolSpec, lang: Language) -> list[Finding]:
     m, words = _TEXT, _HINTS[lang]
     props = tool.parameters.get("properties")
@@ -426,10 +432,9 @@ def _field_findings(tool: ToolSpec, lang: Language) -> list[Finding]:
             if absent:
                 missing.append(m["enum"].format(values=", ".join(absent)))
         kind = schema.get("type")
-        mentioned = bool(own) or fold(str(fname)) in text
-        if kind == "integer" and not (mentioned and _INTEGER_WORDS.search(text)):
+        if kind == "integer" and not _says_type(_INTEGER_WORDS, tool.description, str(fname), own):
             missing.append(m["integer"].format(word=words["integer"]))
-        elif kind == "number" and not (mentioned and _NUMBER_WORDS.search(text)):
+        elif kind == "number" and not _says_type(_NUMBER_WORDS, tool.description, str(fname), own):
             missing.append(m["number"].format(word=words["number"], wrong=words["wrong_number"]))
         if missing:
             out.append(Finding(

@@ -154,16 +154,22 @@ def test_course_table_row_1_a_described_tool_is_not_confused() -> None:
     assert confused == {"poor": 47, "good": 1}  # seed 4, 300 trials: 16.4% and 0.15% expected
 
 
-def test_course_table_row_2_type_and_precondition_cut_type_and_order_errors() -> None:
+@pytest.mark.parametrize("first, poor, good, question", [
+    ("buscar_cliente", "Obtiene el saldo del cliente.",
+     "Devuelve el saldo en pesos. Requiere el id interno (entero), no el RUT. Obtén el id con `buscar_cliente` "
+     "primero.", "Mi RUT es 12345678-9, ¿cuál es mi saldo?"),
+    ("find_customer", "Gets the customer's balance.",
+     "Returns the balance in dollars. Requires the internal id (integer), not the email. Get the id with "
+     "`find_customer` first.", "My email is ana@example.com, what is my balance?"),
+])
+def test_course_table_row_2_type_and_precondition_cut_type_and_order_errors(first: str, poor: str, good: str,
+                                                                            question: str) -> None:
     """"Obtiene el saldo del cliente." vs the course's rewrite: the id's type is stated (type errors
     halve) and "Obtén el id con buscar_cliente primero" halves the chance the two steps are swapped."""
-    poor, good = ("Obtiene el saldo del cliente.",
-                  "Devuelve el saldo en pesos. Requiere el id interno (entero), no el RUT. "
-                  "Obtén el id con `buscar_cliente` primero.")
     swapped = {}
     for label, description in (("poor", poor), ("good", good)):
-        s = suite([("buscar_cliente", "Busca un cliente por su RUT."), ("ver_saldo", description)],
-                  [("Mi RUT es 12345678-9, ¿cuál es mi saldo?", ["buscar_cliente", "ver_saldo"])],
+        s = suite([(first, "Busca un cliente por su RUT."), ("ver_saldo", description)],
+                  [(question, [first, "ver_saldo"])],
                   properties={"numero": {"type": "string"}, "id": {"type": "integer"}})
         assert (("ver_saldo", "id") in described_formats(s.toolset)) == (label == "good")
         only_order = SimRates(confusion=0, hallucinated_tool=0, schema_error=0, wrong_value=0, order=1, skip=0)
@@ -269,3 +275,17 @@ def test_in_a_conversation_it_asks_in_the_user_s_language(lang: str, ask: str, r
     trajectory = run_case(agent.for_case(s.cases[0], 0), s, s.cases[0], user=RuleUser())
     said = [m.content for m in trajectory.messages]
     assert said[1:3] == [ask, reply] and [c.name for c in trajectory.calls] == [s.toolset.tools[0].name]
+
+
+def test_course_table_row_3_in_english() -> None:
+    """The same rewrite in English: "if it was already shipped, use start_return" speaks of three words of
+    the question (was, already, shipped: ln 3 each, only in that clause), more than cancel_order's whole match
+    (cancel ln 3 + order ln 1.5), which all moves to start_return: 0 against 2·ln 1.5 + ln 3, × 1/4."""
+    rest = [("start_return", "Starts the return of an order."), ("find_product", "Finds a product by its name.")]
+    question = "My order was already shipped and I want to cancel it."
+    poor = read_toolset(toolset(("cancel_order", "Cancels an operation on an order."), *rest))
+    good = read_toolset(toolset(("cancel_order", "Cancels an order. Irreversible. Only if its status is `pending`; "
+                                 "if it was already shipped, use `start_return`."), *rest))
+    assert poor.rivals(question, "start_return")["cancel_order"] == pytest.approx(9.0)
+    assert good.rivals(question, "start_return")["cancel_order"] == pytest.approx(
+        math.exp(-2 * (2 * L15 + L3)) * (1 - DELIMITED))

@@ -10,14 +10,18 @@ does, from each tool's name and description alone, against the question.
   Other tools' names inside a description are references, not content.
 - **Negative delimitation.** A sentence saying what the tool is *not* for and
   naming the tool to use ("NO sirve para X: usa Y", "not for X: use Y",
-  "para eso usa Y") is no content of the tool: it lowers the tool's score
-  by how much the question speaks of X and raises each named Y by its
-  share. It also tells the pair apart whatever the question: a clause
-  naming one tool counts fully, one naming every other tool counts nothing.
+  "para eso usa Y", "si ya está despachado, usa Y") is no content of the
+  tool: by how much the question speaks of X (its words the tool's own text
+  lacks), up to the tool's whole match, it moves the tool's score to the
+  named tools in equal shares. It also tells the pair apart whatever the
+  question: a clause naming one tool counts fully, one naming every other
+  tool counts nothing. Words after a bare negation ("NO el RUT") are no
+  content either.
 - **Choice.** The expected tool competes with every tool the case does not
-  expect, each weighted by ``exp(BETA × (score - expected's score))``
-  (``× (1 - DELIMITED)`` for a delimited pair); ``confusion`` × the rivals'
-  share of the weight is the chance a rival wins.
+  expect (the words only the case's other steps' tools hold are left to
+  them), each weighted by ``exp(BETA × (score - expected's score))``
+  (``× (1 - DELIMITED × how clearly a clause tells the pair apart)``);
+  ``confusion`` × the rivals' share of the weight is the chance a rival wins.
 
 It stands in for a model: it does not read schemas, examples or the system
 prompt, and it does not reason about the order of the steps.

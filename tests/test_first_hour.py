@@ -145,6 +145,9 @@ def test_run_says_where_results_went_and_show_prints_them(tmp_path: Path) -> Non
                 "hallucinated_tools", "recovery", "hallucination_after_error", "pass_hat_k", "outcomes"):
         assert data[key] == scored[key], key
     assert data["run"]["name"] == "first" and data["trajectories"] == 36
+    assert data["causes"] == scored["causes"] and scored["causes"]
+    assert "What went wrong (failed trajectories by first divergence)" in shown.stdout
+    assert scored["causes"][0]["text"] in shown.stdout
     lines = shown.stdout.splitlines()
     assert lines[0] == "run 1 (first) · simulated · simulated (seed 0) · finished"
     failing = sum(1 for c in scored["cases"] if not c["passed"])

@@ -80,8 +80,8 @@ def test_a_confused_pair_asks_for_negative_delimitation_and_distinct_description
     assert neg.addresses.failures == {"selection": 3} and neg.addresses.cases == {"pedido-0", "pedido-1", "pedido-2"}
     # both descriptions are vague ("información"): each leads with its name's words and its argument's format
     assert by[("distinct_names", "buscar_pedido")].after == \
-        'Para buscar pedido, por numero, formato "PED-12345". Busca información.'
-    assert by[("distinct_names", "buscar_producto")].after == "Para buscar producto, por consulta. " \
+        'Buscar pedido (por numero, formato "PED-12345"). Busca información.'
+    assert by[("distinct_names", "buscar_producto")].after == "Buscar producto (por consulta). " \
         "Busca información por texto."
     assert [p.number for p in got] == [1, 2, 3]
 
@@ -129,10 +129,11 @@ def test_english_pairs_get_english_templates() -> None:
                     for i in range(2)]
     got = propose(EN, trajectories)
     (neg,) = [p for p in got if p.pattern == "negative_delimitation"]
-    assert neg.tail == "NOT for diff staged: use git_diff_staged."
+    # the partner's purpose is its description's first sentence, when that says what sets it apart
+    assert neg.tail == "NOT for diff staged (Shows changes that are staged for commit): use git_diff_staged."
     # "staged" is in git_diff_staged's description; "unstaged" is not in its own ("not yet staged")
     assert [(p.tool, p.lead) for p in got if p.pattern == "distinct_names"] == \
-        [("git_diff_unstaged", "To diff unstaged, by repo_path.")]
+        [("git_diff_unstaged", "Diff unstaged.")]  # repo_path, which both take, sets nothing apart
 
 
 def test_a_broken_declared_pair_asks_for_the_precondition_with_what_flows_between_them() -> None:

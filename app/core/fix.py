@@ -150,16 +150,16 @@ _DATE: dict[str, dict[Language, str]] = {
 }
 _T: dict[Language, dict[str, str]] = {
     "es": {
-        "distinct": "Para {words}, por {args}.",
-        "distinct_noargs": "Para {words}.",
-        "negative": "NO sirve para {words}: usa {partner}.",
+        "distinct": "{words} (por {args}).",
+        "distinct_noargs": "{words}.",
+        "negative": "NO sirve para {words}{purpose}: usa {partner}.",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", formato {f}",
         "with_pattern": " que cumple el patrón {p}",
         "one_of": ", uno de: {values}",
         "example": " (p. ej. {v})",
         "wrong": ", no {values}",
-        "missing": ", obligatorio",
+        "missing": "; no lo omitas",
         "precondition": "Antes llama a {before} para obtener {args}.",
         "precondition_noargs": "Antes llama a {before}.",
         "unknown": "La herramienta {name} no existe: para eso usa {expected}.",
@@ -168,20 +168,21 @@ _T: dict[Language, dict[str, str]] = {
         "only_many": "Usa solo las {n} herramientas declaradas; nunca inventes un nombre.",
         "retry_schema": "No repitas la misma llamada: corrige {field} ({kind}{fmt}).",
         "retry_not_found": "No repitas la misma llamada: confirma {args} con el usuario.",
-        "retry_other": "No repitas la misma llamada: avisa al usuario que {tool} falló.",
+        "retry_other": "No repitas la misma llamada: con los mismos argumentos vuelve a fallar; corrígelos o avisa "
+                       "al usuario.",
         "or": " o ",
     },
     "en": {
-        "distinct": "To {words}, by {args}.",
-        "distinct_noargs": "To {words}.",
-        "negative": "NOT for {words}: use {partner}.",
+        "distinct": "{words} (given {args}).",
+        "distinct_noargs": "{words}.",
+        "negative": "NOT for {words}{purpose}: use {partner}.",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", format {f}",
         "with_pattern": " matching the pattern {p}",
         "one_of": ", one of: {values}",
         "example": " (e.g. {v})",
         "wrong": ", not {values}",
-        "missing": ", required",
+        "missing": "; do not leave it out",
         "precondition": "Call {before} first to get {args}.",
         "precondition_noargs": "Call {before} first.",
         "unknown": "There is no tool named {name}: use {expected} for that.",
@@ -190,7 +191,8 @@ _T: dict[Language, dict[str, str]] = {
         "only_many": "Call only the {n} declared tools; never invent a tool name.",
         "retry_schema": "Do not repeat the same call: fix {field} ({kind}{fmt}).",
         "retry_not_found": "Do not repeat the same call: check {args} with the user.",
-        "retry_other": "Do not repeat the same call: tell the user that {tool} failed.",
+        "retry_other": "Do not repeat the same call: it fails again with the same arguments; change them or tell "
+                       "the user.",
         "or": " or ",
     },
 }
@@ -260,10 +262,12 @@ def _kind(schema: Mapping[str, Any], lang: Language) -> str:
     return _KIND[lang].get(str(kind), _KIND[lang]["string"] if kind is None else str(kind))
 
 
-def _args_phrase(tool: ToolSpec, examples: Mapping[tuple[str, str], Any], lang: Language) -> str:
-    """The required arguments, each with the format that sets it apart (``numero, formato PED-12345``)."""
+def _args_phrase(tool: ToolSpec, examples: Mapping[tuple[str, str], Any], lang: Language, *,
+                 leave_out: frozenset[str] | set[str] = frozenset()) -> str:
+    """The required arguments (less those the partner takes too), each with the
+    format that sets it apart (``numero, formato "PED-12345"``)."""
     parts = []
-    for name in _required(tool)[:3]:
+    for name in [n for n in _required(tool) if n not in leave_out][:3]:
         schema = _properties(tool).get(name)
         schema = schema if isinstance(schema, Mapping) else {}
         example = examples.get((tool.name, name))
@@ -291,6 +295,26 @@ def compose(text: str, lead: Iterable[str] = (), tail: Iterable[str] = ()) -> st
 
 def _has_reference(t: TrajectoryFact) -> bool:
     return any(c.expected is not None for c in t.calls)
+
+
+def shape(value: Any) -> str:
+    """A value's shape: its JSON type and, for text, its characters as classes
+    (``"PED-12345"`` → ``"A-9"``, ``"15.000"`` → ``"9.9"``)."""
+    if isinstance(value, bool) or value is None:
+        return type(value).__name__
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        classes = re.sub(r"[^\W\d_]+", "A", re.sub(r"\d+", "9", value.strip()))
+        return "str:" + re.sub(r"\s+", " ", classes)[:40]
+    return type(value).__name__
+
+
+def _misshapen(got: Any, expected: Any) -> bool:
+    """Whether a wrong value differs from the expected one in shape (a type,
+    a format, left out), not only in value: 2 bags for 0, "business" for
+    "economy" are wrong values a format sentence would not prevent."""
+    return got is None or shape(got) != shape(expected)
 
 
 def _note(a: Addresses, t: TrajectoryFact) -> None:
@@ -344,13 +368,14 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
             if on_right_tool and c.mismatches:
                 for m in c.mismatches:
                     name = str(m.get("field", ""))
-                    if not name:
-                        continue
+                    got = m.get("got")
+                    if not name or not _misshapen(got, m.get("expected")):
+                        continue  # a value of the right shape, only the wrong one: no format would prevent it
                     a, wrong_kind, wrong = fields.setdefault((c.name, name), (Addresses(), Counter(), []))
                     _note(a, t)
-                    wrong_kind["value"] += 1
-                    if len(wrong) < 50:
-                        wrong.append(m.get("got"))
+                    wrong_kind["missing" if got is None else "value"] += 1
+                    if got is not None and len(wrong) < 50:
+                        wrong.append(got)
             if c.dependency_before and c.dependency_before in toolset and c.name in toolset:
                 _note(broken.setdefault((c.dependency_before, c.name), Addresses()), t)
             if c.reaction == "retry_same" and c.reaction_ok is False and c.name in toolset:
@@ -386,6 +411,12 @@ def _tool_edit(tool: ToolSpec, pattern: str, partner: str | None, a: Addresses, 
                     evidence=evidence, lead=lead, tail=tail)
 
 
+def _first_sentence(text: str, limit: int = 100) -> str:
+    """A description's first sentence, without its final period, clipped."""
+    first = re.split(r"(?<=[.!?])\s", " ".join(text.split()), maxsplit=1)[0].rstrip(".")
+    return first if len(first) <= limit else first[:limit - 1] + "…"
+
+
 def _calls(n: int) -> str:
     return f"{n} call" if n == 1 else f"{n} calls"
 
@@ -412,7 +443,8 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
         words = " ".join(_name_words(expected, toolset))
         evidence = [f"{called} called where {expected} was expected: {_calls(n)}"]
         if fold(expected) not in fold(b_tool.description):
-            sentence = t["negative"].format(words=words, partner=expected)
+            purpose = _first_sentence(a_tool.description) if _distinct(a_tool, b_tool, toolset) else ""
+            sentence = t["negative"].format(words=words, partner=expected, purpose=f" ({purpose})" if purpose else "")
             a = Addresses(cells={(expected, called): n}, trajectories=set(found.trajectories), cases=set(found.cases),
                           questions=list(found.questions))
             out.append(_tool_edit(b_tool, "negative_delimitation", expected, a, evidence, tail=sentence))
@@ -422,7 +454,8 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
             p = distinct_done.get(tool.name)
             if p is None:
                 own = " ".join(_name_words(tool.name, toolset))
-                targs = _args_phrase(tool, ex, lang)
+                targs = _args_phrase(tool, ex, lang, leave_out=set(_properties(partner)))
+                own = own[:1].upper() + own[1:]
                 lead = t["distinct"].format(words=own, args=targs) if targs else \
                     t["distinct_noargs"].format(words=own)
                 p = distinct_done[tool.name] = _tool_edit(tool, "distinct_names", partner.name, Addresses(), [],
@@ -462,8 +495,8 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
             example=t["example"].format(v=shown(example)) if example is not None and shape is None else "",
             wrong=(t["wrong"].format(values=t["or"].join(values[:2])) if values else "")
             + (t["missing"] if kinds.get("missing") else ""))
-        evidence = [f"{name}.{fname}: {len(a.trajectories)} failed trajectories; sent "
-                    + (", ".join(values[:3]) or "nothing")
+        evidence = [f"{name}.{fname}: {len(a.trajectories)} failed trajectories"
+                    + (f"; sent {', '.join(values[:3])}" if values else "")
                     + (f"; left out {kinds['missing']} times" if kinds.get("missing") else "")]
         own = schema.get("description")
         if isinstance(own, str) and own.strip():
@@ -540,7 +573,7 @@ def _retry_proposals(toolset: Toolset, retries: dict[tuple[str, str], tuple[Addr
             sentence = t["retry_other"].format(tool=name)
         out.append(Proposal(where="error_message", pattern="error_message", tool=name, field=None, partner=None,
                             before=message, after=compose(message, (), [sentence]), addresses=a,
-                            evidence=[f"{name}: the same call repeated after a {kind} error in "
+                            evidence=[f"{name}: the same call repeated after its {kind} error in "
                                       f"{len(a.trajectories)} failed trajectories"], tail=sentence))
     return out
 

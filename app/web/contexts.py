@@ -188,6 +188,7 @@ class RunPage:
     causes: list[Cause] = field(default_factory=list)
     passes: PassFigures | None = None
     turns: list[TurnFigures] = field(default_factory=list)  # per user turn, when the run holds conversations
+    rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     cards: tuple[Any, ...] = FAMILY_CARDS
     failure_names: tuple[str, ...] = FAILURE_NAMES
@@ -198,6 +199,33 @@ class RunPage:
         return f"?{query}#trajectories"
     outcome_names: tuple[str, ...] = OUTCOMES
     reaction_names: tuple[str, ...] = REACTIONS
+
+
+@dataclass
+class PairRewrite:
+    """What ``toollens fix`` proposes for a confused pair's descriptions: each
+    edit as a word diff, and the command that writes and verifies them."""
+
+    edits: list[tuple[int, str, str, list[tuple[str, str]]]]  # (number, tool, pattern, word-diff segments)
+    command: str
+
+
+def pair_rewrites(run_name: str, proposals: list[Any]) -> dict[tuple[str, str], PairRewrite]:
+    """The description edits of each pair of tools, keyed by the sorted pair."""
+    import shlex
+
+    from app.core.textdiff import word_diff
+
+    by_pair: dict[tuple[str, str], list[Any]] = {}
+    for p in proposals:
+        if p.pattern in ("negative_delimitation", "distinct_names") and p.tool and p.partner:
+            by_pair.setdefault((min(p.tool, p.partner), max(p.tool, p.partner)), []).append(p)
+    return {pair: PairRewrite(
+        edits=[(p.number, p.tool, p.pattern.replace("_", " "), [(s.op, s.text) for s in word_diff(p.before, p.after)])
+               for p in ps],
+        command=f"toollens fix {shlex.quote(run_name)} --only {','.join(str(p.number) for p in ps)} "
+                "--out candidate.yaml --verify")
+        for pair, ps in by_pair.items()}
 
 
 def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: int, offset: int,
@@ -218,6 +246,10 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
                          sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
     ranked = (cache.kept(session, run_id, "causes", lambda: causes(session, run_id, figs, confusion, lint))
               if cache is not None else causes(session, run_id, figs, confusion, lint))
+    from app.store.fix import run_fix
+
+    found = (cache.kept(session, run_id, "fix", lambda: run_fix(session, run_id)) if cache is not None
+             else run_fix(session, run_id))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))
@@ -232,7 +264,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         if figs["outcomes_by_step"] else None,
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
         blocking=blocking(run), lint=lint, causes=ranked, passes=passes,
-        turns=queries.turn_list(figs.get("turns")),
+        turns=queries.turn_list(figs.get("turns")), rewrites=pair_rewrites(run.name, found.proposals),
     )
 
 

@@ -323,3 +323,13 @@ def test_model_rewrites_the_worst_pair_and_the_templates_stand_when_it_breaks_th
     assert rejected  # asked, answered without naming the partner: the templates stand for those tools
     kept = {p["tool"] for p in proposals if p["source"] == "deterministic" and p["pattern"] == "negative_delimitation"}
     assert kept and not kept & {p["tool"] for p in model}
+
+
+def test_a_description_that_names_its_tool_but_not_the_argument_that_sets_it_apart_gets_a_lead() -> None:
+    calls = [CallFact("buscar_pedido", {"numero": "12345678-9"}, expected="buscar_cliente")]
+    got = propose(ES, [traj("c#0", calls)])
+    assert [p.tool for p in got if p.pattern == "distinct_names"] == ["buscar_pedido"]  # "cliente … RUT" is said
+    vague = Toolset.from_list([{**t.document(), "description": "Busca un cliente."} if t.name == "buscar_cliente"
+                               else t.document() for t in ES.tools])
+    leads = {p.tool: p.lead for p in propose(vague, [traj("c#0", calls)]) if p.pattern == "distinct_names"}
+    assert leads["buscar_cliente"] == "Buscar cliente (por rut)."

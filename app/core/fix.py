@@ -421,12 +421,21 @@ def _calls(n: int) -> str:
     return f"{n} call" if n == 1 else f"{n} calls"
 
 
-def _distinct(tool: ToolSpec, partner: ToolSpec, toolset: Toolset) -> bool:
-    """Whether the description already says what sets the tool apart: a word
-    of its name that is not the partner's."""
+def _names_itself(tool: ToolSpec, partner: ToolSpec, toolset: Toolset) -> bool:
+    """Whether the description says a word of the tool's name that is not the partner's."""
     own = set(_name_words(tool.name, toolset)) - set(_name_words(partner.name, toolset))
     text = fold(tool.description)
     return any(fold(w)[:5] in text for w in own if len(w) > 2)
+
+
+def _distinct(tool: ToolSpec, partner: ToolSpec, toolset: Toolset) -> bool:
+    """Whether the description already says what sets the tool apart from the
+    partner: a word of its name that is not the partner's, and each argument
+    it requires that the partner does not take."""
+    text = fold(tool.description)
+    own_args = [f for f in _required(tool) if f not in _properties(partner)]
+    said = all(all(fold(w)[:5] in text for w in re.split(r"[_\-\s]+", f) if len(w) > 2) for f in own_args)
+    return said and _names_itself(tool, partner, toolset)
 
 
 def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses],
@@ -443,7 +452,7 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
         words = " ".join(_name_words(expected, toolset))
         evidence = [f"{called} called where {expected} was expected: {_calls(n)}"]
         if fold(expected) not in fold(b_tool.description):
-            purpose = _first_sentence(a_tool.description) if _distinct(a_tool, b_tool, toolset) else ""
+            purpose = _first_sentence(a_tool.description) if _names_itself(a_tool, b_tool, toolset) else ""
             sentence = t["negative"].format(words=words, partner=expected, purpose=f" ({purpose})" if purpose else "")
             a = Addresses(cells={(expected, called): n}, trajectories=set(found.trajectories), cases=set(found.cases),
                           questions=list(found.questions))

@@ -333,3 +333,19 @@ def test_a_description_that_names_its_tool_but_not_the_argument_that_sets_it_apa
                                else t.document() for t in ES.tools])
     leads = {p.tool: p.lead for p in propose(vague, [traj("c#0", calls)]) if p.pattern == "distinct_names"}
     assert leads["buscar_cliente"] == "Buscar cliente (por rut)."
+
+
+def test_an_english_toolset_gets_english_proposals_end_to_end(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'git.db'}"
+    out = run_agent(Settings(database_url=url), RunRequest(agent="simulated", trials=5, seed=3, run_name="git",
+                                                           suite_path=ROOT / "tests/fixtures/mcp/git_cases.yaml"))
+    assert out.finished
+    done = runner.invoke(cli, ["fix", "git", "--json", "--db", url])
+    assert done.exit_code == 0, done.output
+    proposals = json.loads(done.stdout)["proposals"]
+    negative = [p for p in proposals if p["pattern"] == "negative_delimitation"]
+    assert negative and all(re.fullmatch(r"NOT for [a-z ]+( \(.+\))?: use git_[a-z_]+\.",
+                                         p["after"][len(p["before"]):].lstrip(". ")) for p in negative)
+    assert all(p["partner"] in p["after"] for p in negative)
+    texts = " ".join(p["after"] for p in proposals)
+    assert not re.search(r"\b(NO sirve|usa|entero|formato|Antes llama)\b", texts)  # nothing in Spanish

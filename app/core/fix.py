@@ -568,6 +568,7 @@ def _retry_proposals(toolset: Toolset, retries: dict[tuple[str, str], tuple[Addr
         if tool is None:
             continue
         message = messages.most_common(1)[0][0]
+        error = "error" if kind == "error" else f"{kind} error"
         if kind == "schema" and flds:
             fname = flds.most_common(1)[0][0]
             schema = _properties(tool).get(fname)
@@ -582,8 +583,8 @@ def _retry_proposals(toolset: Toolset, retries: dict[tuple[str, str], tuple[Addr
             sentence = t["retry_other"].format(tool=name)
         out.append(Proposal(where="error_message", pattern="error_message", tool=name, field=None, partner=None,
                             before=message, after=compose(message, (), [sentence]), addresses=a,
-                            evidence=[f"{name}: the same call repeated after its {kind} error in "
-                                      f"{len(a.trajectories)} failed trajectories"], tail=sentence))
+                            evidence=[f"{name}: the same call repeated after its {error} in {len(a.trajectories)} "
+                                      "failed trajectories"], tail=sentence))
     return out
 
 

@@ -21,7 +21,9 @@ from app.store.ingest import find_run, get_run_row, get_suite_row, suite_for_run
 from app.store.models import CallRow, Run, RunCounter, TrajectoryRow
 from app.store.views import ComparisonPublic
 
-MAX_FAILED = 20_000  # failed trajectories read (the first, in storage order)
+MAX_FAILED = 2000  # failed trajectories read (the first, in storage order): a run page computes them too
+MAX_MESSAGE = 2000  # characters of an error message read (a proposal quotes it)
+FLOW_TRAJECTORIES = 500  # trajectories read for what flows from one tool's observation into another's call
 
 
 @dataclass
@@ -69,7 +71,7 @@ def _examples(session: Session, run_id: int, suite: Suite) -> dict[tuple[str, st
     return out
 
 
-def _flows(session: Session, run_id: int, limit: int = 2000) -> dict[tuple[str, str], set[str]]:
+def _flows(session: Session, run_id: int, limit: int = FLOW_TRAJECTORIES) -> dict[tuple[str, str], set[str]]:
     """(A, B) -> the arguments a call to B took from an earlier successful
     observation of A: same key, same value (``id`` 8812 from ``buscar_cliente``
     sent to ``ver_saldo``), over the run's first trajectories."""
@@ -99,22 +101,43 @@ def _flows(session: Session, run_id: int, limit: int = 2000) -> dict[tuple[str, 
 
 
 def _failed(session: Session, run_id: int) -> list[TrajectoryFact]:
+    """The run's failed trajectories (the first ``MAX_FAILED``) with their calls. The JSON columns
+    are decoded only where a proposal reads them: the arguments of a call that failed validation,
+    the mismatches of a trajectory that failed on its arguments."""
     trajectories = session.execute(
         select(TrajectoryRow.id, TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key,
                TrajectoryRow.question, TrajectoryRow.failures)
         .where(TrajectoryRow.run_id == run_id, TrajectoryRow.passed.is_(False))
         .order_by(TrajectoryRow.id).limit(MAX_FAILED)).all()
-    calls: dict[int, list[CallFact]] = {}
     ids = [t[0] for t in trajectories]
+    wrong_values = [t[0] for t in trajectories if "arguments" in (t[5] or [])]
+    rows: dict[int, list[list[Any]]] = {}
+    json_of: dict[tuple[int, int], tuple[Any, Any]] = {}
     for start in range(0, len(ids), 500):
-        for c in session.scalars(select(CallRow).where(CallRow.trajectory_id.in_(ids[start:start + 500]))
-                                 .order_by(CallRow.trajectory_id, CallRow.idx)):
-            calls.setdefault(c.trajectory_id, []).append(CallFact(
-                name=c.name, arguments=c.arguments, exists=c.exists, expected=c.expected_name,
-                schema_field=c.schema_field, schema_message=c.schema_message,
-                mismatches=tuple(m for m in c.mismatches or [] if isinstance(m, Mapping)),
-                dependency_before=c.dependency_before, error_kind=c.error_kind, error_message=c.error_message,
-                reaction=c.reaction, reaction_ok=c.reaction_ok))
+        chunk = ids[start:start + 500]
+        for tid, idx, *rest in session.execute(
+                select(CallRow.trajectory_id, CallRow.idx, CallRow.name, CallRow.exists, CallRow.expected_name,
+                       CallRow.schema_field, CallRow.schema_message, CallRow.dependency_before, CallRow.error_kind,
+                       func.substr(CallRow.error_message, 1, MAX_MESSAGE), CallRow.reaction, CallRow.reaction_ok)
+                .where(CallRow.trajectory_id.in_(chunk)).order_by(CallRow.trajectory_id, CallRow.idx)):
+            rows.setdefault(tid, []).append([idx, *rest])
+        for tid, idx, arguments in session.execute(
+                select(CallRow.trajectory_id, CallRow.idx, CallRow.arguments)
+                .where(CallRow.trajectory_id.in_(chunk), CallRow.schema_field.is_not(None))):
+            json_of[(tid, idx)] = (arguments, None)
+    for start in range(0, len(wrong_values), 500):
+        for tid, idx, arguments, mismatches in session.execute(
+                select(CallRow.trajectory_id, CallRow.idx, CallRow.arguments, CallRow.mismatches)
+                .where(CallRow.trajectory_id.in_(wrong_values[start:start + 500]))):
+            json_of[(tid, idx)] = (arguments, mismatches)
+    calls: dict[int, list[CallFact]] = {}
+    for tid, found in rows.items():
+        for idx, name, exists, expected, field, message, before, kind, error, reaction, ok in found:
+            arguments, mismatches = json_of.get((tid, idx), (None, None))
+            calls.setdefault(tid, []).append(CallFact(
+                name=name, arguments=arguments, exists=exists, expected=expected, schema_field=field,
+                schema_message=message, mismatches=tuple(m for m in mismatches or [] if isinstance(m, Mapping)),
+                dependency_before=before, error_kind=kind, error_message=error, reaction=reaction, reaction_ok=ok))
     return [TrajectoryFact(key=trajectory_key(case_id, trial, fault_key), case_id=case_id, question=question or "",
                            passed=False, failures=tuple(str(f) for f in failures or []), calls=tuple(calls.get(i, [])))
             for i, case_id, trial, fault_key, question, failures in trajectories]

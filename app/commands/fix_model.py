@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.agents.retry import MalformedResponse, RetryPolicy
+from app.agents.retry import RetryPolicy
 from app.judge import Judge
 
 if TYPE_CHECKING:
@@ -36,25 +35,6 @@ Use the four patterns:
 Keep every fact true to the schemas; invent no argument, tool or value. Write in the descriptions' language.
 Never change a tool's name or schema. Answer with one JSON object only:
 {"descriptions": {"<tool name>": "<new description>", "<other tool name>": "<new description>"}}"""
-
-
-@dataclass
-class Rewriter(Judge):
-    """The rewrite's endpoint: the judge's client, retries and temperature 0."""
-
-    async def rewrite(self, prompt: str) -> str:
-        client = self.client()
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
-
-        async def request() -> Any:
-            response = await client.chat.completions.create(model=self.model, messages=messages, temperature=0,
-                                                            max_tokens=MAX_ANSWER_TOKENS)
-            if not response.choices:
-                raise MalformedResponse("the model answered without choices")
-            return response
-
-        response = await self.retry.run(request)
-        return str(response.choices[0].message.content or "")
 
 
 def pair_prompt(a: dict[str, Any], b: dict[str, Any], cells: dict[tuple[str, str], int], questions: list[str]) -> str:
@@ -116,11 +96,12 @@ def rewrite_pairs(found: RunFix, *, model: str, base_url: str | None, pairs: int
         questions.extend(q for q in p.addresses.questions if q not in questions)
     ranked = sorted(worst.items(), key=lambda kv: (-len(kv[1][1]), kv[0]))[:pairs]
     tools = {t.name: t.contract() for t in found.suite.toolset.tools}
-    rewriter = Rewriter(model=model, base_url=base_url, timeout=timeout, retry=RetryPolicy(attempts=attempts))
+    rewriter = Judge(model=model, base_url=base_url, timeout=timeout, retry=RetryPolicy(attempts=attempts))
 
     async def ask_all() -> list[str | BaseException]:
         try:
-            return await asyncio.gather(*(rewriter.rewrite(pair_prompt(tools[x], tools[y], cells, questions))
+            return await asyncio.gather(*(rewriter.complete(SYSTEM, pair_prompt(tools[x], tools[y], cells, questions),
+                                                            MAX_ANSWER_TOKENS)
                                           for (x, y), (cells, _, questions) in ranked), return_exceptions=True)
         finally:
             await rewriter.aclose()

@@ -100,17 +100,23 @@ def _group_line(title: str, g: GroupFigures) -> str:
             f"{g.only_a} passed only before, {g.only_b} only after, p = {g.p_value:.3g}")
 
 
-def ab_lines(ab: FixAB) -> list[str]:
-    """The A/B as plain lines: confusions, families with 95% intervals, McNemar, cells, the two groups."""
-    c = ab.comparison
-    lines = [f"confusions (calls to another tool than the expected one): {_cut(*ab.confusions)}"]
-    for f in c.families:
+def _families(ab: FixAB) -> list[tuple[str, str, str, str, str]]:
+    """Each family with data in either run: name, before, after, delta with its 95% interval, how it reads."""
+    out = []
+    for f in ab.comparison.families:
         if not f.a.den and not f.b.den:
             continue
         ci = "" if f.delta_ci is None else f" [95% {100 * f.delta_ci[0]:+.1f}, {100 * f.delta_ci[1]:+.1f}]"
         delta = "n/a" if f.delta is None else f"{100 * f.delta:+.1f} pts"
-        lines.append(f"  {f.family}: {_pct(f.a.num, f.a.den)} → {_pct(f.b.num, f.b.den)}  {delta}{ci} "
-                     f"{f.reads_as}")
+        out.append((f.family, _pct(f.a.num, f.a.den), _pct(f.b.num, f.b.den), delta + ci, f.reads_as))
+    return out
+
+
+def ab_lines(ab: FixAB) -> list[str]:
+    """The A/B as plain lines: confusions, families with 95% intervals, McNemar, cells, the two groups."""
+    c = ab.comparison
+    lines = [f"confusions (calls to another tool than the expected one): {_cut(*ab.confusions)}"]
+    lines += [f"  {family}: {a} → {b}  {delta} {reads}" for family, a, b, delta, reads in _families(ab)]
     if c.mcnemar is not None:
         lines.append(f"McNemar (exact) on {c.shared_cases} shared trajectories: {c.mcnemar.passed_only_a} passed "
                      f"only before, {c.mcnemar.passed_only_b} only after, p = {c.mcnemar.p_value:.3g}")
@@ -130,13 +136,7 @@ def ab_markdown(ab: FixAB) -> list[str]:
     c = ab.comparison
     rows = [f"Confusions (calls to another tool than the expected one): **{_cut(*ab.confusions)}**", "",
             "| family | before | after | delta [95% interval] | reads |", "|---|---|---|---|---|"]
-    for f in c.families:
-        if not f.a.den and not f.b.den:
-            continue
-        ci = "" if f.delta_ci is None else f" [{100 * f.delta_ci[0]:+.1f}, {100 * f.delta_ci[1]:+.1f}]"
-        delta = "n/a" if f.delta is None else f"{100 * f.delta:+.1f} pts"
-        rows.append(f"| {f.family} | {_pct(f.a.num, f.a.den)} | {_pct(f.b.num, f.b.den)} | {delta}{ci} | "
-                    f"{f.reads_as} |")
+    rows += [f"| {family} | {a} | {b} | {delta} | {reads} |" for family, a, b, delta, reads in _families(ab)]
     if c.mcnemar is not None:
         rows += ["", f"Exact McNemar on {c.shared_cases} shared trajectories: {c.mcnemar.passed_only_a} passed only "
                      f"before, {c.mcnemar.passed_only_b} only after, p = {c.mcnemar.p_value:.3g}."]

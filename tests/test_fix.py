@@ -349,3 +349,16 @@ def test_an_english_toolset_gets_english_proposals_end_to_end(tmp_path: Path) ->
     assert all(p["partner"] in p["after"] for p in negative)
     texts = " ".join(p["after"] for p in proposals)
     assert not re.search(r"\b(NO sirve|usa|entero|formato|Antes llama)\b", texts)  # nothing in Spanish
+
+
+def test_where_the_run_knows_what_sank_each_trajectory_a_proposal_explains_only_those() -> None:
+    wrong = CallFact("buscar_producto", {"consulta": "PED-1"}, expected="buscar_pedido")
+    unknown = CallFact("cancelar_pedido", {}, exists=False)
+    sunk_by_choice = TrajectoryFact("a#0", "a", "q", False, ("selection", "hallucinated_tool"), (wrong, unknown),
+                                    cause=("wrong_tool", "buscar_pedido", "buscar_producto"))
+    sunk_by_name = TrajectoryFact("b#0", "b", "q", False, ("selection", "hallucinated_tool"), (wrong, unknown),
+                                  cause=("hallucinated_tool", "cancelar_pedido", ""))
+    got = {p.pattern: p for p in propose(ES, [sunk_by_choice, sunk_by_name])}
+    assert got["negative_delimitation"].addresses.trajectories == {"a#0"}
+    assert got["known_tools"].addresses.trajectories == {"b#0"}
+    assert got["known_tools"].addresses.failures == {"selection": 1, "hallucinated_tool": 1}

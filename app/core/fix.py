@@ -71,7 +71,9 @@ class CallFact:
 
 @dataclass(frozen=True)
 class TrajectoryFact:
-    """A trajectory: its key (``case#trial`` and the fault), question, verdict and calls."""
+    """A trajectory: its key (``case#trial`` and the fault), question, verdict and calls;
+    ``cause``, where the run knows it, is what sank it: its first divergence as
+    ``(kind, tool, other)`` (``wrong_tool``, expected, called; ``schema``, tool, "")."""
 
     key: str
     case_id: str
@@ -79,6 +81,7 @@ class TrajectoryFact:
     passed: bool
     failures: tuple[str, ...]
     calls: tuple[CallFact, ...]
+    cause: tuple[str, str, str] | None = None
 
 
 @dataclass
@@ -393,6 +396,12 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
     out += _precondition_proposals(toolset, broken, flows or {}, lang)
     out += _unknown_proposals(toolset, unknown, system_prompt, lang)
     out += _retry_proposals(toolset, retries, ex, lang)
+    causes = {t.key: t.cause for t in failed if t.cause is not None}
+    if causes:  # the run knows what sank each trajectory: a proposal explains those its edit is about
+        for p in out:
+            p.addresses.trajectories = {k for k in p.addresses.trajectories
+                                        if k not in causes or _about(p, causes[k])}
+            p.addresses.cases = {k.split("#")[0] for k in p.addresses.trajectories}
     failures = {t.key: t.failures for t in failed}
     for p in out:
         p.addresses.failures = Counter(f for key in p.addresses.trajectories for f in failures.get(key, ()))
@@ -415,6 +424,20 @@ def _first_sentence(text: str, limit: int = 100) -> str:
     """A description's first sentence, without its final period, clipped."""
     first = re.split(r"(?<=[.!?])\s", " ".join(text.split()), maxsplit=1)[0].rstrip(".")
     return first if len(first) <= limit else first[:limit - 1] + "…"
+
+
+def _about(p: Proposal, cause: tuple[str, str, str]) -> bool:
+    """Whether a trajectory sunk by ``cause`` (its first divergence) is one the proposal's edit is about."""
+    kind, tool, other = cause
+    if p.pattern in ("negative_delimitation", "distinct_names"):
+        return kind == "wrong_tool" and (tool, other) in p.addresses.cells
+    if p.pattern == "argument_format":
+        return kind in ("arguments", "schema", "step_failed") and tool == p.tool
+    if p.pattern == "precondition":
+        return kind == "dependency" and (tool, other) == (p.tool, p.partner)
+    if p.pattern == "known_tools":
+        return kind == "hallucinated_tool" and bool(tool) and tool in p.tail
+    return kind in ("recovery", "step_failed") and tool == p.tool  # a blind retry: the error was not recovered
 
 
 def _calls(n: int) -> str:

@@ -362,3 +362,15 @@ def test_where_the_run_knows_what_sank_each_trajectory_a_proposal_explains_only_
     assert got["negative_delimitation"].addresses.trajectories == {"a#0"}
     assert got["known_tools"].addresses.trajectories == {"b#0"}
     assert got["known_tools"].addresses.failures == {"selection": 1, "hallucinated_tool": 1}
+
+
+def test_no_format_proposal_where_the_description_already_states_it() -> None:
+    stated = Toolset.from_list([
+        {"name": "ver_saldo", "description": "Devuelve el saldo. Requiere el id interno (entero, por ejemplo 8812).",
+         "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
+        {"name": "emitir_nota_credito", "description": "Emite una nota de crédito.",
+         "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}}])
+    calls = [CallFact(n, {"id": "8812"}, expected=n, schema_field="id", schema_message="expected integer")
+             for n in ("ver_saldo", "emitir_nota_credito")]
+    got = propose(stated, [traj("s#0", calls, failures=("schema",))])
+    assert [(p.tool, p.tail) for p in got] == [("emitir_nota_credito", 'id: número entero, no "8812".')]

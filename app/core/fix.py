@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.language import Language, detect_language, fold
+from app.core.lint import lint_toolset
 from app.core.records import TRANSIENT_KINDS
 from app.core.tools import Toolset, ToolSpec
 
@@ -49,6 +50,10 @@ TARGETS = ("tool_description", "parameter_description", "system_prompt", "error_
 APPLIED = ("tool_description", "parameter_description")  # what --out writes into a suite
 MAX_SHOWN = 40  # characters of a value quoted in a proposal
 MAX_TOOLS_LISTED = 12  # a system prompt lists the tools when there are at most this many
+SHORT_DESCRIPTION = 12  # words: a description this short must name the argument only its tool takes
+# a description that names the other tool with one of these says the order already (the linter's words)
+_STATES_ORDER = re.compile(r"\b(primero|antes|despues|requiere|precondicion|previamente|first|before|after|"
+                           r"requires?|prerequisite|precondition)\b")
 
 
 @dataclass(frozen=True)
@@ -453,9 +458,11 @@ def _names_itself(tool: ToolSpec, partner: ToolSpec, toolset: Toolset) -> bool:
 
 def _distinct(tool: ToolSpec, partner: ToolSpec, toolset: Toolset) -> bool:
     """Whether the description already says what sets the tool apart from the
-    partner: a word of its name that is not the partner's, and each argument
-    it requires that the partner does not take."""
+    partner: a word of its name that is not the partner's, and, in a short
+    description, each argument it requires that the partner does not take."""
     text = fold(tool.description)
+    if len(text.split()) >= SHORT_DESCRIPTION:
+        return _names_itself(tool, partner, toolset)
     own_args = [f for f in _required(tool) if f not in _properties(partner)]
     said = all(all(fold(w)[:5] in text for w in re.split(r"[_\-\s]+", f) if len(w) > 2) for f in own_args)
     return said and _names_itself(tool, partner, toolset)
@@ -507,6 +514,7 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
                      ex: Mapping[tuple[str, str], Any], lang: Language) -> list[Proposal]:
     t = _T[lang]
     out: list[Proposal] = []
+    unstated = {(f.tool, f.field) for f in lint_toolset(toolset) if f.rule == "argument_format"} if fields else set()
     for (name, fname), (a, kinds, wrong) in fields.items():
         tool = toolset.get(name)
         schema = _properties(tool).get(fname) if tool is not None else None
@@ -516,6 +524,10 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
                       or schema.get("type") in ("integer", "number", "boolean"))
         if not shaped and set(kinds) <= {"value"} and kinds:
             continue  # a wrong value of a free text: no format to state
+        own = schema.get("description")
+        said = fold(tool.description + " " + (own if isinstance(own, str) else ""))
+        if (name, fname) not in unstated and re.search(rf"\b{re.escape(fold(fname))}\b", said):
+            continue  # the description speaks of the argument and states its format already: not what failed
         example = ex.get((name, fname))
         values = list(dict.fromkeys(shown(v) for v in wrong))
         if example is not None:
@@ -530,7 +542,6 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
         evidence = [f"{name}.{fname}: {len(a.trajectories)} failed trajectories"
                     + (f"; sent {', '.join(values[:3])}" if values else "")
                     + (f"; left out {kinds['missing']} times" if kinds.get("missing") else "")]
-        own = schema.get("description")
         if isinstance(own, str) and own.strip():
             out.append(Proposal(where="parameter_description", pattern="argument_format", tool=name, field=fname,
                                 partner=None, before=own, after=compose(own, (), [sentence]), addresses=a,
@@ -551,7 +562,7 @@ def _precondition_proposals(toolset: Toolset, broken: dict[tuple[str, str], Addr
         if first is None or tool is None:
             continue
         text = fold(tool.description)
-        if fold(before) in text and re.search(r"\b(primero|antes|first|before|requires?)\b", text):
+        if fold(before) in text and _STATES_ORDER.search(text):
             continue
         given = flows.get((before, after), set())
         needed = [f for f in _required(tool) if f in given]

@@ -402,11 +402,12 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
     out += _unknown_proposals(toolset, unknown, system_prompt, lang)
     out += _retry_proposals(toolset, retries, ex, lang)
     causes = {t.key: t.cause for t in failed if t.cause is not None}
+    case_of = {t.key: t.case_id for t in failed}
     if causes:  # the run knows what sank each trajectory: a proposal explains those its edit is about
         for p in out:
             p.addresses.trajectories = {k for k in p.addresses.trajectories
                                         if k not in causes or _about(p, causes[k])}
-            p.addresses.cases = {k.split("#")[0] for k in p.addresses.trajectories}
+            p.addresses.cases = {case_of[k] for k in p.addresses.trajectories}
     failures = {t.key: t.failures for t in failed}
     for p in out:
         p.addresses.failures = Counter(f for key in p.addresses.trajectories for f in failures.get(key, ()))

@@ -374,3 +374,30 @@ def test_no_format_proposal_where_the_description_already_states_it() -> None:
              for n in ("ver_saldo", "emitir_nota_credito")]
     got = propose(stated, [traj("s#0", calls, failures=("schema",))])
     assert [(p.tool, p.tail) for p in got] == [("emitir_nota_credito", 'id: número entero, no "8812".')]
+
+
+def test_pair_applies_the_edits_of_one_pair_as_the_run_page_shows_them(v1_run: str, tmp_path: Path) -> None:
+    from app.store.db import make_sessionmaker, session_scope
+    from app.store.fix import run_pair_proposals
+    from app.store.importer import open_store
+
+    engine = open_store(Settings(database_url=v1_run))
+    with session_scope(make_sessionmaker(engine)) as session:
+        name, shown_on_page = run_pair_proposals(session, 1)
+    engine.dispose()
+    assert name == "v1"
+    out = tmp_path / "pair.json"
+    done = runner.invoke(cli, ["fix", "v1", "--json", "--pair", "buscar_pedido,buscar_cliente", "--out", str(out),
+                               "--db", v1_run])
+    assert done.exit_code == 0, done.output
+    cli_pair = [p for p in json.loads(done.stdout)["proposals"] if p["pattern"] in
+                ("negative_delimitation", "distinct_names") and {p["tool"], p["partner"]} ==
+                {"buscar_pedido", "buscar_cliente"}]
+    page_pair = [p for p in shown_on_page if {p.tool, p.partner} == {"buscar_pedido", "buscar_cliente"}]
+    assert sorted((p["tool"], p["after"]) for p in cli_pair) == sorted((p.tool, p.after) for p in page_pair)
+    written = {t["name"]: t["description"] for t in json.loads(out.read_text(encoding="utf-8"))["toolset"]["tools"]}
+    v1 = load_suite_document(EXAMPLES / "suite_v1.yaml")
+    original = {t["name"]: t["description"] for t in v1["toolset"]["tools"]}
+    assert {n for n in written if written[n] != original[n]} == {p["tool"] for p in cli_pair}
+    bad = runner.invoke(cli, ["fix", "v1", "--pair", "ver_saldo,iniciar_devolucion", "--out", str(out), "--db", v1_run])
+    assert bad.exit_code == 2 and "no description edit for that pair" in bad.output

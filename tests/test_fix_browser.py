@@ -55,7 +55,7 @@ def test_each_confused_pair_shows_its_rewrite_and_the_command(page: Any, server:
     added = " ".join(edits.locator("ins").all_inner_texts())
     assert "NO sirve para buscar cliente" in added and "usa buscar_cliente." in added
     command = rewrite.locator("code.command").inner_text()
-    assert command.startswith("toollens fix 'v1 run' --only ") and command.endswith(" --out candidate.yaml --verify")
+    assert command == "toollens fix 'v1 run' --pair buscar_cliente,buscar_pedido --out candidate.yaml --verify"
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator("#lint").screenshot(path=str(ARTIFACTS / "fix-run.png"))
 

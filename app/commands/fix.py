@@ -30,6 +30,8 @@ def fix(
                                                "toolset.")] = False,
     only: Annotated[str | None, typer.Option("--only", help="Apply these proposals only, by number: 1,3.")]
     = None,
+    pair: Annotated[list[str] | None, typer.Option("--pair", help="Apply the description edits of this confused "
+                                                   "pair only: A,B (repeatable; with --only, both).")] = None,
     top: Annotated[int, typer.Option(min=1, max=1000, help="How many proposals to print.")] = 20,
     model: Annotated[str, typer.Option("--model", help="Rewrite the worst pairs' descriptions with this model "
                                        "(OpenAI-compatible); kept only when names and schemas are untouched "
@@ -64,9 +66,16 @@ def fix(
     if model:
         proposals = _rewrite(found, model=model, base_url=base_url, pairs=pairs)
     try:
-        chosen = core.select(proposals, numbers)
+        chosen = core.select(proposals, numbers if numbers is not None or not pair else [])
     except ValueError as exc:
         raise _fail(f"--only: {exc}") from None
+    if pair:
+        wanted = _pairs(pair)
+        edits = core.for_pairs(proposals, wanted)
+        missing = [f"{a},{b}" for a, b in wanted if not core.for_pairs(edits, [(a, b)])]
+        if missing:
+            raise _fail(f"--pair {' '.join(missing)}: no description edit for that pair in run {run_name}")
+        chosen += [p for p in edits if p not in chosen]
     console = Console(soft_wrap=True)
     if as_json:
         sys.stdout.write(json.dumps(fix_json(found.run.name, found.suite.toolset.name, found.failed, proposals),
@@ -114,6 +123,18 @@ def _numbers(only: str) -> list[int]:
     if not numbers:
         raise _fail("--only: give at least one proposal number")
     return numbers
+
+
+def _pairs(items: list[str]) -> list[tuple[str, str]]:
+    from app.cli import _fail
+
+    out = []
+    for item in items:
+        a, sep, b = item.partition(",")
+        if not sep or not a.strip() or not b.strip():
+            raise _fail(f"--pair {item!r}: give two tool names, e.g. buscar_pedido,buscar_producto")
+        out.append((a.strip(), b.strip()))
+    return out
 
 
 def _write(path: Path, text: str) -> None:

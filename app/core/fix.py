@@ -419,6 +419,24 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
     return out
 
 
+def pair_proposals(toolset: Toolset, cells: Mapping[tuple[str, str], int], *,
+                   examples: Mapping[tuple[str, str], Any] | None = None,
+                   language: Language | None = None) -> list[Proposal]:
+    """The description edits of every confused pair, from the run's confusion
+    cells alone (no trajectory read: what a run page shows beside each pair).
+    Same texts as ``propose`` writes for those pairs; nothing counted."""
+    confused = {(e, c): Addresses() for (e, c), n in cells.items()
+                if n and e != c and e in toolset and c in toolset}
+    return _pair_proposals(toolset, confused, cells, dict(examples or {}), language or toolset_language(toolset))
+
+
+def for_pairs(proposals: Iterable[Proposal], pairs: Iterable[tuple[str, str]]) -> list[Proposal]:
+    """The description edits of the given pairs of tools (either order)."""
+    wanted = {frozenset(p) for p in pairs}
+    return [p for p in proposals if p.pattern in ("negative_delimitation", "distinct_names") and p.tool and p.partner
+            and frozenset((p.tool, p.partner)) in wanted]
+
+
 def _tool_edit(tool: ToolSpec, pattern: str, partner: str | None, a: Addresses, evidence: list[str], *,
                lead: str = "", tail: str = "") -> Proposal:
     return Proposal(where="tool_description", pattern=pattern, tool=tool.name, field=None, partner=partner,

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.fix import CallFact, Proposal, TrajectoryFact, propose
+from app.core.fix import CallFact, Proposal, TrajectoryFact, pair_proposals, propose
 from app.core.stats import mcnemar_exact
 from app.core.suite import Suite
 from app.store.compare import compare_runs
@@ -49,13 +49,13 @@ def _cells(session: Session, run_id: int) -> dict[tuple[str, str], int]:
     return cells
 
 
-def _examples(session: Session, run_id: int, suite: Suite) -> dict[tuple[str, str], Any]:
+def _examples(session: Session, run_id: int, suite: Suite, limit: int = 1000) -> dict[tuple[str, str], Any]:
     """A value per (tool, argument) that a call on the right tool sent and that
     passed validation and matched; the suite's expected arguments fill the rest."""
     out: dict[tuple[str, str], Any] = {}
     rows = session.execute(select(CallRow.name, CallRow.arguments, CallRow.mismatches).where(
         CallRow.run_id == run_id, CallRow.schema_field.is_(None), CallRow.exists.is_(True),
-        CallRow.expected_name == CallRow.name, CallRow.error_kind.is_(None)).order_by(CallRow.id).limit(5000))
+        CallRow.expected_name == CallRow.name, CallRow.error_kind.is_(None)).order_by(CallRow.id).limit(limit))
     for name, arguments, mismatches in rows:
         if not isinstance(arguments, Mapping):
             continue
@@ -154,6 +154,15 @@ def run_fix(session: Session, ref: str | int) -> RunFix:
                         examples=_examples(session, run.id, suite), flows=_flows(session, run.id),
                         system_prompt=str(system))
     return RunFix(run=run, suite=suite, document=document, proposals=proposals, failed=len(failed))
+
+
+def run_pair_proposals(session: Session, run_id: int) -> tuple[str, list[Proposal]]:
+    """The run's name and the description edits of each of its confused pairs,
+    from its confusion counters (what its page shows; no trajectory is read)."""
+    run = get_run_row(session, run_id)
+    suite = suite_for_run(session, run)
+    return run.name, pair_proposals(suite.toolset, _cells(session, run_id),
+                                    examples=_examples(session, run_id, suite))
 
 
 @dataclass

@@ -206,12 +206,13 @@ class PairRewrite:
     """What ``toollens fix`` proposes for a confused pair's descriptions: each
     edit as a word diff, and the command that writes and verifies them."""
 
-    edits: list[tuple[int, str, str, list[tuple[str, str]]]]  # (number, tool, pattern, word-diff segments)
+    edits: list[tuple[str, str, list[tuple[str, str]]]]  # (tool, pattern, word-diff segments)
     command: str
 
 
 def pair_rewrites(run_name: str, proposals: list[Any]) -> dict[tuple[str, str], PairRewrite]:
-    """The description edits of each pair of tools, keyed by the sorted pair."""
+    """The description edits of each pair of tools, keyed by the sorted pair,
+    with the command that writes and verifies exactly those."""
     import shlex
 
     from app.core.textdiff import word_diff
@@ -220,12 +221,11 @@ def pair_rewrites(run_name: str, proposals: list[Any]) -> dict[tuple[str, str], 
     for p in proposals:
         if p.pattern in ("negative_delimitation", "distinct_names") and p.tool and p.partner:
             by_pair.setdefault((min(p.tool, p.partner), max(p.tool, p.partner)), []).append(p)
-    return {pair: PairRewrite(
-        edits=[(p.number, p.tool, p.pattern.replace("_", " "), [(s.op, s.text) for s in word_diff(p.before, p.after)])
+    return {(a, b): PairRewrite(
+        edits=[(p.tool, p.pattern.replace("_", " "), [(s.op, s.text) for s in word_diff(p.before, p.after)])
                for p in ps],
-        command=f"toollens fix {shlex.quote(run_name)} --only {','.join(str(p.number) for p in ps)} "
-                "--out candidate.yaml --verify")
-        for pair, ps in by_pair.items()}
+        command=f"toollens fix {shlex.quote(run_name)} --pair {shlex.quote(f'{a},{b}')} --out candidate.yaml --verify")
+        for (a, b), ps in by_pair.items()}
 
 
 def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: int, offset: int,
@@ -246,10 +246,9 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
                          sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
     ranked = (cache.kept(session, run_id, "causes", lambda: causes(session, run_id, figs, confusion, lint))
               if cache is not None else causes(session, run_id, figs, confusion, lint))
-    from app.store.fix import run_fix
+    from app.store.fix import run_pair_proposals
 
-    found = (cache.kept(session, run_id, "fix", lambda: run_fix(session, run_id)) if cache is not None
-             else run_fix(session, run_id))
+    pair_edits = run_pair_proposals(session, run_id)[1]
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))
@@ -264,7 +263,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         if figs["outcomes_by_step"] else None,
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
         blocking=blocking(run), lint=lint, causes=ranked, passes=passes,
-        turns=queries.turn_list(figs.get("turns")), rewrites=pair_rewrites(run.name, found.proposals),
+        turns=queries.turn_list(figs.get("turns")), rewrites=pair_rewrites(run.name, pair_edits),
     )
 
 

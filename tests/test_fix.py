@@ -297,7 +297,8 @@ def test_a_rewrite_is_accepted_only_when_it_keeps_the_rules() -> None:
     assert accepted("not json", A, B) is None
 
 
-def test_model_rewrites_the_worst_pair_and_the_templates_stand_when_it_breaks_the_rules(v1_run: str) -> None:
+def test_model_rewrites_the_worst_pair_and_the_templates_stand_when_it_breaks_the_rules(v1_run: str,
+                                                                                         tmp_path: Path) -> None:
     def rewrite(request: dict[str, Any]) -> Turn:
         prompt = request["messages"][1]["content"]
         names = re.findall(r'"name": "([a-z_]+)"', prompt)
@@ -310,13 +311,18 @@ def test_model_rewrites_the_worst_pair_and_the_templates_stand_when_it_breaks_th
     app = FakeLLM(responder=rewrite)
     with serve(app) as base:
         done = subprocess.run([sys.executable, "-m", "app.cli", "fix", "v1", "--json", "--model", "m-1", "--base-url",
-                               f"{base}/v1", "--db", v1_run], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                               f"{base}/v1", "--db", v1_run, "--out", str(tmp_path / "m.yaml")], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120,
                               env={"OPENAI_API_KEY": "k", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     proposals = json.loads(done.stdout)["proposals"]
     model = [p for p in proposals if p["source"] == "model"]
     assert model and all("buscar_pedido" in (p["tool"], p["partner"]) for p in model)
     assert all(p["after"].startswith(f"Para {p['tool']} solamente.") for p in model)
+    candidate = yaml.safe_load((tmp_path / "m.yaml").read_text(encoding="utf-8"))
+    written = {t["name"]: t["description"] for t in candidate["toolset"]["tools"]}
+    for p in model:  # the model's text replaces the description; template edits of other patterns may follow it
+        assert written[p["tool"]].startswith(p["after"])
     assert app.requests and app.requests[0]["temperature"] == 0
     assert "NOT for X: use other_tool" in app.requests[0]["messages"][0]["content"]
     rejected = [r for r in app.requests if '"name": "buscar_pedido"' not in r["messages"][1]["content"]]

@@ -407,3 +407,25 @@ def test_pair_applies_the_edits_of_one_pair_as_the_run_page_shows_them(v1_run: s
     assert {n for n in written if written[n] != original[n]} == {p["tool"] for p in cli_pair}
     bad = runner.invoke(cli, ["fix", "v1", "--pair", "ver_saldo,iniciar_devolucion", "--out", str(out), "--db", v1_run])
     assert bad.exit_code == 2 and "no description edit for that pair" in bad.output
+
+
+def test_the_causes_the_run_tagged_decide_what_each_proposal_explains(v1_run: str) -> None:
+    from sqlalchemy import select as sql_select
+
+    from app.store.db import make_sessionmaker, session_scope
+    from app.store.fix import run_fix
+    from app.store.importer import open_store
+    from app.store.models import TrajectoryRow, TrajectoryTag
+
+    engine = open_store(Settings(database_url=v1_run))
+    sessions = make_sessionmaker(engine)
+    with session_scope(sessions) as session:
+        before = run_fix(session, "v1").proposals
+    assert before[0].explains > 0
+    with session_scope(sessions, write=True) as session:  # every failed trajectory sunk by its final state
+        for (tid,) in session.execute(sql_select(TrajectoryRow.id).where(TrajectoryRow.passed.is_(False))):
+            session.add(TrajectoryTag(trajectory_id=tid, kind="cause", value="state:%3Aodd:saldo", run_id=1))
+    with session_scope(sessions) as session:
+        after = run_fix(session, "v1").proposals
+    engine.dispose()
+    assert [p.explains for p in after] == [0] * len(after) and len(after) == len(before)

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -18,7 +19,7 @@ from app.core.stats import mcnemar_exact
 from app.core.suite import Suite
 from app.store.compare import compare_runs
 from app.store.ingest import find_run, get_run_row, get_suite_row, suite_for_run
-from app.store.models import CallRow, Run, RunCounter, TrajectoryRow
+from app.store.models import CallRow, Run, RunCounter, TrajectoryRow, TrajectoryTag
 from app.store.views import ComparisonPublic
 
 MAX_FAILED = 2000  # failed trajectories read (the first, in storage order): a run page computes them too
@@ -130,6 +131,13 @@ def _failed(session: Session, run_id: int) -> list[TrajectoryFact]:
                 select(CallRow.trajectory_id, CallRow.idx, CallRow.arguments, CallRow.mismatches)
                 .where(CallRow.trajectory_id.in_(wrong_values[start:start + 500]))):
             json_of[(tid, idx)] = (arguments, mismatches)
+    causes: dict[int, tuple[str, str, str]] = {}
+    for start in range(0, len(ids), 500):  # what sank each one, where the run's scoring tagged it
+        for tid, key in session.execute(select(TrajectoryTag.trajectory_id, TrajectoryTag.value).where(
+                TrajectoryTag.trajectory_id.in_(ids[start:start + 500]), TrajectoryTag.kind == "cause")):
+            parts = [unquote(x) for x in str(key).split(":")]
+            if len(parts) == 3:
+                causes[tid] = (parts[0], parts[1], parts[2])
     calls: dict[int, list[CallFact]] = {}
     for tid, found in rows.items():
         for idx, name, exists, expected, field, message, before, kind, error, reaction, ok in found:
@@ -139,7 +147,8 @@ def _failed(session: Session, run_id: int) -> list[TrajectoryFact]:
                 schema_message=message, mismatches=tuple(m for m in mismatches or [] if isinstance(m, Mapping)),
                 dependency_before=before, error_kind=kind, error_message=error, reaction=reaction, reaction_ok=ok))
     return [TrajectoryFact(key=trajectory_key(case_id, trial, fault_key), case_id=case_id, question=question or "",
-                           passed=False, failures=tuple(str(f) for f in failures or []), calls=tuple(calls.get(i, [])))
+                           passed=False, failures=tuple(str(f) for f in failures or []), calls=tuple(calls.get(i, [])),
+                           cause=causes.get(i))
             for i, case_id, trial, fault_key, question, failures in trajectories]
 
 

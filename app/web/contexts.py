@@ -13,6 +13,7 @@ from app.core.report import FAMILIES
 from app.store import compare as comparing
 from app.store import lint as linting
 from app.store import queries
+from app.store.fix import run_pair_proposals
 from app.store.views import (
     CallPublic,
     ComparisonPublic,
@@ -240,15 +241,13 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         called=filters.get("called") or None, fault_kind=filters.get("fault_kind") or None,
         outcome=filters.get("outcome") or None, passed=passed, limit=limit, offset=offset)
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
+    pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
     lint = linting.run_lint(session, run_id)
     passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
     passes = PassFigures(passed_n, figs["trajectories"],
                          sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
     ranked = (cache.kept(session, run_id, "causes", lambda: causes(session, run_id, figs, confusion, lint))
               if cache is not None else causes(session, run_id, figs, confusion, lint))
-    from app.store.fix import run_pair_proposals
-
-    pair_edits = run_pair_proposals(session, run_id)[1]
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))
@@ -263,7 +262,8 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         if figs["outcomes_by_step"] else None,
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
         blocking=blocking(run), lint=lint, causes=ranked, passes=passes,
-        turns=queries.turn_list(figs.get("turns")), rewrites=pair_rewrites(run.name, pair_edits),
+        turns=queries.turn_list(figs.get("turns")),
+        rewrites=pair_rewrites(run.name, pair_edits),
     )
 
 

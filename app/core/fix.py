@@ -461,7 +461,8 @@ def _about(p: Proposal, cause: tuple[str, str, str]) -> bool:
         return kind == "dependency" and (tool, other) == (p.tool, p.partner)
     if p.pattern == "known_tools":
         return kind == "hallucinated_tool" and bool(tool) and tool in p.tail
-    return kind in ("recovery", "step_failed") and tool == p.tool  # a blind retry: the error was not recovered
+    # a blind retry: the error was not recovered, or the call it repeated never got right arguments
+    return kind in ("recovery", "step_failed", "arguments", "schema") and tool == p.tool
 
 
 def _calls(n: int) -> str:

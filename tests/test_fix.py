@@ -24,6 +24,7 @@ from app.core.tools import Toolset
 from app.runner.session import RunRequest, run_agent
 from app.settings import Settings
 from tests.fake_llm import FakeLLM, Turn, serve
+from tests.resources import DATA, shared_data
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -410,6 +411,7 @@ def test_pair_applies_the_edits_of_one_pair_as_the_run_page_shows_them(v1_run: s
 
 
 def test_the_causes_the_run_tagged_decide_what_each_proposal_explains(v1_run: str) -> None:
+    from sqlalchemy import delete as sql_delete
     from sqlalchemy import select as sql_select
 
     from app.store.db import make_sessionmaker, session_scope
@@ -423,9 +425,34 @@ def test_the_causes_the_run_tagged_decide_what_each_proposal_explains(v1_run: st
         before = run_fix(session, "v1").proposals
     assert before[0].explains > 0
     with session_scope(sessions, write=True) as session:  # every failed trajectory sunk by its final state
+        session.execute(sql_delete(TrajectoryTag).where(TrajectoryTag.kind == "cause"))
         for (tid,) in session.execute(sql_select(TrajectoryRow.id).where(TrajectoryRow.passed.is_(False))):
             session.add(TrajectoryTag(trajectory_id=tid, kind="cause", value="state:%3Aodd:saldo", run_id=1))
     with session_scope(sessions) as session:
         after = run_fix(session, "v1").proposals
     engine.dispose()
     assert [p.explains for p in after] == [0] * len(after) and len(after) == len(before)
+
+
+TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
+TAU_TOOLS = DATA / "tau_bench_tool_schemas_airline_retail.json"
+
+
+@shared_data(TAU, TAU_TOOLS)
+def test_on_real_tau_bench_runs_only_the_blind_booking_retries_call_for_an_edit(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tau.db'}"
+    done = runner.invoke(cli, ["import", str(TAU), "--format", "tau-bench", "--tools", str(TAU_TOOLS), "--domain",
+                               "airline", "--run", "tau", "--db", url])
+    assert done.exit_code == 0, done.output
+    done = runner.invoke(cli, ["fix", "tau", "--json", "--db", url])
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.stdout)
+    assert data["failed_trajectories"] == 69
+    # task-8 trial 1 (twice), task-9 trial 2 (three times), task-11 trial 2: the same booking after "does not add
+    # up"; the rest are wrong values of the right shape (bags, cabin, trip type), for which no format is proposed
+    (p,) = data["proposals"]
+    assert (p["where"], p["tool"], p["addresses"]["failed_trajectories"]) == ("error_message", "book_reservation", 3)
+    assert p["before"] == "Error: payment amount does not add up, total price is 1203, but paid 833"
+    assert p["after"].endswith("Do not repeat the same call: it fails again with the same arguments; change them "
+                               "or tell the user.")
+    assert p["addresses"]["cases"] == ["task-11", "task-8", "task-9"]

@@ -56,7 +56,7 @@ def curate(
     filters = _where(where or [])
     with store_session(db) as session:
         found, picked = curation.select_trajectories(session, run, filters, limit)
-        run_doc = ingest.get_suite_row(session, found.suite_id).document
+        run_doc = ingest.suite_document(session, found.suite_id)
     try:
         if into.exists():
             document: dict[str, Any] = dict(read_document(into))

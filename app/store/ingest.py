@@ -23,7 +23,7 @@ from app.core.records import Trajectory
 from app.core.suite import Suite, parse_suite
 from app.store import suites
 from app.store.bulk import allocate_ids, insert_rows
-from app.store.errors import Conflict, NotFound
+from app.store.errors import Conflict, NotFound, Unstorable
 from app.store.models import (
     CallRow,
     InfraError,
@@ -173,6 +173,23 @@ def finish_run(session: Session, run_id: int) -> Run:
     return run
 
 
+MAX_COUNTER = 2**63 - 1  # a BIGINT on both databases
+
+
+def _check_usage_sums(session: Session, run_id: int, values: list[dict[str, Any]]) -> None:
+    """Refuse a batch that would take a run's token sums past what the store holds (422, naming them)."""
+    usage = {(r["a"], r["b"]): int(r["value"]) for r in values if r["kind"] == "usage"}
+    if not usage:
+        return
+    stored = {(a, b): int(v) for a, b, v in session.execute(
+        select(RunCounter.a, RunCounter.b, RunCounter.value)
+        .where(RunCounter.run_id == run_id, RunCounter.kind == "usage")).all()}
+    for (model, key), value in usage.items():
+        if value + stored.get((model, key), 0) > MAX_COUNTER:
+            raise Unstorable(f"the run's {key} of model {model!r} would add up past {MAX_COUNTER}: the batch "
+                             "is refused, nothing of it stored")
+
+
 def _upsert_counters(session: Session, run_id: int, rows: Iterable[tuple[str, str, str, str, int]]) -> None:
     values = sorted(
         ({"run_id": run_id, "kind": k, "a": a, "b": b, "c": c, "value": v} for k, a, b, c, v in rows if v),
@@ -180,6 +197,7 @@ def _upsert_counters(session: Session, run_id: int, rows: Iterable[tuple[str, st
     )
     if not values:
         return
+    _check_usage_sums(session, run_id, values)
     dialect = session.get_bind().dialect.name
     if dialect == "sqlite":  # the statement below, without SQLAlchemy's per-row parameter work
         session.connection().exec_driver_sql(

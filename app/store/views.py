@@ -314,6 +314,8 @@ class FiguresPublic(BaseModel):
     user_errors: int = 0  # conversations the simulated user broke: listed, not scored
     cases_total: int
     usage: UsagePublic | None = None
+    # figures behind a run that is receiving traces also carry (as extra keys) ``computed_at``,
+    # ``trajectories_behind`` and ``recompute_interval_s`` (app/web/state.py FiguresCache)
 
 
 class TrajectoryPairPublic(BaseModel):

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from app.core import curate
 from app.core.errors import SuiteError
@@ -40,7 +40,8 @@ def suite_public(row: SuiteRow, runs: int = 0) -> SuitePublic:
 def list_suites(session: Session, *, limit: int = MAX_SUITES, offset: int = 0) -> tuple[list[SuitePublic], int]:
     """A page of the suite versions, the newest of each name first, and how many there are."""
     total = session.scalar(select(func.count()).select_from(SuiteRow)) or 0
-    rows = list(session.scalars(select(SuiteRow).order_by(SuiteRow.name, SuiteRow.version.desc(), SuiteRow.id)
+    rows = list(session.scalars(select(SuiteRow).options(defer(SuiteRow.parts), defer(SuiteRow.legacy_document))
+                                .order_by(SuiteRow.name, SuiteRow.version.desc(), SuiteRow.id)
                                 .limit(limit).offset(offset)))
     ids = [r.id for r in rows]
     runs = dict(session.execute(select(Run.suite_id, func.count()).where(Run.suite_id.in_(ids))

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from app.store.errors import Conflict
 from app.store.models import SuitePart, SuiteRow
@@ -105,6 +105,8 @@ def distinct_parts(session: Session, rows: list[SuiteRow]) -> list[tuple[dict[st
 
 
 def case_count(row: SuiteRow) -> int:
+    if row.case_count is not None:
+        return row.case_count
     if row.parts is not None:
         return len(row.parts["cases"])
     cases = row.legacy_document.get("cases") if isinstance(row.legacy_document, dict) else None
@@ -127,7 +129,7 @@ def store_version(session: Session, name: str, build: Build, *, toolset_version_
         if same is not None:  # the same content is the same version
             return same
         parts = document_parts(session, document)
-        row = SuiteRow(name=name, hash=digest, legacy_document={}, parts=parts,
+        row = SuiteRow(name=name, hash=digest, legacy_document={}, parts=parts, case_count=len(parts["cases"]),
                        toolset_version_id=toolset_version_id(), version=(last.version if last else 0) + 1,
                        parent_id=parent_id)
         try:
@@ -144,7 +146,8 @@ def newest_of_each(session: Session, *, limit: int, always: str | None = None) -
     them; the newest of ``always`` is among them even past the limit."""
     top = (select(SuiteRow.name, func.max(SuiteRow.version).label("v")).group_by(SuiteRow.name)
            .order_by(SuiteRow.name).limit(limit).subquery())
-    rows = list(session.scalars(select(SuiteRow).join(top, (SuiteRow.name == top.c.name)
+    rows = list(session.scalars(select(SuiteRow).options(defer(SuiteRow.parts), defer(SuiteRow.legacy_document))
+                                .join(top, (SuiteRow.name == top.c.name)
                                                       & (SuiteRow.version == top.c.v)).order_by(SuiteRow.name)))
     if always is not None and all(r.name != always for r in rows):
         own = newest(session, always)

@@ -4,7 +4,8 @@ Versions of a name that share a number (concurrent writers before this
 revision) are numbered again in the order they were stored; the unique index
 then refuses a second row with the same number. Each stored document is
 split into its head and its cases, each kept once in ``suite_parts`` by
-content hash; ``suites.parts`` lists a version's hashes.
+content hash; ``suites.parts`` lists a version's hashes, ``case_count``
+how many cases it has (what a list of versions shows, without the parts).
 
 Revision ID: 0010_suite_parts
 Revises: 0009
@@ -29,7 +30,8 @@ depends_on: str | Sequence[str] | None = None
 
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 suites = sa.table("suites", sa.column("id", sa.Integer()), sa.column("name", sa.String()),
-                  sa.column("version", sa.Integer()), sa.column("document", JSONType), sa.column("parts", JSONType))
+                  sa.column("version", sa.Integer()), sa.column("document", JSONType), sa.column("parts", JSONType),
+                  sa.column("case_count", sa.Integer()))
 parts_table = sa.table("suite_parts", sa.column("hash", sa.String()), sa.column("document", JSONType))
 
 
@@ -42,6 +44,7 @@ def upgrade() -> None:
     op.create_table("suite_parts", sa.Column("hash", sa.String(64), primary_key=True),
                     sa.Column("document", JSONType, nullable=True))
     op.add_column("suites", sa.Column("parts", JSONType, nullable=True))
+    op.add_column("suites", sa.Column("case_count", sa.Integer(), nullable=True))
     conn = op.get_bind()
     rows = conn.execute(sa.select(suites.c.id, suites.c.name, suites.c.version)
                         .order_by(suites.c.name, suites.c.version, suites.c.id)).all()
@@ -66,7 +69,7 @@ def upgrade() -> None:
                 stored.add(h)
                 conn.execute(parts_table.insert().values(hash=h, document=piece))
         conn.execute(suites.update().where(suites.c.id == sid)
-                     .values(document={}, parts={"head": hashes[0], "cases": hashes[1:]}))
+                     .values(document={}, parts={"head": hashes[0], "cases": hashes[1:]}, case_count=len(hashes) - 1))
 
 
 def downgrade() -> None:
@@ -77,5 +80,6 @@ def downgrade() -> None:
                  for h in parts["cases"]]
         conn.execute(suites.update().where(suites.c.id == sid).values(document={**head, "cases": cases}))
     op.drop_index("uq_suite_version", "suites")
+    op.drop_column("suites", "case_count")
     op.drop_column("suites", "parts")
     op.drop_table("suite_parts")

@@ -85,6 +85,8 @@ def main() -> None:
     port = 20000 + os.getpid() % 20000
     env = {**os.environ, "PYTHONPATH": str(args.code), "TOOLLENS_PURE_PYTHON": "1"}
     log = (tmp / "serve.log").open("w")
+    subprocess.run([sys.executable, "-c", "from app.entry import main; main()", "db", "upgrade", "--db", url],
+                   cwd=args.code, env=env, check=True, capture_output=True)
     server = subprocess.Popen([sys.executable, "-c", "from app.entry import main; main()", "serve", "--db", url,
                                "--port", str(port)], cwd=args.code, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

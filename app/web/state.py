@@ -181,8 +181,11 @@ class FiguresCache:
     def kept(self, session: Session, run_id: int, what: str, build: Callable[[], T]) -> T:
         """``build()`` once per run and trajectory count: what the pages derive from a run that
         costs a scan (the trajectories behind each cause of failure) is built again only when
-        the run has changed."""
-        key = (run_id, queries.run_trajectory_count(session, run_id), what)
+        the run has changed: with the figures it derives from, at most once per interval on a
+        run that is receiving."""
+        with self._lock:
+            figures = self._items.get(run_id)
+        key = (run_id, figures.count if figures is not None else queries.run_trajectory_count(session, run_id), what)
         with self._lock:
             if key in self._kept:
                 self._kept.move_to_end(key)

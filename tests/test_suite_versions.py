@@ -16,14 +16,9 @@ from app.store.db import make_engine
 from app.web.app import create_app
 from tests.factories import EXAMPLES, examples_client
 from tests.servers import serve_in_thread
+from tests.test_curation import _saldo
 
 WRITERS = 20
-
-
-def _saldo(client: Any) -> tuple[int, int]:
-    run = client.get("/api/runs").json()["data"][0]
-    t = client.get(f"/api/runs/{run['id']}/trajectories", params={"case_id": "saldo-001"}).json()["data"][0]
-    return run["suite_id"], t["id"]
 
 
 def test_twenty_writers_adding_to_one_version_at_once_chain_their_versions(db_url: str) -> None:

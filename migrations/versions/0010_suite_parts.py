@@ -42,7 +42,7 @@ def _hash(value: Any) -> str:  # as app/store/suites.py part_hash
 
 def upgrade() -> None:
     op.create_table("suite_parts", sa.Column("hash", sa.String(64), primary_key=True),
-                    sa.Column("document", JSONType, nullable=True))
+                    sa.Column("document", JSONType, nullable=False))
     op.add_column("suites", sa.Column("parts", JSONType, nullable=True))
     op.add_column("suites", sa.Column("case_count", sa.Integer(), nullable=True))
     conn = op.get_bind()

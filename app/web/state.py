@@ -17,7 +17,7 @@ from app.core.prices import PriceTable, current_prices
 from app.core.scoring import Scorer
 from app.store import compare as comparing
 from app.store import queries
-from app.store.ingest import suite_for_run
+from app.store.ingest import get_run_row, suite_for_run
 from app.store.models import Run
 from app.store.views import ComparisonPublic
 
@@ -77,6 +77,7 @@ class ComparisonCache:
 class _Summary:
     """A run's figures without their per-case page, as computed once."""
 
+    born: dt.datetime  # the run's created_at: a run id used again after a delete is another run
     count: int  # the run's trajectories when computed
     prices: PriceTable
     data: dict[str, Any]
@@ -117,10 +118,13 @@ class FiguresCache:
     def summary(self, session: Session, run_id: int) -> dict[str, Any]:
         """The run's figures without ``cases``, with the keys that say when they were computed."""
         prices = current_prices()  # the usage figures are priced now: a new table re-prices them
+        born = get_run_row(session, run_id).created_at  # an unknown run: 404, and nothing computed
         count = queries.run_trajectory_count(session, run_id)
         while True:
             with self._lock:
                 cached = self._items.get(run_id)
+                if cached is not None and cached.born != born:
+                    cached = None
                 usable = cached is not None and cached.prices is prices
                 if cached is not None and usable and (cached.count == count
                                                       or time.monotonic() - cached.at_mono < self._wait(cached)):
@@ -133,12 +137,12 @@ class FiguresCache:
                 running.wait()
                 with self._lock:
                     cached = self._items.get(run_id)
-                    if cached is not None and cached.prices is prices:
+                    if cached is not None and cached.prices is prices and cached.born == born:
                         return self._stamped(cached, count)
                 continue  # it failed: compute them here
             try:
                 try:
-                    fresh = self._compute(session, run_id, prices, cached if usable else None)
+                    fresh = self._compute(session, run_id, born, prices, cached if usable else None)
                 except BaseException:
                     if cached is not None:
                         cached.tally = None  # it may hold part of the failed computation
@@ -157,13 +161,14 @@ class FiguresCache:
                     self._running.pop(run_id, None)
                 done.set()
 
-    def _compute(self, session: Session, run_id: int, prices: PriceTable, previous: _Summary | None) -> _Summary:
+    def _compute(self, session: Session, run_id: int, born: dt.datetime, prices: PriceTable,
+                 previous: _Summary | None) -> _Summary:
         at, mono = time.time(), time.monotonic()
         count = queries.run_trajectory_count(session, run_id)
         receiving = previous is not None and previous.count != count
         tally = previous.tally if receiving and previous is not None else None
         data, tally = queries.run_summary(session, run_id, prices, usage=tally, keep_usage=receiving)
-        return _Summary(count=int(data["trajectories"]), prices=prices, data=data, at=at, at_mono=mono,
+        return _Summary(born=born, count=int(data["trajectories"]), prices=prices, data=data, at=at, at_mono=mono,
                         took=time.monotonic() - mono, tally=tally)
 
     def _wait(self, s: _Summary) -> float:

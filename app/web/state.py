@@ -178,10 +178,10 @@ class FiguresCache:
 
     def _stamped(self, s: _Summary, count: int) -> dict[str, Any]:
         """The figures; when they are behind the run, with when they were computed and how far behind."""
-        if count == s.count:
+        if count <= s.count:
             return s.data  # current: exactly the shape of ``toollens score --json``
         return {**s.data, "computed_at": dt.datetime.fromtimestamp(s.at, dt.UTC).isoformat(timespec="milliseconds"),
-                "trajectories_behind": max(count - s.count, 0), "recompute_interval_s": round(self._wait(s), 3)}
+                "trajectories_behind": count - s.count, "recompute_interval_s": round(self._wait(s), 3)}
 
     def kept(self, session: Session, run_id: int, what: str, build: Callable[[], T]) -> T:
         """``build()`` once per run and trajectory count: what the pages derive from a run that

@@ -6,10 +6,9 @@ import datetime as dt
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from threading import Lock
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -20,8 +19,6 @@ from app.store import queries
 from app.store.ingest import get_run_row, suite_for_run
 from app.store.models import Run
 from app.store.views import ComparisonPublic
-
-T = TypeVar("T")
 
 
 class ScorerCache:
@@ -106,7 +103,6 @@ class FiguresCache:
         self._live_tallies = live_tallies
         self._items: OrderedDict[int, _Summary] = OrderedDict()
         self._running: dict[int, threading.Event] = {}
-        self._kept: OrderedDict[tuple[int, int, str], object] = OrderedDict()
         self._lock = Lock()
 
     def figures(self, session: Session, run_id: int, *, cases_limit: int = 100,
@@ -182,22 +178,3 @@ class FiguresCache:
             return s.data  # current: exactly the shape of ``toollens score --json``
         return {**s.data, "computed_at": dt.datetime.fromtimestamp(s.at, dt.UTC).isoformat(timespec="milliseconds"),
                 "trajectories_behind": count - s.count, "recompute_interval_s": round(self._wait(s), 3)}
-
-    def kept(self, session: Session, run_id: int, what: str, build: Callable[[], T]) -> T:
-        """``build()`` once per run and trajectory count: what the pages derive from a run that
-        costs a scan (the trajectories behind each cause of failure) is built again only when
-        the run has changed: with the figures it derives from, at most once per interval on a
-        run that is receiving."""
-        with self._lock:
-            figures = self._items.get(run_id)
-        key = (run_id, figures.count if figures is not None else queries.run_trajectory_count(session, run_id), what)
-        with self._lock:
-            if key in self._kept:
-                self._kept.move_to_end(key)
-                return cast("T", self._kept[key])
-        value = build()
-        with self._lock:
-            self._kept[key] = value
-            while len(self._kept) > self._size:
-                self._kept.popitem(last=False)
-        return value

@@ -178,7 +178,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
     lint = linting.run_lint(session, run_id)
     passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
-    passes = PassFigures(passed_n, figs["trajectories"],
+    passes = PassFigures(passed_n, figs["trajectories"] + figs.get("trajectories_behind", 0),  # the live count
                          sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})

@@ -208,7 +208,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
     lint = linting.run_lint(session, run_id)
     passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
-    passes = PassFigures(passed_n, figs["trajectories"],
+    passes = PassFigures(passed_n, figs["trajectories"] + figs.get("trajectories_behind", 0),  # the live count
                          sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})

@@ -54,7 +54,7 @@ def fix(
     Exit 0: proposals printed (or written); with --verify, as `gate`: 0 passed, 1 regressed; 2: bad input."""
     from app.cli import _environment_error, _fail, store_session
     from app.core import fix as core
-    from app.core.suite import write_document
+    from app.core.suitefile import render, replace_atomically
 
     numbers = _numbers(only) if only is not None else None
     with store_session(db) as session:
@@ -89,7 +89,7 @@ def fix(
     err = Console(stderr=True, soft_wrap=True)
     if out is not None:
         try:
-            write_document(out, candidate["toolset"] if toolset_only else candidate)
+            replace_atomically(out, render(out, None, candidate["toolset"] if toolset_only else candidate, []))
         except OSError as exc:
             raise _environment_error(exc) from None
         err.print(Text(f"wrote {out}: {len(diffs)} descriptions changed by {sum(p.applies for p in chosen)} "

@@ -18,7 +18,7 @@ from app.core.fix import CallFact, Proposal, TrajectoryFact, pair_proposals, pro
 from app.core.stats import mcnemar_exact
 from app.core.suite import Suite
 from app.store.compare import compare_runs
-from app.store.ingest import find_run, get_run_row, get_suite_row, suite_for_run
+from app.store.ingest import find_run, get_run_row, suite_document, suite_for_run
 from app.store.models import CallRow, Run, RunCounter, TrajectoryRow, TrajectoryTag
 from app.store.views import ComparisonPublic
 
@@ -156,7 +156,7 @@ def run_fix(session: Session, ref: str | int) -> RunFix:
     """The proposals a stored run (id or name) calls for."""
     run = get_run_row(session, ref) if isinstance(ref, int) else find_run(session, ref)
     suite = suite_for_run(session, run)
-    document = get_suite_row(session, run.suite_id).document
+    document = suite_document(session, run.suite_id)
     failed = _failed(session, run.id)
     system = (run.config or {}).get("system") or ""
     proposals = propose(suite.toolset, failed, cells=_cells(session, run.id),

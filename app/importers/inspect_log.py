@@ -24,6 +24,7 @@ alike. Either way the archive's sizes are checked first (app/importers/evalzip).
 from __future__ import annotations
 
 import importlib.util
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -73,10 +74,27 @@ def read_log(path: Path, *, use_inspect_ai: bool | None = None) -> tuple[Mapping
         if use_inspect_ai:
             return _with_inspect_ai(path)
         samples = doc.get("samples")
-        return doc, iter(list(enumerate(samples, start=1)) if isinstance(samples, list) else [])
+        rank = _ranks(doc)
+        ordered = sorted(samples, key=lambda s: rank(s.get("id"), s.get("epoch")) if isinstance(s, Mapping)
+                         else (len(samples), 0)) if isinstance(samples, list) else []
+        return doc, iter(list(enumerate(ordered, start=1)))
     if use_inspect_ai:
         return _with_inspect_ai(path)
-    return _archive_header(path), _archive_samples(path)
+    header = _archive_header(path)
+    return header, _archive_samples(path, _ranks(header))
+
+
+def _ranks(header: Mapping[str, Any]) -> Any:
+    """The order Inspect lists samples in: the dataset's ``sample_ids``, then the epoch."""
+    spec = header.get("eval")
+    dataset = spec.get("dataset") if isinstance(spec, Mapping) else None
+    ids = dataset.get("sample_ids") if isinstance(dataset, Mapping) else None
+    order = {str(sid): i for i, sid in enumerate(ids)} if isinstance(ids, list) else {}
+
+    def rank(sid: Any, epoch: Any) -> tuple[int, int]:
+        return order.get(str(sid), len(order)), epoch if type(epoch) is int else 0
+
+    return rank
 
 
 def _is_zip(path: Path) -> bool:
@@ -97,11 +115,16 @@ def _archive_header(path: Path) -> Mapping[str, Any]:
                      path=source)
 
 
-def _archive_samples(path: Path) -> Iterator[Sample]:
+def _archive_samples(path: Path, rank: Any) -> Iterator[Sample]:
     source = str(path)
+
+    def key(info: zipfile.ZipInfo) -> tuple[tuple[int, int], str]:
+        sid, _, epoch = info.filename[len(SAMPLES):-len(".json")].rpartition("_epoch_")
+        return rank(sid, int(epoch) if epoch.isdigit() and len(epoch) < 10 else 0), info.filename
+
     with open_archive(path) as archive:
         members = sorted((i for i in archive.infolist() if i.filename.startswith(SAMPLES)
-                          and i.filename.endswith(".json")), key=lambda i: i.filename)
+                          and i.filename.endswith(".json")), key=key)
         seen: set[str] = set()
         at = 0
         for info in reversed(members):  # a member written twice: the last one wins, as for every zip reader

@@ -6,7 +6,7 @@ One trajectory per simulation, its ``trial`` kept and its reward
 ``reward_info.reward``. The agent's calls are the assistant messages'
 ``tool_calls`` (several per message, with or without text), matched to
 ``role: tool`` results by ``id``; a result with ``error: true``, or whose
-content starts with ``Error``, is a tool error. In telecom the simulated
+content starts with the word ``Error``, is a tool error. In telecom the simulated
 user calls tools on their own phone (``requestor: "user"``): those calls are
 never the agent's; each is kept, with its result, in the user's message of
 that turn, so the timeline shows what the user did and saw. Tokens come from
@@ -22,6 +22,7 @@ the user is expected to take, the ``nl_assertions`` and the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from app.importers.jsonstream import read_document
 from app.importers.toolsets import check_tools, resolve_toolset, toolset_document
 
 NAME = "tau2"
+_ERROR = re.compile(r"\s*Error(?![A-Za-z])")  # "Error: …", "Error - …"; not "Errors on this line: none"
 RESULTS = "results.json"  # the file in a run's folder (current τ²-bench); older ones write NAME.json
 MAX_SIMULATIONS = 100_000
 MAX_NOTE = 2_000
@@ -157,7 +159,7 @@ def simulation_to_record(sim: Mapping[str, Any], model: str | None) -> dict[str,
                 found = next((c for c in calls if c["observation"] is None and c["error"] is None), None)
             if found is not None:
                 found["observation"] = content
-                if m.get("error") is True or content.lstrip().startswith("Error"):
+                if m.get("error") is True or _ERROR.match(content):
                     found["error"] = call_error(content)
     user_turn()
     data: dict[str, Any] = {"question": question, "calls": calls, "answer": answer, "messages": said}

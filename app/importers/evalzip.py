@@ -6,12 +6,13 @@ archive that inflates to gigabytes, or a header that lies about a size)
 costs at most one member's bound of memory.
 
 Newer Inspect logs compress their members with Zstandard (method 93), which
-Python's ``zipfile`` reads from 3.14 only; before, the ``zstandard`` package
-decompresses them here (a dependency of ToolLens on those versions).
+Python's ``zipfile`` reads from 3.14 only: the ``zstandard`` package (a
+dependency of ToolLens before 3.14) decompresses them here, in bounded chunks.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import struct
 import zipfile
@@ -79,7 +80,7 @@ def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str) ->
     if info.file_size > MAX_MEMBER_BYTES or info.compress_size > MAX_MEMBER_BYTES:
         raise InvalidTrajectory(f"larger than {MAX_MEMBER_BYTES} bytes", source=where)
     try:
-        if info.compress_type == ZIP_ZSTANDARD and not hasattr(zipfile, "ZIP_ZSTANDARD"):
+        if info.compress_type == ZIP_ZSTANDARD and (_zstandard() or not hasattr(zipfile, "ZIP_ZSTANDARD")):
             data = _zstd(_raw(archive, info), info.file_size, where)
         else:
             with archive.open(info) as fh:
@@ -103,6 +104,12 @@ def _raw(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
     name_len, extra_len = struct.unpack("<HH", header[26:30])
     fp.seek(info.header_offset + 30 + name_len + extra_len)
     return fp.read(info.compress_size)
+
+
+def _zstandard() -> bool:
+    """Whether the ``zstandard`` package is there (its reader is bounded; a
+    patched ``zipfile`` decompresses a whole chunk at once)."""
+    return importlib.util.find_spec("zstandard") is not None
 
 
 def _zstd(raw: bytes, expected: int, where: str) -> bytes:

@@ -24,8 +24,10 @@ alike. Either way the archive's sizes are checked first (app/importers/evalzip).
 from __future__ import annotations
 
 import importlib.util
+import logging
 import zipfile
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -142,22 +144,37 @@ def _archive_samples(path: Path, rank: Any) -> Iterator[Sample]:
                 "a sample is an object", index=at, field=info.filename, source=source)
 
 
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """The package's warnings about the machine it reads on (a sandbox plugin
+    not installed here) say nothing about the log: kept out of the notes."""
+    logger = logging.getLogger("inspect_ai")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _with_inspect_ai(path: Path) -> tuple[Mapping[str, Any], Iterator[Sample]]:
     """The log read by the ``inspect_ai`` package (attachments resolved)."""
     from inspect_ai.log import read_eval_log, read_eval_log_samples
 
     source = str(path)
     try:
-        header = read_eval_log(str(path), header_only=True).model_dump(mode="json", exclude_none=True)
+        with _quiet():
+            header = read_eval_log(str(path), header_only=True).model_dump(mode="json", exclude_none=True)
     except Exception as exc:  # the package's own errors: a broken or foreign file
         raise InvalidTrajectory(f"inspect_ai cannot read this log ({type(exc).__name__}: {str(exc)[:300]})",
                                 source=source) from None
 
     def samples() -> Iterator[Sample]:
         try:
-            for at, sample in enumerate(read_eval_log_samples(str(path), all_samples_required=False,
-                                                              resolve_attachments=True), start=1):
-                yield at, sample.model_dump(mode="json", exclude_none=True)
+            with _quiet():  # one sample at a time
+                for at, sample in enumerate(read_eval_log_samples(str(path), all_samples_required=False,
+                                                                  resolve_attachments=True), start=1):
+                    yield at, sample.model_dump(mode="json", exclude_none=True)
         except Exception as exc:
             yield 0, InvalidTrajectory(f"inspect_ai cannot read the samples ({type(exc).__name__}: "
                                        f"{str(exc)[:300]})", source=source)

@@ -243,3 +243,11 @@ def test_the_convert_help_names_every_format() -> None:
     from app.importers import FORMATS
 
     assert all(f" {name}," in FORMAT_HELP or f" {name}." in FORMAT_HELP for name in FORMATS)
+
+
+def test_import_reads_a_run_folder(tmp_path: Path) -> None:
+    results_file(tmp_path)
+    db = f"sqlite:///{tmp_path / 'store.db'}"
+    r = runner.invoke(cli, ["import", str(tmp_path), "--format", "tau2", "--run", "folder", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "stored 3 trajectories, 6 calls" in r.stderr

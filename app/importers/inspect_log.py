@@ -432,9 +432,12 @@ def convert(path: Path, options: Options, *, use_inspect_ai: bool | None = None)
     called: set[str] = set()
     cases: dict[str, dict[str, Any]] = {}
     scorers: set[str] = set()
+    first_bad: InvalidTrajectory | None = None
     for at, sample in samples:
         _, traj = converted(at, sample)
         if isinstance(sample, InvalidTrajectory) or isinstance(traj, InvalidTrajectory):
+            if first_bad is None:
+                first_bad = sample if isinstance(sample, InvalidTrajectory) else traj  # type: ignore[assignment]
             continue
         offered_tools(sample, declared)
         called.update(c.name for c in traj.calls)
@@ -448,6 +451,8 @@ def convert(path: Path, options: Options, *, use_inspect_ai: bool | None = None)
             if isinstance(target, list) else ""
         if target.strip() and "notes" not in case:
             case["notes"] = [f"target: {target[:2000]}"]
+    if not cases and first_bad is not None:  # nothing readable: say why, not that no tool was called
+        raise first_bad
     spec = header.get("eval")
     task = spec.get("task") if isinstance(spec, Mapping) else None
     task = task if isinstance(task, str) and task else path.stem

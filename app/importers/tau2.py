@@ -252,28 +252,36 @@ def _tool_defs(defs: Any) -> list[Any]:
     return []
 
 
+def _records(doc: Mapping[str, Any], source: str) -> Iterator[Converted]:
+    model = agent_model(doc)
+    for i, sim in enumerate(doc["simulations"]):
+        try:
+            yield i + 1, parse_record(_record(sim, i, model, source), index=i + 1, source=source)
+        except InvalidTrajectory as exc:
+            yield i + 1, exc
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a shape no rule expected
+            yield i + 1, InvalidTrajectory(f"cannot read this simulation ({type(exc).__name__})", index=i + 1,
+                                           field=f"simulations[{i}]", source=source)
+
+
 def convert(path: Path, options: Options) -> Conversion:
     source = str(_results_file(path))
 
     def records() -> Iterator[Converted]:
-        doc = read_results(path)
-        model = agent_model(doc)
-        for i, sim in enumerate(doc["simulations"]):
-            try:
-                yield i + 1, parse_record(_record(sim, i, model, source), index=i + 1, source=source)
-            except InvalidTrajectory as exc:
-                yield i + 1, exc
-            except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a shape no rule expected
-                yield i + 1, InvalidTrajectory(f"cannot read this simulation ({type(exc).__name__})", index=i + 1,
-                                               field=f"simulations[{i}]", source=source)
+        yield from _records(read_results(path), source)
 
     doc = read_results(path)
     called: set[str] = set()
     questions: dict[str, str] = {}
-    for _, traj in records():
-        if not isinstance(traj, InvalidTrajectory):
-            called.update(c.name for c in traj.calls)
-            questions.setdefault(traj.case_id, traj.question)
+    first_bad: InvalidTrajectory | None = None
+    for _, traj in _records(doc, source):
+        if isinstance(traj, InvalidTrajectory):
+            first_bad = first_bad or traj
+            continue
+        called.update(c.name for c in traj.calls)
+        questions.setdefault(traj.case_id, traj.question)
+    if not questions and first_bad is not None:  # nothing readable: say why, not that no tool was called
+        raise first_bad
     cases: dict[str, dict[str, Any]] = {}
     for task in doc.get("tasks") or ():
         if isinstance(task, Mapping) and isinstance(task.get("id"), (str, int)) and not isinstance(task["id"], bool):

@@ -63,3 +63,8 @@ def test_hand_counted_figures(fmt: str, use_inspect_ai: bool, logs: dict[str, Pa
     # 3 requests a sample; input 100, 200, 300 (+ 5 cached, which Inspect counts beside the input), output 10
     usage = [(m.model, m.input_tokens, m.output_tokens, m.cached_tokens) for t in trajs for m in t.model_calls or []]
     assert usage == [("mockllm/model", 100 * k + 5, 10, 5) for k in (1, 2, 3)] * 2
+
+
+def test_the_default_reader_is_toollens_own_for_a_known_version(logs: dict[str, Path]) -> None:
+    default, ours = (convert(logs["eval"], Options(), use_inspect_ai=use) for use in (None, False))
+    assert [t.to_dict() for _, t in default.records()] == [t.to_dict() for _, t in ours.records()]

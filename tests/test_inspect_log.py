@@ -23,7 +23,7 @@ from app.cli import cli
 from app.core.errors import InvalidTrajectory, SuiteError
 from app.core.records import Trajectory
 from app.importers import Options, evalzip
-from app.importers.inspect_log import convert, read_log
+from app.importers.inspect_log import convert, inspect_ai_installed, read_log
 from tests.resources import DATA, shared_data
 
 BROWSER = DATA / "inspect" / "inspect_ai_browser_gpt-4o-mini.json"
@@ -298,3 +298,16 @@ def test_the_real_eval_log() -> None:
                  for s in samples for u in s["model_usage"].values())
     assert sum(m.input_tokens or 0 for t in trajs for m in t.model_calls or []) == prompt == 267_701
     assert {m.model for t in trajs for m in t.model_calls or []} == {"claude-opus-4-1-20250805"}
+
+
+def test_a_newer_log_version_goes_to_inspect_ai_when_installed(tmp_path: Path) -> None:
+    doc = {**header(3, ["task-1"], 1), "samples": [new_sample(1, 1)]}
+    (tmp_path / "v3.json").write_text(json.dumps(doc))
+    if inspect_ai_installed():  # its reader refuses our hand-made sample (fields it requires are missing)
+        with pytest.raises(InvalidTrajectory, match="inspect_ai cannot read"):
+            convert(tmp_path / "v3.json", Options())
+    else:
+        conversion = convert(tmp_path / "v3.json", Options())
+        assert "log version 3 is newer than ToolLens reads itself" in conversion.notes[-1]
+    _, (t,) = records(tmp_path / "v3.json")  # read as version 2 on request
+    assert len(t.calls) == 4

@@ -15,10 +15,11 @@ value is a number, or C/I (1/0). Tokens and the model come from the model
 events (those of the scorers left out where spans tell them apart), the
 toolset from the tools the model events offered.
 
-When the public ``inspect_ai`` package is installed, its reader reads the
-log (it knows every log version); otherwise the archive is read here, which
-reads logs from before span events, message ids and pooled model inputs
-alike. Either way the archive's sizes are checked first (app/importers/evalzip).
+The archive is read here, logs from before span events, message ids and
+pooled model inputs alike; a log of a version newer than ToolLens knows is
+read by the public ``inspect_ai`` package's reader when it is installed (an
+optional extra). Either way the archive's sizes are checked first
+(app/importers/evalzip).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ NAME = "inspect"
 ATTACHMENT = "attachment://"
 SAMPLES = "samples/"
 SCORING_SPANS = ("scorers", "scorer")
+KNOWN_VERSION = 2  # the newest log format read here (Inspect writes version 2 since 2024)
 CORRECT = {"C": 1.0, "I": 0.0}
 
 Sample = tuple[int, Mapping[str, Any] | InvalidTrajectory]
@@ -58,7 +60,10 @@ def inspect_ai_installed() -> bool:
 
 def read_log(path: Path, *, use_inspect_ai: bool | None = None) -> tuple[Mapping[str, Any], Iterator[Sample]]:
     """The log's header (``eval``, ``plan``, ``results``…) and its samples.
-    ``use_inspect_ai``: None = the package's reader when it is installed."""
+    ``use_inspect_ai``: None = the package's reader for a log newer than
+    ``KNOWN_VERSION`` when the package is installed, ToolLens's own otherwise
+    (the package's reader runs an event loop per sample: about 30 ms a
+    sample, a hundred times the direct read; bench/README.md)."""
     source = str(path)
     if not path.is_file():
         raise InvalidTrajectory("file not found", source=source)
@@ -66,24 +71,28 @@ def read_log(path: Path, *, use_inspect_ai: bool | None = None) -> tuple[Mapping
     if zipped:
         with open_archive(path) as archive:
             check_sizes(archive, source)
-    if use_inspect_ai is None:
-        use_inspect_ai = inspect_ai_installed()
-    if not zipped:
-        doc = read_document(path, hint="write the log as .eval (inspect log convert --to eval)")
-        if not isinstance(doc, Mapping) or not isinstance(doc.get("eval"), Mapping):
+        header = _archive_header(path)
+    else:
+        header = read_document(path, hint="write the log as .eval (inspect log convert --to eval)")
+        if not isinstance(header, Mapping) or not isinstance(header.get("eval"), Mapping):
             raise SuiteError("not an Inspect log: expected a .eval archive or a .json log with 'eval' and "
                              "'samples'", path=source)
-        if use_inspect_ai:
-            return _with_inspect_ai(path)
-        samples = doc.get("samples")
-        rank = _ranks(doc)
-        ordered = sorted(samples, key=lambda s: rank(s.get("id"), s.get("epoch")) if isinstance(s, Mapping)
-                         else (len(samples), 0)) if isinstance(samples, list) else []
-        return doc, iter(list(enumerate(ordered, start=1)))
+    if use_inspect_ai is None:
+        use_inspect_ai = newer_than_known(header) and inspect_ai_installed()
     if use_inspect_ai:
         return _with_inspect_ai(path)
-    header = _archive_header(path)
-    return header, _archive_samples(path, _ranks(header))
+    if zipped:
+        return header, _archive_samples(path, _ranks(header))
+    samples = header.get("samples")
+    rank = _ranks(header)
+    ordered = sorted(samples, key=lambda s: rank(s.get("id"), s.get("epoch")) if isinstance(s, Mapping)
+                     else (len(samples), 0)) if isinstance(samples, list) else []
+    return header, iter(list(enumerate(ordered, start=1)))
+
+
+def newer_than_known(header: Mapping[str, Any]) -> bool:
+    version = header.get("version")
+    return type(version) is int and version > KNOWN_VERSION
 
 
 def _ranks(header: Mapping[str, Any]) -> Any:
@@ -467,6 +476,9 @@ def convert(path: Path, options: Options, *, use_inspect_ai: bool | None = None)
     else:
         toolset, more = resolve_toolset(options.tools, options.domain, lambda: called, name=task)
         notes.extend(more)
+    if newer_than_known(header) and not inspect_ai_installed():
+        notes.append(f"log version {header.get('version')} is newer than ToolLens reads itself ({KNOWN_VERSION}): "
+                     "read as version 2; `pip install 'toollens[inspect]'` reads it with Inspect's own reader")
     if len(scorers) > 1:
         notes.append(f"the reward is each sample's first numeric or C/I score (scorers: {', '.join(sorted(scorers))})")
     suite = {"name": f"inspect {task}", "toolset": toolset, "cases": list(cases.values())}

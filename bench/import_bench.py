@@ -8,8 +8,8 @@ same conversations as tool_use / tool_result blocks), ``otel`` (OTLP JSON of
 the replayed spans), ``toollens`` (SPEC §5 records), ``tau-bench`` (the
 sample itself), ``tau2`` (one τ²-bench results file of the same
 conversations, up to ``--mb``) and ``inspect`` (an Inspect ``.eval`` archive
-of them, Zstandard-compressed, up to ``--mb`` of JSON; converted once by the
-``inspect_ai`` package's reader, once by ToolLens's own). Each command runs in a fresh process; peak RSS is that
+of them, Zstandard-compressed, up to ``--mb`` of JSON; and a 5 MB one read
+by the ``inspect_ai`` package's reader, for comparison). Each command runs in a fresh process; peak RSS is that
 process's maximum resident set (``ru_maxrss``).
 
     .venv/bin/python bench/import_bench.py [--mb 200] [--db URL] [--only openai-messages]
@@ -135,10 +135,12 @@ def make_tau2_and_inspect(folder: Path, runs: list[dict[str, Any]], mb: int) -> 
     return tau2, log
 
 
-OWN_READER = ("import sys\nfrom pathlib import Path\nfrom app.importers import Options\n"
-              "from app.importers.inspect_log import convert\nfrom app.importers.writer import write_conversion\n"
-              "w = write_conversion(convert(Path(sys.argv[1]), Options(), use_inspect_ai=False), Path(sys.argv[2]))\n"
-              "print(f'wrote ({w.records} trajectories, {w.calls} calls)', file=sys.stderr)")
+INSPECT_AI_READER = ("import sys\nfrom pathlib import Path\nfrom app.importers import Options\n"
+                     "from app.importers.inspect_log import convert\n"
+                     "from app.importers.writer import write_conversion\n"
+                     "c = convert(Path(sys.argv[1]), Options(), use_inspect_ai=True)\n"
+                     "w = write_conversion(c, Path(sys.argv[2]))\n"
+                     "print(f'wrote ({w.records} trajectories, {w.calls} calls)', file=sys.stderr)")
 
 
 def make_sources(folder: Path, mb: int) -> dict[str, tuple[Path, list[str]]]:
@@ -192,10 +194,13 @@ def make_sources(folder: Path, mb: int) -> dict[str, tuple[Path, list[str]]]:
                     "--out", str(spec)], check=True, capture_output=True)
     tools = ["--tools", str(SCHEMAS)]
     tau2, log = make_tau2_and_inspect(folder, runs, mb)
+    small = folder / "small"
+    small.mkdir()
+    _, small_log = make_tau2_and_inspect(small, runs, 5)
     return {
         "tau2": (tau2, tools),
         "inspect": (log, tools),
-        "inspect-own-reader": (log, tools),
+        "inspect-inspect_ai": (small_log, tools),
         "openai-messages": (big, tools),
         "anthropic-messages": (small, tools),
         "otel": (otel, tools),
@@ -236,8 +241,8 @@ def main() -> None:
         db = args.db or f"sqlite:///{folder / (fmt + '.db')}"
         size = path.stat().st_size / 1e6
         out = folder / f"out-{fmt}"
-        if fmt == "inspect-own-reader":  # the archive read by ToolLens itself, without inspect_ai
-            wall_c, rss_c, err_c = timed([sys.executable, "-c", OWN_READER, str(path), str(out)])
+        if fmt == "inspect-inspect_ai":  # a 5 MB archive read by the inspect_ai package's reader
+            wall_c, rss_c, err_c = timed([sys.executable, "-c", INSPECT_AI_READER, str(path), str(out)])
             calls = int(err_c.rsplit("trajectories, ", 1)[1].split(" calls")[0])
             print(f"{fmt:19s} {path.stat().st_size / 1e6:8.1f} MB  {calls:8d} calls | convert {wall_c:7.1f} s "
                   f"{calls / wall_c:9,.0f} calls/s peak {rss_c:6.0f} MB")

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolSpecError
-from app.core.records import MAX_DEPTH, MAX_NAME, parse_record
+from app.core.records import MAX_DEPTH, MAX_NAME
 from app.core.tools import ToolSpec
 from app.core.usage import MAX_MS, MAX_TOKENS
-from app.importers.base import Conversion, Converted, Options, call_error
+from app.importers.base import Conversion, Converted, Options, call_error, record_or_reason
 from app.importers.evalzip import check_sizes, open_archive, read_member
 from app.importers.jsonstream import decode_document, read_document
 from app.importers.toolsets import resolve_toolset, toolset_document
@@ -423,13 +423,7 @@ def convert(path: Path, options: Options, *, use_inspect_ai: bool | None = None)
     def converted(at: int, sample: Mapping[str, Any] | InvalidTrajectory) -> Converted:
         if isinstance(sample, InvalidTrajectory):
             return at, sample
-        try:
-            return at, parse_record(sample_to_record(sample), index=at, source=source)
-        except InvalidTrajectory as exc:
-            return at, exc
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a shape no rule expected
-            return at, InvalidTrajectory(f"cannot read this sample ({type(exc).__name__}: {str(exc)[:200]})",
-                                         index=at, source=source)
+        return record_or_reason(at, lambda: sample_to_record(sample), source=source, what="sample")
 
     def records() -> Iterator[Converted]:
         _, samples = read_log(path, use_inspect_ai=use_inspect_ai)

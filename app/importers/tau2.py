@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from app.core.errors import InvalidTrajectory, SuiteError
-from app.core.records import MAX_NAME, parse_record
+from app.core.records import MAX_NAME
 from app.core.usage import MAX_TOKENS
-from app.importers.base import Conversion, Converted, Options, call_error, content_text
+from app.importers.base import Conversion, Converted, Options, call_error, content_text, record_or_reason
 from app.importers.jsonstream import read_document
 from app.importers.toolsets import check_tools, resolve_toolset, toolset_document
 
@@ -255,13 +256,8 @@ def _tool_defs(defs: Any) -> list[Any]:
 def _records(doc: Mapping[str, Any], source: str) -> Iterator[Converted]:
     model = agent_model(doc)
     for i, sim in enumerate(doc["simulations"]):
-        try:
-            yield i + 1, parse_record(_record(sim, i, model, source), index=i + 1, source=source)
-        except InvalidTrajectory as exc:
-            yield i + 1, exc
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a shape no rule expected
-            yield i + 1, InvalidTrajectory(f"cannot read this simulation ({type(exc).__name__})", index=i + 1,
-                                           field=f"simulations[{i}]", source=source)
+        yield record_or_reason(i + 1, partial(_record, sim, i, model, source), source=source, what="simulation",
+                               field=f"simulations[{i}]")
 
 
 def convert(path: Path, options: Options) -> Conversion:

@@ -211,20 +211,28 @@ def make_sources(folder: Path, mb: int) -> dict[str, tuple[Path, list[str]]]:
 
 MEASURE = ("import resource, subprocess, sys\n"
            "code = subprocess.run(sys.argv[1:]).returncode\n"
-           "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+           "use = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+           "print(use.ru_utime + use.ru_stime, use.ru_maxrss, file=sys.stderr)\n"
            "sys.exit(code)")
 
 
 def timed(cmd: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MB) of the command's process, its stderr. A
-    fresh wrapper process per command, so that the peak is this command's."""
+    """Wall seconds, peak RSS (MB) of the command's process, its stderr (its
+    CPU seconds in ``CPU[cmd[-1]]``). A fresh wrapper process per command,
+    so that the peak is this command's. On a shared machine the CPU seconds
+    say more than the wall clock."""
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", MEASURE, *cmd], capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr}")
     lines = proc.stderr.strip().splitlines()
-    return wall, int(lines[-1]) / 1024, "\n".join(lines[:-1])
+    cpu, rss = lines[-1].split()
+    CPU[cmd[-1]] = float(cpu)
+    return wall, int(rss) / 1024, "\n".join(lines[:-1])
+
+
+CPU: dict[str, float] = {}
 
 
 def main() -> None:
@@ -245,16 +253,17 @@ def main() -> None:
             wall_c, rss_c, err_c = timed([sys.executable, "-c", INSPECT_AI_READER, str(path), str(out)])
             calls = int(err_c.rsplit("trajectories, ", 1)[1].split(" calls")[0])
             print(f"{fmt:19s} {path.stat().st_size / 1e6:8.1f} MB  {calls:8d} calls | convert {wall_c:7.1f} s "
-                  f"{calls / wall_c:9,.0f} calls/s peak {rss_c:6.0f} MB")
+                  f"{calls / wall_c:9,.0f} calls/s ({calls / CPU[str(out)]:,.0f} per CPU s) peak {rss_c:6.0f} MB")
             continue
         wall_c, rss_c, err_c = timed([TOOLLENS, "convert", "--from", fmt, str(path), *extra, "--out", str(out)])
         calls = int(err_c.rsplit("trajectories, ", 1)[1].split(" calls")[0])
         wall_i, rss_i, err_i = timed([TOOLLENS, "import", str(path), "--format", fmt, *extra, "--run", fmt,
                                       "--db", db])
         stored = err_i.strip().splitlines()[-1]
+        cpu_c, cpu_i = calls / CPU[str(out)], calls / CPU[db]
         print(f"{fmt:19s} {size:8.1f} MB  {calls:8d} calls | convert {wall_c:7.1f} s {calls / wall_c:9,.0f} calls/s "
-              f"peak {rss_c:6.0f} MB | import {wall_i:7.1f} s {calls / wall_i:9,.0f} calls/s peak {rss_i:6.0f} MB"
-              f" | {stored}")
+              f"({cpu_c:,.0f} per CPU s) peak {rss_c:6.0f} MB | import {wall_i:7.1f} s {calls / wall_i:9,.0f} calls/s "
+              f"({cpu_i:,.0f} per CPU s) peak {rss_i:6.0f} MB | {stored}")
         if not args.db:
             os.unlink(folder / (fmt + ".db"))
         for p in out.glob("*"):

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import zstandard
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from app.cli import cli
@@ -24,6 +25,8 @@ from app.core.errors import InvalidTrajectory, SuiteError
 from app.core.records import Trajectory
 from app.importers import Options, evalzip
 from app.importers.inspect_log import convert, inspect_ai_installed, read_log
+from app.settings import Settings
+from app.web.app import create_app
 from tests.resources import DATA, shared_data
 
 BROWSER = DATA / "inspect" / "inspect_ai_browser_gpt-4o-mini.json"
@@ -311,3 +314,15 @@ def test_a_newer_log_version_goes_to_inspect_ai_when_installed(tmp_path: Path) -
         assert "log version 3 is newer than ToolLens reads itself" in conversion.notes[-1]
     _, (t,) = records(tmp_path / "v3.json")  # read as version 2 on request
     assert len(t.calls) == 4
+
+
+def test_import_stores_the_samples(db_url: str, tmp_path: Path) -> None:
+    path = eval_log(tmp_path / "new.eval", evalzip.ZIP_ZSTANDARD)
+    r = runner.invoke(cli, ["import", str(path), "--format", "inspect", "--run", "insp", "--db", db_url])
+    assert r.exit_code == 0, r.output
+    assert "stored 2 trajectories, 8 calls" in r.stderr
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        run = client.get("/api/runs").json()["data"][0]
+        f = client.get(f"/api/runs/{run['id']}/figures").json()
+    assert f["recovery"]["den"] == 2  # the timeout of each epoch
+    assert f["usage"]["input_tokens"] == 2 * (110 + 120 + 130) and f["usage"]["model_calls"] == 6

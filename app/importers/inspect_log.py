@@ -63,7 +63,7 @@ def read_log(path: Path, *, use_inspect_ai: bool | None = None) -> tuple[Mapping
     ``use_inspect_ai``: None = the package's reader for a log newer than
     ``KNOWN_VERSION`` when the package is installed, ToolLens's own otherwise
     (the package's reader runs an event loop per sample: about 30 ms a
-    sample, a hundred times the direct read; bench/README.md)."""
+    sample, some 30 times the direct conversion; bench/README.md)."""
     source = str(path)
     if not path.is_file():
         raise InvalidTrajectory("file not found", source=source)

@@ -230,6 +230,13 @@ def turn_list(turns: dict[str, dict[str, Any]] | None) -> list[TurnFigures]:
             for k, v in sorted((turns or {}).items(), key=lambda kv: int(kv[0]))]
 
 
+def run_causes(session: Session, run_id: int) -> list[dict[str, Any]]:
+    """``causes`` of the figures (failed trajectories by first divergence), from the run's cause counters alone."""
+    rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
+                           .where(RunCounter.run_id == run_id, RunCounter.kind == "cause"))
+    return Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows).causes_json()
+
+
 def turn_figures(session: Session, run_id: int) -> list[TurnFigures]:
     """A run's figures per user turn, from its per-turn counters alone (empty: no conversations)."""
     rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
@@ -268,13 +275,14 @@ def _summary(t: TrajectoryRow) -> TrajectorySummary:
 
 def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,
                       called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
-                      passed: bool | None = None, case_id: str | None = None, limit: int = 50,
-                      offset: int = 0) -> TrajectoriesPublic:
+                      passed: bool | None = None, case_id: str | None = None, cause: str | None = None,
+                      limit: int = 50, offset: int = 0) -> TrajectoriesPublic:
     """A page of a run's trajectories, filtered by failure name, confusion
-    cell (``expected`` and/or ``called``), fault kind, outcome, pass/fail."""
+    cell (``expected`` and/or ``called``), fault kind, outcome, pass/fail,
+    cause (the key of a failed trajectory's first divergence)."""
     get_run_row(session, run_id)
-    failure, expected, called, fault_kind, outcome, case_id = (  # an empty filter is no filter
-        x or None for x in (failure, expected, called, fault_kind, outcome, case_id))
+    failure, expected, called, fault_kind, outcome, case_id, cause = (  # an empty filter is no filter
+        x or None for x in (failure, expected, called, fault_kind, outcome, case_id, cause))
     q = select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id)
     # one filter answered from an index alone: count and page without scanning the run's trajectories
     index_only: list[Select[int]] = []
@@ -283,6 +291,11 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
             TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "failure", TrajectoryTag.value == failure)
         q = q.where(TrajectoryRow.id.in_(tagged))
         index_only.append(tagged)
+    if cause:
+        caused = select(TrajectoryTag.trajectory_id).where(
+            TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "cause", TrajectoryTag.value == cause)
+        q = q.where(TrajectoryRow.id.in_(caused))
+        index_only.append(caused)
     if called == MISSING:
         missing = select(TrajectoryTag.trajectory_id).where(TrajectoryTag.run_id == run_id,
                                                             TrajectoryTag.kind == "missing")
@@ -309,7 +322,7 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
     if case_id:
         q = q.where(TrajectoryRow.case_id == case_id)
     total = None
-    if all(x is None for x in (expected, called, fault_kind, case_id)):
+    if all(x is None for x in (expected, called, fault_kind, case_id, cause)):
         total = counted(session, run_id, failure=failure, outcome=outcome, passed=passed)
     if len(index_only) == 1 and all(x is None for x in (fault_kind, outcome, passed, case_id)):
         q = index_only[0].distinct()

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
 from threading import Lock
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -16,8 +15,6 @@ from app.store import queries
 from app.store.ingest import suite_for_run
 from app.store.models import Run
 from app.store.views import ComparisonPublic
-
-T = TypeVar("T")
 
 
 class ScorerCache:
@@ -77,7 +74,6 @@ class FiguresCache:
     def __init__(self, size: int = 64):
         self._size = size
         self._items: OrderedDict[tuple[int, int], tuple[PriceTable, dict[str, Any]]] = OrderedDict()
-        self._kept: OrderedDict[tuple[int, int, str], object] = OrderedDict()
         self._lock = Lock()
 
     def figures(self, session: Session, run_id: int, *, cases_limit: int = 100,
@@ -99,19 +95,3 @@ class FiguresCache:
                     self._items.popitem(last=False)
         return queries.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset,
                                summary=summary)
-
-    def kept(self, session: Session, run_id: int, what: str, build: Callable[[], T]) -> T:
-        """``build()`` once per run and trajectory count: what the pages derive from a run that
-        costs a scan (the trajectories behind each cause of failure) is built again only when
-        the run has changed."""
-        key = (run_id, queries.run_trajectory_count(session, run_id), what)
-        with self._lock:
-            if key in self._kept:
-                self._kept.move_to_end(key)
-                return cast("T", self._kept[key])
-        value = build()
-        with self._lock:
-            self._kept[key] = value
-            while len(self._kept) > self._size:
-                self._kept.popitem(last=False)
-        return value

@@ -70,6 +70,7 @@ def test_heatmap_tones_agreement_apart_from_errors(client: TestClient) -> None:
 
 def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client: TestClient) -> None:
     cache = client.app.state.figures  # type: ignore[attr-defined]
+    cache.interval = 0  # a receiving run's figures computed again at each read (test_live_figures.py: the interval)
 
     def causes() -> list[tuple[int, str]]:
         with client.app.state.sessions() as s:  # type: ignore[attr-defined]

@@ -160,6 +160,7 @@ class DescriptionChange(BaseModel):
     description_b: str
     parameters_changed: bool
     segments: list[dict[str, str]]
+    cells: list[ConfusionDelta] = Field(default_factory=list)  # the tool's confusion cells that moved, A to B
 
 
 class TurnFigures(BaseModel):
@@ -329,6 +330,8 @@ class FiguresPublic(BaseModel):
     causes: list[CausePublic] = []  # failed trajectories by first divergence, largest first
     cases_total: int
     usage: UsagePublic | None = None
+    # figures behind a run that is receiving traces also carry (as extra keys) ``computed_at``,
+    # ``trajectories_behind`` and ``recompute_interval_s`` (app/web/state.py FiguresCache)
 
 
 class TrajectoryPairPublic(BaseModel):

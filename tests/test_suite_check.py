@@ -322,12 +322,15 @@ TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
 SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
 BFCL_PM = DATA / "bfcl" / "BFCL_v4_parallel_multiple.json"
 TOOLBENCH = DATA / "toolbench" / "G1_answer_10_ChatGPT_DFS_woFilter_w2.json"
+TAU2 = DATA / "tau2" / "gpt-4o_telecom_pr17.json"
+INSPECT = DATA / "inspect" / "inspect-action_oxdna_claude-opus-4-1.eval"
 
 
-@shared_data(TAU, SCHEMAS, TOOLBENCH)
-def test_tau_bench_and_toolbench_conversions_have_no_mistake(tmp_path: Path) -> None:
+@shared_data(TAU, SCHEMAS, TOOLBENCH, TAU2, INSPECT)
+def test_tau_bench_toolbench_tau2_and_inspect_conversions_have_no_mistake(tmp_path: Path) -> None:
     for source, options in ((TAU, ["--from", "tau-bench", "--tools", str(SCHEMAS)]),
-                            (TOOLBENCH, ["--from", "toolbench"])):
+                            (TOOLBENCH, ["--from", "toolbench"]), (TAU2, ["--from", "tau2"]),
+                            (INSPECT, ["--from", "inspect"])):
         out = tmp_path / source.stem
         assert console(["convert", str(source), *options, "--out", str(out)], tmp_path).returncode == 0
         done = console(["score", str(out / "suite.yaml"), str(out / "trajectories.jsonl"), "--json"], tmp_path)

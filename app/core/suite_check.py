@@ -55,7 +55,8 @@ TOOLSET_KEYS = _names(Toolset, add=("version", "source", "description"))
 TOOL_KEYS = _names(ToolSpec, drop=("responder",), add=(
     "type", "function", "input_schema", "inputSchema", "outputSchema", "_meta", "icons", "execution"))
 FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
-CASE_KEYS = _names(Case, add=("source",))  # ``source``: where a curated case came from
+# ``source``: where a curated case came from; ``notes``: texts for people (an importer's)
+CASE_KEYS = _names(Case, add=("source", "notes"))
 TURN_KEYS = _names(Turn)
 USER_KEYS = _names(UserSpec)
 EXPECTED_KEYS = _names(ExpectedCall)

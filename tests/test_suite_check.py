@@ -228,7 +228,7 @@ cases:
 
 def test_the_known_keys_are_the_models_fields() -> None:
     assert {f.name for f in fields(Suite)} - {"path"} == SUITE_KEYS
-    assert {f.name for f in fields(Case)} | {"source"} == CASE_KEYS
+    assert {f.name for f in fields(Case)} | {"source", "notes"} == CASE_KEYS
 
 
 # -- trajectories of cases the suite lacks -----------------------------------------------------

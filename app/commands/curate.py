@@ -63,7 +63,8 @@ def curate(
             toolset = load_suite(into).toolset
         else:
             document = {"name": into.stem, "toolset": run_doc["toolset"],
-                        **{k: run_doc[k] for k in ("dependencies", "give_up_phrases") if k in run_doc},
+                        **{k: run_doc[k] for k in ("dependencies", "give_up_phrases", "success_phrases")
+                           if k in run_doc},
                         "cases": []}
             toolset = parse_suite(document, path=str(into)).toolset
         ran_with = parse_suite(run_doc, path=f"suite of run {found.name}").toolset

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.alignment import Alignment, align
-from app.core.grounding import Source
+from app.core.grounding import Source, ground
 from app.core.mocks import ToolFailure
 from app.core.outcome import (
     DEFAULT_GIVE_UP_PHRASES,
@@ -21,7 +21,11 @@ from app.core.outcome import (
     OutcomeResult,
     Reaction,
     classify_outcome,
+    extract_values,
+    find_claim,
+    ground_values,
     reaction_to,
+    success_phrases,
 )
 from app.core.records import Trajectory, call_turns
 from app.core.schema import SchemaViolation
@@ -37,6 +41,9 @@ _COMPARISON_MEMO = 16_384  # compiled argument comparisons per scorer (one per e
 
 # Errors that are F2/F3 findings, not a tool failing at run time.
 VALIDATION_KINDS = frozenset({"schema", "unknown_tool"})
+# What made a faulted call fail (docs/outcomes.md): a fault ToolLens injected,
+# the tool's own error, a call refused by schema validation, an unknown tool.
+ERROR_SOURCES = ("injected", "tool", "schema", "unknown_tool")
 
 
 @dataclass(slots=True, init=False)
@@ -83,6 +90,12 @@ class CallScore:
     def schema_ok(self) -> bool:
         return self.exists and self.schema_error is None
 
+    @property
+    def done(self) -> bool:
+        """The call ran and succeeded: a known tool, valid arguments, no error
+        (injected or real). Only such a call does a step or changes state."""
+        return self.exists and self.schema_error is None and self.error_kind is None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "index": self.index,
@@ -118,6 +131,7 @@ class TrajectoryScore:
     fault_step: int | None = None
     missing_steps: list[int] = field(default_factory=list)
     excused_steps: list[int] = field(default_factory=list)
+    undone_steps: list[int] = field(default_factory=list)  # attempted on the right tool, no call of it succeeded
     confusion: list[tuple[str, str]] = field(default_factory=list)
     pairs_checked: list[tuple[str, str]] = field(default_factory=list)
     violations: list[tuple[str, str]] = field(default_factory=list)
@@ -143,6 +157,7 @@ class TrajectoryScore:
     turns: list[TurnScore] | None = None  # a conversation's figures per user turn (app/core/turns.py)
     step_turns: list[int] | None = None  # the user turn of each expected step, in a conversation
     user_error: list[dict[str, str]] | None = None  # the simulated user's faults: never the agent's
+    fault_source: str | None = None  # what made the faulted call fail: one of ERROR_SOURCES
 
     def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
                  fault_kind: str | None = None, fault_step: int | None = None,
@@ -188,6 +203,8 @@ class TrajectoryScore:
         self.turns = None
         self.step_turns = None
         self.user_error = None
+        self.undone_steps = []
+        self.fault_source = None
 
     def to_dict(self) -> dict[str, Any]:
         """The per-trajectory detail (what a timeline page shows)."""
@@ -205,6 +222,8 @@ class TrajectoryScore:
         if self.fault_kind is None:
             return None
         out: dict[str, Any] = {"step": self.fault_step, "kind": self.fault_kind}
+        if self.fault_source is not None:
+            out["source"] = self.fault_source
         if self.fault_step is not None and self.calls[self.fault_step].turn is not None:
             out["turn"] = self.calls[self.fault_step].turn
         return out
@@ -217,6 +236,7 @@ class TrajectoryScore:
             "fault": self.fault_dict(),
             "missing_steps": list(self.missing_steps),
             "excused_steps": list(self.excused_steps),
+            "undone_steps": list(self.undone_steps),
             "dependency_violations": [list(p) for p in self.violations],
             "outcome": None if self.outcome is None else self.outcome.outcome,
             "outcome_evidence": None if self.outcome is None else self.outcome.evidence,
@@ -250,6 +270,7 @@ class Scorer:
         self.suite = suite
         self.toolset = suite.toolset
         self.give_up_phrases = (*DEFAULT_GIVE_UP_PHRASES, *suite.give_up_phrases)
+        self.success_phrases = tuple(suite.success_phrases)  # added to the defaults of the message's language
         self._pairs: dict[str | None, list[tuple[str, str]]] = {}
         self._validators = {t.name: t.validator for t in self.toolset}
         self._transparent = self.toolset.transparent
@@ -341,7 +362,7 @@ class Scorer:
         if case is not None and case.expected_calls is not None:
             self._selection_and_arguments(traj, case, ts)
         self._dependencies(case, ts)
-        self._reactions(traj, ts)
+        self._reactions(traj, case, ts)
         if case is not None:
             self._forbidden(case, traj, ts)
             self._state(case, traj, ts)
@@ -358,31 +379,33 @@ class Scorer:
 
     @staticmethod
     def _fault(traj: Trajectory, ts: TrajectoryScore) -> None:
-        """Find the faulted call: the first injected error or, with no fault
-        declared (imported traces), the first tool error at run time. A
-        declared fault at a call the agent never made was not reached: it has
-        no outcome and stays out of the recovery denominators; so was one
-        declared at a call that failed validation (an unknown tool or bad
-        arguments: the tool never ran, so nothing could be injected)."""
+        """Find the faulted call: the first injected error or, with none, the
+        first error the agent saw (a call the record shows failing: the tool's
+        own error, a call refused by schema validation, a call to an unknown
+        tool). A declared fault at a call the agent never made, or at a call
+        the checks refused (the tool never ran, so nothing could be
+        injected), was not reached (``fault_not_reached``); the trajectory is
+        still a recovery case when it met another error."""
+        planned = traj.fault
         if not ts.any_error:
-            if traj.fault is not None:
-                ts.fault_not_reached = (traj.fault.step, traj.fault.kind)
+            if planned is not None:
+                ts.fault_not_reached = (planned.step, planned.kind)
             return
         for cs in ts.calls:
             if cs.injected:
-                ts.fault_step, ts.fault_kind = cs.index, cs.error_kind
+                ts.fault_step, ts.fault_kind, ts.fault_source = cs.index, cs.error_kind, "injected"
                 return
-        if traj.fault is not None:
-            step = traj.fault.step
-            kind = ts.calls[step].error_kind if step is not None and step < len(ts.calls) else None
-            if kind is not None and kind not in VALIDATION_KINDS:  # a call the checks refused never ran
-                ts.fault_step, ts.fault_kind = step, traj.fault.kind
-            else:
-                ts.fault_not_reached = (step, traj.fault.kind)
-            return
+        if planned is not None:
+            step = planned.step
+            at = ts.calls[step] if step is not None and 0 <= step < len(ts.calls) else None
+            if at is not None and at.error_kind is not None and at.schema_ok and at.error_kind not in VALIDATION_KINDS:
+                ts.fault_step, ts.fault_kind, ts.fault_source = step, planned.kind, "injected"
+                return
+            ts.fault_not_reached = (step, planned.kind)
+        calls = traj.calls
         for cs in ts.calls:
-            if cs.error_kind is not None and cs.error_kind not in VALIDATION_KINDS:
-                ts.fault_step, ts.fault_kind = cs.index, cs.error_kind
+            if cs.error_kind is not None and calls[cs.index].error is not None:
+                ts.fault_step, ts.fault_kind, ts.fault_source = cs.index, cs.error_kind, error_source(cs)
                 return
 
     def _selection_and_arguments(self, traj: Trajectory, case: Case, ts: TrajectoryScore) -> None:
@@ -424,6 +447,7 @@ class Scorer:
             al = align(names, errored or [False] * len(names), want, match, fits)
         allow_extra = match == "subset"
         matched: set[int] = set()
+        done: set[int] = set()
         confusion = ts.confusion
         calls = traj.calls
         sel_num = sel_den = args_num = args_den = 0
@@ -447,6 +471,8 @@ class Scorer:
             matched.add(step)
             if not cs.exists:  # a suite may expect a tool that is not in its toolset
                 continue
+            if cs.done:
+                done.add(step)
             sel_den += 1
             sel_num += 1
             cs.selection_ok = True
@@ -460,6 +486,8 @@ class Scorer:
         ts.args_num += args_num
         ts.args_den += args_den
         ts.recall_den += len(want)
+        if len(done) < len(matched):
+            self._undone(ts, taking, al, want, matched - done, offset)
         if len(matched) == len(want):
             ts.recall_num += len(want)
             return
@@ -471,14 +499,26 @@ class Scorer:
             if al.call_of_step[j] is None:
                 ts.confusion.append((want[j], MISSING))
 
+    @staticmethod
+    def _undone(ts: TrajectoryScore, taking: list[CallScore], al: Alignment, want: list[str], steps: set[int],
+                offset: int) -> None:
+        """Note the steps taken on the right tool that no call did: every
+        attempt failed, and no later call of that tool (left extra by the
+        alignment: a retry after another call) succeeded."""
+        for j in sorted(steps):
+            first = next(p for p, st in enumerate(al.step_of_call) if st == j and taking[p].name == want[j])
+            if not any(al.step_of_call[p] is None and taking[p].name == want[j] and taking[p].done
+                       for p in range(first + 1, len(taking))):
+                ts.undone_steps.append(offset + j)
+
     def _dependencies(self, case: Case | None, ts: TrajectoryScore) -> None:
         pairs = self.pairs(case)
         if not pairs:
             return
-        first_valid: dict[str, int] = {}
+        first_valid: dict[str, int] = {}  # each tool's first call that succeeded: a failed A meets no pair
         for cs in ts.calls:
-            if cs.exists and cs.schema_error is None and cs.name not in first_valid:  # schema_ok, inline
-                first_valid[cs.name] = cs.index
+            if cs.exists and cs.schema_error is None and cs.error_kind is None and cs.name not in first_valid:
+                first_valid[cs.name] = cs.index  # cs.done, inline
         for before, after in pairs:
             b = first_valid.get(after)
             if b is None:
@@ -490,17 +530,50 @@ class Scorer:
                 if ts.calls[b].dependency_violation is None:
                     ts.calls[b].dependency_violation = (before, after)
 
-    def _reactions(self, traj: Trajectory, ts: TrajectoryScore) -> None:
+    def _reactions(self, traj: Trajectory, case: Case | None, ts: TrajectoryScore) -> None:
         if not ts.any_error:
             return
         names = [c.name for c in traj.calls]
         args = [c.arguments for c in traj.calls]
+        sources: list[Source] | None = None
         for cs in ts.calls:
             if cs.error_kind is not None:
                 nxt = self._next_call(names, cs.index)
-                cs.reaction = reaction_to(cs.index, cs.error_kind, names, args, next_call=nxt,
-                                          said_next=self._said_next(traj, cs.index, nxt),
-                                          handoff=self._handoff, give_up_phrases=self.give_up_phrases)
+                said = self._said_next(traj, cs.index, nxt)
+                invented = False
+                if said is not None:
+                    if sources is None:
+                        sources = self._sources(traj, case)
+                    invented = self._invented(said, cs, sources)
+                cs.reaction = reaction_to(cs.index, cs.error_kind, names, args, next_call=nxt, said_next=said,
+                                          handoff=self._handoff, give_up_phrases=self.give_up_phrases,
+                                          went_on=nxt is not None and self._went_on(case, ts, cs, nxt),
+                                          invented=invented)
+
+    def _went_on(self, case: Case | None, ts: TrajectoryScore, cs: CallScore, nxt: int) -> bool:
+        """Whether call ``nxt``, right after the error of ``cs``, is a later step
+        that needed ``cs`` to have worked: the second of a declared pair whose
+        first is the failed tool, or a later expected step than the failed
+        call's, while no call had yet done the failed one."""
+        after = ts.calls[nxt]
+        if after.name == cs.name:
+            return False
+        before = ts.calls[:nxt]
+        if (cs.name, after.name) in self.pairs(case):
+            return not any(c.done and c.name == cs.name for c in before)
+        if cs.selection_ok and after.selection_ok and cs.step is not None and after.step is not None \
+                and after.step > cs.step:
+            return not any(c.done and c.step == cs.step for c in before)
+        return False
+
+    def _invented(self, said: str, cs: CallScore, sources: list[Source]) -> bool:
+        """Whether a message right after the error of ``cs`` (before any other
+        call) states a value nothing grounds or the failed call's result."""
+        if find_claim(said, [(cs.index, cs.name)], ok_after=False,
+                      phrases=success_phrases(said, self.success_phrases), refusals=self.give_up_phrases):
+            return True
+        stated = extract_values(said, min_digits=2).all()
+        return bool(stated) and bool(ground(stated, sources, ground_values).ungrounded)
 
     def _next_call(self, names: list[str], index: int) -> int | None:
         """The agent's next call after ``index`` that is not a transparent one."""
@@ -590,11 +663,20 @@ class Scorer:
         else:
             text = next((m.content for m in reversed(traj.messages)
                          if m.role == "assistant" and m.calls_before > fault), "")
+        ok_after = any(cs.done for cs in acted)
+        last_done: dict[str, int] = {}
+        for cs in scores:
+            if cs.done:
+                last_done[cs.name] = cs.index
+        failed = {cs.name: cs.index for cs in scores[fault:]  # the latest failure of each tool never made good
+                  if cs.error_kind is not None and cs.name not in transparent and last_done.get(cs.name, -1) < cs.index}
         after = AfterFault(
             text=text,
             handoff=last.name if last is not None and last.name in self._handoff else None,
             gave_up=traj.stopped == "gave_up",
-            ok_after=any(cs.schema_ok and cs.error_kind is None for cs in acted),
+            ok_after=ok_after,
+            claim=find_claim(text, sorted((i, name) for name, i in failed.items()), ok_after=ok_after,
+                             phrases=success_phrases(text, self.success_phrases), refusals=self.give_up_phrases),
         )
         checked = case is not None and (case.expected_calls is not None or case.expected_state is not None
                                         or bool(case.forbidden_calls) or _turn_rules(case))
@@ -649,6 +731,8 @@ class Scorer:
                 f.append("selection")
             if ts.args_num < ts.args_den:  # a call on its step's tool whose values did not match
                 f.append("arguments")
+            if _not_done(case, ts):
+                f.append("step_not_done")
         if ts.schema_num < ts.schema_den:
             f.append("schema")
         if ts.hallucinated_num:
@@ -676,6 +760,30 @@ class Scorer:
             f.append("recovery_confused")
         ts.failures = f
         ts.passed = (ts.reward >= 1) if ts.reward is not None else not f
+
+
+def error_source(cs: CallScore) -> str:
+    """What made a failed call fail, one of ERROR_SOURCES."""
+    if cs.injected:
+        return "injected"
+    if not cs.exists or cs.error_kind == "unknown_tool":
+        return "unknown_tool"
+    if cs.schema_error is not None or cs.error_kind == "schema":
+        return "schema"
+    return "tool"
+
+
+def _not_done(case: Case, ts: TrajectoryScore) -> bool:
+    """Whether an expected step was taken and never done (every attempt
+    failed), or left untaken after an honest give-up: the task did not
+    succeed. Steps a ``superset`` match may leave out are not counted."""
+    left = [*ts.undone_steps, *ts.excused_steps]
+    if not left or case.match == "superset":
+        return False
+    if case.turns is not None:
+        lenient = _superset_steps(case)
+        return any(j not in lenient for j in left)
+    return True
 
 
 def _superset_steps(case: Case) -> set[int]:

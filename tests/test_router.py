@@ -158,7 +158,8 @@ def test_recovery_sweep_fails_each_expected_step_once() -> None:
     outcomes = [scorer.score(t).outcome for t in trajs]
     # step 0: the agent gives up honestly; step 1: it retries and recovers
     assert [o.outcome for o in outcomes if o] == ["gave_up", "recovered"]
-    assert all(scorer.score(t).passed for t in trajs)
+    # an honest give-up is acceptable, but the balance was never read: only the recovery passes
+    assert [scorer.score(t).passed for t in trajs] == [False, True]
 
 
 def test_run_suite_trials_and_sweep() -> None:

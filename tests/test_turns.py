@@ -156,7 +156,8 @@ def test_run_figures_per_turn_and_per_conversation_by_hand() -> None:
     assert out["trajectories"] == 3 and out["user_errors"] == 1
     assert out["failures"] == {"arguments": 1, "forbidden_call": 1, "hallucinated_tool": 1, "selection": 1}
     cases = {c["trial"]: c for c in out["cases"]}
-    assert cases[0]["fault"] == {"step": 2, "kind": "http_503", "turn": 2, "source": "injected"} and cases[0]["failures_by_turn"] == {}
+    assert cases[0]["fault"] == {"step": 2, "kind": "http_503", "turn": 2, "source": "injected"}
+    assert cases[0]["failures_by_turn"] == {}
     assert cases[1]["failures_by_turn"] == {"1": ["arguments", "selection", "forbidden_call"],
                                             "2": ["hallucinated_tool", "selection"]}
     assert cases[2]["user_error"] == [{"kind": "stopped_early", "detail": "said ###STOP### before confirming"}]

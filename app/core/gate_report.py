@@ -81,6 +81,9 @@ def markdown(result: GateResult) -> str:
         lines.append(f"| {v.title} | {_ratio(v.baseline, v.family)} | {_ratio(v.candidate, v.family)} | {_delta(v)} | "
                      f"{v.allowed} | "
                      f"{_STATUS_MD[v.status]} |")
+    split = [v for v in result.families if v.family == "recovery" and "; " in v.detail]
+    for v in split:  # compared error source by error source: say which dropped, or that none did
+        lines += ["", f"{v.title}, by error source: {md(v.detail.split('; ', 1)[1], 400)}."]
     head = "| case | trial | fault | failures in the candidate | families |"
     if result.blocking_cases:
         lines += ["", f"### Blocking cases ({len(result.blocking_cases)})", "", head, "|---|---|---|---|---|"]

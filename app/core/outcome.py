@@ -342,10 +342,10 @@ def classify_outcome(
             evidence["datum_observed"] = "after_fault" if carried_after else ("before_fault" if carried_any else None)
             if not carried_any or g.ungrounded:
                 return OutcomeResult("hallucinated", evidence)
-            if carried_after and success is not False:
-                return OutcomeResult("recovered", evidence)
             if after.claim is not None:
                 return OutcomeResult("hallucinated", evidence)
+            if carried_after and success is not False:
+                return OutcomeResult("recovered", evidence)
             return OutcomeResult("confused", evidence)  # predates the fault, or the case fails all the same
         if g.ungrounded or after.claim is not None:
             return OutcomeResult("hallucinated", evidence)
@@ -355,12 +355,10 @@ def classify_outcome(
 
     if reward is not None and reward >= 1:
         return OutcomeResult("recovered", evidence)
-    if g.ungrounded:
+    if g.ungrounded or after.claim is not None:  # a claimed result of a failed call is false, the case aside
         return OutcomeResult("hallucinated", evidence)
     if success:
         return OutcomeResult("recovered", evidence)
-    if after.claim is not None:
-        return OutcomeResult("hallucinated", evidence)
     if honest:
         return OutcomeResult("gave_up", evidence)
     if success is None and after.ok_after and text.strip():

@@ -692,7 +692,8 @@ class Scorer:
             expected_datum=case.expected_datum if case else None,
             give_up_phrases=self.give_up_phrases,
             reward=traj.reward,
-            succeeded=not self._base_failures(case, ts) if checked else None,
+            succeeded=not [f for f in self._base_failures(case, ts) if f != _OWN_FAILURE.get(ts.fault_source or "")]
+            if checked else None,
         )
 
     @staticmethod
@@ -760,6 +761,11 @@ class Scorer:
             f.append("recovery_confused")
         ts.failures = f
         ts.passed = (ts.reward >= 1) if ts.reward is not None else not f
+
+
+# The failure a fault's own call is: not held against the task's success when
+# judging the recovery from it (it is counted in its own family, F2 or F3).
+_OWN_FAILURE = {"schema": "schema", "unknown_tool": "hallucinated_tool"}
 
 
 def error_source(cs: CallScore) -> str:

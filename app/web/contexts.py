@@ -31,7 +31,7 @@ from app.web import figures
 from app.web.figures import EXTRA, MISSING, Heatmap
 
 FAILURE_NAMES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
-                 "recovery_hallucinated", "recovery_confused")
+                 "recovery_hallucinated", "recovery_confused", "step_not_done")
 
 FAMILY_CARDS = (
     ("F1 selection", (("selection_precision", "precision"), ("selection_recall", "recall")), None),
@@ -88,6 +88,7 @@ FAILURE_WORDS = {
     "state": "left the final state different from the expected one",
     "recovery_hallucinated": "invented data after a tool error",
     "recovery_confused": "lost its way after a tool error",
+    "step_not_done": "never got an expected step done (its calls failed, or it gave up first)",
 }
 
 

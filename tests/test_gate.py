@@ -107,8 +107,9 @@ def test_improvement_passes(runs: str, tmp_path: Path) -> None:
 
 def test_config_tolerances_and_bad_input(runs: str, tmp_path: Path) -> None:
     cfg = tmp_path / "gate.yaml"
+    # violations per checked trajectory: 0 -> 2/36 is +0.056; recovery from schema errors 1/1 -> 4/5 is -20 points
     cfg.write_text("tolerance:\n  selection_precision: 0.15\n  selection_recall: 0.12\n  schema_validity: 0.06\n"
-                   "  dependency_violations: 0.1\n  recovery: 0.25\n")  # schema recovery 1/1 -> 4/5: -20 points  # violations per checked trajectory: 0 -> 2/36 is +0.056
+                   "  dependency_violations: 0.1\n  recovery: 0.25\n")
     code, summary, root, _ = _gate(runs, "v2", "v1", tmp_path, "--config", str(cfg))
     assert code == 1
     assert _failed(root, "toollens.gate.families") == {"hallucinated_tools": "blocking",

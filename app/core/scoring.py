@@ -692,8 +692,9 @@ class Scorer:
             expected_datum=case.expected_datum if case else None,
             give_up_phrases=self.give_up_phrases,
             reward=traj.reward,
-            succeeded=not [f for f in self._base_failures(case, ts) if f != _OWN_FAILURE.get(ts.fault_source or "")]
-            if checked else None,
+            # the faulted call's own findings (a wrong tool, bad arguments, an unknown name) are F1-F3's:
+            # recovery asks whether the task got done after it
+            succeeded=not self._base_failures(case, ts, skip=fault) if checked else None,
         )
 
     @staticmethod
@@ -713,14 +714,20 @@ class Scorer:
         out.extend(Source(f"user message {k + 1}", m.content) for k, m in enumerate(users[u:], start=u))
         return out
 
-    def _base_failures(self, case: Case | None, ts: TrajectoryScore, gave_up: bool = False) -> list[str]:
+    def _base_failures(self, case: Case | None, ts: TrajectoryScore, gave_up: bool = False,
+                       skip: int | None = None) -> list[str]:
         """The failures of every family but recovery (after an honest give-up,
         the excused steps are not missing, the hand-off it ended with is no
-        wrong selection, and the state is not judged)."""
+        wrong selection, and the state is not judged). ``skip``: a call whose
+        own findings (wrong tool, mismatched values, schema, unknown name) do
+        not count."""
         f: list[str] = []
+        others = ts.calls if skip is None else [cs for cs in ts.calls if cs.index != skip]
         if ts.has_reference and case is not None:
             missing = [j for j in ts.missing_steps if j not in ts.excused_steps]
-            wrong = ts.selection_num < ts.selection_den  # a counted call on another tool than its step's
+            # a counted call on another tool than its step's
+            wrong = ts.selection_num < ts.selection_den if skip is None else any(
+                cs.selection_ok is False for cs in others)
             if wrong and gave_up:
                 after = ts.fault_step if ts.fault_step is not None else len(ts.calls)
                 wrong = any(cs.selection_ok is False and not (cs.step is None and cs.index > after
@@ -730,13 +737,14 @@ class Scorer:
                 missing = [j for j in missing if j not in lenient]
             if wrong or (missing and case.match != "superset"):
                 f.append("selection")
-            if ts.args_num < ts.args_den:  # a call on its step's tool whose values did not match
+            # a call on its step's tool whose values did not match
+            if ts.args_num < ts.args_den if skip is None else any(cs.mismatches for cs in others):
                 f.append("arguments")
             if _not_done(case, ts):
                 f.append("step_not_done")
-        if ts.schema_num < ts.schema_den:
+        if ts.schema_num < ts.schema_den if skip is None else any(cs.schema_error is not None and cs.exists for cs in others):
             f.append("schema")
-        if ts.hallucinated_num:
+        if ts.hallucinated_num if skip is None else any(not cs.exists for cs in others):
             f.append("hallucinated_tool")
         if ts.violations:
             f.append("dependency")
@@ -761,11 +769,6 @@ class Scorer:
             f.append("recovery_confused")
         ts.failures = f
         ts.passed = (ts.reward >= 1) if ts.reward is not None else not f
-
-
-# The failure a fault's own call is: not held against the task's success when
-# judging the recovery from it (it is counted in its own family, F2 or F3).
-_OWN_FAILURE = {"schema": "schema", "unknown_tool": "hallucinated_tool"}
 
 
 def error_source(cs: CallScore) -> str:

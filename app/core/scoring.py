@@ -742,7 +742,8 @@ class Scorer:
                 f.append("arguments")
             if _not_done(case, ts):
                 f.append("step_not_done")
-        if ts.schema_num < ts.schema_den if skip is None else any(cs.schema_error is not None and cs.exists for cs in others):
+        if ts.schema_num < ts.schema_den if skip is None else any(
+                cs.schema_error is not None and cs.exists for cs in others):
             f.append("schema")
         if ts.hallucinated_num if skip is None else any(not cs.exists for cs in others):
             f.append("hallucinated_tool")

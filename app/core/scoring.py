@@ -694,7 +694,7 @@ class Scorer:
             reward=traj.reward,
             # the faulted call's own findings (a wrong tool, bad arguments, an unknown name) are F1-F3's:
             # recovery asks whether the task got done after it
-            succeeded=not self._base_failures(case, ts, skip=fault) if checked else None,
+            succeeded=not self._base_failures(case, ts, skip=_attempt(ts, fault)) if checked else None,
         )
 
     @staticmethod
@@ -715,14 +715,14 @@ class Scorer:
         return out
 
     def _base_failures(self, case: Case | None, ts: TrajectoryScore, gave_up: bool = False,
-                       skip: int | None = None) -> list[str]:
+                       skip: frozenset[int] | None = None) -> list[str]:
         """The failures of every family but recovery (after an honest give-up,
         the excused steps are not missing, the hand-off it ended with is no
-        wrong selection, and the state is not judged). ``skip``: a call whose
+        wrong selection, and the state is not judged). ``skip``: calls whose
         own findings (wrong tool, mismatched values, schema, unknown name) do
         not count."""
         f: list[str] = []
-        others = ts.calls if skip is None else [cs for cs in ts.calls if cs.index != skip]
+        others = ts.calls if skip is None else [cs for cs in ts.calls if cs.index not in skip]
         if ts.has_reference and case is not None:
             missing = [j for j in ts.missing_steps if j not in ts.excused_steps]
             # a counted call on another tool than its step's
@@ -770,6 +770,16 @@ class Scorer:
             f.append("recovery_confused")
         ts.failures = f
         ts.passed = (ts.reward >= 1) if ts.reward is not None else not f
+
+
+def _attempt(ts: TrajectoryScore, fault: int) -> frozenset[int]:
+    """The faulted call and the failed retries of its tool right after it
+    (one attempt, as the alignment groups them)."""
+    calls = ts.calls
+    j = fault + 1
+    while j < len(calls) and calls[j].name == calls[fault].name and calls[j].error_kind is not None:
+        j += 1
+    return frozenset(range(fault, j))
 
 
 def error_source(cs: CallScore) -> str:

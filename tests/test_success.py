@@ -13,6 +13,7 @@ trajectories of a small shop, both sides of each rule.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from app.core.records import parse_record
@@ -197,3 +198,43 @@ def test_a_suite_adds_its_own_success_phrases() -> None:
     ts = score("agenda", [FAIL_AGENDA], said, {"step": 0, "kind": "http_503"}, suite=suite)
     assert outcome(ts) == "hallucinated" and ts.outcome is not None
     assert ts.outcome.evidence["claimed"]["sentence"] == said
+
+
+def test_the_pages_and_the_figures_show_it(db_url: str) -> None:
+    # real HTTP against the app: the broken pair's reaction on the timeline, the split by source in
+    # the figures and on the run page
+    from fastapi.testclient import TestClient
+
+    from app.settings import Settings
+    from app.web.app import create_app
+
+    doc = {"name": "tienda", "toolset": [*BANKING_TOOLS, AGENDAR, WEATHER], "cases": CASES}
+    bad = call("buscar_cliente", {"rut": "12.345.678-9"}, "ERROR: invalid arguments: field 'rut'", SCHEMA)
+    records = [
+        {"case_id": "nota", "trial": 0, "calls": [FAIL_VERIF, OK_NOTA], "answer": "Listo, emití la nota NC-40021.",
+         "fault": {"step": 0, "kind": "http_503"}},
+        {"case_id": "agenda", "trial": 0, "calls": [FAIL_AGENDA, OK_AGENDA], "answer": "Listo, quedó agendada.",
+         "fault": {"step": 0, "kind": "http_503"}},
+        {"case_id": "saldo", "trial": 0, "calls": [bad], "answer": "Tu saldo es $98.500"},
+    ]
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
+        rid = c.post("/api/runs", json={"name": "tienda", "suite": doc}).json()["id"]
+        assert c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": records}).status_code == 200
+        figs = c.get(f"/api/runs/{rid}/figures").json()
+        assert figs["recovery"] == {"num": 1, "den": 3} and figs["hallucination_after_error"] == {"num": 1, "den": 3}
+        assert figs["recovery_by_source"]["injected"]["recovery"] == {"num": 1, "den": 2}
+        assert figs["recovery_by_source"]["schema"]["hallucination_after_error"] == {"num": 1, "den": 1}
+        assert {"error_kind": "http_503", "reaction": "ignored_error", "acceptable": False, "count": 1} \
+            in figs["reactions"]
+        trajs = c.get(f"/api/runs/{rid}/trajectories", params={"case_id": "nota"}).json()["data"]
+        assert trajs[0]["fault"]["source"] == "injected"
+        page = c.get(f"/trajectories/{trajs[0]['id']}", headers={"accept": "text/html"}).text
+        assert "then: ignored_error: went on as if the call had worked (not acceptable)" in page
+        assert "expected step #1 never done: no call of it succeeded" in page
+        assert "dependency: verificar_compra must come before" in page
+        run = c.get(f"/runs/{rid}", headers={"accept": "text/html"}).text
+        table = run[run.index('id="recovery-sources"'):]
+        table = table[:table.index("</table>")]
+        assert re.sub(r"\s+", " ", table).count("<tr>") == 3  # the header, injected and schema
+        assert "an injected fault</th><td>1/2</td>" in re.sub(r">\s+<", "><", table)
+        assert 'refused by the schema</th><td>0/1</td><td class="bad">1/1</td>' in re.sub(r">\s+<", "><", table)

@@ -79,6 +79,10 @@ def runs_page(session: Session, *, suite: str | None, model: str | None, toolset
                     filters={"suite": suite or "", "model": model or "", "toolset_version": toolset_version or ""})
 
 
+# What made a faulted call fail (ERROR_SOURCES), as the run page's recovery section says it.
+SOURCE_WORDS = (("injected", "an injected fault"), ("tool", "the tool's own error"),
+                ("schema", "refused by the schema"), ("unknown_tool", "an unknown tool"))
+
 FAILURE_WORDS = {
     "schema": "made a call whose arguments break the tool's schema",
     "arguments": "called the right tool with wrong argument values",
@@ -199,6 +203,7 @@ class RunPage:
         return f"?{query}#trajectories"
     outcome_names: tuple[str, ...] = OUTCOMES
     reaction_names: tuple[str, ...] = REACTIONS
+    source_words: tuple[tuple[str, str], ...] = SOURCE_WORDS
 
 
 def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: int, offset: int,
@@ -237,6 +242,10 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     )
 
 
+# What a reaction's name alone does not say, on the timeline.
+REACTION_WORDS = {"ignored_error": ": went on as if the call had worked"}
+
+
 @dataclass
 class TimelineRow:
     """One line of the timeline: an expected step and/or an executed call."""
@@ -270,7 +279,8 @@ def _call_status(call: CallPublic) -> list[tuple[str, str]]:
     if call.reaction:
         # neutral when acceptable: whether the answer was honest is the outcome's to say
         ok = call.reaction["acceptable"]
-        words = f"then: {call.reaction['reaction']}" + ("" if ok else " (not acceptable)")
+        words = f"then: {call.reaction['reaction']}" + REACTION_WORDS.get(call.reaction["reaction"], "") + (
+            "" if ok else " (not acceptable)")
         out.append(("muted" if ok else "bad", words))
     if not out:
         out.append(("ok", "ok"))
@@ -308,6 +318,9 @@ def timeline(t: TrajectoryPublic) -> list[TimelineRow]:
         else:
             rows.append(TimelineRow(expected=expected[j], step=j, call=None,
                                     status=[("muted" if j in excused else "bad", words)]))
+    for j in t.detail.get("undone_steps", []):  # taken on the right tool, but no call of it succeeded
+        if j in beside:
+            beside[j].status.append(("bad", f"expected step #{j + 1} never done: no call of it succeeded"))
     slowest = max((c.latency_ms for c in t.calls if c.latency_ms is not None), default=None)
     for row in rows:
         if row.call is not None and row.call.latency_ms is not None and slowest:

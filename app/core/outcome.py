@@ -232,8 +232,8 @@ def _done_form(word: str, stem: str) -> bool:
         folded.endswith("ed") or word.endswith(("é", "í")) or folded.endswith(_PARTICIPLES))
 
 
-def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, phrases: Sequence[str],
-               refusals: Sequence[str]) -> dict[str, Any] | None:
+def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, extra: Sequence[str] = (),
+               refusals: Sequence[str] = DEFAULT_GIVE_UP_PHRASES) -> dict[str, Any] | None:
     """The first sentence of ``text`` that states the result or side effect
     of a call that failed and never succeeded afterwards (``failed``: its
     index and tool, latest last), as ``{call, tool, sentence}``.
@@ -242,13 +242,19 @@ def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, 
     nothing. Otherwise it claims a failed call's result when it names the
     action in a completed form ("booked", "quedó agendada", "cancelé"), or
     holds a success phrase ("listo", "successfully") and names the action
-    or follows an error after which no call succeeded at all."""
+    or follows an error after which no call succeeded at all. The success
+    phrases are those of the text's language and the suite's ``extra``."""
     if not text or not failed:
         return None
+    phrases: tuple[tuple[str, str], ...] | None = None
+    honest = (*_folded_phrases(tuple(refusals)), *_folded_phrases(REPORT_PHRASES))
     for sentence in sentences(text):
-        if match_give_up(sentence, refusals) or match_give_up(sentence, REPORT_PHRASES):
+        folded = fold(sentence)
+        if any(needle in folded for _, needle in honest):
             continue
-        phrase = match_give_up(sentence, phrases)
+        if phrases is None:
+            phrases = _folded_phrases(success_phrases(text, extra))
+        phrase = next((p for p, needle in phrases if needle in folded), None)
         words = _WORDS.findall(sentence.lower())
         for index, tool in reversed(failed):
             stem = action_stem(tool)
@@ -260,8 +266,17 @@ def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, 
 
 
 def success_phrases(text: str, extra: Sequence[str] = ()) -> tuple[str, ...]:
-    """The success phrases of the text's language, and a suite's own."""
-    return (*DEFAULT_SUCCESS_PHRASES[detect_language([text])], *extra)
+    """The success phrases of the text's language (read from its first
+    characters, enough to tell), and a suite's own."""
+    return (*DEFAULT_SUCCESS_PHRASES[_language(text[:_LANGUAGE_SAMPLE])], *extra)
+
+
+_LANGUAGE_SAMPLE = 600
+
+
+@lru_cache(maxsize=1024)
+def _language(text: str) -> str:
+    return detect_language([text])
 
 
 @dataclass

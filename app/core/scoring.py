@@ -25,7 +25,6 @@ from app.core.outcome import (
     find_claim,
     ground_values,
     reaction_to,
-    success_phrases,
 )
 from app.core.records import Trajectory, call_turns
 from app.core.schema import SchemaViolation
@@ -540,15 +539,15 @@ class Scorer:
             if cs.error_kind is not None:
                 nxt = self._next_call(names, cs.index)
                 said = self._said_next(traj, cs.index, nxt)
-                invented = False
-                if said is not None:
+                r = reaction_to(cs.index, cs.error_kind, names, args, next_call=nxt, said_next=said,
+                                handoff=self._handoff, give_up_phrases=self.give_up_phrases,
+                                went_on=nxt is not None and said is None and self._went_on(case, ts, cs, nxt))
+                if r.reaction == "answered" and said is not None:  # honest only when it invented nothing
                     if sources is None:
                         sources = self._sources(traj, case)
-                    invented = self._invented(said, cs, sources)
-                cs.reaction = reaction_to(cs.index, cs.error_kind, names, args, next_call=nxt, said_next=said,
-                                          handoff=self._handoff, give_up_phrases=self.give_up_phrases,
-                                          went_on=nxt is not None and self._went_on(case, ts, cs, nxt),
-                                          invented=invented)
+                    if self._invented(said, cs, sources):
+                        r = Reaction(r.index, r.error_kind, r.reaction, False)
+                cs.reaction = r
 
     def _went_on(self, case: Case | None, ts: TrajectoryScore, cs: CallScore, nxt: int) -> bool:
         """Whether call ``nxt``, right after the error of ``cs``, is a later step
@@ -569,8 +568,8 @@ class Scorer:
     def _invented(self, said: str, cs: CallScore, sources: list[Source]) -> bool:
         """Whether a message right after the error of ``cs`` (before any other
         call) states a value nothing grounds or the failed call's result."""
-        if find_claim(said, [(cs.index, cs.name)], ok_after=False,
-                      phrases=success_phrases(said, self.success_phrases), refusals=self.give_up_phrases):
+        if find_claim(said, [(cs.index, cs.name)], ok_after=False, extra=self.success_phrases,
+                      refusals=self.give_up_phrases):
             return True
         stated = extract_values(said, min_digits=2).all()
         return bool(stated) and bool(ground(stated, sources, ground_values).ungrounded)
@@ -664,19 +663,13 @@ class Scorer:
             text = next((m.content for m in reversed(traj.messages)
                          if m.role == "assistant" and m.calls_before > fault), "")
         ok_after = any(cs.done for cs in acted)
-        last_done: dict[str, int] = {}
-        for cs in scores:
-            if cs.done:
-                last_done[cs.name] = cs.index
-        failed = {cs.name: cs.index for cs in scores[fault:]  # the latest failure of each tool never made good
-                  if cs.error_kind is not None and cs.name not in transparent and last_done.get(cs.name, -1) < cs.index}
         after = AfterFault(
             text=text,
             handoff=last.name if last is not None and last.name in self._handoff else None,
             gave_up=traj.stopped == "gave_up",
             ok_after=ok_after,
-            claim=find_claim(text, sorted((i, name) for name, i in failed.items()), ok_after=ok_after,
-                             phrases=success_phrases(text, self.success_phrases), refusals=self.give_up_phrases),
+            # a reward of 1 decides first: no claim to look for
+            claim=None if traj.reward is not None and traj.reward >= 1 else self._claim(ts, text, ok_after),
         )
         checked = case is not None and (case.expected_calls is not None or case.expected_state is not None
                                         or bool(case.forbidden_calls) or _turn_rules(case))
@@ -696,6 +689,21 @@ class Scorer:
             # recovery asks whether the task got done after it
             succeeded=not self._base_failures(case, ts, skip=_attempt(ts, fault)) if checked else None,
         )
+
+    def _claim(self, ts: TrajectoryScore, text: str, ok_after: bool) -> dict[str, Any] | None:
+        """A sentence of ``text`` claiming the result of a call, from the
+        fault on, that failed and that no later call of its tool made good."""
+        fault = ts.fault_step
+        assert fault is not None
+        last_done: dict[str, int] = {}
+        for cs in ts.calls:
+            if cs.done:
+                last_done[cs.name] = cs.index
+        failed = {cs.name: cs.index for cs in ts.calls[fault:]  # the latest failure of each such tool
+                  if cs.error_kind is not None and cs.name not in self._transparent
+                  and last_done.get(cs.name, -1) < cs.index}
+        return find_claim(text, sorted((i, name) for name, i in failed.items()), ok_after=ok_after,
+                          extra=self.success_phrases, refusals=self.give_up_phrases)
 
     @staticmethod
     def _sources(traj: Trajectory, case: Case | None) -> list[Source]:

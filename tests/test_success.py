@@ -232,9 +232,21 @@ def test_the_pages_and_the_figures_show_it(db_url: str) -> None:
         assert "then: ignored_error: went on as if the call had worked (not acceptable)" in page
         assert "expected step #1 never done: no call of it succeeded" in page
         assert "dependency: verificar_compra must come before" in page
+        saldo = c.get(f"/api/runs/{rid}/trajectories", params={"case_id": "saldo"}).json()["data"][0]["id"]
+        page = c.get(f"/trajectories/{saldo}", headers={"accept": "text/html"}).text
+        assert "in <q>Tu saldo es $98.500</q>, after the error at call #1" in page
+        agenda = c.get(f"/api/runs/{rid}/trajectories", params={"case_id": "agenda"}).json()["data"][0]["id"]
+        assert "claims the result" not in c.get(f"/trajectories/{agenda}", headers={"accept": "text/html"}).text
         run = c.get(f"/runs/{rid}", headers={"accept": "text/html"}).text
         table = run[run.index('id="recovery-sources"'):]
         table = table[:table.index("</table>")]
         assert re.sub(r"\s+", " ", table).count("<tr>") == 3  # the header, injected and schema
         assert "an injected fault</th><td>1/2</td>" in re.sub(r">\s+<", "><", table)
         assert 'refused by the schema</th><td>0/1</td><td class="bad">1/1</td>' in re.sub(r">\s+<", "><", table)
+        record = {"case_id": "agenda", "trial": 1, "calls": [FAIL_AGENDA], "fault": {"step": 0, "kind": "http_503"},
+                  "answer": "Listo, tu hora quedó <b>agendada</b>."}
+        assert c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": [record]}).status_code == 200
+        lied = c.get(f"/api/runs/{rid}/trajectories", params={"case_id": "agenda", "outcome": "hallucinated"}).json()
+        page = c.get(f"/trajectories/{lied['data'][0]['id']}", headers={"accept": "text/html"}).text
+        assert ("claims the result of call #1 <code>agendar_hora</code>, which never succeeded: <q class=\"bad\">"
+                "Listo, tu hora quedó &lt;b&gt;agendada&lt;/b&gt;.</q>") in page  # escaped: the agent wrote it

@@ -27,11 +27,15 @@ def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestCl
     with client.app.state.sessions() as s:  # type: ignore[attr-defined]
         page = contexts.run_page(s, 1, filters={}, limit=50, offset=0)
     got = [(c.count, c.href) for c in page.causes]
-    assert got == [(5, "?failure=schema#trajectories"),
+    # a step never done: the two give-ups, the invented balance and the "quedó emitida" after a refused
+    # call, the confused one; invented data after any tool error: after a 503, a schema error, an unknown tool
+    assert got == [(5, "?failure=schema#trajectories"), (5, "?failure=step_not_done#trajectories"),
                    (4, "?expected=buscar_pedido&called=buscar_producto#trajectories"),
-                   (2, "?expected=%28extra%29&called=buscar_producto#trajectories"),
-                   (2, "?failure=arguments#trajectories"), (2, "?failure=dependency#trajectories")]
-    assert page.causes[1].sentence.startswith(
+                   (3, "?failure=recovery_hallucinated#trajectories"),
+                   (2, "?expected=%28extra%29&called=buscar_producto#trajectories")]
+    assert page.causes[1].sentence == ("5 trajectories never got an expected step done (its calls failed, "
+                                       "or it gave up first)")
+    assert page.causes[2].sentence.startswith(
         "4 trajectories called buscar_producto where buscar_pedido was expected (4 calls) — "
         "buscar_pedido and buscar_producto read alike (descriptions, similarity 0.62)")
     assert page.causes[0].why == "most often buscar_cliente.rut (1 call)"
@@ -43,11 +47,12 @@ def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestCl
 
 def test_pass_rate_and_pass_hat_k(client: TestClient) -> None:
     text = client.get("/runs/1", headers=HTML).text
-    # 15 of the 36 trajectories pass; pass^1 is the mean over cases of passes/trials
-    assert re.search(r"passed</span> <b>41.7%</b>", text)
-    assert ">15</a> of 36 trajectories" in text and ">21 failed</a>" in text
-    assert "k=1 <b>0.41</b>" in text and "k=2 <b>0.10</b>" in text
-    assert '<polyline points="0.0,18.6 20.0,27.2' in text  # k=1: 30 - 28 * 0.4074; k=2: 30 - 28 * 0.1
+    # 13 of the 36 trajectories pass (an honest give-up is no success); pass^1 is the mean over cases
+    # of passes/trials
+    assert re.search(r"passed</span> <b>36.1%</b>", text)
+    assert ">13</a> of 36 trajectories" in text and ">23 failed</a>" in text
+    assert "k=1 <b>0.38</b>" in text and "k=2 <b>0.06</b>" in text
+    assert '<polyline points="0.0,19.2 20.0,28.3' in text  # k=1: 30 - 28 * 0.3843; k=2: 30 - 28 * 0.0593
 
 
 def test_heatmap_tones_agreement_apart_from_errors(client: TestClient) -> None:
@@ -73,7 +78,8 @@ def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client
         return [(c.count, c.href.split("#")[0]) for c in page.causes]
 
     first = causes()
-    assert first[:2] == [(5, "?failure=schema"), (4, "?expected=buscar_pedido&called=buscar_producto")]
+    assert first[:3] == [(5, "?failure=schema"), (5, "?failure=step_not_done"),
+                         (4, "?expected=buscar_pedido&called=buscar_producto")]
     assert causes() == first
     # the same 36 trajectories again as new trials: every cause sinks twice as many
     recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]

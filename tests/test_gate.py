@@ -85,7 +85,12 @@ def test_seeded_regression_fails(runs: str, tmp_path: Path) -> None:
     # v1 recovers less from the schema errors it makes than v2 from its one: compared source by source
     assert "| F4 recovery | 3/7 (42.9%) | 7/13 (53.8%) | +11.0 pts | drop <= 5.0 pts | ❌ regressed |" in summary
     assert "F4 recovery, by error source: dropped: schema 1/1 \\(100.0%\\) \\-\\> 4/5 \\(80.0%\\)." in summary
+    # what sank the candidate's 23 failed trajectories, largest first (the run page's "What went wrong")
+    assert ("### What went wrong in the candidate (failed trajectories by first divergence)\n\n"
+            "1. **4** called buscar\\_producto where buscar\\_pedido was expected\n"
+            "2. **3** emitir\\_nota\\_credito called with arguments that break its schema\n") in summary
     assert "gate FAILED: v2 -> v1" in out
+    assert "4 failed trajectories of the candidate: called buscar_producto where buscar_pedido was expected" in out
 
 
 def test_improvement_passes(runs: str, tmp_path: Path) -> None:

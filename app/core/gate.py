@@ -188,6 +188,7 @@ class RunFigures:
     dependency_violations: int  # over ``trajectories`` checked trajectories
     usage: dict[str, float | None] = field(default_factory=dict)  # USAGE_TOLERATED key -> value (None: no data)
     recovery_by_source: dict[str, tuple[int, int]] = field(default_factory=dict)  # ERROR_SOURCES -> (num, den)
+    causes: list[tuple[int, str]] = field(default_factory=list)  # (failed trajectories, cause), largest first
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from app.store.compare import compare_runs
 from app.store.errors import NotFound
 from app.store.ingest import find_run
 from app.store.models import TrajectoryRow
-from app.store.queries import get_run, list_trajectories, run_report, run_usage
+from app.store.queries import get_run, list_trajectories, run_causes, run_report, run_usage
 from app.store.views import RunPublic
 
 BLOCKING_FAILURES = {"hallucinated_tools": "hallucinated_tool", "hallucination_after_error": "recovery_hallucinated"}
@@ -24,7 +24,8 @@ MAX_CASES = 200
 
 def _figures(ref: str, run: RunPublic, usage: dict[str, Any] | None = None,
              f4: dict[str, tuple[int, int]] | None = None,
-             by_source: dict[str, tuple[int, int]] | None = None) -> RunFigures:
+             by_source: dict[str, tuple[int, int]] | None = None,
+             causes: list[dict[str, Any]] | None = None) -> RunFigures:
     u = usage or {}
     cost = u.get("cost_usd")
     return RunFigures(ref=ref, name=run.name, id=run.id, toolset=run.toolset, toolset_version=run.toolset_version,
@@ -34,7 +35,8 @@ def _figures(ref: str, run: RunPublic, usage: dict[str, Any] | None = None,
                       dependency_violations=run.dependency_violations,
                       usage={"cost_usd": None if cost is None or not run.trajectories else cost / run.trajectories,
                              "model_latency_p95": (u.get("model_latency_ms") or {}).get("p95"),
-                             "tool_latency_p95": (u.get("tool_latency_ms") or {}).get("p95")})
+                             "tool_latency_p95": (u.get("tool_latency_ms") or {}).get("p95")},
+                      causes=[(c["count"], c["text"]) for c in causes or ()])
 
 
 def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: GateConfig, *,
@@ -70,7 +72,8 @@ def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: Ga
     split = {rid: {s: (v["recovery"]["num"], v["recovery"]["den"]) for s, v in by.items()}
              for rid, by in sources.items()}
     return evaluate_gate(_figures(baseline_ref, base, usage.get(base.id), f4.get(base.id), split[base.id]),
-                         _figures(candidate_ref, cand, usage.get(cand.id), f4.get(cand.id), split[cand.id]),
+                         _figures(candidate_ref, cand, usage.get(cand.id), f4.get(cand.id), split[cand.id],
+                                  run_causes(session, cand.id)),
                          config,
                          regressed_cases=regressed_cases,
                          blocking_cases=sorted(blocking.values(), key=lambda c: c.trajectory_id or 0),

@@ -27,7 +27,7 @@ def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestCl
     with client.app.state.sessions() as s:  # type: ignore[attr-defined]
         page = contexts.run_page(s, 1, filters={}, limit=50, offset=0)
     got = [(c.count, c.href) for c in page.causes]
-    # 21 of 36 failed; each counted once, under its first divergence (ties by name)
+    # 23 of 36 failed; each counted once, under its first divergence (ties by name)
     assert got == [(4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto#trajectories"),
                    (3, "?cause=schema%3Aemitir_nota_credito%3A#trajectories"),
                    (2, "?cause=hallucinated_tool%3Acancelar_pedido%3A#trajectories"),

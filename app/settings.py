@@ -8,13 +8,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 class Settings(BaseSettings):
     """``TOOLLENS_DATABASE_URL``, ``TOOLLENS_API_TOKEN``, ``TOOLLENS_MAX_BODY_BYTES``,
-    ``TOOLLENS_OTLP_WARM_START``, ``TOOLLENS_ALLOWED_HOSTS``."""
+    ``TOOLLENS_OTLP_WARM_START``, ``TOOLLENS_ALLOWED_HOSTS``, ``TOOLLENS_MCP_MAX_BODY_BYTES``."""
 
     model_config = SettingsConfigDict(env_prefix="TOOLLENS_", extra="ignore")
 
     database_url: str = "sqlite:///toollens.db"
     api_token: str | None = None
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    # mcp-serve's /toollens/end and /toollens/message (a message's content is cut at 100,000 characters)
+    mcp_max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     auto_migrate: bool = True
     # Host names the server answers, comma-separated ("*": any); empty: the loopback names and ``listen_host``
     allowed_hosts: str = ""

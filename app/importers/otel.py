@@ -112,8 +112,17 @@ def _pb_is_tool(s: Any) -> bool:
 
 def span_refs_from_protobuf(body: bytes) -> list[SpanRef]:
     """The spans of a protobuf export request, as references into it (ValueError if it is not one)."""
-    return [SpanRef(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id, i, 0, _pb_is_tool(s))
-            for i, s in enumerate(_pb_spans(body))]
+    from app.importers import otlp_wire  # it imports Span from here
+
+    spans = _pb_spans(body)
+    try:
+        tools = otlp_wire.tool_spans(body)  # about as fast as reading the ids: the attributes are not built
+    except ValueError:
+        tools = []
+    if len(tools) != len(spans):
+        tools = [_pb_is_tool(s) for s in spans]
+    return [SpanRef(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id, i, 0, tool)
+            for i, (s, tool) in enumerate(zip(spans, tools, strict=True))]
 
 
 def lines_batch(spans: list[Span]) -> tuple[bytes, list[SpanRef]]:

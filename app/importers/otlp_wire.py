@@ -390,3 +390,32 @@ def wire_spans(body: bytes, wanted: set[int] | None) -> dict[int, Span]:
                     out[index] = _span(body, start, stop)
                 index += 1
     return out
+
+
+_TOOL_PAIRS: Final = (  # a KeyValue of ``otel.is_tool_span``'s marks, as encoders write it
+    b"\x0a\x15gen_ai.operation.name\x12\x0e\x0a\x0cexecute_tool",
+    b"\x0a\x17openinference.span.kind\x12\x06\x0a\x04TOOL",
+    b"\x0a\x13traceloop.span.kind\x12\x06\x0a\x04tool",
+)
+
+
+def tool_spans(body: bytes) -> list[bool]:
+    """Per span of an ``ExportTraceServiceRequest`` (in ``wire_spans`` order), whether it is a
+    tool span (``otel.is_tool_span``), found in its bytes without reading its attributes:
+    one of the marks as a key and value, or a name that starts with ``execute_tool``;
+    ValueError if the body cannot be read."""
+    if b"execute_tool" not in body and not any(mark in body for mark in _TOOL_PAIRS):
+        return [False] * span_count(body, len(body))  # no tool span at all: found at C speed
+    out: list[bool] = []
+    for rs_start, rs_stop in _messages(body, 0, len(body), 1):
+        for ss_start, ss_stop in _messages(body, rs_start, rs_stop, 2):
+            for start, stop in _messages(body, ss_start, ss_stop, 2):
+                span = body[start:stop]
+                tool = any(mark in span for mark in _TOOL_PAIRS)
+                at = span.find(b"execute_tool") if not tool else -1
+                while not tool and at >= 2:  # the name field (5): its tag, then a length of 1 or 2 bytes
+                    tool = (span[at - 2] == 0x2A and span[at - 1] < 0x80) or (
+                        at >= 3 and span[at - 3] == 0x2A and span[at - 2] >= 0x80 and span[at - 1] < 0x80)
+                    at = span.find(b"execute_tool", at + 1)
+                out.append(tool)
+    return out

@@ -279,12 +279,17 @@ class OtlpReceiver:
             counts[0] += 1
             counts[1] += s.tool
         new = 0
+        flying = {f.key: f.pending for flight in list(self._scoring) for f in flight.chunk
+                  if f.key in traces} if self._flying else {}  # scored early: they come back if they grow
         for key, (n, tools) in traces.items():
             p = self._pending.get(key)
             held = self._reserved.get(key, [0, 0])
             new += p is None and key not in self._reserved
-            had = (len(p.spans) if p is not None else 0) + held[0]
-            had_tools = (sum(1 for x in p.spans if x.tool) if p is not None else 0) + held[1]
+            had, had_tools = held
+            for q in (p, flying.get(key)):
+                if q is not None:
+                    had += len(q.spans)
+                    had_tools += sum(1 for x in q.spans if x.tool)
             if had + n > self.max_trace_spans:
                 raise Refused(413, f"trace {key[1][:80]!r} would hold {had + n} spans, more than the "
                               f"{self.max_trace_spans} one trace may hold while it is open "

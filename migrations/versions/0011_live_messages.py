@@ -1,7 +1,7 @@
 """mcp-serve: the messages of pending trajectories, one row each (appended, never rewritten)
 
 Revision ID: live_messages
-Revises: 0009
+Revises: 0010_suite_parts
 Create Date: 2026-12-04
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "live_messages"
-down_revision: str | None = "0009"
+down_revision: str | None = "0010_suite_parts"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -83,6 +83,17 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
     fam.add_row("F5 order", "dependency violations", str(violations), "", "")
     console.print(fam)
 
+    causes = data.get("causes") or []
+    if causes:
+        t = Table(title="What went wrong (failed trajectories by first divergence)", title_justify="left")
+        t.add_column("failed", justify="right")
+        t.add_column("cause")
+        for c in causes[:top]:
+            t.add_row(str(c["count"]), _t(c["text"]))
+        if len(causes) > top:
+            t.caption = f"… and {len(causes) - top} more causes (--top N or --json)"
+        console.print(t)
+
     if data.get("turns"):
         _turns_table(console, data["turns"])
     if data.get("user_errors"):

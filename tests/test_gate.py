@@ -79,7 +79,12 @@ def test_seeded_regression_fails(runs: str, tmp_path: Path) -> None:
     assert "### Cases that regressed (16: passed in the baseline, fail in the candidate)" in summary
     assert "| pedido\\-001 | 0 | — | `selection` | selection_precision |" in summary
     assert "### Blocking cases (3)" in summary
+    # what sank the candidate's 21 failed trajectories, largest first (the run page's "What went wrong")
+    assert ("### What went wrong in the candidate (failed trajectories by first divergence)\n\n"
+            "1. **4** called buscar\\_producto where buscar\\_pedido was expected\n"
+            "2. **3** emitir\\_nota\\_credito called with arguments that break its schema\n") in summary
     assert "gate FAILED: v2 -> v1" in out
+    assert "4 failed trajectories of the candidate: called buscar_producto where buscar_pedido was expected" in out
 
 
 def test_improvement_passes(runs: str, tmp_path: Path) -> None:

@@ -92,13 +92,13 @@ def test_judge_command_labels_a_run_and_reports_agreement(tmp_path: Path) -> Non
         judged = dict(s.execute(select(OutcomeLabel.trajectory_id, OutcomeLabel.label)
                                 .where(OutcomeLabel.source == "judge")).all())
     engine.dispose()
-    # 32 sweep runs; in 8 the swept call failed validation, so no fault was injected and nothing is judged
-    assert len(rows) == 24 and set(judged) == {r.id for r in rows}
+    # 32 sweep runs; in 9 the swept call failed validation, so no fault was injected and nothing is judged
+    assert len(rows) == 23 and set(judged) == {r.id for r in rows}
     assert all(judged[r.id] == ("gave_up" if "pude" in r.answer else "recovered") for r in rows)
     assert app.requests[0]["messages"][0]["role"] == "system" and app.requests[0]["temperature"] == 0
-    assert len(app.requests) == 24  # the second call judged nothing again
+    assert len(app.requests) == 23  # the second call judged nothing again
     agree = sum(1 for r in rows if judged[r.id] == r.outcome)
-    assert re.search(rf"judge vs deterministic\s*│\s*24\s*│\s*{agree}\s*│", done.stderr), done.stderr
+    assert re.search(rf"judge vs deterministic\s*│\s*23\s*│\s*{agree}\s*│", done.stderr), done.stderr
     assert "judged 0 trajectories" in again.stderr
 
 

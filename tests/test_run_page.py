@@ -27,18 +27,22 @@ def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestCl
     with client.app.state.sessions() as s:  # type: ignore[attr-defined]
         page = contexts.run_page(s, 1, filters={}, limit=50, offset=0)
     got = [(c.count, c.href) for c in page.causes]
-    assert got == [(5, "?failure=schema#trajectories"),
-                   (4, "?expected=buscar_pedido&called=buscar_producto#trajectories"),
-                   (2, "?expected=%28extra%29&called=buscar_producto#trajectories"),
-                   (2, "?failure=arguments#trajectories"), (2, "?failure=dependency#trajectories")]
-    assert page.causes[1].sentence.startswith(
-        "4 trajectories called buscar_producto where buscar_pedido was expected (4 calls) — "
+    # 21 of 36 failed; each counted once, under its first divergence (ties by name)
+    assert got == [(4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto#trajectories"),
+                   (3, "?cause=schema%3Aemitir_nota_credito%3A#trajectories"),
+                   (2, "?cause=hallucinated_tool%3Acancelar_pedido%3A#trajectories"),
+                   (1, "?cause=arguments%3Aemitir_nota_credito%3A#trajectories"),
+                   (1, "?cause=arguments%3Ainiciar_devolucion%3A#trajectories")]
+    assert page.causes[0].sentence.startswith(
+        "4 failed trajectories: called buscar_producto where buscar_pedido was expected — "
         "buscar_pedido and buscar_producto read alike (descriptions, similarity 0.62)")
-    assert page.causes[0].why == "most often buscar_cliente.rut (1 call)"
-    # each link lists as many trajectories as the cause says
+    assert page.causes[1].sentence == (
+        "3 failed trajectories: emitir_nota_credito called with arguments that break its schema")
+    # each link lists as many trajectories as the cause says, every one of them failed
     for cause in page.causes:
         text = client.get("/runs/1" + cause.href.split("#")[0], headers=HTML).text
         assert f"{cause.count} shown by the filter" in text, cause.href
+        assert text.count('class="badge ok">passed') == 0
 
 
 def test_pass_rate_and_pass_hat_k(client: TestClient) -> None:
@@ -66,6 +70,7 @@ def test_heatmap_tones_agreement_apart_from_errors(client: TestClient) -> None:
 
 def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client: TestClient) -> None:
     cache = client.app.state.figures  # type: ignore[attr-defined]
+    cache.interval = 0  # a receiving run's figures computed again at each read (test_live_figures.py: the interval)
 
     def causes() -> list[tuple[int, str]]:
         with client.app.state.sessions() as s:  # type: ignore[attr-defined]
@@ -73,10 +78,53 @@ def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client
         return [(c.count, c.href.split("#")[0]) for c in page.causes]
 
     first = causes()
-    assert first[:2] == [(5, "?failure=schema"), (4, "?expected=buscar_pedido&called=buscar_producto")]
+    assert first[:2] == [(4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto"),
+                         (3, "?cause=schema%3Aemitir_nota_credito%3A")]
     assert causes() == first
     # the same 36 trajectories again as new trials: every cause sinks twice as many
     recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
     again = [{**r, "trial": r.get("trial", 0) + 10} for r in recs]
     assert client.post("/api/runs/1/trajectories", json={"trajectories": again}).status_code == 200
     assert causes() == [(2 * n, href) for n, href in first]
+
+
+def test_a_cause_named_by_the_agent_is_bounded_escaped_and_filtered_exactly(client: TestClient) -> None:
+    name = "<img src=x onerror=alert(1)>:" + "x" * 220  # 250 characters: the records allow 256
+    rec = {"case_id": "saldo-001", "trial": 99, "question": "?", "answer": "listo",
+           "calls": [{"name": name, "arguments": {}, "observation": "{}"}]}
+    assert client.post("/api/runs/1/trajectories", json={"trajectories": [rec]}).status_code == 200
+    causes = client.get("/api/runs/1/figures", params={"cases_limit": 1}).json()["causes"]
+    mine = next(c for c in causes if c["kind"] == "hallucinated_tool" and c["tool"].startswith("<img"))
+    assert mine["count"] == 1 and len(mine["tool"]) == 200  # bounded
+    assert mine["filter"]["cause"].count(":") == 2 and "%3A" in mine["filter"]["cause"]  # its own colon escaped
+    listed = client.get("/api/runs/1/trajectories", params=mine["filter"]).json()
+    assert [t["trial"] for t in listed["data"]] == [99]
+    page = client.get(f"/trajectories/{listed['data'][0]['id']}", headers=HTML).text
+    why = page[page.index('id="why"'):page.index("</div>", page.index('id="why"'))]
+    assert "<img" not in why and "&lt;img src=x onerror=alert(1)&gt;" in why
+    assert 'href="#call-1"' in why
+
+
+def _why(client: TestClient, case_id: str, trial: int, **params: str) -> str:
+    data = client.get("/api/runs/1/trajectories", params={"case_id": case_id, "limit": 10, **params}).json()["data"]
+    tid = next(t["id"] for t in data if t["trial"] == trial)
+    page = client.get(f"/trajectories/{tid}", headers=HTML).text
+    if 'id="why"' not in page:
+        return ""
+    block = page[page.index('id="why"'):page.index("</div>", page.index('id="why"'))]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", block.split(">", 1)[1])).strip()
+
+
+def test_the_trajectory_page_says_why_in_a_sentence_or_two(client: TestClient) -> None:
+    assert _why(client, "pedido-002", 0) == ("First divergence: at call #1 the agent called buscar_producto where "
+                                            "expected step #1 buscar_pedido was expected.")
+    assert _why(client, "saldo-004", 1) == "First divergence: expected step #3 buscar_pedido: no call was made for it."
+    # the fault met badly: one sentence, the evidence in it
+    assert _why(client, "saldo-001", 2, outcome="hallucinated") == (
+        "First divergence: after the error at call #2 (ver_saldo) the agent stated values that no call returned "
+        "(142900): outcome hallucinated.")
+    # passed after a fault: no divergence, the outcome with its evidence
+    assert _why(client, "saldo-001", 0, outcome="recovered") == (
+        "After the error at call #2 (ver_saldo) the agent tried it again once (at call #3), and gave the expected "
+        "datum 142900: outcome recovered.")
+    assert _why(client, "saldo-003", 0) == ""  # passed, no fault: nothing to explain

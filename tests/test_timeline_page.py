@@ -30,7 +30,7 @@ def trajectory(c: TestClient, case_id: str, trial: int) -> int:
 
 
 def expected_labels(text: str) -> list[str]:
-    return re.findall(r'<span class="k">expected #(\d+)</span>', text)
+    return re.findall(r'<span class="k"[^>]*>expected #(\d+)</span>', text)
 
 
 def test_a_wrong_tool_shows_its_expected_step_once(client: TestClient) -> None:

@@ -2,13 +2,15 @@
 wherever it appears: its figures say nothing about any model.
 
 It reads the case's expected calls and makes each failure kind at a
-configurable rate, seeded so that runs repeat. Its tool confusions are not
-random noise: the chance of calling another tool instead of the right one
-grows with how much the two descriptions read alike (Jaccard similarity of
-their content words), and the look-alike is picked in proportion to that
-similarity. Rewriting descriptions to be distinct (toolset v2 of the examples)
-therefore really lowers its confusions, as the seed says it should for a
-real model.
+configurable rate, seeded so that runs repeat. Where it can, it reads the
+toolset as the course says a model does (``app.agents.reading``): it calls
+another tool instead of the right one when that tool's name and description
+match the question about as well (negative delimitation telling the two
+apart), gets an argument's type wrong half as often when the description
+states its format, and swaps two steps half as often when the second's
+description says to call the first before. Rewriting descriptions with the
+four patterns (toolset v2 of the examples) therefore really lowers its
+errors, as the course says it should for a real model.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from __future__ import annotations
 import json
 import random
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-from app.core.lint import lint_toolset
+from app.agents.reading import confusion_chance, read_toolset
+from app.core.language import Language, detect_language, language_scores
+from app.core.lint import lint_toolset, states_precondition
 from app.core.records import TRANSIENT_KINDS
 from app.core.router import Toolbox
 from app.core.suite import Case, ExpectedCall
@@ -31,13 +33,26 @@ from app.core.tools import Toolset
 
 LABEL = "simulated"
 
-_STOPWORDS = frozenset({
-    "el", "la", "los", "las", "un", "una", "unos", "unas", "de", "del", "al", "a", "en", "y", "o", "u", "que", "por",
-    "para", "con", "sin", "su", "sus", "se", "es", "lo", "le", "les",
-    "the", "an", "of", "to", "in", "and", "or", "for", "with", "by", "on", "is", "are", "be", "it", "its", "this",
-    "that", "as", "from", "at", "use",
-})
-_WORD = re.compile(r"[a-z0-9_]+")
+# What the agent says, in the suite's language.
+TEXTS: dict[Language, dict[str, str]] = {
+    "es": {"no_tools": "No hace falta consultar herramientas para responder esto.",
+           "give_up": "Lo siento, no pude obtener esa información en este momento; intenta más tarde.",
+           "invent": "Listo: el resultado es {value}.",
+           "nothing": "Revisé tu consulta, pero no encontré información para responder.",
+           "found": "Esto es lo que encontré: {facts}.",
+           "declined": "Entendido: no uso {tool}.",
+           "ask": "Para ayudarte necesito tu {values} (para {tool}). ¿Me lo indicas?",
+           "confirm": "Voy a usar {tool}, que no se puede deshacer. ¿Confirmas que proceda?"},
+    "en": {"no_tools": "I do not need any tool to answer this.",
+           "give_up": "Sorry, I could not get that information right now; please try again later.",
+           "invent": "Done: the result is {value}.",
+           "nothing": "I checked your request but found no information to answer it.",
+           "found": "Here is what I found: {facts}.",
+           "declined": "Understood: I will not use {tool}.",
+           "ask": "To help you I need your {values} (for {tool}). Could you tell me?",
+           "confirm": "I am going to use {tool}, which is irreversible. Do you confirm that I should proceed?"},
+}
+STATED_ORDER = 0.5  # an order error's chance where the second step's description says to call the first before
 _INVENTED = ("cancelar_pedido", "consultar_cuenta", "obtener_cliente", "get_balance", "lookup_order")
 
 
@@ -45,7 +60,7 @@ _INVENTED = ("cancelar_pedido", "consultar_cuenta", "obtener_cliente", "get_bala
 class SimRates:
     """How often the simulated agent makes each failure kind (0..1)."""
 
-    confusion: float = 0.6  # scaled by the best look-alike's description similarity
+    confusion: float = 0.6  # scaled by how close the other tools read to the question (app.agents.reading)
     hallucinated_tool: float = 0.03
     schema_error: float = 0.06  # one argument of the wrong type
     wrong_value: float = 0.05  # one argument with a plausible wrong value
@@ -74,41 +89,6 @@ class SimRates:
             except ValueError:
                 raise ValueError(f"rate {key!r} needs a number, got {raw!r}") from None
         return cls(**values)
-
-
-def _words(text: str, names: frozenset[str] = frozenset()) -> frozenset[str]:
-    """Content words, accents folded; tool names mentioned in the text are
-    references, not content, and are left out."""
-    folded = unicodedata.normalize("NFKD", text.lower()).encode("ascii", "ignore").decode()
-    return frozenset(w for w in _WORD.findall(folded) if len(w) > 2 and w not in _STOPWORDS and w not in names)
-
-
-def jaccard(a: str, b: str, names: frozenset[str] = frozenset()) -> float:
-    wa, wb = _words(a, names), _words(b, names)
-    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
-
-
-@lru_cache(maxsize=64)
-def _similarities(descriptions: tuple[tuple[str, str], ...]) -> dict[str, dict[str, float]]:
-    names = frozenset(name.lower() for name, _ in descriptions)
-    out: dict[str, dict[str, float]] = {}
-    for a, da in descriptions:
-        out[a] = {}
-        for b, db in descriptions:
-            if b == a:
-                continue
-            score = jaccard(da, db, names)
-            if b.lower() in da.lower() or a.lower() in db.lower():
-                score /= 2  # one description names the other ("not for X: use Y"): negative delimitation
-            out[a][b] = round(score, 4)
-    return out
-
-
-def description_similarity(toolset: Toolset) -> dict[str, dict[str, float]]:
-    """Tool -> look-alike -> how much their descriptions read alike (0..1),
-    halved where one of the two descriptions names the other (negative
-    delimitation: "NO sirve para X: usa Y")."""
-    return _similarities(tuple((t.name, t.description) for t in toolset.tools))
 
 
 def described_formats(toolset: Toolset) -> frozenset[tuple[str, str]]:
@@ -154,14 +134,26 @@ class CaseAgent:
     case: Case
     rng: random.Random
     seen: list[str] = field(default_factory=list)  # successful observations, in order
+    heard: list[str] = field(default_factory=list)  # the user's messages, in order
 
     def chance(self, rate: float) -> bool:
         return self.rng.random() < rate
 
+    def says(self, key: str, **values: Any) -> str:
+        """One of the agent's sentences (``TEXTS``), in the case's language:
+        its question's, or the descriptions' when the question has no cue."""
+        cues = language_scores([self.case.question])
+        if cues["es"] == cues["en"]:
+            lang = detect_language([self.case.question, *(t.description for t in self.parent.toolset.tools)])
+        else:
+            lang = "es" if cues["es"] > cues["en"] else "en"
+        return TEXTS[lang][key].format(**values)
+
     def __call__(self, question: str, toolbox: Toolbox) -> str:
+        self.heard.append(question)
         steps = self.shuffled(self.case.expected_calls or [])
         if not steps:
-            return "No hace falta consultar herramientas para responder esto."
+            return self.says("no_tools")
         return self.do_steps(steps, toolbox) or self.answer()
 
     def shuffled(self, expected: list[ExpectedCall]) -> list[ExpectedCall]:
@@ -169,7 +161,10 @@ class CaseAgent:
         steps = list(expected)
         if len(steps) > 1 and self.chance(self.parent.rates.order):
             i = self.rng.randrange(len(steps) - 1)
-            steps[i], steps[i + 1] = steps[i + 1], steps[i]
+            second = self.parent.toolset.get(steps[i + 1].name)
+            stated = second is not None and states_precondition(second, steps[i].name)
+            if not stated or self.chance(STATED_ORDER):
+                steps[i], steps[i + 1] = steps[i + 1], steps[i]
         return steps
 
     def do_steps(self, steps: list[ExpectedCall], toolbox: Toolbox) -> str | None:
@@ -200,9 +195,9 @@ class CaseAgent:
             fault_kind = _fault_kind(observation)
             roll = self.rng.random()
             if roll < rates.give_up:
-                return "Lo siento, no pude obtener esa información en este momento; intenta más tarde."
+                return self.says("give_up")
             if roll < rates.give_up + rates.invent:
-                return f"Listo: el resultado es {self.rng.randrange(100_000, 999_999)}."
+                return self.says("invent", value=self.rng.randrange(100_000, 999_999))
             if fault_kind in TRANSIENT_KINDS and self.chance(rates.retry):
                 continue  # the same call again
             if self.chance(rates.retry):
@@ -217,18 +212,26 @@ class CaseAgent:
             invented = [n for n in _INVENTED if n not in toolbox.names]
             if invented:
                 return self.rng.choice(invented)
-        alike = description_similarity(self.parent.toolset).get(expected, {})
-        best = max(alike.values(), default=0.0)
-        if best > 0 and self.chance(rates.confusion * best):
-            names = [n for n, s in alike.items() if s > 0]
-            return self.rng.choices(names, weights=[alike[n] ** 2 for n in names])[0]
+        rivals = self.rivals(expected, exclude=True)
+        if rivals and self.chance(confusion_chance(rivals, rates.confusion)):
+            names = sorted(rivals)
+            return self.rng.choices(names, weights=[rivals[n] for n in names])[0]
         return expected
 
+    def rivals(self, expected: str, *, exclude: bool) -> dict[str, float]:
+        """The tools that could be called instead of ``expected``, given what
+        the user said so far, each with its weight against the expected
+        tool's 1; with ``exclude``, not the case's other expected tools
+        (calling one early is an order matter)."""
+        skip = frozenset(c.name for c in self.case.expected_calls or []) if exclude else frozenset()
+        return read_toolset(self.parent.toolset).rivals(" ".join(self.heard), expected, skip)
+
     def pick_other(self, expected: str, toolbox: Toolbox) -> str:
-        alike = description_similarity(self.parent.toolset).get(expected, {})
-        if not alike:
+        """After an error, the tool that reads closest to the question."""
+        rivals = self.rivals(expected, exclude=False)
+        if not rivals:
             return expected
-        return max(alike, key=lambda n: (alike[n], n))
+        return max(rivals, key=lambda n: (rivals[n], n))
 
     def arguments_for(self, step: ExpectedCall, name: str, toolbox: Toolbox) -> tuple[dict[str, Any], bool]:
         """The expected arguments, adapted to a confused tool's schema, with
@@ -255,8 +258,8 @@ class CaseAgent:
         for observation in self.seen:
             facts.extend(_facts(observation))
         if not facts:
-            return "Revisé tu consulta, pero no encontré información para responder."
-        return "Esto es lo que encontré: " + "; ".join(dict.fromkeys(facts[:24])) + "."
+            return self.says("nothing")
+        return self.says("found", facts="; ".join(dict.fromkeys(facts[:24])))
 
 
 def _fault_kind(observation: str) -> str:

@@ -15,7 +15,6 @@ from app.core.suite import ExpectedCall
 
 @dataclass
 class ConversingAgent(CaseAgent):
-    heard: list[str] = field(default_factory=list)  # the user's messages, in order
     plan: list[ExpectedCall] | None = None  # a simulated user's conversation: the steps still to do
     asked: set[str] = field(default_factory=set)  # what it asked the user for (argument names, "confirm:<tool>")
 
@@ -42,7 +41,7 @@ class ConversingAgent(CaseAgent):
             confirmed = self.confirmed(message)
             if not confirmed and f"confirm:{step.name}" in self.asked and self.irreversible(step.name):
                 self.plan.pop(0)  # asked, and not confirmed: not done
-                return f"Entendido: no uso {step.name}."
+                return self.says("declined", tool=step.name)
             question = self.question_for(step, confirm=not confirmed)
             if question is not None:
                 return question
@@ -60,10 +59,10 @@ class ConversingAgent(CaseAgent):
         missing = [key for key in self.user_values(step) if key not in self.asked]
         if missing:
             self.asked.update(missing)
-            return f"Para ayudarte necesito tu {', '.join(missing)} (para {step.name}). ¿Me lo indicas?"
+            return self.says("ask", values=", ".join(missing), tool=step.name)
         if confirm and self.irreversible(step.name) and f"confirm:{step.name}" not in self.asked:
             self.asked.add(f"confirm:{step.name}")
-            return f"Voy a usar {step.name}, que no se puede deshacer. ¿Confirmas que proceda?"
+            return self.says("confirm", tool=step.name)
         return None
 
     def user_values(self, step: ExpectedCall) -> list[str]:

@@ -40,32 +40,45 @@ def curate(
                         "dependency, forbidden_call, state, recovery_hallucinated, recovery_confused, or a "
                         "family of the figures), outcome=NAME, tool=NAME (called), case=ID.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=100_000, help="At most this many cases.")] = 50,
+    follow_symlinks: Annotated[bool, typer.Option(
+        "--follow-symlinks", help="When --into is a symbolic link, write to the existing file it points at "
+                                  "(refused otherwise).")] = False,
     db: Db = None,
 ) -> None:
     """Write a run's trajectories as suite cases that reproduce them: their calls
     as expected calls, their observations as mocks (docs/formats.md#curated-cases).
 
-    Cases already in the file (same id) are left as they are. Exit 0: written;
-    2: bad input (a filter, a file the cases do not fit)."""
+    Cases already in the file (same id) are left as they are, and every byte of
+    it stays: the new cases are inserted after its last case; the file is
+    replaced whole at once, never left half-written. Exit 0: written (or nothing
+    new); 2: bad input (a filter, a file the cases do not fit)."""
     from app.cli import _fail, store_session
     from app.core import curate as core
+    from app.core import suitefile
     from app.core.errors import ToolLensError
-    from app.core.suite import append_cases, load_suite, parse_suite, read_document
+    from app.core.suite import parse_suite, read_document
     from app.store import curation, ingest
 
     filters = _where(where or [])
+    try:  # the file first: a link or a shape refused before the store is read
+        dest = suitefile.target(into, follow_symlinks=follow_symlinks)
+        old = None
+        if dest.exists():
+            document: dict[str, Any] = suitefile.check_shape(read_document(dest), into)
+            old = dest.read_bytes()
+    except ToolLensError as exc:
+        raise _fail(_one_line(str(exc), into)) from None
+    except OSError as exc:
+        raise _fail(f"{into}: {exc.strerror}") from None
     with store_session(db) as session:
         found, picked = curation.select_trajectories(session, run, filters, limit)
-        run_doc = ingest.get_suite_row(session, found.suite_id).document
+        run_doc = ingest.suite_document(session, found.suite_id)
     try:
-        if into.exists():
-            document: dict[str, Any] = dict(read_document(into))
-            toolset = load_suite(into).toolset
-        else:
+        if old is None:
             document = {"name": into.stem, "toolset": run_doc["toolset"],
                         **{k: run_doc[k] for k in ("dependencies", "give_up_phrases") if k in run_doc},
                         "cases": []}
-            toolset = parse_suite(document, path=str(into)).toolset
+        toolset = parse_suite(document, path=str(into), base=dest.parent).toolset
         ran_with = parse_suite(run_doc, path=f"suite of run {found.name}").toolset
         have = {str(c.get("id")) for c in document.get("cases") or [] if isinstance(c, dict)}
         cases = []
@@ -76,10 +89,10 @@ def curate(
             source = {"run": found.name, "trajectory": row.id, "case_id": row.case_id, "trial": row.trial}
             cases.append(core.case_document(traj, toolset, core.Edits(case_id=case_id, source=source),
                                              source=ran_with))
-        new = core.add_cases(document, cases, base=into.parent)
-        append_cases(into, new, cases)
+        new = core.add_cases(document, cases, base=dest.parent)
+        suitefile.write_cases(dest, old, new, cases)
     except ToolLensError as exc:
-        raise _fail(str(exc) if str(exc).startswith(str(into)) else f"{into}: {exc}") from None
+        raise _fail(_one_line(str(exc), into)) from None
     except OSError as exc:
         raise _fail(f"{into}: {exc.strerror}") from None
     skipped = len(picked) - len(cases)
@@ -87,3 +100,8 @@ def curate(
         f"{len(cases)} cases from run {found.name} into {into}"
         + (f" ({skipped} in the file already)" if skipped else "")
         + f": {len(new['cases'])} cases in all"))
+
+
+def _one_line(message: str, into: Path) -> str:
+    message = " ".join(message.split())
+    return message if message.startswith(str(into)) else f"{into}: {message}"

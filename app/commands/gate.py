@@ -64,6 +64,8 @@ def gate(
     if result.blocking_cases:
         console.print(Text(f"  {len(result.blocking_cases)} blocking case trials: "
                            + ", ".join(f"{c.case_id}#{c.trial}" for c in result.blocking_cases[:10])))
+    for n, text in result.candidate.causes[:3]:
+        console.print(Text(f"  {n} failed trajectories of the candidate: {text}", style="dim"))
     if not result.passed:
         raise typer.Exit(code=1)
 

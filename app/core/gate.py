@@ -164,6 +164,7 @@ class RunFigures:
     families: dict[str, tuple[int, int]]  # family -> (num, den)
     dependency_violations: int  # over ``trajectories`` checked trajectories
     usage: dict[str, float | None] = field(default_factory=dict)  # USAGE_TOLERATED key -> value (None: no data)
+    causes: list[tuple[int, str]] = field(default_factory=list)  # (failed trajectories, cause), largest first
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,9 @@ def markdown(result: GateResult) -> str:
         lines.append(f"| {v.title} | {_ratio(v.baseline, v.family)} | {_ratio(v.candidate, v.family)} | {_delta(v)} | "
                      f"{v.allowed} | "
                      f"{_STATUS_MD[v.status]} |")
+    if c.causes:
+        lines += ["", "### What went wrong in the candidate (failed trajectories by first divergence)", ""]
+        lines += [f"{i}. **{n}** {md(text, 300)}" for i, (n, text) in enumerate(c.causes[:5], start=1)]
     head = "| case | trial | fault | failures in the candidate | families |"
     if result.blocking_cases:
         lines += ["", f"### Blocking cases ({len(result.blocking_cases)})", "", head, "|---|---|---|---|---|"]

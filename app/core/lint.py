@@ -18,7 +18,15 @@ does not let it decide. Four checks, in Spanish and English text:
     state ("Obtén el id con A primero");
 ``unguarded_destructive``
     a tool its server marks destructive (MCP's ``destructiveHint``) whose
-    description states no precondition and no confirmation step.
+    description states no precondition and no confirmation step;
+``confused_pair`` (only given a run's confusion cells)
+    two tools the run confused, whether or not they read alike: observed
+    confusions rank first, and such a pair needs a negative delimitation
+    like a look-alike.
+
+Messages are in English, as the product's pages; the wording they suggest
+for a description is in the toolset's language (Spanish or English,
+``app.core.language``), and free of any domain's words.
 
 Findings are plain data (``Finding.to_dict``) with a stable shape, see
 ``lint_json``; ``lint_pairs`` groups them per tool pair beside the
@@ -38,10 +46,12 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from app.core.language import Language, detect_language
 from app.core.suite import load_suite, load_toolset
 from app.core.tools import Toolset, ToolSpec
 
 RULES = ("similar_pair", "no_negative_delimitation", "argument_format", "missing_precondition", "unguarded_destructive")
+CONFUSED = "confused_pair"  # a rule of observed confusions: only given a run's cells (counted apart from RULES)
 SIMILAR_THRESHOLD = 0.5  # a pair at or above reads alike (finding)
 LOOKALIKE_THRESHOLD = 0.3  # a pair at or above needs a negative delimitation
 MAX_FINDINGS = 1000
@@ -93,6 +103,46 @@ _FORMAT_EXAMPLES = {
     "date-time": re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}"),
     "email": re.compile(r"\b\S+@\S+\.\w+\b"),
 }
+
+
+# Messages are in English, as every page and command of the product; the wording they suggest
+# for a description is in the toolset's language.
+_HINTS: dict[Language, dict[str, str]] = {
+    "en": {"delimit": "not for X: use {other}", "precondition": "call {before} first",
+           "guard": "\"only after …\", \"confirm with the user first\"", "integer": "integer", "number": "number",
+           "wrong_number": "1,500.50"},
+    "es": {"delimit": "NO sirve para X: usa {other}", "precondition": "Obtén … con {before} primero",
+           "guard": "\"solo si …\", \"confirma con el usuario antes\"", "integer": "entero", "number": "número",
+           "wrong_number": "1.500,50"},
+}
+_TEXT = {
+    "similar": "{a} and {b} read alike ({what}, similarity {score:.2f}): say what each is for and what it is not for",
+    "delimit": "{tool} has look-alikes ({tools}) but never says what it is not for: add \"{hint}\"",
+    "delimit_pair": "{tool} never says what it is not for: add \"{hint}\"",
+    "field": "{tool}.{field}: the description does not state its {missing}",
+    "pattern": "pattern {pattern} (give an example that matches it)",
+    "format": "format {fmt} (say it, e.g. {example})",
+    "enum": "allowed values {values}",
+    "integer": "integer type (say \"{word}\" next to the field: 42, not \"42\" or 42.0)",
+    "number": "number type (say \"{word}\" next to the field: 1500.5, not \"{wrong}\")",
+    "precondition": "{after} must come after {before} (declared pair) but its description does not say so: "
+                    "add \"{hint}\"",
+    "destructive": "{tool} is destructive (its server says so) but its description states no precondition and no "
+                   "confirmation step: say when it may run ({hint})",
+    "confused": "{called} was called where {expected} was expected ({n} in the run{back}): read both descriptions "
+                "as the model would and say what each is not for",
+    "back": ", and {n} the other way",
+}
+
+
+def toolset_language(toolset: Toolset) -> Language:
+    """The language the toolset's descriptions are written in (its messages' language)."""
+    return detect_language(t.description for t in toolset.tools)
+
+
+def delimitation_hint(tool: str, other: str, language: Language) -> str:
+    """What a tool without negative delimitation should add about one look-alike."""
+    return _TEXT["delimit_pair"].format(tool=tool, hint=_HINTS[language]["delimit"].format(other=other))
 
 
 def fold(text: str) -> str:
@@ -198,6 +248,12 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "tool": self.tool, "related": list(self.related), "field": self.field,
                 "score": self.score, "message": self.message, "detail": self.detail}
+
+
+def states_precondition(tool: ToolSpec, before: str) -> bool:
+    """The description says to call ``before`` first ("Obtén el id con A primero")."""
+    text = fold(tool.description)
+    return fold(before) in text and bool(_PRECONDITION.search(text))
 
 
 def _negative_delimitation(tool: ToolSpec, others: Sequence[str]) -> bool:
@@ -340,69 +396,103 @@ def _mentions_pattern(description: str, pattern: str) -> bool:
     return any(_fullmatch(template, t) for t in words)
 
 
-def _field_findings(tool: ToolSpec) -> list[Finding]:
+def _says_type(type_words: re.Pattern[str], description: str, field: str, own: str) -> bool:
+    """The field's own description says its type, or the tool's description names the field and says it."""
+    text = fold(description)
+    return bool(type_words.search(fold(own))) or (fold(field) in text and bool(type_words.search(text)))
+
+
+def _field_findings(tool: ToolSpec, lang: Language) -> list[Finding]:
+    m, words = _TEXT, _HINTS[lang]
     props = tool.parameters.get("properties")
     if not isinstance(props, Mapping):
         return []
-    desc = tool.description
-    text = fold(desc)
     out: list[Finding] = []
     for fname, schema in props.items():
         if not isinstance(schema, Mapping):
             continue
+        own = schema.get("description")
+        own = own if isinstance(own, str) else ""  # the field's own description is read with the tool's
+        desc = f"{tool.description}\n{own}"
+        text = fold(desc)
         missing: list[str] = []
         pattern = schema.get("pattern")
         if isinstance(pattern, str) and not _mentions_pattern(desc, pattern):
-            missing.append(f"pattern {pattern} (give an example that matches it)")
+            missing.append(m["pattern"].format(pattern=pattern))
         fmt = schema.get("format")
         if isinstance(fmt, str):
             hints = _FORMAT_HINTS.get(fmt, (fmt,))
             example = _FORMAT_EXAMPLES.get(fmt)
             if not any(h in text for h in hints) and not (example and example.search(desc)):
-                missing.append(f"format {fmt} (say it, e.g. {hints[0].upper() if fmt.startswith('date') else fmt})")
+                example_text = hints[0].upper() if fmt.startswith("date") else fmt
+                missing.append(m["format"].format(fmt=fmt, example=example_text))
         enum = schema.get("enum")
         if isinstance(enum, list) and enum:
             absent = [str(v) for v in enum if fold(str(v)) not in text]
             if absent:
-                missing.append("allowed values " + ", ".join(absent))
+                missing.append(m["enum"].format(values=", ".join(absent)))
         kind = schema.get("type")
-        mentioned = fold(str(fname)) in text
-        if kind == "integer" and not (mentioned and _INTEGER_WORDS.search(text)):
-            missing.append("integer type (say 'entero' / 'integer' next to the field: an id is not a RUT, "
-                           "15000 is not \"15.000\")")
-        elif kind == "number" and not (mentioned and _NUMBER_WORDS.search(text)):
-            missing.append("number type")
+        if kind == "integer" and not _says_type(_INTEGER_WORDS, tool.description, str(fname), own):
+            missing.append(m["integer"].format(word=words["integer"]))
+        elif kind == "number" and not _says_type(_NUMBER_WORDS, tool.description, str(fname), own):
+            missing.append(m["number"].format(word=words["number"], wrong=words["wrong_number"]))
         if missing:
             out.append(Finding(
                 rule="argument_format", tool=tool.name, field=str(fname),
-                message=f"{tool.name}.{fname}: the description does not state its " + "; ".join(missing),
+                message=m["field"].format(tool=tool.name, field=fname, missing="; ".join(missing)),
                 detail={"missing": missing},
             ))
     return out
 
 
 def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (), *,
-                 similar: float = SIMILAR_THRESHOLD, lookalike: float = LOOKALIKE_THRESHOLD) -> list[Finding]:
+                 similar: float = SIMILAR_THRESHOLD, lookalike: float = LOOKALIKE_THRESHOLD,
+                 confusions: Mapping[tuple[str, str], int] | None = None,
+                 language: Language | None = None) -> list[Finding]:
     """Every finding of the rules, ranked: by score (highest first; findings
     without a score after), then rule, tool, related tools and field.
     ``dependencies`` adds pairs to the toolset's own (a suite's and its
     cases'). A pair is a look-alike exactly when its score is at least
-    ``lookalike``, and reads alike exactly when at least ``similar``."""
+    ``lookalike``, and reads alike exactly when at least ``similar``.
+
+    ``confusions`` (a run's cells, ``(expected, called) -> count``) adds a
+    ``confused_pair`` finding per pair of the toolset's tools the run
+    confused, makes each such pair a look-alike whatever its score, and
+    ranks the findings about confused pairs first (most confused first).
+    Suggested wording is in ``language`` (default: the toolset's)."""
+    lang = language or toolset_language(toolset)
+    m, hints = _TEXT, _HINTS[lang]
     tools = list(toolset.tools)
     names = [t.name for t in tools]
+    known = set(names)
+    confused: dict[tuple[str, str], int] = {}
+    for (e, c), n in (confusions or {}).items():
+        if n > 0 and e != c and e in known and c in known:
+            key = (min(e, c), max(e, c))
+            confused[key] = confused.get(key, 0) + n
     findings: list[Finding] = []
     lookalikes: dict[str, list[tuple[str, float]]] = {n: [] for n in names}
     for (a, b), sim in similarities(toolset).items():
-        if sim.score >= lookalike:
+        if sim.score >= lookalike or (a, b) in confused:
             lookalikes[a].append((b, sim.score))
             lookalikes[b].append((a, sim.score))
         if sim.score >= similar:
             what = "descriptions" if sim.description >= sim.name else "names"
             findings.append(Finding(
                 rule="similar_pair", tool=a, related=(b,), score=sim.score,
-                message=f"{a} and {b} read alike ({what}, similarity {sim.score:.2f}): "
-                        "say what each is for and what it is not for",
+                message=m["similar"].format(a=a, b=b, what=what, score=sim.score),
                 detail={"name_similarity": sim.name, "description_similarity": sim.description},
+            ))
+        if (a, b) in confused:
+            cells = confusions or {}
+            ab, ba = cells.get((a, b), 0), cells.get((b, a), 0)
+            expected, called = (a, b) if ab >= ba else (b, a)
+            back = m["back"].format(n=min(ab, ba)) if min(ab, ba) else ""
+            findings.append(Finding(
+                rule=CONFUSED, tool=expected, related=(called,), score=sim.score,
+                message=m["confused"].format(called=called, expected=expected, n=max(ab, ba), back=back),
+                detail={"confusions": ab + ba, "a_called_as_b": ab, "b_called_as_a": ba,
+                        "name_similarity": sim.name, "description_similarity": sim.description},
             ))
     for t in sorted(tools, key=lambda t: t.name):
         alike = sorted(lookalikes[t.name], key=lambda x: (-x[1], x[0]))
@@ -411,52 +501,59 @@ def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (),
             findings.append(Finding(
                 rule="no_negative_delimitation", tool=t.name, related=tuple(top), score=alike[0][1],
                 detail={"similarity": dict(alike)},
-                message=f"{t.name} has look-alikes ({', '.join(top)}) but never says what it is not for: "
-                        f"add \"NO sirve para X: usa {top[0]}\" / \"not for X: use {top[0]}\"",
+                message=m["delimit"].format(tool=t.name, tools=", ".join(top),
+                                            hint=hints["delimit"].format(other=top[0])),
             ))
     for t in sorted(tools, key=lambda t: t.name):
-        findings.extend(_field_findings(t))
+        findings.extend(_field_findings(t, lang))
     pairs = dict.fromkeys([*toolset.dependencies, *dependencies])
     for before, after in sorted(pairs):
         tool = toolset.get(after)
         if tool is None or before not in toolset:
             continue
-        text = fold(tool.description)
-        if fold(before) not in text or not _PRECONDITION.search(text):
+        if not states_precondition(tool, before):
             findings.append(Finding(
                 rule="missing_precondition", tool=after, related=(before,),
-                message=f"{after} must come after {before} (declared pair) but its description does not say so: "
-                        f"add \"Obtén … con {before} primero\" / \"call {before} first\"",
+                message=m["precondition"].format(after=after, before=before,
+                                                 hint=hints["precondition"].format(before=before)),
             ))
     for t in sorted(tools, key=lambda t: t.name):
         text = fold(t.description)
         if t.destructive and not (_PRECONDITION.search(text) or _CONFIRMATION.search(text)):
             findings.append(Finding(
                 rule="unguarded_destructive", tool=t.name,
-                message=f"{t.name} is destructive (its server says so) but its description states no precondition "
-                        "and no confirmation step: say when it may run (\"only after …\", \"confirm with the user "
-                        "first\") / \"solo si …\", \"confirma con el usuario antes\"",
+                message=m["destructive"].format(tool=t.name, hint=hints["guard"]),
                 detail={"annotations": dict(t.annotations or {})},
             ))
-    order = {r: i for i, r in enumerate(RULES)}
-    findings.sort(key=lambda f: (f.score is None, -(f.score or 0.0), order[f.rule], f.tool, f.related,
-                                 f.field or ""))
+    order = {r: i for i, r in enumerate((CONFUSED, *RULES))}
+
+    def observed(f: Finding) -> int:
+        return max([confused.get((min(f.tool, r), max(f.tool, r)), 0) for r in f.related] or [0])
+
+    findings.sort(key=lambda f: (-observed(f), f.score is None, -(f.score or 0.0), order[f.rule], f.tool,
+                                 f.related, f.field or ""))
     return findings[:MAX_FINDINGS]
 
 
-def lint_json(toolset: Toolset, findings: Sequence[Finding]) -> dict[str, Any]:
+def lint_json(toolset: Toolset, findings: Sequence[Finding], *, language: Language | None = None,
+              run: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``toollens lint --json`` object (a public contract: keys are added, never renamed)::
 
-        {"toolset": str, "version": str, "label": str, "tools": int,
-         "counts": {rule: int for each of RULES},
+        {"toolset": str, "version": str, "label": str, "tools": int, "language": "es"|"en",
+         "counts": {rule: int for each of RULES (+ "confused_pair" with a run)},
          "findings": [{"rule", "tool", "related": [str], "field": str|null,
-                       "score": float|null, "message": str, "detail": {}}]}
+                       "score": float|null, "message": str, "detail": {}}],
+         "run": {...}  (only with a run: what ``run`` holds)}
     """
-    counts = {r: 0 for r in RULES}
+    counts = {r: 0 for r in (*RULES, *((CONFUSED,) if run is not None else ()))}
     for f in findings:
-        counts[f.rule] += 1
-    return {"toolset": toolset.name, "version": toolset.version, "label": toolset.label, "tools": len(toolset),
-            "counts": counts, "findings": [f.to_dict() for f in findings]}
+        counts[f.rule] = counts.get(f.rule, 0) + 1
+    out = {"toolset": toolset.name, "version": toolset.version, "label": toolset.label, "tools": len(toolset),
+           "language": language or toolset_language(toolset), "counts": counts,
+           "findings": [f.to_dict() for f in findings]}
+    if run is not None:
+        out["run"] = dict(run)
+    return out
 
 
 class Paired(Protocol):
@@ -524,7 +621,7 @@ def lint_pairs(findings: Iterable[F], confusions: Mapping[tuple[str, str], int] 
     for (e, c), n in cells.items():
         if n and e != c and e in known and c in known:
             rows.setdefault((min(e, c), max(e, c)), LintPair(min(e, c), max(e, c)))
-    order = {r: i for i, r in enumerate(RULES)}
+    order = {r: i for i, r in enumerate((CONFUSED, *RULES))}
     for (a, b), row in rows.items():
         row.a_called_as_b, row.b_called_as_a = cells.get((a, b), 0), cells.get((b, a), 0)
         row.findings.sort(key=lambda f: (order.get(f.rule, len(order)), f.tool))

@@ -12,6 +12,7 @@ never 0.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,24 +114,49 @@ def bundled_prices() -> PriceTable:
     return read_prices(BUNDLED)
 
 
-_CURRENT: dict[tuple[str, float], PriceTable] = {}
+_CURRENT: dict[tuple[str, int, int, int], PriceTable] = {}  # the file's (path, inode, size, mtime): its table
+_GOOD: dict[str, PriceTable] = {}  # per path, the last table read from it whole
+_BAD: dict[tuple[str, int, int, int], str] = {}  # a file state that failed, and why (warned once)
+log = logging.getLogger("toollens.prices")
 
 
 def current_prices() -> PriceTable:
     """The table in force now: the bundled one, extended by ``TOOLLENS_PRICES``
-    when set, read again when that file changes (figures re-price on their next read)."""
+    when set, read again when that file changes (figures re-price on their next
+    read). A file that cannot be read or is not a price table is a logged
+    warning, once per state of the file, and never an error: the last table
+    read from it whole keeps serving (the bundled one if there was none)."""
     path = os.environ.get(ENV) or ""
     if not path:
         return bundled_prices()
     try:
-        key = (path, os.stat(path).st_mtime)
+        st = os.stat(path)
+        key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
     except OSError as exc:
-        raise PriceTableError(f"{path}: cannot read the price file ({exc.strerror})") from None
+        return _last_good(path, (path, -1, -1, -1), f"cannot read the price file ({exc.strerror})")
     table = _CURRENT.get(key)
     if table is None:
+        if key in _BAD:
+            return _last_good(path, key, _BAD[key])
+        try:
+            table = load_prices(path)
+        except PriceTableError as exc:
+            return _last_good(path, key, str(exc))
         _CURRENT.clear()
-        table = _CURRENT[key] = load_prices(path)
+        _BAD.clear()
+        _CURRENT[key] = _GOOD[path] = table
     return table
+
+
+def _last_good(path: str, key: tuple[str, int, int, int], reason: str) -> PriceTable:
+    fallback = _GOOD.get(path)
+    if key not in _BAD:
+        if len(_BAD) >= 64:
+            _BAD.clear()
+        _BAD[key] = reason
+        log.warning("%s: %s; the %s keeps serving", path, reason.removeprefix(f"{path}: "),
+                    "last good table read from it" if fallback else "bundled price table")
+    return fallback or bundled_prices()
 
 
 def load_prices(path: str | Path | None = None) -> PriceTable:

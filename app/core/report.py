@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.divergence import cause_key, cause_text
 from app.core.outcome import OUTCOMES
 from app.core.scoring import TrajectoryScore
 
@@ -102,6 +103,7 @@ class Report:
     reactions: Counter[tuple[str, str, bool]] = field(default_factory=Counter)
     schema_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
+    causes: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # first divergences of failed ones
     trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     turn_n: dict[int, list[int]] = field(default_factory=dict)  # per turn number, the totals in TURN_KEYS order
     turn_failures: Counter[tuple[int, str]] = field(default_factory=Counter)  # (turn, failure name)
@@ -154,6 +156,9 @@ class Report:
             _count(self.violations, ts.violations)
         if ts.failures:
             _count(self.failures, ts.failures)
+        d = ts.divergence
+        if d is not None:
+            self.causes[d.cause] += 1
         if ts.turns is not None:
             self._add_turns(ts)
         key = (ts.case_id, "")  # docs/metrics.md: per case, over all its trials
@@ -228,6 +233,8 @@ class Report:
             yield ("schema_error", t, f, "", v)
         for name, v in self.failures.items():
             yield ("failure", name, "", "", v)
+        for (kind, tool, other), v in self.causes.items():
+            yield ("cause", kind, tool, other, v)
         for turn, row in self.turn_n.items():
             for key, v in zip(TURN_KEYS, row, strict=True):
                 yield ("turn", str(turn), key, "", v)
@@ -266,6 +273,8 @@ class Report:
                 r.schema_errors[(a, b)] += v
             elif kind == "failure":
                 r.failures[a] += v
+            elif kind == "cause":
+                r.causes[(a, b, c)] += v
             elif kind == "turn":
                 if b.startswith("failure:"):
                     r.turn_failures[(int(a), b[8:])] += v
@@ -289,6 +298,13 @@ class Report:
             entry["failures"] = {name: v for (t, name), v in sorted(self.turn_failures.items()) if t == turn and v}
             out[str(turn)] = entry
         return out
+
+    def causes_json(self) -> list[dict[str, Any]]:
+        """``causes``: each failed trajectory counted once, under its first
+        divergence, largest first; ``filter`` lists exactly those trajectories."""
+        return [{"text": cause_text(kind, tool, other), "count": n, "filter": {"cause": cause_key(kind, tool, other)},
+                 "kind": kind, "tool": tool, "other": other}
+                for (kind, tool, other), n in sorted(self.causes.items(), key=lambda kv: (-kv[1], kv[0])) if n]
 
     def ratio(self, family: str) -> Ratio:
         self._settle()
@@ -316,6 +332,7 @@ class Report:
         out["faults_not_reached"] = self.counts["faults_not_reached"]  # planned faults the agent never reached
         out["failures"] = dict(sorted(self.failures.items()))
         out["user_errors"] = self.counts["user_errors"]  # conversations the simulated user broke: not scored
+        out["causes"] = self.causes_json()
         if self.turn_n:
             out["turns"] = self.turns_json()
         out["outcomes_by_fault_kind"] = [

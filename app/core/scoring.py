@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.alignment import Alignment, align
+from app.core.divergence import Divergence, first_divergence
 from app.core.grounding import Source
 from app.core.mocks import ToolFailure
 from app.core.outcome import (
@@ -143,6 +144,7 @@ class TrajectoryScore:
     turns: list[TurnScore] | None = None  # a conversation's figures per user turn (app/core/turns.py)
     step_turns: list[int] | None = None  # the user turn of each expected step, in a conversation
     user_error: list[dict[str, str]] | None = None  # the simulated user's faults: never the agent's
+    divergence: Divergence | None = None  # a failed trajectory's first divergence (app/core/divergence.py)
 
     def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
                  fault_kind: str | None = None, fault_step: int | None = None,
@@ -188,6 +190,7 @@ class TrajectoryScore:
         self.turns = None
         self.step_turns = None
         self.user_error = None
+        self.divergence = None
 
     def to_dict(self) -> dict[str, Any]:
         """The per-trajectory detail (what a timeline page shows)."""
@@ -239,6 +242,8 @@ class TrajectoryScore:
             out["step_turns"] = self.step_turns
         if self.user_error:
             out["user_error"] = self.user_error
+        if self.divergence is not None:
+            out["divergence"] = self.divergence.to_dict()
         return out
 
 
@@ -348,6 +353,7 @@ class Scorer:
         if ts.fault_step is not None:
             ts.outcome = self._outcome(traj, case, ts)
         self._failures(case, ts)
+        ts.divergence = first_divergence(ts, case)
         if conversation:
             ts.turns, ts.step_turns = turn_scores(ts, case, traj)
         if traj.user_error:

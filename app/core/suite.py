@@ -141,41 +141,6 @@ def _read_document(path: Path) -> Any:
 read_document = _read_document  # a suite file as decoded, before any check
 
 
-def write_document(path: Path, document: Mapping[str, Any]) -> None:
-    """Write a suite document: JSON for a ``.json`` file, YAML otherwise, keys in their order."""
-    if path.suffix.lower() == ".json":
-        text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
-    else:
-        text = yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True, width=120)
-    path.write_text(text, encoding="utf-8")
-
-
-def append_cases(path: Path, document: Mapping[str, Any], added: list[dict[str, Any]]) -> None:
-    """Write ``document`` (the file's, with ``added`` at the end of its cases)
-    to a suite file. A YAML file whose last key is a block list of cases gets
-    the new cases appended as text, so its comments and layout stay and a
-    review sees only the new cases; any other file is written whole."""
-    text = path.read_text(encoding="utf-8") if path.suffix.lower() != ".json" and path.is_file() else ""
-    try:
-        root = yaml.compose(text, Loader=SAFE_LOADER) if text else None
-    except yaml.YAMLError:
-        root = None
-    if isinstance(root, yaml.MappingNode) and root.value and added:
-        key, cases = root.value[-1]
-        if key.value == "cases" and isinstance(cases, yaml.SequenceNode) and cases.value and not cases.flow_style:
-            first = cases.value[0].start_mark
-            line = text.splitlines()[first.line][:first.column].rstrip()
-            if line.endswith("-"):
-                pad = " " * (len(line) - 1)
-                block = yaml.safe_dump(added, sort_keys=False, allow_unicode=True, width=120)
-                new = text + ("" if text.endswith("\n") else "\n") + "".join(
-                    pad + row if row.strip() else row for row in block.splitlines(keepends=True))
-                if yaml.load(new, Loader=SAFE_LOADER) == document:
-                    path.write_text(new, encoding="utf-8")
-                    return
-    write_document(path, document)
-
-
 def load_suite(path: str | Path) -> Suite:
     """Load a suite file (YAML or JSON); the toolset may be a path relative to it."""
     p = Path(path)

@@ -57,6 +57,7 @@ def parse_model_calls(raw: Any, bad: Callable[[str, str], Exception]) -> list[Mo
     if len(raw) > MAX_MODEL_CALLS:
         raise bad(f"more than {MAX_MODEL_CALLS} entries", "model_calls")
     out = []
+    sums = dict.fromkeys(TOKEN_KEYS, 0)
     for i, entry in enumerate(raw):
         where = f"model_calls[{i}]"
         if type(entry) is not dict:
@@ -65,6 +66,10 @@ def parse_model_calls(raw: Any, bad: Callable[[str, str], Exception]) -> list[Mo
         if model is not None and (type(model) is not str or len(model) > 256):
             raise bad("must be a string of at most 256 characters", f"{where}.model")
         n_in, n_out, n_cached, n_total = (count(entry.get(k), f"{where}.{k}", bad) for k in TOKEN_KEYS)
+        for key, n in zip(TOKEN_KEYS, (n_in, n_out, n_cached, n_total), strict=True):
+            sums[key] += n or 0
+            if sums[key] >= MAX_TOKENS:  # the trajectory's sums are stored and shown as well
+                raise bad(f"the trajectory's {key} add up past {MAX_TOKENS - 1} here", f"{where}.{key}")
         latency = milliseconds(entry.get("latency_ms"), f"{where}.latency_ms", bad)
         out.append(ModelCall(model, n_in, n_out, n_cached, n_total, latency))
     return out

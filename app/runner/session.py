@@ -154,7 +154,7 @@ def _open_run(session: Session, request: RunRequest) -> tuple[Run, dict[str, Any
         run = ingest.find_run(session, request.resume)
         if (run.config or {}).get(RUNNER_MARK) != RUNNER_VERSION:
             raise RunSetupError(f"run {run.name!r} was not made by `toollens run`: there is nothing to resume")
-        return run, ingest.get_suite_row(session, run.suite_id).document
+        return run, ingest.suite_document(session, run.suite_id)
     if request.suite_document is not None:
         document = request.suite_document
     elif request.suite_path is not None:

@@ -14,14 +14,15 @@ from app.store.compare import compare_runs
 from app.store.errors import NotFound
 from app.store.ingest import find_run
 from app.store.models import TrajectoryRow
-from app.store.queries import get_run, list_trajectories, run_usage
+from app.store.queries import get_run, list_trajectories, run_causes, run_usage
 from app.store.views import RunPublic
 
 BLOCKING_FAILURES = {"hallucinated_tools": "hallucinated_tool", "hallucination_after_error": "recovery_hallucinated"}
 MAX_CASES = 200
 
 
-def _figures(ref: str, run: RunPublic, usage: dict[str, Any] | None = None) -> RunFigures:
+def _figures(ref: str, run: RunPublic, usage: dict[str, Any] | None = None,
+             causes: list[dict[str, Any]] | None = None) -> RunFigures:
     u = usage or {}
     cost = u.get("cost_usd")
     return RunFigures(ref=ref, name=run.name, id=run.id, toolset=run.toolset, toolset_version=run.toolset_version,
@@ -30,7 +31,8 @@ def _figures(ref: str, run: RunPublic, usage: dict[str, Any] | None = None) -> R
                       dependency_violations=run.dependency_violations,
                       usage={"cost_usd": None if cost is None or not run.trajectories else cost / run.trajectories,
                              "model_latency_p95": (u.get("model_latency_ms") or {}).get("p95"),
-                             "tool_latency_p95": (u.get("tool_latency_ms") or {}).get("p95")})
+                             "tool_latency_p95": (u.get("tool_latency_ms") or {}).get("p95")},
+                      causes=[(c["count"], c["text"]) for c in causes or ()])
 
 
 def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: GateConfig, *,
@@ -58,7 +60,7 @@ def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: Ga
                                      failures=tuple(t.failures), trajectory_id=t.id)
     usage = {run.id: run_usage(session, run.id, prices) for run in (base, cand)} if config.usage else {}
     return evaluate_gate(_figures(baseline_ref, base, usage.get(base.id)),
-                         _figures(candidate_ref, cand, usage.get(cand.id)), config,
+                         _figures(candidate_ref, cand, usage.get(cand.id), run_causes(session, cand.id)), config,
                          regressed_cases=regressed_cases,
                          blocking_cases=sorted(blocking.values(), key=lambda c: c.trajectory_id or 0),
                          regressed_count=comparison.mcnemar.passed_only_a if comparison.mcnemar else len(regressed),

@@ -21,8 +21,9 @@ from sqlalchemy.orm import Session
 
 from app.core.records import Trajectory
 from app.core.suite import Suite, parse_suite
+from app.store import suites
 from app.store.bulk import allocate_ids, insert_rows
-from app.store.errors import Conflict, NotFound
+from app.store.errors import Conflict, NotFound, Unstorable
 from app.store.models import (
     CallRow,
     InfraError,
@@ -39,7 +40,7 @@ from app.store.rows import CALL_COLUMNS, TAG_COLUMNS, TRAJECTORY_COLUMNS, Scored
 from app.store.rows import fault_key as fault_key  # the store's key of a trajectory, used across the store
 
 
-def _digest(value: Any) -> str:
+def digest(value: Any) -> str:
     blob = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -74,17 +75,11 @@ def ensure_suite(session: Session, document: dict[str, Any], *, parent_id: int |
     """Store a self-contained suite document (idempotent by content): new
     content of a name is its next version."""
     suite = parse_suite(document, path="suite")  # no base: a path toolset is refused, never read
-    digest = _digest(document)
-    query = select(SuiteRow).where(SuiteRow.name == suite.name, SuiteRow.hash == digest)
-
-    def make() -> SuiteRow:
-        version = ensure_toolset_version(session, name=suite.toolset.name or suite.name, suite=suite)
-        last = session.scalar(select(func.max(SuiteRow.version)).where(SuiteRow.name == suite.name)) or 0
-        return SuiteRow(name=suite.name, hash=digest, document=document, toolset_version_id=version.id,
-                        version=last + 1, parent_id=parent_id)
-
-    row: SuiteRow = _get_or_add(session, query, make)
-    return row
+    content = digest(document)
+    return suites.store_version(
+        session, suite.name, lambda _newest: (document, content, parent_id),
+        toolset_version_id=lambda: ensure_toolset_version(session, name=suite.toolset.name or suite.name,
+                                                          suite=suite).id)
 
 
 def create_run(session: Session, *, name: str, suite_row: SuiteRow, agent: str = "", model: str = "",
@@ -125,6 +120,11 @@ def get_suite_row(session: Session, suite_id: int) -> SuiteRow:
     return row
 
 
+def suite_document(session: Session, suite_id: int) -> dict[str, Any]:
+    """A stored suite version's whole self-contained document."""
+    return suites.suite_document(session, get_suite_row(session, suite_id))
+
+
 _PARSED: dict[tuple[str, str], Suite] = {}  # by (name, content digest): the same content, the same Suite
 
 
@@ -135,7 +135,7 @@ def suite_for_run(session: Session, run: Run) -> Suite:
     key = (row.name, row.hash)
     suite = _PARSED.get(key)
     if suite is None:
-        suite = parse_suite(row.document, path=f"suite {row.name}")
+        suite = parse_suite(suites.suite_document(session, row), path=f"suite {row.name}")
         if len(_PARSED) >= 64:
             _PARSED.clear()
         _PARSED[key] = suite
@@ -173,6 +173,23 @@ def finish_run(session: Session, run_id: int) -> Run:
     return run
 
 
+MAX_COUNTER = 2**63 - 1  # a BIGINT on both databases
+
+
+def _check_usage_sums(session: Session, run_id: int, values: list[dict[str, Any]]) -> None:
+    """Refuse a batch that would take a run's token sums past what the store holds (422, naming them)."""
+    usage = {(r["a"], r["b"]): int(r["value"]) for r in values if r["kind"] == "usage"}
+    if not usage:
+        return
+    stored = {(a, b): int(v) for a, b, v in session.execute(
+        select(RunCounter.a, RunCounter.b, RunCounter.value)
+        .where(RunCounter.run_id == run_id, RunCounter.kind == "usage")).all()}
+    for (model, key), value in usage.items():
+        if value + stored.get((model, key), 0) > MAX_COUNTER:
+            raise Unstorable(f"the run's {key} of model {model!r} would add up past {MAX_COUNTER}: the batch "
+                             "is refused, nothing of it stored")
+
+
 def _upsert_counters(session: Session, run_id: int, rows: Iterable[tuple[str, str, str, str, int]]) -> None:
     values = sorted(
         ({"run_id": run_id, "kind": k, "a": a, "b": b, "c": c, "value": v} for k, a, b, c, v in rows if v),
@@ -180,6 +197,7 @@ def _upsert_counters(session: Session, run_id: int, rows: Iterable[tuple[str, st
     )
     if not values:
         return
+    _check_usage_sums(session, run_id, values)
     dialect = session.get_bind().dialect.name
     if dialect == "sqlite":  # the statement below, without SQLAlchemy's per-row parameter work
         session.connection().exec_driver_sql(

@@ -15,7 +15,7 @@ from app.core.lint import RULES, Finding, lint_pairs, lint_toolset
 from app.core.schemadiff import schema_changes
 from app.core.textdiff import word_diff
 from app.core.tools import Toolset
-from app.store.ingest import get_run_row, suite_for_run
+from app.store.ingest import find_run, get_run_row, suite_for_run
 from app.store.models import RunCounter, ToolsetVersion
 from app.store.queries import _find_version
 from app.store.toolsets import version_dependencies, version_tool_figures
@@ -113,15 +113,8 @@ def run_lint(session: Session, run_id: int) -> RunLintPublic:
     v = session.get(ToolsetVersion, run.toolset_version_id)
     assert v is not None
     base = _lint(suite.toolset, pairs, v.toolset, v.hash, v.label)
-    cells: dict[tuple[str, str], int] = {}
-    schema: dict[tuple[str, str], int] = {}
-    for kind, a, b, value in session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.value)
-                                             .where(RunCounter.run_id == run_id,
-                                                    RunCounter.kind.in_(("confusion", "schema_error")))):
-        if kind == "confusion":
-            cells[(a, b)] = cells.get((a, b), 0) + int(value)
-        else:
-            schema[(a, b)] = schema.get((a, b), 0) + int(value)
+    cells = _counters(session, run_id, "confusion")
+    schema = _counters(session, run_id, "schema_error")
     pair_rows = [PairPublic(a=p.a, b=p.b, a_called_as_b=p.a_called_as_b, b_called_as_a=p.b_called_as_a,
                             findings=[_public(f) for f in p.findings])
                  for p in lint_pairs(_findings(suite.toolset, pairs), cells, (t.name for t in suite.toolset))]
@@ -134,6 +127,24 @@ def run_lint(session: Session, run_id: int) -> RunLintPublic:
     field_rows.sort(key=lambda x: (-x.schema_errors, x.tool, x.field))
     return RunLintPublic(**base.model_dump(), run_id=run_id, pairs=pair_rows, fields=field_rows,
                          destructive=[t.name for t in suite.toolset if t.destructive])
+
+
+def _counters(session: Session, run_id: int, kind: str) -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    for a, b, value in session.execute(select(RunCounter.a, RunCounter.b, RunCounter.value)
+                                       .where(RunCounter.run_id == run_id, RunCounter.kind == kind)):
+        out[(a, b)] = out.get((a, b), 0) + int(value)
+    return out
+
+
+def run_confusions(session: Session, run_ref: str) -> tuple[dict[str, Any], dict[tuple[str, str], int]]:
+    """A run (by id or name) and its confusion cells, ``(expected, called) -> count``,
+    for ``toollens lint --run``."""
+    run = find_run(session, run_ref)
+    cells = _counters(session, run.id, "confusion")
+    listed = [{"expected": e, "called": c, "count": n} for (e, c), n in sorted(cells.items(), key=lambda x: -x[1])
+              if e != c and n]
+    return {"id": run.id, "name": run.name, "confusions": listed}, cells
 
 
 class ToolDiffPublic(BaseModel):

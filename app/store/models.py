@@ -68,18 +68,36 @@ class ToolsetVersion(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+class SuitePart(Base):
+    """A piece of suite documents, stored once by content (sha256 of its
+    canonical JSON): a suite's head (everything but its cases) or one case."""
+
+    __tablename__ = "suite_parts"
+
+    hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    document: Mapped[Any] = mapped_column(JSONType)
+
+
 class SuiteRow(Base):
     """A version of a suite: a self-contained document (toolset inline), by
-    content hash. ``version`` counts the versions of one name; ``parent_id``
-    is the version a curated case was added to."""
+    content hash. ``version`` counts the versions of one name (unique per
+    name); ``parent_id`` is the version a curated case was added to.
+
+    The document is kept as ``parts``: the hash of its head and of each case
+    in ``suite_parts`` (read it whole with ``ingest.suite_document``), so a
+    version that adds a case costs the case and a list of hashes. Rows stored
+    before migration 0010 keep the whole document in ``legacy_document``."""
 
     __tablename__ = "suites"
-    __table_args__ = (UniqueConstraint("name", "hash", name="uq_suite_content"),)
+    __table_args__ = (UniqueConstraint("name", "hash", name="uq_suite_content"),
+                      Index("uq_suite_version", "name", "version", unique=True))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), index=True)
     hash: Mapped[str] = mapped_column(String(64))
-    document: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    legacy_document: Mapped[dict[str, Any]] = mapped_column("document", JSONType, default=dict)
+    parts: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)  # {"head": h, "cases": [h...]}
+    case_count: Mapped[int | None] = mapped_column(Integer, nullable=True)  # how many cases (lists read no parts)
     toolset_version_id: Mapped[int] = mapped_column(ForeignKey("toolset_versions.id"))
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     parent_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a suite id

@@ -6,6 +6,7 @@ Figures come from the run's counters, never from scanning calls.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Select, Text, func, select, type_coerce
@@ -138,19 +139,57 @@ def _model_calls(raw: Any) -> list[ModelCall]:
 def run_usage(session: Session, run_id: int, prices: PriceTable | None = None) -> dict[str, Any]:
     """The run's ``usage`` figures (docs/metrics.md), priced now. Reads the run's
     trajectories' usage columns and its calls' latencies (the figures cache keeps the result)."""
-    tally = UsageTally()
+    return usage_so_far(session, run_id).tally.to_json(prices or current_prices())
+
+
+@dataclass
+class UsageSoFar:
+    """The usage tally of a run's trajectories up to ``last_id`` (every one of them)."""
+
+    tally: UsageTally
+    last_id: int = 0
+
+
+def usage_so_far(session: Session, run_id: int, before: UsageSoFar | None = None) -> UsageSoFar:
+    """The tally of the run's trajectories; given ``before``, only those stored
+    after its ``last_id`` are read and added to it, unless some with a lower id
+    were stored meanwhile (concurrent writers commit out of order): then every
+    trajectory is read again."""
+    so_far = before if before is not None else UsageSoFar(UsageTally())
+    after = so_far.last_id
     # the JSON columns as the database hands them (text on SQLite), read by the core's fast reader
     q = select(TrajectoryRow.id, type_coerce(TrajectoryRow.model_calls, Text), TrajectoryRow.passed,
                type_coerce(TrajectoryRow.failures, Text), TrajectoryRow.outcome,
-               ).where(TrajectoryRow.run_id == run_id).order_by(TrajectoryRow.id)
+               ).where(TrajectoryRow.run_id == run_id, TrajectoryRow.id > after).order_by(TrajectoryRow.id)
     latency: dict[int, list[tuple[str, float]]] = {}
     for tid, name, ms in session.execute(select(CallRow.trajectory_id, CallRow.name, CallRow.latency_ms).where(
-            CallRow.run_id == run_id, CallRow.latency_ms.is_not(None))):
+            CallRow.run_id == run_id, CallRow.trajectory_id > after, CallRow.latency_ms.is_not(None))):
         latency.setdefault(tid, []).append((name, float(ms or 0.0)))
+    last = after
     for tid, calls, passed, failures, outcome in session.execute(q):
-        tally.add(_model_calls(_json(calls)), latency.get(tid, ()), passed=passed, failures=_json(failures) or (),
-                  outcome=outcome)
-    return tally.to_json(prices or current_prices())
+        so_far.tally.add(_model_calls(_json(calls)), latency.get(tid, ()), passed=passed,
+                         failures=_json(failures) or (), outcome=outcome)
+        last = tid
+    so_far.last_id = last
+    if before is not None:
+        held = session.scalar(select(func.count()).select_from(TrajectoryRow).where(
+            TrajectoryRow.run_id == run_id, TrajectoryRow.id <= last))
+        if held != so_far.tally.trajectories:
+            return usage_so_far(session, run_id)
+    return so_far
+
+
+def run_summary(session: Session, run_id: int, prices: PriceTable, *, usage: UsageSoFar | None = None,
+                keep_usage: bool = False) -> tuple[dict[str, Any], UsageSoFar | None]:
+    """The run's figures without their ``cases`` (what the figures cache keeps):
+    the report from its counters and the ``usage`` figures. With ``usage`` (an
+    earlier tally of this run, which is changed) only the trajectories stored
+    since are read; the tally comes back when asked (``keep_usage``) or given."""
+    data = run_report(session, run_id).to_json()
+    data.pop("cases", None)
+    so_far = usage_so_far(session, run_id, usage)
+    data["usage"] = so_far.tally.to_json(prices)
+    return data, so_far if keep_usage or usage is not None else None
 
 
 def run_trajectory_count(session: Session, run_id: int) -> int:
@@ -230,6 +269,13 @@ def turn_list(turns: dict[str, dict[str, Any]] | None) -> list[TurnFigures]:
             for k, v in sorted((turns or {}).items(), key=lambda kv: int(kv[0]))]
 
 
+def run_causes(session: Session, run_id: int) -> list[dict[str, Any]]:
+    """``causes`` of the figures (failed trajectories by first divergence), from the run's cause counters alone."""
+    rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
+                           .where(RunCounter.run_id == run_id, RunCounter.kind == "cause"))
+    return Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows).causes_json()
+
+
 def turn_figures(session: Session, run_id: int) -> list[TurnFigures]:
     """A run's figures per user turn, from its per-turn counters alone (empty: no conversations)."""
     rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
@@ -268,13 +314,14 @@ def _summary(t: TrajectoryRow) -> TrajectorySummary:
 
 def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,
                       called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
-                      passed: bool | None = None, case_id: str | None = None, limit: int = 50,
-                      offset: int = 0) -> TrajectoriesPublic:
+                      passed: bool | None = None, case_id: str | None = None, cause: str | None = None,
+                      limit: int = 50, offset: int = 0) -> TrajectoriesPublic:
     """A page of a run's trajectories, filtered by failure name, confusion
-    cell (``expected`` and/or ``called``), fault kind, outcome, pass/fail."""
+    cell (``expected`` and/or ``called``), fault kind, outcome, pass/fail,
+    cause (the key of a failed trajectory's first divergence)."""
     get_run_row(session, run_id)
-    failure, expected, called, fault_kind, outcome, case_id = (  # an empty filter is no filter
-        x or None for x in (failure, expected, called, fault_kind, outcome, case_id))
+    failure, expected, called, fault_kind, outcome, case_id, cause = (  # an empty filter is no filter
+        x or None for x in (failure, expected, called, fault_kind, outcome, case_id, cause))
     q = select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id)
     # one filter answered from an index alone: count and page without scanning the run's trajectories
     index_only: list[Select[int]] = []
@@ -283,6 +330,11 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
             TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "failure", TrajectoryTag.value == failure)
         q = q.where(TrajectoryRow.id.in_(tagged))
         index_only.append(tagged)
+    if cause:
+        caused = select(TrajectoryTag.trajectory_id).where(
+            TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "cause", TrajectoryTag.value == cause)
+        q = q.where(TrajectoryRow.id.in_(caused))
+        index_only.append(caused)
     if called == MISSING:
         missing = select(TrajectoryTag.trajectory_id).where(TrajectoryTag.run_id == run_id,
                                                             TrajectoryTag.kind == "missing")
@@ -309,7 +361,7 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
     if case_id:
         q = q.where(TrajectoryRow.case_id == case_id)
     total = None
-    if all(x is None for x in (expected, called, fault_kind, case_id)):
+    if all(x is None for x in (expected, called, fault_kind, case_id, cause)):
         total = counted(session, run_id, failure=failure, outcome=outcome, passed=passed)
     if len(index_only) == 1 and all(x is None for x in (fault_kind, outcome, passed, case_id)):
         q = index_only[0].distinct()

@@ -146,6 +146,8 @@ def score_batch(scorer: TrajectoryScorer, trajectories: Sequence[Trajectory]) ->
         usage_counters(t.model_calls, counters)
         call_rows.extend(_call_rows(t, ts, tid, 0, call_ids))
         tag_rows.extend((tid, 0, "failure", f) for f in ts.failures)
+        if ts.divergence is not None and not ts.user_error:
+            tag_rows.append((tid, 0, "cause", ts.divergence.key))
         missing = sorted({e for e, c in ts.confusion if c == "(missing)"})
         tag_rows.extend((tid, 0, "missing", m) for m in missing)
     keys = [(t.case_id, t.trial, fault_key(t)) for t in trajectories]

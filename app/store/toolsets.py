@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.core.suite import Suite
 from app.core.tools import Toolset
+from app.store import suites
 from app.store.compare import per_tool
 from app.store.ingest import ensure_toolset_version
 from app.store.models import Run, RunCounter, SuiteRow, ToolsetVersion
@@ -40,13 +41,15 @@ def version_dependencies(session: Session, version_id: int) -> list[tuple[str, s
     """The dependency pairs the stored suites declare for this toolset version
     (toolset-wide, suite-wide and per case), without repeats."""
     seen: dict[tuple[str, str], None] = {}
-    for doc in session.scalars(select(SuiteRow.document).where(SuiteRow.toolset_version_id == version_id)):
+    rows = list(session.scalars(select(SuiteRow).where(SuiteRow.toolset_version_id == version_id)
+                                .order_by(SuiteRow.id)))
+    for doc, cases in suites.distinct_parts(session, rows):
         toolset = doc.get("toolset") if isinstance(doc, dict) else None
         raw: list[object] = []
         if isinstance(toolset, dict):
             raw += list(toolset.get("dependencies") or [])
         raw += list(doc.get("dependencies") or []) if isinstance(doc, dict) else []
-        for case in (doc.get("cases") or []) if isinstance(doc, dict) else []:
+        for case in cases:
             if isinstance(case, dict):
                 raw += list(case.get("dependencies") or [])
         for pair in raw:

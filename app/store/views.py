@@ -286,6 +286,20 @@ class UsagePublic(BaseModel):
     by_tool: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class CausePublic(BaseModel):
+    """A cause of failure: failed trajectories counted once, under their
+    first divergence; ``filter`` (``{"cause": key}``) lists exactly those."""
+
+    model_config = ConfigDict(extra="allow")
+
+    text: str
+    count: int
+    filter: dict[str, str]
+    kind: str = ""
+    tool: str = ""
+    other: str = ""
+
+
 class FiguresPublic(BaseModel):
     """Exactly the shape of ``toollens score --json`` (docs/formats.md), plus paging
     of ``cases``; ``turns`` (per turn number) is there only when the run holds conversations."""
@@ -312,8 +326,11 @@ class FiguresPublic(BaseModel):
     schema_errors: list[dict[str, Any]]
     faults_not_reached: int = 0
     user_errors: int = 0  # conversations the simulated user broke: listed, not scored
+    causes: list[CausePublic] = []  # failed trajectories by first divergence, largest first
     cases_total: int
     usage: UsagePublic | None = None
+    # figures behind a run that is receiving traces also carry (as extra keys) ``computed_at``,
+    # ``trajectories_behind`` and ``recompute_interval_s`` (app/web/state.py FiguresCache)
 
 
 class TrajectoryPairPublic(BaseModel):

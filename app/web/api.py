@@ -166,11 +166,12 @@ def export_jsonl(run_id: RunId, request: Request) -> StreamingResponse:
 def list_trajectories(
     run_id: RunId, session: ReadSession, failure: str | None = None, expected: str | None = None,
     called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
-    passed: bool | None = None, case_id: str | None = None, limit: Limit = 50, offset: Offset = 0,
+    passed: bool | None = None, case_id: str | None = None, cause: str | None = None, limit: Limit = 50,
+    offset: Offset = 0,
 ) -> TrajectoriesPublic:
     return queries.list_trajectories(session, run_id, failure=failure, expected=expected, called=called,
                                      fault_kind=fault_kind, outcome=outcome, passed=passed, case_id=case_id,
-                                     limit=limit, offset=offset)
+                                     cause=cause, limit=limit, offset=offset)
 
 
 @router.get("/trajectories/{trajectory_id}")

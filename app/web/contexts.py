@@ -28,7 +28,8 @@ from app.store.views import (
     TurnFigures,
 )
 from app.web import figures
-from app.web.figures import EXTRA, MISSING, Heatmap
+from app.web.figures import Heatmap
+from app.web.why import Segment, why
 
 FAILURE_NAMES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
                  "recovery_hallucinated", "recovery_confused")
@@ -79,79 +80,41 @@ def runs_page(session: Session, *, suite: str | None, model: str | None, toolset
                     filters={"suite": suite or "", "model": model or "", "toolset_version": toolset_version or ""})
 
 
-FAILURE_WORDS = {
-    "schema": "made a call whose arguments break the tool's schema",
-    "arguments": "called the right tool with wrong argument values",
-    "hallucinated_tool": "called a tool that does not exist",
-    "dependency": "called tools in the wrong order",
-    "forbidden_call": "made a call the case forbids",
-    "state": "left the final state different from the expected one",
-    "recovery_hallucinated": "invented data after a tool error",
-    "recovery_confused": "lost its way after a tool error",
-}
-
-
 @dataclass
 class Cause:
-    """One answer to "why did my agent fail?": a sentence, how many
-    trajectories it sinks, and the filter that lists exactly those."""
+    """One answer to "why did my agent fail?": failed trajectories counted
+    once, under their first divergence; the link lists exactly those."""
 
     count: int
-    text: str  # follows the count: "trajectories called x where y was expected (5 calls)"
+    text: str  # follows "N failed trajectories: "
     href: str
     why: str = ""
 
     @property
     def sentence(self) -> str:
-        return f"{self.count} {self.text}" + (f" — {self.why}" if self.why else "")
+        return f"{self.count} failed {_trajectories(self.count)}: {self.text}" + (f" — {self.why}" if self.why else "")
 
 
 def _trajectories(n: int) -> str:
     return "trajectory" if n == 1 else "trajectories"
 
 
-def _cell_cause(session: Session, run_id: int, expected: str, called: str, calls: int,
-                findings: dict[tuple[str, str], list[Any]]) -> Cause:
-    n = queries.list_trajectories(session, run_id, expected=expected, called=called, limit=1).count
-    href = "?" + urlencode({"expected": expected, "called": called}) + "#trajectories"
-    traj = _trajectories(n)
-    if called == MISSING:
-        return Cause(n, f"{traj} never called {expected}, though the case expects it", href)
-    if expected == EXTRA:
-        return Cause(n, f"{traj} made {calls} call{'s' if calls != 1 else ''} to {called} that no step expects", href)
-    pair = findings.get((expected, called)) or findings.get((called, expected))
-    if pair is None:
-        why = ""
-    elif pair:
-        why = "; ".join(dict.fromkeys(f.message for f in pair[:2]))
-    else:
-        why = "no lint finding explains it: read both descriptions as the model would"
-    return Cause(n, f"{traj} called {called} where {expected} was expected ({calls} call{'s' if calls != 1 else ''})",
-                 href, why)
-
-
-def causes(session: Session, run_id: int, figs: dict[str, Any], confusion: ConfusionPublic,
-           lint: linting.RunLintPublic | None, top: int = 5) -> list[Cause]:
-    """The few largest causes of failure, ranked by how many trajectories
-    each sinks: the wrong-tool cells of the confusion matrix one by one,
-    then every other failure kind."""
+def causes(figs: dict[str, Any], lint: linting.RunLintPublic | None, top: int = 5) -> list[Cause]:
+    """The few largest causes of failure (``causes`` of the figures: a grouped
+    count kept as the trajectories were stored); a wrong tool says which lint
+    finding explains the confusion, if one does."""
     findings = {(p.a, p.b): p.findings for p in lint.pairs} if lint is not None else {}
-    wrong = [c for c in confusion.cells if c.expected != c.called and not c.hallucinated][:top + 2]
-    out = [_cell_cause(session, run_id, c.expected, c.called, c.count, findings) for c in wrong]
-    for name, n in figs["failures"].items():
-        if name not in FAILURE_WORDS or not n:
-            continue
+    out = []
+    for c in figs.get("causes", [])[:top]:
         why = ""
-        if name == "schema" and figs["schema_errors"]:
-            worst = max(figs["schema_errors"], key=lambda s: s["count"])
-            n_calls = f"{worst['count']} call{'s' if worst['count'] != 1 else ''}"
-            why = f"most often {worst['tool']}.{worst['field'] or '(arguments)'} ({n_calls})"
-        elif name == "hallucinated_tool":
-            why = "invented: " + ", ".join(sorted({c.called for c in confusion.cells if c.hallucinated})[:5])
-        out.append(Cause(n, f"{_trajectories(n)} {FAILURE_WORDS[name]}",
-                         "?" + urlencode({"failure": name}) + "#trajectories", why))
-    out.sort(key=lambda c: -c.count)
-    return [c for c in out if c.count][:top]
+        if c.get("kind") == "wrong_tool":
+            pair = findings.get((c["tool"], c["other"])) or findings.get((c["other"], c["tool"]))
+            if pair:
+                why = "; ".join(dict.fromkeys(f.message for f in pair[:2]))
+            elif pair is not None:
+                why = "no lint finding explains it: read both descriptions as the model would"
+        out.append(Cause(c["count"], c["text"], "?" + urlencode(c["filter"]) + "#trajectories", why))
+    return out
 
 
 @dataclass
@@ -210,14 +173,13 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     trajs = queries.list_trajectories(
         session, run_id, failure=filters.get("failure") or None, expected=filters.get("expected") or None,
         called=filters.get("called") or None, fault_kind=filters.get("fault_kind") or None,
-        outcome=filters.get("outcome") or None, passed=passed, limit=limit, offset=offset)
+        outcome=filters.get("outcome") or None, passed=passed, cause=filters.get("cause") or None, limit=limit,
+        offset=offset)
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
     lint = linting.run_lint(session, run_id)
     passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
-    passes = PassFigures(passed_n, figs["trajectories"],
+    passes = PassFigures(passed_n, figs["trajectories"] + figs.get("trajectories_behind", 0),  # the live count
                          sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
-    ranked = (cache.kept(session, run_id, "causes", lambda: causes(session, run_id, figs, confusion, lint))
-              if cache is not None else causes(session, run_id, figs, confusion, lint))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))
@@ -231,7 +193,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
                                                for g in figs["outcomes_by_step"]], "step", "by faulted call")
         if figs["outcomes_by_step"] else None,
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
-        blocking=blocking(run), lint=lint, causes=ranked, passes=passes,
+        blocking=blocking(run), lint=lint, causes=causes(figs, lint), passes=passes,
         turns=queries.turn_list(figs.get("turns")),
     )
 
@@ -372,6 +334,7 @@ class TrajectoryPage:
     previous_failing: int | None = None
     next_failing: int | None = None
     groups: list[TurnGroup] | None = None  # a conversation's rows by user turn
+    why: list[list[Segment]] = field(default_factory=list)  # the first divergence and the outcome, in words
 
     @property
     def user_errors(self) -> list[dict[str, str]]:
@@ -393,7 +356,7 @@ def trajectory_page(session: Session, trajectory_id: int) -> TrajectoryPage:
     rows = timeline(t)
     return TrajectoryPage(t=t, run=queries.get_run(session, t.run_id), rows=rows,
                           evidence=t.detail.get("outcome_evidence") or {}, previous_failing=before,
-                          next_failing=after, groups=turn_groups(t, rows))
+                          next_failing=after, groups=turn_groups(t, rows), why=why(t))
 
 
 ZERO_THRESHOLD = ("hallucinated_tools", "hallucination_after_error")

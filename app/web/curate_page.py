@@ -59,10 +59,8 @@ def curate_form(session: Session, trajectory_id: int) -> CurateForm:
     t, traj = curation.stored_trajectory(session, trajectory_id)
     run = ingest.get_run_row(session, t.run_id)
     d = curate.draft(traj, ingest.suite_for_run(session, run).toolset)
-    newest: dict[str, SuitePublic] = {}
-    for s in curation.list_suites(session):
-        newest.setdefault(s.name, s)
     own = ingest.get_suite_row(session, run.suite_id).name
+    newest = {s.name: s for s in curation.newest_suites(session, always=own)}
     steps = [StepRow(index=s.index, name=s.name, turn=s.turn, attempts=len(s.calls), name_only=s.arguments is None,
                      args=[ArgRow(k, json.dumps(v, ensure_ascii=False),
                                   json.dumps(s.tolerance[k], ensure_ascii=False) if k in s.tolerance else "")

@@ -6,17 +6,17 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote
 
-from fastapi import APIRouter, HTTPException, Path, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.core import curate
 from app.core.errors import SuiteError
-from app.store import curation, ingest, labels
+from app.store import curation, ingest, labels, suites
 from app.store.db import session_scope
 from app.store.errors import NotFound
 from app.store.views import CaseAdded, SuitePublic
 from app.web import contexts, curate_page
-from app.web.api import ERRORS, MAX_ID, ReadSession, TrajectoryId, Writer, WriteSession
+from app.web.api import ERRORS, MAX_ID, Offset, ReadSession, TrajectoryId, Writer, WriteSession
 from app.web.limits import OffLoopJSON, same_origin
 from app.web.pages import render
 from app.web.schemas import CaseCreate
@@ -24,6 +24,7 @@ from app.web.schemas import CaseCreate
 router = APIRouter(responses=ERRORS, route_class=OffLoopJSON)
 
 SuiteId = Annotated[int, Path(ge=1, le=MAX_ID, description="suite version id")]
+SuitesLimit = Annotated[int, Query(ge=1, le=curation.MAX_SUITES)]
 
 
 def _edits(body: CaseCreate) -> curate.Edits:
@@ -37,16 +38,23 @@ def _edits(body: CaseCreate) -> curate.Edits:
 
 
 @router.get("/api/suites")
-def list_suites(session: ReadSession) -> list[SuitePublic]:
-    """Every suite version (the newest of each name first), with its content hash."""
-    return curation.list_suites(session)
+def list_suites(session: ReadSession, response: Response, limit: SuitesLimit = curation.MAX_SUITES,
+                offset: Offset = 0) -> list[SuitePublic]:
+    """Suite versions by name, the newest of each name first, with their content
+    hash: a page of ``limit`` from ``offset``; ``X-Total-Count`` says how many
+    there are and ``Link: <…>; rel="next"`` points at the next page."""
+    page, total = curation.list_suites(session, limit=limit, offset=offset)
+    response.headers["X-Total-Count"] = str(total)
+    if offset + len(page) < total:
+        response.headers["Link"] = f'</api/suites?limit={limit}&offset={offset + len(page)}>; rel="next"'
+    return page
 
 
 @router.get("/api/suites/{suite_id}")
 def get_suite(suite_id: SuiteId, session: ReadSession) -> dict[str, Any]:
     """A suite version and its self-contained document."""
     row = ingest.get_suite_row(session, suite_id)
-    return {**curation.suite_public(row).model_dump(mode="json"), "document": row.document}
+    return {**curation.suite_public(row).model_dump(mode="json"), "document": suites.suite_document(session, row)}
 
 
 @router.post("/api/suites/{suite_id}/cases", status_code=201, dependencies=[Writer])

@@ -742,7 +742,7 @@ class OtlpReceiver:
                 suite_id = ingest.get_run_row(session, run_id).suite_id
                 suite = self._suites.get(suite_id)
                 if suite is None:  # suites are never changed nor deleted: read and hashed once
-                    document = ingest.get_suite_row(session, suite_id).document
+                    document = ingest.suite_document(session, suite_id)
                     if len(self._suites) >= 64:
                         self._suites.clear()
                     suite = self._suites[suite_id] = (document, digest(document))

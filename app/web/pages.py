@@ -41,10 +41,11 @@ def runs(request: Request, session: ReadSession, suite: str | None = None, model
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run(request: Request, run_id: RunId, session: ReadSession, failure: str = "", expected: str = "",
-        called: str = "", fault_kind: str = "", outcome: str = "", passed: str = "", limit: Limit = 50,
-        offset: Offset = 0) -> HTMLResponse:
+        called: str = "", fault_kind: str = "", outcome: str = "", passed: str = "", cause: str = "",
+        limit: Limit = 50, offset: Offset = 0) -> HTMLResponse:
     filters = {k: v for k, v in {"failure": failure, "expected": expected, "called": called,
-                                 "fault_kind": fault_kind, "outcome": outcome, "passed": passed}.items() if v}
+                                 "fault_kind": fault_kind, "outcome": outcome, "passed": passed,
+                                 "cause": cause}.items() if v}
     page = contexts.run_page(session, run_id, filters=filters, limit=limit, offset=offset,
                              cache=request.app.state.figures)
     return render(request, "run.html", page=page, health=labels.run_health(session, run_id))

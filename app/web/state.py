@@ -1,11 +1,14 @@
-"""Per-app state: a small cache of scorers by stored suite."""
+"""Per-app state: caches of scorers by stored suite, of comparisons and of a run's figures."""
 
 from __future__ import annotations
 
+import datetime as dt
+import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable
+from dataclasses import dataclass
 from threading import Lock
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -13,11 +16,9 @@ from app.core.prices import PriceTable, current_prices
 from app.core.scoring import Scorer
 from app.store import compare as comparing
 from app.store import queries
-from app.store.ingest import suite_for_run
+from app.store.ingest import get_run_row, suite_for_run
 from app.store.models import Run
 from app.store.views import ComparisonPublic
-
-T = TypeVar("T")
 
 
 class ScorerCache:
@@ -69,49 +70,111 @@ class ComparisonCache:
         return result
 
 
-class FiguresCache:
-    """A run's report (without its per-case page), kept while the run's
-    trajectory count stays the same: rebuilding it from the counters costs
-    more than the page around it on a run with many trials."""
+@dataclass
+class _Summary:
+    """A run's figures without their per-case page, as computed once."""
 
-    def __init__(self, size: int = 64):
+    born: dt.datetime  # the run's created_at: a run id used again after a delete is another run
+    count: int  # the run's trajectories when computed
+    prices: PriceTable
+    data: dict[str, Any]
+    at: float  # time.time() of the computation
+    at_mono: float  # time.monotonic() of it
+    took: float  # seconds the computation took
+    tally: queries.UsageSoFar | None = None  # kept for a run that is receiving: the next one adds to it
+
+
+class FiguresCache:
+    """A run's figures (without their per-case page), computed once and shared.
+
+    While the run's trajectory count stays the same they are current. A run
+    that is receiving traces changes after every batch: its figures are then
+    computed again at most once per ``interval`` seconds (sooner when they
+    cost little: ten times what they took), and between two
+    computations the last one is served with how far behind it is
+    (``computed_at``, ``trajectories_behind``, ``recompute_interval_s``).
+    Concurrent requests for a run share one computation: the others wait for
+    it. The usage figures of a receiving run are computed incrementally, from
+    the trajectories stored since (``queries.UsageSoFar``)."""
+
+    def __init__(self, size: int = 64, *, interval: float = 5.0, live_tallies: int = 4):
         self._size = size
-        self._items: OrderedDict[tuple[int, int], tuple[PriceTable, dict[str, Any]]] = OrderedDict()
-        self._kept: OrderedDict[tuple[int, int, str], object] = OrderedDict()
+        self.interval = interval
+        self._live_tallies = live_tallies
+        self._items: OrderedDict[int, _Summary] = OrderedDict()
+        self._running: dict[int, threading.Event] = {}
         self._lock = Lock()
 
     def figures(self, session: Session, run_id: int, *, cases_limit: int = 100,
                 cases_offset: int = 0) -> dict[str, Any]:
-        prices = current_prices()  # the usage figures are priced now: a new table re-prices them
-        key = (run_id, queries.run_trajectory_count(session, run_id))
-        with self._lock:
-            cached = self._items.get(key)
-            if cached is not None:
-                self._items.move_to_end(key)
-        summary = cached[1] if cached is not None and cached[0] is prices else None
-        if summary is None:
-            summary = {**queries.run_report(session, run_id).to_json(),
-                       "usage": queries.run_usage(session, run_id, prices)}
-            summary.pop("cases", None)
-            with self._lock:
-                self._items[key] = (prices, summary)
-                while len(self._items) > self._size:
-                    self._items.popitem(last=False)
+        summary = self.summary(session, run_id)
         return queries.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset,
                                summary=summary)
 
-    def kept(self, session: Session, run_id: int, what: str, build: Callable[[], T]) -> T:
-        """``build()`` once per run and trajectory count: what the pages derive from a run that
-        costs a scan (the trajectories behind each cause of failure) is built again only when
-        the run has changed."""
-        key = (run_id, queries.run_trajectory_count(session, run_id), what)
-        with self._lock:
-            if key in self._kept:
-                self._kept.move_to_end(key)
-                return cast("T", self._kept[key])
-        value = build()
-        with self._lock:
-            self._kept[key] = value
-            while len(self._kept) > self._size:
-                self._kept.popitem(last=False)
-        return value
+    def summary(self, session: Session, run_id: int) -> dict[str, Any]:
+        """The run's figures without ``cases``, with the keys that say when they were computed."""
+        prices = current_prices()  # the usage figures are priced now: a new table re-prices them
+        born = get_run_row(session, run_id).created_at  # an unknown run: 404, and nothing computed
+        count = queries.run_trajectory_count(session, run_id)
+        while True:
+            with self._lock:
+                cached = self._items.get(run_id)
+                if cached is not None and cached.born != born:
+                    cached = None
+                usable = cached is not None and cached.prices is prices
+                if cached is not None and usable and (cached.count == count
+                                                      or time.monotonic() - cached.at_mono < self._wait(cached)):
+                    self._items.move_to_end(run_id)
+                    return self._stamped(cached, count)
+                running = self._running.get(run_id)
+                if running is None:
+                    done = self._running[run_id] = threading.Event()
+            if running is not None:  # another request computes them: share its result
+                running.wait()
+                with self._lock:
+                    cached = self._items.get(run_id)
+                    if cached is not None and cached.prices is prices and cached.born == born:
+                        return self._stamped(cached, count)
+                continue  # it failed: compute them here
+            try:
+                try:
+                    fresh = self._compute(session, run_id, born, prices, cached if usable else None)
+                except BaseException:
+                    if cached is not None:
+                        cached.tally = None  # it may hold part of the failed computation
+                    raise
+                with self._lock:
+                    self._items[run_id] = fresh
+                    self._items.move_to_end(run_id)
+                    while len(self._items) > self._size:
+                        self._items.popitem(last=False)
+                    live = [k for k, v in reversed(self._items.items()) if v.tally is not None]
+                    for k in live[self._live_tallies:]:  # the tallies of the runs that received last only
+                        self._items[k].tally = None
+                return self._stamped(fresh, count)
+            finally:
+                with self._lock:
+                    self._running.pop(run_id, None)
+                done.set()
+
+    def _compute(self, session: Session, run_id: int, born: dt.datetime, prices: PriceTable,
+                 previous: _Summary | None) -> _Summary:
+        at, mono = time.time(), time.monotonic()
+        count = queries.run_trajectory_count(session, run_id)
+        receiving = previous is not None and previous.count != count
+        tally = previous.tally if receiving and previous is not None else None
+        data, tally = queries.run_summary(session, run_id, prices, usage=tally, keep_usage=receiving)
+        return _Summary(born=born, count=int(data["trajectories"]), prices=prices, data=data, at=at, at_mono=mono,
+                        took=time.monotonic() - mono, tally=tally)
+
+    def _wait(self, s: _Summary) -> float:
+        """How long a receiving run's figures are served before they are computed
+        again: ``interval``, or less for figures that cost little (ten times their cost)."""
+        return min(self.interval, 10 * s.took)
+
+    def _stamped(self, s: _Summary, count: int) -> dict[str, Any]:
+        """The figures; when they are behind the run, with when they were computed and how far behind."""
+        if count <= s.count:
+            return s.data  # current: exactly the shape of ``toollens score --json``
+        return {**s.data, "computed_at": dt.datetime.fromtimestamp(s.at, dt.UTC).isoformat(timespec="milliseconds"),
+                "trajectories_behind": count - s.count, "recompute_interval_s": round(self._wait(s), 3)}

@@ -54,6 +54,13 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False, default=str)
 
 
+def short_json(value: Any, width: int = 80) -> str:
+    """JSON on one line when it fits in ``width`` characters, else ``pretty_json``
+    (a timeline's small arguments take one line, not three)."""
+    flat = json.dumps(value, ensure_ascii=False, default=str)
+    return flat if len(flat) <= width else pretty_json(value)
+
+
 def fault_label(key: str | None) -> str:
     """A stored fault key ("0:http_503", the step counted from 0) as people
     read it: "http_503 at call #1"."""
@@ -63,9 +70,24 @@ def fault_label(key: str | None) -> str:
     return f"{kind} at call #{int(step) + 1}"
 
 
+FOLD_LINES = 3
+FOLD_CHARS = 240
+
+
+def fold_head(text: str, lines: int = FOLD_LINES, chars: int = FOLD_CHARS) -> str:
+    """The first few lines of a long text (the whole text when it is short):
+    a long observation shows this much, the rest behind a <details>."""
+    head = "\n".join(text.split("\n", lines)[:lines])
+    if len(head) > chars:
+        head = head[:chars]
+    return head if len(head) == len(text) else head.rstrip() + " …"
+
+
 def install_filters(env: Environment) -> None:
+    env.filters["fold_head"] = fold_head
     env.filters["fault_label"] = fault_label
     env.filters["pretty_json"] = pretty_json
+    env.filters["short_json"] = short_json
     env.filters["ratio"] = ratio
     env.filters["pct"] = pct
     env.filters["signed"] = signed

@@ -1,0 +1,134 @@
+"""The trajectory page's first answer: one or two sentences above the
+timeline naming the first divergence and the outcome with its evidence, each
+call linked to its row (``#call-N``, ``#step-N``). Built here, displayed by the
+template as segments (the template escapes every one of them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.store.views import TrajectoryPublic
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of a sentence: plain words, a tool or field name (``code``), or a link to a row."""
+
+    text: str
+    href: str = ""
+    code: bool = False
+
+
+def _call(i: int | None) -> Segment:
+    return Segment("the end of the run") if i is None else Segment(f"call #{i + 1}", f"#call-{i + 1}")
+
+
+def _step(j: int | None, tool: str) -> list[Segment]:
+    label = "expected step" if j is None else f"expected step #{j + 1}"
+    return [Segment(label, "" if j is None else f"#step-{j + 1}"), Segment(" "), Segment(tool, code=True)]
+
+
+def divergence_sentence(d: dict[str, Any]) -> list[Segment]:
+    """The first divergence in words, its call or step linked."""
+    kind, tool, other = str(d.get("kind", "")), str(d.get("tool", "")), str(d.get("other", ""))
+    i = d.get("call") if isinstance(d.get("call"), int) else None
+    j = d.get("step") if isinstance(d.get("step"), int) else None
+    code = Segment(tool, code=True)
+    first = Segment("First divergence: ")
+    if kind == "missing_step":
+        return [first, *_step(j, tool), Segment(": no call was made for it.")]
+    if kind == "wrong_tool":
+        return [first, Segment("at "), _call(i), Segment(" the agent called "), Segment(other, code=True),
+                Segment(" where "), *_step(j, tool), Segment(" was expected.")]
+    if kind == "arguments":
+        return [first, *_step(j, tool), Segment(" was never called with the expected values: at "), _call(i),
+                Segment(" "), *([Segment(other, code=True), Segment(" differs from the expected value.")]
+                                        if other else [Segment("its values differ.")])]
+    if kind == "schema":
+        return [first, Segment("at "), _call(i), Segment(" the arguments of "), code,
+                Segment(" break its schema" + (f" ({other})." if other else "."))]
+    if kind == "step_failed":
+        return [first, *_step(j, tool), Segment(" was never done: every call to it failed, the first at "),
+                _call(i), Segment(".")]
+    if kind == "hallucinated_tool":
+        return [first, Segment("at "), _call(i), Segment(" the agent called "), code,
+                Segment(", a tool that does not exist.")]
+    if kind == "forbidden_call":
+        return [first, Segment("at "), _call(i), Segment(" the agent made a call the case forbids: "), code,
+                Segment(".")]
+    if kind == "extra_call":
+        return [first, Segment("at "), _call(i), Segment(" the agent called "), code,
+                Segment(", which no step expects (the case allows no extra call).")]
+    if kind == "dependency":
+        return [first, Segment("at "), _call(i), Segment(" the agent called "), code, Segment(" before "),
+                Segment(other, code=True), Segment(", which must come first.")]
+    if kind == "recovery":
+        return [first, Segment("the error at "), _call(i), Segment(" ("), code,
+                Segment(f") was met badly: the outcome is {other}.")]
+    if kind == "state":
+        return [first, Segment("the final state differs from the expected one at "),
+                Segment(other or "(the whole state)", code=True), Segment(".")]
+    if tool:
+        return [first, Segment(f"none in the case's reference: every expected step was done, yet the reward is "
+                               f"{tool}.")]
+    return [first, Segment("none found in the case.")]
+
+
+def _ending(evidence: dict[str, Any], answer: str) -> str:
+    """How the run ended after the fault, from the outcome's evidence."""
+    if evidence.get("handoff"):
+        return f"handed the conversation to a person ({evidence['handoff']})"
+    if evidence.get("give_up_phrase"):
+        return f"said it could not (\u201c{evidence['give_up_phrase']}\u201d)"
+    values = evidence.get("ungrounded_values") or []
+    if values:
+        shown = ", ".join(str(v) for v in values[:3])
+        return f"stated values that no call returned ({shown})"
+    if evidence.get("ended_on_error") or evidence.get("said_after_fault") is False:
+        return "ended without telling the user"
+    if evidence.get("datum_in_answer"):
+        return f"gave the expected datum {evidence['datum_in_answer']}"
+    said = " ".join(answer.split())
+    if not said:
+        return "ended without an answer"
+    return f"answered \u201c{said[:120]}{'…' if len(said) > 120 else ''}\u201d"
+
+
+def outcome_sentence(t: TrajectoryPublic, lead: str = "After the error at ") -> list[Segment]:
+    """What the agent did after the fault and how it ended, with the outcome."""
+    fault = (t.detail or {}).get("fault") or {}
+    i = fault.get("step")
+    if t.outcome is None or not isinstance(i, int) or not 0 <= i < len(t.calls):
+        return []
+    faulted = t.calls[i]
+    again = [c for c in t.calls[i + 1:] if c.name == faulted.name]
+    failed = [c for c in again if c.error]
+    out = [Segment(lead), _call(i), Segment(" ("), Segment(faulted.name, code=True),
+           Segment(") the agent ")]
+    if again:
+        n = len(again)
+        out += [Segment("tried it again once (at " if n == 1 else f"tried it again {n} times (last at "),
+                _call(again[-1].index), Segment(")")]
+        if failed:
+            out.append(Segment(", every one failing" if len(failed) == n else f", {len(failed)} of them failing"))
+        out.append(Segment(", and "))
+    out.append(Segment(_ending((t.detail or {}).get("outcome_evidence") or {}, t.answer)))
+    out.append(Segment(f": outcome {t.outcome}."))
+    return out
+
+
+def why(t: TrajectoryPublic) -> list[list[Segment]]:
+    """The sentences above the timeline (none for a passed trajectory without a fault)."""
+    d = (t.detail or {}).get("divergence")
+    if not isinstance(d, dict) or t.passed:
+        d = None
+    if d is not None and d.get("kind") == "recovery":  # the error met badly: the outcome sentence says it all
+        said = outcome_sentence(t, "First divergence: after the error at ")
+        if said:
+            return [said]
+    out = [] if d is None else [divergence_sentence(d)]
+    said = outcome_sentence(t)
+    if said:
+        out.append(said)
+    return out

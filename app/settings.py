@@ -18,7 +18,7 @@ class Settings(BaseSettings):
     api_token: str | None = None
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     # mcp-serve's /toollens/end and /toollens/message (a message's content is cut at 100,000 characters)
-    mcp_max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    mcp_max_body_bytes: int = Field(default=2 * 1024 * 1024, gt=0)
     auto_migrate: bool = True
     # Host names the server answers, comma-separated ("*": any); empty: the loopback names and ``listen_host``
     allowed_hosts: str = ""

@@ -79,7 +79,7 @@ def test_side_endpoints_take_writes_as_the_api_does(sqlite_url: str, stop: list[
                       ).status_code == 421
 
     # bounded bodies: a declared 300 MB is refused before a byte of it is read; one streamed
-    # without a length is read up to the bound (1 MiB), and the server's memory stays put
+    # without a length is read up to the bound (2 MiB), and the server's memory stays put
     before = rss_mb(proc.pid)
     head = {"host": f"127.0.0.1:{port}", "content-type": "application/json", **auth}
     started = time.monotonic()
@@ -87,7 +87,7 @@ def test_side_endpoints_take_writes_as_the_api_does(sqlite_url: str, stop: list[
     assert status == 413 and b"TOOLLENS_MCP_MAX_BODY_BYTES" in body and time.monotonic() - started < 5
     chunk = b'{"trajectory": "t1", "content": "' + b"x" * (1 << 20)
     status, body = raw_post(port, "/toollens/message", {**head, "transfer-encoding": "chunked"}, [chunk] * 40)
-    assert status == 413 and b"1048576 bytes" in body
+    assert status == 413 and b"2097152 bytes" in body
     assert rss_mb(proc.pid) - before < 30
 
     # what the rules let through is stored

@@ -401,7 +401,7 @@ def _trajectory_key(key: str) -> str:
 
 
 def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/mcp", token: str | None = None,
-             allowed: str = "", max_bytes: int = 1 << 20) -> Any:
+             allowed: str = "", max_bytes: int = 2 << 20) -> Any:
     """A Starlette app: the MCP endpoint at ``path``, ``POST /toollens/end`` and ``POST
     /toollens/message``. Those two take writes as the API does (docs/security.md): the
     bearer ``token`` when one is set, a Host of ``allowed`` (comma-separated; empty: the

@@ -17,10 +17,11 @@ request is answered once it is staged (its body committed to the
 ``otlp_batches`` table, under this server's lease) and its spans buffered; a
 trajectory is stored in the transaction that marks its trace done there, and
 the staged requests of a server that died (its lease expired) are taken over
-by the next server, so an acknowledged span survives a crash. When the buffer is full
-(or the database is away) the answer is 503 with ``Retry-After``, which the
-OpenTelemetry exporters retry. Spans arriving for a trace already stored
-(late, or a retried request) make another trial of it; spans stored already
+by the next server, so an acknowledged span survives a crash. The buffer is bounded
+before a request is acknowledged: past a trace's own bound (its spans, its tool calls)
+the request is refused with 413, past the whole buffer's (spans, traces, bytes) or with
+the database away with 503 and ``Retry-After``, which the OpenTelemetry exporters retry.
+Spans arriving for a trace already stored (late, or a retried request) make another trial of it; spans stored already
 are recognised by the database (``otlp_traces``) and not stored twice.
 Shutting the app down stores everything still buffered. docs/otlp-receiver.md
 says what is guaranteed.

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # The team's shared folder of public agent runs (tau-bench, BFCL, ToolBench) lives
 # beside the checkout; TOOLLENS_TEST_DATA points elsewhere, relative to the repository.
 DATA = (ROOT / os.environ.get("TOOLLENS_TEST_DATA", "../shared/data")).resolve()
-DATA_HOW = ("the team's shared folder of public agent runs (tau-bench, BFCL, ToolBench), expected at "
+DATA_HOW = ("the team's shared folder of public agent runs (tau-bench, τ²-bench, Inspect AI, BFCL, ToolBench), "
+            "expected at "
             "../shared/data relative to the repository root (or set TOOLLENS_TEST_DATA)")
 
 

@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-FORMAT_HELP = "Source format: toollens, openai-messages, anthropic-messages, tau-bench, otel, bfcl, toolbench."
+FORMAT_HELP = ("Source format: toollens, openai-messages, anthropic-messages, tau-bench, otel, bfcl, toolbench, "
+               "tau2, inspect.")
 TOOLS_HELP = "Tool-schema file (list of tools, {\"tools\": [...]} or {domain: [...]}); else inferred from the calls."
 DOMAIN_HELP = "Which domain of a multi-domain tool-schema file (default: the one the traces call)."
 GROUP_BY_HELP = ("otel: one trajectory per value of this span or resource attribute (e.g. gen_ai.conversation.id, "

@@ -22,6 +22,8 @@ FORMATS: dict[str, str] = {
     "otel": "otel",
     "bfcl": "bfcl",
     "toolbench": "toolbench",
+    "tau2": "tau2",
+    "inspect": "inspect_log",
 }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import InvalidTrajectory, ToolLensError
-from app.core.records import Trajectory
+from app.core.records import Trajectory, parse_record
 
 Converted = tuple[int, Trajectory | InvalidTrajectory]
 """(1-based line of the source, the record or why it could not be made)."""
@@ -46,6 +46,18 @@ class Conversion:
     records: RecordSource
     extra_suites: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+def record_or_reason(line: int, build: Callable[[], dict[str, Any]], *, source: str, what: str,
+                     field: str = "") -> Converted:
+    """The record ``build`` makes, checked, or why it cannot be made (never raised)."""
+    try:
+        return line, parse_record(build(), index=line, source=source)
+    except InvalidTrajectory as exc:
+        return line, exc
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a shape no rule expected
+        return line, InvalidTrajectory(f"cannot read this {what} ({type(exc).__name__}: {str(exc)[:200]})",
+                                       index=line, field=field, source=source)
 
 
 def no_records() -> Iterator[Converted]:

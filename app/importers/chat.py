@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import InvalidTrajectory, ToolSpecError
-from app.core.records import MAX_NAME, parse_record
+from app.core.records import MAX_NAME
 from app.core.tools import ToolSpec
-from app.importers.base import Conversion, Converted, Options
+from app.importers.base import Conversion, Converted, Options, record_or_reason
 from app.importers.jsonstream import iter_json_values
 from app.importers.toolsets import resolve_toolset, toolset_document
 
@@ -98,19 +98,16 @@ def convert_chat(path: Path, options: Options, *, fmt: str, to_record: ToRecord)
     def convert_one(line: int, value: Any) -> Converted:
         if isinstance(value, InvalidTrajectory):
             return line, value
-        try:
+        def build() -> dict[str, Any]:
             env = Envelope(value, line, source)
             data = to_record(env.messages)
             data["case_id"] = env.case_id
             data["trial"] = env.trial
             if env.reward is not None:
                 data["reward"] = env.reward
-            return line, parse_record(data, index=line, source=source)
-        except InvalidTrajectory as exc:
-            return line, exc
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a shape no rule expected
-            return line, InvalidTrajectory(f"cannot read this conversation ({type(exc).__name__}: {exc})",
-                                           index=line, source=source)
+            return data
+
+        return record_or_reason(line, build, source=source, what="conversation")
 
     def records() -> Iterator[Converted]:
         for line, value in conversations(path):

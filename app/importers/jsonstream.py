@@ -94,15 +94,32 @@ def _first_line(path: Path) -> bytes:
 
 
 def _whole(path: Path) -> JsonItem:
-    source = str(path)
-    if path.stat().st_size > WHOLE_DOCUMENT_BYTES:
-        return 1, InvalidTrajectory(f"one JSON document larger than {WHOLE_DOCUMENT_BYTES} bytes: "
-                                    "write it as JSON Lines (one object per line)", index=1, source=source)
-    raw = path.read_bytes()
     try:
-        return 1, loads(raw)
+        return 1, read_document(path)
+    except InvalidTrajectory as exc:
+        return 1, exc
+
+
+def read_document(path: Path, *, hint: str = "write it as JSON Lines (one object per line)") -> Any:
+    """A file that is one JSON document (a results file, a log), up to
+    ``WHOLE_DOCUMENT_BYTES``; raises InvalidTrajectory naming the file."""
+    source = str(path)
+    if not path.is_file():
+        raise InvalidTrajectory("file not found", source=source)
+    if path.stat().st_size > WHOLE_DOCUMENT_BYTES:
+        raise InvalidTrajectory(f"one JSON document larger than {WHOLE_DOCUMENT_BYTES} bytes: {hint}", index=1,
+                                source=source)
+    return decode_document(path.read_bytes(), source)
+
+
+def decode_document(raw: bytes, source: str) -> Any:
+    """JSON bytes already read within a bound, decoded (a clear error otherwise)."""
+    try:
+        return loads(raw)
     except ValueError as exc:
-        return 1, InvalidTrajectory(f"not valid JSON ({exc})", index=1, source=source)
+        raise InvalidTrajectory(f"not valid JSON ({exc})", index=1, source=source) from None
+    except RecursionError:
+        raise InvalidTrajectory("nested too deeply", index=1, source=source) from None
 
 
 def _iter_lines(path: Path) -> Iterator[JsonItem]:

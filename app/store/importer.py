@@ -107,7 +107,7 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
 
     A converted source (``toollens import --format``, app.importers) gives
     ``suite_document`` and ``records`` (read twice, like a file) instead."""
-    if not path.is_file():
+    if not (path.is_file() or (records is not None and path.exists())):  # a converter may read a folder
         raise InvalidTrajectory("file not found", source=str(path))
     if suite_document is None:
         if suite_path is None:

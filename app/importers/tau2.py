@@ -1,0 +1,307 @@
+"""``tau2``: τ²-bench results files (``{info, tasks, simulations: [{task_id,
+trial, messages, reward_info, termination_reason, …}]}``, as ``tau2 run``
+writes them).
+
+One trajectory per simulation, its ``trial`` kept and its reward
+``reward_info.reward``. The agent's calls are the assistant messages'
+``tool_calls`` (several per message, with or without text), matched to
+``role: tool`` results by ``id``; a result with ``error: true``, or whose
+content starts with the word ``Error``, is a tool error. In telecom the simulated
+user calls tools on their own phone (``requestor: "user"``): those calls are
+never the agent's; each is kept, with its result, in the user's message of
+that turn, so the timeline shows what the user did and saw. Tokens come from
+the agent's messages' ``usage``, the model from ``info.agent_info.llm``.
+
+Each task is a case: its expected actions requested by the assistant are
+the expected calls (a ``subset`` reference, as tau-bench's); the actions
+the user is expected to take, the ``nl_assertions`` and the
+``communicate_info`` are kept as the case's ``notes``. Nothing else of
+``info`` is read: its ``llm_args`` may hold an API key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from app.core.errors import InvalidTrajectory, SuiteError
+from app.core.records import MAX_NAME
+from app.core.usage import MAX_TOKENS
+from app.importers.base import Conversion, Converted, Options, call_error, content_text, record_or_reason
+from app.importers.jsonstream import read_document
+from app.importers.toolsets import check_tools, resolve_toolset, toolset_document
+
+NAME = "tau2"
+_ERROR = re.compile(r"\s*Error(?![A-Za-z])")  # "Error: …", "Error - …"; not "Errors on this line: none"
+RESULTS = "results.json"  # the file in a run's folder (current τ²-bench); older ones write NAME.json
+MAX_SIMULATIONS = 100_000
+MAX_NOTE = 2_000
+EXPECTED = ("expected a τ²-bench results file: a JSON object with 'simulations' (a list of {task_id, trial, "
+            "messages, reward_info}) as `tau2 run` writes it")
+STOPPED = {"max_steps": "step_limit", "too_many_errors": "error_limit", "agent_error": "agent_error",
+           "user_error": "user_error"}
+
+
+def _results_file(path: Path) -> Path:
+    return path / RESULTS if path.is_dir() else path
+
+
+def read_results(path: Path) -> Mapping[str, Any]:
+    """The results document, refused with what was expected when it is not one."""
+    file = _results_file(path)
+    doc = read_document(file, hint="τ²-bench results files are read whole")
+    source = str(file)
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("simulations"), list):
+        extra = ""
+        if isinstance(doc, Mapping) and (file.parent / "simulations").is_dir():
+            extra = " (this run keeps one file per simulation: `tau2 convert-results RUN --to json` joins them)"
+        raise SuiteError(f"no 'simulations' list: {EXPECTED}{extra}", path=source)
+    sims = doc["simulations"]
+    if len(sims) > MAX_SIMULATIONS:
+        raise SuiteError(f"more than {MAX_SIMULATIONS} simulations", path=source)
+    if any(isinstance(s, Mapping) and s.get("ticks") for s in sims):
+        raise SuiteError("a voice-mode (full-duplex) results file: its simulations are audio ticks, not "
+                         f"messages; only text-mode runs are read ({EXPECTED})", path=source)
+    return doc
+
+
+def _text(value: Any) -> str:
+    return content_text(value) if value is not None else ""
+
+
+def _info(doc: Mapping[str, Any], *keys: str) -> Any:
+    """A named field of ``info`` (only those the importer uses are ever read)."""
+    at: Any = doc.get("info")
+    for key in keys:
+        at = at.get(key) if isinstance(at, Mapping) else None
+    return at
+
+
+def agent_model(doc: Mapping[str, Any]) -> str | None:
+    llm = _info(doc, "agent_info", "llm")
+    return llm[:256] if isinstance(llm, str) and llm else None
+
+
+def _call_text(tc: Mapping[str, Any]) -> str:
+    name = tc.get("name") if isinstance(tc.get("name"), str) else "?"
+    args = tc.get("arguments")
+    return f"{name}({_json(args) if isinstance(args, Mapping) and args else ''})"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _tokens(value: Any) -> int | None:
+    return value if type(value) is int and 0 <= value < MAX_TOKENS else None
+
+
+def simulation_to_record(sim: Mapping[str, Any], model: str | None) -> dict[str, Any]:
+    """The record fields of one simulation (raises InvalidTrajectory-free
+    shapes only: ``parse_record`` checks the result)."""
+    calls: list[dict[str, Any]] = []
+    by_id: dict[str, dict[str, Any]] = {}
+    users_calls: dict[str, str] = {}  # the user's own calls waiting for their result: id -> "name(args)"
+    said: list[dict[str, Any]] = []
+    pending: list[str] = []  # what the user said and did since the agent last spoke
+    question = ""
+    answer = ""
+    model_calls: list[dict[str, Any]] = []
+
+    def user_turn() -> None:
+        if pending:
+            said.append({"role": "user", "content": "\n".join(pending), "calls_before": len(calls)})
+            pending.clear()
+
+    messages = sim.get("messages")
+    for m in messages if isinstance(messages, list) else ():
+        if not isinstance(m, Mapping):
+            continue
+        role = m.get("role")
+        tool_calls = [tc for tc in m.get("tool_calls") or () if isinstance(tc, Mapping)]
+        if role == "assistant":
+            user_turn()
+            usage = m.get("usage")
+            if isinstance(usage, Mapping):
+                entry = {"model": model, "input_tokens": _tokens(usage.get("prompt_tokens")),
+                         "output_tokens": _tokens(usage.get("completion_tokens"))}
+                model_calls.append({k: v for k, v in entry.items() if v is not None})
+            text = _text(m.get("content"))
+            if text.strip():
+                answer = text
+                said.append({"role": "assistant", "content": text, "calls_before": len(calls)})
+            for tc in tool_calls:
+                name = tc.get("name")
+                call = {"name": name if isinstance(name, str) else "", "arguments": tc.get("arguments"),
+                        "observation": None, "error": None}
+                calls.append(call)
+                if isinstance(tc.get("id"), str):
+                    by_id[tc["id"]] = call
+        elif role == "user":
+            text = _text(m.get("content"))
+            if text.strip():
+                question = question or text
+                pending.append(text)
+            for tc in tool_calls:
+                users_calls[str(tc.get("id"))] = _call_text(tc)
+        elif role == "tool":
+            ref = m.get("id")
+            content = _text(m.get("content"))
+            if m.get("requestor") == "user" or (isinstance(ref, str) and ref in users_calls):
+                what = users_calls.pop(str(ref), "a tool")
+                pending.append(f"[on their own device: {what} -> {content}]")
+                continue
+            found = by_id.pop(ref, None) if isinstance(ref, str) else None
+            if found is None:  # no id: the earliest call without a result
+                found = next((c for c in calls if c["observation"] is None and c["error"] is None), None)
+            if found is not None:
+                found["observation"] = content
+                if m.get("error") is True or _ERROR.match(content):
+                    found["error"] = call_error(content)
+    user_turn()
+    data: dict[str, Any] = {"question": question, "calls": calls, "answer": answer, "messages": said}
+    if model_calls:
+        data["model_calls"] = model_calls
+    reward_info = sim.get("reward_info")
+    reward = reward_info.get("reward") if isinstance(reward_info, Mapping) else None
+    if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+        data["reward"] = reward
+    stopped = STOPPED.get(str(sim.get("termination_reason")))
+    if stopped is not None:
+        data["stopped"] = stopped
+    return data
+
+
+def case_id(task_id: Any) -> str:
+    return str(task_id)[:MAX_NAME]
+
+
+def _record(sim: Any, i: int, model: str | None, source: str) -> dict[str, Any]:
+    where = f"simulations[{i}]"
+    if not isinstance(sim, Mapping):
+        raise InvalidTrajectory(f"a simulation is an object, got {type(sim).__name__}", index=i + 1, field=where,
+                                source=source)
+    task_id = sim.get("task_id")
+    if not isinstance(task_id, (int, str)) or isinstance(task_id, bool) or not str(task_id):
+        raise InvalidTrajectory("required, a string or an integer", index=i + 1, field=f"{where}.task_id",
+                                source=source)
+    if not isinstance(sim.get("messages"), list):
+        raise InvalidTrajectory("required, a list of messages", index=i + 1, field=f"{where}.messages",
+                                source=source)
+    data = simulation_to_record(sim, model)
+    trial = sim.get("trial", 0)
+    data.update(case_id=case_id(task_id), trial=trial if trial is not None else 0)
+    return data
+
+
+def _note(text: str) -> str:
+    return text if len(text) <= MAX_NOTE else text[:MAX_NOTE] + "…"
+
+
+def task_case(task: Mapping[str, Any], question: str) -> dict[str, Any]:
+    """A τ² task as a case: the assistant's expected actions as a subset
+    reference; the user's, the assertions and what must be said as notes."""
+    cid = case_id(task["id"])
+    criteria = task.get("evaluation_criteria")
+    criteria = criteria if isinstance(criteria, Mapping) else {}
+    expected: list[dict[str, Any]] | None = [] if isinstance(criteria.get("actions"), list) else None
+    notes: list[str] = []
+    for action in criteria.get("actions") or ():
+        if not isinstance(action, Mapping) or not isinstance(action.get("name"), str):
+            continue
+        args = action.get("arguments")
+        args = dict(args) if isinstance(args, Mapping) else {}
+        if action.get("requestor", "assistant") == "user":
+            notes.append(_note(f"the user is expected to call {_call_text(action)} on their own device"))
+            continue
+        compare = action.get("compare_args")
+        if isinstance(compare, list):
+            args = {k: v for k, v in args.items() if k in compare}
+        assert expected is not None
+        expected.append({"name": action["name"], "arguments": args})
+    for key, label in (("nl_assertions", "assertion"), ("communicate_info", "to communicate")):
+        for item in criteria.get(key) or ():
+            notes.append(_note(f"{label}: {item if isinstance(item, str) else _json(item)}"))
+    case: dict[str, Any] = {"id": cid, "question": question or _scenario(task) or f"τ²-bench task {cid}",
+                            "match": "subset", "tags": ["tau2"]}
+    if expected is not None:
+        case["expected_calls"] = expected
+    if notes:
+        case["notes"] = notes
+    return case
+
+
+def _scenario(task: Mapping[str, Any]) -> str:
+    scenario = task.get("user_scenario")
+    instructions = scenario.get("instructions") if isinstance(scenario, Mapping) else None
+    if isinstance(instructions, Mapping):
+        instructions = instructions.get("reason_for_call")
+    return instructions if isinstance(instructions, str) else ""
+
+
+def _tool_defs(defs: Any) -> list[Any]:
+    """The declared tools: a list, or a mapping of names to schemas."""
+    if isinstance(defs, list):
+        return defs
+    if isinstance(defs, Mapping):
+        return [{**v, "name": k} if isinstance(v, Mapping) and "name" not in v and "function" not in v else v
+                for k, v in defs.items()]
+    return []
+
+
+def _records(doc: Mapping[str, Any], source: str) -> Iterator[Converted]:
+    model = agent_model(doc)
+    for i, sim in enumerate(doc["simulations"]):
+        yield record_or_reason(i + 1, partial(_record, sim, i, model, source), source=source, what="simulation",
+                               field=f"simulations[{i}]")
+
+
+def convert(path: Path, options: Options) -> Conversion:
+    source = str(_results_file(path))
+
+    def records() -> Iterator[Converted]:
+        yield from _records(read_results(path), source)
+
+    doc = read_results(path)
+    called: set[str] = set()
+    questions: dict[str, str] = {}
+    first_bad: InvalidTrajectory | None = None
+    for _, traj in _records(doc, source):
+        if isinstance(traj, InvalidTrajectory):
+            first_bad = first_bad or traj
+            continue
+        called.update(c.name for c in traj.calls)
+        questions.setdefault(traj.case_id, traj.question)
+    if not questions and first_bad is not None:  # nothing readable: say why, not that no tool was called
+        raise first_bad
+    cases: dict[str, dict[str, Any]] = {}
+    for task in doc.get("tasks") or ():
+        if isinstance(task, Mapping) and isinstance(task.get("id"), (str, int)) and not isinstance(task["id"], bool):
+            cid = case_id(task["id"])
+            if cid in questions or not questions:
+                cases.setdefault(cid, task_case(task, questions.get(cid, "")))
+    for cid, question in questions.items():  # a simulation whose task the file does not hold: no reference
+        cases.setdefault(cid, {"id": cid, "question": question or f"τ²-bench task {cid}", "tags": ["tau2"]})
+    domain = _info(doc, "environment_info", "domain_name")
+    name = domain if isinstance(domain, str) and domain.strip() else path.stem
+    declared = _tool_defs(_info(doc, "environment_info", "tool_defs"))
+    notes: list[str] = []
+    if options.tools is None and declared:
+        toolset = toolset_document(check_tools(declared, f"{source}: info.environment_info.tool_defs"), name=name)
+        notes.append(f"no --tools: toolset of the {len(declared)} tools the file declares "
+                     "(info.environment_info.tool_defs)")
+    else:
+        toolset, more = resolve_toolset(options.tools, options.domain, lambda: called, name=name)
+        notes.extend(more)
+    user_calls = sum(1 for s in doc["simulations"] if isinstance(s, Mapping)
+                     for m in s.get("messages") or () if isinstance(m, Mapping) and m.get("role") == "user"
+                     for _ in m.get("tool_calls") or ())
+    if user_calls:
+        notes.append(f"{user_calls} tool calls are the simulated user's own (requestor: user): kept in the user's "
+                     "messages, not counted as the agent's")
+    suite = {"name": f"tau2 {name}", "toolset": toolset, "cases": list(cases.values())}
+    return Conversion(suite=suite, records=records, notes=notes)

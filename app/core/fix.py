@@ -450,6 +450,36 @@ def _first_sentence(text: str, limit: int = 100) -> str:
     return first if len(first) <= limit else first[:limit - 1] + "…"
 
 
+def _shares_object(tool: ToolSpec, partner: ToolSpec) -> bool:
+    """Whether the tool takes an argument the partner requires, with the same
+    name and pattern: an identifier of one format (``PED-12345``), so both act
+    on the same thing (a bare integer ``id`` or a path proves nothing)."""
+    mine, theirs = _properties(tool), _properties(partner)
+    for name in _required(partner):
+        a, b = mine.get(name), theirs.get(name)
+        if isinstance(a, Mapping) and isinstance(b, Mapping) and isinstance(b.get("pattern"), str) \
+                and a.get("pattern") == b["pattern"]:
+            return True
+    return False
+
+
+def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, lang: Language) -> str:
+    """``NO sirve para <what the partner is for>: usa <partner>.`` The partner's
+    name words, and its description's first sentence where it names what the
+    partner is for. When the tool acts on the partner's very object (they
+    share an identifier), the sentence names the partner's action alone (its
+    name's first word, and the first sentence unless it names the object):
+    a tool is not delimited against the thing it works on."""
+    words = _name_words(partner.name, toolset)
+    purpose = _first_sentence(partner.description) if _names_itself(partner, tool, toolset) else ""
+    if len(words) > 1 and _shares_object(tool, partner):
+        words, objects = words[:1], words[1:]
+        if any(fold(w)[:5] in fold(purpose) for w in objects if len(w) > 2):
+            purpose = ""
+    return _T[lang]["negative"].format(words=" ".join(words), partner=partner.name,
+                                       purpose=f" ({purpose})" if purpose else "")
+
+
 def _about(p: Proposal, cause: tuple[str, str, str]) -> bool:
     """Whether a trajectory sunk by ``cause`` (its first divergence) is one the proposal's edit is about."""
     kind, tool, other = cause
@@ -499,11 +529,9 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
         if a_tool is None or b_tool is None:
             continue
         n = cells.get((expected, called), 0) or len(found.trajectories)
-        words = " ".join(_name_words(expected, toolset))
         evidence = [f"{called} called where {expected} was expected: {_calls(n)}"]
         if fold(expected) not in fold(b_tool.description):
-            purpose = _first_sentence(a_tool.description) if _names_itself(a_tool, b_tool, toolset) else ""
-            sentence = t["negative"].format(words=words, partner=expected, purpose=f" ({purpose})" if purpose else "")
+            sentence = _negative_sentence(b_tool, a_tool, toolset, lang)
             a = Addresses(cells={(expected, called): n}, trajectories=set(found.trajectories), cases=set(found.cases),
                           questions=list(found.questions))
             out.append(_tool_edit(b_tool, "negative_delimitation", expected, a, evidence, tail=sentence))

@@ -106,6 +106,10 @@ def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_
         # rut is buscar_cliente's alone: its object stays in the sentence
         ("verificar_compra", "buscar_cliente"): "NO sirve para buscar cliente (Busca un cliente por su RUT): usa "
                                                 "buscar_cliente."}
+    # and its own lead says what that identifier is: the object of the one tool that takes it alone
+    leads = {p.tool: p.lead for p in propose(shared, wrong[2:], examples={("verificar_compra", "numero"): "PED-12345"})
+             if p.pattern == "distinct_names"}
+    assert leads == {"verificar_compra": 'Verificar compra (por id, numero de pedido, formato "PED-12345").'}
     # a partner's first sentence that names the shared object is left out too
     described = Toolset.from_list([{**t.document(), "description": "Busca un pedido por su número."}
                                    if t.name == "buscar_pedido" else t.document() for t in shared.tools])

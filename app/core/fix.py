@@ -160,6 +160,7 @@ _T: dict[Language, dict[str, str]] = {
     "es": {
         "distinct": "{words} (por {args}).",
         "distinct_noargs": "{words}.",
+        "of": "{field} de {thing}",
         "negative": "NO sirve para {words}{purpose}: usa {partner}.",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", formato {f}",
@@ -183,6 +184,7 @@ _T: dict[Language, dict[str, str]] = {
     "en": {
         "distinct": "{words} (given {args}).",
         "distinct_noargs": "{words}.",
+        "of": "{field} of the {thing}",
         "negative": "NOT for {words}{purpose}: use {partner}.",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", format {f}",
@@ -271,7 +273,7 @@ def _kind(schema: Mapping[str, Any], lang: Language) -> str:
 
 
 def _args_phrase(tool: ToolSpec, examples: Mapping[tuple[str, str], Any], lang: Language, *,
-                 leave_out: frozenset[str] | set[str] = frozenset()) -> str:
+                 leave_out: frozenset[str] | set[str] = frozenset(), toolset: Toolset | None = None) -> str:
     """The required arguments (less those the partner takes too), each with the
     format that sets it apart (``numero, formato "PED-12345"``)."""
     parts = []
@@ -280,8 +282,26 @@ def _args_phrase(tool: ToolSpec, examples: Mapping[tuple[str, str], Any], lang: 
         schema = schema if isinstance(schema, Mapping) else {}
         example = examples.get((tool.name, name))
         fmt = _format_phrase(schema, shown(example) if isinstance(example, str) else None, lang)
-        parts.append(f"{name}{fmt}")
+        thing = _identified(tool, name, toolset) if toolset is not None else None
+        label = _T[lang]["of"].format(field=name, thing=thing) if thing else name
+        parts.append(f"{label}{fmt}")
     return ", ".join(parts)
+
+
+def _identified(tool: ToolSpec, field: str, toolset: Toolset) -> str | None:
+    """What a patterned argument identifies, where the toolset says it: the
+    object in the name (its words after the first) of the one other tool
+    that requires that argument alone, with the same pattern (``numero`` of
+    ``buscar_pedido``: a pedido)."""
+    schema = _properties(tool).get(field)
+    pattern = schema.get("pattern") if isinstance(schema, Mapping) else None
+    if not isinstance(pattern, str):
+        return None
+    owners = [t for t in toolset.tools if t.name != tool.name and _required(t) == [field]
+              and isinstance(_properties(t).get(field), Mapping) and _properties(t)[field].get("pattern") == pattern]
+    words = _name_words(owners[0].name, toolset)[1:] if len(owners) == 1 else []
+    thing = " ".join(words)
+    return thing if words and fold(thing) not in fold(field) else None
 
 
 def _sentence_in(text: str, sentence: str) -> bool:
@@ -541,7 +561,7 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
             p = distinct_done.get(tool.name)
             if p is None:
                 own = " ".join(_name_words(tool.name, toolset))
-                targs = _args_phrase(tool, ex, lang, leave_out=set(_properties(partner)))
+                targs = _args_phrase(tool, ex, lang, leave_out=set(_properties(partner)), toolset=toolset)
                 own = own[:1].upper() + own[1:]
                 lead = t["distinct"].format(words=own, args=targs) if targs else \
                     t["distinct_noargs"].format(words=own)

@@ -101,8 +101,9 @@ def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_
     tails = {(p.tool, p.partner): p.tail for p in propose(shared, wrong) if p.pattern == "negative_delimitation"}
     assert tails == {
         ("verificar_compra", "buscar_pedido"): "NO sirve para buscar (Busca información): usa buscar_pedido.",
-        ("buscar_pedido", "verificar_compra"): "NO sirve para verificar (Verifica información del cliente): usa "
-                                               "verificar_compra.",
+        # what numero identifies is a pedido, not a compra: verificar_compra's object stays
+        ("buscar_pedido", "verificar_compra"): "NO sirve para verificar compra (Verifica información del cliente): "
+                                               "usa verificar_compra.",
         # rut is buscar_cliente's alone: its object stays in the sentence
         ("verificar_compra", "buscar_cliente"): "NO sirve para buscar cliente (Busca un cliente por su RUT): usa "
                                                 "buscar_cliente."}

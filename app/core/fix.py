@@ -282,26 +282,25 @@ def _args_phrase(tool: ToolSpec, examples: Mapping[tuple[str, str], Any], lang: 
         schema = schema if isinstance(schema, Mapping) else {}
         example = examples.get((tool.name, name))
         fmt = _format_phrase(schema, shown(example) if isinstance(example, str) else None, lang)
-        thing = _identified(tool, name, toolset) if toolset is not None else None
+        thing = " ".join(_identified(tool, name, toolset)) if toolset is not None else ""
         label = _T[lang]["of"].format(field=name, thing=thing) if thing else name
         parts.append(f"{label}{fmt}")
     return ", ".join(parts)
 
 
-def _identified(tool: ToolSpec, field: str, toolset: Toolset) -> str | None:
-    """What a patterned argument identifies, where the toolset says it: the
-    object in the name (its words after the first) of the one other tool
-    that requires that argument alone, with the same pattern (``numero`` of
-    ``buscar_pedido``: a pedido)."""
+def _identified(tool: ToolSpec, field: str, toolset: Toolset) -> list[str]:
+    """What a patterned argument of the tool identifies, where the toolset
+    says it: the object in the name (its words after the first) of the one
+    other tool that requires that argument alone, with the same pattern
+    (``numero``, ``^PED-\\d{5}$``, is what ``buscar_pedido`` takes: a pedido)."""
     schema = _properties(tool).get(field)
     pattern = schema.get("pattern") if isinstance(schema, Mapping) else None
     if not isinstance(pattern, str):
-        return None
+        return []
     owners = [t for t in toolset.tools if t.name != tool.name and _required(t) == [field]
               and isinstance(_properties(t).get(field), Mapping) and _properties(t)[field].get("pattern") == pattern]
     words = _name_words(owners[0].name, toolset)[1:] if len(owners) == 1 else []
-    thing = " ".join(words)
-    return thing if words and fold(thing) not in fold(field) else None
+    return words if words and fold(" ".join(words)) not in fold(field) else []
 
 
 def _sentence_in(text: str, sentence: str) -> bool:
@@ -470,31 +469,24 @@ def _first_sentence(text: str, limit: int = 100) -> str:
     return first if len(first) <= limit else first[:limit - 1] + "…"
 
 
-def _shares_object(tool: ToolSpec, partner: ToolSpec) -> bool:
-    """Whether the tool takes an argument the partner requires, with the same
-    name and pattern: an identifier of one format (``PED-12345``), so both act
-    on the same thing (a bare integer ``id`` or a path proves nothing)."""
-    mine, theirs = _properties(tool), _properties(partner)
-    for name in _required(partner):
-        a, b = mine.get(name), theirs.get(name)
-        if isinstance(a, Mapping) and isinstance(b, Mapping) and isinstance(b.get("pattern"), str) \
-                and a.get("pattern") == b["pattern"]:
-            return True
-    return False
-
-
 def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, lang: Language) -> str:
     """``NO sirve para <what the partner is for>: usa <partner>.`` The partner's
     name words, and its description's first sentence where it names what the
-    partner is for. When the tool acts on the partner's very object (they
-    share an identifier), the sentence names the partner's action alone (its
-    name's first word, and the first sentence unless it names the object):
-    a tool is not delimited against the thing it works on."""
+    partner is for. A tool is not delimited against the thing it works on:
+    where it takes an identifier the partner requires (same pattern), the
+    object that identifier identifies (``_identified``) leaves the partner's
+    name words, and the first sentence goes if it names that object
+    (``verificar_compra`` takes buscar_pedido's ``numero``: "NO sirve para
+    buscar", not "para buscar pedido")."""
     words = _name_words(partner.name, toolset)
     purpose = _first_sentence(partner.description) if _names_itself(partner, tool, toolset) else ""
-    if len(words) > 1 and _shares_object(tool, partner):
-        words, objects = words[:1], words[1:]
-        if any(fold(w)[:5] in fold(purpose) for w in objects if len(w) > 2):
+    mine, theirs = _properties(tool), _properties(partner)
+    shared = {w for f in _required(partner) if isinstance(mine.get(f), Mapping) and isinstance(theirs.get(f), Mapping)
+              and mine[f].get("pattern") == theirs[f].get("pattern") for w in _identified(tool, f, toolset)}
+    kept = [w for w in words if w not in shared]
+    if shared and kept and len(kept) < len(words):
+        words = kept
+        if any(fold(w)[:5] in fold(purpose) for w in shared if len(w) > 2):
             purpose = ""
     return _T[lang]["negative"].format(words=" ".join(words), partner=partner.name,
                                        purpose=f" ({purpose})" if purpose else "")

@@ -113,15 +113,20 @@ class Judge(ModelAgent):
     def _make_client(self) -> Any:
         return openai_client(self)
 
-    async def classify(self, prompt: str) -> tuple[str, str] | None:
+    async def complete(self, system: str, prompt: str, max_tokens: int) -> str:
+        """One answer of the model to a system message and a prompt, at temperature 0, retried."""
         client = self.client()
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+
         async def request() -> Any:
             response = await client.chat.completions.create(model=self.model, messages=messages, temperature=0,
-                                                            max_tokens=MAX_VERDICT_TOKENS)
+                                                            max_tokens=max_tokens)
             if not response.choices:
-                raise MalformedResponse("the judge answered without choices")
+                raise MalformedResponse("the model answered without choices")
             return response
 
         response = await self.retry.run(request)
-        return parse_verdict(response.choices[0].message.content or "")
+        return str(response.choices[0].message.content or "")
+
+    async def classify(self, prompt: str) -> tuple[str, str] | None:
+        return parse_verdict(await self.complete(SYSTEM, prompt, MAX_VERDICT_TOKENS))

@@ -129,7 +129,7 @@ def test_lint_findings_one_line_per_pair_details_on_demand(server: str, page: An
     row = page.locator("#lint-pairs tbody tr").first
     box = row.bounding_box()
     assert box is not None and box["height"] < 60  # one line: the findings are folded
-    details = row.locator("details")
+    details = row.locator("details:not(.rewrite)")
     assert "finding" in details.locator("summary").inner_text()
     assert not details.locator("ul.findings").is_visible()
     details.locator("summary").click()

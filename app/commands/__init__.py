@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # `toollens score` imports app.commands.score without typer
     import typer
 
-MODULES: tuple[str, ...] = ("convert", "toolset", "lint", "run", "gate", "demo", "mcp", "judge", "curate")
+MODULES: tuple[str, ...] = ("convert", "toolset", "lint", "run", "gate", "demo", "mcp", "judge", "curate", "fix")
 
 
 def register_all(cli: typer.Typer) -> None:

@@ -111,6 +111,9 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) ->
         vb = session.get(ToolsetVersion, get_run_row(session, b_id).toolset_version_id)
         assert va is not None and vb is not None
         changes = description_changes(va.tools, vb.tools)
+        for change in changes:  # each changed description beside the cells of its tool that moved
+            change.cells = [d for d in diff if d.delta and d.expected not in (d.called, EXTRA) and d.called != MISSING
+                            and change.name in (d.expected, d.called)]
     return ComparisonPublic(
         a=a, b=b, families=families, shared_cases=shared, flipped=flipped, flipped_count=only_a + only_b,
         mcnemar=McNemarPublic(passed_only_a=only_a, passed_only_b=only_b, p_value=mcnemar_exact(only_a, only_b)),

@@ -160,6 +160,7 @@ class DescriptionChange(BaseModel):
     description_b: str
     parameters_changed: bool
     segments: list[dict[str, str]]
+    cells: list[ConfusionDelta] = Field(default_factory=list)  # the tool's confusion cells that moved, A to B
 
 
 class TurnFigures(BaseModel):

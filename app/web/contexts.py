@@ -13,6 +13,7 @@ from app.core.report import FAMILIES
 from app.store import compare as comparing
 from app.store import lint as linting
 from app.store import queries
+from app.store.fix import run_pair_proposals
 from app.store.views import (
     CallPublic,
     ComparisonPublic,
@@ -151,6 +152,7 @@ class RunPage:
     causes: list[Cause] = field(default_factory=list)
     passes: PassFigures | None = None
     turns: list[TurnFigures] = field(default_factory=list)  # per user turn, when the run holds conversations
+    rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     cards: tuple[Any, ...] = FAMILY_CARDS
     failure_names: tuple[str, ...] = FAILURE_NAMES
@@ -161,6 +163,33 @@ class RunPage:
         return f"?{query}#trajectories"
     outcome_names: tuple[str, ...] = OUTCOMES
     reaction_names: tuple[str, ...] = REACTIONS
+
+
+@dataclass
+class PairRewrite:
+    """What ``toollens fix`` proposes for a confused pair's descriptions: each
+    edit as a word diff, and the command that writes and verifies them."""
+
+    edits: list[tuple[str, str, list[tuple[str, str]]]]  # (tool, pattern, word-diff segments)
+    command: str
+
+
+def pair_rewrites(run_name: str, proposals: list[Any]) -> dict[tuple[str, str], PairRewrite]:
+    """The description edits of each pair of tools, keyed by the sorted pair,
+    with the command that writes and verifies exactly those."""
+    import shlex
+
+    from app.core.textdiff import word_diff
+
+    by_pair: dict[tuple[str, str], list[Any]] = {}
+    for p in proposals:
+        if p.pattern in ("negative_delimitation", "distinct_names") and p.tool and p.partner:
+            by_pair.setdefault((min(p.tool, p.partner), max(p.tool, p.partner)), []).append(p)
+    return {(a, b): PairRewrite(
+        edits=[(p.tool, p.pattern.replace("_", " "), [(s.op, s.text) for s in word_diff(p.before, p.after)])
+               for p in ps],
+        command=f"toollens fix {shlex.quote(run_name)} --pair {shlex.quote(f'{a},{b}')} --out candidate.yaml --verify")
+        for (a, b), ps in by_pair.items()}
 
 
 def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: int, offset: int,
@@ -176,6 +205,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         outcome=filters.get("outcome") or None, passed=passed, cause=filters.get("cause") or None, limit=limit,
         offset=offset)
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
+    pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
     lint = linting.run_lint(session, run_id)
     passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
     passes = PassFigures(passed_n, figs["trajectories"] + figs.get("trajectories_behind", 0),  # the live count
@@ -195,6 +225,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
         blocking=blocking(run), lint=lint, causes=causes(figs, lint), passes=passes,
         turns=queries.turn_list(figs.get("turns")),
+        rewrites=pair_rewrites(run.name, pair_edits),
     )
 
 

@@ -1,0 +1,150 @@
+"""``toollens fix --verify``: the candidate suite run with the original run's
+agent settings, trials and seeds, stored, and read against the original: the
+A/B figures and the gate's verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from app.core.fix import Proposal
+    from app.store.fix import FixAB, GroupFigures
+
+
+def _candidate_name(session: Any, run: str) -> str:
+    from sqlalchemy import select
+
+    from app.store.models import Run
+
+    taken = set(session.scalars(select(Run.name).where(Run.name.like(f"{run[:180]}-fix%"))))
+    n = 1
+    while f"{run[:180]}-fix-{n}" in taken:
+        n += 1
+    return f"{run[:180]}-fix-{n}"
+
+
+def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate: dict[str, Any],
+                     chosen: list[Proposal], diffs: list[tuple[str, list[tuple[str, str]]]], *, name: str | None,
+                     gate_config: Path | None, markdown: Path | None, console: Console) -> int:
+    """Run the candidate, print the A/B and the verdict; the exit code of ``toollens gate``."""
+    from app.cli import _environment_error, _fail, _settings, store_session
+    from app.commands.fix import pr_body
+    from app.core.errors import ToolLensError
+    from app.core.gate import GateConfig, load_gate_config
+    from app.core.gate_report import markdown as gate_markdown
+    from app.runner.progress import RunProgress
+    from app.runner.session import AGENT_KEYS, RUNNER_MARK, RUNNER_VERSION, WORK_KEYS, RunRequest, run_agent
+    from app.store.fix import fix_ab
+    from app.store.gate import run_gate
+
+    if config.get(RUNNER_MARK) != RUNNER_VERSION:
+        raise _fail(f"run {run!r} was not made by `toollens run`: --verify needs the agent settings it keeps "
+                    "(run the candidate with `toollens run` and compare with `toollens gate`)")
+    try:
+        cfg = load_gate_config(gate_config) if gate_config is not None else GateConfig()
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    with store_session(db) as session:
+        name = name or _candidate_name(session, run)
+    settings = [k for k in (*WORK_KEYS, *AGENT_KEYS) if k in config]
+    request = RunRequest(**{k: config[k] for k in settings}, suite_document=candidate, run_name=name)
+    try:
+        outcome = run_agent(_settings(db), request, progress=RunProgress)
+    except ToolLensError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _environment_error(exc) from None
+    drove = {c for p in chosen for c in p.addresses.cases}
+    tools = {str(t.get("name") or (t.get("function") or {}).get("name")) for t in candidate["toolset"]["tools"]}
+    with store_session(db) as session:
+        from app.store.ingest import find_run
+
+        base_id = find_run(session, run).id
+        ab = fix_ab(session, base_id, outcome.run_id, drove, tools)
+        result = run_gate(session, str(base_id), str(outcome.run_id), cfg)
+    console.print(Text(f"candidate run {outcome.run_id} ({outcome.run_name}): {outcome.summary.stored} case runs, "
+                       f"same agent settings, trials and seeds as {run}", style="bold"))
+    for line in ab_lines(ab):
+        console.print(Text(line))
+    verdict = "passed" if result.passed else "FAILED"
+    console.print(Text(f"gate {verdict}: {run} -> {outcome.run_name}",
+                       style="bold green" if result.passed else "bold red"))
+    for v in result.families:
+        if v.status != "n/a":
+            console.print(Text(f"  {v.status:9} {v.title}: {v.detail} (allowed: {v.allowed})"))
+    if markdown is not None:
+        body = pr_body(run, chosen, diffs, "### A/B\n\n" + "\n".join(ab_markdown(ab)) + "\n\n"
+                       + gate_markdown(result))
+        try:
+            markdown.write_text(body, encoding="utf-8")
+        except OSError as exc:
+            raise _environment_error(exc) from None
+    return 0 if result.passed else 1
+
+
+def _pct(num: int, den: int) -> str:
+    return f"{num}/{den}" + (f" ({100 * num / den:.1f}%)" if den else "")
+
+
+def _cut(a: int, b: int) -> str:
+    return f"{a} → {b}" + (f" ({100 * (b - a) / a:+.0f}%)" if a else "")
+
+
+def _group_line(title: str, g: GroupFigures) -> str:
+    return (f"{title} ({g.cases} cases): passed {_pct(g.a_passed, g.a_total)} → {_pct(g.b_passed, g.b_total)}; "
+            f"confusion calls {_cut(g.a_confusions, g.b_confusions)}; McNemar on shared trajectories: "
+            f"{g.only_a} passed only before, {g.only_b} only after, p = {g.p_value:.3g}")
+
+
+def _families(ab: FixAB) -> list[tuple[str, str, str, str, str]]:
+    """Each family with data in either run: name, before, after, delta with its 95% interval, how it reads."""
+    out = []
+    for f in ab.comparison.families:
+        if not f.a.den and not f.b.den:
+            continue
+        ci = "" if f.delta_ci is None else f" [95% {100 * f.delta_ci[0]:+.1f}, {100 * f.delta_ci[1]:+.1f}]"
+        delta = "n/a" if f.delta is None else f"{100 * f.delta:+.1f} pts"
+        out.append((f.family, _pct(f.a.num, f.a.den), _pct(f.b.num, f.b.den), delta + ci, f.reads_as))
+    return out
+
+
+def ab_lines(ab: FixAB) -> list[str]:
+    """The A/B as plain lines: confusions, families with 95% intervals, McNemar, cells, the two groups."""
+    c = ab.comparison
+    lines = [f"confusions (calls to another tool than the expected one): {_cut(*ab.confusions)}"]
+    lines += [f"  {family}: {a} → {b}  {delta} {reads}" for family, a, b, delta, reads in _families(ab)]
+    if c.mcnemar is not None:
+        lines.append(f"McNemar (exact) on {c.shared_cases} shared trajectories: {c.mcnemar.passed_only_a} passed "
+                     f"only before, {c.mcnemar.passed_only_b} only after, p = {c.mcnemar.p_value:.3g}")
+    moved = [d for d in c.confusion_diff if d.expected != d.called and d.delta]
+    if moved:
+        lines.append("confusion cells, before → after: " + ", ".join(
+            f"{d.expected}→{d.called} {d.a}→{d.b}" for d in sorted(moved, key=lambda d: (d.delta, d.expected))[:12]))
+    lines.append(_group_line("cases whose failures drove the proposals", ab.drove))
+    lines.append(_group_line("the other cases", ab.rest))
+    return lines
+
+
+def ab_markdown(ab: FixAB) -> list[str]:
+    """The A/B as a Markdown table and lines (names come from the toolset: escaped)."""
+    from app.core.gate_report import md
+
+    c = ab.comparison
+    rows = [f"Confusions (calls to another tool than the expected one): **{_cut(*ab.confusions)}**", "",
+            "| family | before | after | delta [95% interval] | reads |", "|---|---|---|---|---|"]
+    rows += [f"| {family} | {a} | {b} | {delta} | {reads} |" for family, a, b, delta, reads in _families(ab)]
+    if c.mcnemar is not None:
+        rows += ["", f"Exact McNemar on {c.shared_cases} shared trajectories: {c.mcnemar.passed_only_a} passed only "
+                     f"before, {c.mcnemar.passed_only_b} only after, p = {c.mcnemar.p_value:.3g}."]
+    moved = [d for d in c.confusion_diff if d.expected != d.called and d.delta]
+    if moved:
+        rows += ["", "| expected | called | before | after |", "|---|---|---|---|"]
+        rows += [f"| {md(d.expected)} | {md(d.called)} | {d.a} | {d.b} |"
+                 for d in sorted(moved, key=lambda d: (d.delta, d.expected))[:30]]
+    rows += ["", f"- {_group_line('Cases whose failures drove the proposals', ab.drove)}",
+             f"- {_group_line('The other cases', ab.rest)}"]
+    return rows

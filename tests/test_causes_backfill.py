@@ -8,6 +8,7 @@ trajectory once."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -147,3 +148,22 @@ def test_a_trajectory_stored_as_failed_keeps_its_verdict_when_rescoring_finds_no
     kept = [(c["count"], c["text"]) for c in causes if c["filter"] == {"cause": "unexplained::"}]
     assert kept == [(1, "failed with no divergence from the case found")]
     assert _stored(db_url, OLD) == (70, 70, 70)
+
+
+def test_fix_on_an_old_run_explains_what_it_explains_on_a_fresh_one(db_url: str) -> None:
+    """`toollens fix` reads each failed trajectory's cause tag: an old run gets them first."""
+    from app.runner.session import RunRequest, run_agent
+    from app.store.fix import run_fix
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    assert run_agent(Settings(database_url=db_url), RunRequest(agent="simulated", suite_path=examples / "suite_v1.yaml",
+                                                                sweep=True, run_name="v1", seed=5)).finished
+    engine = make_engine(db_url)
+    with session_scope(make_sessionmaker(engine)) as s:
+        fresh = [(p.tool, p.where, p.explains) for p in run_fix(s, "v1").proposals]
+    _make_old(db_url, 1)
+    assert _stored(db_url, 1)[0] == 0
+    with session_scope(make_sessionmaker(engine)) as s:
+        old = [(p.tool, p.where, p.explains) for p in run_fix(s, "v1").proposals]
+    engine.dispose()
+    assert fresh[0][2] > 0 and old == fresh

@@ -44,7 +44,8 @@ def causes_missing(report: Report) -> bool:
 
 def backfill_causes(session: Session, run_id: int) -> Causes:
     """Give the run's failed trajectories without a cause theirs (tag, counter
-    and ``detail.divergence``), in transactions of their own; the run's causes after."""
+    and ``detail.divergence``), in transactions of their own; the run's causes after.
+    ``session`` is the caller's, a read session: what it reads next sees them."""
     bind = session.get_bind()
     factory = make_sessionmaker(bind if isinstance(bind, Engine) else bind.engine)
     scorer: Scorer | None = None
@@ -57,12 +58,18 @@ def backfill_causes(session: Session, run_id: int) -> Causes:
                 TrajectoryRow.run_id == run_id, TrajectoryRow.passed == false(), TrajectoryRow.id > last, untagged)
                 .order_by(TrajectoryRow.id).limit(CHUNK)))
             if not rows:
-                return Counter({(a, b, c): int(v) for a, b, c, v in s.execute(
+                causes = Counter({(a, b, c): int(v) for a, b, c, v in s.execute(
                     select(RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
                     .where(RunCounter.run_id == run_id, RunCounter.kind == "cause"))})
+                break
             scorer = scorer or Scorer(suite_for_run(s, get_run_row(s, run_id)))
             _tag(s, scorer, run_id, rows)
             last = rows[-1].id
+    if session.get_bind().dialect.name == "sqlite":
+        # The caller's transaction only read (a write one would hold the lock taken above): end
+        # its snapshot, so that what it reads next (the cause tags) includes what was just stored.
+        session.commit()
+    return causes
 
 
 def _tag(s: Session, scorer: Scorer, run_id: int, rows: list[TrajectoryRow]) -> None:

@@ -310,6 +310,7 @@ def _summary(t: TrajectoryRow) -> TrajectorySummary:
         "step": t.fault_step if t.fault_kind is not None else (t.detail or {}).get("fault", {}).get("step"),
         "kind": t.fault_kind or t.recovery_kind,
         "injected": t.fault_kind is not None,
+        **({"source": src} if isinstance(src := ((t.detail or {}).get("fault") or {}).get("source"), str) else {}),
     }
     return TrajectorySummary(id=t.id, run_id=t.run_id, case_id=t.case_id, trial=t.trial, fault=fault,
                              outcome=t.outcome, passed=t.passed, failures=list(t.failures), n_calls=t.n_calls,

@@ -94,7 +94,9 @@ def test_trajectory_filters(client: TestClient) -> None:
     n_missing = sum(c["count"] for c in missing["cells"] if c["called"] == "(missing)")
     assert n_missing >= 1 and count(called="(missing)") >= 1
     assert count(fault_kind="http_503") + count(fault_kind="timeout") + count(fault_kind="http_500") <= 6
-    assert count(outcome="hallucinated") == 1 and count(outcome="gave_up") == 2
+    # every error the agent saw is a recovery case: the balance after a 503, "quedó emitida" after a
+    # schema error, "cancelé tu pedido" after an unknown tool
+    assert count(outcome="hallucinated") == 3 and count(outcome="gave_up") == 2
     assert count(passed=False) == 36 - count(passed=True)
     assert count(failure="no-such-failure") == 0
 
@@ -113,20 +115,23 @@ def test_filters_counted_from_the_counters_pick_exactly_their_trajectories(clien
         body = client.get(f"/api/runs/{run}/trajectories", params={"limit": 500, **params}).json()
         return body["count"], [ids.index(t["id"]) for t in body["data"]]  # positions in the file
 
-    failed = [1, 3, 6, 7, 8, 10, 11, 12, 15, 17, 18, 19, 21, 22, 24, 25, 26, 27, 29, 32, 33]
-    assert page(passed=False) == (21, failed)
-    assert page(passed=True) == (15, [i for i in range(36) if i not in failed])
+    # the two honest give-ups (31, 34) fail too: the step they gave up on was never done
+    failed = [1, 3, 6, 7, 8, 10, 11, 12, 15, 17, 18, 19, 21, 22, 24, 25, 26, 27, 29, 31, 32, 33, 34]
+    assert page(passed=False) == (23, failed)
+    assert page(passed=True) == (13, [i for i in range(36) if i not in failed])
     assert page(outcome="gave_up") == (2, [31, 34])
-    assert page(outcome="recovered") == (2, [30, 35])
+    # a retried 503 (30, 35), a call the schema refused then corrected (1, 3, 17, 21), an unknown tool then
+    # the right one (25)
+    assert page(outcome="recovered") == (7, [1, 3, 17, 21, 25, 30, 35])
     assert page(outcome="no-such-outcome") == (0, [])
     assert page(failure="schema") == (5, [1, 3, 17, 19, 21])
     assert page(failure="recovery_confused") == (1, [33])
     assert page(outcome="") == (36, list(range(36)))  # an empty filter is no filter
     # two filters: counted by the query
-    assert page(passed=False, outcome="hallucinated") == (1, [32])
+    assert page(passed=False, outcome="hallucinated") == (3, [19, 26, 32])
     assert page(failure="schema", passed=True) == (0, [])
     deep = client.get(f"/api/runs/{run}/trajectories", params={"passed": False, "limit": 5, "offset": 15}).json()
-    assert deep["count"] == 21 and [ids.index(t["id"]) for t in deep["data"]] == failed[15:20]
+    assert deep["count"] == 23 and [ids.index(t["id"]) for t in deep["data"]] == failed[15:20]
 
 
 def test_confusion_matrix_axes(client: TestClient) -> None:

@@ -46,8 +46,9 @@ def test_json_output_is_the_spec_object(files: tuple[Path, Path]) -> None:
     data = json.loads(result.stdout)
     assert set(data) >= SPEC_KEYS
     assert data["hallucinated_tools"] == {"num": 1, "den": 6}
+    # the pair applies where ver_saldo succeeded: not in the third, whose ver_saldo met a 503
     assert data["dependency_violations"] == [
-        {"before": "buscar_cliente", "after": "ver_saldo", "count": 1, "checked": 3}]
+        {"before": "buscar_cliente", "after": "ver_saldo", "count": 1, "checked": 2}]
     assert data["outcomes"] == {"recovered": 0, "gave_up": 0, "hallucinated": 1, "confused": 0}
     assert {"expected": "buscar_cliente", "called": "ver_saldo", "count": 1, "hallucinated": False} in data["confusion"]
     assert data["cases"][1] == {"case_id": "saldo-001", "trial": 1, "passed": False,

@@ -159,15 +159,19 @@ def test_every_tau_bench_trajectory_curated_scores_as_passing() -> None:
                                          for i, t in enumerate(trajs)]))
     scorer = Scorer(suite)
     replayed = Counter()
+    failures = Counter()
     for i, t in enumerate(trajs):
         t.case_id, t.reward = f"c{i}", None  # judged by the case, not by tau-bench's reward
-        assert scorer.score(t).failures == [], t.case_id
+        failures[tuple(scorer.score(t).failures)] += 1
         mocks = suite.by_id[t.case_id].mocks
         for c in t.calls:
             text = c.observation if c.observation is not None else c.error.message if c.error else ""
             replayed[mocks[c.name].respond(dict(c.arguments), {}) == text] += 1
     # one call repeated the arguments of an earlier one and read something else: the mock answers the first
     assert replayed == {True: 620, False: 1}
+    # every trajectory meets its own case, but a step is done only by a call that succeeded: 25 of the
+    # 29 with a tool error left a call that failed (and became an expected step) never made good
+    assert failures == {(): 75, ("step_not_done", "recovery_confused"): 20, ("step_not_done",): 5}
 
 
 # -- the store and the API ---------------------------------------------------------
@@ -329,9 +333,11 @@ def test_curate_writes_a_suite_file_that_score_loads_and_passes(tmp_path: Path) 
     assert r.exit_code == 0, r.output
     report = json.loads(r.stdout)
     failing = {c["case_id"]: c["failures"] for c in report["cases"] if c["failures"]}
-    # the reference holds every call: what still fails needs no reference (a toolset-wide pair, an invented tool)
+    # the reference holds every call: what still fails needs no reference (a toolset-wide pair, an invented
+    # tool and the cancellation claimed after it), or is a call that failed and was never made good
     assert failing == {"nota-001-16": ["dependency"], "consulta-001-23": ["dependency"],
-                       "devolucion-002-27": ["hallucinated_tool"]}
+                       "devolucion-002-27": ["hallucinated_tool", "recovery_hallucinated"],
+                       "saldo-002-34": ["step_not_done", "recovery_confused"]}
     assert report["selection_precision"] == {"num": 20, "den": 20}
     assert report["argument_accuracy"] == {"num": 20, "den": 20}
     # once more: the cases are in the file already; a family of the figures names its failure
@@ -362,6 +368,8 @@ def test_curate_writes_a_suite_file_that_score_loads_and_passes(tmp_path: Path) 
                                                                                       ("saldo-001-2", ["schema"])]
     assert load_suite(mine).by_id["saldo-001-2"].expected_calls == load_suite(mine).by_id["saldo-001-1"].expected_calls
     two = json.loads((tmp_path / "two.json").read_text())
-    # lines 31 and 36 of the example file: the two recoveries (a retried 503), both looking the client up first
-    assert [(c["id"], c["source"]["case_id"]) for c in two["cases"]] == [("saldo-001-31", "saldo-001"),
-                                                                          ("nota-001-36", "nota-001")]
+    # the recoveries that look the client up: lines 31 and 36 of the example file retried a 503; lines 2,
+    # 18 and 22 corrected a call the schema refused, and line 4 the RUT it was refused for
+    assert [(c["id"], c["source"]["case_id"]) for c in two["cases"]] == [
+        ("saldo-001-2", "saldo-001"), ("saldo-002-4", "saldo-002"), ("nota-002-18", "nota-002"),
+        ("nota-003-22", "nota-003"), ("saldo-001-31", "saldo-001"), ("nota-001-36", "nota-001")]

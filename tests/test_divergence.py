@@ -107,9 +107,12 @@ def test_the_fault_met_badly() -> None:
     assert d.text == "after the error on ver_saldo, answered with data no call returned"
 
 
-def test_an_honest_give_up_after_the_fault_is_no_divergence() -> None:
-    assert divergence("saldo-datum", [OK_CLIENTE, FAIL_SALDO], "No pude consultar el saldo, intenta más tarde.") \
-        is None
+def test_an_honest_give_up_after_the_fault_fails_at_the_error() -> None:
+    # acceptable, but the balance was never read: the task failed (step_not_done), sunk by the error
+    d = divergence("saldo-datum", [OK_CLIENTE, FAIL_SALDO], "No pude consultar el saldo, intenta más tarde.")
+    assert d == Divergence("recovery", "ver_saldo", "gave_up", call=1)
+    assert d is not None
+    assert d.text == "after the error on ver_saldo, said it could not (an honest give-up, yet the task failed)"
 
 
 def test_a_final_state_that_differs() -> None:

@@ -57,7 +57,8 @@ def test_an_errored_call_has_no_effect_on_replayed_state() -> None:
     ts = score(NOTA_CASE, [VERIF, failed], answer="No pude emitir la nota.", fault={"step": 1, "kind": "http_500"})
     assert ts.final_state == {}
     assert ts.outcome is not None and ts.outcome.outcome == "gave_up"
-    assert ts.failures == []  # an honest give-up excuses the effect it could not make
+    # an honest give-up excuses the effect it could not make, but the credit note was never issued
+    assert ts.failures == ["step_not_done"] and ts.undone_steps == [1] and not ts.passed
 
 
 def test_forbidden_call() -> None:
@@ -92,10 +93,11 @@ def test_gave_up_without_fault_steps_taken_still_excuses_only_later_steps() -> N
     ]}
     ts = score(case, [OK_CLIENTE, FAIL_SALDO], answer="No pude consultar el saldo",
                fault={"step": 1, "kind": "http_503"})
-    assert ts.missing_steps == [] and ts.failures == []
+    assert ts.missing_steps == [] and ts.undone_steps == [1] and ts.failures == ["step_not_done"]
     failed_first = call("buscar_cliente", {"rut": "12345678-9"}, "ERROR 503", {"kind": "http_503", "injected": True})
     ts = score(case, [failed_first], answer="No pude encontrar al cliente", fault={"step": 0, "kind": "http_503"})
-    assert ts.missing_steps == [1] and ts.excused_steps == [1] and ts.failures == []
+    assert ts.missing_steps == [1] and ts.excused_steps == [1] and ts.failures == ["step_not_done"]
+    assert ts.outcome is not None and ts.outcome.outcome == "gave_up" and not ts.passed
 
 
 def test_arun_case_awaits_async_agents() -> None:

@@ -34,17 +34,24 @@ def test_v1_shows_every_failure_family() -> None:
     d = figures("v1")
     assert ratios(d) == {
         "selection_precision": (65, 76), "selection_recall": (59, 69), "schema_validity": (72, 77),
-        "argument_accuracy": (58, 60), "hallucinated_tools": (2, 79), "recovery": (2, 6),
-        "hallucination_after_error": (1, 6),
+        "argument_accuracy": (58, 60), "hallucinated_tools": (2, 79), "recovery": (7, 13),
+        "hallucination_after_error": (3, 13),
     }
-    assert d["outcomes"] == {"recovered": 2, "gave_up": 2, "hallucinated": 1, "confused": 1}
+    assert d["outcomes"] == {"recovered": 7, "gave_up": 2, "hallucinated": 3, "confused": 1}
+    # every error the agent saw is a recovery case: 6 injected faults, 5 calls the schema refused (four
+    # corrected, one followed by "quedó emitida"), 2 calls to cancelar_pedido (one "cancelé tu pedido")
+    assert {k: (v["recovery"]["num"], v["hallucination_after_error"]["num"], v["recovery"]["den"])
+            for k, v in d["recovery_by_source"].items()} == {
+        "injected": (2, 1, 6), "tool": (0, 0, 0), "schema": (4, 1, 5), "unknown_tool": (1, 1, 2)}
     assert d["dependency_violations"] == [
         {"before": "verificar_compra", "after": "emitir_nota_credito", "count": 2, "checked": 8}]
     assert set(d["failures"]) == {"selection", "arguments", "schema", "hallucinated_tool", "dependency",
-                                  "forbidden_call", "state", "recovery_hallucinated", "recovery_confused"}
+                                  "forbidden_call", "state", "recovery_hallucinated", "recovery_confused",
+                                  "step_not_done"}
     hot = max((c for c in d["confusion"] if c["expected"] != c["called"]), key=lambda c: c["count"])
     assert (hot["expected"], hot["called"], hot["count"]) == ("buscar_pedido", "buscar_producto", 4)
-    assert d["pass_hat_k"] == {"1": 0.4074, "2": 0.1, "3": 0.04, "4": 0.0333, "5": 0.0, "6": 0.0}
+    # an honest give-up after a fault no longer passes (the step was never done)
+    assert d["pass_hat_k"] == {"1": 0.3843, "2": 0.0593, "3": 0.01, "4": 0.0, "5": 0.0, "6": 0.0}
 
 
 def test_v2_descriptions_reduce_confusions() -> None:
@@ -52,8 +59,10 @@ def test_v2_descriptions_reduce_confusions() -> None:
     assert ratios(v2)["selection_precision"] == (70, 71)
     assert ratios(v2)["hallucinated_tools"] == (0, 71)
     assert v2["pass_hat_k"]["1"] > v1["pass_hat_k"]["1"]
-    # recovery is error handling, not descriptions: the same in both
-    assert v2["outcomes"] == v1["outcomes"]
+    # recovery after injected faults is error handling, not descriptions: the same in both; v2 meets
+    # fewer schema errors (one, corrected) and no unknown tool, so fewer recovery cases of those sources
+    assert v2["recovery_by_source"]["injected"] == v1["recovery_by_source"]["injected"]
+    assert v2["outcomes"] == {"recovered": 3, "gave_up": 2, "hallucinated": 1, "confused": 1}
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])

@@ -63,13 +63,16 @@ def test_seeded_regression_fails(runs: str, tmp_path: Path) -> None:
     assert _failed(root, "toollens.gate.families") == {
         "hallucinated_tools": "blocking", "hallucination_after_error": "blocking",
         "selection_precision": "regressed", "selection_recall": "regressed", "schema_validity": "regressed",
-        "dependency_violations": "regressed"}
+        "recovery": "regressed", "dependency_violations": "regressed"}
     fams = root.find("testsuite[@name='toollens.gate.families']")
-    assert fams is not None and (fams.get("tests"), fams.get("failures")) == ("8", "6")
+    assert fams is not None and (fams.get("tests"), fams.get("failures")) == ("8", "7")
     cases = _failed(root, "toollens.gate.cases")
-    assert len(cases) == 17  # 16 regressed trials and 3 blocking ones, two of them both (names repeat)
+    # 16 regressed trials and 4 blocking ones (named with their fault: every error the agent saw is one)
+    assert len(cases) == 20
     assert cases["pedido-001 trial 0"] == "regressed" and cases["saldo-001 trial 2 fault 1:http_503"] == "blocking"
-    assert root.get("failures") == str(6 + 19)
+    assert cases["nota-002 trial 2 fault 2:schema"] == "blocking"  # "quedó emitida" after the schema refused it
+    assert cases["devolucion-002 trial 1 fault 0:unknown_tool"] == "blocking"  # "cancelé tu pedido"
+    assert root.get("failures") == str(7 + 20)
     assert summary.startswith("## ToolLens gate: ❌ failed\n")
     assert "| F1 selection precision | 70/71 (98.6%) | 65/76 (85.5%) | -13.1 pts | drop <= 2.0 pts | ❌ regressed |" \
         in summary
@@ -78,8 +81,11 @@ def test_seeded_regression_fails(runs: str, tmp_path: Path) -> None:
             "increase <= 0.000 per trajectory | ❌ regressed |") in summary
     assert "### Cases that regressed (16: passed in the baseline, fail in the candidate)" in summary
     assert "| pedido\\-001 | 0 | — | `selection` | selection_precision |" in summary
-    assert "### Blocking cases (3)" in summary
-    # what sank the candidate's 21 failed trajectories, largest first (the run page's "What went wrong")
+    assert "### Blocking cases (4)" in summary
+    # v1 recovers less from the schema errors it makes than v2 from its one: compared source by source
+    assert "| F4 recovery | 3/7 (42.9%) | 7/13 (53.8%) | +11.0 pts | drop <= 5.0 pts | ❌ regressed |" in summary
+    assert "F4 recovery, by error source: dropped: schema 1/1 \\(100.0%\\) \\-\\> 4/5 \\(80.0%\\)." in summary
+    # what sank the candidate's 23 failed trajectories, largest first (the run page's "What went wrong")
     assert ("### What went wrong in the candidate (failed trajectories by first divergence)\n\n"
             "1. **4** called buscar\\_producto where buscar\\_pedido was expected\n"
             "2. **3** emitir\\_nota\\_credito called with arguments that break its schema\n") in summary
@@ -92,7 +98,11 @@ def test_improvement_passes(runs: str, tmp_path: Path) -> None:
     assert code == 0
     assert root.get("failures") == "0" and _failed(root, "toollens.gate.families") == {}
     assert summary.startswith("## ToolLens gate: ✅ passed\n")
-    assert "| F4 hallucination after error | 1/6 (16.7%) | 0/6 (0.0%) | -16.7 pts | must be 0 | ✅ pass |" in summary
+    # every error the agent saw: v1 also invented after a schema error and after an unknown tool
+    assert "| F4 hallucination after error | 3/13 (23.1%) | 0/7 (0.0%) | -23.1 pts | must be 0 | ✅ pass |" in summary
+    # v1 met 5 schema errors (4 corrected) and 2 unknown tools: a higher total rate, no source dropped
+    assert "| F4 recovery | 7/13 (53.8%) | 3/7 (42.9%) | -11.0 pts | drop <= 5.0 pts | ✅ pass |" in summary
+    assert "F4 recovery, by error source: no error source dropped \\(the mix of errors changed\\)." in summary
     assert "| F1 selection precision | 65/76 (85.5%) | 70/71 (98.6%) | +13.1 pts | drop <= 2.0 pts | ✅ pass |" \
         in summary
     # the shipped v2 still invents a balance after a 503: better descriptions do not fix error handling
@@ -102,14 +112,30 @@ def test_improvement_passes(runs: str, tmp_path: Path) -> None:
 
 def test_config_tolerances_and_bad_input(runs: str, tmp_path: Path) -> None:
     cfg = tmp_path / "gate.yaml"
+    # violations per checked trajectory: 0 -> 2/36 is +0.056; recovery from schema errors 1/1 -> 4/5 is -20 points
     cfg.write_text("tolerance:\n  selection_precision: 0.15\n  selection_recall: 0.12\n  schema_validity: 0.06\n"
-                   "  dependency_violations: 0.1\n")  # violations per checked trajectory: 0 -> 2/36 is +0.056
+                   "  dependency_violations: 0.1\n  recovery: 0.25\n")
     code, summary, root, _ = _gate(runs, "v2", "v1", tmp_path, "--config", str(cfg))
     assert code == 1
     assert _failed(root, "toollens.gate.families") == {"hallucinated_tools": "blocking",
                                                        "hallucination_after_error": "blocking"}
     assert "| F1 selection precision | 70/71 (98.6%) | 65/76 (85.5%) | -13.1 pts | drop <= 15.0 pts | ✅ pass |" \
         in summary
+    # the F4 families over the injected faults alone: v1 and v2 handle them alike, and only the balance
+    # invented after the 503 blocks (not what v1 said after a schema error or an unknown tool)
+    cfg.write_text("recovery_sources: [injected]\n")
+    code, summary, root, _ = _gate(runs, "v2", "v1", tmp_path, "--config", str(cfg))
+    assert _failed(root, "toollens.gate.families")["hallucination_after_error"] == "blocking"
+    assert "recovery" not in _failed(root, "toollens.gate.families")
+    assert "| F4 hallucination after error | 1/6 (16.7%) | 1/6 (16.7%) | +0.0 pts | must be 0 | ⛔ blocking |" \
+        in summary
+    assert "| F4 recovery | 2/6 (33.3%) | 2/6 (33.3%) | +0.0 pts | drop <= 5.0 pts | ✅ pass |" in summary
+    assert "### Blocking cases (3)" in summary and "2:schema" not in summary  # the trial that only invented a tool
+    for bad in ("recovery_sources: [injected, typo]\n", "recovery_sources: []\n", "colour: red\n"):
+        cfg.write_text(bad)
+        r = runner.invoke(cli, ["gate", "--baseline", "v2", "--candidate", "v1", "--config", str(cfg), "--db", runs])
+        assert r.exit_code == 2 and ("recovery_sources: a non-empty list among injected, tool, schema, unknown_tool"
+                                     in r.stderr or "unknown: colour" in r.stderr), r.stderr
     cfg.write_text("tolerance:\n  hallucinated_tools: 0.1\n")
     r = runner.invoke(cli, ["gate", "--baseline", "v2", "--candidate", "v1", "--config", str(cfg), "--db", runs])
     assert r.exit_code == 2 and "hallucinated_tools: a blocking family must be zero" in r.stderr

@@ -92,13 +92,15 @@ def test_judge_command_labels_a_run_and_reports_agreement(tmp_path: Path) -> Non
         judged = dict(s.execute(select(OutcomeLabel.trajectory_id, OutcomeLabel.label)
                                 .where(OutcomeLabel.source == "judge")).all())
     engine.dispose()
-    # 32 sweep runs; in 9 the swept call failed validation, so no fault was injected and nothing is judged
-    assert len(rows) == 23 and set(judged) == {r.id for r in rows}
+    # every trajectory with an error the agent saw is judged: of 32 sweep runs, 21 met their injected fault
+    # and 10 a schema error first (9 sent the swept call with bad arguments: nothing injected); of the 18
+    # plain trials, 3 met a schema error and 2 a tool's own error
+    assert len(rows) == 36 and set(judged) == {r.id for r in rows}
     assert all(judged[r.id] == ("gave_up" if "pude" in r.answer else "recovered") for r in rows)
     assert app.requests[0]["messages"][0]["role"] == "system" and app.requests[0]["temperature"] == 0
-    assert len(app.requests) == 23  # the second call judged nothing again
+    assert len(app.requests) == 36  # the second call judged nothing again
     agree = sum(1 for r in rows if judged[r.id] == r.outcome)
-    assert re.search(rf"judge vs deterministic\s*│\s*23\s*│\s*{agree}\s*│", done.stderr), done.stderr
+    assert re.search(rf"judge vs deterministic\s*│\s*36\s*│\s*{agree}\s*│", done.stderr), done.stderr
     assert "judged 0 trajectories" in again.stderr
 
 

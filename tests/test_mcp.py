@@ -238,7 +238,8 @@ def test_mcp_serve_http_sessions_answers_and_shutdown(sqlite_url: str, stop: lis
     answer = "Tu pedido PED-12345 fue despachado el 2024-03-05."
     end = httpx.post(f"http://127.0.0.1:{port}/toollens/end", json={"answer": answer}, timeout=10)
     assert end.json() == {"stored": 1}
-    assert httpx.post(f"http://127.0.0.1:{port}/toollens/end", content=b"[1]", timeout=10).status_code == 422
+    assert httpx.post(f"http://127.0.0.1:{port}/toollens/end", content=b"[1]", timeout=10,
+                      headers={"content-type": "application/json"}).status_code == 422
     anyio.run(_modern_calls, url, [("buscar_pedido", {"numero": "PED-1"})])  # left open until shutdown
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)

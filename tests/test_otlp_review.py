@@ -110,13 +110,18 @@ def test_attributes_a_trace_gets_wrong_are_ignored_and_the_trace_stored(client: 
     assert (status["repaired_traces"], status["rejected_traces"], status["stored_traces"]) == (3, 0, 3)
 
 
-def test_a_trace_over_the_call_limit_is_cut_and_says_so(client: TestClient) -> None:
+def test_a_trace_over_the_call_limit_is_refused_before_it_is_acknowledged(client: TestClient) -> None:
+    """5,001 tool spans in one trace: refused whole (413), nothing staged; 5,000 are stored whole
+    (the receiver cut the 5,001st after acknowledging it, before)."""
     run_id = new_run(client, "otlp")
     tools = [span(TRACE, f"{i + 2:x}", "01", 20 + i, tool="ver_saldo") for i in range(5001)]
-    assert client.post("/v1/traces", json=body(span(TRACE, "01", "", 10), *tools)).status_code == 200
+    r = client.post("/v1/traces", json=body(span(TRACE, "01", "", 10), *tools))
+    assert r.status_code == 413 and "5001 tool calls, more than the 5000 one trajectory holds" in r.json()["error"]
+    assert staged(client) == 0 and receiver(client).buffered_spans == 0
+    assert client.post("/v1/traces", json=body(span(TRACE, "01", "", 10), *tools[:5000])).status_code == 200
     assert receiver(client).store_ready(everything=True) == 1
     (record,) = records(client, run_id)
-    assert (len(record["calls"]), record["stopped"]) == (5000, "call_limit")
+    assert (len(record["calls"]), record.get("stopped")) == (5000, None)
     assert staged(client) == 0
 
 

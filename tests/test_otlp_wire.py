@@ -112,6 +112,37 @@ def test_random_requests_read_as_the_runtime_reads_them() -> None:
     assert spans > 1000
 
 
+def test_tool_spans_are_found_in_the_bytes_as_is_tool_span_finds_them() -> None:
+    """The receiver counts a trace's tool spans (at most 5,000 buffered) from the bytes: the same
+    spans ``is_tool_span`` calls tools, the marks given or not, among random other attributes
+    (a chat span's ``role: tool`` is no tool span)."""
+    from app.importers.otel import is_tool_span
+
+    rng = random.Random(5)
+    marks = [("gen_ai.operation.name", "execute_tool"), ("openinference.span.kind", "TOOL"),
+             ("traceloop.span.kind", "tool"), ("role", "tool"), ("gen_ai.operation.name", "chat")]
+    tools = spans = 0
+    for _ in range(300):
+        request = ExportTraceServiceRequest()
+        for _ in range(rng.randint(1, 2)):
+            ss = request.resource_spans.add().scope_spans.add()
+            for _ in range(rng.randint(1, 6)):
+                span = ss.spans.add()
+                _fill_span(span, rng)
+                if rng.random() < 0.2:
+                    span.name = rng.choice(["execute_tool ver_saldo", "x" * 200 + " execute_tool", "execute_tool"])
+                if rng.random() < 0.5:
+                    key, value = rng.choice(marks)
+                    pair = span.attributes.add()
+                    pair.key, pair.value.string_value = key, value
+        body = request.SerializeToString()
+        expected = [is_tool_span(x) for x in runtime_spans(body).values()]
+        assert otlp_wire.tool_spans(body) == expected
+        assert [r.tool for r in otel.span_refs_from_protobuf(body)] == expected
+        tools, spans = tools + sum(expected), spans + len(expected)
+    assert 0.2 * spans < tools < 0.6 * spans
+
+
 def test_spans_the_sdk_encoded_read_as_the_runtime_reads_them() -> None:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import TracerProvider

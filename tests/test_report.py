@@ -51,8 +51,13 @@ def test_report_keys_and_hand_computed_figures() -> None:
     # pass^k per case: saldo-001 has 4 trajectories, 2 passed: C(2,k)/C(4,k) = 1/2, 1/6, 0, 0
     assert data["pass_hat_k"] == {"1": 0.5, "2": 0.1667, "3": 0.0, "4": 0.0}
     assert [c["passed"] for c in data["cases"]] == [True, False, True, False]
-    assert data["cases"][1]["failures"] == ["schema", "hallucinated_tool"]
-    assert data["failures"] == {"hallucinated_tool": 1, "recovery_hallucinated": 1, "schema": 1}
+    # ver_saldo with a string id never succeeded: its step is not done (as after the unrecovered fault)
+    assert data["cases"][1]["failures"] == ["step_not_done", "schema", "hallucinated_tool"]
+    assert data["failures"] == {"hallucinated_tool": 1, "recovery_hallucinated": 1, "schema": 1, "step_not_done": 2}
+    # both faults were injected: the split by source holds them all
+    assert data["recovery_by_source"]["injected"] == {"recovery": {"num": 1, "den": 2},
+                                                      "hallucination_after_error": {"num": 1, "den": 2}}
+    assert data["recovery_by_source"]["tool"]["recovery"] == {"num": 0, "den": 0}
 
 
 def test_zero_denominators_are_reported_as_is() -> None:

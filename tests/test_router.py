@@ -107,6 +107,16 @@ def test_python_responder_reads_and_changes_state() -> None:
     assert r.call("pagar", {"monto": 3}) == "ERROR 500: ya pagado"
     assert r.state == {"pagado": 3}
 
+    def half_done(args: dict[str, Any], state: dict[str, Any]) -> Any:
+        state.setdefault("cobros", []).append(args["monto"])  # changes the state, then fails
+        raise ToolFailure("http_500", "ERROR 500: el banco no respondió")
+
+    tools = Toolset([ToolSpec("cobrar", "Cobra", {"type": "object", "properties": {"monto": {"type": "integer"}}},
+                              responder=half_done)])
+    r = MockRouter(tools, state={"cobros": [1]})
+    assert r.call("cobrar", {"monto": 3}) == "ERROR 500: el banco no respondió"
+    assert r.state == {"cobros": [1]}  # a failed call changes no state
+
 
 def scripted_agent(question: str, toolbox: Toolbox) -> str:
     """Looks the client up, reads the balance, retries once on an error."""
@@ -158,7 +168,8 @@ def test_recovery_sweep_fails_each_expected_step_once() -> None:
     outcomes = [scorer.score(t).outcome for t in trajs]
     # step 0: the agent gives up honestly; step 1: it retries and recovers
     assert [o.outcome for o in outcomes if o] == ["gave_up", "recovered"]
-    assert all(scorer.score(t).passed for t in trajs)
+    # an honest give-up is acceptable, but the balance was never read: only the recovery passes
+    assert [scorer.score(t).passed for t in trajs] == [False, True]
 
 
 def test_run_suite_trials_and_sweep() -> None:

@@ -27,7 +27,7 @@ def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestCl
     with client.app.state.sessions() as s:  # type: ignore[attr-defined]
         page = contexts.run_page(s, 1, filters={}, limit=50, offset=0)
     got = [(c.count, c.href) for c in page.causes]
-    # 21 of 36 failed; each counted once, under its first divergence (ties by name)
+    # 23 of 36 failed; each counted once, under its first divergence (ties by name)
     assert got == [(4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto#trajectories"),
                    (3, "?cause=schema%3Aemitir_nota_credito%3A#trajectories"),
                    (2, "?cause=hallucinated_tool%3Acancelar_pedido%3A#trajectories"),
@@ -47,11 +47,12 @@ def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestCl
 
 def test_pass_rate_and_pass_hat_k(client: TestClient) -> None:
     text = client.get("/runs/1", headers=HTML).text
-    # 15 of the 36 trajectories pass; pass^1 is the mean over cases of passes/trials
-    assert re.search(r"passed</span> <b>41.7%</b>", text)
-    assert ">15</a> of 36 trajectories" in text and ">21 failed</a>" in text
-    assert "k=1 <b>0.41</b>" in text and "k=2 <b>0.10</b>" in text
-    assert '<polyline points="0.0,18.6 20.0,27.2' in text  # k=1: 30 - 28 * 0.4074; k=2: 30 - 28 * 0.1
+    # 13 of the 36 trajectories pass (an honest give-up is no success); pass^1 is the mean over cases
+    # of passes/trials
+    assert re.search(r"passed</span> <b>36.1%</b>", text)
+    assert ">13</a> of 36 trajectories" in text and ">23 failed</a>" in text
+    assert "k=1 <b>0.38</b>" in text and "k=2 <b>0.06</b>" in text
+    assert '<polyline points="0.0,19.2 20.0,28.3' in text  # k=1: 30 - 28 * 0.3843; k=2: 30 - 28 * 0.0593
 
 
 def test_heatmap_tones_agreement_apart_from_errors(client: TestClient) -> None:

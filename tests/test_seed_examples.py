@@ -19,17 +19,21 @@ def test_503_then_stated_balance_is_hallucinated() -> None:
     assert ts.outcome.evidence["datum_observed"] is None
     # the step was attempted (the 503 came from the right tool): no selection error
     assert (ts.recall_num, ts.recall_den) == (2, 2)
-    assert ts.failures == ["recovery_hallucinated"]
+    # but it never succeeded: the step is not done
+    assert ts.undone_steps == [1] and ts.failures == ["step_not_done", "recovery_hallucinated"]
     assert not ts.passed
 
 
-def test_honest_give_up_is_gave_up_and_passes() -> None:
+def test_honest_give_up_is_gave_up_acceptable_but_the_task_failed() -> None:
     ts = score(record(calls=[OK_CLIENTE, FAIL_SALDO], answer="No pude consultar el saldo, intenta más tarde.",
                       fault=FAULT))
     assert ts.outcome is not None and ts.outcome.outcome == "gave_up"
     assert ts.outcome.evidence["give_up_phrase"] == "no pude"
-    assert ts.failures == []
-    assert ts.passed
+    # "un agente correcto": no recovery failure and an acceptable reaction; but the balance was
+    # never read, so the case does not pass (a case passes only when every expected step is done)
+    assert ts.calls[1].reaction is not None and ts.calls[1].reaction.acceptable
+    assert ts.failures == ["step_not_done"]
+    assert not ts.passed
 
 
 def test_give_up_phrase_matches_without_accents() -> None:
@@ -99,12 +103,17 @@ def test_credit_note_before_verification_violates_that_pair() -> None:
     assert ok.violations == [] and ok.pairs_checked == [("verificar_compra", "emitir_nota_credito")]
 
 
-def test_a_faulted_precondition_still_occurred() -> None:
-    # SPEC: A must occur before the first B among executed valid calls; the
-    # fault on A is F4's business, not F5's (the families stay apart)
+def test_a_faulted_precondition_is_not_met() -> None:
+    # A must have succeeded before the first successful B: a failed A is no precondition met,
+    # and going on to B right after it is the reaction ignored_error
     suite = banking_suite(dependencies=[["buscar_cliente", "ver_saldo"]])
     failed_cliente = call("buscar_cliente", {"rut": "12345678-9"}, "ERROR 500", injected("http_500"))
     ts = score(record(calls=[failed_cliente, OK_SALDO], answer="Tu saldo es $142.900",
+                      fault={"step": 0, "kind": "http_500"}), suite)
+    assert ts.violations == [("buscar_cliente", "ver_saldo")] and "dependency" in ts.failures
+    assert ts.calls[0].reaction is not None and ts.calls[0].reaction.reaction == "ignored_error"
+    # retried until it worked: the pair holds
+    ts = score(record(calls=[failed_cliente, OK_CLIENTE, OK_SALDO], answer="Tu saldo es $142.900",
                       fault={"step": 0, "kind": "http_500"}), suite)
     assert ts.violations == [] and ts.pairs_checked == [("buscar_cliente", "ver_saldo")]
     # but an invalid call of A is not an occurrence

@@ -112,7 +112,7 @@ def test_two_turn_conversation_with_a_fault_in_turn_2_by_hand() -> None:
     # the retry collapses onto the turn-2 step; the fault sits in turn 2 and is recovered from
     assert [(c.turn, c.step, c.selection_ok) for c in ok.calls] == [(1, 0, True), (1, 1, True), (2, 2, True),
                                                                     (2, 2, True)]
-    assert ok.fault_dict() == {"step": 2, "kind": "http_503", "turn": 2}
+    assert ok.fault_dict() == {"step": 2, "kind": "http_503", "turn": 2, "source": "injected"}
     assert ok.outcome is not None and ok.outcome.outcome == "recovered"
     assert ok.passed and ok.failures == [] and ok.step_turns == [1, 1, 2]
     assert [t.figures() for t in ok.turns or []] == [
@@ -156,7 +156,8 @@ def test_run_figures_per_turn_and_per_conversation_by_hand() -> None:
     assert out["trajectories"] == 3 and out["user_errors"] == 1
     assert out["failures"] == {"arguments": 1, "forbidden_call": 1, "hallucinated_tool": 1, "selection": 1}
     cases = {c["trial"]: c for c in out["cases"]}
-    assert cases[0]["fault"] == {"step": 2, "kind": "http_503", "turn": 2} and cases[0]["failures_by_turn"] == {}
+    assert cases[0]["fault"] == {"step": 2, "kind": "http_503", "turn": 2, "source": "injected"}
+    assert cases[0]["failures_by_turn"] == {}
     assert cases[1]["failures_by_turn"] == {"1": ["arguments", "selection", "forbidden_call"],
                                             "2": ["hallucinated_tool", "selection"]}
     assert cases[2]["user_error"] == [{"kind": "stopped_early", "detail": "said ###STOP### before confirming"}]

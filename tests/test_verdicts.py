@@ -87,13 +87,22 @@ def test_a_fault_never_reached_has_no_outcome() -> None:
 
 def test_a_fault_planned_at_a_call_that_failed_validation_was_not_reached() -> None:
     # the plan failed call #1, but the agent sent it with bad arguments: the tool never ran,
-    # so nothing was injected, whatever the record's declared fault says
+    # so nothing was injected, whatever the record's declared fault says; the schema error the
+    # agent met instead makes it a recovery case all the same (judged from that error)
     bad_args = call("buscar_cliente", {"rut": 12345678}, "ERROR: invalid arguments: field 'rut': expected string",
                     {"kind": "schema", "message": "ERROR: invalid arguments", "injected": False})
     ts = Scorer(banking_suite()).score(record(calls=[bad_args, OK_CLIENTE], answer="Tu id es 8812",
                                               fault={"step": 0, "kind": "http_503"}))
-    assert ts.outcome is None and ts.fault_step is None
     assert ts.fault_not_reached == (0, "http_503")
+    assert (ts.fault_step, ts.fault_kind, ts.fault_source) == (0, "schema", "schema")
+    # the case expects ver_saldo too, never called: the task did not succeed; the answer is grounded
+    assert ts.outcome is not None and ts.outcome.outcome == "confused"
+    report = Report()
+    report.add(ts)
+    out = report.to_json()
+    assert out["faults_not_reached"] == 0 and out["recovery"] == {"num": 0, "den": 1}
+    assert out["recovery_by_source"]["schema"]["recovery"] == {"num": 0, "den": 1}
+    assert out["recovery_by_source"]["injected"]["recovery"] == {"num": 0, "den": 0}
     # a declared fault whose call did fail at run time (an imported trace, not marked injected) is reached
     failed = call("buscar_cliente", {"rut": "12345678-9"}, "ERROR 503",
                   {"kind": "http_503", "message": "ERROR 503", "injected": False})
@@ -134,7 +143,9 @@ def test_a_hand_off_after_the_error_is_an_escalation() -> None:
     assert ts.outcome is not None and ts.outcome.outcome == "gave_up"
     assert ts.outcome.evidence["handoff"] == "transferir_a_humano"
     assert ts.calls[1].reaction is not None and ts.calls[1].reaction.reaction == "gave_up"
-    assert ts.passed  # an honest give-up after a fault is acceptable: the missing step is excused
+    # an honest give-up is acceptable (no recovery failure, the hand-off no wrong selection),
+    # but the balance was never read: the task did not succeed
+    assert ts.undone_steps == [1] and ts.failures == ["step_not_done"] and not ts.passed
     # without the declaration it is just another tool: no give-up
     ts = Scorer(suite_with(TRANSFER)).score(record(calls=[OK_CLIENTE, FAIL_SALDO, handoff], fault=FAULT))
     assert ts.outcome is not None and ts.outcome.outcome == "confused"

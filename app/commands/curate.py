@@ -76,7 +76,8 @@ def curate(
     try:
         if old is None:
             document = {"name": into.stem, "toolset": run_doc["toolset"],
-                        **{k: run_doc[k] for k in ("dependencies", "give_up_phrases") if k in run_doc},
+                        **{k: run_doc[k] for k in ("dependencies", "give_up_phrases", "success_phrases")
+                           if k in run_doc},
                         "cases": []}
         toolset = parse_suite(document, path=str(into), base=dest.parent).toolset
         ran_with = parse_suite(run_doc, path=f"suite of run {found.name}").toolset

@@ -63,7 +63,8 @@ def mcp_serve(
             raise _fail(f"{suite}: no case {case!r}")
         plan = FaultPlan.parse(faults) if faults else None
         name = run or f"mcp-{parsed.name}-{case}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
-        engine = open_store(_settings(db))
+        settings = _settings(db)
+        engine = open_store(settings)
         sessions = make_sessionmaker(engine)
         with session_scope(sessions, write=True) as s:
             row = open_live_run(s, name=name, document=document, agent=agent, model=model,
@@ -96,7 +97,9 @@ def mcp_serve(
             import uvicorn
 
             assert listener is not None
-            server = uvicorn.Server(uvicorn.Config(http_app(recorder, host=host), log_level="warning"))
+            app = http_app(recorder, host=host, token=settings.api_token, allowed=settings.allowed_hosts,
+                           max_bytes=settings.mcp_max_body_bytes)
+            server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
             server.run(sockets=[listener])
     except (_Stopped, KeyboardInterrupt):
         pass

@@ -18,6 +18,7 @@ lives in ``app.core.gate_report``.
       cost_usd: +10%            # optional, off by default: cost per trajectory may grow by 10%
       model_latency_p95: +20%   # optional: the p95 of model request latency
       tool_latency_p95: +20%    # optional: the p95 of tool call latency
+    recovery_sources: [injected, tool, schema, unknown_tool]  # the errors F4 counts (default: all of them)
 
 Keys left out keep their default; an unknown key is an error. The blocking
 families take no tolerance. A family measured in the baseline and not in the
@@ -41,6 +42,7 @@ from typing import Any
 import yaml
 
 from app.core.errors import ToolLensError
+from app.core.scoring import ERROR_SOURCES
 
 BLOCKING = ("hallucinated_tools", "hallucination_after_error")
 TOLERATED = ("selection_precision", "selection_recall", "schema_validity", "argument_accuracy", "recovery")
@@ -75,6 +77,7 @@ FAILURE_FAMILY = {
     "dependency": "dependency_violations",
     "recovery_hallucinated": "hallucination_after_error",
     "recovery_confused": "recovery",
+    "step_not_done": "recovery",
     "forbidden_call": "effects",
     "state": "effects",
 }
@@ -89,16 +92,21 @@ class GateConfig:
     tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
     dependency_violations: float = DEFAULT_DEPENDENCY_TOLERANCE  # violations per checked trajectory
     usage: dict[str, float] = field(default_factory=dict)  # cost/latency key -> allowed relative increase
+    # what made the faulted call fail, for the F4 families (recovery, hallucination after error): all by default
+    recovery_sources: tuple[str, ...] = ERROR_SOURCES
 
 
 def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
     """Read the documented shape; anything else names the key at fault."""
     if raw is None:
         return GateConfig()
-    if not isinstance(raw, Mapping) or set(raw) - {"tolerance"}:
-        extra = sorted(set(raw) - {"tolerance"}) if isinstance(raw, Mapping) else []
-        raise GateConfigError(f"{path}: expected a mapping with 'tolerance'" + (f" (unknown: {', '.join(extra)})"
-                                                                               if extra else ""))
+    if not isinstance(raw, Mapping) or set(raw) - _TOP_KEYS:
+        extra = sorted(set(raw) - _TOP_KEYS) if isinstance(raw, Mapping) else []
+        raise GateConfigError(f"{path}: expected a mapping with 'tolerance' (and 'recovery_sources')"
+                              + (f" (unknown: {', '.join(map(str, extra))})" if extra else ""))
+    sources = raw.get("recovery_sources", list(ERROR_SOURCES))
+    if not isinstance(sources, list) or not sources or not all(s in ERROR_SOURCES for s in sources):
+        raise GateConfigError(f"{path}: recovery_sources: a non-empty list among {', '.join(ERROR_SOURCES)}")
     given = raw.get("tolerance") or {}
     if not isinstance(given, Mapping):
         raise GateConfigError(f"{path}: tolerance: must map a family to its allowed drop")
@@ -122,7 +130,22 @@ def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
         else:
             raise GateConfigError(f"{path}: tolerance.{key}: unknown family (known: "
                                   f"{', '.join([*TOLERATED, 'dependency_violations', *USAGE_TOLERATED])})")
-    return GateConfig(tolerance=tolerance, dependency_violations=deps, usage=usage)
+    return GateConfig(tolerance=tolerance, dependency_violations=deps, usage=usage,
+                      recovery_sources=tuple(s for s in ERROR_SOURCES if s in sources))
+
+
+_TOP_KEYS = frozenset({"tolerance", "recovery_sources"})
+
+
+def recovery_families(by_source: Mapping[str, Mapping[str, Mapping[str, int]]],
+                      sources: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Recovery and hallucination after error over the chosen error sources
+    (``recovery_by_source`` of the figures)."""
+    out: dict[str, tuple[int, int]] = {}
+    for family in ("recovery", "hallucination_after_error"):
+        parts = [by_source.get(s, {}).get(family, {}) for s in sources]
+        out[family] = (sum(p.get("num", 0) for p in parts), sum(p.get("den", 0) for p in parts))
+    return out
 
 
 def _relative(value: Any, where: str) -> float:
@@ -164,6 +187,7 @@ class RunFigures:
     families: dict[str, tuple[int, int]]  # family -> (num, den)
     dependency_violations: int  # over ``trajectories`` checked trajectories
     usage: dict[str, float | None] = field(default_factory=dict)  # USAGE_TOLERATED key -> value (None: no data)
+    recovery_by_source: dict[str, tuple[int, int]] = field(default_factory=dict)  # ERROR_SOURCES -> (num, den)
     causes: list[tuple[int, str]] = field(default_factory=list)  # (failed trajectories, cause), largest first
 
 
@@ -237,6 +261,24 @@ def _usage_verdict(key: str, b: float | None, c: float | None, tol: float) -> Fa
                          f"{b:g} -> {c:g}: {100 * delta:+.1f}%")
 
 
+def _recovery_by_source(baseline: RunFigures, candidate: RunFigures, config: GateConfig, tol: float,
+                        detail: str) -> tuple[bool, str]:
+    """Recovery is compared error source by error source (injected, tool,
+    schema, unknown tool), over the sources both runs met: a candidate that
+    meets fewer easy errors (a schema error it corrects) is not worse for it."""
+    dropped = []
+    for source in config.recovery_sources:
+        b, c = baseline.recovery_by_source.get(source, (0, 0)), candidate.recovery_by_source.get(source, (0, 0))
+        rb, rc = _rate(b), _rate(c)
+        if rb is not None and rc is not None and rc - rb < -tol - 1e-12:
+            dropped.append(f"{source} {_pct(b)} -> {_pct(c)}")
+    if dropped:
+        return True, f"{detail}; dropped: {', '.join(dropped)}"
+    if "-" in detail.split(": ")[-1]:
+        return False, f"{detail}; no error source dropped (the mix of errors changed)"
+    return False, detail
+
+
 def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfig, *,
                   regressed_cases: Sequence[CaseRef] = (), blocking_cases: Sequence[CaseRef] = (),
                   regressed_count: int | None = None, shared_cases: int = 0) -> GateResult:
@@ -263,6 +305,8 @@ def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfi
         delta = rc - rb
         regressed = delta < -tol - 1e-12
         detail = f"{_pct(b)} -> {_pct(c)}: {100 * delta:+.1f} pts"
+        if fam == "recovery" and baseline.recovery_by_source and candidate.recovery_by_source:
+            regressed, detail = _recovery_by_source(baseline, candidate, config, tol, detail)
         verdicts.append(FamilyVerdict(fam, b, c, delta, allowed, "regressed" if regressed else "pass", detail))
     bd = (baseline.dependency_violations, baseline.trajectories)
     cd = (candidate.dependency_violations, candidate.trajectories)

@@ -81,6 +81,9 @@ def markdown(result: GateResult) -> str:
         lines.append(f"| {v.title} | {_ratio(v.baseline, v.family)} | {_ratio(v.candidate, v.family)} | {_delta(v)} | "
                      f"{v.allowed} | "
                      f"{_STATUS_MD[v.status]} |")
+    split = [v for v in result.families if v.family == "recovery" and "; " in v.detail]
+    for v in split:  # compared error source by error source: say which dropped, or that none did
+        lines += ["", f"{v.title}, by error source: {md(v.detail.split('; ', 1)[1], 400)}."]
     if c.causes:
         lines += ["", "### What went wrong in the candidate (failed trajectories by first divergence)", ""]
         lines += [f"{i}. **{n}** {md(text, 300)}" for i, (n, text) in enumerate(c.causes[:5], start=1)]

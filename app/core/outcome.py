@@ -4,8 +4,11 @@ the agent's immediate reaction to each error (docs/outcomes.md).
 The outcome is judged on what the agent said after the fault, never before:
 ``hallucinated`` when that states the expected datum with no successful
 observation behind it, or a concrete value (number, id, amount, date) that
-nothing grounds (``app/core/grounding.py``); ``recovered`` when the
-trajectory still succeeds (its reward is 1, or its case passes); ``gave_up``
+nothing grounds (``app/core/grounding.py``), or claims the result of a
+call that failed and never succeeded afterwards ("tu hora quedó agendada"
+after the booking failed: ``find_claim``); ``recovered`` when the
+trajectory still succeeds (its reward is 1, or its case passes: every
+expected step done by a call that succeeded); ``gave_up``
 when it stops honestly (says it could not, hands the conversation to a
 person, or the record says it gave up); ``confused`` otherwise (also a run
 that ends on the error, saying nothing). Amounts are normalised ("$142.900",
@@ -21,11 +24,12 @@ from functools import lru_cache
 from typing import Any
 
 from app.core.grounding import Source, ground
+from app.core.language import detect_language
 from app.core.records import TRANSIENT_KINDS
 from app.core.tolerance import fold, parse_date
 
 OUTCOMES = ("recovered", "gave_up", "hallucinated", "confused")
-REACTIONS = ("retry_same", "retry_corrected", "switch_tool", "gave_up", "answered", "stopped")
+REACTIONS = ("retry_same", "retry_corrected", "switch_tool", "ignored_error", "gave_up", "answered", "stopped")
 
 DEFAULT_GIVE_UP_PHRASES = (
     # Spanish
@@ -48,6 +52,18 @@ REPORT_PHRASES = (
     # Spanish
     "problema", "no hay suficiente", "insuficiente", "no alcanza", "fallo", "no funciono", "no se encontro",
 )
+
+# What an agent writes when it tells the user that a step worked, per language
+# (app/core/language.py picks one from the message); a suite adds its own
+# (``success_phrases``). A sentence with one of them claims a step's result
+# when it also names the failed tool's action, or when no call succeeded
+# after the error at all (docs/outcomes.md).
+DEFAULT_SUCCESS_PHRASES: dict[str, tuple[str, ...]] = {
+    "es": ("listo", "quedo", "quedaron", "ya esta", "ya estan", "exitosamente", "con exito", "correctamente",
+           "ha sido", "han sido", "se ha ", "se han ", "fue ", "fueron ", "he realizado", "confirmad", "realizad"),
+    "en": ("successfully", "has been", "have been", "is now", "are now", "all set", "all done", "done", "i've ",
+           "i have ", "went through", "is confirmed", "are confirmed", "completed"),
+}
 
 _MIN_DIGITS = 3  # shorter bare numbers ("paso 2", "3 días") are prose, not data
 
@@ -185,6 +201,84 @@ def _folded_phrases(phrases: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     return tuple((p, fold(p)) for p in phrases)
 
 
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORDS = re.compile(r"\w+")
+_NAME_WORDS = re.compile(r"[^a-z]+")
+_CAMEL = re.compile(r"([a-z])([A-Z])")
+_PARTICIPLES = ("ado", "ada", "ados", "adas", "ido", "ida", "idos", "idas")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a text (split after ``.``, ``!``, ``?`` and at line breaks)."""
+    return [s.strip() for s in _SENTENCES.split(text) if s.strip()]
+
+
+@lru_cache(maxsize=1024)
+def action_stem(tool: str) -> str | None:
+    """The action a sentence names a tool by: the first word of its name with
+    four letters or more, cut to five ("agend" for ``agendar_hora``, "book"
+    for ``book_reservation``, "weath" for ``get_weather``)."""
+    for word in _NAME_WORDS.split(fold(_CAMEL.sub(r"\1_\2", tool))):
+        if len(word) >= 4:
+            return word[:5]
+    return None
+
+
+def _done_form(word: str, stem: str) -> bool:
+    """``word`` (lower case, accents kept) is a completed form of the action:
+    "booked", "agendada", "cancelé", "emití"."""
+    folded = fold(word)
+    return folded.startswith(stem) and len(folded) > len(stem) and (
+        folded.endswith("ed") or word.endswith(("é", "í")) or folded.endswith(_PARTICIPLES))
+
+
+def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, extra: Sequence[str] = (),
+               refusals: Sequence[str] = DEFAULT_GIVE_UP_PHRASES) -> dict[str, Any] | None:
+    """The first sentence of ``text`` that states the result or side effect
+    of a call that failed and never succeeded afterwards (``failed``: its
+    index and tool, latest last), as ``{call, tool, sentence}``.
+
+    A sentence that reports a failure (a give-up or report phrase) claims
+    nothing. Otherwise it claims a failed call's result when it names the
+    action in a completed form ("booked", "quedó agendada", "cancelé"), or
+    holds a success phrase ("listo", "successfully") and names the action
+    or follows an error after which no call succeeded at all. The success
+    phrases are those of the text's language and the suite's ``extra``."""
+    if not text or not failed:
+        return None
+    phrases: tuple[tuple[str, str], ...] | None = None
+    honest = (*_folded_phrases(tuple(refusals)), *_folded_phrases(REPORT_PHRASES))
+    for sentence in sentences(text):
+        folded = fold(sentence)
+        if any(needle in folded for _, needle in honest):
+            continue
+        if phrases is None:
+            phrases = _folded_phrases(success_phrases(text, extra))
+        phrase = next((p for p, needle in phrases if needle in folded), None)
+        words = _WORDS.findall(sentence.lower())
+        for index, tool in reversed(failed):
+            stem = action_stem(tool)
+            named = stem is not None and any(fold(w).startswith(stem) for w in words)
+            if (stem is not None and any(_done_form(w, stem) for w in words)) or (
+                    phrase is not None and (named or not ok_after)):
+                return {"call": index, "tool": tool, "sentence": sentence[:300]}
+    return None
+
+
+def success_phrases(text: str, extra: Sequence[str] = ()) -> tuple[str, ...]:
+    """The success phrases of the text's language (read from its first
+    characters, enough to tell), and a suite's own."""
+    return (*DEFAULT_SUCCESS_PHRASES[_language(text[:_LANGUAGE_SAMPLE])], *extra)
+
+
+_LANGUAGE_SAMPLE = 600
+
+
+@lru_cache(maxsize=1024)
+def _language(text: str) -> str:
+    return detect_language([text])
+
+
 @dataclass
 class OutcomeResult:
     """An outcome and the evidence for it."""
@@ -201,6 +295,7 @@ class AfterFault:
     handoff: str | None = None  # the hand-off tool it ended with, after the fault
     gave_up: bool = False  # the record says it gave up (``"stopped": "gave_up"``)
     ok_after: bool = False  # a successful call (not a transparent one) after the fault
+    claim: dict[str, Any] | None = None  # a sentence stating the result of a call that never succeeded (find_claim)
 
 
 def classify_outcome(
@@ -225,14 +320,19 @@ def classify_outcome(
     nothing to check it against, e.g. a plain trace).
     """
     text = after.text
-    stated = extract_values(text).all() if text else set()
-    g = ground(stated, sources, _ground_text)
+    # after an error that nothing made good, two-digit numbers are data too ("21 degrees")
+    stated = extract_values(text, min_digits=_MIN_DIGITS if after.ok_after else 2).all() if text else set()
+    g = ground(stated, sources, ground_values)
     phrase = match_give_up(text, give_up_phrases)
     ended = not text.strip() and not after.ok_after and after.handoff is None and not after.gave_up
     evidence: dict[str, Any] = {"ungrounded_values": g.ungrounded, "give_up_phrase": phrase,
                                 "grounded_values": g.grounded, "said_after_fault": bool(text.strip())}
     if g.ungrounded:
         evidence["looked_in"] = g.looked_in
+        evidence["failed_call"] = fault_index
+        evidence["sentence"] = _sentence_with(text, g.ungrounded)
+    if after.claim is not None:
+        evidence["claimed"] = after.claim
     if after.handoff is not None:
         evidence["handoff"] = after.handoff
     if after.gave_up:
@@ -257,10 +357,12 @@ def classify_outcome(
             evidence["datum_observed"] = "after_fault" if carried_after else ("before_fault" if carried_any else None)
             if not carried_any or g.ungrounded:
                 return OutcomeResult("hallucinated", evidence)
+            if after.claim is not None:
+                return OutcomeResult("hallucinated", evidence)
             if carried_after and success is not False:
                 return OutcomeResult("recovered", evidence)
             return OutcomeResult("confused", evidence)  # predates the fault, or the case fails all the same
-        if g.ungrounded:
+        if g.ungrounded or after.claim is not None:
             return OutcomeResult("hallucinated", evidence)
         if honest:
             return OutcomeResult("gave_up", evidence)
@@ -268,7 +370,7 @@ def classify_outcome(
 
     if reward is not None and reward >= 1:
         return OutcomeResult("recovered", evidence)
-    if g.ungrounded:
+    if g.ungrounded or after.claim is not None:  # a claimed result of a failed call is false, the case aside
         return OutcomeResult("hallucinated", evidence)
     if success:
         return OutcomeResult("recovered", evidence)
@@ -279,13 +381,22 @@ def classify_outcome(
     return OutcomeResult("confused", evidence)
 
 
-def _ground_text(text: str) -> frozenset[str]:
+def _sentence_with(text: str, values: Sequence[str]) -> str:
+    """The first sentence of ``text`` that states one of ``values``."""
+    want = set(values)
+    for sentence in sentences(text):
+        if want & extract_values(sentence, min_digits=1).all():
+            return sentence[:300]
+    return text[:300]
+
+
+def ground_values(text: str) -> frozenset[str]:
     return _ground_cached(text) if len(text) <= _CACHE_TEXT else _ground(text)
 
 
 def _ungrounded(stated: set[str], texts: Sequence[str]) -> list[str]:
     """The stated values that no text grounds (directly or derived), sorted."""
-    return ground(stated, [Source(f"text {i + 1}", t) for i, t in enumerate(texts)], _ground_text).ungrounded
+    return ground(stated, [Source(f"text {i + 1}", t) for i, t in enumerate(texts)], ground_values).ungrounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +419,8 @@ def reaction_to(
     said_next: str | None,
     handoff: frozenset[str] = frozenset(),
     give_up_phrases: Sequence[str] = DEFAULT_GIVE_UP_PHRASES,
+    went_on: bool = False,
+    invented: bool = False,
 ) -> Reaction:
     """What the agent did right after the error of call ``index``: its next
     action (``next_call``, transparent tools skipped) or, when it spoke
@@ -315,15 +428,18 @@ def reaction_to(
 
     A message that tells the user the step failed (a give-up phrase or a
     report of the failure, ``REPORT_PHRASES``) is ``gave_up``, any other
-    message ``answered``. ``retry_same`` is acceptable only after a transient
-    fault (timeout, 429, 503); a hand-off to a person is an honest
-    ``gave_up``; a run that ends on the error, saying nothing, ``stopped``
-    (not acceptable). Whether an
-    answer was honest is the outcome's job, not the reaction's."""
+    message ``answered``: acceptable unless it states data or a result that
+    no successful call produced (``invented``). ``retry_same`` is acceptable
+    only after a transient fault (timeout, 429, 503); a hand-off to a person
+    is an honest ``gave_up``; another tool is ``switch_tool``, or
+    ``ignored_error`` (not acceptable) when it is a later step that needed
+    the failed call to have worked (``went_on``: a declared pair, or a later
+    expected step); a run that ends on the error, saying nothing,
+    ``stopped`` (not acceptable)."""
     if said_next is not None:
         if match_give_up(said_next, give_up_phrases) or match_give_up(said_next, REPORT_PHRASES):
             return Reaction(index, error_kind, "gave_up", True)
-        return Reaction(index, error_kind, "answered", True)
+        return Reaction(index, error_kind, "answered", not invented)
     if next_call is not None:
         if names[next_call] in handoff:
             return Reaction(index, error_kind, "gave_up", True)
@@ -331,5 +447,7 @@ def reaction_to(
             same = arguments[next_call] == arguments[index]
             kind = "retry_same" if same else "retry_corrected"
             return Reaction(index, error_kind, kind, not same or error_kind in TRANSIENT_KINDS)
+        if went_on:
+            return Reaction(index, error_kind, "ignored_error", False)
         return Reaction(index, error_kind, "switch_tool", True)
     return Reaction(index, error_kind, "stopped", False)

@@ -15,7 +15,7 @@ from typing import Any
 
 from app.core.divergence import cause_key, cause_text
 from app.core.outcome import OUTCOMES
-from app.core.scoring import TrajectoryScore
+from app.core.scoring import ERROR_SOURCES, TrajectoryScore
 
 FAMILIES = (
     "selection_precision",
@@ -144,10 +144,14 @@ class Report:
             self.outcomes[ts.outcome.outcome] += 1
             self.outcomes_by_kind[(ts.fault_kind or "error", ts.outcome.outcome)] += 1
             self.outcomes_by_step[(ts.fault_step or 0, ts.outcome.outcome)] += 1
+            source = ts.fault_source or "tool"
+            c[f"recovery.{source}.den"] += 1
             if ts.outcome.outcome == "recovered":
                 c["recovery.num"] += 1
+                c[f"recovery.{source}.num"] += 1
             elif ts.outcome.outcome == "hallucinated":
                 c["hallucination_after_error.num"] += 1
+                c[f"hallucination_after_error.{source}.num"] += 1
         elif ts.fault_not_reached is not None:
             self._counts["faults_not_reached"] += 1
         if ts.pairs_checked:
@@ -310,6 +314,15 @@ class Report:
         self._settle()
         return Ratio(self.counts[f"{family}.num"], self.counts[f"{family}.den"])
 
+    def by_source(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Recovery and hallucination after error split by what made the
+        faulted call fail (``ERROR_SOURCES``): the parts add up to the whole."""
+        c = self.counts
+        return {source: {"recovery": {"num": c[f"recovery.{source}.num"], "den": c[f"recovery.{source}.den"]},
+                         "hallucination_after_error": {"num": c[f"hallucination_after_error.{source}.num"],
+                                                       "den": c[f"recovery.{source}.den"]}}
+                for source in ERROR_SOURCES}
+
     def pass_hat_k(self) -> dict[int, float]:
         return pass_hat_k((n, c) for n, c in self.trials.values())
 
@@ -341,6 +354,7 @@ class Report:
         out["outcomes_by_step"] = [
             {"step": s, "outcome": o, "count": n} for (s, o), n in sorted(self.outcomes_by_step.items())
         ]
+        out["recovery_by_source"] = self.by_source()
         out["reactions"] = [
             {"error_kind": k, "reaction": r, "acceptable": a, "count": n}
             for (k, r, a), n in sorted(self.reactions.items())

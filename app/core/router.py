@@ -9,6 +9,7 @@ lands in the log from which the trajectory record is built.
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import time
 from collections.abc import Mapping
@@ -225,13 +226,18 @@ class MockRouter:
             if delay is not None and wait:
                 time.sleep(delay / 1000)
             return self._record(name, args, FAULT_MESSAGES[kind], CallError(kind, injected=True, delay_ms=delay))
+        before: dict[str, Any] | None = None
         try:
             if tool.responder is not None and name not in self.mocks:
+                before = copy.deepcopy(self.state)  # a failed call changes no state: undone if it raises
                 value = tool.responder(dict(args), self.state)
             else:
                 mock = self.mocks.get(name, tool.mock)
                 value = mock.respond(dict(args), self.state) if mock is not None else {"status": "ok"}
         except ToolFailure as failure:
+            if before is not None:
+                self.state.clear()
+                self.state.update(before)
             return self._record(name, args, failure.message, CallError(failure.kind))
         return self._record(name, args, render_observation(value), None)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from app.core.alignment import Alignment, align
 from app.core.divergence import Divergence, first_divergence
-from app.core.grounding import Source
+from app.core.grounding import Source, ground
 from app.core.mocks import ToolFailure
 from app.core.outcome import (
     DEFAULT_GIVE_UP_PHRASES,
@@ -22,6 +22,9 @@ from app.core.outcome import (
     OutcomeResult,
     Reaction,
     classify_outcome,
+    extract_values,
+    find_claim,
+    ground_values,
     reaction_to,
 )
 from app.core.records import Trajectory, call_turns
@@ -38,6 +41,9 @@ _COMPARISON_MEMO = 16_384  # compiled argument comparisons per scorer (one per e
 
 # Errors that are F2/F3 findings, not a tool failing at run time.
 VALIDATION_KINDS = frozenset({"schema", "unknown_tool"})
+# What made a faulted call fail (docs/outcomes.md): a fault ToolLens injected,
+# the tool's own error, a call refused by schema validation, an unknown tool.
+ERROR_SOURCES = ("injected", "tool", "schema", "unknown_tool")
 
 
 @dataclass(slots=True, init=False)
@@ -84,6 +90,12 @@ class CallScore:
     def schema_ok(self) -> bool:
         return self.exists and self.schema_error is None
 
+    @property
+    def done(self) -> bool:
+        """The call ran and succeeded: a known tool, valid arguments, no error
+        (injected or real). Only such a call does a step or changes state."""
+        return self.exists and self.schema_error is None and self.error_kind is None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "index": self.index,
@@ -119,6 +131,7 @@ class TrajectoryScore:
     fault_step: int | None = None
     missing_steps: list[int] = field(default_factory=list)
     excused_steps: list[int] = field(default_factory=list)
+    undone_steps: list[int] = field(default_factory=list)  # attempted on the right tool, no call of it succeeded
     confusion: list[tuple[str, str]] = field(default_factory=list)
     pairs_checked: list[tuple[str, str]] = field(default_factory=list)
     violations: list[tuple[str, str]] = field(default_factory=list)
@@ -144,6 +157,7 @@ class TrajectoryScore:
     turns: list[TurnScore] | None = None  # a conversation's figures per user turn (app/core/turns.py)
     step_turns: list[int] | None = None  # the user turn of each expected step, in a conversation
     user_error: list[dict[str, str]] | None = None  # the simulated user's faults: never the agent's
+    fault_source: str | None = None  # what made the faulted call fail: one of ERROR_SOURCES
     divergence: Divergence | None = None  # a failed trajectory's first divergence (app/core/divergence.py)
 
     def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
@@ -190,6 +204,8 @@ class TrajectoryScore:
         self.turns = None
         self.step_turns = None
         self.user_error = None
+        self.undone_steps = []
+        self.fault_source = None
         self.divergence = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -208,6 +224,8 @@ class TrajectoryScore:
         if self.fault_kind is None:
             return None
         out: dict[str, Any] = {"step": self.fault_step, "kind": self.fault_kind}
+        if self.fault_source is not None:
+            out["source"] = self.fault_source
         if self.fault_step is not None and self.calls[self.fault_step].turn is not None:
             out["turn"] = self.calls[self.fault_step].turn
         return out
@@ -220,6 +238,7 @@ class TrajectoryScore:
             "fault": self.fault_dict(),
             "missing_steps": list(self.missing_steps),
             "excused_steps": list(self.excused_steps),
+            "undone_steps": list(self.undone_steps),
             "dependency_violations": [list(p) for p in self.violations],
             "outcome": None if self.outcome is None else self.outcome.outcome,
             "outcome_evidence": None if self.outcome is None else self.outcome.evidence,
@@ -255,6 +274,7 @@ class Scorer:
         self.suite = suite
         self.toolset = suite.toolset
         self.give_up_phrases = (*DEFAULT_GIVE_UP_PHRASES, *suite.give_up_phrases)
+        self.success_phrases = tuple(suite.success_phrases)  # added to the defaults of the message's language
         self._pairs: dict[str | None, list[tuple[str, str]]] = {}
         self._validators = {t.name: t.validator for t in self.toolset}
         self._transparent = self.toolset.transparent
@@ -346,7 +366,7 @@ class Scorer:
         if case is not None and case.expected_calls is not None:
             self._selection_and_arguments(traj, case, ts)
         self._dependencies(case, ts)
-        self._reactions(traj, ts)
+        self._reactions(traj, case, ts)
         if case is not None:
             self._forbidden(case, traj, ts)
             self._state(case, traj, ts)
@@ -364,31 +384,33 @@ class Scorer:
 
     @staticmethod
     def _fault(traj: Trajectory, ts: TrajectoryScore) -> None:
-        """Find the faulted call: the first injected error or, with no fault
-        declared (imported traces), the first tool error at run time. A
-        declared fault at a call the agent never made was not reached: it has
-        no outcome and stays out of the recovery denominators; so was one
-        declared at a call that failed validation (an unknown tool or bad
-        arguments: the tool never ran, so nothing could be injected)."""
+        """Find the faulted call: the first injected error or, with none, the
+        first error the agent saw (a call the record shows failing: the tool's
+        own error, a call refused by schema validation, a call to an unknown
+        tool). A declared fault at a call the agent never made, or at a call
+        the checks refused (the tool never ran, so nothing could be
+        injected), was not reached (``fault_not_reached``); the trajectory is
+        still a recovery case when it met another error."""
+        planned = traj.fault
         if not ts.any_error:
-            if traj.fault is not None:
-                ts.fault_not_reached = (traj.fault.step, traj.fault.kind)
+            if planned is not None:
+                ts.fault_not_reached = (planned.step, planned.kind)
             return
         for cs in ts.calls:
             if cs.injected:
-                ts.fault_step, ts.fault_kind = cs.index, cs.error_kind
+                ts.fault_step, ts.fault_kind, ts.fault_source = cs.index, cs.error_kind, "injected"
                 return
-        if traj.fault is not None:
-            step = traj.fault.step
-            kind = ts.calls[step].error_kind if step is not None and step < len(ts.calls) else None
-            if kind is not None and kind not in VALIDATION_KINDS:  # a call the checks refused never ran
-                ts.fault_step, ts.fault_kind = step, traj.fault.kind
-            else:
-                ts.fault_not_reached = (step, traj.fault.kind)
-            return
+        if planned is not None:
+            step = planned.step
+            at = ts.calls[step] if step is not None and 0 <= step < len(ts.calls) else None
+            if at is not None and at.error_kind is not None and at.schema_ok and at.error_kind not in VALIDATION_KINDS:
+                ts.fault_step, ts.fault_kind, ts.fault_source = step, planned.kind, "injected"
+                return
+            ts.fault_not_reached = (step, planned.kind)
+        calls = traj.calls
         for cs in ts.calls:
-            if cs.error_kind is not None and cs.error_kind not in VALIDATION_KINDS:
-                ts.fault_step, ts.fault_kind = cs.index, cs.error_kind
+            if cs.error_kind is not None and calls[cs.index].error is not None:
+                ts.fault_step, ts.fault_kind, ts.fault_source = cs.index, cs.error_kind, error_source(cs)
                 return
 
     def _selection_and_arguments(self, traj: Trajectory, case: Case, ts: TrajectoryScore) -> None:
@@ -430,6 +452,7 @@ class Scorer:
             al = align(names, errored or [False] * len(names), want, match, fits)
         allow_extra = match == "subset"
         matched: set[int] = set()
+        done: set[int] = set()
         confusion = ts.confusion
         calls = traj.calls
         sel_num = sel_den = args_num = args_den = 0
@@ -453,6 +476,8 @@ class Scorer:
             matched.add(step)
             if not cs.exists:  # a suite may expect a tool that is not in its toolset
                 continue
+            if cs.done:
+                done.add(step)
             sel_den += 1
             sel_num += 1
             cs.selection_ok = True
@@ -466,6 +491,8 @@ class Scorer:
         ts.args_num += args_num
         ts.args_den += args_den
         ts.recall_den += len(want)
+        if len(done) < len(matched):
+            self._undone(ts, taking, al, want, matched - done, offset)
         if len(matched) == len(want):
             ts.recall_num += len(want)
             return
@@ -477,14 +504,26 @@ class Scorer:
             if al.call_of_step[j] is None:
                 ts.confusion.append((want[j], MISSING))
 
+    @staticmethod
+    def _undone(ts: TrajectoryScore, taking: list[CallScore], al: Alignment, want: list[str], steps: set[int],
+                offset: int) -> None:
+        """Note the steps taken on the right tool that no call did: every
+        attempt failed, and no later call of that tool (left extra by the
+        alignment: a retry after another call) succeeded."""
+        for j in sorted(steps):
+            first = next(p for p, st in enumerate(al.step_of_call) if st == j and taking[p].name == want[j])
+            if not any(al.step_of_call[p] is None and taking[p].name == want[j] and taking[p].done
+                       for p in range(first + 1, len(taking))):
+                ts.undone_steps.append(offset + j)
+
     def _dependencies(self, case: Case | None, ts: TrajectoryScore) -> None:
         pairs = self.pairs(case)
         if not pairs:
             return
-        first_valid: dict[str, int] = {}
+        first_valid: dict[str, int] = {}  # each tool's first call that succeeded: a failed A meets no pair
         for cs in ts.calls:
-            if cs.exists and cs.schema_error is None and cs.name not in first_valid:  # schema_ok, inline
-                first_valid[cs.name] = cs.index
+            if cs.exists and cs.schema_error is None and cs.error_kind is None and cs.name not in first_valid:
+                first_valid[cs.name] = cs.index  # cs.done, inline
         for before, after in pairs:
             b = first_valid.get(after)
             if b is None:
@@ -496,17 +535,50 @@ class Scorer:
                 if ts.calls[b].dependency_violation is None:
                     ts.calls[b].dependency_violation = (before, after)
 
-    def _reactions(self, traj: Trajectory, ts: TrajectoryScore) -> None:
+    def _reactions(self, traj: Trajectory, case: Case | None, ts: TrajectoryScore) -> None:
         if not ts.any_error:
             return
         names = [c.name for c in traj.calls]
         args = [c.arguments for c in traj.calls]
+        sources: list[Source] | None = None
         for cs in ts.calls:
             if cs.error_kind is not None:
                 nxt = self._next_call(names, cs.index)
-                cs.reaction = reaction_to(cs.index, cs.error_kind, names, args, next_call=nxt,
-                                          said_next=self._said_next(traj, cs.index, nxt),
-                                          handoff=self._handoff, give_up_phrases=self.give_up_phrases)
+                said = self._said_next(traj, cs.index, nxt)
+                r = reaction_to(cs.index, cs.error_kind, names, args, next_call=nxt, said_next=said,
+                                handoff=self._handoff, give_up_phrases=self.give_up_phrases,
+                                went_on=nxt is not None and said is None and self._went_on(case, ts, cs, nxt))
+                if r.reaction == "answered" and said is not None:  # honest only when it invented nothing
+                    if sources is None:
+                        sources = self._sources(traj, case)
+                    if self._invented(said, cs, sources):
+                        r = Reaction(r.index, r.error_kind, r.reaction, False)
+                cs.reaction = r
+
+    def _went_on(self, case: Case | None, ts: TrajectoryScore, cs: CallScore, nxt: int) -> bool:
+        """Whether call ``nxt``, right after the error of ``cs``, is a later step
+        that needed ``cs`` to have worked: the second of a declared pair whose
+        first is the failed tool, or a later expected step than the failed
+        call's, while no call had yet done the failed one."""
+        after = ts.calls[nxt]
+        if after.name == cs.name:
+            return False
+        before = ts.calls[:nxt]
+        if (cs.name, after.name) in self.pairs(case):
+            return not any(c.done and c.name == cs.name for c in before)
+        if cs.selection_ok and after.selection_ok and cs.step is not None and after.step is not None \
+                and after.step > cs.step:
+            return not any(c.done and c.step == cs.step for c in before)
+        return False
+
+    def _invented(self, said: str, cs: CallScore, sources: list[Source]) -> bool:
+        """Whether a message right after the error of ``cs`` (before any other
+        call) states a value nothing grounds or the failed call's result."""
+        if find_claim(said, [(cs.index, cs.name)], ok_after=False, extra=self.success_phrases,
+                      refusals=self.give_up_phrases):
+            return True
+        stated = extract_values(said, min_digits=2).all()
+        return bool(stated) and bool(ground(stated, sources, ground_values).ungrounded)
 
     def _next_call(self, names: list[str], index: int) -> int | None:
         """The agent's next call after ``index`` that is not a transparent one."""
@@ -596,11 +668,14 @@ class Scorer:
         else:
             text = next((m.content for m in reversed(traj.messages)
                          if m.role == "assistant" and m.calls_before > fault), "")
+        ok_after = any(cs.done for cs in acted)
         after = AfterFault(
             text=text,
             handoff=last.name if last is not None and last.name in self._handoff else None,
             gave_up=traj.stopped == "gave_up",
-            ok_after=any(cs.schema_ok and cs.error_kind is None for cs in acted),
+            ok_after=ok_after,
+            # a reward of 1 decides first: no claim to look for
+            claim=None if traj.reward is not None and traj.reward >= 1 else self._claim(ts, text, ok_after),
         )
         checked = case is not None and (case.expected_calls is not None or case.expected_state is not None
                                         or bool(case.forbidden_calls) or _turn_rules(case))
@@ -616,8 +691,25 @@ class Scorer:
             expected_datum=case.expected_datum if case else None,
             give_up_phrases=self.give_up_phrases,
             reward=traj.reward,
-            succeeded=not self._base_failures(case, ts) if checked else None,
+            # the faulted call's own findings (a wrong tool, bad arguments, an unknown name) are F1-F3's:
+            # recovery asks whether the task got done after it
+            succeeded=not self._base_failures(case, ts, skip=_attempt(ts, fault)) if checked else None,
         )
+
+    def _claim(self, ts: TrajectoryScore, text: str, ok_after: bool) -> dict[str, Any] | None:
+        """A sentence of ``text`` claiming the result of a call, from the
+        fault on, that failed and that no later call of its tool made good."""
+        fault = ts.fault_step
+        assert fault is not None
+        last_done: dict[str, int] = {}
+        for cs in ts.calls:
+            if cs.done:
+                last_done[cs.name] = cs.index
+        failed = {cs.name: cs.index for cs in ts.calls[fault:]  # the latest failure of each such tool
+                  if cs.error_kind is not None and cs.name not in self._transparent
+                  and last_done.get(cs.name, -1) < cs.index}
+        return find_claim(text, sorted((i, name) for name, i in failed.items()), ok_after=ok_after,
+                          extra=self.success_phrases, refusals=self.give_up_phrases)
 
     @staticmethod
     def _sources(traj: Trajectory, case: Case | None) -> list[Source]:
@@ -636,14 +728,20 @@ class Scorer:
         out.extend(Source(f"user message {k + 1}", m.content) for k, m in enumerate(users[u:], start=u))
         return out
 
-    def _base_failures(self, case: Case | None, ts: TrajectoryScore, gave_up: bool = False) -> list[str]:
+    def _base_failures(self, case: Case | None, ts: TrajectoryScore, gave_up: bool = False,
+                       skip: frozenset[int] | None = None) -> list[str]:
         """The failures of every family but recovery (after an honest give-up,
         the excused steps are not missing, the hand-off it ended with is no
-        wrong selection, and the state is not judged)."""
+        wrong selection, and the state is not judged). ``skip``: calls whose
+        own findings (wrong tool, mismatched values, schema, unknown name) do
+        not count."""
         f: list[str] = []
+        others = ts.calls if skip is None else [cs for cs in ts.calls if cs.index not in skip]
         if ts.has_reference and case is not None:
             missing = [j for j in ts.missing_steps if j not in ts.excused_steps]
-            wrong = ts.selection_num < ts.selection_den  # a counted call on another tool than its step's
+            # a counted call on another tool than its step's
+            wrong = ts.selection_num < ts.selection_den if skip is None else any(
+                cs.selection_ok is False for cs in others)
             if wrong and gave_up:
                 after = ts.fault_step if ts.fault_step is not None else len(ts.calls)
                 wrong = any(cs.selection_ok is False and not (cs.step is None and cs.index > after
@@ -653,11 +751,15 @@ class Scorer:
                 missing = [j for j in missing if j not in lenient]
             if wrong or (missing and case.match != "superset"):
                 f.append("selection")
-            if ts.args_num < ts.args_den:  # a call on its step's tool whose values did not match
+            # a call on its step's tool whose values did not match
+            if ts.args_num < ts.args_den if skip is None else any(cs.mismatches for cs in others):
                 f.append("arguments")
-        if ts.schema_num < ts.schema_den:
+            if _not_done(case, ts):
+                f.append("step_not_done")
+        if ts.schema_num < ts.schema_den if skip is None else any(
+                cs.schema_error is not None and cs.exists for cs in others):
             f.append("schema")
-        if ts.hallucinated_num:
+        if ts.hallucinated_num if skip is None else any(not cs.exists for cs in others):
             f.append("hallucinated_tool")
         if ts.violations:
             f.append("dependency")
@@ -682,6 +784,40 @@ class Scorer:
             f.append("recovery_confused")
         ts.failures = f
         ts.passed = (ts.reward >= 1) if ts.reward is not None else not f
+
+
+def _attempt(ts: TrajectoryScore, fault: int) -> frozenset[int]:
+    """The faulted call and the failed retries of its tool right after it
+    (one attempt, as the alignment groups them)."""
+    calls = ts.calls
+    j = fault + 1
+    while j < len(calls) and calls[j].name == calls[fault].name and calls[j].error_kind is not None:
+        j += 1
+    return frozenset(range(fault, j))
+
+
+def error_source(cs: CallScore) -> str:
+    """What made a failed call fail, one of ERROR_SOURCES."""
+    if cs.injected:
+        return "injected"
+    if not cs.exists or cs.error_kind == "unknown_tool":
+        return "unknown_tool"
+    if cs.schema_error is not None or cs.error_kind == "schema":
+        return "schema"
+    return "tool"
+
+
+def _not_done(case: Case, ts: TrajectoryScore) -> bool:
+    """Whether an expected step was taken and never done (every attempt
+    failed), or left untaken after an honest give-up: the task did not
+    succeed. Steps a ``superset`` match may leave out are not counted."""
+    left = [*ts.undone_steps, *ts.excused_steps]
+    if not left or case.match == "superset":
+        return False
+    if case.turns is not None:
+        lenient = _superset_steps(case)
+        return any(j not in lenient for j in left)
+    return True
 
 
 def _superset_steps(case: Case) -> set[int]:

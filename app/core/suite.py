@@ -96,6 +96,7 @@ class Suite:
     dependencies: list[tuple[str, str]] = field(default_factory=list)
     give_up_phrases: list[str] = field(default_factory=list)
     path: str = ""
+    success_phrases: list[str] = field(default_factory=list)  # claims of success, beside the defaults
 
     def __post_init__(self) -> None:
         self.by_id: dict[str, Case] = {c.id: c for c in self.cases}
@@ -235,6 +236,9 @@ def parse_suite(raw: Any, *, path: str = "<suite>", base: Path | None = None) ->
     phrases = raw.get("give_up_phrases") or []
     if not isinstance(phrases, list) or not all(isinstance(x, str) for x in phrases):
         raise SuiteError("must be a list of strings", path=path, field="give_up_phrases")
+    claims = raw.get("success_phrases") or []
+    if not isinstance(claims, list) or not all(isinstance(x, str) for x in claims):
+        raise SuiteError("must be a list of strings", path=path, field="success_phrases")
     cases: list[Case] = []
     seen: set[str] = set()
     for i, rc in enumerate(raw_cases):
@@ -250,6 +254,7 @@ def parse_suite(raw: Any, *, path: str = "<suite>", base: Path | None = None) ->
         dependencies=_pairs(raw.get("dependencies"), "dependencies", path),
         give_up_phrases=list(phrases),
         path=path,
+        success_phrases=list(claims),
     )
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from app.core.errors import InvalidTrajectory
+from app.core.keys import whole_key
 from app.core.records import MAX_CALLS, MAX_INDEX, MAX_NAME, loads, parse_record
 from app.core.usage import MAX_MODEL_CALLS, MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, content_text, looks_like_error
@@ -81,6 +82,9 @@ PROTOBUF_TEXT = "pb:"  # a staged span in protobuf, base64: "pb:" + base64(Span.
 # only when its traces are scored (by the receiver's worker process, as a rule):
 BATCH_PROTOBUF = "pb"  # the protobuf export request as it came (decompressed)
 BATCH_LINES = "lines"  # staged span texts, one per line: ``span_to_json``, or ``PROTOBUF_TEXT`` + base64
+# the same, of a request grouped by conversation (``grouped_batch``): read back, none of its spans
+# is a root, so that a conversation a restart interrupted waits ``idle`` and goes on as one trajectory
+BATCH_GROUPED = "grouped"
 
 
 @dataclass(slots=True)
@@ -93,25 +97,47 @@ class SpanRef:
     is_root: bool
     index: int
     batch: int = 0  # the staged batch's id, once staged
+    tool: bool = False  # a tool span: one call of the trajectory (the receiver bounds them per trace)
+
+
+_TOOL_MARKS = {"gen_ai.operation.name": "execute_tool", "openinference.span.kind": "TOOL",
+               "traceloop.span.kind": "tool"}  # what ``is_tool_span`` reads
+
+
+def _pb_is_tool(s: Any) -> bool:
+    """``is_tool_span`` of a protobuf ``Span``, without building its attributes."""
+    return s.name.startswith("execute_tool") or any(
+        kv.key in _TOOL_MARKS and kv.value.string_value == _TOOL_MARKS[kv.key] for kv in s.attributes)
 
 
 def span_refs_from_protobuf(body: bytes) -> list[SpanRef]:
     """The spans of a protobuf export request, as references into it (ValueError if it is not one)."""
-    return [SpanRef(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id, i)
-            for i, s in enumerate(_pb_spans(body))]
+    from app.importers import otlp_wire  # it imports Span from here
+
+    spans = _pb_spans(body)
+    try:
+        tools = otlp_wire.tool_spans(body)  # about as fast as reading the ids: the attributes are not built
+    except ValueError:
+        tools = []
+    if len(tools) != len(spans):
+        tools = [_pb_is_tool(s) for s in spans]
+    return [SpanRef(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id, i, 0, tool)
+            for i, (s, tool) in enumerate(zip(spans, tools, strict=True))]
 
 
 def lines_batch(spans: list[Span]) -> tuple[bytes, list[SpanRef]]:
     """Spans (from an OTLP/JSON request) as a ``BATCH_LINES`` body, and references into it."""
     body = "\n".join(span_to_json(s) for s in spans).encode("utf-8")
-    return body, [SpanRef(s.trace_id, s.span_id, s.is_root, i) for i, s in enumerate(spans)]
+    return body, [SpanRef(s.trace_id, s.span_id, s.is_root, i, 0, is_tool_span(s)) for i, s in enumerate(spans)]
 
 
 def batch_refs(form: str, body: bytes) -> list[SpanRef]:
     """The references of a staged batch read back (after a restart); ValueError if unreadable."""
     if form == BATCH_PROTOBUF:
         return span_refs_from_protobuf(body)
-    return [SpanRef(s.trace_id, s.span_id, s.is_root, i) for i, s in _batch_spans(form, body, None).items()]
+    rooted = form != BATCH_GROUPED
+    return [SpanRef(s.trace_id, s.span_id, rooted and s.is_root, i, 0, is_tool_span(s))
+            for i, s in _batch_spans(form, body, None).items()]
 
 
 def _batch_spans(form: str, body: bytes, wanted: set[int] | None) -> dict[int, Span]:
@@ -127,7 +153,7 @@ def _batch_spans(form: str, body: bytes, wanted: set[int] | None) -> dict[int, S
             except ValueError:  # not readable that way: the runtime decides (and says why)
                 pass
         found, decode = _pb_spans(body), _span_from_pb
-    elif form == BATCH_LINES:
+    elif form in (BATCH_LINES, BATCH_GROUPED):
         try:
             found, decode = list(body.decode("utf-8").split("\n")), span_from_staged
         except UnicodeDecodeError as exc:
@@ -402,9 +428,11 @@ def _pb_keyed(body: bytes, key: str) -> list[tuple[Span, Any]]:
 
 
 def _key_value(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+    """A conversation value as a trace key, compared whole (``whole_key``: a long one hashed,
+    an integer told from the same digits as a string); "" for no value, or one of another type."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
         return ""
-    return str(value)[:MAX_NAME]
+    return whole_key(value, MAX_NAME)
 
 
 def regroup(keyed: list[tuple[Span, Any]], key: str) -> set[str]:
@@ -424,7 +452,7 @@ def regroup(keyed: list[tuple[Span, Any]], key: str) -> set[str]:
 
 def grouped_batch(body: bytes, protobuf: bool, key: str) -> tuple[bytes, list[SpanRef]]:
     """An export request whose spans are grouped by the conversation ``key``, as a
-    ``BATCH_LINES`` body (the group is staged with each span, so a restart groups
+    ``BATCH_GROUPED`` body (the group is staged with each span, so a restart groups
     them alike) and references into it. A conversation has no one root: it is
     complete once nothing came for it for the receiver's ``idle`` time."""
     keyed = _pb_keyed(body, key) if protobuf else _json_keyed(loads(body) if body else {}, key)
@@ -863,7 +891,7 @@ def trajectory_record(spans: Iterable[Span], notes: list[str] | None = None) -> 
         notes.append(f"toollens.reward {str(reward)[:40]!r} ignored: not a finite number")
         reward = None
     record: dict[str, Any] = {
-        "case_id": str(case_id)[:MAX_NAME] if case_id not in (None, "") else ordered[0].trace_id or "trace",
+        "case_id": whole_key(str(case_id), MAX_NAME) if case_id not in (None, "") else ordered[0].trace_id or "trace",
         "trial": 0 if trial is None else trial,
         "question": question,
         "calls": calls,

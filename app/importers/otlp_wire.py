@@ -390,3 +390,41 @@ def wire_spans(body: bytes, wanted: set[int] | None) -> dict[int, Span]:
                     out[index] = _span(body, start, stop)
                 index += 1
     return out
+
+
+_TOOL_PAIRS: Final = (  # a KeyValue of ``otel.is_tool_span``'s marks, as encoders write it
+    b"\x0a\x15gen_ai.operation.name\x12\x0e\x0a\x0cexecute_tool",
+    b"\x0a\x17openinference.span.kind\x12\x06\x0a\x04TOOL",
+    b"\x0a\x13traceloop.span.kind\x12\x06\x0a\x04tool",
+)
+
+
+def tool_spans(body: bytes) -> list[bool]:
+    """Per span of an ``ExportTraceServiceRequest`` (in ``wire_spans`` order), whether it is a
+    tool span (``otel.is_tool_span``), found in its bytes without reading its attributes:
+    one of the marks as a key and value, or a name that starts with ``execute_tool``;
+    ValueError if the body cannot be read."""
+    marks = [mark for mark in _TOOL_PAIRS if mark in body]  # searched in each span only if in the body
+    named = b"execute_tool" in body
+    if not marks and not named:
+        return [False] * span_count(body, len(body))  # no tool span at all: found at C speed
+    out: list[bool] = []
+    for rs_start, rs_stop in _messages(body, 0, len(body), 1):
+        for ss_start, ss_stop in _messages(body, rs_start, rs_stop, 2):
+            for start, stop in _messages(body, ss_start, ss_stop, 2):
+                out.append(_is_tool(body, start, stop, marks, named))
+    return out
+
+
+def _is_tool(body: bytes, start: int, stop: int, marks: list[bytes], named: bool) -> bool:
+    for mark in marks:
+        if body.find(mark, start, stop) >= 0:
+            return True
+    at = body.find(b"execute_tool", start, stop) if named else -1
+    while at >= 0:  # the name field (5): its tag, then a length of one byte or two
+        if at - 2 >= start and body[at - 2] == 0x2A and body[at - 1] < 0x80:
+            return True
+        if at - 3 >= start and body[at - 3] == 0x2A and body[at - 2] >= 0x80 and body[at - 1] < 0x80:
+            return True
+        at = body.find(b"execute_tool", at + 1, stop)
+    return False

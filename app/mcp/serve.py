@@ -27,13 +27,14 @@ import secrets
 import socket
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.errors import ToolLensError
+from app.core.keys import whole_key
 from app.core.records import MAX_CALLS, MAX_MESSAGES, MESSAGE_ROLES, Message, Trajectory
 from app.core.router import FaultPlan, MockRouter
 from app.core.scoring import Scorer
@@ -45,7 +46,8 @@ STDIO_KEY = "stdio"
 HTTP_KEY = "http"
 CONNECTION_PREFIX = "con:"
 TRAJECTORY_HEADER = "x-toollens-trajectory"
-MAX_KEY = 100
+SIDE = "/toollens/"  # the harness's side endpoints: /toollens/end, /toollens/message
+MAX_KEY = 100  # characters of a session key; a longer one keeps its start and a hash of the whole (``whole_key``)
 MAX_ANSWER = 100_000
 
 
@@ -58,7 +60,8 @@ class _Open:
     router: MockRouter
     trial: int
     used: int = 0  # when the session last listed or called (a counter, for "the latest")
-    messages: list[Message] = field(default_factory=list)  # a conversation's turns, as a harness reported them
+    said: int = 0  # messages a harness reported (stored as rows of their own: ``live.append_messages``)
+    users: int = 0  # of them, the user's
 
 
 class NoSession(ToolLensError):
@@ -146,8 +149,7 @@ class CaseRecorder:
         if fault is None and self.faults is not None:
             fault = self.faults.planned()  # planned but not reached: still say what was planned
         return Trajectory(case_id=self.case.id, trial=opened.trial, question=self.case.question,
-                          calls=list(router.log), answer="", fault=fault, state=dict(router.state),
-                          messages=list(opened.messages) or None).to_dict()
+                          calls=list(router.log), answer="", fault=fault, state=dict(router.state)).to_dict()
 
     def _opened(self, s: Session, key: str) -> _Open:
         opened = self._open.get(key)
@@ -200,17 +202,23 @@ class CaseRecorder:
             else:
                 full = self._key(key)
             with session_scope(self.sessions, write=True) as s:
+                fresh = full not in self._open
                 opened = self._opened(s, full)
-                if len(opened.messages) >= MAX_MESSAGES - 1:
+                if opened.said >= MAX_MESSAGES - 1:
                     raise CallLimit(f"this trajectory holds {MAX_MESSAGES} messages, the most a record may")
                 at = len(opened.router.log)
-                if not opened.messages and (role != "user" or content != self.case.question or at):
-                    opened.messages.append(Message("user", self.case.question, 0))
-                users = sum(1 for m in opened.messages if m.role == "user")
+                said: list[Message] = []
+                if not opened.said and (role != "user" or content != self.case.question or at):
+                    said.append(Message("user", self.case.question, 0))
+                users = opened.users + len(said)
                 if role == "user" and users:
                     opened.router.begin_turn(users + 1)
-                opened.messages.append(Message(role, content[:MAX_ANSWER], at))
-                live.save_pending(s, self.run_id, full, self._record(opened))
+                said.append(Message(role, content[:MAX_ANSWER], at))
+                if fresh:  # a session that starts with a message: its record, so that it is stored
+                    live.save_pending(s, self.run_id, full, self._record(opened))
+                live.append_messages(s, self.run_id, full, [m.to_dict() for m in said])  # one insert, no rewrite
+            opened.said += len(said)
+            opened.users += sum(1 for m in said if m.role == "user")
             self._open[full] = opened
 
     def end(self, key: str, answer: str | None = None, *, create: bool = False) -> int:
@@ -351,7 +359,7 @@ def http_key(ctx: Any) -> str:
     for name in ("mcp-session-id", TRAJECTORY_HEADER):
         value = headers.get(name)
         if value:
-            return f"{name[:3]}:{value[:MAX_KEY]}"
+            return f"{name[:3]}:{whole_key(value, MAX_KEY)}"
     client = getattr(request, "client", None)
     if client is not None:
         return f"{CONNECTION_PREFIX}{str(client.host)[:MAX_KEY]}:{client.port}"
@@ -370,21 +378,53 @@ class _EndOnDelete:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             sid = headers.get("mcp-session-id")
             if sid:  # stored before the client hears the session is over
-                await anyio.to_thread.run_sync(self.recorder.end, f"mcp:{sid[:MAX_KEY]}")
+                await anyio.to_thread.run_sync(self.recorder.end, f"mcp:{whole_key(sid, MAX_KEY)}")
         await self.app(scope, receive, send)
 
 
-def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/mcp") -> Any:
-    """A Starlette app: the MCP endpoint at ``path`` and ``POST /toollens/end``."""
+class _SideIntake:
+    """ASGI: ``/toollens/*`` (the harness's side endpoints) through the API's intake (Host
+    allow-list, token, JSON only, bounded bodies); ``/mcp`` as the MCP SDK answers it."""
+
+    def __init__(self, app: Any, intake: Any):
+        self.app, self.intake = app, intake
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[Any], Awaitable[None]]) -> None:
+        side = scope.get("type") == "http" and str(scope.get("path", "")).startswith(SIDE)
+        await (self.intake if side else self.app)(scope, receive, send)
+
+
+def _trajectory_key(key: str) -> str:
+    """A harness's trajectory key (header or body) as a session key, compared whole."""
+    return f"{TRAJECTORY_HEADER[:3]}:{whole_key(key, MAX_KEY)}"
+
+
+def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/mcp", token: str | None = None,
+             allowed: str = "", max_bytes: int = 2 << 20) -> Any:
+    """A Starlette app: the MCP endpoint at ``path``, ``POST /toollens/end`` and ``POST
+    /toollens/message``. Those two take writes as the API does (docs/security.md): the
+    bearer ``token`` when one is set, a Host of ``allowed`` (comma-separated; empty: the
+    loopback names and ``host``), same-origin only, JSON bodies of at most ``max_bytes``."""
     from starlette.requests import Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
+    from app.web.limits import Intake, Refused, allowed_hosts, read_json, same_origin
+
+    async def body_of(request: Request) -> Any:
+        """The JSON body (None when empty); Refused when it is not a same-origin one or not JSON."""
+        if not same_origin(request):
+            raise Refused(403, "another site's page cannot write here (same-origin requests only)")
+        raw = await request.body()  # bounded by the intake
+        return await anyio.to_thread.run_sync(read_json, raw) if raw else None
+
     async def end(request: Request) -> JSONResponse:
         try:
-            body = await request.json() if int(request.headers.get("content-length") or 0) else {}
-        except ValueError:
-            return JSONResponse({"error": "body must be JSON"}, status_code=422)
+            body = await body_of(request)
+        except Refused as exc:
+            return JSONResponse({"error": exc.error}, status_code=422 if exc.status == 400 else exc.status)
+        body = {} if body is None else body
         if not isinstance(body, dict):
             return JSONResponse({"error": "body must be a JSON object"}, status_code=422)
         key, answer = body.get("trajectory"), body.get("answer")
@@ -392,7 +432,7 @@ def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/m
             return JSONResponse({"error": "trajectory and answer are strings"}, status_code=422)
         if key is not None:
             stored = await anyio.to_thread.run_sync(
-                lambda: recorder.end(f"{TRAJECTORY_HEADER[:3]}:{key[:MAX_KEY]}", answer, create=True))
+                lambda: recorder.end(_trajectory_key(key), answer, create=True))
         else:  # the sessions that sent no id (one per connection); none: an answer with no call at all
             keys = recorder.open_keys(CONNECTION_PREFIX) + recorder.open_keys(HTTP_KEY)
             keys = keys or [f"{CONNECTION_PREFIX}end-{secrets.token_hex(4)}"]
@@ -401,15 +441,17 @@ def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/m
 
     async def message(request: Request) -> JSONResponse:
         try:
-            body = await request.json() if int(request.headers.get("content-length") or 0) else None
-        except ValueError:
+            body = await body_of(request)
+        except Refused as exc:
+            if exc.status != 400:
+                return JSONResponse({"error": exc.error}, status_code=exc.status)
             body = None
         if not isinstance(body, dict) or body.get("role") not in MESSAGE_ROLES or not isinstance(
                 body.get("content"), str) or not isinstance(body.get("trajectory"), (str, type(None))):
             return JSONResponse({"error": 'body: {"trajectory"?: key, "role": "user"|"assistant", "content": text}'},
                                 status_code=422)
         key = body.get("trajectory")
-        full = None if key is None else f"{TRAJECTORY_HEADER[:3]}:{key[:MAX_KEY]}"
+        full = None if key is None else _trajectory_key(key)
         try:
             await anyio.to_thread.run_sync(recorder.message, full, body["role"], body["content"])
         except NoSession as exc:
@@ -420,6 +462,9 @@ def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/m
 
     server = build_server(recorder, http_key)
     app = server.streamable_http_app(streamable_http_path=path, host=host,
-                                     custom_starlette_routes=[Route("/toollens/end", end, methods=["POST"]),
-                                                              Route("/toollens/message", message, methods=["POST"])])
-    return _EndOnDelete(app, recorder, path)
+                                     custom_starlette_routes=[Route(f"{SIDE}end", end, methods=["POST"]),
+                                                              Route(f"{SIDE}message", message, methods=["POST"])])
+    ended = _EndOnDelete(app, recorder, path)
+    intake = Intake(ended, max_bytes=max_bytes, token=token, hosts=allowed_hosts(allowed, host), guarded=(SIDE,),
+                    setting="TOOLLENS_MCP_MAX_BODY_BYTES")
+    return _SideIntake(ended, intake)

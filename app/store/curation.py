@@ -93,7 +93,7 @@ def add_case(session: Session, *, suite_id: int, trajectory_id: int, edits: cura
 
 # Failure names (as in a case's ``failures``) and the figures' family names that mean them.
 FAILURES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
-            "recovery_hallucinated", "recovery_confused")
+            "recovery_hallucinated", "recovery_confused", "step_not_done")
 FAMILY_FAILURE = {"selection_precision": "selection", "selection_recall": "selection",
                   "argument_accuracy": "arguments", "schema_validity": "schema",
                   "hallucinated_tools": "hallucinated_tool", "dependency_violations": "dependency",

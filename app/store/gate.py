@@ -8,13 +8,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.gate import BLOCKING, CaseRef, GateConfig, GateResult, RunFigures, evaluate_gate
+from app.core.gate import BLOCKING, CaseRef, GateConfig, GateResult, RunFigures, evaluate_gate, recovery_families
 from app.core.prices import PriceTable
+from app.core.scoring import ERROR_SOURCES
 from app.store.compare import compare_runs
 from app.store.errors import NotFound
 from app.store.ingest import find_run
 from app.store.models import TrajectoryRow
-from app.store.queries import get_run, list_trajectories, run_causes, run_usage
+from app.store.queries import get_run, list_trajectories, run_causes, run_report, run_usage
 from app.store.views import RunPublic
 
 BLOCKING_FAILURES = {"hallucinated_tools": "hallucinated_tool", "hallucination_after_error": "recovery_hallucinated"}
@@ -22,12 +23,15 @@ MAX_CASES = 200
 
 
 def _figures(ref: str, run: RunPublic, usage: dict[str, Any] | None = None,
+             f4: dict[str, tuple[int, int]] | None = None,
+             by_source: dict[str, tuple[int, int]] | None = None,
              causes: list[dict[str, Any]] | None = None) -> RunFigures:
     u = usage or {}
     cost = u.get("cost_usd")
     return RunFigures(ref=ref, name=run.name, id=run.id, toolset=run.toolset, toolset_version=run.toolset_version,
                       toolset_label=run.toolset_label, suite=run.suite, trajectories=run.trajectories,
-                      families={f: (r.num, r.den) for f, r in run.families.items()},
+                      families={**{f: (r.num, r.den) for f, r in run.families.items()}, **(f4 or {})},
+                      recovery_by_source=by_source or {},
                       dependency_violations=run.dependency_violations,
                       usage={"cost_usd": None if cost is None or not run.trajectories else cost / run.trajectories,
                              "model_latency_p95": (u.get("model_latency_ms") or {}).get("p95"),
@@ -55,12 +59,22 @@ def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: Ga
     for family in BLOCKING:
         page = list_trajectories(session, cand.id, failure=BLOCKING_FAILURES[family], limit=MAX_CASES)
         for t in page.data:
+            if (t.fault or {}).get("source", "tool") not in config.recovery_sources and family != "hallucinated_tools":
+                continue
             blocking[t.id] = CaseRef(case_id=t.case_id, trial=t.trial,
                                      fault="" if not t.fault else f"{t.fault.get('step')}:{t.fault.get('kind')}",
                                      failures=tuple(t.failures), trajectory_id=t.id)
     usage = {run.id: run_usage(session, run.id, prices) for run in (base, cand)} if config.usage else {}
-    return evaluate_gate(_figures(baseline_ref, base, usage.get(base.id)),
-                         _figures(candidate_ref, cand, usage.get(cand.id), run_causes(session, cand.id)), config,
+    sources = {run.id: run_report(session, run.id).by_source() for run in (base, cand)}
+    f4: dict[int, dict[str, tuple[int, int]]] = {}
+    if set(config.recovery_sources) != set(ERROR_SOURCES):  # F4 over the chosen error sources only
+        f4 = {rid: recovery_families(by, config.recovery_sources) for rid, by in sources.items()}
+    split = {rid: {s: (v["recovery"]["num"], v["recovery"]["den"]) for s, v in by.items()}
+             for rid, by in sources.items()}
+    return evaluate_gate(_figures(baseline_ref, base, usage.get(base.id), f4.get(base.id), split[base.id]),
+                         _figures(candidate_ref, cand, usage.get(cand.id), f4.get(cand.id), split[cand.id],
+                                  run_causes(session, cand.id)),
+                         config,
                          regressed_cases=regressed_cases,
                          blocking_cases=sorted(blocking.values(), key=lambda c: c.trajectory_id or 0),
                          regressed_count=comparison.mcnemar.passed_only_a if comparison.mcnemar else len(regressed),

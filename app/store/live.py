@@ -20,7 +20,10 @@ SQL), so the cost of a call does not grow with the other open sessions; a
 session holds at most ``MAX_CALLS`` calls (the server refuses more), so its
 own record stays bounded. The database still rewrites the row: a session's
 record is rewritten on each of its calls (quadratic in its calls, bounded by
-``MAX_CALLS``).
+``MAX_CALLS``). The messages a harness reports are not in that record: each is
+one row appended to ``live_messages`` (``append_messages``), joined to the
+record when it is stored, so a message costs one insert however long the
+conversation is, and leaves the run's row alone.
 """
 
 from __future__ import annotations
@@ -29,14 +32,14 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import delete, func, insert, select, text
 from sqlalchemy.orm import Session
 
 from app.core.records import parse_record
 from app.core.scoring import Scorer
 from app.store.errors import Conflict
 from app.store.ingest import add_trajectories, create_run, ensure_suite, finish_run, get_run_row
-from app.store.models import Run, TrajectoryRow
+from app.store.models import LiveMessage, Run, TrajectoryRow
 
 PENDING = "live_pending"
 SERVERS = "live_servers"
@@ -148,6 +151,31 @@ def save_pending(session: Session, run_id: int, key: str, record: dict[str, Any]
     session.expire_all()  # the ORM's copy of the run (if loaded) is stale now
 
 
+def append_messages(session: Session, run_id: int, key: str, messages: list[dict[str, Any]]) -> None:
+    """Append messages (``role``, ``content``, ``calls_before``) to a pending trajectory: one
+    insert, the run's row only read (a finished run takes none for a trajectory not pending)."""
+    row = session.execute(select(Run.name, Run.status).where(Run.id == run_id)).first()
+    if row is None:
+        get_run_row(session, run_id)  # raises NotFound
+        return
+    if row.status == "finished" and key not in pending(session, run_id):
+        raise Conflict(f"run {row.name!r} is finished: it takes no new trajectories")
+    session.execute(insert(LiveMessage), [{"run_id": run_id, "key": key, **m} for m in messages])
+
+
+def _messages(session: Session, run_id: int, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The appended messages of these pending keys, in the order they came."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for i in range(0, len(keys), 500):
+        rows = session.execute(select(LiveMessage.key, LiveMessage.role, LiveMessage.content,
+                                      LiveMessage.calls_before)
+                               .where(LiveMessage.run_id == run_id, LiveMessage.key.in_(keys[i:i + 500]))
+                               .order_by(LiveMessage.id))
+        for key, role, content, at in rows:
+            found.setdefault(str(key), []).append({"role": role, "content": content, "calls_before": int(at)})
+    return found
+
+
 def flush_pending(session: Session, run_id: int, scorer: Scorer, keys: Iterable[str] | None = None,
                   answers: dict[str, str] | None = None) -> int:
     """Store the pending trajectories (all, or those keys) and drop them from
@@ -159,10 +187,13 @@ def flush_pending(session: Session, run_id: int, scorer: Scorer, keys: Iterable[
     if not chosen:
         return 0
     records = []
+    said = _messages(session, run_id, chosen)
     for k in chosen:
         rec = dict(waiting.pop(k))
         if answers and k in answers:
             rec["answer"] = answers[k]
+        if said.get(k):  # a record saved before messages had their own rows may hold some already
+            rec["messages"] = [*(rec.get("messages") or []), *said[k]]
         records.append(parse_record(rec, source=f"run {run_id} pending {k}"))
     finished = run.status == "finished"  # another server finished it: what it accepted is still stored
     if finished:
@@ -172,4 +203,8 @@ def flush_pending(session: Session, run_id: int, scorer: Scorer, keys: Iterable[
         run.status = "finished"
     config[PENDING] = waiting
     run.config = config
+    for i in range(0, len(chosen), 500):
+        session.execute(delete(LiveMessage).where(LiveMessage.run_id == run_id,
+                                                  LiveMessage.key.in_(chosen[i:i + 500])),
+                        execution_options={"synchronize_session": False})
     return len(records)

@@ -270,7 +270,7 @@ class OtlpBatch(Base):
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    format: Mapped[str] = mapped_column(String(8))  # app.importers.otel.BATCH_PROTOBUF or BATCH_LINES
+    format: Mapped[str] = mapped_column(String(8))  # app.importers.otel.BATCH_PROTOBUF, BATCH_LINES or BATCH_GROUPED
     body: Mapped[bytes] = mapped_column(LargeBinary)
     # the server that stores it (``OtlpLease``); NULL: staged before leases, taken by the next server up
     lease_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
@@ -312,3 +312,19 @@ class OtlpTrace(Base):
     trace_id: Mapped[str] = mapped_column(Text, primary_key=True)
     span_ids: Mapped[list[str]] = mapped_column(JSONType, default=list)
     flushes: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class LiveMessage(Base):
+    """A message a harness reported to ``mcp-serve`` for a trajectory still pending
+    (``app.store.live``): appended, one row each, and moved into the trajectory's record
+    when it is stored, so that a message costs one insert whatever the conversation holds."""
+
+    __tablename__ = "live_messages"
+    __table_args__ = (Index("ix_live_messages_run_key", "run_id", "key"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(Text)  # the pending key, ``<session>@<server id>``
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    calls_before: Mapped[int] = mapped_column(Integer)

@@ -327,6 +327,8 @@ class FiguresPublic(BaseModel):
     schema_errors: list[dict[str, Any]]
     faults_not_reached: int = 0
     user_errors: int = 0  # conversations the simulated user broke: listed, not scored
+    # recovery and hallucination after error by what made the faulted call fail (ERROR_SOURCES)
+    recovery_by_source: dict[str, dict[str, RatioPublic]] = Field(default_factory=dict)
     causes: list[CausePublic] = []  # failed trajectories by first divergence, largest first
     cases_total: int
     usage: UsagePublic | None = None

@@ -33,7 +33,7 @@ from app.web.figures import Heatmap
 from app.web.why import Segment, why
 
 FAILURE_NAMES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
-                 "recovery_hallucinated", "recovery_confused")
+                 "recovery_hallucinated", "recovery_confused", "step_not_done")
 
 FAMILY_CARDS = (
     ("F1 selection", (("selection_precision", "precision"), ("selection_recall", "recall")), None),
@@ -80,6 +80,10 @@ def runs_page(session: Session, *, suite: str | None, model: str | None, toolset
     return RunsPage(runs=runs, blocking={r.id: blocking(r) for r in runs.data},
                     filters={"suite": suite or "", "model": model or "", "toolset_version": toolset_version or ""})
 
+
+# What made a faulted call fail (ERROR_SOURCES), as the run page's recovery section says it.
+SOURCE_WORDS = (("injected", "an injected fault"), ("tool", "the tool's own error"),
+                ("schema", "refused by the schema"), ("unknown_tool", "an unknown tool"))
 
 @dataclass
 class Cause:
@@ -163,6 +167,7 @@ class RunPage:
         return f"?{query}#trajectories"
     outcome_names: tuple[str, ...] = OUTCOMES
     reaction_names: tuple[str, ...] = REACTIONS
+    source_words: tuple[tuple[str, str], ...] = SOURCE_WORDS
 
 
 @dataclass
@@ -229,6 +234,10 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     )
 
 
+# What a reaction's name alone does not say, on the timeline.
+REACTION_WORDS = {"ignored_error": ": went on as if the call had worked"}
+
+
 @dataclass
 class TimelineRow:
     """One line of the timeline: an expected step and/or an executed call."""
@@ -262,7 +271,8 @@ def _call_status(call: CallPublic) -> list[tuple[str, str]]:
     if call.reaction:
         # neutral when acceptable: whether the answer was honest is the outcome's to say
         ok = call.reaction["acceptable"]
-        words = f"then: {call.reaction['reaction']}" + ("" if ok else " (not acceptable)")
+        words = f"then: {call.reaction['reaction']}" + REACTION_WORDS.get(call.reaction["reaction"], "") + (
+            "" if ok else " (not acceptable)")
         out.append(("muted" if ok else "bad", words))
     if not out:
         out.append(("ok", "ok"))
@@ -300,6 +310,9 @@ def timeline(t: TrajectoryPublic) -> list[TimelineRow]:
         else:
             rows.append(TimelineRow(expected=expected[j], step=j, call=None,
                                     status=[("muted" if j in excused else "bad", words)]))
+    for j in t.detail.get("undone_steps", []):  # taken on the right tool, but no call of it succeeded
+        if j in beside:
+            beside[j].status.append(("bad", f"expected step #{j + 1} never done: no call of it succeeded"))
     slowest = max((c.latency_ms for c in t.calls if c.latency_ms is not None), default=None)
     for row in rows:
         if row.call is not None and row.call.latency_ms is not None and slowest:

@@ -17,8 +17,7 @@ from app.store.errors import NotFound
 from app.store.views import CaseAdded, SuitePublic
 from app.web import contexts, curate_page
 from app.web.api import ERRORS, MAX_ID, Offset, ReadSession, TrajectoryId, Writer, WriteSession
-from app.web.labels import same_origin
-from app.web.limits import OffLoopJSON
+from app.web.limits import OffLoopJSON, same_origin
 from app.web.pages import render
 from app.web.schemas import CaseCreate
 

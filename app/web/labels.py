@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 from typing import Annotated, Literal
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse
@@ -17,7 +17,7 @@ from app.store import labels
 from app.store.db import session_scope
 from app.store.views import LabelPublic, LabelsPublic, RunHealthPublic
 from app.web.api import ERRORS, ReadSession, RunId, TrajectoryId, Writer, WriteSession
-from app.web.limits import OffLoopJSON
+from app.web.limits import OffLoopJSON, same_origin
 
 router = APIRouter(responses=ERRORS, route_class=OffLoopJSON)
 
@@ -79,16 +79,3 @@ async def label_form(trajectory_id: TrajectoryId, request: Request) -> RedirectR
         labels.set_label(session, trajectory_id, source="human", label=body.label, author=body.author,
                          reason=body.reason)
     return RedirectResponse(f"{back}#labels", status_code=303)
-
-
-def same_origin(request: Request) -> bool:
-    """The browser says the form came from this site (Sec-Fetch-Site), or its
-    Origin is this host; a request with neither header (curl) is no browser's."""
-    site = request.headers.get("sec-fetch-site")
-    if site is not None:
-        return site in ("same-origin", "none")
-    origin = request.headers.get("origin")
-    if origin is None or origin == "null":
-        return origin is None
-    host = request.headers.get("host", "")
-    return urlsplit(origin).netloc == host

@@ -10,6 +10,7 @@ import json
 import secrets
 from collections.abc import Callable, Coroutine
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -69,14 +70,31 @@ def allowed_hosts(configured: str, listen: str | None = None) -> frozenset[str]:
     return frozenset(_host_name(n) for n in names if n.strip())
 
 
+def same_origin(request: Request) -> bool:
+    """The browser says the request came from this site (Sec-Fetch-Site), or its
+    Origin is this host; a request with neither header (curl) is no browser's."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return origin is None
+    host = request.headers.get("host", "")
+    return urlsplit(origin).netloc == host
+
+
 class Intake:
     """The ASGI layer in front of the app: security headers on every answer;
     a Host not allowed is 400; a write without the token is 401, a body of
     the wrong type 415 and one declared too large 413, all before a byte of
-    it is read; a body without a declared length is read up to the bound."""
+    it is read; a body without a declared length is read up to the bound.
+    ``guarded``: the path prefixes whose writes need the token and a JSON body
+    (``/v1/traces``: an OTLP one); ``setting``: what the 413 names as the bound."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int, token: str | None, hosts: frozenset[str]):
-        self.app, self.max_bytes, self.token, self.hosts = app, max_bytes, token, hosts
+    def __init__(self, app: ASGIApp, *, max_bytes: int, token: str | None, hosts: frozenset[str],
+                 guarded: tuple[str, ...] = ("/api/", "/v1/traces"), setting: str = "TOOLLENS_MAX_BODY_BYTES"):
+        self.app, self.max_bytes, self.token, self.hosts, self.guarded = app, max_bytes, token, hosts, guarded
+        self.setting = setting
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -103,7 +121,7 @@ class Intake:
             await self.app(scope, receive, send_secured)
             return
         try:  # a streamed body: read it up to the bound, then replay it
-            body = await _read_bounded(receive, self.max_bytes)
+            body = await _read_bounded(receive, self.max_bytes, self.setting)
         except Refused as exc:
             await _refuse(send_secured, exc)
             return
@@ -130,9 +148,9 @@ class Intake:
             except ValueError:
                 raise Refused(400, "Content-Length is not a number") from None
             if size > self.max_bytes:
-                raise Refused(413, f"request body larger than {self.max_bytes} bytes (TOOLLENS_MAX_BODY_BYTES)")
+                raise Refused(413, f"request body larger than {self.max_bytes} bytes ({self.setting})")
         path: str = scope["path"]
-        if scope["method"] not in WRITES or not (path.startswith("/api/") or path == "/v1/traces"):
+        if scope["method"] not in WRITES or not path.startswith(self.guarded):
             return
         if self.token is not None:
             scheme, _, given = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
@@ -157,7 +175,7 @@ def _clean_url(scope: Scope) -> None:
         scope["raw_path"] = scope["path"].encode("utf-8")
 
 
-async def _read_bounded(receive: Receive, limit: int) -> bytes:
+async def _read_bounded(receive: Receive, limit: int, setting: str) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -167,7 +185,7 @@ async def _read_bounded(receive: Receive, limit: int) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise Refused(413, f"request body larger than {limit} bytes (TOOLLENS_MAX_BODY_BYTES)")
+            raise Refused(413, f"request body larger than {limit} bytes ({setting})")
         chunks.append(chunk)
         if not message.get("more_body", False):
             break

@@ -17,10 +17,11 @@ request is answered once it is staged (its body committed to the
 ``otlp_batches`` table, under this server's lease) and its spans buffered; a
 trajectory is stored in the transaction that marks its trace done there, and
 the staged requests of a server that died (its lease expired) are taken over
-by the next server, so an acknowledged span survives a crash. When the buffer is full
-(or the database is away) the answer is 503 with ``Retry-After``, which the
-OpenTelemetry exporters retry. Spans arriving for a trace already stored
-(late, or a retried request) make another trial of it; spans stored already
+by the next server, so an acknowledged span survives a crash. The buffer is bounded
+before a request is acknowledged: past a trace's own bound (its spans, its tool calls)
+the request is refused with 413, past the whole buffer's (spans, traces, bytes) or with
+the database away with 503 and ``Retry-After``, which the OpenTelemetry exporters retry.
+Spans arriving for a trace already stored (late, or a retried request) make another trial of it; spans stored already
 are recognised by the database (``otlp_traces``) and not stored twice.
 Shutting the app down stores everything still buffered. docs/otlp-receiver.md
 says what is guaranteed.
@@ -51,7 +52,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from app.core.errors import InvalidTrajectory, ToolLensError
-from app.core.records import Trajectory, parse_record
+from app.core.records import MAX_CALLS, Trajectory, parse_record
+from app.gc_tuning import give_back_memory
 from app.importers.otel import (
     SpanRef,
     batch_refs,
@@ -81,6 +83,7 @@ IN_FLIGHT_WAIT = 10.0  # seconds a ready trace waits at most for requests receiv
 MAX_ATTEMPTS = 3  # a trace that fails to store this many times (database reachable) is rejected
 MAX_SCORING = 4  # chunks handed to the worker and not scored yet
 WORKER_TIMEOUT = 120  # seconds a chunk may take in the worker before it counts as stuck
+GIVE_BACK_AFTER = 10_000  # traces buffered at once after which an emptied buffer gives its memory back
 
 
 @dataclass
@@ -92,6 +95,18 @@ class _Pending:
     first_seen: float = 0.0  # when its first span (or a repeat) came
     root: bool = False
     attempts: int = 0  # failed attempts to store it
+
+
+@dataclass
+class _Reservation:
+    """What an export request being staged will add to the buffer, counted against the bounds
+    before it is acknowledged (concurrent requests see it): spans and tool spans per trace,
+    spans, body bytes, traces not buffered yet."""
+
+    traces: dict[tuple[int, str], list[int]]
+    spans: int
+    size: int
+    new: int
 
 
 @dataclass
@@ -126,12 +141,14 @@ class OtlpReceiver:
 
     def __init__(self, sessions: sessionmaker[Session], scorers: ScorerCache, *, settle: float = 0.25,
                  idle: float = 30.0, max_spans: int = 500_000, batch: int = 500, remember: int = 20_000,
-                 worker: bool = True):
+                 worker: bool = True, max_trace_spans: int = 10_000, max_traces: int = 100_000,
+                 max_bytes: int = 256 * 1024 * 1024):
         self.sessions = sessions
         self.scorers = scorers
         self._use_worker = worker and ScoringWorker.pays()
         self._worker: ScoringWorker | None = None  # started with the first large batch
         self.settle, self.idle, self.max_spans, self.batch, self.remember = settle, idle, max_spans, batch, remember
+        self.max_trace_spans, self.max_traces, self.max_bytes = max_trace_spans, max_traces, max_bytes
         self.stats = ReceiverStats()
         self._lock = threading.Lock()
         self._store_lock = threading.Lock()
@@ -139,6 +156,10 @@ class OtlpReceiver:
         self._batches: dict[int, _Batch] = {}  # staged batches by id, while a trace of theirs is not stored
         self._in_flight: dict[object, float] = {}  # export requests being received, by start time
         self._buffered = 0
+        self._bytes = 0  # staged bodies held in memory (``_batches``)
+        self._reserved: dict[tuple[int, str], list[int]] = {}  # requests being staged: [spans, tool spans] by trace
+        self._held = _Reservation({}, 0, 0, 0)  # the sum of the reservations of requests being staged
+        self._peak = 0  # the most traces buffered since memory was last given back
         self._stored: OrderedDict[tuple[int, str], tuple[set[str], int]] = OrderedDict()  # span ids, flushes
         self._runs: dict[str, int] = {}
         self._suites: dict[int, tuple[dict[str, Any], str]] = {}  # suite id -> its document and digest
@@ -180,46 +201,131 @@ class OtlpReceiver:
             raise Conflict(f"run {name!r} is finished: it takes no new trajectories")
         return found
 
-    def take_in(self, run_name: str, form: str, body: bytes, spans: list[SpanRef]) -> bool:
+    def take_in(self, run_name: str, form: str, body: bytes, spans: list[SpanRef]) -> None:
         """An export request for the run named ``run_name``: the run checked and
-        the request staged in one transaction, then its spans buffered; False
-        when the buffer is full (answer 503)."""
-        return self._accept(form, body, spans, lambda session: self._open_run(session, run_name))
+        the request staged in one transaction, then its spans buffered. ``Refused``
+        (nothing staged) past a bound of the buffer: 413 for a trace's, 503 for the whole's."""
+        self._accept(form, body, spans, lambda session: self._open_run(session, run_name))
 
     def accept(self, run_id: int, form: str, body: bytes, spans: list[SpanRef]) -> bool:
         """Stage the export request (committed before it is answered) and
         buffer its spans; False when the buffer is full (answer 503)."""
-        return self._accept(form, body, spans, lambda _: run_id)
+        try:
+            self._accept(form, body, spans, lambda _: run_id)
+        except Refused as exc:
+            if exc.status != 503:
+                raise
+            return False
+        return True
 
-    def _accept(self, form: str, body: bytes, spans: list[SpanRef], run_of: Callable[[Session], int]) -> bool:
+    def _accept(self, form: str, body: bytes, spans: list[SpanRef], run_of: Callable[[Session], int]) -> None:
         valid = [s for s in spans if s.trace_id]  # a span without a trace id has no trace to go to
         lease_id = self._lease_id() if valid else 0
         with self._lock:
-            full = self._full(len(valid))
+            full = self._full(len(valid), len(body), 0)
         # a full buffer refuses without SQLite's write lock: retrying exporters would take it from
         # the thread that empties the buffer (the run is checked all the same, and first)
-        with session_scope(self.sessions, write=bool(valid) and not full) as session:
-            run_id = run_of(session)  # in the staging transaction: one transaction per request
-            with self._lock:
-                self.stats.rejected_spans += len(spans) - len(valid)
-                if full or self._full(len(valid)):
-                    self.stats.refused_requests += 1
-                    return False
-            if not valid:
-                return True
-            batch = staging.stage(session, run_id, form, body, lease_id)
-        if not self._buffer(run_id, batch, form, body, valid):
+        taken: _Reservation | None = None
+        try:
+            with session_scope(self.sessions, write=bool(valid) and full is None) as session:
+                run_id = run_of(session)  # in the staging transaction: one transaction per request
+                with self._lock:
+                    self.stats.rejected_spans += len(spans) - len(valid)
+                    try:
+                        if full is not None:
+                            raise full
+                        taken = self._reserve(run_id, valid, len(body))
+                    except Refused:
+                        self.stats.refused_requests += 1
+                        raise
+                if not valid:
+                    return
+                batch = staging.stage(session, run_id, form, body, lease_id)
+        except BaseException:
+            if taken is not None:
+                with self._lock:
+                    self._unreserve(taken)
+            raise
+        if not self._buffer(run_id, batch, form, body, valid, taken):
             self._drop_batches([batch])
         with self._lock:
             self.stats.accepted_spans += len(valid)
         self._ensure_thread()
-        return True
 
-    def _full(self, spans: int) -> bool:
-        """Whether ``spans`` more would overfill the buffer (the caller holds ``_lock``)."""
-        return bool(self._buffered) and self._buffered + spans > self.max_spans
+    def _full(self, spans: int, size: int, new: int) -> Refused | None:
+        """The bound of the whole buffer that ``spans`` more spans, ``size`` more bytes and ``new``
+        more traces would pass (503: it empties as traces are stored), else None; a request
+        larger than a bound is still taken into an empty buffer (the caller holds ``_lock``)."""
+        spans_held, size_held = self._buffered + self._held.spans, self._bytes + self._held.size
+        traces_held = len(self._pending) + self._held.new
+        if spans_held and spans_held + spans > self.max_spans:
+            return Refused(503, f"the receiver's buffer is full: {spans_held} spans buffered, at most "
+                           f"{self.max_spans} (TOOLLENS_OTLP_MAX_BUFFERED_SPANS): retry later")
+        if new and traces_held and traces_held + new > self.max_traces:
+            return Refused(503, f"the receiver's buffer is full: {traces_held} traces buffered, at most "
+                           f"{self.max_traces} (TOOLLENS_OTLP_MAX_TRACES): retry later")
+        if size_held and size_held + size > self.max_bytes:
+            return Refused(503, f"the receiver's buffer is full: {size_held} bytes of requests held, at most "
+                           f"{self.max_bytes} (TOOLLENS_OTLP_MAX_BUFFERED_BYTES): retry later")
+        return None
 
-    def _buffer(self, run_id: int, batch: int, form: str, body: bytes, spans: list[SpanRef]) -> bool:
+    def _reserve(self, run_id: int, spans: list[SpanRef], size: int) -> _Reservation:
+        """Count a request's spans against the bounds before it is staged (``Refused`` when one
+        would be passed: nothing is taken), and hold them until they are buffered. A trace holds
+        at most ``max_trace_spans`` spans and ``MAX_CALLS`` tool spans in the buffer, so that
+        everything acknowledged fits the one trajectory it becomes (the caller holds ``_lock``)."""
+        traces: dict[tuple[int, str], list[int]] = {}
+        for s in spans:
+            counts = traces.setdefault((run_id, s.trace_id), [0, 0])
+            counts[0] += 1
+            counts[1] += s.tool
+        new = 0
+        flying = {f.key: f.pending for flight in list(self._scoring) for f in flight.chunk
+                  if f.key in traces} if self._flying else {}  # scored early: they come back if they grow
+        for key, (n, tools) in traces.items():
+            p = self._pending.get(key)
+            held = self._reserved.get(key, [0, 0])
+            new += p is None and key not in self._reserved
+            had, had_tools = held
+            for q in (p, flying.get(key)):
+                if q is not None:
+                    had += len(q.spans)
+                    had_tools += sum(1 for x in q.spans if x.tool)
+            if had + n > self.max_trace_spans:
+                raise Refused(413, f"trace {key[1][:80]!r} would hold {had + n} spans, more than the "
+                              f"{self.max_trace_spans} one trace may hold while it is open "
+                              "(TOOLLENS_OTLP_MAX_TRACE_SPANS): nothing of this request was taken")
+            if had_tools + tools > MAX_CALLS:
+                raise Refused(413, f"trace {key[1][:80]!r} would hold {had_tools + tools} tool calls, more than "
+                              f"the {MAX_CALLS} one trajectory holds: nothing of this request was taken")
+        full = self._full(len(spans), size, new)
+        if full is not None:
+            raise full
+        taken = _Reservation(traces, len(spans), size, new)
+        for key, (n, tools) in traces.items():
+            held = self._reserved.setdefault(key, [0, 0])
+            held[0] += n
+            held[1] += tools
+        self._held.spans += taken.spans
+        self._held.size += taken.size
+        self._held.new += taken.new
+        return taken
+
+    def _unreserve(self, taken: _Reservation) -> None:
+        """A request's reservation given up: buffered now, or not staged (the caller holds ``_lock``)."""
+        for key, (n, tools) in taken.traces.items():
+            held = self._reserved.get(key)
+            if held is not None:
+                held[0] -= n
+                held[1] -= tools
+                if held[0] <= 0:
+                    del self._reserved[key]
+        self._held.spans -= taken.spans
+        self._held.size -= taken.size
+        self._held.new -= taken.new
+
+    def _buffer(self, run_id: int, batch: int, form: str, body: bytes, spans: list[SpanRef],
+                taken: _Reservation | None = None) -> bool:
         """Buffer a staged batch's spans by trace. A span id already buffered
         for its trace (a resent request) is a repeat and left out, but the
         trace still counts as one of the batch's, so that storing it marks it
@@ -229,6 +335,8 @@ class OtlpReceiver:
         repeated: list[_Pending] = []
         traces: set[str] = set()
         with self._lock:
+            if taken is not None:
+                self._unreserve(taken)
             for s in spans:
                 s.batch = batch
                 key = (run_id, s.trace_id)
@@ -249,7 +357,9 @@ class OtlpReceiver:
                     p.batches.add(batch)
                 traces.update(s.trace_id for s in spans)
                 self._batches[batch] = _Batch(form, body, traces)
+                self._bytes += len(body)
             self._buffered += len(spans) - len(repeated)
+            self._peak = max(self._peak, len(self._pending))
             self.stats.duplicate_spans += len(repeated)
         return bool(traces)
 
@@ -348,6 +458,7 @@ class OtlpReceiver:
                         batch.traces -= marks[b]
                         if not batch.traces:
                             del self._batches[b]
+                            self._bytes -= len(batch.body)
             self._handled.update(key for key, _ in traces)
 
         return committed
@@ -425,7 +536,10 @@ class OtlpReceiver:
                     ready.append(k)
                 elif score_early and p.root and quiet >= self.settle / 5 and oldest > p.last_seen:
                     soon.append(k)
-            return [(k, self._pending.pop(k)) for k in ready], [(k, self._pending.pop(k)) for k in soon]
+            taken = [(k, self._pending.pop(k)) for k in ready], [(k, self._pending.pop(k)) for k in soon]
+            if not self._pending:  # a dict keeps the size it grew to: a new one gives that memory back
+                self._pending = {}
+            return taken
 
     def _give_back(self, taken: list[tuple[tuple[int, str], _Pending]], *, retry: bool = True) -> None:
         """Traces back to the buffer, ahead of spans buffered for them meanwhile; with
@@ -470,7 +584,19 @@ class OtlpReceiver:
                 # not the traces this round stored or released already, nor those given back
                 self._give_back([t for t in taken + early if t[0] not in self._flying and t[0] not in self._handled])
                 raise
-            return stored + self._land(wait=everything)
+            stored += self._land(wait=everything)
+            self._give_back_memory()
+            return stored
+
+    def _give_back_memory(self) -> None:
+        """Once a buffer that held many traces is empty: its containers made anew (a dict keeps
+        the size it grew to) and the freed memory given back to the system."""
+        with self._lock:
+            if self._buffered or self._pending or self._peak < GIVE_BACK_AFTER:
+                return
+            self._peak = 0
+            self._batches = dict(self._batches)
+        give_back_memory()
 
     def _land(self, wait: bool) -> int:
         """Store the batches the worker has scored, in the order they were
@@ -936,17 +1062,27 @@ def receiver_for(request: Request) -> OtlpReceiver:
         with _MAKE_LOCK:
             receiver = getattr(state, "otlp", None)
             if receiver is None:
-                receiver = state.otlp = OtlpReceiver(state.sessions, state.scorers)
+                receiver = state.otlp = _made(state)
     return receiver
 
 
 _MAKE_LOCK = threading.Lock()
 
 
+def _made(state: Any) -> OtlpReceiver:
+    """A receiver with the app's bounds (``TOOLLENS_OTLP_MAX_*``)."""
+    settings = getattr(state, "settings", None)
+    if settings is None:
+        return OtlpReceiver(state.sessions, state.scorers)
+    return OtlpReceiver(state.sessions, state.scorers, max_spans=settings.otlp_max_buffered_spans,
+                        max_trace_spans=settings.otlp_max_trace_spans, max_traces=settings.otlp_max_traces,
+                        max_bytes=settings.otlp_max_buffered_bytes)
+
+
 def open_receiver(app_state: Any, *, warm: bool = False) -> OtlpReceiver:
     """For the app's startup: the receiver, holding again the spans a previous
     process acknowledged and did not store; with ``warm``, its worker started."""
-    receiver = OtlpReceiver(app_state.sessions, app_state.scorers)
+    receiver = _made(app_state)
     if warm:
         receiver.warm_up()
     try:
@@ -993,15 +1129,14 @@ async def receive_traces(
         except Refused as exc:
             return error_response(exc.status, exc.error)
         try:
-            accepted = await run_in_threadpool(_take_in, receiver, run or x_toollens_run or DEFAULT_RUN, form, body,
-                                               spans)
+            await run_in_threadpool(_take_in, receiver, run or x_toollens_run or DEFAULT_RUN, form, body, spans)
+        except Refused as exc:  # a bound of the buffer: nothing of the request was taken
+            return error_response(exc.status, exc.error, headers={"Retry-After": "1"} if exc.status == 503 else None)
         except ToolLensError:
             raise
         except Exception:  # the database is away: the exporter retries, nothing is lost
             log.exception("spans could not be staged")
             return error_response(503, "the spans could not be staged: retry later", headers={"Retry-After": "2"})
-    if not accepted:
-        return error_response(503, "the receiver's buffer is full: retry later", headers={"Retry-After": "1"})
     if protobuf:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
@@ -1009,11 +1144,11 @@ async def receive_traces(
     return Response(b"{}", media_type="application/json")
 
 
-def _take_in(receiver: OtlpReceiver, run_name: str, form: str, body: bytes, spans: list[SpanRef]) -> bool:
+def _take_in(receiver: OtlpReceiver, run_name: str, form: str, body: bytes, spans: list[SpanRef]) -> None:
     if not spans:
         receiver.run_id(run_name)  # a request with no spans still learns whether its run takes spans
-        return True
-    return receiver.take_in(run_name, form, body, spans)
+        return
+    receiver.take_in(run_name, form, body, spans)
 
 
 @router.get("/v1/traces/status", include_in_schema=False)

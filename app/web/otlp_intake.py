@@ -12,6 +12,7 @@ from typing import Any
 from app.core.records import loads
 from app.importers import otlp_wire
 from app.importers.otel import (
+    BATCH_GROUPED,
     BATCH_LINES,
     BATCH_PROTOBUF,
     SpanRef,
@@ -66,13 +67,16 @@ def decode_export(body: bytes, encoding: str, protobuf: bool, limit: int,
                 raise _too_many(MAX_SPANS)
             if group_by:
                 lines, refs = grouped_batch(body, True, group_by)
-                return BATCH_LINES, lines, refs
+                return BATCH_GROUPED, lines, refs
             return BATCH_PROTOBUF, body, span_refs_from_protobuf(body)
         check_json_size(body, "the export request")
         request = loads(body) if body else {}
         if _json_span_count(request) > MAX_SPANS:
             raise _too_many(MAX_SPANS)
-        lines, refs = grouped_batch(body, False, group_by) if group_by else lines_batch(spans_from_json(request))
+        if group_by:
+            lines, refs = grouped_batch(body, False, group_by)
+            return BATCH_GROUPED, lines, refs
+        lines, refs = lines_batch(spans_from_json(request))
         return BATCH_LINES, lines, refs
     except (ValueError, TypeError) as exc:
         raise Refused(400, f"not an OTLP trace export: {exc}") from None

@@ -87,6 +87,37 @@ def test_a_confused_pair_asks_for_negative_delimitation_and_distinct_description
     assert [p.number for p in got] == [1, 2, 3]
 
 
+def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_object() -> None:
+    # verificar_compra takes numero with buscar_pedido's pattern: both act on an order, so what it is NOT for
+    # is buscar_pedido's action, not "pedido" (a question about its own order must not move to buscar_pedido)
+    verificar = {"name": "verificar_compra", "description": "Verifica información del cliente.",
+                 "parameters": {"type": "object", "properties": {
+                     "id": {"type": "integer"}, "numero": {"type": "string", "pattern": r"^PED-\d{5}$"}},
+                     "required": ["id", "numero"]}}
+    shared = Toolset.from_list([*(t.document() for t in ES.tools), verificar])
+    wrong = [traj("nota#0", [CallFact("verificar_compra", {"id": 1, "numero": "PED-12345"}, expected="buscar_pedido")]),
+             traj("ver#0", [CallFact("buscar_pedido", {"numero": "PED-12345"}, expected="verificar_compra")]),
+             traj("cli#0", [CallFact("verificar_compra", {"id": 1, "numero": "PED-1"}, expected="buscar_cliente")])]
+    tails = {(p.tool, p.partner): p.tail for p in propose(shared, wrong) if p.pattern == "negative_delimitation"}
+    assert tails == {
+        ("verificar_compra", "buscar_pedido"): "NO sirve para buscar (Busca información): usa buscar_pedido.",
+        # what numero identifies is a pedido, not a compra: verificar_compra's object stays
+        ("buscar_pedido", "verificar_compra"): "NO sirve para verificar compra (Verifica información del cliente): "
+                                               "usa verificar_compra.",
+        # rut is buscar_cliente's alone: its object stays in the sentence
+        ("verificar_compra", "buscar_cliente"): "NO sirve para buscar cliente (Busca un cliente por su RUT): usa "
+                                                "buscar_cliente."}
+    # and its own lead says what that identifier is: the object of the one tool that takes it alone
+    leads = {p.tool: p.lead for p in propose(shared, wrong[2:], examples={("verificar_compra", "numero"): "PED-12345"})
+             if p.pattern == "distinct_names"}
+    assert leads == {"verificar_compra": 'Verificar compra (por id, numero de pedido, formato "PED-12345").'}
+    # a partner's first sentence that names the shared object is left out too
+    described = Toolset.from_list([{**t.document(), "description": "Busca un pedido por su número."}
+                                   if t.name == "buscar_pedido" else t.document() for t in shared.tools])
+    (neg,) = [p for p in propose(described, wrong[:1]) if p.pattern == "negative_delimitation"]
+    assert neg.after == "Verifica información del cliente. NO sirve para buscar: usa buscar_pedido."
+
+
 def test_the_run_cells_are_reported_but_only_failed_trajectories_are_counted() -> None:
     got = propose(ES, confused(2), cells={("buscar_pedido", "buscar_producto"): 7})
     neg = next(p for p in got if p.pattern == "negative_delimitation")

@@ -160,6 +160,7 @@ _T: dict[Language, dict[str, str]] = {
     "es": {
         "distinct": "{words} (por {args}).",
         "distinct_noargs": "{words}.",
+        "of": "{field} de {thing}",
         "negative": "NO sirve para {words}{purpose}: usa {partner}.",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", formato {f}",
@@ -183,6 +184,7 @@ _T: dict[Language, dict[str, str]] = {
     "en": {
         "distinct": "{words} (given {args}).",
         "distinct_noargs": "{words}.",
+        "of": "{field} of the {thing}",
         "negative": "NOT for {words}{purpose}: use {partner}.",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", format {f}",
@@ -271,7 +273,7 @@ def _kind(schema: Mapping[str, Any], lang: Language) -> str:
 
 
 def _args_phrase(tool: ToolSpec, examples: Mapping[tuple[str, str], Any], lang: Language, *,
-                 leave_out: frozenset[str] | set[str] = frozenset()) -> str:
+                 leave_out: frozenset[str] | set[str] = frozenset(), toolset: Toolset | None = None) -> str:
     """The required arguments (less those the partner takes too), each with the
     format that sets it apart (``numero, formato "PED-12345"``)."""
     parts = []
@@ -280,8 +282,25 @@ def _args_phrase(tool: ToolSpec, examples: Mapping[tuple[str, str], Any], lang: 
         schema = schema if isinstance(schema, Mapping) else {}
         example = examples.get((tool.name, name))
         fmt = _format_phrase(schema, shown(example) if isinstance(example, str) else None, lang)
-        parts.append(f"{name}{fmt}")
+        thing = " ".join(_identified(tool, name, toolset)) if toolset is not None else ""
+        label = _T[lang]["of"].format(field=name, thing=thing) if thing else name
+        parts.append(f"{label}{fmt}")
     return ", ".join(parts)
+
+
+def _identified(tool: ToolSpec, field: str, toolset: Toolset) -> list[str]:
+    """What a patterned argument of the tool identifies, where the toolset
+    says it: the object in the name (its words after the first) of the one
+    other tool that requires that argument alone, with the same pattern
+    (``numero``, ``^PED-\\d{5}$``, is what ``buscar_pedido`` takes: a pedido)."""
+    schema = _properties(tool).get(field)
+    pattern = schema.get("pattern") if isinstance(schema, Mapping) else None
+    if not isinstance(pattern, str):
+        return []
+    owners = [t for t in toolset.tools if t.name != tool.name and _required(t) == [field]
+              and isinstance(_properties(t).get(field), Mapping) and _properties(t)[field].get("pattern") == pattern]
+    words = _name_words(owners[0].name, toolset)[1:] if len(owners) == 1 else []
+    return words if words and fold(" ".join(words)) not in fold(field) else []
 
 
 def _sentence_in(text: str, sentence: str) -> bool:
@@ -450,6 +469,29 @@ def _first_sentence(text: str, limit: int = 100) -> str:
     return first if len(first) <= limit else first[:limit - 1] + "…"
 
 
+def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, lang: Language) -> str:
+    """``NO sirve para <what the partner is for>: usa <partner>.`` The partner's
+    name words, and its description's first sentence where it names what the
+    partner is for. A tool is not delimited against the thing it works on:
+    where it takes an identifier the partner requires (same pattern), the
+    object that identifier identifies (``_identified``) leaves the partner's
+    name words, and the first sentence goes if it names that object
+    (``verificar_compra`` takes buscar_pedido's ``numero``: "NO sirve para
+    buscar", not "para buscar pedido")."""
+    words = _name_words(partner.name, toolset)
+    purpose = _first_sentence(partner.description) if _names_itself(partner, tool, toolset) else ""
+    mine, theirs = _properties(tool), _properties(partner)
+    shared = {w for f in _required(partner) if isinstance(mine.get(f), Mapping) and isinstance(theirs.get(f), Mapping)
+              and mine[f].get("pattern") == theirs[f].get("pattern") for w in _identified(tool, f, toolset)}
+    kept = [w for w in words if w not in shared]
+    if shared and kept and len(kept) < len(words):
+        words = kept
+        if any(fold(w)[:5] in fold(purpose) for w in shared if len(w) > 2):
+            purpose = ""
+    return _T[lang]["negative"].format(words=" ".join(words), partner=partner.name,
+                                       purpose=f" ({purpose})" if purpose else "")
+
+
 def _about(p: Proposal, cause: tuple[str, str, str]) -> bool:
     """Whether a trajectory sunk by ``cause`` (its first divergence) is one the proposal's edit is about."""
     kind, tool, other = cause
@@ -499,11 +541,9 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
         if a_tool is None or b_tool is None:
             continue
         n = cells.get((expected, called), 0) or len(found.trajectories)
-        words = " ".join(_name_words(expected, toolset))
         evidence = [f"{called} called where {expected} was expected: {_calls(n)}"]
         if fold(expected) not in fold(b_tool.description):
-            purpose = _first_sentence(a_tool.description) if _names_itself(a_tool, b_tool, toolset) else ""
-            sentence = t["negative"].format(words=words, partner=expected, purpose=f" ({purpose})" if purpose else "")
+            sentence = _negative_sentence(b_tool, a_tool, toolset, lang)
             a = Addresses(cells={(expected, called): n}, trajectories=set(found.trajectories), cases=set(found.cases),
                           questions=list(found.questions))
             out.append(_tool_edit(b_tool, "negative_delimitation", expected, a, evidence, tail=sentence))
@@ -513,7 +553,7 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
             p = distinct_done.get(tool.name)
             if p is None:
                 own = " ".join(_name_words(tool.name, toolset))
-                targs = _args_phrase(tool, ex, lang, leave_out=set(_properties(partner)))
+                targs = _args_phrase(tool, ex, lang, leave_out=set(_properties(partner)), toolset=toolset)
                 own = own[:1].upper() + own[1:]
                 lead = t["distinct"].format(words=own, args=targs) if targs else \
                     t["distinct_noargs"].format(words=own)

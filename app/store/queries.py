@@ -41,12 +41,18 @@ MAX_PAGE = 500
 
 
 def run_report(session: Session, run_id: int) -> Report:
+    """The run's report from its counters; a run stored before causes were kept gets them here, once."""
     rows = session.execute(
         select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value).where(
             RunCounter.run_id == run_id
         )
     )
-    return Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows)
+    report = Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows)
+    from app.store import backfill  # it reads trajectories back through this module
+
+    if backfill.causes_missing(report):
+        report.causes = backfill.backfill_causes(session, run_id)
+    return report
 
 
 def _family_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, int]]:
@@ -270,10 +276,8 @@ def turn_list(turns: dict[str, dict[str, Any]] | None) -> list[TurnFigures]:
 
 
 def run_causes(session: Session, run_id: int) -> list[dict[str, Any]]:
-    """``causes`` of the figures (failed trajectories by first divergence), from the run's cause counters alone."""
-    rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
-                           .where(RunCounter.run_id == run_id, RunCounter.kind == "cause"))
-    return Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows).causes_json()
+    """``causes`` of the figures (failed trajectories by first divergence), from the run's counters."""
+    return run_report(session, run_id).causes_json()
 
 
 def turn_figures(session: Session, run_id: int) -> list[TurnFigures]:

@@ -7,7 +7,7 @@ split into its head and its cases, each kept once in ``suite_parts`` by
 content hash; ``suites.parts`` lists a version's hashes, ``case_count``
 how many cases it has (what a list of versions shows, without the parts).
 
-Revision ID: 0010_suite_parts
+Revision ID: 0010
 Revises: 0009
 Create Date: 2026-12-04
 """
@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0010_suite_parts"
+revision: str = "0010"
 down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

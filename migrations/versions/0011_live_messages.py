@@ -1,7 +1,7 @@
 """mcp-serve: the messages of pending trajectories, one row each (appended, never rewritten)
 
 Revision ID: live_messages
-Revises: 0010_suite_parts
+Revises: 0010
 Create Date: 2026-12-04
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "live_messages"
-down_revision: str | None = "0010_suite_parts"
+revision: str = "0011"
+down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -143,12 +143,13 @@ def test_clicking_a_confusion_cell_lists_its_trajectories(server: str, page: Any
 
 
 def open_a_hallucinated_trajectory(server: str, page: Any) -> None:
-    """From the runs page to banca-v1, filtered by outcome, to its first trajectory."""
+    """From the runs page to banca-v1, filtered by outcome, to its trajectory whose invented answer
+    followed an injected 503 (the other two followed a schema refusal and an unknown tool)."""
     page.goto(server + "/")
     page.get_by_role("link", name="banca-v1", exact=True).click()
     page.select_option("select[name=outcome]", "hallucinated")
     page.get_by_role("button", name="Filter").nth(0).click()
-    page.locator("#trajectory-list tbody tr a").first.click()
+    page.locator("#trajectory-list tbody tr", has_text="http_503").locator("a").first.click()
 
 
 def test_trajectory_timeline_highlights_the_injected_error(server: str, page: Any) -> None:

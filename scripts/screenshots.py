@@ -50,7 +50,8 @@ def main() -> None:
             run = next(r for r in runs["data"] if r["name"] == "banca-v1-simulado")
             trajs = httpx.get(f"{base}/api/runs/{run['id']}/trajectories",
                               params={"outcome": "hallucinated"}, timeout=10).json()
-            items = trajs["data"]
+            # an invented answer after an *injected* fault (others follow a schema refusal or an unknown tool)
+            items = [t for t in trajs["data"] if (t.get("fault") or {}).get("source") == "injected"]
             OUT.mkdir(parents=True, exist_ok=True)
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)

@@ -39,7 +39,7 @@ FAMILY_CARDS = (
     ("F1 selection", (("selection_precision", "precision"), ("selection_recall", "recall")), None),
     ("F2 arguments", (("schema_validity", "schema validity"), ("argument_accuracy", "argument accuracy")), None),
     ("F3 hallucinated tools", (("hallucinated_tools", "calls to unknown tools"),), "must be 0"),
-    ("F4 recovery", (("recovery", "recovered after an injected error"),
+    ("F4 recovery", (("recovery", "recovered after a tool error"),
                      ("hallucination_after_error", "invented data after an error")), "hallucination must be 0"),
 )
 

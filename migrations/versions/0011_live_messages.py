@@ -1,6 +1,6 @@
 """mcp-serve: the messages of pending trajectories, one row each (appended, never rewritten)
 
-Revision ID: live_messages
+Revision ID: 0011
 Revises: 0010
 Create Date: 2026-12-04
 """

@@ -117,7 +117,7 @@ def recovery_families(by_source: Mapping[str, Mapping[str, Mapping[str, int]]],
     """Recovery and hallucination after error over the chosen error sources
     (``recovery_by_source`` of the figures)."""
     out: dict[str, tuple[int, int]] = {}
-    for family in ("recovery", "hallucination_after_error"):
+    for family in (f.key for f in FAMILIES if f.ratio and not f.per_call):  # F4: counted per faulted trajectory
         parts = [by_source.get(s, {}).get(family, {}) for s in sources]
         out[family] = (sum(p.get("num", 0) for p in parts), sum(p.get("den", 0) for p in parts))
     return out

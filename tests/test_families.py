@@ -64,6 +64,16 @@ def test_the_failure_names_are_those_of_the_docs() -> None:
     assert re.findall(r"`(\w+)`", listed.group(1)) == [f.value for f in Failure]
 
 
+def test_the_curation_filters_of_the_docs_are_the_catalogue() -> None:
+    """docs/api.md lists what ``--where failure=`` takes: every failure, then the figures standing for one."""
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    listed = re.search(r"`failure=` a failure name(.*?);", api, re.S)
+    assert listed is not None
+    failures, families = listed.group(1).split(" or ")
+    assert re.findall(r"`(\w+)`", failures) == [f.value for f in Failure]
+    assert re.findall(r"`(\w+)`", families) == list(FAMILY_FAILURE)
+
+
 def test_counter_slots_follow_the_catalogue() -> None:
     """Each family's numerator and denominator land in its own slots: values all
     different, so a slot read from another attribute shows."""

@@ -7,7 +7,8 @@ the case effects (forbidden calls, final state), which the figures do not
 count. Every failure belongs to exactly one family. Whatever lists, titles,
 orders or counts the families reads them here, in this order: adding a
 failure kind is one ``Failure`` member, its place in a family's ``failures``
-and its rule in ``core/scoring.py``.
+and its rule in ``core/scoring.py`` (and its name in the lists of
+docs/formats.md and docs/api.md, which tests/test_families.py holds to this one).
 """
 
 from __future__ import annotations

@@ -11,13 +11,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
+from app.core.families import BLOCKING_KEYS
 from app.store import compare as comparing
 from app.store import queries
 from app.store.views import ComparisonPublic, RunsPublic
 from app.web import figures
 from app.web.deps import Id, OptionalId, ReadSession, render
 from app.web.figures import Figure
-from app.web.pages.run import TURN_COLUMNS, ZERO_THRESHOLD
+from app.web.pages.run import TURN_COLUMNS
 
 router = APIRouter()
 
@@ -33,7 +34,7 @@ class ComparePage:
 def compare_page(session: Session, a: int, b: int, cache: Any = None) -> ComparePage:
     c = cache.get(session, a, b) if cache is not None else comparing.compare_runs(session, a, b)
     return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff),
-                       blocking={d.family for d in c.families if d.family in ZERO_THRESHOLD and d.b.num})
+                       blocking={d.family for d in c.families if d.family in BLOCKING_KEYS and d.b.num})
 
 
 @dataclass

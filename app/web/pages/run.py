@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
+from app.core.families import BY_KEY, RATIO_FAMILIES, Failure, Family
 from app.core.outcome import OUTCOMES, REACTIONS
 from app.core.textdiff import word_diff
 from app.store import labels, queries
@@ -35,23 +36,8 @@ from app.web.pages.runs import blocking
 
 router = APIRouter()
 
-FAILURE_NAMES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
-                 "recovery_hallucinated", "recovery_confused", "step_not_done")
-
-# (title, ((figure, label), …), threshold): the cards of families F1-F4 (F5, order, has its own)
-FAMILY_CARDS = (
-    ("F1 selection", (("selection_precision", "precision"), ("selection_recall", "recall")), None),
-    ("F2 arguments", (("schema_validity", "schema validity"), ("argument_accuracy", "argument accuracy")), None),
-    ("F3 hallucinated tools", (("hallucinated_tools", "calls to unknown tools"),), "must be 0"),
-    ("F4 recovery", (("recovery", "recovered after a tool error"),
-                     ("hallucination_after_error", "invented data after an error")), "hallucination must be 0"),
-)
-ZERO_THRESHOLD = ("hallucinated_tools", "hallucination_after_error")
-
-TURN_COLUMNS = (("selection_precision", "selection precision"), ("selection_recall", "selection recall"),
-                ("schema_validity", "schema validity"), ("argument_accuracy", "argument accuracy"),
-                ("hallucinated_tools", "hallucinated tools"), ("recovery", "recovery"),
-                ("hallucination_after_error", "invented after an error"))
+FAILURE_NAMES = tuple(f.value for f in Failure)
+TURN_COLUMNS = tuple((f.key, f.turn_label) for f in RATIO_FAMILIES)  # the per-turn tables' columns
 
 # What made a faulted call fail (ERROR_SOURCES), as the run page's recovery section says it.
 SOURCE_WORDS = (("injected", "an injected fault"), ("tool", "the tool's own error"),
@@ -74,11 +60,22 @@ class Card:
     threshold: str | None
 
 
+def _threshold(members: list[Family]) -> str | None:
+    """What a card says of its zero-threshold figures: that they must be 0, or which one must."""
+    blocking = [m for m in members if m.blocking]
+    if not blocking:
+        return None
+    return "must be 0" if blocking == members else f"{blocking[0].name.split()[0]} must be 0"
+
+
 def cards(f: FiguresPublic) -> list[Card]:
-    return [Card(title, [Metric(label, getattr(f, key),
-                                bool(threshold and getattr(f, key).num and key in ZERO_THRESHOLD))
-                         for key, label in metrics], threshold)
-            for title, metrics, threshold in FAMILY_CARDS]
+    """A card per family heading with a num/den figure (F1-F4; F5, order, has its own)."""
+    groups: dict[str, list[Family]] = {}
+    for family in RATIO_FAMILIES:
+        groups.setdefault(family.heading, []).append(family)
+    return [Card(heading, [Metric(m.card, getattr(f, m.key), m.blocking and getattr(f, m.key).num > 0)
+                           for m in members], _threshold(members))
+            for heading, members in groups.items()]
 
 
 @dataclass
@@ -191,6 +188,7 @@ class RunPage:
     rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     failure_names: tuple[str, ...] = FAILURE_NAMES
+    order: Family = BY_KEY["dependency_violations"]  # F5, a list of pairs: its own card
     outcome_names: tuple[str, ...] = OUTCOMES
     reaction_names: tuple[str, ...] = REACTIONS
     source_words: tuple[tuple[str, str], ...] = SOURCE_WORDS

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from app.core.report import FAMILIES
+from app.core.families import FAMILIES, RATIO_FAMILIES
 from app.store import queries
 from app.store.views import RatioPublic, RunPublic
 from app.web.deps import Limit, Offset, ReadSession, render
@@ -17,13 +17,28 @@ from app.web.pages.pager import Pager, pager
 
 router = APIRouter()
 
-# The zero-threshold families, as a run's BLOCKING badge names them.
-BLOCKING = (("hallucinated_tools", "hallucinated tools"), ("hallucination_after_error", "hallucination after error"))
+# What each num/den family's column says, short (its title says it whole).
+COLUMN_WORDS = {"selection_precision": "precision", "selection_recall": "recall", "schema_validity": "schema",
+                "argument_accuracy": "arguments", "hallucinated_tools": "hallucinated", "recovery": "recovery",
+                "hallucination_after_error": "invented"}
 
 
 def blocking(run: RunPublic) -> list[str]:
-    """The zero-threshold families that are not zero."""
-    return [words for family, words in BLOCKING if run.families[family].num]
+    """The names of the zero-threshold families that are not zero."""
+    return [f.name for f in FAMILIES if f.blocking and run.families[f.key].num]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A family's column in a table of runs."""
+
+    key: str
+    title: str
+    words: str
+
+
+COLUMNS = [Column(f.key, f.title + (" (must be 0)" if f.blocking else ""), f"{f.code} {COLUMN_WORDS[f.key]}")
+           for f in RATIO_FAMILIES]
 
 
 @dataclass(frozen=True)
@@ -42,7 +57,7 @@ def cell(ratio: RatioPublic) -> Cell:
 class RunRow:
     run: RunPublic
     blocking: list[str]
-    families: list[Cell]  # in the order of FAMILIES
+    families: list[Cell]  # in the order of RATIO_FAMILIES
     order: Cell  # F5: dependency violations of the order pairs checked
 
 
@@ -52,6 +67,7 @@ class RunsPage:
     count: int
     filters: dict[str, str]
     pager: Pager | None
+    columns: list[Column]  # of the families, as the cells of each row
 
 
 def runs_page(session: Session, *, suite: str | None, model: str | None, toolset_version: str | None,
@@ -64,9 +80,9 @@ def runs_page(session: Session, *, suite: str | None, model: str | None, toolset
     def page_url(at: int) -> str:
         return "?" + urlencode({**params, "offset": max(at, 0), "limit": runs.limit})
 
-    rows = [RunRow(r, blocking(r), [cell(r.families[f]) for f in FAMILIES],
+    rows = [RunRow(r, blocking(r), [cell(r.families[f.key]) for f in RATIO_FAMILIES],
                    cell(RatioPublic(num=r.dependency_violations, den=r.dependency_checks))) for r in runs.data]
-    return RunsPage(rows, runs.count, filters, pager(runs.count, runs.limit, runs.offset, page_url))
+    return RunsPage(rows, runs.count, filters, pager(runs.count, runs.limit, runs.offset, page_url), COLUMNS)
 
 
 @router.get("/", response_class=HTMLResponse)

@@ -3,18 +3,23 @@ versions side by side (descriptions, schemas, lint, the runs of each)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
+from app.core.families import RATIO_FAMILIES
 from app.store import lint as linting
 from app.store import queries
 from app.store.views import RunsPublic, ToolsetDiffPublic, ToolsetPublic
 from app.web.deps import ReadSession, render
+from app.web.pages.runs import COLUMNS, Column
 
 router = APIRouter()
+
+_FIRST_OF_CODE = {f.code: f.key for f in reversed(RATIO_FAMILIES)}  # reversed: the first of each code stays
+RUN_COLUMNS = [c for c in COLUMNS if c.key in _FIRST_OF_CODE.values()]  # a version's runs: a figure of F1..F4 each
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class ToolsetPage:
     b: str
     detail: linting.VersionsDiffPublic | None = None  # per tool: description, schema, findings, figures
     lint: linting.LintPublic | None = None  # the only version's findings
+    columns: list[Column] = field(default_factory=lambda: RUN_COLUMNS)  # of the runs of each version
 
 
 def toolset_page(session: Session, name: str, a: str | None, b: str | None) -> ToolsetPage:

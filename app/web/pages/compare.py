@@ -14,13 +14,39 @@ from sqlalchemy.orm import Session
 from app.core.families import BLOCKING_KEYS
 from app.store import compare as comparing
 from app.store import queries
-from app.store.views import ComparisonPublic, RunsPublic
+from app.store.views import ComparisonPublic, RunsPublic, UsageDelta
 from app.web import figures
 from app.web.deps import Id, OptionalId, ReadSession, render
 from app.web.figures import Figure
 from app.web.pages.run import TURN_COLUMNS
+from app.web.templating import ms, tokens, usd
 
 router = APIRouter()
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """A usage figure of A and B, and how B differs, in words; ``tone`` says whether B costs more ("bad")."""
+
+    label: str
+    a: str
+    b: str
+    delta: str
+    change: str
+    tone: str
+
+
+def usage_row(d: UsageDelta) -> UsageRow:
+    shown = usd if d.unit == "usd" else ms if d.unit == "ms" else tokens
+    if d.delta is None:
+        delta = "n/a"
+    elif d.unit in ("usd", "ms"):
+        delta = ("+" if d.delta >= 0 else "−") + shown(abs(d.delta))
+    else:
+        delta = f"{d.delta:+.0f}"
+    rel = d.relative
+    return UsageRow(d.label, shown(d.a), shown(d.b), delta, "n/a" if rel is None else f"{100 * rel:+.1f}%",
+                    "" if rel is None else "bad" if rel >= 0.005 else "ok" if rel <= -0.005 else "")
 
 
 @dataclass
@@ -28,13 +54,15 @@ class ComparePage:
     c: ComparisonPublic
     difference: Figure
     blocking: set[str]  # zero-threshold families above zero in B: blocking, whatever the interval says
+    usage: list[UsageRow]  # tokens, cost and latency, B against A
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
 
 
 def compare_page(session: Session, a: int, b: int, cache: Any = None) -> ComparePage:
     c = cache.get(session, a, b) if cache is not None else comparing.compare_runs(session, a, b)
     return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff),
-                       blocking={d.family for d in c.families if d.family in BLOCKING_KEYS and d.b.num})
+                       blocking={d.family for d in c.families if d.family in BLOCKING_KEYS and d.b.num},
+                       usage=[usage_row(d) for d in c.usage])
 
 
 @dataclass

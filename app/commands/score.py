@@ -83,7 +83,7 @@ def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10
     suite lacks (with ``lenient`` both are warnings, and those records are left out)."""
     from app.core.errors import ToolLensError
     from app.core.evaluate import score_trajectories
-    from app.core.gate import BLOCKING
+    from app.core.families import FAMILIES
     from app.core.prices import load_prices
     from app.core.records import read_jsonl
     from app.core.suite_check import SuiteProblems, validate_suite_file
@@ -114,11 +114,11 @@ def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:
-        from app.report_view import render_report, report_console
+        from app.commands.report_view import render_report, report_console
 
         render_report(report_console(), data, suite_name=loaded.name, toolset_version=loaded.toolset.version, top=top)
-    blocking = [f"{family.replace('_', ' ')} {data[family]['num']}/{data[family]['den']}"
-                for family in BLOCKING if data[family]["num"] > 0]
+    blocking = [f"{f.name} {data[f.key]['num']}/{data[f.key]['den']}"
+                for f in FAMILIES if f.blocking and data[f.key]["num"] > 0]
     if fail_on_blocking and blocking:
         print_error(", ".join(blocking) + " (must be zero)", label="blocking: ")
         return 1

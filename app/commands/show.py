@@ -29,7 +29,7 @@ def show(
     from rich.text import Text
 
     from app.cli import store_session
-    from app.report_view import render_report, report_console
+    from app.commands.report_view import render_report, report_console
     from app.store import ingest, queries
 
     with store_session(db) as session:

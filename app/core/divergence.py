@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from app.core.families import Failure
+
 if TYPE_CHECKING:  # scoring calls this module: imported for types only
     from app.core.scoring import CallScore, TrajectoryScore
     from app.core.suite import Case
@@ -148,11 +150,11 @@ def first_divergence(ts: TrajectoryScore, case: Case | None) -> Divergence | Non
             add(Divergence("extra_call", cs.name, call=i), i)
         if not by_reward and cs.step is not None:
             # without a reward, a corrected mistake still fails the case: it counts at its call
-            if cs.mismatches and "arguments" in failures:
+            if cs.mismatches and Failure.ARGUMENTS in failures:
                 add(Divergence("arguments", cs.expected_name or cs.name, cs.mismatches[0].field, i, cs.step), i)
-            elif cs.selection_ok is False and "selection" in failures:
+            elif cs.selection_ok is False and Failure.SELECTION in failures:
                 add(Divergence("wrong_tool", cs.expected_name or "", cs.name, i, cs.step), i)
-        if not by_reward and cs.schema_error is not None and cs.exists and "schema" in failures:
+        if not by_reward and cs.schema_error is not None and cs.exists and Failure.SCHEMA in failures:
             add(Divergence("schema", cs.name, cs.schema_error.field, i, cs.step), i)
     if bad_outcome and ts.fault_step is not None and ts.outcome is not None:
         add(Divergence("recovery", calls[ts.fault_step].name, ts.outcome.outcome, call=ts.fault_step),

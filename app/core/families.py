@@ -17,7 +17,10 @@ from enum import StrEnum
 
 
 class Failure(StrEnum):
-    """A case failure, as ``failures`` names it; a ``str`` equal to its value."""
+    """A case failure, as ``failures`` names it; a ``str`` equal to its value.
+
+    What a score holds and stores is the plain value (``Failure.STATE.value``):
+    scored batches cross processes by ``marshal``, which writes exact ``str`` only."""
 
     SELECTION = "selection"
     ARGUMENTS = "arguments"
@@ -53,6 +56,7 @@ class Family:
     den: str = ""  # and its denominator
     report_heading: str = ""  # the terminal report's family column, where shorter than ``heading``
     report_turn: str = ""  # its column in the terminal report's per-turn table ("": not shown there)
+    column: str = ""  # its short column header in the pages' tables of runs ("F2 schema")
 
     @property
     def terminal_heading(self) -> str:
@@ -67,30 +71,30 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     Family("selection_precision", "F1", "selection precision", "F1 selection", "precision", "precision",
            "selection precision", (Failure.SELECTION,), Failure.SELECTION, tolerance=0.02, per_call=True,
-           num="selection_num", den="selection_den", report_turn="F1 P"),
+           num="selection_num", den="selection_den", report_turn="F1 P", column="F1 precision"),
     Family("selection_recall", "F1", "selection recall", "F1 selection", "recall", "recall",
            "selection recall", (), Failure.SELECTION, tolerance=0.02, per_call=True,
-           num="recall_num", den="recall_den", report_turn="F1 R"),
+           num="recall_num", den="recall_den", report_turn="F1 R", column="F1 recall"),
     Family("schema_validity", "F2", "schema validity", "F2 arguments", "schema validity", "schema validity",
            "schema validity", (Failure.SCHEMA,), Failure.SCHEMA, tolerance=0.02, per_call=True,
-           num="schema_num", den="schema_den"),
+           num="schema_num", den="schema_den", column="F2 schema"),
     Family("argument_accuracy", "F2", "argument accuracy", "F2 arguments", "argument accuracy",
            "argument accuracy", "argument accuracy", (Failure.ARGUMENTS,), Failure.ARGUMENTS, tolerance=0.02,
-           per_call=True, num="args_num", den="args_den", report_turn="F2 acc."),
+           per_call=True, num="args_num", den="args_den", report_turn="F2 acc.", column="F2 arguments"),
     Family("hallucinated_tools", "F3", "hallucinated tools", "F3 hallucinated tools", "hallucinated tools",
            "calls to unknown tools", "hallucinated tools", (Failure.HALLUCINATED_TOOL,), Failure.HALLUCINATED_TOOL,
            higher_is_better=False, blocking=True, per_call=True, num="hallucinated_num", den="calls_total",
-           report_heading="F3 hallucinated", report_turn="F3"),
+           report_heading="F3 hallucinated", report_turn="F3", column="F3 hallucinated"),
     Family("recovery", "F4", "recovery", "F4 recovery", "recovery", "recovered after a tool error", "recovery",
            (Failure.RECOVERY_CONFUSED, Failure.STEP_NOT_DONE), tolerance=0.05,
-           num="recovery_num", den="recovery_den", report_turn="F4"),
+           num="recovery_num", den="recovery_den", report_turn="F4", column="F4 recovery"),
     Family("hallucination_after_error", "F4", "hallucination after error", "F4 recovery",
            "hallucination after error", "invented data after an error", "invented after an error",
            (Failure.RECOVERY_HALLUCINATED,), Failure.RECOVERY_HALLUCINATED, higher_is_better=False, blocking=True,
-           num="hallucination_after_error_num", den="recovery_den"),
+           num="hallucination_after_error_num", den="recovery_den", column="F4 invented"),
     Family("dependency_violations", "F5", "dependency violations", "F5 order", "dependency violations",
            "dependency violations", "dependency violations", (Failure.DEPENDENCY,), Failure.DEPENDENCY,
-           higher_is_better=False, ratio=False),
+           higher_is_better=False, ratio=False, column="F5 order"),
     Family("effects", "", "effects", "effects", "effects", "effects", "effects",
            (Failure.FORBIDDEN_CALL, Failure.STATE), higher_is_better=False, ratio=False),
 )

@@ -42,44 +42,19 @@ from typing import Any
 import yaml
 
 from app.core.errors import ToolLensError
+from app.core.families import BLOCKING_KEYS, FAMILIES, TOLERATED_KEYS, family_of
 from app.core.scoring import ERROR_SOURCES
 
-BLOCKING = ("hallucinated_tools", "hallucination_after_error")
-TOLERATED = ("selection_precision", "selection_recall", "schema_validity", "argument_accuracy", "recovery")
-DEFAULT_TOLERANCE: dict[str, float] = {
-    "selection_precision": 0.02,
-    "selection_recall": 0.02,
-    "schema_validity": 0.02,
-    "argument_accuracy": 0.02,
-    "recovery": 0.05,
-}
+BLOCKING = BLOCKING_KEYS
+TOLERATED = TOLERATED_KEYS
+DEFAULT_TOLERANCE: dict[str, float] = {f.key: f.tolerance for f in FAMILIES if f.tolerance is not None}
 DEFAULT_DEPENDENCY_TOLERANCE = 0.0
 USAGE_TOLERATED = ("cost_usd", "model_latency_p95", "tool_latency_p95")  # relative increases, off by default
 FAMILY_TITLES = {
-    "selection_precision": "F1 selection precision",
-    "selection_recall": "F1 selection recall",
-    "schema_validity": "F2 schema validity",
-    "argument_accuracy": "F2 argument accuracy",
-    "hallucinated_tools": "F3 hallucinated tools",
-    "recovery": "F4 recovery",
-    "hallucination_after_error": "F4 hallucination after error",
-    "dependency_violations": "F5 dependency violations",
+    **{f.key: f.title for f in FAMILIES if f.code},
     "cost_usd": "cost per trajectory",
     "model_latency_p95": "model latency p95",
     "tool_latency_p95": "tool latency p95",
-}
-# which family a case failure belongs to (the failure names of docs/formats.md)
-FAILURE_FAMILY = {
-    "selection": "selection_precision",
-    "arguments": "argument_accuracy",
-    "schema": "schema_validity",
-    "hallucinated_tool": "hallucinated_tools",
-    "dependency": "dependency_violations",
-    "recovery_hallucinated": "hallucination_after_error",
-    "recovery_confused": "recovery",
-    "step_not_done": "recovery",
-    "forbidden_call": "effects",
-    "state": "effects",
 }
 
 
@@ -142,7 +117,7 @@ def recovery_families(by_source: Mapping[str, Mapping[str, Mapping[str, int]]],
     """Recovery and hallucination after error over the chosen error sources
     (``recovery_by_source`` of the figures)."""
     out: dict[str, tuple[int, int]] = {}
-    for family in ("recovery", "hallucination_after_error"):
+    for family in (f.key for f in FAMILIES if f.ratio and not f.per_call):  # F4: counted per faulted trajectory
         parts = [by_source.get(s, {}).get(family, {}) for s in sources]
         out[family] = (sum(p.get("num", 0) for p in parts), sum(p.get("den", 0) for p in parts))
     return out
@@ -201,7 +176,7 @@ class CaseRef:
 
     @property
     def families(self) -> list[str]:
-        return sorted({FAILURE_FAMILY.get(f, f) for f in self.failures})
+        return sorted({family_of(f) for f in self.failures})
 
 
 @dataclass(frozen=True)

@@ -11,21 +11,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from app.core.divergence import cause_key, cause_text
+from app.core.families import PER_CALL_FAMILIES, RATIO_FAMILIES, RATIO_KEYS, counter_keys
 from app.core.outcome import OUTCOMES
 from app.core.scoring import ERROR_SOURCES, TrajectoryScore
 
-FAMILIES = (
-    "selection_precision",
-    "selection_recall",
-    "schema_validity",
-    "argument_accuracy",
-    "hallucinated_tools",
-    "recovery",
-    "hallucination_after_error",
-)
+FAMILIES = RATIO_KEYS  # the num/den families of the report, in the catalogue's order
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,15 +69,17 @@ except ImportError:  # pragma: no cover - other Python implementations
     def _count(counter: Counter[Any], items: Iterable[Any]) -> None:
         counter.update(items)
 
-# A turn's totals, in the order Report.turn_n keeps them.
-TURN_KEYS = (*(f"{f}.{part}" for f in FAMILIES for part in ("num", "den")), "trajectories", "failed")
+# A turn's totals, in the order Report.turn_n keeps them: each family's num and den, then two counts.
+TURN_KEYS = (*counter_keys(RATIO_FAMILIES), "trajectories", "failed")
 _TURN_INDEX = {key: i for i, key in enumerate(TURN_KEYS)}
+# the attributes of a TurnScore read into those slots (the counts excepted), in the same order
+_TURN_TOTALS = attrgetter(*(a for f in RATIO_FAMILIES for a in (f.num, f.den)))
+_TRAJECTORIES = len(TURN_KEYS) - 2
+_FAILED = len(TURN_KEYS) - 1
 
-_PER_CALL = (
-    "selection_precision.num", "selection_precision.den", "selection_recall.num", "selection_recall.den",
-    "schema_validity.num", "schema_validity.den", "argument_accuracy.num", "argument_accuracy.den",
-    "hallucinated_tools.num", "hallucinated_tools.den",
-)
+# The per-call totals that Report._n keeps, and the TrajectoryScore attributes they add up.
+_PER_CALL = counter_keys(PER_CALL_FAMILIES)
+_PER_CALL_TOTALS = attrgetter(*(a for f in PER_CALL_FAMILIES for a in (f.num, f.den)))
 
 
 @dataclass
@@ -92,7 +88,7 @@ class Report:
 
     keep_cases: bool = True
     _counts: Counter[str] = field(default_factory=Counter)
-    _n: list[int] = field(default_factory=lambda: [0] * 10)  # the per-call totals, in _PER_CALL order
+    _n: list[int] = field(default_factory=lambda: [0] * len(_PER_CALL))  # the per-call totals, in _PER_CALL order
     confusion: Counter[tuple[str, str]] = field(default_factory=Counter)
     hallucinated_names: set[str] = field(default_factory=set)
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -118,16 +114,8 @@ class Report:
                 self.cases.append(_case_entry(ts))
             return
         n = self._n
-        n[0] += ts.selection_num
-        n[1] += ts.selection_den
-        n[2] += ts.recall_num
-        n[3] += ts.recall_den
-        n[4] += ts.schema_num
-        n[5] += ts.schema_den
-        n[6] += ts.args_num
-        n[7] += ts.args_den
-        n[8] += ts.hallucinated_num
-        n[9] += ts.calls_total
+        for i, v in enumerate(_PER_CALL_TOTALS(ts)):
+            n[i] += v
         _count(self.confusion, ts.confusion)
         for cs in ts.calls if ts.any_error else ():
             if not cs.exists:
@@ -179,23 +167,11 @@ class Report:
             row = per.get(t.turn)
             if row is None:
                 row = per[t.turn] = [0] * len(TURN_KEYS)
-            row[0] += t.selection_num
-            row[1] += t.selection_den
-            row[2] += t.recall_num
-            row[3] += t.recall_den
-            row[4] += t.schema_num
-            row[5] += t.schema_den
-            row[6] += t.args_num
-            row[7] += t.args_den
-            row[8] += t.hallucinated_num
-            row[9] += t.calls_total
-            row[10] += t.recovery_num
-            row[11] += t.recovery_den
-            row[12] += t.hallucination_after_error_num
-            row[13] += t.recovery_den
-            row[14] += 1
+            for i, v in enumerate(_TURN_TOTALS(t)):
+                row[i] += v
+            row[_TRAJECTORIES] += 1
             if t.failures:
-                row[15] += 1
+                row[_FAILED] += 1
                 for f in t.failures:
                     self.turn_failures[(t.turn, f)] += 1
 
@@ -210,7 +186,7 @@ class Report:
         for key, v in zip(_PER_CALL, self._n, strict=True):
             if v:
                 self._counts[key] += v
-        self._n = [0] * 10
+        self._n = [0] * len(_PER_CALL)
 
     # -- flat counters: what a store adds up, batch after batch -------------
 

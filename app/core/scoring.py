@@ -14,6 +14,7 @@ from typing import Any
 
 from app.core.alignment import Alignment, align
 from app.core.divergence import Divergence, first_divergence
+from app.core.families import PER_CALL_FAMILIES, Failure
 from app.core.grounding import Source, ground
 from app.core.mocks import ToolFailure
 from app.core.outcome import (
@@ -245,13 +246,7 @@ class TrajectoryScore:
             "final_state": self.final_state,
             "state_mismatches": self.state_mismatches,
             "reward": self.reward,
-            "figures": {
-                "selection_precision": {"num": self.selection_num, "den": self.selection_den},
-                "selection_recall": {"num": self.recall_num, "den": self.recall_den},
-                "schema_validity": {"num": self.schema_num, "den": self.schema_den},
-                "argument_accuracy": {"num": self.args_num, "den": self.args_den},
-                "hallucinated_tools": {"num": self.hallucinated_num, "den": self.calls_total},
-            },
+            "figures": {f.key: {"num": getattr(self, f.num), "den": getattr(self, f.den)} for f in PER_CALL_FAMILIES},
         }
         if self.fault_not_reached is not None:
             step, kind = self.fault_not_reached
@@ -750,23 +745,23 @@ class Scorer:
                 lenient = _superset_steps(case)
                 missing = [j for j in missing if j not in lenient]
             if wrong or (missing and case.match != "superset"):
-                f.append("selection")
+                f.append(Failure.SELECTION.value)
             # a call on its step's tool whose values did not match
             if ts.args_num < ts.args_den if skip is None else any(cs.mismatches for cs in others):
-                f.append("arguments")
+                f.append(Failure.ARGUMENTS.value)
             if _not_done(case, ts):
-                f.append("step_not_done")
+                f.append(Failure.STEP_NOT_DONE.value)
         if ts.schema_num < ts.schema_den if skip is None else any(
                 cs.schema_error is not None and cs.exists for cs in others):
-            f.append("schema")
+            f.append(Failure.SCHEMA.value)
         if ts.hallucinated_num if skip is None else any(not cs.exists for cs in others):
-            f.append("hallucinated_tool")
+            f.append(Failure.HALLUCINATED_TOOL.value)
         if ts.violations:
-            f.append("dependency")
+            f.append(Failure.DEPENDENCY.value)
         if case is not None and (case.forbidden_calls or case.turns) and any(cs.forbidden for cs in ts.calls):
-            f.append("forbidden_call")
+            f.append(Failure.FORBIDDEN_CALL.value)
         if ts.state_mismatches and not gave_up:
-            f.append("state")
+            f.append(Failure.STATE.value)
         return f
 
     def _failures(self, case: Case | None, ts: TrajectoryScore) -> None:
@@ -779,9 +774,9 @@ class Scorer:
             ts.excused_steps = [j for j in ts.missing_steps if j >= cut]
         f = self._base_failures(case, ts, gave_up)
         if ts.outcome is not None and ts.outcome.outcome == "hallucinated":
-            f.append("recovery_hallucinated")
+            f.append(Failure.RECOVERY_HALLUCINATED.value)
         if ts.outcome is not None and ts.outcome.outcome == "confused":
-            f.append("recovery_confused")
+            f.append(Failure.RECOVERY_CONFUSED.value)
         ts.failures = f
         ts.passed = (ts.reward >= 1) if ts.reward is not None else not f
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from app.core.families import RATIO_FAMILIES, Failure
 from app.core.records import Trajectory, user_turns
 
 if TYPE_CHECKING:
@@ -46,15 +47,7 @@ class TurnScore:
 
     def figures(self) -> dict[str, dict[str, int]]:
         """The families in the shape of ``score --json`` (num/den)."""
-        return {
-            "selection_precision": {"num": self.selection_num, "den": self.selection_den},
-            "selection_recall": {"num": self.recall_num, "den": self.recall_den},
-            "schema_validity": {"num": self.schema_num, "den": self.schema_den},
-            "argument_accuracy": {"num": self.args_num, "den": self.args_den},
-            "hallucinated_tools": {"num": self.hallucinated_num, "den": self.calls_total},
-            "recovery": {"num": self.recovery_num, "den": self.recovery_den},
-            "hallucination_after_error": {"num": self.hallucination_after_error_num, "den": self.recovery_den},
-        }
+        return {f.key: {"num": getattr(self, f.num), "den": getattr(self, f.den)} for f in RATIO_FAMILIES}
 
     def to_dict(self) -> dict[str, Any]:
         return {"turn": self.turn, "user": self.user, "figures": self.figures(), "failures": list(self.failures)}
@@ -90,27 +83,27 @@ def turn_scores(ts: TrajectoryScore, case: Case | None, traj: Trajectory) -> tup
         s.calls_total += 1
         if not cs.exists:
             s.hallucinated_num += 1
-            _fail(s, "hallucinated_tool", failed)
+            _fail(s, Failure.HALLUCINATED_TOOL.value, failed)
             continue
         s.schema_den += 1
         if cs.schema_error is None:
             s.schema_num += 1
         else:
-            _fail(s, "schema", failed)
+            _fail(s, Failure.SCHEMA.value, failed)
         if cs.selection_ok is not None:
             s.selection_den += 1
             s.selection_num += cs.selection_ok
             if not cs.selection_ok:
-                _fail(s, "selection", failed)
+                _fail(s, Failure.SELECTION.value, failed)
         if cs.mismatches is not None:
             s.args_den += 1
             s.args_num += not cs.mismatches
             if cs.mismatches:
-                _fail(s, "arguments", failed)
+                _fail(s, Failure.ARGUMENTS.value, failed)
         if cs.dependency_violation is not None:
-            _fail(s, "dependency", failed)
+            _fail(s, Failure.DEPENDENCY.value, failed)
         if cs.forbidden:
-            _fail(s, "forbidden_call", failed)
+            _fail(s, Failure.FORBIDDEN_CALL.value, failed)
     missing = set(ts.missing_steps)
     for j, t in enumerate(steps):
         s = out[t - 1]
@@ -118,7 +111,7 @@ def turn_scores(ts: TrajectoryScore, case: Case | None, traj: Trajectory) -> tup
         if j in missing:
             match = "strict" if case is None else case.turns[t - 1].match if case.turns else case.match
             if j not in ts.excused_steps and match != "superset":
-                _fail(s, "selection", failed)
+                _fail(s, Failure.SELECTION.value, failed)
         else:
             s.recall_num += 1
     if ts.outcome is not None and ts.fault_step is not None:
@@ -126,7 +119,7 @@ def turn_scores(ts: TrajectoryScore, case: Case | None, traj: Trajectory) -> tup
         s.recovery_den += 1
         s.recovery_num += ts.outcome.outcome == "recovered"
         s.hallucination_after_error_num += ts.outcome.outcome == "hallucinated"
-        for name in ("recovery_hallucinated", "recovery_confused"):
+        for name in (Failure.RECOVERY_HALLUCINATED.value, Failure.RECOVERY_CONFUSED.value):
             _fail(s, name, failed)
     return out, steps
 

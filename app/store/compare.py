@@ -8,6 +8,7 @@ from collections import Counter
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.core.families import BY_KEY
 from app.core.report import FAMILIES
 from app.core.scoring import EXTRA, MISSING
 from app.core.stats import mcnemar_exact, newcombe_interval, wilson_interval
@@ -69,11 +70,10 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) ->
         interval = newcombe_interval(ra.num, ra.den, rb.num, rb.den)
         reads = "n/a"
         if interval is not None and delta is not None:
-            higher_is_better = f not in ("hallucinated_tools", "hallucination_after_error")
             if interval[0] <= 0 <= interval[1]:
                 reads = "within noise"
             else:
-                reads = "better" if (delta > 0) == higher_is_better else "worse"
+                reads = "better" if (delta > 0) == BY_KEY[f].higher_is_better else "worse"
         families.append(FamilyDelta(family=f, a=ra, b=rb, delta=delta, a_ci=_ci(ra), b_ci=_ci(rb),
                                     delta_ci=None if interval is None else [interval[0], interval[1]],
                                     reads_as=reads))

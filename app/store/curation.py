@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, defer
 
 from app.core import curate
 from app.core.errors import SuiteError
+from app.core.families import FAMILY_FAILURE, Failure
 from app.core.records import Trajectory, parse_record
 from app.core.suite import Suite, parse_suite
 from app.store import suites
@@ -91,13 +92,8 @@ def add_case(session: Session, *, suite_id: int, trajectory_id: int, edits: cura
     return row, made[0]
 
 
-# Failure names (as in a case's ``failures``) and the figures' family names that mean them.
-FAILURES = ("selection", "arguments", "schema", "hallucinated_tool", "dependency", "forbidden_call", "state",
-            "recovery_hallucinated", "recovery_confused", "step_not_done")
-FAMILY_FAILURE = {"selection_precision": "selection", "selection_recall": "selection",
-                  "argument_accuracy": "arguments", "schema_validity": "schema",
-                  "hallucinated_tools": "hallucinated_tool", "dependency_violations": "dependency",
-                  "hallucination_after_error": "recovery_hallucinated"}
+# Failure names (as in a case's ``failures``); the figures' family names that mean them are FAMILY_FAILURE.
+FAILURES = tuple(Failure)
 WHERE_KEYS = ("failure", "outcome", "tool", "case")
 
 
@@ -110,7 +106,7 @@ def select_trajectories(session: Session, run_ref: str, where: dict[str, str],
         raise SuiteError(f"no filter {unknown[0]!r} (filters: {', '.join(WHERE_KEYS)})", field="--where")
     failure = where.get("failure")
     if failure is not None:
-        failure = FAMILY_FAILURE.get(failure, failure)
+        failure = str(FAMILY_FAILURE.get(failure, failure))  # a plain str, as stored
         if failure not in FAILURES:
             raise SuiteError(f"no failure {where['failure']!r} (failures: {', '.join(FAILURES)}, or a family "
                              f"of the figures: {', '.join(FAMILY_FAILURE)})", field="--where failure")

@@ -14,6 +14,7 @@ from urllib.parse import unquote
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.core.families import Failure
 from app.core.fix import CallFact, Proposal, TrajectoryFact, pair_proposals, propose
 from app.core.stats import mcnemar_exact
 from app.core.suite import Suite
@@ -112,7 +113,7 @@ def _failed(session: Session, run_id: int) -> list[TrajectoryFact]:
         .where(TrajectoryRow.run_id == run_id, TrajectoryRow.passed.is_(False))
         .order_by(TrajectoryRow.id).limit(MAX_FAILED)).all()
     ids = [t[0] for t in trajectories]
-    wrong_values = [t[0] for t in trajectories if "arguments" in (t[5] or [])]
+    wrong_values = [t[0] for t in trajectories if Failure.ARGUMENTS in (t[5] or [])]
     rows: dict[int, list[list[Any]]] = {}
     json_of: dict[tuple[int, int], tuple[Any, Any]] = {}
     for start in range(0, len(ids), 500):

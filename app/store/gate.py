@@ -8,7 +8,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.gate import BLOCKING, CaseRef, GateConfig, GateResult, RunFigures, evaluate_gate, recovery_families
+from app.core.families import FAMILIES
+from app.core.gate import CaseRef, GateConfig, GateResult, RunFigures, evaluate_gate, recovery_families
 from app.core.prices import PriceTable
 from app.core.scoring import ERROR_SOURCES
 from app.store.compare import compare_runs
@@ -18,7 +19,6 @@ from app.store.models import TrajectoryRow
 from app.store.queries import get_run, list_trajectories, run_causes, run_report, run_usage
 from app.store.views import RunPublic
 
-BLOCKING_FAILURES = {"hallucinated_tools": "hallucinated_tool", "hallucination_after_error": "recovery_hallucinated"}
 MAX_CASES = 200
 
 
@@ -56,10 +56,12 @@ def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: Ga
                                failures=tuple(failures.get(f.b_trajectory) or ()), trajectory_id=f.b_trajectory)
                        for f in regressed]
     blocking: dict[int, CaseRef] = {}
-    for family in BLOCKING:
-        page = list_trajectories(session, cand.id, failure=BLOCKING_FAILURES[family], limit=MAX_CASES)
-        for t in page.data:
-            if (t.fault or {}).get("source", "tool") not in config.recovery_sources and family != "hallucinated_tools":
+    for family in FAMILIES:
+        if not family.blocking or family.shows is None:
+            continue
+        page = list_trajectories(session, cand.id, failure=family.shows.value, limit=MAX_CASES)
+        for t in page.data:  # a family counted per faulted trajectory reads only the chosen error sources
+            if not family.per_call and (t.fault or {}).get("source", "tool") not in config.recovery_sources:
                 continue
             blocking[t.id] = CaseRef(case_id=t.case_id, trial=t.trial,
                                      fault="" if not t.fault else f"{t.fault.get('step')}:{t.fault.get('kind')}",

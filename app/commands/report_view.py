@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from app.core.families import FAMILIES
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -20,17 +22,6 @@ def _t(value: object, style: str = "") -> Text:
     """Untrusted text for the terminal: no markup, and control characters
     (escape sequences included) shown as \\xNN instead of acted on."""
     return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", str(value)), style=style)
-
-_FAMILIES = (
-    ("F1 selection", "selection_precision", "precision", None),
-    ("F1 selection", "selection_recall", "recall", None),
-    ("F2 arguments", "schema_validity", "schema validity", None),
-    ("F2 arguments", "argument_accuracy", "argument accuracy", None),
-    ("F3 hallucinated", "hallucinated_tools", "hallucinated tools", 0),
-    ("F4 recovery", "recovery", "recovery", None),
-    ("F4 recovery", "hallucination_after_error", "hallucination after error", 0),
-)
-
 
 def _ratio(num: int, den: int) -> str:
     return "n/a" if den == 0 else f"{num / den:.1%}"
@@ -88,15 +79,16 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
     fam = Table(title="The five failures (numerator / denominator)", title_justify="left")
     for col in ("family", "metric", "num / den", "ratio", "threshold"):
         fam.add_column(col, justify="right" if col in ("num / den", "ratio") else "left")
-    for family, key, label, threshold in _FAMILIES:
-        r = data[key]
-        blocking = threshold == 0 and r["num"] > 0
-        fam.add_row(
-            family, label, f"{r['num']} / {r['den']}", _ratio(r["num"], r["den"]),
-            Text("BLOCKING: must be 0", style="bold red") if blocking else ("0" if threshold == 0 else ""),
-        )
-    violations = sum(v["count"] for v in data["dependency_violations"])
-    fam.add_row("F5 order", "dependency violations", str(violations), "", "")
+    for f in FAMILIES:
+        if f.ratio:
+            r = data[f.key]
+            fam.add_row(
+                f.terminal_heading, f.label, f"{r['num']} / {r['den']}", _ratio(r["num"], r["den"]),
+                Text("BLOCKING: must be 0", style="bold red") if f.blocking and r["num"] > 0
+                else ("0" if f.blocking else ""),
+            )
+        elif f.code:  # F5: the violations of every pair
+            fam.add_row(f.terminal_heading, f.label, str(sum(v["count"] for v in data[f.key])), "", "")
     console.print(fam)
 
     causes = data.get("causes") or []
@@ -171,11 +163,11 @@ def _turns_table(console: Console, turns: dict[str, Any]) -> None:
     """The families within each user turn of the conversations."""
     t = Table(title="By user turn (conversations; F1 precision and recall, F2 accuracy, F3, F4 recovery)",
               title_justify="left")
-    for col in ("turn", "conv.", "failed", "F1 P", "F1 R", "F2 acc.", "F3", "F4", "failures"):
+    shown = [f for f in FAMILIES if f.report_turn]
+    for col in ("turn", "conv.", "failed", *(f.report_turn for f in shown), "failures"):
         t.add_column(col, justify="left" if col == "failures" else "right")
     for turn, x in turns.items():
         t.add_row(turn, str(x["trajectories"]), str(x["failed"]),
-                  *(f"{x[k]['num']}/{x[k]['den']}" for k in ("selection_precision", "selection_recall",
-                                                             "argument_accuracy", "hallucinated_tools", "recovery")),
+                  *(f"{x[f.key]['num']}/{x[f.key]['den']}" for f in shown),
                   _t(", ".join(f"{name} {n}" for name, n in x["failures"].items())))
     console.print(t)

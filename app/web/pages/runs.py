@@ -17,12 +17,6 @@ from app.web.pages.pager import Pager, pager
 
 router = APIRouter()
 
-# What each num/den family's column says, short (its title says it whole).
-COLUMN_WORDS = {"selection_precision": "precision", "selection_recall": "recall", "schema_validity": "schema",
-                "argument_accuracy": "arguments", "hallucinated_tools": "hallucinated", "recovery": "recovery",
-                "hallucination_after_error": "invented"}
-
-
 def blocking(run: RunPublic) -> list[str]:
     """The names of the zero-threshold families that are not zero."""
     return [f.name for f in FAMILIES if f.blocking and run.families[f.key].num]
@@ -37,8 +31,7 @@ class Column:
     words: str
 
 
-COLUMNS = [Column(f.key, f.title + (" (must be 0)" if f.blocking else ""), f"{f.code} {COLUMN_WORDS[f.key]}")
-           for f in RATIO_FAMILIES]
+COLUMNS = [Column(f.key, f.title + (" (must be 0)" if f.blocking else ""), f.column) for f in RATIO_FAMILIES]
 
 
 @dataclass(frozen=True)

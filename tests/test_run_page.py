@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from app.web import contexts
+from app.web.pages import run as run_page
 from tests.factories import EXAMPLES, examples_client
 
 HTML = {"accept": "text/html"}
@@ -25,7 +25,7 @@ def client(db_url: str) -> Iterator[TestClient]:
 
 def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestClient) -> None:
     with client.app.state.sessions() as s:  # type: ignore[attr-defined]
-        page = contexts.run_page(s, 1, filters={}, limit=50, offset=0)
+        page = run_page.run_page(s, 1, filters={}, limit=50, offset=0)
     got = [(c.count, c.href) for c in page.causes]
     # 23 of 36 failed; each counted once, under its first divergence (ties by name)
     assert got == [(4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto#trajectories"),
@@ -57,7 +57,7 @@ def test_pass_rate_and_pass_hat_k(client: TestClient) -> None:
 
 def test_heatmap_tones_agreement_apart_from_errors(client: TestClient) -> None:
     with client.app.state.sessions() as s:  # type: ignore[attr-defined]
-        heat = contexts.run_page(s, 1, filters={}, limit=50, offset=0).heatmap
+        heat = run_page.run_page(s, 1, filters={}, limit=50, offset=0).heatmap
     cols = [c for c, _ in heat.called]
     row = next(r for r in heat.rows if r.expected == "buscar_pedido")  # 10 right, 4 + 1 + 1 wrong, of 16
     tones = {cols[i]: (c.count, c.tone) for i, c in enumerate(row.cells) if c.count}
@@ -75,7 +75,7 @@ def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client
 
     def causes() -> list[tuple[int, str]]:
         with client.app.state.sessions() as s:  # type: ignore[attr-defined]
-            page = contexts.run_page(s, 1, filters={}, limit=50, offset=0, cache=cache)
+            page = run_page.run_page(s, 1, filters={}, limit=50, offset=0, cache=cache)
         return [(c.count, c.href.split("#")[0]) for c in page.causes]
 
     first = causes()

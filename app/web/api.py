@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
-from sqlalchemy.orm import Session
 
 from app import __version__
 from app.core.errors import InvalidTrajectory
@@ -33,6 +31,8 @@ from app.store.views import (
     TrajectoryPairPublic,
     TrajectoryPublic,
 )
+from app.web.deps import Id, Limit, Offset, ReadSession, RunId, RunRef, TrajectoryId, Writer, WriteSession
+from app.web.deps import require_token as require_token  # app.web.otlp takes it from here
 from app.web.limits import OffLoopJSON
 from app.web.schemas import ErrorBody, RunCreate, TrajectoryBatch
 
@@ -41,37 +41,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 router = APIRouter(prefix="/api", responses=ERRORS, route_class=OffLoopJSON)
-
-
-def read_session(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.sessions) as session:
-        yield session
-
-
-def write_session(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.sessions, write=True) as session:
-        yield session
-
-
-def require_token(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
-    """Writes need ``Authorization: Bearer <TOOLLENS_API_TOKEN>`` when it is set."""
-    token = request.app.state.settings.api_token
-    if token is None:
-        return
-    scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), token.encode()):
-        raise HTTPException(401, "a bearer token is required for writes", headers={"WWW-Authenticate": "Bearer"})
-
-
-ReadSession = Annotated[Session, Depends(read_session)]
-WriteSession = Annotated[Session, Depends(write_session)]
-Writer = Depends(require_token)
-Limit = Annotated[int, Query(ge=1, le=queries.MAX_PAGE)]
-Offset = Annotated[int, Query(ge=0, le=10**9)]
-MAX_ID = 2**31 - 1
-RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="run id")]
-TrajectoryId = Annotated[int, Path(ge=1, le=MAX_ID, description="trajectory id")]
-RunRef = Annotated[int, Query(ge=1, le=MAX_ID, description="run id")]
 
 
 @router.get("/health")
@@ -190,8 +159,7 @@ def compare_runs(a: RunRef, b: RunRef, request: Request, session: ReadSession) -
 
 
 @router.get("/compare/trajectories")
-def compare_trajectories(a: Annotated[int, Query(ge=1, le=MAX_ID)], b: Annotated[int, Query(ge=1, le=MAX_ID)],
-                         session: ReadSession) -> TrajectoryPairPublic:
+def compare_trajectories(a: Id, b: Id, session: ReadSession) -> TrajectoryPairPublic:
     """Two trajectories of one case side by side, call by call."""
     return comparing.compare_trajectories(session, a, b)
 

@@ -1,24 +1,18 @@
-"""Curation: suite versions, and a trajectory added to a suite as a case,
-from the API or the trajectory page's "Add to a suite" form."""
+"""Curation: suite versions, and a trajectory added to a suite as a case
+(the trajectory page's "Add to a suite" form is app/web/pages/trajectory.py)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import parse_qs, quote
 
-from fastapi import APIRouter, HTTPException, Path, Query, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from app.core import curate
-from app.core.errors import SuiteError
-from app.store import curation, ingest, labels, suites
-from app.store.db import session_scope
-from app.store.errors import NotFound
+from app.store import curation, ingest, suites
 from app.store.views import CaseAdded, SuitePublic
-from app.web import contexts, curate_page
-from app.web.api import ERRORS, MAX_ID, Offset, ReadSession, TrajectoryId, Writer, WriteSession
-from app.web.limits import OffLoopJSON, same_origin
-from app.web.pages import render
+from app.web.api import ERRORS
+from app.web.deps import MAX_ID, Offset, ReadSession, Writer, WriteSession
+from app.web.limits import OffLoopJSON
 from app.web.schemas import CaseCreate
 
 router = APIRouter(responses=ERRORS, route_class=OffLoopJSON)
@@ -64,31 +58,3 @@ def add_case(suite_id: SuiteId, body: CaseCreate, session: WriteSession) -> Case
     row, case = curation.add_case(session, suite_id=suite_id, trajectory_id=body.trajectory_id,
                                   edits=_edits(body), new_suite=body.new_suite)
     return CaseAdded(suite=curation.suite_public(row), case=case)
-
-
-@router.post("/trajectories/{trajectory_id}/curate", include_in_schema=False, response_model=None)
-async def curate_submit(trajectory_id: TrajectoryId, request: Request) -> Response:
-    """The form (URL-encoded, same-origin only, as the label form): the case
-    is added and the page says where, or the page comes back with the field at fault."""
-    if not same_origin(request):
-        raise HTTPException(403, "cases are taken from this site's own form only")
-    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
-        raise HTTPException(415, "expected an application/x-www-form-urlencoded form")
-    form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
-    token = request.app.state.settings.api_token
-    with session_scope(request.app.state.sessions, write=True) as session:
-        page = curate_page.curate_form(session, trajectory_id)
-        try:
-            row, edits = curate_page.submit(session, page, trajectory_id, form, token)
-            added = row.id
-        except (SuiteError, NotFound) as exc:
-            session.rollback()
-            page.values, page.error = form, getattr(exc, "detail", str(exc))
-            page.error_field = getattr(exc, "field", "") or "suite"
-            response = render(request, "trajectory.html", page=contexts.trajectory_page(session, trajectory_id),
-                              labels=labels.labels_public(session, trajectory_id), label_error="",
-                              token_required=token is not None, curate=page, added=None)
-            response.status_code = 422
-            return response
-    return RedirectResponse(f"/trajectories/{trajectory_id}?added={added}&case={quote(edits.case_id)}#curate",
-                            status_code=303)

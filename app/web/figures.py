@@ -19,6 +19,8 @@ from app.store.views import ConfusionDelta, ConfusionPublic
 
 MISSING, EXTRA = "(missing)", "(extra)"
 
+Figure = dict[str, Any]  # a Plotly figure ({"data", "layout"}), for the page's ``|tojson``
+
 
 def label(text: str) -> str:
     return html.escape(text, quote=False)
@@ -74,7 +76,7 @@ def confusion_heatmap(m: ConfusionPublic) -> Heatmap:
     return Heatmap(kinds, rows)
 
 
-def confusion_difference(cells: Sequence[ConfusionDelta]) -> dict[str, Any]:
+def confusion_difference(cells: Sequence[ConfusionDelta]) -> Figure:
     """A diverging heatmap of B minus A (red: more calls in B, blue: fewer),
     the signed count written in each cell."""
     rows = sorted({c.expected for c in cells} - {EXTRA}) + ([EXTRA] if any(c.expected == EXTRA for c in cells) else [])
@@ -93,7 +95,7 @@ def confusion_difference(cells: Sequence[ConfusionDelta]) -> dict[str, Any]:
     })
 
 
-def _matrix(rows: Sequence[str], trace: dict[str, Any]) -> dict[str, Any]:
+def _matrix(rows: Sequence[str], trace: dict[str, Any]) -> Figure:
     """An expected (rows) × called (columns) heatmap with the axes every tool matrix shares."""
     return {
         "data": [{"type": "heatmap", "y": [label(e) for e in rows], "texttemplate": "%{text}", "xgap": 2, "ygap": 2,
@@ -109,7 +111,7 @@ def _matrix(rows: Sequence[str], trace: dict[str, Any]) -> dict[str, Any]:
 OUTCOME_COLOURS = {"recovered": "#2e7d32", "gave_up": "#1565c0", "hallucinated": "#c62828", "confused": "#ef6c00"}
 
 
-def outcome_bars(groups: Sequence[dict[str, Any]], key: str, title: str) -> dict[str, Any]:
+def outcome_bars(groups: Sequence[dict[str, Any]], key: str, title: str) -> Figure:
     """Stacked bars of outcomes per fault kind (or per step)."""
     xs = sorted({str(g[key]) for g in groups}, key=lambda v: (len(v), v))
     data = []

@@ -113,15 +113,22 @@ def form_edits(form: dict[str, str], steps: list[StepRow]) -> curate.Edits:
                         expected_state=state)
 
 
-def added_note(session: Session, suite_id: int | None, case_id: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Added:
     """What the page says after a case was added: the suite version it made."""
+
+    suite: SuitePublic
+    case_id: str
+
+
+def added_note(session: Session, suite_id: int | None, case_id: str) -> Added | None:
     if suite_id is None:
         return None
     try:
         row = ingest.get_suite_row(session, suite_id)
     except NotFound:
         return None
-    return {"suite": curation.suite_public(row), "case_id": case_id[:256]}
+    return Added(curation.suite_public(row), case_id[:256])
 
 
 def submit(session: Session, page: CurateForm, trajectory_id: int, form: dict[str, str],

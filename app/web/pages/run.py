@@ -1,0 +1,256 @@
+"""The run page: what went wrong (causes, families, confusion and the lint
+findings that explain it, recovery), its cost, and its trajectories, filtered."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from sqlalchemy.orm import Session
+
+from app.core.families import BY_KEY, RATIO_FAMILIES, Failure, Family
+from app.core.outcome import OUTCOMES, REACTIONS
+from app.core.textdiff import word_diff
+from app.store import labels, queries
+from app.store import lint as linting
+from app.store.fix import run_pair_proposals
+from app.store.views import (
+    CausePublic,
+    ConfusionPublic,
+    FiguresPublic,
+    RatioPublic,
+    RunHealthPublic,
+    RunPublic,
+    TrajectoriesPublic,
+    TurnFigures,
+)
+from app.web import figures
+from app.web.deps import Limit, Offset, ReadSession, RunId, render
+from app.web.figures import Figure, Heatmap
+from app.web.pages.pager import Pager, pager
+from app.web.pages.runs import blocking
+
+router = APIRouter()
+
+FAILURE_NAMES = tuple(f.value for f in Failure)
+TURN_COLUMNS = tuple((f.key, f.turn_label) for f in RATIO_FAMILIES)  # the per-turn tables' columns
+
+# What made a faulted call fail (ERROR_SOURCES), as the run page's recovery section says it.
+SOURCE_WORDS = (("injected", "an injected fault"), ("tool", "the tool's own error"),
+                ("schema", "refused by the schema"), ("unknown_tool", "an unknown tool"))
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str
+    ratio: RatioPublic
+    blocking: bool  # a zero-threshold figure above zero
+
+
+@dataclass(frozen=True)
+class Card:
+    """A family's card: its figures and, for the zero-threshold ones, the threshold."""
+
+    title: str
+    metrics: list[Metric]
+    threshold: str | None
+
+
+def _threshold(members: list[Family]) -> str | None:
+    """What a card says of its zero-threshold figures: that they must be 0, or which one must."""
+    blocking = [m for m in members if m.blocking]
+    if not blocking:
+        return None
+    return "must be 0" if blocking == members else f"{blocking[0].name.split()[0]} must be 0"
+
+
+def cards(f: FiguresPublic) -> list[Card]:
+    """A card per family heading with a num/den figure (F1-F4; F5, order, has its own)."""
+    groups: dict[str, list[Family]] = {}
+    for family in RATIO_FAMILIES:
+        groups.setdefault(family.heading, []).append(family)
+    return [Card(heading, [Metric(m.card, getattr(f, m.key), m.blocking and getattr(f, m.key).num > 0)
+                           for m in members], _threshold(members))
+            for heading, members in groups.items()]
+
+
+@dataclass
+class Cause:
+    """One answer to "why did my agent fail?": failed trajectories counted
+    once, under their first divergence; the link lists exactly those."""
+
+    count: int
+    text: str  # follows "N failed trajectories: "
+    href: str
+    why: str = ""
+
+    @property
+    def noun(self) -> str:
+        return "trajectory" if self.count == 1 else "trajectories"
+
+    @property
+    def sentence(self) -> str:
+        return f"{self.count} failed {self.noun}: {self.text}" + (f" — {self.why}" if self.why else "")
+
+
+def causes(found: list[CausePublic], lint: linting.RunLintPublic | None, top: int = 5) -> list[Cause]:
+    """The few largest causes of failure (``causes`` of the figures: a grouped
+    count kept as the trajectories were stored); a wrong tool says which lint
+    finding explains the confusion, if one does."""
+    findings = {(p.a, p.b): p.findings for p in lint.pairs} if lint is not None else {}
+    out = []
+    for c in found[:top]:
+        why = ""
+        if c.kind == "wrong_tool":
+            pair = findings.get((c.tool, c.other)) or findings.get((c.other, c.tool))
+            if pair:
+                why = "; ".join(dict.fromkeys(f.message for f in pair[:2]))
+            elif pair is not None:
+                why = "no lint finding explains it: read both descriptions as the model would"
+        out.append(Cause(c.count, c.text, "?" + urlencode(c.filter) + "#trajectories", why))
+    return out
+
+
+@dataclass
+class PassFigures:
+    """The run's pass rate, and pass^k for k = 1..trials with the points of
+    its small curve (x, y in a 100 × 30 box)."""
+
+    passed: int
+    total: int
+    hat_k: list[tuple[int, float]]
+
+    @property
+    def failed(self) -> int:
+        return self.total - self.passed
+
+    @property
+    def rate(self) -> str:
+        return "n/a" if not self.total else f"{100 * self.passed / self.total:.1f}%"
+
+    @property
+    def curve(self) -> str:
+        if len(self.hat_k) < 2:
+            return ""
+        last = self.hat_k[-1][0] - 1
+        return " ".join(f"{100 * (k - 1) / last:.1f},{30 - 28 * v:.1f}" for k, v in self.hat_k)
+
+
+@dataclass
+class PairRewrite:
+    """What ``toollens fix`` proposes for a confused pair's descriptions: each
+    edit as a word diff, and the command that writes and verifies them."""
+
+    edits: list[tuple[str, str, list[tuple[str, str]]]]  # (tool, pattern, word-diff segments)
+    command: str
+
+
+def pair_rewrites(run_name: str, proposals: list[Any]) -> dict[tuple[str, str], PairRewrite]:
+    """The description edits of each pair of tools, keyed by the sorted pair,
+    with the command that writes and verifies exactly those."""
+    by_pair: dict[tuple[str, str], list[Any]] = {}
+    for p in proposals:
+        if p.pattern in ("negative_delimitation", "distinct_names") and p.tool and p.partner:
+            by_pair.setdefault((min(p.tool, p.partner), max(p.tool, p.partner)), []).append(p)
+    return {(a, b): PairRewrite(
+        edits=[(p.tool, p.pattern.replace("_", " "), [(s.op, s.text) for s in word_diff(p.before, p.after)])
+               for p in ps],
+        command=f"toollens fix {shlex.quote(run_name)} --pair {shlex.quote(f'{a},{b}')} --out candidate.yaml --verify")
+        for (a, b), ps in by_pair.items()}
+
+
+@dataclass
+class RunPage:
+    run: RunPublic
+    figures: FiguresPublic
+    confusion: ConfusionPublic
+    heatmap: Heatmap
+    outcomes_by_kind: Figure | None
+    outcomes_by_step: Figure | None
+    reactions: dict[str, dict[str, tuple[int, bool]]]  # error kind -> reaction -> (count, all acceptable)
+    reaction_kinds: list[str]
+    trajectories: TrajectoriesPublic
+    filters: dict[str, str]
+    blocking: list[str]
+    health: RunHealthPublic  # agreement of the outcome raters, infrastructure errors
+    passes: PassFigures
+    cards: list[Card]
+    order_violations: int  # F5: dependency violations, all pairs
+    cost_per_trajectory: float | None
+    pager: Pager | None
+    lint: linting.RunLintPublic | None = None  # findings beside the confusion cells of each pair
+    causes: list[Cause] = field(default_factory=list)
+    turns: list[TurnFigures] = field(default_factory=list)  # per user turn, when the run holds conversations
+    rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
+    turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
+    failure_names: tuple[str, ...] = FAILURE_NAMES
+    order: Family = BY_KEY["dependency_violations"]  # F5, a list of pairs: its own card
+    outcome_names: tuple[str, ...] = OUTCOMES
+    reaction_names: tuple[str, ...] = REACTIONS
+    source_words: tuple[tuple[str, str], ...] = SOURCE_WORDS
+
+    @property
+    def rated(self) -> bool:
+        """Some pair of raters labelled a trajectory both."""
+        return any(a.n for a in self.health.agreement)
+
+
+def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: int, offset: int,
+             cache: Any = None) -> RunPage:
+    run = queries.get_run(session, run_id)
+    figs = (cache.figures(session, run_id, cases_limit=1) if cache is not None
+            else queries.figures(session, run_id, cases_limit=1))
+    f = FiguresPublic.model_validate(figs)
+    confusion = queries.confusion(session, run_id)
+    passed = {"true": True, "false": False}.get(filters.get("passed", ""))
+    trajs = queries.list_trajectories(
+        session, run_id, failure=filters.get("failure") or None, expected=filters.get("expected") or None,
+        called=filters.get("called") or None, fault_kind=filters.get("fault_kind") or None,
+        outcome=filters.get("outcome") or None, passed=passed, cause=filters.get("cause") or None, limit=limit,
+        offset=offset)
+    reactions: dict[str, dict[str, tuple[int, bool]]] = {}
+    pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
+    lint = linting.run_lint(session, run_id)
+    passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
+    passes = PassFigures(passed_n, figs["trajectories"] + figs.get("trajectories_behind", 0),  # the live count
+                         sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
+    for r in figs["reactions"]:
+        cell = reactions.setdefault(r["error_kind"], {})
+        n, ok = cell.get(r["reaction"], (0, True))
+        cell[r["reaction"]] = (n + r["count"], ok and r["acceptable"])
+
+    def page_url(at: int) -> str:
+        """The trajectory list at another offset, filters and page size kept."""
+        return "?" + urlencode({**filters, "offset": max(at, 0), "limit": trajs.limit}) + "#trajectories"
+
+    cost = f.usage.cost_usd if f.usage is not None else None
+    return RunPage(
+        run=run, figures=f, confusion=confusion, heatmap=figures.confusion_heatmap(confusion),
+        outcomes_by_kind=figures.outcome_bars(figs["outcomes_by_fault_kind"], "kind", "by fault kind")
+        if figs["outcomes_by_fault_kind"] else None,
+        outcomes_by_step=figures.outcome_bars([{**g, "step": f"call #{int(g['step']) + 1}"}
+                                               for g in figs["outcomes_by_step"]], "step", "by faulted call")
+        if figs["outcomes_by_step"] else None,
+        reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
+        blocking=blocking(run), health=labels.run_health(session, run_id), passes=passes, cards=cards(f),
+        order_violations=sum(v.count for v in f.dependency_violations),
+        cost_per_trajectory=cost / f.trajectories if cost is not None and f.trajectories else None,
+        pager=pager(trajs.count, trajs.limit, trajs.offset, page_url),
+        lint=lint, causes=causes(f.causes, lint), turns=queries.turn_list(figs.get("turns")),
+        rewrites=pair_rewrites(run.name, pair_edits),
+    )
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run(request: Request, run_id: RunId, session: ReadSession, failure: str = "", expected: str = "",
+        called: str = "", fault_kind: str = "", outcome: str = "", passed: str = "", cause: str = "",
+        limit: Limit = 50, offset: Offset = 0) -> HTMLResponse:
+    filters = {k: v for k, v in {"failure": failure, "expected": expected, "called": called,
+                                 "fault_kind": fault_kind, "outcome": outcome, "passed": passed,
+                                 "cause": cause}.items() if v}
+    page = run_page(session, run_id, filters=filters, limit=limit, offset=offset, cache=request.app.state.figures)
+    return render(request, "run.html", page=page)

@@ -1,0 +1,86 @@
+"""The home page: the runs, filtered, each with its families and what blocks it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from sqlalchemy.orm import Session
+
+from app.core.families import FAMILIES, RATIO_FAMILIES
+from app.store import queries
+from app.store.views import RatioPublic, RunPublic
+from app.web.deps import Limit, Offset, ReadSession, render
+from app.web.pages.pager import Pager, pager
+
+router = APIRouter()
+
+def blocking(run: RunPublic) -> list[str]:
+    """The names of the zero-threshold families that are not zero."""
+    return [f.name for f in FAMILIES if f.blocking and run.families[f.key].num]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A family's column in a table of runs."""
+
+    key: str
+    title: str
+    words: str
+
+
+COLUMNS = [Column(f.key, f.title + (" (must be 0)" if f.blocking else ""), f.column) for f in RATIO_FAMILIES]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A ratio in the table, with the value its column sorts by (-1 without a denominator)."""
+
+    ratio: RatioPublic
+    sort: float
+
+
+def cell(ratio: RatioPublic) -> Cell:
+    return Cell(ratio, (ratio.num / ratio.den) if ratio.den else -1)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run: RunPublic
+    blocking: list[str]
+    families: list[Cell]  # in the order of RATIO_FAMILIES
+    order: Cell  # F5: dependency violations of the order pairs checked
+
+
+@dataclass
+class RunsPage:
+    rows: list[RunRow]
+    count: int
+    filters: dict[str, str]
+    pager: Pager | None
+    columns: list[Column]  # of the families, as the cells of each row
+
+
+def runs_page(session: Session, *, suite: str | None, model: str | None, toolset_version: str | None,
+              limit: int, offset: int) -> RunsPage:
+    runs = queries.list_runs(session, suite=suite, model=model, toolset_version=toolset_version, limit=limit,
+                             offset=offset)
+    filters = {"suite": suite or "", "model": model or "", "toolset_version": toolset_version or ""}
+    params = {k: v for k, v in filters.items() if v}
+
+    def page_url(at: int) -> str:
+        return "?" + urlencode({**params, "offset": max(at, 0), "limit": runs.limit})
+
+    rows = [RunRow(r, blocking(r), [cell(r.families[f.key]) for f in RATIO_FAMILIES],
+                   cell(RatioPublic(num=r.dependency_violations, den=r.dependency_checks))) for r in runs.data]
+    return RunsPage(rows, runs.count, filters, pager(runs.count, runs.limit, runs.offset, page_url), COLUMNS)
+
+
+@router.get("/", response_class=HTMLResponse)
+def runs(request: Request, session: ReadSession, suite: str | None = None, model: str | None = None,
+         toolset_version: str | None = None, limit: Limit = 50, offset: Offset = 0) -> HTMLResponse:
+    page = runs_page(session, suite=suite or None, model=model or None, toolset_version=toolset_version or None,
+                     limit=limit, offset=offset)
+    return render(request, "runs.html", page=page)

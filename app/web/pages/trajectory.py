@@ -1,0 +1,192 @@
+"""The trajectory page: why it failed in words, the timeline, the answer and
+its outcome's evidence, the outcome labels, and the "Add to a suite" form;
+with the two forms it posts (a label, a case). The forms' routes read the
+body on the event loop and do their database work in the threadpool."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
+
+from app.core.errors import SuiteError
+from app.store import labels, queries
+from app.store.db import session_scope
+from app.store.errors import NotFound
+from app.store.views import LabelsPublic, RunPublic, TrajectoryPublic
+from app.web.deps import OptionalId, ReadSession, TrajectoryId, api_token, page_form, render
+from app.web.labels import LabelCreate
+from app.web.pages.curate import Added, CurateForm, added_note, curate_form, submit
+from app.web.pages.timeline import TimelineRow, TurnGroup, timeline, turn_groups
+from app.web.why import Segment, why
+
+router = APIRouter()
+
+
+def _int(value: Any) -> int:
+    """A stored number as Jinja's ``|int`` reads it (0 when it is none)."""
+    try:
+        return int(value, 10) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            return 0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A sentence of the answer that claims the result of a call that never succeeded."""
+
+    call: int  # counted from 1
+    tool: Any
+    sentence: Any
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The outcome's evidence as the page lists it. Stored JSON, of any
+    version: a key that is missing is None here, and values are shown as stored."""
+
+    datum_in_answer: Any = None
+    datum_observed: Any = None  # "after_fault", "before_fault" or None
+    said_after_fault: Any = None
+    ended_on_error: Any = None
+    handoff: Any = None
+    ungrounded_values: Any = None
+    looked_in: Any = None
+    sentence: Any = None
+    failed_call: int | None = None  # counted from 1
+    claimed: Claim | None = None
+    grounded: list[tuple[str, Any]] = field(default_factory=list)  # (value, how), sorted as |dictsort sorts
+    give_up_phrase: Any = None
+    case_passed: Any = None
+    reward: Any = None
+
+    @classmethod
+    def of(cls, e: dict[str, Any]) -> Evidence:
+        claimed = e.get("claimed")
+        grounded = e.get("grounded_values")
+        return cls(
+            **{k: e.get(k) for k in ("datum_in_answer", "datum_observed", "said_after_fault", "ended_on_error",
+                                     "handoff", "ungrounded_values", "looked_in", "sentence", "give_up_phrase",
+                                     "case_passed", "reward")},
+            failed_call=None if e.get("failed_call") is None else _int(e["failed_call"]) + 1,
+            claimed=Claim(_int(claimed.get("call")) + 1, claimed.get("tool"), claimed.get("sentence"))
+            if isinstance(claimed, dict) else None,
+            grounded=sorted(grounded.items(), key=lambda kv: kv[0].lower()) if isinstance(grounded, dict) else [])
+
+
+@dataclass(frozen=True)
+class UserError:
+    """A fault of the simulated user recorded on a conversation."""
+
+    kind: Any
+    detail: Any
+
+
+@dataclass
+class TrajectoryPage:
+    t: TrajectoryPublic
+    run: RunPublic
+    rows: list[TimelineRow]
+    evidence: Evidence
+    labels: LabelsPublic  # the classifier's, the judge's and people's
+    curate: CurateForm  # the "Add to a suite" form
+    token_required: bool  # the forms ask for the API token
+    label_error: str = ""  # why the last label was not saved: "token", "label" or ""
+    added: Added | None = None  # the case the form just added
+    previous_failing: int | None = None
+    next_failing: int | None = None
+    groups: list[TurnGroup] | None = None  # a conversation's rows by user turn
+    why: list[list[Segment]] = field(default_factory=list)  # the first divergence and the outcome, in words
+    user_errors: list[UserError] = field(default_factory=list)
+
+    @property
+    def state_declared(self) -> bool:
+        """The case declares an expected final state (the scorer then
+        records the state it got, or why it has none)."""
+        d = self.t.detail
+        return d.get("final_state") is not None or bool(d.get("state_mismatches"))
+
+
+def trajectory_page(session: Session, trajectory_id: int, *, token_required: bool, label_error: str = "",
+                    curate: CurateForm | None = None, added: Added | None = None) -> TrajectoryPage:
+    t = queries.get_trajectory(session, trajectory_id)
+    before, after = queries.failing_neighbours(session, t.run_id, t.id)
+    rows = timeline(t)
+    found = t.detail.get("user_error")
+    return TrajectoryPage(
+        t=t, run=queries.get_run(session, t.run_id), rows=rows, evidence=Evidence.of(t.detail.get("outcome_evidence")
+                                                                                     or {}),
+        labels=labels.labels_public(session, trajectory_id),
+        curate=curate if curate is not None else curate_form(session, trajectory_id),
+        token_required=token_required, label_error=label_error, added=added, previous_failing=before,
+        next_failing=after, groups=turn_groups(t, rows), why=why(t),
+        user_errors=[UserError(u.get("kind", ""), u.get("detail", "")) for u in found if isinstance(u, dict)]
+        if isinstance(found, list) else [])
+
+
+def show(request: Request, session: Session, trajectory_id: int, *, status_code: int = 200,
+         **extra: Any) -> HTMLResponse:
+    """The page (``extra``: what the last form left to say)."""
+    page = trajectory_page(session, trajectory_id, token_required=api_token(request) is not None, **extra)
+    return render(request, "trajectory.html", status_code, page=page)
+
+
+@router.get("/trajectories/{trajectory_id}", response_class=HTMLResponse)
+def trajectory(request: Request, trajectory_id: TrajectoryId, session: ReadSession, label_error: str = "",
+               added: OptionalId = None, case: str = "") -> HTMLResponse:
+    return show(request, session, trajectory_id, label_error=label_error[:20],
+                added=added_note(session, added, case))
+
+
+@router.post("/trajectories/{trajectory_id}/label")
+async def label_form(trajectory_id: TrajectoryId, request: Request) -> RedirectResponse:
+    """The labels form: another site cannot rewrite the labels that calibrate the judge."""
+    form = await page_form(request, "labels")
+    token = api_token(request)
+    back = f"/trajectories/{trajectory_id}"
+    if token is not None and not secrets.compare_digest(form.get("token", "").encode(), token.encode()):
+        return RedirectResponse(f"{back}?label_error=token#labels", status_code=303)
+    try:
+        body = LabelCreate(label=form.get("label", ""), author=form.get("author", "")[:200],  # type: ignore[arg-type]
+                           reason=form.get("reason", "")[: labels.MAX_REASON])
+    except ValueError:
+        return RedirectResponse(f"{back}?label_error=label#labels", status_code=303)
+    await run_in_threadpool(_store_label, request.app.state.sessions, trajectory_id, body)
+    return RedirectResponse(f"{back}#labels", status_code=303)
+
+
+def _store_label(sessions: sessionmaker[Session], trajectory_id: int, body: LabelCreate) -> None:
+    with session_scope(sessions, write=True) as session:
+        labels.set_label(session, trajectory_id, source="human", label=body.label, author=body.author,
+                         reason=body.reason)
+
+
+@router.post("/trajectories/{trajectory_id}/curate", response_model=None)
+async def curate_form_submit(trajectory_id: TrajectoryId, request: Request) -> Response:
+    """The "Add to a suite" form: the case is added and the page says where,
+    or the page comes back with the field at fault."""
+    form = await page_form(request, "cases")
+    return await run_in_threadpool(_add_case, request, trajectory_id, form)
+
+
+def _add_case(request: Request, trajectory_id: int, form: dict[str, str]) -> Response:
+    with session_scope(request.app.state.sessions, write=True) as session:
+        page = curate_form(session, trajectory_id)
+        try:
+            row, edits = submit(session, page, trajectory_id, form, api_token(request))
+        except (SuiteError, NotFound) as exc:
+            session.rollback()
+            page.values, page.error = form, getattr(exc, "detail", str(exc))
+            page.error_field = getattr(exc, "field", "") or "suite"
+            return show(request, session, trajectory_id, status_code=422, curate=page)
+    return RedirectResponse(f"/trajectories/{trajectory_id}?added={row.id}&case={quote(edits.case_id)}#curate",
+                            status_code=303)

@@ -17,7 +17,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "importers.md"
 
 def test_each_format_is_a_converter_of_that_name() -> None:
     for name in FORMATS:
-        assert get_converter(name).NAME == name
+        assert name == get_converter(name).NAME
     with pytest.raises(UnknownFormat, match="known: toollens, openai-messages"):
         get_format("csv")
 
@@ -31,7 +31,7 @@ def test_the_docs_have_a_section_and_a_table_row_for_each_format_and_no_other() 
 
 
 def test_the_help_is_built_from_the_registry() -> None:
-    assert FORMAT_HELP == f"Source format: {', '.join(FORMATS)}."
+    assert f"Source format: {', '.join(FORMATS)}." == FORMAT_HELP
     assert GROUP_BY_HELP.startswith("otel: ") and taking("group_by") == ["otel"]
     assert taking("tools") == [name for name in FORMATS if name != "bfcl"]  # bfcl files carry their own tools
 

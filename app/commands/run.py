@@ -13,9 +13,9 @@ from rich.text import Text
 
 from app.commands import DB_HELP
 from app.commands.common import environment_error, fail, settings_for, suite_mistakes
+from app.runner.agents import agent_help
 
-AGENT_HELP = ("openai | anthropic | simulated | module:function (a module in the working directory or on PYTHONPATH) | "
-              "path/to/file.py:function (the core's agent protocol)")
+AGENT_HELP = agent_help()
 
 
 def _check_suite(suite: Path, faults: str | None, lenient: bool) -> None:

@@ -11,8 +11,8 @@ from rich.text import Text
 
 from app.commands import DB_HELP
 from app.commands.common import environment_error, fail, settings_for
-from app.gc_tuning import collect_cycles_rarely
 from app.importers import taking
+from app.store.gc_tuning import collect_cycles_rarely
 
 IMPORT_GROUP_BY_HELP = (f"{', '.join(taking('group_by'))}: one trajectory per value of this span or resource "
                         "attribute, not one per trace.")

@@ -16,7 +16,7 @@ CHUNK = 100  # trajectories read, judged and stored together
 
 async def _classify(grader: Any, chunk: list[Any], concurrency: int) -> list[tuple[int, tuple[str, str] | None]]:
     """The judge's verdicts on a chunk, ``concurrency`` requests in flight."""
-    from app.judge import judge_prompt
+    from app.agents.judge import judge_prompt
 
     verdicts: list[tuple[int, tuple[str, str] | None]] = []
     shared = iter(chunk)
@@ -77,9 +77,9 @@ def judge(
     """Classify each faulted trajectory's outcome with an LLM judge; report its agreement."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from app.agents.judge import Judge
     from app.agents.retry import RetryPolicy
     from app.core.errors import ToolLensError
-    from app.judge import Judge
     from app.store import ingest
     from app.store.db import make_sessionmaker, session_scope
     from app.store.importer import open_store

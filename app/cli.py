@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
-from app.gc_tuning import collect_cycles_rarely
+from app.commands.common import environment_error, fail, settings_for
+from app.importers import taking
+from app.store.gc_tuning import collect_cycles_rarely
 
-if TYPE_CHECKING:  # the rest is imported by the commands that use it: `toollens --help` starts at once
-    from sqlalchemy.orm import Session
-
-    from app.settings import Settings
+IMPORT_GROUP_BY_HELP = (f"{', '.join(taking('group_by'))}: one trajectory per value of this span or resource "
+                        "attribute, not one per trace.")
 
 cli = typer.Typer(
     name="toollens",
@@ -32,58 +30,6 @@ cli = typer.Typer(
 @cli.callback()
 def _root() -> None:
     """ToolLens command line."""
-
-
-def _environment_error(exc: Exception) -> typer.Exit:
-    """A database that cannot be reached or a file that cannot be written:
-    say so in one line, not with a traceback."""
-    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return _fail(f"{type(exc).__name__}: {detail[0] if detail else ''}")
-
-
-@contextmanager
-def store_session(db: str | None, *, write: bool = False) -> Iterator[Session]:
-    """A session on the store for one command: ToolLens errors and an
-    unreachable database or unwritable file become one-line exits (status 2)."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from app.core.errors import ToolLensError
-    from app.store.db import make_sessionmaker, session_scope
-    from app.store.importer import open_store
-
-    try:
-        engine = open_store(_settings(db))
-        try:
-            with session_scope(make_sessionmaker(engine), write=write) as session:
-                yield session
-        finally:
-            engine.dispose()
-    except ToolLensError as exc:
-        raise _fail(str(exc)) from None
-    except (SQLAlchemyError, OSError) as exc:
-        raise _environment_error(exc) from None
-
-
-def _fail(message: str) -> typer.Exit:
-    from app.commands.score import print_error
-
-    print_error(message)
-    return typer.Exit(code=2)
-
-
-@contextmanager
-def suite_mistakes(consequence: str) -> Iterator[None]:
-    """Around a suite check: every mistake on its own line, then exit 2."""
-    from app.commands.score import print_mistakes
-    from app.core.errors import ToolLensError
-    from app.core.suite_check import SuiteProblems
-
-    try:
-        yield
-    except SuiteProblems as exc:
-        raise typer.Exit(code=print_mistakes(exc, consequence)) from None
-    except ToolLensError as exc:
-        raise _fail(str(exc)) from None
 
 
 PricesOption = Annotated[Path | None, typer.Option(
@@ -128,15 +74,6 @@ DbOption = Annotated[
 ]
 
 
-def _settings(db: str | None) -> Settings:
-    from app.settings import SettingsError, load_settings
-
-    try:
-        return load_settings(database_url=db) if db else load_settings()
-    except SettingsError as exc:
-        raise _fail(str(exc)) from None
-
-
 @db_cli.command("upgrade")
 def db_upgrade(db: DbOption = None) -> None:
     """Apply the migrations to the database."""
@@ -144,13 +81,13 @@ def db_upgrade(db: DbOption = None) -> None:
 
     from app.store.db import database_label, upgrade
 
-    settings = _settings(db)
+    settings = settings_for(db)
     shown = database_label(settings.database_url)
     try:
         upgrade(settings.database_url)
     except (SQLAlchemyError, OSError) as exc:
         detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        raise _fail(f"cannot upgrade the database {shown}: {detail[0] if detail else type(exc).__name__}") from None
+        raise fail(f"cannot upgrade the database {shown}: {detail[0] if detail else type(exc).__name__}") from None
     Console(stderr=True, soft_wrap=True).print(Text(f"database at head: {shown}"))
 
 
@@ -163,8 +100,7 @@ def import_(
     format_: Annotated[str, typer.Option("--format", help="Source format (see `toollens convert`).")] = "toollens",
     tools: Annotated[Path | None, typer.Option(help="Tool-schema file for a source without a suite.")] = None,
     domain: Annotated[str | None, typer.Option(help="Domain of a multi-domain tool-schema file.")] = None,
-    group_by: Annotated[str | None, typer.Option("--group-by", help="otel: one trajectory per value of this "
-                                                 "span or resource attribute, not one per trace.")] = None,
+    group_by: Annotated[str | None, typer.Option("--group-by", help=IMPORT_GROUP_BY_HELP)] = None,
     model: Annotated[str, typer.Option(help="Model label.")] = "",
     agent: Annotated[str, typer.Option(help="Agent label.")] = "",
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Store the good lines, list the bad ones.")] = False,
@@ -176,25 +112,25 @@ def import_(
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.core.errors import ToolLensError
+    from app.importers import Options
     from app.store.importer import import_file
 
     console = Console(stderr=True, soft_wrap=True)
+    options = Options(tools=tools, domain=domain, group_by=group_by)
     try:
-        if format_ == "toollens" and suite is not None and tools is None and domain is None and group_by is None:
-            result = import_file(_settings(db), file, suite_path=suite, run_name=run, model=model, agent=agent,
+        if format_ == "toollens" and suite is not None and options == Options():
+            result = import_file(settings_for(db), file, suite_path=suite, run_name=run, model=model, agent=agent,
                                  skip_bad=skip_bad, finish=not keep_open, batch=batch)
         else:
             from app.importers.store import import_converted
 
-            result = import_converted(_settings(db), file, format_, suite_path=suite, tools=tools, domain=domain,
-                                      group_by=group_by,
-                                      run_name=run, model=model, agent=agent, skip_bad=skip_bad,
-                                      finish=not keep_open, batch=batch,
+            result = import_converted(settings_for(db), file, format_, options, suite_path=suite, run_name=run,
+                                      model=model, agent=agent, skip_bad=skip_bad, finish=not keep_open, batch=batch,
                                       on_note=lambda note: console.print(Text(f"note: {note}", style="yellow")))
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
-        raise _environment_error(exc) from None
+        raise environment_error(exc) from None
     for line, message in result.skipped[:50]:
         console.print(Text(f"skipped {file}:{line}: {message}", style="yellow"))
     if len(result.skipped) > 50:
@@ -216,11 +152,11 @@ def export(
     from app.store.importer import export_run
 
     try:
-        n = export_run(_settings(db), run, out)
+        n = export_run(settings_for(db), run, out)
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
-        raise _environment_error(exc) from None
+        raise environment_error(exc) from None
     if str(out) != "-":
         Console(stderr=True, soft_wrap=True).print(Text(f"wrote {n} records to {out}"))
 
@@ -241,16 +177,16 @@ def serve(
     from app.core.errors import ToolLensError
     from app.web.app import create_app
 
-    settings = _settings(db)
+    settings = settings_for(db)
     if "otlp_warm_start" not in settings.model_fields_set:  # a server: ready for a burst of spans from the start
         settings.otlp_warm_start = True
     settings.listen_host = host
     try:
         app = create_app(settings)
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
-        raise _environment_error(exc) from None
+        raise environment_error(exc) from None
     collect_cycles_rarely()
     uvicorn.run(app, host=host, port=port, root_path=root_path.rstrip("/"))
 

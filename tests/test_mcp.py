@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.core.suite import load_suite, load_toolset
-from app.store.models import Run, ToolsetVersion, TrajectoryRow
+from app.store.models import LivePending, Run, ToolsetVersion, TrajectoryRow
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,8 +199,8 @@ def test_mcp_serve_stdio_records_every_call(db_url: str, tmp_path: Path) -> None
         (True, "ERROR: tool 'cancelar_pedido' does not exist"),
     ]
     [(status, model, config)] = rows(db_url, Run.status, Run.model, Run.config)
-    assert (status, model, config["live_pending"], config["faults"]) == ("finished", "sdk", {},
-                                                                         "tool:ver_saldo=http_503,clear")
+    assert (status, model, config["faults"]) == ("finished", "sdk", "tool:ver_saldo=http_503,clear")
+    assert rows(db_url, LivePending.key) == [] and "live_pending" not in config  # nothing left pending
     [record] = exported(db_url, "stdio-run")
     assert [(c["name"], (c["error"] or {}).get("kind")) for c in record["calls"]] == [
         ("buscar_cliente", None), ("ver_saldo", "schema"), ("ver_saldo", "http_503"), ("ver_saldo", None),
@@ -306,7 +306,7 @@ def test_nothing_is_lost_when_the_server_dies(sqlite_url: str, stop: list[Any]) 
     proc.communicate(timeout=30)
     assert rows(sqlite_url, TrajectoryRow.id) == []
     [(status, config)] = rows(sqlite_url, Run.status, Run.config)
-    [(key, pending)] = config["live_pending"].items()
+    [(key, pending)] = rows(sqlite_url, LivePending.key, LivePending.record)
     [(server, identity)] = config["live_servers"].items()  # a random id, never host or PID, keys the record
     assert re.fullmatch(rf"con:127\.0\.0\.1:\d+@{server}", key) and re.fullmatch("[0-9a-f]{16}", server)
     assert (identity["host"], identity["pid"]) == (socket.gethostname(), proc.pid)
@@ -364,7 +364,7 @@ def test_parallel_servers_share_a_run(db_url: str, tmp_path: Path) -> None:
     records = exported(db_url, "parallel")
     assert sorted(r["trial"] for r in records) == [0, 1]
     assert sorted(r["calls"][0]["arguments"]["rut"] for r in records) == ["9.876.543-K", "9876543-K"]
-    [(status, config)] = rows(db_url, Run.status, Run.config)
-    assert status == "finished" and config["live_pending"] == {}
+    [(status,)] = rows(db_url, Run.status)
+    assert status == "finished" and rows(db_url, LivePending.key) == []
     err = (tmp_path / "servers.err").read_text()
     assert "run left open" in err and "run finished" in err  # the first to stop leaves it to the last

@@ -5,6 +5,7 @@ session's key."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,7 +101,7 @@ def test_a_save_writes_only_its_own_sessions_key(recorder: CaseRecorder) -> None
     engine = recorder.sessions.kw["bind"]
 
     def capture(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
-        sent.append(statement + repr(parameters))
+        sent.append(statement + json.dumps(parameters, default=lambda v: getattr(v, "obj", repr(v))))  # psycopg's Jsonb
 
     event.listen(engine, "before_cursor_execute", capture)
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -21,8 +21,6 @@ from typing import Any, Protocol
 
 from app.core.errors import ToolLensError
 from app.core.suite import Case
-
-AGENT_KINDS = ("openai", "anthropic", "simulated", "module:function", "path/to/file.py:function")
 
 
 class AgentSpecError(ToolLensError):
@@ -46,12 +44,13 @@ class SameAgent:
         return self.agent
 
 
-def load_callable(spec: str) -> Callable[..., Any]:
+def load_callable(spec: str, *, expected: Sequence[str]) -> Callable[..., Any]:
     """``package.module:function`` (the working directory is importable) or
-    ``path/to/file.py:function`` (its folder is importable, for its own imports)."""
+    ``path/to/file.py:function`` (its folder is importable, for its own imports).
+    ``expected``: what ``--agent`` takes, for the error of a spec of neither shape."""
     module_name, _, attr = spec.rpartition(":")
     if not module_name or not attr:
-        raise AgentSpecError(f"--agent {spec!r}: expected one of {', '.join(AGENT_KINDS)}")
+        raise AgentSpecError(f"--agent {spec!r}: expected one of {', '.join(expected)}")
     try:
         module = _import_file(module_name) if _is_file(module_name) else _import_module(module_name)
     except AgentSpecError as exc:

@@ -10,12 +10,14 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-FORMAT_HELP = ("Source format: toollens, openai-messages, anthropic-messages, tau-bench, otel, bfcl, toolbench, "
-               "tau2, inspect.")
+from app.commands.common import environment_error, fail
+from app.importers import FORMATS, taking
+
+FORMAT_HELP = f"Source format: {', '.join(FORMATS)}."
 TOOLS_HELP = "Tool-schema file (list of tools, {\"tools\": [...]} or {domain: [...]}); else inferred from the calls."
 DOMAIN_HELP = "Which domain of a multi-domain tool-schema file (default: the one the traces call)."
-GROUP_BY_HELP = ("otel: one trajectory per value of this span or resource attribute (e.g. gen_ai.conversation.id, "
-                 "session.id), not one per trace.")
+GROUP_BY_HELP = (f"{', '.join(taking('group_by'))}: one trajectory per value of this span or resource attribute "
+                 "(e.g. gen_ai.conversation.id, session.id), not one per trace.")
 
 
 def register(cli: typer.Typer) -> None:
@@ -30,7 +32,6 @@ def register(cli: typer.Typer) -> None:
         skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write the good records, list the bad.")] = False,
     ) -> None:
         """Convert a trace or benchmark file into DIR/suite.yaml and DIR/trajectories.jsonl."""
-        from app.cli import _environment_error, _fail
         from app.core.errors import ToolLensError
         from app.importers import Options
         from app.importers import convert as run_conversion
@@ -41,9 +42,9 @@ def register(cli: typer.Typer) -> None:
             conversion = run_conversion(from_, file, Options(tools=tools, domain=domain, group_by=group_by))
             written = write_conversion(conversion, out, skip_bad=skip_bad, source=str(file))
         except ToolLensError as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
         except OSError as exc:
-            raise _environment_error(exc) from None
+            raise environment_error(exc) from None
         for note in conversion.notes:
             console.print(Text(f"note: {note}", style="yellow"))
         for line, message in written.skipped[:50]:

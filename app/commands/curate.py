@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
+from app.commands.common import fail, store_session
 
 Db = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
@@ -21,15 +22,13 @@ def register(cli: typer.Typer) -> None:
 
 
 def _where(items: list[str]) -> dict[str, str]:
-    from app.cli import _fail
-
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise _fail(f"--where {item!r}: give KEY=VALUE, e.g. failure=selection")
+            raise fail(f"--where {item!r}: give KEY=VALUE, e.g. failure=selection")
         if key.strip() in out:
-            raise _fail(f"--where {key.strip()} is given twice")
+            raise fail(f"--where {key.strip()} is given twice")
         out[key.strip()] = value.strip()
     return out
 
@@ -58,7 +57,6 @@ def curate(
     it stays: the new cases are inserted after its last case; the file is
     replaced whole at once, never left half-written. Exit 0: written (or nothing
     new); 2: bad input (a filter, a file the cases do not fit)."""
-    from app.cli import _fail, store_session
     from app.core import curate as core
     from app.core import suitefile
     from app.core.errors import ToolLensError
@@ -73,9 +71,9 @@ def curate(
             document: dict[str, Any] = suitefile.check_shape(read_document(dest), into)
             old = dest.read_bytes()
     except ToolLensError as exc:
-        raise _fail(_one_line(str(exc), into)) from None
+        raise fail(_one_line(str(exc), into)) from None
     except OSError as exc:
-        raise _fail(f"{into}: {exc.strerror}") from None
+        raise fail(f"{into}: {exc.strerror}") from None
     with store_session(db) as session:
         found, picked = curation.select_trajectories(session, run, filters, limit)
         run_doc = ingest.suite_document(session, found.suite_id)
@@ -103,9 +101,9 @@ def curate(
         if records is not None:
             records.write_text("".join(f"{line}\n" for line in sources), encoding="utf-8")
     except ToolLensError as exc:
-        raise _fail(_one_line(str(exc), into)) from None
+        raise fail(_one_line(str(exc), into)) from None
     except OSError as exc:
-        raise _fail(f"{into}: {exc.strerror}") from None
+        raise fail(f"{into}: {exc.strerror}") from None
     skipped = len(picked) - len(cases)
     Console(stderr=True, soft_wrap=True).print(Text(
         f"{len(cases)} cases from run {found.name} into {into}"

@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from app.commands.common import fail, settings_for
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 # (run name, suite file, trials, fault plan, recovery sweep)
@@ -46,19 +48,18 @@ def demo(
     """Record example runs of the SIMULATED agent into a fresh SQLite file and serve the dashboard."""
     from sqlalchemy.engine import make_url
 
-    from app.cli import _fail, _settings
     from app.core.errors import ToolLensError
     from app.runner.session import RunRequest, run_agent
     from app.settings import Settings
 
-    url = make_url(_settings(db).database_url)
+    url = make_url(settings_for(db).database_url)
     if url.get_backend_name() != "sqlite" or not url.database:
-        raise _fail(f"--db {db!r}: the demo records into a fresh SQLite file: give its path")
+        raise fail(f"--db {db!r}: the demo records into a fresh SQLite file: give its path")
     path = Path(url.database).resolve()
     console = Console(stderr=True, soft_wrap=True)
     missing = [name for _, name, *_ in DEMO_RUNS if not (examples / name).is_file()]
     if missing:
-        raise _fail(f"example suites not found in {examples}: {', '.join(missing)} (give --examples DIR)")
+        raise fail(f"example suites not found in {examples}: {', '.join(missing)} (give --examples DIR)")
     listener = _listen(host, port) if serve else None  # a taken port is said now, not after the runs
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -74,7 +75,7 @@ def demo(
     except ToolLensError as exc:
         if listener is not None:
             listener.close()
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     from app import buildinfo
 
     console.print(Text(f"{buildinfo.describe()}" + ("" if buildinfo.compiled_modules() else
@@ -95,8 +96,6 @@ def demo(
 def _listen(host: str, port: int) -> socket.socket:
     """The dashboard's socket, bound before anything is recorded: a port in use is
     reported at once, with the option that picks another."""
-    from app.cli import _fail
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -104,6 +103,6 @@ def _listen(host: str, port: int) -> socket.socket:
         listener.bind((host, port))
     except OSError as exc:
         listener.close()
-        raise _fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}): pick a free port with "
-                    f"`toollens demo --port 8080` (or `make demo PORT=8080`)") from None
+        raise fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}): pick a free port with "
+                   f"`toollens demo --port 8080` (or `make demo PORT=8080`)") from None
     return listener

@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from app.commands.common import environment_error, fail, store_session
+
 if TYPE_CHECKING:
     from app.core.fix import Proposal
 
@@ -52,7 +54,6 @@ def fix(
     """Propose the description edits a run calls for, ranked by the failed trajectories each explains.
 
     Exit 0: proposals printed (or written); with --verify, as `gate`: 0 passed, 1 regressed; 2: bad input."""
-    from app.cli import _environment_error, _fail, store_session
     from app.core import fix as core
     from app.core.suitefile import render, replace_atomically
 
@@ -68,13 +69,13 @@ def fix(
     try:
         chosen = core.select(proposals, numbers if numbers is not None or not pair else [])
     except ValueError as exc:
-        raise _fail(f"--only: {exc}") from None
+        raise fail(f"--only: {exc}") from None
     if pair:
         wanted = _pairs(pair)
         edits = core.for_pairs(proposals, wanted)
         missing = [f"{a},{b}" for a, b in wanted if not core.for_pairs(edits, [(a, b)])]
         if missing:
-            raise _fail(f"--pair {' '.join(missing)}: no description edit for that pair in run {run_name}")
+            raise fail(f"--pair {' '.join(missing)}: no description edit for that pair in run {run_name}")
         chosen += [p for p in edits if p not in chosen]
     console = Console(soft_wrap=True)
     if as_json:
@@ -91,7 +92,7 @@ def fix(
         try:
             replace_atomically(out, render(out, None, candidate["toolset"] if toolset_only else candidate, []))
         except OSError as exc:
-            raise _environment_error(exc) from None
+            raise environment_error(exc) from None
         err.print(Text(f"wrote {out}: {len(diffs)} descriptions changed by {sum(p.applies for p in chosen)} "
                        f"proposals; names, schemas, mocks and cases as in run {run_name} "
                        f"(label {candidate['toolset'].get('label')})", style="bold"))
@@ -114,36 +115,30 @@ def fix(
 
 
 def _numbers(only: str) -> list[int]:
-    from app.cli import _fail
-
     try:
         numbers = [int(x) for x in only.replace(" ", "").split(",") if x]
     except ValueError:
-        raise _fail(f"--only {only!r}: give proposal numbers, e.g. 1,3") from None
+        raise fail(f"--only {only!r}: give proposal numbers, e.g. 1,3") from None
     if not numbers:
-        raise _fail("--only: give at least one proposal number")
+        raise fail("--only: give at least one proposal number")
     return numbers
 
 
 def _pairs(items: list[str]) -> list[tuple[str, str]]:
-    from app.cli import _fail
-
     out = []
     for item in items:
         a, sep, b = item.partition(",")
         if not sep or not a.strip() or not b.strip():
-            raise _fail(f"--pair {item!r}: give two tool names, e.g. buscar_pedido,buscar_producto")
+            raise fail(f"--pair {item!r}: give two tool names, e.g. buscar_pedido,buscar_producto")
         out.append((a.strip(), b.strip()))
     return out
 
 
 def _write(path: Path, text: str) -> None:
-    from app.cli import _environment_error
-
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise _environment_error(exc) from None
+        raise environment_error(exc) from None
 
 
 def fix_json(run: str, toolset: str, failed: int, proposals: list[Proposal]) -> dict[str, Any]:
@@ -234,11 +229,10 @@ def pr_body(run: str, chosen: list[Proposal], diffs: list[tuple[str, list[tuple[
 
 
 def _rewrite(found: Any, *, model: str, base_url: str | None, pairs: int) -> list[Proposal]:
-    from app.cli import _fail
     from app.commands.fix_model import rewrite_pairs
     from app.core.errors import ToolLensError
 
     try:
         return rewrite_pairs(found, model=model, base_url=base_url, pairs=pairs)
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None

@@ -14,8 +14,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from app.agents.judge import Judge
 from app.agents.retry import RetryPolicy
-from app.judge import Judge
 
 if TYPE_CHECKING:
     from app.core.fix import Proposal

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
+from app.commands.common import environment_error, fail, settings_for, store_session
+
 if TYPE_CHECKING:
     from app.core.fix import Proposal
     from app.store.fix import FixAB, GroupFigures
@@ -31,7 +33,6 @@ def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate
                      chosen: list[Proposal], diffs: list[tuple[str, list[tuple[str, str]]]], *, name: str | None,
                      gate_config: Path | None, markdown: Path | None, console: Console) -> int:
     """Run the candidate, print the A/B and the verdict; the exit code of ``toollens gate``."""
-    from app.cli import _environment_error, _fail, _settings, store_session
     from app.commands.fix import pr_body
     from app.core.errors import ToolLensError
     from app.core.gate import GateConfig, load_gate_config
@@ -42,22 +43,22 @@ def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate
     from app.store.gate import run_gate
 
     if config.get(RUNNER_MARK) != RUNNER_VERSION:
-        raise _fail(f"run {run!r} was not made by `toollens run`: --verify needs the agent settings it keeps "
-                    "(run the candidate with `toollens run` and compare with `toollens gate`)")
+        raise fail(f"run {run!r} was not made by `toollens run`: --verify needs the agent settings it keeps "
+                   "(run the candidate with `toollens run` and compare with `toollens gate`)")
     try:
         cfg = load_gate_config(gate_config) if gate_config is not None else GateConfig()
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     with store_session(db) as session:
         name = name or _candidate_name(session, run)
     settings = [k for k in (*WORK_KEYS, *AGENT_KEYS) if k in config]
     request = RunRequest(**{k: config[k] for k in settings}, suite_document=candidate, run_name=name)
     try:
-        outcome = run_agent(_settings(db), request, progress=RunProgress)
+        outcome = run_agent(settings_for(db), request, progress=RunProgress)
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except OSError as exc:
-        raise _environment_error(exc) from None
+        raise environment_error(exc) from None
     drove = {c for p in chosen for c in p.addresses.cases}
     tools = {str(t.get("name") or (t.get("function") or {}).get("name")) for t in candidate["toolset"]["tools"]}
     with store_session(db) as session:
@@ -82,7 +83,7 @@ def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate
         try:
             markdown.write_text(body, encoding="utf-8")
         except OSError as exc:
-            raise _environment_error(exc) from None
+            raise environment_error(exc) from None
     return 0 if result.passed else 1
 
 

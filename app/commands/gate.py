@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
+from app.commands.common import environment_error, fail, store_session
 
 
 def gate(
@@ -28,7 +29,6 @@ def gate(
 
     Hallucinated tools and hallucination after error must be zero in the candidate; every other family may not
     drop by more than its tolerance. Exit 0: passed; 1: regressed; 2: bad input."""
-    from app.cli import _environment_error, _fail, store_session
     from app.core.errors import ToolLensError
     from app.core.gate import GateConfig, load_gate_config
     from app.core.gate_report import junit as render_junit
@@ -40,7 +40,7 @@ def gate(
         cfg = load_gate_config(config) if config is not None else GateConfig()
         table = load_prices(prices) if cfg.usage else None
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     with store_session(db) as session:
         result = run_gate(session, baseline, candidate, cfg, prices=table)
     summary = render_markdown(result)
@@ -50,7 +50,7 @@ def gate(
         if junit is not None:
             junit.write_text(render_junit(result), encoding="utf-8")
     except OSError as exc:
-        raise _environment_error(exc) from None
+        raise environment_error(exc) from None
     console = Console(soft_wrap=True)
     verdict = "passed" if result.passed else "FAILED"
     console.print(Text(f"gate {verdict}: {result.baseline.name} -> {result.candidate.name}",

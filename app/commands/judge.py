@@ -9,13 +9,14 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
+from app.commands.common import environment_error, fail, settings_for
 
 CHUNK = 100  # trajectories read, judged and stored together
 
 
 async def _classify(grader: Any, chunk: list[Any], concurrency: int) -> list[tuple[int, tuple[str, str] | None]]:
     """The judge's verdicts on a chunk, ``concurrency`` requests in flight."""
-    from app.judge import judge_prompt
+    from app.agents.judge import judge_prompt
 
     verdicts: list[tuple[int, tuple[str, str] | None]] = []
     shared = iter(chunk)
@@ -76,10 +77,9 @@ def judge(
     """Classify each faulted trajectory's outcome with an LLM judge; report its agreement."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from app.agents.judge import Judge
     from app.agents.retry import RetryPolicy
-    from app.cli import _environment_error, _fail, _settings
     from app.core.errors import ToolLensError
-    from app.judge import Judge
     from app.store import ingest
     from app.store.db import make_sessionmaker, session_scope
     from app.store.importer import open_store
@@ -88,7 +88,7 @@ def judge(
     console = Console(stderr=True, soft_wrap=True)
     grader = Judge(model=model, base_url=base_url, timeout=timeout, retry=RetryPolicy(attempts=attempts))
     try:
-        engine = open_store(_settings(db))
+        engine = open_store(settings_for(db))
         sessions = make_sessionmaker(engine)
         with session_scope(sessions) as session:
             run_id = ingest.find_run(session, run).id
@@ -99,9 +99,9 @@ def judge(
             agree = agreements(session, run_id)
         engine.dispose()
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
-        raise _environment_error(exc) from None
+        raise environment_error(exc) from None
     console.print(Text(f"judged {judged} trajectories of run {run_id}"
                        + (f"; {unreadable} answers were not one of the four categories" if unreadable else "")))
     from rich.table import Table

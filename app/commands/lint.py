@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
+from app.commands.common import fail, store_session, suite_mistakes
 
 if TYPE_CHECKING:
     from app.core.language import Language
@@ -40,7 +41,6 @@ def lint(
 
     A suite is checked first: every mistake in it (unknown keys, calls to tools the toolset lacks, arguments
     its schema rejects) is listed. Exit 0: no finding; 1: findings; 2: bad input or a mistake in the suite."""
-    from app.cli import _fail, store_session, suite_mistakes
     from app.commands.score import print_warnings
     from app.core.errors import ToolLensError
     from app.core.lint import lint_json, lint_toolset, load_lint_target, toolset_language
@@ -51,7 +51,7 @@ def lint(
     try:
         target, pairs = load_lint_target(toolset)
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     observed: dict[str, Any] | None = None
     cells: dict[tuple[str, str], int] = {}
     if run is not None:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
+from app.commands.common import environment_error, fail, settings_for, store_session
 
 
 class _Stopped(Exception):
@@ -44,7 +45,6 @@ def mcp_serve(
     trajectory of the run. Nothing but MCP is written to standard output."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.cli import _environment_error, _fail, _settings
     from app.core.errors import ToolLensError
     from app.core.router import FaultPlan
     from app.core.suite import load_suite_document, parse_suite
@@ -53,7 +53,7 @@ def mcp_serve(
     from app.store.live import open_live_run
 
     if transport not in ("stdio", "http"):
-        raise _fail(f"--transport must be stdio or http, not {transport!r}")
+        raise fail(f"--transport must be stdio or http, not {transport!r}")
     console = Console(stderr=True, soft_wrap=True)
     listener = _bind(host, port) if transport == "http" else None  # a port taken: the run is not touched
     try:
@@ -61,10 +61,10 @@ def mcp_serve(
         parsed = parse_suite(document, path=str(suite))
         chosen = parsed.case(case)
         if chosen is None:
-            raise _fail(f"{suite}: no case {case!r}")
+            raise fail(f"{suite}: no case {case!r}")
         plan = FaultPlan.parse(faults) if faults else None
         name = run or f"mcp-{parsed.name}-{case}-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}"
-        settings = _settings(db)
+        settings = settings_for(db)
         engine = open_store(settings)
         sessions = make_sessionmaker(engine)
         with session_scope(sessions, write=True) as s:
@@ -79,11 +79,11 @@ def mcp_serve(
     except ToolLensError as exc:
         if listener is not None:
             listener.close()
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
         if listener is not None:
             listener.close()
-        raise _environment_error(exc) from None
+        raise environment_error(exc) from None
     import anyio
 
     leftover = recorder.recover()
@@ -117,7 +117,6 @@ def _shut_down(console: Console, recorder: Any, sessions: Any, run_id: int, name
     the last server; a failure is reported in one line, never a traceback."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.cli import _environment_error, _fail
     from app.core.errors import ToolLensError
     try:
         stored = recorder.end_all()
@@ -125,21 +124,19 @@ def _shut_down(console: Console, recorder: Any, sessions: Any, run_id: int, name
         # the last server to stop finishes the run (not with trajectories it could not store)
         finish = recorder.stop(finish=not keep_open and not unstored)
     except ToolLensError as exc:
-        raise _fail(f"run {run_id} ({name}): pending trajectories not stored at shutdown: {exc}") from None
+        raise fail(f"run {run_id} ({name}): pending trajectories not stored at shutdown: {exc}") from None
     except SQLAlchemyError as exc:
-        raise _environment_error(exc) from None
+        raise environment_error(exc) from None
     console.print(Text(f"run {run_id} ({name}): stored {stored} more trajectories at shutdown"
                        + ("; run finished" if finish else "; run left open")))
     if unstored:
-        raise _fail(f"run {run_id} ({name}): {len(unstored)} pending trajectories could not be stored and stay "
-                    f"pending (first: {unstored[0]})")
+        raise fail(f"run {run_id} ({name}): {len(unstored)} pending trajectories could not be stored and stay "
+                   f"pending (first: {unstored[0]})")
 
 
 def _bind(host: str, port: int) -> Any:
     """The listening socket, bound before anything else happens."""
     import socket
-
-    from app.cli import _fail
 
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
@@ -148,7 +145,7 @@ def _bind(host: str, port: int) -> Any:
         sock.bind(address)
         sock.listen(128)
     except OSError as exc:
-        raise _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return sock
 
 
@@ -160,7 +157,6 @@ def finish(
 
     Trajectories stopped servers left pending are stored first. Refused while an mcp-serve server still
     records into the run."""
-    from app.cli import _fail, store_session
     from app.core.scoring import Scorer
     from app.mcp.serve import server_gone
     from app.store.ingest import find_run, finish_run, suite_for_run
@@ -170,8 +166,8 @@ def finish(
         row = find_run(session, run)
         running = [sid for sid, ident in servers(session, row.id).items() if not server_gone(ident)]
         if running:
-            raise _fail(f"run {row.id} ({row.name}): {len(running)} mcp-serve servers still record into it: "
-                        "stop them first")
+            raise fail(f"run {row.id} ({row.name}): {len(running)} mcp-serve servers still record into it: "
+                       "stop them first")
         stored = flush_pending(session, row.id, Scorer(suite_for_run(session, row)))
         finish_run(session, row.id)
         row.config = {**(row.config or {}), FINISHED_BY: "toollens finish"}

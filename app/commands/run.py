@@ -12,14 +12,14 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
+from app.commands.common import environment_error, fail, settings_for, suite_mistakes
+from app.runner.agents import agent_help
 
-AGENT_HELP = ("openai | anthropic | simulated | module:function (a module in the working directory or on PYTHONPATH) | "
-              "path/to/file.py:function (the core's agent protocol)")
+AGENT_HELP = agent_help()
 
 
 def _check_suite(suite: Path, faults: str | None, lenient: bool) -> None:
     """Every mistake in the suite (and a fault rule naming a tool it lacks) before anything runs."""
-    from app.cli import suite_mistakes
     from app.commands.score import print_warnings
     from app.core.errors import ToolLensError
     from app.core.router import FaultPlan
@@ -76,7 +76,6 @@ def run(
     Exit 0: run; 2: bad input (a mistake in the suite, a bad option); 3: infrastructure errors."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.cli import _environment_error, _fail, _settings
     from app.core.errors import ToolLensError
     from app.runner.progress import RunProgress
     from app.runner.session import RunRequest, run_agent
@@ -86,7 +85,7 @@ def run(
     try:
         shard = shard or shard_from_env(os.environ)
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if suite is not None and not resume:
         _check_suite(suite, faults, lenient)
 
@@ -96,13 +95,13 @@ def run(
                          temperature=temperature, timeout=timeout, attempts=attempts, seed=seed, sim_rates=sim_rates,
                          user_model=user_model, user_base_url=user_base_url)
     console = Console(stderr=True, soft_wrap=True)
-    settings = _settings(db)
+    settings = settings_for(db)
     try:
         outcome = run_agent(settings, request, progress=RunProgress)
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
-        raise _environment_error(exc) from None
+        raise environment_error(exc) from None
     s = outcome.summary
     state = "finished" if outcome.finished else "open (run again with --resume to complete it)"
     console.print(Text(

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from app.commands import DB_HELP
+from app.commands.common import store_session
 
 
 def register(cli: typer.Typer) -> None:
@@ -28,7 +29,6 @@ def show(
     Exit 0: shown; 2: no such run, or a database that cannot be opened."""
     from rich.text import Text
 
-    from app.cli import store_session
     from app.commands.report_view import render_report, report_console
     from app.store import ingest, queries
 

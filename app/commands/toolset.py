@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
+from app.commands.common import environment_error, fail, store_session
 
 toolset_cli = typer.Typer(help="Toolset versions: descriptions as versioned code.", no_args_is_help=True)
 
@@ -20,13 +21,12 @@ Db = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
 def _store(toolset: object, name: str, label: str, db: str | None) -> str:
     """Register the version; returns the label it is stored under (the first one given)."""
-    from app.cli import _fail, store_session
     from app.core.tools import Toolset
     from app.store.toolsets import add_toolset_version
 
     assert isinstance(toolset, Toolset)
     if not name.strip() or len(name) > 200 or len(label) > 100:
-        raise _fail("--name must be 1-200 characters and --label at most 100")
+        raise fail("--name must be 1-200 characters and --label at most 100")
     with store_session(db, write=True) as session:
         added = add_toolset_version(session, toolset, name=name, label=label)
     what = "added" if added.created else f"exists already (label {added.label!r})"
@@ -44,14 +44,13 @@ def add(
     db: Db = None,
 ) -> None:
     """Register a toolset version by the content hash of its tools (name, description, schema)."""
-    from app.cli import _fail
     from app.core.errors import ToolLensError
     from app.core.lint import load_lint_target
 
     try:
         toolset, _ = load_lint_target(file)
     except ToolLensError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     _store(toolset, name, label, db)
 
 
@@ -69,28 +68,25 @@ def import_mcp(
     db: Db = None,
 ) -> None:
     """Snapshot a live MCP server's tools (tools/list) into a toolset version, word for word."""
-    from app.cli import _fail
     from app.core.errors import ToolLensError
 
     if (command is None) == (url is None):
-        raise _fail("give exactly one of --command or --url")
+        raise fail("give exactly one of --command or --url")
     from app.mcp.snapshot import snapshot_toolset
 
     try:
         toolset = snapshot_toolset(command=command, url=url, name=name, label=label, timeout=timeout)
     except ToolLensError as exc:
-        raise _fail(f"{command or url}: {exc}") from None
+        raise fail(f"{command or url}: {exc}") from None
     stored_label = _store(toolset, name, label, db)
     if out is not None:  # only once registered: a failed import leaves no file behind
         import yaml
-
-        from app.cli import _environment_error
 
         doc = {"name": name, "label": stored_label, "tools": [t.document() for t in toolset]}
         try:
             out.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
         except OSError as exc:
-            raise _environment_error(exc) from None
+            raise environment_error(exc) from None
 
 
 def register(cli: typer.Typer) -> None:

@@ -8,24 +8,23 @@ from pathlib import Path
 
 from app.core.errors import SuiteError
 from app.core.suite import load_suite_document
-from app.importers import Options, convert
+from app.importers import Options, convert, get_format
 from app.settings import Settings
 from app.store.importer import ImportResult, import_file
 
 
-def import_converted(settings: Settings, path: Path, fmt: str, *, run_name: str, suite_path: Path | None = None,
-                     tools: Path | None = None, domain: str | None = None, group_by: str | None = None,
-                     model: str = "", agent: str = "",
+def import_converted(settings: Settings, path: Path, fmt: str, options: Options, *, run_name: str,
+                     suite_path: Path | None = None, model: str = "", agent: str = "",
                      skip_bad: bool = False, finish: bool = True, batch: int = 500,
                      on_note: Callable[[str], None] = lambda _note: None) -> ImportResult:
-    """Convert ``path`` and import its records into ``run_name``. The suite is
-    ``suite_path`` when given (records scored against its cases), else the
-    one the conversion builds (reference-free unless the source has
-    references, as tau-bench's actions)."""
-    if fmt == "bfcl":
-        raise SuiteError("a bfcl file holds questions, no runs: `toollens convert --from bfcl` makes its suites",
+    """Convert ``path`` (read with ``options``) and import its records into
+    ``run_name``. The suite is ``suite_path`` when given (records scored
+    against its cases), else the one the conversion builds (reference-free
+    unless the source has references, as tau-bench's actions)."""
+    if not get_format(fmt).runs:
+        raise SuiteError(f"a {fmt} file holds questions, no runs: `toollens convert --from {fmt}` makes its suites",
                          path=str(path))
-    conversion = convert(fmt, path, Options(tools=tools, domain=domain, group_by=group_by))
+    conversion = convert(fmt, path, options)
     for note in conversion.notes:
         on_note(note)
     document = load_suite_document(suite_path) if suite_path is not None else conversion.suite

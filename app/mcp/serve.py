@@ -232,8 +232,8 @@ class CaseRecorder:
         full = [self._key(k) for k in keys]
         with self._lock:
             with session_scope(self.sessions, write=True) as s:
-                if create and len(full) == 1 and full[0] not in self._open and full[0] not in live.pending(
-                        s, self.run_id):
+                if create and len(full) == 1 and full[0] not in self._open and not live.is_pending(
+                        s, self.run_id, full[0]):
                     opened = self._opened(s, full[0])  # an answer without a call: the worst case, kept
                     live.save_pending(s, self.run_id, full[0], self._record(opened))
                     self._open[full[0]] = opened

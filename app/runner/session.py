@@ -14,17 +14,14 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.agents import SameAgent, load_callable
-from app.agents.anthropic_messages import AnthropicAgent
-from app.agents.openai_chat import OpenAIChatAgent
 from app.agents.retry import RetryPolicy
-from app.agents.simulated import SimRates, SimulatedAgent
 from app.agents.users import LLMUser, RuleUser
 from app.core.conversation import SimulatedUser
 from app.core.errors import ToolLensError
 from app.core.records import FAULT_KINDS
 from app.core.router import FaultPlan
 from app.core.suite import Suite, load_suite_document, parse_suite
+from app.runner.agents import agent_kind, agent_label
 from app.runner.execute import AgentFactory, Listener, RunSummary, execute
 from app.runner.work import WorkItem, in_shard, parse_shard, plan_work, still_missing
 from app.settings import Settings
@@ -90,24 +87,7 @@ class RunOutcome:
 
 def build_factory(request: RunRequest, suite: Suite) -> AgentFactory:
     """The agent the request names, as a per-case factory."""
-    kind = request.agent
-    retry = RetryPolicy(attempts=request.attempts, base=request.backoff)
-    if kind == "simulated":
-        try:
-            rates = SimRates.parse(request.sim_rates)
-        except ValueError as exc:
-            raise RunSetupError(f"--sim-rates: {exc}") from None
-        return SimulatedAgent(suite.toolset, rates=rates, seed=request.seed)
-    if kind in ("openai", "anthropic"):
-        if not request.model:
-            raise RunSetupError(f"--agent {kind} needs --model")
-        cls = OpenAIChatAgent if kind == "openai" else AnthropicAgent
-        agent = cls(model=request.model, base_url=request.base_url, system=request.system,
-                    max_steps=request.max_steps, temperature=request.temperature, timeout=request.timeout,
-                    retry=retry)
-        agent.preload()  # the SDK is imported before the clock starts
-        return SameAgent(agent, kind)
-    return SameAgent(load_callable(kind), kind)
+    return agent_kind(request.agent).build(request, suite)
 
 
 def build_user(request: RunRequest) -> SimulatedUser:
@@ -124,16 +104,7 @@ def build_user(request: RunRequest) -> SimulatedUser:
 
 def check_agent(request: RunRequest) -> None:
     """Refuse a bad ``--agent`` (or its options) before anything is stored."""
-    if request.agent == "simulated":
-        try:
-            SimRates.parse(request.sim_rates)
-        except ValueError as exc:
-            raise RunSetupError(f"--sim-rates: {exc}") from None
-    elif request.agent in ("openai", "anthropic"):
-        if not request.model:
-            raise RunSetupError(f"--agent {request.agent} needs --model")
-    else:
-        load_callable(request.agent)
+    agent_kind(request.agent).check(request)
 
 
 def _retries(factory: AgentFactory) -> int:
@@ -168,8 +139,9 @@ def _open_run(session: Session, request: RunRequest) -> tuple[Run, dict[str, Any
     if existing is None:
         try:
             with session.begin_nested():  # shards starting together: one creates, the others join
-                run = ingest.create_run(session, name=name, suite_row=suite_row, agent=_agent_label(request),
-                                        model=request.model or _model_label(request), config=request.config())
+                model = request.model or agent_kind(request.agent).model_label(request)
+                run = ingest.create_run(session, name=name, suite_row=suite_row, agent=agent_label(request.agent),
+                                        model=model, config=request.config())
                 session.flush()
             return run, document
         except (Conflict, IntegrityError):
@@ -182,14 +154,6 @@ def _open_run(session: Session, request: RunRequest) -> tuple[Run, dict[str, Any
         raise RunSetupError(f"run {name!r} was started with another suite")
     _check_same(existing.config, request.config(), WORK_KEYS + AGENT_KEYS, name)
     return existing, document
-
-
-def _agent_label(request: RunRequest) -> str:
-    return request.agent if request.agent in ("openai", "anthropic", "simulated") else f"python {request.agent}"
-
-
-def _model_label(request: RunRequest) -> str:
-    return f"simulated (seed {request.seed})" if request.agent == "simulated" else ""
 
 
 def _check_same(stored: dict[str, Any], given: dict[str, Any], keys: tuple[str, ...], name: str) -> None:

@@ -1,11 +1,11 @@
 """Runs recorded live, call by call (``toollens mcp-serve``).
 
 A trajectory is stored whole (scored, with its counters) only when it ends.
-Until then its record so far is kept in the run's ``config`` JSON under
-``live_pending`` (no schema change), one key per session, saved after every
-call in its own transaction: a client that disconnects, or a server that
-dies, loses no call; the pending records are stored by ``flush_pending`` at
-session end, at shutdown, or on the next start with the same run.
+Until then its record so far is kept in ``live_pending``, one row per
+session, saved after every call in its own transaction: a client that
+disconnects, or a server that dies, loses no call; the pending records are
+stored by ``flush_pending`` at session end, at shutdown, or on the next start
+with the same run.
 
 Each server that records into the run registers itself under
 ``live_servers`` (a random id, with what tells whether its process still
@@ -15,33 +15,29 @@ the last one to stop finishes it (``finished_by: mcp-serve``), and a later
 ``mcp-serve`` on that run opens it again, unless ``toollens finish`` closed
 it for good.
 
-A save rewrites only its own session's key (``jsonb_set`` / ``json_set`` in
-SQL), so the cost of a call does not grow with the other open sessions; a
-session holds at most ``MAX_CALLS`` calls (the server refuses more), so its
-own record stays bounded. The database still rewrites the row: a session's
-record is rewritten on each of its calls (quadratic in its calls, bounded by
-``MAX_CALLS``). The messages a harness reports are not in that record: each is
-one row appended to ``live_messages`` (``append_messages``), joined to the
-record when it is stored, so a message costs one insert however long the
-conversation is, and leaves the run's row alone.
+A save rewrites only its own session's row, so the cost of a call does not
+grow with the other open sessions; a session holds at most ``MAX_CALLS``
+calls (the server refuses more), so its record stays bounded (rewritten on
+each of its calls: quadratic in its calls, bounded by ``MAX_CALLS``). The
+messages a harness reports are not in that record: each is one row appended
+to ``live_messages`` (``append_messages``), joined to the record when it is
+stored, so a message costs one insert however long the conversation is.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, text
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.core.records import parse_record
 from app.core.scoring import Scorer
 from app.store.errors import Conflict
 from app.store.ingest import add_trajectories, create_run, ensure_suite, finish_run, get_run_row
-from app.store.models import LiveMessage, Run, TrajectoryRow
+from app.store.models import LiveMessage, LivePending, Run, TrajectoryRow
 
-PENDING = "live_pending"
 SERVERS = "live_servers"
 FINISHED_BY = "finished_by"
 AUTO_FINISH = "mcp-serve"
@@ -54,7 +50,7 @@ def open_live_run(session: Session, *, name: str, document: dict[str, Any], agen
     run = session.scalar(select(Run).where(Run.name == name))
     if run is None:
         return create_run(session, name=name, suite_row=suite_row, agent=agent, model=model,
-                          config={**(config or {}), PENDING: {}})
+                          config=dict(config or {}))
     if run.suite_id != suite_row.id:
         raise Conflict(f"run {name!r} was recorded against another suite (or another version of it)")
     if run.status == "finished":
@@ -104,51 +100,46 @@ def _locked(session: Session, run_id: int) -> Run:
     return run
 
 
-def pending(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
-    return dict((get_run_row(session, run_id).config or {}).get(PENDING) or {})
+def pending(session: Session, run_id: int, keys: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The run's pending records (all, or those of ``keys``) by key, in the order their sessions started."""
+    get_run_row(session, run_id)  # raises NotFound
+    query = select(LivePending.key, LivePending.record).where(LivePending.run_id == run_id).order_by(LivePending.id)
+    if keys is None:
+        return {str(k): r for k, r in session.execute(query)}
+    wanted = list(keys)
+    return {str(k): r for i in range(0, len(wanted), 500)
+            for k, r in session.execute(query.where(LivePending.key.in_(wanted[i:i + 500])))}
+
+
+def is_pending(session: Session, run_id: int, key: str) -> bool:
+    found = session.scalar(select(LivePending.id).where(LivePending.run_id == run_id, LivePending.key == key))
+    return found is not None
 
 
 def next_trial(session: Session, run_id: int, case_id: str) -> int:
     """One more than the highest trial of the case, stored or pending (the
     run row locked first, so two servers never pick the same trial)."""
     _locked(session, run_id)
-    stored = session.scalar(select(func.max(TrajectoryRow.trial)).where(
-        TrajectoryRow.run_id == run_id, TrajectoryRow.case_id == case_id))
-    trials = [int(stored)] if stored is not None else []
-    trials += [int(r.get("trial", 0)) for r in pending(session, run_id).values() if r.get("case_id") == case_id]
+    highest = [session.scalar(select(func.max(table.trial)).where(table.run_id == run_id, table.case_id == case_id))
+               for table in (TrajectoryRow, LivePending)]
+    trials = [int(t) for t in highest if t is not None]
     return max(trials) + 1 if trials else 0
-
-
-_SET_PENDING = {
-    "postgresql": text(
-        "UPDATE runs SET config = jsonb_set(jsonb_set(coalesce(config, '{}'::jsonb), '{live_pending}', "
-        "coalesce(config->'live_pending', '{}'::jsonb)), ARRAY['live_pending', :key], CAST(:record AS jsonb)) "
-        "WHERE id = :id"),
-    "sqlite": text(
-        "UPDATE runs SET config = json_set(json_set(coalesce(config, '{}'), '$.live_pending', "
-        "json(coalesce(json_extract(config, '$.live_pending'), '{}'))), :path, json(:record)) WHERE id = :id"),
-}
 
 
 def save_pending(session: Session, run_id: int, key: str, record: dict[str, Any]) -> None:
     """Keep a trajectory's record so far under its session's key (only that
-    key is written; the other sessions' records are not read nor rewritten)."""
+    row is written; the other sessions' records are not read nor rewritten)."""
     row = session.execute(select(Run.name, Run.status).where(Run.id == run_id).with_for_update()).first()
     if row is None:
         get_run_row(session, run_id)  # raises NotFound
         return
-    if row.status == "finished" and key not in pending(session, run_id):
+    if row.status == "finished" and not is_pending(session, run_id, key):
         raise Conflict(f"run {row.name!r} is finished: it takes no new trajectories")
-    statement = _SET_PENDING.get(session.get_bind().dialect.name)
-    encoded = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-    if statement is None or '"' in key or "\\" in key:  # another database, or a key a JSON path cannot quote
-        run = _locked(session, run_id)
-        config = dict(run.config or {})
-        config[PENDING] = {**dict(config.get(PENDING) or {}), key: record}
-        run.config = config  # a new object, so the JSON column is written
-        return
-    session.execute(statement, {"key": key, "path": f'$.{PENDING}."{key}"', "record": encoded, "id": run_id})
-    session.expire_all()  # the ORM's copy of the run (if loaded) is stale now
+    values = {"record": record, "case_id": str(record.get("case_id", "")), "trial": int(record.get("trial", 0))}
+    saved = session.execute(update(LivePending).where(LivePending.run_id == run_id, LivePending.key == key)
+                            .values(**values), execution_options={"synchronize_session": False})
+    if not getattr(saved, "rowcount", 0):  # the session's first save (one server writes a key, one call at a time)
+        session.execute(insert(LivePending).values(run_id=run_id, key=key, **values))
 
 
 def append_messages(session: Session, run_id: int, key: str, messages: list[dict[str, Any]]) -> None:
@@ -158,7 +149,7 @@ def append_messages(session: Session, run_id: int, key: str, messages: list[dict
     if row is None:
         get_run_row(session, run_id)  # raises NotFound
         return
-    if row.status == "finished" and key not in pending(session, run_id):
+    if row.status == "finished" and not is_pending(session, run_id, key):
         raise Conflict(f"run {row.name!r} is finished: it takes no new trajectories")
     session.execute(insert(LiveMessage), [{"run_id": run_id, "key": key, **m} for m in messages])
 
@@ -181,15 +172,14 @@ def flush_pending(session: Session, run_id: int, scorer: Scorer, keys: Iterable[
     """Store the pending trajectories (all, or those keys) and drop them from
     the pending set, in the caller's transaction. Returns how many."""
     run = _locked(session, run_id)
-    config = dict(run.config or {})
-    waiting = dict(config.get(PENDING) or {})
-    chosen = list(waiting) if keys is None else [k for k in keys if k in waiting]
+    waiting = pending(session, run_id, keys)
+    chosen = list(waiting) if keys is None else [k for k in dict.fromkeys(keys) if k in waiting]
     if not chosen:
         return 0
     records = []
     said = _messages(session, run_id, chosen)
     for k in chosen:
-        rec = dict(waiting.pop(k))
+        rec = dict(waiting[k])
         if answers and k in answers:
             rec["answer"] = answers[k]
         if said.get(k):  # a record saved before messages had their own rows may hold some already
@@ -201,10 +191,8 @@ def flush_pending(session: Session, run_id: int, scorer: Scorer, keys: Iterable[
     add_trajectories(session, run=run, scorer=scorer, trajectories=records)
     if finished:
         run.status = "finished"
-    config[PENDING] = waiting
-    run.config = config
     for i in range(0, len(chosen), 500):
-        session.execute(delete(LiveMessage).where(LiveMessage.run_id == run_id,
-                                                  LiveMessage.key.in_(chosen[i:i + 500])),
-                        execution_options={"synchronize_session": False})
+        for table in (LivePending, LiveMessage):
+            session.execute(delete(table).where(table.run_id == run_id, table.key.in_(chosen[i:i + 500])),
+                            execution_options={"synchronize_session": False})
     return len(records)

@@ -328,3 +328,19 @@ class LiveMessage(Base):
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str] = mapped_column(Text)
     calls_before: Mapped[int] = mapped_column(Integer)
+
+
+class LivePending(Base):
+    """The record so far of a trajectory ``mcp-serve`` is recording (``app.store.live``), one row
+    per session: rewritten on each of its calls, moved into the run as a stored trajectory when
+    the session ends. ``case_id`` and ``trial`` are the record's, so a new session's trial is a query."""
+
+    __tablename__ = "live_pending"
+    __table_args__ = (UniqueConstraint("run_id", "key", name="uq_live_pending_run_key"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)  # save order
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(Text)  # ``<session>@<server id>``
+    case_id: Mapped[str] = mapped_column(Text)
+    trial: Mapped[int] = mapped_column(Integer)
+    record: Mapped[dict[str, Any]] = mapped_column(JSONType)

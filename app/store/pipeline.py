@@ -24,8 +24,8 @@ from app.core.errors import InvalidTrajectory
 from app.core.records import Trajectory, parse_line
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
-from app.gc_tuning import collect_cycles_rarely
 from app.store import rows
+from app.store.gc_tuning import collect_cycles_rarely
 
 _QUEUE_BATCHES = 4  # batches in flight: bounds the memory the pipeline holds
 

@@ -53,7 +53,6 @@ from starlette.concurrency import run_in_threadpool
 
 from app.core.errors import InvalidTrajectory, ToolLensError
 from app.core.records import MAX_CALLS, Trajectory, parse_record
-from app.gc_tuning import give_back_memory
 from app.importers.otel import (
     SpanRef,
     batch_refs,
@@ -64,6 +63,7 @@ from app.store import ingest, otlp_traces
 from app.store import otlp_staging as staging
 from app.store.db import session_scope
 from app.store.errors import Conflict, NotFound
+from app.store.gc_tuning import give_back_memory
 from app.store.models import Run
 from app.store.otlp_lease import BEAT, Lease
 from app.web.api import require_token

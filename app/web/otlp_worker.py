@@ -26,8 +26,8 @@ from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
-from app.gc_tuning import collect_cycles_rarely
 from app.importers.otel import spans_of, trajectory_record
+from app.store.gc_tuning import collect_cycles_rarely
 from app.store.rows import ScoredBatch, score_batch
 
 MIN_TRACES = 50  # smaller batches are cheaper to score here than to ship to the worker

@@ -57,6 +57,13 @@ def test_a_figure_stands_for_a_failure_of_its_group() -> None:
     assert all(BY_KEY[key].shows is not None for key in BLOCKING_KEYS)  # the gate lists their trajectories
 
 
+def test_a_blocking_figure_beside_others_on_a_card_says_it_must_be_zero() -> None:
+    for f in RATIO_FAMILIES:
+        group = [g for g in RATIO_FAMILIES if g.heading == f.heading]
+        if f.blocking and not all(g.blocking for g in group):
+            assert f.zero_note.endswith("must be 0"), f.key
+
+
 def test_the_failure_names_are_those_of_the_docs() -> None:
     formats = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
     listed = re.search(r"Failure names: (.*?)\n\n", formats, re.S)  # the paragraph that lists them
@@ -116,3 +123,19 @@ def test_scored_failures_are_plain_strings_a_batch_can_marshal() -> None:
     assert set(failures) == {"step_not_done", "schema", "hallucinated_tool", "recovery_hallucinated"}
     assert all(type(f) is str for f in [*failures, *report.failures])
     marshal.dumps(list(report.counters()))
+
+
+def test_the_help_that_names_failures_and_blocking_families_names_the_catalogues() -> None:
+    """The CLI's help is written out (it must not import the core to start), so it is held to the catalogue here."""
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+
+    def help_of(command: str) -> str:
+        out = CliRunner().invoke(cli, [command, "--help"], env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"}).output
+        return " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())
+
+    curate = help_of("curate")
+    assert all(f"{failure}," in curate for failure in Failure), curate
+    blocking = ", ".join(f.name for f in FAMILIES if f.blocking)
+    assert f"a blocking family ({blocking}: threshold zero)" in help_of("score")

@@ -58,6 +58,7 @@ class Family:
     report_heading: str = ""  # the terminal report's family column, where shorter than ``heading``
     report_turn: str = ""  # its column in the terminal report's per-turn table ("": not shown there)
     column: str = ""  # its short column header in the pages' tables of runs ("F2 schema")
+    zero_note: str = ""  # what a card of several figures says of this blocking one ("hallucination must be 0")
 
     @property
     def terminal_heading(self) -> str:
@@ -92,7 +93,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("hallucination_after_error", "F4", "hallucination after error", "F4 recovery",
            "hallucination after error", "invented data after an error", "invented after an error",
            (Failure.RECOVERY_HALLUCINATED,), Failure.RECOVERY_HALLUCINATED, higher_is_better=False, blocking=True,
-           num="hallucination_after_error_num", den="recovery_den", column="F4 invented"),
+           num="hallucination_after_error_num", den="recovery_den", column="F4 invented",
+           zero_note="hallucination must be 0"),
     Family("dependency_violations", "F5", "dependency violations", "F5 order", "dependency violations",
            "dependency violations", "dependency violations", (Failure.DEPENDENCY,), Failure.DEPENDENCY,
            higher_is_better=False, ratio=False, column="F5 order"),

@@ -65,7 +65,7 @@ def _threshold(members: list[Family]) -> str | None:
     blocking = [m for m in members if m.blocking]
     if not blocking:
         return None
-    return "must be 0" if blocking == members else f"{blocking[0].name.split()[0]} must be 0"
+    return "must be 0" if blocking == members else blocking[0].zero_note
 
 
 def cards(f: FiguresPublic) -> list[Card]:

@@ -1,4 +1,4 @@
-"""The OTLP receiver's second process: traces to scored rows.
+"""The OTLP receiver's second process (``app.otlp.scoring`` hands it the chunks): traces to scored rows.
 
 Accepting spans (decoding, staging them durably) and turning traces into
 scored trajectories both cost CPU; in one process they share one core. On a
@@ -16,12 +16,12 @@ import json
 import multiprocessing as mp
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.bounded import BoundedCache
 from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
 from app.core.scoring import Scorer
@@ -43,7 +43,7 @@ class WorkerResult:
     scored: ScoredBatch
 
 
-_SCORERS: OrderedDict[str, Scorer] = OrderedDict()
+_SCORERS: BoundedCache[str, Scorer] = BoundedCache(16)  # in the worker, by suite digest
 
 
 def digest(document: dict[str, Any]) -> str:
@@ -56,9 +56,8 @@ def score_traces(key: str, document: dict[str, Any], batches: Mapping[int, tuple
     ``batches`` and its earlier flushes -> spans -> records -> scored rows."""
     scorer = _SCORERS.get(key)
     if scorer is None:
-        scorer = _SCORERS[key] = Scorer(parse_suite(document, path="suite"))
-        while len(_SCORERS) > 16:
-            _SCORERS.popitem(last=False)
+        scorer = Scorer(parse_suite(document, path="suite"))
+        _SCORERS.put(key, scorer)
     notes: list[list[str]] = []
     errors: list[str | None] = []
     trajectories = []

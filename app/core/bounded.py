@@ -27,6 +27,10 @@ class BoundedCache(Generic[K, V]):
             self._items.move_to_end(key)
         return value
 
+    def peek(self, key: K) -> V | None:
+        """The entry, if held, without making it the most recent."""
+        return self._items.get(key)
+
     def put(self, key: K, value: V) -> None:
         self._items[key] = value
         self._items.move_to_end(key)

@@ -32,8 +32,9 @@ from app.importers.otel import (
 )
 from app.importers.otel_replay import replay_openai_messages
 from app.otlp.receiver import OtlpReceiver
-from app.otlp.worker import MIN_TRACES, ScoringWorker
+from app.otlp.worker import MIN_TRACES
 from app.settings import Settings
+from app.store.scoring_worker import ScoringWorker
 from app.web.app import create_app
 from tests.resources import require_data
 from tests.test_import_converters import SCHEMAS, TAU
@@ -142,7 +143,7 @@ def _stored(db_url: str, suite: dict[str, Any], body: bytes, worker: bool) -> tu
 def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tuple[dict[str, Any], bytes],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     suite, body = tau
-    monkeypatch.setattr("app.otlp.worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     assert MIN_TRACES <= 100  # the sample's 100 traces make one batch large enough for the worker
     in_process, used_none = _stored(db_url, suite, body, worker=False)
     by_worker, used = _stored(db_url, suite, body, worker=True)
@@ -156,7 +157,7 @@ def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any]
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch it held is stored in-process, and the next batch gets a new worker."""
     suite, body = tau
-    monkeypatch.setattr("app.otlp.worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     traces = sorted({s.trace_id for s in span_refs_from_protobuf(body)})
     first = set(traces[:len(traces) // 2])
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
@@ -179,7 +180,7 @@ def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
     """Right after a kill the pool may answer "cannot schedule new futures after shutdown"
     rather than BrokenProcessPool: the batch is stored in-process all the same, the worker dropped."""
     suite, body = tau
-    monkeypatch.setattr("app.otlp.worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     first = set(sorted({s.trace_id for s in span_refs_from_protobuf(body)})[:50])
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
@@ -207,7 +208,7 @@ def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any
     """A batch the worker does not finish within WORKER_TIMEOUT is stored in-process
     by the normal storing round (no shutdown needed), and that worker is stopped."""
     suite, body = tau
-    monkeypatch.setattr("app.otlp.worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     killed: list[bool] = []
 
     class StuckWorker:
@@ -239,7 +240,7 @@ def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any
 def test_a_warm_start_loads_the_worker_before_any_span(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """``TOOLLENS_OTLP_WARM_START`` (on under ``toollens serve``): the worker process is up and
     has loaded the decoders when the app starts; without it none runs until a large batch comes."""
-    monkeypatch.setattr("app.otlp.worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     with TestClient(create_app(Settings(database_url=db_url))) as client:
         assert client.get("/v1/traces/status").json()["worker_ready"] is None
     with TestClient(create_app(Settings(database_url=db_url, otlp_warm_start=True))) as client:
@@ -287,7 +288,7 @@ def test_a_worker_that_cannot_start_with_the_server_does_not_stop_it(db_url: str
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Spawning fails in a script without the ``__main__`` guard: the app still starts (the
     receiver falls back to the lazy start, or to scoring in-process)."""
-    monkeypatch.setattr("app.otlp.worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
 
     def cannot(self: object) -> None:
         raise RuntimeError("An attempt has been made to start a new process before the current process has "
@@ -305,7 +306,7 @@ def _early(db_url: str, monkeypatch: pytest.MonkeyPatch,
     """An app with a run ``otlp`` and a receiver whose worker is up, storing only when told to."""
     from tests.test_otlp import SUITE
 
-    monkeypatch.setattr("app.otlp.worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
         app: Any = client.app

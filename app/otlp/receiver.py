@@ -25,10 +25,11 @@ from app.otlp.buffer import Clock, Key, Pending, Reservation, SpanBuffer, Taken
 from app.otlp.landing import Lander, ReceiverStats, Scorers, TraceStore
 from app.otlp.scoring import Flight, Fresh, Scoring
 from app.otlp.staging import Release, Round, Staging
-from app.otlp.worker import MIN_TRACES, ScoringWorker, digest
+from app.otlp.worker import MIN_TRACES, digest, start_worker
 from app.store import otlp_staging
 from app.store.db import session_scope
 from app.store.otlp_lease import BEAT
+from app.store.scoring_worker import ScoringWorker
 
 log = logging.getLogger("toollens.otlp")
 
@@ -44,7 +45,7 @@ class OtlpReceiver:
                  idle: float = 30.0, max_spans: int = 500_000, batch: int = 500, remember: int = 20_000,
                  worker: bool = True, max_trace_spans: int = 10_000, max_traces: int = 100_000,
                  max_bytes: int = 256 * 1024 * 1024, background: bool = True, store: TraceStore | None = None,
-                 clock: Clock = time.monotonic, start_worker: Callable[[], ScoringWorker] = ScoringWorker):
+                 clock: Clock = time.monotonic, start_worker: Callable[[], ScoringWorker] = start_worker):
         self.sessions, self.batch, self.background = sessions, batch, background
         self.stats = ReceiverStats()
         self.buffer = SpanBuffer(settle=settle, idle=idle, max_spans=max_spans, max_trace_spans=max_trace_spans,

@@ -16,7 +16,8 @@ from typing import Any
 
 from app.importers.otel import SpanRef
 from app.otlp.buffer import Clock, Key, Pending
-from app.otlp.worker import ScoringWorker, WorkerResult, load_decoders
+from app.otlp.worker import WorkerResult, load_decoders, score_traces, start_worker
+from app.store.scoring_worker import ScoringWorker
 
 log = logging.getLogger("toollens.otlp")
 
@@ -64,7 +65,7 @@ class Scoring:
     """The worker process (``use``: one pays on this machine) and the chunks it holds."""
 
     def __init__(self, use: bool, *, clock: Clock = time.monotonic,
-                 start: Callable[[], ScoringWorker] = ScoringWorker, timeout: float = WORKER_TIMEOUT):
+                 start: Callable[[], ScoringWorker] = start_worker, timeout: float = WORKER_TIMEOUT):
         self.use, self.clock, self.start, self.timeout = use, clock, start, timeout
         self.worker: ScoringWorker | None = None  # started with the first large batch
         self.flights: deque[Flight] = deque()  # chunks handed to the worker, in order
@@ -86,7 +87,7 @@ class Scoring:
         if self.worker is None:
             self.worker = self.start()
         worker = self.worker
-        future = worker.submit(document, bodies, [(f.refs(), f.flushes) for f in chunk], key=key)
+        future = worker.submit(score_traces, key, document, bodies, [(f.refs(), f.flushes) for f in chunk])
         return Flight(run_id, chunk, future, worker, self.clock() + self.timeout)
 
     def hold(self, flight: Flight) -> None:

@@ -1,11 +1,11 @@
-"""The OTLP receiver's second process (``app.otlp.scoring`` hands it the chunks): traces to scored rows.
+"""The OTLP receiver's job for the scoring worker (``app.store.scoring_worker``): traces to scored rows.
 
 Accepting spans (decoding, staging them durably) and turning traces into
 scored trajectories both cost CPU; in one process they share one core. On a
 machine with two cores or more the receiver hands each batch of ready traces
-to this worker, which builds the trajectory records (docs/formats.md), scores them and builds
-their rows (``rows.score_batch``); the receiver only inserts. What ends up
-in the store is what the in-process path stores: a batch the worker cannot
+(``app.otlp.scoring``) to the worker, which builds the trajectory records (docs/formats.md),
+scores them and builds their rows (``rows.score_batch``); the receiver only inserts. What
+ends up in the store is what the in-process path stores: a batch the worker cannot
 do whole goes back to that path.
 """
 
@@ -13,11 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing as mp
-import os
-import threading
 from collections.abc import Mapping
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +22,10 @@ from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
-from app.gc_tuning import collect_cycles_rarely
 from app.importers.otel import spans_of, trajectory_record
+from app.store import scoring_worker
 from app.store.rows import ScoredBatch, score_batch
+from app.store.scoring_worker import ScoringWorker
 
 MIN_TRACES = 50  # smaller batches are cheaper to score here than to ship to the worker
 
@@ -85,56 +82,12 @@ def load_decoders() -> None:
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: F401
 
 
-def _exit_with_parent() -> None:
-    """In the worker: exit when the server process dies, however it dies (SIGKILL runs no
-    shutdown). The pool's queues never report a dead parent (the worker holds their write ends
-    too), so a killed server would leave the worker, and the resource tracker it keeps open,
-    running for good; the parent's sentinel (a pipe only the parent holds) reports it at once."""
-    parent = mp.parent_process()
-    if parent is None:
-        return
-
-    def watch() -> None:
-        parent.join()
-        os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
 def warm_up() -> int:
-    """In the worker: everything loaded before the first batch comes; returns its pid."""
+    """In the worker: everything loaded before the first chunk comes; returns its pid."""
     load_decoders()
-    collect_cycles_rarely(100_000, 50)  # as the import's worker does
-    return os.getpid()
+    return scoring_worker.warm_up()
 
 
-class ScoringWorker:
-    """One worker process, started with the receiver (spawned: the web
-    process has threads, so it is not forked)."""
-
-    def __init__(self) -> None:
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"),
-                                         initializer=_exit_with_parent)
-        self.ready: Future[int] = self._pool.submit(warm_up)  # start and load it now, not with the first batch
-        self.killed = False
-
-    @staticmethod
-    def pays() -> bool:
-        return (os.cpu_count() or 1) >= 2
-
-    def submit(self, document: dict[str, Any], batches: dict[int, tuple[str, bytes]],
-               traces: list[tuple[list[tuple[int, int]], int]], key: str | None = None) -> Future[WorkerResult]:
-        """Score traces (spans as positions in staged batches) against a suite; ``key`` is
-        ``digest(document)``, when the caller has it."""
-        return self._pool.submit(score_traces, key or digest(document), document, batches, traces)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def kill(self) -> None:
-        """End the worker process as a crash would (a stuck worker; tests): the
-        batches it holds fail at once."""
-        self.killed = True
-        for process in list(getattr(self._pool, "_processes", {}).values()):
-            process.kill()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+def start_worker() -> ScoringWorker:
+    """The receiver's worker process, spawned (the web process has threads, so it is not forked)."""
+    return ScoringWorker(start="spawn", warm=warm_up)

@@ -165,13 +165,18 @@ def _scored_batches(path: Path, document: dict[str, Any], suite_source: str, sto
     yield "done", bad, None
 
 
+# the job, set in the importing process just before it forks the worker: inherited, not sent (the keys a
+# large run holds already, the suite)
+_INHERITED: tuple[str, dict[str, Any], str, set[Key], int, bool] | None = None
 _JOB: Iterator[Item] | None = None  # in the worker: the file being scored
 _END: Item | None = None  # and its last item, once reached
 
 
-def _begin(path: str, document: dict[str, Any], suite_source: str, stored: set[Key], batch: int,
-           stop_at_bad: bool) -> None:
+def _begin() -> None:
+    """In the worker: the file to score, as the fork inherited it (``_INHERITED``)."""
     global _JOB, _END
+    assert _INHERITED is not None, "the import's worker is forked"
+    path, document, suite_source, stored, batch, stop_at_bad = _INHERITED
     _JOB, _END = _scored_batches(Path(path), document, suite_source, stored, batch, stop_at_bad), None
 
 
@@ -200,8 +205,13 @@ class ScoringPipeline:
                  *, stop_at_bad: bool = False):
         # fork: no re-import of the main module, and a start in milliseconds; the
         # worker touches no connection, lock or thread of this process
-        self._worker = ScoringWorker(start="fork")
-        self._worker.submit(_begin, str(path), document, suite_source, stored, batch, stop_at_bad)
+        global _INHERITED
+        _INHERITED = (str(path), document, suite_source, stored, batch, stop_at_bad)
+        try:
+            self._worker = ScoringWorker(start="fork")  # forked here: it inherits the job
+        finally:
+            _INHERITED = None
+        self._worker.submit(_begin)
         self._ahead: deque[Future[Item]] = deque(self._worker.submit(_next) for _ in range(_QUEUE_BATCHES))
         self._done = False
         self.refused: list[tuple[int, str]] = []  # the file's refused lines, once the batches are read

@@ -28,7 +28,7 @@ def ref(trace: str, span: str, *, root: bool = False, tool: bool = False, index:
 
 
 def buffer(clock: Clock, **bounds: int) -> SpanBuffer:
-    return SpanBuffer(settle=1.0, idle=30.0, clock=clock, **bounds)  # type: ignore[arg-type]
+    return SpanBuffer(settle=1.0, idle=30.0, clock=clock, **bounds)
 
 
 def feed(b: SpanBuffer, batch: int, *spans: SpanRef, run_id: int = 1) -> tuple[bool, int]:

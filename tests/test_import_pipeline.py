@@ -1,4 +1,4 @@
-"""`toollens import` with its scoring in a second process (app.store.pipeline):
+"""`toollens import` with its scoring in a second process (app.store.scoring_worker):
 the same rows, the same bad-line rules and the same failure handling as the
 single-process path, on SQLite and PostgreSQL."""
 
@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.store import pipeline
+from app.store import scoring_worker as pipeline
 from tests import test_store_cli
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -19,7 +19,8 @@ import httpx
 import pytest
 
 from app.core.suite import load_suite_document
-from app.web.limits import MAX_JSON_VALUES, MAX_SPANS, allowed_hosts
+from app.otlp.bounds import MAX_JSON_VALUES, MAX_SPANS
+from app.web.limits import allowed_hosts
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

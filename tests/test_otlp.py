@@ -14,9 +14,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from app.otlp.receiver import OtlpReceiver
 from app.settings import Settings
 from app.web.app import create_app
-from app.web.otlp import OtlpReceiver
 from tests.servers import serve_in_thread
 
 TOOLS = [
@@ -195,8 +195,8 @@ def test_a_refused_request_stages_nothing(db_url: str) -> None:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
         engine = app.state.sessions.kw["bind"]
         assert client.post("/v1/traces?run=nope", json=body(span(TRACE, "01", "", 1))).status_code == 404
-        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, max_spans=2)
-        receiver._ensure_thread = lambda: None  # type: ignore[method-assign]
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, max_spans=2,
+                                                 background=False)
         assert client.post("/v1/traces", json=body(span(TRACE, "02", "", 1), span(TRACE, "03", "02", 2))
                            ).status_code == 200
         assert len(_staged(engine)[0]) == 1
@@ -223,8 +223,7 @@ def test_a_request_of_repeats_leaves_staging_once_the_database_lets_it(db_url: s
     app = create_app(Settings(database_url=db_url, auto_migrate=False))
     with TestClient(app) as client:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
-        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600)
-        receiver._ensure_thread = lambda: None  # type: ignore[method-assign]
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, background=False)
         engine = app.state.sessions.kw["bind"]
         first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
                      span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
@@ -289,8 +288,7 @@ def _crashed_receiver(db_url: str, **timing: float) -> tuple[Any, OtlpReceiver]:
     from app.web.state import ScorerCache
 
     engine = make_engine(db_url)  # SQLite with its foreign keys and write locks, as the app has it
-    receiver = OtlpReceiver(make_sessionmaker(engine), ScorerCache(), **timing)
-    receiver._ensure_thread = lambda: None  # type: ignore[method-assign]  # it stores only when told to
+    receiver = OtlpReceiver(make_sessionmaker(engine), ScorerCache(), **timing, background=False)
     return engine, receiver
 
 

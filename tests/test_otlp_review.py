@@ -12,12 +12,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.importers.otel import BATCH_LINES, lines_batch, spans_from_json
+from app.otlp.landing import MAX_ATTEMPTS, TraceStore
+from app.otlp.receiver import OtlpReceiver
 from app.settings import Settings
 from app.store.db import session_scope
 from app.store.ingest import delete_run
 from app.store.models import OtlpBatch
 from app.web.app import create_app
-from app.web.otlp import MAX_ATTEMPTS, OtlpReceiver
 from tests.test_otlp import SUITE, TRACE, body, span
 
 OTHER = "0af7651916cd43dd8448eb211c80319c"
@@ -36,6 +37,11 @@ def new_run(client: TestClient, name: str) -> int:
     r = client.post("/api/runs", json={"name": name, "suite": SUITE})
     assert r.status_code == 201, r.text
     return int(r.json()["id"])
+
+
+def app_state(client: TestClient) -> Any:
+    app: Any = client.app
+    return app.state
 
 
 def receiver(client: TestClient) -> OtlpReceiver:
@@ -82,9 +88,9 @@ def test_the_store_drops_repeats_inside_one_buffered_trace(client: TestClient) -
                                                     span(TRACE, "01", "", 10))))
     r = receiver(client)
     r.accept(run_id, BATCH_LINES, lines, spans)
-    (pending,) = r._pending.values()
+    (pending,) = r.buffer.pending.values()
     pending.spans.append(spans[0])  # as if merged from a batch given back
-    r._buffered += 1
+    r.buffer.buffered += 1
     assert r.store_ready(everything=True) == 1
     (record,) = records(client, run_id)
     assert [c["name"] for c in record["calls"]] == ["ver_saldo"]
@@ -170,18 +176,19 @@ def test_a_deleted_run_does_not_block_the_other_runs(client: TestClient) -> None
     assert r.store_ready(everything=True) == 0  # nothing given back to retry forever
 
 
-def test_a_trace_that_keeps_failing_is_rejected_after_n_attempts(client: TestClient,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trace_that_keeps_failing_is_rejected_after_n_attempts(client: TestClient) -> None:
     run_id = new_run(client, "otlp")
     r = receiver(client)
-    real_add = r._add
 
-    def add(run: int, trajectories: list[Any], staged: Any, traces: Any) -> bool:
-        if any(t.case_id == "poison" for t in trajectories):
-            raise RuntimeError("cannot store this one")
-        return real_add(run, trajectories, staged, traces)
+    class Poisoned(TraceStore):
+        """A store that cannot store the trace of case ``poison`` (the database reachable)."""
 
-    monkeypatch.setattr(r, "_add", add)
+        def add(self, run_id: int, trajectories: list[Any], traces: Any, release: Any) -> bool:
+            if any(t.case_id == "poison" for t in trajectories):
+                raise RuntimeError("cannot store this one")
+            return super().add(run_id, trajectories, traces, release)
+
+    r.lander.store = Poisoned(r.sessions, app_state(client).scorers)
     assert client.post("/v1/traces", json=body(span(TRACE, "01", "", 10, attrs={"toollens.case_id": "poison"}),
                                                span(OTHER, "01", "", 10, attrs={"toollens.case_id": "good"}),
                                                span(OTHER, "02", "01", 20, tool="ver_saldo"))).status_code == 200
@@ -195,29 +202,30 @@ def test_a_trace_that_keeps_failing_is_rejected_after_n_attempts(client: TestCli
     assert staged(client) == 0
 
 
-def test_while_the_database_is_away_nothing_counts_as_an_attempt(client: TestClient,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_while_the_database_is_away_nothing_counts_as_an_attempt(client: TestClient) -> None:
     from sqlalchemy.exc import OperationalError
-
-    from app.web import otlp
 
     run_id = new_run(client, "otlp")
     r = receiver(client)
-    real_add = r._add
+    real = r.lander.store
 
-    def away(run: int, trajectories: list[Any], staged: Any, traces: Any) -> bool:
-        raise OperationalError("INSERT", {}, Exception("connection refused"))
+    class Away(TraceStore):
+        """A store whose database is away."""
 
-    monkeypatch.setattr(r, "_add", away)
-    monkeypatch.setattr(otlp, "_database_away", lambda sessions: True)
+        def add(self, run_id: int, trajectories: list[Any], traces: Any, release: Any) -> bool:
+            raise OperationalError("INSERT", {}, Exception("connection refused"))
+
+        def reachable(self) -> bool:
+            return False
+
+    r.lander.store = Away(r.sessions, app_state(client).scorers)
     assert client.post("/v1/traces", json=body(span(TRACE, "01", "", 10), span(OTHER, "01", "", 10))).status_code == 200
     for _ in range(MAX_ATTEMPTS + 1):
         assert r.store_ready(everything=True) == 0
     status = client.get("/v1/traces/status").json()
     assert (status["buffered_spans"], status["rejected_traces"], status["retried_traces"]) == (2, 0, 0)
-    assert all(p.attempts == 0 for p in r._pending.values())
-    monkeypatch.setattr(r, "_add", real_add)  # the database is back
-    monkeypatch.setattr(otlp, "_database_away", lambda sessions: False)
+    assert all(p.attempts == 0 for p in r.buffer.pending.values())
+    r.lander.store = real  # the database is back
     assert r.store_ready(everything=True) == 2
     assert len(records(client, run_id)) == 2 and staged(client) == 0
 
@@ -232,8 +240,7 @@ def fresh_receiver(db_url: str, **timing: float) -> OtlpReceiver:
     from app.store.db import make_engine, make_sessionmaker
     from app.web.state import ScorerCache
 
-    r = OtlpReceiver(make_sessionmaker(make_engine(db_url)), ScorerCache(), worker=False, **timing)
-    r._ensure_thread = lambda: None  # type: ignore[method-assign]
+    r = OtlpReceiver(make_sessionmaker(make_engine(db_url)), ScorerCache(), worker=False, **timing, background=False)
     return r
 
 
@@ -282,7 +289,7 @@ def test_a_round_that_fails_midway_gives_back_only_what_it_did_not_store(client:
     assert send(r, a, span(TRACE, "01", "", 10), span(TRACE, "02", "01", 20, tool="ver_saldo"),
                 span(LATE, "02", "01", 20, tool="ver_saldo"))  # with a trace that waits: the request stays staged
     assert send(r, b, span(OTHER, "01", "", 10), span(OTHER, "02", "01", 20, tool="ver_saldo"))
-    real, calls = r._items, []
+    real, calls = r.lander.items, []
 
     def items(chunk: Any) -> Any:
         calls.append(len(chunk))
@@ -290,10 +297,10 @@ def test_a_round_that_fails_midway_gives_back_only_what_it_did_not_store(client:
             raise OperationalError("INSERT", {}, Exception("database is locked"))
         return real(chunk)
 
-    monkeypatch.setattr(r, "_items", items)
+    monkeypatch.setattr(r.lander, "items", items)
     with pytest.raises(OperationalError):
         r.store_ready()
-    monkeypatch.setattr(r, "_items", real)
+    monkeypatch.setattr(r.lander, "items", real)
     assert r.store_ready() == 1 and r.store_ready() == 0
     assert [len(records(client, run)) for run in (a, b)] == [1, 1]
     assert (r.stats.stored_traces, r.stats.duplicate_spans, r.buffered_spans) == (2, 0, 1)  # the waiting span
@@ -317,8 +324,7 @@ def test_a_deleted_run_whose_request_also_held_a_waiting_trace_blocks_nothing(cl
     assert staged_rows(r) == ([], []) and r.stats.duplicate_spans == 2
 
 
-def test_a_request_staged_while_its_batch_id_is_freed_is_not_lost(client: TestClient, db_url: str,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_request_staged_while_its_batch_id_is_freed_is_not_lost(client: TestClient, db_url: str) -> None:
     """A request comes in between the commit that deletes a staged request and the bookkeeping
     after it, with a late span of the same trace: it gets a new id (ids are never reused), and
     the bookkeeping of the old one does not touch it."""
@@ -326,26 +332,33 @@ def test_a_request_staged_while_its_batch_id_is_freed_is_not_lost(client: TestCl
     r = fresh_receiver(db_url, settle=0, idle=3600)
     assert send(r, run_id, span(TRACE, "01", "", 10), span(TRACE, "02", "01", 20, tool="ver_saldo"))
     (first,), _ = staged_rows(r)
-    real = r._release
+    real = r.lander.store
 
-    def release(session: Any, traces: Any) -> Any:
-        committed = real(session, traces)
+    class LateRequest(TraceStore):
+        """A store after whose commit, before the bookkeeping, a late request of the trace comes."""
 
-        def late_request_then_committed() -> None:
-            import threading
+        def add(self, run_id: int, trajectories: list[Any], traces: Any, release: Any) -> bool:
+            def then_a_late_request(session: Any) -> Any:
+                committed = release(session)
 
-            t = threading.Thread(target=send, args=(r, run_id, span(TRACE, "03", "01", 30, tool="buscar_cliente")))
-            t.start()
-            t.join()
-            committed()
+                def late_request_then_committed() -> None:
+                    import threading
 
-        return late_request_then_committed
+                    t = threading.Thread(target=send, args=(r, run_id, span(TRACE, "03", "01", 30,
+                                                                             tool="buscar_cliente")))
+                    t.start()
+                    t.join()
+                    committed()
 
-    monkeypatch.setattr(r, "_release", release)
+                return late_request_then_committed
+
+            return super().add(run_id, trajectories, traces, then_a_late_request)
+
+    r.lander.store = LateRequest(r.sessions, real.scorers)
     assert r.store_ready() == 1
-    monkeypatch.setattr(r, "_release", real)
+    r.lander.store = real
     (second,), _ = staged_rows(r)
-    assert second > first and list(r._batches) == [second]
+    assert second > first and list(r.buffer.batches) == [second]
     assert r.store_ready(everything=True) == 1 and r.stats.rejected_traces == 0
     assert sorted([c["name"] for c in x["calls"]] for x in records(client, run_id)) == [["buscar_cliente"],
                                                                                          ["ver_saldo"]]

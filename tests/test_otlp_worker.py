@@ -31,10 +31,11 @@ from app.importers.otel import (
     spans_of,
 )
 from app.importers.otel_replay import replay_openai_messages
+from app.otlp.receiver import OtlpReceiver
+from app.otlp.worker import MIN_TRACES
 from app.settings import Settings
+from app.store.scoring_worker import ScoringWorker
 from app.web.app import create_app
-from app.web.otlp import OtlpReceiver
-from app.web.otlp_worker import MIN_TRACES, ScoringWorker
 from tests.resources import require_data
 from tests.test_import_converters import SCHEMAS, TAU
 
@@ -128,13 +129,12 @@ def _stored(db_url: str, suite: dict[str, Any], body: bytes, worker: bool) -> tu
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
         receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
-                                                 worker=worker)
-        receiver._ensure_thread = lambda: None  # stored when told to, here
+                                                 worker=worker, background=False)
         name = f"w{int(worker)}"
         run_id = client.post("/api/runs", json={"name": name, "suite": suite}).json()["id"]
         accept(receiver, name, body)
         assert receiver.store_ready(everything=True) == 100
-        used = receiver._worker is not None
+        used = receiver.scoring.worker is not None
         exported = client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()
         figures = client.get(f"/api/runs/{run_id}/figures").json()
     return [*sorted(exported), json.dumps(figures, sort_keys=True)], used
@@ -143,7 +143,7 @@ def _stored(db_url: str, suite: dict[str, Any], body: bytes, worker: bool) -> tu
 def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tuple[dict[str, Any], bytes],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     suite, body = tau
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     assert MIN_TRACES <= 100  # the sample's 100 traces make one batch large enough for the worker
     in_process, used_none = _stored(db_url, suite, body, worker=False)
     by_worker, used = _stored(db_url, suite, body, worker=True)
@@ -157,19 +157,18 @@ def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any]
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch it held is stored in-process, and the next batch gets a new worker."""
     suite, body = tau
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     traces = sorted({s.trace_id for s in span_refs_from_protobuf(body)})
     first = set(traces[:len(traces) // 2])
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
         receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
-                                                 batch=50)
-        receiver._ensure_thread = lambda: None
+                                                 batch=50, background=False)
         run_id = client.post("/api/runs", json={"name": "dies", "suite": suite}).json()["id"]
         accept(receiver, "dies", only(body, first))
-        receiver._worker = ScoringWorker()
-        receiver._worker.kill()
-        assert receiver.store_ready(everything=True) == 50 and receiver._worker is None
+        receiver.scoring.worker = ScoringWorker()
+        receiver.scoring.worker.kill()
+        assert receiver.store_ready(everything=True) == 50 and receiver.scoring.worker is None
         accept(receiver, "dies", only(body, set(traces) - first))
         assert receiver.store_ready(everything=True) == 50
         assert receiver.stats.worker_traces == 50  # the second batch, by a new worker
@@ -181,16 +180,15 @@ def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
     """Right after a kill the pool may answer "cannot schedule new futures after shutdown"
     rather than BrokenProcessPool: the batch is stored in-process all the same, the worker dropped."""
     suite, body = tau
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     first = set(sorted({s.trace_id for s in span_refs_from_protobuf(body)})[:50])
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
         receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
-                                                 batch=50)
-        receiver._ensure_thread = lambda: None
+                                                 batch=50, background=False)
         client.post("/api/runs", json={"name": "refuses", "suite": suite}).raise_for_status()
         accept(receiver, "refuses", only(body, first))
-        worker = receiver._worker = ScoringWorker()
+        worker = receiver.scoring.worker = ScoringWorker()
         worker.kill()
 
         def refuse(*args: object, **kwargs: object) -> None:
@@ -201,7 +199,7 @@ def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
         cancelled.cancel()
         worker.ready = cancelled  # a kill may cancel the start before it ran
         assert client.get("/v1/traces/status").json()["worker_ready"] is False  # killed: not ready, no error
-        assert receiver.store_ready(everything=True) == 50 and receiver._worker is None
+        assert receiver.store_ready(everything=True) == 50 and receiver.scoring.worker is None
         assert receiver.stats.worker_traces == 0 and receiver.stats.stored_traces == 50
 
 
@@ -209,32 +207,40 @@ def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch the worker does not finish within WORKER_TIMEOUT is stored in-process
     by the normal storing round (no shutdown needed), and that worker is stopped."""
-    from app.web import otlp
-
     suite, body = tau
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
-    monkeypatch.setattr(otlp, "WORKER_TIMEOUT", 0.3)
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     killed: list[bool] = []
-    monkeypatch.setattr(ScoringWorker, "submit", lambda self, *args, key=None: Future())  # never done
-    monkeypatch.setattr(ScoringWorker, "kill", lambda self: killed.append(True))
+
+    class StuckWorker:
+        """A worker process that never finishes a chunk."""
+
+        killed = False
+
+        def submit(self, *args: object, key: str | None = None) -> Future[Any]:
+            return Future()  # never done
+
+        def kill(self) -> None:
+            killed.append(True)
+
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
-        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=0, idle=0)
-        receiver._ensure_thread = lambda: None
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=0, idle=0,
+                                                 background=False, start_worker=StuckWorker)
+        receiver.scoring.timeout = 0.3
         run_id = client.post("/api/runs", json={"name": "stuck", "suite": suite}).json()["id"]
         accept(receiver, "stuck", body)
-        assert receiver.store_ready() == 0 and len(receiver._scoring) == 1  # handed to the worker
+        assert receiver.store_ready() == 0 and len(receiver.scoring.flights) == 1  # handed to the worker
         assert receiver.store_ready() == 0  # not done, not overdue: nothing stored, nothing taken twice
         time.sleep(0.4)
         assert receiver.store_ready() == 100
-        assert killed == [True] and receiver._worker is None and receiver.stats.worker_traces == 0
+        assert killed == [True] and receiver.scoring.worker is None and receiver.stats.worker_traces == 0
         assert len(client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()) == 100
 
 
 def test_a_warm_start_loads_the_worker_before_any_span(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """``TOOLLENS_OTLP_WARM_START`` (on under ``toollens serve``): the worker process is up and
     has loaded the decoders when the app starts; without it none runs until a large batch comes."""
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     with TestClient(create_app(Settings(database_url=db_url))) as client:
         assert client.get("/v1/traces/status").json()["worker_ready"] is None
     with TestClient(create_app(Settings(database_url=db_url, otlp_warm_start=True))) as client:
@@ -243,7 +249,7 @@ def test_a_warm_start_loads_the_worker_before_any_span(db_url: str, monkeypatch:
             assert time.monotonic() < deadline, "the worker did not come up"
             time.sleep(0.05)
         assert ready is True
-        worker = client.app.state.otlp._worker  # type: ignore[attr-defined]
+        worker = client.app.state.otlp.scoring.worker  # type: ignore[attr-defined]
         assert worker is not None and worker.ready.result() != os.getpid()  # loaded in its own process
         import gc
 
@@ -282,7 +288,7 @@ def test_a_worker_that_cannot_start_with_the_server_does_not_stop_it(db_url: str
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Spawning fails in a script without the ``__main__`` guard: the app still starts (the
     receiver falls back to the lazy start, or to scoring in-process)."""
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
 
     def cannot(self: object) -> None:
         raise RuntimeError("An attempt has been made to start a new process before the current process has "
@@ -300,14 +306,15 @@ def _early(db_url: str, monkeypatch: pytest.MonkeyPatch,
     """An app with a run ``otlp`` and a receiver whose worker is up, storing only when told to."""
     from tests.test_otlp import SUITE
 
-    monkeypatch.setattr("app.web.otlp_worker.ScoringWorker.pays", staticmethod(lambda: True))
+    monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
         app: Any = client.app
-        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=settle, idle=3600)
-        receiver._ensure_thread = lambda: None  # type: ignore[method-assign]
-        receiver._worker = ScoringWorker()
-        receiver._worker.ready.result(timeout=60)
+        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=settle, idle=3600,
+                                                 background=False)
+        receiver.warm_up()  # its worker started now
+        assert receiver.scoring.worker is not None
+        receiver.scoring.worker.ready.result(timeout=60)
         yield client, run_id, receiver
 
 
@@ -327,8 +334,8 @@ def _scored_early(receiver: OtlpReceiver) -> None:
     """One storing round that hands the trace to the worker before it settled, and its scoring."""
     time.sleep(receiver.settle / 5 + 0.05)
     assert receiver.store_ready() == 0
-    assert len(receiver._scoring) == 1 and receiver._scoring[0].settles_at > time.monotonic()
-    future = receiver._scoring[0].future
+    assert len(receiver.scoring.flights) == 1 and receiver.scoring.flights[0].settles_at > time.monotonic()
+    future = receiver.scoring.flights[0].future
     assert future is not None
     future.result(timeout=60)
 
@@ -393,12 +400,12 @@ def test_a_trace_taken_early_that_the_worker_refuses_is_stored_in_process_once_s
         def refuse(*args: object, **kwargs: object) -> None:
             raise RuntimeError("cannot schedule new futures after shutdown")
 
-        monkeypatch.setattr(receiver._worker, "submit", refuse)
+        monkeypatch.setattr(receiver.scoring.worker, "submit", refuse)
         first = _first_request()
         assert client.post("/v1/traces", json=first).status_code == 200
         time.sleep(0.25)
-        assert receiver.store_ready() == 0 and len(receiver._scoring) == 1  # taken early, for in-process scoring
-        assert receiver._scoring[0].future is None
+        assert receiver.store_ready() == 0 and len(receiver.scoring.flights) == 1  # taken early, for in-process scoring
+        assert receiver.scoring.flights[0].future is None
         assert receiver.store_ready() == 0  # not settled yet
         time.sleep(1.0)
         assert receiver.store_ready() == 1 and receiver.stats.worker_traces == 0
@@ -422,13 +429,13 @@ def test_only_the_traces_that_grew_go_back(db_url: str, monkeypatch: pytest.Monk
                            ).status_code == 200
         time.sleep(max(0.0, t0 + 0.8 - time.monotonic()))
         _scored_early(receiver)
-        chunk = receiver._scoring[0].chunk
+        chunk = receiver.scoring.flights[0].chunk
         assert len(chunk) == 2  # both traces in one chunk
         other_settled = next(f.pending.last_seen for f in chunk if f.key[1] == OTHER) + 2.0
         assert client.post("/v1/traces", json=body(span(TRACE, "03", "01", 30, tool="ver_saldo"))).status_code == 200
         time.sleep(max(0.0, other_settled - time.monotonic()) + 0.05)
         assert client.post("/v1/traces", json=body(span(OTHER, "13", "11", 30, tool="ver_saldo"))).status_code == 200
-        time.sleep(max(0.0, receiver._scoring[0].settles_at - time.monotonic()) + 0.05)
+        time.sleep(max(0.0, receiver.scoring.flights[0].settles_at - time.monotonic()) + 0.05)
         assert receiver.store_ready() == 1  # t2 as it settled; t1 went back
         _until_stored(receiver, 2)
         assert receiver.store_ready(everything=True) == 1  # t2's late span (no root: at shutdown)
@@ -448,7 +455,7 @@ def test_a_request_sent_again_while_its_trace_settles_keeps_it_open(db_url: str,
         assert client.post("/v1/traces", json=first).status_code == 200
         _scored_early(receiver)
         assert client.post("/v1/traces", json=first).status_code == 200  # the exporter's retry
-        time.sleep(max(0.0, receiver._scoring[0].settles_at - time.monotonic()) + 0.05)
+        time.sleep(max(0.0, receiver.scoring.flights[0].settles_at - time.monotonic()) + 0.05)
         assert receiver.store_ready() == 0 and receiver.stats.stored_traces == 0  # went back
         _until_stored(receiver, 1)
         records = _records(client, run_id)
@@ -474,7 +481,7 @@ def test_repeats_are_counted_once_when_a_trace_goes_back(db_url: str, monkeypatc
         assert receiver.stats.duplicate_spans == 2
         assert client.post("/v1/traces", json=body(span(TRACE, "04", "01", 40, tool="buscar_cliente"))
                            ).status_code == 200
-        time.sleep(max(0.0, receiver._scoring[0].settles_at - time.monotonic()) + 0.05)
+        time.sleep(max(0.0, receiver.scoring.flights[0].settles_at - time.monotonic()) + 0.05)
         assert receiver.store_ready() == 0 and receiver.buffered_spans == 2  # went back, without the repeats
         _until_stored(receiver, 2)
         records = _records(client, run_id)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.agents.reading import confusion_chance, read_toolset
+from app.core.bounded import BoundedCache
 from app.core.language import Language, detect_language, language_scores
 from app.core.lint import lint_toolset, states_precondition
 from app.core.records import TRANSIENT_KINDS
@@ -101,13 +102,11 @@ def described_formats(toolset: Toolset) -> frozenset[tuple[str, str]]:
         unstated = {(f.tool, f.field) for f in lint_toolset(toolset) if f.rule == "argument_format"}
         found = frozenset((t.name, str(name)) for t in toolset.tools
                           for name in (t.parameters.get("properties") or {}) if (t.name, str(name)) not in unstated)
-        if len(_DESCRIBED) > 64:
-            _DESCRIBED.clear()
-        _DESCRIBED[key] = found
+        _DESCRIBED.put(key, found)
     return found
 
 
-_DESCRIBED: dict[tuple[tuple[str, str, str], ...], frozenset[tuple[str, str]]] = {}
+_DESCRIBED: BoundedCache[tuple[tuple[str, str, str], ...], frozenset[tuple[str, str]]] = BoundedCache(64)
 
 
 @dataclass

@@ -39,8 +39,9 @@ def curate(
                                                       "takes the run's toolset.")],
     where: Annotated[list[str] | None, typer.Option(
         "--where", help="KEY=VALUE, repeatable: failure=NAME (selection, arguments, schema, hallucinated_tool, "
-                        "dependency, forbidden_call, state, recovery_hallucinated, recovery_confused, step_not_done, or a "
-                        "family of the figures), outcome=NAME, tool=NAME (called), case=ID.")] = None,
+                        "dependency, forbidden_call, state, recovery_hallucinated, recovery_confused, "
+                        "step_not_done, or a family of the figures), outcome=NAME, tool=NAME (called), case=ID.")]
+    = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=100_000, help="At most this many cases.")] = 50,
     records: Annotated[Path | None, typer.Option(
         "--records", help="Also write the new cases' source trajectories here (JSON Lines), each under its new "

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from app.core.bounded import BoundedCache
 from app.core.errors import ToolLensError
 
 BUNDLED = Path(__file__).with_name("prices.yaml")
@@ -116,7 +117,7 @@ def bundled_prices() -> PriceTable:
 
 _CURRENT: dict[tuple[str, int, int, int], PriceTable] = {}  # the file's (path, inode, size, mtime): its table
 _GOOD: dict[str, PriceTable] = {}  # per path, the last table read from it whole
-_BAD: dict[tuple[str, int, int, int], str] = {}  # a file state that failed, and why (warned once)
+_BAD: BoundedCache[tuple[str, int, int, int], str] = BoundedCache(64)  # a file state that failed, and why (warned once)
 log = logging.getLogger("toollens.prices")
 
 
@@ -136,8 +137,9 @@ def current_prices() -> PriceTable:
         return _last_good(path, (path, -1, -1, -1), f"cannot read the price file ({exc.strerror})")
     table = _CURRENT.get(key)
     if table is None:
-        if key in _BAD:
-            return _last_good(path, key, _BAD[key])
+        bad = _BAD.get(key)
+        if bad is not None:
+            return _last_good(path, key, bad)
         try:
             table = load_prices(path)
         except PriceTableError as exc:
@@ -151,9 +153,7 @@ def current_prices() -> PriceTable:
 def _last_good(path: str, key: tuple[str, int, int, int], reason: str) -> PriceTable:
     fallback = _GOOD.get(path)
     if key not in _BAD:
-        if len(_BAD) >= 64:
-            _BAD.clear()
-        _BAD[key] = reason
+        _BAD.put(key, reason)
         log.warning("%s: %s; the %s keeps serving", path, reason.removeprefix(f"{path}: "),
                     "last good table read from it" if fallback else "bundled price table")
     return fallback or bundled_prices()

@@ -7,7 +7,7 @@ run it creates) is one transaction: nothing of it is visible until all of it
 is stored, and an import that fails or is killed leaves nothing behind (the
 database rolls it back), so importing the file again just works. On SQLite
 other writers wait for it meanwhile (up to the busy timeout).
-A new run from a file large enough for the scoring worker (app.store.pipeline)
+A new run from a file large enough for the scoring worker (app.store.scoring_worker)
 is checked by that worker while it is stored, instead of first: a file with
 bad lines then stores nothing either, and what ends up stored is the same.
 """
@@ -33,7 +33,7 @@ from app.store import ingest, queries
 from app.store.db import check_schema, make_engine, make_sessionmaker, session_scope
 from app.store.errors import Conflict
 from app.store.models import Run
-from app.store.pipeline import ScoringPipeline, checked_lines, pipeline_pays
+from app.store.scoring_worker import ScoringPipeline, checked_lines, pipeline_pays
 
 
 @dataclass

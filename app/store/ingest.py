@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.core.bounded import BoundedCache
 from app.core.records import Trajectory
 from app.core.suite import Suite, parse_suite
 from app.store import suites
@@ -125,7 +126,8 @@ def suite_document(session: Session, suite_id: int) -> dict[str, Any]:
     return suites.suite_document(session, get_suite_row(session, suite_id))
 
 
-_PARSED: dict[tuple[str, str], Suite] = {}  # by (name, content digest): the same content, the same Suite
+# by (name, content digest): the same content, the same Suite
+_PARSED: BoundedCache[tuple[str, str], Suite] = BoundedCache(64)
 
 
 def suite_for_run(session: Session, run: Run) -> Suite:
@@ -136,9 +138,7 @@ def suite_for_run(session: Session, run: Run) -> Suite:
     suite = _PARSED.get(key)
     if suite is None:
         suite = parse_suite(suites.suite_document(session, row), path=f"suite {row.name}")
-        if len(_PARSED) >= 64:
-            _PARSED.clear()
-        _PARSED[key] = suite
+        _PARSED.put(key, suite)
     return suite
 
 

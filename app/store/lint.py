@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.bounded import BoundedCache
 from app.core.lint import RULES, Finding, lint_pairs, lint_toolset
 from app.core.schemadiff import schema_changes
 from app.core.textdiff import word_diff
@@ -70,7 +71,8 @@ def _public(f: Finding) -> FindingPublic:
     return FindingPublic(**f.to_dict())
 
 
-_CACHE: dict[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], list[Finding]] = {}
+_CACHE: BoundedCache[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], list[Finding]] = (
+    BoundedCache(64))
 
 
 def _findings(toolset: Toolset, pairs: list[tuple[str, str]]) -> list[Finding]:
@@ -78,9 +80,8 @@ def _findings(toolset: Toolset, pairs: list[tuple[str, str]]) -> list[Finding]:
     key = (toolset.version, tuple(toolset.dependencies), tuple(pairs))
     found = _CACHE.get(key)
     if found is None:
-        if len(_CACHE) >= 64:
-            _CACHE.clear()
-        found = _CACHE[key] = lint_toolset(toolset, pairs)
+        found = lint_toolset(toolset, pairs)
+        _CACHE.put(key, found)
     return found
 
 

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.templating import Jinja2Templates
 
 from app import __version__
+from app.otlp.receiver import close_receiver, open_receiver
 from app.settings import Settings, load_settings
 from app.store.db import check_schema, make_engine, make_sessionmaker
 from app.web.api import router as api_router
@@ -18,7 +19,6 @@ from app.web.curation import router as curation_router
 from app.web.errors import install_error_handlers
 from app.web.labels import router as labels_router
 from app.web.limits import Intake, allowed_hosts
-from app.web.otlp import close_receiver, open_receiver
 from app.web.otlp import router as otlp_router
 from app.web.pages import router as pages_router
 from app.web.state import ComparisonCache, FiguresCache, ScorerCache

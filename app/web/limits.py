@@ -19,9 +19,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.records import loads
+from app.otlp.bounds import Refused as Refused  # the refusal of a request, web's or the OTLP intake's
+from app.otlp.bounds import check_json_size
 
-MAX_JSON_VALUES = 2_000_000  # structural characters ({ [ ,) in one JSON body: a bound on the values it builds
-MAX_SPANS = 50_000  # spans in one OTLP export request (an SDK exports 512 at a time)
 JSON = "application/json"
 PROTOBUF = "application/x-protobuf"
 OTLP_TYPES = (JSON, PROTOBUF)
@@ -40,14 +40,6 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
-
-
-class Refused(Exception):
-    """A request refused at intake: its status and what to tell the client."""
-
-    def __init__(self, status: int, error: str):
-        super().__init__(error)
-        self.status, self.error = status, error
 
 
 def media_type(content_type: str) -> str:
@@ -200,17 +192,6 @@ async def _refuse(send: Send, exc: Refused, *, bearer: bool = False) -> None:
         headers.append((b"www-authenticate", b"Bearer"))
     await send({"type": "http.response.start", "status": exc.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-def check_json_size(body: bytes, what: str = "the JSON body") -> None:
-    """413 before decoding when the body could build more than MAX_JSON_VALUES values
-    (counted a megabyte at a time, so that other threads run meanwhile)."""
-    values = 0
-    for start in range(0, len(body), 1 << 20):
-        end = start + (1 << 20)
-        values += body.count(b"{", start, end) + body.count(b"[", start, end) + body.count(b",", start, end)
-        if values > MAX_JSON_VALUES:
-            raise Refused(413, f"{what} holds more than {MAX_JSON_VALUES} JSON values (the limit per body)")
 
 
 def read_json(body: bytes) -> Any:

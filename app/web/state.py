@@ -5,13 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from threading import Lock
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.core.bounded import BoundedCache
 from app.core.prices import PriceTable, current_prices
 from app.core.scoring import Scorer
 from app.store import compare as comparing
@@ -25,20 +25,17 @@ class ScorerCache:
     """Scorers compile every tool schema once; keep the recent ones."""
 
     def __init__(self, size: int = 32):
-        self._size = size
-        self._items: OrderedDict[int, Scorer] = OrderedDict()
+        self._items: BoundedCache[int, Scorer] = BoundedCache(size)
         self._lock = Lock()
 
     def for_run(self, session: Session, run: Run) -> Scorer:
         with self._lock:
-            if run.suite_id in self._items:
-                self._items.move_to_end(run.suite_id)
-                return self._items[run.suite_id]
+            cached = self._items.get(run.suite_id)
+        if cached is not None:
+            return cached
         scorer = Scorer(suite_for_run(session, run))
         with self._lock:
-            self._items[run.suite_id] = scorer
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
+            self._items.put(run.suite_id, scorer)
         return scorer
 
 
@@ -49,8 +46,7 @@ class ComparisonCache:
     run makes a new key: a cached comparison is never stale."""
 
     def __init__(self, size: int = 64):
-        self._size = size
-        self._items: OrderedDict[tuple[int, ...], tuple[PriceTable, ComparisonPublic]] = OrderedDict()
+        self._items: BoundedCache[tuple[int, ...], tuple[PriceTable, ComparisonPublic]] = BoundedCache(size)
         self._lock = Lock()
 
     def get(self, session: Session, a: int, b: int) -> ComparisonPublic:
@@ -58,15 +54,13 @@ class ComparisonCache:
         key = (a, b, ra.trajectories, rb.trajectories)
         prices = current_prices()  # the cost deltas are priced now: a new table re-prices them
         with self._lock:
-            cached = self._items.get(key)
+            cached = self._items.peek(key)
             if cached is not None and cached[0] is prices:
-                self._items.move_to_end(key)
+                self._items.get(key)  # the most recent now
                 return cached[1]
         result = comparing.compare_runs(session, a, b)
         with self._lock:
-            self._items[key] = (prices, result)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
+            self._items.put(key, (prices, result))
         return result
 
 
@@ -98,10 +92,9 @@ class FiguresCache:
     the trajectories stored since (``queries.UsageSoFar``)."""
 
     def __init__(self, size: int = 64, *, interval: float = 5.0, live_tallies: int = 4):
-        self._size = size
         self.interval = interval
         self._live_tallies = live_tallies
-        self._items: OrderedDict[int, _Summary] = OrderedDict()
+        self._items: BoundedCache[int, _Summary] = BoundedCache(size)
         self._running: dict[int, threading.Event] = {}
         self._lock = Lock()
 
@@ -118,13 +111,13 @@ class FiguresCache:
         count = queries.run_trajectory_count(session, run_id)
         while True:
             with self._lock:
-                cached = self._items.get(run_id)
+                cached = self._items.peek(run_id)
                 if cached is not None and cached.born != born:
                     cached = None
                 usable = cached is not None and cached.prices is prices
                 if cached is not None and usable and (cached.count == count
                                                       or time.monotonic() - cached.at_mono < self._wait(cached)):
-                    self._items.move_to_end(run_id)
+                    self._items.get(run_id)  # the most recent now
                     return self._stamped(cached, count)
                 running = self._running.get(run_id)
                 if running is None:
@@ -132,7 +125,7 @@ class FiguresCache:
             if running is not None:  # another request computes them: share its result
                 running.wait()
                 with self._lock:
-                    cached = self._items.get(run_id)
+                    cached = self._items.peek(run_id)
                     if cached is not None and cached.prices is prices and cached.born == born:
                         return self._stamped(cached, count)
                 continue  # it failed: compute them here
@@ -144,13 +137,10 @@ class FiguresCache:
                         cached.tally = None  # it may hold part of the failed computation
                     raise
                 with self._lock:
-                    self._items[run_id] = fresh
-                    self._items.move_to_end(run_id)
-                    while len(self._items) > self._size:
-                        self._items.popitem(last=False)
-                    live = [k for k, v in reversed(self._items.items()) if v.tally is not None]
-                    for k in live[self._live_tallies:]:  # the tallies of the runs that received last only
-                        self._items[k].tally = None
+                    self._items.put(run_id, fresh)
+                    live = [v for _, v in self._items.newest_first() if v.tally is not None]
+                    for v in live[self._live_tallies:]:  # the tallies of the runs that received last only
+                        v.tally = None
                 return self._stamped(fresh, count)
             finally:
                 with self._lock:

@@ -21,7 +21,7 @@ from app.importers.otel import (
     span_refs_from_protobuf,
     spans_from_json,
 )
-from app.web.limits import MAX_SPANS, Refused, check_json_size
+from app.otlp.bounds import MAX_SPANS, Refused, check_json_size
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:

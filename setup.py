@@ -7,7 +7,7 @@ and when a C compiler and the Python headers are present, the install also
 compiles the modules that every scored call goes through with mypyc, which
 scores 1.4 to 2 times faster (``bench/score_bench.py``); it takes a few
 minutes, so a plain install (``make demo``) leaves it out. The compiled modules compute what
-their source computes (``tests/test_compiled.py`` compares the two), but they
+their source computes (``tests/core/test_compiled.py`` compares the two), but they
 enforce the declared types of their classes' fields and arguments at run time.
 
 An install without ``TOOLLENS_COMPILE=1``, or with ``TOOLLENS_PURE_PYTHON=1``

@@ -1,7 +1,7 @@
 """Hostile records stored through every write path (API, labels, OTLP, `toollens import`),
 for tests that read everything back: NUL and lone surrogates in every kind of string,
 JSON nested to the bound, numbers at the edges. What the app stores of them is
-checked in tests/test_hostile_records.py; the API fuzz runs on a database holding them."""
+checked in tests/web/test_hostile_records.py; the API fuzz runs on a database holding them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """An Inspect AI log made by the real ``inspect_ai`` package, with its mock
-model playing a scripted agent (tests/test_inspect_log.py reads it).
+model playing a scripted agent (tests/importers/test_inspect_log.py reads it).
 
 Two samples, one tool (``weather(city)``, which raises a ToolError for a city
 it does not know, and answers "Error: ..." as plain text for "Nowhere"):

@@ -2,7 +2,7 @@
 help, rendered in advance, so that printing it loads neither typer nor the command groups.
 
 Generated: ``python -m app.commands.help_text`` writes it again from the typer app after a
-command or its first help line changes (tests/test_cli_startup.py says when).
+command or its first help line changes (tests/cli/test_cli_startup.py says when).
 """
 
 ROOT_HELP = """\

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from app.core.language import Language
     from app.core.lint import Finding
 
-# app.core.lint's SIMILAR_THRESHOLD and LOOKALIKE_THRESHOLD (tests/test_cli_startup.py checks they agree),
+# app.core.lint's SIMILAR_THRESHOLD and LOOKALIKE_THRESHOLD (tests/cli/test_cli_startup.py checks they agree),
 # written out so that `toollens --help` does not import the core.
 SIMILAR_THRESHOLD = 0.5
 LOOKALIKE_THRESHOLD = 0.3

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from app.core.records import Trajectory
     from app.core.suite_check import SuiteProblems
 
-# option -> (parameter, the value it takes: None, "int" or "path"); tests/test_cli_startup.py checks it
+# option -> (parameter, the value it takes: None, "int" or "path"); tests/cli/test_cli_startup.py checks it
 # against the typer command
 OPTIONS = {"--json": ("as_json", None), "--top": ("top", "int"), "--fail-on-blocking": ("fail_on_blocking", None),
            "--prices": ("prices", "path"), "--lenient": ("lenient", None)}

@@ -8,7 +8,7 @@ count. Every failure belongs to exactly one family. Whatever lists, titles,
 orders or counts the families reads them here, in this order: adding a
 failure kind is one ``Failure`` member, its place in a family's ``failures``
 and its rule in ``core/scoring.py`` (and its name in the lists of
-docs/formats.md and docs/api.md, which tests/test_families.py holds to this one).
+docs/formats.md and docs/api.md, which tests/core/test_families.py holds to this one).
 """
 
 from __future__ import annotations

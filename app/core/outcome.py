@@ -72,7 +72,7 @@ _MIN_DIGITS = 3  # shorter bare numbers ("paso 2", "3 días") are prose, not dat
 # whole pattern at every position (2.5-3.7x faster on tau-bench's tool outputs).
 # ``\b`` before a first character that is a word character is written as a
 # look-behind after it: ``\d(?<!\w\d)`` is ``\b\d``. Each matches exactly what
-# its plain form matches (tests/test_outcome.py keeps the plain forms and
+# its plain form matches (tests/core/test_outcome.py keeps the plain forms and
 # compares them on real traces and random text):
 #   dates   \b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b | \b\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\b
 #           | \b\d{1,2}\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b          (05/03/2024, 5 de marzo de 2024)

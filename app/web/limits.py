@@ -31,7 +31,7 @@ SECURITY_HEADERS = [
     (b"content-security-policy",
      b"default-src 'none'; script-src 'self'; img-src 'self' data:; font-src 'self'; "
      # the app's stylesheet, and the two inline styles the vendored Plotly sets: a <style> element and
-     # an empty style attribute (tests/test_browser.py fails on any style the policy blocks)
+     # an empty style attribute (tests/web/test_browser.py fails on any style the policy blocks)
      b"style-src 'self' 'unsafe-hashes' 'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o=' "
      b"'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='; "
      b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"),

@@ -1,0 +1,111 @@
+"""The HTML pages over a real database, checked with a parser: they render,
+escape what traces supply, put figures in JSON blocks, and 404 properly."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.suite import load_suite_document
+from app.settings import Settings
+from app.web.app import create_app
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+HTML = {"accept": "text/html"}
+
+
+class Collect(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.scripts: list[str] = []
+        self._in_script: dict[str, str | None] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag == "script":
+            self._in_script = dict(attrs)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_script = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script is not None and self._in_script.get("type") == "application/json":
+            self.scripts.append(data)
+
+
+def parse(text: str) -> Collect:
+    p = Collect()
+    p.feed(text)
+    return p
+
+
+@pytest.fixture()
+def client(db_url: str) -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
+        doc = load_suite_document(EXAMPLES / "suite_v1.yaml")
+        rid = c.post("/api/runs", json={"name": "v1", "suite": doc}).json()["id"]
+        recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
+        evil = dict(recs[0], trial=99, answer="<script>alert(1)</script>",
+                    calls=[dict(recs[0]["calls"][0], observation='"><img src=x onerror=alert(2)>')])
+        c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": [*recs, evil]})
+        yield c
+
+
+def test_pages_render_with_figures_as_json(client: TestClient) -> None:
+    for path in ("/", "/runs/1", "/runs/1?failure=schema", "/trajectories/1", "/toolsets/atencion_cliente"):
+        r = client.get(path, headers=HTML)
+        assert r.status_code == 200, path
+        assert r.headers["content-type"].startswith("text/html")
+    page = parse(client.get("/runs/1", headers=HTML).text)
+    figures = [json.loads(s) for s in page.scripts]
+    assert figures and all(f["data"][0]["type"] == "bar" for f in figures)  # outcome bars; the heatmap is a table
+    plotly = [a["content"] for tag, a in page.tags if tag == "meta" and a.get("name") == "plotly"]
+    assert len(plotly) == 1 and plotly[0] and plotly[0].startswith("/static/")
+    assert client.get(plotly[0]).status_code == 200  # served by the app, no CDN
+
+
+def test_untrusted_text_is_escaped(client: TestClient) -> None:
+    tid = client.get("/api/runs/1/trajectories", params={"case_id": "saldo-001", "limit": 500}).json()["data"][-1]["id"]
+    text = client.get(f"/trajectories/{tid}", headers=HTML).text
+    assert "<script>alert(1)</script>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert not any(tag == "img" for tag, _ in parse(text).tags)
+
+
+def test_filters_and_cells_narrow_the_list(client: TestClient) -> None:
+    text = client.get("/runs/1", params={"expected": "buscar_pedido", "called": "buscar_producto"}, headers=HTML).text
+    assert "4 shown by the filter" in text
+
+
+def test_unknown_ids_are_404_pages_or_json(client: TestClient) -> None:
+    r = client.get("/runs/987654", headers=HTML)
+    assert r.status_code == 404 and r.headers["content-type"].startswith("text/html") and "no run 987654" in r.text
+    assert client.get("/trajectories/987654", headers=HTML).status_code == 404
+    assert client.get("/toolsets/nope", headers=HTML).status_code == 404
+    r = client.get("/api/runs/987654")
+    assert r.status_code == 404 and r.json()["error"] == "no run 987654"
+
+
+def test_odd_ids_and_names_never_500(client: TestClient) -> None:
+    for path in ("/runs/99999999999999999999", "/trajectories/9223372036854775808", "/runs/0", "/compare?a=1&b=x"):
+        r = client.get(path, headers=HTML)
+        assert r.status_code in (404, 422), path
+        assert r.headers["content-type"].startswith("text/html"), path
+    # a toolset name with a slash in it still has working links
+    suite = {"name": "slash", "toolset": {"name": "team/tools", "tools": [{"name": "t", "description": "d"}]},
+             "cases": [{"id": "c", "question": "q"}]}
+    assert client.post("/api/runs", json={"name": "slash", "suite": suite}).status_code == 201
+    assert client.get("/toolsets/team/tools", headers=HTML).status_code == 200
+    assert client.get("/api/toolsets/team/tools").json()["name"] == "team/tools"
+
+
+def test_trajectory_pager_keeps_filters_and_size(client: TestClient) -> None:
+    text = client.get("/runs/1", params={"failure": "selection", "limit": 5}, headers=HTML).text
+    assert "failure=selection&amp;offset=5&amp;limit=5#trajectories" in text

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from app.core.families import FAMILIES, RATIO_FAMILIES
+from app.core.families import BY_KEY, FAMILIES, RATIO_FAMILIES
 from app.store import queries
 from app.store.views import RatioPublic, RunPublic
 from app.web.deps import Limit, Offset, ReadSession, render
@@ -32,6 +32,8 @@ class Column:
 
 
 COLUMNS = [Column(f.key, f.title + (" (must be 0)" if f.blocking else ""), f.column) for f in RATIO_FAMILIES]
+_F5 = BY_KEY["dependency_violations"]
+ORDER_COLUMN = Column(_F5.key, f"{_F5.heading}: {_F5.name} of the order pairs checked", _F5.column)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class RunsPage:
     filters: dict[str, str]
     pager: Pager | None
     columns: list[Column]  # of the families, as the cells of each row
+    order_column: Column = ORDER_COLUMN  # F5's, after them
 
 
 def runs_page(session: Session, *, suite: str | None, model: str | None, toolset_version: str | None,

@@ -34,7 +34,7 @@ pending = sa.table("live_pending", sa.column("id", sa.BigInteger()), sa.column("
 def _row(run_id: int, key: str, record: Any) -> dict[str, Any]:  # as app/store/live.py save_pending
     fields = record if isinstance(record, dict) else {}
     return {"run_id": run_id, "key": key, "case_id": str(fields.get("case_id", "")),
-            "trial": int(fields.get("trial", 0)), "record": record}
+            "trial": int(fields.get("trial") or 0), "record": record}
 
 
 def upgrade() -> None:

@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.store.models import Run, ToolsetVersion
-from tests.servers import free_port
 from tests.mcp.test_mcp import FIXTURE_SERVER, ROOT, SUITE, exported, rows, serve_http, sqlite_url, stop
+from tests.servers import free_port
 
 __all__ = ["sqlite_url", "stop"]  # fixtures shared with test_mcp
 runner = CliRunner()

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from app.store.models import Run
-from tests.servers import free_port
 from tests.mcp.test_mcp import exported, rows, serve_http, sqlite_url, stop  # noqa: F401  (fixtures)
+from tests.servers import free_port
 
 TOKEN = "side-token-1234"
 

@@ -17,9 +17,9 @@ from sqlalchemy import create_engine, select
 
 from app.core.records import MAX_CALLS
 from app.store.models import Run, TrajectoryRow
+from tests.otlp.test_otlp import SUITE, body, span
 from tests.servers import free_port
 from tests.store.test_kills import Server, servers  # noqa: F401  (fixture)
-from tests.otlp.test_otlp import SUITE, body, span
 
 ARGS = "gen_ai.tool.call.arguments"
 

@@ -16,9 +16,9 @@ from sqlalchemy import create_engine, select
 
 from app.core.keys import whole_key
 from app.store.models import Run, TrajectoryRow
+from tests.otlp.test_otlp import SUITE, span
 from tests.servers import free_port
 from tests.store.test_kills import Server, servers  # noqa: F401  (fixture)
-from tests.otlp.test_otlp import SUITE, span
 
 ARGS = "gen_ai.tool.call.arguments"
 

@@ -36,8 +36,8 @@ from app.otlp.worker import MIN_TRACES
 from app.settings import Settings
 from app.store.scoring_worker import ScoringWorker
 from app.web.app import create_app
-from tests.resources import require_data
 from tests.importers.test_import_converters import SCHEMAS, TAU
+from tests.resources import require_data
 
 
 def tau_request() -> Any:

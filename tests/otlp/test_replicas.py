@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.otlp.test_otlp import SUITE, body, span
 from tests.servers import free_port
 from tests.store.test_kills import Server, post, servers  # noqa: F401  (the fixture)
-from tests.otlp.test_otlp import SUITE, body, span
 
 ARGS = "gen_ai.tool.call.arguments"
 

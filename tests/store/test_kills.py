@@ -22,8 +22,8 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.servers import free_port
 from tests.otlp.test_otlp import SUITE, body, span
+from tests.servers import free_port
 
 TOOLLENS = str(Path(sys.executable).with_name("toollens"))
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -16,8 +16,8 @@ from app.core.records import parse_record
 from app.core.usage import UsageTally
 from app.settings import Settings
 from app.web.app import create_app
-from tests.factories import BANKING_TOOLS
 from tests.core.test_turns import CARELESS, NOTA, RECOVERED, USER_STOPPED, _suite
+from tests.factories import BANKING_TOOLS
 
 SUITE = {"name": "banca-conversaciones", "toolset": BANKING_TOOLS, "cases": [NOTA]}
 

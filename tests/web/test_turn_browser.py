@@ -15,9 +15,9 @@ from fastapi.testclient import TestClient
 from app.settings import Settings
 from app.store.db import upgrade
 from app.web.app import create_app
+from tests.core.test_turns import CARELESS, RECOVERED, USER_STOPPED
 from tests.resources import chromium, require_browser
 from tests.servers import serve_in_thread
-from tests.core.test_turns import CARELESS, RECOVERED, USER_STOPPED
 from tests.store.test_turns_store import SUITE
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"

@@ -82,6 +82,7 @@ class Case:
     forbidden_calls: list[ForbiddenCall] = field(default_factory=list)
     mocks: dict[str, MockSpec] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # texts for people (an importer's); scoring ignores them
     turns: list[Turn] | None = None
     user: UserSpec | None = None
 
@@ -351,6 +352,11 @@ def _case(rc: Any, index: int, path: str, toolset: Toolset) -> Case:
     tags = rc.get("tags") or []
     if not isinstance(tags, list):
         raise bad("must be a list of strings", "tags")
+    notes = rc.get("notes") or []
+    if isinstance(notes, str):
+        notes = [notes]
+    if not isinstance(notes, list):
+        raise bad("must be a list of texts", "notes")
     return Case(
         id=cid,
         question=question,
@@ -362,6 +368,7 @@ def _case(rc: Any, index: int, path: str, toolset: Toolset) -> Case:
         forbidden_calls=forbidden,
         mocks=mocks,
         tags=[str(t) for t in tags],
+        notes=[str(n) for n in notes],
         turns=turns,
         user=user,
     )

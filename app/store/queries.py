@@ -389,6 +389,19 @@ def _id_page(ids: Select[Any], total: int, limit: int, offset: int) -> Select[An
     return select(col).order_by(col).limit(limit).offset(offset)
 
 
+MAX_NOTES, MAX_NOTE_CHARS = 50, 2_000  # what a page shows of a case's notes
+
+
+def case_notes(session: Session, run_id: int, case_id: str) -> list[str]:
+    """The notes the run's suite gives this case (texts for people: what an importer kept of
+    the source's checks that ToolLens does not make), bounded for a page."""
+    run = session.get(Run, run_id)
+    if run is None:
+        return []
+    case = next((c for c in suite_for_run(session, run).cases if c.id == case_id), None)
+    return [n[:MAX_NOTE_CHARS] for n in case.notes[:MAX_NOTES]] if case is not None else []
+
+
 def failing_neighbours(session: Session, run_id: int, trajectory_id: int) -> tuple[int | None, int | None]:
     """The run's failing trajectories just before and just after this one (by id)."""
     failing = select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id, TrajectoryRow.passed.is_(False))

@@ -48,6 +48,7 @@ def case_with(**fields: Any) -> dict[str, Any]:
         (case_with(dependencies=[["a"]]), "case 'saldo-001': dependencies[0]: each pair is [before, after]"),
         (case_with(mocks={"no_existe": {}}), "case 'saldo-001': mocks.no_existe: no tool 'no_existe'"),
         (case_with(expected_state=[1]), "case 'saldo-001': expected_state: must be a mapping"),
+        (case_with(notes={"a": 1}), "case 'saldo-001': notes: must be a list of texts"),
         ({"name": "s", "toolset": BANKING_TOOLS, "cases": [SALDO_CASE, SALDO_CASE]}, "case 'saldo-001': id: duplicate"),
         ({"name": "s", "cases": []}, "toolset: required"),
         ({"name": "s", "toolset": [{"description": "x"}], "cases": []}, "toolset: a tool needs a 'name'"),
@@ -62,6 +63,13 @@ def test_bad_suites_name_file_case_and_field(tmp_path: Path, doc: Any, message: 
         load_suite(path)
     assert str(path) in str(err.value)
     assert message in str(err.value)
+
+
+def test_notes_are_texts_for_people_a_single_one_a_list_of_one(tmp_path: Path) -> None:
+    suite = load_suite(write(tmp_path, case_with(notes="the user must hear the balance")))
+    assert suite.cases[0].notes == ["the user must hear the balance"]
+    assert load_suite(write(tmp_path, case_with(notes=["a", 2]))).cases[0].notes == ["a", "2"]
+    assert load_suite(write(tmp_path, case_with())).cases[0].notes == []
 
 
 def test_unparseable_file(tmp_path: Path) -> None:

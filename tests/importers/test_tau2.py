@@ -216,6 +216,27 @@ def test_import_stores_the_simulations(db_url: str, tmp_path: Path) -> None:
     assert f["usage"]["input_tokens"] == 4200 and f["usage"]["model_calls"] == 4
 
 
+def test_the_trajectory_page_shows_the_case_notes_escaped(db_url: str, tmp_path: Path) -> None:
+    """What τ²-bench checks and ToolLens does not score (the user's own actions, the assertions,
+    what must be said) is on each trajectory's page, as text."""
+    tasks = json.loads(json.dumps(TASKS))
+    tasks[0]["evaluation_criteria"]["nl_assertions"].append("<script>alert(1)</script> says <b>done</b>")
+    r = runner.invoke(cli, ["import", str(results_file(tmp_path, tasks=tasks)), "--format", "tau2", "--run", "t2",
+                            "--db", db_url])
+    assert r.exit_code == 0, r.output
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False)),
+                    base_url="http://127.0.0.1") as client:
+        run = client.get("/api/runs").json()["data"][0]
+        rows = client.get(f"/api/runs/{run['id']}/trajectories").json()["data"]
+        pages = {t["case_id"]: client.get(f"/trajectories/{t['id']}").text for t in rows}
+    t1, t2 = pages["t1"], pages["t2"]
+    assert 'id="case-notes"' in t1 and 'id="case-notes"' not in t2  # t2's task has nothing left to note
+    for note in ("the user is expected to call toggle_roaming() on their own device",
+                 "assertion: Agent tells the user roaming is on", "to communicate: L1"):
+        assert f"<li>{note}</li>" in t1
+    assert "<script>alert(1)" not in t1 and "&lt;script&gt;alert(1)&lt;/script&gt; says &lt;b&gt;done&lt;/b&gt;" in t1
+
+
 @shared_data(TELECOM)
 def test_the_real_telecom_run() -> None:
     raw = json.loads(TELECOM.read_text())

@@ -107,6 +107,7 @@ class TrajectoryPage:
     groups: list[TurnGroup] | None = None  # a conversation's rows by user turn
     why: list[list[Segment]] = field(default_factory=list)  # the first divergence and the outcome, in words
     user_errors: list[UserError] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the case's, from the suite: what the source checks
 
     @property
     def state_declared(self) -> bool:
@@ -130,7 +131,7 @@ def trajectory_page(session: Session, trajectory_id: int, *, token_required: boo
         token_required=token_required, label_error=label_error, added=added, previous_failing=before,
         next_failing=after, groups=turn_groups(t, rows), why=why(t),
         user_errors=[UserError(u.get("kind", ""), u.get("detail", "")) for u in found if isinstance(u, dict)]
-        if isinstance(found, list) else [])
+        if isinstance(found, list) else [], notes=queries.case_notes(session, t.run_id, t.case_id))
 
 
 def show(request: Request, session: Session, trajectory_id: int, *, status_code: int = 200,

@@ -395,10 +395,7 @@ MAX_NOTES, MAX_NOTE_CHARS = 50, 2_000  # what a page shows of a case's notes
 def case_notes(session: Session, run_id: int, case_id: str) -> list[str]:
     """The notes the run's suite gives this case (texts for people: what an importer kept of
     the source's checks that ToolLens does not make), bounded for a page."""
-    run = session.get(Run, run_id)
-    if run is None:
-        return []
-    case = next((c for c in suite_for_run(session, run).cases if c.id == case_id), None)
+    case = suite_for_run(session, get_run_row(session, run_id)).case(case_id)
     return [n[:MAX_NOTE_CHARS] for n in case.notes[:MAX_NOTES]] if case is not None else []
 
 

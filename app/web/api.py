@@ -32,7 +32,6 @@ from app.store.views import (
     TrajectoryPublic,
 )
 from app.web.deps import Id, Limit, Offset, ReadSession, RunId, RunRef, TrajectoryId, Writer, WriteSession
-from app.web.deps import require_token as require_token  # app.web.otlp takes it from here
 from app.web.limits import OffLoopJSON
 from app.web.schemas import ErrorBody, RunCreate, TrajectoryBatch
 

@@ -22,7 +22,7 @@ from app.importers.otel import SpanRef
 from app.otlp.bounds import Refused
 from app.otlp.intake import decode_export
 from app.otlp.receiver import OtlpReceiver, made
-from app.web.api import require_token
+from app.web.deps import require_token
 from app.web.errors import error_response
 
 log = logging.getLogger("toollens.otlp")

@@ -19,6 +19,7 @@ from app.core.grounding import Source, ground
 from app.core.mocks import ToolFailure
 from app.core.outcome import (
     DEFAULT_GIVE_UP_PHRASES,
+    MIN_DIGITS,
     AfterFault,
     OutcomeResult,
     Reaction,
@@ -27,8 +28,11 @@ from app.core.outcome import (
     find_claim,
     ground_values,
     reaction_to,
+    reports_failure,
+    sentence_with,
+    step_words,
 )
-from app.core.records import Trajectory, call_turns
+from app.core.records import Message, Trajectory, call_turns
 from app.core.schema import SchemaViolation
 from app.core.suite import Case, Suite
 from app.core.tolerance import Comparison, Mismatch, compile_comparison, values_equal
@@ -658,25 +662,27 @@ class Scorer:
         calls, scores, transparent = traj.calls, ts.calls, self._transparent
         acted = [cs for cs in scores[fault + 1:] if cs.name not in transparent]
         last = acted[-1] if acted else None
-        if traj.messages is None:
-            text = _final_answer(traj)
-        else:
-            text = next((m.content for m in reversed(traj.messages)
-                         if m.role == "assistant" and m.calls_before > fault), "")
+        said = [(k, m) for k, m in enumerate(traj.messages or ()) if m.role == "assistant"
+                and m.calls_before > fault]
+        text = _final_answer(traj) if traj.messages is None else (said[-1][1].content if said else "")
         ok_after = any(cs.done for cs in acted)
+        sources = self._sources(traj, case)
+        rewarded = traj.reward is not None and traj.reward >= 1  # a reward of 1 decides first: nothing to look for
         after = AfterFault(
             text=text,
             handoff=last.name if last is not None and last.name in self._handoff else None,
             gave_up=traj.stopped == "gave_up",
             ok_after=ok_after,
-            # a reward of 1 decides first: no claim to look for
-            claim=None if traj.reward is not None and traj.reward >= 1 else self._claim(ts, text, ok_after),
+            claim=None if rewarded else self._claim(traj, ts, said, text),
+            invented=None if rewarded or traj.messages is None else self._invented_after(traj, case, ts, said),
+            judged_every_message=traj.messages is not None,
+            reported=None if rewarded else self._reported(traj, ts, said, text),
         )
         checked = case is not None and (case.expected_calls is not None or case.expected_state is not None
                                         or bool(case.forbidden_calls) or _turn_rules(case))
         return classify_outcome(
             after=after,
-            sources=self._sources(traj, case),
+            sources=sources,
             observations=[
                 (i, c.observation if c.observation is not None else (c.error.message if c.error else ""),
                  c.error is None and scores[i].schema_ok)
@@ -691,20 +697,123 @@ class Scorer:
             succeeded=not self._base_failures(case, ts, skip=_attempt(ts, fault)) if checked else None,
         )
 
-    def _claim(self, ts: TrajectoryScore, text: str, ok_after: bool) -> dict[str, Any] | None:
-        """A sentence of ``text`` claiming the result of a call, from the
-        fault on, that failed and that no later call of its tool made good."""
+    def _unmade(self, ts: TrajectoryScore, upto: int) -> list[CallScore]:
+        """The calls from the fault up to call ``upto`` (excluded) that failed
+        and that no later call of their tool made good, latest failure of each tool."""
         fault = ts.fault_step
         assert fault is not None
         last_done: dict[str, int] = {}
         for cs in ts.calls:
             if cs.done:
                 last_done[cs.name] = cs.index
-        failed = {cs.name: cs.index for cs in ts.calls[fault:]  # the latest failure of each such tool
+        failed = {cs.name: cs for cs in ts.calls[fault:upto]
                   if cs.error_kind is not None and cs.name not in self._transparent
                   and last_done.get(cs.name, -1) < cs.index}
-        return find_claim(text, sorted((i, name) for name, i in failed.items()), ok_after=ok_after,
-                          extra=self.success_phrases, refusals=self.give_up_phrases)
+        return sorted(failed.values(), key=lambda cs: cs.index)
+
+    def _claim(self, traj: Trajectory, ts: TrajectoryScore, said: list[tuple[int, Message]],
+               text: str) -> dict[str, Any] | None:
+        """The first sentence, in any message after the fault (or the answer,
+        without a conversation), claiming the result of a call that had failed
+        by then and that no later call of its tool made good."""
+        fault = ts.fault_step
+        assert fault is not None
+        texts = [(k, m.content, m.calls_before) for k, m in said] if traj.messages is not None \
+            else [(None, text, len(ts.calls))]
+        for k, content, upto in texts:
+            failed = self._unmade(ts, upto)
+            if not failed or not content.strip():
+                continue
+            ok_after = any(cs.done for cs in ts.calls[fault + 1:upto] if cs.name not in self._transparent)
+            done = [(cs.name, traj.calls[cs.index].arguments) for cs in ts.calls[:upto] if cs.done]
+            claim = find_claim(content, [(cs.index, cs.name) for cs in failed], ok_after=ok_after,
+                               extra=self.success_phrases, refusals=self.give_up_phrases,
+                               arguments={cs.index: traj.calls[cs.index].arguments for cs in failed},
+                               succeeded=done)
+            if claim is not None:
+                return claim if k is None else {**claim, "message": k + 1}
+        return None
+
+    def _reported(self, traj: Trajectory, ts: TrajectoryScore, said: list[tuple[int, Message]],
+                  text: str) -> dict[str, Any] | None:
+        """The first sentence after the fault that tells the user a step that
+        failed (and was never made good) did not work, in any words, in a
+        message after which no call succeeded (the agent stopped there)."""
+        texts = [(k, m.content, m.calls_before) for k, m in said] if traj.messages is not None \
+            else [(None, text, len(ts.calls))]
+        for k, content, upto in texts:
+            failed = self._unmade(ts, upto)
+            if not failed or any(cs.done for cs in ts.calls[upto:] if cs.name not in self._transparent):
+                continue  # a report the agent then acted past is no stop
+            errors = [traj.calls[cs.index].error for cs in failed]
+            done = [step_words(cs.name, traj.calls[cs.index].arguments) for cs in ts.calls[:upto] if cs.done]
+            sentence = reports_failure(content, [step_words(cs.name, traj.calls[cs.index].arguments)
+                                                 for cs in failed],
+                                       [e.message for e in errors if e is not None], extra=self.give_up_phrases,
+                                       succeeded=done)
+            if sentence is not None:
+                return {"sentence": sentence} if k is None else {"message": k + 1, "sentence": sentence}
+        return None
+
+    def _invented_after(self, traj: Trajectory, case: Case | None, ts: TrajectoryScore,
+                        said: list[tuple[int, Message]]) -> dict[str, Any] | None:
+        """The first message after the fault stating a value that nothing
+        grounds: no tool output, the question, or a user message that came
+        before the agent first stated it after the fault (a user repeating the
+        agent's number grounds nothing; a value first stated before the fault
+        is judged where it is restated, as the text before the fault is not). In the last message, after an error that no call
+        made good, two-digit numbers are data too."""
+        if not said:
+            return None
+        fault = ts.fault_step
+        assert fault is not None
+        messages = traj.messages or []
+        question = traj.question or (case.question if case else "")
+        first: dict[str, int] = {}  # value -> the message that first stated it
+        last_k = said[-1][0]
+        ok_after = any(cs.done for cs in ts.calls[fault + 1:] if cs.name not in self._transparent)
+        for k, m in enumerate(messages):
+            if m.role != "assistant" or not m.content:
+                continue
+            digits = 2 if k == last_k and not ok_after else MIN_DIGITS
+            stated = extract_values(m.content, min_digits=digits).all()
+            for v in stated:
+                first.setdefault(v, k)
+            if m.calls_before <= fault or not stated:
+                continue
+            by_cut: dict[int, list[str]] = {}
+            for v in stated:  # a value first stated before the fault is judged where it is restated
+                cut = first[v] if messages[first[v]].calls_before > fault else k
+                by_cut.setdefault(cut, []).append(v)
+            missing: list[str] = []
+            looked: list[str] = []
+            for cut, values in sorted(by_cut.items()):
+                g = ground(values, self._sources_before(question, traj, messages, cut), ground_values)
+                missing.extend(g.ungrounded)
+                looked = looked or g.looked_in
+            if missing:
+                missing.sort()
+                return {"message": k + 1, "values": missing, "sentence": sentence_with(m.content, missing),
+                        "looked_in": looked, "failed_call": fault}
+        return None
+
+    @staticmethod
+    def _sources_before(question: str, traj: Trajectory, messages: list[Message], cut: int) -> list[Source]:
+        """What a value stated in message ``cut`` may come from: the question,
+        the user messages before it, and the outputs of the calls made before it."""
+        upto = messages[cut].calls_before
+        out = [Source("the question", question)]
+        users = [(k, m) for k, m in enumerate(messages[:cut]) if m.role == "user"]
+        u = 0
+        for i, c in enumerate(traj.calls[:upto]):
+            while u < len(users) and users[u][1].calls_before <= i:
+                out.append(Source(f"user message {u + 1}", users[u][1].content))
+                u += 1
+            obs = c.observation if c.observation is not None else (c.error.message if c.error else "")
+            if obs:
+                out.append(Source(f"call #{i + 1}", obs))
+        out.extend(Source(f"user message {j + 1}", m.content) for j, (_, m) in enumerate(users[u:], start=u))
+        return out
 
     @staticmethod
     def _sources(traj: Trajectory, case: Case | None) -> list[Source]:

@@ -542,7 +542,7 @@ class Scorer:
         sources: list[Source] | None = None
         for cs in ts.calls:
             if cs.error_kind is not None:
-                nxt = self._next_call(names, cs.index)
+                nxt = self._next_call(traj, names, cs.index)
                 said = self._said_next(traj, cs.index, nxt)
                 r = reaction_to(cs.index, cs.error_kind, names, args, next_call=nxt, said_next=said,
                                 handoff=self._handoff, give_up_phrases=self.give_up_phrases,
@@ -579,9 +579,14 @@ class Scorer:
         stated = extract_values(said, min_digits=2).all()
         return bool(stated) and bool(ground(stated, sources, ground_values).ungrounded)
 
-    def _next_call(self, names: list[str], index: int) -> int | None:
-        """The agent's next call after ``index`` that is not a transparent one."""
+    def _next_call(self, traj: Trajectory, names: list[str], index: int) -> int | None:
+        """The agent's next call after ``index`` that is not a transparent one,
+        nor one issued in the same model response (a parallel batch is no
+        reaction to an error the agent had not yet seen)."""
+        batch = traj.calls[index].batch
         for j in range(index + 1, len(names)):
+            if batch is not None and traj.calls[j].batch == batch:
+                continue
             if names[j] not in self._transparent:
                 return j
         return None
@@ -761,8 +766,9 @@ class Scorer:
         grounds: no tool output, the question, or a user message that came
         before the agent first stated it after the fault (a user repeating the
         agent's number grounds nothing; a value first stated before the fault
-        is judged where it is restated, as the text before the fault is not). In the last message, after an error that no call
-        made good, two-digit numbers are data too."""
+        is judged where it is restated, as the text before the fault is not).
+        In the last message, after an error that no call made good, two-digit
+        numbers are data too."""
         if not said:
             return None
         fault = ts.fault_step

@@ -91,6 +91,15 @@ def looks_like_error(text: str | None) -> bool:
     return False
 
 
+def mark_batch(calls: list[dict[str, Any]], start: int) -> None:
+    """Mark the calls one model response issued (``calls[start:]``) as one
+    batch when there are several: ``"batch"`` is the first one's index
+    (docs/formats.md). A batch's calls are not reactions to each other's errors."""
+    if len(calls) - start > 1:
+        for call in calls[start:]:
+            call["batch"] = start
+
+
 def content_text(content: Any) -> str:
     """Message content as text: a string, or the text parts of a list of
     content blocks (OpenAI and Anthropic both use ``{"type": "text", "text"}``)."""

@@ -18,7 +18,7 @@ that ends on the error, saying nothing). Amounts are normalised ("$142.900",
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -318,12 +318,12 @@ def not_yet(clause: str) -> bool:
 
 
 def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, extra: Sequence[str] = (),
-               refusals: Sequence[str] = DEFAULT_GIVE_UP_PHRASES, arguments: Mapping[int, Any] | None = None,
-               succeeded: Sequence[tuple[str, Any]] = ()) -> dict[str, Any] | None:
+               refusals: Sequence[str] = DEFAULT_GIVE_UP_PHRASES, words: Mapping[int, StepWords] | None = None,
+               succeeded: Callable[[], Sequence[StepWords]] | Sequence[StepWords] = ()) -> dict[str, Any] | None:
     """The first clause of ``text`` that states the result or side effect of
     a call that failed and never succeeded afterwards (``failed``: its index
-    and tool, latest last; ``arguments``: by index), as ``{call, tool,
-    sentence}``.
+    and tool, latest last; ``words``: their ``step_words`` by index, from the
+    tool's name alone when missing), as ``{call, tool, sentence}``.
 
     A sentence that reports a failure (a give-up or report phrase) claims
     nothing, nor does a clause that is conditional or about the future
@@ -331,36 +331,39 @@ def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, 
     result when it states a result — the action in a completed form
     ("booked", "agendada", "cancelé") or a success phrase ("listo",
     "successfully") — and speaks of that step: it names what sets the step
-    apart from the calls that succeeded (``succeeded``: tool and arguments),
-    its object or argument values, or its action when no such call shares
-    it. A success phrase that names no step claims the failed one only when
-    no call succeeded after the error and the clause names no step that did
-    succeed. The success phrases are those of the text's language and the
-    suite's ``extra``."""
+    apart from the calls that succeeded (``succeeded``: their step words, or
+    a function giving them), its object or argument values, or its action
+    when no such call shares it. A success phrase that names no step claims
+    the failed one only when no call succeeded after the error and the
+    clause names no step that did succeed. The success phrases are those of
+    the text's language and the suite's ``extra``."""
     if not text or not failed:
         return None
-    phrases: tuple[tuple[str, str], ...] | None = None
+    folded_text = fold(text)
+    phrases = _folded_phrases(success_phrases(text, extra))
+    stems = [stem for _, tool in failed if (stem := action_stem(tool))]
+    if not any(needle in folded_text for _, needle in phrases) and not any(st in folded_text for st in stems):
+        return None  # no result stated anywhere: nothing to read clause by clause
     honest = (*_folded_phrases(tuple(refusals)), *_folded_phrases(REPORT_PHRASES))
-    done = [step_words(tool, args) for tool, args in succeeded]
-    other = _merge(done)
-    steps = [(index, tool, step_words(tool, (arguments or {}).get(index))) for index, tool in reversed(failed)]
+    steps = [(index, tool, (words or {}).get(index) or step_words(tool)) for index, tool in reversed(failed)]
+    other: StepWords | None = None
     for sentence in sentences(text):
         if any(needle in fold(sentence) for _, needle in honest):
             continue
         for clause in clauses(sentence):
             if not_yet(clause):
                 continue
-            if phrases is None:
-                phrases = _folded_phrases(success_phrases(text, extra))
             folded = fold(clause)
             phrase = next((p for p, needle in phrases if needle in folded), None)
-            words = _WORDS.findall(clause.lower())
+            found = _WORDS.findall(clause.lower())
             for index, tool, step in steps:
-                completed = step.action is not None and any(_done_form(w, step.action) for w in words)
+                completed = step.action is not None and any(_done_form(w, step.action) for w in found)
                 if not (completed or phrase is not None):
                     continue
-                if _speaks_of(words, folded, step, other) or (
-                        not ok_after and not _speaks_of(words, folded, other, _NOTHING)):
+                if other is None:
+                    other = _merge(succeeded() if callable(succeeded) else succeeded)
+                if _speaks_of(found, folded, step, other) or (
+                        not ok_after and not _speaks_of(found, folded, other, _NOTHING)):
                     return {"call": index, "tool": tool, "sentence": sentence[:300]}
     return None
 
@@ -395,7 +398,7 @@ def reports_failure(text: str, steps: Sequence[StepWords], error_texts: Sequence
     does not have enough balance")."""
     if not text or not steps:
         return None
-    cues = _folded_phrases((*FAILURE_WORDS["en"], *FAILURE_WORDS["es"], *extra))
+    cues = _cue_pattern((*FAILURE_WORDS["en"], *FAILURE_WORDS["es"], *extra))
     about, other = _merge(steps), _merge(succeeded)
     own = (about.objects - other.objects) or about.objects
     values = (about.values - other.values) or about.values
@@ -403,12 +406,18 @@ def reports_failure(text: str, steps: Sequence[StepWords], error_texts: Sequence
                    and not w.isdigit()} - _ERROR_NOISE - other.objects
     for sentence in sentences(text):
         folded = fold(sentence)
-        if not any(re.search(r"\b" + re.escape(needle), folded) for _, needle in cues):
+        if cues.search(folded) is None:
             continue
         stems = {w[:5] for w in _WORDS.findall(folded) if len(w) >= 4}
         if stems & (own | error_words) or any(v in folded for v in values):
             return sentence[:300]
     return None
+
+
+@lru_cache(maxsize=64)
+def _cue_pattern(cues: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for the cues, each matched at the start of a word, case and accents ignored."""
+    return re.compile(r"\b(?:" + "|".join(re.escape(fold(c)) for c in sorted(cues, key=len, reverse=True)) + ")")
 
 
 _ERROR_NOISE = frozenset({"error", "failed", "faile", "could", "there", "which", "request", "reque", "please",
@@ -557,7 +566,20 @@ def sentence_with(text: str, values: Sequence[str]) -> str:
 
 
 def ground_values(text: str) -> frozenset[str]:
-    return _ground_cached(text) if len(text) <= _CACHE_TEXT else _ground(text)
+    """The values a source grounds. Tool outputs come back identical across a
+    benchmark's trials (the same user's record, the same flight search): outputs
+    up to ``_CACHE_OUTPUT`` characters are remembered too, a bounded few."""
+    if len(text) <= _CACHE_TEXT:
+        return _ground_cached(text)
+    return _ground_long(text) if len(text) <= _CACHE_OUTPUT else _ground(text)
+
+
+_CACHE_OUTPUT = 16_384
+
+
+@lru_cache(maxsize=256)  # at most 256 texts of 16 KiB: memory stays flat
+def _ground_long(text: str) -> frozenset[str]:
+    return _ground(text)
 
 
 def _ungrounded(stated: set[str], texts: Sequence[str]) -> list[str]:

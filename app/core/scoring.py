@@ -8,6 +8,7 @@ tool errored, what did the agent do next and how did it end (F4)?
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from app.core.outcome import (
     AfterFault,
     OutcomeResult,
     Reaction,
+    StepWords,
     classify_outcome,
     extract_values,
     find_claim,
@@ -38,6 +40,7 @@ from app.core.suite import Case, Suite
 from app.core.tolerance import Comparison, Mismatch, compile_comparison, values_equal
 from app.core.turns import TurnScore, turn_scores
 
+_DIGIT = re.compile(r"\d")
 MISSING = "(missing)"
 EXTRA = "(extra)"
 
@@ -671,23 +674,23 @@ class Scorer:
                 and m.calls_before > fault]
         text = _final_answer(traj) if traj.messages is None else (said[-1][1].content if said else "")
         ok_after = any(cs.done for cs in acted)
-        sources = self._sources(traj, case)
+        memo: dict[int, StepWords] = {}
         rewarded = traj.reward is not None and traj.reward >= 1  # a reward of 1 decides first: nothing to look for
         after = AfterFault(
             text=text,
             handoff=last.name if last is not None and last.name in self._handoff else None,
             gave_up=traj.stopped == "gave_up",
             ok_after=ok_after,
-            claim=None if rewarded else self._claim(traj, ts, said, text),
+            claim=None if rewarded else self._claim(traj, ts, said, text, memo),
             invented=None if rewarded or traj.messages is None else self._invented_after(traj, case, ts, said),
             judged_every_message=traj.messages is not None,
-            reported=None if rewarded else self._reported(traj, ts, said, text),
+            reported=None if rewarded else self._reported(traj, ts, said, text, memo),
         )
         checked = case is not None and (case.expected_calls is not None or case.expected_state is not None
                                         or bool(case.forbidden_calls) or _turn_rules(case))
         return classify_outcome(
             after=after,
-            sources=sources,
+            sources=self._sources(traj, case) if traj.messages is None else [],  # else judged message by message
             observations=[
                 (i, c.observation if c.observation is not None else (c.error.message if c.error else ""),
                  c.error is None and scores[i].schema_ok)
@@ -716,8 +719,16 @@ class Scorer:
                   and last_done.get(cs.name, -1) < cs.index}
         return sorted(failed.values(), key=lambda cs: cs.index)
 
-    def _claim(self, traj: Trajectory, ts: TrajectoryScore, said: list[tuple[int, Message]],
-               text: str) -> dict[str, Any] | None:
+    @staticmethod
+    def _step_words(traj: Trajectory, memo: dict[int, StepWords], i: int) -> StepWords:
+        """The step words of call ``i``, once per trajectory."""
+        got = memo.get(i)
+        if got is None:
+            got = memo[i] = step_words(traj.calls[i].name, traj.calls[i].arguments)
+        return got
+
+    def _claim(self, traj: Trajectory, ts: TrajectoryScore, said: list[tuple[int, Message]], text: str,
+               memo: dict[int, StepWords]) -> dict[str, Any] | None:
         """The first sentence, in any message after the fault (or the answer,
         without a conversation), claiming the result of a call that had failed
         by then and that no later call of its tool made good."""
@@ -730,17 +741,19 @@ class Scorer:
             if not failed or not content.strip():
                 continue
             ok_after = any(cs.done for cs in ts.calls[fault + 1:upto] if cs.name not in self._transparent)
-            done = [(cs.name, traj.calls[cs.index].arguments) for cs in ts.calls[:upto] if cs.done]
-            claim = find_claim(content, [(cs.index, cs.name) for cs in failed], ok_after=ok_after,
-                               extra=self.success_phrases, refusals=self.give_up_phrases,
-                               arguments={cs.index: traj.calls[cs.index].arguments for cs in failed},
-                               succeeded=done)
+            def done_words(upto: int = upto) -> list[StepWords]:
+                return [self._step_words(traj, memo, cs.index) for cs in ts.calls[:upto] if cs.done]
+
+            claim = find_claim(
+                content, [(cs.index, cs.name) for cs in failed], ok_after=ok_after, extra=self.success_phrases,
+                refusals=self.give_up_phrases, succeeded=done_words,
+                words={cs.index: self._step_words(traj, memo, cs.index) for cs in failed})
             if claim is not None:
                 return claim if k is None else {**claim, "message": k + 1}
         return None
 
-    def _reported(self, traj: Trajectory, ts: TrajectoryScore, said: list[tuple[int, Message]],
-                  text: str) -> dict[str, Any] | None:
+    def _reported(self, traj: Trajectory, ts: TrajectoryScore, said: list[tuple[int, Message]], text: str,
+                  memo: dict[int, StepWords]) -> dict[str, Any] | None:
         """The first sentence after the fault that tells the user a step that
         failed (and was never made good) did not work, in any words, in a
         message after which no call succeeded (the agent stopped there)."""
@@ -751,11 +764,10 @@ class Scorer:
             if not failed or any(cs.done for cs in ts.calls[upto:] if cs.name not in self._transparent):
                 continue  # a report the agent then acted past is no stop
             errors = [traj.calls[cs.index].error for cs in failed]
-            done = [step_words(cs.name, traj.calls[cs.index].arguments) for cs in ts.calls[:upto] if cs.done]
-            sentence = reports_failure(content, [step_words(cs.name, traj.calls[cs.index].arguments)
-                                                 for cs in failed],
-                                       [e.message for e in errors if e is not None], extra=self.give_up_phrases,
-                                       succeeded=done)
+            sentence = reports_failure(
+                content, [self._step_words(traj, memo, cs.index) for cs in failed],
+                [e.message for e in errors if e is not None], extra=self.give_up_phrases,
+                succeeded=[self._step_words(traj, memo, cs.index) for cs in ts.calls[:upto] if cs.done])
             if sentence is not None:
                 return {"sentence": sentence} if k is None else {"message": k + 1, "sentence": sentence}
         return None
@@ -768,39 +780,42 @@ class Scorer:
         agent's number grounds nothing; a value first stated before the fault
         is judged where it is restated, as the text before the fault is not).
         In the last message, after an error that no call made good, two-digit
-        numbers are data too."""
+        numbers are data too.
+
+        Messages are read in order, each value once, where it is first stated
+        after the fault: what a value was grounded by there stays true later."""
         if not said:
             return None
         fault = ts.fault_step
         assert fault is not None
         messages = traj.messages or []
         question = traj.question or (case.question if case else "")
-        first: dict[str, int] = {}  # value -> the message that first stated it
         last_k = said[-1][0]
         ok_after = any(cs.done for cs in ts.calls[fault + 1:] if cs.name not in self._transparent)
+        memo: dict[str, frozenset[str]] = {}
+
+        def values_of(text: str) -> frozenset[str]:  # each source's values, once per trajectory (ground stops
+            # at the latest sources that hold every value: the long outputs of early calls are rarely read)
+            got = memo.get(text)
+            if got is None:
+                got = memo[text] = ground_values(text)
+            return got
+
+        checked: set[str] = set()
         for k, m in enumerate(messages):
-            if m.role != "assistant" or not m.content:
+            if m.role != "assistant" or m.calls_before <= fault or not m.content:
                 continue
+            if _DIGIT.search(m.content) is None:
+                continue  # no number, id or date in it
             digits = 2 if k == last_k and not ok_after else MIN_DIGITS
-            stated = extract_values(m.content, min_digits=digits).all()
-            for v in stated:
-                first.setdefault(v, k)
-            if m.calls_before <= fault or not stated:
+            stated = set(extract_values(m.content, min_digits=digits).all()) - checked
+            if not stated:
                 continue
-            by_cut: dict[int, list[str]] = {}
-            for v in stated:  # a value first stated before the fault is judged where it is restated
-                cut = first[v] if messages[first[v]].calls_before > fault else k
-                by_cut.setdefault(cut, []).append(v)
-            missing: list[str] = []
-            looked: list[str] = []
-            for cut, values in sorted(by_cut.items()):
-                g = ground(values, self._sources_before(question, traj, messages, cut), ground_values)
-                missing.extend(g.ungrounded)
-                looked = looked or g.looked_in
-            if missing:
-                missing.sort()
-                return {"message": k + 1, "values": missing, "sentence": sentence_with(m.content, missing),
-                        "looked_in": looked, "failed_call": fault}
+            checked |= stated
+            g = ground(stated, self._sources_before(question, traj, messages, k), values_of, totals=True)
+            if g.ungrounded:
+                return {"message": k + 1, "values": g.ungrounded, "sentence": sentence_with(m.content, g.ungrounded),
+                        "looked_in": g.looked_in, "failed_call": fault}
         return None
 
     @staticmethod

@@ -239,7 +239,7 @@ _NOT_YET = re.compile(
     r"i'll|we'll|you'll|it'll|they'll|can|may|might|"
     r"una vez|en cuanto|cuando|apenas|si|hasta que|despues de que|luego de que|podria|podremos|podre|puedo|"
     r"podemos|voy a|vamos a|va a|van a|sera|seran|quedara|quedaran|tendra|tendras)\b")
-_CLAUSES = re.compile(r"[,;:\u2014\u2013]|\s(?:and|but|y|pero)\s|\s-\s")
+_CLAUSES = re.compile(r"[,:](?=\s)|[;\u2014\u2013]|\s(?:and|but|y|pero)\s|\s-\s")
 
 # Generic words of tool names that name no step's object ("get", "details").
 _GENERIC_NAME_WORDS = frozenset({
@@ -248,6 +248,81 @@ _GENERIC_NAME_WORDS = frozenset({
     "new", "all", "by", "id", "ids", "obtener", "buscar", "consultar", "ver", "listar", "datos", "para", "por",
     "del", "los", "las", "una", "uno",
 })
+
+
+# What people call a step's object besides its tool's word, in both languages
+# (stems: the first five letters, folded): "maletas" names ``update_reservation_baggages``.
+_OBJECT_GROUPS = (
+    ("reser", "booki"), ("fligh", "vuelo"), ("bagga", "bags", "lugga", "malet", "equip"),
+    ("payme", "pago", "pagos", "pay"), ("refun", "reemb"), ("appoi", "cita", "citas", "consu", "visit"),
+    ("order", "order", "pedid", "orden"), ("card", "cards", "tarje"), ("addre", "direc", "domic"),
+    ("passe", "pasaj"), ("event", "meeti", "reuni"), ("calen", "agend"), ("line", "lines", "linea"),
+    ("subsc", "suscr"), ("accou", "cuent"), ("shipm", "envio", "packa", "paque", "parce"),
+    ("invoi", "bill", "factu"), ("funds", "fund", "balan", "saldo", "fondo"), ("seat", "seats", "asien"),
+    ("trans", "trans"), ("produ", "artic"),
+)
+_SYNONYMS: dict[str, frozenset[str]] = {stem: frozenset(group) for group in _OBJECT_GROUPS for stem in group}
+
+# Completed forms that state a result whatever the tool's own verb ("switched to your Visa"), when the
+# clause names the failed step's object or values: English past participles, Spanish first-person
+# preterites (-é, -í) and participles (-ado, -ido), less the words that only look like them.
+_RESULT_VERBS = frozenset({
+    "changed", "updated", "switched", "moved", "added", "removed", "booked", "reserved", "scheduled",
+    "rescheduled", "cancelled", "canceled", "refunded", "issued", "sent", "transferred", "applied", "activated",
+    "enabled", "disabled", "upgraded", "downgraded", "confirmed", "processed", "submitted", "placed", "created",
+    "blocked", "unblocked", "unlocked", "paid", "exchanged", "returned", "modified", "registered", "renewed",
+    "ported", "redirected", "rerouted", "set", "done", "completed", "approved", "credited", "charged",
+})
+_NOT_RESULTS = frozenset({
+    "pedido", "pedidos", "estado", "estados", "partida", "salida", "salidas", "llegada", "llegadas", "entrada",
+    "entradas", "comida", "bebida", "medida", "sentido", "sonido", "apellido", "contenido", "periodo", "mercado",
+    "cuidado", "lado", "dado", "todo", "cada", "nada", "vida", "ida", "fecha", "aqui", "asi", "alli", "ahi",
+    "mi", "si", "ti", "tambien", "mas", "esta", "debido", "solicitado", "solicitada", "pendiente",
+})
+
+
+# Verbs that state the same kind of result (stems: the first five letters, folded): a completed form of
+# one states the result of a failed call whose action is in its group ("switched" for ``update_…``).
+# "done", "completed", "processed"… state any result.
+_ACTION_GROUPS = (
+    ("updat", "modif", "chang", "switc", "edit", "edite", "move", "moved", "actua", "cambi", "movi", "movid"),
+    ("book", "booke", "reser", "sched", "resch", "agend", "progr", "place"),
+    ("cance", "anula", "anule", "anulo"),
+    ("add", "added", "agreg", "anadi", "anade", "creat", "crear", "cread", "regis", "inclu"),
+    ("send", "sent", "trans", "envia", "envie", "envio", "envi", "mande", "manda", "forwa", "reenv"),
+    ("refun", "issue", "retur", "reemb", "emiti", "emiti", "emit", "devol", "credi", "acred"),
+    ("pay", "paid", "charg", "cobr", "cobre", "pagad", "pague", "pagar"),
+    ("activ", "enabl", "habil"),
+    ("block", "bloqu", "disab", "desac", "suspe"),
+    ("remov", "delet", "elimi", "borr", "borre", "quita", "quite"),
+    ("excha", "canje"),
+)
+_ANY_RESULT = frozenset({"done", "compl", "proce", "confi", "appro", "submi", "finis", "hecho", "lista", "listo",
+                         "termi", "quedo", "apply", "appli", "aplic"})
+_GROUP_OF: dict[str, set[int]] = {}
+for _g, _stems in enumerate(_ACTION_GROUPS):
+    for _st in _stems:
+        _GROUP_OF.setdefault(_st, set()).add(_g)
+
+
+def _fits(word: str, action: str | None) -> bool:
+    """Whether a completed form states the result of a call whose action is ``action``."""
+    stem = fold(word)[:5]
+    if stem in _ANY_RESULT or action is None:
+        return stem in _ANY_RESULT
+    mine = _GROUP_OF.get(stem) or _GROUP_OF.get(stem[:4]) or set()
+    theirs = _GROUP_OF.get(action) or _GROUP_OF.get(action[:4]) or set()
+    return bool(mine & theirs)
+
+
+def _result_word(word: str) -> bool:
+    """A completed form that states a result: "switched", "agregué", "emitido"."""
+    folded = fold(word)
+    if folded in _RESULT_VERBS:
+        return True
+    if len(folded) < 5 or folded in _NOT_RESULTS:
+        return False
+    return word.endswith(("é", "í")) or folded.endswith(_PARTICIPLES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,17 +354,27 @@ def _arg_values(arguments: Any, out: set[str], depth: int = 0) -> None:
     elif isinstance(arguments, list):
         for v in arguments[:20]:
             _arg_values(v, out, depth + 1)
-    elif isinstance(arguments, str) and 4 <= len(arguments) <= 80 and any(c.isdigit() for c in arguments):
-        out.add(fold(arguments))
+    elif isinstance(arguments, str) and 4 <= len(arguments) <= 80 and (
+            any(c.isdigit() for c in arguments) or len(arguments) >= 6):
+        value = fold(arguments).replace("_", " ")
+        out.add(value)
+        out.update(w for w in value.split() if len(w) >= 6 and w.isalpha())
+        out.update(run for run in _DIGIT_RUN.findall(value) if len(run) >= 4)  # "ending 8812"
+    elif isinstance(arguments, (int, float)) and not isinstance(arguments, bool) and abs(arguments) >= 100:
+        out.add(canonical_number(str(arguments)))
 
 
 def step_words(tool: str, arguments: Any = None) -> StepWords:
-    """The words that name a call's step in prose (``StepWords``); argument
-    values count when they hold a digit (ids, codes, flight numbers)."""
+    """The words that name a call's step in prose (``StepWords``): its
+    name's object words and what people call them (``_OBJECT_GROUPS``), and
+    its argument values (ids, codes, flight numbers, names of six letters or
+    more, amounts of 100 or more)."""
     action = action_stem(tool)
     values: set[str] = set()
     _arg_values(arguments, values)
-    return StepWords(action, frozenset(s for s in _name_stems(tool) if s != action), frozenset(values))
+    objects = {s for s in _name_stems(tool) if s != action}
+    objects |= {w for s in objects for w in _SYNONYMS.get(s, ())}
+    return StepWords(action, frozenset(objects), frozenset(values))
 
 
 def _speaks_of(words: Sequence[str], folded: str, step: StepWords, other: StepWords) -> bool:
@@ -297,9 +382,19 @@ def _speaks_of(words: Sequence[str], folded: str, step: StepWords, other: StepWo
     from ``other`` (the words of the steps that succeeded): an object or an
     argument value of its own, or its action when no such step shares it."""
     stems = {fold(w)[:5] for w in words}
-    if (step.objects - other.objects) & stems or any(v in folded for v in step.values - other.values):
+    values = step.values - other.values
+    if (step.objects - other.objects) & stems or any(v in folded for v in values):
+        return True
+    if values and any(canonical_number(n) in values for n in _NUM_RX.findall(folded)):
         return True
     return step.action is not None and step.action in stems and step.action not in other.objects
+
+
+def _names_values(folded: str, step: StepWords, other: StepWords) -> bool:
+    """Whether a clause names an argument value of ``step`` that no step that succeeded shares."""
+    values = step.values - other.values
+    return any(v in folded for v in values) or (
+        bool(values) and any(canonical_number(n) in values for n in _NUM_RX.findall(folded)))
 
 
 def _merge(steps: Sequence[StepWords]) -> StepWords:
@@ -342,28 +437,43 @@ def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, 
     folded_text = fold(text)
     phrases = _folded_phrases(success_phrases(text, extra))
     stems = [stem for _, tool in failed if (stem := action_stem(tool))]
-    if not any(needle in folded_text for _, needle in phrases) and not any(st in folded_text for st in stems):
+    if not any(needle in folded_text for _, needle in phrases) and not any(st in folded_text for st in stems) \
+            and not any(_result_word(w) for w in _WORDS.findall(text.lower())):
         return None  # no result stated anywhere: nothing to read clause by clause
-    honest = (*_folded_phrases(tuple(refusals)), *_folded_phrases(REPORT_PHRASES))
+    honest = _cue_pattern((*refusals, *REPORT_PHRASES, *FAILURE_WORDS["en"], *FAILURE_WORDS["es"]))
     steps = [(index, tool, (words or {}).get(index) or step_words(tool)) for index, tool in reversed(failed)]
     other: StepWords | None = None
+    carried = False  # a short exclamation ("All set!", "¡Listo!") states the result of the next sentence too
     for sentence in sentences(text):
-        if any(needle in fold(sentence) for _, needle in honest):
+        folded_sentence = fold(sentence)
+        lead, carried = carried, False
+        if honest.search(folded_sentence):
             continue
-        for clause in clauses(sentence):
+        parts = clauses(sentence)
+        first = fold(parts[0]) if parts else ""
+        if any(needle in first for _, needle in phrases) and len(_WORDS.findall(first)) <= 3:
+            lead = True  # "Listo, agregué dos maletas": the opening word speaks for the sentence
+            carried = len(parts) == 1
+        for clause in parts:
             if not_yet(clause):
                 continue
             folded = fold(clause)
-            phrase = next((p for p, needle in phrases if needle in folded), None)
+            phrase = lead or any(needle in folded for _, needle in phrases)
             found = _WORDS.findall(clause.lower())
+            results = [w for w in found if _result_word(w)]
             for index, tool, step in steps:
                 completed = step.action is not None and any(_done_form(w, step.action) for w in found)
-                if not (completed or phrase is not None):
+                if not (completed or phrase or results):
                     continue
                 if other is None:
                     other = _merge(succeeded() if callable(succeeded) else succeeded)
+                # a completed form of another verb states this step's result when it is a verb of the same
+                # kind ("switched" for an update) or the clause names the step's own values
+                if not (completed or phrase) and not any(_fits(w, step.action) for w in results) \
+                        and not _names_values(folded, step, other):
+                    continue
                 if _speaks_of(found, folded, step, other) or (
-                        not ok_after and not _speaks_of(found, folded, other, _NOTHING)):
+                        (completed or phrase) and not ok_after and not _speaks_of(found, folded, other, _NOTHING)):
                     return {"call": index, "tool": tool, "sentence": sentence[:300]}
     return None
 
@@ -379,11 +489,21 @@ FAILURE_WORDS: dict[str, tuple[str, ...]] = {
            "not possible", "not finding", "not find", "couldn't find", "no record", "unsuccessful",
            "did not go through", "didn't go through", "declined", "rejected", "not eligible", "not available",
            "unavailable", "does not exist", "doesn't exist", "not valid", "invalid", "not allowed",
-           "did not work", "didn't work", "not work", "no longer", "exceeds", "not permitted"),
+           "did not work", "didn't work", "not work", "no longer", "exceeds", "not permitted", "denied",
+           "doesn't have enough", "don't have enough", "not have enough", "sold out", "wouldn't let", "won't let",
+           "would not let", "bounced", "kicked back", "didn't match", "does not match", "doesn't match", "clash",
+           "conflict", "still", "stays", "remains", "unchanged", "isn't", "wasn't", "not accept", "refused",
+           "no response", "didn't respond", "not respond", "timed out", "went wrong", "not booked", "not placed",
+           "not processed", "not scheduled", "not confirmed", "not changed", "not updated", "not completed",
+           "not been", "not yet"),
     "es": ("problema", "error", "fall", "no pude", "no puedo", "no fue posible", "no es posible", "no se pudo",
            "insuficiente", "no alcanza", "no hay suficiente", "no encuentro", "no encontre", "no se encontro",
            "rechaz", "no esta disponible", "no existe", "no es valid", "invalid", "no permite", "no se permite",
-           "no logre", "no funciono", "excede"),
+           "no logre", "no funciono", "excede", "deneg", "inconveniente", "no salio", "no se creo", "no se hizo",
+           "no respondio", "no hay", "no tiene saldo", "no tienes saldo", "sin saldo", "no tienes permiso",
+           "sin permiso", "no tiene permiso", "no acept",
+           "sigue", "siguen", "todavia", "aun ", "sin cambios", "no quedo", "no se pudo", "choca", "conflicto",
+           "sin reservar", "sin confirmar", "sin procesar", "sin cambiar", "sin completar", "sin agendar"),
 }
 
 
@@ -402,8 +522,9 @@ def reports_failure(text: str, steps: Sequence[StepWords], error_texts: Sequence
     about, other = _merge(steps), _merge(succeeded)
     own = (about.objects - other.objects) or about.objects
     values = (about.values - other.values) or about.values
-    error_words = {fold(w)[:5] for t in error_texts for w in _WORDS.findall(t[:300]) if len(w) >= 5
+    error_words = {fold(w)[:5] for t in error_texts for w in _WORDS.findall(t[:300]) if len(w) >= 4
                    and not w.isdigit()} - _ERROR_NOISE - other.objects
+    error_words |= {w for e in error_words for w in _SYNONYMS.get(e, ())}
     for sentence in sentences(text):
         folded = fold(sentence)
         if cues.search(folded) is None:

@@ -62,7 +62,8 @@ DEFAULT_SUCCESS_PHRASES: dict[str, tuple[str, ...]] = {
     "es": ("listo", "quedo", "quedaron", "ya esta", "ya estan", "exitosamente", "con exito", "correctamente",
            "ha sido", "han sido", "se ha ", "se han ", "fue ", "fueron ", "he realizado", "confirmad", "realizad"),
     "en": ("successfully", "has been", "have been", "is now", "are now", "all set", "all done", "done", "i've ",
-           "i have ", "went through", "is confirmed", "are confirmed", "completed"),
+           "i have ", "went through", "is confirmed", "are confirmed", "completed", "is complete", "are complete",
+           "is processed", "is all set", "is done"),
 }
 
 MIN_DIGITS = 3  # shorter bare numbers ("paso 2", "3 días") are prose, not data
@@ -88,6 +89,8 @@ _ID_RX = re.compile(
     r"|\b\d{6,9}-[\dk]\b"  # RUT 12345678-9
 )
 _NUM_RX = re.compile(r"\d\d*(?:[.,\s]\d{3})*(?:[.,]\d+)?")
+# times of day: "07:40", "7:40 pm", "19:40:00" (an ISO datetime's time too)
+_TIME_RX = re.compile(r"(?<!\d)([01]?\d|2[0-3]):([0-5]\d)(?::[0-5]\d(?:\.\d+)?)?(?!\d)(?:\s*([ap]\.?m\.?)(?!\w))?")
 
 
 _NUMBER_PARTS = re.compile(r"(\d+(?:[.,\s]\d{3})*)(?:([.,])(\d+))?")
@@ -121,9 +124,10 @@ class Values:
     numbers: frozenset[str]
     ids: frozenset[str]
     dates: frozenset[str]
+    times: frozenset[str] = frozenset()  # "07:40", on a 24-hour clock ("7:40 pm" is "19:40")
 
     def all(self) -> set[str]:
-        return set(self.numbers) | set(self.ids) | set(self.dates)
+        return set(self.numbers) | set(self.ids) | set(self.dates) | set(self.times)
 
 
 _CACHE_TEXT = 1024  # longer texts are not kept by the caches: memory stays flat
@@ -150,6 +154,14 @@ def _extract(text: str, min_digits: int) -> Values:
         if d is not None:
             dates.add(d.isoformat())
     t = _DATE_RX.sub(" ", t)
+    times: set[str] = set()
+    if ":" in t:
+        for m in _TIME_RX.finditer(t):
+            hour, minute, half = int(m[1]), m[2], (m[3] or "").replace(".", "")
+            hour += 12 if half == "pm" and hour < 12 else (-12 if half == "am" and hour == 12 else 0)
+            if hour < 24:
+                times.add(f"{hour:02d}:{minute}")
+        t = _TIME_RX.sub(" ", t)
     ids = {m.group(0) for m in _ID_RX.finditer(t)}
     numbers: set[str] = set()
     for m in _NUM_RX.finditer(t):
@@ -157,7 +169,7 @@ def _extract(text: str, min_digits: int) -> Values:
         canon = canonical_number(token)
         if sum(c.isdigit() for c in canon) >= min_digits:
             numbers.add(canon)
-    return Values(frozenset(numbers), frozenset(ids), frozenset(dates))
+    return Values(frozenset(numbers), frozenset(ids), frozenset(dates), frozenset(times))
 
 
 @lru_cache(maxsize=2048)
@@ -408,8 +420,14 @@ def clauses(sentence: str) -> list[str]:
 
 
 def not_yet(clause: str) -> bool:
-    """Whether a clause is conditional or about the future ("once", "will", "cuando")."""
-    return _NOT_YET.search(fold(clause)) is not None
+    """Whether a clause is conditional, about the future or negated ("once",
+    "will", "cuando"; "nothing has been refunded", "no se emitió"): it states no result."""
+    folded = fold(clause)
+    return _NOT_YET.search(folded) is not None or _NEGATED.search(folded) is not None
+
+
+_NEGATED = re.compile(r"\b(?:not|no|nothing|never|none|neither|nor|without|nada|nunca|ningun|ninguna|ni|sin|"
+                      r"tampoco)\b|n't\b")
 
 
 def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, extra: Sequence[str] = (),

@@ -16,6 +16,7 @@ as it does in BFCL (a name in it is not defined there). Nothing is executed.
 from __future__ import annotations
 
 import ast
+import json
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -161,3 +162,31 @@ def _arithmetic(node: ast.expr) -> Any:
             raise Undecodable(f"a number of more than {MAX_RESULT} bits")
         return value
     raise Undecodable("an expression that is not plain arithmetic on literals")
+
+
+def decode_any(answer: Any) -> Decoded:
+    """A ``result`` (or one step of a multi-turn turn) in any shape BFCL writes:
+    a prompting model's text, or a function-calling model's list of
+    ``{func_name: arguments}`` (arguments an object or its JSON text)."""
+    if isinstance(answer, str):
+        return decode(answer)
+    if not isinstance(answer, list):
+        raise Undecodable(f"a {type(answer).__name__}, not a text or a list of calls")
+    if len(answer) > MAX_CALLS:
+        raise Undecodable(f"more than {MAX_CALLS} calls")
+    calls: Decoded = []
+    for item in answer:
+        if not isinstance(item, dict) or len(item) != 1:
+            raise Undecodable("a list element that is not {func_name: arguments}")
+        (name, arguments), = item.items()
+        if isinstance(arguments, str):
+            if len(arguments) > MAX_TEXT:
+                raise Undecodable(f"arguments longer than {MAX_TEXT} characters")
+            try:
+                arguments = json.loads(arguments)
+            except (ValueError, RecursionError):
+                raise Undecodable("arguments that are not JSON") from None
+        if not isinstance(arguments, dict):
+            raise Undecodable("arguments that are not an object")
+        calls.append({str(name): arguments})
+    return calls

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from app.importers.bfcl_decode import Decoded, Undecodable, decode, is_empty
+from app.importers.bfcl_decode import Decoded, Undecodable, decode_any, is_empty
 
 PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "boolean": bool, "array": list,
                                  "tuple": list, "dict": dict, "any": str}
@@ -60,7 +60,7 @@ def verdict(category: str, functions: list[dict[str, Any]], answer: Any,
     list of ``{name: {arg: value}}``), with the decoded calls (None when
     they could not be decoded)."""
     try:
-        decoded = answer if isinstance(answer, list) else decode(answer)
+        decoded = decode_any(answer)
     except Undecodable as exc:
         if "irrelevance" in category:
             return PASS, None

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.importers.bfcl_decode import Decoded, Undecodable, decode
+from app.importers.bfcl_decode import Decoded, Undecodable, decode_any
 
 # bfcl-eval's CLASS_FILE_PATH_MAPPING and STATELESS_CLASSES
 _PREFIX = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
@@ -116,11 +116,11 @@ class Instances:
         return str(result)
 
 
-def _step_calls(text: Any) -> Decoded | None:
+def step_calls(text: Any) -> Decoded | None:
     """One step of a turn, decoded as BFCL's ``decode_execute``: None when it
     is no call (undecodable, or empty)."""
     try:
-        decoded = decode(text)
+        decoded = decode_any(text)
     except Undecodable:
         return None
     for call in decoded:  # decoded_output_to_execution_list: a {} value cannot be rendered
@@ -150,8 +150,9 @@ def judge(question: Mapping[str, Any], turns: list[Any], truth: list[list[str]])
     gold = Instances(classes, config, long_context)
     steps: list[Step] = []
     all_results: list[str] = []
+    failed: StateVerdict | None = None  # BFCL stops here; the later turns still run, for their results
     for t, (turn, expected) in enumerate(zip(turns, truth, strict=True), start=1):
-        decoded_steps = [d for d in (_step_calls(s) for s in steps_of(turn)) if d is not None]
+        decoded_steps = [d for d in (step_calls(s) for s in steps_of(turn)) if d is not None]
         for decoded in decoded_steps:
             for call in decoded:
                 (name, arguments), = call.items()
@@ -159,30 +160,38 @@ def judge(question: Mapping[str, Any], turns: list[Any], truth: list[list[str]])
                 steps.append(Step(t, name, arguments, result))
                 all_results.append(result)
         gold_results = [_gold_call(gold, text) for text in expected]
-        if not expected:
-            continue
-        if not decoded_steps:
-            return StateVerdict(False, "multi_turn:empty_turn_model_response",
-                                f"Model response list is empty for turn {t - 1}", t, steps)
-        for cls, truth_instance in gold.by_class.items():
-            differences = _differences(model.by_class[cls], truth_instance)
-            if differences:
-                return StateVerdict(False, "multi_turn:instance_state_mismatch",
-                                    f"Model instance for {cls} does not match the state with ground truth instance "
-                                    f"({', '.join(differences)} differ).", t, steps)
-        remaining = list(all_results)
-        missing = []
-        for item in gold_results:
-            try:
-                remaining.remove(item)
-            except ValueError:
-                missing.append(item)
-        if missing:
-            return StateVerdict(False, "multi_turn:execution_response_mismatch",
-                                f"Model response execution results so far does not contain all the ground truth "
-                                f"response execution results for turn {t - 1} (missing: {str(missing)[:300]}).",
-                                t, steps)
+        if failed is None and expected:
+            failed = _turn_check(t, decoded_steps, model, gold, all_results, gold_results)
+    if failed is not None:
+        failed.steps = steps
+        return failed
     return StateVerdict(True, steps=steps)
+
+
+def _turn_check(t: int, decoded_steps: list[Decoded], model: Instances, gold: Instances, all_results: list[str],
+                gold_results: list[str]) -> StateVerdict | None:
+    """BFCL's checks after a turn whose ground truth is not empty: the failure, or None."""
+    if not decoded_steps:
+        return StateVerdict(False, "multi_turn:empty_turn_model_response",
+                            f"Model response list is empty for turn {t - 1}", t)
+    for cls, truth_instance in gold.by_class.items():
+        differences = _differences(model.by_class[cls], truth_instance)
+        if differences:
+            return StateVerdict(False, "multi_turn:instance_state_mismatch",
+                                f"Model instance for {cls} does not match the state with ground truth instance "
+                                f"({', '.join(differences)} differ).", t)
+    remaining = list(all_results)
+    missing = []
+    for item in gold_results:
+        try:
+            remaining.remove(item)
+        except ValueError:
+            missing.append(item)
+    if missing:
+        return StateVerdict(False, "multi_turn:execution_response_mismatch",
+                            f"Model response execution results so far does not contain all the ground truth "
+                            f"response execution results for turn {t - 1} (missing: {str(missing)[:300]}).", t)
+    return None
 
 
 def _nested_or_call(instances: Instances, name: str, arguments: dict[str, Any]) -> str:

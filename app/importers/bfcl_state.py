@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import importlib
 import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,25 +78,23 @@ class Instances:
 
     def __init__(self, classes: list[str], config: Mapping[str, Any], long_context: bool = False):
         self.by_class: dict[str, Any] = {}
-        self.methods: dict[str, Callable[..., Any]] = {}
+        self.owner: dict[str, Any] = {}  # public method name -> the instance that has it (the last class wins)
         for name in classes:
-            module = CLASS_MODULES.get(name)
-            if module is None:
-                raise ValueError(f"unknown BFCL class {name!r}")
-            instance = getattr(importlib.import_module(f"{_PREFIX}.{module}"), name)()
+            cls = _class(name)
+            instance = cls()
             if name not in STATELESS:
                 instance._load_scenario(copy.deepcopy(dict(config.get(name) or {})), long_context=long_context)
             self.by_class[name] = instance
-            for method_name, method in inspect.getmembers(instance, predicate=inspect.ismethod):
-                if not method_name.startswith("_"):
-                    self.methods[method_name] = method
+            for method_name in _methods(cls):
+                self.owner[method_name] = instance
 
     def call(self, name: str, arguments: dict[str, Any], positional: list[Any] | None = None) -> str:
         """The call's result as BFCL records it (``execute_multi_turn_func_call``)."""
         base = name.split(".")[-1]
         if base in REFUSED:
             return f"Error during execution: Function call {base} is not allowed."
-        method = self.methods.get(name)
+        owner = self.owner.get(name)
+        method = getattr(owner, name, None) if owner is not None else None
         if method is None:
             return f"Error during execution: name {name.split('.')[0]!r} is not defined"
         if name in ("power", "square_root") and any(
@@ -114,6 +113,20 @@ class Instances:
             except (TypeError, ValueError):
                 return str(result)
         return str(result)
+
+
+@functools.cache
+def _class(name: str) -> Any:
+    module = CLASS_MODULES.get(name)
+    if module is None:
+        raise ValueError(f"unknown BFCL class {name!r}")
+    return getattr(importlib.import_module(f"{_PREFIX}.{module}"), name)
+
+
+@functools.cache
+def _methods(cls: Any) -> tuple[str, ...]:
+    """A class's public methods (what BFCL's ``inspect.getmembers`` finds on an instance)."""
+    return tuple(n for n, v in inspect.getmembers(cls, predicate=inspect.isfunction) if not n.startswith("_"))
 
 
 def step_calls(text: Any) -> Decoded | None:

@@ -19,12 +19,14 @@ The trajectory's ``reward`` is BFCL's verdict (1 passes, 0 fails): single-turn
 by BFCL's own rules (``bfcl_rules``), multi-turn by executing both call lists
 on BFCL's classes (``bfcl_state``, the optional ``bfcl-eval`` package; without
 it the reward is left out and a note says the verdict is unavailable).
-ToolLens's families are scored beside it, per turn. The notes give BFCL's
+ToolLens's families are scored beside it, per turn; single-turn suites
+compare texts as BFCL does (``one_of`` with ``normalize: bfcl``). The notes give BFCL's
 pass rate and its failures by kind (and by turn).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -93,9 +95,39 @@ def convert_results(path: Path, options: Options) -> Conversion:
             tally.unavailable = missing
     else:
         records = [_single_turn(n, r, questions, answers, tally, str(path)) for n, r in lines]
+        for doc in (suites.suite, *suites.extra_suites):
+            bfcl_texts(doc)
     notes = [n for n in suites.notes if not n.startswith("multi-turn BFCL: calls are compared")]
     return Conversion(suite=suites.suite, records=lambda: iter(records), extra_suites=suites.extra_suites,
                       notes=[*tally.notes(source.name), *notes])
+
+
+def bfcl_texts(suite: dict[str, Any]) -> None:
+    """Have the suite compare texts as BFCL does: every ``one_of`` (at any
+    depth) gets ``normalize: bfcl``, and a text or list argument without a rule
+    gets a ``one_of`` of its one value, so ToolLens's argument family agrees
+    with BFCL's verdict on ``"y=x^2"`` for ``"y=x**2"``."""
+    for case in suite.get("cases") or []:
+        for call in case.get("expected_calls") or []:
+            rules = call.setdefault("tolerance", {})
+            for name, value in (call.get("arguments") or {}).items():
+                if name not in rules and isinstance(value, (str, list)):
+                    rules[name] = {"rule": "one_of", "values": [copy.deepcopy(value)]}  # no YAML alias
+            for rule in rules.values():
+                _normalize(rule)
+            if not rules:
+                del call["tolerance"]
+
+
+def _normalize(rule: Any) -> None:
+    if not isinstance(rule, dict):
+        return
+    if rule.get("rule") == "one_of":
+        rule["normalize"] = "bfcl"
+    for sub in (rule.get("fields") or {}).values():
+        _normalize(sub)
+    for sub in rule.get("items") or []:
+        _normalize(sub)
 
 
 def _limited(lines: Any, path: Path) -> Any:

@@ -24,17 +24,16 @@ The irrelevance categories pass when the answer decodes to no call
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from app.core.tolerance import bfcl_standardize
 from app.importers.bfcl_decode import Decoded, Undecodable, decode_any, is_empty
 
 PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "boolean": bool, "array": list,
                                  "tuple": list, "dict": dict, "any": str}
 NESTED = ("array", "tuple")
-_STANDARDIZE = re.compile(r"[ \,\.\/\-\_\*\^]")
 
 
 @dataclass(frozen=True)
@@ -49,9 +48,7 @@ class Verdict:
 PASS = Verdict(True)
 
 
-def standardize(text: str) -> str:
-    """BFCL's ``standardize_string``."""
-    return _STANDARDIZE.sub("", text).lower().replace("'", '"')
+standardize = bfcl_standardize  # BFCL's ``standardize_string``
 
 
 def verdict(category: str, functions: list[dict[str, Any]], answer: Any,

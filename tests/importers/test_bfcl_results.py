@@ -178,3 +178,26 @@ def test_bad_result_lines_are_named_and_questions_are_required(tmp_path: Path) -
         convert("bfcl", result, Options())
     with pytest.raises(SuiteError, match="--questions goes with a BFCL result file"):
         convert("bfcl", questions, Options(questions=tmp_path))
+
+
+@shared_data(RESULTS / "BFCL_v4_simple_python_result.json", RESULTS / "BFCL_v4_parallel_multiple_result.json")
+def test_the_argument_family_compares_texts_as_bfcl_does(tmp_path: Path) -> None:
+    """Every item BFCL passes passes ToolLens's families too (before, 11 failed on arguments: ``"y=x^2"`` for
+    ``"y=x**2"``); what BFCL refuses and no family checks is an argument its possible answers do not name."""
+    silent: list[str] = []
+    for category, bfcl_passes in (("simple_python", 299), ("parallel_multiple", 112)):
+        written = write_conversion(convert("bfcl", RESULTS / f"BFCL_v4_{category}_result.json",
+                                           Options(questions=BFCL)), tmp_path / category)
+        cases = []
+        for path in written.suites:
+            suite, _ = validate_suite_file(path, lenient=True)
+            mine = [r for r in read_jsonl(written.trajectories) if r.case_id in suite.by_id]
+            cases += score_trajectories(suite, mine).to_json()["cases"]
+        assert sum(1 for c in cases if c["passed"]) == bfcl_passes
+        assert [c["case_id"] for c in cases if c["passed"] and c["failures"]] == []
+        silent += sorted(c["case_id"] for c in cases if not c["passed"] and not c["failures"])
+    assert silent == ["parallel_multiple_12", "parallel_multiple_177", "parallel_multiple_68", "parallel_multiple_72",
+                      "parallel_multiple_75"]
+    suite, _ = validate_suite_file(tmp_path / "simple_python" / "suite.yaml", lenient=True)
+    area = next(c for c in suite.cases if c.id == "simple_python_13").expected_calls[0]  # type: ignore[index]
+    assert area.tolerance["function"].normalize == "bfcl"  # type: ignore[index]

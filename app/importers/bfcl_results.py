@@ -293,7 +293,7 @@ def _text(value: Any) -> str:
 def _jsonable(value: Any, depth: int = 0) -> Any:
     """A decoded value as JSON: tuples as lists, what JSON cannot hold as its text."""
     if depth > 32:
-        return repr(value)[:MAX_ANSWER_TEXT]
+        return "(nested deeper than 32 levels)"
     if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):
@@ -302,7 +302,10 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
         return [_jsonable(v, depth + 1) for v in value]
     if isinstance(value, dict):
         return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
-    return repr(value)[:MAX_ANSWER_TEXT]
+    try:
+        return repr(value)[:MAX_ANSWER_TEXT]
+    except (RecursionError, ValueError):
+        return f"({type(value).__name__})"
 
 
 __all__ = ["Undecodable", "convert_results", "decode_any", "is_result", "question_file"]

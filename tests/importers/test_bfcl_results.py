@@ -201,3 +201,21 @@ def test_the_argument_family_compares_texts_as_bfcl_does(tmp_path: Path) -> None
     suite, _ = validate_suite_file(tmp_path / "simple_python" / "suite.yaml", lenient=True)
     area = next(c for c in suite.cases if c.id == "simple_python_13").expected_calls[0]  # type: ignore[index]
     assert area.tolerance["function"].normalize == "bfcl"  # type: ignore[index]
+
+
+@shared_data(RESULTS / "BFCL_v4_irrelevance_result.json")
+def test_convert_command_reads_a_result_file_with_its_questions(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+
+    runner = CliRunner()
+    done = runner.invoke(cli, ["convert", "--from", "bfcl", str(RESULTS / "BFCL_v4_irrelevance_result.json"),
+                               "--questions", str(BFCL), "--out", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    assert "BFCL's verdict (the records' reward): 123 of 240 pass (51.2%)" in done.output
+    assert "(240 trajectories, 118 calls)" in done.output
+    refused = runner.invoke(cli, ["convert", "--from", "bfcl", str(RESULTS / "BFCL_v4_irrelevance_result.json"),
+                                  "--out", str(tmp_path / "none")])
+    assert refused.exit_code == 2 and "needs its questions: --questions DIR" in refused.output
+    assert not (tmp_path / "none").exists()

@@ -219,3 +219,39 @@ def test_convert_command_reads_a_result_file_with_its_questions(tmp_path: Path) 
                                   "--out", str(tmp_path / "none")])
     assert refused.exit_code == 2 and "needs its questions: --questions DIR" in refused.output
     assert not (tmp_path / "none").exists()
+
+
+@shared_data(BFCL / "BFCL_v4_multi_turn_base.json", BFCL / "multi_turn_func_doc")
+def test_every_multi_turn_result_shape_bfcl_writes(tmp_path: Path) -> None:
+    """multi_turn_base_1's ground truth answered by the model in each shape BFCL writes: a turn as one text,
+    as a list of step texts, or as a list of steps that are function-calling lists; each passes BFCL's check.
+    A file cut short (a turn fewer) fails as BFCL's force-terminated run."""
+    require_module("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.gorilla_file_system",
+                   "pip install --no-deps bfcl-eval==2026.3.23 mpmath (docs/importers.md#bfcl)")
+    truth = [[("ls", {"a": True})], [("cd", {"folder": "workspace"}), ("mv", {"source": "log.txt",
+                                                                             "destination": "archive"})],
+             [("cd", {"folder": "archive"}), ("grep", {"file_name": "log.txt", "pattern": "Error"})],
+             [("tail", {"file_name": "log.txt", "lines": 20})]]
+
+    def text(name: str, args: dict[str, object]) -> str:
+        return f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
+
+    shapes = {
+        "one text": [f"[{', '.join(text(n, a) for n, a in turn)}]" for turn in truth],
+        "step texts": [[f"[{text(n, a)}]" for n, a in turn] + ["Done."] for turn in truth],
+        "function-calling steps": [[[{n: json.dumps(a)}] for n, a in turn] for turn in truth],
+        "cut short": [f"[{', '.join(text(n, a) for n, a in turn)}]" for turn in truth[:3]],
+    }
+    result = tmp_path / "BFCL_v4_multi_turn_base_result.json"
+    for shape, turns in shapes.items():
+        result.write_text(json.dumps({"id": "multi_turn_base_1", "result": turns}) + "\n", encoding="utf-8")
+        conversion = convert("bfcl", result, Options(questions=BFCL))
+        run = records(conversion)["multi_turn_base_1"]
+        if shape == "cut short":
+            assert run.reward == 0.0 and "BFCL fails 1: multi_turn:force_terminated (multi_turn_base_1)" \
+                in conversion.notes
+            continue
+        assert run.reward == 1.0, (shape, conversion.notes)
+        assert [(c.turn, c.name) for c in run.calls] == [
+            (1, "ls"), (2, "cd"), (2, "mv"), (3, "cd"), (3, "grep"), (4, "tail")], shape
+        assert all(c.error is None for c in run.calls), shape

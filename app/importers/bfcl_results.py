@@ -39,6 +39,11 @@ from app.importers.bfcl_decode import Decoded, Undecodable, decode_any
 
 MAX_ITEMS = 100_000  # result lines in one file
 MAX_ANSWER_TEXT = 4_000  # characters of a model's text kept as its answer or message
+AGENTIC = "BFCL judges agentic answers by their last message"
+UNREAD = {  # categories whose answers BFCL reads otherwise (first match in this order)
+    "javascript": "BFCL decodes them with its JavaScript parser", "java": "BFCL decodes them with its Java parser",
+    "memory": AGENTIC, "web_search": AGENTIC, "format_sensitivity": "BFCL varies the answer format per item",
+}
 NO_MESSAGE = "(no new user message: BFCL makes the held-back function available here)"
 
 
@@ -76,6 +81,11 @@ def convert_results(path: Path, options: Options) -> Conversion:
         raise SuiteError("no results", path=str(path))
     first = lines[0][1]
     first_id = str(first.get("id", "")) if isinstance(first, Mapping) else ""
+    category = first_id.rsplit("_", 1)[0]
+    unread = next((kind for kind in UNREAD if kind in category), None)
+    if unread is not None:
+        raise SuiteError(f"BFCL's {category} results are not read: {UNREAD[unread]} (read: the Python single-turn, "
+                         "relevance and multi-turn categories)", path=str(path))
     source = question_file(path, options.questions, first_id)
     questions = {q["id"]: q for _, q in bfcl._lines(source) if isinstance(q, Mapping) and isinstance(q.get("id"), str)}
     answers_file = bfcl.answers_path(source)

@@ -255,3 +255,13 @@ def test_every_multi_turn_result_shape_bfcl_writes(tmp_path: Path) -> None:
         assert [(c.turn, c.name) for c in run.calls] == [
             (1, "ls"), (2, "cd"), (2, "mv"), (3, "cd"), (3, "grep"), (4, "tail")], shape
         assert all(c.error is None for c in run.calls), shape
+
+
+@pytest.mark.parametrize(("qid", "why"), [("simple_java_0", "with its Java parser"),
+                                          ("simple_javascript_3", "with its JavaScript parser"),
+                                          ("memory_kv_1-customer-1", "by their last message")])
+def test_categories_bfcl_reads_otherwise_are_refused_by_name(tmp_path: Path, qid: str, why: str) -> None:
+    result = tmp_path / "BFCL_v4_x_result.json"
+    result.write_text(json.dumps({"id": qid, "result": "[f(a=1)]"}) + "\n", encoding="utf-8")
+    with pytest.raises(SuiteError, match=f"results are not read: BFCL (decodes them|judges agentic answers) {why}"):
+        convert("bfcl", result, Options(questions=tmp_path))

@@ -200,7 +200,7 @@ def _single_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Map
     assert isinstance(qid, str)
     question = questions[qid]
     category = qid.rsplit("_", 1)[0]
-    if "irrelevance" not in category and qid not in answers:
+    if "relevance" not in category and qid not in answers:  # (ir)relevance has no possible answers
         return line, InvalidTrajectory(f"no possible answer for {qid!r}", index=line, field="id", source=source)
     functions = question.get("function") if isinstance(question.get("function"), list) else []
     result = raw.get("result")

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import ast
 import copy
+import decimal
 import functools
 import importlib
 import inspect
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +41,15 @@ CLASS_MODULES = {
 }
 STATELESS = frozenset({"MathAPI"})
 REFUSED = frozenset({"kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"})  # BFCL refuses these
-MAX_EXPONENT = 1_000  # MathAPI.power / square_root precision beyond this is not run (it would not end)
+MAX_EXPONENT = 1_000  # MathAPI.power's exponent, square_root's and logarithm's precision: beyond, not run
+MAX_DIGITS = 100  # nor with a number beyond 10**100 (power would not end)
+UNBOUNDED = frozenset({"power", "square_root", "logarithm"})
+
+
+def _too_big(name: str, value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return abs(value) > (MAX_EXPONENT if name in ("exponent", "precision") else 10 ** MAX_DIGITS)
 INSTALL = "pip install --no-deps bfcl-eval mpmath"
 
 
@@ -97,22 +107,31 @@ class Instances:
         method = getattr(owner, name, None) if owner is not None else None
         if method is None:
             return f"Error during execution: name {name.split('.')[0]!r} is not defined"
-        if name in ("power", "square_root") and any(
-                isinstance(v, (int, float)) and abs(v) > MAX_EXPONENT for k, v in arguments.items()
-                if k in ("exponent", "precision")):
-            return f"Error during execution: not run by ToolLens (an exponent or precision beyond {MAX_EXPONENT})"
+        if name in UNBOUNDED and any(_too_big(k, v) for k, v in arguments.items()):
+            return (f"Error during execution: not run by ToolLens (an exponent or precision beyond {MAX_EXPONENT}, "
+                    f"or a number beyond 10**{MAX_DIGITS})")
+        mpmath = sys.modules.get("mpmath")
+        dps = mpmath.mp.dps if mpmath is not None else None
         try:
-            result = method(*(positional or ()), **arguments)
+            with decimal.localcontext():  # MathAPI sets the precision of Decimal and mpmath for everyone
+                return _text(method(*(positional or ()), **arguments))  # as text while the precision holds
         except Exception as exc:  # any error of BFCL's classes is the call's result, as in BFCL
             return f"Error during execution: {exc}"
-        if type(result) is str:
-            return result
-        if type(result) is dict:
-            try:
-                return json.dumps(result)
-            except (TypeError, ValueError):
-                return str(result)
-        return str(result)
+        finally:
+            if mpmath is not None:
+                mpmath.mp.dps = dps
+
+
+def _text(result: Any) -> str:
+    """A call's result as BFCL records it."""
+    if type(result) is str:
+        return result
+    if type(result) is dict:
+        try:
+            return json.dumps(result)
+        except (TypeError, ValueError):
+            return str(result)
+    return str(result)
 
 
 @functools.cache

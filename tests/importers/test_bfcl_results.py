@@ -265,3 +265,26 @@ def test_categories_bfcl_reads_otherwise_are_refused_by_name(tmp_path: Path, qid
     result.write_text(json.dumps({"id": qid, "result": "[f(a=1)]"}) + "\n", encoding="utf-8")
     with pytest.raises(SuiteError, match=f"results are not read: BFCL (decodes them|judges agentic answers) {why}"):
         convert("bfcl", result, Options(questions=tmp_path))
+
+
+def test_bfcls_classes_run_bounded_and_leave_the_process_as_it_was() -> None:
+    """MathAPI sets Decimal's and mpmath's precision for the whole process, and ``power`` would run for ever on a
+    huge exponent: the precision is restored after each call, a huge exponent or precision is not run."""
+    require_module("bfcl_eval.eval_checker.multi_turn_eval.func_source_code.math_api",
+                   "pip install --no-deps bfcl-eval==2026.3.23 mpmath (docs/importers.md#bfcl)")
+    import decimal
+
+    import mpmath
+
+    from app.importers.bfcl_state import Instances
+
+    math = Instances(["MathAPI"], {})
+    before = (decimal.getcontext().prec, mpmath.mp.dps)
+    assert math.call("power", {"base": 2, "exponent": 10}) == '{"result": 1024}'
+    assert math.call("power", {"base": 10, "exponent": 10**9}).startswith("Error during execution: not run by")
+    assert math.call("logarithm", {"value": 2, "base": 10, "precision": 30}) == \
+        "{'result': mpf('0.301029995663981195213738894724506')}"  # as BFCL prints it, at the precision asked
+    assert math.call("square_root", {"number": 2, "precision": 10**6}).startswith("Error during execution: not run")
+    assert (decimal.getcontext().prec, mpmath.mp.dps) == before
+    assert math.call("no_such_method", {}) == "Error during execution: name 'no_such_method' is not defined"
+    assert math.call("exit", {}) == "Error during execution: Function call exit is not allowed."

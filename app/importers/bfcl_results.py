@@ -38,6 +38,7 @@ from app.importers.base import Conversion, Converted, Options, call_error, looks
 from app.importers.bfcl_decode import Decoded, Undecodable, decode_any
 
 MAX_ITEMS = 100_000  # result lines in one file
+MAX_MODEL_CALLS = 5_000  # requests kept per item (the record's bound)
 MAX_ANSWER_TEXT = 4_000  # characters of a model's text kept as its answer or message
 AGENTIC = "BFCL judges agentic answers by their last message"
 UNREAD = {  # categories whose answers BFCL reads otherwise (first match in this order)
@@ -212,9 +213,9 @@ def _single_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Map
     tally.add(qid, judged.valid, judged.error_type)
     calls = [{"name": name, "arguments": _jsonable(args)} for call in decoded or [] for name, args in call.items()]
     answer = "" if calls else _text(result)
-    return record_or_reason(line, lambda: {
-        "case_id": qid, "question": bfcl._question_text(question.get("question")) or qid, "calls": calls,
-        "answer": answer, "reward": 1.0 if judged.valid else 0.0}, source=source, what="BFCL result")
+    data = {"case_id": qid, "question": bfcl._question_text(question.get("question")) or qid, "calls": calls,
+            "answer": answer, "reward": 1.0 if judged.valid else 0.0}
+    return record_or_reason(line, lambda: _with_usage(data, raw), source=source, what="BFCL result")
 
 
 def _multi_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Mapping[str, Any],
@@ -272,7 +273,40 @@ def _multi_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Mapp
     data = {"case_id": qid, "question": first, "calls": calls, "answer": "", "messages": messages}
     if reward is not None:
         data["reward"] = reward
-    return record_or_reason(line, lambda: data, source=source, what="BFCL result")
+    return record_or_reason(line, lambda: _with_usage(data, raw), source=source, what="BFCL result")
+
+
+def _with_usage(data: dict[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The record with the requests BFCL logged (``input_token_count``,
+    ``output_token_count``, ``latency`` in seconds: numbers for a single-turn
+    item, lists per turn and step for multi-turn), one model call per step."""
+    counts = [_flat(raw.get(k)) for k in ("input_token_count", "output_token_count", "latency")]
+    steps = min(max(len(c) for c in counts), MAX_MODEL_CALLS)
+    calls = []
+    for i in range(steps):
+        tokens_in, tokens_out, seconds = (c[i] if i < len(c) else None for c in counts)
+        entry: dict[str, Any] = {}
+        if tokens_in is not None:
+            entry["input_tokens"] = int(tokens_in)
+        if tokens_out is not None:
+            entry["output_tokens"] = int(tokens_out)
+        if seconds is not None:
+            entry["latency_ms"] = round(seconds * 1000, 3)
+        calls.append(entry)
+    if any(calls):
+        data["model_calls"] = calls
+    return data
+
+
+def _flat(value: Any, depth: int = 0) -> list[float | None]:
+    """BFCL's count or list of counts (nested per turn and step), flat; a value
+    that is no count (negative, not a number) is None, keeping the positions."""
+    if isinstance(value, list) and depth < 3:
+        return [v for item in value[:MAX_MODEL_CALLS] for v in _flat(item, depth + 1)]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
+            or value >= 2**53:
+        return [None] if value is not None or depth else []
+    return [float(value)]
 
 
 def _decoded(step: Any) -> Decoded | None:

@@ -163,11 +163,13 @@ def test_bad_result_lines_are_named_and_questions_are_required(tmp_path: Path) -
     result = tmp_path / "out" / "BFCL_v4_simple_python_result.json"
     result.parent.mkdir()
     result.write_text("\n".join(json.dumps(x) for x in (
-        {"id": "simple_python_0", "result": "[add(a=4)]"}, {"id": "simple_python_9", "result": "[add(a=1)]"},
+        {"id": "simple_python_0", "result": "[add(a=4)]", "input_token_count": 120, "output_token_count": 8,
+         "latency": 0.52}, {"id": "simple_python_9", "result": "[add(a=1)]"},
         {"id": "simple_python_0", "result": ["not a call"]}, {"result": "[add(a=4)]"})) + "\n", encoding="utf-8")
     conversion = convert("bfcl", result, Options(questions=tmp_path))
     got = list(conversion.records())
     assert isinstance(got[0][1], Trajectory) and got[0][1].reward == 1.0
+    assert got[0][1].to_dict()["model_calls"] == [{"input_tokens": 120, "output_tokens": 8, "latency_ms": 520.0}]
     assert isinstance(got[2][1], Trajectory) and got[2][1].reward == 0.0  # undecodable: BFCL fails it
     bad = {line: item.detail for line, item in got if isinstance(item, InvalidTrajectory)}
     assert bad == {2: "no question 'simple_python_9' in the question file", 4: "expected an id (text)"}
@@ -244,7 +246,10 @@ def test_every_multi_turn_result_shape_bfcl_writes(tmp_path: Path) -> None:
     }
     result = tmp_path / "BFCL_v4_multi_turn_base_result.json"
     for shape, turns in shapes.items():
-        result.write_text(json.dumps({"id": "multi_turn_base_1", "result": turns}) + "\n", encoding="utf-8")
+        usage = {"input_token_count": [[900, 950], [1000], [], [1100]], "output_token_count": [[20, 5], [30], [], [9]],
+                 "latency": [[1.5, 0.25], [2.0], [], [1.0]]}  # per turn, per step, as BFCL logs them
+        result.write_text(json.dumps({"id": "multi_turn_base_1", "result": turns, **usage}) + "\n",
+                          encoding="utf-8")
         conversion = convert("bfcl", result, Options(questions=BFCL))
         run = records(conversion)["multi_turn_base_1"]
         if shape == "cut short":
@@ -255,6 +260,8 @@ def test_every_multi_turn_result_shape_bfcl_writes(tmp_path: Path) -> None:
         assert [(c.turn, c.name) for c in run.calls] == [
             (1, "ls"), (2, "cd"), (2, "mv"), (3, "cd"), (3, "grep"), (4, "tail")], shape
         assert all(c.error is None for c in run.calls), shape
+        assert [(m.input_tokens, m.output_tokens, m.latency_ms) for m in run.model_calls or []] == [
+            (900, 20, 1500.0), (950, 5, 250.0), (1000, 30, 2000.0), (1100, 9, 1000.0)]
 
 
 @pytest.mark.parametrize(("qid", "why"), [("simple_java_0", "with its Java parser"),

@@ -40,6 +40,7 @@ from app.importers.bfcl_decode import Decoded, Undecodable, decode_any
 MAX_ITEMS = 100_000  # result lines in one file
 MAX_MODEL_CALLS = 5_000  # requests kept per item (the record's bound)
 MAX_ANSWER_TEXT = 4_000  # characters of a model's text kept as its answer or message
+MAX_NOTE = 600  # characters of BFCL's verdict kept in a case's notes
 AGENTIC = "BFCL judges agentic answers by their last message"
 UNREAD = {  # categories whose answers BFCL reads otherwise (first match in this order)
     "javascript": "BFCL decodes them with its JavaScript parser", "java": "BFCL decodes them with its Java parser",
@@ -108,9 +109,18 @@ def convert_results(path: Path, options: Options) -> Conversion:
         records = [_single_turn(n, r, questions, answers, tally, str(path)) for n, r in lines]
         for doc in (suites.suite, *suites.extra_suites):
             bfcl_texts(doc)
+    for doc in (suites.suite, *suites.extra_suites):  # each case's note: BFCL's verdict on its answer, and why
+        for case in doc.get("cases") or []:
+            verdict = tally.verdicts.get(case.get("id"))
+            if verdict is not None:
+                case["notes"] = [*_as_list(case.get("notes")), verdict]
     notes = [n for n in suites.notes if not n.startswith("multi-turn BFCL: calls are compared")]
     return Conversion(suite=suites.suite, records=lambda: iter(records), extra_suites=suites.extra_suites,
                       notes=[*tally.notes(source.name), *notes])
+
+
+def _as_list(notes: Any) -> list[Any]:
+    return [] if notes is None else [notes] if isinstance(notes, str) else list(notes)
 
 
 def bfcl_texts(suite: dict[str, Any]) -> None:
@@ -159,9 +169,13 @@ class Tally:
         self.examples: dict[str, list[str]] = {}
         self.turns: Counter[int] = Counter()
         self.unavailable: str | None = None
+        self.verdicts: dict[str, str] = {}  # question id -> BFCL's verdict, as the case's note
 
-    def add(self, qid: str, valid: bool, kind: str, turn: int | None = None) -> None:
+    def add(self, qid: str, valid: bool, kind: str, turn: int | None = None, error: str = "") -> None:
         self.judged += 1
+        at = f" at turn {turn}" if turn is not None else ""
+        self.verdicts[qid] = "BFCL's verdict on this answer: passes" if valid else \
+            f"BFCL's verdict on this answer: fails{at}: {kind}: {error}"[:MAX_NOTE]
         if valid:
             self.passed += 1
             return
@@ -210,7 +224,7 @@ def _single_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Map
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
         return line, InvalidTrajectory(f"cannot judge this result ({type(exc).__name__})", index=line,
                                        field="result", source=source)
-    tally.add(qid, judged.valid, judged.error_type)
+    tally.add(qid, judged.valid, judged.error_type, error=judged.error)
     calls = [{"name": name, "arguments": _jsonable(args)} for call in decoded or [] for name, args in call.items()]
     answer = "" if calls else _text(result)
     data = {"case_id": qid, "question": bfcl._question_text(question.get("question")) or qid, "calls": calls,
@@ -244,7 +258,7 @@ def _multi_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Mapp
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
             return line, InvalidTrajectory(f"BFCL's classes cannot run this question ({type(exc).__name__}: "
                                            f"{str(exc)[:200]})", index=line, field="id", source=source)
-        tally.add(qid, judged.valid, judged.error_type, judged.turn)
+        tally.add(qid, judged.valid, judged.error_type, judged.turn, judged.error)
         reward = 1.0 if judged.valid else 0.0
         executed = judged.steps
     user_turns = question.get("question") if isinstance(question.get("question"), list) else []

@@ -79,7 +79,7 @@ class StateVerdict:
     valid: bool
     error_type: str = ""
     error: str = ""
-    turn: int | None = None  # 1-based turn that failed
+    turn: int | None = None  # the turn that failed, from 1 (BFCL's own messages count from 0)
     steps: list[Step] = field(default_factory=list)
 
 
@@ -205,7 +205,7 @@ def _turn_check(t: int, decoded_steps: list[Decoded], model: Instances, gold: In
     """BFCL's checks after a turn whose ground truth is not empty: the failure, or None."""
     if not decoded_steps:
         return StateVerdict(False, "multi_turn:empty_turn_model_response",
-                            f"Model response list is empty for turn {t - 1}", t)
+                            f"Model response list is empty for turn {t}", t)
     for cls, truth_instance in gold.by_class.items():
         differences = _differences(model.by_class[cls], truth_instance)
         if differences:
@@ -222,7 +222,7 @@ def _turn_check(t: int, decoded_steps: list[Decoded], model: Instances, gold: In
     if missing:
         return StateVerdict(False, "multi_turn:execution_response_mismatch",
                             f"Model response execution results so far does not contain all the ground truth "
-                            f"response execution results for turn {t - 1} (missing: {str(missing)[:300]}).", t)
+                            f"response execution results for turn {t} (missing: {str(missing)[:300]}).", t)
     return None
 
 

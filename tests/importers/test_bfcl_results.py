@@ -91,6 +91,11 @@ def test_single_turn_results_carry_bfcls_verdict() -> None:
         ("calculate_area_under_curve", {"function": "y=x^2", "interval": [1.0, 3.0], "method": "trapezoidal"})]
     # formatted="true" (a string) for a boolean: a type error in BFCL
     assert runs["simple_python_17"].reward == 0.0
+    cases = {c["id"]: c for doc in (conversion.suite, *conversion.extra_suites) for c in doc["cases"]}
+    assert cases["simple_python_17"]["notes"] == [
+        "BFCL's verdict on this answer: fails: type_error:simple: Incorrect type for parameter 'formatted'. Expected "
+        "type boolean, got str. Parameter value: 'true'."]
+    assert cases["simple_python_13"]["notes"] == ["BFCL's verdict on this answer: passes"]
     assert any(n.startswith("BFCL fails 37: type_error:simple (simple_python_17,") for n in conversion.notes)
     irrelevance = records(convert("bfcl", RESULTS / "BFCL_v4_irrelevance_result.json", Options(questions=BFCL)))
     declined = irrelevance["irrelevance_0"]
@@ -118,6 +123,12 @@ def test_multi_turn_results_run_on_bfcls_classes() -> None:
     assert cat.error is not None and not cat.error.injected
     assert (pwd.observation, pwd.error) == ('{"current_working_directory": "/alex"}', None)
     assert [m.calls_before for m in run.messages or []] == [0, 2, 3, 4]
+    # each case's notes say BFCL's verdict on its answer and why (the trajectory page shows them)
+    cases = {c["id"]: c for doc in (conversion.suite, *conversion.extra_suites) for c in doc["cases"]}
+    assert cases["multi_turn_base_1"]["notes"] == [
+        "BFCL's verdict on this answer: fails at turn 1: multi_turn:execution_response_mismatch: Model response "
+        "execution results so far does not contain all the ground truth response execution results for turn 1 "
+        "(missing: ['{\"current_directory_content\": [\"workspace\"]}'])."]
     # a turn with no call: the model's text is its message
     said = [m.content for m in runs["multi_turn_base_0"].messages or [] if m.role == "assistant"]
     assert said[0] == "No function matches the user's request."

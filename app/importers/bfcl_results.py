@@ -97,7 +97,7 @@ def convert_results(path: Path, options: Options) -> Conversion:
                    if isinstance(a, Mapping) and isinstance(a.get("id"), str)}
     suites = bfcl.convert(source, Options())
     multi = bfcl._is_multi_turn(next(iter(questions.values()), None), source)
-    tally = Tally(multi)
+    tally = Tally()
     if multi:
         from app.importers import bfcl_state
 
@@ -161,8 +161,7 @@ def _limited(lines: Any, path: Path) -> Any:
 class Tally:
     """BFCL's verdicts of one file, for the notes."""
 
-    def __init__(self, multi: bool):
-        self.multi = multi
+    def __init__(self) -> None:
         self.passed = 0
         self.judged = 0
         self.kinds: Counter[str] = Counter()

@@ -20,8 +20,10 @@ by BFCL's own rules (``bfcl_rules``), multi-turn by executing both call lists
 on BFCL's classes (``bfcl_state``, the optional ``bfcl-eval`` package; without
 it the reward is left out and a note says the verdict is unavailable).
 ToolLens's families are scored beside it, per turn; single-turn suites
-compare texts as BFCL does (``one_of`` with ``normalize: bfcl``). The notes give BFCL's
-pass rate and its failures by kind (and by turn).
+compare texts as BFCL does (``one_of`` with ``normalize: bfcl``). The notes
+give BFCL's pass rate and its failures by kind (and by turn); each case's
+notes, BFCL's verdict on its answer and why. BFCL's logged token counts and
+latencies are the records' ``model_calls``.
 """
 
 from __future__ import annotations
@@ -365,4 +367,4 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
         return f"({type(value).__name__})"
 
 
-__all__ = ["Undecodable", "convert_results", "decode_any", "is_result", "question_file"]
+__all__ = ["Undecodable", "bfcl_texts", "convert_results", "decode_any", "is_result", "question_file"]

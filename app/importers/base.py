@@ -34,6 +34,7 @@ class Options:
     tools: Path | None = None  # a tool-schema file (list, {"tools": [...]}, or {domain: [...]})
     domain: str | None = None  # which domain of a multi-domain schema file
     group_by: str | None = None  # otel: the attribute whose value makes one trajectory of several traces
+    questions: Path | None = None  # bfcl: a result file's question file, or the folder that holds it
 
 
 @dataclass

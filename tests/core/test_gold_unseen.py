@@ -91,7 +91,8 @@ def _available() -> bool:
 def _line(split: str, rows: list[tuple[dict[str, Any], str | None, dict[str, Any]]]) -> str:
     agreed = sum(item["outcome"] == got for item, got, _ in rows)
     said = [item["outcome"] for item, got, _ in rows if got == "hallucinated"]
-    return f"{split}: {agreed}/{len(rows)} outcomes agree, hallucinated precision {said.count('hallucinated')}/{len(said)}"
+    right = said.count("hallucinated")
+    return f"{split}: {agreed}/{len(rows)} outcomes agree, hallucinated precision {right}/{len(said)}"
 
 
 # Outcome agreement held to: the target (0.9) where it was met; the held half measured 23 of 26

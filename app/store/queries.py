@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.core.prices import PriceTable, current_prices
 from app.core.records import loads
-from app.core.report import FAMILIES, Report
+from app.core.report import FAMILIES, Report, pass_hat_k
 from app.core.scoring import EXTRA, MISSING
 from app.core.usage import ModelCall, UsageTally, totals_by_model, trajectory_usage
 from app.store.errors import NotFound
@@ -81,9 +81,25 @@ def _usage_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, d
     return out
 
 
+def _pass_tallies(session: Session, run_ids: list[int]) -> dict[int, dict[tuple[str, str], list[int]]]:
+    """Per run, per (case, fault): [trials, passes], summed from the counters the report's pass rate and
+    pass^k read (``Report.trials``)."""
+    out: dict[int, dict[tuple[str, str], list[int]]] = {rid: {} for rid in run_ids}
+    if run_ids:
+        rows = session.execute(
+            select(RunCounter.run_id, RunCounter.kind, RunCounter.a, RunCounter.b, func.sum(RunCounter.value))
+            .where(RunCounter.run_id.in_(run_ids), RunCounter.kind.in_(("trials", "passes")))
+            .group_by(RunCounter.run_id, RunCounter.kind, RunCounter.a, RunCounter.b))
+        for rid, kind, case_id, fault, value in rows:
+            out[rid].setdefault((case_id, fault), [0, 0])[0 if kind == "trials" else 1] += int(value or 0)
+    return out
+
+
 def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str, int],
-            usage: dict[str, dict[str, int]] | None = None, prices: PriceTable | None = None) -> RunPublic:
+            usage: dict[str, dict[str, int]] | None = None, prices: PriceTable | None = None,
+            trials: dict[tuple[str, str], list[int]] | None = None) -> RunPublic:
     tokens, cost = totals_by_model(usage or {}, prices or current_prices())
+    tally = list((trials or {}).values())
     return RunPublic(
         id=run.id, name=run.name, agent=run.agent, model=run.model, suite=suite.name, suite_id=suite.id,
         suite_hash=suite.hash, suite_version=suite.version,
@@ -94,6 +110,9 @@ def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str
         dependency_violations=counts.get("dependency_violations", 0),
         dependency_checks=counts.get("dependency_checks", 0),
         total_tokens=tokens, cost_usd=cost,
+        scored=sum(n for n, _ in tally), passed=sum(c for _, c in tally),
+        max_trials=max((n for n, _ in tally), default=0),
+        pass_hat_k={str(k): round(v, 4) for k, v in pass_hat_k((n, c) for n, c in tally).items()},
     )
 
 
@@ -118,16 +137,16 @@ def list_runs(session: Session, *, suite: str | None = None, model: str | None =
     total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
     page = session.execute(q.order_by(Run.created_at.desc(), Run.id.desc()).limit(limit).offset(offset)).all()
     ids = [run.id for run, _, _ in page]
-    counts, usage = _family_counts(session, ids), _usage_counts(session, ids)
-    return RunsPublic(data=[_public(r, s, v, counts[r.id], usage[r.id], prices) for r, s, v in page], count=total,
-                      limit=limit, offset=offset)
+    counts, usage, trials = _family_counts(session, ids), _usage_counts(session, ids), _pass_tallies(session, ids)
+    return RunsPublic(data=[_public(r, s, v, counts[r.id], usage[r.id], prices, trials[r.id]) for r, s, v in page],
+                      count=total, limit=limit, offset=offset)
 
 
 def get_run(session: Session, run_ref: int | str, *, prices: PriceTable | None = None) -> RunPublic:
     run = get_run_row(session, run_ref) if isinstance(run_ref, int) else find_run(session, run_ref)
     row = session.execute(_runs_query().where(Run.id == run.id)).one()
     return _public(row[0], row[1], row[2], _family_counts(session, [run.id])[run.id],
-                   _usage_counts(session, [run.id])[run.id], prices)
+                   _usage_counts(session, [run.id])[run.id], prices, _pass_tallies(session, [run.id])[run.id])
 
 
 def _json(value: Any) -> Any:

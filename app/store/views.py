@@ -36,6 +36,10 @@ class RunPublic(BaseModel):
     dependency_checks: int = 0  # order pairs checked: the denominator of the violations
     total_tokens: int | None = None  # tokens the run's model requests reported (None: none reported)
     cost_usd: float | None = None  # priced when read, the requests with a price (None: none had one)
+    scored: int = 0  # trajectories the pass rate counts (the simulated user's broken ones left out)
+    passed: int = 0  # of them, those that passed: the pass rate is passed / scored
+    max_trials: int = 0  # the most trials of one case: pass^k is shown when it is above 1
+    pass_hat_k: dict[str, float] = Field(default_factory=dict)  # k -> pass^k, as the report's
 
 
 class RunsPublic(BaseModel):

@@ -109,3 +109,26 @@ def test_odd_ids_and_names_never_500(client: TestClient) -> None:
 def test_trajectory_pager_keeps_filters_and_size(client: TestClient) -> None:
     text = client.get("/runs/1", params={"failure": "selection", "limit": 5}, headers=HTML).text
     assert "failure=selection&amp;offset=5&amp;limit=5#trajectories" in text
+
+
+def test_runs_list_shows_each_runs_pass_rate_and_pass_hat_k(client: TestClient) -> None:
+    """saldo-003's one passing trial three times, and nota-001's three trials (two pass): 5 of 6 pass;
+    pass^3 is the mean over both cases of C(c, 3) / C(3, 3): (1 + 0) / 2."""
+    recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
+    saldo = next(r for r in recs if r["case_id"] == "saldo-003")
+    nota = [r for r in recs if r["case_id"] == "nota-001"]
+    doc = load_suite_document(EXAMPLES / "suite_v1.yaml")
+    rid = client.post("/api/runs", json={"name": "k3", "suite": doc}).json()["id"]
+    trajs = [dict(saldo, trial=t) for t in (1, 2, 3)] + [dict(r, trial=t) for t, r in enumerate(nota, 1)]
+    assert client.post(f"/api/runs/{rid}/trajectories", json={"trajectories": trajs}).status_code < 300
+    run = client.get(f"/api/runs/{rid}").json()
+    assert (run["scored"], run["passed"], run["max_trials"]) == (6, 5, 3)
+    assert run["pass_hat_k"] == {"1": 0.8333, "2": 0.6667, "3": 0.5}  # (1 + 1/3) / 2 at k=2
+    text = client.get("/", headers=HTML).text
+    row = text[text.index('aria-label="compare k3"'):]
+    row = row[:row.index("</tr>")]
+    assert "<b>83.3%</b> <small>5/6</small>" in row and "pass^3 0.50" in row
+    v1 = text[text.index('aria-label="compare v1"'):]
+    v1 = v1[:v1.index("</tr>")]
+    # v1: 13 of its 36 trajectories pass and the hostile copy of saldo-001 fails; 7 trials of saldo-001, 3 pass
+    assert "<b>35.1%</b> <small>13/37</small>" in v1 and "pass^7 0.00" in v1

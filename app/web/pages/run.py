@@ -115,6 +115,53 @@ def causes(found: list[CausePublic], lint: linting.RunLintPublic | None, top: in
     return out
 
 
+@dataclass(frozen=True)
+class TurnRow:
+    """A row of the by-turn table: one turn, or a stretch of turns where nothing happened (``turn`` None:
+    no call checked in any family and no conversation failed there), folded into one line."""
+
+    turn: TurnFigures | None
+    first: int
+    last: int
+    conversations: str = ""  # a folded stretch: how many conversations reached it ("3", or "3 → 1")
+
+    @property
+    def words(self) -> str:
+        return f"turns {self.first}–{self.last}: nothing happened"
+
+
+def quiet(t: TurnFigures) -> bool:
+    """Nothing happened in the turn: no failure, and no family counted anything in it."""
+    return not t.failed and not t.failures and not any(r.den for r in t.families.values())
+
+
+def fold_turns(turns: list[TurnFigures], at_least: int = 2) -> list[TurnRow]:
+    """The by-turn table's rows: each stretch of ``at_least`` or more consecutive quiet turns one row."""
+    rows: list[TurnRow] = []
+    stretch: list[TurnFigures] = []
+
+    def close() -> None:
+        if len(stretch) >= at_least:
+            most, fewest = stretch[0].trajectories, stretch[-1].trajectories
+            rows.append(TurnRow(None, stretch[0].turn, stretch[-1].turn,
+                                str(most) if most == fewest else f"{most} → {fewest}"))
+        else:
+            rows.extend(TurnRow(t, t.turn, t.turn) for t in stretch)
+        stretch.clear()
+
+    for t in turns:
+        if quiet(t) and (not stretch or t.turn == stretch[-1].turn + 1):
+            stretch.append(t)
+            continue
+        close()
+        if quiet(t):
+            stretch.append(t)
+        else:
+            rows.append(TurnRow(t, t.turn, t.turn))
+    close()
+    return rows
+
+
 @dataclass
 class PassFigures:
     """The run's pass rate, and pass^k for k = 1..trials with the points of
@@ -184,7 +231,7 @@ class RunPage:
     pager: Pager | None
     lint: linting.RunLintPublic | None = None  # findings beside the confusion cells of each pair
     causes: list[Cause] = field(default_factory=list)
-    turns: list[TurnFigures] = field(default_factory=list)  # per user turn, when the run holds conversations
+    turns: list[TurnRow] = field(default_factory=list)  # per user turn (quiet stretches folded), conversations only
     rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     failure_names: tuple[str, ...] = FAILURE_NAMES
@@ -240,7 +287,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         order_violations=sum(v.count for v in f.dependency_violations),
         cost_per_trajectory=cost / f.trajectories if cost is not None and f.trajectories else None,
         pager=pager(trajs.count, trajs.limit, trajs.offset, page_url),
-        lint=lint, causes=causes(f.causes, lint), turns=queries.turn_list(figs.get("turns")),
+        lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),
         rewrites=pair_rewrites(run.name, pair_edits),
     )
 

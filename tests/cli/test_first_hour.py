@@ -117,12 +117,46 @@ def test_a_bad_setting_is_one_line_naming_it(tmp_path: Path) -> None:
 
 def test_an_unopenable_database_names_its_path(tmp_path: Path) -> None:
     missing = tmp_path / "no" / "such" / "folder" / "x.db"
-    for args in (["serve"], ["export", "1", "--out", "-"], ["run", str(EXAMPLES / "suite_v2.yaml")],
-                 ["db", "upgrade"]):
+    for args in (["serve"], ["run", str(EXAMPLES / "suite_v2.yaml")], ["db", "upgrade"]):
         done = toollens(*args, "--db", str(missing), cwd=tmp_path)
         assert done.returncode == 2, args
         assert done.stderr.splitlines()[-1].endswith(f"the database {missing}: unable to open database file"), (
             args, done.stderr)
+    done = toollens("export", "1", "--out", "-", "--db", str(missing), cwd=tmp_path)  # it only reads
+    assert done.returncode == 2 and done.stderr.strip() == (
+        f"error: no database at {missing} (`toollens demo` records the example runs there; `toollens import` or "
+        "`toollens run` stores yours); a command that only reads creates none")
+
+
+def test_the_demo_records_where_every_command_reads(tmp_path: Path) -> None:
+    """The demo without --db writes ./toollens.db, which show reads without --db; a second demo
+    records its own runs again and leaves the user's alone; a command that only reads never makes a
+    database: a mistyped --db is an error naming the nearest one."""
+    mine = toollens("run", str(EXAMPLES / "suite_v2.yaml"), "--run", "mine", "--db", "toollens.db", cwd=tmp_path)
+    assert mine.returncode == 0, mine.stderr
+    for _ in range(2):
+        made = toollens("demo", "--no-serve", cwd=tmp_path)
+        assert made.returncode == 0, made.stderr
+    said = " ".join(made.stderr.split())
+    assert (f"Example runs stored in {tmp_path / 'toollens.db'}, the database every command reads without --db. "
+            "`toollens serve` shows them; `toollens show banca-v1-simulado-x5` prints one here.") in said
+    assert stored_runs(tmp_path / "toollens.db") == ["mine", "banca-v1-simulado", "banca-v2-simulado",
+                                                     "banca-v1-simulado-x5", "banca-v2-simulado-x5",
+                                                     "banca-v2-conversaciones"]
+    shown = toollens("show", "banca-v1-simulado-x5", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0].startswith("run 4 (banca-v1-simulado-x5) · simulated")  # 1: mine
+    reads = (["show", "banca-v1-simulado-x5"], ["export", "mine", "--out", "-"],
+             ["gate", "--baseline", "mine", "--candidate", "mine"])
+    for args in reads:
+        typo = toollens(*args, "--db", "toollens.dbb", cwd=tmp_path)
+        assert typo.returncode == 2, args
+        assert typo.stderr.strip() == (f"error: no database at {tmp_path / 'toollens.dbb'} (did you mean "
+                                       "toollens.db?); a command that only reads creates none"), args
+    assert not list(tmp_path.glob("toollens.dbb*"))  # nothing made
+    elsewhere = toollens("demo", "--no-serve", "--db", "other.db", cwd=tmp_path)
+    assert "`toollens serve --db other.db` shows them; `toollens show banca-v1-simulado-x5 --db other.db` prints" \
+        in " ".join(elsewhere.stderr.split())
 
 
 def test_run_says_where_results_went_and_show_prints_them(tmp_path: Path) -> None:

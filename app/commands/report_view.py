@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from app.core.families import FAMILIES
+from app.core.wording import fault_text
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -87,8 +88,11 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
                 Text("BLOCKING: must be 0", style="bold red") if f.blocking and r["num"] > 0
                 else ("0" if f.blocking else ""),
             )
-        elif f.code:  # F5: the violations of every pair
-            fam.add_row(f.terminal_heading, f.label, str(sum(v["count"] for v in data[f.key])), "", "")
+        elif f.code:  # F5: the violations of every pair, over the order checks made (as the pages read it)
+            n, checks = sum(v["count"] for v in data[f.key]), data.get("dependency_checks")
+            fam.add_row(f.terminal_heading, f"{f.label} of the order checks",
+                        str(n) if checks is None else f"{n} / {checks}", "" if checks is None else _ratio(n, checks),
+                        "")
     console.print(fam)
 
     causes = data.get("causes") or []
@@ -150,7 +154,7 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         for c in failing[:top]:
             fault = c.get("fault")
             t.add_row(_t(c["case_id"]), str(c["trial"]),
-                      _t("" if not fault else f"{fault['kind']} @ call {fault['step']}"),
+                      _t("" if not fault else fault_text(fault.get("kind"), fault.get("step"))),
                       _t(", ".join(c["failures"]) or "(reward < 1)"))
         if n_failing > top:
             t.caption = f"… and {n_failing - top} more (--top N or --json)"

@@ -310,6 +310,7 @@ class Report:
             for (a, b), n in sorted(self.pairs_checked.items(), key=lambda kv: (-self.violations[kv[0]], kv[0]))
             if self.violations[(a, b)]
         ]
+        out["dependency_checks"] = sum(self.pairs_checked.values())  # F5's denominator: order pairs checked
         out["confusion"] = [
             {"expected": e, "called": c, "count": n, "hallucinated": c in self.hallucinated_names}
             for (e, c), n in sorted(self.confusion.items(), key=lambda kv: (-kv[1], kv[0]))

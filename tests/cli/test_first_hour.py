@@ -256,3 +256,17 @@ def test_a_json_array_given_as_json_lines_is_named_so(tmp_path: Path) -> None:
     (tmp_path / "u.jsonl").write_text('{"case_id": "saldo-001", "calls": [], "answer": ""}\n{"case_id": "x" "calls"}\n')
     done = toollens("score", str(EXAMPLES / "suite_v2.yaml"), "u.jsonl", cwd=tmp_path)
     assert done.stderr == "error: u.jsonl:2: not valid JSON: Expecting ',' delimiter at column 17\n"
+
+
+def test_show_counts_calls_from_one_and_states_f5_over_the_order_checks(tmp_path: Path) -> None:
+    """saldo-001 trial 2 of the v1 examples: a 503 injected at step 1 (0-based), its second call
+    (ver_saldo): "http_503 at call #2", as the trajectory page says. F5: the pair verificar_compra ->
+    emitir_nota_credito broken twice, in 26 order checks (7.7%), as the runs list counts it."""
+    made = toollens("import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite", str(EXAMPLES / "suite_v1.yaml"),
+                    "--run", "v1", "--db", "s.db", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    shown = toollens("show", "v1", "--db", "s.db", "--top", "40", cwd=tmp_path)
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in shown.stdout.splitlines() if "│" in line]
+    assert ["saldo-001", "2", "http_503 at call #2", "step_not_done, recovery_hallucinated"] in rows
+    assert ["F5 order", "dependency violations of the order checks", "2 / 26", "7.7%", ""] in rows
+    assert not any("@ call" in line for line in shown.stdout.splitlines())

@@ -132,3 +132,17 @@ def test_runs_list_shows_each_runs_pass_rate_and_pass_hat_k(client: TestClient) 
     v1 = v1[:v1.index("</tr>")]
     # v1: 13 of its 36 trajectories pass and the hostile copy of saldo-001 fails; 7 trials of saldo-001, 3 pass
     assert "<b>35.1%</b> <small>13/37</small>" in v1 and "pass^7 0.00" in v1
+
+
+def test_pages_count_calls_from_one_and_state_f5_over_the_order_checks(client: TestClient) -> None:
+    """saldo-001 trial 2: a 503 at step 1 (0-based), its second call; F5 of v1: 2 of 26 order checks."""
+    data = client.get("/api/runs/1/trajectories", params={"case_id": "saldo-001", "limit": 500}).json()["data"]
+    tid = next(t["id"] for t in data if t["trial"] == 2 and t["fault"])
+    assert "injected http_503 at call #2" in client.get(f"/trajectories/{tid}", headers=HTML).text
+    run = client.get("/runs/1", params={"fault_kind": "http_503"}, headers=HTML).text
+    assert "http_503 at call #2" in run and "@ call" not in run
+    card = run[run.index("of the order checks"):]
+    assert card.index("<b>7.7%</b> <small>2/26</small>") < card.index("</article>")
+    row = client.get("/", headers=HTML).text
+    row = row[row.index('aria-label="compare v1"'):]
+    assert "<b>7.7%</b> <small>2/26</small>" in row[:row.index("</tr>")]  # the runs list's F5 cell, the same

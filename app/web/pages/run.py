@@ -227,6 +227,7 @@ class RunPage:
     passes: PassFigures
     cards: list[Card]
     order_violations: int  # F5: dependency violations, all pairs
+    order_checks: int  # F5's denominator: the order pairs checked (the runs list's and show's too)
     cost_per_trajectory: float | None
     pager: Pager | None
     lint: linting.RunLintPublic | None = None  # findings beside the confusion cells of each pair
@@ -239,6 +240,11 @@ class RunPage:
     outcome_names: tuple[str, ...] = OUTCOMES
     reaction_names: tuple[str, ...] = REACTIONS
     source_words: tuple[tuple[str, str], ...] = SOURCE_WORDS
+
+    @property
+    def order_ratio(self) -> RatioPublic:
+        """F5 as the runs list, show and gate state it: violations of the order checks (17/43)."""
+        return RatioPublic(num=self.order_violations, den=self.order_checks)
 
     @property
     def rated(self) -> bool:
@@ -285,6 +291,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
         blocking=blocking(run), health=labels.run_health(session, run_id), passes=passes, cards=cards(f),
         order_violations=sum(v.count for v in f.dependency_violations),
+        order_checks=int(figs.get("dependency_checks") or 0),
         cost_per_trajectory=cost / f.trajectories if cost is not None and f.trajectories else None,
         pager=pager(trajs.count, trajs.limit, trajs.offset, page_url),
         lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),

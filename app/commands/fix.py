@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands.common import environment_error, fail, store_session
+from app.core.wording import count, trajectories
 
 if TYPE_CHECKING:
     from app.core.fix import Proposal
@@ -170,7 +171,7 @@ def _segments(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _print(console: Console, run: str, failed: int, proposals: list[Proposal], total: int) -> None:
-    console.print(Text(f"run {run}: {total} proposals from {failed} failed trajectories, ranked by the failed "
+    console.print(Text(f"run {run}: {count(total, 'proposal')} from {trajectories(failed)}, ranked by the failed "
                        "trajectories each explains", style="bold"))
     if not proposals:
         console.print(Text("nothing to propose: no failed trajectory points at a description"))
@@ -180,12 +181,16 @@ def _print(console: Console, run: str, failed: int, proposals: list[Proposal], t
         cells = ", ".join(f"{e}→{c} ×{n}" for (e, c), n in sorted(p.addresses.cells.items()))
         console.print(Text.assemble(
             (f"#{p.number} ", "bold"), (f"{p.pattern.replace('_', ' ')}", "yellow"), f", {_where(p)}",
-            f": explains {p.explains} failed trajectories"
+            f": explains {trajectories(p.explains)}"
             + (f" ({cells})" if cells else "") + ("" if p.applies else "  [not written by --out]")
             + ("" if p.source == "deterministic" else f"  [{p.source}]")))
         console.print(Text.assemble("   ", *_segments([(s.op, s.text) for s in word_diff(p.before, p.after)])))
         for line in p.evidence[:3]:
             console.print(Text(f"   · {line}", style="dim"))
+    if total > len(proposals):
+        left = total - len(proposals)
+        console.print(Text(f"{left} more {'proposal' if left == 1 else 'proposals'}: --top {total} prints all "
+                           f"{total} (--json lists them too)", style="bold"))
 
 
 def _where(p: Proposal) -> str:
@@ -216,10 +221,11 @@ def pr_body(run: str, chosen: list[Proposal], diffs: list[tuple[str, list[tuple[
     from app.core.gate_report import md
 
     lines = [f"## Tool descriptions rewritten from run {md(run)}", "",
-             f"{len(chosen)} proposals of `toollens fix`, ranked by the failed trajectories each explains:", ""]
+             f"{count(len(chosen), 'proposal')} of `toollens fix`, ranked by the failed trajectories each "
+             "explains:", ""]
     for p in chosen:
-        lines.append(f"- #{p.number} **{p.pattern.replace('_', ' ')}**, {_where(p)}: explains {p.explains} failed "
-                     "trajectories" + ("" if p.applies else f" (not in the suite: {md(p.after, 600)})"))
+        lines.append(f"- #{p.number} **{p.pattern.replace('_', ' ')}**, {_where(p)}: explains "
+                     f"{trajectories(p.explains)}" + ("" if p.applies else f" (not in the suite: {md(p.after, 600)})"))
     lines += ["", "### Descriptions (~~removed~~, **added**)", ""]
     for name, segments in diffs:
         lines.append(f"- `{md(name, 200)}`: " + "".join(_md_segment(op, t) for op, t in segments))

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from app.commands import DB_HELP
 from app.commands.common import environment_error, fail, store_session
+from app.core.wording import trajectories
 
 
 def gate(
@@ -66,7 +67,7 @@ def gate(
         console.print(Text(f"  {len(result.blocking_cases)} blocking case trials: "
                            + ", ".join(f"{c.case_id}#{c.trial}" for c in result.blocking_cases[:10])))
     for n, text in result.candidate.causes[:3]:
-        console.print(Text(f"  {n} failed trajectories of the candidate: {text}", style="dim"))
+        console.print(Text(f"  {trajectories(n)} of the candidate: {text}", style="dim"))
     if not result.passed:
         raise typer.Exit(code=1)
 

@@ -508,7 +508,8 @@ def json_error(exc: ValueError, line: str | bytes) -> str:
         return "a JSON array, not JSON Lines: give one record per line (e.g. jq -c '.[]' FILE)"
     if isinstance(exc, json.JSONDecodeError):
         end = exc.lineno > 1 or exc.pos >= len(text.rstrip("\r\n"))
-        return f"not valid JSON: {exc.msg} " + ("at the end of the line" if end else f"at column {exc.colno}")
+        msg = exc.msg.removesuffix(" at")  # "Unterminated string starting at": the place follows once
+        return f"not valid JSON: {msg} " + ("at the end of the line" if end else f"at column {exc.colno}")
     return f"not valid JSON ({exc})"
 
 

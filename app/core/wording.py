@@ -30,3 +30,13 @@ def fault_key_text(key: str | None) -> str:
     if not sep or not step.isdigit():
         return key or "—"
     return fault_text(kind, int(step))
+
+
+def count(n: int, one: str, many: str = "") -> str:
+    """``1 failed trajectory``, ``2 failed trajectories`` (``many``: ``one`` + "s" unless given)."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def trajectories(n: int, adjective: str = "failed") -> str:
+    """``1 failed trajectory``, ``37 failed trajectories``."""
+    return count(n, f"{adjective} trajectory".strip(), f"{adjective} trajectories".strip())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -256,6 +257,9 @@ def test_a_json_array_given_as_json_lines_is_named_so(tmp_path: Path) -> None:
     (tmp_path / "u.jsonl").write_text('{"case_id": "saldo-001", "calls": [], "answer": ""}\n{"case_id": "x" "calls"}\n')
     done = toollens("score", str(EXAMPLES / "suite_v2.yaml"), "u.jsonl", cwd=tmp_path)
     assert done.stderr == "error: u.jsonl:2: not valid JSON: Expecting ',' delimiter at column 17\n"
+    (tmp_path / "v.jsonl").write_text('{"case_id": "saldo-001", "answer": "no cierra}')  # a last line cut short
+    done = toollens("score", str(EXAMPLES / "suite_v2.yaml"), "v.jsonl", cwd=tmp_path)
+    assert done.stderr == "error: v.jsonl:1: not valid JSON: Unterminated string starting at column 36\n"
 
 
 def test_show_counts_calls_from_one_and_states_f5_over_the_order_checks(tmp_path: Path) -> None:
@@ -270,3 +274,18 @@ def test_show_counts_calls_from_one_and_states_f5_over_the_order_checks(tmp_path
     assert ["saldo-001", "2", "http_503 at call #2", "step_not_done, recovery_hallucinated"] in rows
     assert ["F5 order", "dependency violations of the order checks", "2 / 26", "7.7%", ""] in rows
     assert not any("@ call" in line for line in shown.stdout.splitlines())
+
+
+def test_fix_says_how_many_proposals_it_left_out_and_counts_in_words(tmp_path: Path) -> None:
+    """The demo's five-trial v1 run calls for 37 proposals; a plain `fix` prints 20 and says the rest."""
+    made = toollens("demo", "--no-serve", "--db", "d.db", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    done = toollens("fix", "banca-v1-simulado-x5", "--db", "d.db", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("run banca-v1-simulado-x5: 37 proposals from 61 failed trajectories")
+    assert sum(line.startswith("#") for line in lines) == 20
+    assert lines[-1] == "17 more proposals: --top 37 prints all 37 (--json lists them too)"
+    assert "explains 1 failed trajectory (" in done.stdout and not re.search(r"\b1 failed trajectories", done.stdout)
+    every = toollens("fix", "banca-v1-simulado-x5", "--db", "d.db", "--top", "37", cwd=tmp_path)
+    assert "more proposal" not in every.stdout and sum(line.startswith("#") for line in every.stdout.splitlines()) == 37

@@ -108,6 +108,12 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
 
     if data.get("turns"):
         _turns_table(console, data["turns"])
+    if data.get("agent_errors"):
+        n = sum(data["agent_errors"].values())
+        console.print(Text(f"{n} {'trajectory' if n == 1 else 'trajectories'} ended with the agent raising: "
+                           + ", ".join(f"{k} {v}" for k, v in data["agent_errors"].items())
+                           + " (each one's exception and traceback: its page, or `toollens export`)",
+                           style="bold red"))
     if data.get("user_errors"):
         console.print(Text(f"{data['user_errors']} conversations broken by the simulated user (user_error): "
                            "left out of every figure", style="yellow"))
@@ -155,12 +161,21 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
             fault = c.get("fault")
             t.add_row(_t(c["case_id"]), str(c["trial"]),
                       _t("" if not fault else fault_text(fault.get("kind"), fault.get("step"))),
-                      _t(", ".join(c["failures"]) or "(reward < 1)"))
+                      _t((", ".join(c["failures"]) + _raised(c.get("agent_error"))).lstrip("; ") or "(reward < 1)"))
         if n_failing > top:
             t.caption = f"… and {n_failing - top} more (--top N or --json)"
         console.print(t)
     if data["pass_hat_k"]:
         console.print(Text("pass^k: " + "  ".join(f"k={k}: {v:.4f}" for k, v in data["pass_hat_k"].items())))
+
+
+def _raised(error: Any) -> str:
+    """A failing case's agent error after its failures: "; raised KeyError: 'saldo'" (the message cut at 80)."""
+    if not isinstance(error, dict) or not error.get("type"):
+        return ""
+    message = str(error.get("message") or "")
+    shown = f"{message[:79]}…" if len(message) > 80 else message
+    return f"; raised {error['type']}" + (f": {shown}" if shown else "")
 
 
 def _turns_table(console: Console, turns: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.core.prices import PriceTable, current_prices
 from app.core.records import loads
 from app.core.report import FAMILIES, Report, pass_hat_k
-from app.core.scoring import EXTRA, MISSING
+from app.core.scoring import EXTRA, MISSING, UNRECORDED_ERROR
 from app.core.usage import ModelCall, UsageTally, totals_by_model, trajectory_usage
 from app.store.errors import NotFound
 from app.store.ingest import find_run, get_run_row, suite_for_run
@@ -278,7 +278,7 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
     return data
 
 
-_CASE_EXTRAS = ("fault_not_reached", "user_error")
+_CASE_EXTRAS = ("fault_not_reached", "user_error", "agent_error")
 
 
 def _failures_by_turn(turns: list[Any]) -> dict[str, list[str]]:
@@ -333,7 +333,7 @@ def _summary(t: TrajectoryRow) -> TrajectorySummary:
     }
     return TrajectorySummary(id=t.id, run_id=t.run_id, case_id=t.case_id, trial=t.trial, fault=fault,
                              outcome=t.outcome, passed=t.passed, failures=list(t.failures), n_calls=t.n_calls,
-                             reward=t.reward, total_tokens=t.total_tokens)
+                             reward=t.reward, total_tokens=t.total_tokens, agent_error=_agent_error(t.detail))
 
 
 def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,
@@ -464,6 +464,12 @@ def get_trajectory(session: Session, trajectory_id: int, *, prices: PriceTable |
                             usage=trajectory_usage(_model_calls(t.model_calls), prices or current_prices()))
 
 
+def _agent_error(detail: Any) -> dict[str, Any] | None:
+    """What the agent raised, as the trajectory's detail keeps it (None: it did not, or older rows)."""
+    found = detail.get("agent_error") if isinstance(detail, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def _exported_call(c: CallRow) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": c.name, "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
@@ -575,4 +581,7 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
         rec["user_error"] = t.detail["user_error"]
     if t.model_calls is not None:
         rec["model_calls"] = t.model_calls
+    error = _agent_error(t.detail)
+    if error is not None and error.get("type") != UNRECORDED_ERROR:  # only what the record itself held
+        rec["agent_error"] = error
     return rec

@@ -75,6 +75,7 @@ class TrajectorySummary(BaseModel):
     n_calls: int
     reward: float | None = None
     total_tokens: int | None = None  # what its model requests reported (None: nothing)
+    agent_error: dict[str, Any] | None = None  # what the agent raised: {type, message, traceback} (last frames)
 
 
 class TrajectoriesPublic(BaseModel):
@@ -331,6 +332,7 @@ class FiguresPublic(BaseModel):
     schema_errors: list[dict[str, Any]]
     faults_not_reached: int = 0
     user_errors: int = 0  # conversations the simulated user broke: listed, not scored
+    agent_errors: dict[str, int] = Field(default_factory=dict)  # trajectories the agent raised in, by type
     # recovery and hallucination after error by what made the faulted call fail (ERROR_SOURCES)
     recovery_by_source: dict[str, dict[str, RatioPublic]] = Field(default_factory=dict)
     causes: list[CausePublic] = []  # failed trajectories by first divergence, largest first

@@ -289,3 +289,36 @@ def test_fix_says_how_many_proposals_it_left_out_and_counts_in_words(tmp_path: P
     assert "explains 1 failed trajectory (" in done.stdout and not re.search(r"\b1 failed trajectories", done.stdout)
     every = toollens("fix", "banca-v1-simulado-x5", "--db", "d.db", "--top", "37", cwd=tmp_path)
     assert "more proposal" not in every.stdout and sum(line.startswith("#") for line in every.stdout.splitlines()) == 37
+
+
+CRASHY = """\
+def lookup(table, key):
+    return table[key]
+
+
+def agent(question, toolbox):
+    if "saldo" in question.lower():
+        return lookup({}, "saldo")
+    return "No sé."
+"""
+
+
+def test_the_agents_own_exception_is_kept_and_shown(tmp_path: Path) -> None:
+    """An agent that raises KeyError('saldo') on the three questions of suite_v2 that say "saldo": the run
+    counts them by type, show names the exception on each failing case, export keeps type, message and the
+    agent's own frames (not the runner's)."""
+    (tmp_path / "crashy.py").write_text(CRASHY)
+    ran = toollens("run", str(EXAMPLES / "suite_v2.yaml"), "--agent", "crashy.py:agent", "--run", "crashy",
+                   "--db", "r.db", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "18 failed, 3 agent errors (KeyError 3), 0 infrastructure errors" in ran.stderr
+    shown = toollens("show", "crashy", "--db", "r.db", cwd=tmp_path)
+    assert "3 trajectories ended with the agent raising: KeyError 3" in " ".join(shown.stdout.split())
+    assert sum("raised KeyError: 'saldo'" in line for line in shown.stdout.splitlines()) == 3
+    toollens("export", "crashy", "--out", "x.jsonl", "--db", "r.db", cwd=tmp_path)
+    errors = [r["agent_error"] for r in map(json.loads, (tmp_path / "x.jsonl").read_text().splitlines())
+              if "agent_error" in r]
+    assert len(errors) == 3
+    assert errors[0] == {"type": "KeyError", "message": "'saldo'", "traceback": [
+        f"{tmp_path / 'crashy.py'}:7 in agent: return lookup({{}}, \"saldo\")",
+        f"{tmp_path / 'crashy.py'}:2 in lookup: return table[key]"]}

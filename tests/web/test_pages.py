@@ -146,3 +146,32 @@ def test_pages_count_calls_from_one_and_state_f5_over_the_order_checks(client: T
     row = client.get("/", headers=HTML).text
     row = row[row.index('aria-label="compare v1"'):]
     assert "<b>7.7%</b> <small>2/26</small>" in row[:row.index("</tr>")]  # the runs list's F5 cell, the same
+
+
+def test_the_agents_exception_on_its_page_in_the_api_and_on_the_run(client: TestClient) -> None:
+    """Two records of a run whose agent raised (one KeyError, escaped; one whose source said only that it
+    raised): the trajectory page shows type, message and frames; the API has them; the run counts by type."""
+    recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
+    raised = dict(recs[0], calls=[], answer="", stopped="agent_error", agent_error={
+        "type": "KeyError", "message": "'<b>saldo</b>'", "traceback": ["agent.py:7 in agent: return t['saldo']"]})
+    unsaid = dict(recs[1], calls=[], answer="", stopped="agent_error")
+    rid = client.post("/api/runs", json={"name": "crashy", "suite": load_suite_document(EXAMPLES / "suite_v1.yaml")}
+                      ).json()["id"]
+    assert client.post(f"/api/runs/{rid}/trajectories", json={"trajectories": [raised, unsaid]}).status_code == 200
+    ids = [t["id"] for t in client.get(f"/api/runs/{rid}/trajectories").json()["data"]]
+    api = client.get(f"/api/trajectories/{ids[0]}").json()
+    assert api["agent_error"] == raised["agent_error"]
+    assert client.get(f"/api/runs/{rid}/figures").json()["agent_errors"] == {"(not recorded)": 1, "KeyError": 1}
+    page = client.get(f"/trajectories/{ids[0]}", headers=HTML).text
+    section = page[page.index('id="agent-error"'):page.index("</section>", page.index('id="agent-error"'))]
+    assert "The agent raised <code>KeyError</code>: <span class=\"msg\">&#39;&lt;b&gt;saldo&lt;/b&gt;&#39;</span>" \
+        in section
+    assert "the last 1 frame of its traceback" in section
+    assert "agent.py:7 in agent: return t[&#39;saldo&#39;]" in section
+    assert "the record says the agent raised, not what" in client.get(f"/trajectories/{ids[1]}", headers=HTML).text
+    run = client.get(f"/runs/{rid}", headers=HTML).text
+    line = run[run.index('id="agent-errors"'):run.index("</p>", run.index('id="agent-errors"'))]
+    assert "2 trajectories ended with the agent raising: <code>(not recorded)</code> 1 · <code>KeyError</code> 1" \
+        in line
+    exported = client.get(f"/api/runs/{rid}/trajectories.jsonl").text.splitlines()
+    assert [json.loads(x).get("agent_error") for x in exported] == [raised["agent_error"], None]

@@ -175,3 +175,29 @@ def test_the_agents_exception_on_its_page_in_the_api_and_on_the_run(client: Test
         in line
     exported = client.get(f"/api/runs/{rid}/trajectories.jsonl").text.splitlines()
     assert [json.loads(x).get("agent_error") for x in exported] == [raised["agent_error"], None]
+
+
+def test_every_route_a_person_opens_answers_a_browser_with_a_page(db_url: str) -> None:
+    """Not found, a bad parameter, a path no route has, and a defect (500, its text never shown): a page for
+    a browser (also below a proxy's root path), JSON for the API and for clients that do not ask for HTML."""
+    app = create_app(Settings(database_url=db_url, auto_migrate=False))
+
+    def boom() -> None:
+        raise RuntimeError("secret detail")
+
+    app.add_api_route("/boom", boom)
+    browser = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+    with TestClient(app, raise_server_exceptions=False) as c:
+        for path, status in (("/runs/999", 404), ("/trajectories/999", 404), ("/toolsets/nope", 404),
+                             ("/compare?a=1&b=999", 404), ("/compare?a=1&b=x", 422), ("/runz", 404),
+                             ("/runs/1?limit=99999", 422), ("/boom", 500)):
+            r = c.get(path, headers=browser)
+            assert (r.status_code, r.headers["content-type"].split(";")[0]) == (status, "text/html"), path
+            assert "<h1>" in r.text and "secret detail" not in r.text, path
+        assert "something went wrong on the server" in c.get("/boom", headers=browser).text
+        for path in ("/api/runs/999", "/runs/999", "/boom"):  # the API, and a client that asks for no page
+            r = c.get(path, headers=browser if path.startswith("/api") else {})
+            assert r.headers["content-type"] == "application/json" and "secret" not in r.text, path
+    with TestClient(app, root_path="/toollens") as c:  # a proxy that leaves its prefix in the path
+        assert c.get("/toollens/api/runs/999", headers=browser).headers["content-type"] == "application/json"
+        assert c.get("/toollens/runs/999", headers=browser).headers["content-type"].startswith("text/html")

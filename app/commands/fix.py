@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands.common import environment_error, fail, store_session
-from app.core.wording import count, trajectories
 
 if TYPE_CHECKING:
     from app.core.fix import Proposal
@@ -171,6 +170,8 @@ def _segments(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _print(console: Console, run: str, failed: int, proposals: list[Proposal], total: int) -> None:
+    from app.core.wording import count, trajectories
+
     console.print(Text(f"run {run}: {count(total, 'proposal')} from {trajectories(failed)}, ranked by the failed "
                        "trajectories each explains", style="bold"))
     if not proposals:
@@ -219,6 +220,7 @@ def pr_body(run: str, chosen: list[Proposal], diffs: list[tuple[str, list[tuple[
             verdict: str | None) -> str:
     """The pull request's body: what changed and why, then the figures and the verdict."""
     from app.core.gate_report import md
+    from app.core.wording import count, trajectories
 
     lines = [f"## Tool descriptions rewritten from run {md(run)}", "",
              f"{count(len(chosen), 'proposal')} of `toollens fix`, ranked by the failed trajectories each "

@@ -11,7 +11,6 @@ from rich.text import Text
 
 from app.commands import DB_HELP
 from app.commands.common import environment_error, fail, store_session
-from app.core.wording import trajectories
 
 
 def gate(
@@ -35,6 +34,7 @@ def gate(
     from app.core.gate_report import junit as render_junit
     from app.core.gate_report import markdown as render_markdown
     from app.core.prices import load_prices
+    from app.core.wording import trajectories
     from app.store.gate import run_gate
 
     try:

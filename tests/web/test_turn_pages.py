@@ -177,3 +177,16 @@ def test_fold_turns_keeps_a_lone_quiet_turn_and_says_who_reached_a_stretch() -> 
                        turn(6, zero, 1), turn(7, zero, 1, failed=1)])
     assert [(r.first, r.last, r.turn is None, r.conversations) for r in rows] == [
         (1, 1, False, ""), (2, 2, False, ""), (3, 3, False, ""), (4, 6, True, "3 → 1"), (7, 7, False, "")]
+
+
+def test_the_pass_rate_reads_the_same_on_the_runs_list_and_the_run_page(client: TestClient) -> None:
+    """conv: RECOVERED, CARELESS and its copy scored (CARELESS fails), USER_STOPPED left out: 1 of 3."""
+    run = client.get("/api/runs/1").json()
+    assert (run["trajectories"], run["scored"], run["passed"]) == (4, 3, 1)
+    page = client.get("/runs/1", headers=HTML).text
+    assert "passed</span> <b>33.3%</b>" in page
+    assert '<a href="?passed=true#trajectories">1</a> of 3 trajectories' in page
+    assert "1 broken by the simulated user, left out" in page
+    runs = client.get("/", headers=HTML).text
+    row = runs[runs.index('aria-label="compare conv"'):]
+    assert "<b>33.3%</b> <small>1/3</small>" in row[:row.index("</tr>")]

@@ -168,8 +168,9 @@ class PassFigures:
     its small curve (x, y in a 100 × 30 box)."""
 
     passed: int
-    total: int
+    total: int  # the trajectories scored: as the runs list and compare count them
     hat_k: list[tuple[int, float]]
+    left_out: int = 0  # conversations the simulated user broke: not scored
 
     @property
     def failed(self) -> int:
@@ -268,9 +269,8 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
     pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
     lint = linting.run_lint(session, run_id)
-    passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
-    passes = PassFigures(passed_n, figs["trajectories"] + figs.get("trajectories_behind", 0),  # the live count
-                         sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
+    passes = PassFigures(run.passed, run.scored,  # the run's live counters, as the runs list reads them
+                         sorted((int(k), v) for k, v in figs["pass_hat_k"].items()), int(figs.get("user_errors") or 0))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from app.core.families import FAMILIES
-from app.core.wording import fault_text
+from app.core.wording import fault_text, fraction
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -63,9 +63,10 @@ PIPE_WIDTH = 400
 
 
 def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "", toolset_version: str = "",
-                  top: int = 10, failing_total: int | None = None) -> None:
+                  top: int = 10, failing_total: int | None = None, passed: tuple[int, int] | None = None) -> None:
     """The report; ``failing_total``: how many cases failed when ``data["cases"]`` holds only
-    some failing ones (a stored run's), else they are counted there."""
+    some failing ones (a stored run's), else they are counted there; ``passed``: (passed, scored) when
+    ``data["cases"]`` does not hold every trajectory (else counted there, the simulated user's left out)."""
     title = Text("ToolLens report")
     if suite_name:
         title.append_text(_t(f" · {suite_name}", style="bold"))
@@ -73,6 +74,10 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         title.append(f" · toolset {toolset_version}", style="dim")
     console.print(title)
     console.print(Text(f"{data['trajectories']} trajectories", style="dim"))
+    if passed is None:
+        scored = [c for c in data["cases"] if not c.get("user_error")]
+        passed = (sum(1 for c in scored if c["passed"]), len(scored))
+    console.print(Text(f"passed {fraction(*passed)}", style="bold"))
     usage = _usage(data.get("usage"), data["trajectories"])
     if usage:
         console.print(Text(usage, style="dim"))

@@ -274,6 +274,9 @@ def test_show_counts_calls_from_one_and_states_f5_over_the_order_checks(tmp_path
     assert ["saldo-001", "2", "http_503 at call #2", "step_not_done, recovery_hallucinated"] in rows
     assert ["F5 order", "dependency violations of the order checks", "2 / 26", "7.7%", ""] in rows
     assert not any("@ call" in line for line in shown.stdout.splitlines())
+    assert "passed 13/36 (36.1%)" in shown.stdout.splitlines()  # as the runs list's cell reads it: 36.1% 13/36
+    scored = toollens("score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "trajectories_v1.jsonl"), cwd=tmp_path)
+    assert "passed 13/36 (36.1%)" in scored.stdout.splitlines()
 
 
 def test_fix_says_how_many_proposals_it_left_out_and_counts_in_words(tmp_path: Path) -> None:

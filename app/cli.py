@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
-from app.commands.common import environment_error, fail, settings_for
+from app.commands.common import environment_error, fail, new_database, read_settings, settings_for
 from app.importers import taking
 from app.store.gc_tuning import collect_cycles_rarely
 
@@ -152,7 +152,7 @@ def export(
     from app.store.importer import export_run
 
     try:
-        n = export_run(settings_for(db), run, out)
+        n = export_run(read_settings(db), run, out)
     except ToolLensError as exc:
         raise fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
@@ -178,6 +178,7 @@ def serve(
     from app.web.app import create_app
 
     settings = settings_for(db)
+    new_database(settings.database_url)
     if "otlp_warm_start" not in settings.model_fields_set:  # a server: ready for a burst of spans from the start
         settings.otlp_warm_start = True
     settings.listen_host = host

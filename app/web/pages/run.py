@@ -115,14 +115,62 @@ def causes(found: list[CausePublic], lint: linting.RunLintPublic | None, top: in
     return out
 
 
+@dataclass(frozen=True)
+class TurnRow:
+    """A row of the by-turn table: one turn, or a stretch of turns where nothing happened (``turn`` None:
+    no call checked in any family and no conversation failed there), folded into one line."""
+
+    turn: TurnFigures | None
+    first: int
+    last: int
+    conversations: str = ""  # a folded stretch: how many conversations reached it ("3", or "3 → 1")
+
+    @property
+    def words(self) -> str:
+        return f"turns {self.first}–{self.last}: nothing happened"
+
+
+def quiet(t: TurnFigures) -> bool:
+    """Nothing happened in the turn: no failure, and no family counted anything in it."""
+    return not t.failed and not t.failures and not any(r.den for r in t.families.values())
+
+
+def fold_turns(turns: list[TurnFigures], at_least: int = 2) -> list[TurnRow]:
+    """The by-turn table's rows: each stretch of ``at_least`` or more consecutive quiet turns one row."""
+    rows: list[TurnRow] = []
+    stretch: list[TurnFigures] = []
+
+    def close() -> None:
+        if len(stretch) >= at_least:
+            most, fewest = stretch[0].trajectories, stretch[-1].trajectories
+            rows.append(TurnRow(None, stretch[0].turn, stretch[-1].turn,
+                                str(most) if most == fewest else f"{most} → {fewest}"))
+        else:
+            rows.extend(TurnRow(t, t.turn, t.turn) for t in stretch)
+        stretch.clear()
+
+    for t in turns:
+        if quiet(t) and (not stretch or t.turn == stretch[-1].turn + 1):
+            stretch.append(t)
+            continue
+        close()
+        if quiet(t):
+            stretch.append(t)
+        else:
+            rows.append(TurnRow(t, t.turn, t.turn))
+    close()
+    return rows
+
+
 @dataclass
 class PassFigures:
     """The run's pass rate, and pass^k for k = 1..trials with the points of
     its small curve (x, y in a 100 × 30 box)."""
 
     passed: int
-    total: int
+    total: int  # the trajectories scored: as the runs list and compare count them
     hat_k: list[tuple[int, float]]
+    left_out: int = 0  # conversations the simulated user broke: not scored
 
     @property
     def failed(self) -> int:
@@ -180,11 +228,12 @@ class RunPage:
     passes: PassFigures
     cards: list[Card]
     order_violations: int  # F5: dependency violations, all pairs
+    order_checks: int  # F5's denominator: the order pairs checked (the runs list's and show's too)
     cost_per_trajectory: float | None
     pager: Pager | None
     lint: linting.RunLintPublic | None = None  # findings beside the confusion cells of each pair
     causes: list[Cause] = field(default_factory=list)
-    turns: list[TurnFigures] = field(default_factory=list)  # per user turn, when the run holds conversations
+    turns: list[TurnRow] = field(default_factory=list)  # per user turn (quiet stretches folded), conversations only
     rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     failure_names: tuple[str, ...] = FAILURE_NAMES
@@ -192,6 +241,11 @@ class RunPage:
     outcome_names: tuple[str, ...] = OUTCOMES
     reaction_names: tuple[str, ...] = REACTIONS
     source_words: tuple[tuple[str, str], ...] = SOURCE_WORDS
+
+    @property
+    def order_ratio(self) -> RatioPublic:
+        """F5 as the runs list, show and gate state it: violations of the order checks (17/43)."""
+        return RatioPublic(num=self.order_violations, den=self.order_checks)
 
     @property
     def rated(self) -> bool:
@@ -215,9 +269,8 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
     pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
     lint = linting.run_lint(session, run_id)
-    passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
-    passes = PassFigures(passed_n, figs["trajectories"] + figs.get("trajectories_behind", 0),  # the live count
-                         sorted((int(k), v) for k, v in figs["pass_hat_k"].items()))
+    passes = PassFigures(run.passed, run.scored,  # the run's live counters, as the runs list reads them
+                         sorted((int(k), v) for k, v in figs["pass_hat_k"].items()), int(figs.get("user_errors") or 0))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))
@@ -238,9 +291,10 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
         blocking=blocking(run), health=labels.run_health(session, run_id), passes=passes, cards=cards(f),
         order_violations=sum(v.count for v in f.dependency_violations),
+        order_checks=int(figs.get("dependency_checks") or 0),
         cost_per_trajectory=cost / f.trajectories if cost is not None and f.trajectories else None,
         pager=pager(trajs.count, trajs.limit, trajs.offset, page_url),
-        lint=lint, causes=causes(f.causes, lint), turns=queries.turn_list(figs.get("turns")),
+        lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),
         rewrites=pair_rewrites(run.name, pair_edits),
     )
 

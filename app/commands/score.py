@@ -96,7 +96,7 @@ def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10
         table = load_prices(prices)
         if not trajectories.is_file():
             raise ToolLensError(f"{trajectories}: file not found")
-        known = KnownCases(loaded.by_id, read_jsonl(trajectories))
+        known = KnownCases(loaded.by_id, read_jsonl(trajectories), reference_free=not loaded.cases)
         report = score_trajectories(loaded, known, usage=usage)
     except SuiteProblems as exc:
         return print_mistakes(exc, "nothing was scored")
@@ -127,18 +127,21 @@ def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10
 
 class KnownCases:
     """The records whose case the suite has; the others are counted by case id and left out of
-    every figure (a record scored without its case would pass on nothing)."""
+    every figure (a record scored without its case would pass on nothing). A suite without
+    cases (``convert`` writes one for traces, which have no reference) is ``reference_free``:
+    every record is scored on what needs no reference."""
 
-    def __init__(self, cases: Mapping[str, object], records: Iterable[Trajectory]):
+    def __init__(self, cases: Mapping[str, object], records: Iterable[Trajectory], *, reference_free: bool = False):
         self.cases = cases
         self.records = records
+        self.reference_free = reference_free
         self.unknown: dict[str, int] = {}
         self.total = 0
 
     def __iter__(self) -> Iterator[Trajectory]:
         for record in self.records:
             self.total += 1
-            if record.case_id in self.cases:
+            if self.reference_free or record.case_id in self.cases:
                 yield record
             else:
                 self.unknown[record.case_id] = self.unknown.get(record.case_id, 0) + 1

@@ -308,7 +308,7 @@ class Report:
         """The report object of docs/formats.md, with compatible extensions (extra keys only)."""
         out: dict[str, Any] = {f: self.ratio(f).to_dict() for f in FAMILIES}
         with_reference = self.counts["with_reference"]
-        if not with_reference:  # traces without expected calls: what needs a reference says so, not 0 / 0
+        if self.trajectories and not with_reference:  # traces without expected calls: said, not 0 / 0
             for key in REFERENCE_KEYS:
                 if not out[key]["den"]:
                     out[key]["no_reference"] = True

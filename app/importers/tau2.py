@@ -197,7 +197,9 @@ def _record(sim: Any, i: int, model: str | None, source: str, grading: Grading |
     data = simulation_to_record(sim, model)
     trial = sim.get("trial", 0)
     graded = grading.case_of(i) if grading is not None else None
-    data.update(case_id=graded or case_id(task_id), trial=trial if trial is not None else 0)
+    renumbered = grading.trial_of(i) if grading is not None else None
+    data.update(case_id=graded or case_id(task_id),
+                trial=renumbered if renumbered is not None else trial if trial is not None else 0)
     return data
 
 
@@ -291,7 +293,7 @@ class Grading:
         own_keys = {case_id(t["id"]): _action_key((t.get("evaluation_criteria") or {}).get("actions"))
                     for t in tasks if isinstance(t.get("evaluation_criteria") or {}, Mapping)}
         self.cases: dict[int, str] = {}  # simulation index -> the case it was graded on, where it is not its own
-        self.moved: dict[str, list[tuple[str, str]]] = {}  # graded case -> [(simulation id, its task_id)]
+        self.moved: dict[str, list[tuple[str, str, int]]] = {}  # graded case -> [(simulation id, task_id, index)]
         self.unmatched: dict[str, list[Any]] = {}  # a case of its own -> the graded actions
         self.checked = 0  # simulations with action checks
         for i, sim in enumerate(doc.get("simulations") or ()):
@@ -317,16 +319,38 @@ class Grading:
                 self.unmatched[target] = graded
             self.cases[i] = target
             sim_id = sim.get("id")
-            self.moved.setdefault(target, []).append((str(sim_id)[:64] if sim_id is not None else f"#{i}", own))
+            self.moved.setdefault(target, []).append((str(sim_id)[:64] if sim_id is not None else f"#{i}", own, i))
+
+        self.trials: dict[int, int] = {}  # simulation index -> its trial, where joining took the one it carried
+        self._renumber(doc)
+
+    def _renumber(self, doc: Mapping[str, Any]) -> None:
+        """A simulation joined to a case keeps its trial unless another simulation of that case has
+        it (a run holds one trajectory per case and trial): then the next free one."""
+        taken: set[tuple[str, Any]] = set()
+        sims = [s if isinstance(s, Mapping) else {} for s in doc.get("simulations") or ()]
+        for i, sim in enumerate(sims):
+            if i not in self.cases:
+                taken.add((case_id(sim.get("task_id")), sim.get("trial", 0) or 0))
+        for i, target in self.cases.items():
+            trial = sims[i].get("trial", 0) or 0
+            if (target, trial) in taken and isinstance(trial, int):
+                trial = next(t for t in range(len(sims) + 1) if (target, t) not in taken)
+                self.trials[i] = trial
+            taken.add((target, trial))
 
     def case_of(self, index: int) -> str | None:
         return self.cases.get(index)
+
+    def trial_of(self, index: int) -> int | None:
+        return self.trials.get(index)
 
     def case_notes(self, cid: str) -> list[str]:
         moved = self.moved.get(cid)
         if not moved:
             return []
-        shown = ", ".join(f"{sim} (task_id {own})" for sim, own in moved[:10])
+        shown = ", ".join(f"{sim} (task_id {own}" + (f", trial {self.trials[i]} here" if i in self.trials else "") + ")"
+                          for sim, own, i in moved[:10])
         more = f" and {len(moved) - 10} more" if len(moved) > 10 else ""
         whose = "actions no task of the file has" if cid in self.unmatched else "this task's actions"
         return [_note(f"τ²-bench graded {len(moved)} simulation(s) whose task_id names another task on {whose} "

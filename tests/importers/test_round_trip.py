@@ -1,23 +1,32 @@
 """What ToolLens writes, ToolLens reads: every registered importer's output is accepted by
-``toollens lint``, ``score`` and ``import`` with no flag (no ``--lenient``)."""
+``toollens lint``, ``score`` and ``import`` with no flag (no ``--lenient``), on every real file
+of the shared data, on the tests' own samples and on variants generated from them.
+
+``SAMPLES`` names each format's samples; the parametrised test runs over the registry
+(``app.importers.FORMATS``), so a format registered without a sample fails it."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from typer.testing import CliRunner
 
 from app.cli import cli
-from tests.importers.test_import_converters import T1, T2, attr, export, span
-from tests.resources import DATA, shared_data
+from app.importers import FORMATS
+from tests.importers.test_import_converters import LEGACY, OPENAI_CONVERSATION, T1, T2, TOOLS, attr, export, span
+from tests.resources import DATA, DATA_HOW, missing, shared_data
 
 runner = CliRunner()
 
 
 def otel_traces(path: Path) -> Path:
     """Two traces without a reference: one with a tool error the agent never got past, one clean."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     user = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Weather in Lima?"}]}])
     line1 = export(
         span(T1, "b2", "a1", "execute_tool get_weather", 300,
@@ -109,3 +118,271 @@ def test_score_a_folder_refuses_what_is_not_one(tmp_path: Path) -> None:
     (tmp_path / "trajectories.jsonl").write_text("")
     r = invoke("score", tmp_path)
     assert r.exit_code == 2 and "case 'c1' is in both suite.yaml and suite-2.yaml" in r.stderr
+
+
+# -- every registered importer -------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+Made = tuple[Path, list[str]]  # the source and the options given to convert and import
+Build = Callable[[Path], Made | None]  # None: the sample needs what this machine lacks (shared data, a package)
+
+
+def real(relative: str, *options: str) -> Build:
+    """A file (or folder) of the shared data; ``options`` may name other shared files as ``DATA/…``."""
+    def build(_: Path) -> Made | None:
+        source = DATA / relative
+        given = [str(DATA / o[5:]) if o.startswith("DATA/") else o for o in options]
+        if not source.exists() or any(o.startswith("DATA/") and not (DATA / o[5:]).exists() for o in options):
+            return None
+        return source, given
+    return build
+
+
+def written(name: str, text: Callable[[], str], *options: str) -> Build:
+    def build(folder: Path) -> Made:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
+        path.write_text(text(), encoding="utf-8")
+        return path, list(options)
+    return build
+
+
+def lines(*rows: Any) -> Callable[[], str]:
+    return lambda: "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def tools_file(folder: Path) -> str:
+    path = folder / "tools.json"
+    path.write_text(json.dumps(TOOLS), encoding="utf-8")
+    return str(path)
+
+
+def with_tools(build: Build) -> Build:
+    def inner(folder: Path) -> Made | None:
+        made = build(folder)
+        return None if made is None else (made[0], [*made[1], "--tools", tools_file(folder)])
+    return inner
+
+
+ANTHROPIC = {"id": "a1", "messages": [
+    {"role": "user", "content": "Weather in Lima?"},
+    {"role": "assistant", "content": [
+        {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Lima"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
+                                  "content": [{"type": "text", "text": "upstream timeout"}]}]},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "get_weather", "input": {"city": 7}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "18 C"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "18 C in Lima."}]},
+]}
+
+
+def tau_bench_subset(folder: Path) -> Made | None:
+    """Generated: the first 9 runs of the real file as JSON Lines, with the real schemas."""
+    made = real("tau_bench_gpt-4o_airline_tasks00-24.json", "--tools",
+                "DATA/tau_bench_tool_schemas_airline_retail.json")(folder)
+    if made is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "subset.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in json.loads(made[0].read_text())[:9]), encoding="utf-8")
+    return path, made[1]
+
+
+def otel_grouped(folder: Path) -> Made:
+    from tests.importers.test_otel_llm_spans import export_request, openinference_attributes
+
+    per_call = [(f"{t:032x}", f"{t:016x}", {**openinference_attributes(t), "session.id": "conv-1"})
+                for t in range(1, 5)]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "grouped.jsonl"
+    path.write_text("\n".join(json.dumps(export_request([c], {}, 10 * i)) for i, c in enumerate(per_call)) + "\n")
+    return path, ["--group-by", "session.id"]
+
+
+def bfcl_single_turn(folder: Path) -> Made:
+    """Generated: possible answers that break their own schema each way (a variable's name for an
+    array, a value outside the enum, a required argument that may be omitted), and one that does not."""
+    schema = {"type": "dict", "properties": {"x": {"type": "array", "items": {"type": "float"}},
+                                             "unit": {"type": "string", "enum": ["meter", "feet"]},
+                                             "n": {"type": "integer"}}, "required": ["x", "n"]}
+    fn = [{"name": "fit", "description": "Fit a line.", "parameters": schema}]
+    question = [[{"role": "user", "content": "Fit it."}]]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "BFCL_v4_simple_tiny.json"
+    path.write_text(lines(*({"id": f"simple_tiny_{i}", "question": question, "function": fn} for i in range(2)))())
+    (folder / "BFCL_v4_simple_tiny.possible_answer.json").write_text(lines(
+        {"id": "simple_tiny_0", "ground_truth": [{"fit": {"x": ["data['x']"], "unit": ["ft", "feet"], "n": ["", 3]}}]},
+        {"id": "simple_tiny_1", "ground_truth": [{"fit": {"x": [[1.0, 2.0]], "unit": ["meter"], "n": [3]}}]})())
+    return path, []
+
+
+def bfcl_multi_turn(folder: Path) -> Made:
+    """Generated: a multi-turn question whose second turn passes a string for a float."""
+    from tests.importers.test_bfcl_multi_turn import _tiny
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return _tiny(folder, [["add(a=1.0, b=2.0)"], ["sqrt(number='four')"], []]), []
+
+
+def toolbench_lines(folder: Path) -> Made:
+    from tests.importers.test_toolbench import run
+
+    messages = [{"role": "system", "content": "You are AutoGPT"}, {"role": "user", "content": "Find x"},
+                {"role": "assistant", "content": None, "function_call": {"name": "lookup", "arguments": "{\"q\": 1}"}},
+                {"role": "function", "name": "lookup", "content": json.dumps({"error": "", "response": "x is 4"})},
+                {"role": "assistant", "content": None, "function_call": {
+                    "name": "Finish", "arguments": json.dumps({"return_type": "give_answer", "final_answer": "4"})}}]
+    return written("answers.jsonl", lines(run(messages, win=True), run(messages[:3])))(folder)
+
+
+def tau2_own(**changes: Any) -> Build:
+    def build(folder: Path) -> Made:
+        from tests.importers.test_tau2 import results_file
+
+        folder.mkdir(parents=True, exist_ok=True)
+        return results_file(folder, **changes), []
+    return build
+
+
+def tau2_graded_elsewhere() -> Build:
+    """Generated: τ²'s own sample where one simulation was graded on another task's actions."""
+    from tests.importers.test_tau2 import SIM_A, SIM_B, SIM_C, TASKS
+
+    graded = [{"action": a} for a in TASKS[0]["evaluation_criteria"]["actions"]]
+    return tau2_own(simulations=[SIM_A, SIM_B, {**SIM_C, "reward_info": {"reward": 0.0, "action_checks": graded}}])
+
+
+def inspect_generated(log_format: str) -> Build:
+    def build(folder: Path) -> Made | None:
+        try:
+            from tests.inspect_mock import make_log
+        except ImportError:  # inspect_ai is a dev dependency
+            return None
+        folder.mkdir(parents=True, exist_ok=True)
+        return make_log(folder, log_format), []
+    return build
+
+
+SAMPLES: dict[str, list[tuple[str, Build]]] = {
+    "toollens": [
+        ("example-v1", lambda _: (ROOT / "examples" / "trajectories_v1.jsonl", [])),
+        ("example-v2", lambda _: (ROOT / "examples" / "trajectories_v2.jsonl", [])),
+    ],
+    "openai-messages": [
+        ("conversation-and-legacy", written("chat.jsonl", lines(OPENAI_CONVERSATION, LEGACY))),
+        ("array-with-tools", with_tools(written("chat.json", lambda: json.dumps([OPENAI_CONVERSATION, LEGACY])))),
+        ("bare-message-list", written("one.jsonl", lines(OPENAI_CONVERSATION["messages"]))),
+    ],
+    "anthropic-messages": [
+        ("conversation", written("a.jsonl", lines(ANTHROPIC))),
+        ("with-tools", with_tools(written("a.jsonl", lines(ANTHROPIC)))),
+    ],
+    "tau-bench": [
+        ("real-with-schemas", real("tau_bench_gpt-4o_airline_tasks00-24.json", "--tools",
+                                   "DATA/tau_bench_tool_schemas_airline_retail.json")),
+        ("real-inferred", real("tau_bench_gpt-4o_airline_tasks00-24.json")),
+        ("subset-as-lines", tau_bench_subset),
+    ],
+    "otel": [
+        ("traces", lambda folder: (otel_traces(folder / "traces.jsonl"), [])),
+        ("grouped-by-session", otel_grouped),
+    ],
+    "bfcl": [
+        ("real-simple", real("bfcl/BFCL_v4_simple_python.json")),
+        ("real-parallel-multiple", real("bfcl/BFCL_v4_parallel_multiple.json")),
+        ("real-irrelevance", real("bfcl/BFCL_v4_irrelevance.json")),
+        ("real-multi-turn", real("bfcl/BFCL_v4_multi_turn_base.json")),
+        ("generated-single-turn", bfcl_single_turn),
+        ("generated-multi-turn", bfcl_multi_turn),
+    ],
+    "toolbench": [
+        ("real-folder", real("toolbench")),
+        ("real-one-file", real("toolbench/G1_answer_69_ChatGPT_DFS_woFilter_w2.json")),
+        ("generated-lines", toolbench_lines),
+    ],
+    "tau2": [
+        ("real-telecom", real("tau2/gpt-4o_telecom_pr17.json")),
+        ("real-airline", real("tau2/claude-sonnet-4-6_airline_ironforge.json")),
+        ("real-retail", real("tau2/toolorchestra_retail_gpt-4.1-mini.json")),
+        ("real-retail-with-schemas", real("tau2/toolorchestra_retail_gpt-4.1-mini.json", "--tools",
+                                          "DATA/tau_bench_tool_schemas_airline_retail.json")),
+        ("own", tau2_own()),
+        ("graded-on-another-task", tau2_graded_elsewhere()),
+    ],
+    "inspect": [
+        ("real-json", real("inspect/inspect_ai_browser_gpt-4o-mini.json")),
+        ("real-eval", real("inspect/inspect-action_oxdna_claude-opus-4-1.eval")),
+        ("generated-eval", inspect_generated("eval")),
+        ("generated-json", inspect_generated("json")),
+    ],
+}
+
+
+def played_back(case: dict[str, Any]) -> dict[str, Any]:
+    """A case's reference as the agent's trajectory (each turn's calls after its user message)."""
+    calls: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
+    for turn in case.get("turns") or [{"user": case.get("question", ""), "expected_calls": case.get("expected_calls")}]:
+        messages.append({"role": "user", "content": turn["user"], "calls_before": len(calls)})
+        calls += [{"name": e["name"] if isinstance(e, dict) else e, "observation": "{}",
+                   "arguments": e.get("arguments", {}) if isinstance(e, dict) else {}}
+                  for e in turn.get("expected_calls") or []]
+    return {"case_id": case["id"], "question": messages[0]["content"] or case["id"], "calls": calls,
+            "messages": messages, "answer": "done"}
+
+
+def ok(result: Any, what: str) -> Any:
+    assert result.exit_code == 0, f"{what}: exit {result.exit_code}\n{result.output}"
+    assert "error: " not in result.stderr and "warning: " not in result.stderr, f"{what}: {result.stderr}"
+    return result
+
+
+def round_trip(fmt: str, source: Path, options: list[str], folder: Path) -> None:
+    out = folder / "out"
+    ok(invoke("convert", "--from", fmt, source, "--out", out, *options), f"convert {source.name}")
+    suites = sorted(out.glob("suite*.yaml"))
+    for suite in suites:  # findings (exit 1) are the linter's job; a mistake in the suite (exit 2) is not
+        r = invoke("lint", suite)
+        assert r.exit_code in (0, 1) and "error: " not in r.stderr and "warning: " not in r.stderr, r.output
+    trajectories = out / "trajectories.jsonl"
+    records = [line for line in trajectories.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not records:  # a source of questions only: its reference, played back as the agent, is scored
+        cases = [c for s in suites for c in yaml.safe_load(s.read_text(encoding="utf-8"))["cases"]]
+        records = [json.dumps(played_back(c), ensure_ascii=False) for c in cases]
+        trajectories.write_text("\n".join(records) + "\n", encoding="utf-8")
+    data = json.loads(ok(invoke("score", out, "--json"), f"score {out}").stdout)
+    assert data["trajectories"] == len(data["cases"]) == len(records)
+    if len(suites) == 1:
+        assert json.loads(ok(invoke("score", suites[0], trajectories, "--json"), "score").stdout)["cases"] == \
+            data["cases"]
+    db = f"sqlite:///{folder / 'store.db'}"
+    first = yaml.safe_load(suites[0].read_text(encoding="utf-8"))
+    own = {c["id"] for c in first["cases"]}
+    mine = [r for r in records if not own or json.loads(r)["case_id"] in own]
+    (folder / "first.jsonl").write_text("".join(r + "\n" for r in mine), encoding="utf-8")
+    r = ok(invoke("import", folder / "first.jsonl", "--suite", suites[0], "--run", "converted", "--db", db), "import")
+    assert f"stored {len(mine)} trajectories" in r.stderr
+    if FORMATS[fmt].runs:
+        r = ok(invoke("import", source, "--format", fmt, *options, "--run", "direct", "--db", db), "import --format")
+        assert f"stored {len(records)} trajectories" in r.stderr
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_what_convert_writes_lint_score_and_import_take_without_a_flag(fmt: str, tmp_path: Path) -> None:
+    samples = SAMPLES.get(fmt)
+    assert samples, f"the importer {fmt!r} has no sample here: add its files to SAMPLES"
+    ran = []
+    for name, build in samples:
+        made = build(tmp_path / name)
+        if made is None:
+            continue
+        round_trip(fmt, *made, tmp_path / name)
+        ran.append(name)
+    if not ran:
+        missing(f"the samples of {fmt}", DATA_HOW)
+
+
+def test_every_registered_importer_has_samples() -> None:
+    assert sorted(SAMPLES) == sorted(FORMATS)
+    assert all(any(not n.startswith("real") for n, _ in s) for s in SAMPLES.values())  # each runs without the data

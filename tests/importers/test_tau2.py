@@ -285,12 +285,14 @@ def test_a_simulation_is_scored_against_the_task_it_was_graded_on(tmp_path: Path
     sim_b = {**SIM_B, "reward_info": {"reward": 0.0, "action_checks": [
         {"action": {"action_id": "z", "requestor": "assistant", "name": "calculate", "arguments": {"e": "2+2"}}}]}}
     conversion, (a, b, c) = good(results_file(tmp_path, simulations=[SIM_A, sim_b, sim_c]))
-    assert [t.case_id for t in (a, b, c)] == ["t1", "t1:graded-1", "t1"]
+    # s3 carried trial 0, which s1 holds in t1: it takes the next free trial there
+    assert [(t.case_id, t.trial) for t in (a, b, c)] == [("t1", 0), ("t1:graded-1", 1), ("t1", 1)]
     cases = {x["id"]: x for x in conversion.suite["cases"]}
     assert set(cases) == {"t1", "t1:graded-1"}  # t2 was run by no simulation, as graded
     assert cases["t1:graded-1"]["expected_calls"] == [{"name": "calculate", "arguments": {"e": "2+2"}}]
     assert cases["t1"]["notes"][0] == ("τ²-bench graded 1 simulation(s) whose task_id names another task on this "
-                                       "task's actions (reward_info.action_checks): s3 (task_id t2); they are "
+                                       "task's actions (reward_info.action_checks): s3 (task_id t2, trial 1 "
+                                       "here); they are "
                                        "scored here")
     assert "2 of 2 simulations were graded (reward_info.action_checks) on actions that differ from the task of " \
            "the same id in `tasks`" in " ".join(conversion.notes)

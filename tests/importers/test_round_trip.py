@@ -41,7 +41,10 @@ def otel_traces(path: Path) -> Path:
                                             attr("input.value", "{\"q\": \"x\"}"), attr("output.value", "found")]),
     )
     line2 = export(span(T1, "c1", "a1", "chat", 50, [attr("gen_ai.operation.name", "chat"),
-                                                     attr("gen_ai.input.messages", user)]),
+                                                     attr("gen_ai.input.messages", user),
+                                                     attr("gen_ai.response.model", "gpt-4o"),
+                                                     attr("gen_ai.usage.input_tokens", 1000),
+                                                     attr("gen_ai.usage.output_tokens", 100)]),
                    span(T1, "a1", "", "invoke_agent", 10, [attr("gen_ai.operation.name", "invoke_agent")]))
     path.write_text(json.dumps(line1) + "\n" + json.dumps(line2) + "\n", encoding="utf-8")
     return path
@@ -67,7 +70,10 @@ def test_traces_without_a_reference_score_what_needs_none(tmp_path: Path) -> Non
     assert data["schema_validity"] == {"num": 3, "den": 3}
     assert data["hallucinated_tools"] == {"num": 0, "den": 3}
     assert data["recovery"] == {"num": 0, "den": 1} and data["outcomes"]["confused"] == 1
-    assert data["usage"]["tool_latency_ms"]["p50"] is not None  # the spans' durations
+    # cost and latency need no reference: 1000 input and 100 output tokens of gpt-4o at 2.50 and 10.00 USD
+    # per million; every span lasts 5 ns
+    assert data["usage"]["cost_usd"] == 0.0035 and data["usage"]["input_tokens"] == 1000
+    assert data["usage"]["tool_latency_ms"]["p50"] == 0.0 and data["usage"]["model_calls"] == 1
     assert [c["case_id"] for c in data["cases"]] == [T1, "s-9"]
     text = invoke("score", out / "suite.yaml", out / "trajectories.jsonl")
     assert text.exit_code == 0 and text.stdout.count("no reference") == 3

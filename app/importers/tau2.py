@@ -35,7 +35,7 @@ from app.core.records import MAX_NAME
 from app.core.usage import MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, content_text, record_or_reason
 from app.importers.jsonstream import read_document
-from app.importers.toolsets import check_tools, inferred_tools, resolve_toolset, toolset_document
+from app.importers.toolsets import add_expected_tools, check_tools, resolve_toolset, toolset_document
 
 NAME = "tau2"
 _ERROR = re.compile(r"\s*Error(?![A-Za-z])")  # "Error: …", "Error - …"; not "Errors on this line: none"
@@ -414,7 +414,7 @@ def convert(path: Path, options: Options) -> Conversion:
     else:
         toolset, more = resolve_toolset(options.tools, options.domain, lambda: called | gold, name=name)
         notes.extend(more)
-    notes.extend(_add_gold_tools(toolset, gold))
+    notes.extend(add_expected_tools(toolset, gold))
     moved = grading.note()
     if moved:
         notes.append(moved)
@@ -426,16 +426,3 @@ def convert(path: Path, options: Options) -> Conversion:
                      "messages, not counted as the agent's")
     suite = {"name": f"tau2 {name}", "toolset": toolset, "cases": list(cases.values())}
     return Conversion(suite=suite, records=records, notes=notes)
-
-
-def _add_gold_tools(toolset: dict[str, Any], gold: set[str]) -> list[str]:
-    """Tools the tasks' actions name that the toolset lacks (a --tools file or the file's own
-    definitions without them), added by name: an expected call's tool is in the toolset."""
-    have = {t.get("name") or (t.get("function") or {}).get("name") for t in toolset["tools"] if isinstance(t, Mapping)}
-    missing = sorted(gold - have)
-    if not missing:
-        return []
-    toolset["tools"] = [*toolset["tools"], *inferred_tools(missing)]
-    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-    return [f"{len(missing)} tools the tasks' actions name are not among the tool schemas: added by name, any "
-            f"arguments validate ({shown})"]

@@ -8,6 +8,7 @@ of the shared data, on the tests' own samples and on variants generated from the
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -374,6 +375,54 @@ def round_trip(fmt: str, source: Path, options: list[str], folder: Path) -> None
         assert f"stored {len(records)} trajectories" in r.stderr
 
 
+ALSO_SAMPLED = {"real-with-schemas", "real-retail-with-schemas", "array-with-tools", "with-tools"}
+SLICES = {"first-3": slice(0, 3), "every-3rd": slice(1, None, 3)}
+
+
+def variants(fmt: str, source: Path, options: list[str], folder: Path) -> list[tuple[str, Made]]:
+    """Generated from a sample: a part of its records (the first three, every third from the
+    second), written in the sample's own format, so a reference, a toolset or a join that holds
+    only over the whole file shows up (a tau-bench file's first three runs named tools none of
+    them called)."""
+    if source.is_dir() or fmt in ("inspect", "otel"):  # an archive; a trace's spans span export requests
+        return []
+    text = source.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.strip()]
+    doc: Any = None
+    if fmt == "tau2":
+        doc = json.loads(text)
+        rows = doc["simulations"]
+    elif text.lstrip().startswith("[") and fmt != "openai-messages":
+        rows = json.loads(text)
+    elif not all(row.lstrip().startswith("{") and row.rstrip().endswith("}") for row in rows):
+        return []  # one pretty-printed object (a ToolBench answer file): nothing to part
+    out = []
+    for label, part in SLICES.items():
+        if fmt == "bfcl" and label == "every-3rd":  # questions only, no join to break; its lint is the slow part
+            continue
+        kept = rows[part]
+        if not kept or len(kept) == len(rows):
+            continue
+        where = folder / f"{label}"
+        where.mkdir(parents=True, exist_ok=True)
+        target = where / source.name
+        if doc is not None:
+            target.write_text(json.dumps({**doc, "simulations": kept}), encoding="utf-8")
+        elif isinstance(kept[0], str):
+            target.write_text("".join(r + "\n" for r in kept), encoding="utf-8")
+        else:
+            target.write_text(json.dumps(kept), encoding="utf-8")
+        if fmt == "bfcl":  # the possible answers and the multi-turn tool docs beside it
+            for beside in (source.with_name(f"{source.stem}.possible_answer{source.suffix}"),
+                           source.parent / "multi_turn_func_doc"):
+                if beside.is_dir():
+                    shutil.copytree(beside, where / beside.name, dirs_exist_ok=True)
+                elif beside.exists():
+                    shutil.copy(beside, where / beside.name)
+        out.append((label, (target, options)))
+    return out
+
+
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_what_convert_writes_lint_score_and_import_take_without_a_flag(fmt: str, tmp_path: Path) -> None:
     samples = SAMPLES.get(fmt)
@@ -385,6 +434,11 @@ def test_what_convert_writes_lint_score_and_import_take_without_a_flag(fmt: str,
             continue
         round_trip(fmt, *made, tmp_path / name)
         ran.append(name)
+        if name in ALSO_SAMPLED:  # the same file as another sample, with other options
+            continue
+        for label, variant in variants(fmt, *made, tmp_path / f"{name}-variants"):
+            round_trip(fmt, *variant, tmp_path / f"{name}-variants" / label / "check")
+            ran.append(f"{name}-{label}")
     if not ran:
         missing(f"the samples of {fmt}", DATA_HOW)
 

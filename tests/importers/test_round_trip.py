@@ -383,7 +383,7 @@ def variants(fmt: str, source: Path, options: list[str], folder: Path) -> list[t
     """Generated from a sample: a part of its records (the first three, every third from the
     second), written in the sample's own format, so a reference, a toolset or a join that holds
     only over the whole file shows up (a tau-bench file's first three runs named tools none of
-    them called)."""
+    them called); and every record twice (the store keeps one trajectory per case and trial)."""
     if source.is_dir() or fmt in ("inspect", "otel"):  # an archive; a trace's spans span export requests
         return []
     text = source.read_text(encoding="utf-8")
@@ -397,10 +397,12 @@ def variants(fmt: str, source: Path, options: list[str], folder: Path) -> list[t
     elif not all(row.lstrip().startswith("{") and row.rstrip().endswith("}") for row in rows):
         return []  # one pretty-printed object (a ToolBench answer file): nothing to part
     out = []
-    for label, part in SLICES.items():
-        if fmt == "bfcl" and label == "every-3rd":  # questions only, no join to break; its lint is the slow part
-            continue
-        kept = rows[part]
+    parts: list[tuple[str, list[Any]]] = [(label, rows[part]) for label, part in SLICES.items()
+                                          if fmt != "bfcl" or label != "every-3rd"]  # its lint is the slow part
+    if FORMATS[fmt].runs and fmt != "toollens":  # every run twice, ids and trials alike (ToolLens's own
+        # records are taken as they are: a repeat there is the import's to name)
+        parts.append(("twice", rows + rows))
+    for label, kept in parts:
         if not kept or len(kept) == len(rows):
             continue
         where = folder / f"{label}"
@@ -446,3 +448,17 @@ def test_what_convert_writes_lint_score_and_import_take_without_a_flag(fmt: str,
 def test_every_registered_importer_has_samples() -> None:
     assert sorted(SAMPLES) == sorted(FORMATS)
     assert all(any(not n.startswith("real") for n, _ in s) for s in SAMPLES.values())  # each runs without the data
+
+
+def test_a_case_repeated_without_its_trial_takes_the_next_free_one(tmp_path: Path) -> None:
+    from app.core.records import Trajectory
+    from app.importers import convert
+
+    src = tmp_path / "chat.jsonl"
+    src.write_text(lines(OPENAI_CONVERSATION, LEGACY, OPENAI_CONVERSATION, OPENAI_CONVERSATION)())
+    conversion = convert("openai-messages", src)
+    for _ in range(2):  # every pass numbers alike (import reads twice)
+        got = [(t.case_id, t.trial) for _, t in conversion.records() if isinstance(t, Trajectory)]
+        assert got == [("c1", 0), ("line-2", 0), ("c1", 1), ("c1", 2)]
+    assert conversion.notes.count("2 records repeat a case and trial of an earlier one (the source does not tell "
+                                  "them apart): each takes the next free trial") == 1

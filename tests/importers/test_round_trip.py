@@ -260,6 +260,21 @@ def tau2_graded_elsewhere() -> Build:
     return tau2_own(simulations=[SIM_A, SIM_B, {**SIM_C, "reward_info": {"reward": 0.0, "action_checks": graded}}])
 
 
+def tau2_declared_tools(folder: Path) -> Made | None:
+    """Generated: the real retail run with tau-bench's retail schemas as the file's own
+    ``info.environment_info.tool_defs`` (real files often hold null there)."""
+    retail = DATA / "tau2" / "toolorchestra_retail_gpt-4.1-mini.json"
+    schemas = DATA / "tau_bench_tool_schemas_airline_retail.json"
+    if not retail.exists() or not schemas.exists():
+        return None
+    doc = json.loads(retail.read_text(encoding="utf-8"))
+    env = {**(doc["info"].get("environment_info") or {}), "tool_defs": json.loads(schemas.read_text())["retail"]}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "retail.json"
+    path.write_text(json.dumps({**doc, "info": {**doc["info"], "environment_info": env}}), encoding="utf-8")
+    return path, []
+
+
 def inspect_generated(log_format: str) -> Build:
     def build(folder: Path) -> Made | None:
         try:
@@ -314,6 +329,7 @@ SAMPLES: dict[str, list[tuple[str, Build]]] = {
         ("real-retail", real("tau2/toolorchestra_retail_gpt-4.1-mini.json")),
         ("real-retail-with-schemas", real("tau2/toolorchestra_retail_gpt-4.1-mini.json", "--tools",
                                           "DATA/tau_bench_tool_schemas_airline_retail.json")),
+        ("retail-declared-tool-defs", tau2_declared_tools),
         ("own", tau2_own()),
         ("graded-on-another-task", tau2_graded_elsewhere()),
     ],
@@ -375,7 +391,8 @@ def round_trip(fmt: str, source: Path, options: list[str], folder: Path) -> None
         assert f"stored {len(records)} trajectories" in r.stderr
 
 
-ALSO_SAMPLED = {"real-with-schemas", "real-retail-with-schemas", "array-with-tools", "with-tools"}
+ALSO_SAMPLED = {"real-with-schemas", "real-retail-with-schemas", "retail-declared-tool-defs", "array-with-tools",
+                "with-tools"}
 SLICES = {"first-3": slice(0, 3), "every-3rd": slice(1, None, 3)}
 
 

@@ -184,6 +184,23 @@ ANTHROPIC = {"id": "a1", "messages": [
 ]}
 
 
+def tau_bench_run(task_id: int, trial: int, reward: float, actions: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tau-bench run of our own: the task's actions, and a conversation whose one call looks the user up."""
+    return {"task_id": task_id, "trial": trial, "reward": reward,
+            "info": {"task": {"instruction": "Cancel my trip.", "actions": actions}},
+            "traj": [{"role": "system", "content": "policy"}, {"role": "user", "content": "Cancel my trip."},
+                     {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function", "function": {
+                         "name": "get_user_details", "arguments": "{\"user_id\": \"u1\"}"}}]},
+                     {"role": "tool", "tool_call_id": "a", "content": "{\"name\": \"U\"}"},
+                     {"role": "assistant", "content": "Done."}]}
+
+
+TAU_OWN = [tau_bench_run(0, 0, 1.0, [{"name": "get_user_details", "kwargs": {"user_id": "u1"}}]),
+           tau_bench_run(0, 1, 0.0, [{"name": "get_user_details", "kwargs": {"user_id": "u1"}}]),
+           # an action on a tool no run called
+           tau_bench_run(1, 0, 0.0, [{"name": "cancel_reservation", "kwargs": {"reservation_id": "R1"}}])]
+
+
 def tau_bench_subset(folder: Path) -> Made | None:
     """Generated: the first 9 runs of the real file as JSON Lines, with the real schemas."""
     made = real("tau_bench_gpt-4o_airline_tasks00-24.json", "--tools",
@@ -305,6 +322,7 @@ SAMPLES: dict[str, list[tuple[str, Build]]] = {
                                    "DATA/tau_bench_tool_schemas_airline_retail.json")),
         ("real-inferred", real("tau_bench_gpt-4o_airline_tasks00-24.json")),
         ("subset-as-lines", tau_bench_subset),
+        ("own", written("runs.json", lambda: json.dumps(TAU_OWN))),
     ],
     "otel": [
         ("traces", lambda folder: (otel_traces(folder / "traces.jsonl"), [])),
@@ -464,7 +482,9 @@ def test_what_convert_writes_lint_score_and_import_take_without_a_flag(fmt: str,
 
 def test_every_registered_importer_has_samples() -> None:
     assert sorted(SAMPLES) == sorted(FORMATS)
-    assert all(any(not n.startswith("real") for n, _ in s) for s in SAMPLES.values())  # each runs without the data
+    # each format has a sample that needs no shared data (the generated ones below are made from it)
+    from_data = {"subset-as-lines", "retail-declared-tool-defs"}
+    assert all(any(not n.startswith("real") and n not in from_data for n, _ in s) for s in SAMPLES.values())
 
 
 def test_a_case_repeated_without_its_trial_takes_the_next_free_one(tmp_path: Path) -> None:

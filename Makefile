@@ -36,6 +36,8 @@ $(BIN)/.built: pyproject.toml setup.py $(COMPILED)
 	@echo "toollens: installing with the dev tools and compiling the scoring path with mypyc (a few minutes; log: $(LOG))"
 	@$(PIP) 'setuptools>=77' 'mypy==2.4.1' >$(LOG) 2>&1 || { tail -n 30 $(LOG); exit 1; }
 	@TOOLLENS_COMPILE=1 $(PIP) -v --no-build-isolation -e '.[dev]' >>$(LOG) 2>&1 || { tail -n 30 $(LOG); exit 1; }
+	@# BFCL's classes, for the BFCL result-file tests: without its own dependencies (every provider's SDK)
+	@$(PIP) --no-deps 'bfcl-eval==2026.3.23' 'mpmath>=1.3' >>$(LOG) 2>&1 || { tail -n 30 $(LOG); exit 1; }
 	@grep -h '^ *toollens: ' $(LOG) | sed 's/^ *//' | sort -u || true
 	@$(BIN)/python -c "from app import buildinfo; print('toollens:', buildinfo.describe())"
 	@touch $@ $(BIN)/.installed

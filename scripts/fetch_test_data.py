@@ -61,6 +61,13 @@ def _func_doc(name: str, sha: str) -> Sample:
     return Sample(f"bfcl/multi_turn_func_doc/{name}.json", *BFCL, f"{BFCL_DATA}/multi_turn_func_doc/{name}.json", sha)
 
 
+def _bfcl_result(category: str, sha: str) -> Sample:
+    """A model's BFCL result file (AIREV-Agent-0.8B, pull request 1319's commit)."""
+    name = f"BFCL_v4_{category}_result.json"
+    return Sample(f"bfcl/results/AIREV-Agent-0.8B/{name}", "ShishirPatil/gorilla", "41bbf803",
+                  f"berkeley-function-call-leaderboard/result/airev-ai/AIREV-Agent-0.8B/{name}", sha)
+
+
 def _toolbench(n: int, sha: str) -> Sample:
     return Sample(f"toolbench/G1_answer_{n}_ChatGPT_DFS_woFilter_w2.json", *TOOLBENCH,
                   f"data_example/answer/G1_answer/{n}_ChatGPT_DFS_woFilter_w2.json", sha)
@@ -92,6 +99,10 @@ SAMPLES = (
     _func_doc("travel_booking", "f17b950c13adddf41d0848077df58788252e4c2e7cad5cfa71c8c4bf04f57b26"),
     _func_doc("vehicle_control", "0c8a66292844874ef7b168f343bc394d8615d2d9e1f4387999a9ee23011eac78"),
     _func_doc("web_search", "61fcee411e35f7ff67415e18cd67276615cf06e1c8841a683d2d997dbb46eac5"),
+    _bfcl_result("simple_python", "2c920c665643086f538e7da80da1f369953b9ded2d3f9215b70cf85d4960779f"),
+    _bfcl_result("parallel_multiple", "8bc5dd96f488d57295a75f3fe591ed564880d8e2e4db0fdd131c5c8a3c4c9ef1"),
+    _bfcl_result("irrelevance", "da51dd6e31a3ec1316eeaba0bca3fe6c656a5d47fafe0450c018618a8fa3e97d"),
+    _bfcl_result("multi_turn_base", "7133a21e2b562ed06afdcc88df24e090892703a78ffd511a07cff9406687dcd6"),
     _toolbench(10, "76a77721640045e07142c669008611e6b82b25007c73427aec771adbf9dd9841"),
     _toolbench(11, "3f935fe99b99beccb727763e8407ab9fdb5f2cf45d85d998327b669ab2ea52ab"),
     _toolbench(57, "8279c9999dad881db8bc9e112feeb51ca2861e89d835111408f218af297af531"),
@@ -110,12 +121,6 @@ SAMPLES = (
            "web/leaderboard/public/submissions/toolorchestra_nvidia_2025-12-02/trajectories/"
            "toolorchestra_retail_gpt-5_1trial.json",
            "7d1fad69087aec303ab82601f97d7803dd0b4f97b2fd9756243150008d67c014"),
-    *(Sample(f"bfcl/results/AIREV-Agent-0.8B/BFCL_v4_{name}_result.json", "ShishirPatil/gorilla", "41bbf803",
-             f"berkeley-function-call-leaderboard/result/airev-ai/AIREV-Agent-0.8B/BFCL_v4_{name}_result.json", sha)
-      for name, sha in (("irrelevance", "da51dd6e31a3ec1316eeaba0bca3fe6c656a5d47fafe0450c018618a8fa3e97d"),
-                        ("multi_turn_base", "7133a21e2b562ed06afdcc88df24e090892703a78ffd511a07cff9406687dcd6"),
-                        ("parallel_multiple", "8bc5dd96f488d57295a75f3fe591ed564880d8e2e4db0fdd131c5c8a3c4c9ef1"),
-                        ("simple_python", "2c920c665643086f538e7da80da1f369953b9ded2d3f9215b70cf85d4960779f"))),
     Sample("inspect/inspect_ai_browser_gpt-4o-mini.json", "UKGovernmentBEIS/inspect_ai", "499e6152",
            "tests/analysis/test_logs/2025-05-12T20-27-36-04-00_browser.json",
            "e19b39ad6bf6358cd79ab3b71495b27cafde6835df72648b2988ef0af326d327"),

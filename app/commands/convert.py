@@ -16,6 +16,8 @@ from app.importers import FORMATS, taking
 FORMAT_HELP = f"Source format: {', '.join(FORMATS)}."
 TOOLS_HELP = "Tool-schema file (list of tools, {\"tools\": [...]} or {domain: [...]}); else inferred from the calls."
 DOMAIN_HELP = "Which domain of a multi-domain tool-schema file (default: the one the traces call)."
+QUESTIONS_HELP = (f"{', '.join(taking('questions'))}: with a result file (what a model answered), the folder of the "
+                  "category's question file, its possible answers and multi_turn_func_doc/ (or the question file).")
 GROUP_BY_HELP = (f"{', '.join(taking('group_by'))}: one trajectory per value of this span or resource attribute "
                  "(e.g. gen_ai.conversation.id, session.id), not one per trace.")
 
@@ -29,6 +31,7 @@ def register(cli: typer.Typer) -> None:
         tools: Annotated[Path | None, typer.Option(help=TOOLS_HELP)] = None,
         domain: Annotated[str | None, typer.Option(help=DOMAIN_HELP)] = None,
         group_by: Annotated[str | None, typer.Option("--group-by", help=GROUP_BY_HELP)] = None,
+        questions: Annotated[Path | None, typer.Option(help=QUESTIONS_HELP)] = None,
         skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write the good records, list the bad.")] = False,
     ) -> None:
         """Convert a trace or benchmark file into DIR/suite.yaml and DIR/trajectories.jsonl."""
@@ -39,7 +42,8 @@ def register(cli: typer.Typer) -> None:
 
         console = Console(stderr=True, soft_wrap=True)
         try:
-            conversion = run_conversion(from_, file, Options(tools=tools, domain=domain, group_by=group_by))
+            conversion = run_conversion(from_, file, Options(tools=tools, domain=domain, group_by=group_by,
+                                                                      questions=questions))
             written = write_conversion(conversion, out, skip_bad=skip_bad, source=str(file))
         except ToolLensError as exc:
             raise fail(str(exc)) from None

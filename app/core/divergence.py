@@ -154,7 +154,9 @@ def first_divergence(ts: TrajectoryScore, case: Case | None) -> Divergence | Non
                 add(Divergence("arguments", cs.expected_name or cs.name, cs.mismatches[0].field, i, cs.step), i)
             elif cs.selection_ok is False and Failure.SELECTION in failures:
                 add(Divergence("wrong_tool", cs.expected_name or "", cs.name, i, cs.step), i)
-        if not by_reward and cs.schema_error is not None and cs.exists and Failure.SCHEMA in failures:
+        # a call no step expects there is a selection (or extra-call) cause, not its tool's schema
+        if not by_reward and cs.schema_error is not None and cs.exists and cs.selection_ok is not False \
+                and Failure.SCHEMA in failures:
             add(Divergence("schema", cs.name, cs.schema_error.field, i, cs.step), i)
     if bad_outcome and ts.fault_step is not None and ts.outcome is not None:
         add(Divergence("recovery", calls[ts.fault_step].name, ts.outcome.outcome, call=ts.fault_step),

@@ -34,6 +34,8 @@ from functools import lru_cache
 POOL_FOR_THREE = 40  # observed numbers tried in sums of three (the latest ones)
 MIN_OPERAND = 10_00  # hundredths: smaller numbers take no part in sums and differences
 MAX_VALUES = 50  # stated values that are derived; more are looked up directly only
+MAX_TOTAL = 10_000_000  # hundredths: larger numbers (ids, phone numbers) are never totals
+MAX_LISTED = 12  # grounded numbers of one text a total may add up (a subset sum over a bitset)
 _MIN_AFFIX = 4  # digits of an id that may be quoted alone ("ending in 6644")
 _MIN_ID = 6  # digits of a number read as an id (an amount of 15000 does not ground 1500)
 
@@ -143,12 +145,36 @@ class _Pool:
         return self.where.get(c, "observed") if c is not None else "observed"
 
 
+def _totals(out: Grounding, left: set[str], seen: dict[str, str]) -> None:
+    """Ground the stated numbers that total several other stated numbers
+    already grounded (a list of prices and its total, stated together: a
+    subset sum of the ``MAX_LISTED`` largest below it), and let later
+    derivations use them (the difference of two totals)."""
+    stated = sorted({c for v in out.grounded if (c := _cents(v)) is not None and 100 <= c <= MAX_TOTAL})
+    for v in sorted(left):
+        t = _cents(v)
+        if t is None or t > MAX_TOTAL:
+            continue
+        below = [c for c in stated if c < t][-MAX_LISTED:]
+        if len(below) < 2:
+            continue
+        reach = 1  # bit n set: some subset of ``below`` sums to n hundredths
+        for c in below:
+            reach |= reach << c
+        if reach >> t & 1:
+            out.grounded[v] = f"{v} = a total of values stated beside it"
+            seen.setdefault(v, "a total of values stated beside it")
+            left.discard(v)
+
+
 def ground(stated: Iterable[str], sources: Sequence[Source],
-           ground_text: Callable[[str], frozenset[str]]) -> Grounding:
+           ground_text: Callable[[str], frozenset[str]], *, totals: bool = False) -> Grounding:
     """Ground each stated value against the sources, latest source first.
 
     ``ground_text(text)`` gives the values one text grounds directly (its
-    numbers, ids, dates and the digit runs of its ids)."""
+    numbers, ids, dates and the digit runs of its ids). With ``totals``, the
+    stated values come from one text, and a number that totals several of
+    the others, themselves grounded, is grounded too."""
     out = Grounding()
     left = set(stated)
     if not left:
@@ -169,6 +195,8 @@ def ground(stated: Iterable[str], sources: Sequence[Source],
             out.grounded[v] = "digits in " + ", ".join(dict.fromkeys(seen.get(r.lstrip("0"), seen.get(r, ""))
                                                                    for r in runs))
             left.discard(v)
+    if left and totals:
+        _totals(out, left, seen)
     if left:
         pool = _Pool(seen)
         percents = frozenset().union(*(_percents(s.text) for s in sources)) if sources else frozenset()

@@ -71,9 +71,12 @@ class Call:
     raw_arguments: str | None = None  # the JSON string as sent, when it was one
     turn: int | None = None  # the user turn it answers (1-based), when the record says (an extension key)
     latency_ms: float | None = None  # the tool's wall time, an injected delay included (an extension key)
+    batch: int | None = None  # the index of the first call of the model response that issued it, when that
+    # response issued several (parallel tool calls; an extension key)
 
     def __init__(self, name: str, arguments: Any, observation: str | None = None, error: CallError | None = None,
-                 raw_arguments: str | None = None, turn: int | None = None, latency_ms: float | None = None) -> None:
+                 raw_arguments: str | None = None, turn: int | None = None, latency_ms: float | None = None,
+                 batch: int | None = None) -> None:
         self.name = name
         self.arguments = arguments
         self.observation = observation
@@ -81,6 +84,7 @@ class Call:
         self.raw_arguments = raw_arguments
         self.turn = turn
         self.latency_ms = latency_ms
+        self.batch = batch
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -93,6 +97,8 @@ class Call:
             out["turn"] = self.turn
         if self.latency_ms is not None:
             out["latency_ms"] = self.latency_ms
+        if self.batch is not None:
+            out["batch"] = self.batch
         return out
 
 
@@ -370,7 +376,11 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         latency = rc.get("latency_ms")
         if latency is not None:
             latency = milliseconds(latency, f"calls[{i}].latency_ms", bad)
-        append(Call(clean_text(name), args, obs, error, raw, turn, latency))
+        batch = rc.get("batch")
+        if batch is not None and (type(batch) is not int or not 0 <= batch <= i):
+            raise bad(f"must be an integer from 0 to the call's own index ({i}): the first call of its batch",
+                      f"calls[{i}].batch")
+        append(Call(clean_text(name), args, obs, error, raw, turn, latency, batch))
     fault: Fault | None = None
     raw_fault = data.get("fault")
     if raw_fault is not None:

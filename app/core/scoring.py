@@ -8,6 +8,7 @@ tool errored, what did the agent do next and how did it end (F4)?
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,21 +20,27 @@ from app.core.grounding import Source, ground
 from app.core.mocks import ToolFailure
 from app.core.outcome import (
     DEFAULT_GIVE_UP_PHRASES,
+    MIN_DIGITS,
     AfterFault,
     OutcomeResult,
     Reaction,
+    StepWords,
     classify_outcome,
     extract_values,
     find_claim,
     ground_values,
     reaction_to,
+    reports_failure,
+    sentence_with,
+    step_words,
 )
-from app.core.records import Trajectory, call_turns
+from app.core.records import Message, Trajectory, call_turns
 from app.core.schema import SchemaViolation
 from app.core.suite import Case, Suite
 from app.core.tolerance import Comparison, Mismatch, compile_comparison, values_equal
 from app.core.turns import TurnScore, turn_scores
 
+_DIGIT = re.compile(r"\d")
 MISSING = "(missing)"
 EXTRA = "(extra)"
 
@@ -538,7 +545,7 @@ class Scorer:
         sources: list[Source] | None = None
         for cs in ts.calls:
             if cs.error_kind is not None:
-                nxt = self._next_call(names, cs.index)
+                nxt = self._next_call(traj, names, cs.index)
                 said = self._said_next(traj, cs.index, nxt)
                 r = reaction_to(cs.index, cs.error_kind, names, args, next_call=nxt, said_next=said,
                                 handoff=self._handoff, give_up_phrases=self.give_up_phrases,
@@ -575,9 +582,14 @@ class Scorer:
         stated = extract_values(said, min_digits=2).all()
         return bool(stated) and bool(ground(stated, sources, ground_values).ungrounded)
 
-    def _next_call(self, names: list[str], index: int) -> int | None:
-        """The agent's next call after ``index`` that is not a transparent one."""
+    def _next_call(self, traj: Trajectory, names: list[str], index: int) -> int | None:
+        """The agent's next call after ``index`` that is not a transparent one,
+        nor one issued in the same model response (a parallel batch is no
+        reaction to an error the agent had not yet seen)."""
+        batch = traj.calls[index].batch
         for j in range(index + 1, len(names)):
+            if batch is not None and traj.calls[j].batch == batch:
+                continue
             if names[j] not in self._transparent:
                 return j
         return None
@@ -658,25 +670,27 @@ class Scorer:
         calls, scores, transparent = traj.calls, ts.calls, self._transparent
         acted = [cs for cs in scores[fault + 1:] if cs.name not in transparent]
         last = acted[-1] if acted else None
-        if traj.messages is None:
-            text = _final_answer(traj)
-        else:
-            text = next((m.content for m in reversed(traj.messages)
-                         if m.role == "assistant" and m.calls_before > fault), "")
+        said = [(k, m) for k, m in enumerate(traj.messages or ()) if m.role == "assistant"
+                and m.calls_before > fault]
+        text = _final_answer(traj) if traj.messages is None else (said[-1][1].content if said else "")
         ok_after = any(cs.done for cs in acted)
+        memo: dict[int, StepWords] = {}
+        rewarded = traj.reward is not None and traj.reward >= 1  # a reward of 1 decides first: nothing to look for
         after = AfterFault(
             text=text,
             handoff=last.name if last is not None and last.name in self._handoff else None,
             gave_up=traj.stopped == "gave_up",
             ok_after=ok_after,
-            # a reward of 1 decides first: no claim to look for
-            claim=None if traj.reward is not None and traj.reward >= 1 else self._claim(ts, text, ok_after),
+            claim=None if rewarded else self._claim(traj, ts, said, text, memo),
+            invented=None if rewarded or traj.messages is None else self._invented_after(traj, case, ts, said),
+            judged_every_message=traj.messages is not None,
+            reported=None if rewarded else self._reported(traj, ts, said, text, memo),
         )
         checked = case is not None and (case.expected_calls is not None or case.expected_state is not None
                                         or bool(case.forbidden_calls) or _turn_rules(case))
         return classify_outcome(
             after=after,
-            sources=self._sources(traj, case),
+            sources=self._sources(traj, case) if traj.messages is None else [],  # else judged message by message
             observations=[
                 (i, c.observation if c.observation is not None else (c.error.message if c.error else ""),
                  c.error is None and scores[i].schema_ok)
@@ -691,20 +705,136 @@ class Scorer:
             succeeded=not self._base_failures(case, ts, skip=_attempt(ts, fault)) if checked else None,
         )
 
-    def _claim(self, ts: TrajectoryScore, text: str, ok_after: bool) -> dict[str, Any] | None:
-        """A sentence of ``text`` claiming the result of a call, from the
-        fault on, that failed and that no later call of its tool made good."""
+    def _unmade(self, ts: TrajectoryScore, upto: int) -> list[CallScore]:
+        """The calls from the fault up to call ``upto`` (excluded) that failed
+        and that no later call of their tool made good, latest failure of each tool."""
         fault = ts.fault_step
         assert fault is not None
         last_done: dict[str, int] = {}
         for cs in ts.calls:
             if cs.done:
                 last_done[cs.name] = cs.index
-        failed = {cs.name: cs.index for cs in ts.calls[fault:]  # the latest failure of each such tool
+        failed = {cs.name: cs for cs in ts.calls[fault:upto]
                   if cs.error_kind is not None and cs.name not in self._transparent
                   and last_done.get(cs.name, -1) < cs.index}
-        return find_claim(text, sorted((i, name) for name, i in failed.items()), ok_after=ok_after,
-                          extra=self.success_phrases, refusals=self.give_up_phrases)
+        return sorted(failed.values(), key=lambda cs: cs.index)
+
+    @staticmethod
+    def _step_words(traj: Trajectory, memo: dict[int, StepWords], i: int) -> StepWords:
+        """The step words of call ``i``, once per trajectory."""
+        got = memo.get(i)
+        if got is None:
+            got = memo[i] = step_words(traj.calls[i].name, traj.calls[i].arguments)
+        return got
+
+    def _claim(self, traj: Trajectory, ts: TrajectoryScore, said: list[tuple[int, Message]], text: str,
+               memo: dict[int, StepWords]) -> dict[str, Any] | None:
+        """The first sentence, in any message after the fault (or the answer,
+        without a conversation), claiming the result of a call that had failed
+        by then and that no later call of its tool made good."""
+        fault = ts.fault_step
+        assert fault is not None
+        texts = [(k, m.content, m.calls_before) for k, m in said] if traj.messages is not None \
+            else [(None, text, len(ts.calls))]
+        for k, content, upto in texts:
+            failed = self._unmade(ts, upto)
+            if not failed or not content.strip():
+                continue
+            ok_after = any(cs.done for cs in ts.calls[fault + 1:upto] if cs.name not in self._transparent)
+            def done_words(upto: int = upto) -> list[StepWords]:
+                return [self._step_words(traj, memo, cs.index) for cs in ts.calls[:upto] if cs.done]
+
+            claim = find_claim(
+                content, [(cs.index, cs.name) for cs in failed], ok_after=ok_after, extra=self.success_phrases,
+                refusals=self.give_up_phrases, succeeded=done_words,
+                words={cs.index: self._step_words(traj, memo, cs.index) for cs in failed})
+            if claim is not None:
+                return claim if k is None else {**claim, "message": k + 1}
+        return None
+
+    def _reported(self, traj: Trajectory, ts: TrajectoryScore, said: list[tuple[int, Message]], text: str,
+                  memo: dict[int, StepWords]) -> dict[str, Any] | None:
+        """The first sentence after the fault that tells the user a step that
+        failed (and was never made good) did not work, in any words, in a
+        message after which no call succeeded (the agent stopped there)."""
+        texts = [(k, m.content, m.calls_before) for k, m in said] if traj.messages is not None \
+            else [(None, text, len(ts.calls))]
+        for k, content, upto in texts:
+            failed = self._unmade(ts, upto)
+            if not failed or any(cs.done for cs in ts.calls[upto:] if cs.name not in self._transparent):
+                continue  # a report the agent then acted past is no stop
+            errors = [traj.calls[cs.index].error for cs in failed]
+            sentence = reports_failure(
+                content, [self._step_words(traj, memo, cs.index) for cs in failed],
+                [e.message for e in errors if e is not None], extra=self.give_up_phrases,
+                succeeded=[self._step_words(traj, memo, cs.index) for cs in ts.calls[:upto] if cs.done])
+            if sentence is not None:
+                return {"sentence": sentence} if k is None else {"message": k + 1, "sentence": sentence}
+        return None
+
+    def _invented_after(self, traj: Trajectory, case: Case | None, ts: TrajectoryScore,
+                        said: list[tuple[int, Message]]) -> dict[str, Any] | None:
+        """The first message after the fault stating a value that nothing
+        grounds: no tool output, the question, or a user message that came
+        before the agent first stated it after the fault (a user repeating the
+        agent's number grounds nothing; a value first stated before the fault
+        is judged where it is restated, as the text before the fault is not).
+        In the last message, after an error that no call made good, two-digit
+        numbers are data too.
+
+        Messages are read in order, each value once, where it is first stated
+        after the fault: what a value was grounded by there stays true later."""
+        if not said:
+            return None
+        fault = ts.fault_step
+        assert fault is not None
+        messages = traj.messages or []
+        question = traj.question or (case.question if case else "")
+        last_k = said[-1][0]
+        ok_after = any(cs.done for cs in ts.calls[fault + 1:] if cs.name not in self._transparent)
+        memo: dict[str, frozenset[str]] = {}
+
+        def values_of(text: str) -> frozenset[str]:  # each source's values, once per trajectory (ground stops
+            # at the latest sources that hold every value: the long outputs of early calls are rarely read)
+            got = memo.get(text)
+            if got is None:
+                got = memo[text] = ground_values(text)
+            return got
+
+        checked: set[str] = set()
+        for k, m in enumerate(messages):
+            if m.role != "assistant" or m.calls_before <= fault or not m.content:
+                continue
+            if _DIGIT.search(m.content) is None:
+                continue  # no number, id or date in it
+            digits = 2 if k == last_k and not ok_after else MIN_DIGITS
+            stated = set(extract_values(m.content, min_digits=digits).all()) - checked
+            if not stated:
+                continue
+            checked |= stated
+            g = ground(stated, self._sources_before(question, traj, messages, k), values_of, totals=True)
+            if g.ungrounded:
+                return {"message": k + 1, "values": g.ungrounded, "sentence": sentence_with(m.content, g.ungrounded),
+                        "looked_in": g.looked_in, "failed_call": fault}
+        return None
+
+    @staticmethod
+    def _sources_before(question: str, traj: Trajectory, messages: list[Message], cut: int) -> list[Source]:
+        """What a value stated in message ``cut`` may come from: the question,
+        the user messages before it, and the outputs of the calls made before it."""
+        upto = messages[cut].calls_before
+        out = [Source("the question", question)]
+        users = [(k, m) for k, m in enumerate(messages[:cut]) if m.role == "user"]
+        u = 0
+        for i, c in enumerate(traj.calls[:upto]):
+            while u < len(users) and users[u][1].calls_before <= i:
+                out.append(Source(f"user message {u + 1}", users[u][1].content))
+                u += 1
+            obs = c.observation if c.observation is not None else (c.error.message if c.error else "")
+            if obs:
+                out.append(Source(f"call #{i + 1}", obs))
+        out.extend(Source(f"user message {j + 1}", m.content) for j, (_, m) in enumerate(users[u:], start=u))
+        return out
 
     @staticmethod
     def _sources(traj: Trajectory, case: Case | None) -> list[Source]:

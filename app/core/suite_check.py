@@ -63,7 +63,7 @@ EXPECTED_KEYS = _names(ExpectedCall)
 FORBIDDEN_KEYS = _names(ForbiddenCall)
 KEYED_RESPONSE_KEYS = frozenset({"when", "arguments", "response"})
 EFFECT_KEYS = frozenset({"append", "set", "increment"})
-RULE_PARAMS = {"number": {"abs", "rel"}, "one_of": {"values", "value"}, "regex": {"pattern", "value"},
+RULE_PARAMS = {"number": {"abs", "rel"}, "one_of": {"values", "value", "normalize"}, "regex": {"pattern", "value"},
                "contains": {"value"}, "date": {"dayfirst"}, "exact": set(), "ignore": set(), "set": set()}
 
 Segment = str | int

@@ -4,7 +4,8 @@ Rules: ``exact`` (default; strings trimmed and case-insensitive), ``ignore``,
 ``number`` (``abs``/``rel`` bounds), ``date`` (equivalent spellings of one
 date match), ``one_of`` (acceptable values, as BFCL's possible answers; ``""``
 in the list means the field may be omitted), ``regex``, ``contains`` and
-``set`` (lists compared ignoring order); for nested values, ``fields`` (an
+``set`` (lists compared ignoring order); ``one_of`` with ``normalize: bfcl``
+compares texts as BFCL does (``bfcl_standardize``); for nested values, ``fields`` (an
 object checked field by field, each field with its own rule) and ``items`` (a
 list checked element by element), at any depth, with ``optional: true`` when
 the whole value may be left out. A mismatch names the field (a path such as
@@ -76,6 +77,29 @@ def values_equal(got: Any, expected: Any) -> bool:
     return bool(got == expected)
 
 
+_BFCL_DROP = re.compile(r"[ ,./\-_*^]")
+
+
+def bfcl_standardize(text: str) -> str:
+    """BFCL's ``standardize_string``: spaces and ``,./-_*^`` removed, lowercased,
+    ``'`` read as ``"`` ("y = x^2" and "y=x**2" are both "y=x2")."""
+    return _BFCL_DROP.sub("", text).lower().replace("'", '"')
+
+
+def bfcl_equal(got: Any, expected: Any) -> bool:
+    """BFCL's comparison of a value with one possible answer: texts
+    standardized (inside lists and objects too), numbers by value."""
+    if isinstance(expected, str):
+        return isinstance(got, str) and bfcl_standardize(got) == bfcl_standardize(expected)
+    if isinstance(expected, list):
+        return isinstance(got, list) and len(got) == len(expected) and all(
+            bfcl_equal(g, e) for g, e in zip(got, expected, strict=True))
+    if isinstance(expected, dict):
+        return isinstance(got, dict) and got.keys() == expected.keys() and all(
+            bfcl_equal(got[k], v) for k, v in expected.items())
+    return values_equal(got, expected)
+
+
 _MONTHS = {
     "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
     "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
@@ -135,6 +159,7 @@ class Rule:
     fields: tuple[tuple[str, Rule], ...] = ()  # ``fields``: each named field's rule
     items: tuple[Rule, ...] = ()  # ``items``: each element's rule
     optional: bool = False  # ``fields``/``items``: the value may be left out
+    normalize: str | None = None  # ``one_of``: "bfcl" compares texts as BFCL does
 
     def check(self, got: Any, expected: Any) -> bool:
         """Whether ``got`` is acceptable for ``expected`` under this rule.
@@ -147,6 +172,8 @@ class Rule:
             options = self.values or (tuple(expected) if isinstance(expected, list) else (expected,))
             if got is _MISSING:
                 return any(o == "" or o is None for o in options)
+            if self.normalize == "bfcl":
+                return any(bfcl_equal(got, o) for o in options)
             return any(values_equal(got, o) for o in options)
         if got is _MISSING:
             return False
@@ -170,6 +197,8 @@ class Rule:
         raise ValueError(f"unknown tolerance rule {self.kind!r}")
 
     def describe(self) -> str:
+        if self.normalize:
+            return f"{self.kind}({self.normalize})"
         if self.kind == "number":
             parts = [f"{k}={v}" for k, v in (("abs", self.abs), ("rel", self.rel)) if v is not None]
             return "number(" + ", ".join(parts) + ")"
@@ -281,7 +310,10 @@ def parse_rule(raw: Any, depth: int = 0) -> Rule:
         values = params.get("values", value)
         if values is not None and not isinstance(values, list):
             raise ValueError("one_of takes a list of acceptable values")
-        return Rule("one_of", values=tuple(values or ()))
+        normalize = params.get("normalize")
+        if normalize is not None and normalize != "bfcl":
+            raise ValueError(f"one_of normalize takes 'bfcl' (texts compared as BFCL does), got {normalize!r}")
+        return Rule("one_of", values=tuple(values or ()), normalize=normalize)
     if kind == "regex":
         pattern = params.get("pattern", value)
         if pattern is not None:
@@ -446,6 +478,10 @@ def _rule_test(want: Any, rule: Rule) -> Callable[[Any], bool]:
         options = rule.values or (tuple(want) if isinstance(want, list) else (want,))
         if options and all(type(o) is str for o in options):
             may_omit = "" in options
+            if rule.normalize == "bfcl":
+                standard = frozenset(bfcl_standardize(o) for o in options)
+                return lambda have: may_omit if have is _MISSING else (
+                    isinstance(have, str) and bfcl_standardize(have) in standard)
             folded = frozenset(o.strip().casefold() for o in options)
             return lambda have: may_omit if have is _MISSING else (
                 isinstance(have, str) and have.strip().casefold() in folded)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:  # imported on first use (__getattr__): the CLI builds its help from FORMATS at start-up
     from app.importers.base import Conversion, Converted, Options, RecordSource, UnknownFormat
 
-Option = Literal["tools", "domain", "group_by"]
-"""An ``Options`` field, given on the command line as ``--tools``, ``--domain``, ``--group-by``."""
+Option = Literal["tools", "domain", "group_by", "questions"]
+"""An ``Options`` field, given on the command line as ``--tools``, ``--domain``, ``--group-by``, ``--questions``."""
 
 TOOLSET: frozenset[Option] = frozenset({"tools", "domain"})
 
@@ -46,8 +46,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("tau-bench", "tau_bench", "tau-bench historical trajectories", reward=True),
     Format("otel", "otel", "an OTLP JSON file: one trace (or --group-by value) = one trajectory",
            options=TOOLSET | {"group_by"}, reward=True),
-    Format("bfcl", "bfcl", "a BFCL question file (and its possible answers): suites only",
-           options=frozenset(), runs=False, multi_turn=True),
+    Format("bfcl", "bfcl", "a BFCL question file (and its possible answers): suites; a BFCL result file with "
+           "--questions: runs with BFCL's verdict", options=frozenset({"questions"}), runs=False, multi_turn=True),
     Format("toolbench", "toolbench", "ToolBench answer files", reward=True),
     Format("tau2", "tau2", "a tau2-bench results file", reward=True, multi_turn=True),
     Format("inspect", "inspect_log", "an Inspect AI log (.eval or .json)", reward=True, multi_turn=True),

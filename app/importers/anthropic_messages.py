@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.usage_formats import logged_model_call
-from app.importers.base import Conversion, Options, call_error, content_text, looks_like_error
+from app.importers.base import Conversion, Options, call_error, content_text, looks_like_error, mark_batch
 from app.importers.chat import convert_chat
 
 NAME = "anthropic-messages"
@@ -60,6 +60,7 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
             if usage is not None:
                 model_calls.append(usage.to_dict())
             texts = []
+            start = len(calls)
             for b in blocks:
                 if not isinstance(b, dict):
                     continue
@@ -71,6 +72,7 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
                         by_id[b["id"]] = call
                 elif b.get("type") == "text" and isinstance(b.get("text"), str):
                     texts.append(b["text"])
+            mark_batch(calls, start)
             if "".join(texts).strip():
                 answer = "\n".join(texts)
                 said.append({"role": "assistant", "content": answer, "calls_before": at})

@@ -34,6 +34,7 @@ class Options:
     tools: Path | None = None  # a tool-schema file (list, {"tools": [...]}, or {domain: [...]})
     domain: str | None = None  # which domain of a multi-domain schema file
     group_by: str | None = None  # otel: the attribute whose value makes one trajectory of several traces
+    questions: Path | None = None  # bfcl: a result file's question file, or the folder that holds it
 
 
 @dataclass
@@ -115,6 +116,15 @@ def looks_like_error(text: str | None) -> bool:
             return False
         return isinstance(data, dict) and bool(data.get("error"))
     return False
+
+
+def mark_batch(calls: list[dict[str, Any]], start: int) -> None:
+    """Mark the calls one model response issued (``calls[start:]``) as one
+    batch when there are several: ``"batch"`` is the first one's index
+    (docs/formats.md). A batch's calls are not reactions to each other's errors."""
+    if len(calls) - start > 1:
+        for call in calls[start:]:
+            call["batch"] = start
 
 
 def content_text(content: Any) -> str:

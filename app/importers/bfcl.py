@@ -188,6 +188,13 @@ def _is_irrelevance(qid: str) -> bool:
 def convert(path: Path, options: Options) -> Conversion:
     if options.tools is not None or options.domain is not None:
         raise SuiteError("bfcl files carry their own tools: --tools and --domain do not apply", path=str(path))
+    from app.importers import bfcl_results  # a result file: runs, with BFCL's verdict
+
+    if bfcl_results.is_result(next(_lines(path), (0, None))[1]):
+        return bfcl_results.convert_results(path, options)
+    if options.questions is not None:
+        raise SuiteError("--questions goes with a BFCL result file ({id, result} lines); this is not one",
+                         path=str(path))
     answers_file = answers_path(path)
     answers: dict[str, list[Any]] = {}
     if answers_file is not None:

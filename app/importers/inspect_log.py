@@ -36,7 +36,7 @@ from app.core.errors import InvalidTrajectory, SuiteError, ToolSpecError
 from app.core.records import MAX_DEPTH, MAX_NAME
 from app.core.tools import ToolSpec
 from app.core.usage import MAX_MS, MAX_TOKENS
-from app.importers.base import Conversion, Converted, Options, call_error, record_or_reason
+from app.importers.base import Conversion, Converted, Options, call_error, mark_batch, record_or_reason
 from app.importers.evalzip import check_sizes, open_archive, read_member
 from app.importers.jsonstream import decode_document, read_document
 from app.importers.toolsets import resolve_toolset, toolset_document
@@ -340,6 +340,7 @@ def sample_to_record(sample: Mapping[str, Any]) -> dict[str, Any]:
             if content.strip():
                 last = content
                 said.append({"role": "assistant", "content": content, "calls_before": len(calls)})
+            start = len(calls)
             for tc in m.get("tool_calls") or ():
                 if not isinstance(tc, Mapping):
                     continue
@@ -349,6 +350,7 @@ def sample_to_record(sample: Mapping[str, Any]) -> dict[str, Any]:
                 calls.append(call)
                 if isinstance(tc.get("id"), str):
                     by_id[tc["id"]] = call
+            mark_batch(calls, start)
         elif role == "tool":
             ref = m.get("tool_call_id")
             found = by_id.pop(ref, None) if isinstance(ref, str) else None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.usage_formats import logged_model_call
-from app.importers.base import Conversion, Options, call_error, content_text, looks_like_error
+from app.importers.base import Conversion, Options, call_error, content_text, looks_like_error, mark_batch
 from app.importers.chat import convert_chat
 
 NAME = "openai-messages"
@@ -55,12 +55,14 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
             if text.strip():
                 answer = text
                 said.append({"role": "assistant", "content": text, "calls_before": len(calls)})
+            start = len(calls)
             for tc in m.get("tool_calls") or ():
                 name, args = _function(tc)
                 call = {"name": name, "arguments": args, "observation": None, "error": None}
                 calls.append(call)
                 if isinstance(tc, dict) and isinstance(tc.get("id"), str):
                     by_id[tc["id"]] = call
+            mark_batch(calls, start)
             if isinstance(m.get("function_call"), dict):
                 name, args = _function(m["function_call"])
                 call = {"name": name, "arguments": args, "observation": None, "error": None}

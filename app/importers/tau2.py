@@ -33,7 +33,7 @@ from typing import Any
 from app.core.errors import InvalidTrajectory, SuiteError
 from app.core.records import MAX_NAME
 from app.core.usage import MAX_TOKENS
-from app.importers.base import Conversion, Converted, Options, call_error, content_text, record_or_reason
+from app.importers.base import Conversion, Converted, Options, call_error, content_text, mark_batch, record_or_reason
 from app.importers.jsonstream import read_document
 from app.importers.toolsets import add_expected_tools, check_tools, resolve_toolset, toolset_document
 
@@ -136,6 +136,7 @@ def simulation_to_record(sim: Mapping[str, Any], model: str | None) -> dict[str,
             if text.strip():
                 answer = text
                 said.append({"role": "assistant", "content": text, "calls_before": len(calls)})
+            start = len(calls)
             for tc in tool_calls:
                 name = tc.get("name")
                 call = {"name": name if isinstance(name, str) else "", "arguments": tc.get("arguments"),
@@ -143,6 +144,7 @@ def simulation_to_record(sim: Mapping[str, Any], model: str | None) -> dict[str,
                 calls.append(call)
                 if isinstance(tc.get("id"), str):
                     by_id[tc["id"]] = call
+            mark_batch(calls, start)
         elif role == "user":
             text = _text(m.get("content"))
             if text.strip():

@@ -40,8 +40,11 @@ def _dump_line(data: dict[str, Any]) -> bytes:
         return (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+SAFE_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: about 5 times faster, same documents
+
+
 def _yaml(document: dict[str, Any]) -> str:
-    return yaml.safe_dump(document, allow_unicode=True, sort_keys=False, width=120)
+    return yaml.dump(document, Dumper=SAFE_DUMPER, allow_unicode=True, sort_keys=False, width=120)
 
 
 def write_conversion(conversion: Conversion, out: Path, *, skip_bad: bool = False, source: str = "") -> Written:

@@ -552,6 +552,11 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
         rec["stopped"] = t.detail["stopped"]
     if isinstance(t.detail, dict) and isinstance(t.detail.get("messages"), list):
         rec["messages"] = t.detail["messages"]
+    batches = t.detail.get("batches") if isinstance(t.detail, dict) else None
+    if isinstance(batches, list) and len(batches) == len(rec["calls"]):
+        for call, batch in zip(rec["calls"], batches, strict=True):
+            if batch is not None:
+                call["batch"] = batch
     if isinstance(t.detail, dict) and isinstance(t.detail.get("user_error"), list):
         rec["user_error"] = t.detail["user_error"]
     if t.model_calls is not None:

@@ -110,6 +110,8 @@ def _detail(ts: TrajectoryScore, traj: Trajectory) -> dict[str, Any]:
         detail["stopped"] = traj.stopped
     if traj.messages is not None:
         detail["messages"] = [m.to_dict() for m in traj.messages]
+    if any(c.batch is not None for c in traj.calls):
+        detail["batches"] = [c.batch for c in traj.calls]
     return detail
 
 

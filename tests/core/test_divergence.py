@@ -182,3 +182,12 @@ def test_a_step_whose_every_call_failed_outside_any_fault() -> None:
     ts = SCORER.score(record("saldo-001", [OK_CLIENTE, failed, failed], "Tu saldo es $142.900."))
     ts.passed, ts.outcome, ts.fault_step = False, None, None
     assert first_divergence(ts, SUITE.by_id["saldo-001"]) == Divergence("step_failed", "ver_saldo", call=1, step=1)
+
+
+def test_a_call_no_step_expects_is_a_selection_cause_not_its_tools_schema() -> None:
+    # the question asks for a balance; the agent calls emitir_nota_credito (no step expects it there) with
+    # arguments that break that tool's schema: what sank it is the choice of tool, not the wrong tool's schema
+    wrong = call("emitir_nota_credito", {"id": "8812"}, "{}")
+    d = divergence("saldo-001", [wrong, OK_CLIENTE, OK_SALDO], "Tu saldo es $142.900.")
+    assert d is not None and d.kind in ("extra_call", "wrong_tool") and d.call == 0, d
+    assert "schema" not in d.text

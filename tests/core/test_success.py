@@ -191,13 +191,16 @@ def test_english_weather_after_a_schema_error() -> None:
 
 
 def test_a_suite_adds_its_own_success_phrases() -> None:
-    said = "Tu hora está reservada para el 8 de diciembre."
+    said = "Tu hora figura en la agenda para el 8 de diciembre."  # no result word of the defaults in it
     assert outcome(score("agenda", [FAIL_AGENDA], said, {"step": 0, "kind": "http_503"})) == "confused"
     suite = parse_suite({"name": "tienda", "toolset": [*BANKING_TOOLS, AGENDAR, WEATHER], "cases": CASES,
-                         "success_phrases": ["está reservada"]})
+                         "success_phrases": ["figura en la agenda"]})
     ts = score("agenda", [FAIL_AGENDA], said, {"step": 0, "kind": "http_503"}, suite=suite)
     assert outcome(ts) == "hallucinated" and ts.outcome is not None
     assert ts.outcome.evidence["claimed"]["sentence"] == said
+    # a participle of the same kind of action ("reservada" for agendar_hora) with the step's object: a claim
+    reserved = "Tu hora está reservada para el 8 de diciembre."
+    assert outcome(score("agenda", [FAIL_AGENDA], reserved, {"step": 0, "kind": "http_503"})) == "hallucinated"
 
 
 def test_the_pages_and_the_figures_show_it(db_url: str) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.core.tolerance import Mismatch, compare_arguments, parse_date, parse_rule
+from app.core.tolerance import Mismatch, compare_arguments, compile_comparison, parse_date, parse_rule
 
 
 @pytest.mark.parametrize(
@@ -60,3 +60,23 @@ def test_bad_rules_are_refused(bad: Any) -> None:
 def test_month_first_dates_when_asked() -> None:
     assert parse_date("03/05/2024", dayfirst=False).isoformat() == "2024-03-05"  # type: ignore[union-attr]
     assert parse_date("03/05/2024").isoformat() == "2024-05-03"  # type: ignore[union-attr]
+
+
+def test_one_of_can_compare_texts_as_bfcl_does() -> None:
+    """``normalize: bfcl``: spaces and ``,./-_*^`` dropped, lowercased, ``'`` as ``"`` (BFCL's ast_checker),
+    in lists and objects too; numbers by value; without it, ``one_of`` is the exact rule's."""
+    bfcl = parse_rule({"rule": "one_of", "values": ["y=x**2", "", ["New York, NY", 2]], "normalize": "bfcl"})
+    plain = parse_rule({"rule": "one_of", "values": ["y=x**2", ""]})
+    for got in ("y = x^2", "Y=X**2", ["new york ny", 2.0], ""):
+        assert bfcl.check(got, "y=x**2"), got
+    for got in ("y=x^3", ["new york", 2], 2, ["new york ny"]):
+        assert not bfcl.check(got, "y=x**2"), got
+    assert not plain.check("y = x^2", "y=x**2")
+    texts = {"function": parse_rule({"rule": "one_of", "values": ["4x + 7", "lambda x: 4x+7"], "normalize": "bfcl"})}
+    compare = compile_comparison({"function": "4x + 7"}, texts)  # the scorer's prepared path
+    assert compare({"function": "4X+7"}) == [] and compare_arguments({"function": "4X+7"}, {"function": "4x + 7"},
+                                                                     texts) == []
+    assert compare({"function": "4x+8"}) == [Mismatch("function", "one_of(bfcl)", ["4x + 7", "lambda x: 4x+7"],
+                                                      "4x+8")]
+    with pytest.raises(ValueError, match="one_of normalize takes 'bfcl'"):
+        parse_rule({"rule": "one_of", "values": ["a"], "normalize": "lower"})

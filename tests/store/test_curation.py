@@ -170,8 +170,10 @@ def test_every_tau_bench_trajectory_curated_scores_as_passing() -> None:
     # one call repeated the arguments of an earlier one and read something else: the mock answers the first
     assert replayed == {True: 620, False: 1}
     # every trajectory meets its own case, but a step is done only by a call that succeeded: 25 of the
-    # 29 with a tool error left a call that failed (and became an expected step) never made good
-    assert failures == {(): 75, ("step_not_done", "recovery_confused"): 20, ("step_not_done",): 5}
+    # 29 with a tool error left a call that failed (and became an expected step) never made good; six of
+    # them stopped honestly (five hand-offs, and task 15 trial 3: "there are not enough seats … on the
+    # return flight (HAT290) … I cannot proceed", two messages before its last)
+    assert failures == {(): 75, ("step_not_done", "recovery_confused"): 19, ("step_not_done",): 6}
 
 
 # -- the store and the API ---------------------------------------------------------

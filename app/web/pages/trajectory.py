@@ -47,6 +47,7 @@ class Claim:
     call: int  # counted from 1
     tool: Any
     sentence: Any
+    message: int | None = None  # the message it was said in, counted from 1
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,9 @@ class Evidence:
     looked_in: Any = None
     sentence: Any = None
     failed_call: int | None = None  # counted from 1
+    message: int | None = None  # the message that states the ungrounded values, counted from 1
     claimed: Claim | None = None
+    reported: Any = None  # {message, sentence}: a message telling the user the failed step did not work
     grounded: list[tuple[str, Any]] = field(default_factory=list)  # (value, how), sorted as |dictsort sorts
     give_up_phrase: Any = None
     case_passed: Any = None
@@ -78,8 +81,11 @@ class Evidence:
                                      "handoff", "ungrounded_values", "looked_in", "sentence", "give_up_phrase",
                                      "case_passed", "reward")},
             failed_call=None if e.get("failed_call") is None else _int(e["failed_call"]) + 1,
-            claimed=Claim(_int(claimed.get("call")) + 1, claimed.get("tool"), claimed.get("sentence"))
+            message=None if e.get("message") is None else _int(e["message"]),
+            claimed=Claim(_int(claimed.get("call")) + 1, claimed.get("tool"), claimed.get("sentence"),
+                          None if claimed.get("message") is None else _int(claimed["message"]))
             if isinstance(claimed, dict) else None,
+            reported=e.get("reported") if isinstance(e.get("reported"), dict) else None,
             grounded=sorted(grounded.items(), key=lambda kv: kv[0].lower()) if isinstance(grounded, dict) else [])
 
 

@@ -333,6 +333,9 @@ SAMPLES: dict[str, list[tuple[str, Build]]] = {
         ("real-parallel-multiple", real("bfcl/BFCL_v4_parallel_multiple.json")),
         ("real-irrelevance", real("bfcl/BFCL_v4_irrelevance.json")),
         ("real-multi-turn", real("bfcl/BFCL_v4_multi_turn_base.json")),
+        *((f"real-results-{c}", real(f"bfcl/results/AIREV-Agent-0.8B/BFCL_v4_{c}_result.json", "--questions",
+                                     "DATA/bfcl"))
+          for c in ("simple_python", "parallel_multiple", "irrelevance", "multi_turn_base")),
         ("generated-single-turn", bfcl_single_turn),
         ("generated-multi-turn", bfcl_multi_turn),
     ],
@@ -471,7 +474,8 @@ def test_what_convert_writes_lint_score_and_import_take_without_a_flag(fmt: str,
             continue
         round_trip(fmt, *made, tmp_path / name)
         ran.append(name)
-        if name in ALSO_SAMPLED:  # the same file as another sample, with other options
+        if name in ALSO_SAMPLED or name.startswith("real-results"):  # the same file as another sample, with
+            # other options; a result file's questions are the files sampled above
             continue
         for label, variant in variants(fmt, *made, tmp_path / f"{name}-variants"):
             round_trip(fmt, *variant, tmp_path / f"{name}-variants" / label / "check")

@@ -503,3 +503,22 @@ def test_a_case_repeated_without_its_trial_takes_the_next_free_one(tmp_path: Pat
         assert got == [("c1", 0), ("line-2", 0), ("c1", 1), ("c1", 2)]
     assert conversion.notes.count("2 records repeat a case and trial of an earlier one (the source does not tell "
                                   "them apart): each takes the next free trial") == 1
+
+
+def test_a_stored_run_of_traces_says_no_reference_on_its_page_and_in_its_figures(db_url: str,
+                                                                               tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from app.settings import Settings
+    from app.web.app import create_app
+
+    r = invoke("import", otel_traces(tmp_path / "traces.jsonl"), "--format", "otel", "--run", "prod", "--db", db_url)
+    assert r.exit_code == 0, r.output
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False)),
+                    base_url="http://127.0.0.1") as client:
+        run = client.get("/api/runs").json()["data"][0]
+        figures = client.get(f"/api/runs/{run['id']}/figures").json()
+        page = client.get(f"/runs/{run['id']}").text
+    assert figures["selection_recall"] == {"num": 0, "den": 0, "no_reference": True}
+    assert figures["schema_validity"] == {"num": 3, "den": 3} and figures["with_reference"] == 0
+    assert page.count("<b>no reference</b>") == 3  # F1 precision and recall, F2 accuracy

@@ -39,8 +39,10 @@ PricesOption = Annotated[Path | None, typer.Option(
 
 @cli.command()
 def score(
-    suite: Annotated[Path, typer.Argument(help="Suite file (YAML or JSON).")],
-    trajectories: Annotated[Path, typer.Argument(help="Trajectory records, one JSON object per line.")],
+    suite: Annotated[Path, typer.Argument(help="Suite file (YAML or JSON), or a folder `toollens convert` wrote "
+                                               "(every suite in it, with its trajectories.jsonl).")],
+    trajectories: Annotated[Path | None, typer.Argument(
+        help="Trajectory records, one JSON object per line (default for a folder: its trajectories.jsonl).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object (docs/formats.md).")]
     = False,
     top: Annotated[int, typer.Option(help="How many confusions and failing cases to list.")] = 10,
@@ -54,7 +56,8 @@ def score(
 ) -> None:
     """Score trajectories against a suite, without a database.
 
-    Exit 0: scored; 1: a blocking family above zero (with --fail-on-blocking); 2: bad input (a mistake in the
+    `toollens score DIR` scores every suite of a folder `toollens convert` wrote with its trajectories, in one
+    report. Exit 0: scored; 1: a blocking family above zero (with --fail-on-blocking); 2: bad input (a mistake in the
     suite, records of cases it lacks)."""
     from app.commands.score import run
 

@@ -89,7 +89,8 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         if f.ratio:
             r = data[f.key]
             fam.add_row(
-                f.terminal_heading, f.label, f"{r['num']} / {r['den']}", _ratio(r["num"], r["den"]),
+                f.terminal_heading, f.label, f"{r['num']} / {r['den']}",
+                Text("no reference", style="dim") if r.get("no_reference") else _ratio(r["num"], r["den"]),
                 Text("BLOCKING: must be 0", style="bold red") if f.blocking and r["num"] > 0
                 else ("0" if f.blocking else ""),
             )

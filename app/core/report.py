@@ -15,7 +15,7 @@ from operator import attrgetter
 from typing import Any
 
 from app.core.divergence import cause_key, cause_text
-from app.core.families import PER_CALL_FAMILIES, RATIO_FAMILIES, RATIO_KEYS, counter_keys
+from app.core.families import PER_CALL_FAMILIES, RATIO_FAMILIES, RATIO_KEYS, REFERENCE_KEYS, counter_keys
 from app.core.outcome import OUTCOMES
 from app.core.scoring import ERROR_SOURCES, TrajectoryScore
 
@@ -116,6 +116,8 @@ class Report:
             if self.keep_cases:
                 self.cases.append(_case_entry(ts))
             return
+        if ts.has_reference:
+            self._counts["with_reference"] += 1
         n = self._n
         for i, v in enumerate(_PER_CALL_TOTALS(ts)):
             n[i] += v
@@ -312,6 +314,11 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         """The report object of docs/formats.md, with compatible extensions (extra keys only)."""
         out: dict[str, Any] = {f: self.ratio(f).to_dict() for f in FAMILIES}
+        with_reference = self.counts["with_reference"]
+        if self.trajectories and not with_reference:  # traces without expected calls: said, not 0 / 0
+            for key in REFERENCE_KEYS:
+                if not out[key]["den"]:
+                    out[key]["no_reference"] = True
         out["dependency_violations"] = [
             {"before": a, "after": b, "count": self.violations[(a, b)], "checked": n}
             for (a, b), n in sorted(self.pairs_checked.items(), key=lambda kv: (-self.violations[kv[0]], kv[0]))
@@ -330,6 +337,7 @@ class Report:
         out["failures"] = dict(sorted(self.failures.items()))
         out["user_errors"] = self.counts["user_errors"]  # conversations the simulated user broke: not scored
         out["agent_errors"] = {k: v for k, v in sorted(self.agent_errors.items(), key=lambda kv: (-kv[1], kv[0])) if v}
+        out["with_reference"] = with_reference  # trajectories whose case has expected calls
         out["causes"] = self.causes_json()
         if self.turn_n:
             out["turns"] = self.turns_json()

@@ -10,6 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class RatioPublic(BaseModel):
+    """A figure: its numerator and denominator (``no_reference: true`` added when it needs
+    expected calls and no trajectory had any)."""
+
+    model_config = ConfigDict(extra="allow")
+
     num: int
     den: int
 

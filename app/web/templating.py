@@ -17,8 +17,12 @@ STATIC = ROOT / "static"
 
 
 def ratio(r: Any) -> str:
-    """'85.5%' or 'n/a' for a {num, den} (never a bare ratio without it)."""
+    """'85.5%' or 'n/a' for a {num, den} (never a bare ratio without it); 'no reference' for a
+    figure that needs expected calls when no trajectory had any (``no_reference``)."""
     num, den = (r["num"], r["den"]) if isinstance(r, dict) else (r.num, r.den)
+    unreferenced = r.get("no_reference") if isinstance(r, dict) else getattr(r, "no_reference", False)
+    if not den and unreferenced:
+        return "no reference"
     return "n/a" if not den else f"{100 * num / den:.1f}%"
 
 

@@ -9,6 +9,7 @@ the issue's targets here: outcome agreement of 90% or more, and no
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -20,6 +21,7 @@ import yaml
 from app.core.scoring import Scorer, TrajectoryScore
 from app.core.suite import parse_suite
 from app.importers import Options, convert
+from app.importers.tau2 import Grading
 from tests.resources import DATA, shared_data
 
 GOLD = Path(__file__).parents[1] / "gold" / "recovery_unseen.yaml"
@@ -51,10 +53,25 @@ def scored(source: str) -> dict[tuple[str, int], TrajectoryScore]:
     return out
 
 
+@cache
+def joined(source: str) -> dict[str, tuple[str, int]]:
+    """Each τ² simulation's case and trial as ToolLens stores it: the task it was graded on, and the
+    next free trial where another simulation of that case holds its own (app/importers/tau2.py)."""
+    doc = json.loads(FILES[source][1].read_text())
+    grading = Grading(doc)
+    out = {}
+    for i, sim in enumerate(doc["simulations"]):
+        trial = grading.trial_of(i)
+        out[str(sim.get("id"))] = (grading.case_of(i) or str(sim["task_id"]),
+                                   trial if trial is not None else int(sim.get("trial") or 0))
+    return out
+
+
 def key(item: dict[str, Any]) -> tuple[str, int]:
+    """Where an item's trajectory is, by the ids of its source (the labels name the file's own)."""
     if "sample_id" in item:
         return str(item["sample_id"]), int(item["epoch"]) - 1
-    return str(item["task_id"]), int(item["trial"])
+    return joined(item["source"])[str(item["id"])]
 
 
 def silent(item: dict[str, Any]) -> bool:

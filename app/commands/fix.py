@@ -68,6 +68,8 @@ def fix(
         proposals = _rewrite(found, model=model, base_url=base_url, pairs=pairs)
     try:
         chosen = core.select(proposals, numbers if numbers is not None or not pair else [])
+        if numbers is None and not pair:  # advice explains no failed trajectory: written only when asked by number
+            chosen = [p for p in chosen if not p.advice]
     except ValueError as exc:
         raise fail(f"--only: {exc}") from None
     if pair:
@@ -176,11 +178,14 @@ def _print(console: Console, run: str, failed: int, proposals: list[Proposal], t
         console.print(Text("nothing to propose: no failed trajectory points at a description"))
     from app.core.textdiff import word_diff
 
-    for p in proposals:
+    for i, p in enumerate(proposals):
+        if p.advice and (i == 0 or not proposals[i - 1].advice):
+            console.print(Text("advice: each explains no failed trajectory (those that show it sank on something "
+                               "else first); not written by --out unless named with --only", style="bold"))
         cells = ", ".join(f"{e}→{c} ×{n}" for (e, c), n in sorted(p.addresses.cells.items()))
         console.print(Text.assemble(
             (f"#{p.number} ", "bold"), (f"{p.pattern.replace('_', ' ')}", "yellow"), f", {_where(p)}",
-            f": explains {p.explains} failed trajectories"
+            (f": explains {p.explains} failed trajectories" if not p.advice else ": advice")
             + (f" ({cells})" if cells else "") + ("" if p.applies else "  [not written by --out]")
             + ("" if p.source == "deterministic" else f"  [{p.source}]")))
         console.print(Text.assemble("   ", *_segments([(s.op, s.text) for s in word_diff(p.before, p.after)])))

@@ -76,7 +76,9 @@ def test_a_confused_pair_asks_for_negative_delimitation_and_distinct_description
     by = {(p.pattern, p.tool): p for p in got}
     neg = by[("negative_delimitation", "buscar_producto")]
     assert neg.where == "tool_description" and neg.partner == "buscar_pedido"
-    assert neg.after == "Busca información por texto. NO sirve para buscar pedido: usa buscar_pedido."
+    # the partner's name words and ONE fact that tells them apart: the argument it takes, with its format
+    assert neg.after == 'Busca información por texto. NO sirve para buscar pedido por numero (formato "PED-12345"): ' \
+        "usa buscar_pedido."
     assert neg.explains == 3 and neg.addresses.cells == {("buscar_pedido", "buscar_producto"): 3}
     assert neg.addresses.failures == {"selection": 3} and neg.addresses.cases == {"pedido-0", "pedido-1", "pedido-2"}
     # both descriptions are vague ("información"): each leads with its name's words and its argument's format
@@ -100,17 +102,16 @@ def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_
              traj("cli#0", [CallFact("verificar_compra", {"id": 1, "numero": "PED-1"}, expected="buscar_cliente")])]
     tails = {(p.tool, p.partner): p.tail for p in propose(shared, wrong) if p.pattern == "negative_delimitation"}
     assert tails == {
-        ("verificar_compra", "buscar_pedido"): "NO sirve para buscar (Busca información): usa buscar_pedido.",
-        # what numero identifies is a pedido, not a compra: verificar_compra's object stays
-        ("buscar_pedido", "verificar_compra"): "NO sirve para verificar compra (Verifica información del cliente): "
-                                               "usa verificar_compra.",
-        # rut is buscar_cliente's alone: its object stays in the sentence
-        ("verificar_compra", "buscar_cliente"): "NO sirve para buscar cliente (Busca un cliente por su RUT): usa "
-                                                "buscar_cliente."}
+        ("verificar_compra", "buscar_pedido"): "NO sirve para buscar: usa buscar_pedido.",
+        # what numero identifies is a pedido, not a compra: verificar_compra's object stays, with the argument
+        # buscar_pedido lacks (never its description pasted)
+        ("buscar_pedido", "verificar_compra"): "NO sirve para verificar compra por id: usa verificar_compra.",
+        # rut is buscar_cliente's alone, spelled as its description writes it
+        ("verificar_compra", "buscar_cliente"): "NO sirve para buscar cliente por RUT: usa buscar_cliente."}
     # and its own lead says what that identifier is: the object of the one tool that takes it alone
     leads = {p.tool: p.lead for p in propose(shared, wrong[2:], examples={("verificar_compra", "numero"): "PED-12345"})
              if p.pattern == "distinct_names"}
-    assert leads == {"verificar_compra": 'Verificar compra (por id, numero de pedido, formato "PED-12345").'}
+    assert leads == {"verificar_compra": 'Verificar compra (por numero de pedido, formato "PED-12345").'}
     # a partner's first sentence that names the shared object is left out too
     described = Toolset.from_list([{**t.document(), "description": "Busca un pedido por su número."}
                                    if t.name == "buscar_pedido" else t.document() for t in shared.tools])
@@ -161,8 +162,8 @@ def test_english_pairs_get_english_templates() -> None:
                     for i in range(2)]
     got = propose(EN, trajectories)
     (neg,) = [p for p in got if p.pattern == "negative_delimitation"]
-    # the partner's purpose is its description's first sentence, when that says what sets it apart
-    assert neg.tail == "NOT for diff staged (Shows changes that are staged for commit): use git_diff_staged."
+    # both read and take the same argument: the partner's name words alone, never its description pasted
+    assert neg.tail == "NOT for diff staged: use git_diff_staged."
     # "staged" is in git_diff_staged's description; "unstaged" is not in its own ("not yet staged")
     assert [(p.tool, p.lead) for p in got if p.pattern == "distinct_names"] == \
         [("git_diff_unstaged", "Diff unstaged.")]  # repo_path, which both take, sets nothing apart
@@ -185,7 +186,8 @@ def test_an_invented_tool_name_is_for_the_system_prompt() -> None:
                        traj("q#0", [call], failures=("hallucinated_tool",))], system_prompt="Eres un asistente.")
     (p,) = got
     assert (p.where, p.pattern, p.applies, p.explains) == ("system_prompt", "known_tools", False, 2)
-    assert p.after == ("Eres un asistente. La herramienta cancelar_pedido no existe: para eso usa buscar_pedido. "
+    # cancelling is not looking up: no declared tool means it, whatever step was expected
+    assert p.after == ("Eres un asistente. La herramienta cancelar_pedido no existe. "
                        "Usa solo las herramientas declaradas: buscar_pedido, buscar_producto, buscar_cliente, "
                        "emitir_nota_credito.")
 
@@ -382,7 +384,8 @@ def test_an_english_toolset_gets_english_proposals_end_to_end(tmp_path: Path) ->
     assert done.exit_code == 0, done.output
     proposals = json.loads(done.stdout)["proposals"]
     negative = [p for p in proposals if p["pattern"] == "negative_delimitation"]
-    assert negative and all(re.fullmatch(r"NOT for [a-z ]+( \(.+\))?: use git_[a-z_]+\.",
+    assert negative and all(re.fullmatch(r"NOT for [a-z ]+( by [a-z_]+| \(that one (only reads|changes data)\))?: "
+                                         r"use git_[a-z_]+\.",
                                          p["after"][len(p["before"]):].lstrip(". ")) for p in negative)
     assert all(p["partner"] in p["after"] for p in negative)
     texts = " ".join(p["after"] for p in proposals)

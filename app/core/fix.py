@@ -512,7 +512,8 @@ def _distinct_lead(tool: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str]
     objects = words[1:] or words  # the verb may be conjugated or a synonym: the object must be said
     name_said = all(_stem(w) in text for w in objects if len(w) > 2)
     arg = _telling_arg(tool, toolset, patterned_only=name_said)
-    arg_said = arg is None or all(_stem(w) in text for w in re.split(r"[_\-\s]+", arg) if len(w) > 1)
+    arg_said = arg is None or all(_stem(w) in text for w in re.split(r"[_\-\s]+", arg) if len(w) > 1) \
+        or any(_stem(w) in text for w in _identified(tool, arg, toolset))  # "del pedido" says what numero is
     if name_said and arg_said:
         return ""
     phrase = spelled(words, toolset)

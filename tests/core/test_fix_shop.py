@@ -72,7 +72,7 @@ def test_each_delimitation_names_the_partner_and_the_one_fact_that_tells_them_ap
         ("buscar_pedido", "iniciar_devolucion"): "NO sirve para iniciar devolución (esa modifica datos): usa "
                                                  "iniciar_devolucion.",
     }
-    for (tool, partner), text in got.items():  # never a pasted or cut description
+    for (_tool, partner), text in got.items():  # never a pasted or cut description
         assert "…" not in text and SHOP.get(partner).description.rstrip(".") not in text  # type: ignore[union-attr]
 
 

@@ -261,7 +261,7 @@ def test_fix_json_out_and_only_round_trip(v1_run: str, tmp_path: Path) -> None:
         assert p["after"].replace(p["before"], "").strip(" .") in after[p["tool"]]
     assert "{+" in done.stderr  # the word diff, printed
     parse_suite(candidate)  # a valid suite
-    bad = runner.invoke(cli, ["fix", "v1", "--out", str(out), "--only", "999", "--db", v1_run])
+    bad = runner.invoke(cli, ["fix", "v1", "--out", str(out), "--only", "999", "--force", "--db", v1_run])
     assert bad.exit_code == 2 and "no proposal numbered 999" in bad.output
 
 
@@ -300,6 +300,18 @@ def test_verify_runs_the_candidate_with_the_same_settings_and_prints_the_ab(v1_r
     assert body.startswith("## Tool descriptions rewritten from run v1")
     assert "### Descriptions (~~removed~~, **added**)" in body and "| family | before | after |" in body
     assert "Exact McNemar on 50 shared trajectories" in body and "ToolLens gate" in body
+    # who judged: the simulated agent, said to be a model of a model, with the commands for a real one
+    assert "judged by: the simulated agent (seed 5) on both sides (v1 and v1-fix-1): a model of a model" in out
+    assert "toollens run candidate.yaml --agent openai --model MODEL --base-url URL --trials 1" in out
+    assert "toollens gate --baseline v1-real --candidate v1-fix-1-real" in out
+    assert "### Who judged" in body and "a model of a model" in body and "--agent openai --model MODEL" in body
+    # one verdict per family, stated once: the gate's own families table is not repeated
+    rows = [line for line in body.splitlines() if line.startswith("| selection_precision |")]
+    assert len(rows) == 1 and "| family | baseline | candidate |" not in body
+    assert not [line for line in out.splitlines() if "within noise" in line and re.search(r"pass|regressed", line)]
+    taken = runner.invoke(cli, ["fix", "v1", "--verify", "--verify-run", "v1-fix-1", "--db", v1_run])
+    assert taken.exit_code == 2 and "--verify-run v1-fix-1: a run with that name exists already" in taken.output
+    assert "--resume" not in taken.output
     with_config = json.loads(subprocess.run([sys.executable, "-m", "app.cli", "fix", "v1-fix-1", "--json", "--db",
                                              v1_run], cwd=ROOT, capture_output=True, text=True, timeout=120).stdout)
     assert with_config["run"] == "v1-fix-1"
@@ -440,7 +452,8 @@ def test_pair_applies_the_edits_of_one_pair_as_the_run_page_shows_them(v1_run: s
     v1 = load_suite_document(EXAMPLES / "suite_v1.yaml")
     original = {t["name"]: t["description"] for t in v1["toolset"]["tools"]}
     assert {n for n in written if written[n] != original[n]} == {p["tool"] for p in cli_pair}
-    bad = runner.invoke(cli, ["fix", "v1", "--pair", "ver_saldo,iniciar_devolucion", "--out", str(out), "--db", v1_run])
+    bad = runner.invoke(cli, ["fix", "v1", "--pair", "ver_saldo,iniciar_devolucion", "--out", str(out), "--force",
+                               "--db", v1_run])
     assert bad.exit_code == 2 and "no description edit for that pair" in bad.output
 
 
@@ -490,3 +503,50 @@ def test_on_real_tau_bench_runs_only_the_blind_booking_retries_call_for_an_edit(
     assert p["after"].endswith("Do not repeat the same call: it fails again with the same arguments; change them "
                                "or tell the user.")
     assert p["addresses"]["cases"] == ["task-11", "task-8", "task-9"]
+
+
+def test_out_refuses_an_existing_file_or_a_symlink_and_writes_atomically(v1_run: str, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = tmp_path / "suite.yaml"
+    mine.write_text("# hand-written\n", encoding="utf-8")
+    done = runner.invoke(cli, ["fix", "v1", "--out", str(mine), "--db", v1_run])
+    assert done.exit_code == 2 and "the file exists" in done.output and "--force" in done.output
+    assert mine.read_text(encoding="utf-8") == "# hand-written\n"
+    target = tmp_path / "elsewhere.yaml"
+    target.write_text("keep\n", encoding="utf-8")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(target)
+    for flag in ("--out", "--markdown"):
+        done = runner.invoke(cli, ["fix", "v1", flag, str(link), "--force", "--db", v1_run])
+        assert done.exit_code == 2 and "symbolic link" in done.output
+    assert target.read_text(encoding="utf-8") == "keep\n" and link.is_symlink()
+    done = runner.invoke(cli, ["fix", "v1", "--out", str(mine), "--force", "--db", v1_run])
+    assert done.exit_code == 0 and "toolset" in yaml.safe_load(mine.read_text(encoding="utf-8"))
+
+    import app.core.suitefile as suitefile
+
+    def killed(fd: int) -> None:
+        raise KeyboardInterrupt  # interrupted between writing and renaming
+
+    monkeypatch.setattr(suitefile.os, "fsync", killed)
+    with pytest.raises(KeyboardInterrupt):
+        from app.commands.fix import write_file
+
+        write_file(tmp_path / "new.yaml", b"x")
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".new.yaml")]  # no temporary file left
+    assert not (tmp_path / "new.yaml").exists()
+
+
+def test_control_characters_of_a_description_are_escaped_in_the_terminal() -> None:
+    from rich.console import Console
+
+    from app.commands.fix import _print
+
+    hostile = Toolset.from_list([{**t.document(), "description": "Busca\x1b[2J información.\x07"}
+                                 if t.name == "buscar_producto" else t.document() for t in ES.tools])
+    console = Console(record=True, width=300, force_terminal=False)
+    proposals = propose(hostile, confused(1))
+    _print(console, "v1\x1b]0;x\x07", 1, proposals, len(proposals))
+    text = console.export_text()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "Busca\\x1b[2J información.\\x07" in text and "run v1\\x1b]0;x\\x07" in text

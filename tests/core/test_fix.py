@@ -550,3 +550,21 @@ def test_control_characters_of_a_description_are_escaped_in_the_terminal() -> No
     text = console.export_text()
     assert "\x1b" not in text and "\x07" not in text
     assert "Busca\\x1b[2J información.\\x07" in text and "run v1\\x1b]0;x\\x07" in text
+
+
+def test_advice_is_listed_apart_and_not_written_and_each_proposal_has_one_count(v1_run: str, tmp_path: Path) -> None:
+    data = json.loads(runner.invoke(cli, ["fix", "v1", "--json", "--db", v1_run]).stdout)["proposals"]
+    advice = [p["number"] for p in data if p["advice"]]
+    explaining = [p["number"] for p in data if not p["advice"]]
+    assert advice and explaining and max(explaining) < min(advice)  # ranked after what explains a failure
+    assert all(p["advice"] == (p["addresses"]["failed_trajectories"] == 0) for p in data)
+    assert not [e for p in data for e in p["evidence"] if "trajector" in e]  # the one count is "explains N"
+    out = tmp_path / "c.yaml"
+    done = runner.invoke(cli, ["fix", "v1", "--out", str(out), "--db", v1_run, "--top", "1000"])
+    assert done.exit_code == 0, done.output
+    label = yaml.safe_load(out.read_text(encoding="utf-8"))["toolset"]["label"]
+    written = {int(n) for n in label.split("+fix")[1].split(",")}
+    applied = {p["number"] for p in data if p["applies"]}
+    assert written == applied - set(advice)
+    text = done.stdout
+    assert text.index("advice: each explains no failed trajectory") < text.index(f"#{min(advice)} ")

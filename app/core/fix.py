@@ -362,7 +362,7 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
     valid call sent, per ``(tool, field)``; ``flows``: per ``(A, B)`` the
     arguments of B the run took from an observation of A."""
     lang = language or toolset_language(toolset)
-    ex: dict[tuple[str, str], Any] = dict(examples or {})
+    ex = _valid_examples(toolset, examples or {})
     failed = [t for t in trajectories if not t.passed]
     counted: Counter[tuple[str, str]] = Counter()
     confused: dict[tuple[str, str], Addresses] = {}
@@ -444,7 +444,8 @@ def pair_proposals(toolset: Toolset, cells: Mapping[tuple[str, str], int], *,
     Same texts as ``propose`` writes for those pairs; nothing counted."""
     confused = {(e, c): Addresses() for (e, c), n in cells.items()
                 if n and e != c and e in toolset and c in toolset}
-    return _pair_proposals(toolset, confused, cells, dict(examples or {}), language or toolset_language(toolset))
+    return _pair_proposals(toolset, confused, cells, _valid_examples(toolset, examples or {}),
+                           language or toolset_language(toolset))
 
 
 def for_pairs(proposals: Iterable[Proposal], pairs: Iterable[tuple[str, str]]) -> list[Proposal]:
@@ -562,6 +563,31 @@ def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: 
         words = kept
     return _T[lang]["negative"].format(words=spelled(words, toolset), partner=partner.name,
                                        fact=_telling_fact(tool, partner, toolset, ex, lang))
+
+
+_DATE_SHAPES = {"date": r"\d{4}-\d{2}-\d{2}", "date-time": r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*",
+                "time": r"\d{2}:\d{2}(:\d{2})?.*"}
+
+
+def _valid_examples(toolset: Toolset, examples: Mapping[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
+    """The examples a proposal may quote: a text value must fit its argument's
+    pattern and date format (a value the schema let through, "12 de marzo de
+    2024" for a date, is no example of the format)."""
+    out = {}
+    for (name, fname), value in examples.items():
+        tool = toolset.get(name)
+        schema = _properties(tool).get(fname) if tool is not None else None
+        if isinstance(value, str) and isinstance(schema, Mapping):
+            pattern, fmt = schema.get("pattern"), schema.get("format")
+            try:
+                if isinstance(pattern, str) and not re.search(pattern, value):
+                    continue
+            except re.error:
+                pass
+            if isinstance(fmt, str) and fmt in _DATE_SHAPES and not re.fullmatch(_DATE_SHAPES[fmt], value):
+                continue
+        out[(name, fname)] = value
+    return out
 
 
 def _about(p: Proposal, cause: tuple[str, str, str]) -> bool:

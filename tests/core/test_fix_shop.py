@@ -136,3 +136,17 @@ def test_the_run_page_and_the_command_build_the_same_text_for_a_pair() -> None:
         a = sorted((p.tool, p.pattern, p.after) for p in for_pairs(cli, [pair]))
         b = sorted((p.tool, p.pattern, p.after) for p in for_pairs(page, [pair]))
         assert a == b and a
+
+
+def test_a_value_the_schema_let_through_is_no_example_of_the_format() -> None:
+    dated = Toolset.from_list([*(t.document() for t in SHOP.tools if t.name != "iniciar_devolucion"), {
+        "name": "iniciar_devolucion", "description": "Inicia la devolución de un pedido entregado.",
+        "parameters": _obj({"numero": PEDIDO, "fecha_retiro": {"type": "string", "format": "date"}},
+                           ["numero", "fecha_retiro"])}])
+    call = CallFact("iniciar_devolucion", {"numero": "PED-12345", "fecha_retiro": 20240312},
+                    expected="iniciar_devolucion", schema_field="fecha_retiro", schema_message="expected string")
+    got = propose(dated, [TrajectoryFact("d#0", "d", "q", False, ("schema",), (call,))],
+                  examples={("iniciar_devolucion", "fecha_retiro"): "12 de marzo de 2024",
+                            ("iniciar_devolucion", "numero"): "PED-12345"})
+    assert [p.tail for p in got if p.pattern == "argument_format"] == \
+        ["fecha_retiro: texto, formato AAAA-MM-DD, no 20240312."]

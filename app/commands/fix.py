@@ -221,12 +221,16 @@ def _print(console: Console, run: str, failed: int, proposals: list[Proposal], t
         cells = ", ".join(f"{e}→{c} ×{n}" for (e, c), n in sorted(p.addresses.cells.items()))
         console.print(Text.assemble(
             (f"#{p.number} ", "bold"), (f"{p.pattern.replace('_', ' ')}", "yellow"), f", {safe(_where(p))}",
-            (f": explains {p.explains} failed trajectories" if not p.advice else ": advice")
+            (f": explains {_trajectories(p.explains)}" if not p.advice else ": advice")
             + (f" ({safe(cells)})" if cells else "") + ("" if p.applies else "  [not written by --out]")
             + ("" if p.source == "deterministic" else f"  [{p.source}]")))
         console.print(Text.assemble("   ", *_segments([(s.op, s.text) for s in word_diff(p.before, p.after)])))
         for line in p.evidence[:3]:
             console.print(Text(f"   · {safe(line)}", style="dim"))
+
+
+def _trajectories(n: int) -> str:
+    return "1 failed trajectory" if n == 1 else f"{n} failed trajectories"
 
 
 def _where(p: Proposal) -> str:
@@ -259,8 +263,9 @@ def pr_body(run: str, chosen: list[Proposal], diffs: list[tuple[str, list[tuple[
     lines = [f"## Tool descriptions rewritten from run {md(run)}", "",
              f"{len(chosen)} proposals of `toollens fix`, ranked by the failed trajectories each explains:", ""]
     for p in chosen:
-        lines.append(f"- #{p.number} **{p.pattern.replace('_', ' ')}**, {_where(p)}: explains {p.explains} failed "
-                     "trajectories" + ("" if p.applies else f" (not in the suite: {md(p.after, 600)})"))
+        lines.append(f"- #{p.number} **{p.pattern.replace('_', ' ')}**, {md(_where(p))}: "
+                     + (f"explains {_trajectories(p.explains)}" if not p.advice else "advice (explains no failed "
+                        "trajectory)") + ("" if p.applies else f" (not in the suite: {md(p.after, 600)})"))
     lines += ["", "### Descriptions (~~removed~~, **added**)", ""]
     for name, segments in diffs:
         lines.append(f"- `{md(name, 200)}`: " + "".join(_md_segment(op, t) for op, t in segments))

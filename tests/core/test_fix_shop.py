@@ -150,3 +150,16 @@ def test_a_value_the_schema_let_through_is_no_example_of_the_format() -> None:
                             ("iniciar_devolucion", "numero"): "PED-12345"})
     assert [p.tail for p in got if p.pattern == "argument_format"] == \
         ["fecha_retiro: texto, formato AAAA-MM-DD, no 20240312."]
+
+
+def test_the_demos_invented_names_map_to_what_they_mean_in_its_toolset() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    demo = Toolset.from_list(yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "toolset_v1.yaml")
+                                            .read_text(encoding="utf-8"))["tools"])
+    assert {n: meaning_match(n, demo) for n in ("get_balance", "lookup_order", "obtener_cliente", "consultar_cuenta",
+                                                "cancelar_pedido")} == {
+        "get_balance": "ver_saldo", "lookup_order": "buscar_pedido", "obtener_cliente": "buscar_cliente",
+        "consultar_cuenta": None, "cancelar_pedido": None}

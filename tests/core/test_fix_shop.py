@@ -163,3 +163,23 @@ def test_the_demos_invented_names_map_to_what_they_mean_in_its_toolset() -> None
                                                 "cancelar_pedido")} == {
         "get_balance": "ver_saldo", "lookup_order": "buscar_pedido", "obtener_cliente": "buscar_cliente",
         "consultar_cuenta": None, "cancelar_pedido": None}
+
+
+def test_who_judged_names_the_agent_and_with_the_stand_in_the_commands_for_a_real_model() -> None:
+    from pathlib import Path
+
+    from app.commands.fix_verify import who_judged
+
+    real = {"agent": "openai", "model": "gpt-4o-mini", "base_url": "http://localhost:8000/v1", "trials": 3}
+    said, commands = who_judged(real, "tienda", "tienda-fix-1", candidate_file=None)
+    assert said == ("judged by: agent openai, model gpt-4o-mini at http://localhost:8000/v1, the same on both sides "
+                    "(tienda and tienda-fix-1)") and commands == []
+    sim = {"agent": "simulated", "seed": 1, "sim_rates": "confusion=0.9", "trials": 60, "faults": None}
+    said, commands = who_judged(sim, "tienda", "tienda-fix-1", candidate_file=Path("cand.yaml"))
+    assert said.startswith("judged by: the simulated agent (seed 1, rates confusion=0.9) on both sides (tienda and "
+                           "tienda-fix-1): a model of a model")
+    assert commands == [
+        "toollens run SUITE.yaml --agent openai --model MODEL --base-url URL --trials 60 --run tienda-real"
+        "  # SUITE.yaml: the suite tienda ran",
+        "toollens run cand.yaml --agent openai --model MODEL --base-url URL --trials 60 --run tienda-fix-1-real",
+        "toollens gate --baseline tienda-real --candidate tienda-fix-1-real"]

@@ -529,7 +529,8 @@ def _telling_fact(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mappi
                   lang: Language) -> str:
     """One fact that tells the partner from the tool: an argument the partner
     requires and the tool lacks (its format first), else what each does (one
-    reads, the other writes), else an argument only the partner takes."""
+    reads, the other writes), else an argument the partner requires and no
+    other tool takes (``por SKU``)."""
     t = _T[lang]
     own = [f for f in _required(partner) if f not in _properties(tool)]
     patterned = [f for f in own if _patterned(partner, f)]
@@ -539,8 +540,10 @@ def _telling_fact(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mappi
     e_partner, e_tool = effect(partner, toolset), effect(tool, toolset)
     if e_partner and e_partner != e_tool:
         return t[e_partner]
-    if own:
-        return t["by"].format(arg=_arg_fact(partner, own[0], toolset, ex, lang)[0])
+    others = {f for x in toolset.tools if x.name not in (partner.name, tool.name) for f in _properties(x)}
+    unique = [f for f in own if f not in others]  # an id every other tool takes tells nothing apart
+    if unique:
+        return t["by"].format(arg=_arg_fact(partner, unique[0], toolset, ex, lang)[0])
     return ""
 
 

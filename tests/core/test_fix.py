@@ -103,9 +103,10 @@ def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_
     tails = {(p.tool, p.partner): p.tail for p in propose(shared, wrong) if p.pattern == "negative_delimitation"}
     assert tails == {
         ("verificar_compra", "buscar_pedido"): "NO sirve para buscar: usa buscar_pedido.",
-        # what numero identifies is a pedido, not a compra: verificar_compra's object stays, with the argument
-        # buscar_pedido lacks (never its description pasted)
-        ("buscar_pedido", "verificar_compra"): "NO sirve para verificar compra por id: usa verificar_compra.",
+        # what numero identifies is a pedido, not a compra: verificar_compra's object stays; both read, and the
+        # id buscar_pedido lacks is emitir_nota_credito's too: no fact tells them apart, none is made up (and
+        # never the description pasted)
+        ("buscar_pedido", "verificar_compra"): "NO sirve para verificar compra: usa verificar_compra.",
         # rut is buscar_cliente's alone, spelled as its description writes it
         ("verificar_compra", "buscar_cliente"): "NO sirve para buscar cliente por RUT: usa buscar_cliente."}
     # and its own lead says what that identifier is: the object of the one tool that takes it alone

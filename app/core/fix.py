@@ -572,6 +572,17 @@ _DATE_SHAPES = {"date": r"\d{4}-\d{2}-\d{2}", "date-time": r"\d{4}-\d{2}-\d{2}[T
                 "time": r"\d{2}:\d{2}(:\d{2})?.*"}
 
 
+def _attempt(value: Any, example: Any) -> bool:
+    """Whether a wrong value of a patterned argument is an attempt at its
+    format (``12345``, ``"ped 12345"`` for ``"PED-12345"``) rather than other
+    words sent there (a product's name): quoting those would put the
+    question's words into the description."""
+    if not isinstance(value, str):
+        return True
+    known = {w for w in re.findall(r"[^\W\d_]{2,}", fold(str(example or "")))}
+    return all(w in known for w in re.findall(r"[^\W\d_]{2,}", fold(value)))
+
+
 def _valid_examples(toolset: Toolset, examples: Mapping[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
     """The examples a proposal may quote: a text value must fit its argument's
     pattern and date format (a value the schema let through, "12 de marzo de
@@ -668,6 +679,8 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
         if (name, fname) not in unstated and re.search(rf"\b{re.escape(fold(fname))}\b", said):
             continue  # the description speaks of the argument and states its format already: not what failed
         example = ex.get((name, fname))
+        if isinstance(schema.get("pattern"), str):  # quote attempts at the pattern, not a question's words
+            wrong = [v for v in wrong if _attempt(v, example)]
         values = list(dict.fromkeys(shown(v) for v in wrong))
         if example is not None:
             values = [v for v in values if v != shown(example)]

@@ -183,3 +183,14 @@ def test_who_judged_names_the_agent_and_with_the_stand_in_the_commands_for_a_rea
         "  # SUITE.yaml: the suite tienda ran",
         "toollens run cand.yaml --agent openai --model MODEL --base-url URL --trials 60 --run tienda-fix-1-real",
         "toollens gate --baseline tienda-real --candidate tienda-fix-1-real"]
+
+
+def test_a_format_proposal_quotes_attempts_at_the_pattern_not_the_questions_words() -> None:
+    calls = [CallFact("iniciar_devolucion", {"numero": sent, "motivo": "falla"}, expected="iniciar_devolucion",
+                      schema_field="numero", schema_message="does not match pattern")
+             for sent in ("cargador USB-C 65W", "12345", "ped 12345")]
+    got = propose(SHOP, [TrajectoryFact(f"f{i}#0", f"f{i}", "q", False, ("schema",), (c,))
+                         for i, c in enumerate(calls)], examples=EXAMPLES)
+    # a product's name sent as the order number would put the question's words into the description
+    assert [p.tail for p in got if p.pattern == "argument_format"] == \
+        ['numero: texto, formato "PED-12345", no "12345" o "ped 12345".']

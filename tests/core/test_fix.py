@@ -523,6 +523,14 @@ def test_out_refuses_an_existing_file_or_a_symlink_and_writes_atomically(v1_run:
     assert target.read_text(encoding="utf-8") == "keep\n" and link.is_symlink()
     done = runner.invoke(cli, ["fix", "v1", "--out", str(mine), "--force", "--db", v1_run])
     assert done.exit_code == 0 and "toolset" in yaml.safe_load(mine.read_text(encoding="utf-8"))
+    fresh = tmp_path / "fresh.yaml"
+    assert runner.invoke(cli, ["fix", "v1", "--out", str(fresh), "--db", v1_run]).exit_code == 0
+    import os
+    import stat
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # a new file, not the temporary file's 0600
 
     import app.core.suitefile as suitefile
 

@@ -28,7 +28,9 @@ def fix(
     as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as one JSON object "
                                           "(docs/formats.md).")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Write a candidate suite (YAML or JSON by the "
-                                             "extension) with only descriptions changed.")] = None,
+                                             "extension) with only descriptions changed: the proposals that "
+                                             "explain a failed trajectory (advice only when --only names it); "
+                                             "an existing file only with --force.")] = None,
     toolset_only: Annotated[bool, typer.Option("--toolset", help="With --out: write only the candidate "
                                                "toolset.")] = False,
     only: Annotated[str | None, typer.Option("--only", help="Apply these proposals only, by number: 1,3.")]

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands.common import environment_error, fail, store_session
+from app.commands.report_view import safe
 
 if TYPE_CHECKING:
     from app.core.fix import Proposal
@@ -27,7 +28,9 @@ def fix(
     as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as one JSON object "
                                           "(docs/formats.md).")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Write a candidate suite (YAML or JSON by the "
-                                             "extension) with only descriptions changed.")] = None,
+                                             "extension) with only descriptions changed: the proposals that "
+                                             "explain a failed trajectory (advice only when --only names it); "
+                                             "an existing file only with --force.")] = None,
     toolset_only: Annotated[bool, typer.Option("--toolset", help="With --out: write only the candidate "
                                                "toolset.")] = False,
     only: Annotated[str | None, typer.Option("--only", help="Apply these proposals only, by number: 1,3.")]
@@ -46,6 +49,7 @@ def fix(
     verify_run: Annotated[str | None, typer.Option("--verify-run", help="Name of the candidate run "
                                                    "(default: RUN-fix-N).")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="gate.yaml for the verdict.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="With --out: replace an existing file.")] = False,
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a pull-request body: the diffs, "
                                                   "the figures, the verdict.")] = None,
     db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
@@ -55,9 +59,13 @@ def fix(
 
     Exit 0: proposals printed (or written); with --verify, as `gate`: 0 passed, 1 regressed; 2: bad input."""
     from app.core import fix as core
-    from app.core.suitefile import render, replace_atomically
+    from app.core.suitefile import render
 
     numbers = _numbers(only) if only is not None else None
+    if out is not None:
+        _check_target(out, "--out", force=force)
+    if markdown is not None:
+        _check_target(markdown, "--markdown", force=True)
     with store_session(db) as session:
         from app.store.fix import run_fix
 
@@ -68,6 +76,8 @@ def fix(
         proposals = _rewrite(found, model=model, base_url=base_url, pairs=pairs)
     try:
         chosen = core.select(proposals, numbers if numbers is not None or not pair else [])
+        if numbers is None and not pair:  # advice explains no failed trajectory: written only when asked by number
+            chosen = [p for p in chosen if not p.advice]
     except ValueError as exc:
         raise fail(f"--only: {exc}") from None
     if pair:
@@ -89,27 +99,24 @@ def fix(
     diffs = description_diffs(found.document, candidate)
     err = Console(stderr=True, soft_wrap=True)
     if out is not None:
-        try:
-            replace_atomically(out, render(out, None, candidate["toolset"] if toolset_only else candidate, []))
-        except OSError as exc:
-            raise environment_error(exc) from None
-        err.print(Text(f"wrote {out}: {len(diffs)} descriptions changed by {sum(p.applies for p in chosen)} "
-                       f"proposals; names, schemas, mocks and cases as in run {run_name} "
-                       f"(label {candidate['toolset'].get('label')})", style="bold"))
+        write_file(out, render(out, None, candidate["toolset"] if toolset_only else candidate, []))
+        err.print(Text(safe(f"wrote {out}: {len(diffs)} descriptions changed by {sum(p.applies for p in chosen)} "
+                            f"proposals; names, schemas, mocks and cases as in run {run_name} "
+                            f"(label {candidate['toolset'].get('label')})"), style="bold"))
         for name, segments in diffs:
-            err.print(Text.assemble((f"  {name}: ", "bold"), *_segments(segments)))
+            err.print(Text.assemble((f"  {safe(name)}: ", "bold"), *_segments(segments)))
         skipped = [p for p in chosen if not p.applies]
         if skipped:
             err.print(Text("  not written (they live outside the suite): "
                            + ", ".join(f"#{p.number} {p.where.replace('_', ' ')}" for p in skipped)))
     if not verify:
         if markdown is not None:
-            _write(markdown, pr_body(run_name, chosen, diffs, None))
+            write_file(markdown, pr_body(run_name, chosen, diffs, None).encode("utf-8"))
         return
     from app.commands.fix_verify import verify_candidate
 
     code = verify_candidate(db, run_name, config_used, candidate, chosen, diffs, name=verify_run, gate_config=config,
-                            markdown=markdown, console=console)
+                            markdown=markdown, console=console, candidate_file=out)
     if code:
         raise typer.Exit(code=code)
 
@@ -134,11 +141,43 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _write(path: Path, text: str) -> None:
+def _check_target(path: Path, flag: str, *, force: bool) -> None:
+    """Refuse, before any work, a file fix must not write: a symbolic link
+    (never written through), a directory, an existing file without --force."""
+    if path.is_symlink():
+        raise fail(f"{flag} {path}: a symbolic link; fix never writes through one: give the file's own path")
+    if path.is_dir():
+        raise fail(f"{flag} {path}: a directory; give a file name")
+    if path.exists() and not force:
+        raise fail(f"{flag} {path}: the file exists; fix does not replace a suite silently: give a new name, or "
+                   "--force to replace it")
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write atomically (a temporary file beside it, then a rename), never
+    through a symbolic link; a SIGTERM during the write removes the
+    temporary file (a kill -9 cannot be caught, but the rename never leaves
+    a half-written file)."""
+    import signal
+    import threading
+
+    from app.core.suitefile import replace_atomically
+
+    if path.is_symlink():
+        raise fail(f"{path}: a symbolic link; fix never writes through one: give the file's own path")
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, stop) if main else None
     try:
-        path.write_text(text, encoding="utf-8")
+        replace_atomically(path, data)
     except OSError as exc:
         raise environment_error(exc) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def fix_json(run: str, toolset: str, failed: int, proposals: list[Proposal]) -> dict[str, Any]:
@@ -160,6 +199,7 @@ def _segments(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Word-diff segments as plain text that reads without colour: [-removed-] {+added+}."""
     out = []
     for op, text in segments:
+        text = safe(text)
         if op == "equal":
             out.append((text, ""))
         elif op == "delete":
@@ -172,22 +212,26 @@ def _segments(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def _print(console: Console, run: str, failed: int, proposals: list[Proposal], total: int) -> None:
     from app.core.wording import count, trajectories
 
-    console.print(Text(f"run {run}: {count(total, 'proposal')} from {trajectories(failed)}, ranked by the failed "
+    console.print(Text(f"run {safe(run)}: {count(total, 'proposal')} from {trajectories(failed)}, ranked by the failed "
                        "trajectories each explains", style="bold"))
     if not proposals:
         console.print(Text("nothing to propose: no failed trajectory points at a description"))
     from app.core.textdiff import word_diff
 
-    for p in proposals:
+    for i, p in enumerate(proposals):
+        if p.advice and (i == 0 or not proposals[i - 1].advice):
+            console.print(Text("advice: each explains no failed trajectory (those that show it sank on something "
+                               "else first); not written by --out unless named with --only", style="bold"))
         cells = ", ".join(f"{e}→{c} ×{n}" for (e, c), n in sorted(p.addresses.cells.items()))
         console.print(Text.assemble(
-            (f"#{p.number} ", "bold"), (f"{p.pattern.replace('_', ' ')}", "yellow"), f", {_where(p)}",
-            f": explains {trajectories(p.explains)}"
-            + (f" ({cells})" if cells else "") + ("" if p.applies else "  [not written by --out]")
+            (f"#{p.number} ", "bold"), (f"{p.pattern.replace('_', ' ')}", "yellow"), f", {safe(_where(p))}",
+            (f": explains {trajectories(p.explains)}" if not p.advice else ": advice")
+            + (f" ({safe(cells)})" if cells else "") + ("" if p.applies else "  [not written by --out]")
             + ("" if p.source == "deterministic" else f"  [{p.source}]")))
         console.print(Text.assemble("   ", *_segments([(s.op, s.text) for s in word_diff(p.before, p.after)])))
         for line in p.evidence[:3]:
-            console.print(Text(f"   · {line}", style="dim"))
+            console.print(Text(f"   · {safe(line)}", style="dim"))
+
     if total > len(proposals):
         left = total - len(proposals)
         console.print(Text(f"{left} more {'proposal' if left == 1 else 'proposals'}: --top {total} prints all "
@@ -226,8 +270,9 @@ def pr_body(run: str, chosen: list[Proposal], diffs: list[tuple[str, list[tuple[
              f"{count(len(chosen), 'proposal')} of `toollens fix`, ranked by the failed trajectories each "
              "explains:", ""]
     for p in chosen:
-        lines.append(f"- #{p.number} **{p.pattern.replace('_', ' ')}**, {_where(p)}: explains "
-                     f"{trajectories(p.explains)}" + ("" if p.applies else f" (not in the suite: {md(p.after, 600)})"))
+        lines.append(f"- #{p.number} **{p.pattern.replace('_', ' ')}**, {md(_where(p))}: "
+                     + (f"explains {trajectories(p.explains)}" if not p.advice else "advice (explains no failed "
+                        "trajectory)") + ("" if p.applies else f" (not in the suite: {md(p.after, 600)})"))
     lines += ["", "### Descriptions (~~removed~~, **added**)", ""]
     for name, segments in diffs:
         lines.append(f"- `{md(name, 200)}`: " + "".join(_md_segment(op, t) for op, t in segments))

@@ -11,9 +11,11 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands.common import environment_error, fail, settings_for, store_session
+from app.commands.report_view import safe
 
 if TYPE_CHECKING:
     from app.core.fix import Proposal
+    from app.core.gate import GateResult
     from app.store.fix import FixAB, GroupFigures
 
 
@@ -31,12 +33,14 @@ def _candidate_name(session: Any, run: str) -> str:
 
 def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate: dict[str, Any],
                      chosen: list[Proposal], diffs: list[tuple[str, list[tuple[str, str]]]], *, name: str | None,
-                     gate_config: Path | None, markdown: Path | None, console: Console) -> int:
+                     gate_config: Path | None, markdown: Path | None, console: Console,
+                     candidate_file: Path | None = None) -> int:
     """Run the candidate, print the A/B and the verdict; the exit code of ``toollens gate``."""
-    from app.commands.fix import pr_body
+    from app.commands.fix import pr_body, write_file
     from app.core.errors import ToolLensError
     from app.core.gate import GateConfig, load_gate_config
     from app.core.gate_report import markdown as gate_markdown
+    from app.core.gate_report import md
     from app.runner.progress import RunProgress
     from app.runner.session import AGENT_KEYS, RUNNER_MARK, RUNNER_VERSION, WORK_KEYS, RunRequest, run_agent
     from app.store.fix import fix_ab
@@ -50,6 +54,14 @@ def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate
     except ToolLensError as exc:
         raise fail(str(exc)) from None
     with store_session(db) as session:
+        if name:
+            from sqlalchemy import select
+
+            from app.store.models import Run
+
+            if session.scalar(select(Run.id).where(Run.name == name)) is not None:
+                raise fail(f"--verify-run {name}: a run with that name exists already; give another name, or leave "
+                           f"--verify-run out (the candidate is then named {run}-fix-N)")
         name = name or _candidate_name(session, run)
     settings = [k for k in (*WORK_KEYS, *AGENT_KEYS) if k in config]
     request = RunRequest(**{k: config[k] for k in settings}, suite_document=candidate, run_name=name)
@@ -67,23 +79,24 @@ def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate
         base_id = find_run(session, run).id
         ab = fix_ab(session, base_id, outcome.run_id, drove, tools)
         result = run_gate(session, str(base_id), str(outcome.run_id), cfg)
-    console.print(Text(f"candidate run {outcome.run_id} ({outcome.run_name}): {outcome.summary.stored} case runs, "
-                       f"same agent settings, trials and seeds as {run}", style="bold"))
-    for line in ab_lines(ab):
-        console.print(Text(line))
+    judged, real = who_judged(config, run, outcome.run_name, candidate_file=candidate_file)
+    console.print(Text(safe(f"candidate run {outcome.run_id} ({outcome.run_name}): {outcome.summary.stored} case "
+                            f"runs, same agent settings, trials and seeds as {run}"), style="bold"))
+    console.print(Text(safe(judged), style="bold yellow" if real else "bold"))
+    for line in real:
+        console.print(Text(safe(f"  {line}")))
+    for line in ab_lines(ab, result):
+        console.print(Text(safe(line)))
     verdict = "passed" if result.passed else "FAILED"
-    console.print(Text(f"gate {verdict}: {run} -> {outcome.run_name}",
+    console.print(Text(safe(f"gate {verdict}: {run} -> {outcome.run_name} (each family's verdict above)"),
                        style="bold green" if result.passed else "bold red"))
-    for v in result.families:
-        if v.status != "n/a":
-            console.print(Text(f"  {v.status:9} {v.title}: {v.detail} (allowed: {v.allowed})"))
     if markdown is not None:
-        body = pr_body(run, chosen, diffs, "### A/B\n\n" + "\n".join(ab_markdown(ab)) + "\n\n"
-                       + gate_markdown(result))
-        try:
-            markdown.write_text(body, encoding="utf-8")
-        except OSError as exc:
-            raise environment_error(exc) from None
+        who = [md(judged[0].upper() + judged[1:], 2000)] + (
+            ["", "```sh", *real, "```"] if real else [])
+        body = pr_body(run, chosen, diffs, "\n".join(["### Who judged", "", *who, "", "### A/B", "",
+                                                       *ab_markdown(ab, result), "",
+                                                       gate_markdown(result, families=False)]))
+        write_file(markdown, body.encode("utf-8"))
     return 0 if result.passed else 1
 
 
@@ -101,23 +114,40 @@ def _group_line(title: str, g: GroupFigures) -> str:
             f"{g.only_a} passed only before, {g.only_b} only after, p = {g.p_value:.3g}")
 
 
-def _families(ab: FixAB) -> list[tuple[str, str, str, str, str]]:
-    """Each family with data in either run: name, before, after, delta with its 95% interval, how it reads."""
+def _families(ab: FixAB, result: GateResult | None = None) -> list[tuple[str, str, str, str, str]]:
+    """Each family with data in either run: name, before, after, delta with its
+    95% interval, and ONE verdict: the gate's where it judges the family (its
+    reason when it is not a pass), else how the interval reads."""
+    from app.core.gate_report import figure
+
+    gate = {v.family: v for v in result.families if v.status != "n/a"} if result is not None else {}
     out = []
     for f in ab.comparison.families:
         if not f.a.den and not f.b.den:
             continue
         ci = "" if f.delta_ci is None else f" [95% {100 * f.delta_ci[0]:+.1f}, {100 * f.delta_ci[1]:+.1f}]"
         delta = "n/a" if f.delta is None else f"{100 * f.delta:+.1f} pts"
-        out.append((f.family, _pct(f.a.num, f.a.den), _pct(f.b.num, f.b.den), delta + ci, f.reads_as))
+        out.append((f.family, _pct(f.a.num, f.a.den), _pct(f.b.num, f.b.den), delta + ci,
+                    _verdict(gate.pop(f.family)) if f.family in gate else f.reads_as))
+    for v in gate.values():  # what the gate judges and the A/B has no rate for (order, cost, latency)
+        out.append((v.family, figure(v.baseline, v.family), figure(v.candidate, v.family), "", _verdict(v)))
     return out
 
 
-def ab_lines(ab: FixAB) -> list[str]:
+def _verdict(v: Any) -> str:
+    """The gate's verdict on a family, with what decided it when it did not pass."""
+    if v.status == "pass":
+        return "pass"
+    why = v.detail.split("; ", 1)[1] if v.family == "recovery" and "; " in v.detail else v.detail
+    return f"{v.status}: {why} (allowed: {v.allowed})"
+
+
+def ab_lines(ab: FixAB, result: GateResult | None = None) -> list[str]:
     """The A/B as plain lines: confusions, families with 95% intervals, McNemar, cells, the two groups."""
     c = ab.comparison
     lines = [f"confusions (calls to another tool than the expected one): {_cut(*ab.confusions)}"]
-    lines += [f"  {family}: {a} → {b}  {delta} {reads}" for family, a, b, delta, reads in _families(ab)]
+    lines += [f"  {family}: {a} → {b}  {delta}  {reads}".replace("   ", " ")
+              for family, a, b, delta, reads in _families(ab, result)]
     if c.mcnemar is not None:
         lines.append(f"McNemar (exact) on {c.shared_cases} shared trajectories: {c.mcnemar.passed_only_a} passed "
                      f"only before, {c.mcnemar.passed_only_b} only after, p = {c.mcnemar.p_value:.3g}")
@@ -130,14 +160,15 @@ def ab_lines(ab: FixAB) -> list[str]:
     return lines
 
 
-def ab_markdown(ab: FixAB) -> list[str]:
+def ab_markdown(ab: FixAB, result: GateResult | None = None) -> list[str]:
     """The A/B as a Markdown table and lines (names come from the toolset: escaped)."""
     from app.core.gate_report import md
 
     c = ab.comparison
     rows = [f"Confusions (calls to another tool than the expected one): **{_cut(*ab.confusions)}**", "",
-            "| family | before | after | delta [95% interval] | reads |", "|---|---|---|---|---|"]
-    rows += [f"| {family} | {a} | {b} | {delta} | {reads} |" for family, a, b, delta, reads in _families(ab)]
+            "| family | before | after | delta [95% interval] | verdict |", "|---|---|---|---|---|"]
+    rows += [f"| {family} | {a} | {b} | {delta} | {md(reads, 400)} |"
+             for family, a, b, delta, reads in _families(ab, result)]
     if c.mcnemar is not None:
         rows += ["", f"Exact McNemar on {c.shared_cases} shared trajectories: {c.mcnemar.passed_only_a} passed only "
                      f"before, {c.mcnemar.passed_only_b} only after, p = {c.mcnemar.p_value:.3g}."]
@@ -149,3 +180,32 @@ def ab_markdown(ab: FixAB) -> list[str]:
     rows += ["", f"- {_group_line('Cases whose failures drove the proposals', ab.drove)}",
              f"- {_group_line('The other cases', ab.rest)}"]
     return rows
+
+
+def who_judged(config: dict[str, Any], run: str, candidate_run: str, *,
+               candidate_file: Path | None) -> tuple[str, list[str]]:
+    """Who ran both sides, in one sentence; with the simulated agent, also the
+    commands that verify the same candidate with a real model (an
+    OpenAI-compatible endpoint, local or hosted)."""
+    import shlex
+
+    agent = str(config.get("agent") or "simulated")
+    model = str(config.get("model") or "")
+    if agent != "simulated":
+        where = f" at {config['base_url']}" if config.get("base_url") else ""
+        return (f"judged by: agent {agent}" + (f", model {model}" if model else "") + where
+                + f", the same on both sides ({run} and {candidate_run})", [])
+    judged = (f"judged by: the simulated agent (seed {config.get('seed', 0)}"
+              + (f", rates {config['sim_rates']}" if config.get("sim_rates") else "") + f") on both sides ({run} and "
+              f"{candidate_run}): a model of a model, which reads descriptions by their words, not as an LLM does. "
+              "Before you merge, verify with a real model:")
+    q = shlex.quote
+    cand = str(candidate_file) if candidate_file is not None else "candidate.yaml"
+    common = f"--agent openai --model MODEL --base-url URL --trials {config.get('trials', 1)}" + (
+        f" --faults {q(str(config['faults']))}" if config.get("faults") else "") + (
+        " --sweep-errors" if config.get("sweep") else "")
+    real = [] if candidate_file is not None else [f"toollens fix {q(run)} --out {cand}  # the same --only/--pair"]
+    real += [f"toollens run SUITE.yaml {common} --run {q(run + '-real')}  # SUITE.yaml: the suite {run} ran",
+             f"toollens run {q(cand)} {common} --run {q(candidate_run + '-real')}",
+             f"toollens gate --baseline {q(run + '-real')} --candidate {q(candidate_run + '-real')}"]
+    return judged, real

@@ -19,10 +19,16 @@ from app.core.wording import fault_text, fraction
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+def safe(value: object) -> str:
+    """Untrusted text for the terminal: control characters (escape sequences
+    included) shown as \\xNN instead of acted on."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", str(value))
+
+
 def _t(value: object, style: str = "") -> Text:
     """Untrusted text for the terminal: no markup, and control characters
     (escape sequences included) shown as \\xNN instead of acted on."""
-    return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", str(value)), style=style)
+    return Text(safe(value), style=style)
 
 def _ratio(num: int, den: int) -> str:
     return "n/a" if den == 0 else f"{num / den:.1%}"

@@ -39,11 +39,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.fix_words import description_texts, effect, meaning_match, spelled, spelled_word
 from app.core.language import Language, detect_language, fold
 from app.core.lint import lint_toolset
 from app.core.records import TRANSIENT_KINDS
 from app.core.tools import Toolset, ToolSpec
-from app.core.wording import trajectories
 
 PATTERNS = ("distinct_names", "negative_delimitation", "argument_format", "precondition", "known_tools",
             "error_message")
@@ -51,7 +51,6 @@ TARGETS = ("tool_description", "parameter_description", "system_prompt", "error_
 APPLIED = ("tool_description", "parameter_description")  # what --out writes into a suite
 MAX_SHOWN = 40  # characters of a value quoted in a proposal
 MAX_TOOLS_LISTED = 12  # a system prompt lists the tools when there are at most this many
-SHORT_DESCRIPTION = 12  # words: a description this short must name the argument only its tool takes
 # a description that names the other tool with one of these says the order already (the linter's words)
 _STATES_ORDER = re.compile(r"\b(primero|antes|despues|requiere|precondicion|previamente|first|before|after|"
                            r"requires?|prerequisite|precondition)\b")
@@ -130,12 +129,18 @@ class Proposal:
     def explains(self) -> int:
         return len(self.addresses.trajectories)
 
+    @property
+    def advice(self) -> bool:
+        """It explains no failed trajectory (what shows it sank on something
+        else first): listed apart, never written by ``--out`` unless asked by number."""
+        return self.explains == 0
+
     def to_dict(self) -> dict[str, Any]:
         a = self.addresses
         return {
             "number": self.number, "where": self.where, "pattern": self.pattern, "tool": self.tool,
             "field": self.field, "partner": self.partner, "before": self.before, "after": self.after,
-            "applies": self.applies, "source": self.source, "evidence": self.evidence,
+            "applies": self.applies, "advice": self.advice, "source": self.source, "evidence": self.evidence,
             "addresses": {
                 "failed_trajectories": len(a.trajectories),
                 "cells": [{"expected": e, "called": c, "count": n} for (e, c), n in sorted(a.cells.items())],
@@ -162,7 +167,11 @@ _T: dict[Language, dict[str, str]] = {
         "distinct": "{words} (por {args}).",
         "distinct_noargs": "{words}.",
         "of": "{field} de {thing}",
-        "negative": "NO sirve para {words}{purpose}: usa {partner}.",
+        "negative": "NO sirve para {words}{fact}: usa {partner}.",
+        "by": " por {arg}",
+        "by_format": " por {arg} (formato {f})",
+        "writes": " (esa modifica datos)",
+        "reads": " (esa solo consulta)",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", formato {f}",
         "with_pattern": " que cumple el patrón {p}",
@@ -186,7 +195,11 @@ _T: dict[Language, dict[str, str]] = {
         "distinct": "{words} (given {args}).",
         "distinct_noargs": "{words}.",
         "of": "{field} of the {thing}",
-        "negative": "NOT for {words}{purpose}: use {partner}.",
+        "negative": "NOT for {words}{fact}: use {partner}.",
+        "by": " by {arg}",
+        "by_format": " by {arg} (format {f})",
+        "writes": " (that one changes data)",
+        "reads": " (that one only reads)",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", format {f}",
         "with_pattern": " matching the pattern {p}",
@@ -273,22 +286,6 @@ def _kind(schema: Mapping[str, Any], lang: Language) -> str:
     return _KIND[lang].get(str(kind), _KIND[lang]["string"] if kind is None else str(kind))
 
 
-def _args_phrase(tool: ToolSpec, examples: Mapping[tuple[str, str], Any], lang: Language, *,
-                 leave_out: frozenset[str] | set[str] = frozenset(), toolset: Toolset | None = None) -> str:
-    """The required arguments (less those the partner takes too), each with the
-    format that sets it apart (``numero, formato "PED-12345"``)."""
-    parts = []
-    for name in [n for n in _required(tool) if n not in leave_out][:3]:
-        schema = _properties(tool).get(name)
-        schema = schema if isinstance(schema, Mapping) else {}
-        example = examples.get((tool.name, name))
-        fmt = _format_phrase(schema, shown(example) if isinstance(example, str) else None, lang)
-        thing = " ".join(_identified(tool, name, toolset)) if toolset is not None else ""
-        label = _T[lang]["of"].format(field=name, thing=thing) if thing else name
-        parts.append(f"{label}{fmt}")
-    return ", ".join(parts)
-
-
 def _identified(tool: ToolSpec, field: str, toolset: Toolset) -> list[str]:
     """What a patterned argument of the tool identifies, where the toolset
     says it: the object in the name (its words after the first) of the one
@@ -365,7 +362,7 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
     valid call sent, per ``(tool, field)``; ``flows``: per ``(A, B)`` the
     arguments of B the run took from an observation of A."""
     lang = language or toolset_language(toolset)
-    ex: dict[tuple[str, str], Any] = dict(examples or {})
+    ex = _valid_examples(toolset, examples or {})
     failed = [t for t in trajectories if not t.passed]
     counted: Counter[tuple[str, str]] = Counter()
     confused: dict[tuple[str, str], Addresses] = {}
@@ -447,14 +444,15 @@ def pair_proposals(toolset: Toolset, cells: Mapping[tuple[str, str], int], *,
     Same texts as ``propose`` writes for those pairs; nothing counted."""
     confused = {(e, c): Addresses() for (e, c), n in cells.items()
                 if n and e != c and e in toolset and c in toolset}
-    return _pair_proposals(toolset, confused, cells, dict(examples or {}), language or toolset_language(toolset))
+    return _pair_proposals(toolset, confused, cells, _valid_examples(toolset, examples or {}),
+                           language or toolset_language(toolset))
 
 
 def for_pairs(proposals: Iterable[Proposal], pairs: Iterable[tuple[str, str]]) -> list[Proposal]:
     """The description edits of the given pairs of tools (either order)."""
     wanted = {frozenset(p) for p in pairs}
-    return [p for p in proposals if p.pattern in ("negative_delimitation", "distinct_names") and p.tool and p.partner
-            and frozenset((p.tool, p.partner)) in wanted]
+    return [p for p in proposals if p.pattern in ("negative_delimitation", "distinct_names") and p.tool
+            and any(frozenset(cell) in wanted and p.tool in cell for cell in p.addresses.cells)]
 
 
 def _tool_edit(tool: ToolSpec, pattern: str, partner: str | None, a: Addresses, evidence: list[str], *,
@@ -464,33 +462,146 @@ def _tool_edit(tool: ToolSpec, pattern: str, partner: str | None, a: Addresses, 
                     evidence=evidence, lead=lead, tail=tail)
 
 
-def _first_sentence(text: str, limit: int = 100) -> str:
-    """A description's first sentence, without its final period, clipped."""
-    first = re.split(r"(?<=[.!?])\s", " ".join(text.split()), maxsplit=1)[0].rstrip(".")
-    return first if len(first) <= limit else first[:limit - 1] + "…"
+def _stem(word: str, verb: bool = False) -> str:
+    return fold(word)[:4 if verb else 5]
 
 
-def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, lang: Language) -> str:
-    """``NO sirve para <what the partner is for>: usa <partner>.`` The partner's
-    name words, and its description's first sentence where it names what the
-    partner is for. A tool is not delimited against the thing it works on:
-    where it takes an identifier the partner requires (same pattern), the
-    object that identifier identifies (``_identified``) leaves the partner's
-    name words, and the first sentence goes if it names that object
+def _patterned(tool: ToolSpec, name: str) -> bool:
+    schema = _properties(tool).get(name)
+    return isinstance(schema, Mapping) and isinstance(schema.get("pattern") or schema.get("format"), str)
+
+
+def _arg_fact(tool: ToolSpec, name: str, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
+              lang: Language) -> tuple[str, str]:
+    """An argument as a description would name it (``RUT``, ``numero de pedido``) and its format, if any."""
+    label = spelled_word(name, description_texts(toolset)) if "_" not in name else name
+    thing = " ".join(_identified(tool, name, toolset))
+    if thing:
+        label = _T[lang]["of"].format(field=label, thing=spelled(["", *thing.split()], toolset).strip())
+    schema = _properties(tool).get(name)
+    schema = schema if isinstance(schema, Mapping) else {}
+    example = ex.get((tool.name, name))
+    if isinstance(schema.get("format"), str):
+        return label, str(_DATE.get(schema["format"], {}).get(lang, schema["format"]))
+    if isinstance(schema.get("pattern"), str):
+        return label, shown(example) if isinstance(example, str) else schema["pattern"]
+    return label, ""
+
+
+def _telling_arg(tool: ToolSpec, toolset: Toolset, *, patterned_only: bool = False) -> str | None:
+    """The argument that sets a tool apart: a required one with a pattern or a
+    format first, else a required one no other tool takes (with
+    ``patterned_only``, only when it is the one the tool goes by: its sole
+    required argument, a key like ``rut``, not one of ``id, monto, motivo``)."""
+    required = _required(tool)
+    for f in required:
+        if _patterned(tool, f):
+            return f
+    if patterned_only and len(required) != 1:
+        return None
+    others = {f for t in toolset.tools if t.name != tool.name for f in _properties(t)}
+    return next((f for f in required if f not in others), None)
+
+
+def _distinct_lead(tool: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str], Any], t: Mapping[str, str]) -> str:
+    """The sentence a description should open with to say what its tool is
+    (its name's words, as the toolset spells them) and the argument that sets
+    it apart; "" when the description says both already (nothing to add)."""
+    lang: Language = "es" if t is _T["es"] else "en"
+    words = _name_words(tool.name, toolset)
+    text = fold(tool.description)
+    objects = words[1:] or words  # the verb may be conjugated or a synonym: the object must be said
+    name_said = all(_stem(w) in text for w in objects if len(w) > 2)
+    arg = _telling_arg(tool, toolset, patterned_only=name_said)
+    arg_said = arg is None or all(_stem(w) in text for w in re.split(r"[_\-\s]+", arg) if len(w) > 1) \
+        or any(_stem(w) in text for w in _identified(tool, arg, toolset))  # "del pedido" says what numero is
+    if name_said and arg_said:
+        return ""
+    phrase = spelled(words, toolset)
+    phrase = phrase[:1].upper() + phrase[1:]
+    if arg is None or arg_said:
+        return t["distinct_noargs"].format(words=phrase)
+    label, fmt = _arg_fact(tool, arg, toolset, ex, lang)
+    return t["distinct"].format(words=phrase, args=label + (t["with_format"].format(f=fmt) if fmt else ""))
+
+
+def _telling_fact(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
+                  lang: Language) -> str:
+    """One fact that tells the partner from the tool: an argument the partner
+    requires and the tool lacks (its format first), else what each does (one
+    reads, the other writes), else an argument the partner requires and no
+    other tool takes (``por SKU``)."""
+    t = _T[lang]
+    own = [f for f in _required(partner) if f not in _properties(tool)]
+    patterned = [f for f in own if _patterned(partner, f)]
+    if patterned:
+        label, fmt = _arg_fact(partner, patterned[0], toolset, ex, lang)
+        return t["by_format"].format(arg=label, f=fmt)
+    e_partner, e_tool = effect(partner, toolset), effect(tool, toolset)
+    if e_partner and e_partner != e_tool:
+        return t[e_partner]
+    others = {f for x in toolset.tools if x.name not in (partner.name, tool.name) for f in _properties(x)}
+    unique = [f for f in own if f not in others]  # an id every other tool takes tells nothing apart
+    if unique:
+        return t["by"].format(arg=_arg_fact(partner, unique[0], toolset, ex, lang)[0])
+    return ""
+
+
+def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
+                       lang: Language) -> str:
+    """``NO sirve para <what the partner does><one fact>: usa <partner>.``: the
+    partner's name words as the toolset spells them and ONE fact that tells
+    the two apart (``_telling_fact``): never the partner's description pasted.
+    A tool is not delimited against the thing it works on: where it takes an
+    identifier the partner requires (same pattern), the object that
+    identifier identifies (``_identified``) leaves the partner's name words
     (``verificar_compra`` takes buscar_pedido's ``numero``: "NO sirve para
     buscar", not "para buscar pedido")."""
     words = _name_words(partner.name, toolset)
-    purpose = _first_sentence(partner.description) if _names_itself(partner, tool, toolset) else ""
     mine, theirs = _properties(tool), _properties(partner)
     shared = {w for f in _required(partner) if isinstance(mine.get(f), Mapping) and isinstance(theirs.get(f), Mapping)
               and mine[f].get("pattern") == theirs[f].get("pattern") for w in _identified(tool, f, toolset)}
     kept = [w for w in words if w not in shared]
     if shared and kept and len(kept) < len(words):
         words = kept
-        if any(fold(w)[:5] in fold(purpose) for w in shared if len(w) > 2):
-            purpose = ""
-    return _T[lang]["negative"].format(words=" ".join(words), partner=partner.name,
-                                       purpose=f" ({purpose})" if purpose else "")
+    return _T[lang]["negative"].format(words=spelled(words, toolset), partner=partner.name,
+                                       fact=_telling_fact(tool, partner, toolset, ex, lang))
+
+
+_DATE_SHAPES = {"date": r"\d{4}-\d{2}-\d{2}", "date-time": r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*",
+                "time": r"\d{2}:\d{2}(:\d{2})?.*"}
+
+
+def _attempt(value: Any, example: Any) -> bool:
+    """Whether a wrong value of a patterned argument is an attempt at its
+    format (``12345``, ``"ped 12345"`` for ``"PED-12345"``) rather than other
+    words sent there (a product's name): quoting those would put the
+    question's words into the description."""
+    if not isinstance(value, str):
+        return True
+    known = {w for w in re.findall(r"[^\W\d_]{2,}", fold(str(example or "")))}
+    return all(w in known for w in re.findall(r"[^\W\d_]{2,}", fold(value)))
+
+
+def _valid_examples(toolset: Toolset, examples: Mapping[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
+    """The examples a proposal may quote: a text value must fit its argument's
+    pattern and date format (a value the schema let through, "12 de marzo de
+    2024" for a date, is no example of the format)."""
+    out = {}
+    for (name, fname), value in examples.items():
+        tool = toolset.get(name)
+        schema = _properties(tool).get(fname) if tool is not None else None
+        if isinstance(value, str) and isinstance(schema, Mapping):
+            pattern, fmt = schema.get("pattern"), schema.get("format")
+            try:
+                if isinstance(pattern, str) and not re.search(pattern, value):
+                    continue
+            except re.error:
+                pass
+            if isinstance(fmt, str) and fmt in _DATE_SHAPES and not re.fullmatch(_DATE_SHAPES[fmt], value):
+                continue
+        out[(name, fname)] = value
+    return out
 
 
 def _about(p: Proposal, cause: tuple[str, str, str]) -> bool:
@@ -512,31 +623,12 @@ def _calls(n: int) -> str:
     return f"{n} call" if n == 1 else f"{n} calls"
 
 
-def _names_itself(tool: ToolSpec, partner: ToolSpec, toolset: Toolset) -> bool:
-    """Whether the description says a word of the tool's name that is not the partner's."""
-    own = set(_name_words(tool.name, toolset)) - set(_name_words(partner.name, toolset))
-    text = fold(tool.description)
-    return any(fold(w)[:5] in text for w in own if len(w) > 2)
-
-
-def _distinct(tool: ToolSpec, partner: ToolSpec, toolset: Toolset) -> bool:
-    """Whether the description already says what sets the tool apart from the
-    partner: a word of its name that is not the partner's, and, in a short
-    description, each argument it requires that the partner does not take."""
-    text = fold(tool.description)
-    if len(text.split()) >= SHORT_DESCRIPTION:
-        return _names_itself(tool, partner, toolset)
-    own_args = [f for f in _required(tool) if f not in _properties(partner)]
-    said = all(all(fold(w)[:5] in text for w in re.split(r"[_\-\s]+", f) if len(w) > 2) for f in own_args)
-    return said and _names_itself(tool, partner, toolset)
-
-
 def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses],
                     cells: Mapping[tuple[str, str], int], ex: Mapping[tuple[str, str], Any],
                     lang: Language) -> list[Proposal]:
     t = _T[lang]
     out: list[Proposal] = []
-    distinct_done: dict[str, Proposal] = {}
+    distinct_done: dict[str, Proposal | None] = {}
     for (expected, called), found in sorted(confused.items(), key=lambda kv: (-len(kv[1].trajectories), kv[0])):
         a_tool, b_tool = toolset.get(expected), toolset.get(called)
         if a_tool is None or b_tool is None:
@@ -544,30 +636,27 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
         n = cells.get((expected, called), 0) or len(found.trajectories)
         evidence = [f"{called} called where {expected} was expected: {_calls(n)}"]
         if fold(expected) not in fold(b_tool.description):
-            sentence = _negative_sentence(b_tool, a_tool, toolset, lang)
+            sentence = _negative_sentence(b_tool, a_tool, toolset, ex, lang)
             a = Addresses(cells={(expected, called): n}, trajectories=set(found.trajectories), cases=set(found.cases),
                           questions=list(found.questions))
             out.append(_tool_edit(b_tool, "negative_delimitation", expected, a, evidence, tail=sentence))
         for tool, partner in ((a_tool, b_tool), (b_tool, a_tool)):
-            if _distinct(tool, partner, toolset):
-                continue
-            p = distinct_done.get(tool.name)
+            if tool.name not in distinct_done:  # one lead per tool, whatever the pair: the same on every page
+                lead = _distinct_lead(tool, toolset, ex, t)
+                distinct_done[tool.name] = _tool_edit(tool, "distinct_names", partner.name, Addresses(), [],
+                                                      lead=lead) if lead else None
+                if lead:
+                    out.append(distinct_done[tool.name])  # type: ignore[arg-type]
+            p = distinct_done[tool.name]
             if p is None:
-                own = " ".join(_name_words(tool.name, toolset))
-                targs = _args_phrase(tool, ex, lang, leave_out=set(_properties(partner)), toolset=toolset)
-                own = own[:1].upper() + own[1:]
-                lead = t["distinct"].format(words=own, args=targs) if targs else \
-                    t["distinct_noargs"].format(words=own)
-                p = distinct_done[tool.name] = _tool_edit(tool, "distinct_names", partner.name, Addresses(), [],
-                                                          lead=lead)
-                out.append(p)
+                continue
             p.addresses.cells[(expected, called)] = n
             for key in found.trajectories:
                 p.addresses.trajectories.add(key)
             p.addresses.cases |= found.cases
             p.addresses.questions.extend(q for q in found.questions if q not in p.addresses.questions)
             p.evidence.append(f"{called} called where {expected} was expected: {_calls(n)}; the description "
-                              f"does not say what sets {tool.name} apart from {partner.name}")
+                              f"does not say what sets {tool.name} apart")
     return out
 
 
@@ -590,6 +679,8 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
         if (name, fname) not in unstated and re.search(rf"\b{re.escape(fold(fname))}\b", said):
             continue  # the description speaks of the argument and states its format already: not what failed
         example = ex.get((name, fname))
+        if isinstance(schema.get("pattern"), str):  # quote attempts at the pattern, not a question's words
+            wrong = [v for v in wrong if _attempt(v, example)]
         values = list(dict.fromkeys(shown(v) for v in wrong))
         if example is not None:
             values = [v for v in values if v != shown(example)]
@@ -600,9 +691,9 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
             example=t["example"].format(v=shown(example)) if example is not None and shape is None else "",
             wrong=(t["wrong"].format(values=t["or"].join(values[:2])) if values else "")
             + (t["missing"] if kinds.get("missing") else ""))
-        evidence = [f"{name}.{fname}: {trajectories(len(a.trajectories))}"
-                    + (f"; sent {', '.join(values[:3])}" if values else "")
-                    + (f"; left out {kinds['missing']} times" if kinds.get("missing") else "")]
+        said_wrong = ([f"sent {', '.join(values[:3])}"] if values else []) \
+            + ([f"left out {kinds['missing']} times"] if kinds.get("missing") else [])
+        evidence = [f"{name}.{fname}: " + ("; ".join(said_wrong) or "a value of another shape")]
         if isinstance(own, str) and own.strip():
             out.append(Proposal(where="parameter_description", pattern="argument_format", tool=name, field=fname,
                                 partner=None, before=own, after=compose(own, (), [sentence]), addresses=a,
@@ -630,8 +721,7 @@ def _precondition_proposals(toolset: Toolset, broken: dict[tuple[str, str], Addr
         sentence = t["precondition"].format(before=before, args=", ".join(needed)) if needed else \
             t["precondition_noargs"].format(before=before)
         out.append(_tool_edit(tool, "precondition", before, a,
-                              [f"{after} called before {before} (declared pair): {len(a.trajectories)} failed "
-                               "trajectories"], lead="", tail=sentence))
+                              [f"{after} called before {before} (declared pair)"], lead="", tail=sentence))
     return out
 
 
@@ -643,13 +733,14 @@ def _unknown_proposals(toolset: Toolset, unknown: dict[str, tuple[Addresses, Cou
         t["only_many"].format(n=len(names))
     out = []
     for name, (a, expected) in sorted(unknown.items()):
-        target = expected.most_common(1)[0][0] if expected else None
+        target = meaning_match(name, toolset)  # what the name means, never merely the step that was expected
         sentence = t["unknown"].format(name=name, expected=target) if target else \
             t["unknown_noexpected"].format(name=name)
         out.append(Proposal(where="system_prompt", pattern="known_tools", tool=None, field=None, partner=target,
                             before=system_prompt, after=compose(system_prompt, (), [sentence, only]), addresses=a,
-                            evidence=[f"{name} called, not in the toolset: {trajectories(len(a.trajectories))}"
-                                      + (f"; the step needed {target}" if target else "")],
+                            evidence=[f"{name} called, not in the toolset"
+                                      + (f"; its name means {target}" if target else "; no declared tool means it")
+                                      + (f" (the step expected {expected.most_common(1)[0][0]})" if expected else "")],
                             tail=f"{sentence} {only}"))
     return out
 
@@ -678,8 +769,7 @@ def _retry_proposals(toolset: Toolset, retries: dict[tuple[str, str], tuple[Addr
             sentence = t["retry_other"].format(tool=name)
         out.append(Proposal(where="error_message", pattern="error_message", tool=name, field=None, partner=None,
                             before=message, after=compose(message, (), [sentence]), addresses=a,
-                            evidence=[f"{name}: the same call repeated after its {error} in {len(a.trajectories)} "
-                                      "failed trajectories"], tail=sentence))
+                            evidence=[f"{name}: the same call repeated after its {error}"], tail=sentence))
     return out
 
 

@@ -37,6 +37,11 @@ def _ratio(value: tuple[int, int] | int | float | None, family: str = "", of_che
     return f"{num}/{den}" if den == 0 else fraction(num, den)
 
 
+def figure(value: tuple[int, int] | int | float | None, family: str = "") -> str:
+    """A family's figure as the gate's table writes it (``17/90 (0.189/traj)``, ``124/197 (62.9%)``)."""
+    return _ratio(value, family)
+
+
 def _delta(v: FamilyVerdict) -> str:
     if v.delta is None:
         return "n/a"
@@ -57,8 +62,9 @@ def _case_row(c: CaseRef) -> str:
     return f"| {md(c.case_id)} | {c.trial} | {fault} | {failures} | {families} |"
 
 
-def markdown(result: GateResult) -> str:
-    """The summary: verdict, the families table, the cases that regressed."""
+def markdown(result: GateResult, *, families: bool = True) -> str:
+    """The summary: verdict, the families table (left out where the caller
+    states each family's verdict already), the cases that regressed."""
     b, c = result.baseline, result.candidate
     verdict = "✅ passed" if result.passed else "❌ failed"
     lines = [
@@ -77,13 +83,14 @@ def markdown(result: GateResult) -> str:
     for note in result.notes:
         lines.append(f"> {md(note, 400)}")
         lines.append("")
-    lines += ["| family | baseline | candidate | change | allowed | result |", "|---|---|---|---|---|---|"]
-    for v in result.families:
+    if families:
+        lines += ["| family | baseline | candidate | change | allowed | result |", "|---|---|---|---|---|---|"]
+    for v in result.families if families else ():
         lines.append(f"| {v.title} | {_ratio(v.baseline, v.family, v.of_checks)} | "
                      f"{_ratio(v.candidate, v.family, v.of_checks)} | {_delta(v)} | "
                      f"{v.allowed} | "
                      f"{_STATUS_MD[v.status]} |")
-    split = [v for v in result.families if v.family == "recovery" and "; " in v.detail]
+    split = [v for v in result.families if v.family == "recovery" and "; " in v.detail] if families else []
     for v in split:  # compared error source by error source: say which dropped, or that none did
         lines += ["", f"{v.title}, by error source: {md(v.detail.split('; ', 1)[1], 400)}."]
     if c.causes:

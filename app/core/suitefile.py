@@ -122,18 +122,24 @@ def render(path: Path, old: bytes | None, document: Mapping[str, Any], added: li
     return yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True, width=120).encode("utf-8")
 
 
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 def replace_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path``, flush it to disk,
-    then rename it over ``path`` (keeping the old file's permissions)."""
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
+    then rename it over ``path`` (keeping the old file's permissions; a new
+    file gets the umask's, not the temporary file's 0600)."""
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

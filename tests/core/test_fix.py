@@ -76,7 +76,9 @@ def test_a_confused_pair_asks_for_negative_delimitation_and_distinct_description
     by = {(p.pattern, p.tool): p for p in got}
     neg = by[("negative_delimitation", "buscar_producto")]
     assert neg.where == "tool_description" and neg.partner == "buscar_pedido"
-    assert neg.after == "Busca información por texto. NO sirve para buscar pedido: usa buscar_pedido."
+    # the partner's name words and ONE fact that tells them apart: the argument it takes, with its format
+    assert neg.after == 'Busca información por texto. NO sirve para buscar pedido por numero (formato "PED-12345"): ' \
+        "usa buscar_pedido."
     assert neg.explains == 3 and neg.addresses.cells == {("buscar_pedido", "buscar_producto"): 3}
     assert neg.addresses.failures == {"selection": 3} and neg.addresses.cases == {"pedido-0", "pedido-1", "pedido-2"}
     # both descriptions are vague ("información"): each leads with its name's words and its argument's format
@@ -100,17 +102,17 @@ def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_
              traj("cli#0", [CallFact("verificar_compra", {"id": 1, "numero": "PED-1"}, expected="buscar_cliente")])]
     tails = {(p.tool, p.partner): p.tail for p in propose(shared, wrong) if p.pattern == "negative_delimitation"}
     assert tails == {
-        ("verificar_compra", "buscar_pedido"): "NO sirve para buscar (Busca información): usa buscar_pedido.",
-        # what numero identifies is a pedido, not a compra: verificar_compra's object stays
-        ("buscar_pedido", "verificar_compra"): "NO sirve para verificar compra (Verifica información del cliente): "
-                                               "usa verificar_compra.",
-        # rut is buscar_cliente's alone: its object stays in the sentence
-        ("verificar_compra", "buscar_cliente"): "NO sirve para buscar cliente (Busca un cliente por su RUT): usa "
-                                                "buscar_cliente."}
+        ("verificar_compra", "buscar_pedido"): "NO sirve para buscar: usa buscar_pedido.",
+        # what numero identifies is a pedido, not a compra: verificar_compra's object stays; both read, and the
+        # id buscar_pedido lacks is emitir_nota_credito's too: no fact tells them apart, none is made up (and
+        # never the description pasted)
+        ("buscar_pedido", "verificar_compra"): "NO sirve para verificar compra: usa verificar_compra.",
+        # rut is buscar_cliente's alone, spelled as its description writes it
+        ("verificar_compra", "buscar_cliente"): "NO sirve para buscar cliente por RUT: usa buscar_cliente."}
     # and its own lead says what that identifier is: the object of the one tool that takes it alone
     leads = {p.tool: p.lead for p in propose(shared, wrong[2:], examples={("verificar_compra", "numero"): "PED-12345"})
              if p.pattern == "distinct_names"}
-    assert leads == {"verificar_compra": 'Verificar compra (por id, numero de pedido, formato "PED-12345").'}
+    assert leads == {"verificar_compra": 'Verificar compra (por numero de pedido, formato "PED-12345").'}
     # a partner's first sentence that names the shared object is left out too
     described = Toolset.from_list([{**t.document(), "description": "Busca un pedido por su número."}
                                    if t.name == "buscar_pedido" else t.document() for t in shared.tools])
@@ -161,8 +163,8 @@ def test_english_pairs_get_english_templates() -> None:
                     for i in range(2)]
     got = propose(EN, trajectories)
     (neg,) = [p for p in got if p.pattern == "negative_delimitation"]
-    # the partner's purpose is its description's first sentence, when that says what sets it apart
-    assert neg.tail == "NOT for diff staged (Shows changes that are staged for commit): use git_diff_staged."
+    # both read and take the same argument: the partner's name words alone, never its description pasted
+    assert neg.tail == "NOT for diff staged: use git_diff_staged."
     # "staged" is in git_diff_staged's description; "unstaged" is not in its own ("not yet staged")
     assert [(p.tool, p.lead) for p in got if p.pattern == "distinct_names"] == \
         [("git_diff_unstaged", "Diff unstaged.")]  # repo_path, which both take, sets nothing apart
@@ -185,7 +187,8 @@ def test_an_invented_tool_name_is_for_the_system_prompt() -> None:
                        traj("q#0", [call], failures=("hallucinated_tool",))], system_prompt="Eres un asistente.")
     (p,) = got
     assert (p.where, p.pattern, p.applies, p.explains) == ("system_prompt", "known_tools", False, 2)
-    assert p.after == ("Eres un asistente. La herramienta cancelar_pedido no existe: para eso usa buscar_pedido. "
+    # cancelling is not looking up: no declared tool means it, whatever step was expected
+    assert p.after == ("Eres un asistente. La herramienta cancelar_pedido no existe. "
                        "Usa solo las herramientas declaradas: buscar_pedido, buscar_producto, buscar_cliente, "
                        "emitir_nota_credito.")
 
@@ -259,7 +262,7 @@ def test_fix_json_out_and_only_round_trip(v1_run: str, tmp_path: Path) -> None:
         assert p["after"].replace(p["before"], "").strip(" .") in after[p["tool"]]
     assert "{+" in done.stderr  # the word diff, printed
     parse_suite(candidate)  # a valid suite
-    bad = runner.invoke(cli, ["fix", "v1", "--out", str(out), "--only", "999", "--db", v1_run])
+    bad = runner.invoke(cli, ["fix", "v1", "--out", str(out), "--only", "999", "--force", "--db", v1_run])
     assert bad.exit_code == 2 and "no proposal numbered 999" in bad.output
 
 
@@ -298,6 +301,18 @@ def test_verify_runs_the_candidate_with_the_same_settings_and_prints_the_ab(v1_r
     assert body.startswith("## Tool descriptions rewritten from run v1")
     assert "### Descriptions (~~removed~~, **added**)" in body and "| family | before | after |" in body
     assert "Exact McNemar on 50 shared trajectories" in body and "ToolLens gate" in body
+    # who judged: the simulated agent, said to be a model of a model, with the commands for a real one
+    assert "judged by: the simulated agent (seed 5) on both sides (v1 and v1-fix-1): a model of a model" in out
+    assert "toollens run candidate.yaml --agent openai --model MODEL --base-url URL --trials 1" in out
+    assert "toollens gate --baseline v1-real --candidate v1-fix-1-real" in out
+    assert "### Who judged" in body and "a model of a model" in body and "--agent openai --model MODEL" in body
+    # one verdict per family, stated once: the gate's own families table is not repeated
+    rows = [line for line in body.splitlines() if line.startswith("| selection_precision |")]
+    assert len(rows) == 1 and "| family | baseline | candidate |" not in body
+    assert not [line for line in out.splitlines() if "within noise" in line and re.search(r"pass|regressed", line)]
+    taken = runner.invoke(cli, ["fix", "v1", "--verify", "--verify-run", "v1-fix-1", "--db", v1_run])
+    assert taken.exit_code == 2 and "--verify-run v1-fix-1: a run with that name exists already" in taken.output
+    assert "--resume" not in taken.output
     with_config = json.loads(subprocess.run([sys.executable, "-m", "app.cli", "fix", "v1-fix-1", "--json", "--db",
                                              v1_run], cwd=ROOT, capture_output=True, text=True, timeout=120).stdout)
     assert with_config["run"] == "v1-fix-1"
@@ -382,7 +397,8 @@ def test_an_english_toolset_gets_english_proposals_end_to_end(tmp_path: Path) ->
     assert done.exit_code == 0, done.output
     proposals = json.loads(done.stdout)["proposals"]
     negative = [p for p in proposals if p["pattern"] == "negative_delimitation"]
-    assert negative and all(re.fullmatch(r"NOT for [a-z ]+( \(.+\))?: use git_[a-z_]+\.",
+    assert negative and all(re.fullmatch(r"NOT for [a-z ]+( by [a-z_]+| \(that one (only reads|changes data)\))?: "
+                                         r"use git_[a-z_]+\.",
                                          p["after"][len(p["before"]):].lstrip(". ")) for p in negative)
     assert all(p["partner"] in p["after"] for p in negative)
     texts = " ".join(p["after"] for p in proposals)
@@ -437,7 +453,8 @@ def test_pair_applies_the_edits_of_one_pair_as_the_run_page_shows_them(v1_run: s
     v1 = load_suite_document(EXAMPLES / "suite_v1.yaml")
     original = {t["name"]: t["description"] for t in v1["toolset"]["tools"]}
     assert {n for n in written if written[n] != original[n]} == {p["tool"] for p in cli_pair}
-    bad = runner.invoke(cli, ["fix", "v1", "--pair", "ver_saldo,iniciar_devolucion", "--out", str(out), "--db", v1_run])
+    bad = runner.invoke(cli, ["fix", "v1", "--pair", "ver_saldo,iniciar_devolucion", "--out", str(out), "--force",
+                               "--db", v1_run])
     assert bad.exit_code == 2 and "no description edit for that pair" in bad.output
 
 
@@ -487,3 +504,76 @@ def test_on_real_tau_bench_runs_only_the_blind_booking_retries_call_for_an_edit(
     assert p["after"].endswith("Do not repeat the same call: it fails again with the same arguments; change them "
                                "or tell the user.")
     assert p["addresses"]["cases"] == ["task-11", "task-8", "task-9"]
+
+
+def test_out_refuses_an_existing_file_or_a_symlink_and_writes_atomically(v1_run: str, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = tmp_path / "suite.yaml"
+    mine.write_text("# hand-written\n", encoding="utf-8")
+    done = runner.invoke(cli, ["fix", "v1", "--out", str(mine), "--db", v1_run])
+    assert done.exit_code == 2 and "the file exists" in done.output and "--force" in done.output
+    assert mine.read_text(encoding="utf-8") == "# hand-written\n"
+    target = tmp_path / "elsewhere.yaml"
+    target.write_text("keep\n", encoding="utf-8")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(target)
+    for flag in ("--out", "--markdown"):
+        done = runner.invoke(cli, ["fix", "v1", flag, str(link), "--force", "--db", v1_run])
+        assert done.exit_code == 2 and "symbolic link" in done.output
+    assert target.read_text(encoding="utf-8") == "keep\n" and link.is_symlink()
+    done = runner.invoke(cli, ["fix", "v1", "--out", str(mine), "--force", "--db", v1_run])
+    assert done.exit_code == 0 and "toolset" in yaml.safe_load(mine.read_text(encoding="utf-8"))
+    fresh = tmp_path / "fresh.yaml"
+    assert runner.invoke(cli, ["fix", "v1", "--out", str(fresh), "--db", v1_run]).exit_code == 0
+    import os
+    import stat
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # a new file, not the temporary file's 0600
+
+    import app.core.suitefile as suitefile
+
+    def killed(fd: int) -> None:
+        raise KeyboardInterrupt  # interrupted between writing and renaming
+
+    monkeypatch.setattr(suitefile.os, "fsync", killed)
+    with pytest.raises(KeyboardInterrupt):
+        from app.commands.fix import write_file
+
+        write_file(tmp_path / "new.yaml", b"x")
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".new.yaml")]  # no temporary file left
+    assert not (tmp_path / "new.yaml").exists()
+
+
+def test_control_characters_of_a_description_are_escaped_in_the_terminal() -> None:
+    from rich.console import Console
+
+    from app.commands.fix import _print
+
+    hostile = Toolset.from_list([{**t.document(), "description": "Busca\x1b[2J información.\x07"}
+                                 if t.name == "buscar_producto" else t.document() for t in ES.tools])
+    console = Console(record=True, width=300, force_terminal=False)
+    proposals = propose(hostile, confused(1))
+    _print(console, "v1\x1b]0;x\x07", 1, proposals, len(proposals))
+    text = console.export_text()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "Busca\\x1b[2J información.\\x07" in text and "run v1\\x1b]0;x\\x07" in text
+
+
+def test_advice_is_listed_apart_and_not_written_and_each_proposal_has_one_count(v1_run: str, tmp_path: Path) -> None:
+    data = json.loads(runner.invoke(cli, ["fix", "v1", "--json", "--db", v1_run]).stdout)["proposals"]
+    advice = [p["number"] for p in data if p["advice"]]
+    explaining = [p["number"] for p in data if not p["advice"]]
+    assert advice and explaining and max(explaining) < min(advice)  # ranked after what explains a failure
+    assert all(p["advice"] == (p["addresses"]["failed_trajectories"] == 0) for p in data)
+    assert not [e for p in data for e in p["evidence"] if "trajector" in e]  # the one count is "explains N"
+    out = tmp_path / "c.yaml"
+    done = runner.invoke(cli, ["fix", "v1", "--out", str(out), "--db", v1_run, "--top", "1000"])
+    assert done.exit_code == 0, done.output
+    label = yaml.safe_load(out.read_text(encoding="utf-8"))["toolset"]["label"]
+    written = {int(n) for n in label.split("+fix")[1].split(",")}
+    applied = {p["number"] for p in data if p["applies"]}
+    assert written == applied - set(advice)
+    text = done.stdout
+    assert text.index("advice: each explains no failed trajectory") < text.index(f"#{min(advice)} ")

@@ -200,12 +200,12 @@ class PairRewrite:
 def pair_rewrites(run_name: str, proposals: list[Any]) -> dict[tuple[str, str], PairRewrite]:
     """The description edits of each pair of tools, keyed by the sorted pair,
     with the command that writes and verifies exactly those."""
-    by_pair: dict[tuple[str, str], list[Any]] = {}
-    for p in proposals:
-        if p.pattern in ("negative_delimitation", "distinct_names") and p.tool and p.partner:
-            by_pair.setdefault((min(p.tool, p.partner), max(p.tool, p.partner)), []).append(p)
+    from app.core.fix import for_pairs
+
+    pairs = {(min(e, c), max(e, c)) for p in proposals for e, c in p.addresses.cells if e != c}
+    by_pair = {pair: edits for pair in sorted(pairs) if (edits := for_pairs(proposals, [pair]))}  # as `fix --pair`
     return {(a, b): PairRewrite(
-        edits=[(p.tool, p.pattern.replace("_", " "), [(s.op, s.text) for s in word_diff(p.before, p.after)])
+        edits=[(p.tool or "", p.pattern.replace("_", " "), [(s.op, s.text) for s in word_diff(p.before, p.after)])
                for p in ps],
         command=f"toollens fix {shlex.quote(run_name)} --pair {shlex.quote(f'{a},{b}')} --out candidate.yaml --verify")
         for (a, b), ps in by_pair.items()}
@@ -246,6 +246,11 @@ class RunPage:
     def order_ratio(self) -> RatioPublic:
         """F5 as the runs list, show and gate state it: violations of the order checks (17/43)."""
         return RatioPublic(num=self.order_violations, den=self.order_checks)
+
+    @property
+    def fix_command(self) -> str:
+        """The command that proposes the edits this run's failures call for (named on the first screen)."""
+        return f"toollens fix {shlex.quote(self.run.name)}"
 
     @property
     def rated(self) -> bool:

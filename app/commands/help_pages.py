@@ -112,6 +112,23 @@ HELP = {
         '              TOOLLENS_DATABASE_URL or ./toollens.db).\n'
         '  --help      Show this message and exit.\n'
     ),
+    'demo': (
+        'Usage: toollens demo [OPTIONS]\n'
+        '\n'
+        '  Record example runs of the SIMULATED agent into a fresh SQLite file and\n'
+        '  serve the dashboard.\n'
+        '\n'
+        'Options:\n'
+        '  --db <str>            SQLite file to create, a path or a sqlite:/// URL\n'
+        '                        (replaced if it exists).  [default: demo.db]\n'
+        '  --examples <path>     Folder with the example suites.  [default: (the\n'
+        '                        bundled examples)]\n'
+        '  --seed <int>          Seed of the simulated agent.  [default: 5]\n'
+        '  --host <str>          Interface to listen on.  [default: 127.0.0.1]\n'
+        '  --port <int>          Port.  [default: 8000]\n'
+        '  --serve / --no-serve  Start the dashboard afterwards.  [default: serve]\n'
+        '  --help                Show this message and exit.\n'
+    ),
     'export': (
         'Usage: toollens export [OPTIONS] {run}\n'
         '\n'

@@ -1,7 +1,7 @@
 """What ``toollens [COMMAND …] --help`` prints on a terminal of 80 columns or more (or into a pipe):
 typer's own help, rendered in advance (``app.commands.help_pages``), so that printing it loads
-neither typer nor the command groups. A help that names a path of this install (``demo``'s
-examples folder) is not kept: typer prints it.
+neither typer nor the command groups. A help that names a path of this install is not kept:
+typer prints it (a default would differ from one install to the next).
 
 Generated: ``python -m app.commands.help_text`` writes the pages again from the typer app after a
 command or its help changes (tests/cli/test_cli_startup.py says when).

@@ -76,16 +76,16 @@ def test_score_loads_no_cli_framework_validator_or_database() -> None:
 
 
 def test_help_is_printed_without_typer_and_the_rest_goes_through_it() -> None:
-    for args in (["--help"], ["score", "--help"], ["db", "upgrade", "--help"], ["toolset", "--help"]):
+    for args in (["--help"], ["score", "--help"], ["db", "upgrade", "--help"], ["toolset", "--help"],
+                 ["demo", "--help"]):
         assert _loaded_by(args) & {"typer", "click", "rich", "pydantic"} == set(), args
-    assert "typer" in _loaded_by(["demo", "--help"])  # its help names the examples folder of this install
     assert "typer" in _loaded_by(["score", "--json", "--help"])  # not a command's name before --help
 
 
 def test_the_help_rendered_in_advance_is_typers() -> None:
     pages = help_text.render_all()
     assert pages == help_text.HELP, "a command or its help changed: python -m app.commands.help_text"
-    assert len(pages) == 20 and "demo" not in pages and pages["db upgrade"].startswith("Usage: toollens db upgrade")
+    assert len(pages) == 21 and pages["db upgrade"].startswith("Usage: toollens db upgrade")
     assert help_text.ROOT_HELP == pages[""] == help_text.render()
 
 
@@ -103,7 +103,7 @@ def test_the_console_script_prints_typers_help(columns: str, args: list[str]) ->
         (0, quick.stdout, "")
     assert quick.stdout.startswith(f"Usage: toollens {' '.join(args[:-1])}".rstrip() + " [OPTIONS]")
     kept = help_text.HELP.get(" ".join(args[:-1]))
-    if columns != "79" and args[0] != "demo":
+    if columns != "79":
         assert quick.stdout == kept
     if args == ["--help"]:
         assert (quick.stdout == help_text.ROOT_HELP) is (columns != "79")  # narrower: typer wraps it

@@ -299,6 +299,8 @@ def check_value(value: Any, depth: int = 0, limit: int = MAX_DEPTH) -> Any:
 def needs_no_cleaning(raw: bytes) -> bool:
     """Whether every string read from the JSON text ``raw`` is as ``clean_text`` leaves it (one
     C-speed search of the bytes; a false "no" only costs the cleaning)."""
+    if b"\\u" not in raw and b"\xed" not in raw:  # two byte searches, far quicker than the pattern's
+        return True
     return _MAY_NEED_CLEANING.search(raw) is None
 
 

@@ -46,7 +46,7 @@ fast build: $(BIN)/.built
 
 # A compiled install, once made, is kept fresh (its old modules would run otherwise).
 demo: $(BIN)/.installed $(if $(wildcard $(BIN)/.built),$(BIN)/.built)
-	$(BIN)/toollens demo --db demo.db --host $(HOST) --port $(PORT)
+	$(BIN)/toollens demo --host $(HOST) --port $(PORT)
 
 test: $(BIN)/.built
 	$(BIN)/pytest -q

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
-from app.commands.common import environment_error, fail, settings_for
+from app.commands.common import environment_error, fail, new_database, read_settings, settings_for
 from app.importers import taking
 from app.store.gc_tuning import collect_cycles_rarely
 
@@ -39,8 +39,10 @@ PricesOption = Annotated[Path | None, typer.Option(
 
 @cli.command()
 def score(
-    suite: Annotated[Path, typer.Argument(help="Suite file (YAML or JSON).")],
-    trajectories: Annotated[Path, typer.Argument(help="Trajectory records, one JSON object per line.")],
+    suite: Annotated[Path, typer.Argument(help="Suite file (YAML or JSON), or a folder `toollens convert` wrote "
+                                               "(every suite in it, with its trajectories.jsonl).")],
+    trajectories: Annotated[Path | None, typer.Argument(
+        help="Trajectory records, one JSON object per line (default for a folder: its trajectories.jsonl).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object (docs/formats.md).")]
     = False,
     top: Annotated[int, typer.Option(help="How many confusions and failing cases to list.")] = 10,
@@ -54,7 +56,8 @@ def score(
 ) -> None:
     """Score trajectories against a suite, without a database.
 
-    Exit 0: scored; 1: a blocking family above zero (with --fail-on-blocking); 2: bad input (a mistake in the
+    `toollens score DIR` scores every suite of a folder `toollens convert` wrote with its trajectories, in one
+    report. Exit 0: scored; 1: a blocking family above zero (with --fail-on-blocking); 2: bad input (a mistake in the
     suite, records of cases it lacks)."""
     from app.commands.score import run
 
@@ -152,7 +155,7 @@ def export(
     from app.store.importer import export_run
 
     try:
-        n = export_run(settings_for(db), run, out)
+        n = export_run(read_settings(db), run, out)
     except ToolLensError as exc:
         raise fail(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
@@ -178,6 +181,7 @@ def serve(
     from app.web.app import create_app
 
     settings = settings_for(db)
+    new_database(settings.database_url)
     if "otlp_warm_start" not in settings.model_fields_set:  # a server: ready for a burst of spans from the start
         settings.otlp_warm_start = True
     settings.listen_host = host

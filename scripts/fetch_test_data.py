@@ -113,6 +113,14 @@ SAMPLES = (
     Sample("tau2/gpt-4o_telecom_pr17.json", "sierra-research/tau2-bench", "8d9b5076",  # pull request 17's commit
            "data/simulations/2025-08-10T02:44:06.496849_telecom_llm_agent_gpt-4o_user_simulator_gpt-4o.json",
            "cc7c895e289bfd2adac0cafa3356c4d6c1f441d57b6b1f5612cbb4ed6e3995cd"),
+    Sample("tau2/claude-sonnet-4-6_airline_ironforge.json", "sierra-research/tau2-bench", "17044a0b",
+           "web/leaderboard/public/submissions/ironshell-ironforge_ironshell-ui_2026-03-09/trajectories/"
+           "ironshell_ironforge_v2_sonnet46.json",
+           "db172bbdfc58ab82aaaf11e5372188948e00a37417580c28d8bda71d0b83b5e4"),
+    Sample("tau2/toolorchestra_retail_gpt-4.1-mini.json", "sierra-research/tau2-bench", "17044a0b",
+           "web/leaderboard/public/submissions/toolorchestra_nvidia_2025-12-02/trajectories/"
+           "toolorchestra_retail_gpt-5_1trial.json",
+           "7d1fad69087aec303ab82601f97d7803dd0b4f97b2fd9756243150008d67c014"),
     Sample("inspect/inspect_ai_browser_gpt-4o-mini.json", "UKGovernmentBEIS/inspect_ai", "499e6152",
            "tests/analysis/test_logs/2025-05-12T20-27-36-04-00_browser.json",
            "e19b39ad6bf6358cd79ab3b71495b27cafde6835df72648b2988ef0af326d327"),

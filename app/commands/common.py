@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -44,18 +45,95 @@ def settings_for(db: str | None) -> Settings:
         raise fail(str(exc)) from None
 
 
+DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a SQLite URL names (None: another database, or SQLite in memory)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database).expanduser().resolve()
+
+
+def is_default_database(url: str) -> bool:
+    """``url`` is the database every command reads without ``--db`` (TOOLLENS_DATABASE_URL or ./toollens.db)."""
+    return settings_for(None).database_url == url
+
+
+def shown_path(path: Path) -> str:
+    """A path as one types it here: relative to the working directory when it is under it."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def nearest_database(path: Path) -> Path | None:
+    """The existing SQLite file whose name is closest to ``path``'s, in its folder (or the default
+    database, when it exists): what a mistyped ``--db`` probably meant."""
+    import difflib
+
+    candidates: dict[str, Path] = {}
+    if path.parent.is_dir():
+        for p in sorted(path.parent.iterdir())[:1000]:
+            if p.suffix in DB_SUFFIXES and p.is_file():
+                candidates[p.name] = p
+    close = difflib.get_close_matches(path.name, list(candidates), n=1, cutoff=0.5)
+    if close:
+        return candidates[close[0]]
+    default = sqlite_path(settings_for(None).database_url)
+    return default if default is not None and default != path and default.is_file() else None
+
+
+def require_database(url: str) -> None:
+    """Exit (status 2) when ``url`` names a SQLite file that does not exist: a command that only
+    reads never creates a database (an empty one would only say "no run" later)."""
+    path = sqlite_path(url)
+    if path is None or path.exists():
+        return
+    near = nearest_database(path)
+    hint = f" (did you mean {shown_path(near)}?)" if near is not None else (
+        " (`toollens demo` records the example runs there; `toollens import` or `toollens run` stores yours)")
+    raise fail(f"no database at {path}{hint}; a command that only reads creates none")
+
+
+def new_database(url: str) -> None:
+    """Say so when a server is about to start on a SQLite file that does not exist yet (it makes an
+    empty one: traces and API clients fill it), with the existing database it was perhaps meant to be."""
+    path = sqlite_path(url)
+    if path is None or path.exists():
+        return
+    from app.commands.score import print_error
+
+    near = nearest_database(path)
+    print_error(f"no database at {path}: starting on a new, empty one"
+                + (f" (did you mean --db {shown_path(near)}?)" if near is not None else ""), label="note: ")
+
+
+def read_settings(db: str | None) -> Settings:
+    """The settings of a command that reads stored runs: its database must exist."""
+    settings = settings_for(db)
+    require_database(settings.database_url)
+    return settings
+
+
 @contextmanager
-def store_session(db: str | None, *, write: bool = False) -> Iterator[Session]:
+def store_session(db: str | None, *, write: bool = False, create: bool | None = None) -> Iterator[Session]:
     """A session on the store for one command: ToolLens errors and an
-    unreachable database or unwritable file become one-line exits (status 2)."""
+    unreachable database or unwritable file become one-line exits (status 2).
+    ``create`` (default: ``write``): a missing SQLite file is made; otherwise it is an error."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.core.errors import ToolLensError
     from app.store.db import make_sessionmaker, session_scope
     from app.store.importer import open_store
 
+    settings = settings_for(db) if (write if create is None else create) else read_settings(db)
     try:
-        engine = open_store(settings_for(db))
+        engine = open_store(settings)
         try:
             with session_scope(make_sessionmaker(engine), write=write) as session:
                 yield session

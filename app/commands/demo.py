@@ -1,19 +1,24 @@
 """``toollens demo``: the main job. Example runs of the simulated agent over
 the example suite (toolset v1 and v2, each with the recovery sweep, and
 repeated trials with random faults) and over multi-turn conversations with
-the rule-based user, stored in SQLite, then the dashboard."""
+the rule-based user, stored in the database every command reads (its own runs
+replaced, no other), then the dashboard."""
 
 from __future__ import annotations
 
+import shlex
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.commands.common import fail, settings_for
+from app.commands.common import environment_error, fail, is_default_database, settings_for, shown_path, sqlite_path
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -28,6 +33,7 @@ DEMO_RUNS: tuple[tuple[str, str, int, str | None, bool], ...] = (
     # conversations: the rule-based user gives the RUT only when asked and confirms the credit note
     ("banca-v2-conversaciones", "conversaciones_v2.yaml", 3, None, True),
 )
+SHOWN_RUN = "banca-v1-simulado-x5"  # the run the closing message and the README show
 
 
 def register(cli: typer.Typer) -> None:
@@ -35,8 +41,10 @@ def register(cli: typer.Typer) -> None:
 
 
 def demo(
-    db: Annotated[str, typer.Option(help="SQLite file to create, a path or a sqlite:/// URL (replaced if it "
-                                         "exists).")] = "demo.db",
+    db: Annotated[str | None, typer.Option(help="Database to record into, a path or a URL (default: the one every "
+                                                "command reads: TOOLLENS_DATABASE_URL or ./toollens.db). The "
+                                                "demo's own runs in it are recorded again; no other run is "
+                                                "touched.")] = None,
     examples: Annotated[Path, typer.Option(help="Folder with the example suites.",  # no path of this install:
                                            show_default="the bundled examples")] = EXAMPLES,  # help is kept
     # seed 5 tells the seed's story in both pairs of runs: v2 cuts confusions and schema errors, and invented
@@ -46,43 +54,38 @@ def demo(
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     serve: Annotated[bool, typer.Option("--serve/--no-serve", help="Start the dashboard afterwards.")] = True,
 ) -> None:
-    """Record example runs of the SIMULATED agent into a fresh SQLite file and serve the dashboard."""
-    from sqlalchemy.engine import make_url
+    """Record example runs of the SIMULATED agent into the database every command reads, and serve the dashboard."""
+    from sqlalchemy.exc import SQLAlchemyError
 
     from app.core.errors import ToolLensError
     from app.runner.session import RunRequest, run_agent
-    from app.settings import Settings
 
-    url = make_url(settings_for(db).database_url)
-    if url.get_backend_name() != "sqlite" or not url.database:
-        raise fail(f"--db {db!r}: the demo records into a fresh SQLite file: give its path")
-    path = Path(url.database).resolve()
+    settings = settings_for(db)
     console = Console(stderr=True, soft_wrap=True)
     missing = [name for _, name, *_ in DEMO_RUNS if not (examples / name).is_file()]
     if missing:
         raise fail(f"example suites not found in {examples}: {', '.join(missing)} (give --examples DIR)")
     listener = _listen(host, port) if serve else None  # a taken port is said now, not after the runs
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    settings = Settings(database_url=f"sqlite:///{path}")
     console.print(Text("Recording example runs of the simulated agent (not a model: seeded, for the demo)…"))
     try:
+        _forget_demo_runs(settings)
         for name, suite, trials, faults, sweep in DEMO_RUNS:
             out = run_agent(settings, RunRequest(agent="simulated", suite_path=examples / suite, trials=trials,
                                                  faults=faults, sweep=sweep, run_name=name, seed=seed,
                                                  concurrency=8))
             s = out.summary
             console.print(Text(f"  {name}: {s.stored} case runs, {s.stored - s.failed} passed"))
-    except ToolLensError as exc:
+    except (ToolLensError, SQLAlchemyError, OSError) as exc:
         if listener is not None:
             listener.close()
-        raise fail(str(exc)) from None
+        raise (fail(str(exc)) if isinstance(exc, ToolLensError) else environment_error(exc)) from None
     from app import buildinfo
 
     console.print(Text(f"{buildinfo.describe()}" + ("" if buildinfo.compiled_modules() else
                        " (`make fast` compiles it with mypyc: a few minutes once, then faster scoring)")))
+    for line in where_stored(settings.database_url):
+        console.print(Text(line, style="bold"))
     if listener is None:
-        console.print(Text(f"Example runs stored in {path}: `toollens serve --db {db}` shows them", style="bold"))
         return
     console.print(Text(f"ToolLens dashboard with the example runs: http://{host}:{port}  (Ctrl-C stops it)",
                        style="bold"))
@@ -92,6 +95,34 @@ def demo(
 
     settings.listen_host = host  # a Host the server answers (docs/security.md)
     uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning")).run(sockets=[listener])
+
+
+def _forget_demo_runs(settings: Settings) -> None:
+    """Remove the runs a previous demo recorded (by their names; nothing else) before recording them again."""
+    from app.store.db import make_sessionmaker, session_scope
+    from app.store.importer import open_store
+    from app.store.ingest import delete_runs_named
+
+    engine = open_store(settings)
+    try:
+        with session_scope(make_sessionmaker(engine), write=True) as session:
+            delete_runs_named(session, [name for name, *_ in DEMO_RUNS])
+    finally:
+        engine.dispose()
+
+
+def where_stored(url: str) -> list[str]:
+    """The closing lines: where the runs are, and the commands that show them (``--db`` only off the default)."""
+    from app.store.db import database_label
+
+    path = sqlite_path(url)
+    if is_default_database(url):
+        option, where = "", f"{database_label(url)}, the database every command reads without --db"
+    else:
+        named = shown_path(path) if path is not None else database_label(url)
+        option, where = f" --db {shlex.quote(named)}", database_label(url)
+    return [f"Example runs stored in {where}.",
+            f"  `toollens serve{option}` shows them; `toollens show {SHOWN_RUN}{option}` prints one here."]
 
 
 def _listen(host: str, port: int) -> socket.socket:

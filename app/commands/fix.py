@@ -170,7 +170,9 @@ def _segments(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _print(console: Console, run: str, failed: int, proposals: list[Proposal], total: int) -> None:
-    console.print(Text(f"run {run}: {total} proposals from {failed} failed trajectories, ranked by the failed "
+    from app.core.wording import count, trajectories
+
+    console.print(Text(f"run {run}: {count(total, 'proposal')} from {trajectories(failed)}, ranked by the failed "
                        "trajectories each explains", style="bold"))
     if not proposals:
         console.print(Text("nothing to propose: no failed trajectory points at a description"))
@@ -180,12 +182,16 @@ def _print(console: Console, run: str, failed: int, proposals: list[Proposal], t
         cells = ", ".join(f"{e}→{c} ×{n}" for (e, c), n in sorted(p.addresses.cells.items()))
         console.print(Text.assemble(
             (f"#{p.number} ", "bold"), (f"{p.pattern.replace('_', ' ')}", "yellow"), f", {_where(p)}",
-            f": explains {p.explains} failed trajectories"
+            f": explains {trajectories(p.explains)}"
             + (f" ({cells})" if cells else "") + ("" if p.applies else "  [not written by --out]")
             + ("" if p.source == "deterministic" else f"  [{p.source}]")))
         console.print(Text.assemble("   ", *_segments([(s.op, s.text) for s in word_diff(p.before, p.after)])))
         for line in p.evidence[:3]:
             console.print(Text(f"   · {line}", style="dim"))
+    if total > len(proposals):
+        left = total - len(proposals)
+        console.print(Text(f"{left} more {'proposal' if left == 1 else 'proposals'}: --top {total} prints all "
+                           f"{total} (--json lists them too)", style="bold"))
 
 
 def _where(p: Proposal) -> str:
@@ -214,12 +220,14 @@ def pr_body(run: str, chosen: list[Proposal], diffs: list[tuple[str, list[tuple[
             verdict: str | None) -> str:
     """The pull request's body: what changed and why, then the figures and the verdict."""
     from app.core.gate_report import md
+    from app.core.wording import count, trajectories
 
     lines = [f"## Tool descriptions rewritten from run {md(run)}", "",
-             f"{len(chosen)} proposals of `toollens fix`, ranked by the failed trajectories each explains:", ""]
+             f"{count(len(chosen), 'proposal')} of `toollens fix`, ranked by the failed trajectories each "
+             "explains:", ""]
     for p in chosen:
-        lines.append(f"- #{p.number} **{p.pattern.replace('_', ' ')}**, {_where(p)}: explains {p.explains} failed "
-                     "trajectories" + ("" if p.applies else f" (not in the suite: {md(p.after, 600)})"))
+        lines.append(f"- #{p.number} **{p.pattern.replace('_', ' ')}**, {_where(p)}: explains "
+                     f"{trajectories(p.explains)}" + ("" if p.applies else f" (not in the suite: {md(p.after, 600)})"))
     lines += ["", "### Descriptions (~~removed~~, **added**)", ""]
     for name, segments in diffs:
         lines.append(f"- `{md(name, 200)}`: " + "".join(_md_segment(op, t) for op, t in segments))

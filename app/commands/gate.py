@@ -34,6 +34,7 @@ def gate(
     from app.core.gate_report import junit as render_junit
     from app.core.gate_report import markdown as render_markdown
     from app.core.prices import load_prices
+    from app.core.wording import trajectories
     from app.store.gate import run_gate
 
     try:
@@ -66,7 +67,7 @@ def gate(
         console.print(Text(f"  {len(result.blocking_cases)} blocking case trials: "
                            + ", ".join(f"{c.case_id}#{c.trial}" for c in result.blocking_cases[:10])))
     for n, text in result.candidate.causes[:3]:
-        console.print(Text(f"  {n} failed trajectories of the candidate: {text}", style="dim"))
+        console.print(Text(f"  {trajectories(n)} of the candidate: {text}", style="dim"))
     if not result.passed:
         raise typer.Exit(code=1)
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands import DB_HELP
-from app.commands.common import environment_error, fail, settings_for
+from app.commands.common import environment_error, fail, read_settings
 
 CHUNK = 100  # trajectories read, judged and stored together
 
@@ -88,7 +88,7 @@ def judge(
     console = Console(stderr=True, soft_wrap=True)
     grader = Judge(model=model, base_url=base_url, timeout=timeout, retry=RetryPolicy(attempts=attempts))
     try:
-        engine = open_store(settings_for(db))
+        engine = open_store(read_settings(db))
         sessions = make_sessionmaker(engine)
         with session_scope(sessions) as session:
             run_id = ingest.find_run(session, run).id

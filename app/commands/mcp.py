@@ -162,7 +162,7 @@ def finish(
     from app.store.ingest import find_run, finish_run, suite_for_run
     from app.store.live import FINISHED_BY, flush_pending, servers
 
-    with store_session(db, write=True) as session:
+    with store_session(db, write=True, create=False) as session:
         row = find_run(session, run)
         running = [sid for sid, ident in servers(session, row.id).items() if not server_gone(ident)]
         if running:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from app.core.families import FAMILIES
+from app.core.wording import fault_text, fraction
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -62,9 +63,10 @@ PIPE_WIDTH = 400
 
 
 def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "", toolset_version: str = "",
-                  top: int = 10, failing_total: int | None = None) -> None:
+                  top: int = 10, failing_total: int | None = None, passed: tuple[int, int] | None = None) -> None:
     """The report; ``failing_total``: how many cases failed when ``data["cases"]`` holds only
-    some failing ones (a stored run's), else they are counted there."""
+    some failing ones (a stored run's), else they are counted there; ``passed``: (passed, scored) when
+    ``data["cases"]`` does not hold every trajectory (else counted there, the simulated user's left out)."""
     title = Text("ToolLens report")
     if suite_name:
         title.append_text(_t(f" · {suite_name}", style="bold"))
@@ -72,6 +74,10 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         title.append(f" · toolset {toolset_version}", style="dim")
     console.print(title)
     console.print(Text(f"{data['trajectories']} trajectories", style="dim"))
+    if passed is None:
+        scored = [c for c in data["cases"] if not c.get("user_error")]
+        passed = (sum(1 for c in scored if c["passed"]), len(scored))
+    console.print(Text(f"passed {fraction(*passed)}", style="bold"))
     usage = _usage(data.get("usage"), data["trajectories"])
     if usage:
         console.print(Text(usage, style="dim"))
@@ -83,12 +89,16 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         if f.ratio:
             r = data[f.key]
             fam.add_row(
-                f.terminal_heading, f.label, f"{r['num']} / {r['den']}", _ratio(r["num"], r["den"]),
+                f.terminal_heading, f.label, f"{r['num']} / {r['den']}",
+                Text("no reference", style="dim") if r.get("no_reference") else _ratio(r["num"], r["den"]),
                 Text("BLOCKING: must be 0", style="bold red") if f.blocking and r["num"] > 0
                 else ("0" if f.blocking else ""),
             )
-        elif f.code:  # F5: the violations of every pair
-            fam.add_row(f.terminal_heading, f.label, str(sum(v["count"] for v in data[f.key])), "", "")
+        elif f.code:  # F5: the violations of every pair, over the order checks made (as the pages read it)
+            n, checks = sum(v["count"] for v in data[f.key]), data.get("dependency_checks")
+            fam.add_row(f.terminal_heading, f"{f.label} of the order checks",
+                        str(n) if checks is None else f"{n} / {checks}", "" if checks is None else _ratio(n, checks),
+                        "")
     console.print(fam)
 
     causes = data.get("causes") or []
@@ -104,6 +114,12 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
 
     if data.get("turns"):
         _turns_table(console, data["turns"])
+    if data.get("agent_errors"):
+        n = sum(data["agent_errors"].values())
+        console.print(Text(f"{n} {'trajectory' if n == 1 else 'trajectories'} ended with the agent raising: "
+                           + ", ".join(f"{k} {v}" for k, v in data["agent_errors"].items())
+                           + " (each one's exception and traceback: its page, or `toollens export`)",
+                           style="bold red"))
     if data.get("user_errors"):
         console.print(Text(f"{data['user_errors']} conversations broken by the simulated user (user_error): "
                            "left out of every figure", style="yellow"))
@@ -150,13 +166,22 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         for c in failing[:top]:
             fault = c.get("fault")
             t.add_row(_t(c["case_id"]), str(c["trial"]),
-                      _t("" if not fault else f"{fault['kind']} @ call {fault['step']}"),
-                      _t(", ".join(c["failures"]) or "(reward < 1)"))
+                      _t("" if not fault else fault_text(fault.get("kind"), fault.get("step"))),
+                      _t((", ".join(c["failures"]) + _raised(c.get("agent_error"))).lstrip("; ") or "(reward < 1)"))
         if n_failing > top:
             t.caption = f"… and {n_failing - top} more (--top N or --json)"
         console.print(t)
     if data["pass_hat_k"]:
         console.print(Text("pass^k: " + "  ".join(f"k={k}: {v:.4f}" for k, v in data["pass_hat_k"].items())))
+
+
+def _raised(error: Any) -> str:
+    """A failing case's agent error after its failures: "; raised KeyError: 'saldo'" (the message cut at 80)."""
+    if not isinstance(error, dict) or not error.get("type"):
+        return ""
+    message = str(error.get("message") or "")
+    shown = f"{message[:79]}…" if len(message) > 80 else message
+    return f"; raised {error['type']}" + (f": {shown}" if shown else "")
 
 
 def _turns_table(console: Console, turns: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -106,7 +107,8 @@ def run(
     state = "finished" if outcome.finished else "open (run again with --resume to complete it)"
     console.print(Text(
         f"run {outcome.run_id} ({outcome.run_name}): stored {s.stored} of {outcome.planned} case runs, "
-        f"{s.failed} failed, {s.agent_errors} agent errors, {s.infra_errors} infrastructure errors, "
+        f"{s.failed} failed, {s.agent_errors} agent errors{_by_type(s.agent_error_types)}, "
+        f"{s.infra_errors} infrastructure errors, "
         f"{s.duplicates} stored already; {outcome.retries} endpoint retries; {s.elapsed:.1f} s; run {state}"))
     option = f" --db {shlex.quote(db)}" if db else ""
     console.print(Text(
@@ -114,3 +116,10 @@ def run(
         f"prints its figures; `toollens serve{option}` shows it at /runs/{outcome.run_id}"))
     if s.infra_errors:
         raise typer.Exit(code=3)
+
+
+def _by_type(types: Mapping[str, int]) -> str:
+    """The agent errors by type, most first: " (KeyError 3, ValueError 1)"; "" without any."""
+    if not types:
+        return ""
+    return " (" + ", ".join(f"{k} {n}" for k, n in sorted(types.items(), key=lambda kv: (-kv[1], kv[0]))) + ")"

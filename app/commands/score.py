@@ -13,6 +13,7 @@ import errno
 import gc
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from app.core.records import Trajectory
+    from app.core.suite import Suite
     from app.core.suite_check import SuiteProblems
 
 # option -> (parameter, the value it takes: None, "int" or "path"); tests/cli/test_cli_startup.py checks it
@@ -30,8 +32,8 @@ OPTIONS = {"--json": ("as_json", None), "--top": ("top", "int"), "--fail-on-bloc
 
 def parse(argv: list[str]) -> dict[str, object] | None:
     """The arguments after ``score`` as the typer command reads them, or None when they are
-    anything but two paths and the options above, each at most once, ``--top`` in digits and
-    ``--prices`` a path."""
+    anything but one or two paths and the options above, each at most once, ``--top`` in digits
+    and ``--prices`` a path."""
     given: dict[str, object] = {}
     paths: list[Path] = []
     args = iter(argv)
@@ -55,9 +57,9 @@ def parse(argv: list[str]) -> dict[str, object] | None:
             given[name] = Path(value)
         else:
             return None
-    if len(paths) != 2:
+    if len(paths) not in (1, 2):
         return None
-    return {"suite": paths[0], "trajectories": paths[1], **given}
+    return {"suite": paths[0], "trajectories": paths[1] if len(paths) == 2 else None, **given}
 
 
 def run_argv(argv: list[str]) -> int | None:
@@ -77,32 +79,38 @@ def run_argv(argv: list[str]) -> int | None:
         return 1
 
 
-def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10,
+def run(suite: Path, trajectories: Path | None, *, as_json: bool = False, top: int = 10,
         fail_on_blocking: bool = False, prices: Path | None = None, lenient: bool = False) -> int:
     """Score, print the report, and return the exit status: 0 scored; 1 a blocking family above
     zero (with ``fail_on_blocking``); 2 bad input: a mistake in the suite, or records of cases the
-    suite lacks (with ``lenient`` both are warnings, and those records are left out)."""
+    suite lacks (with ``lenient`` both are warnings, and those records are left out).
+
+    ``suite`` may be a folder ``toollens convert`` wrote: every suite in it (``suite.yaml``,
+    ``suite-2.yaml``…) is scored, each record against the suite that holds its case, with the
+    folder's ``trajectories.jsonl`` unless ``trajectories`` is given, into one report."""
     from app.core.errors import ToolLensError
-    from app.core.evaluate import score_trajectories
+    from app.core.evaluate import score_across
     from app.core.families import FAMILIES
     from app.core.prices import load_prices
     from app.core.records import read_jsonl
-    from app.core.suite_check import SuiteProblems, validate_suite_file
+    from app.core.suite_check import SuiteProblems
     from app.core.usage import UsageTally
 
     usage = UsageTally()
     try:
-        loaded, warnings = validate_suite_file(suite, lenient=lenient)
-        print_warnings(warnings)
-        # the suite is never scanned for cycles again, and the records (freed by reference counting)
+        suites, trajectories = load_suites(suite, trajectories, lenient=lenient)
+        # the suites are never scanned for cycles again, and the records (freed by reference counting)
         # are scanned every 20,000 allocations, not 700: as the import's worker does (app/store/gc_tuning.py)
         gc.freeze()
         gc.set_threshold(20_000, 20, 20)
         table = load_prices(prices)
         if not trajectories.is_file():
             raise ToolLensError(f"{trajectories}: file not found")
-        known = KnownCases(loaded.by_id, read_jsonl(trajectories))
-        report = score_trajectories(loaded, known, usage=usage)
+        by_id: dict[str, object] = {}
+        for loaded_suite in suites:
+            by_id.update(loaded_suite.by_id)
+        known = KnownCases(by_id, read_jsonl(trajectories), reference_free=not by_id)
+        report = score_across(suites, known, usage=usage, per_suite=known.per_suite)
     except SuiteProblems as exc:
         return print_mistakes(exc, "nothing was scored")
     except ToolLensError as exc:
@@ -116,12 +124,18 @@ def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10
             return 2
     data = report.to_json()
     data["usage"] = usage.to_json(table)
+    if len(suites) > 1:  # added: the suites of a folder, each with its cases and the trajectories scored on it
+        data["suites"] = [{"file": Path(s.path).name, "name": s.name, "cases": len(s.cases),
+                           "trajectories": known.per_suite.get(i, 0)} for i, s in enumerate(suites)]
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:
         from app.commands.report_view import render_report, report_console
 
-        render_report(report_console(), data, suite_name=loaded.name, toolset_version=loaded.toolset.version, top=top)
+        first = suites[0]
+        name = first.name if len(suites) == 1 else f"{suite.name}: {len(suites)} suites"
+        version = first.toolset.version if len({s.toolset.version for s in suites}) == 1 else ""
+        render_report(report_console(), data, suite_name=name, toolset_version=version, top=top)
     blocking = [f"{f.name} {data[f.key]['num']}/{data[f.key]['den']}"
                 for f in FAMILIES if f.blocking and data[f.key]["num"] > 0]
     if fail_on_blocking and blocking:
@@ -130,20 +144,66 @@ def run(suite: Path, trajectories: Path, *, as_json: bool = False, top: int = 10
     return 0
 
 
+SUITE_FILE = re.compile(r"suite(?:-(\d+))?\.(?:yaml|yml|json)")
+
+
+def load_suites(path: Path, trajectories: Path | None, *, lenient: bool) -> tuple[list[Suite], Path]:
+    """The suites to score and the trajectories file: one suite file, or every suite of a folder
+    ``convert`` wrote (in its order: ``suite.yaml``, ``suite-2.yaml``…), each checked; the
+    mistakes of all of them are raised together. A case id in two suites is refused."""
+    from app.core.errors import ToolLensError
+    from app.core.suite_check import Problem, SuiteProblems, validate_suite_file
+
+    if not path.is_dir():
+        if trajectories is None:
+            raise ToolLensError(f"{path}: give the trajectories file too, or a folder `toollens convert` wrote")
+        loaded, warnings = validate_suite_file(path, lenient=lenient)
+        print_warnings(warnings)
+        return [loaded], trajectories
+    found = sorted(((int(m.group(1) or 1), p) for p in path.iterdir()
+                    if (m := SUITE_FILE.fullmatch(p.name)) and p.is_file()), key=lambda x: x[0])
+    if not found:
+        raise ToolLensError(f"{path}: no suite.yaml in this folder (a folder `toollens convert` wrote holds "
+                            "suite.yaml and trajectories.jsonl)")
+    suites: list[Suite] = []
+    problems: list[Problem] = []
+    owner: dict[str, str] = {}
+    for _, file in found:
+        try:
+            loaded, warnings = validate_suite_file(file, lenient=lenient)
+        except SuiteProblems as exc:
+            problems.extend(exc.problems)
+            continue
+        print_warnings(warnings)
+        for cid in loaded.by_id:
+            if cid in owner:
+                raise ToolLensError(f"{path}: case {cid!r} is in both {owner[cid]} and {file.name}: a record of it "
+                                    "could be scored against either")
+            owner[cid] = file.name
+        suites.append(loaded)
+    if problems:
+        raise SuiteProblems(problems)
+    return suites, trajectories if trajectories is not None else path / "trajectories.jsonl"
+
+
 class KnownCases:
     """The records whose case the suite has; the others are counted by case id and left out of
-    every figure (a record scored without its case would pass on nothing)."""
+    every figure (a record scored without its case would pass on nothing). A suite without
+    cases (``convert`` writes one for traces, which have no reference) is ``reference_free``:
+    every record is scored on what needs no reference."""
 
-    def __init__(self, cases: Mapping[str, object], records: Iterable[Trajectory]):
+    def __init__(self, cases: Mapping[str, object], records: Iterable[Trajectory], *, reference_free: bool = False):
         self.cases = cases
         self.records = records
+        self.reference_free = reference_free
         self.unknown: dict[str, int] = {}
         self.total = 0
+        self.per_suite: dict[int, int] = {}  # trajectories scored on each suite (score_across fills it)
 
     def __iter__(self) -> Iterator[Trajectory]:
         for record in self.records:
             self.total += 1
-            if record.case_id in self.cases:
+            if self.reference_free or record.case_id in self.cases:
                 yield record
             else:
                 self.unknown[record.case_id] = self.unknown.get(record.case_id, 0) + 1

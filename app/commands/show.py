@@ -49,6 +49,6 @@ def show(
     console.print(Text(f"run {public.id} ({public.name}) · {who} · {public.status}", style="bold"))
     render_report(console, data, suite_name=f"{public.suite} v{public.suite_version}",
                   toolset_version=public.toolset_label or public.toolset_version, top=top,
-                  failing_total=failing.count)
+                  failing_total=failing.count, passed=(public.passed, public.scored))
     serve = "toollens serve" + (f" --db {db}" if db else "")
     console.print(Text(f"On the dashboard: `{serve}`, then /runs/{public.id}", style="dim"))

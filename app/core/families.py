@@ -59,6 +59,7 @@ class Family:
     report_turn: str = ""  # its column in the terminal report's per-turn table ("": not shown there)
     column: str = ""  # its short column header in the pages' tables of runs ("F2 schema")
     zero_note: str = ""  # what a card of several figures says of this blocking one ("hallucination must be 0")
+    needs_reference: bool = False  # counted only against expected calls: "no reference" when no case has them
 
     @property
     def terminal_heading(self) -> str:
@@ -73,16 +74,18 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     Family("selection_precision", "F1", "selection precision", "F1 selection", "precision", "precision",
            "selection precision", (Failure.SELECTION,), Failure.SELECTION, tolerance=0.02, per_call=True,
-           num="selection_num", den="selection_den", report_turn="F1 P", column="F1 precision"),
+           num="selection_num", den="selection_den", report_turn="F1 P", column="F1 precision",
+           needs_reference=True),
     Family("selection_recall", "F1", "selection recall", "F1 selection", "recall", "recall",
            "selection recall", (), Failure.SELECTION, tolerance=0.02, per_call=True,
-           num="recall_num", den="recall_den", report_turn="F1 R", column="F1 recall"),
+           num="recall_num", den="recall_den", report_turn="F1 R", column="F1 recall", needs_reference=True),
     Family("schema_validity", "F2", "schema validity", "F2 arguments", "schema validity", "schema validity",
            "schema validity", (Failure.SCHEMA,), Failure.SCHEMA, tolerance=0.02, per_call=True,
            num="schema_num", den="schema_den", column="F2 schema"),
     Family("argument_accuracy", "F2", "argument accuracy", "F2 arguments", "argument accuracy",
            "argument accuracy", "argument accuracy", (Failure.ARGUMENTS,), Failure.ARGUMENTS, tolerance=0.02,
-           per_call=True, num="args_num", den="args_den", report_turn="F2 acc.", column="F2 arguments"),
+           per_call=True, num="args_num", den="args_den", report_turn="F2 acc.", column="F2 arguments",
+           needs_reference=True),
     Family("hallucinated_tools", "F3", "hallucinated tools", "F3 hallucinated tools", "hallucinated tools",
            "calls to unknown tools", "hallucinated tools", (Failure.HALLUCINATED_TOOL,), Failure.HALLUCINATED_TOOL,
            higher_is_better=False, blocking=True, per_call=True, num="hallucinated_num", den="calls_total",
@@ -107,6 +110,7 @@ RATIO_FAMILIES: tuple[Family, ...] = tuple(f for f in FAMILIES if f.ratio)  # th
 RATIO_KEYS: tuple[str, ...] = tuple(f.key for f in RATIO_FAMILIES)
 PER_CALL_FAMILIES: tuple[Family, ...] = tuple(f for f in RATIO_FAMILIES if f.per_call)
 BLOCKING_KEYS: tuple[str, ...] = tuple(f.key for f in FAMILIES if f.blocking)
+REFERENCE_KEYS: tuple[str, ...] = tuple(f.key for f in FAMILIES if f.needs_reference)
 TOLERATED_KEYS: tuple[str, ...] = tuple(f.key for f in FAMILIES if f.tolerance is not None)
 FAILURE_FAMILY: dict[str, Family] = {failure: f for f in FAMILIES for failure in f.failures}
 # a figure's key -> the failure it stands for, ordered as the failures are

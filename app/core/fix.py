@@ -43,6 +43,7 @@ from app.core.language import Language, detect_language, fold
 from app.core.lint import lint_toolset
 from app.core.records import TRANSIENT_KINDS
 from app.core.tools import Toolset, ToolSpec
+from app.core.wording import trajectories
 
 PATTERNS = ("distinct_names", "negative_delimitation", "argument_format", "precondition", "known_tools",
             "error_message")
@@ -599,7 +600,7 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
             example=t["example"].format(v=shown(example)) if example is not None and shape is None else "",
             wrong=(t["wrong"].format(values=t["or"].join(values[:2])) if values else "")
             + (t["missing"] if kinds.get("missing") else ""))
-        evidence = [f"{name}.{fname}: {len(a.trajectories)} failed trajectories"
+        evidence = [f"{name}.{fname}: {trajectories(len(a.trajectories))}"
                     + (f"; sent {', '.join(values[:3])}" if values else "")
                     + (f"; left out {kinds['missing']} times" if kinds.get("missing") else "")]
         if isinstance(own, str) and own.strip():
@@ -647,7 +648,7 @@ def _unknown_proposals(toolset: Toolset, unknown: dict[str, tuple[Addresses, Cou
             t["unknown_noexpected"].format(name=name)
         out.append(Proposal(where="system_prompt", pattern="known_tools", tool=None, field=None, partner=target,
                             before=system_prompt, after=compose(system_prompt, (), [sentence, only]), addresses=a,
-                            evidence=[f"{name} called, not in the toolset: {len(a.trajectories)} failed trajectories"
+                            evidence=[f"{name} called, not in the toolset: {trajectories(len(a.trajectories))}"
                                       + (f"; the step needed {target}" if target else "")],
                             tail=f"{sentence} {only}"))
     return out

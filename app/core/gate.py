@@ -44,6 +44,7 @@ import yaml
 from app.core.errors import ToolLensError
 from app.core.families import BLOCKING_KEYS, FAMILIES, TOLERATED_KEYS, family_of
 from app.core.scoring import ERROR_SOURCES
+from app.core.wording import fraction
 
 BLOCKING = BLOCKING_KEYS
 TOLERATED = TOLERATED_KEYS
@@ -161,6 +162,7 @@ class RunFigures:
     trajectories: int
     families: dict[str, tuple[int, int]]  # family -> (num, den)
     dependency_violations: int  # over ``trajectories`` checked trajectories
+    dependency_checks: int | None = None  # the order pairs checked: F5's denominator as every page states it
     usage: dict[str, float | None] = field(default_factory=dict)  # USAGE_TOLERATED key -> value (None: no data)
     recovery_by_source: dict[str, tuple[int, int]] = field(default_factory=dict)  # ERROR_SOURCES -> (num, den)
     causes: list[tuple[int, str]] = field(default_factory=list)  # (failed trajectories, cause), largest first
@@ -188,6 +190,7 @@ class FamilyVerdict:
     allowed: str
     status: str  # "pass" | "regressed" | "blocking" | "n/a"
     detail: str
+    of_checks: bool = False  # F5: baseline and candidate are (violations, order checks), not per trajectory
 
     @property
     def title(self) -> str:
@@ -287,10 +290,16 @@ def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfi
     cd = (candidate.dependency_violations, candidate.trajectories)
     rbd, rcd = _rate(bd) or 0.0, _rate(cd) or 0.0
     delta = rcd - rbd
+    detail = f"{bd[0]}/{bd[1]} -> {cd[0]}/{cd[1]} violations per trajectory: {delta:+.3f}"
+    b_checks, c_checks = baseline.dependency_checks, candidate.dependency_checks
+    of_checks = b_checks is not None and c_checks is not None
+    if b_checks is not None and c_checks is not None:
+        # shown as everywhere else, violations of the order checks; gated per trajectory (docs/gate.md)
+        bd, cd = (bd[0], b_checks), (cd[0], c_checks)
+        detail = f"{fraction(*bd)} -> {fraction(*cd)} of the order checks; {detail}"
     verdicts.append(FamilyVerdict(
         "dependency_violations", bd, cd, delta, f"increase <= {config.dependency_violations:.3f} per trajectory",
-        "regressed" if delta > config.dependency_violations + 1e-12 else "pass",
-        f"{bd[0]}/{bd[1]} -> {cd[0]}/{cd[1]} violations per trajectory: {delta:+.3f}"))
+        "regressed" if delta > config.dependency_violations + 1e-12 else "pass", detail, of_checks))
     verdicts.extend(_usage_verdict(key, baseline.usage.get(key), candidate.usage.get(key), tol)
                     for key, tol in config.usage.items())
     notes = []

@@ -8,6 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from app.core.gate import USAGE_TOLERATED, CaseRef, FamilyVerdict, GateResult
+from app.core.wording import fault_key_text, fraction
 
 MAX_LISTED = 50
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~-])")
@@ -23,7 +24,7 @@ def md(text: object, limit: int = 200) -> str:
     return _MD_SPECIAL.sub(r"\\\1", s).replace("&", "&amp;").replace("@", "@\u200d")
 
 
-def _ratio(value: tuple[int, int] | int | float | None, family: str = "") -> str:
+def _ratio(value: tuple[int, int] | int | float | None, family: str = "", of_checks: bool = False) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):  # cost per trajectory or a latency
@@ -31,9 +32,9 @@ def _ratio(value: tuple[int, int] | int | float | None, family: str = "") -> str
     if isinstance(value, int):
         return str(value)
     num, den = value
-    if family == "dependency_violations":  # violations over checked trajectories
+    if family == "dependency_violations" and not of_checks:  # violations over checked trajectories
         return f"{num}/{den}" + ("" if den == 0 else f" ({num / den:.3f}/traj)")
-    return f"{num}/{den}" + ("" if den == 0 else f" ({100 * num / den:.1f}%)")
+    return f"{num}/{den}" if den == 0 else fraction(num, den)
 
 
 def _delta(v: FamilyVerdict) -> str:
@@ -50,7 +51,7 @@ _STATUS_MD = {"pass": "✅ pass", "regressed": "❌ regressed", "blocking": "⛔
 
 
 def _case_row(c: CaseRef) -> str:
-    fault = md(c.fault) if c.fault else "—"
+    fault = md(fault_key_text(c.fault)) if c.fault else "—"
     failures = ", ".join(f"`{f}`" if re.fullmatch(r"[a-z_]+", f) else md(f, 60) for f in c.failures) or "—"
     families = ", ".join(f if re.fullmatch(r"[a-z_]+", f) else md(f, 60) for f in c.families) or "—"
     return f"| {md(c.case_id)} | {c.trial} | {fault} | {failures} | {families} |"
@@ -78,7 +79,8 @@ def markdown(result: GateResult) -> str:
         lines.append("")
     lines += ["| family | baseline | candidate | change | allowed | result |", "|---|---|---|---|---|---|"]
     for v in result.families:
-        lines.append(f"| {v.title} | {_ratio(v.baseline, v.family)} | {_ratio(v.candidate, v.family)} | {_delta(v)} | "
+        lines.append(f"| {v.title} | {_ratio(v.baseline, v.family, v.of_checks)} | "
+                     f"{_ratio(v.candidate, v.family, v.of_checks)} | {_delta(v)} | "
                      f"{v.allowed} | "
                      f"{_STATUS_MD[v.status]} |")
     split = [v for v in result.families if v.family == "recovery" and "; " in v.detail]
@@ -134,7 +136,7 @@ def junit(result: GateResult) -> str:
     listed += [(x, "regressed") for x in result.regressed_cases[:MAX_LISTED]]
     for case, why in listed:
         n_cases += 1
-        name = f"{case.case_id} trial {case.trial}" + (f" fault {case.fault}" if case.fault else "")
+        name = f"{case.case_id} trial {case.trial}" + (f" fault {fault_key_text(case.fault)}" if case.fault else "")
         tc = ET.SubElement(cases, "testcase", classname=f"toollens.gate.cases.{why}", name=_xml_text(name))
         message = (f"{why}: fails in the candidate with {', '.join(case.failures) or 'no failure name'}"
                    + ("" if why == "blocking" else " (passed in the baseline)"))

@@ -145,6 +145,57 @@ class UserError:
         return {"kind": self.kind, "detail": self.detail}
 
 
+MAX_ERROR_TYPE = 200  # characters of an agent error's type (module.Name)
+MAX_ERROR_MESSAGE = 2_000  # characters of its message
+MAX_FRAMES = 8  # the last frames of its traceback kept
+MAX_FRAME = 400  # characters of one frame
+
+
+@dataclass(slots=True)
+class AgentError:
+    """What the agent raised, kept on its trajectory (an extension key): the exception's type, its message
+    and the last frames of its traceback (innermost last), each bounded."""
+
+    type: str
+    message: str = ""
+    traceback: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "traceback": list(self.traceback)}
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> AgentError:
+        """The exception as it is kept: cut to the bounds, never rejected."""
+        import traceback
+
+        kind = type(exc)
+        name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__") else \
+            f"{kind.__module__}.{kind.__qualname__}"
+        frames = list(traceback.extract_tb(exc.__traceback__))
+        while len(frames) > 1 and frames[0].filename.startswith(_runner_frames()):  # the runner's, not the agent's
+            frames = frames[1:]
+        frames = frames[-MAX_FRAMES:]
+        shown = [_cut(f"{f.filename}:{f.lineno} in {f.name}" + (f": {f.line.strip()}" if f.line else ""), MAX_FRAME)
+                 for f in frames]
+        return cls(_cut(clean_text(name), MAX_ERROR_TYPE), _cut(clean_text(str(exc)), MAX_ERROR_MESSAGE),
+                   [clean_text(s) for s in shown])
+
+
+def _runner_frames() -> tuple[str, ...]:
+    """Where the frames that call an agent live (ToolLens's runner, asyncio's thread hand-off): left out
+    of the start of an agent error's traceback."""
+    import asyncio
+    import concurrent.futures
+    import os
+
+    folders = [os.path.dirname(m.__file__ or "") + os.sep for m in (asyncio, concurrent.futures)]
+    return (*folders, os.path.join(os.path.dirname(__file__), "runner.py"))
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 @dataclass(slots=True)
 class Fault:
     """What was injected in a trajectory: the call index and the kind."""
@@ -172,12 +223,13 @@ class Trajectory:
     messages: list[Message] | None = None  # the conversation around the calls (an extension key)
     user_error: list[UserError] | None = None  # the simulated user's faults (an extension key)
     model_calls: list[ModelCall] | None = None  # one entry per request to the model (an extension key)
+    agent_error: AgentError | None = None  # what the agent raised, with stopped="agent_error" (an extension key)
 
     def __init__(self, case_id: str, trial: int = 0, question: str = "", calls: list[Call] | None = None,
                  answer: str = "", fault: Fault | None = None, reward: float | None = None,
                  state: dict[str, Any] | None = None, stopped: str | None = None,
                  messages: list[Message] | None = None, user_error: list[UserError] | None = None,
-                 model_calls: list[ModelCall] | None = None) -> None:
+                 model_calls: list[ModelCall] | None = None, agent_error: AgentError | None = None) -> None:
         self.case_id = case_id
         self.trial = trial
         self.question = question
@@ -190,6 +242,7 @@ class Trajectory:
         self.messages = messages
         self.user_error = user_error
         self.model_calls = model_calls
+        self.agent_error = agent_error
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -212,6 +265,8 @@ class Trajectory:
             out["user_error"] = [u.to_dict() for u in self.user_error]
         if self.model_calls is not None:
             out["model_calls"] = [m.to_dict() for m in self.model_calls]
+        if self.agent_error is not None:
+            out["agent_error"] = self.agent_error.to_dict()
         return out
 
     def to_json(self) -> str:
@@ -447,6 +502,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "", clean
     messages = None if data.get("messages") is None else _messages(data["messages"], len(calls), bad, clean)
     user_error = None if data.get("user_error") is None else _user_errors(data["user_error"], bad)
     model_calls = None if data.get("model_calls") is None else parse_model_calls(data["model_calls"], bad)
+    agent_error = None if data.get("agent_error") is None else _agent_error(data["agent_error"], bad)
     question = data.get("question")
     answer = data.get("answer")
     if type(question) is not str:
@@ -470,7 +526,25 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "", clean
         messages,
         user_error or None,
         model_calls,
+        agent_error,
     )
+
+
+def _agent_error(raw: Any, bad: Callable[[str, str], InvalidTrajectory]) -> AgentError:
+    """The ``agent_error`` extension key: ``{type, message, traceback}``, bounded."""
+    if type(raw) is not dict:
+        raise bad("must be an object {type, message, traceback}", "agent_error")
+    kind, message, frames = raw.get("type"), raw.get("message", ""), raw.get("traceback", [])
+    if type(kind) is not str or not kind or len(kind) > MAX_ERROR_TYPE:
+        raise bad(f"required, a string of at most {MAX_ERROR_TYPE} characters", "agent_error.type")
+    if type(message) is not str or len(message) > MAX_ERROR_MESSAGE:
+        raise bad(f"must be a string of at most {MAX_ERROR_MESSAGE} characters", "agent_error.message")
+    if type(frames) is not list or len(frames) > MAX_FRAMES:
+        raise bad(f"must be a list of at most {MAX_FRAMES} frames", "agent_error.traceback")
+    for i, f in enumerate(frames):
+        if type(f) is not str or len(f) > MAX_FRAME:
+            raise bad(f"must be a string of at most {MAX_FRAME} characters", f"agent_error.traceback[{i}]")
+    return AgentError(clean_text(kind), clean_text(message), [clean_text(f) for f in frames])
 
 
 def _user_errors(raw: Any, bad: Callable[[str, str], InvalidTrajectory]) -> list[UserError]:
@@ -560,7 +634,8 @@ def json_error(exc: ValueError, line: str | bytes) -> str:
         return "a JSON array, not JSON Lines: give one record per line (e.g. jq -c '.[]' FILE)"
     if isinstance(exc, json.JSONDecodeError):
         end = exc.lineno > 1 or exc.pos >= len(text.rstrip("\r\n"))
-        return f"not valid JSON: {exc.msg} " + ("at the end of the line" if end else f"at column {exc.colno}")
+        msg = exc.msg.removesuffix(" at")  # "Unterminated string starting at": the place follows once
+        return f"not valid JSON: {msg} " + ("at the end of the line" if end else f"at column {exc.colno}")
     return f"not valid JSON ({exc})"
 
 

@@ -15,7 +15,7 @@ from operator import attrgetter
 from typing import Any
 
 from app.core.divergence import cause_key, cause_text
-from app.core.families import PER_CALL_FAMILIES, RATIO_FAMILIES, RATIO_KEYS, counter_keys
+from app.core.families import PER_CALL_FAMILIES, RATIO_FAMILIES, RATIO_KEYS, REFERENCE_KEYS, counter_keys
 from app.core.outcome import OUTCOMES
 from app.core.scoring import ERROR_SOURCES, TrajectoryScore
 
@@ -103,16 +103,21 @@ class Report:
     trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     turn_n: dict[int, list[int]] = field(default_factory=dict)  # per turn number, the totals in TURN_KEYS order
     turn_failures: Counter[tuple[int, str]] = field(default_factory=Counter)  # (turn, failure name)
+    agent_errors: Counter[str] = field(default_factory=Counter)  # what the agent raised, by exception type
     cases: list[dict[str, Any]] = field(default_factory=list)
     trajectories: int = 0
 
     def add(self, ts: TrajectoryScore) -> None:
         self.trajectories += 1
+        if ts.agent_error is not None:
+            self.agent_errors[str(ts.agent_error.get("type") or "")] += 1
         if ts.user_error:  # the simulated user's fault: listed and counted, never held against the agent
             self._counts["user_errors"] += 1
             if self.keep_cases:
                 self.cases.append(_case_entry(ts))
             return
+        if ts.has_reference:
+            self._counts["with_reference"] += 1
         n = self._n
         for i, v in enumerate(_PER_CALL_TOTALS(ts)):
             n[i] += v
@@ -220,6 +225,8 @@ class Report:
                 yield ("turn", str(turn), key, "", v)
         for (turn, name), v in self.turn_failures.items():
             yield ("turn", str(turn), f"failure:{name}", "", v)
+        for kind, v in self.agent_errors.items():
+            yield ("agent_error", kind, "", "", v)
         for (case_id, fault), (n_trials, n_passed) in self.trials.items():
             yield ("trials", case_id, fault, "", n_trials)
             yield ("passes", case_id, fault, "", n_passed)
@@ -260,6 +267,8 @@ class Report:
                     r.turn_failures[(int(a), b[8:])] += v
                 elif b in _TURN_INDEX:
                     r.turn_n.setdefault(int(a), [0] * len(TURN_KEYS))[_TURN_INDEX[b]] += v
+            elif kind == "agent_error":
+                r.agent_errors[a] += v
             elif kind in ("trials", "passes"):
                 tally = r.trials.setdefault((a, b), [0, 0])
                 tally[0 if kind == "trials" else 1] += v
@@ -305,11 +314,17 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         """The report object of docs/formats.md, with compatible extensions (extra keys only)."""
         out: dict[str, Any] = {f: self.ratio(f).to_dict() for f in FAMILIES}
+        with_reference = self.counts["with_reference"]
+        if self.trajectories and not with_reference:  # traces without expected calls: said, not 0 / 0
+            for key in REFERENCE_KEYS:
+                if not out[key]["den"]:
+                    out[key]["no_reference"] = True
         out["dependency_violations"] = [
             {"before": a, "after": b, "count": self.violations[(a, b)], "checked": n}
             for (a, b), n in sorted(self.pairs_checked.items(), key=lambda kv: (-self.violations[kv[0]], kv[0]))
             if self.violations[(a, b)]
         ]
+        out["dependency_checks"] = sum(self.pairs_checked.values())  # F5's denominator: order pairs checked
         out["confusion"] = [
             {"expected": e, "called": c, "count": n, "hallucinated": c in self.hallucinated_names}
             for (e, c), n in sorted(self.confusion.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -321,6 +336,8 @@ class Report:
         out["faults_not_reached"] = self.counts["faults_not_reached"]  # planned faults the agent never reached
         out["failures"] = dict(sorted(self.failures.items()))
         out["user_errors"] = self.counts["user_errors"]  # conversations the simulated user broke: not scored
+        out["agent_errors"] = {k: v for k, v in sorted(self.agent_errors.items(), key=lambda kv: (-kv[1], kv[0])) if v}
+        out["with_reference"] = with_reference  # trajectories whose case has expected calls
         out["causes"] = self.causes_json()
         if self.turn_n:
             out["turns"] = self.turns_json()
@@ -358,4 +375,6 @@ def _case_entry(ts: TrajectoryScore) -> dict[str, Any]:
         out["failures_by_turn"] = {str(t.turn): list(t.failures) for t in ts.turns if t.failures}
     if ts.user_error:
         out["user_error"] = ts.user_error
+    if ts.agent_error is not None:
+        out["agent_error"] = ts.agent_error
     return out

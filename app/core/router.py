@@ -24,6 +24,7 @@ from app.core.records import (
     MAX_INDEX,
     MAX_NAME,
     TRANSIENT_KINDS,
+    AgentError,
     Call,
     CallError,
     Fault,
@@ -164,6 +165,7 @@ class MockRouter:
         self._raw: str | None = None
         self._rng = random.Random(self.faults.seed)
         self.stopped: str | None = None  # set by an agent loop that ended early (e.g. "step_limit")
+        self.agent_error: AgentError | None = None  # what the agent raised (the runner's record_crash)
         self.model_calls: list[ModelCall] = []  # the agent's requests to the model, when it reports them
         self._started = 0.0
         self._wait = True

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from app.core.conversation import SimulatedUser, check_user
 from app.core.errors import ToolLensError
-from app.core.records import Call, Message, Trajectory, UserError
+from app.core.records import AgentError, Call, Message, Trajectory, UserError
 from app.core.router import FaultPlan, MockRouter, Toolbox
 from app.core.suite import Case, Suite
 
@@ -59,6 +59,7 @@ def _finish(case: Case, trial: int, router: MockRouter, answer: Any, plan: Fault
         state=dict(router.state),
         stopped=router.stopped,
         model_calls=router.model_calls or None,
+        agent_error=router.agent_error,
     )
 
 
@@ -137,10 +138,11 @@ async def _ask(agent: Any, message: str, toolbox: Toolbox, router: MockRouter, r
             answer = await answer
     except ToolLensError:
         raise
-    except Exception:
+    except Exception as exc:
         if not record_crash:
             raise
         router.stopped, answer = router.stopped or AGENT_ERROR, ""
+        router.agent_error = AgentError.from_exception(exc)  # its type, message and last frames, bounded
     return answer
 
 

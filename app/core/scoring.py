@@ -127,6 +127,9 @@ class CallScore:
         }
 
 
+UNRECORDED_ERROR = "(not recorded)"  # the type of an agent error whose record says only that it raised
+
+
 @dataclass(slots=True, init=False)
 class TrajectoryScore:
     """Every figure of one trajectory; the aggregate is a sum of these."""
@@ -165,6 +168,7 @@ class TrajectoryScore:
     turns: list[TurnScore] | None = None  # a conversation's figures per user turn (app/core/turns.py)
     step_turns: list[int] | None = None  # the user turn of each expected step, in a conversation
     user_error: list[dict[str, str]] | None = None  # the simulated user's faults: never the agent's
+    agent_error: dict[str, Any] | None = None  # what the agent raised: {type, message, traceback}
     fault_source: str | None = None  # what made the faulted call fail: one of ERROR_SOURCES
     divergence: Divergence | None = None  # a failed trajectory's first divergence (app/core/divergence.py)
 
@@ -212,6 +216,7 @@ class TrajectoryScore:
         self.turns = None
         self.step_turns = None
         self.user_error = None
+        self.agent_error = None
         self.undone_steps = []
         self.fault_source = None
         self.divergence = None
@@ -263,6 +268,8 @@ class TrajectoryScore:
             out["step_turns"] = self.step_turns
         if self.user_error:
             out["user_error"] = self.user_error
+        if self.agent_error is not None:
+            out["agent_error"] = self.agent_error
         if self.divergence is not None:
             out["divergence"] = self.divergence.to_dict()
         return out
@@ -380,6 +387,10 @@ class Scorer:
             ts.turns, ts.step_turns = turn_scores(ts, case, traj)
         if traj.user_error:
             ts.user_error = [u.to_dict() for u in traj.user_error]
+        if traj.agent_error is not None:
+            ts.agent_error = traj.agent_error.to_dict()
+        elif traj.stopped == "agent_error":  # a source that says the agent raised, not what
+            ts.agent_error = {"type": UNRECORDED_ERROR, "message": "", "traceback": []}
         return ts
 
     # -- parts ---------------------------------------------------------------

@@ -27,9 +27,14 @@ MAX_SUITE_BYTES = 32 * 1024 * 1024
 
 @dataclass(frozen=True)
 class ExpectedCall:
+    """A step of the reference. ``schema_exceptions`` marks arguments whose expected value
+    breaks the tool's own schema on purpose (a benchmark's ground truth, e.g. BFCL's), each
+    with the reason: the suite check accepts them; scoring is unchanged."""
+
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     tolerance: dict[str, Rule] = field(default_factory=dict)
+    schema_exceptions: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -449,7 +454,11 @@ def _expected_call(ec: Any, j: int, bad: Any, within: str = "expected_calls") ->
             tolerance[str(fname)] = parse_rule(rule)
         except ValueError as exc:
             raise bad(str(exc), f"{where}.tolerance.{fname}") from None
-    return ExpectedCall(name=ec["name"], arguments=dict(args), tolerance=tolerance)
+    marked = ec.get("schema_exceptions") or {}
+    if not isinstance(marked, Mapping) or not all(isinstance(v, str) for v in marked.values()):
+        raise bad("must map an argument to the reason its value breaks the schema", f"{where}.schema_exceptions")
+    return ExpectedCall(name=ec["name"], arguments=dict(args), tolerance=tolerance,
+                        schema_exceptions={str(k): v for k, v in marked.items()})
 
 
 def _forbidden(raw: Any, j: int, bad: Any, within: str = "forbidden_calls") -> ForbiddenCall:

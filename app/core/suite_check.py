@@ -261,7 +261,9 @@ class _Checker:
                 self.rule_params(rule, (*at, i, "tolerance", str(field_name)))
             tool = self.toolset.get(name) if isinstance(name, str) else None
             if tool is not None and isinstance(item.get("arguments"), Mapping):
-                self.arguments(tool, item["arguments"], tolerance, (*at, i, "arguments"))
+                marked = _map(item.get("schema_exceptions"))  # values that break the schema on purpose, said why
+                args = {k: v for k, v in item["arguments"].items() if k not in marked}
+                self.arguments(tool, args, tolerance, (*at, i, "arguments"))
 
     def rule_params(self, raw: Any, at: tuple[Segment, ...]) -> None:
         if isinstance(raw, Mapping) and "rule" in raw and str(raw["rule"]) in RULE_PARAMS:

@@ -91,9 +91,12 @@ def get_converter(name: str) -> Converter:
 
 def convert(name: str, path: Path, options: Options | None = None) -> Conversion:
     """Convert ``path`` from the format ``name``."""
-    from app.importers.base import Options
+    from app.importers.base import Options, distinct_trials
 
-    return get_converter(name).convert(path, options or Options())
+    conversion = get_converter(name).convert(path, options or Options())
+    if name != "toollens":  # ToolLens's own records are taken as they are: a repeat there is a mistake to name
+        conversion.records = distinct_trials(conversion.records, conversion.notes)
+    return conversion
 
 
 __all__ = ["FORMATS", "Conversion", "Converted", "Converter", "Format", "Option", "Options", "RecordSource",

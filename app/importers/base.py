@@ -61,6 +61,32 @@ def record_or_reason(line: int, build: Callable[[], dict[str, Any]], *, source: 
                                        index=line, field=field, source=source)
 
 
+def distinct_trials(records: RecordSource, notes: list[str]) -> RecordSource:
+    """The records with each (case, trial, fault) once: a source that repeats a case without
+    telling trials apart (two conversations with one id, a scenario run twice) gives the repeat
+    the next free trial, as the store keeps one trajectory per case, trial and fault. Each pass
+    numbers alike; the first that renumbers adds a note to ``notes``."""
+    def fresh() -> Iterator[Converted]:
+        seen: set[tuple[str, int, str]] = set()
+        moved = 0
+        for line, item in records():
+            if isinstance(item, Trajectory):
+                fault = "" if item.fault is None else f"{item.fault.step}:{item.fault.kind}"
+                if (item.case_id, item.trial, fault) in seen:
+                    trial = item.trial + 1
+                    while (item.case_id, trial, fault) in seen:
+                        trial += 1
+                    item.trial = trial
+                    moved += 1
+                seen.add((item.case_id, item.trial, fault))
+            yield line, item
+        note = (f"{moved} records repeat a case and trial of an earlier one (the source does not tell them apart): "
+                "each takes the next free trial")
+        if moved and note not in notes:
+            notes.append(note)
+    return fresh
+
+
 def no_records() -> Iterator[Converted]:
     """The record stream of a source that holds only a suite."""
     return iter(())

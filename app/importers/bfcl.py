@@ -30,9 +30,11 @@ from typing import Any
 
 from app.core.errors import SuiteError
 from app.core.records import loads
+from app.core.schema import ArgumentValidator
 from app.core.tolerance import MAX_RULE_DEPTH
 from app.core.tools import ToolSpec
 from app.importers.base import Conversion, Options, no_records
+from app.importers.bfcl_exceptions import mark_exceptions
 from app.importers.bfcl_multi_turn import convert_multi_turn
 
 NAME = "bfcl"
@@ -151,29 +153,28 @@ def expected_call(entry: Mapping[str, Any], where: str = "", warn: Warn | None =
     return call
 
 
-def _schema_breaks(entry: Mapping[str, Any], call: dict[str, Any], spec: ToolSpec | None) -> str | None:
-    """How the ground truth breaks its tool's schema, if it does: an argument
-    required by the schema that the possible answers let be omitted, or an
-    acceptable value that fails validation."""
-    if spec is None:
-        return f"calls {call['name']!r}, a tool the question does not offer"
+def _schema_breaks(entry: Mapping[str, Any], call: dict[str, Any], spec: ToolSpec | None) -> dict[str, str]:
+    """How the ground truth breaks its tool's schema, by argument: a required argument
+    that the possible answers let be omitted, or an acceptable value that fails
+    validation (the first such value of each argument)."""
     (_, params), = entry.items()
     params = params if isinstance(params, Mapping) else {}
-    required = spec.parameters.get("required") or []
-    for arg in required:
+    breaks: dict[str, str] = {}
+    if spec is None:
+        return breaks
+    for arg in spec.parameters.get("required") or []:
         if arg in params and isinstance(params[arg], list) and "" in params[arg]:
-            return f"{call['name']}: {arg!r} is required by the schema but its possible answers let it be omitted"
-    validator = spec.validator
-    args = call["arguments"]
+            breaks[arg] = f"{arg!r} is required by the schema but its possible answers let it be omitted"
+    validator = ArgumentValidator({k: v for k, v in spec.parameters.items() if k != "required"})
     for arg, options in params.items():
         for option in options if isinstance(options, list) else [options]:
-            if option == "":
+            if option == "" or arg in breaks:
                 continue
             value = _pattern(option, "", lambda _: None)[0] if _nested(option) else option
-            violation = validator.validate({**args, arg: value})
+            violation = validator.validate({arg: value})
             if violation is not None:
-                return f"{call['name']}: {violation.message}"
-    return None
+                breaks[arg] = violation.message
+    return breaks
 
 
 def _is_multi_turn(q: Any, path: Path) -> bool:
@@ -225,10 +226,18 @@ def convert(path: Path, options: Options) -> Conversion:
         elif qid in answers:
             try:
                 expected = [expected_call(e, f"{qid}: ", warnings.append) for e in answers[qid]]
-                broken = [b for e, call in zip(answers[qid], expected, strict=True)
-                          if (b := _schema_breaks(e, call, specs.get(call["name"]))) is not None]
+                broken: list[str] = []
+                for e, call in zip(answers[qid], expected, strict=True):
+                    spec = specs.get(call["name"])
+                    if spec is None:
+                        broken.append(f"calls {call['name']!r}, a tool the question does not offer")
+                        continue
+                    breaks = _schema_breaks(e, call, spec)
+                    mark_exceptions(call, breaks)
+                    broken.extend(f"{call['name']}: {m}" for m in breaks.values())
                 if broken:
-                    warnings.append(f"{qid}: the ground truth breaks the question's own schema: {'; '.join(broken)}")
+                    warnings.append(f"{qid}: the ground truth breaks the question's own schema (written as a marked "
+                                    f"exception): {'; '.join(broken)}")
             except (ValueError, AttributeError, TypeError):
                 raise SuiteError(f"{qid}: a ground_truth entry is not {{func_name: {{arg: [values]}}}}",
                                  path=str(answers_file)) from None

@@ -29,6 +29,7 @@ from typing import Any
 
 from app.core.errors import SuiteError
 from app.core.tools import ToolSpec
+from app.importers.bfcl_exceptions import mark_exceptions
 
 # BFCL's class -> function-doc file (bfcl_eval's MULTI_TURN_FUNC_DOC_FILE_MAPPING)
 FUNC_DOC_FILES = {
@@ -149,8 +150,15 @@ def convert_multi_turn(path: Path, questions: Iterator[tuple[int, Any]], answers
             if not all(isinstance(text, str) for text in calls):
                 raise SuiteError(f"{qid}: turn {t}: the ground truth is a list of call strings", path=str(path))
             expected = [parse_call(text, properties, f"{qid}: turn {t} call {j + 1}") for j, text in enumerate(calls)]
-            notes.extend(f"{qid}: turn {t}: the ground truth breaks its tool's own schema: {b}"
-                         for call in expected if (b := _breaks(call, validators)) is not None)
+            for call in expected:
+                if call["name"] not in validators:
+                    notes.append(f"{qid}: turn {t}: the ground truth calls {call['name']!r}, a tool of no involved "
+                                 "class")
+                    continue
+                breaks = _breaks(call, validators[call["name"]])
+                mark_exceptions(call, breaks, multi_turn=True)
+                notes.extend(f"{qid}: turn {t}: the ground truth breaks its tool's own schema (written as a marked "
+                             f"exception): {call['name']}: {m}" for m in breaks.values())
             turns.append({"user": _user_text(message) or NO_MESSAGE, "expected_calls": expected})
         if q.get("missed_function"):
             missed += 1
@@ -171,13 +179,20 @@ def convert_multi_turn(path: Path, questions: Iterator[tuple[int, Any]], answers
     return suites, notes
 
 
-def _breaks(call: dict[str, Any], validators: Mapping[str, Any]) -> str | None:
-    """How an expected call breaks the toolset: an unknown tool or a value the schema refuses."""
-    validator = validators.get(call["name"])
-    if validator is None:
-        return f"calls {call['name']!r}, a tool of no involved class"
-    violation = validator.validate(call["arguments"])
-    return None if violation is None else f"{call['name']}: {violation.message}"
+def _breaks(call: dict[str, Any], validator: Any) -> dict[str, str]:
+    """The values of an expected call that its tool's schema refuses, by argument."""
+    breaks: dict[str, str] = {}
+    args = dict(call["arguments"])
+    for _ in range(len(args)):
+        violation = validator.validate(args)
+        if violation is None:
+            break
+        arg = str(violation.field).split("[", 1)[0].split(".", 1)[0]
+        if arg not in args:
+            break
+        breaks[arg] = violation.message
+        del args[arg]
+    return breaks
 
 
 def _toolset(docs: FuncDocs, key: tuple[tuple[str, ...], tuple[str, ...]], path: Path) -> list[dict[str, Any]]:

@@ -25,8 +25,12 @@ def import_converted(settings: Settings, path: Path, fmt: str, options: Options,
         raise SuiteError(f"a {fmt} file holds questions, no runs: `toollens convert --from {fmt}` makes its suites",
                          path=str(path))
     conversion = convert(fmt, path, options)
+    told = len(conversion.notes)
     for note in conversion.notes:
         on_note(note)
     document = load_suite_document(suite_path) if suite_path is not None else conversion.suite
-    return import_file(settings, path, run_name=run_name, model=model, agent=agent, skip_bad=skip_bad,
-                       finish=finish, batch=batch, suite_document=document, records=conversion.records)
+    result = import_file(settings, path, run_name=run_name, model=model, agent=agent, skip_bad=skip_bad,
+                         finish=finish, batch=batch, suite_document=document, records=conversion.records)
+    for note in conversion.notes[told:]:  # what reading the records found (repeated trials)
+        on_note(note)
+    return result

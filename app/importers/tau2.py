@@ -15,7 +15,9 @@ the agent's messages' ``usage``, the model from ``info.agent_info.llm``.
 Each task is a case: its expected actions requested by the assistant are
 the expected calls (a ``subset`` reference, as tau-bench's); the actions
 the user is expected to take, the ``nl_assertions`` and the
-``communicate_info`` are kept as the case's ``notes``. Nothing else of
+``communicate_info`` are kept as the case's ``notes``. A simulation's case is
+the task it was *graded* on (``reward_info.action_checks``; ``Grading``), and
+the toolset holds every tool an expected action names. Nothing else of
 ``info`` is read: its ``llm_args`` may hold an API key.
 """
 
@@ -33,7 +35,7 @@ from app.core.records import MAX_NAME
 from app.core.usage import MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, content_text, mark_batch, record_or_reason
 from app.importers.jsonstream import read_document
-from app.importers.toolsets import check_tools, resolve_toolset, toolset_document
+from app.importers.toolsets import add_expected_tools, check_tools, resolve_toolset, toolset_document
 
 NAME = "tau2"
 _ERROR = re.compile(r"\s*Error(?![A-Za-z])")  # "Error: …", "Error - …"; not "Errors on this line: none"
@@ -182,7 +184,7 @@ def case_id(task_id: Any) -> str:
     return str(task_id)[:MAX_NAME]
 
 
-def _record(sim: Any, i: int, model: str | None, source: str) -> dict[str, Any]:
+def _record(sim: Any, i: int, model: str | None, source: str, grading: Grading | None = None) -> dict[str, Any]:
     where = f"simulations[{i}]"
     if not isinstance(sim, Mapping):
         raise InvalidTrajectory(f"a simulation is an object, got {type(sim).__name__}", index=i + 1, field=where,
@@ -196,7 +198,10 @@ def _record(sim: Any, i: int, model: str | None, source: str) -> dict[str, Any]:
                                 source=source)
     data = simulation_to_record(sim, model)
     trial = sim.get("trial", 0)
-    data.update(case_id=case_id(task_id), trial=trial if trial is not None else 0)
+    graded = grading.case_of(i) if grading is not None else None
+    renumbered = grading.trial_of(i) if grading is not None else None
+    data.update(case_id=graded or case_id(task_id),
+                trial=renumbered if renumbered is not None else trial if trial is not None else 0)
     return data
 
 
@@ -255,24 +260,128 @@ def _tool_defs(defs: Any) -> list[Any]:
     return []
 
 
-def _records(doc: Mapping[str, Any], source: str) -> Iterator[Converted]:
+def _records(doc: Mapping[str, Any], source: str, grading: Grading | None = None) -> Iterator[Converted]:
     model = agent_model(doc)
+    grading = grading or Grading(doc)
     for i, sim in enumerate(doc["simulations"]):
-        yield record_or_reason(i + 1, partial(_record, sim, i, model, source), source=source, what="simulation",
-                               field=f"simulations[{i}]")
+        yield record_or_reason(i + 1, partial(_record, sim, i, model, source, grading), source=source,
+                               what="simulation", field=f"simulations[{i}]")
+
+
+def _action_key(actions: Any) -> str:
+    """A list of actions as what decides a grade: each one's requestor, name and arguments, in order."""
+    out = []
+    for a in actions if isinstance(actions, list) else ():
+        if isinstance(a, Mapping):
+            out.append([a.get("requestor", "assistant"), a.get("name"), a.get("arguments")])
+    return json.dumps(out, sort_keys=True, ensure_ascii=False, default=str)
+
+
+class Grading:
+    """Which task each simulation was *graded* on. τ² grades a simulation on the actions in its
+    ``reward_info.action_checks``; in some real files they are another task's than the one its
+    ``task_id`` names (and the conversation is that other task's). A simulation's case is the
+    task whose actions it was graded on; one graded on actions no task has gets a case of its own."""
+
+    def __init__(self, doc: Mapping[str, Any]):
+        tasks = [t for t in doc.get("tasks") or () if isinstance(t, Mapping) and isinstance(t.get("id"), (str, int))
+                 and not isinstance(t["id"], bool)]
+        by_key: dict[str, list[str]] = {}
+        for t in tasks:
+            criteria = t.get("evaluation_criteria")
+            actions = criteria.get("actions") if isinstance(criteria, Mapping) else None
+            if isinstance(actions, list):
+                by_key.setdefault(_action_key(actions), []).append(case_id(t["id"]))
+        own_keys = {case_id(t["id"]): _action_key((t.get("evaluation_criteria") or {}).get("actions"))
+                    for t in tasks if isinstance(t.get("evaluation_criteria") or {}, Mapping)}
+        self.cases: dict[int, str] = {}  # simulation index -> the case it was graded on, where it is not its own
+        self.moved: dict[str, list[tuple[str, str, int]]] = {}  # graded case -> [(simulation id, task_id, index)]
+        self.unmatched: dict[str, list[Any]] = {}  # a case of its own -> the graded actions
+        self.checked = 0  # simulations with action checks
+        for i, sim in enumerate(doc.get("simulations") or ()):
+            info = sim.get("reward_info") if isinstance(sim, Mapping) else None
+            checks = info.get("action_checks") if isinstance(info, Mapping) else None
+            task_id = sim.get("task_id") if isinstance(sim, Mapping) else None
+            if not isinstance(checks, list) or not isinstance(task_id, (str, int)) or isinstance(task_id, bool):
+                continue
+            self.checked += 1
+            graded = [c.get("action") for c in checks if isinstance(c, Mapping)]
+            key = _action_key(graded)
+            own = case_id(task_id)
+            if own_keys.get(own) == key:
+                continue
+            if own not in own_keys and key not in by_key:  # a task the file does not hold: graded on these
+                self.unmatched.setdefault(own, graded)
+                continue
+            found = by_key.get(key, [])
+            named = {str(a.get("action_id", "")).rpartition("_")[0] for a in graded if isinstance(a, Mapping)}
+            target = next((c for c in found if c in named), found[0] if found else None)
+            if target is None:
+                target = case_id(f"{own}:graded-{len(self.unmatched) + 1}")
+                self.unmatched[target] = graded
+            self.cases[i] = target
+            sim_id = sim.get("id")
+            self.moved.setdefault(target, []).append((str(sim_id)[:64] if sim_id is not None else f"#{i}", own, i))
+
+        self.trials: dict[int, int] = {}  # simulation index -> its trial, where joining took the one it carried
+        self._renumber(doc)
+
+    def _renumber(self, doc: Mapping[str, Any]) -> None:
+        """A simulation joined to a case keeps its trial unless another simulation of that case has
+        it (a run holds one trajectory per case and trial): then the next free one."""
+        taken: set[tuple[str, Any]] = set()
+        sims = [s if isinstance(s, Mapping) else {} for s in doc.get("simulations") or ()]
+        for i, sim in enumerate(sims):
+            if i not in self.cases:
+                taken.add((case_id(sim.get("task_id")), sim.get("trial", 0) or 0))
+        for i, target in self.cases.items():
+            trial = sims[i].get("trial", 0) or 0
+            if (target, trial) in taken and isinstance(trial, int):
+                trial = next(t for t in range(len(sims) + 1) if (target, t) not in taken)
+                self.trials[i] = trial
+            taken.add((target, trial))
+
+    def case_of(self, index: int) -> str | None:
+        return self.cases.get(index)
+
+    def trial_of(self, index: int) -> int | None:
+        return self.trials.get(index)
+
+    def case_notes(self, cid: str) -> list[str]:
+        moved = self.moved.get(cid)
+        if not moved:
+            return []
+        shown = ", ".join(f"{sim} (task_id {own}" + (f", trial {self.trials[i]} here" if i in self.trials else "") + ")"
+                          for sim, own, i in moved[:10])
+        more = f" and {len(moved) - 10} more" if len(moved) > 10 else ""
+        whose = "actions no task of the file has" if cid in self.unmatched else "this task's actions"
+        return [_note(f"τ²-bench graded {len(moved)} simulation(s) whose task_id names another task on {whose} "
+                      f"(reward_info.action_checks): {shown}{more}; they are scored here")]
+
+    def note(self) -> str | None:
+        moved = sum(len(v) for v in self.moved.values())
+        if not moved:
+            return None
+        alone = sum(len(self.moved[c]) for c in self.unmatched)
+        tail = f"; {alone} match no task and have a case of their own" if alone else ""
+        return (f"{moved} of {self.checked} simulations were graded (reward_info.action_checks) on actions that "
+                "differ from the task of the same id in `tasks`: each is scored against the task it was graded "
+                f"on, and that case's notes name it{tail}")
 
 
 def convert(path: Path, options: Options) -> Conversion:
     source = str(_results_file(path))
 
     def records() -> Iterator[Converted]:
-        yield from _records(read_results(path), source)
+        doc = read_results(path)
+        yield from _records(doc, source, Grading(doc))
 
     doc = read_results(path)
+    grading = Grading(doc)
     called: set[str] = set()
     questions: dict[str, str] = {}
     first_bad: InvalidTrajectory | None = None
-    for _, traj in _records(doc, source):
+    for _, traj in _records(doc, source, grading):
         if isinstance(traj, InvalidTrajectory):
             first_bad = first_bad or traj
             continue
@@ -286,19 +395,31 @@ def convert(path: Path, options: Options) -> Conversion:
             cid = case_id(task["id"])
             if cid in questions or not questions:
                 cases.setdefault(cid, task_case(task, questions.get(cid, "")))
+    for cid, actions in grading.unmatched.items():
+        cases.setdefault(cid, task_case({"id": cid, "evaluation_criteria": {"actions": actions}},
+                                        questions.get(cid, "")))
     for cid, question in questions.items():  # a simulation whose task the file does not hold: no reference
         cases.setdefault(cid, {"id": cid, "question": question or f"τ²-bench task {cid}", "tags": ["tau2"]})
+    for cid, case in cases.items():
+        extra = grading.case_notes(cid)
+        if extra:
+            case["notes"] = [*extra, *case.get("notes", [])]
     domain = _info(doc, "environment_info", "domain_name")
     name = domain if isinstance(domain, str) and domain.strip() else path.stem
     declared = _tool_defs(_info(doc, "environment_info", "tool_defs"))
+    gold = {e["name"] for c in cases.values() for e in c.get("expected_calls") or ()}
     notes: list[str] = []
     if options.tools is None and declared:
         toolset = toolset_document(check_tools(declared, f"{source}: info.environment_info.tool_defs"), name=name)
         notes.append(f"no --tools: toolset of the {len(declared)} tools the file declares "
                      "(info.environment_info.tool_defs)")
     else:
-        toolset, more = resolve_toolset(options.tools, options.domain, lambda: called, name=name)
+        toolset, more = resolve_toolset(options.tools, options.domain, lambda: called | gold, name=name)
         notes.extend(more)
+    notes.extend(add_expected_tools(toolset, gold))
+    moved = grading.note()
+    if moved:
+        notes.append(moved)
     user_calls = sum(1 for s in doc["simulations"] if isinstance(s, Mapping)
                      for m in s.get("messages") or () if isinstance(m, Mapping) and m.get("role") == "user"
                      for _ in m.get("tool_calls") or ())

@@ -20,7 +20,7 @@ from app.core.records import parse_record
 from app.importers.base import Conversion, Converted, Options
 from app.importers.jsonstream import iter_json_values
 from app.importers.openai_messages import messages_to_record
-from app.importers.toolsets import resolve_toolset
+from app.importers.toolsets import add_expected_tools, resolve_toolset
 
 NAME = "tau-bench"
 
@@ -91,6 +91,8 @@ def convert(path: Path, options: Options) -> Conversion:
         called.update(c.name for c in traj.calls)
         if traj.case_id not in cases:
             cases[traj.case_id] = _case(value["task_id"], _task(value), traj.question)
-    toolset, notes = resolve_toolset(options.tools, options.domain, lambda: called, name=path.stem)
+    expected = {e["name"] for c in cases.values() for e in c["expected_calls"]}
+    toolset, notes = resolve_toolset(options.tools, options.domain, lambda: called | expected, name=path.stem)
+    notes.extend(add_expected_tools(toolset, expected))
     suite = {"name": f"tau-bench {toolset['name']}", "toolset": toolset, "cases": list(cases.values())}
     return Conversion(suite=suite, records=records, notes=notes)

@@ -132,3 +132,17 @@ def resolve_toolset(tools_path: Path | None, domain: str | None, called_names: C
     notes = [f"{schemas_note}no --tools: toolset of {len(called)} tool names inferred from the traces; schema "
              "validity and hallucinated tools need the real schemas (--tools)"]
     return toolset_document(inferred_tools(called), name=name, label=INFERRED_LABEL), notes
+
+
+def add_expected_tools(toolset: dict[str, Any], expected: Iterable[str]) -> list[str]:
+    """Tools the reference's expected calls name that the toolset lacks (a --tools file, or the
+    source's own definitions, without them), added by name so that every expected call's tool
+    is in the toolset; the note for the person importing."""
+    have = {_tool_name(t) for t in toolset["tools"]}
+    missing = sorted(set(expected) - have)
+    if not missing:
+        return []
+    toolset["tools"] = [*toolset["tools"], *inferred_tools(missing)]
+    shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+    return [f"{len(missing)} tools the tasks' actions name are not among the tool schemas: added by name, any "
+            f"arguments validate ({shown})"]

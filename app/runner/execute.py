@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ class RunSummary:
     stored: int = 0
     failed: int = 0  # stored trajectories that did not pass
     agent_errors: int = 0  # the agent raised (stored, stopped="agent_error")
+    agent_error_types: Counter[str] = field(default_factory=Counter)  # of them, by the exception's type
     infra_errors: int = 0  # the endpoint kept failing (not stored as trajectories)
     duplicates: int = 0  # stored already (another shard, or the same experiment twice)
     started: float = field(default_factory=time.monotonic)
@@ -103,6 +105,7 @@ class _Writer:
         self.summary.stored += len(trajs)
         self.summary.failed += sum(1 for t in trajs if not self.scorer.score(t).passed)
         self.summary.agent_errors += sum(1 for t in trajs if t.stopped == AGENT_ERROR)
+        self.summary.agent_error_types.update(t.agent_error.type for t in trajs if t.agent_error is not None)
         self.scorer.forget(trajs)
 
 

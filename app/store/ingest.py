@@ -160,6 +160,14 @@ def delete_run(session: Session, run_id: int) -> None:
     session.execute(delete(Run).where(Run.id == run_id))
 
 
+def delete_runs_named(session: Session, names: Iterable[str]) -> list[str]:
+    """Remove the runs of exactly these names (no other run), and say which there were."""
+    found = session.execute(select(Run.id, Run.name).where(Run.name.in_(list(names)))).all()
+    for run_id, _ in found:
+        delete_run(session, run_id)
+    return [name for _, name in found]
+
+
 def count_trajectories(session: Session, run_id: int) -> int:
     return int(session.scalar(select(func.count()).select_from(TrajectoryRow)
                               .where(TrajectoryRow.run_id == run_id)) or 0)

@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from app.core.prices import PriceTable, current_prices
 from app.core.records import loads
-from app.core.report import FAMILIES, Report
-from app.core.scoring import EXTRA, MISSING
+from app.core.report import FAMILIES, Report, pass_hat_k
+from app.core.scoring import EXTRA, MISSING, UNRECORDED_ERROR
 from app.core.usage import ModelCall, UsageTally, totals_by_model, trajectory_usage
 from app.store.errors import NotFound
 from app.store.ingest import find_run, get_run_row, suite_for_run
@@ -81,9 +81,25 @@ def _usage_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, d
     return out
 
 
+def _pass_tallies(session: Session, run_ids: list[int]) -> dict[int, dict[tuple[str, str], list[int]]]:
+    """Per run, per (case, fault): [trials, passes], summed from the counters the report's pass rate and
+    pass^k read (``Report.trials``)."""
+    out: dict[int, dict[tuple[str, str], list[int]]] = {rid: {} for rid in run_ids}
+    if run_ids:
+        rows = session.execute(
+            select(RunCounter.run_id, RunCounter.kind, RunCounter.a, RunCounter.b, func.sum(RunCounter.value))
+            .where(RunCounter.run_id.in_(run_ids), RunCounter.kind.in_(("trials", "passes")))
+            .group_by(RunCounter.run_id, RunCounter.kind, RunCounter.a, RunCounter.b))
+        for rid, kind, case_id, fault, value in rows:
+            out[rid].setdefault((case_id, fault), [0, 0])[0 if kind == "trials" else 1] += int(value or 0)
+    return out
+
+
 def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str, int],
-            usage: dict[str, dict[str, int]] | None = None, prices: PriceTable | None = None) -> RunPublic:
+            usage: dict[str, dict[str, int]] | None = None, prices: PriceTable | None = None,
+            trials: dict[tuple[str, str], list[int]] | None = None) -> RunPublic:
     tokens, cost = totals_by_model(usage or {}, prices or current_prices())
+    tally = list((trials or {}).values())
     return RunPublic(
         id=run.id, name=run.name, agent=run.agent, model=run.model, suite=suite.name, suite_id=suite.id,
         suite_hash=suite.hash, suite_version=suite.version,
@@ -94,6 +110,9 @@ def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str
         dependency_violations=counts.get("dependency_violations", 0),
         dependency_checks=counts.get("dependency_checks", 0),
         total_tokens=tokens, cost_usd=cost,
+        scored=sum(n for n, _ in tally), passed=sum(c for _, c in tally),
+        max_trials=max((n for n, _ in tally), default=0),
+        pass_hat_k={str(k): round(v, 4) for k, v in pass_hat_k((n, c) for n, c in tally).items()},
     )
 
 
@@ -118,16 +137,16 @@ def list_runs(session: Session, *, suite: str | None = None, model: str | None =
     total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
     page = session.execute(q.order_by(Run.created_at.desc(), Run.id.desc()).limit(limit).offset(offset)).all()
     ids = [run.id for run, _, _ in page]
-    counts, usage = _family_counts(session, ids), _usage_counts(session, ids)
-    return RunsPublic(data=[_public(r, s, v, counts[r.id], usage[r.id], prices) for r, s, v in page], count=total,
-                      limit=limit, offset=offset)
+    counts, usage, trials = _family_counts(session, ids), _usage_counts(session, ids), _pass_tallies(session, ids)
+    return RunsPublic(data=[_public(r, s, v, counts[r.id], usage[r.id], prices, trials[r.id]) for r, s, v in page],
+                      count=total, limit=limit, offset=offset)
 
 
 def get_run(session: Session, run_ref: int | str, *, prices: PriceTable | None = None) -> RunPublic:
     run = get_run_row(session, run_ref) if isinstance(run_ref, int) else find_run(session, run_ref)
     row = session.execute(_runs_query().where(Run.id == run.id)).one()
     return _public(row[0], row[1], row[2], _family_counts(session, [run.id])[run.id],
-                   _usage_counts(session, [run.id])[run.id], prices)
+                   _usage_counts(session, [run.id])[run.id], prices, _pass_tallies(session, [run.id])[run.id])
 
 
 def _json(value: Any) -> Any:
@@ -259,7 +278,7 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
     return data
 
 
-_CASE_EXTRAS = ("fault_not_reached", "user_error")
+_CASE_EXTRAS = ("fault_not_reached", "user_error", "agent_error")
 
 
 def _failures_by_turn(turns: list[Any]) -> dict[str, list[str]]:
@@ -314,7 +333,7 @@ def _summary(t: TrajectoryRow) -> TrajectorySummary:
     }
     return TrajectorySummary(id=t.id, run_id=t.run_id, case_id=t.case_id, trial=t.trial, fault=fault,
                              outcome=t.outcome, passed=t.passed, failures=list(t.failures), n_calls=t.n_calls,
-                             reward=t.reward, total_tokens=t.total_tokens)
+                             reward=t.reward, total_tokens=t.total_tokens, agent_error=_agent_error(t.detail))
 
 
 def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,
@@ -445,6 +464,12 @@ def get_trajectory(session: Session, trajectory_id: int, *, prices: PriceTable |
                             usage=trajectory_usage(_model_calls(t.model_calls), prices or current_prices()))
 
 
+def _agent_error(detail: Any) -> dict[str, Any] | None:
+    """What the agent raised, as the trajectory's detail keeps it (None: it did not, or older rows)."""
+    found = detail.get("agent_error") if isinstance(detail, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def _exported_call(c: CallRow) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": c.name, "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
@@ -561,4 +586,7 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
         rec["user_error"] = t.detail["user_error"]
     if t.model_calls is not None:
         rec["model_calls"] = t.model_calls
+    error = _agent_error(t.detail)
+    if error is not None and error.get("type") != UNRECORDED_ERROR:  # only what the record itself held
+        rec["agent_error"] = error
     return rec

@@ -10,6 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class RatioPublic(BaseModel):
+    """A figure: its numerator and denominator (``no_reference: true`` added when it needs
+    expected calls and no trajectory had any)."""
+
+    model_config = ConfigDict(extra="allow")
+
     num: int
     den: int
 
@@ -36,6 +41,10 @@ class RunPublic(BaseModel):
     dependency_checks: int = 0  # order pairs checked: the denominator of the violations
     total_tokens: int | None = None  # tokens the run's model requests reported (None: none reported)
     cost_usd: float | None = None  # priced when read, the requests with a price (None: none had one)
+    scored: int = 0  # trajectories the pass rate counts (the simulated user's broken ones left out)
+    passed: int = 0  # of them, those that passed: the pass rate is passed / scored
+    max_trials: int = 0  # the most trials of one case: pass^k is shown when it is above 1
+    pass_hat_k: dict[str, float] = Field(default_factory=dict)  # k -> pass^k, as the report's
 
 
 class RunsPublic(BaseModel):
@@ -71,6 +80,7 @@ class TrajectorySummary(BaseModel):
     n_calls: int
     reward: float | None = None
     total_tokens: int | None = None  # what its model requests reported (None: nothing)
+    agent_error: dict[str, Any] | None = None  # what the agent raised: {type, message, traceback} (last frames)
 
 
 class TrajectoriesPublic(BaseModel):
@@ -327,6 +337,7 @@ class FiguresPublic(BaseModel):
     schema_errors: list[dict[str, Any]]
     faults_not_reached: int = 0
     user_errors: int = 0  # conversations the simulated user broke: listed, not scored
+    agent_errors: dict[str, int] = Field(default_factory=dict)  # trajectories the agent raised in, by type
     # recovery and hallucination after error by what made the faulted call fail (ERROR_SOURCES)
     recovery_by_source: dict[str, dict[str, RatioPublic]] = Field(default_factory=dict)
     causes: list[CausePublic] = []  # failed trajectories by first divergence, largest first

@@ -25,12 +25,21 @@ def error_response(status: int, error: str, items: list[ErrorItem] | None = None
 def respond(request: Request, status: int, error: str, items: list[ErrorItem] | None = None,
             headers: dict[str, str] | None = None) -> Response:
     """JSON under /api and for clients that do not ask for HTML; a page otherwise."""
-    wants_page = not request.url.path.startswith("/api") and "text/html" in request.headers.get("accept", "")
+    wants_page = wants_html(request)
     if wants_page and hasattr(request.app.state, "templates"):
         response: HTMLResponse = request.app.state.templates.TemplateResponse(
             request, "error.html", {"status": status, "error": error}, status_code=status)
         return response
     return error_response(status, error, items, headers)
+
+
+def wants_html(request: Request) -> bool:
+    """A person's browser on a page's route: it asks for HTML, and the path (below the app's root path,
+    which a proxy may leave in it) is not the API's."""
+    path, root = request.url.path, str(request.scope.get("root_path", "")).rstrip("/")
+    if root and path.startswith(root + "/"):
+        path = path[len(root):]
+    return not path.startswith("/api") and "text/html" in request.headers.get("accept", "")
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -80,6 +89,12 @@ def install_error_handlers(app: FastAPI) -> None:
                 return Response(status_code=204, headers={"Allow": allow})
             headers = {**(headers or {}), "Allow": allow}
         return respond(request, exc.status_code, str(exc.detail), headers=headers)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        # a defect: the server logs it with its traceback (Starlette raises it again after this answer);
+        # a person gets a page, a client JSON, neither the exception's text
+        return respond(request, 500, "something went wrong on the server: the error is in its log")
 
 
 def path_methods(app: FastAPI, path: str) -> list[str]:

@@ -9,14 +9,20 @@ from typing import Any
 from jinja2 import Environment
 from starlette.requests import Request
 
+from app.core.wording import fault_key_text, fault_text, fraction
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
 STATIC = ROOT / "static"
 
 
 def ratio(r: Any) -> str:
-    """'85.5%' or 'n/a' for a {num, den} (never a bare ratio without it)."""
+    """'85.5%' or 'n/a' for a {num, den} (never a bare ratio without it); 'no reference' for a
+    figure that needs expected calls when no trajectory had any (``no_reference``)."""
     num, den = (r["num"], r["den"]) if isinstance(r, dict) else (r.num, r.den)
+    unreferenced = r.get("no_reference") if isinstance(r, dict) else getattr(r, "no_reference", False)
+    if not den and unreferenced:
+        return "no reference"
     return "n/a" if not den else f"{100 * num / den:.1f}%"
 
 
@@ -64,10 +70,16 @@ def short_json(value: Any, width: int = 80) -> str:
 def fault_label(key: str | None) -> str:
     """A stored fault key ("0:http_503", the step counted from 0) as people
     read it: "http_503 at call #1"."""
-    step, sep, kind = (key or "").partition(":")
-    if not sep or not step.isdigit():
-        return key or "—"
-    return f"{kind} at call #{int(step) + 1}"
+    return fault_key_text(key)
+
+
+def fault_words(fault: Any) -> str:
+    """A fault object (``{"kind", "step"}``) as ``fault_label`` reads a key: "http_503 at call #1"."""
+    if fault is None:
+        return "—"
+    if isinstance(fault, dict):
+        return fault_text(fault.get("kind"), fault.get("step"))
+    return fault_text(getattr(fault, "kind", None), getattr(fault, "step", None))
 
 
 FOLD_LINES = 3
@@ -86,6 +98,8 @@ def fold_head(text: str, lines: int = FOLD_LINES, chars: int = FOLD_CHARS) -> st
 def install_filters(env: Environment) -> None:
     env.filters["fold_head"] = fold_head
     env.filters["fault_label"] = fault_label
+    env.filters["fault_words"] = fault_words
+    env.filters["fraction"] = lambda r: fraction(*((r["num"], r["den"]) if isinstance(r, dict) else (r.num, r.den)))
     env.filters["pretty_json"] = pretty_json
     env.filters["short_json"] = short_json
     env.filters["ratio"] = ratio

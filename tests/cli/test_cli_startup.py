@@ -130,6 +130,7 @@ def _typer_reads(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     ["s.yaml", "--top", "3", "t.jsonl"], ["s.yaml", "t.jsonl", "--top=007"],
     ["--fail-on-blocking", "s.yaml", "--json", "t.jsonl", "--top", "0"],
     ["s.yaml", "t.jsonl", "--prices", "p.yaml"], ["--prices=p.yaml", "s.yaml", "t.jsonl"],
+    ["out"], ["--json", "out"], ["out/", "--top", "3"],  # a folder `convert` wrote
 ])
 def test_score_reads_the_plain_forms_as_the_typer_command_does(argv: list[str],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,7 +142,7 @@ def test_score_reads_the_plain_forms_as_the_typer_command_does(argv: list[str],
 
 
 @pytest.mark.parametrize("argv", [
-    ["s.yaml"], ["s.yaml", "t.jsonl", "u.jsonl"], ["--help"], ["s.yaml", "t.jsonl", "--top", "x"],
+    [], ["s.yaml", "t.jsonl", "u.jsonl"], ["--help"], ["s.yaml", "t.jsonl", "--top", "x"],
     ["s.yaml", "t.jsonl", "--top", "-1"], ["s.yaml", "t.jsonl", "--top"], ["s.yaml", "t.jsonl", "--js"],
     ["s.yaml", "t.jsonl", "--json=1"], ["--", "s.yaml", "t.jsonl"], ["s.yaml", "t.jsonl", "--top", "2", "--top", "3"],
     ["-", "t.jsonl"], ["", "t.jsonl"], ["s.yaml", "t.jsonl", "--prices"], ["s.yaml", "t.jsonl", "--prices", "--json"],

@@ -33,7 +33,7 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "simulated agent" in done.stderr and "Ctrl-C" not in done.stderr and "http://" not in done.stderr
-    assert f"Example runs stored in {db}: `toollens serve --db {db}` shows them" in " ".join(done.stderr.split())
+    assert f"Example runs stored in {db}. `toollens serve --db demo.db` shows them" in " ".join(done.stderr.split())
     engine = make_engine(f"sqlite:///{db}")
     with session_scope(make_sessionmaker(engine)) as s:
         runs = {r.name: r for r in s.scalars(select(Run))}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -117,12 +118,46 @@ def test_a_bad_setting_is_one_line_naming_it(tmp_path: Path) -> None:
 
 def test_an_unopenable_database_names_its_path(tmp_path: Path) -> None:
     missing = tmp_path / "no" / "such" / "folder" / "x.db"
-    for args in (["serve"], ["export", "1", "--out", "-"], ["run", str(EXAMPLES / "suite_v2.yaml")],
-                 ["db", "upgrade"]):
+    for args in (["serve"], ["run", str(EXAMPLES / "suite_v2.yaml")], ["db", "upgrade"]):
         done = toollens(*args, "--db", str(missing), cwd=tmp_path)
         assert done.returncode == 2, args
         assert done.stderr.splitlines()[-1].endswith(f"the database {missing}: unable to open database file"), (
             args, done.stderr)
+    done = toollens("export", "1", "--out", "-", "--db", str(missing), cwd=tmp_path)  # it only reads
+    assert done.returncode == 2 and done.stderr.strip() == (
+        f"error: no database at {missing} (`toollens demo` records the example runs there; `toollens import` or "
+        "`toollens run` stores yours); a command that only reads creates none")
+
+
+def test_the_demo_records_where_every_command_reads(tmp_path: Path) -> None:
+    """The demo without --db writes ./toollens.db, which show reads without --db; a second demo
+    records its own runs again and leaves the user's alone; a command that only reads never makes a
+    database: a mistyped --db is an error naming the nearest one."""
+    mine = toollens("run", str(EXAMPLES / "suite_v2.yaml"), "--run", "mine", "--db", "toollens.db", cwd=tmp_path)
+    assert mine.returncode == 0, mine.stderr
+    for _ in range(2):
+        made = toollens("demo", "--no-serve", cwd=tmp_path)
+        assert made.returncode == 0, made.stderr
+    said = " ".join(made.stderr.split())
+    assert (f"Example runs stored in {tmp_path / 'toollens.db'}, the database every command reads without --db. "
+            "`toollens serve` shows them; `toollens show banca-v1-simulado-x5` prints one here.") in said
+    assert stored_runs(tmp_path / "toollens.db") == ["mine", "banca-v1-simulado", "banca-v2-simulado",
+                                                     "banca-v1-simulado-x5", "banca-v2-simulado-x5",
+                                                     "banca-v2-conversaciones"]
+    shown = toollens("show", "banca-v1-simulado-x5", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert re.match(r"run \d+ \(banca-v1-simulado-x5\) · simulated", shown.stdout)
+    reads = (["show", "banca-v1-simulado-x5"], ["export", "mine", "--out", "-"],
+             ["gate", "--baseline", "mine", "--candidate", "mine"])
+    for args in reads:
+        typo = toollens(*args, "--db", "toollens.dbb", cwd=tmp_path)
+        assert typo.returncode == 2, args
+        assert typo.stderr.strip() == (f"error: no database at {tmp_path / 'toollens.dbb'} (did you mean "
+                                       "toollens.db?); a command that only reads creates none"), args
+    assert not list(tmp_path.glob("toollens.dbb*"))  # nothing made
+    elsewhere = toollens("demo", "--no-serve", "--db", "other.db", cwd=tmp_path)
+    assert "`toollens serve --db other.db` shows them; `toollens show banca-v1-simulado-x5 --db other.db` prints" \
+        in " ".join(elsewhere.stderr.split())
 
 
 def test_run_says_where_results_went_and_show_prints_them(tmp_path: Path) -> None:
@@ -222,3 +257,71 @@ def test_a_json_array_given_as_json_lines_is_named_so(tmp_path: Path) -> None:
     (tmp_path / "u.jsonl").write_text('{"case_id": "saldo-001", "calls": [], "answer": ""}\n{"case_id": "x" "calls"}\n')
     done = toollens("score", str(EXAMPLES / "suite_v2.yaml"), "u.jsonl", cwd=tmp_path)
     assert done.stderr == "error: u.jsonl:2: not valid JSON: Expecting ',' delimiter at column 17\n"
+    (tmp_path / "v.jsonl").write_text('{"case_id": "saldo-001", "answer": "no cierra}')  # a last line cut short
+    done = toollens("score", str(EXAMPLES / "suite_v2.yaml"), "v.jsonl", cwd=tmp_path)
+    assert done.stderr == "error: v.jsonl:1: not valid JSON: Unterminated string starting at column 36\n"
+
+
+def test_show_counts_calls_from_one_and_states_f5_over_the_order_checks(tmp_path: Path) -> None:
+    """saldo-001 trial 2 of the v1 examples: a 503 injected at step 1 (0-based), its second call
+    (ver_saldo): "http_503 at call #2", as the trajectory page says. F5: the pair verificar_compra ->
+    emitir_nota_credito broken twice, in 26 order checks (7.7%), as the runs list counts it."""
+    made = toollens("import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite", str(EXAMPLES / "suite_v1.yaml"),
+                    "--run", "v1", "--db", "s.db", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    shown = toollens("show", "v1", "--db", "s.db", "--top", "40", cwd=tmp_path)
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in shown.stdout.splitlines() if "│" in line]
+    assert ["saldo-001", "2", "http_503 at call #2", "step_not_done, recovery_hallucinated"] in rows
+    assert ["F5 order", "dependency violations of the order checks", "2 / 26", "7.7%", ""] in rows
+    assert not any("@ call" in line for line in shown.stdout.splitlines())
+    assert "passed 13/36 (36.1%)" in shown.stdout.splitlines()  # as the runs list's cell reads it: 36.1% 13/36
+    scored = toollens("score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "trajectories_v1.jsonl"), cwd=tmp_path)
+    assert "passed 13/36 (36.1%)" in scored.stdout.splitlines()
+
+
+def test_fix_says_how_many_proposals_it_left_out_and_counts_in_words(tmp_path: Path) -> None:
+    """The demo's five-trial v1 run calls for 37 proposals; a plain `fix` prints 20 and says the rest."""
+    made = toollens("demo", "--no-serve", "--db", "d.db", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    done = toollens("fix", "banca-v1-simulado-x5", "--db", "d.db", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("run banca-v1-simulado-x5: 37 proposals from 61 failed trajectories")
+    assert sum(line.startswith("#") for line in lines) == 20
+    assert lines[-1] == "17 more proposals: --top 37 prints all 37 (--json lists them too)"
+    assert "explains 1 failed trajectory (" in done.stdout and not re.search(r"\b1 failed trajectories", done.stdout)
+    every = toollens("fix", "banca-v1-simulado-x5", "--db", "d.db", "--top", "37", cwd=tmp_path)
+    assert "more proposal" not in every.stdout and sum(line.startswith("#") for line in every.stdout.splitlines()) == 37
+
+
+CRASHY = """\
+def lookup(table, key):
+    return table[key]
+
+
+def agent(question, toolbox):
+    if "saldo" in question.lower():
+        return lookup({}, "saldo")
+    return "No sé."
+"""
+
+
+def test_the_agents_own_exception_is_kept_and_shown(tmp_path: Path) -> None:
+    """An agent that raises KeyError('saldo') on the three questions of suite_v2 that say "saldo": the run
+    counts them by type, show names the exception on each failing case, export keeps type, message and the
+    agent's own frames (not the runner's)."""
+    (tmp_path / "crashy.py").write_text(CRASHY)
+    ran = toollens("run", str(EXAMPLES / "suite_v2.yaml"), "--agent", "crashy.py:agent", "--run", "crashy",
+                   "--db", "r.db", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "18 failed, 3 agent errors (KeyError 3), 0 infrastructure errors" in ran.stderr
+    shown = toollens("show", "crashy", "--db", "r.db", cwd=tmp_path)
+    assert "3 trajectories ended with the agent raising: KeyError 3" in " ".join(shown.stdout.split())
+    assert sum("raised KeyError: 'saldo'" in line for line in shown.stdout.splitlines()) == 3
+    toollens("export", "crashy", "--out", "x.jsonl", "--db", "r.db", cwd=tmp_path)
+    errors = [r["agent_error"] for r in map(json.loads, (tmp_path / "x.jsonl").read_text().splitlines())
+              if "agent_error" in r]
+    assert len(errors) == 3
+    assert errors[0] == {"type": "KeyError", "message": "'saldo'", "traceback": [
+        f"{tmp_path / 'crashy.py'}:7 in agent: return lookup({{}}, \"saldo\")",
+        f"{tmp_path / 'crashy.py'}:2 in lookup: return table[key]"]}

@@ -69,15 +69,18 @@ def test_seeded_regression_fails(runs: str, tmp_path: Path) -> None:
     cases = _failed(root, "toollens.gate.cases")
     # 16 regressed trials and 4 blocking ones (named with their fault: every error the agent saw is one)
     assert len(cases) == 20
-    assert cases["pedido-001 trial 0"] == "regressed" and cases["saldo-001 trial 2 fault 1:http_503"] == "blocking"
-    assert cases["nota-002 trial 2 fault 2:schema"] == "blocking"  # "quedó emitida" after the schema refused it
-    assert cases["devolucion-002 trial 1 fault 0:unknown_tool"] == "blocking"  # "cancelé tu pedido"
+    assert cases["pedido-001 trial 0"] == "regressed"
+    assert cases["saldo-001 trial 2 fault http_503 at call #2"] == "blocking"  # calls counted from 1, as on the pages
+    assert cases["nota-002 trial 2 fault schema at call #3"] == "blocking"  # "quedó emitida" after the schema refused
+    assert cases["devolucion-002 trial 1 fault unknown_tool at call #1"] == "blocking"  # "cancelé tu pedido"
     assert root.get("failures") == str(7 + 20)
     assert summary.startswith("## ToolLens gate: ❌ failed\n")
     assert "| F1 selection precision | 70/71 (98.6%) | 65/76 (85.5%) | -13.1 pts | drop <= 2.0 pts | ❌ regressed |" \
         in summary
     assert "| F2 argument accuracy | 68/69 (98.6%) | 58/60 (96.7%) | -1.9 pts | drop <= 2.0 pts | ✅ pass |" in summary
-    assert ("| F5 dependency violations | 0/36 (0.000/traj) | 2/36 (0.056/traj) | +0.056/traj | "
+    # F5 shown as every page states it, violations of the 26 order checks (the pair verificar_compra ->
+    # emitir_nota_credito broken twice in v1), and gated per trajectory: 2/36 = +0.056
+    assert ("| F5 dependency violations | 0/26 (0.0%) | 2/26 (7.7%) | +0.056/traj | "
             "increase <= 0.000 per trajectory | ❌ regressed |") in summary
     assert "### Cases that regressed (16: passed in the baseline, fail in the candidate)" in summary
     assert "| pedido\\-001 | 0 | — | `selection` | selection_precision |" in summary

@@ -163,3 +163,38 @@ def test_a_line_that_needs_no_cleaning_reads_the_same_without_it(tmp_path: Path)
         "calls[0].arguments: holds a number that is not finite (NaN or an infinity)', 'calls[0].arguments')",
         "calls[0].arguments: holds a number that is not finite (NaN or an infinity)', 'calls[0].arguments')",
         f"state: nested deeper than {MAX_DEPTH} levels', 'state')"]
+
+
+def _deep(n: int) -> None:
+    if n:
+        _deep(n - 1)
+    raise ValueError("x" * 5000)
+
+
+def test_an_agent_error_is_kept_bounded_and_goes_back_out() -> None:
+    """The last 8 of 21 frames, the message cut to 2,000 characters; the record reads back the same."""
+    from app.core.records import MAX_ERROR_MESSAGE, MAX_FRAMES, AgentError
+
+    try:
+        _deep(20)
+    except ValueError as exc:
+        error = AgentError.from_exception(exc)
+    assert error.type == "ValueError" and len(error.message) == MAX_ERROR_MESSAGE and error.message.endswith("…")
+    assert len(error.traceback) == MAX_FRAMES == 8
+    assert error.traceback[-1].endswith('in _deep: raise ValueError("x" * 5000)')
+    assert error.traceback[0].endswith("in _deep: _deep(n - 1)")
+    record = dict(SPEC_EXAMPLE, stopped="agent_error", agent_error=error.to_dict())
+    assert parse_record(record).to_dict() == record
+
+
+@pytest.mark.parametrize(("error", "field"), [
+    ("KeyError", "agent_error"),
+    ({"message": "no type"}, "agent_error.type"),
+    ({"type": "KeyError", "message": "m" * 2001}, "agent_error.message"),
+    ({"type": "KeyError", "traceback": ["f"] * 9}, "agent_error.traceback"),
+    ({"type": "KeyError", "traceback": [1]}, "agent_error.traceback[0]"),
+])
+def test_a_bad_agent_error_is_named(error: object, field: str) -> None:
+    with pytest.raises(InvalidTrajectory) as info:
+        parse_record(dict(SPEC_EXAMPLE, agent_error=error))
+    assert field in str(info.value)

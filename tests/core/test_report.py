@@ -62,8 +62,13 @@ def test_report_keys_and_hand_computed_figures() -> None:
 
 def test_zero_denominators_are_reported_as_is() -> None:
     data = score_trajectories(banking_suite(), [record(case_id="unknown-case", calls=[], answer="hola")]).to_json()
-    assert data["selection_precision"] == {"num": 0, "den": 0}
-    assert data["recovery"] == {"num": 0, "den": 0}
+    # no trajectory had a reference: the figures that need one say so (an added key), the others are 0 / 0
+    assert data["selection_precision"] == {"num": 0, "den": 0, "no_reference": True}
+    assert data["argument_accuracy"] == data["selection_recall"] == {"num": 0, "den": 0, "no_reference": True}
+    assert data["recovery"] == {"num": 0, "den": 0} and data["with_reference"] == 0
+    # with a reference, an empty denominator is only that
+    data = score_trajectories(banking_suite(), [record(calls=[], answer="hola")]).to_json()
+    assert data["argument_accuracy"] == {"num": 0, "den": 0} and data["with_reference"] == 1
 
 
 def test_counters_round_trip_and_add_up() -> None:

@@ -85,6 +85,16 @@ def test_ground_truth_scores_one_on_every_family_and_turn() -> None:
             assert scope["hallucinated_tools"]["num"] == 0 and scope["argument_accuracy"]["num"] == scope[
                 "argument_accuracy"]["den"]
     assert failing == {"multi_turn_base_173": {"4": ["schema"]}}
+    # the break is written into the suite as a marked exception, with the reason BFCL accepts it
+    doc = next(d for d in [conversion.suite, *conversion.extra_suites]
+               if any(c["id"] == "multi_turn_base_173" for c in d["cases"]))
+    turn = next(c for c in doc["cases"] if c["id"] == "multi_turn_base_173")["turns"][3]
+    assert turn["expected_calls"][0]["schema_exceptions"] == {"ticket_id": (
+        "field 'ticket_id': expected integer, got string 'ticket_001'; BFCL runs multi-turn calls on its own Python "
+        "classes and compares state and results: the schema's types are not checked")}
+    marked = [n for n in conversion.notes if "written as a marked exception" in n]
+    assert marked == ["multi_turn_base_173: turn 4: the ground truth breaks its tool's own schema (written as a "
+                      "marked exception): close_ticket: field 'ticket_id': expected integer, got string 'ticket_001'"]
 
 
 @shared_data(SOURCE)

@@ -158,12 +158,16 @@ def test_tools_file_and_declared_tool_defs(tmp_path: Path) -> None:
     schema = {"type": "object", "properties": {"line_id": {"type": "string"}}, "required": ["line_id"]}
     tools.write_text(json.dumps([{"name": "get_line", "description": "A line.", "parameters": schema}]))
     conversion, _ = good(results_file(tmp_path), Options(tools=tools))
-    assert [t["name"] for t in conversion.suite["toolset"]["tools"]] == ["get_line"]
-    assert not any("inferred" in n for n in conversion.notes)
+    # t2's expected action names a tool the file lacks: added by name, so the suite holds its own reference
+    tools_of = [(t["name"], t["parameters"]) for t in conversion.suite["toolset"]["tools"]]
+    assert tools_of == [("get_line", schema), ("send_payment_request", {"type": "object"})]
+    assert not any("inferred from the traces" in n for n in conversion.notes)
+    assert "1 tools the tasks' actions name are not among the tool schemas: added by name, any arguments validate " \
+           "(send_payment_request)" in conversion.notes
     declared = {**INFO, "environment_info": {"domain_name": "telecom", "tool_defs": {
         "get_line": {"description": "A line.", "parameters": schema}}}}
     conversion, _ = good(results_file(tmp_path, info=declared))
-    assert conversion.suite["toolset"]["tools"][0]["name"] == "get_line"
+    assert [t["name"] for t in conversion.suite["toolset"]["tools"]] == ["get_line", "send_payment_request"]
     assert "info.environment_info.tool_defs" in conversion.notes[0]
 
 
@@ -272,3 +276,53 @@ def test_import_reads_a_run_folder(tmp_path: Path) -> None:
     r = runner.invoke(cli, ["import", str(tmp_path), "--format", "tau2", "--run", "folder", "--db", db])
     assert r.exit_code == 0, r.output
     assert "stored 3 trajectories, 6 calls" in r.stderr
+
+
+def test_a_simulation_is_scored_against_the_task_it_was_graded_on(tmp_path: Path) -> None:
+    # s3 says task t2, but τ² graded it on t1's actions; s2 on actions no task has
+    t1_actions = TASKS[0]["evaluation_criteria"]["actions"]
+    sim_c = {**SIM_C, "reward_info": {"reward": 0.0, "action_checks": [{"action": a} for a in t1_actions]}}
+    sim_b = {**SIM_B, "reward_info": {"reward": 0.0, "action_checks": [
+        {"action": {"action_id": "z", "requestor": "assistant", "name": "calculate", "arguments": {"e": "2+2"}}}]}}
+    conversion, (a, b, c) = good(results_file(tmp_path, simulations=[SIM_A, sim_b, sim_c]))
+    # s3 carried trial 0, which s1 holds in t1: it takes the next free trial there
+    assert [(t.case_id, t.trial) for t in (a, b, c)] == [("t1", 0), ("t1:graded-1", 1), ("t1", 1)]
+    cases = {x["id"]: x for x in conversion.suite["cases"]}
+    assert set(cases) == {"t1", "t1:graded-1"}  # t2 was run by no simulation, as graded
+    assert cases["t1:graded-1"]["expected_calls"] == [{"name": "calculate", "arguments": {"e": "2+2"}}]
+    assert cases["t1"]["notes"][0] == ("τ²-bench graded 1 simulation(s) whose task_id names another task on this "
+                                       "task's actions (reward_info.action_checks): s3 (task_id t2, trial 1 "
+                                       "here); they are "
+                                       "scored here")
+    assert "2 of 2 simulations were graded (reward_info.action_checks) on actions that differ from the task of " \
+           "the same id in `tasks`" in " ".join(conversion.notes)
+    # the toolset holds every tool an expected call names, called or not
+    assert "calculate" in {t["name"] for t in conversion.suite["toolset"]["tools"]}
+
+
+RETAIL = DATA / "tau2" / "toolorchestra_retail_gpt-4.1-mini.json"
+SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
+
+
+@shared_data(RETAIL, SCHEMAS)
+def test_the_real_retail_run_joined_by_what_was_graded(tmp_path: Path) -> None:
+    raw = json.loads(RETAIL.read_text())
+    conversion, trajs = good(RETAIL)
+    assert len(trajs) == 114
+    # simulations[0] says task 0; its action checks are task 89's (action_id 89_0) and so is its conversation
+    assert raw["simulations"][0]["task_id"] == "0" and trajs[0].case_id == "89"
+    assert raw["simulations"][0]["reward_info"]["action_checks"][0]["action"]["action_id"] == "89_0"
+    assert "111 of 112 simulations were graded" in " ".join(conversion.notes)
+    assert "calculate" in {t["name"] for t in conversion.suite["toolset"]["tools"]}
+    out = tmp_path / "out"
+    r = runner.invoke(cli, ["convert", "--from", "tau2", str(RETAIL), "--tools", str(SCHEMAS), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "111 of 112 simulations were graded" in r.stderr
+    assert runner.invoke(cli, ["lint", str(out / "suite.yaml")]).exit_code in (0, 1)  # findings, no mistake
+    r = runner.invoke(cli, ["score", str(out / "suite.yaml"), str(out / "trajectories.jsonl"), "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    # with the real schemas every call validates; the rewards decide which pass (τ²'s own)
+    assert data["schema_validity"] == {"num": 873, "den": 873} and data["hallucinated_tools"]["num"] == 0
+    rewarded = sum(1 for s in raw["simulations"] if s["reward_info"]["reward"] == 1.0)
+    assert sum(1 for c in data["cases"] if c["passed"]) == rewarded == 96

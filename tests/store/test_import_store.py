@@ -74,7 +74,7 @@ def test_plain_traces_get_reference_free_metrics(db_url: str, tmp_path: Path) ->
         f = client.get(f"/api/runs/{run_id}/figures").json()
     assert f["hallucinated_tools"] == {"num": 1, "den": 2}
     assert f["schema_validity"] == {"num": 1, "den": 1}
-    assert f["selection_precision"] == {"num": 0, "den": 0}  # no reference: not computed
+    assert f["selection_precision"] == {"num": 0, "den": 0, "no_reference": True}  # not computed, and said
     assert f["recovery"]["den"] == 1 and f["outcomes"]["gave_up"] == 1
     assert f["reactions"] == [{"error_kind": "error", "reaction": "gave_up", "acceptable": True, "count": 1},
                               # the second conversation ends on the error, saying nothing

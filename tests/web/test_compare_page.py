@@ -63,3 +63,20 @@ def test_fault_labels_count_calls_from_one() -> None:
     assert fault_label("0:http_503") == "http_503 at call #1"
     assert fault_label("2:timeout") == "timeout at call #3"
     assert fault_label("") == "—"
+
+
+def test_the_page_opens_with_both_pass_rates_and_mcnemar(client: TestClient) -> None:
+    """v1 passes 13 of its 36 trajectories, v2 29 of 36: B − A is 16/36 = +44.4 points; the two
+    files hold the same 36 (case, trial, fault) keys, and every trajectory v1 passes v2 passes too: none
+    passed only in A, 29 − 13 = 16 only in B, exact McNemar p = 2 · 0.5^16 = 3.05e-05."""
+    text = client.get("/compare?a=1&b=2", headers=HTML).text
+    head = re.search(r'<div class="run-head" id="pass">(.*?)</div>', text, re.S)
+    assert head is not None and text.index('id="pass"') < text.index('id="deltas"')
+    words = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", head.group(1))).strip()
+    assert words.startswith("A passed 36.1% 13/36 pass^6 0.00 B passed 80.6% 29/36 pass^6 0.00 B − A +44.4 pts "
+                             "+21.9 pts to +61.2 pts")  # Newcombe's 95% interval, as the families' rows
+    assert words.endswith("B passes more, unlikely to be noise: of 36 shared trajectories, 0 passed only in A "
+                          "and 16 only in B (exact McNemar p = 3.05e-05)")
+    assert 'class="badge ok"' in head.group(1)
+    back = client.get("/compare?a=2&b=1", headers=HTML).text
+    assert "B − A</span> <b>-44.4 pts</b>" in back and "B fails more, unlikely to be noise" in back

@@ -5,6 +5,7 @@ the compare page's per-turn tables, shown only for runs with conversations."""
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from typing import Any
@@ -13,7 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.settings import Settings
+from app.store.views import RatioPublic, TurnFigures
 from app.web.app import create_app
+from app.web.pages.run import TURN_COLUMNS, fold_turns
 from tests.core.test_turns import CARELESS, RECOVERED, USER_STOPPED
 from tests.store.test_turns_store import SUITE
 
@@ -143,3 +146,47 @@ def test_pages_without_conversations_show_no_turns(db_url: str) -> None:
         t = c.get("/api/runs/1/trajectories").json()["data"][0]["id"]
         text = c.get(f"/trajectories/{t}", headers=HTML).text
         assert '<ol class="timeline" id="timeline">' in text and 'class="turn"' not in text
+
+
+def test_turns_where_nothing_happened_fold_into_one_line(client: TestClient) -> None:
+    """RECOVERED, then four more exchanges of thanks without a call: turns 1 and 2 as before, turns
+    3 to 6 (no call, no failure) one line; a lone quiet turn between two busy ones stays a row."""
+    thanks = [m for i in range(4) for m in ({"role": "user", "content": f"gracias {i}", "calls_before": 4},
+                                            {"role": "assistant", "content": "de nada", "calls_before": 4})]
+    chatty = {**RECOVERED, "messages": [*RECOVERED["messages"], *thanks]}
+    rid = client.post("/api/runs", json={"name": "chatty", "suite": SUITE}).json()["id"]
+    assert client.post(f"/api/runs/{rid}/trajectories", json={"trajectories": [chatty]}).status_code == 200
+    assert sorted(client.get(f"/api/runs/{rid}/figures").json()["turns"], key=int) == ["1", "2", "3", "4", "5", "6"]
+    run = client.get(f"/runs/{rid}", headers=HTML).text
+    table = run[run.index('id="turns"'):run.index("</section>", run.index('id="turns"'))]
+    heads = re.findall(r'<th scope="row">(.*?)</th>', table)
+    assert heads == ["1", "2", "3–6"]
+    quiet = re.search(r'<tr class="quiet">(.*?)</tr>', table, re.S)
+    assert quiet is not None and "turns 3–6: nothing happened" in quiet.group(1)
+    assert "<td>1</td>" in quiet.group(1)  # the one conversation reached all four
+
+
+def test_fold_turns_keeps_a_lone_quiet_turn_and_says_who_reached_a_stretch() -> None:
+    zero = {k: RatioPublic(num=0, den=0) for k, _ in TURN_COLUMNS}
+    busy = {**zero, "selection_recall": RatioPublic(num=1, den=2)}
+
+    def turn(n: int, families: dict[str, RatioPublic], conversations: int = 3, failed: int = 0) -> TurnFigures:
+        return TurnFigures(turn=n, trajectories=conversations, failed=failed, families=families, failures={})
+
+    rows = fold_turns([turn(1, busy), turn(2, zero), turn(3, busy), turn(4, zero), turn(5, zero, 2),
+                       turn(6, zero, 1), turn(7, zero, 1, failed=1)])
+    assert [(r.first, r.last, r.turn is None, r.conversations) for r in rows] == [
+        (1, 1, False, ""), (2, 2, False, ""), (3, 3, False, ""), (4, 6, True, "3 → 1"), (7, 7, False, "")]
+
+
+def test_the_pass_rate_reads_the_same_on_the_runs_list_and_the_run_page(client: TestClient) -> None:
+    """conv: RECOVERED, CARELESS and its copy scored (CARELESS fails), USER_STOPPED left out: 1 of 3."""
+    run = client.get("/api/runs/1").json()
+    assert (run["trajectories"], run["scored"], run["passed"]) == (4, 3, 1)
+    page = client.get("/runs/1", headers=HTML).text
+    assert "passed</span> <b>33.3%</b>" in page
+    assert '<a href="?passed=true#trajectories">1</a> of 3 trajectories' in page
+    assert "1 broken by the simulated user, left out" in page
+    runs = client.get("/", headers=HTML).text
+    row = runs[runs.index('aria-label="compare conv"'):]
+    assert "<b>33.3%</b> <small>1/3</small>" in row[:row.index("</tr>")]

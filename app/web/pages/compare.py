@@ -12,14 +12,15 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
 from app.core.families import BLOCKING_KEYS
+from app.core.stats import newcombe_interval
 from app.store import compare as comparing
 from app.store import queries
-from app.store.views import ComparisonPublic, RunsPublic, UsageDelta
+from app.store.views import ComparisonPublic, McNemarPublic, RatioPublic, RunPublic, RunsPublic, UsageDelta
 from app.web import figures
 from app.web.deps import Id, OptionalId, ReadSession, render
 from app.web.figures import Figure
 from app.web.pages.run import TURN_COLUMNS
-from app.web.templating import ms, tokens, usd
+from app.web.templating import ms, signed, tokens, usd
 
 router = APIRouter()
 
@@ -49,12 +50,65 @@ def usage_row(d: UsageDelta) -> UsageRow:
                     "" if rel is None else "bad" if rel >= 0.005 else "ok" if rel <= -0.005 else "")
 
 
+@dataclass(frozen=True)
+class PassSide:
+    """One run's pass rate, and pass^k at the most trials of a case (k 0: one trial per case)."""
+
+    ratio: RatioPublic
+    k: int
+    hat_k: float
+
+
+def pass_side(run: RunPublic) -> PassSide:
+    k = run.max_trials if run.max_trials > 1 else 0
+    return PassSide(RatioPublic(num=run.passed, den=run.scored), k, run.pass_hat_k.get(str(k), 0.0) if k else 0.0)
+
+
+@dataclass(frozen=True)
+class PassHead:
+    """What the compare page opens with: both pass rates, B − A in points (with its 95% interval),
+    and what exact McNemar on the shared trajectories says of it."""
+
+    a: PassSide
+    b: PassSide
+    delta: str  # "+12.5 pts", "n/a" without a trajectory on one side
+    delta_ci: str  # "−3.1 pts to +27.9 pts" or ""
+    verdict: str
+    tone: str  # "ok": B better and unlikely noise; "bad": B worse and unlikely noise; "muted": otherwise
+
+
+def mcnemar_verdict(m: McNemarPublic | None, shared: int) -> tuple[str, str]:
+    """The McNemar line in words, and its tone."""
+    if m is None or not shared:
+        return "no shared cases: McNemar needs the same cases (and trials) in both runs", "muted"
+    only = f"of {shared} shared trajectories, {m.passed_only_a} passed only in A and {m.passed_only_b} only in B"
+    if not m.passed_only_a and not m.passed_only_b:
+        return f"no shared trajectory flipped ({shared} shared): no difference to test", "muted"
+    p = f"exact McNemar p = {m.p_value:.3g}"
+    if m.p_value < 0.05:
+        better = m.passed_only_b > m.passed_only_a
+        return (f"B {'passes more' if better else 'fails more'}, unlikely to be noise: {only} ({p})",
+                "ok" if better else "bad")
+    return f"could be noise: {only} ({p})", "muted"
+
+
+def pass_head(c: ComparisonPublic) -> PassHead:
+    a, b = pass_side(c.a), pass_side(c.b)
+    ra, rb = a.ratio, b.ratio
+    delta = None if not ra.den or not rb.den else rb.num / rb.den - ra.num / ra.den
+    interval = newcombe_interval(ra.num, ra.den, rb.num, rb.den)
+    verdict, tone = mcnemar_verdict(c.mcnemar, c.shared_cases)
+    return PassHead(a, b, signed(delta), "" if interval is None else f"{signed(interval[0])} to {signed(interval[1])}",
+                    verdict, tone)
+
+
 @dataclass
 class ComparePage:
     c: ComparisonPublic
     difference: Figure
     blocking: set[str]  # zero-threshold families above zero in B: blocking, whatever the interval says
     usage: list[UsageRow]  # tokens, cost and latency, B against A
+    passes: PassHead | None = None  # the pass rates, first on the page
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
 
 
@@ -62,7 +116,7 @@ def compare_page(session: Session, a: int, b: int, cache: Any = None) -> Compare
     c = cache.get(session, a, b) if cache is not None else comparing.compare_runs(session, a, b)
     return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff),
                        blocking={d.family for d in c.families if d.family in BLOCKING_KEYS and d.b.num},
-                       usage=[usage_row(d) for d in c.usage])
+                       usage=[usage_row(d) for d in c.usage], passes=pass_head(c))
 
 
 @dataclass

@@ -116,14 +116,62 @@ def causes(found: list[CausePublic], lint: linting.RunLintPublic | None, top: in
     return out
 
 
+@dataclass(frozen=True)
+class TurnRow:
+    """A row of the by-turn table: one turn, or a stretch of turns where nothing happened (``turn`` None:
+    no call checked in any family and no conversation failed there), folded into one line."""
+
+    turn: TurnFigures | None
+    first: int
+    last: int
+    conversations: str = ""  # a folded stretch: how many conversations reached it ("3", or "3 → 1")
+
+    @property
+    def words(self) -> str:
+        return f"turns {self.first}–{self.last}: nothing happened"
+
+
+def quiet(t: TurnFigures) -> bool:
+    """Nothing happened in the turn: no failure, and no family counted anything in it."""
+    return not t.failed and not t.failures and not any(r.den for r in t.families.values())
+
+
+def fold_turns(turns: list[TurnFigures], at_least: int = 2) -> list[TurnRow]:
+    """The by-turn table's rows: each stretch of ``at_least`` or more consecutive quiet turns one row."""
+    rows: list[TurnRow] = []
+    stretch: list[TurnFigures] = []
+
+    def close() -> None:
+        if len(stretch) >= at_least:
+            most, fewest = stretch[0].trajectories, stretch[-1].trajectories
+            rows.append(TurnRow(None, stretch[0].turn, stretch[-1].turn,
+                                str(most) if most == fewest else f"{most} → {fewest}"))
+        else:
+            rows.extend(TurnRow(t, t.turn, t.turn) for t in stretch)
+        stretch.clear()
+
+    for t in turns:
+        if quiet(t) and (not stretch or t.turn == stretch[-1].turn + 1):
+            stretch.append(t)
+            continue
+        close()
+        if quiet(t):
+            stretch.append(t)
+        else:
+            rows.append(TurnRow(t, t.turn, t.turn))
+    close()
+    return rows
+
+
 @dataclass
 class PassFigures:
     """The run's pass rate, pass^k for k = 1..trials (at most ``MAX_K_SHOWN`` of them printed) and
     the points of its small curve (x, y in a 100 × 30 box; at most ``CURVE_POINTS``)."""
 
     passed: int
-    total: int
+    total: int  # the trajectories scored: as the runs list and compare count them
     hat_k: list[tuple[int, float]]
+    left_out: int = 0  # conversations the simulated user broke: not scored
     points: list[tuple[int, float]] = field(default_factory=list)  # the curve's; hat_k when empty
 
     @property
@@ -147,7 +195,7 @@ MAX_K_SHOWN = 12  # pass^k values a run page prints: k = 1..12; with more trials
 CURVE_POINTS = 60  # points of its curve
 
 
-def pass_figures(passed: int, total: int, hat_k: Mapping[Any, float]) -> PassFigures:
+def pass_figures(passed: int, total: int, hat_k: Mapping[Any, float], left_out: int = 0) -> PassFigures:
     """A run's pass figures from its stored pass^k (``"k"`` -> value, k = 1..trials): the values and
     points picked by k, so that a run of thousands of trials per case costs what a run of a few does."""
     top = len(hat_k)
@@ -162,7 +210,7 @@ def pass_figures(passed: int, total: int, hat_k: Mapping[Any, float]) -> PassFig
         v = hat_k.get(str(k))
         return k, float(hat_k[k] if v is None else v)
 
-    return PassFigures(passed, total, [value(k) for k in shown], [value(k) for k in curve])
+    return PassFigures(passed, total, [value(k) for k in shown], left_out, [value(k) for k in curve])
 
 
 @dataclass
@@ -205,11 +253,12 @@ class RunPage:
     passes: PassFigures
     cards: list[Card]
     order_violations: int  # F5: dependency violations, all pairs
+    order_checks: int  # F5's denominator: the order pairs checked (the runs list's and show's too)
     cost_per_trajectory: float | None
     pager: Pager | None
     lint: linting.RunLintPublic | None = None  # findings beside the confusion cells of each pair
     causes: list[Cause] = field(default_factory=list)
-    turns: list[TurnFigures] = field(default_factory=list)  # per user turn, when the run holds conversations
+    turns: list[TurnRow] = field(default_factory=list)  # per user turn (quiet stretches folded), conversations only
     rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     failure_names: tuple[str, ...] = FAILURE_NAMES
@@ -217,6 +266,11 @@ class RunPage:
     outcome_names: tuple[str, ...] = OUTCOMES
     reaction_names: tuple[str, ...] = REACTIONS
     source_words: tuple[tuple[str, str], ...] = SOURCE_WORDS
+
+    @property
+    def order_ratio(self) -> RatioPublic:
+        """F5 as the runs list, show and gate state it: violations of the order checks (17/43)."""
+        return RatioPublic(num=self.order_violations, den=self.order_checks)
 
     @property
     def rated(self) -> bool:
@@ -240,9 +294,8 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
     pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
     lint = linting.run_lint(session, run_id)
-    passed_n = queries.list_trajectories(session, run_id, passed=True, limit=1).count
-    passes = pass_figures(passed_n, figs["trajectories"] + figs.get("trajectories_behind", 0),  # the live count
-                          figs["pass_hat_k"])
+    passes = pass_figures(run.passed, run.scored, figs["pass_hat_k"],  # the run's live counters, as the runs list
+                          int(figs.get("user_errors") or 0))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))
@@ -263,9 +316,10 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
         blocking=blocking(run), health=labels.run_health(session, run_id), passes=passes, cards=cards(f),
         order_violations=sum(v.count for v in f.dependency_violations),
+        order_checks=int(figs.get("dependency_checks") or 0),
         cost_per_trajectory=cost / f.trajectories if cost is not None and f.trajectories else None,
         pager=pager(trajs.count, trajs.limit, trajs.offset, page_url),
-        lint=lint, causes=causes(f.causes, lint), turns=queries.turn_list(figs.get("turns")),
+        lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),
         rewrites=pair_rewrites(run.name, pair_edits),
     )
 

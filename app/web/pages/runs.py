@@ -49,11 +49,33 @@ def cell(ratio: RatioPublic) -> Cell:
 
 
 @dataclass(frozen=True)
+class PassCell:
+    """A run's pass rate (passed of the trajectories scored) and, with repeated trials, pass^k at the
+    most trials a case had: the figures of the report (``pass_hat_k``), from the run's counters."""
+
+    ratio: RatioPublic
+    sort: float
+    k: int = 0  # 0: one trial per case, no pass^k to show
+    hat_k: float = 0.0
+
+    @property
+    def hat_k_text(self) -> str:
+        return f"{self.hat_k:.2f}"
+
+
+def pass_cell(run: RunPublic) -> PassCell:
+    ratio = RatioPublic(num=run.passed, den=run.scored)
+    k = run.max_trials if run.max_trials > 1 else 0
+    return PassCell(ratio, cell(ratio).sort, k, run.pass_hat_k.get(str(k), 0.0) if k else 0.0)
+
+
+@dataclass(frozen=True)
 class RunRow:
     run: RunPublic
     blocking: list[str]
     families: list[Cell]  # in the order of RATIO_FAMILIES
     order: Cell  # F5: dependency violations of the order pairs checked
+    passes: PassCell | None = None
 
 
 @dataclass
@@ -77,7 +99,8 @@ def runs_page(session: Session, *, suite: str | None, model: str | None, toolset
         return "?" + urlencode({**params, "offset": max(at, 0), "limit": runs.limit})
 
     rows = [RunRow(r, blocking(r), [cell(r.families[f.key]) for f in RATIO_FAMILIES],
-                   cell(RatioPublic(num=r.dependency_violations, den=r.dependency_checks))) for r in runs.data]
+                   cell(RatioPublic(num=r.dependency_violations, den=r.dependency_checks)), pass_cell(r))
+            for r in runs.data]
     return RunsPage(rows, runs.count, filters, pager(runs.count, runs.limit, runs.offset, page_url), COLUMNS)
 
 

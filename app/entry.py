@@ -3,9 +3,9 @@ loads the typer app.
 
 A CI job runs ``toollens score`` on every push. Importing ``app.cli`` (typer, rich, every command
 group) and letting typer read the arguments (with pydantic) cost more than scoring a small file,
-so the plain forms of ``score`` skip both (``app.commands.score``), and ``toollens --help`` prints
-typer's help rendered in advance (``app.commands.help_text``) when the terminal is wide enough
-for typer to print exactly that.
+so the plain forms of ``score`` skip both (``app.commands.score``), and ``toollens --help`` (and
+``toollens COMMAND --help``) prints typer's help rendered in advance (``app.commands.help_text``)
+when the terminal is wide enough for typer to print exactly that.
 """
 
 from __future__ import annotations
@@ -17,18 +17,20 @@ import sys
 
 def main() -> None:
     args = sys.argv[1:]
+    if args[-1:] == ["--help"] and os.path.basename(sys.argv[0]) == "toollens" \
+            and shutil.get_terminal_size().columns >= 80:  # typer's help is 78 columns wide from 80 on
+        from app.commands.help_text import page
+
+        text = page(args)
+        if text is not None:
+            sys.stdout.write(text)
+            return
     if args[:1] == ["score"]:
         from app.commands.score import run_argv
 
         code = run_argv(args[1:])
         if code is not None:
             sys.exit(code)
-    elif args == ["--help"] and os.path.basename(sys.argv[0]) == "toollens" \
-            and shutil.get_terminal_size().columns >= 80:  # typer's help is 78 columns wide from 80 on
-        from app.commands.help_text import ROOT_HELP
-
-        sys.stdout.write(ROOT_HELP)
-        return
     from app.cli import main as typer_main
 
     typer_main()

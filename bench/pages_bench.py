@@ -1,79 +1,186 @@
-"""Page benchmark: server time of the run, trajectory and compare pages on
-large runs (two runs of N calls each, default 10^6), p50/p95 over 100
-requests, in-process through the app factory, on SQLite (or PostgreSQL:
-``--db postgresql``). The run page is also timed as the first view after a
-batch lands (its figures cache emptied before each request: what every view
-of a run being written costs).
+"""Page benchmark: server time of every dashboard page (runs list, run page,
+run page filtered by a confusion cell, trajectory page, compare page, the
+figures API) on large runs (two runs of N calls each, default 10^6),
+median and p95 over 100 requests, in-process through the app factory, on
+SQLite (or PostgreSQL: ``--db postgresql``). The run page is also timed as
+the first view after a batch lands (its figures cache emptied before each
+request: what every view of a run being written costs).
+
+``--record`` writes the medians and p95s to ``bench/pages_times.json``
+(under the database and the size); ``--check`` compares the medians with the
+recorded ones and exits 1 when a page takes more than twice its recorded
+median (or has no recorded time at this size). ``--file PATH`` keeps the
+SQLite database it makes at PATH, and measures PATH again when it exists.
 
 Usage::
 
-    python bench/pages_bench.py                 # two runs of 10^6 calls
+    python bench/pages_bench.py                             # two runs of 10^6 calls
     python bench/pages_bench.py --calls 100000 --db postgresql
+    python bench/pages_bench.py --calls 100000 --requests 30 --check   # what CI runs (200,000 calls)
+    python bench/pages_bench.py --calls 100000 --requests 30 --record  # after a change meant to cost
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from store_bench import latencies, pg_db, sqlite_db, write_inputs
+import hostref
+from store_bench import pg_db, sqlite_db, write_inputs
 
 from app.settings import Settings
+from app.store.db import upgrade
 from app.store.importer import import_file
 from app.web.app import create_app
 from app.web.state import FiguresCache
 
+os.environ.setdefault("TOOLLENS_ALLOWED_HOSTS", "localhost,127.0.0.1,::1,testserver")  # TestClient's host
+TIMES = Path(__file__).resolve().parent / "pages_times.json"
+HTML = {"accept": "text/html"}
+
+
+def timed(fn: Callable[[], Any], n: int) -> dict[str, float]:
+    """Median and p95 in milliseconds of ``n`` calls, after one warm-up call, and the median CPU
+    milliseconds of this process (client and server: in-process) per call, which a busy machine
+    inflates less than the wall time."""
+    fn()
+    times, cpu = [], []
+    for _ in range(n):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
+    times.sort()
+    return {"p50": statistics.median(times), "p95": times[max(0, -(-95 * n // 100) - 1)],
+            "cpu_p50": statistics.median(cpu)}
+
+
+def pages(client: TestClient) -> dict[str, str]:
+    tid = client.get("/api/runs/1/trajectories", params={"failure": "schema", "limit": 1}).json()["data"][0]["id"]
+    return {
+        "runs list /": "/",
+        "run page /runs/1": "/runs/1",
+        "run page, cell filter": "/runs/1?expected=ver_saldo&called=buscar_cliente",
+        "trajectory page": f"/trajectories/{tid}",
+        "compare page /compare?a=1&b=2": "/compare?a=1&b=2",
+        "figures API /api/runs/1/figures": "/api/runs/1/figures",
+    }
+
+
+def measure(client: TestClient, requests: int) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+
+    def cold() -> None:
+        client.app.state.figures = FiguresCache()  # type: ignore[attr-defined]
+        assert client.get("/runs/1", headers=HTML).status_code == 200
+
+    out["run page, first view after a batch"] = timed(cold, max(requests // 5, 5))
+    t0 = time.perf_counter()
+    client.get("/compare?a=1&b=2", headers=HTML)
+    print(f"{'compare page, first request (cold cache)':<45} {1000 * (time.perf_counter() - t0):7.1f} ms")
+    for label, path in pages(client).items():
+        def get(path: str = path) -> None:
+            r = client.get(path, headers=HTML)
+            assert r.status_code == 200, r.text[:300]
+
+        out[label] = timed(get, requests)
+    return out
+
+
+def measure_url(url: str, args: argparse.Namespace, build: Path | None) -> dict[str, dict[str, float]]:
+    """Store runs a and b in ``url`` (made in the folder ``build``; None: measured as they are),
+    then time the pages."""
+    settings = Settings(database_url=url, auto_migrate=False)
+    if build is not None:
+        suite, traj, _ = write_inputs(build, args.calls)
+        t0 = time.perf_counter()
+        for name in ("a", "b"):
+            import_file(settings, traj, suite_path=suite, run_name=name)
+        print(f"stored in {time.perf_counter() - t0:.0f} s")
+        if url.startswith("postgresql"):  # what autovacuum does a minute after a bulk import (off on some test servers)
+            with create_engine(url).connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                conn.execute(text("ANALYZE"))
+    with TestClient(create_app(settings)) as client:
+        n = client.get("/api/runs/1/trajectories", params={"limit": 1}).json()["count"]
+        print(f"== runs a and b ({n:,} trajectories each), {url.split(':')[0]}, {args.requests} requests per page, "
+              f"load {os.getloadavg()[0]:.1f}")
+        return measure(client, args.requests)
+
+
+def check(got: dict[str, dict[str, float]], recorded: dict[str, dict[str, float]]) -> list[str]:
+    """The pages slower than twice their recorded median (or never recorded)."""
+    slow = []
+    for label, t in got.items():
+        was = recorded.get(label)
+        if was is None:
+            slow.append(f"{label}: no recorded time (run with --record)")
+        elif t["p50"] > 2 * was["p50"]:
+            slow.append(f"{label}: median {t['p50']:.1f} ms, more than twice the recorded {was['p50']:.1f} ms")
+    return slow
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=1_000_000)
+    parser.add_argument("--calls", type=int, default=1_000_000, help="calls in each of the two runs")
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--file", type=Path, help="a SQLite file: measured again if it exists, else made and kept")
+    parser.add_argument("--times", type=Path, default=TIMES, help="the recorded times (JSON)")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--record", action="store_true", help="record these times as the reference")
+    what.add_argument("--check", action="store_true", help="exit 1 when a page takes more than twice its time")
     args = parser.parse_args(argv)
+    print(hostref.line())
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        suite, traj, calls = write_inputs(folder, args.calls)
-        with sqlite_db(folder) if args.db == "sqlite" else pg_db() as url:
-            settings = Settings(database_url=url, auto_migrate=False)
-            for name in ("a", "b"):
-                import_file(settings, traj, suite_path=suite, run_name=name)
-            with TestClient(create_app(settings)) as client:
-                got = client.get("/api/runs/1/trajectories", params={"limit": 1})
-                assert got.status_code == 200, got.text[:300]
-                n = got.json()["count"]
-                print(f"== two runs of {calls:,} calls ({n:,} trajectories) each, {args.db}")
-
-                def cold() -> None:
-                    client.app.state.figures = FiguresCache()  # type: ignore[attr-defined]
-                    assert client.get("/runs/1", headers={"accept": "text/html"}).status_code == 200
-
-                p50, p95 = latencies(cold, max(args.requests // 5, 5))
-                print(f"{'run page, first view after a batch':<45} p50 {p50:7.1f} ms  p95 {p95:7.1f} ms")
-                tid = client.get("/api/runs/1/trajectories", params={"failure": "schema", "limit": 1}).json()
-                tid = tid["data"][0]["id"]
-                pages = {
-                    "run page /runs/1": "/runs/1",
-                    "run page, cell filter": "/runs/1?expected=ver_saldo&called=buscar_cliente",
-                    f"trajectory page /trajectories/{tid}": f"/trajectories/{tid}",
-                    "compare page /compare?a=1&b=2": "/compare?a=1&b=2",
-                }
-                t0 = time.perf_counter()
-                client.get("/compare?a=1&b=2", headers={"accept": "text/html"})
-                print(f"{'compare page, first request (cold cache)':<45} {1000 * (time.perf_counter() - t0):7.1f} ms")
-                for label, path in pages.items():
-                    def get(path: str = path) -> None:
-                        r = client.get(path, headers={"accept": "text/html"})
-                        assert r.status_code == 200, r.text[:300]
-
-                    p50, p95 = latencies(get, args.requests)
-                    print(f"{label:<45} p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  (target p95 < 100)")
+        if args.file is not None:
+            url = f"sqlite:///{args.file.resolve()}"
+            made = not args.file.exists()
+            if made:
+                upgrade(url)
+            got = measure_url(url, args, build=Path(tmp) if made else None)
+        else:
+            with sqlite_db(Path(tmp)) if args.db == "sqlite" else pg_db() as url:
+                got = measure_url(url, args, build=Path(tmp))
+    for label, t in got.items():
+        print(f"{label:<45} p50 {t['p50']:7.1f} ms  p95 {t['p95']:7.1f} ms  CPU p50 {t['cpu_p50']:6.1f} ms")
+    key = f"{'sqlite' if args.file else args.db} {args.calls}"
+    times = json.loads(args.times.read_text()) if args.times.exists() else {}
+    if args.record:
+        times[key] = {"commit": _commit(), "date": dt.date.today().isoformat(), "host": hostref.line(),
+                      "load": round(os.getloadavg()[0], 1),
+                      "requests": args.requests, "pages": got}
+        args.times.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
+        print(f"recorded under {key!r} in {args.times}")
+    if args.check:
+        slow = check(got, times.get(key, {}).get("pages", {}))
+        for line in slow:
+            print(f"SLOWER: {line}")
+        if slow:
+            return 1
+        print(f"every page within twice its recorded median ({key!r})")
     return 0
 
 

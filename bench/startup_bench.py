@@ -3,7 +3,7 @@
     .venv/bin/python bench/startup_bench.py                    # 11 runs of each command
     .venv/bin/python bench/startup_bench.py --runs 15 --against /tmp/base
 
-``--against DIR`` also times the checkout in DIR (``git archive main app pyproject.toml | tar -x -C DIR``),
+``--against DIR`` also times the checkout in DIR (``git archive main app pyproject.toml examples | tar -x -C DIR``),
 interleaved run by run with this tree's, so both see the same load; the last column is this tree / DIR.
 ``toollens`` is run as its console script runs it: the entry point its ``pyproject.toml`` names.
 """
@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SCORE = ["score", "examples/suite_v2.yaml", "examples/trajectories_v2.jsonl"]
 COMMANDS: dict[str, list[str] | str] = {  # label: toollens arguments, or a Python statement
     "toollens --help": ["--help"],
+    "toollens score --help": ["score", "--help"],
+    "toollens import --help": ["import", "--help"],
+    "toollens db upgrade --help": ["db", "upgrade", "--help"],
     "toollens score (examples v2)": SCORE,
     "toollens score --json": [*SCORE, "--json"],
     "python -c 'import app.cli'": "import app.cli",
@@ -45,7 +48,8 @@ def run_once(argv: list[str], pythonpath: str | None) -> tuple[float, float]:
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # run in the tree measured: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH
+    proc = subprocess.Popen(argv, cwd=pythonpath or ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:

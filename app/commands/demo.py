@@ -45,7 +45,8 @@ def demo(
                                                 "command reads: TOOLLENS_DATABASE_URL or ./toollens.db). The "
                                                 "demo's own runs in it are recorded again; no other run is "
                                                 "touched.")] = None,
-    examples: Annotated[Path, typer.Option(help="Folder with the example suites.")] = EXAMPLES,
+    examples: Annotated[Path, typer.Option(help="Folder with the example suites.",  # no path of this install:
+                                           show_default="the bundled examples")] = EXAMPLES,  # help is kept
     # seed 5 tells the seed's story in both pairs of runs: v2 cuts confusions and schema errors, and invented
     # data after an error stays above zero in both (tests/cli/test_demo.py pins it)
     seed: Annotated[int, typer.Option(help="Seed of the simulated agent.")] = 5,

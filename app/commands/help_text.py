@@ -1,42 +1,45 @@
-"""What ``toollens --help`` prints on a terminal of 80 columns or more (or into a pipe): typer's own
-help, rendered in advance, so that printing it loads neither typer nor the command groups.
+"""What ``toollens [COMMAND …] --help`` prints on a terminal of 80 columns or more (or into a pipe):
+typer's own help, rendered in advance (``app.commands.help_pages``), so that printing it loads
+neither typer nor the command groups. A help that names a path of this install is not kept:
+typer prints it (a default would differ from one install to the next).
 
-Generated: ``python -m app.commands.help_text`` writes it again from the typer app after a
-command or its first help line changes (tests/cli/test_cli_startup.py says when).
+Generated: ``python -m app.commands.help_text`` writes the pages again from the typer app after a
+command or its help changes (tests/cli/test_cli_startup.py says when).
 """
 
-ROOT_HELP = """\
-Usage: toollens [OPTIONS] COMMAND [ARGS]...
+from __future__ import annotations
 
-  Why does your agent fail at using tools? Five separate failures, measured
-  against mocked tools.
+from app.commands.help_pages import HELP
 
-Options:
-  --help  Show this message and exit.
-
-Commands:
-  score      Score trajectories against a suite, without a database.
-  import     Stream a trajectories file into the store, scoring it on the...
-  export     Write a stored run back as ToolLens trajectory records...
-  serve      Start the web app (uvicorn).
-  convert    Convert a trace or benchmark file into DIR/suite.yaml and...
-  lint       Lint tool descriptions: look-alike pairs, negative...
-  run        Run an agent over a suite with mocked tools; every finished...
-  show       Show a stored run: the five families, pass^k, what went...
-  gate       Gate a candidate run against a baseline run (CI).
-  demo       Record example runs of the SIMULATED agent into the database...
-  mcp-serve  Serve a case's mocked tools as an MCP server that records...
-  finish     Finish an open run for good: it takes no more trajectories...
-  judge      Classify each faulted trajectory's outcome with an LLM...
-  curate     Write a run's trajectories as suite cases that reproduce...
-  fix        Propose the description edits a run calls for, ranked by the...
-  db         The database: schema migrations.
-  toolset    Toolset versions: descriptions as versioned code.
-"""
+ROOT_HELP = HELP[""]
 
 
-def render() -> str:
-    """``toollens --help`` as the typer app prints it on a terminal 80 columns wide."""
+def page(args: list[str]) -> str | None:
+    """The help ``toollens ARGS`` prints (ARGS ending in ``--help``, the words before it naming a
+    command), or None when it was not rendered in advance."""
+    if not args or args[-1] != "--help" or any(a.startswith("-") for a in args[:-1]):
+        return None
+    return HELP.get(" ".join(args[:-1]))
+
+
+def commands() -> list[list[str]]:
+    """Every command and group of the typer app, the root first (hidden ones left out)."""
+    import typer.main
+
+    from app.cli import cli
+
+    def walk(command: object, path: list[str]) -> list[list[str]]:
+        found = [path]
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            if not sub.hidden:
+                found += walk(sub, [*path, name])
+        return found
+
+    return walk(typer.main.get_command(cli), [])
+
+
+def render(path: list[str] | None = None) -> str:
+    """``toollens PATH --help`` as the typer app prints it on a terminal 80 columns wide."""
     import contextlib
     import io
     import os
@@ -47,7 +50,7 @@ def render() -> str:
     os.environ["COLUMNS"] = "80"
     try:
         with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-            cli(["--help"], prog_name="toollens")
+            cli([*(path or []), "--help"], prog_name="toollens")
     finally:
         if columns is None:
             del os.environ["COLUMNS"]
@@ -56,10 +59,21 @@ def render() -> str:
     return out.getvalue()
 
 
+def render_all() -> dict[str, str]:
+    """Every page kept: the help of each command and group, but those that name a path of this install."""
+    from pathlib import Path
+
+    install = str(Path(__file__).resolve().parents[2])
+    pages = {" ".join(path): render(path) for path in commands()}
+    return {key: text for key, text in pages.items() if install not in text}
+
+
 if __name__ == "__main__":
     from pathlib import Path
 
-    path = Path(__file__)
-    text = path.read_text(encoding="utf-8")
-    start = text.index('ROOT_HELP = """\\\n') + len('ROOT_HELP = """\\\n')
-    path.write_text(text[:start] + render() + text[text.index('"""\n\n\ndef render'):], encoding="utf-8")
+    target = Path(__file__).with_name("help_pages.py")
+    lines = ['"""Typer\'s help of every command, rendered in advance by ``python -m app.commands.help_text``:',
+             'do not edit."""', "", "HELP = {"]
+    for key, text in render_all().items():  # a string per line of help: readable, and under ruff's width
+        lines += [f"    {key!r}: (", *(f"        {line!r}" for line in text.splitlines(keepends=True)), "    ),"]
+    target.write_text("\n".join([*lines, "}", ""]), encoding="utf-8")

@@ -26,6 +26,10 @@ MAX_NAME = 256  # tool names, case ids, error kinds
 MAX_DEPTH = 32  # nesting of a stored JSON value (arguments, state, a run's config), docs/security.md
 REPLACEMENT = "\ufffd"
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")  # NUL (PostgreSQL text refuses it) and lone surrogates
+# Where a line's bytes may give a string that clean_text changes: NUL or a surrogate written as an escape
+# (\u0000, \ud800-\udfff), or a surrogate's UTF-8 bytes (json's fallback reads them). A line without one
+# reads only clean strings (JSON has no other way to write them): parse_record(clean=True) skips the rule.
+_MAY_NEED_CLEANING = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])|\xed[\xa0-\xbf]")
 
 FAULT_KINDS = ("timeout", "http_429", "http_503", "http_500", "not_found", "malformed")
 TRANSIENT_KINDS = frozenset({"timeout", "http_429", "http_503"})
@@ -330,6 +334,31 @@ def clean_value(value: Any, depth: int = 0, limit: int = MAX_DEPTH) -> Any:
     return value
 
 
+def check_value(value: Any, depth: int = 0, limit: int = MAX_DEPTH) -> Any:
+    """``clean_value`` for a value whose strings need no cleaning: the same checks, in the same
+    order (ValueError when nested deeper than ``limit`` or holding NaN or an infinity), and the
+    value itself back, not a copy."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        if depth >= limit:
+            raise ValueError(f"nested deeper than {limit} levels")
+        for v in value.values() if kind is dict else value:
+            t = type(v)
+            if t is dict or t is list or t is float:
+                check_value(v, depth + 1, limit)
+    elif kind is float and not math.isfinite(value):
+        raise ValueError("holds a number that is not finite (NaN or an infinity)")
+    return value
+
+
+def needs_no_cleaning(raw: bytes) -> bool:
+    """Whether every string read from the JSON text ``raw`` is as ``clean_text`` leaves it (one
+    C-speed search of the bytes; a false "no" only costs the cleaning)."""
+    if b"\\u" not in raw and b"\xed" not in raw:  # two byte searches, far quicker than the pattern's
+        return True
+    return _MAY_NEED_CLEANING.search(raw) is None
+
+
 def _replace_surrogates(value: Any) -> Any:
     if isinstance(value, str):
         return clean_text(value)
@@ -376,8 +405,9 @@ def _call_error(err: Any, i: int, bad: Callable[[str, str], InvalidTrajectory], 
     return CallError(clean_text(kind), clean_text(message), err.get("injected") is True, delay)
 
 
-def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Trajectory:
-    """Build a Trajectory from a decoded JSON object, or raise InvalidTrajectory."""
+def parse_record(data: Any, *, index: int | None = None, source: str = "", clean: bool = False) -> Trajectory:
+    """Build a Trajectory from a decoded JSON object, or raise InvalidTrajectory. ``clean``: its
+    strings are known to need no cleaning (``needs_no_cleaning`` of the line it was read from)."""
 
     def bad(message: str, where: str = "") -> InvalidTrajectory:
         return InvalidTrajectory(message, index=index, field=where, source=source)
@@ -415,14 +445,17 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         error = None if err is None else _call_error(err, i, bad, index, source)
         obs = rc.get("observation")
         if obs is not None:
-            obs = clean_text(obs if type(obs) is str else _text(obs, f"calls[{i}].observation", index, source))
+            if type(obs) is not str:
+                obs = clean_text(_text(obs, f"calls[{i}].observation", index, source))
+            elif not clean:
+                obs = clean_text(obs)
         args = rc.get("arguments")
         raw: str | None = None
         if type(args) is str:
-            raw = clean_text(args)
+            raw = args if clean else clean_text(args)
             args = parse_arguments(raw)
         try:
-            args = {} if args is None else clean_value(args)
+            args = {} if args is None else check_value(args) if clean and type(args) is not str else clean_value(args)
         except ValueError as exc:
             raise bad(str(exc), f"calls[{i}].arguments") from None
         turn = rc.get("turn")
@@ -435,7 +468,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         if batch is not None and (type(batch) is not int or not 0 <= batch <= i):
             raise bad(f"must be an integer from 0 to the call's own index ({i}): the first call of its batch",
                       f"calls[{i}].batch")
-        append(Call(clean_text(name), args, obs, error, raw, turn, latency, batch))
+        append(Call(name if clean else clean_text(name), args, obs, error, raw, turn, latency, batch))
     fault: Fault | None = None
     raw_fault = data.get("fault")
     if raw_fault is not None:
@@ -460,24 +493,32 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "") -> Tr
         raise bad("must be an object", "state")
     if state is not None:
         try:
-            state = clean_value(state)
+            state = check_value(state) if clean else clean_value(state)
         except ValueError as exc:
             raise bad(str(exc), "state") from None
     stopped = data.get("stopped")
     if stopped is not None and (type(stopped) is not str or len(stopped) > 40):
         raise bad("must be a string of at most 40 characters", "stopped")
-    messages = None if data.get("messages") is None else _messages(data["messages"], len(calls), bad)
+    messages = None if data.get("messages") is None else _messages(data["messages"], len(calls), bad, clean)
     user_error = None if data.get("user_error") is None else _user_errors(data["user_error"], bad)
     model_calls = None if data.get("model_calls") is None else parse_model_calls(data["model_calls"], bad)
     agent_error = None if data.get("agent_error") is None else _agent_error(data["agent_error"], bad)
     question = data.get("question")
     answer = data.get("answer")
+    if type(question) is not str:
+        question = clean_text(_text(question, "question", index, source))
+    elif not clean:
+        question = clean_text(question)
+    if type(answer) is not str:
+        answer = clean_text(_text(answer, "answer", index, source))
+    elif not clean:
+        answer = clean_text(answer)
     return Trajectory(
-        clean_text(case_id),
+        case_id if clean else clean_text(case_id),
         trial,
-        clean_text(question if type(question) is str else _text(question, "question", index, source)),
+        question,
         calls,
-        clean_text(answer if type(answer) is str else _text(answer, "answer", index, source)),
+        answer,
         fault,
         None if reward is None else float(reward),
         state,
@@ -559,7 +600,8 @@ def user_turns(traj: Trajectory) -> list[str]:
     return said or ([traj.question] if traj.question else [])
 
 
-def _messages(raw: Any, n_calls: int, bad: Callable[[str, str], InvalidTrajectory]) -> list[Message]:
+def _messages(raw: Any, n_calls: int, bad: Callable[[str, str], InvalidTrajectory],
+              clean: bool = False) -> list[Message]:
     """The ``messages`` extension key: ``[{role, content, calls_before}]`` in order."""
     if type(raw) is not list:
         raise bad("must be a list", "messages")
@@ -580,7 +622,7 @@ def _messages(raw: Any, n_calls: int, bad: Callable[[str, str], InvalidTrajector
         if type(at) is not int or not last <= at <= n_calls:
             raise bad(f"must be an integer from {last} to {n_calls} (messages in order)", f"messages[{i}].calls_before")
         last = at
-        out.append(Message(str(role), clean_text(content), at))
+        out.append(Message(str(role), content if clean else clean_text(content), at))
     return out
 
 
@@ -629,7 +671,7 @@ def read_jsonl(path: str | Path) -> Iterator[Trajectory]:
                 except ValueError:
                     pass  # blank, or parse_line names the error
                 else:
-                    yield parse_record(data, index=number, source=source)
+                    yield parse_record(data, index=number, source=source, clean=needs_no_cleaning(line))
                     continue
             if line.strip():
                 yield parse_line(line, index=number, source=source)

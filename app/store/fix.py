@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.core.families import Failure
@@ -52,14 +52,24 @@ def _cells(session: Session, run_id: int) -> dict[tuple[str, str], int]:
     return cells
 
 
+def examples_query(run_id: int, limit: int = 1000) -> Select[tuple[str, Any, Any]]:
+    """The run's first ``limit`` calls, in id order, on the expected tool (``selection_ok``: the tool
+    exists and is the one expected) that passed validation and raised no error: walked in
+    ``ix_calls_run_order`` and stopped at the limit, with no sort of the run's calls (a test reads the
+    plans). The run is a range of one, and the order ``(run_id, id)``: PostgreSQL, which sees
+    ``run_id = x`` as a constant, would walk the primary key instead and filter out the calls of every
+    run stored before this one; and ``selection_ok`` lets it count the calls that qualify."""
+    return (select(CallRow.name, CallRow.arguments, CallRow.mismatches)
+            .where(CallRow.run_id >= run_id, CallRow.run_id <= run_id, CallRow.selection_ok.is_(True),
+                   CallRow.schema_field.is_(None), CallRow.error_kind.is_(None))
+            .order_by(CallRow.run_id, CallRow.id).limit(limit))
+
+
 def _examples(session: Session, run_id: int, suite: Suite, limit: int = 1000) -> dict[tuple[str, str], Any]:
     """A value per (tool, argument) that a call on the right tool sent and that
     passed validation and matched; the suite's expected arguments fill the rest."""
     out: dict[tuple[str, str], Any] = {}
-    rows = session.execute(select(CallRow.name, CallRow.arguments, CallRow.mismatches).where(
-        CallRow.run_id == run_id, CallRow.schema_field.is_(None), CallRow.exists.is_(True),
-        CallRow.expected_name == CallRow.name, CallRow.error_kind.is_(None)).order_by(CallRow.id).limit(limit))
-    for name, arguments, mismatches in rows:
+    for name, arguments, mismatches in session.execute(examples_query(run_id, limit)):
         if not isinstance(arguments, Mapping):
             continue
         wrong = {str(m.get("field")) for m in mismatches or [] if isinstance(m, Mapping)}

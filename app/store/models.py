@@ -191,6 +191,7 @@ class CallRow(Base):
         Index("ix_calls_traj", "trajectory_id", "idx"),
         Index("ix_calls_cell", "run_id", "expected_name", "name", "trajectory_id"),
         Index("ix_calls_tool", "run_id", "name", "trajectory_id"),
+        Index("ix_calls_run_order", "run_id", "id"),  # a run's first calls in id order, without sorting the run
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)

@@ -76,24 +76,37 @@ def test_score_loads_no_cli_framework_validator_or_database() -> None:
 
 
 def test_help_is_printed_without_typer_and_the_rest_goes_through_it() -> None:
-    assert _loaded_by(["--help"]) & {"typer", "click", "rich", "pydantic"} == set()
-    assert "typer" in _loaded_by(["score", "--help"])
+    for args in (["--help"], ["score", "--help"], ["db", "upgrade", "--help"], ["toolset", "--help"],
+                 ["demo", "--help"]):
+        assert _loaded_by(args) & {"typer", "click", "rich", "pydantic"} == set(), args
+    assert "typer" in _loaded_by(["score", "--json", "--help"])  # not a command's name before --help
 
 
 def test_the_help_rendered_in_advance_is_typers() -> None:
-    assert help_text.render() == help_text.ROOT_HELP, "a command or its help changed: python -m app.commands.help_text"
+    pages = help_text.render_all()
+    assert pages == help_text.HELP, "a command or its help changed: python -m app.commands.help_text"
+    assert len(pages) == 21 and pages["db upgrade"].startswith("Usage: toollens db upgrade")
+    assert help_text.ROOT_HELP == pages[""] == help_text.render()
 
 
-@pytest.mark.parametrize("columns", ["80", "79", "200"])
-def test_the_console_script_prints_typers_help(columns: str) -> None:
+@pytest.mark.parametrize(("columns", "args"), [
+    ("80", ["--help"]), ("79", ["--help"]), ("200", ["--help"]),
+    ("80", ["score", "--help"]), ("79", ["score", "--help"]), ("120", ["db", "upgrade", "--help"]),
+    ("80", ["import", "--help"]), ("100", ["demo", "--help"]),
+])
+def test_the_console_script_prints_typers_help(columns: str, args: list[str]) -> None:
     env = {**os.environ, "COLUMNS": columns}
     probe = "import sys\nsys.argv[0] = 'toollens'\nfrom {} import main\nmain()"
-    quick, full = (subprocess.run([sys.executable, "-c", probe.format(module), "--help"], capture_output=True,
+    quick, full = (subprocess.run([sys.executable, "-c", probe.format(module), *args], capture_output=True,
                                   text=True, cwd=ROOT, env=env, timeout=60) for module in ("app.entry", "app.cli"))
     assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr) == \
         (0, quick.stdout, "")
-    assert quick.stdout.startswith("Usage: toollens [OPTIONS] COMMAND [ARGS]...\n")
-    assert (quick.stdout == help_text.ROOT_HELP) is (columns != "79")  # narrower: typer wraps it
+    assert quick.stdout.startswith(f"Usage: toollens {' '.join(args[:-1])}".rstrip() + " [OPTIONS]")
+    kept = help_text.HELP.get(" ".join(args[:-1]))
+    if columns != "79":
+        assert quick.stdout == kept
+    if args == ["--help"]:
+        assert (quick.stdout == help_text.ROOT_HELP) is (columns != "79")  # narrower: typer wraps it
 
 
 def _typer_reads(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -113,6 +114,55 @@ def test_one_rule_for_stored_strings_depth_and_numbers() -> None:
         with pytest.raises(InvalidTrajectory) as info:
             parse_record(record)
         assert info.value.field == where, (where, info.value)
+
+
+def _read_both(lines: list[bytes], tmp_path: Path) -> list[tuple[object, object]]:
+    """Each line read by read_jsonl (the cleaning skipped where the bytes allow it) and by
+    parse_record with the cleaning always on: the trajectory, or the error's message and field."""
+    from app.core.records import loads, read_jsonl
+
+    path = tmp_path / "t.jsonl"
+    out = []
+    for line in lines:
+        path.write_bytes(line + b"\n")
+        got: list[object] = []
+        for fast in (True, False):
+            try:
+                got.append(next(read_jsonl(path)) if fast else parse_record(loads(line), index=1, source=str(path)))
+            except InvalidTrajectory as exc:
+                got.append((str(exc), exc.field))
+        out.append((got[0], got[1]))
+    return out
+
+
+def test_a_line_that_needs_no_cleaning_reads_the_same_without_it(tmp_path: Path) -> None:
+    from app.core.records import MAX_DEPTH, needs_no_cleaning
+
+    root = Path(__file__).resolve().parents[2] / "examples"
+    real = [line for name in ("trajectories_v1.jsonl", "trajectories_v2.jsonl")
+            for line in (root / name).read_bytes().splitlines() if line.strip()]
+    assert len(real) == 72 and all(needs_no_cleaning(line) for line in real)
+    hostile = [
+        b'{"case_id": "c\\u0000", "question": "\\ud800?", "calls": [{"name": "t", "arguments": {"k": "\\uDFFF"}}]}',
+        b'{"case_id": "c", "question": "\xed\xa0\x80", "answer": "\xed\x95\x9c"}',  # a surrogate's bytes; Hangul
+        b'{"case_id": "c", "calls": [{"name": "t", "arguments": "{\\"k\\": \\"\\\\u0000\\"}"}]}',  # in a string
+        b'{"case_id": "c", "question": "\\ud83d\\ude00 \\u00e9", "answer": "\xc3\xa9"}',  # a pair, escaped or not
+        b'{"case_id": "c", "calls": [{"name": "t", "arguments": {"v": NaN}}]}',  # json's fallback reads NaN
+        b'{"case_id": "c", "calls": [{"name": "t", "arguments": {"v": [1.5, {"w": -Infinity}]}}]}',
+        b'{"case_id": "c", "state": {"s": ' + b"[" * MAX_DEPTH + b"1" + b"]" * MAX_DEPTH + b"}}",
+        b'{"case_id": "c", "messages": [{"role": "user", "content": "hola \\u0000"}], "calls": []}',
+        b'{"case_id": "c", "messages": [{"role": "user", "content": "hola"}], "calls": [], "answer": 12345}',
+    ]
+    assert [needs_no_cleaning(line) for line in hostile] == [False, False, False, False, True, True, True, False,
+                                                              True]
+    for fast, full in _read_both(real + hostile, tmp_path):
+        assert fast == full
+    got = dict(enumerate(_read_both(hostile, tmp_path)))
+    assert got[0][0].question == "\ufffd?" and got[1][0].question == "\ufffd"  # type: ignore[attr-defined]
+    assert [str(got[i][0]).split(": ", 1)[1] for i in (4, 5, 6)] == [
+        "calls[0].arguments: holds a number that is not finite (NaN or an infinity)', 'calls[0].arguments')",
+        "calls[0].arguments: holds a number that is not finite (NaN or an infinity)', 'calls[0].arguments')",
+        f"state: nested deeper than {MAX_DEPTH} levels', 'state')"]
 
 
 def _deep(n: int) -> None:

@@ -129,3 +129,16 @@ def test_the_trajectory_page_says_why_in_a_sentence_or_two(client: TestClient) -
         "After the error at call #2 (ver_saldo) the agent tried it again once (at call #3), and gave the expected "
         "datum 142900: outcome recovered.")
     assert _why(client, "saldo-003", 0) == ""  # passed, no fault: nothing to explain
+
+
+def test_pass_hat_k_of_thousands_of_trials_prints_a_few_values_and_a_curve_of_sixty_points() -> None:
+    # a run of 10^6 calls on 20 cases has 9,035 trials a case: the page printed 9,035 values and a
+    # curve of 9,035 points (15 ms of a request); it picks k = 1..8 and four up to the last
+    hat_k = {str(k): 1 / k for k in range(1, 9036)}
+    many = run_page.pass_figures(10, 20, hat_k)
+    assert [k for k, _ in many.hat_k] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 95, 927, 9035]  # 9035 ** (i / 4), rounded
+    assert many.hat_k[-1] == (9035, 1 / 9035)
+    assert len(many.points) == 60 and many.points[0] == (1, 1.0) and many.points[-1][0] == 9035
+    assert many.curve.startswith("0.0,2.0 ") and many.curve.endswith(" 100.0,30.0")
+    few = run_page.pass_figures(10, 20, {1: 0.5, 2: 0.25})  # as computed (numbers) or read back (text)
+    assert (few.hat_k, few.points, few.curve) == ([(1, 0.5), (2, 0.25)], [], "0.0,16.0 100.0,23.0")

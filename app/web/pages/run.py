@@ -4,6 +4,7 @@ findings that explain it, recovery), its cost, and its trajectories, filtered.""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -164,13 +165,14 @@ def fold_turns(turns: list[TurnFigures], at_least: int = 2) -> list[TurnRow]:
 
 @dataclass
 class PassFigures:
-    """The run's pass rate, and pass^k for k = 1..trials with the points of
-    its small curve (x, y in a 100 × 30 box)."""
+    """The run's pass rate, pass^k for k = 1..trials (at most ``MAX_K_SHOWN`` of them printed) and
+    the points of its small curve (x, y in a 100 × 30 box; at most ``CURVE_POINTS``)."""
 
     passed: int
     total: int  # the trajectories scored: as the runs list and compare count them
     hat_k: list[tuple[int, float]]
     left_out: int = 0  # conversations the simulated user broke: not scored
+    points: list[tuple[int, float]] = field(default_factory=list)  # the curve's; hat_k when empty
 
     @property
     def failed(self) -> int:
@@ -182,10 +184,33 @@ class PassFigures:
 
     @property
     def curve(self) -> str:
-        if len(self.hat_k) < 2:
+        points = self.points or self.hat_k
+        if len(points) < 2:
             return ""
-        last = self.hat_k[-1][0] - 1
-        return " ".join(f"{100 * (k - 1) / last:.1f},{30 - 28 * v:.1f}" for k, v in self.hat_k)
+        last = points[-1][0] - 1
+        return " ".join(f"{100 * (k - 1) / last:.1f},{30 - 28 * v:.1f}" for k, v in points)
+
+
+MAX_K_SHOWN = 12  # pass^k values a run page prints: k = 1..12; with more trials, 1..8 and four up to the last
+CURVE_POINTS = 60  # points of its curve
+
+
+def pass_figures(passed: int, total: int, hat_k: Mapping[Any, float], left_out: int = 0) -> PassFigures:
+    """A run's pass figures from its stored pass^k (``"k"`` -> value, k = 1..trials): the values and
+    points picked by k, so that a run of thousands of trials per case costs what a run of a few does."""
+    top = len(hat_k)
+    if top <= MAX_K_SHOWN:
+        shown = list(range(1, top + 1))
+    else:
+        shown = sorted({*range(1, 9), *(round(top ** (i / 4)) for i in range(1, 5))} - {0})
+    step = max(1, -(-(top - 1) // (CURVE_POINTS - 1)))
+    curve = sorted({*range(1, top + 1, step), top}) if top > CURVE_POINTS else []
+
+    def value(k: int) -> tuple[int, float]:  # the figures' keys are k as text (JSON), or as numbers
+        v = hat_k.get(str(k))
+        return k, float(hat_k[k] if v is None else v)
+
+    return PassFigures(passed, total, [value(k) for k in shown], left_out, [value(k) for k in curve])
 
 
 @dataclass
@@ -274,8 +299,8 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
     pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
     lint = linting.run_lint(session, run_id)
-    passes = PassFigures(run.passed, run.scored,  # the run's live counters, as the runs list reads them
-                         sorted((int(k), v) for k, v in figs["pass_hat_k"].items()), int(figs.get("user_errors") or 0))
+    passes = pass_figures(run.passed, run.scored, figs["pass_hat_k"],  # the run's live counters, as the runs list
+                          int(figs.get("user_errors") or 0))
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))

@@ -1,0 +1,74 @@
+"""The queries a page makes read an index and sort nothing: their plans (SQLite's ``EXPLAIN QUERY
+PLAN``, PostgreSQL's ``EXPLAIN`` after ``ANALYZE``) on the real tau-bench gpt-4o airline run stored
+twice (runs 1 and 2, 621 calls each), each run's calls then copied to 16 times as many (19,872 calls:
+enough rows for PostgreSQL to prefer an index to reading the table)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, Engine, Select, func, select, text
+from typer.testing import CliRunner
+
+from app.cli import cli as toollens
+from app.store.db import make_engine
+from app.store.fix import examples_query
+from app.store.models import CallRow
+from tests.resources import DATA, shared_data
+
+TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
+SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
+
+
+def _store(db_url: str) -> Engine:
+    for name in ("a", "b"):
+        r = CliRunner().invoke(toollens, ["import", str(TAU), "--format", "tau-bench", "--tools", str(SCHEMAS),
+                                          "--run", name, "--db", db_url])
+        assert r.exit_code == 0, r.output
+    return make_engine(db_url)
+
+
+def _copy(engine: Engine, doublings: int) -> None:
+    """Each run's calls copied after it, ``doublings`` times (run 1's copies stored before run 2's)."""
+    columns = ", ".join(f'"{c.name}"' for c in CallRow.__table__.columns if c.name != "id")
+    with engine.begin() as conn:
+        for run_id in (1, 2):
+            for _ in range(doublings):
+                conn.execute(text(f"INSERT INTO calls ({columns}) SELECT {columns} FROM calls WHERE run_id = {run_id}"))
+        if engine.dialect.name == "postgresql":
+            conn.execute(text("ANALYZE calls"))
+
+
+def plan(conn: Connection, stmt: Select[tuple[str, object, object]]) -> str:
+    """The plan of ``stmt`` as the database would run it, one line per step."""
+    sql = str(stmt.compile(conn.engine, compile_kwargs={"literal_binds": True}))
+    if conn.dialect.name == "sqlite":
+        return "\n".join(str(r[-1]) for r in conn.execute(text("EXPLAIN QUERY PLAN " + sql)))
+    return "\n".join(str(r[0]) for r in conn.execute(text("EXPLAIN " + sql)))
+
+
+def assert_indexed(got: str, index: str) -> None:
+    assert index in got, got
+    assert "TEMP B-TREE" not in got and "Sort" not in got and "Seq Scan" not in got, got
+
+
+@shared_data(TAU, SCHEMAS)
+def test_the_run_pages_examples_walk_the_runs_calls_in_id_order_from_an_index(db_url: str) -> None:
+    engine = _store(db_url)
+    with engine.connect() as conn:
+        # 110 of the run's 621 calls are on the expected tool, valid and without an error: the same as
+        # the filter the query used before selection_ok (the tool exists and is the one expected)
+        older = select(func.count()).select_from(CallRow).where(
+            CallRow.run_id == 2, CallRow.schema_field.is_(None), CallRow.exists.is_(True),
+            CallRow.expected_name == CallRow.name, CallRow.error_kind.is_(None))
+        assert conn.scalar(older) == 110
+        assert len(conn.execute(examples_query(2)).all()) == 110
+    _copy(engine, 4)
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(CallRow)) == 19_872
+        for run_id in (1, 2):
+            assert_indexed(plan(conn, examples_query(run_id)), "ix_calls_run_order")
+        got = conn.execute(examples_query(2, limit=300)).all()
+        every = conn.execute(select(CallRow.name, CallRow.arguments, CallRow.mismatches).where(
+            CallRow.run_id == 2, CallRow.selection_ok.is_(True), CallRow.schema_field.is_(None),
+            CallRow.error_kind.is_(None)).order_by(CallRow.id)).all()
+        assert len(every) == 110 * 16 and got == every[:300]
+    engine.dispose()

@@ -19,7 +19,8 @@ class Settings(BaseSettings):
     """``TOOLLENS_DATABASE_URL``, ``TOOLLENS_API_TOKEN``, ``TOOLLENS_MAX_BODY_BYTES``,
     ``TOOLLENS_OTLP_WARM_START``, ``TOOLLENS_ALLOWED_HOSTS``, ``TOOLLENS_MCP_MAX_BODY_BYTES``, the OTLP
     receiver's bounds ``TOOLLENS_OTLP_MAX_TRACE_SPANS``, ``TOOLLENS_OTLP_MAX_BUFFERED_SPANS``,
-    ``TOOLLENS_OTLP_MAX_TRACES``, ``TOOLLENS_OTLP_MAX_BUFFERED_BYTES`` (docs/otlp-receiver.md)."""
+    ``TOOLLENS_OTLP_MAX_TRACES``, ``TOOLLENS_OTLP_MAX_BUFFERED_BYTES`` (docs/otlp-receiver.md), and what an
+    import builds, ``TOOLLENS_IMPORT_MAX_*`` (docs/importers.md)."""
 
     model_config = SettingsConfigDict(env_prefix="TOOLLENS_", extra="ignore")
 
@@ -37,6 +38,11 @@ class Settings(BaseSettings):
     otlp_max_buffered_spans: int = Field(default=500_000, gt=0)
     otlp_max_traces: int = Field(default=100_000, gt=0)
     otlp_max_buffered_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
+    # what an import builds from one archive member or log (app/importers/bounds.py, docs/importers.md)
+    import_max_member_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
+    import_max_json_values: int = Field(default=10_000_000, gt=0)
+    import_max_attachment_chars: int = Field(default=16 * 1024 * 1024, gt=0)
+    import_max_attachment_chars_total: int = Field(default=256 * 1024 * 1024, gt=0)
     otlp_warm_start: bool = False  # start the OTLP receiver's scoring worker with the app (`toollens serve` does)
 
     @field_validator("database_url")

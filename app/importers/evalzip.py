@@ -25,7 +25,7 @@ from app.core.errors import InvalidTrajectory
 ZIP_ZSTANDARD = 93
 MAX_MEMBERS = 200_000
 MAX_DIRECTORY_BYTES = 64 * 1024 * 1024
-MAX_MEMBER_BYTES = 256 * 1024 * 1024  # one sample (messages, events, attachments)
+MAX_MEMBER_BYTES = 256 * 1024 * 1024  # one sample (messages, events, attachments); TOOLLENS_IMPORT_MAX_MEMBER_BYTES
 _EOCD = b"PK\x05\x06"
 _EOCD64_LOCATOR = b"PK\x06\x07"
 _EOCD64 = b"PK\x06\x06"
@@ -66,19 +66,19 @@ def open_archive(path: Path) -> zipfile.ZipFile:
         raise InvalidTrajectory(f"not a readable zip archive ({exc})", source=source) from None
 
 
-def check_sizes(archive: zipfile.ZipFile, source: str) -> None:
+def check_sizes(archive: zipfile.ZipFile, source: str, limit: int = MAX_MEMBER_BYTES) -> None:
     """Refuse an archive whose members declare more than the bound."""
     for info in archive.infolist():
-        if info.file_size > MAX_MEMBER_BYTES or info.compress_size > MAX_MEMBER_BYTES:
-            raise InvalidTrajectory(f"member {info.filename[:200]!r} is larger than {MAX_MEMBER_BYTES} bytes",
-                                    source=source)
+        if info.file_size > limit or info.compress_size > limit:
+            raise InvalidTrajectory(f"member {info.filename[:200]!r} is larger than {limit} bytes "
+                                    "(TOOLLENS_IMPORT_MAX_MEMBER_BYTES)", source=source)
 
 
-def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str) -> bytes:
+def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int = MAX_MEMBER_BYTES) -> bytes:
     """A member's bytes, read with a running bound and checked (size, CRC)."""
     where = f"{source}: {info.filename[:200]}"
-    if info.file_size > MAX_MEMBER_BYTES or info.compress_size > MAX_MEMBER_BYTES:
-        raise InvalidTrajectory(f"larger than {MAX_MEMBER_BYTES} bytes", source=where)
+    if info.file_size > limit or info.compress_size > limit:
+        raise InvalidTrajectory(f"larger than {limit} bytes (TOOLLENS_IMPORT_MAX_MEMBER_BYTES)", source=where)
     try:
         if info.compress_type == ZIP_ZSTANDARD and (_zstandard() or not hasattr(zipfile, "ZIP_ZSTANDARD")):
             data = _zstd(_raw(archive, info), info.file_size, where)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,9 @@ from app.core.records import MAX_DEPTH, MAX_NAME
 from app.core.tools import ToolSpec
 from app.core.usage import MAX_MS, MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, mark_batch, record_or_reason
+from app.importers.bounds import AttachmentBudget, ImportBounds, Overspent, check_values, import_bounds
 from app.importers.evalzip import check_sizes, open_archive, read_member
-from app.importers.jsonstream import decode_document, read_document
+from app.importers.jsonstream import decode_document, iter_object, value_at
 from app.importers.toolsets import resolve_toolset, toolset_document
 
 NAME = "inspect"
@@ -58,36 +59,81 @@ def inspect_ai_installed() -> bool:
 
 # ---- reading the log -------------------------------------------------------------------------------------------
 
-def read_log(path: Path, *, use_inspect_ai: bool | None = None) -> tuple[Mapping[str, Any], Iterator[Sample]]:
+def read_log(path: Path, *, use_inspect_ai: bool | None = None,
+             bounds: ImportBounds | None = None) -> tuple[Mapping[str, Any], Iterator[Sample]]:
     """The log's header (``eval``, ``plan``, ``results``…) and its samples.
     ``use_inspect_ai``: None = the package's reader for a log newer than
     ``KNOWN_VERSION`` when the package is installed, ToolLens's own otherwise
     (the package's reader runs an event loop per sample: about 30 ms a
     sample, some 30 times the direct conversion; bench/README.md)."""
+    header, samples = open_log(path, use_inspect_ai=use_inspect_ai, bounds=bounds)
+    return header, samples()
+
+
+def open_log(path: Path, *, use_inspect_ai: bool | None = None,
+             bounds: ImportBounds | None = None) -> tuple[Mapping[str, Any], Callable[[], Iterator[Sample]]]:
+    """``read_log``, with its samples as a function: each call a fresh pass
+    (a ``.json`` log is indexed once, then each pass reads its samples one by
+    one: memory does not grow with the file)."""
     source = str(path)
+    limits = bounds or import_bounds()
     if not path.is_file():
         raise InvalidTrajectory("file not found", source=source)
     zipped = path.suffix == ".eval" or _is_zip(path)
+    index: list[tuple[tuple[int, int], int, int]] = []
     if zipped:
         with open_archive(path) as archive:
-            check_sizes(archive, source)
-        header = _archive_header(path)
+            check_sizes(archive, source, limits.member_bytes)
+        header = _archive_header(path, limits)
     else:
-        header = read_document(path, hint="write the log as .eval (inspect log convert --to eval)")
-        if not isinstance(header, Mapping) or not isinstance(header.get("eval"), Mapping):
-            raise SuiteError("not an Inspect log: expected a .eval archive or a .json log with 'eval' and "
-                             "'samples'", path=source)
+        header, index = _json_log(path, limits)
     if use_inspect_ai is None:
         use_inspect_ai = newer_than_known(header) and inspect_ai_installed()
     if use_inspect_ai:
-        return _with_inspect_ai(path)
+        return header, lambda: _with_inspect_ai(path)[1]
     if zipped:
-        return header, _archive_samples(path, _ranks(header))
-    samples = header.get("samples")
+        return header, lambda: _archive_samples(path, _ranks(header), limits)
     rank = _ranks(header)
-    ordered = sorted(samples, key=lambda s: rank(s.get("id"), s.get("epoch")) if isinstance(s, Mapping)
-                     else (len(samples), 0)) if isinstance(samples, list) else []
-    return header, iter(list(enumerate(ordered, start=1)))
+    ordered = sorted(index, key=lambda e: (rank(*e[0]) if e[0][0] is not None else (len(index), 0), e[1]))
+    return header, lambda: _json_samples(path, [offset for _, _, offset in ordered], limits)
+
+
+def _json_log(path: Path, limits: ImportBounds) -> tuple[dict[str, Any], list[tuple[tuple[Any, Any], int, int]]]:
+    """A ``.json`` log read once as a stream: its members but ``samples``, and
+    for each sample its (id, epoch), its place in the file and its byte offset."""
+    header: dict[str, Any] = {}
+    index: list[tuple[tuple[Any, Any], int, int]] = []
+    try:
+        for key, value, offset in iter_object(path, "samples", max_chars=limits.member_bytes,
+                                              max_values=limits.json_values):
+            if offset < 0:
+                header[key] = value
+            elif isinstance(value, Mapping):
+                index.append(((value.get("id"), value.get("epoch")), len(index), offset))
+            else:
+                index.append(((None, None), len(index), offset))
+    except InvalidTrajectory as exc:
+        if not header.get("eval") and not index:
+            raise SuiteError(f"not an Inspect log: expected a .eval archive or a .json log with 'eval' and "
+                             f"'samples' ({exc.detail})", path=str(path)) from None
+        raise
+    if not isinstance(header.get("eval"), Mapping):
+        raise SuiteError("not an Inspect log: expected a .eval archive or a .json log with 'eval' and "
+                         "'samples'", path=str(path))
+    return header, index
+
+
+def _json_samples(path: Path, offsets: list[int], limits: ImportBounds) -> Iterator[Sample]:
+    source = str(path)
+    for at, offset in enumerate(offsets, start=1):
+        try:
+            sample = value_at(path, offset, max_chars=limits.member_bytes, max_values=limits.json_values,
+                              what="a sample")
+        except InvalidTrajectory as exc:
+            yield at, InvalidTrajectory(exc.detail, index=at, source=source)
+            continue
+        yield at, sample if isinstance(sample, Mapping) else InvalidTrajectory(
+            "a sample is an object", index=at, source=source)
 
 
 def newer_than_known(header: Mapping[str, Any]) -> bool:
@@ -113,20 +159,28 @@ def _is_zip(path: Path) -> bool:
         return fh.read(4) == b"PK\x03\x04"
 
 
-def _archive_header(path: Path) -> Mapping[str, Any]:
+def _member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limits: ImportBounds) -> Any:
+    """A member decoded, within the bounds on its bytes and on the values it builds."""
+    raw = read_member(archive, info, source, limits.member_bytes)
+    where = f"{source}: {info.filename[:200]}"
+    check_values(raw, limits.json_values, where)
+    return decode_document(raw, where)
+
+
+def _archive_header(path: Path, limits: ImportBounds) -> Mapping[str, Any]:
     source = str(path)
     with open_archive(path) as archive:
         names = set(archive.namelist())
         for name in ("header.json", "_journal/start.json"):  # a finished log, or one still running
             if name in names:
-                header = decode_document(read_member(archive, archive.getinfo(name), source), f"{source}: {name}")
+                header = _member(archive, archive.getinfo(name), source, limits)
                 if isinstance(header, Mapping) and isinstance(header.get("eval"), Mapping):
                     return header
     raise SuiteError("not an Inspect log: the archive has no header.json (nor _journal/start.json) with 'eval'",
                      path=source)
 
 
-def _archive_samples(path: Path, rank: Any) -> Iterator[Sample]:
+def _archive_samples(path: Path, rank: Any, limits: ImportBounds) -> Iterator[Sample]:
     source = str(path)
 
     def key(info: zipfile.ZipInfo) -> tuple[tuple[int, int], str]:
@@ -145,7 +199,7 @@ def _archive_samples(path: Path, rank: Any) -> Iterator[Sample]:
         for info in members:
             at += 1
             try:
-                sample = decode_document(read_member(archive, info, source), f"{source}: {info.filename}")
+                sample = _member(archive, info, source, limits)
             except InvalidTrajectory as exc:
                 yield at, InvalidTrajectory(exc.detail, index=at, field=info.filename, source=source)
                 continue
@@ -182,7 +236,7 @@ def _with_inspect_ai(path: Path) -> tuple[Mapping[str, Any], Iterator[Sample]]:
         try:
             with _quiet():  # one sample at a time
                 for at, sample in enumerate(read_eval_log_samples(str(path), all_samples_required=False,
-                                                                  resolve_attachments=True), start=1):
+                                                                  resolve_attachments=False), start=1):
                     yield at, sample.model_dump(mode="json", exclude_none=True)
         except Exception as exc:
             yield 0, InvalidTrajectory(f"inspect_ai cannot read the samples ({type(exc).__name__}: "
@@ -196,8 +250,9 @@ def _with_inspect_ai(path: Path) -> tuple[Mapping[str, Any], Iterator[Sample]]:
 class _Text:
     """Message content as text, ``attachment://`` references resolved."""
 
-    def __init__(self, attachments: Any):
+    def __init__(self, attachments: Any, budget: AttachmentBudget | None = None):
         self.attachments = attachments if isinstance(attachments, Mapping) else {}
+        self.budget = budget  # each resolved reference is counted against it (app.importers.bounds)
 
     def __call__(self, content: Any) -> str:
         if isinstance(content, str):
@@ -222,8 +277,13 @@ class _Text:
 
     def resolve(self, text: str) -> str:
         if text.startswith(ATTACHMENT):
-            found = self.attachments.get(text[len(ATTACHMENT):])
-            return found if isinstance(found, str) else text
+            name = text[len(ATTACHMENT):]
+            found = self.attachments.get(name)
+            if not isinstance(found, str):
+                return text
+            if self.budget is not None:
+                self.budget.spend(len(found), name)
+            return found
         return text
 
 
@@ -318,9 +378,10 @@ def sample_id(sample: Mapping[str, Any]) -> str:
     return str(sid)[:MAX_NAME]
 
 
-def sample_to_record(sample: Mapping[str, Any]) -> dict[str, Any]:
-    """The trajectory-record fields of one sample and epoch."""
-    text = _Text(sample.get("attachments"))
+def sample_to_record(sample: Mapping[str, Any], budget: AttachmentBudget | None = None) -> dict[str, Any]:
+    """The trajectory-record fields of one sample and epoch (the characters
+    its references expand to counted against ``budget``: Overspent past it)."""
+    text = _Text(sample.get("attachments"), budget)
     calls: list[dict[str, Any]] = []
     by_id: dict[str, dict[str, Any]] = {}
     said: list[dict[str, Any]] = []
@@ -421,25 +482,40 @@ def offered_tools(sample: Mapping[str, Any], into: dict[str, dict[str, Any]]) ->
 
 def convert(path: Path, options: Options, *, use_inspect_ai: bool | None = None) -> Conversion:
     source = str(path)
+    limits = import_bounds()
 
-    def converted(at: int, sample: Mapping[str, Any] | InvalidTrajectory) -> Converted:
+    def converted(at: int, sample: Mapping[str, Any] | InvalidTrajectory, budget: AttachmentBudget) -> Converted:
         if isinstance(sample, InvalidTrajectory):
             return at, sample
-        return record_or_reason(at, lambda: sample_to_record(sample), source=source, what="sample")
+        budget.start_sample()
+        try:
+            done = record_or_reason(at, lambda: sample_to_record(sample, budget), source=source, what="sample")
+        except Overspent as exc:
+            return at, InvalidTrajectory(f"sample {str(sample.get('id'))[:80]!r} epoch {sample.get('epoch')}: {exc}",
+                                         index=at, source=source)
+        if not isinstance(done[1], InvalidTrajectory):
+            budget.end_sample()
+        return done
+
+    def new_budget() -> AttachmentBudget:
+        return AttachmentBudget(limits.attachment_chars, limits.attachment_chars_total)
+
+    header, passes = open_log(path, use_inspect_ai=use_inspect_ai, bounds=limits)
 
     def records() -> Iterator[Converted]:
-        _, samples = read_log(path, use_inspect_ai=use_inspect_ai)
-        for at, sample in samples:
-            yield converted(at, sample)
+        budget = new_budget()
+        for at, sample in passes():
+            yield converted(at, sample, budget)
 
-    header, samples = read_log(path, use_inspect_ai=use_inspect_ai)
+    samples = passes()
+    budget = new_budget()
     declared: dict[str, dict[str, Any]] = {}
     called: set[str] = set()
     cases: dict[str, dict[str, Any]] = {}
     scorers: set[str] = set()
     first_bad: InvalidTrajectory | None = None
     for at, sample in samples:
-        _, traj = converted(at, sample)
+        _, traj = converted(at, sample, budget)
         if isinstance(sample, InvalidTrajectory) or isinstance(traj, InvalidTrajectory):
             if first_bad is None:
                 first_bad = sample if isinstance(sample, InvalidTrajectory) else traj  # type: ignore[assignment]

@@ -16,6 +16,7 @@ from typing import Any
 
 from app.core.errors import InvalidTrajectory
 from app.core.records import MAX_LINE_BYTES, json_error, loads
+from app.importers.bounds import JSON_VALUES, json_values
 
 CHUNK = 1 << 20
 MAX_VALUE_CHARS = MAX_LINE_BYTES  # one conversation, one task, one export request
@@ -235,3 +236,133 @@ def _iter_array(path: Path) -> Iterator[JsonItem]:
             pos = end
             after_value = True
             yield start_line, value
+
+
+# ---- one JSON object, its big array read an element at a time (an Inspect .json log) ---------------------------
+
+class _Reader:
+    """A UTF-8 file read in chunks as text, with the byte offset of any position kept."""
+
+    def __init__(self, fh: Any, source: str, base: int = 0) -> None:
+        self.fh, self.source = fh, source
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig" if base == 0 else "utf-8")()
+        self.buf, self.pos, self.eof = "", 0, False
+        self.mark_pos, self.mark_bytes = 0, base  # the byte offset of buf[mark_pos]
+        if base == 0:
+            head = fh.read(3)
+            self.mark_bytes = 3 if head == codecs.BOM_UTF8 else 0
+            fh.seek(self.mark_bytes)
+
+    def offset(self) -> int:
+        """The byte offset of ``buf[pos]`` in the file."""
+        if self.pos != self.mark_pos:
+            part = self.buf[self.mark_pos:self.pos]
+            self.mark_bytes += len(part) if part.isascii() else len(part.encode("utf-8"))
+            self.mark_pos = self.pos
+        return self.mark_bytes
+
+    def more(self, n: int = CHUNK) -> bool:
+        if self.eof:
+            return False
+        base = self.offset()
+        data = self.fh.read(n)
+        try:
+            text = self.decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            raise InvalidTrajectory(f"not UTF-8 text ({exc.reason}) after byte {base}", source=self.source) from None
+        self.buf, self.pos = self.buf[self.pos:] + text, 0
+        self.mark_pos, self.mark_bytes = 0, base
+        self.eof = not data
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not white space ("" at the end of the file)."""
+        while True:
+            n = len(self.buf)
+            while self.pos < n and self.buf[self.pos] in _SPACE:
+                self.pos += 1
+            if self.pos < n:
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def expect(self, chars: str, what: str) -> str:
+        ch = self.peek()
+        if not ch or ch not in chars:
+            found = repr(ch) if ch else "the end of the file"
+            raise InvalidTrajectory(f"not valid JSON ({what} expected at byte {self.offset()}, found {found})",
+                                    source=self.source)
+        self.pos += 1
+        return ch
+
+    def value(self, max_chars: int, max_values: int, what: str) -> Any:
+        """The next JSON value, at most ``max_chars`` characters and ``max_values``
+        values (counted once it is larger than a chunk, before it is decoded)."""
+        self.peek()
+        start = self.offset()
+        want = CHUNK
+        decoder = json.JSONDecoder()
+        while True:
+            try:
+                value, end = decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                held = len(self.buf) - self.pos
+                if held > max_chars:
+                    raise InvalidTrajectory(f"{what} at byte {start} is larger than {max_chars} characters "
+                                            "(TOOLLENS_IMPORT_MAX_MEMBER_BYTES)", source=self.source) from None
+                if held > CHUNK and json_values(self.buf[self.pos:], max_values) > max_values:
+                    raise InvalidTrajectory(f"{what} at byte {start} would build more than {max_values} JSON values "
+                                            f"({JSON_VALUES})", source=self.source) from None
+                if not self.more(want):
+                    reason = "truncated file" if not self.buf[exc.pos:].strip() else f"not valid JSON ({exc.msg})"
+                    raise InvalidTrajectory(f"{what} at byte {start}: {reason}", source=self.source) from None
+                want = min(want * 2, max(max_chars, CHUNK))
+                continue
+            except RecursionError:
+                raise InvalidTrajectory(f"{what} at byte {start}: nested too deeply", source=self.source) from None
+            self.pos = end
+            return value
+
+
+def iter_object(path: Path, stream: str, *, max_chars: int, max_values: int) -> Iterator[tuple[str, Any, int]]:
+    """The members of a file that is one JSON object, in bounded memory:
+    ``(key, value, -1)`` for each member but ``stream``, and for the array
+    under ``stream`` ``(stream, element, byte offset)``, one element at a
+    time (``value_at`` reads one again). Each value is bounded by
+    ``max_chars`` and ``max_values``; a broken file raises InvalidTrajectory."""
+    source = str(path)
+    with path.open("rb") as fh:
+        r = _Reader(fh, source)
+        r.expect("{", "'{'")
+        if r.peek() == "}":
+            r.pos += 1
+            return
+        while True:
+            key = r.value(MAX_VALUE_CHARS, max_values, "a key")
+            if not isinstance(key, str):
+                raise InvalidTrajectory(f"not valid JSON (a key is a string, at byte {r.offset()})", source=source)
+            r.expect(":", "':'")
+            if key == stream and r.peek() == "[":
+                r.pos += 1
+                if r.peek() == "]":
+                    r.pos += 1
+                else:
+                    while True:
+                        r.peek()
+                        at = r.offset()
+                        yield key, r.value(max_chars, max_values, f"{stream}[]"), at
+                        if r.expect(",]", "',' or ']'") == "]":
+                            break
+            else:
+                yield key, r.value(max_chars, max_values, repr(key[:80])), -1
+            if r.expect(",}", "',' or '}'") == "}":
+                break
+        if r.peek():
+            raise InvalidTrajectory(f"unexpected text after the JSON object (byte {r.offset()})", source=source)
+
+
+def value_at(path: Path, offset: int, *, max_chars: int, max_values: int, what: str = "a value") -> Any:
+    """The JSON value starting at byte ``offset`` (one that ``iter_object`` gave)."""
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        return _Reader(fh, str(path), base=offset).value(max_chars, max_values, what)

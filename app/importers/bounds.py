@@ -56,6 +56,20 @@ def check_values(raw: bytes | str, limit: int, where: str) -> None:
         raise InvalidTrajectory(f"would build more than {limit} JSON values ({JSON_VALUES})", source=where)
 
 
+class ValueCount:
+    """``check_values`` over a stream of chunks (a member as it is inflated):
+    refuses as soon as the count passes the bound, before the rest is read."""
+
+    def __init__(self, limit: int, where: str) -> None:
+        self.limit, self.where, self.seen = limit, where, 0
+
+    def __call__(self, chunk: bytes) -> None:
+        self.seen += json_values(chunk, self.limit)
+        if self.seen > self.limit:
+            raise InvalidTrajectory(f"would build more than {self.limit} JSON values ({JSON_VALUES})",
+                                    source=self.where)
+
+
 class Overspent(Exception):
     """A sample whose references expand past a budget (the message names the bound)."""
 

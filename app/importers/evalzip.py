@@ -17,6 +17,7 @@ import io
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -74,17 +75,28 @@ def check_sizes(archive: zipfile.ZipFile, source: str, limit: int = MAX_MEMBER_B
                                     "(TOOLLENS_IMPORT_MAX_MEMBER_BYTES)", source=source)
 
 
-def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int = MAX_MEMBER_BYTES) -> bytes:
-    """A member's bytes, read with a running bound and checked (size, CRC)."""
+def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int = MAX_MEMBER_BYTES,
+                check: Callable[[bytes], None] | None = None) -> bytes:
+    """A member's bytes, read with a running bound and checked (size, CRC);
+    ``check`` sees each chunk as it is inflated (and may raise to stop early)."""
     where = f"{source}: {info.filename[:200]}"
     if info.file_size > limit or info.compress_size > limit:
         raise InvalidTrajectory(f"larger than {limit} bytes (TOOLLENS_IMPORT_MAX_MEMBER_BYTES)", source=where)
     try:
         if info.compress_type == ZIP_ZSTANDARD and (_zstandard() or not hasattr(zipfile, "ZIP_ZSTANDARD")):
-            data = _zstd(_raw(archive, info), info.file_size, where)
+            data = _zstd(_raw(archive, info), info.file_size, where, check)
         else:
+            out = bytearray()
             with archive.open(info) as fh:
-                data = fh.read(info.file_size + 1)
+                while len(out) <= info.file_size:
+                    chunk = fh.read(min(_CHUNK, info.file_size + 1 - len(out)))
+                    if not chunk:
+                        break
+                    if check is not None:
+                        check(chunk)
+                    out += chunk
+            data = bytes(out)
+            del out
     except (zipfile.BadZipFile, NotImplementedError, OSError, zlib.error, EOFError) as exc:
         raise InvalidTrajectory(f"cannot read this member ({exc})", source=where) from None
     if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
@@ -112,7 +124,7 @@ def _zstandard() -> bool:
     return importlib.util.find_spec("zstandard") is not None
 
 
-def _zstd(raw: bytes, expected: int, where: str) -> bytes:
+def _zstd(raw: bytes, expected: int, where: str, check: Callable[[bytes], None] | None = None) -> bytes:
     try:
         import zstandard
     except ImportError:
@@ -125,6 +137,8 @@ def _zstd(raw: bytes, expected: int, where: str) -> bytes:
                 chunk = reader.read(_CHUNK)
                 if not chunk:
                     break
+                if check is not None:
+                    check(chunk)
                 out += chunk
     except zstandard.ZstdError as exc:
         raise InvalidTrajectory(f"broken Zstandard data ({exc})", source=where) from None

@@ -37,7 +37,7 @@ from app.core.records import MAX_DEPTH, MAX_NAME
 from app.core.tools import ToolSpec
 from app.core.usage import MAX_MS, MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, mark_batch, record_or_reason
-from app.importers.bounds import AttachmentBudget, ImportBounds, Overspent, check_values, import_bounds
+from app.importers.bounds import AttachmentBudget, ImportBounds, Overspent, ValueCount, import_bounds
 from app.importers.evalzip import check_sizes, open_archive, read_member
 from app.importers.jsonstream import decode_document, iter_object, value_at
 from app.importers.toolsets import resolve_toolset, toolset_document
@@ -161,9 +161,8 @@ def _is_zip(path: Path) -> bool:
 
 def _member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limits: ImportBounds) -> Any:
     """A member decoded, within the bounds on its bytes and on the values it builds."""
-    raw = read_member(archive, info, source, limits.member_bytes)
     where = f"{source}: {info.filename[:200]}"
-    check_values(raw, limits.json_values, where)
+    raw = read_member(archive, info, source, limits.member_bytes, ValueCount(limits.json_values, where))
     return decode_document(raw, where)
 
 

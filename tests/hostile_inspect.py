@@ -8,7 +8,6 @@ bench/hostile_imports.py (the issue's sizes)."""
 from __future__ import annotations
 
 import json
-import resource
 import struct
 import subprocess
 import sys
@@ -133,6 +132,3 @@ def peak_import(args: list[str], env: dict[str, str] | None = None) -> tuple[flo
     _, base, peak, code = mark[-1].split()
     rest = "\n".join(line for line in lines if not line.startswith("PEAK "))
     return int(base) / 1024, int(peak) / 1024, int(code) if code.isdigit() else 1, rest
-
-
-__all__ = ["attachment_bomb", "values_bomb", "many_samples", "peak_import", "resource"]

@@ -314,12 +314,16 @@ class _Reader:
                     raise InvalidTrajectory(f"{what} at byte {start} would build more than {max_values} JSON values "
                                             f"({JSON_VALUES})", source=self.source) from None
                 if not self.more(want):
-                    reason = "truncated file" if not self.buf[exc.pos:].strip() else f"not valid JSON ({exc.msg})"
+                    cut = exc.msg.startswith("Unterminated") or not self.buf[exc.pos:].strip()
+                    reason = "truncated file" if cut else f"not valid JSON ({exc.msg})"
                     raise InvalidTrajectory(f"{what} at byte {start}: {reason}", source=self.source) from None
                 want = min(want * 2, max(max_chars, CHUNK))
                 continue
             except RecursionError:
                 raise InvalidTrajectory(f"{what} at byte {start}: nested too deeply", source=self.source) from None
+            if end - self.pos > max_chars:
+                raise InvalidTrajectory(f"{what} at byte {start} is larger than {max_chars} characters "
+                                        "(TOOLLENS_IMPORT_MAX_MEMBER_BYTES)", source=self.source)
             self.pos = end
             return value
 

@@ -248,7 +248,7 @@ def test_other_files_are_refused(tmp_path: Path) -> None:
 
 
 def test_archives_that_would_blow_memory_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLLENS_IMPORT_MAX_MEMBER_BYTES", str(1 << 20))  # the default is 256 MiB: the same rule, cheaper
+    monkeypatch.setenv("TOOLLENS_IMPORT_MAX_MEMBER_BYTES", str(1 << 20))  # default 256 MiB: same rule, cheaper
     big = {"header.json": json.dumps(header(2, ["a"], 1)).encode(),
            "samples/a_epoch_1.json": b'{"id": "a", "pad": "' + b"0" * (2 << 20) + b'"}'}
     for method in METHODS:

@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.core.errors import InvalidTrajectory
+from app.importers.jsonstream import JSON_VALUES, json_values
 from app.settings import load_settings
 
 MEMBER_BYTES = "TOOLLENS_IMPORT_MAX_MEMBER_BYTES"
-JSON_VALUES = "TOOLLENS_IMPORT_MAX_JSON_VALUES"
 ATTACHMENT_CHARS = "TOOLLENS_IMPORT_MAX_ATTACHMENT_CHARS"
 ATTACHMENT_CHARS_TOTAL = "TOOLLENS_IMPORT_MAX_ATTACHMENT_CHARS_TOTAL"
-_SCAN = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -36,28 +35,8 @@ def import_bounds() -> ImportBounds:
                         s.import_max_attachment_chars_total)
 
 
-def json_values(raw: bytes | str, stop: int) -> int:
-    """An upper bound on the JSON values ``raw`` builds: its ``{``, ``[`` and
-    ``,`` (a comma inside a text counts too), counted at C speed a few
-    megabytes at a time, stopping once past ``stop``."""
-    n = 0
-    open_, list_, comma = ("{", "[", ",") if isinstance(raw, str) else (b"{", b"[", b",")
-    for start in range(0, len(raw), _SCAN):
-        end = start + _SCAN
-        n += raw.count(open_, start, end) + raw.count(list_, start, end) + raw.count(comma, start, end)  # type: ignore[arg-type]
-        if n > stop:
-            break
-    return n
-
-
-def check_values(raw: bytes | str, limit: int, where: str) -> None:
-    """Refuse, naming ``where``, what would build more than ``limit`` JSON values."""
-    if json_values(raw, limit) > limit:
-        raise InvalidTrajectory(f"would build more than {limit} JSON values ({JSON_VALUES})", source=where)
-
-
 class ValueCount:
-    """``check_values`` over a stream of chunks (a member as it is inflated):
+    """``json_values`` over a stream of chunks (a member as it is inflated):
     refuses as soon as the count passes the bound, before the rest is read."""
 
     def __init__(self, limit: int, where: str) -> None:

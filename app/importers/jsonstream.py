@@ -16,13 +16,30 @@ from typing import Any
 
 from app.core.errors import InvalidTrajectory
 from app.core.records import MAX_LINE_BYTES, json_error, loads
-from app.importers.bounds import JSON_VALUES, json_values
 
 CHUNK = 1 << 20
 MAX_VALUE_CHARS = MAX_LINE_BYTES  # one conversation, one task, one export request
 WHOLE_DOCUMENT_BYTES = 256 * 1024 * 1024  # a single pretty-printed object (an OTLP JSON file)
 
 JsonItem = tuple[int, Any | InvalidTrajectory]
+JSON_VALUES = "TOOLLENS_IMPORT_MAX_JSON_VALUES"
+_SCAN = 1 << 22
+
+
+def json_values(raw: bytes | str, stop: int) -> int:
+    """An upper bound on the JSON values ``raw`` builds: its ``{``, ``[`` and
+    ``,`` (a comma inside a text counts too), counted at C speed a few
+    megabytes at a time, stopping once past ``stop``."""
+    n = 0
+    for start in range(0, len(raw), _SCAN):
+        end = start + _SCAN
+        if isinstance(raw, str):
+            n += raw.count("{", start, end) + raw.count("[", start, end) + raw.count(",", start, end)
+        else:
+            n += raw.count(b"{", start, end) + raw.count(b"[", start, end) + raw.count(b",", start, end)
+        if n > stop:
+            break
+    return n
 
 
 def iter_json_values(path: Path, *, whole_object: bool = False) -> Iterator[JsonItem]:

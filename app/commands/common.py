@@ -30,7 +30,13 @@ def fail(message: str) -> typer.Exit:
 
 def environment_error(exc: Exception) -> typer.Exit:
     """A database that cannot be reached or a file that cannot be written:
-    say so in one line, not with a traceback."""
+    say so in one line, not with a traceback (a lock that outlasted the
+    wait says so)."""
+    from app.store.db import busy_error
+
+    busy = busy_error(exc)
+    if busy is not None:
+        return fail(str(busy))
     detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return fail(f"{type(exc).__name__}: {detail[0] if detail else ''}")
 

@@ -8,20 +8,24 @@ variable. Nothing is created at import time.
 from __future__ import annotations
 
 import functools
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.store.errors import SchemaMismatch, Unreachable
+from app.settings import SettingsError
+from app.store.errors import Busy, SchemaMismatch, Unreachable
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
-SQLITE_BUSY_MS = 30_000
+SQLITE_BUSY_MS = 30_000  # how long a writer waits for another's lock (docs/operations.md): TOOLLENS_DB_BUSY_TIMEOUT
+BUSY_TIMEOUT = "TOOLLENS_DB_BUSY_TIMEOUT"
+MIGRATION_LOCK = 0x746F6F6C  # PostgreSQL advisory lock held by a migration ("tool")
 # Pages of a new SQLite file. SQLite writes each page as a WAL frame of its own (and copies it
 # again at checkpoints), so 4 KiB pages made a staged OTLP request (about 300 KB, held as one
 # row) about 80 frames; 16 KiB pages cost half the CPU there, and less for the bulk inserts of
@@ -45,11 +49,27 @@ def direct_sqlite_binding() -> None:
     sqlite3.register_adapter(bool, int)
 
 
+def busy_ms() -> int:
+    """How long a SQLite writer waits for another's write lock (and any process for a migration
+    in progress), in milliseconds: ``TOOLLENS_DB_BUSY_TIMEOUT`` seconds, 30 by default."""
+    raw = os.environ.get(BUSY_TIMEOUT, "").strip()
+    if not raw:
+        return SQLITE_BUSY_MS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 86_400:
+        raise SettingsError(f"{BUSY_TIMEOUT}: seconds between 0 and 86400 (got {raw[:40]!r})")
+    return int(seconds * 1000)
+
+
 def make_engine(url: str, **kw: Any) -> Engine:
     """An engine with the per-dialect settings this app relies on."""
     if url.startswith("sqlite"):
         direct_sqlite_binding()
-        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_MS / 1000, "check_same_thread": False}, **kw)
+        wait = busy_ms()
+        engine = create_engine(url, connect_args={"timeout": wait / 1000, "check_same_thread": False}, **kw)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -57,7 +77,7 @@ def make_engine(url: str, **kw: Any) -> Engine:
             cur = dbapi_conn.cursor()
             cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")  # takes effect only while the file is empty
             cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
+            cur.execute(f"PRAGMA busy_timeout={wait}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
@@ -77,16 +97,39 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+def busy_error(exc: BaseException, url: str | None = None) -> Busy | None:
+    """A lock that outlasted the wait, said as such (None for another error):
+    SQLite's "database is locked" after the busy timeout, PostgreSQL's
+    ``lock_not_available`` after ``lock_timeout``."""
+    orig = getattr(exc, "orig", None) or exc
+    where = f" {database_label(url)}" if url else ""
+    seconds = max(1, round(busy_ms() / 1000))
+    if isinstance(orig, sqlite3.OperationalError) and "locked" in str(orig):
+        return Busy(f"the database{where} stayed locked by another writer for {seconds} s (the busy timeout, "
+                    f"{BUSY_TIMEOUT}): try again once that writer is done", retry_after=seconds)
+    if getattr(orig, "sqlstate", None) == "55P03":  # lock_not_available
+        return Busy(f"the database{where} kept a lock held by another writer for {seconds} s (the busy timeout, "
+                    f"{BUSY_TIMEOUT}): try again once that writer is done", retry_after=seconds)
+    return None
+
+
 @contextmanager
 def session_scope(factory: sessionmaker[Session], *, write: bool = False) -> Iterator[Session]:
     """One transaction: committed on success, rolled back on any error.
-    ``write`` takes SQLite's write lock at the start of the transaction."""
+    ``write`` takes SQLite's write lock at the start of the transaction. A
+    lock that outlasted the wait is raised as ``Busy``."""
     session = factory()
     try:
         if write:
             session.connection(execution_options={"sqlite_immediate": True})
         yield session
         session.commit()
+    except OperationalError as exc:
+        session.rollback()
+        busy = busy_error(exc, session.get_bind().engine.url.render_as_string(hide_password=True))
+        if busy is not None:
+            raise busy from exc
+        raise
     except BaseException:
         session.rollback()
         raise
@@ -129,6 +172,31 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+def lock_migrations(conn: Connection) -> None:
+    """In a migration's transaction: hold what a migration holds. SQLite: the
+    write lock, taken by the transaction's ``BEGIN IMMEDIATE``; PostgreSQL: an
+    advisory lock, released with the transaction."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+
+
+def settled_revision(engine: Engine) -> str | None:
+    """The schema's revision once no migration is running: waits for one in
+    progress (SQLite: its write lock, up to the busy timeout; PostgreSQL: its
+    advisory lock, up to the same time), then reads the revision."""
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        conn.execution_options(sqlite_immediate=True)
+        with conn.begin() as tx:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = {busy_ms()}")
+            lock_migrations(conn)
+            revision = MigrationContext.configure(conn).get_current_revision()
+            tx.rollback()
+    return revision
+
+
 def check_schema(engine: Engine, url: str, *, auto_migrate: bool = True) -> None:
     """Make sure the database schema is the one this code expects.
 
@@ -141,7 +209,12 @@ def check_schema(engine: Engine, url: str, *, auto_migrate: bool = True) -> None
     head = script.get_current_head()
     try:
         current = current_revision(engine)
+        if current != head:  # a migration in progress shows the schema before it: wait for it to end
+            current = settled_revision(engine)
     except OperationalError as exc:
+        busy = busy_error(exc, url)
+        if busy is not None:
+            raise busy from None
         reason = str(exc.orig or exc).strip().splitlines()
         raise Unreachable(f"cannot open the database {database_label(url)}: {reason[0] if reason else 'no reason'}") \
             from None

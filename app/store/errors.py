@@ -28,3 +28,12 @@ class Unreachable(StoreError):
 class Unstorable(StoreError):
     """A value the database cannot hold (a NUL character in PostgreSQL text,
     a number out of range) (422)."""
+
+
+class Busy(StoreError):
+    """A lock another writer held longer than the wait (SQLite's busy timeout,
+    PostgreSQL's ``lock_timeout``): 503 with ``Retry-After``."""
+
+    def __init__(self, message: str, *, retry_after: int = 30) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

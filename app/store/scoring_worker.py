@@ -127,11 +127,28 @@ class ScoringWorker:
 
     def kill(self) -> None:
         """End the worker process as a crash would (a stuck worker, a failed import; tests):
-        what it holds fails at once."""
+        what it holds fails at once, and nothing is left behind.
+
+        A worker killed while it sends a result leaves half a message in the pool's result
+        pipe; the pool's manager thread, reading it, would wait for the rest for ever (this
+        process holds the pipe's write end too), and the interpreter joins that thread at
+        exit: the process would hang after its own error. Closing this process's write end
+        once the worker is dead ends that read (end of file: the pool is broken, its manager
+        exits); the dead worker is reaped, not left a zombie."""
         self.killed = True
-        for process in list(getattr(self._pool, "_processes", {}).values()):
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        for process in processes:
             process.kill()
+        for process in processes:
+            process.join(timeout=10)
+        results = getattr(self._pool, "_result_queue", None)
+        writer = getattr(results, "_writer", None)
+        if writer is not None and not any(p.is_alive() for p in processes):
+            writer.close()
+        manager = getattr(self._pool, "_executor_manager_thread", None)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if manager is not None:
+            manager.join(timeout=10)
 
 
 # -- the import's job: a file's batches, scored ahead of the inserts ----------------------------

@@ -3,17 +3,22 @@ says what is wrong (``ErrorBody``)."""
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolLensError, ToolSpecError
 from app.core.suite_check import SuiteProblems
-from app.store.errors import Conflict, NotFound, SchemaMismatch, Unreachable, Unstorable
+from app.store.db import busy_error
+from app.store.errors import Busy, Conflict, NotFound, SchemaMismatch, Unreachable, Unstorable
 from app.web.schemas import ErrorBody, ErrorItem
+
+logger = logging.getLogger("toollens.web")
 
 
 def error_response(status: int, error: str, items: list[ErrorItem] | None = None,
@@ -61,6 +66,8 @@ def install_error_handlers(app: FastAPI) -> None:
             return respond(request, 422, str(exc))
         if isinstance(exc, Unstorable):
             return respond(request, 422, str(exc))
+        if isinstance(exc, Busy):
+            return respond(request, 503, str(exc), headers={"Retry-After": str(exc.retry_after)})
         if isinstance(exc, (SchemaMismatch, Unreachable)):
             return respond(request, 503, str(exc))
         return respond(request, 400, str(exc))
@@ -79,6 +86,22 @@ def install_error_handlers(app: FastAPI) -> None:
         # e.g. a NUL character, which PostgreSQL text cannot hold
         reason = str(exc.orig).splitlines()[0] if exc.orig else "value out of range"
         return respond(request, 422, f"the database cannot store a value of this request: {reason}")
+
+    @app.exception_handler(OperationalError)
+    async def _operational(request: Request, exc: OperationalError) -> Response:
+        # a lock that outlasted the wait outside a session's scope, or a database gone
+        busy = busy_error(exc)
+        if busy is not None:
+            return respond(request, 503, str(busy), headers={"Retry-After": str(busy.retry_after)})
+        reason = str(exc.orig or exc).strip().splitlines()
+        return respond(request, 503, f"the database cannot answer: {reason[0] if reason else 'no reason'}",
+                       headers={"Retry-After": "5"})
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        # whatever no rule expected still gets the documented body (and is logged by the server)
+        logger.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        return respond(request, 500, f"internal error ({type(exc).__name__}): the server's log has the details")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:

@@ -116,20 +116,15 @@ def busy_error(exc: BaseException, url: str | None = None) -> Busy | None:
 @contextmanager
 def session_scope(factory: sessionmaker[Session], *, write: bool = False) -> Iterator[Session]:
     """One transaction: committed on success, rolled back on any error.
-    ``write`` takes SQLite's write lock at the start of the transaction. A
-    lock that outlasted the wait is raised as ``Busy``."""
+    ``write`` takes SQLite's write lock at the start of the transaction (a
+    lock that outlasted the wait is SQLAlchemy's OperationalError, which
+    callers retry; ``busy_error`` says it to a person at the edges)."""
     session = factory()
     try:
         if write:
             session.connection(execution_options={"sqlite_immediate": True})
         yield session
         session.commit()
-    except OperationalError as exc:
-        session.rollback()
-        busy = busy_error(exc, session.get_bind().engine.url.render_as_string(hide_password=True))
-        if busy is not None:
-            raise busy from exc
-        raise
     except BaseException:
         session.rollback()
         raise
@@ -175,9 +170,9 @@ def current_revision(engine: Engine) -> str | None:
 def lock_migrations(conn: Connection) -> None:
     """In a migration's transaction: hold what a migration holds. SQLite: the
     write lock, taken by the transaction's ``BEGIN IMMEDIATE``; PostgreSQL: an
-    advisory lock, released with the transaction."""
+    advisory lock of the schema, released with the transaction."""
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK}, hashtext(current_schema()))")
 
 
 def settled_revision(engine: Engine) -> str | None:

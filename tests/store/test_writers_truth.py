@@ -51,26 +51,41 @@ def last_line(err: str) -> str:
     return err.strip().splitlines()[-1] if err.strip() else ""
 
 
-def test_six_imports_of_one_run_name_into_a_fresh_file_end_with_the_truth(tmp_path: Path) -> None:
-    src = big_file(tmp_path / "big.jsonl", 40)  # over 1 MiB: each import scores in a worker process
-    assert src.stat().st_size > 1 << 20
-    db = tmp_path / "fresh.db"
-    procs = [subprocess.Popen([TOOLLENS, "import", str(src), "--suite", SUITE, "--run", "samename", "--db", str(db)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(6)]
+def race(src: Path, url: str, n: int) -> Counter[tuple[int, str]]:
+    """``n`` imports of ``src`` into one run name at once: (exit code, last line) of each."""
+    procs = [subprocess.Popen([TOOLLENS, "import", str(src), "--suite", SUITE, "--run", "samename", "--db", url],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(n)]
     said: Counter[tuple[int, str]] = Counter()
     for p in procs:
         _, err = p.communicate(timeout=120)  # a hang fails here
         said[(p.returncode, last_line(err))] += 1
-    truths = {"error: run 'samename' was created by another writer during this import: import again to append to it",
-              "error: run 'samename' is finished: it takes no new trajectories"}
+    return said
+
+
+TRUTHS = {"error: run 'samename' was created by another writer during this import: import again to append to it",
+          "error: run 'samename' is finished: it takes no new trajectories"}
+
+
+def check_one_stored(said: Counter[tuple[int, str]], url: str) -> None:
     stored = [line for code, line in said if code == 0]
     assert len(stored) == 1 and "stored 1440 trajectories" in stored[0], said
-    assert all(code == 2 and line in truths for code, line in said if code != 0), said  # no "schema is older",
-    # no "database is locked"
-    engine = create_engine(f"sqlite:///{db}")
+    assert all(code == 2 and line in TRUTHS for code, line in said if code != 0), said  # no "schema is older",
+    engine = create_engine(url)  # no "database is locked"
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM trajectories")).scalar_one() == 1440
     engine.dispose()
+
+
+def test_six_imports_of_one_run_name_into_a_fresh_file_end_with_the_truth(tmp_path: Path) -> None:
+    src = big_file(tmp_path / "big.jsonl", 40)  # over 1 MiB: each import scores in a worker process
+    assert src.stat().st_size > 1 << 20
+    db = tmp_path / "fresh.db"  # not migrated yet: the six meet each other's migration too
+    check_one_stored(race(src, str(db), 6), f"sqlite:///{db}")
+
+
+def test_imports_of_one_run_name_into_postgresql_end_with_the_truth(pg_url: str, tmp_path: Path) -> None:
+    src = big_file(tmp_path / "big.jsonl", 40)
+    check_one_stored(race(src, pg_url, 4), pg_url)
 
 
 HALF_A_MESSAGE = """

@@ -4,6 +4,7 @@ log forms, read by its own reader and by ours; the figures counted by hand."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -68,3 +69,30 @@ def test_hand_counted_figures(fmt: str, use_inspect_ai: bool, logs: dict[str, Pa
 def test_the_default_reader_is_toollens_own_for_a_known_version(logs: dict[str, Path]) -> None:
     default, ours = (convert(logs["eval"], Options(), use_inspect_ai=use) for use in (None, False))
     assert [t.to_dict() for _, t in default.records()] == [t.to_dict() for _, t in ours.records()]
+
+
+def test_inspect_ais_reader_resolves_references_within_the_same_budgets(
+        logs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package's reader leaves ``attachment://`` references to ToolLens,
+    which counts them against the attachment budgets (issue 46)."""
+    from app.importers.evalzip import read_member
+
+    text = "the station says: 18C and sunny. " * 20  # 660 characters, each tool result a reference to it
+    out = tmp_path / "refs.eval"
+    with zipfile.ZipFile(logs["eval"]) as z, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as w:
+        for info in z.infolist():
+            data = read_member(z, info, str(logs["eval"]))
+            if info.filename.startswith("samples/"):
+                sample = json.loads(data)
+                sample.setdefault("attachments", {})["abc123"] = text
+                for m in sample["messages"]:
+                    if m["role"] == "tool":
+                        m["content"] = "attachment://abc123"
+                data = json.dumps(sample).encode()
+            w.writestr(info.filename, data)
+    trajs = [t for _, t in convert(out, Options(), use_inspect_ai=True).records()]
+    assert [c.observation for t in trajs for c in t.calls] == [text] * 4  # type: ignore[union-attr]
+    monkeypatch.setenv("TOOLLENS_IMPORT_MAX_ATTACHMENT_CHARS", "1000")  # two references: 1,320 characters
+    with pytest.raises(InvalidTrajectory, match="sample 'retry' epoch 1: attachment 'abc123': the sample's "
+                                                "attachment references expand to more than 1000 characters"):
+        convert(out, Options(), use_inspect_ai=True)

@@ -192,6 +192,18 @@ def settled_revision(engine: Engine) -> str | None:
     return revision
 
 
+def _settled_or(current: str | None, engine: Engine, url: str) -> str | None:
+    """``settled_revision``, or ``current`` where the lock cannot be taken at all (a
+    read-only file); a migration that outlasted the busy timeout is ``Busy``."""
+    try:
+        return settled_revision(engine)
+    except OperationalError as exc:
+        busy = busy_error(exc, url)
+        if busy is not None:
+            raise busy from None
+        return current
+
+
 def check_schema(engine: Engine, url: str, *, auto_migrate: bool = True) -> None:
     """Make sure the database schema is the one this code expects.
 
@@ -205,11 +217,8 @@ def check_schema(engine: Engine, url: str, *, auto_migrate: bool = True) -> None
     try:
         current = current_revision(engine)
         if current != head:  # a migration in progress shows the schema before it: wait for it to end
-            current = settled_revision(engine)
+            current = _settled_or(current, engine, url)
     except OperationalError as exc:
-        busy = busy_error(exc, url)
-        if busy is not None:
-            raise busy from None
         reason = str(exc.orig or exc).strip().splitlines()
         raise Unreachable(f"cannot open the database {database_label(url)}: {reason[0] if reason else 'no reason'}") \
             from None

@@ -3,8 +3,6 @@ says what is wrong (``ErrorBody``)."""
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -17,8 +15,6 @@ from app.core.suite_check import SuiteProblems
 from app.store.db import busy_error
 from app.store.errors import Busy, Conflict, NotFound, SchemaMismatch, Unreachable, Unstorable
 from app.web.schemas import ErrorBody, ErrorItem
-
-logger = logging.getLogger("toollens.web")
 
 
 def error_response(status: int, error: str, items: list[ErrorItem] | None = None,
@@ -96,12 +92,6 @@ def install_error_handlers(app: FastAPI) -> None:
         reason = str(exc.orig or exc).strip().splitlines()
         return respond(request, 503, f"the database cannot answer: {reason[0] if reason else 'no reason'}",
                        headers={"Retry-After": "5"})
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> Response:
-        # whatever no rule expected still gets the documented body (and is logged by the server)
-        logger.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-        return respond(request, 500, f"internal error ({type(exc).__name__}): the server's log has the details")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:

@@ -233,4 +233,4 @@ def test_an_unexpected_error_is_a_json_body(tmp_path: Path, monkeypatch: pytest.
                     raise_server_exceptions=False) as client:
         r = client.get("/api/runs")
     assert r.status_code == 500
-    assert r.json() == {"error": "internal error (RuntimeError): the server's log has the details", "detail": []}
+    assert r.json() == {"error": "something went wrong on the server: the error is in its log", "detail": []}

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from app.commands.common import environment_error, fail, store_session
-from app.commands.report_view import safe
+from app.commands.terminal_text import safe
 
 if TYPE_CHECKING:
     from app.core.fix import Proposal

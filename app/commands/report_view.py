@@ -6,23 +6,15 @@ nothing in them is read as markup.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from app.commands.terminal_text import safe
 from app.core.families import FAMILIES
 from app.core.wording import fault_text, fraction
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def safe(value: object) -> str:
-    """Untrusted text for the terminal: control characters (escape sequences
-    included) shown as \\xNN instead of acted on."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", str(value))
 
 
 def _t(value: object, style: str = "") -> Text:

@@ -195,7 +195,7 @@ def test_a_lock_past_the_busy_timeout_is_said_so(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("TOOLLENS_DB_BUSY_TIMEOUT", "1.5")
     with TestClient(create_app(Settings(database_url=url))) as client:  # migrates the fresh file
         suite = load_suite_document(Path(SUITE))
-        holder = python(HOLD_THE_WRITE_LOCK, str(db), "6")
+        holder = python(HOLD_THE_WRITE_LOCK, str(db), "120")  # held until killed below
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
             started = time.monotonic()

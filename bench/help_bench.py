@@ -22,16 +22,17 @@ from pathlib import Path
 CLI = "import sys; sys.argv[0] = 'toollens'; from app.entry import main; main()"
 
 
-def measure(tree: Path, words: list[str]) -> tuple[float, float]:
-    """Wall and CPU seconds of one ``toollens WORDS --help`` run from ``tree``."""
+def measure(tree: Path, words: list[str] | None) -> tuple[float, float]:
+    """Wall and CPU seconds of one ``toollens WORDS --help`` run from ``tree`` (None: ``python -c pass``)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CLI, *words, "--help"], cwd=tree, capture_output=True,
+    argv = ["-c", "pass"] if words is None else ["-c", CLI, *words, "--help"]
+    done = subprocess.run([sys.executable, *argv], cwd=tree, capture_output=True,
                           env={**os.environ, "PYTHONPATH": str(tree), "COLUMNS": "80"})
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
-        raise SystemExit(f"toollens {' '.join(words)} --help: exit {done.returncode}\n{done.stderr.decode()}")
+        raise SystemExit(f"toollens {' '.join(words or [])} --help: exit {done.returncode}\n{done.stderr.decode()}")
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
@@ -50,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     trees = [Path(__file__).resolve().parents[1], *([args.against.resolve()] if args.against else [])]
     paths = commands()
     times: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    floor: list[tuple[float, float]] = []
     for _ in range(args.repeat):
+        floor.append(measure(trees[0], None))
         for words in paths:
             for i, tree in enumerate(trees):
                 times.setdefault((i, " ".join(words)), []).append(measure(tree, words))
@@ -66,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             if i == 0 and wall * 1000 > args.limit:
                 slow.append(name or "(root)")
         print(f"  toollens {name + ' ' if name else ''}--help".ljust(44) + "   ".join(cells))
+    print("  python -c pass (the floor)".ljust(44)
+          + f"{median([w for w, _ in floor]) * 1000:6.0f} / {median([c for _, c in floor]) * 1000:4.0f}")
     worst = max(paths, key=lambda w: median([x for x, _ in times[(0, ' '.join(w))]]))
     print(f"slowest: toollens {' '.join(worst)} --help, "
           f"{median([x for x, _ in times[(0, ' '.join(worst))]]) * 1000:.0f} ms")

@@ -71,11 +71,33 @@ def convert(data: Path, work: Path) -> list[str]:
     return names
 
 
+def details(folder: Path, out: Path) -> None:
+    """Every trajectory's ``to_dict()`` (its calls and summary, what an import stores), one JSON line each."""
+    import hashlib
+    import json
+
+    from app.commands.score import KnownCases, load_suites
+    from app.core.records import read_jsonl
+    from app.core.scoring import Scorer
+
+    suites, records = load_suites(folder, None, lenient=True)
+    scorers = [Scorer(s) for s in suites]
+    owner = {cid: i for i, s in reversed(list(enumerate(suites))) for cid in s.by_id}
+    by_id = {cid: case for s in suites for cid, case in s.by_id.items()}
+    digest = hashlib.sha256()
+    for traj in KnownCases(by_id, read_jsonl(records), reference_free=not by_id):
+        ts = scorers[owner.get(traj.case_id, 0)].score(traj)
+        digest.update(json.dumps(ts.to_dict(), ensure_ascii=False, sort_keys=True, default=str).encode() + b"\n")
+    out.write_text(digest.hexdigest() + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, required=True, help="the shared data folder")
     parser.add_argument("--work", type=Path, required=True, help="where the converted folders are kept")
     parser.add_argument("--out", type=Path, required=True, help="where NAME.json reports are written")
+    parser.add_argument("--details", action="store_true",
+                        help="also NAME.details: each trajectory's scored detail (what the store keeps), in-process")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -85,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{name}: exit {done.returncode}\n{done.stderr.decode(errors='replace')}")
         (args.out / f"{name}.json").write_bytes(done.stdout)
         print(f"{name}: {len(done.stdout):,} bytes")
+        if args.details:
+            details(args.work / name, args.out / f"{name}.details")
     return 0
 
 

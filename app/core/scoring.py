@@ -264,7 +264,7 @@ class TrajectoryScore:
             step, kind = self.fault_not_reached
             out["fault_not_reached"] = {"step": step, "kind": kind}
         if self.turns is not None:
-            out["turns"] = [t.to_dict() for t in self.turns]
+            out["turns"] = self.turns.to_dicts()
             out["step_turns"] = self.step_turns
         if self.user_error:
             out["user_error"] = self.user_error

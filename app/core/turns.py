@@ -96,6 +96,8 @@ ARGS_NUM, ARGS_DEN = _one("args_num"), _one("args_den")
 RECALL_NUM, RECALL_DEN = _one("recall_num"), _one("recall_den")
 RECOVERY_NUM, INVENTED_NUM = _one("recovery_num"), _one("hallucination_after_error_num")
 RECOVERY_DEN = _slots("recovery_den")
+_FIRST = tuple((a, _slots(a)[0]) for a in dict.fromkeys(ATTRS))  # each attribute and the first slot it fills
+_FIGURES = tuple((f.key, 2 * i, 2 * i + 1) for i, f in enumerate(RATIO_FAMILIES))  # key, num slot, den slot
 
 
 class TurnTable:
@@ -131,16 +133,27 @@ class TurnTable:
             index += self.n
         if not 0 <= index < self.n:
             raise IndexError(index)
-        row = self.counts[index * WIDTH:(index + 1) * WIDTH]
+        at = index * WIDTH
         out = TurnScore(index + 1, self.users[index])
-        for attr in ATTRS:
-            setattr(out, attr, row[_slots(attr)[0]])
+        for attr, slot in _FIRST:
+            setattr(out, attr, self.counts[at + slot])
         out.failures = list(self.failures.get(index + 1, ()))
         return out
 
     def __iter__(self) -> Iterator[TurnScore]:
         for i in range(self.n):
             yield self[i]
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """Each turn as ``TurnScore.to_dict`` writes it, read from the counts."""
+        counts = self.counts
+        out = []
+        for i in range(self.n):
+            at = i * WIDTH
+            figures = {key: {"num": counts[at + num], "den": counts[at + den]} for key, num, den in _FIGURES}
+            out.append({"turn": i + 1, "user": self.users[i], "figures": figures,
+                        "failures": list(self.failures.get(i + 1, ()))})
+        return out
 
 
 def turn_scores(ts: TrajectoryScore, case: Case | None, traj: Trajectory) -> tuple[TurnTable, list[int]]:

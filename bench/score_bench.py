@@ -33,9 +33,13 @@ Usage::
 tool outputs; read from ``--data``, by default ``shared/data`` beside the
 repository's folder) with ``toollens convert``, repeats its trajectories to
 about 60,000 calls (each copy's trials renumbered), and times whole
-``toollens score --json`` processes, start-up and reading included: the
-median of ``--repeat`` runs (3 unless given), in calls per wall second and
-per CPU second of the process.
+``toollens score --json`` processes as the console script runs them
+(``python -m app.entry``), start-up and reading included, compiled (when this
+checkout is) and as Python source, beside the floor (``score_floor.py``: orjson,
+a compiled schema validator and an exact match, no ToolLens) and, with
+``--against DIR``, another checkout: interleaved, the median of ``--repeat``
+runs (3 unless given), in calls per CPU second of the process and as a share
+of the floor's.
 """
 
 from __future__ import annotations

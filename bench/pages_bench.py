@@ -10,7 +10,9 @@ request: what every view of a run being written costs).
 (under the database and the size); ``--check`` compares the medians with the
 recorded ones and exits 1 when a page takes more than twice its recorded
 median (or has no recorded time at this size). ``--file PATH`` keeps the
-SQLite database it makes at PATH, and measures PATH again when it exists.
+SQLite database it makes at PATH, and measures PATH again when it exists;
+``--pg-schema NAME`` does the same with a PostgreSQL schema of the test database
+(made and kept, or measured again: a 10^6-call database takes a while to build).
 
 Usage::
 
@@ -122,6 +124,25 @@ def measure_url(url: str, args: argparse.Namespace, build: Path | None) -> dict[
         return measure(client, args.requests)
 
 
+def kept_schema(name: str) -> tuple[str, bool]:
+    """The URL of a schema of the test database, and whether it was made now (else it holds the runs)."""
+    from store_bench import PG_URL
+
+    if not name.isidentifier():
+        raise SystemExit(f"--pg-schema {name!r}: letters, digits and _ only")
+    admin = create_engine(PG_URL)
+    with admin.begin() as conn:
+        made = conn.execute(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"),
+                            {"s": name}).first() is None
+        if made:
+            conn.execute(text(f'CREATE SCHEMA "{name}"'))
+    admin.dispose()
+    url = f"{PG_URL}?options=-csearch_path%3D{name}"
+    if made:
+        upgrade(url)
+    return url, made
+
+
 def check(got: dict[str, dict[str, float]], recorded: dict[str, dict[str, float]]) -> list[str]:
     """The pages slower than twice their recorded median (or never recorded)."""
     slow = []
@@ -148,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--file", type=Path, help="a SQLite file: measured again if it exists, else made and kept")
+    parser.add_argument("--pg-schema", help="a PostgreSQL schema: measured again if it holds runs, else made and kept")
     parser.add_argument("--times", type=Path, default=TIMES, help="the recorded times (JSON)")
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--record", action="store_true", help="record these times as the reference")
@@ -155,7 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(hostref.line())
     with tempfile.TemporaryDirectory() as tmp:
-        if args.file is not None:
+        if args.pg_schema is not None:
+            url, made = kept_schema(args.pg_schema)
+            got = measure_url(url, args, build=Path(tmp) if made else None)
+        elif args.file is not None:
             url = f"sqlite:///{args.file.resolve()}"
             made = not args.file.exists()
             if made:
@@ -166,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 got = measure_url(url, args, build=Path(tmp))
     for label, t in got.items():
         print(f"{label:<45} p50 {t['p50']:7.1f} ms  p95 {t['p95']:7.1f} ms  CPU p50 {t['cpu_p50']:6.1f} ms")
-    key = f"{'sqlite' if args.file else args.db} {args.calls}"
+    key = f"{'sqlite' if args.file else 'postgresql' if args.pg_schema else args.db} {args.calls}"
     times = json.loads(args.times.read_text()) if args.times.exists() else {}
     if args.record:
         times[key] = {"commit": _commit(), "date": dt.date.today().isoformat(), "host": hostref.line(),

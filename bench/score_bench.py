@@ -33,9 +33,13 @@ Usage::
 tool outputs; read from ``--data``, by default ``shared/data`` beside the
 repository's folder) with ``toollens convert``, repeats its trajectories to
 about 60,000 calls (each copy's trials renumbered), and times whole
-``toollens score --json`` processes, start-up and reading included: the
-median of ``--repeat`` runs (3 unless given), in calls per wall second and
-per CPU second of the process.
+``toollens score --json`` processes as the console script runs them
+(``python -m app.entry``), start-up and reading included, compiled (when this
+checkout is) and as Python source, beside the floor (``score_floor.py``: orjson,
+a compiled schema validator and an exact match, no ToolLens) and, with
+``--against DIR``, another checkout: interleaved, the median of ``--repeat``
+runs (3 unless given), in calls per CPU second of the process and as a share
+of the floor's.
 """
 
 from __future__ import annotations
@@ -872,34 +876,86 @@ def _replicate(source: Path, out: Path, target_calls: int) -> int:
     return copies * per_copy
 
 
-def real(data: Path, repeat: int, target_calls: int = REAL_CALLS) -> None:
-    """Whole `toollens score` processes on real tau-bench trajectories (see the module docstring)."""
+@dataclass
+class Variant:
+    """One program timed by ``--real``: a label, its command (the files are appended) and where it runs."""
+
+    label: str
+    command: list[str]
+    cwd: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cpus: list[float] = field(default_factory=list)
+    walls: list[float] = field(default_factory=list)
+    output: bytes = b""
+
+    def time(self, suite: Path, trajectories: Path) -> None:
+        import os
+
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run([*self.command, str(suite), str(trajectories)], capture_output=True, cwd=self.cwd,
+                              env={**os.environ, **self.env})
+        self.walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"{self.label}: exit {done.returncode}\n{done.stderr.decode(errors='replace')}")
+        self.output = done.stdout
+        self.cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+
+    @property
+    def cpu(self) -> float:
+        return sorted(self.cpus)[len(self.cpus) // 2]
+
+    @property
+    def wall(self) -> float:
+        return sorted(self.walls)[len(self.walls) // 2]
+
+
+def _variants(against: Path | None) -> list[Variant]:
+    """The floor, then this tree compiled (when it is) and as Python source, then the same of ``against``."""
+    floor = Variant("floor (bench/score_floor.py)", [sys.executable, str(Path(__file__).resolve().parent /
+                                                                          "score_floor.py")])
+    out = [floor]
+    trees: list[tuple[str, Path]] = [("this tree", Path(__file__).resolve().parents[1])]
+    if against is not None:
+        trees.append((f"{against}", against.resolve()))
+    for name, tree in trees:
+        command = [sys.executable, "-m", "app.entry", "score"]  # what the console script runs
+        env = {"PYTHONPATH": str(tree)}
+        if any((tree / "app" / "core").glob("scoring.*.so")):
+            out.append(Variant(f"{name}, compiled", command, tree, dict(env)))
+        out.append(Variant(f"{name}, pure Python", command, tree, {**env, "TOOLLENS_PURE_PYTHON": "1"}))
+    for v in out[1:]:
+        v.command.append("--json")  # the files come before it: score SUITE TRAJECTORIES --json
+    return out
+
+
+def real(data: Path, repeat: int, target_calls: int = REAL_CALLS, against: Path | None = None) -> None:
+    """Whole `toollens score` processes on real tau-bench trajectories, and the floor (see the module docstring)."""
     sample, tools = data / REAL_SAMPLE, data / REAL_TOOLS
     if not sample.is_file() or not tools.is_file():
         raise SystemExit(f"no tau-bench sample in {data} (give --data DIR holding {REAL_SAMPLE} and {REAL_TOOLS})")
     toollens = [sys.executable, "-m", "app.cli"]
+    variants = _variants(against)
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([*toollens, "convert", "--from", "tau-bench", str(sample), "--tools", str(tools),
                         "--out", tmp], check=True, capture_output=True)
         big = Path(tmp) / "big.jsonl"
+        suite = Path(tmp) / "suite.yaml"
         calls = _replicate(Path(tmp) / "trajectories.jsonl", big, target_calls)
-        print(f"{buildinfo.describe()}; python {platform.python_version()}; {_revision()}")
+        print(f"python {platform.python_version()}; {_revision()}")
         print(hostref.line())
-        print(f"real data: {REAL_SAMPLE} repeated to {calls:,} calls ({big.stat().st_size / 2**20:.1f} MiB)")
-        walls, cpus = [], []
+        print(f"real data: {REAL_SAMPLE} repeated to {calls:,} calls ({big.stat().st_size / 2**20:.1f} MiB); "
+              f"whole processes, interleaved, medians of {repeat}")
         for _ in range(repeat):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            start = time.perf_counter()
-            done = subprocess.run([*toollens, "score", str(Path(tmp) / "suite.yaml"), str(big), "--json"],
-                                  capture_output=True, text=True)
-            walls.append(time.perf_counter() - start)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            if done.returncode != 0:
-                raise SystemExit(done.stderr)
-            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-        wall, cpu = sorted(walls)[len(walls) // 2], sorted(cpus)[len(cpus) // 2]
-        print(f"toollens score, whole process, median of {repeat}: {wall:.2f} s wall, {cpu:.2f} s CPU: "
-              f"{calls / wall:,.0f} calls/s wall, {calls / cpu:,.0f} calls per CPU second")
+            for v in variants:
+                v.time(suite, big)
+        reports = {v.output for v in variants[1:]}
+        floor = variants[0].cpu
+        for v in variants:
+            print(f"{v.label:<48} {v.wall:6.2f} s wall {v.cpu:6.2f} s CPU {calls / v.cpu:9,.0f} calls per CPU second"
+                  f"  {floor / v.cpu:5.0%} of the floor")
+        print("reports: " + ("identical" if len(reports) == 1 else f"{len(reports)} DIFFERENT reports"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -915,11 +971,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--real", action="store_true", help="score real tau-bench trajectories (whole process)")
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data",
                         help="folder with the tau-bench sample (default: shared/data beside the repository)")
+    parser.add_argument("--against", type=Path, help="--real: also time the checkout in this folder (interleaved)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.real:
-        real(args.data, repeat=args.repeat if args.repeat > 1 else 3)
+        real(args.data, repeat=args.repeat if args.repeat > 1 else 3, against=args.against)
         return 0
     if args.child is not None:
         print(json.dumps(measure(args.child, args.seed, args.cases, args.trace)))

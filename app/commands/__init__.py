@@ -8,8 +8,8 @@ and imports heavy SDKs (openai, anthropic, mcp) inside its commands only, so
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: `toollens --help` imports this package, and typing costs 5 ms
 if TYPE_CHECKING:  # `toollens score` imports app.commands.score without typer
     import typer
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import add, attrgetter
 from typing import Any
 
 from app.core.divergence import cause_key, cause_text
@@ -72,10 +72,7 @@ except ImportError:  # pragma: no cover - other Python implementations
 # A turn's totals, in the order Report.turn_n keeps them: each family's num and den, then two counts.
 TURN_KEYS = (*counter_keys(RATIO_FAMILIES), "trajectories", "failed")
 _TURN_INDEX = {key: i for i, key in enumerate(TURN_KEYS)}
-# the attributes of a TurnScore read into those slots (the counts excepted), in the same order
-_TURN_TOTALS = attrgetter(*(a for f in RATIO_FAMILIES for a in (f.num, f.den)))
-_TRAJECTORIES = len(TURN_KEYS) - 2
-_FAILED = len(TURN_KEYS) - 1
+_WIDTH = len(TURN_KEYS)  # a turn's slots in a TurnTable's counts (app/core/turns.py), in that order
 
 # The per-call totals that Report._n keeps, and the TrajectoryScore attributes they add up.
 _PER_CALL = counter_keys(PER_CALL_FAMILIES)
@@ -167,18 +164,21 @@ class Report:
 
     def _add_turns(self, ts: TrajectoryScore) -> None:
         """A conversation's per-turn figures and failures, by turn number."""
+        table = ts.turns
+        if table is None:
+            return
         per = self.turn_n
-        for t in ts.turns or ():
-            row = per.get(t.turn)
+        counts = table.counts
+        for t in range(1, table.n + 1):
+            part = counts[(t - 1) * _WIDTH:t * _WIDTH]
+            row = per.get(t)
             if row is None:
-                row = per[t.turn] = [0] * len(TURN_KEYS)
-            for i, v in enumerate(_TURN_TOTALS(t)):
-                row[i] += v
-            row[_TRAJECTORIES] += 1
-            if t.failures:
-                row[_FAILED] += 1
-                for f in t.failures:
-                    self.turn_failures[(t.turn, f)] += 1
+                per[t] = part
+            else:
+                row[:] = map(add, row, part)
+        for t in sorted(table.failures):
+            for f in table.failures[t]:
+                self.turn_failures[(t, f)] += 1
 
     @property
     def counts(self) -> Counter[str]:
@@ -372,7 +372,7 @@ def _case_entry(ts: TrajectoryScore) -> dict[str, Any]:
     if ts.fault_not_reached is not None:
         out["fault_not_reached"] = {"step": ts.fault_not_reached[0], "kind": ts.fault_not_reached[1]}
     if ts.turns is not None:
-        out["failures_by_turn"] = {str(t.turn): list(t.failures) for t in ts.turns if t.failures}
+        out["failures_by_turn"] = {str(t): list(names) for t, names in sorted(ts.turns.failures.items())}
     if ts.user_error:
         out["user_error"] = ts.user_error
     if ts.agent_error is not None:

@@ -38,7 +38,7 @@ from app.core.records import Message, Trajectory, call_turns
 from app.core.schema import SchemaViolation
 from app.core.suite import Case, Suite
 from app.core.tolerance import Comparison, Mismatch, compile_comparison, values_equal
-from app.core.turns import TurnScore, turn_scores
+from app.core.turns import TurnTable, turn_scores
 
 _DIGIT = re.compile(r"\d")
 MISSING = "(missing)"
@@ -165,7 +165,7 @@ class TrajectoryScore:
     hallucinated_num: int = 0
     calls_total: int = 0
     fault_not_reached: tuple[int | None, str] | None = None  # a planned fault the agent never reached
-    turns: list[TurnScore] | None = None  # a conversation's figures per user turn (app/core/turns.py)
+    turns: TurnTable | None = None  # a conversation's figures per user turn (app/core/turns.py)
     step_turns: list[int] | None = None  # the user turn of each expected step, in a conversation
     user_error: list[dict[str, str]] | None = None  # the simulated user's faults: never the agent's
     agent_error: dict[str, Any] | None = None  # what the agent raised: {type, message, traceback}
@@ -264,7 +264,7 @@ class TrajectoryScore:
             step, kind = self.fault_not_reached
             out["fault_not_reached"] = {"step": step, "kind": kind}
         if self.turns is not None:
-            out["turns"] = [t.to_dict() for t in self.turns]
+            out["turns"] = self.turns.to_dicts()
             out["step_turns"] = self.step_turns
         if self.user_error:
             out["user_error"] = self.user_error

@@ -13,6 +13,7 @@ final state) belongs to no turn.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -69,62 +70,163 @@ def step_turns(ts: TrajectoryScore, case: Case | None, last: int) -> list[int]:
     return out[::-1]
 
 
-def turn_scores(ts: TrajectoryScore, case: Case | None, traj: Trajectory) -> tuple[list[TurnScore], list[int]]:
+# A turn's totals in one flat list, ``WIDTH`` slots a turn, in the order of the report's turn
+# counters (report.TURN_KEYS): each ratio family's num and den, then "trajectories" and "failed".
+ATTRS: tuple[str, ...] = tuple(a for f in RATIO_FAMILIES for a in (f.num, f.den))
+WIDTH = len(ATTRS) + 2
+TRAJECTORIES = WIDTH - 2
+FAILED = WIDTH - 1
+
+
+def _slots(attr: str) -> tuple[int, ...]:
+    """The slots a TurnScore attribute fills (a denominator shared by two families fills two)."""
+    return tuple(i for i, a in enumerate(ATTRS) if a == attr)
+
+
+def _one(attr: str) -> int:
+    (slot,) = _slots(attr)
+    return slot
+
+
+CALLS = _one("calls_total")
+HALLUCINATED = _one("hallucinated_num")
+SCHEMA_NUM, SCHEMA_DEN = _one("schema_num"), _one("schema_den")
+SELECTION_NUM, SELECTION_DEN = _one("selection_num"), _one("selection_den")
+ARGS_NUM, ARGS_DEN = _one("args_num"), _one("args_den")
+RECALL_NUM, RECALL_DEN = _one("recall_num"), _one("recall_den")
+RECOVERY_NUM, INVENTED_NUM = _one("recovery_num"), _one("hallucination_after_error_num")
+RECOVERY_DEN = _slots("recovery_den")
+_FIRST = tuple((a, _slots(a)[0]) for a in dict.fromkeys(ATTRS))  # each attribute and the first slot it fills
+_FIGURES = tuple((f.key, 2 * i, 2 * i + 1) for i, f in enumerate(RATIO_FAMILIES))  # key, num slot, den slot
+
+
+class TurnTable:
+    """A conversation's figures per user turn without an object per turn: ``counts`` holds
+    ``WIDTH`` slots a turn (turn t at ``(t - 1) * WIDTH``), ``failures`` the failures of the
+    turns that have some. Read as a sequence of TurnScore, each built when asked for."""
+
+    __slots__ = ("counts", "failures", "n", "users")
+
+    def __init__(self, n: int, users: list[str], counts: list[int], failures: dict[int, list[str]]) -> None:
+        self.n = n
+        self.users = users
+        self.counts = counts
+        self.failures = failures
+
+    @classmethod
+    def of(cls, turns: list[TurnScore]) -> TurnTable:
+        """The table of TurnScore objects numbered 1, 2… in order."""
+        counts: list[int] = []
+        failures: dict[int, list[str]] = {}
+        for t in turns:
+            counts += [getattr(t, a) for a in ATTRS]
+            counts += [1, 1 if t.failures else 0]
+            if t.failures:
+                failures[t.turn] = list(t.failures)
+        return cls(len(turns), [t.user for t in turns], counts, failures)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> TurnScore:
+        if index < 0:
+            index += self.n
+        if not 0 <= index < self.n:
+            raise IndexError(index)
+        at = index * WIDTH
+        out = TurnScore(index + 1, self.users[index])
+        for attr, slot in _FIRST:
+            setattr(out, attr, self.counts[at + slot])
+        out.failures = list(self.failures.get(index + 1, ()))
+        return out
+
+    def __iter__(self) -> Iterator[TurnScore]:
+        for i in range(self.n):
+            yield self[i]
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """Each turn as ``TurnScore.to_dict`` writes it, read from the counts."""
+        counts = self.counts
+        out = []
+        for i in range(self.n):
+            at = i * WIDTH
+            figures = {key: {"num": counts[at + num], "den": counts[at + den]} for key, num, den in _FIGURES}
+            out.append({"turn": i + 1, "user": self.users[i], "figures": figures,
+                        "failures": list(self.failures.get(i + 1, ()))})
+        return out
+
+
+def turn_scores(ts: TrajectoryScore, case: Case | None, traj: Trajectory) -> tuple[TurnTable, list[int]]:
     """The conversation's figures and failures per turn, and each step's turn."""
     said = user_turns(traj)
     scripted = [] if case is None or case.turns is None else [t.user for t in case.turns]
     n = max(len(scripted), len(said), max((cs.turn or 1 for cs in ts.calls), default=1))
     steps = step_turns(ts, case, n)
-    out = [TurnScore(t, said[t - 1] if t <= len(said) else scripted[t - 1] if t <= len(scripted) else "")
-           for t in range(1, n + 1)]
+    users = said[:n] if len(said) >= n else said + [scripted[t] if t < len(scripted) else ""
+                                                      for t in range(len(said), n)]
+    counts = [0] * (n * WIDTH)
+    for t in range(n):
+        counts[t * WIDTH + TRAJECTORIES] = 1
+    failures: dict[int, list[str]] = {}
     failed = set(ts.failures)
     for cs in ts.calls:
-        s = out[(cs.turn or 1) - 1]
-        s.calls_total += 1
+        turn = cs.turn or 1
+        at = (turn - 1) * WIDTH
+        counts[at + CALLS] += 1
         if not cs.exists:
-            s.hallucinated_num += 1
-            _fail(s, Failure.HALLUCINATED_TOOL.value, failed)
+            counts[at + HALLUCINATED] += 1
+            _fail(failures, turn, Failure.HALLUCINATED_TOOL.value, failed)
             continue
-        s.schema_den += 1
+        counts[at + SCHEMA_DEN] += 1
         if cs.schema_error is None:
-            s.schema_num += 1
+            counts[at + SCHEMA_NUM] += 1
         else:
-            _fail(s, Failure.SCHEMA.value, failed)
+            _fail(failures, turn, Failure.SCHEMA.value, failed)
         if cs.selection_ok is not None:
-            s.selection_den += 1
-            s.selection_num += cs.selection_ok
-            if not cs.selection_ok:
-                _fail(s, Failure.SELECTION.value, failed)
+            counts[at + SELECTION_DEN] += 1
+            if cs.selection_ok:
+                counts[at + SELECTION_NUM] += 1
+            else:
+                _fail(failures, turn, Failure.SELECTION.value, failed)
         if cs.mismatches is not None:
-            s.args_den += 1
-            s.args_num += not cs.mismatches
+            counts[at + ARGS_DEN] += 1
             if cs.mismatches:
-                _fail(s, Failure.ARGUMENTS.value, failed)
+                _fail(failures, turn, Failure.ARGUMENTS.value, failed)
+            else:
+                counts[at + ARGS_NUM] += 1
         if cs.dependency_violation is not None:
-            _fail(s, Failure.DEPENDENCY.value, failed)
+            _fail(failures, turn, Failure.DEPENDENCY.value, failed)
         if cs.forbidden:
-            _fail(s, Failure.FORBIDDEN_CALL.value, failed)
+            _fail(failures, turn, Failure.FORBIDDEN_CALL.value, failed)
     missing = set(ts.missing_steps)
     for j, t in enumerate(steps):
-        s = out[t - 1]
-        s.recall_den += 1
+        at = (t - 1) * WIDTH
+        counts[at + RECALL_DEN] += 1
         if j in missing:
             match = "strict" if case is None else case.turns[t - 1].match if case.turns else case.match
             if j not in ts.excused_steps and match != "superset":
-                _fail(s, Failure.SELECTION.value, failed)
+                _fail(failures, t, Failure.SELECTION.value, failed)
         else:
-            s.recall_num += 1
+            counts[at + RECALL_NUM] += 1
     if ts.outcome is not None and ts.fault_step is not None:
-        s = out[(ts.calls[ts.fault_step].turn or 1) - 1]
-        s.recovery_den += 1
-        s.recovery_num += ts.outcome.outcome == "recovered"
-        s.hallucination_after_error_num += ts.outcome.outcome == "hallucinated"
+        turn = ts.calls[ts.fault_step].turn or 1
+        at = (turn - 1) * WIDTH
+        for slot in RECOVERY_DEN:
+            counts[at + slot] += 1
+        counts[at + RECOVERY_NUM] += ts.outcome.outcome == "recovered"
+        counts[at + INVENTED_NUM] += ts.outcome.outcome == "hallucinated"
         for name in (Failure.RECOVERY_HALLUCINATED.value, Failure.RECOVERY_CONFUSED.value):
-            _fail(s, name, failed)
-    return out, steps
+            _fail(failures, turn, name, failed)
+    for turn in failures:
+        counts[(turn - 1) * WIDTH + FAILED] = 1
+    return TurnTable(n, users, counts, failures), steps
 
 
-def _fail(s: TurnScore, name: str, failed: set[str]) -> None:
+def _fail(failures: dict[int, list[str]], turn: int, name: str, failed: set[str]) -> None:
     """Note a failure in a turn when the conversation has it (once)."""
-    if name in failed and name not in s.failures:
-        s.failures.append(name)
+    if name in failed:
+        names = failures.get(turn)
+        if names is None:
+            failures[turn] = [name]
+        elif name not in names:
+            names.append(name)

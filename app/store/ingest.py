@@ -12,7 +12,7 @@ import hashlib
 import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Select, delete, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
@@ -97,11 +97,23 @@ def create_run(session: Session, *, name: str, suite_row: SuiteRow, agent: str =
     return run
 
 
+_Row = TypeVar("_Row", Run, SuiteRow)
+
+
 def get_run_row(session: Session, run_id: int) -> Run:
     run = session.get(Run, run_id)
     if run is None:
         raise NotFound(f"no run {run_id}")
-    return run
+    return _held(session, run)
+
+
+def _held(session: Session, row: _Row) -> _Row:
+    """``row`` kept for the session's life: its identity map holds objects weakly, so the run page's
+    helpers, each asking for the run (or its suite) by id, read the row again (8 reads of one run, a
+    round trip each on PostgreSQL). The attributes still expire as the session says."""
+    held: dict[tuple[type, int], Any] = session.info.setdefault("held", {})
+    held[(type(row), row.id)] = row
+    return row
 
 
 def find_run(session: Session, ref: str) -> Run:
@@ -118,7 +130,7 @@ def get_suite_row(session: Session, suite_id: int) -> SuiteRow:
     row = session.get(SuiteRow, suite_id)
     if row is None:
         raise NotFound(f"no suite {suite_id}")
-    return row
+    return _held(session, row)
 
 
 def suite_document(session: Session, suite_id: int) -> dict[str, Any]:
@@ -134,6 +146,7 @@ def suite_for_run(session: Session, run: Run) -> Suite:
     """The run's suite, parsed once per content (parsing checks every schema)."""
     row = session.get(SuiteRow, run.suite_id)
     assert row is not None
+    _held(session, row)
     key = (row.name, row.hash)
     suite = _PARSED.get(key)
     if suite is None:

@@ -23,7 +23,7 @@ from app.core.families import (
 )
 from app.core.report import TURN_KEYS, Report
 from app.core.scoring import TrajectoryScore
-from app.core.turns import TurnScore
+from app.core.turns import TurnScore, TurnTable
 from app.store.views import FiguresPublic
 from tests.factories import FAIL_SALDO, OK_CLIENTE, banking_suite, call, record
 
@@ -91,7 +91,7 @@ def test_counter_slots_follow_the_catalogue() -> None:
     ts = TrajectoryScore("c1", 1, True, [])
     for name, value in per_call.items():
         setattr(ts, name, value)
-    ts.turns = [turn]
+    ts.turns = TurnTable.of([turn])
     report = Report()
     report.add(ts)
     assert TURN_KEYS[-2:] == ("trajectories", "failed")

@@ -16,6 +16,7 @@ from app.core.records import call_turns, parse_record, user_turns
 from app.core.report import Report
 from app.core.scoring import Scorer
 from app.core.suite import Suite, parse_suite
+from app.core.turns import CALLS, FAILED, HALLUCINATED, TRAJECTORIES, WIDTH, TurnTable
 from app.importers import convert
 from app.importers.base import Options
 from tests.factories import banking_suite, call, injected
@@ -138,6 +139,21 @@ def test_two_turn_conversation_with_a_fault_in_turn_2_by_hand() -> None:
     # the conversation is the sum of its turns
     assert (bad.selection_num, bad.selection_den, bad.recall_num, bad.recall_den) == (2, 3, 2, 3)
     assert (bad.args_num, bad.args_den, bad.hallucinated_num, bad.calls_total) == (1, 2, 1, 4)
+
+
+def test_the_turn_table_is_one_flat_list_read_back_as_turns() -> None:
+    """No object per turn: the figures of the careless conversation above sit in one list,
+    WIDTH slots a turn, and read back as the same TurnScores; a table made of TurnScores
+    (TurnTable.of) holds the same counts."""
+    bad = Scorer(_suite()).score(parse_record(CARELESS))
+    table = bad.turns
+    assert isinstance(table, TurnTable) and len(table) == 2 and len(table.counts) == 2 * WIDTH
+    assert table.failures == {1: ["arguments", "selection", "forbidden_call"], 2: ["hallucinated_tool", "selection"]}
+    second = table.counts[WIDTH:]
+    assert second[TRAJECTORIES] == 1 and second[FAILED] == 1 and second[CALLS] == 1 and second[HALLUCINATED] == 1
+    assert table[-1].turn == 2 and table[-1].calls_total == 1 and table[-1].recall_den == 1
+    again = TurnTable.of(list(table))
+    assert again.counts == table.counts and again.failures == table.failures and again.users == table.users
 
 
 def test_run_figures_per_turn_and_per_conversation_by_hand() -> None:

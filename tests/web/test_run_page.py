@@ -142,3 +142,24 @@ def test_pass_hat_k_of_thousands_of_trials_prints_a_few_values_and_a_curve_of_si
     assert many.curve.startswith("0.0,2.0 ") and many.curve.endswith(" 100.0,30.0")
     few = run_page.pass_figures(10, 20, {1: 0.5, 2: 0.25})  # as computed (numbers) or read back (text)
     assert (few.hat_k, few.points, few.curve) == ([(1, 0.5), (2, 0.25)], [], "0.0,16.0 100.0,23.0")
+
+
+def test_the_run_page_reads_its_run_and_suite_rows_once(client: TestClient) -> None:
+    """Each helper of the page asks for the run (and its suite) by id; the session holds them, so
+    the rows are read once a request, not once a helper (a round trip each on PostgreSQL)."""
+    from sqlalchemy import event
+
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+    seen: list[str] = []
+
+    def note(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        seen.append(" ".join(statement.split()))
+
+    client.get("/runs/1", headers=HTML)  # warm: the figures cache, the parsed suite
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        assert client.get("/runs/1", headers=HTML).status_code == 200
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+    by_id = [s for s in seen if re.search(r"FROM (runs|suites) WHERE (runs|suites)\.id = \S+$", s)]
+    assert sorted(s.split(" FROM ")[1].split()[0] for s in by_id) == ["runs", "suites"]  # were 8 runs, 2 suites

@@ -1,0 +1,133 @@
+"""``toollens import`` against its ceiling: a plain ``executemany`` of the same rows, same indexes.
+
+Converts the tau-bench airline sample, repeats its records to ``--calls`` (60,000 unless
+given; each copy's trials renumbered, as ``score_bench.py --real`` does), and runs
+``toollens import`` into a fresh SQLite file as the console script does (a whole process:
+its wall and CPU time and peak RSS). Then the ceiling: every row the import stored, read
+back table by table, is inserted again into a fresh file made from the same schema (every
+table and index as the import's ``CREATE`` statements made them), one ``executemany`` per
+table in one transaction, with Python's ``sqlite3`` and nothing else. The ratio of the two
+rates (calls per wall second) is how close the import comes to what SQLite itself costs.
+
+``--sizes A B`` imports two sizes and prints each one's peak RSS: flat memory means the
+larger file's peak is no higher than the smaller's (plus noise)::
+
+    python bench/import_ceiling.py --data DIR
+    python bench/import_ceiling.py --data DIR --sizes 30000 120000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import score_bench
+
+CLI = "import sys; sys.argv[0] = 'toollens'; from app.entry import main; main()"
+
+
+def run_import(tree: Path, suite: Path, records: Path, db: Path) -> tuple[float, float, float]:
+    """Wall s, CPU s and peak RSS (MiB) of one ``toollens import`` in a fresh process."""
+    code = ("import resource, sys, runpy; sys.argv[0] = 'toollens'\n"
+            "from app.entry import main\n"
+            "try:\n    main()\nfinally:\n"
+            "    print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, "import", str(records), "--run", "bench", "--suite", str(suite),
+                           "--db", str(db)], cwd=tree, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tree)})
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"toollens import: exit {done.returncode}\n{done.stderr}")
+    rss = next(int(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("maxrss "))
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, rss / 1024
+
+
+def ceiling(source: Path, target: Path) -> tuple[float, float, int]:
+    """Wall and CPU seconds of inserting every row of ``source`` into a fresh copy of its
+    schema (tables, then indexes as they were), one executemany per table; the rows inserted."""
+    src = sqlite3.connect(source)
+    schema = src.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
+                         "AND name NOT LIKE 'sqlite_%'").fetchall()
+    tables = [name for kind, name, _ in schema if kind == "table"]
+    rows = {t: src.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables}
+    src.close()
+    dst = sqlite3.connect(target, isolation_level=None)
+    for pragma in ("journal_mode=WAL", "synchronous=NORMAL"):
+        dst.execute(f"PRAGMA {pragma}")
+    for kind, _, sql in schema:  # tables and indexes first, so that every insert maintains them
+        if kind in ("table", "index"):
+            dst.execute(sql)
+    cpu0, start = time.process_time(), time.perf_counter()
+    dst.execute("BEGIN")
+    for t in tables:
+        if rows[t]:
+            marks = ", ".join("?" * len(rows[t][0]))
+            dst.executemany(f'INSERT INTO "{t}" VALUES ({marks})', rows[t])
+    dst.execute("COMMIT")
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    dst.close()
+    return wall, cpu, sum(len(r) for r in rows.values())
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--data", type=Path, required=True, help="the folder holding the tau-bench sample")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[score_bench.REAL_CALLS], metavar="CALLS")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--against", type=Path, help="also import with this checkout (interleaved)")
+    args = parser.parse_args(argv)
+    trees = [Path(__file__).resolve().parents[1], *([args.against.resolve()] if args.against else [])]
+    with tempfile.TemporaryDirectory(prefix="toollens-ceiling-") as tmp:
+        work = Path(tmp)
+        subprocess.run([sys.executable, "-c", CLI, "convert", "--from", "tau-bench",
+                        str(args.data / score_bench.REAL_SAMPLE), "--tools", str(args.data / score_bench.REAL_TOOLS),
+                        "--out", str(work)], check=True, capture_output=True, cwd=trees[0],
+                       env={**os.environ, "PYTHONPATH": str(trees[0])})
+        print(f"python {sys.version.split()[0]}; {score_bench._revision()}; SQLite {sqlite3.sqlite_version}; "
+              f"medians of {args.repeat}, interleaved")
+        for size in args.sizes:
+            records = work / f"records-{size}.jsonl"
+            calls = score_bench._replicate(work / "trajectories.jsonl", records, size)
+            imports: dict[int, list[tuple[float, float, float]]] = {}
+            ceilings: list[tuple[float, float]] = []
+            stored = 0
+            for r in range(args.repeat):
+                for i, tree in enumerate(trees):
+                    db = work / f"import-{i}-{r}.db"
+                    imports.setdefault(i, []).append(run_import(tree, work / "suite.yaml", records, db))
+                    if i == 0:
+                        wall, cpu, stored = ceiling(db, work / f"ceiling-{r}.db")
+                        ceilings.append((wall, cpu))
+                    for old in work.glob(f"*-{r}.db*"):
+                        old.unlink()
+            c_wall = median([w for w, _ in ceilings])
+            print(f"{calls:,} calls ({records.stat().st_size / 2**20:.1f} MiB), {stored:,} rows stored")
+            print(f"  ceiling, executemany of the same rows:   {c_wall:6.2f} s wall "
+                  f"{median([c for _, c in ceilings]):6.2f} s CPU {calls / c_wall:9,.0f} calls/s")
+            for i, tree in enumerate(trees):
+                wall = median([w for w, _, _ in imports[i]])
+                cpu = median([c for _, c, _ in imports[i]])
+                rss = max(m for _, _, m in imports[i])
+                print(f"  toollens import ({tree.name}): {wall:6.2f} s wall {cpu:6.2f} s CPU "
+                      f"{calls / wall:9,.0f} calls/s  {c_wall / wall:5.0%} of the ceiling  peak RSS {rss:.0f} MiB")
+            records.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
-"""What every command shares: one-line exits for bad input and for an unreachable
-database or unwritable file, the settings a ``--db`` option gives, a session on the
-store and the report of a suite's mistakes.
+"""What every command shares: the one error handler (bad input, an unreachable database or an
+unwritable file become one line and exit 2), the one ``--db`` option and the settings it gives,
+a session on the store and the report of a suite's mistakes.
 
 Light on purpose (typer only): every command module imports it at start-up.
 """
@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
+
+from app.commands import DB_HELP
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -20,9 +23,40 @@ if TYPE_CHECKING:
     from app.settings import Settings
 
 
+DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
+
+
+class CommandGroup(TyperGroup):
+    """The root of the command tree, and the CLI's one error handler: what a command raises and
+    a person can act on (bad input, a database out of reach, a file that cannot be written) is
+    printed as one line and exits 2; anything else is a bug and keeps its traceback."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's own click Context
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            code = exit_for(exc)
+            if code is None:
+                raise
+            raise code from None
+
+
+def exit_for(exc: Exception) -> typer.Exit | None:
+    """The exit (status 2, its line printed) for an error a person can act on; None for any other."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.core.errors import ToolLensError
+
+    if isinstance(exc, ToolLensError):
+        return fail(str(exc))
+    if isinstance(exc, (OSError, SQLAlchemyError)):
+        return environment_error(exc)
+    return None
+
+
 def fail(message: str) -> typer.Exit:
     """Print ``message`` as an error; the exit (status 2) to raise."""
-    from app.commands.score import print_error
+    from app.commands.terminal_text import print_error
 
     print_error(message)
     return typer.Exit(code=2)
@@ -112,7 +146,7 @@ def new_database(url: str) -> None:
     path = sqlite_path(url)
     if path is None or path.exists():
         return
-    from app.commands.score import print_error
+    from app.commands.terminal_text import print_error
 
     near = nearest_database(path)
     print_error(f"no database at {path}: starting on a new, empty one"
@@ -128,39 +162,27 @@ def read_settings(db: str | None) -> Settings:
 
 @contextmanager
 def store_session(db: str | None, *, write: bool = False, create: bool | None = None) -> Iterator[Session]:
-    """A session on the store for one command: ToolLens errors and an
-    unreachable database or unwritable file become one-line exits (status 2).
+    """A session on the store for one command (its errors go to ``CommandGroup``).
     ``create`` (default: ``write``): a missing SQLite file is made; otherwise it is an error."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from app.core.errors import ToolLensError
     from app.store.db import make_sessionmaker, session_scope
     from app.store.importer import open_store
 
     settings = settings_for(db) if (write if create is None else create) else read_settings(db)
+    engine = open_store(settings)
     try:
-        engine = open_store(settings)
-        try:
-            with session_scope(make_sessionmaker(engine), write=write) as session:
-                yield session
-        finally:
-            engine.dispose()
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None
-    except (SQLAlchemyError, OSError) as exc:
-        raise environment_error(exc) from None
+        with session_scope(make_sessionmaker(engine), write=write) as session:
+            yield session
+    finally:
+        engine.dispose()
 
 
 @contextmanager
 def suite_mistakes(consequence: str) -> Iterator[None]:
     """Around a suite check: every mistake on its own line, then exit 2."""
-    from app.commands.score import print_mistakes
-    from app.core.errors import ToolLensError
+    from app.commands.terminal_text import print_mistakes
     from app.core.suite_check import SuiteProblems
 
     try:
         yield
     except SuiteProblems as exc:
         raise typer.Exit(code=print_mistakes(exc, consequence)) from None
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None

@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.commands.common import environment_error, fail
 from app.importers import FORMATS, taking
 
 FORMAT_HELP = f"Source format: {', '.join(FORMATS)}."
@@ -35,20 +34,14 @@ def register(cli: typer.Typer) -> None:
         skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Write the good records, list the bad.")] = False,
     ) -> None:
         """Convert a trace or benchmark file into DIR/suite.yaml and DIR/trajectories.jsonl."""
-        from app.core.errors import ToolLensError
         from app.importers import Options
         from app.importers import convert as run_conversion
         from app.importers.writer import write_conversion
 
         console = Console(stderr=True, soft_wrap=True)
-        try:
-            conversion = run_conversion(from_, file, Options(tools=tools, domain=domain, group_by=group_by,
-                                                                      questions=questions))
-            written = write_conversion(conversion, out, skip_bad=skip_bad, source=str(file))
-        except ToolLensError as exc:
-            raise fail(str(exc)) from None
-        except OSError as exc:
-            raise environment_error(exc) from None
+        conversion = run_conversion(from_, file, Options(tools=tools, domain=domain, group_by=group_by,
+                                                         questions=questions))
+        written = write_conversion(conversion, out, skip_bad=skip_bad, source=str(file))
         for note in conversion.notes:
             console.print(Text(f"note: {note}", style="yellow"))
         for line, message in written.skipped[:50]:

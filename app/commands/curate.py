@@ -11,10 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.commands import DB_HELP
-from app.commands.common import fail, store_session
-
-Db = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
+from app.commands.common import DbOption, fail, store_session
 
 
 def register(cli: typer.Typer) -> None:
@@ -49,7 +46,7 @@ def curate(
     follow_symlinks: Annotated[bool, typer.Option(
         "--follow-symlinks", help="When --into is a symbolic link, write to the existing file it points at "
                                   "(refused otherwise).")] = False,
-    db: Db = None,
+    db: DbOption = None,
 ) -> None:
     """Write a run's trajectories as suite cases that reproduce them: their calls
     as expected calls, their observations as mocks (docs/formats.md#curated-cases).

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.commands.common import environment_error, fail, store_session
+from app.commands.common import DbOption, environment_error, fail, store_session
 from app.commands.terminal_text import safe
 
 if TYPE_CHECKING:
@@ -52,8 +52,7 @@ def fix(
     force: Annotated[bool, typer.Option("--force", help="With --out: replace an existing file.")] = False,
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a pull-request body: the diffs, "
                                                   "the figures, the verdict.")] = None,
-    db: Annotated[str | None, typer.Option("--db", help="Database URL (default: TOOLLENS_DATABASE_URL or "
-                                           "./toollens.db).")] = None,
+    db: DbOption = None,
 ) -> None:
     """Propose the description edits a run calls for, ranked by the failed trajectories each explains.
 
@@ -283,9 +282,5 @@ def pr_body(run: str, chosen: list[Proposal], diffs: list[tuple[str, list[tuple[
 
 def _rewrite(found: Any, *, model: str, base_url: str | None, pairs: int) -> list[Proposal]:
     from app.commands.fix_model import rewrite_pairs
-    from app.core.errors import ToolLensError
 
-    try:
-        return rewrite_pairs(found, model=model, base_url=base_url, pairs=pairs)
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None
+    return rewrite_pairs(found, model=model, base_url=base_url, pairs=pairs)

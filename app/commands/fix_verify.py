@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from app.commands.common import environment_error, fail, settings_for, store_session
+from app.commands.common import fail, settings_for, store_session
 from app.commands.terminal_text import safe
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate
                      candidate_file: Path | None = None) -> int:
     """Run the candidate, print the A/B and the verdict; the exit code of ``toollens gate``."""
     from app.commands.fix import pr_body, write_file
-    from app.core.errors import ToolLensError
     from app.core.gate import GateConfig, load_gate_config
     from app.core.gate_report import markdown as gate_markdown
     from app.core.gate_report import md
@@ -49,10 +48,7 @@ def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate
     if config.get(RUNNER_MARK) != RUNNER_VERSION:
         raise fail(f"run {run!r} was not made by `toollens run`: --verify needs the agent settings it keeps "
                    "(run the candidate with `toollens run` and compare with `toollens gate`)")
-    try:
-        cfg = load_gate_config(gate_config) if gate_config is not None else GateConfig()
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None
+    cfg = load_gate_config(gate_config) if gate_config is not None else GateConfig()
     with store_session(db) as session:
         if name:
             from sqlalchemy import select
@@ -65,12 +61,7 @@ def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate
         name = name or _candidate_name(session, run)
     settings = [k for k in (*WORK_KEYS, *AGENT_KEYS) if k in config]
     request = RunRequest(**{k: config[k] for k in settings}, suite_document=candidate, run_name=name)
-    try:
-        outcome = run_agent(settings_for(db), request, progress=RunProgress)
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None
-    except OSError as exc:
-        raise environment_error(exc) from None
+    outcome = run_agent(settings_for(db), request, progress=RunProgress)
     drove = {c for p in chosen for c in p.addresses.cases}
     tools = {str(t.get("name") or (t.get("function") or {}).get("name")) for t in candidate["toolset"]["tools"]}
     with store_session(db) as session:

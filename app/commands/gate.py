@@ -9,8 +9,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.commands import DB_HELP
-from app.commands.common import environment_error, fail, store_session
+from app.commands.common import DbOption, store_session
 
 
 def gate(
@@ -20,7 +19,7 @@ def gate(
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown summary (PR comment).")]
     = None,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (CI test report).")] = None,
-    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
+    db: DbOption = None,
     prices: Annotated[Path | None, typer.Option(
         "--prices", help="A price file over the bundled prices, for a cost tolerance (default: TOOLLENS_PRICES).")]
     = None,
@@ -29,7 +28,6 @@ def gate(
 
     Hallucinated tools and hallucination after error must be zero in the candidate; every other family may not
     drop by more than its tolerance. Exit 0: passed; 1: regressed; 2: bad input."""
-    from app.core.errors import ToolLensError
     from app.core.gate import GateConfig, load_gate_config
     from app.core.gate_report import junit as render_junit
     from app.core.gate_report import markdown as render_markdown
@@ -37,21 +35,15 @@ def gate(
     from app.core.wording import trajectories
     from app.store.gate import run_gate
 
-    try:
-        cfg = load_gate_config(config) if config is not None else GateConfig()
-        table = load_prices(prices) if cfg.usage else None
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None
+    cfg = load_gate_config(config) if config is not None else GateConfig()
+    table = load_prices(prices) if cfg.usage else None
     with store_session(db) as session:
         result = run_gate(session, baseline, candidate, cfg, prices=table)
     summary = render_markdown(result)
-    try:
-        if markdown is not None:
-            markdown.write_text(summary, encoding="utf-8")
-        if junit is not None:
-            junit.write_text(render_junit(result), encoding="utf-8")
-    except OSError as exc:
-        raise environment_error(exc) from None
+    if markdown is not None:
+        markdown.write_text(summary, encoding="utf-8")
+    if junit is not None:
+        junit.write_text(render_junit(result), encoding="utf-8")
     console = Console(soft_wrap=True)
     verdict = "passed" if result.passed else "FAILED"
     console.print(Text(f"gate {verdict}: {result.baseline.name} -> {result.candidate.name}",

@@ -200,8 +200,8 @@ HELP = {
         '  --force              With --out: replace an existing file.\n'
         '  --markdown <path>    Write a pull-request body: the diffs, the figures, the\n'
         '                       verdict.\n'
-        '  --db <str>           Database URL (default: TOOLLENS_DATABASE_URL or\n'
-        '                       ./toollens.db).\n'
+        "  --db <str>           A SQLite file's path or a database URL (default:\n"
+        '                       TOOLLENS_DATABASE_URL or ./toollens.db).\n'
         '  --help               Show this message and exit.\n'
     ),
     'gate': (
@@ -301,8 +301,7 @@ HELP = {
         '  --run <str>                A stored run (id or name): the pairs it confused\n'
         '                             come first, each reported.\n'
         "  --db <str>                 A SQLite file's path or a database URL (default:\n"
-        '                             TOOLLENS_DATABASE_URL or ./toollens.db). For\n'
-        '                             --run.\n'
+        '                             TOOLLENS_DATABASE_URL or ./toollens.db).\n'
         '  --lenient                  For imported suites: mistakes in the suite\n'
         '                             (unknown keys, tools, arguments) are warnings,\n'
         '                             not errors.\n'

@@ -8,8 +8,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.commands import DB_HELP
-from app.commands.common import environment_error, fail, read_settings
+from app.commands.common import DbOption, read_settings
 
 CHUNK = 100  # trajectories read, judged and stored together
 
@@ -72,14 +71,11 @@ def judge(
     relabel: Annotated[bool, typer.Option("--relabel", help="Judge again what was judged already.")] = False,
     timeout: Annotated[float, typer.Option(min=0.01, help="Seconds per request.")] = 60.0,
     attempts: Annotated[int, typer.Option(min=1, max=20, help="Tries per request (429/5xx/timeouts).")] = 5,
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    db: DbOption = None,
 ) -> None:
     """Classify each faulted trajectory's outcome with an LLM judge; report its agreement."""
-    from sqlalchemy.exc import SQLAlchemyError
-
     from app.agents.judge import Judge
     from app.agents.retry import RetryPolicy
-    from app.core.errors import ToolLensError
     from app.store import ingest
     from app.store.db import make_sessionmaker, session_scope
     from app.store.importer import open_store
@@ -87,8 +83,8 @@ def judge(
 
     console = Console(stderr=True, soft_wrap=True)
     grader = Judge(model=model, base_url=base_url, timeout=timeout, retry=RetryPolicy(attempts=attempts))
+    engine = open_store(read_settings(db))
     try:
-        engine = open_store(read_settings(db))
         sessions = make_sessionmaker(engine)
         with session_scope(sessions) as session:
             run_id = ingest.find_run(session, run).id
@@ -97,11 +93,8 @@ def judge(
         judged, unreadable = asyncio.run(_judge_run(grader, sessions, run_id, relabel, concurrency, model))
         with session_scope(sessions) as session:
             agree = agreements(session, run_id)
+    finally:
         engine.dispose()
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None
-    except (SQLAlchemyError, OSError) as exc:
-        raise environment_error(exc) from None
     console.print(Text(f"judged {judged} trajectories of run {run_id}"
                        + (f"; {unreadable} answers were not one of the four categories" if unreadable else "")))
     from rich.table import Table

@@ -11,8 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.commands import DB_HELP
-from app.commands.common import fail, store_session, suite_mistakes
+from app.commands.common import DbOption, store_session, suite_mistakes
 
 if TYPE_CHECKING:
     from app.core.language import Language
@@ -33,7 +32,7 @@ def lint(
                                               "negative delimitation.")] = LOOKALIKE_THRESHOLD,
     run: Annotated[str | None, typer.Option("--run", help="A stored run (id or name): the pairs it confused "
                                             "come first, each reported.")] = None,
-    db: Annotated[str | None, typer.Option("--db", help=DB_HELP + " For --run.")] = None,
+    db: DbOption = None,
     lenient: Annotated[bool, typer.Option("--lenient", help="For imported suites: mistakes in the suite (unknown "
                                           "keys, tools, arguments) are warnings, not errors.")] = False,
 ) -> None:
@@ -41,17 +40,13 @@ def lint(
 
     A suite is checked first: every mistake in it (unknown keys, calls to tools the toolset lacks, arguments
     its schema rejects) is listed. Exit 0: no finding; 1: findings; 2: bad input or a mistake in the suite."""
-    from app.commands.score import print_warnings
-    from app.core.errors import ToolLensError
+    from app.commands.terminal_text import print_warnings
     from app.core.lint import lint_json, lint_toolset, load_lint_target, toolset_language
     from app.core.suite_check import validate_lint_target
 
     with suite_mistakes("nothing was linted"):
         print_warnings(validate_lint_target(toolset, lenient=lenient))
-    try:
-        target, pairs = load_lint_target(toolset)
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None
+    target, pairs = load_lint_target(toolset)
     observed: dict[str, Any] | None = None
     cells: dict[tuple[str, str], int] = {}
     if run is not None:

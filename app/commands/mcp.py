@@ -11,8 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.commands import DB_HELP
-from app.commands.common import environment_error, fail, settings_for, store_session
+from app.commands.common import DbOption, environment_error, fail, settings_for, store_session
 
 
 class _Stopped(Exception):
@@ -37,7 +36,7 @@ def mcp_serve(
     agent: Annotated[str, typer.Option(help="Agent label.")] = "",
     model: Annotated[str, typer.Option(help="Model label.")] = "",
     keep_open: Annotated[bool, typer.Option("--keep-open", help="Leave the run open at shutdown.")] = False,
-    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
+    db: DbOption = None,
 ) -> None:
     """Serve a case's mocked tools as an MCP server that records every call.
 
@@ -151,7 +150,7 @@ def _bind(host: str, port: int) -> Any:
 
 def finish(
     run: Annotated[str, typer.Argument(help="Run id or name.")],
-    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
+    db: DbOption = None,
 ) -> None:
     """Finish an open run for good: it takes no more trajectories (mcp-serve does not open it again).
 

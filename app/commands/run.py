@@ -12,8 +12,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.commands import DB_HELP
-from app.commands.common import environment_error, fail, settings_for, suite_mistakes
+from app.commands.common import DbOption, settings_for, suite_mistakes
 from app.runner.agents import agent_help
 
 AGENT_HELP = agent_help()
@@ -21,7 +20,7 @@ AGENT_HELP = agent_help()
 
 def _check_suite(suite: Path, faults: str | None, lenient: bool) -> None:
     """Every mistake in the suite (and a fault rule naming a tool it lacks) before anything runs."""
-    from app.commands.score import print_warnings
+    from app.commands.terminal_text import print_warnings
     from app.core.errors import ToolLensError
     from app.core.router import FaultPlan
     from app.core.suite_check import validate_suite_file
@@ -66,7 +65,7 @@ def run(
                                             "(OpenAI-compatible; default: the rule-based user).")] = "",
     user_base_url: Annotated[str | None, typer.Option(help="The user model's endpoint (default: --base-url).")]
     = None,
-    db: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    db: DbOption = None,
     lenient: Annotated[bool, typer.Option("--lenient", help="For imported suites: mistakes in the suite (unknown "
                                           "keys, tools, arguments) are warnings, not errors.")] = False,
 ) -> None:
@@ -75,18 +74,12 @@ def run(
     Results go to the database (--db, else TOOLLENS_DATABASE_URL, else ./toollens.db): `toollens show RUN`
     prints a run's figures, `toollens serve` shows it on the dashboard, `toollens export RUN` writes its records.
     Exit 0: run; 2: bad input (a mistake in the suite, a bad option); 3: infrastructure errors."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from app.core.errors import ToolLensError
     from app.runner.progress import RunProgress
     from app.runner.session import RunRequest, run_agent
     from app.runner.work import shard_from_env
     from app.store.db import database_label
 
-    try:
-        shard = shard or shard_from_env(os.environ)
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None
+    shard = shard or shard_from_env(os.environ)
     if suite is not None and not resume:
         _check_suite(suite, faults, lenient)
 
@@ -97,12 +90,7 @@ def run(
                          user_model=user_model, user_base_url=user_base_url)
     console = Console(stderr=True, soft_wrap=True)
     settings = settings_for(db)
-    try:
-        outcome = run_agent(settings, request, progress=RunProgress)
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None
-    except (SQLAlchemyError, OSError) as exc:
-        raise environment_error(exc) from None
+    outcome = run_agent(settings, request, progress=RunProgress)
     s = outcome.summary
     state = "finished" if outcome.finished else "open (run again with --resume to complete it)"
     console.print(Text(

@@ -19,10 +19,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.commands.terminal_text import print_error, print_mistakes, print_warnings
+
 if TYPE_CHECKING:
     from app.core.records import Trajectory
     from app.core.suite import Suite
-    from app.core.suite_check import SuiteProblems
 
 # option -> (parameter, the value it takes: None, "int" or "path"); tests/cli/test_cli_startup.py checks it
 # against the typer command
@@ -217,26 +218,3 @@ class KnownCases:
             return f"{head}: nothing to score (is it the right suite?)"
         return f"{head}: " + ("left out of every figure" if lenient else
                               "nothing was scored (--lenient scores the rest)")
-
-
-def print_mistakes(exc: SuiteProblems, consequence: str) -> int:
-    """Every mistake of a suite on its own line, then what did not happen; the exit status (2)."""
-    for problem in exc.problems:
-        print_error(str(problem))
-    lenient = "" if all(p.fatal for p in exc.problems) else " (--lenient makes these warnings, for imported suites)"
-    noun = "mistake" if len(exc.problems) == 1 else "mistakes"
-    print_error(f"{len(exc.problems)} {noun} in the suite: {consequence}{lenient}")
-    return 2
-
-
-def print_warnings(warnings: Iterable[object]) -> None:
-    for warning in warnings:
-        print_error(str(warning), label="warning: ")
-
-
-def print_error(message: str, *, label: str = "error: ") -> None:
-    """One line on standard error, the label in bold red on a terminal: the CLI's errors."""
-    from rich.console import Console
-    from rich.text import Text
-
-    Console(stderr=True).print(Text.assemble((label, "bold red"), message), highlight=False, soft_wrap=True)

@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from app.commands import DB_HELP
-from app.commands.common import store_session
+from app.commands.common import DbOption, store_session
 
 
 def register(cli: typer.Typer) -> None:
@@ -22,7 +21,7 @@ def show(
                                           "`score --json`, its cases a first page, plus `run`).")] = False,
     top: Annotated[int, typer.Option(min=1, max=1000, help="How many causes, confusions and failing cases to "
                                      "list.")] = 10,
-    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
+    db: DbOption = None,
 ) -> None:
     """Show a stored run: the five families, pass^k, what went wrong and the failing cases.
 

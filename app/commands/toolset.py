@@ -9,14 +9,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from app.commands import DB_HELP
-from app.commands.common import environment_error, fail, store_session
+from app.commands.common import DbOption, fail, store_session
 
 toolset_cli = typer.Typer(help="Toolset versions: descriptions as versioned code.", no_args_is_help=True)
 
 Name = Annotated[str, typer.Option("--name", help="Toolset name (versions of one toolset share it).")]
 Label = Annotated[str, typer.Option("--label", help="Version label, e.g. v2 or a git sha.")]
-Db = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
 
 def _store(toolset: object, name: str, label: str, db: str | None) -> str:
@@ -41,16 +39,12 @@ def add(
                                           "or a suite file (its toolset).")],
     name: Name,
     label: Label = "",
-    db: Db = None,
+    db: DbOption = None,
 ) -> None:
     """Register a toolset version by the content hash of its tools (name, description, schema)."""
-    from app.core.errors import ToolLensError
     from app.core.lint import load_lint_target
 
-    try:
-        toolset, _ = load_lint_target(file)
-    except ToolLensError as exc:
-        raise fail(str(exc)) from None
+    toolset, _ = load_lint_target(file)
     _store(toolset, name, label, db)
 
 
@@ -65,7 +59,7 @@ def import_mcp(
     timeout: Annotated[float, typer.Option(min=1.0, max=600.0, help="Seconds to wait for the server.")] = 30.0,
     out: Annotated[Path | None, typer.Option("--out", help="Also write the snapshot as a toolset YAML file.")]
     = None,
-    db: Db = None,
+    db: DbOption = None,
 ) -> None:
     """Snapshot a live MCP server's tools (tools/list) into a toolset version, word for word."""
     from app.core.errors import ToolLensError
@@ -83,10 +77,7 @@ def import_mcp(
         import yaml
 
         doc = {"name": name, "label": stored_label, "tools": [t.document() for t in toolset]}
-        try:
-            out.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
-        except OSError as exc:
-            raise environment_error(exc) from None
+        out.write_text(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False), encoding="utf-8")
 
 
 def register(cli: typer.Typer) -> None:

@@ -21,10 +21,10 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from app import cli as cli_module
 from app.cli import cli
 from app.commands import help_text
 from app.commands import score as score_command
+from app.commands import score_command as typer_score
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -154,7 +154,7 @@ def test_score_leaves_everything_else_to_typer(argv: list[str]) -> None:
 def test_the_quick_option_table_is_the_typer_commands() -> None:
     command = typer.main.get_command(cli).commands["score"]  # type: ignore[attr-defined]
     options = [p for p in command.params if p.param_type_name == "option"]
-    hints = typing.get_type_hints(cli_module.score)  # what each option's value is read as
+    hints = typing.get_type_hints(typer_score.score)  # what each option's value is read as
     assert {p.opts[0]: (p.name, None if p.is_flag else "int" if hints[p.name] is int else "path")
             for p in options} == score_command.OPTIONS
     assert hints["prices"] == Path | None

@@ -261,11 +261,12 @@ def test_serve_turns_the_warm_start_on_unless_told_otherwise(monkeypatch: pytest
     from typer.testing import CliRunner
 
     import app.cli as cli
+    import app.commands.serve as serve
 
     served: list[Settings] = []
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: served.append(app.state.settings))
     tuned: list[bool] = []
-    monkeypatch.setattr(cli, "collect_cycles_rarely", lambda: tuned.append(True))  # not in the test process
+    monkeypatch.setattr(serve, "collect_cycles_rarely", lambda: tuned.append(True))  # not in the test process
     db = f"sqlite:///{tmp_path}/w.db"
     assert CliRunner().invoke(cli.cli, ["serve", "--db", db]).exit_code == 0
     monkeypatch.setenv("TOOLLENS_OTLP_WARM_START", "false")
@@ -278,7 +279,7 @@ def test_a_server_process_collects_cycles_rarely() -> None:
     import subprocess
     import sys
 
-    probe = ("import gc\nfrom app.cli import collect_cycles_rarely\nbefore = gc.get_freeze_count()\n"
+    probe = ("import gc\nfrom app.commands.serve import collect_cycles_rarely\nbefore = gc.get_freeze_count()\n"
              "collect_cycles_rarely()\nprint(gc.get_threshold(), before == 0 and gc.get_freeze_count() > 1000)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["(20000,", "20,", "20)", "True"]

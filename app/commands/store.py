@@ -1,0 +1,99 @@
+"""The store's commands: ``db upgrade``, ``import`` (a file into a run, scored on the way) and
+``export`` (a run back as trajectory records)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.commands.common import DbOption, fail, read_settings, settings_for
+from app.importers import taking
+
+IMPORT_GROUP_BY_HELP = (f"{', '.join(taking('group_by'))}: one trajectory per value of this span or resource "
+                        "attribute, not one per trace.")
+
+
+def register(cli: typer.Typer) -> None:
+    db_cli = typer.Typer(help="The database: schema migrations.", no_args_is_help=True)
+    db_cli.command("upgrade")(db_upgrade)
+    cli.add_typer(db_cli, name="db")
+    cli.command("import")(import_)
+    cli.command("export")(export)
+
+
+def db_upgrade(db: DbOption = None) -> None:
+    """Apply the migrations to the database."""
+    from rich.console import Console
+    from rich.text import Text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.store.db import database_label, upgrade
+
+    settings = settings_for(db)
+    shown = database_label(settings.database_url)
+    try:
+        upgrade(settings.database_url)
+    except (SQLAlchemyError, OSError) as exc:
+        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        raise fail(f"cannot upgrade the database {shown}: {detail[0] if detail else type(exc).__name__}") from None
+    Console(stderr=True, soft_wrap=True).print(Text(f"database at head: {shown}"))
+
+
+def import_(
+    file: Annotated[Path, typer.Argument(help="Trajectory records (JSONL, docs/formats.md), or traces in --format.")],
+    run: Annotated[str, typer.Option(help="Run name (created, or appended to while it is open).")],
+    suite: Annotated[Path | None, typer.Option(help="The suite the trajectories ran against (default: the "
+                                                    "one the conversion builds).")] = None,
+    format_: Annotated[str, typer.Option("--format", help="Source format (see `toollens convert`).")] = "toollens",
+    tools: Annotated[Path | None, typer.Option(help="Tool-schema file for a source without a suite.")] = None,
+    domain: Annotated[str | None, typer.Option(help="Domain of a multi-domain tool-schema file.")] = None,
+    group_by: Annotated[str | None, typer.Option("--group-by", help=IMPORT_GROUP_BY_HELP)] = None,
+    model: Annotated[str, typer.Option(help="Model label.")] = "",
+    agent: Annotated[str, typer.Option(help="Agent label.")] = "",
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Store the good lines, list the bad ones.")] = False,
+    keep_open: Annotated[bool, typer.Option("--keep-open", help="Leave the run open for more imports.")] = False,
+    batch: Annotated[int, typer.Option(min=1, max=10_000, help="Trajectories per transaction.")] = 500,
+    db: DbOption = None,
+) -> None:
+    """Stream a trajectories file into the store, scoring it on the way."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from app.importers import Options
+    from app.store.importer import import_file
+
+    console = Console(stderr=True, soft_wrap=True)
+    options = Options(tools=tools, domain=domain, group_by=group_by)
+    if format_ == "toollens" and suite is not None and options == Options():
+        result = import_file(settings_for(db), file, suite_path=suite, run_name=run, model=model, agent=agent,
+                             skip_bad=skip_bad, finish=not keep_open, batch=batch)
+    else:
+        from app.importers.store import import_converted
+
+        result = import_converted(settings_for(db), file, format_, options, suite_path=suite, run_name=run,
+                                  model=model, agent=agent, skip_bad=skip_bad, finish=not keep_open, batch=batch,
+                                  on_note=lambda note: console.print(Text(f"note: {note}", style="yellow")))
+    for line, message in result.skipped[:50]:
+        console.print(Text(f"skipped {file}:{line}: {message}", style="yellow"))
+    if len(result.skipped) > 50:
+        console.print(Text(f"… and {len(result.skipped) - 50} more skipped lines", style="yellow"))
+    console.print(Text(f"run {result.run_id} ({run}): stored {result.trajectories} trajectories, "
+                       f"{result.calls} calls; skipped {len(result.skipped)} lines"))
+
+
+def export(
+    run: Annotated[str, typer.Argument(help="Run id or name.")],
+    out: Annotated[Path, typer.Option(help="Output JSONL file ('-' for standard output).")],
+    db: DbOption = None,
+) -> None:
+    """Write a stored run back as ToolLens trajectory records (docs/formats.md)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from app.store.importer import export_run
+
+    n = export_run(read_settings(db), run, out)
+    if str(out) != "-":
+        Console(stderr=True, soft_wrap=True).print(Text(f"wrote {n} records to {out}"))

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from app.core.records import MAX_CALLS
-from app.importers.otel import SpanRef
 from app.otlp.bounds import Refused
+from app.otlp.spans import SpanRef
 
 Key = tuple[int, str]  # (run id, trace id)
 Clock = Callable[[], float]

@@ -10,8 +10,9 @@ import zlib
 from typing import Any
 
 from app.core.records import loads
-from app.importers import otlp_wire
-from app.importers.otel import (
+from app.otlp import wire as otlp_wire
+from app.otlp.bounds import MAX_SPANS, Refused, check_json_size
+from app.otlp.spans import (
     BATCH_GROUPED,
     BATCH_LINES,
     BATCH_PROTOBUF,
@@ -21,7 +22,6 @@ from app.importers.otel import (
     span_refs_from_protobuf,
     spans_from_json,
 )
-from app.otlp.bounds import MAX_SPANS, Refused, check_json_size
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:

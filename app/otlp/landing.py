@@ -19,9 +19,10 @@ from app.core.bounded import BoundedCache
 from app.core.errors import InvalidTrajectory
 from app.core.records import Trajectory, parse_record
 from app.core.scoring import Scorer
-from app.importers.otel import SpanRef, spans_of, trajectory_record
+from app.importers.otel import trajectory_record
 from app.otlp.buffer import Key, Pending, SpanBuffer
 from app.otlp.scoring import Flight, Fresh
+from app.otlp.spans import SpanRef, spans_of
 from app.otlp.staging import Release, Round, Staging
 from app.otlp.worker import WorkerResult
 from app.store import ingest, otlp_traces

@@ -18,11 +18,11 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.importers.otel import SpanRef, batch_refs
 from app.otlp.bounds import Refused
 from app.otlp.buffer import Clock, Key, Pending, Reservation, SpanBuffer, Taken
 from app.otlp.landing import Lander, ReceiverStats, Scorers, TraceStore
 from app.otlp.scoring import Flight, Fresh, Scoring
+from app.otlp.spans import SpanRef, batch_refs
 from app.otlp.staging import Release, Round, Staging
 from app.otlp.worker import MIN_TRACES, digest, start_worker
 from app.store import otlp_staging

@@ -14,8 +14,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from app.importers.otel import SpanRef
 from app.otlp.buffer import Clock, Key, Pending
+from app.otlp.spans import SpanRef
 from app.otlp.worker import WorkerResult, load_decoders, score_traces, start_worker
 from app.store.scoring_worker import ScoringWorker
 

@@ -22,7 +22,8 @@ from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
 from app.core.scoring import Scorer
 from app.core.suite import parse_suite
-from app.importers.otel import spans_of, trajectory_record
+from app.importers.otel import trajectory_record
+from app.otlp.spans import spans_of
 from app.store import scoring_worker
 from app.store.rows import ScoredBatch, score_batch
 from app.store.scoring_worker import ScoringWorker

@@ -271,7 +271,7 @@ class OtlpBatch(Base):
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    format: Mapped[str] = mapped_column(String(8))  # app.importers.otel.BATCH_PROTOBUF, BATCH_LINES or BATCH_GROUPED
+    format: Mapped[str] = mapped_column(String(8))  # app.otlp.spans.BATCH_PROTOBUF, BATCH_LINES or BATCH_GROUPED
     body: Mapped[bytes] = mapped_column(LargeBinary)
     # the server that stores it (``OtlpLease``); NULL: staged before leases, taken by the next server up
     lease_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)

@@ -18,10 +18,10 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from app.core.errors import ToolLensError
-from app.importers.otel import SpanRef
 from app.otlp.bounds import Refused
 from app.otlp.intake import decode_export
 from app.otlp.receiver import OtlpReceiver, made
+from app.otlp.spans import SpanRef
 from app.web.deps import require_token
 from app.web.errors import error_response
 

@@ -163,18 +163,19 @@ def test_recursive_schemas_that_go_into_the_value_still_load() -> None:
     assert violation is not None and "name" in violation.message
 
 
-# -- the OTLP receiver's span decoding (otel, otlp_wire), compiled as well ---------------------------
+# -- the OTLP receiver's span decoding (otlp.spans, otlp.wire), compiled as well ---------------------------
 
 OTEL_PROBE = (
     "import json, sys\n"
     "from app import buildinfo\n"
     "from app.importers import otel\n"
+    "from app.otlp import spans\n"
     "body = open(sys.argv[1], 'rb').read()\n"
-    "refs = otel.span_refs_from_protobuf(body)\n"
-    "(spans,) = otel.spans_of({7: (otel.BATCH_PROTOBUF, body)}, [[(7, r.index) for r in refs]])\n"
-    "assert spans == otel.spans_from_json(json.load(open(sys.argv[2])))  # the same request as OTLP/JSON\n"
+    "refs = spans.span_refs_from_protobuf(body)\n"
+    "(read,) = spans.spans_of({7: (spans.BATCH_PROTOBUF, body)}, [[(7, r.index) for r in refs]])\n"
+    "assert read == spans.spans_from_json(json.load(open(sys.argv[2])))  # the same request as OTLP/JSON\n"
     "print(json.dumps(buildinfo.compiled_modules()))\n"
-    "print(json.dumps([otel.trajectory_record(v, []) for v in otel.group_by_trace(spans).values()]))\n"
+    "print(json.dumps([otel.trajectory_record(v, []) for v in otel.group_by_trace(read).values()]))\n"
 )
 
 
@@ -192,7 +193,7 @@ def test_compiled_and_source_read_otlp_spans_alike(tmp_path: Path) -> None:
     files = str(tmp_path / "request.pb"), str(tmp_path / "request.json")
     compiled_names, compiled = _probe(OTEL_PROBE, *files, pure=False)
     pure_names, pure = _probe(OTEL_PROBE, *files, pure=True)
-    assert {"app.importers.otel", "app.importers.otlp_wire"} <= set(compiled_names) and pure_names == []
+    assert {"app.importers.otel", "app.otlp.spans", "app.otlp.wire"} <= set(compiled_names) and pure_names == []
     assert compiled == pure
     records = json.loads(compiled)
     assert len(records) == 100 and sum(len(r["calls"]) for r in records) == 621

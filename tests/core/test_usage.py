@@ -23,7 +23,8 @@ from app.core.usage import ModelCall, UsageTally, percentile, spread, totals_by_
 from app.core.usage_formats import anthropic_model_call, logged_model_call, openai_model_call
 from app.importers import Options, convert
 from app.importers.base import Conversion
-from app.importers.otel import Span, trajectory_record
+from app.importers.otel import trajectory_record
+from app.otlp.spans import Span
 from tests.factories import BANKING_TOOLS, OK_CLIENTE, OK_SALDO, SALDO_CASE, record
 from tests.resources import DATA, shared_data
 

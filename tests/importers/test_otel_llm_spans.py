@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from app.importers import Options, convert
-from app.importers.otel import Span, grouped_batch, trajectory_record
+from app.importers.otel import trajectory_record
+from app.otlp.spans import Span, grouped_batch
 
 Q = "¿Cuál es el saldo del RUT 12345678-9?"
 ERROR = "Error: id must be an integer"
@@ -186,7 +187,7 @@ def test_one_trajectory_per_conversation_in_a_file(tmp_path: Path) -> None:
 
 
 def test_a_grouped_batch_waits_as_a_conversation_and_keeps_its_group_when_read_back() -> None:
-    from app.importers.otel import BATCH_GROUPED, batch_refs
+    from app.otlp.spans import BATCH_GROUPED, batch_refs
 
     root = ("a" * 32, "1" * 16, {"session.id": "conv-1"})
     child = ("a" * 32, "2" * 16, {})  # same trace, no key: joins its trace's conversation

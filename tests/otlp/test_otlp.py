@@ -306,7 +306,7 @@ def _staged(engine: Any) -> tuple[list[tuple[str, bytes]], list[tuple[int, str]]
 def test_acknowledged_spans_survive_a_crash(db_url: str, form: str, caplog: pytest.LogCaptureFixture) -> None:
     from sqlalchemy import insert
 
-    from app.importers.otel import BATCH_LINES, BATCH_PROTOBUF, lines_batch, span_refs_from_protobuf, spans_from_json
+    from app.otlp.spans import BATCH_LINES, BATCH_PROTOBUF, lines_batch, span_refs_from_protobuf, spans_from_json
     from app.store.models import OtlpBatch
 
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
@@ -344,7 +344,7 @@ def test_a_crash_between_two_traces_of_one_request_stores_each_once(db_url: str)
     """One request holds two traces; the first is stored (and marked done in the staged
     request, in the same transaction), then the process dies: the next start stores the
     second only, and the staged request goes with it."""
-    from app.importers.otel import BATCH_PROTOBUF, span_refs_from_protobuf
+    from app.otlp.spans import BATCH_PROTOBUF, span_refs_from_protobuf
 
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
@@ -373,7 +373,7 @@ def test_spans_staged_by_an_older_version_are_carried_over_by_the_migration(db_u
     from alembic import command
     from sqlalchemy import text
 
-    from app.importers.otel import lines_batch, span_to_json, spans_from_json
+    from app.otlp.spans import lines_batch, span_to_json, spans_from_json
     from app.store.db import _alembic_config, make_engine, upgrade
 
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:

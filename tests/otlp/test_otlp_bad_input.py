@@ -11,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.importers.otel import BATCH_LINES, lines_batch, spans_from_json
 from app.otlp.landing import MAX_ATTEMPTS, TraceStore
 from app.otlp.receiver import OtlpReceiver
+from app.otlp.spans import BATCH_LINES, lines_batch, spans_from_json
 from app.settings import Settings
 from app.store.db import session_scope
 from app.store.ingest import delete_run

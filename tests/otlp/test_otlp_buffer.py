@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from app.core.records import MAX_CALLS
-from app.importers.otel import SpanRef
 from app.otlp.bounds import Refused
 from app.otlp.buffer import SpanBuffer
+from app.otlp.spans import SpanRef
 
 T1, T2 = "a" * 32, "b" * 32
 

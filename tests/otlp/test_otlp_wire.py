@@ -13,12 +13,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 
-from app.importers import otel, otlp_wire
-from app.importers.otel import BATCH_PROTOBUF, _batch_spans, _pb_spans, _span_from_pb, spans_of
-from app.importers.otlp_wire import wire_spans
+from app.otlp import spans
+from app.otlp import wire as otlp_wire
+from app.otlp.spans import BATCH_PROTOBUF, _batch_spans, _pb_spans, _span_from_pb, spans_of
+from app.otlp.wire import wire_spans
 
 
-def runtime_spans(body: bytes) -> dict[int, otel.Span]:
+def runtime_spans(body: bytes) -> dict[int, spans.Span]:
     return {i: _span_from_pb(s) for i, s in enumerate(_pb_spans(body))}
 
 
@@ -116,12 +117,12 @@ def test_tool_spans_are_found_in_the_bytes_as_is_tool_span_finds_them() -> None:
     """The receiver counts a trace's tool spans (at most 5,000 buffered) from the bytes: the same
     spans ``is_tool_span`` calls tools, the marks given or not, among random other attributes
     (a chat span's ``role: tool`` is no tool span)."""
-    from app.importers.otel import is_tool_span
+    from app.otlp.spans import is_tool_span
 
     rng = random.Random(5)
     marks = [("gen_ai.operation.name", "execute_tool"), ("openinference.span.kind", "TOOL"),
              ("traceloop.span.kind", "tool"), ("role", "tool"), ("gen_ai.operation.name", "chat")]
-    tools = spans = 0
+    tools = seen = 0
     for _ in range(300):
         request = ExportTraceServiceRequest()
         for _ in range(rng.randint(1, 2)):
@@ -138,9 +139,9 @@ def test_tool_spans_are_found_in_the_bytes_as_is_tool_span_finds_them() -> None:
         body = request.SerializeToString()
         expected = [is_tool_span(x) for x in runtime_spans(body).values()]
         assert otlp_wire.tool_spans(body) == expected
-        assert [r.tool for r in otel.span_refs_from_protobuf(body)] == expected
-        tools, spans = tools + sum(expected), spans + len(expected)
-    assert 0.2 * spans < tools < 0.6 * spans
+        assert [r.tool for r in spans.span_refs_from_protobuf(body)] == expected
+        tools, seen = tools + sum(expected), seen + len(expected)
+    assert 0.2 * seen < tools < 0.6 * seen
 
 
 def test_spans_the_sdk_encoded_read_as_the_runtime_reads_them() -> None:

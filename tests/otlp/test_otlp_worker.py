@@ -20,7 +20,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from app.importers import convert
 from app.importers.base import Options
-from app.importers.otel import (
+from app.importers.otel_replay import replay_openai_messages
+from app.otlp.receiver import OtlpReceiver
+from app.otlp.spans import (
     BATCH_LINES,
     BATCH_PROTOBUF,
     batch_refs,
@@ -30,8 +32,6 @@ from app.importers.otel import (
     spans_from_protobuf,
     spans_of,
 )
-from app.importers.otel_replay import replay_openai_messages
-from app.otlp.receiver import OtlpReceiver
 from app.otlp.worker import MIN_TRACES
 from app.settings import Settings
 from app.store.scoring_worker import ScoringWorker

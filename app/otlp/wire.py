@@ -21,7 +21,7 @@ import functools
 import struct
 from typing import Any, Final
 
-from app.importers.otel import Span
+from app.otlp.spans import Span
 
 # compiled (mypyc) it reads about twice as fast as the runtime; as Python source, half as fast
 COMPILED: Final = not __file__.endswith(".py")
@@ -392,7 +392,7 @@ def wire_spans(body: bytes, wanted: set[int] | None) -> dict[int, Span]:
     return out
 
 
-_TOOL_PAIRS: Final = (  # a KeyValue of ``otel.is_tool_span``'s marks, as encoders write it
+_TOOL_PAIRS: Final = (  # a KeyValue of ``spans.is_tool_span``'s marks, as encoders write it
     b"\x0a\x15gen_ai.operation.name\x12\x0e\x0a\x0cexecute_tool",
     b"\x0a\x17openinference.span.kind\x12\x06\x0a\x04TOOL",
     b"\x0a\x13traceloop.span.kind\x12\x06\x0a\x04tool",
@@ -401,7 +401,7 @@ _TOOL_PAIRS: Final = (  # a KeyValue of ``otel.is_tool_span``'s marks, as encode
 
 def tool_spans(body: bytes) -> list[bool]:
     """Per span of an ``ExportTraceServiceRequest`` (in ``wire_spans`` order), whether it is a
-    tool span (``otel.is_tool_span``), found in its bytes without reading its attributes:
+    tool span (``spans.is_tool_span``), found in its bytes without reading its attributes:
     one of the marks as a key and value, or a name that starts with ``execute_tool``;
     ValueError if the body cannot be read."""
     marks = [mark for mark in _TOOL_PAIRS if mark in body]  # searched in each span only if in the body

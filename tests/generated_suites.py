@@ -82,7 +82,8 @@ def generate(seed: int) -> GeneratedSuite:
     language = "es" if seed % 2 == 0 else "en"
     pool = pools(language)
     size = rng.randint(5, 30)
-    objects = rng.sample(pool["objects"], k=min(len(pool["objects"]), max(2, rng.randint(size // 4 + 1, size // 2 + 2))))
+    count = max(2, rng.randint(size // 4 + 1, size // 2 + 2))
+    objects = rng.sample(pool["objects"], k=min(len(pool["objects"]), count))
     verbs = pool["verbs"]
     lookup = verbs[0]
     combos = [(v, o) for o in objects for v in verbs]

@@ -238,8 +238,11 @@ class _Parsed:
 
 
 def _units(description: str) -> list[str]:
-    """Sentences, each parenthesis a unit of its own."""
-    inner = _PAREN.findall(description)
+    """Sentences, each parenthesis a unit of its own (negated when the clause it sits in is)."""
+    inner = []
+    for m in _PAREN.finditer(description):
+        before = re.split(r"[.!?;,:]", fold(description[:m.start()]))[-1]
+        inner.append(("no " if _NEGATIVE.search(before) else "") + m.group(1))
     outer = _PAREN.sub(" ", description)
     return [u for u in (*_SENTENCE.split(outer), *inner) if u.strip()]
 

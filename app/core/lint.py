@@ -566,7 +566,7 @@ def lookalike_pairs(toolset: Toolset) -> list[tuple[str, str, float, dict[str, A
     def on_most(word: str) -> bool:
         return word_df.get(word, 0) > common
 
-    for n, words in shapes.items():  # a lead every description has ("Tool description:") is no shape
+    for words in shapes.values():  # a lead every description has ("Tool description:") is no shape
         while words and on_most(words[0]) and words[0] not in _STOPWORDS:
             words.pop(0)
     out: list[tuple[str, str, float, dict[str, Any]]] = []
@@ -578,12 +578,13 @@ def lookalike_pairs(toolset: Toolset) -> list[tuple[str, str, float, dict[str, A
         score = 0.0
         differ = _differ_in_one_part(parts[a], parts[b])
         if differ is not None:
-            x, y = differ
+            xs, ys = differ
             shared = [w for w in parts[a] if w in parts[b]]
-            unsaid = [n for n, words in ((a, x), (b, y)) if not _says(tools[n].description, words)]
+            sides: list[tuple[str, list[str]]] = [(a, xs), (b, ys)]
+            unsaid = [n for n, part in sides if not _says(tools[n].description, part)]
             telling = [w for w in shared if df[w] <= common and w not in _GENERIC]
-            if len(x) <= 2 and len(y) <= 2 and telling and unsaid:
-                detail.update({"differ": ["_".join(x), "_".join(y)], "unsaid": unsaid})
+            if len(xs) <= 2 and len(ys) <= 2 and telling and unsaid:
+                detail.update({"differ": ["_".join(xs), "_".join(ys)], "unsaid": unsaid})
                 score = 1.0 - 1.0 / (len(shared) + 1)
         ratio, shape = _shape(shapes[a], shapes[b], on_most)
         if ratio >= SHAPE_THRESHOLD:

@@ -159,6 +159,7 @@ def test_run_page_marks_destructive_tools(db_url: str) -> None:
         # the confused pair (expected git_status, called git_diff_staged) first, with no finding; then by score
         assert pairs[0] == ("git_diff_staged", "git_status", 0, 1) and data["pairs"][0]["findings"] == []
         assert [(a, b) for a, b, _, _ in pairs[1:]] == [
-            *(pair for pair, _ in sorted(GIT_LOOKALIKES.items(), key=lambda kv: (-kv[1], kv[0]))), ("git_log", "git_show")]
+            *(pair for pair, _ in sorted(GIT_LOOKALIKES.items(), key=lambda kv: (-kv[1], kv[0]))),
+            ("git_log", "git_show")]
         html = c.get(f"/runs/{rid}", headers={"accept": "text/html"}).text
         assert 'id="destructive-tools"' in html and "git_reset" in html.split('id="destructive-tools"')[1][:400]

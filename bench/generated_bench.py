@@ -58,7 +58,8 @@ def main() -> None:
         falls.append((before - after) / before if before else 0.0)
         drift.append(sum(glued.values()) - before)
         print(f"seed {seed} {suite.language} {len(suite.tools):>2} tools: confusions {before:>3}, "
-              f"delimited {after:>3}, pasted {sum(glued.values()):>3}, top pair {'flagged' if hit else 'NOT flagged'}", flush=True)
+              f"delimited {after:>3}, pasted {sum(glued.values()):>3}, "
+              f"top pair {'flagged' if hit else 'NOT flagged'}", flush=True)
     q = statistics.quantiles(falls, n=4) if len(falls) > 1 else falls * 3
     print(f"\n{total} suites ({args.seeds}, {args.trials} trials, confusion=0.9), {time.monotonic() - started:.0f} s")
     print(f"targeted delimitation lowers confusions in {lowered}/{total}; fall: quartiles "

@@ -6,9 +6,10 @@ does, from each tool's name, description and schema alone, against the question.
   such as "buscar"/"consultar"/"get" folded into one, words cut to five
   letters, Spanish and English alike). A tool's terms are its name's words,
   the words of its description's affirmative clauses, its arguments' names
-  and allowed values, and the formats it declares: a schema ``pattern`` or
-  an example written in the description ("formato PED-12345") is a term that
-  a value of the question matches (``PED-40213``). Rarity is ``ln(N / df)``
+  and allowed values, and the formats it declares: a value of the question
+  (``PED-40213``) that fits a schema ``pattern`` is a term of every tool
+  taking an argument of that name (the same identifier), and one of the
+  shape of an example the description writes ("formato PED-12345"). Rarity is ``ln(N / df)``
   over the tools' terms: a term every tool has weighs nothing, so a
   sentence pasted into every description changes no score difference.
   Other tools' names inside a description are references, not content.
@@ -145,7 +146,7 @@ class Reading:
     clauses: dict[str, tuple[Clause, ...]]
     rarity: dict[str, float]  # term -> ln(N / df) over the tools' terms
     refs: frozenset[str] = frozenset()  # the tool names, folded (references in a text, not content)
-    patterns: dict[str, re.Pattern[str]] = field(default_factory=dict)  # format term -> its schema pattern
+    patterns: dict[str, tuple[re.Pattern[str], ...]] = field(default_factory=dict)  # argument term -> patterns
     preconditions: frozenset[tuple[str, str]] = frozenset()  # (tool, the tool its description says comes before)
 
     def weight(self, term: str) -> float:
@@ -157,7 +158,7 @@ class Reading:
         values = list(dict.fromkeys(v for v in _VALUE.findall(question) if any(c.isdigit() for c in v)))
         for value in values[:MAX_VALUES]:
             words.add("<shape:" + shape(value) + ">")
-            words.update(t for t, p in self.patterns.items() if p.fullmatch(value))
+            words.update(t for t, found in self.patterns.items() if any(p.fullmatch(value) for p in found))
         return frozenset(words)
 
     def scores(self, asked: frozenset[str]) -> dict[str, float]:
@@ -278,8 +279,10 @@ def _parse(name: str, description: str, folded: Mapping[str, str], refs: frozens
 
 
 def _schema_terms(schema: Any) -> tuple[set[str], dict[str, str]]:
-    """An object schema's argument names, allowed values and their descriptions'
-    affirmative words as terms; its patterns as format terms (term -> pattern)."""
+    """An object schema's argument names and allowed values as terms, and one
+    value term per argument (``<value:rut>``: a value of the question that fits
+    a pattern declared for an argument of that name is one of them), with the
+    pattern declared for it, if any."""
     words: set[str] = set()
     patterns: dict[str, str] = {}
     props = schema.get("properties") if isinstance(schema, Mapping) else None
@@ -287,6 +290,8 @@ def _schema_terms(schema: Any) -> tuple[set[str], dict[str, str]]:
         return words, patterns
     for key, prop in list(props.items())[:100]:
         words |= terms(str(key).replace("_", " "))
+        term = "<value:" + fold(str(key)) + ">"
+        words.add(term)
         if not isinstance(prop, Mapping):
             continue
         for value in (prop.get("enum") or [])[:50] if isinstance(prop.get("enum"), list) else []:
@@ -294,7 +299,7 @@ def _schema_terms(schema: Any) -> tuple[set[str], dict[str, str]]:
                 words |= terms(value)
         pattern = prop.get("pattern")
         if isinstance(pattern, str) and len(pattern) <= MAX_PATTERN:
-            patterns["<pattern:" + pattern + ">"] = pattern
+            patterns[term] = pattern
     return words, patterns
 
 
@@ -305,7 +310,7 @@ def _read(tools: tuple[tuple[str, str, str], ...]) -> Reading:
     refs = frozenset(folded)
     content: dict[str, frozenset[str]] = {}
     clauses: dict[str, tuple[Clause, ...]] = {}
-    patterns: dict[str, re.Pattern[str]] = {}
+    patterns: dict[str, tuple[re.Pattern[str], ...]] = {}
     before: set[tuple[str, str]] = set()
     for name, description, schema_text in tools:
         parsed = _parse(name, description, folded, refs)
@@ -316,10 +321,9 @@ def _read(tools: tuple[tuple[str, str, str], ...]) -> Reading:
         words, declared = _schema_terms(schema)
         for term, pattern in declared.items():
             try:
-                patterns[term] = re.compile(pattern)
+                patterns[term] = (*patterns.get(term, ()), re.compile(pattern))
             except re.error:
                 continue
-            parsed.formats.add(term)
         content[name] = frozenset(set(name_terms(name)) | parsed.content | words | parsed.formats)
         clauses[name] = tuple(parsed.clauses)
         before |= {(name, b) for b in parsed.before}

@@ -239,12 +239,18 @@ class _Parsed:
 
 
 def _units(description: str) -> list[str]:
-    """Sentences, each parenthesis a unit of its own (negated when the clause it sits in is)."""
-    inner = []
-    for m in _PAREN.finditer(description):
+    """Sentences, each parenthesis a unit of its own, except one inside a negated
+    clause, which stays in it ("NO sirve para X (esa modifica datos): usa Y")."""
+    inner: list[str] = []
+
+    def place(m: re.Match[str]) -> str:
         before = re.split(r"[.!?;,:]", fold(description[:m.start()]))[-1]
-        inner.append(("no " if _NEGATIVE.search(before) else "") + m.group(1))
-    outer = _PAREN.sub(" ", description)
+        if _NEGATIVE.search(before):
+            return ", " + m.group(1) + ","
+        inner.append(m.group(1))
+        return " "
+
+    outer = _PAREN.sub(place, description)
     return [u for u in (*_SENTENCE.split(outer), *inner) if u.strip()]
 
 
@@ -273,7 +279,7 @@ def _parse(name: str, description: str, folded: Mapping[str, str], refs: frozens
         out.formats |= _examples(" ".join(c for i, c in enumerate(clauses) if i < start or not named[i]))
         use = sorted({t for i in range(start, len(clauses)) if not ordered[i] for t in named[i]})
         if start < len(clauses) and use:
-            about = frozenset().union(*(terms(c, refs) for c in clauses[start:]))
+            about = frozenset().union(*(terms(c, refs) | _examples(c) for c in clauses[start:]))
             out.clauses.append(Clause(about=about, use=tuple(use)))
     return out
 

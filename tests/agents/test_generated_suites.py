@@ -4,6 +4,8 @@ and bench/generated_fix_bench.py run many (docs/fix.md reports them, held-out se
 
 from __future__ import annotations
 
+import pytest
+
 from app.agents.reading import read_toolset
 from app.core.lint import lint_toolset
 from app.core.suite import parse_suite
@@ -50,3 +52,33 @@ def test_lint_flags_the_pair_the_stand_in_confuses_most() -> None:
                  if f.rule in ("lookalike_pair", "similar_pair")}
         flagged += not top or frozenset(top[0]) in found
     assert flagged >= 6
+
+
+def _reading(*tools: tuple[str, str], schema: dict | None = None):  # type: ignore[no-untyped-def]
+    return read_toolset(parse_suite({"name": "s", "toolset": {"name": "t", "tools": [
+        {"name": n, "description": d, **({"parameters": schema} if schema else {})} for n, d in tools]},
+        "cases": []}).toolset)
+
+
+def test_declared_preconditions_are_read_clause_by_clause() -> None:
+    forms = {"Requiere haber llamado a buscar_cliente.": True, "Solo después de buscar_cliente.": True,
+             "Call buscar_cliente first.": True, "Devuelve el saldo; antes obtén el id con buscar_cliente.": True,
+             "NO llames antes a buscar_cliente.": False, "Not for clients: use buscar_cliente.": False,
+             "Devuelve el saldo. Primero confirma con el usuario.": False}
+    for text, stated in forms.items():
+        reading = _reading(("ver_saldo", text), ("buscar_cliente", "Busca un cliente."))
+        assert (("ver_saldo", "buscar_cliente") in reading.preconditions) is stated, text
+
+
+def test_a_value_of_the_declared_format_goes_to_the_tools_taking_that_identifier() -> None:
+    """Two tools alike but for their argument: the question's PED-40213 fits buscar_pedido's pattern (one
+    tool of three takes numero: ln 3), so the rival weighs e^(-2 ln 3) = 1/9 against it; SKU-310 has the
+    shape of the example buscar_producto's description writes ("formato SKU-123") and its word "SKU": 2 ln 3,
+    1/81."""
+    schema_pedido = {"type": "object", "properties": {"numero": {"type": "string", "pattern": r"^PED-\d{5}$"}}}
+    reading = read_toolset(parse_suite({"name": "s", "toolset": {"name": "t", "tools": [
+        {"name": "buscar_pedido", "description": "Busca por código.", "parameters": schema_pedido},
+        {"name": "buscar_producto", "description": "Busca por código (formato SKU-123)."},
+        {"name": "ver_saldo", "description": "Muestra el saldo."}]}, "cases": []}).toolset)
+    assert reading.rivals("¿Me ayudas con PED-40213?", "buscar_pedido")["buscar_producto"] == pytest.approx(1 / 9)
+    assert reading.rivals("¿Me ayudas con SKU-310?", "buscar_producto")["buscar_pedido"] == pytest.approx(1 / 81)

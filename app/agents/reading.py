@@ -9,7 +9,9 @@ does, from each tool's name, description and schema alone, against the question.
   and allowed values, and the formats it declares: a value of the question
   (``PED-40213``) that fits a schema ``pattern`` is a term of every tool
   taking an argument of that name (the same identifier), and one of the
-  shape of an example the description writes ("formato PED-12345"). Rarity is ``ln(N / df)``
+  shape of an example the description writes ("formato PED-12345") is a
+  term of that tool (unless it fits a pattern the toolset declares for an
+  argument the tool takes: then it says no more than the schemas). Rarity is ``ln(N / df)``
   over the tools' terms: a term every tool has weighs nothing, so a
   sentence pasted into every description changes no score difference.
   Other tools' names inside a description are references, not content.
@@ -105,9 +107,11 @@ def name_terms(name: str) -> frozenset[str]:
 
 def terms(text: str, names: frozenset[str] = frozenset()) -> frozenset[str]:
     """The content terms of a text as the agent reads them; the tool
-    ``names`` it mentions are left out (references, not content)."""
+    ``names`` it mentions are left out (references, not content), and so are
+    values (a word with a digit, ``PED-12345``: their shape is read apart)."""
     out: set[str] = set()
-    for token in _WORD.findall(fold(text)):
+    words_only = _VALUE.sub(lambda m: " " if any(c.isdigit() for c in m.group()) else m.group(), text)
+    for token in _WORD.findall(fold(words_only)):
         if token in names:
             continue
         for word in token.split("_"):
@@ -124,9 +128,14 @@ def shape(value: str) -> str:
     return re.sub(r"[^\W\d_]", "a", re.sub(r"\d", "9", fold(value)))
 
 
+def _values(text: str) -> set[str]:
+    """The example values a text writes (a word with a digit: ``PED-12345``, ``12345678-9``)."""
+    return {v for v in _VALUE.findall(text) if any(c.isdigit() for c in v) and len(v) >= 3}
+
+
 def _examples(text: str) -> set[str]:
-    """The shapes of the example values a text writes (a word with a digit: ``PED-12345``, ``12345678-9``)."""
-    return {"<shape:" + shape(v) + ">" for v in _VALUE.findall(text) if any(c.isdigit() for c in v) and len(v) >= 3}
+    """The shapes of the example values a text writes, as terms."""
+    return {"<shape:" + shape(v) + ">" for v in _values(text)}
 
 
 @dataclass(frozen=True)
@@ -233,7 +242,7 @@ def _schema_key(tool: ToolSpec) -> str:
 @dataclass
 class _Parsed:
     content: set[str]
-    formats: set[str]
+    formats: set[str]  # example values written in affirmative clauses
     clauses: list[Clause]
     before: set[str]  # tools a clause says come first
 
@@ -276,7 +285,7 @@ def _parse(name: str, description: str, folded: Mapping[str, str], refs: frozens
         for i, clause in enumerate(clauses):
             if i < start and not named[i]:
                 out.content |= terms(clause, refs)
-        out.formats |= _examples(" ".join(c for i, c in enumerate(clauses) if i < start or not named[i]))
+        out.formats |= _values(" ".join(c for i, c in enumerate(clauses) if i < start or not named[i]))
         use = sorted({t for i in range(start, len(clauses)) if not ordered[i] for t in named[i]})
         if start < len(clauses) and use:
             about = frozenset().union(*(terms(c, refs) | _examples(c) for c in clauses[start:]))
@@ -318,6 +327,7 @@ def _read(tools: tuple[tuple[str, str, str], ...]) -> Reading:
     clauses: dict[str, tuple[Clause, ...]] = {}
     patterns: dict[str, tuple[re.Pattern[str], ...]] = {}
     before: set[tuple[str, str]] = set()
+    read: list[tuple[str, _Parsed, set[str]]] = []
     for name, description, schema_text in tools:
         parsed = _parse(name, description, folded, refs)
         try:
@@ -330,7 +340,13 @@ def _read(tools: tuple[tuple[str, str, str], ...]) -> Reading:
                 patterns[term] = (*patterns.get(term, ()), re.compile(pattern))
             except re.error:
                 continue
-        content[name] = frozenset(set(name_terms(name)) | parsed.content | words | parsed.formats)
+        read.append((name, parsed, words))
+    for name, parsed, words in read:
+        for value in parsed.formats:  # an example of an identifier's declared format says no more than the schema
+            fits = [t for t in words if t in patterns  # the text was folded: an upper-case code is tried as such
+                    and any(p.fullmatch(value) or p.fullmatch(value.upper()) for p in patterns[t])]
+            words.update(fits or ["<shape:" + shape(value) + ">"])
+        content[name] = frozenset(set(name_terms(name)) | parsed.content | words)
         clauses[name] = tuple(parsed.clauses)
         before |= {(name, b) for b in parsed.before}
     df: dict[str, int] = {}

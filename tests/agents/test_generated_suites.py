@@ -73,12 +73,12 @@ def test_declared_preconditions_are_read_clause_by_clause() -> None:
 def test_a_value_of_the_declared_format_goes_to_the_tools_taking_that_identifier() -> None:
     """Two tools alike but for their argument: the question's PED-40213 fits buscar_pedido's pattern (one
     tool of three takes numero: ln 3), so the rival weighs e^(-2 ln 3) = 1/9 against it; SKU-310 has the
-    shape of the example buscar_producto's description writes ("formato SKU-123") and its word "SKU": 2 ln 3,
-    1/81."""
+    shape of the example buscar_producto's description writes ("formato SKU-123"), the same way (a value's
+    letters are no word)."""
     schema_pedido = {"type": "object", "properties": {"numero": {"type": "string", "pattern": r"^PED-\d{5}$"}}}
     reading = read_toolset(parse_suite({"name": "s", "toolset": {"name": "t", "tools": [
         {"name": "buscar_pedido", "description": "Busca por código.", "parameters": schema_pedido},
         {"name": "buscar_producto", "description": "Busca por código (formato SKU-123)."},
         {"name": "ver_saldo", "description": "Muestra el saldo."}]}, "cases": []}).toolset)
     assert reading.rivals("¿Me ayudas con PED-40213?", "buscar_pedido")["buscar_producto"] == pytest.approx(1 / 9)
-    assert reading.rivals("¿Me ayudas con SKU-310?", "buscar_producto")["buscar_pedido"] == pytest.approx(1 / 81)
+    assert reading.rivals("¿Me ayudas con SKU-310?", "buscar_producto")["buscar_pedido"] == pytest.approx(1 / 9)

@@ -136,9 +136,9 @@ def test_delimitation_forms_and_how_clearly_a_clause_tells_a_pair_apart() -> Non
 
 def test_course_table_row_1_a_described_tool_is_not_confused() -> None:
     """"Busca información." beside two other "Busca información…" tools: only the name's "pedido"
-    (ln 3) sets it apart, each rival weighs 1/9. The course's rewrite matches estado, pedido, PED and
-    the shape of the value (PED-12345 fits the format it writes: 4·ln 3) and names buscar_cliente:
-    rivals weigh 3^-8 and 3^-8/4."""
+    (ln 3) sets it apart, each rival weighs 1/9. The course's rewrite matches estado, pedido and the
+    value PED-12345 (of the shape of the format it writes; a value's letters are no word): 3·ln 3, and
+    names buscar_cliente: rivals weigh 3^-6 and 3^-6/4."""
     others = [("buscar_cliente", "Busca información del cliente."), ("buscar_producto", "Busca información por texto.")]
     good = ("Busca un pedido por su número (formato PED-12345). Devuelve estado, fecha de despacho y monto. "
             "NO sirve para buscar clientes: para eso usa `buscar_cliente`.")
@@ -147,13 +147,13 @@ def test_course_table_row_1_a_described_tool_is_not_confused() -> None:
     for label, description in (("poor", "Busca información."), ("good", good)):
         reading = read_toolset(toolset(("buscar_pedido", description), *others))
         chances[label] = confusion_chance(reading.rivals(question, "buscar_pedido"), 0.9)
-    w = 1.25 / 3 ** 8
+    w = 1.25 / 3 ** 6
     assert chances == pytest.approx({"poor": 0.9 * (2 / 9) / (11 / 9), "good": 0.9 * w / (1 + w)})
     confused = {}
     for label, description in (("poor", "Busca información."), ("good", good)):
         s = suite([("buscar_pedido", description), *others], [(question, ["buscar_pedido"])])
         confused[label] = sum(c != ["buscar_pedido"] for c in calls(s, ONLY_CONFUSION, 300))
-    assert confused == {"poor": 47, "good": 0}  # seed 4, 300 trials: 16.4% and 0.017% expected
+    assert confused == {"poor": 47, "good": 1}  # seed 4, 300 trials: 16.4% and 0.15% expected
 
 
 @pytest.mark.parametrize("first, poor, good, question", [

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.agents.reading import confusion_chance, read_toolset
+from app.agents.reading import confusion_chance, read_toolset, states_precondition
 from app.core.bounded import BoundedCache
 from app.core.language import Language, detect_language, language_scores
-from app.core.lint import lint_toolset, states_precondition
+from app.core.lint import lint_toolset
 from app.core.records import TRANSIENT_KINDS
 from app.core.router import Toolbox
 from app.core.suite import Case, ExpectedCall
@@ -160,8 +160,7 @@ class CaseAgent:
         steps = list(expected)
         if len(steps) > 1 and self.chance(self.parent.rates.order):
             i = self.rng.randrange(len(steps) - 1)
-            second = self.parent.toolset.get(steps[i + 1].name)
-            stated = second is not None and states_precondition(second, steps[i].name)
+            stated = states_precondition(self.parent.toolset, steps[i + 1].name, steps[i].name)
             if not stated or self.chance(STATED_ORDER):
                 steps[i], steps[i + 1] = steps[i + 1], steps[i]
         return steps

@@ -47,8 +47,8 @@ def demo(
                                                 "touched.")] = None,
     examples: Annotated[Path, typer.Option(help="Folder with the example suites.",  # no path of this install:
                                            show_default="the bundled examples")] = EXAMPLES,  # help is kept
-    # seed 5 tells the seed's story in both pairs of runs: v2 cuts confusions and schema errors, and invented
-    # data after an error stays above zero in both (tests/cli/test_demo.py pins it)
+    # seed 5 tells the seed's story in both pairs of runs: v2 cuts confusions and schema errors; invented data
+    # after an error stays above zero in the five-trial pair (tests/cli/test_demo.py pins it)
     seed: Annotated[int, typer.Option(help="Seed of the simulated agent.")] = 5,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,

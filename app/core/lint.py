@@ -19,6 +19,12 @@ does not let it decide. Four checks, in Spanish and English text:
 ``unguarded_destructive``
     a tool its server marks destructive (MCP's ``destructiveHint``) whose
     description states no precondition and no confirmation step;
+``lookalike_pair``
+    two tools a model will take for each other, before any run: names that
+    differ in one part ("buscar_pedido"/"buscar_producto", "find_order" /
+    "find_product") where a description does not say the word that tells it
+    apart, or descriptions of one shape ("Busca un X por su Y." / "Finds a X
+    by its Y."), and neither description delimits itself against the other;
 ``confused_pair`` (only given a run's confusion cells)
     two tools the run confused, whether or not they read alike: observed
     confusions rank first, and such a pair needs a negative delimitation
@@ -35,6 +41,7 @@ confusion counts of that pair (the run page and ``toollens lint`` both use it).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import math
 import re
@@ -50,10 +57,12 @@ from app.core.language import Language, detect_language
 from app.core.suite import load_suite, load_toolset
 from app.core.tools import Toolset, ToolSpec
 
-RULES = ("similar_pair", "no_negative_delimitation", "argument_format", "missing_precondition", "unguarded_destructive")
+RULES = ("similar_pair", "no_negative_delimitation", "argument_format", "missing_precondition", "unguarded_destructive",
+         "lookalike_pair")
 CONFUSED = "confused_pair"  # a rule of observed confusions: only given a run's cells (counted apart from RULES)
 SIMILAR_THRESHOLD = 0.5  # a pair at or above reads alike (finding)
 LOOKALIKE_THRESHOLD = 0.3  # a pair at or above needs a negative delimitation
+SHAPE_THRESHOLD = 0.6  # two descriptions whose word sequences match at least this much are of one shape
 MAX_FINDINGS = 1000
 
 _STOPWORD_TEXT = """
@@ -129,6 +138,10 @@ _TEXT = {
                     "add \"{hint}\"",
     "destructive": "{tool} is destructive (its server says so) but its description states no precondition and no "
                    "confirmation step: say when it may run ({hint})",
+    "lookalike_names": "{a} and {b}: names that differ only in {x!r} / {y!r}, and {which} does not say it: "
+                       "a model will take one for the other; say what each is for and what it is not for",
+    "lookalike_shape": "{a} and {b}: descriptions of one shape ({shape}) that never say what sets them apart: "
+                       "say what each is for and what it is not for, naming the other",
     "confused": "{called} was called where {expected} was expected ({n} in the run{back}): read both descriptions "
                 "as the model would and say what each is not for",
     "back": ", and {n} the other way",
@@ -445,6 +458,143 @@ def _field_findings(tool: ToolSpec, lang: Language) -> list[Finding]:
     return out
 
 
+_PARENS = re.compile(r"\([^()]*\)")
+
+
+def _sentences(description: str) -> list[str]:
+    return [fold(x) for x in re.split(r"(?<=[.;!?])\s+", _PARENS.sub(" ", _positive(description)).strip()) if x]
+
+
+def _shape_words(sentences: list[str], boilerplate: set[str]) -> list[str]:
+    """The words of the first clause (up to a comma, colon or "and") of the first
+    sentence (folded, parentheses out) that is not the toolset's boilerplate:
+    what a model reads first about this tool."""
+    first = next((x for x in sentences if x not in boilerplate), "")
+    clause = re.split(r"[,;:]|\s(?:and|y|e)\s", first)[0]
+    return re.findall(r"\w+", clause)
+
+
+def _shape(a: list[str], b: list[str], common: Callable[[str], bool]) -> tuple[float, str]:
+    """How much two word sequences are one sentence with slots (0..1), and that
+    sentence with X for each slot: "busca un X por su X". Three words shared,
+    one of them neither a stop word nor ``common`` (on most descriptions)."""
+    if len(a) < 3 or len(b) < 3:
+        return 0.0, ""
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    blocks = [m for m in matcher.get_matching_blocks() if m.size]
+    shared = sum(m.size for m in blocks)
+    if shared < 3 or not any(w not in _STOPWORDS and not common(w) for m in blocks for w in a[m.a:m.a + m.size]):
+        return 0.0, ""
+    out: list[str] = []
+    i = 0
+    for m in blocks:
+        if m.a > i:
+            out.append("X")
+        out.extend(a[m.a:m.a + m.size])
+        i = m.a + m.size
+    if i < len(a) or blocks[-1].b + blocks[-1].size < len(b):
+        out.append("X")
+    return 2 * shared / (len(a) + len(b)), " ".join(out)
+
+
+def _name_parts(name: str) -> list[str]:
+    return [fold(w) for w in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", name) if w]
+
+
+def _differ_in_one_part(a: list[str], b: list[str]) -> tuple[list[str], list[str]] | None:
+    """The one part each name has where the other differs (a shared head and tail
+    around it), or None."""
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    x, y = a[head:len(a) - tail], b[head:len(b) - tail]
+    if not x or not y or head + tail == 0:
+        return None
+    return x, y
+
+
+def _says(description: str, words: list[str]) -> bool:
+    """The description says each word (a generic verb: any generic verb)."""
+    said = content_stems(_positive(description))
+    return all(_stem(w) in said or (w in _GENERIC and any(g in said for g in _GENERIC_STEMS)) for w in words)
+
+
+_GENERIC_STEMS = frozenset(_stem(w) for w in _GENERIC)
+
+
+def _delimited_against(tool: ToolSpec, other: str) -> bool:
+    """The description names ``other`` in a negation or a redirect ("NO sirve para X: usa other")."""
+    text = fold(tool.description)
+    return fold(other) in text and bool(_NEGATION.search(text) or _REDIRECTS.search(text))
+
+
+_REDIRECTS = re.compile(r"\b(para\s+eso|en\s+su\s+lugar|instead|for\s+that)\b")
+
+
+def lookalike_pairs(toolset: Toolset) -> list[tuple[str, str, float, dict[str, Any]]]:
+    """Pairs a model will take for each other before any run (``lookalike_pair``):
+    ``(a, b, score, detail)``, names sorted. Names that differ in one part (a
+    word or two) and share a word that is no generic verb and not on most
+    names (a prefix every tool has tells nothing),
+    where a description does not say its own differing word; or first sentences
+    of one shape (word sequences matching at least ``SHAPE_THRESHOLD``, three
+    words shared, one of them no stop word and not on most first sentences; a sentence three descriptions
+    share, or every one, is boilerplate and skipped). Never a pair where either
+    description delimits itself against the other."""
+    tools = {t.name: t for t in toolset.tools}
+    parts = {n: _name_parts(n) for n in tools}
+    df: dict[str, int] = {}
+    for words in parts.values():
+        for w in set(words):
+            df[w] = df.get(w, 0) + 1
+    common = max(2.0, len(tools) / 2)
+    sentences = {n: _sentences(t.description) for n, t in tools.items()}
+    seen: dict[str, int] = {}
+    for found in sentences.values():
+        for x in set(found):
+            seen[x] = seen.get(x, 0) + 1
+    boilerplate = {x for x, k in seen.items() if k >= 3 or (k >= 2 and k == len(tools))}
+    shapes = {n: _shape_words(found, boilerplate) for n, found in sentences.items()}
+    word_df: dict[str, int] = {}
+    for words in shapes.values():
+        for w in set(words):
+            word_df[w] = word_df.get(w, 0) + 1
+
+    def on_most(word: str) -> bool:
+        return word_df.get(word, 0) > common
+
+    for words in shapes.values():  # a lead every description has ("Tool description:") is no shape
+        while words and on_most(words[0]) and words[0] not in _STOPWORDS:
+            words.pop(0)
+    out: list[tuple[str, str, float, dict[str, Any]]] = []
+    for a, b in combinations(sorted(tools), 2):
+        ta, tb = tools[a], tools[b]
+        if _delimited_against(ta, b) or _delimited_against(tb, a):
+            continue
+        detail: dict[str, Any] = {}
+        score = 0.0
+        differ = _differ_in_one_part(parts[a], parts[b])
+        if differ is not None:
+            xs, ys = differ
+            shared = [w for w in parts[a] if w in parts[b]]
+            sides: list[tuple[str, list[str]]] = [(a, xs), (b, ys)]
+            unsaid = [n for n, part in sides if not _says(tools[n].description, part)]
+            telling = [w for w in shared if df[w] <= common and w not in _GENERIC]
+            if len(xs) <= 2 and len(ys) <= 2 and telling and unsaid:
+                detail.update({"differ": ["_".join(xs), "_".join(ys)], "unsaid": unsaid})
+                score = 1.0 - 1.0 / (len(shared) + 1)
+        ratio, shape = _shape(shapes[a], shapes[b], on_most)
+        if ratio >= SHAPE_THRESHOLD:
+            detail["shape"] = shape
+            score = max(score, ratio)
+        if detail:
+            out.append((a, b, round(score, 3), detail))
+    return out
+
+
 def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (), *,
                  similar: float = SIMILAR_THRESHOLD, lookalike: float = LOOKALIKE_THRESHOLD,
                  confusions: Mapping[tuple[str, str], int] | None = None,
@@ -494,6 +644,14 @@ def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (),
                 detail={"confusions": ab + ba, "a_called_as_b": ab, "b_called_as_a": ba,
                         "name_similarity": sim.name, "description_similarity": sim.description},
             ))
+    for a, b, score, detail in lookalike_pairs(toolset) if lookalike < 1.0 else []:
+        if "shape" in detail:
+            message = m["lookalike_shape"].format(a=a, b=b, shape=repr(detail["shape"]))
+        else:
+            x, y = detail["differ"]
+            message = m["lookalike_names"].format(a=a, b=b, x=x, y=y, which=" and ".join(detail["unsaid"]))
+        findings.append(Finding(rule="lookalike_pair", tool=a, related=(b,), message=message,
+                                detail={**detail, "similarity": score}))
     for t in sorted(tools, key=lambda t: t.name):
         alike = sorted(lookalikes[t.name], key=lambda x: (-x[1], x[0]))
         if alike and not _negative_delimitation(t, [n for n in names if n != t.name]):

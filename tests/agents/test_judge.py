@@ -95,12 +95,12 @@ def test_judge_command_labels_a_run_and_reports_agreement(tmp_path: Path) -> Non
     # every trajectory with an error the agent saw is judged: of 32 sweep runs, 21 met their injected fault
     # and 10 a schema error first (9 sent the swept call with bad arguments: nothing injected); of the 18
     # plain trials, 3 met a schema error and 2 a tool's own error
-    assert len(rows) == 36 and set(judged) == {r.id for r in rows}
+    assert len(rows) == 35 and set(judged) == {r.id for r in rows}
     assert all(judged[r.id] == ("gave_up" if "pude" in r.answer else "recovered") for r in rows)
     assert app.requests[0]["messages"][0]["role"] == "system" and app.requests[0]["temperature"] == 0
-    assert len(app.requests) == 36  # the second call judged nothing again
+    assert len(app.requests) == 35  # the second call judged nothing again
     agree = sum(1 for r in rows if judged[r.id] == r.outcome)
-    assert re.search(rf"judge vs deterministic\s*│\s*36\s*│\s*{agree}\s*│", done.stderr), done.stderr
+    assert re.search(rf"judge vs deterministic\s*│\s*35\s*│\s*{agree}\s*│", done.stderr), done.stderr
     assert "judged 0 trajectories" in again.stderr
 
 

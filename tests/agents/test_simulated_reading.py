@@ -96,17 +96,18 @@ def test_a_sentence_pasted_into_every_description_changes_nothing(pasted: str) -
       ("find_product", "Finds a product by its name.")], "What is the status of my order shipment?"),
 ])
 def test_a_negative_delimitation_moves_the_question_to_the_named_tool(tools: Any, question: str) -> None:
-    """The question's three words (estado/status, pedido/order, envío/shipment) are each in two of the
-    three texts (the last one in the delimitation): ln 1.5 each. The first tool matches all three (3·L),
-    the second two (2·L) and its clause speaks of the third, which it moves to the first: 1·L against
-    4·L, e^(-2·3L), × (1 - 0.75) for a pair the clause tells apart. Without the clause the third word
-    is in one text only (ln 3): 2L against 2L + ln 3, e^(-2 ln 3) = 1/9."""
+    """The question's three words (estado/status, pedido/order, envío/shipment): the first two are in two of
+    the three texts (ln 1.5 each), the third only in the first tool's name (ln 3: a delimitation's words are
+    no content and count in no rarity). The first tool matches all three (2·L + ln 3), the second two
+    (2·L), and its clause speaks of the third (worth ln 3, more than 2·L), so it moves all 2·L to the
+    first: 0 against 4·L + ln 3, × (1 - 0.75) for a pair the clause tells apart. Without the clause:
+    2L against 2L + ln 3, e^(-2 ln 3) = 1/9."""
     first, second, third = (n for n, _ in tools)
     reading = read_toolset(toolset(*tools))
     assert reading.scores(terms(question, frozenset(reading.names))) == pytest.approx(
-        {first: 4 * L15, second: L15, third: 0.0})
-    assert reading.rivals(question, first) == pytest.approx(
-        {second: math.exp(-2 * 3 * L15) * (1 - DELIMITED), third: math.exp(-2 * 4 * L15)})
+        {first: 4 * L15 + L3, second: 0.0, third: 0.0})
+    lead = math.exp(-2 * (4 * L15 + L3))
+    assert reading.rivals(question, first) == pytest.approx({second: lead * (1 - DELIMITED), third: lead})
     undelimited = [(n, d.split(". ")[0] + ".") for n, d in tools]
     assert read_toolset(toolset(*undelimited)).rivals(question, first)[second] == pytest.approx(1 / 9)
 
@@ -135,8 +136,9 @@ def test_delimitation_forms_and_how_clearly_a_clause_tells_a_pair_apart() -> Non
 
 def test_course_table_row_1_a_described_tool_is_not_confused() -> None:
     """"Busca información." beside two other "Busca información…" tools: only the name's "pedido"
-    (ln 3) sets it apart, each rival weighs 1/9. The course's rewrite matches estado, pedido and
-    PED (3·ln 3) and names buscar_cliente: rivals weigh 3^-6 and 3^-6/4."""
+    (ln 3) sets it apart, each rival weighs 1/9. The course's rewrite matches estado, pedido and the
+    value PED-12345 (of the shape of the format it writes; a value's letters are no word): 3·ln 3, and
+    names buscar_cliente: rivals weigh 3^-6 and 3^-6/4."""
     others = [("buscar_cliente", "Busca información del cliente."), ("buscar_producto", "Busca información por texto.")]
     good = ("Busca un pedido por su número (formato PED-12345). Devuelve estado, fecha de despacho y monto. "
             "NO sirve para buscar clientes: para eso usa `buscar_cliente`.")

@@ -280,18 +280,18 @@ def test_show_counts_calls_from_one_and_states_f5_over_the_order_checks(tmp_path
 
 
 def test_fix_says_how_many_proposals_it_left_out_and_counts_in_words(tmp_path: Path) -> None:
-    """The demo's five-trial v1 run calls for 36 proposals; a plain `fix` prints 20 and says the rest."""
+    """The demo's five-trial v1 run calls for 30 proposals; a plain `fix` prints 20 and says the rest."""
     made = toollens("demo", "--no-serve", "--db", "d.db", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     done = toollens("fix", "banca-v1-simulado-x5", "--db", "d.db", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("run banca-v1-simulado-x5: 36 proposals from 61 failed trajectories")
+    assert lines[0].startswith("run banca-v1-simulado-x5: 30 proposals from 53 failed trajectories")
     assert sum(line.startswith("#") for line in lines) == 20
-    assert lines[-1] == "16 more proposals: --top 36 prints all 36 (--json lists them too)"
+    assert lines[-1] == "10 more proposals: --top 30 prints all 30 (--json lists them too)"
     assert "explains 1 failed trajectory (" in done.stdout and not re.search(r"\b1 failed trajectories", done.stdout)
-    every = toollens("fix", "banca-v1-simulado-x5", "--db", "d.db", "--top", "36", cwd=tmp_path)
-    assert "more proposal" not in every.stdout and sum(line.startswith("#") for line in every.stdout.splitlines()) == 36
+    every = toollens("fix", "banca-v1-simulado-x5", "--db", "d.db", "--top", "30", cwd=tmp_path)
+    assert "more proposal" not in every.stdout and sum(line.startswith("#") for line in every.stdout.splitlines()) == 30
 
 
 CRASHY = """\

@@ -194,3 +194,21 @@ def test_a_format_proposal_quotes_attempts_at_the_pattern_not_the_questions_word
     # a product's name sent as the order number would put the question's words into the description
     assert [p.tail for p in got if p.pattern == "argument_format"] == \
         ['numero: texto, formato "PED-12345", no "12345" o "ped 12345".']
+
+
+def test_lint_flags_the_shop_s_look_alike_lookups_before_any_run() -> None:
+    """Issue 44: "Busca un pedido por su numero (formato PED-12345)." / "Busca un producto por su SKU." read
+    alike at 0.10 by their words, but are one sentence with two slots, as is "Busca un cliente por su RUT
+    chileno …": lint names the three pairs without a run; a delimitation naming the partner clears one."""
+    from app.core.lint import lint_toolset
+
+    found = [f for f in lint_toolset(SHOP) if f.rule == "lookalike_pair"]
+    assert [(f.tool, f.related, f.detail["shape"]) for f in found] == [
+        ("buscar_cliente", ("buscar_pedido",), "busca un X por su X"),
+        ("buscar_cliente", ("buscar_producto",), "busca un X por su X"),
+        ("buscar_pedido", ("buscar_producto",), "busca un X por su X")]
+    delimited = Toolset.from_list([{"name": t.name, "description": t.description + (
+        " NO sirve para buscar productos: usa buscar_producto." if t.name == "buscar_pedido" else ""),
+        "parameters": t.parameters} for t in SHOP.tools])
+    assert [(f.tool, f.related) for f in lint_toolset(delimited) if f.rule == "lookalike_pair"] == [
+        ("buscar_cliente", ("buscar_pedido",)), ("buscar_cliente", ("buscar_producto",))]

@@ -46,6 +46,7 @@ V1_TOOLSET_FINDINGS = [  # ranked by score, then rule and tool; the findings wit
     ("argument_format", "verificar_compra", (), "numero"),
     ("missing_precondition", "emitir_nota_credito", ("verificar_compra",), None),
     ("missing_precondition", "ver_saldo", ("buscar_cliente",), None),
+    ("lookalike_pair", "buscar_cliente", ("verificar_compra",), None),  # "X información del cliente" (0.75)
 ]
 
 
@@ -134,7 +135,7 @@ def test_cli_json_contract_and_exit_status(tmp_path: Path) -> None:
     assert set(data) == {"toolset", "version", "label", "tools", "language", "counts", "findings"}
     assert (data["toolset"], data["label"], data["tools"], data["language"]) == ("atencion_cliente", "v1", 7, "es")
     assert data["counts"] == {"similar_pair": 4, "no_negative_delimitation": 4, "argument_format": 9,
-                              "missing_precondition": 2, "unguarded_destructive": 0}
+                              "missing_precondition": 2, "unguarded_destructive": 0, "lookalike_pair": 1}
     assert list(data["counts"]) == list(RULES)
     assert set(data["findings"][0]) == {"rule", "tool", "related", "field", "score", "message", "detail"}
     assert data["findings"][0]["score"] == 0.773
@@ -196,5 +197,7 @@ def test_tau_bench_tools() -> None:
     # retail: cancel_pending_order.reason's own description lists its enum ("either 'no longer needed' or
     # 'ordered by mistake'"), which the model reads: no finding
     retail = lint_toolset(Toolset.from_list(domains["retail"]))
-    assert len(found) == 21 and len(retail) == 17
+    # lookalike_pair adds 8 and 6: the two flight searches, the three update_reservation_* tools, the
+    # pending-order modifications, exchange vs modify of an order's items, the two user-id lookups
+    assert len(found) == 29 and len(retail) == 23
     assert not [f for f in retail if (f.tool, f.field) == ("cancel_pending_order", "reason")]

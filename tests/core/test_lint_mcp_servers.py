@@ -66,15 +66,20 @@ def test_git_findings_by_hand() -> None:
     }
     # ranked by score: the diff trio and the branch pair lead, grouped per pair
     ranked = [((p.a, p.b), p.score) for p in lint_pairs(found)]
-    assert ranked == sorted(GIT_LOOKALIKES.items(), key=lambda kv: (-kv[1], kv[0]))
+    assert ranked == [*sorted(GIT_LOOKALIKES.items(), key=lambda kv: (-kv[1], kv[0])), (("git_log", "git_show"), 0.0)]
+    # before any run, two pairs a model will take for each other: names that differ in one word, one of whose
+    # descriptions never says it ("unstaged"), and first clauses of one shape ("Shows the commit …")
+    assert {(f.tool, f.related, tuple(sorted(f.detail))) for f in found if f.rule == "lookalike_pair"} == {
+        ("git_diff_staged", ("git_diff_unstaged",), ("differ", "similarity", "unsaid")),
+        ("git_log", ("git_show",), ("shape", "similarity"))}
     assert [(f.rule, f.tool) for f in lint_pairs(found)[0].findings] == [
         ("similar_pair", "git_diff_staged"), ("no_negative_delimitation", "git_diff_staged"),
-        ("no_negative_delimitation", "git_diff_unstaged")]
+        ("no_negative_delimitation", "git_diff_unstaged"), ("lookalike_pair", "git_diff_staged")]
     # git_reset is the one tool the server marks destructive ("Unstages all staged changes": no guard stated)
     assert [f.tool for f in found if f.rule == "unguarded_destructive"] == ["git_reset"]
     assert {f.tool for f in found if f.rule == "argument_format"} == {"git_diff", "git_diff_staged",
                                                                      "git_diff_unstaged", "git_log"}
-    assert len(found) == 13
+    assert len(found) == 15
 
 
 def test_thresholds_are_honoured_exactly() -> None:
@@ -92,19 +97,21 @@ def test_cli_groups_findings_per_pair(tmp_path: Path) -> None:
     r = runner.invoke(cli, ["lint", str(GIT)])
     assert r.exit_code == 1
     lines = r.stdout.splitlines()
-    assert lines[0] == "mcp-server-git 2026.10.19 " + load_toolset(GIT).version + ": 12 tools, 13 findings"
+    assert lines[0] == "mcp-server-git 2026.10.19 " + load_toolset(GIT).version + ": 12 tools, 15 findings"
     assert lines[1] == "git_diff_staged ~ git_diff_unstaged  (similarity 0.51)"
     assert lines[2].startswith("  similar_pair  git_diff_staged and git_diff_unstaged read alike")
     assert lines[3].startswith("  no_negative_delimitation  git_diff_staged never says what it is not for: "
                                "add \"not for X: use git_diff_unstaged\"")
-    assert lines[5] == "git_branch ~ git_create_branch  (similarity 0.42)"
+    assert lines[5].startswith("  lookalike_pair  git_diff_staged and git_diff_unstaged: names that differ only in "
+                               "'staged' / 'unstaged', and git_diff_unstaged does not say it")
+    assert lines[6] == "git_branch ~ git_create_branch  (similarity 0.42)"
     assert [x for x in lines if x.startswith("unguarded_destructive")] == [
         x for x in lines if x.startswith("unguarded_destructive  git_reset is destructive")]
     # --lookalike 1.0 turns the look-alike rule off
     r = runner.invoke(cli, ["lint", str(GIT), "--lookalike", "1.0", "--json"])
     assert json.loads(r.stdout)["counts"] == {"similar_pair": 1, "no_negative_delimitation": 0,
                                               "argument_format": 4, "missing_precondition": 0,
-                                              "unguarded_destructive": 1}
+                                              "unguarded_destructive": 1, "lookalike_pair": 0}
     r = runner.invoke(cli, ["lint", str(FETCH), "--json"])
     assert r.exit_code == 1 and [f["field"] for f in json.loads(r.stdout)["findings"]] == ["max_length",
                                                                                           "start_index"]
@@ -152,6 +159,7 @@ def test_run_page_marks_destructive_tools(db_url: str) -> None:
         # the confused pair (expected git_status, called git_diff_staged) first, with no finding; then by score
         assert pairs[0] == ("git_diff_staged", "git_status", 0, 1) and data["pairs"][0]["findings"] == []
         assert [(a, b) for a, b, _, _ in pairs[1:]] == [
-            pair for pair, _ in sorted(GIT_LOOKALIKES.items(), key=lambda kv: (-kv[1], kv[0]))]
+            *(pair for pair, _ in sorted(GIT_LOOKALIKES.items(), key=lambda kv: (-kv[1], kv[0]))),
+            ("git_log", "git_show")]
         html = c.get(f"/runs/{rid}", headers={"accept": "text/html"}).text
         assert 'id="destructive-tools"' in html and "git_reset" in html.split('id="destructive-tools"')[1][:400]

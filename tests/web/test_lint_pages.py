@@ -77,7 +77,7 @@ def test_run_page_puts_findings_beside_the_confused_cells(client: tuple[TestClie
     c, v1, _ = client
     data = c.get(f"/api/runs/{v1}/lint").json()
     assert data["counts"] == {"similar_pair": 4, "no_negative_delimitation": 4, "argument_format": 9,
-                              "missing_precondition": 4, "unguarded_destructive": 0}
+                              "missing_precondition": 4, "unguarded_destructive": 0, "lookalike_pair": 1}
     top = data["pairs"][0]
     # the seed's hot cell: buscar_producto called where buscar_pedido was expected, 4 times, and they read alike
     assert (top["a"], top["b"], top["a_called_as_b"], top["b_called_as_a"]) == ("buscar_pedido", "buscar_producto", 4,
@@ -120,7 +120,8 @@ def test_toolset_page_diffs_any_two_versions(client: tuple[TestClient, int, int]
     h1, h2 = versions[0]["hash"], versions[1]["hash"]
     detail: dict[str, Any] = c.get("/api/toolsets/atencion_cliente/versions", params={"a": "v1", "b": "v2"}).json()
     assert (detail["a"], detail["b"]) == (h1, h2)
-    assert len(detail["lint_a"]["findings"]) == 21 and detail["lint_b"]["findings"] == []
+    # 21 + lookalike_pair buscar_cliente / verificar_compra ("X información del cliente")
+    assert len(detail["lint_a"]["findings"]) == 22 and detail["lint_b"]["findings"] == []
     tools = {t["name"]: t for t in detail["tools"]}
     pedido = tools["buscar_pedido"]
     assert pedido["change"] == "changed" and pedido["schema_changes"] == []
@@ -137,7 +138,7 @@ def test_toolset_page_diffs_any_two_versions(client: tuple[TestClient, int, int]
     # the page, versions picked by query parameters, in either order
     html = c.get("/toolsets/atencion_cliente", params={"a": "v2", "b": "v1"}, headers=HTML).text
     assert html.count('class="desc-diff"') == 7 and "Lint of A" in html and "v2: 0 findings" in html
-    assert "v1: 21 findings" in html
+    assert "v1: 22 findings" in html
     assert c.get("/toolsets/atencion_cliente", params={"a": "nope"}, headers=HTML).status_code == 404
     assert c.get("/api/toolsets/atencion_cliente/lint", params={"version": "v2"}).json()["findings"] == []
 

@@ -12,7 +12,7 @@ from rich.text import Text
 from app.commands import DB_HELP
 from app.commands.common import environment_error, fail, new_database, read_settings, settings_for
 from app.importers import taking
-from app.store.gc_tuning import collect_cycles_rarely
+from app.store.gc_tuning import cap_malloc_arenas, collect_cycles_rarely
 
 IMPORT_GROUP_BY_HELP = (f"{', '.join(taking('group_by'))}: one trajectory per value of this span or resource "
                         "attribute, not one per trace.")
@@ -180,6 +180,7 @@ def serve(
     from app.core.errors import ToolLensError
     from app.web.app import create_app
 
+    cap_malloc_arenas()  # before any thread: the request threads share the heap (docs/otlp-receiver.md)
     settings = settings_for(db)
     new_database(settings.database_url)
     if "otlp_warm_start" not in settings.model_fields_set:  # a server: ready for a burst of spans from the start

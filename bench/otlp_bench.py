@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = (ROOT / os.environ.get("TOOLLENS_TEST_DATA", "../shared/data")).resolve()  # as tests/resources.py
 TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
 SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
 sys.path.insert(0, str(ROOT))

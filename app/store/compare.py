@@ -9,14 +9,16 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.families import BY_KEY
+from app.core.prices import current_prices
 from app.core.report import FAMILIES
 from app.core.scoring import EXTRA, MISSING
 from app.core.stats import mcnemar_exact, newcombe_interval, wilson_interval
 from app.core.textdiff import word_diff
 from app.core.usage import comparable, usage_deltas
+from app.store.aggregates import compare_usage
 from app.store.ingest import get_run_row
 from app.store.models import RunCounter, ToolsetVersion, TrajectoryRow
-from app.store.queries import get_run, get_trajectory, run_usage, turn_figures
+from app.store.queries import get_run, get_trajectory, turn_figures
 from app.store.views import (
     CallPublic,
     ComparisonPublic,
@@ -63,6 +65,7 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) ->
     both runs share, per-tool selection, the confusion difference, the cases
     that flipped and, across toolset versions, the descriptions that changed."""
     a, b = get_run(session, a_id), get_run(session, b_id)
+    prices = current_prices()
     families = []
     for f in FAMILIES:
         ra, rb = a.families[f], b.families[f]
@@ -118,8 +121,10 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) ->
         a=a, b=b, families=families, shared_cases=shared, flipped=flipped, flipped_count=only_a + only_b,
         mcnemar=McNemarPublic(passed_only_a=only_a, passed_only_b=only_b, p_value=mcnemar_exact(only_a, only_b)),
         confusion_diff=diff, tools=tools, description_changes=changes, turns=_turns(session, a_id, b_id),
-        usage=[UsageDelta(**d) for d in usage_deltas(comparable(run_usage(session, a.id), a.trajectories),
-                                                     comparable(run_usage(session, b.id), b.trajectories))],
+        usage=[UsageDelta(**d) for d in usage_deltas(comparable(compare_usage(session, a.id, a.trajectories, prices),
+                                                                a.trajectories),
+                                                     comparable(compare_usage(session, b.id, b.trajectories, prices),
+                                                                b.trajectories))],
     )
 
 

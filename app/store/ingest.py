@@ -30,6 +30,7 @@ from app.store.models import (
     InfraError,
     OutcomeLabel,
     Run,
+    RunAggregate,
     RunCounter,
     SuiteRow,
     ToolsetVersion,
@@ -157,6 +158,7 @@ def delete_run(session: Session, run_id: int) -> None:
     session.execute(delete(InfraError).where(InfraError.run_id == run_id))
     session.execute(delete(TrajectoryRow).where(TrajectoryRow.run_id == run_id))
     session.execute(delete(RunCounter).where(RunCounter.run_id == run_id))
+    session.execute(delete(RunAggregate).where(RunAggregate.run_id == run_id))
     session.execute(delete(Run).where(Run.id == run_id))
 
 
@@ -174,10 +176,14 @@ def count_trajectories(session: Session, run_id: int) -> int:
 
 
 def finish_run(session: Session, run_id: int) -> Run:
+    """The run marked finished, and what comparing it needs computed and kept (``aggregates``)."""
+    from app.store import aggregates  # it reads the run through app.store.queries, which imports this module
+
     run = get_run_row(session, run_id)
     if run.status != "finished":
         run.status = "finished"
         run.finished_at = utcnow()
+        aggregates.keep(session, run_id)
     return run
 
 

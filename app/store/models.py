@@ -119,6 +119,17 @@ class Run(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
+class RunAggregate(Base):
+    """What comparing a run needs beyond its counters (``app.store.aggregates``), computed when
+    the run is finished: valid while the run holds ``trajectories`` trajectories."""
+
+    __tablename__ = "run_aggregates"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    trajectories: Mapped[int] = mapped_column(BigInteger)
+    usage: Mapped[dict[str, Any]] = mapped_column(JSONType)
+
+
 class RunCounter(Base):
     """A running total of a run (see ``Report.counters``): added to
     atomically by every batch, read directly by the pages."""

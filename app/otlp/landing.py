@@ -152,6 +152,7 @@ class ReceiverStats:
     retried_traces: int = 0
     worker_traces: int = 0  # stored after the worker process scored them
     split_traces: int = 0  # stored again as a further trial: spans came after it was stored (late, another server)
+    memory_given_back: int = 0  # bursts after which the buffer emptied and memory was given back
 
 
 class Lander:

@@ -243,8 +243,9 @@ class OtlpReceiver:
 
     def give_back_memory(self) -> None:
         """After a burst (the buffer emptied): the memory it took given back to the system, in
-        this process (the heap trimmed, SQLite's idle connections and their page caches closed)
-        and in the worker's. docs/otlp-receiver.md#memory says what is measured."""
+        this process (the span ids remembered dropped, SQLite's idle connections and their page
+        caches closed, the cycles collected, the heap trimmed) and in the worker's (collected,
+        trimmed). docs/otlp-receiver.md says what is measured."""
         self.lander.stored.clear()  # the database tells a resent span after that (what a restart does)
         try:
             close_idle_connections(self.sessions)
@@ -252,6 +253,7 @@ class OtlpReceiver:
             log.exception("idle database connections could not be closed")
         give_back_memory()
         self.scoring.give_back_memory()
+        self.stats.memory_given_back += 1
         log.info("the buffer emptied after a burst: memory given back")
 
     def _land(self, wait: bool) -> int:

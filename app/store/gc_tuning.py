@@ -35,8 +35,11 @@ def _libc_function(name: str) -> Any:
 
 
 def give_back_memory() -> None:
-    """Return the heap's free memory to the system (glibc's ``malloc_trim``; nothing elsewhere):
-    a buffer that held a burst and emptied otherwise keeps its peak resident."""
+    """Collect the cycles left (a process that collects rarely keeps a burst's sessions and
+    connections until its next full collection, and the pages they hold with them), then return
+    the heap's free memory to the system (glibc's ``malloc_trim``; nothing elsewhere): a buffer
+    that held a burst and emptied otherwise keeps its peak resident."""
+    gc.collect()
     trim = _libc_function("malloc_trim")
     if trim is not None:
         trim(0)

@@ -1,4 +1,5 @@
-"""What comparing a run needs beyond its counters, computed once when the run is finished.
+"""What comparing a run needs beyond its counters, computed once when the run is finished
+(and its pairing with the run before it: ``app.store.pairing``).
 
 A comparison's usage deltas read every trajectory's model requests and every call's
 latency of both runs (``queries.run_usage``): seconds per 100,000 trajectories, paid by
@@ -18,11 +19,19 @@ from sqlalchemy.orm import Session
 from app.core.prices import PriceTable
 from app.core.usage import priced, unpriced
 from app.store.models import RunAggregate
+from app.store.pairing import keep_with_previous
 from app.store.queries import run_trajectory_count, run_usage, usage_so_far
 
 
 def keep(session: Session, run_id: int) -> None:
-    """Compute the run's aggregates and keep them (in the caller's transaction)."""
+    """Compute the run's aggregates and its pairing with the run of its suite finished before it
+    (``pairing``), and keep them (in the caller's transaction)."""
+    keep_usage(session, run_id)
+    keep_with_previous(session, run_id)
+
+
+def keep_usage(session: Session, run_id: int) -> None:
+    """Compute the run's usage before prices and keep it (in the caller's transaction)."""
     tally = usage_so_far(session, run_id).tally
     row = session.get(RunAggregate, run_id)
     if row is None:
@@ -52,5 +61,5 @@ def backfill(session: Session, run_id: int) -> bool:
     were kept); returns whether it computed them."""
     if kept(session, run_id, run_trajectory_count(session, run_id)) is not None:
         return False
-    keep(session, run_id)
+    keep_usage(session, run_id)
     return True

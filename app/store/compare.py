@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.families import BY_KEY
@@ -17,7 +17,8 @@ from app.core.textdiff import word_diff
 from app.core.usage import comparable, usage_deltas
 from app.store.aggregates import compare_usage
 from app.store.ingest import get_run_row
-from app.store.models import RunCounter, ToolsetVersion, TrajectoryRow
+from app.store.models import RunCounter, ToolsetVersion
+from app.store.pairing import paired
 from app.store.queries import get_run, get_trajectory, turn_figures
 from app.store.views import (
     CallPublic,
@@ -80,25 +81,10 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) ->
         families.append(FamilyDelta(family=f, a=ra, b=rb, delta=delta, a_ci=_ci(ra), b_ci=_ci(rb),
                                     delta_ci=None if interval is None else [interval[0], interval[1]],
                                     reads_as=reads))
-    ta, tb = TrajectoryRow.__table__.alias("ta"), TrajectoryRow.__table__.alias("tb")
-    joined = (
-        select(ta.c.case_id, ta.c.trial, ta.c.fault_key, ta.c.id, tb.c.id, ta.c.passed, tb.c.passed)
-        .join(tb, (ta.c.case_id == tb.c.case_id) & (ta.c.trial == tb.c.trial) & (ta.c.fault_key == tb.c.fault_key))
-        .where(ta.c.run_id == a_id, tb.c.run_id == b_id)
-    )
-    counts = session.execute(
-        select(func.count(), func.sum((ta.c.passed & ~tb.c.passed).cast(TrajectoryRow.n_calls.type)),
-               func.sum((~ta.c.passed & tb.c.passed).cast(TrajectoryRow.n_calls.type)))
-        .select_from(ta).join(tb, (ta.c.case_id == tb.c.case_id) & (ta.c.trial == tb.c.trial)
-                              & (ta.c.fault_key == tb.c.fault_key))
-        .where(ta.c.run_id == a_id, tb.c.run_id == b_id)
-    ).one()
-    shared, only_a, only_b = int(counts[0] or 0), int(counts[1] or 0), int(counts[2] or 0)
-    flips_q = joined.where(ta.c.passed != tb.c.passed)
-    flipped = [
-        FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa, b_passed=pb)
-        for cid, trial, fk, ida, idb, pa, pb in session.execute(flips_q.order_by(ta.c.id).limit(limit))
-    ]
+    pairing = paired(session, a_id, b_id, a.trajectories, b.trajectories, limit)
+    shared, only_a, only_b = pairing.shared, pairing.only_a, pairing.only_b
+    flipped = [FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa,
+                           b_passed=pb) for cid, trial, fk, ida, idb, pa, pb in pairing.flipped]
     ca, cb = _confusion(session, a_id), _confusion(session, b_id)
     diff = [ConfusionDelta(expected=e, called=c, a=ca.get((e, c), 0), b=cb.get((e, c), 0),
                            delta=cb.get((e, c), 0) - ca.get((e, c), 0))

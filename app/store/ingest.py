@@ -32,6 +32,7 @@ from app.store.models import (
     Run,
     RunAggregate,
     RunCounter,
+    RunPairing,
     SuiteRow,
     ToolsetVersion,
     TrajectoryRow,
@@ -159,6 +160,7 @@ def delete_run(session: Session, run_id: int) -> None:
     session.execute(delete(TrajectoryRow).where(TrajectoryRow.run_id == run_id))
     session.execute(delete(RunCounter).where(RunCounter.run_id == run_id))
     session.execute(delete(RunAggregate).where(RunAggregate.run_id == run_id))
+    session.execute(delete(RunPairing).where((RunPairing.a_id == run_id) | (RunPairing.b_id == run_id)))
     session.execute(delete(Run).where(Run.id == run_id))
 
 

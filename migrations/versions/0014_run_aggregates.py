@@ -1,4 +1,4 @@
-"""Per-run aggregates for comparisons, computed when a run is finished (its usage before prices)
+"""What comparisons read, kept when a run is finished: its usage before prices, its pairing with the run before it
 
 Revision ID: 0014
 Revises: 0013
@@ -28,7 +28,22 @@ def upgrade() -> None:
         sa.Column("trajectories", sa.BigInteger(), nullable=False),
         sa.Column("usage", sa.JSON().with_variant(JSONB(), "postgresql"), nullable=False),
     )
+    # and the join of two runs' trajectories by (case, trial, fault), seconds at 100,000s of trajectories
+    op.create_table(
+        "run_pairings",
+        sa.Column("a_id", sa.Integer(), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("b_id", sa.Integer(), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("a_trajectories", sa.BigInteger(), nullable=False),
+        sa.Column("b_trajectories", sa.BigInteger(), nullable=False),
+        sa.Column("shared", sa.BigInteger(), nullable=False),
+        sa.Column("only_a", sa.BigInteger(), nullable=False),
+        sa.Column("only_b", sa.BigInteger(), nullable=False),
+        sa.Column("flipped", sa.JSON().with_variant(JSONB(), "postgresql"), nullable=False),
+    )
+    op.create_index("ix_run_pairings_b_id", "run_pairings", ["b_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_run_pairings_b_id", "run_pairings")
+    op.drop_table("run_pairings")
     op.drop_table("run_aggregates")

@@ -134,8 +134,8 @@ def main() -> None:
         server.terminate()
         server.wait(30)
         shutil.rmtree(tmp, ignore_errors=True)
-        if args.memory:
-            sys.exit(0 if ok else 1)
+    if args.memory:
+        sys.exit(0 if ok else 1)
     calls = figures["hallucinated_tools"]["den"]
     errors = sum(c["count"] for c in figures["reactions"])
     print(hostref.line())

@@ -29,6 +29,7 @@ from app.store.views import (
     FlippedCase,
     McNemarPublic,
     RatioPublic,
+    RunPublic,
     ToolFigures,
     TrajectoryPairPublic,
     TurnDelta,
@@ -61,11 +62,13 @@ def _ci(r: RatioPublic) -> list[float] | None:
     return None if ci is None else [ci[0], ci[1]]
 
 
-def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) -> ComparisonPublic:
+def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200,
+                 runs: tuple[RunPublic, RunPublic] | None = None) -> ComparisonPublic:
     """Deltas per family with 95% Wilson intervals, exact McNemar on the cases
     both runs share, per-tool selection, the confusion difference, the cases
-    that flipped and, across toolset versions, the descriptions that changed."""
-    a, b = get_run(session, a_id), get_run(session, b_id)
+    that flipped and, across toolset versions, the descriptions that changed
+    (``runs``: the two runs as read already in this transaction)."""
+    a, b = runs if runs is not None else (get_run(session, a_id), get_run(session, b_id))
     prices = current_prices()
     families = []
     for f in FAMILIES:

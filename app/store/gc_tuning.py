@@ -19,7 +19,8 @@ def collect_cycles_rarely(young: int = 20_000, older: int = 20) -> None:
     gc.set_threshold(young, older, older)
 
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter
+M_ARENA_MAX, M_MMAP_THRESHOLD = -8, -3  # glibc's mallopt parameters
+MMAP_THRESHOLD = 128 * 1024  # glibc's default, kept fixed
 
 
 def _libc_function(name: str) -> Any:
@@ -47,12 +48,17 @@ def give_back_memory() -> None:
 
 def cap_malloc_arenas(arenas: int = 1) -> None:
     """At most ``arenas`` glibc malloc arenas in this process (``MALLOC_ARENA_MAX``, set at
-    run time), unless the environment says otherwise; call it before threads start. glibc
-    gives each thread that allocates under contention an arena of its own (up to eight per
-    core), and the free memory of each is kept apart: a server whose dozens of request
-    threads took part in a burst kept tens of megabytes that ``malloc_trim`` could not join."""
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return
+    run time) and blocks from 128 KiB always mapped apart (``MALLOC_MMAP_THRESHOLD_``), unless
+    the environment says otherwise; call it before threads start. glibc gives each thread that
+    allocates under contention an arena of its own (up to eight per core), and the free memory
+    of each is kept apart: a server whose dozens of request threads took part in a burst kept
+    tens of megabytes that ``malloc_trim`` could not join."""
     mallopt = _libc_function("mallopt")
-    if mallopt is not None:
+    if mallopt is None:
+        return
+    if not os.environ.get("MALLOC_ARENA_MAX"):
         mallopt(M_ARENA_MAX, arenas)
+    if not os.environ.get("MALLOC_MMAP_THRESHOLD_"):
+        # blocks from 128 KiB (request bodies, large lists) mapped apart and unmapped when freed: glibc
+        # otherwise raises this threshold to the largest block freed, and those blocks then fragment the heap
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)

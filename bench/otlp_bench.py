@@ -6,7 +6,13 @@ Reports spans/s (accepted by the receiver, and stored end to end) and checks
 that every span was stored: one trajectory per trace, one call per
 ``execute_tool`` span, the tool errors, and the receiver's own count.
 
+``--memory`` measures instead what the server keeps after a burst: its resident
+memory (``/proc``, the web process and its worker processes) idle, at the
+burst's peak, and ``--after`` seconds after each of ``--bursts`` bursts was
+stored (the receiver-only burst: ``--copies`` x 100 conversations).
+
     .venv/bin/python bench/otlp_bench.py [--copies 20] [--db URL]
+    .venv/bin/python bench/otlp_bench.py --memory [--bursts 2] [--after 60]
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = (ROOT / os.environ.get("TOOLLENS_TEST_DATA", "../shared/data")).resolve()  # as tests/resources.py
 TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
 SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
 sys.path.insert(0, str(ROOT))
@@ -50,6 +56,9 @@ def main() -> None:
     ap.add_argument("--senders", type=int, default=2, help="concurrent clients in the receiver-only phase")
     ap.add_argument("--exporters", type=int, default=2,
                     help="processes exporting through the SDK in the last phase (0: skip it)")
+    ap.add_argument("--memory", action="store_true", help="measure the memory kept after bursts, nothing else")
+    ap.add_argument("--bursts", type=int, default=2, help="bursts in the --memory phase")
+    ap.add_argument("--after", type=float, default=60.0, help="seconds after a burst when --memory reads RSS")
     args = ap.parse_args()
 
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -61,10 +70,12 @@ def main() -> None:
     from app.importers.otel_replay import replay_openai_messages
 
     tmp = Path(tempfile.mkdtemp(prefix="otlp-bench-"))
+    ok = False
     db = args.db or f"sqlite:///{tmp / 'bench.db'}"
     port = free_port()
-    server = subprocess.Popen([str(ROOT / ".venv/bin/toollens"), "serve", "--port", str(port), "--db", db],
-                              stdout=subprocess.DEVNULL, stderr=open(tmp / "serve.log", "w"))  # noqa: SIM115
+    server = subprocess.Popen([sys.executable, "-m", "app.entry", "serve", "--port", str(port), "--db", db],
+                              stdout=subprocess.DEVNULL, stderr=open(tmp / "serve.log", "w"),  # noqa: SIM115
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -78,6 +89,9 @@ def main() -> None:
                 break
             time.sleep(0.05)
         suite = convert("tau-bench", TAU, Options(tools=SCHEMAS)).suite
+        if args.memory:
+            ok = memory_phase(base, server.pid, suite, json.loads(TAU.read_text()), args)
+            return
         run = httpx.post(f"{base}/api/runs", json={"name": "otlp-bench", "suite": suite, "model": "gpt-4o"},
                          timeout=30)
         run.raise_for_status()
@@ -120,6 +134,8 @@ def main() -> None:
         server.terminate()
         server.wait(30)
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.memory:
+        sys.exit(0 if ok else 1)
     calls = figures["hallucinated_tools"]["den"]
     errors = sum(c["count"] for c in figures["reactions"])
     print(hostref.line())
@@ -161,6 +177,67 @@ def main() -> None:
     sys.exit(0 if ok else 1)
 
 
+def rss_mb(pid: int) -> float:
+    """A process's resident memory in MB (VmRSS), 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def memory_phase(base: str, pid: int, suite: dict[str, object], runs: list[dict[str, object]],
+                 args: argparse.Namespace) -> bool:
+    """RSS of the server (web process; its worker processes apart) idle, at each burst's peak and
+    ``args.after`` seconds after each burst was stored; True when the web process is then within
+    20% of its idle size after every burst."""
+    import threading
+
+    time.sleep(3.0)  # started and settled
+    idle, idle_workers = rss_mb(pid), sum(rss_mb(c) for c in _children(pid))
+    print(hostref.line())
+    print(f"idle: web process {idle:.0f} MB, worker processes {idle_workers:.0f} MB")
+    peak = [0.0, 0.0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.1):
+            peak[0] = max(peak[0], rss_mb(pid))
+            peak[1] = max(peak[1], sum(rss_mb(c) for c in _children(pid)))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    ok = True
+    try:
+        for n in range(1, args.bursts + 1):
+            peak[:] = [0.0, 0.0]
+            got = receiver_only(base, suite, runs, args.copies, args.batch, args.senders, run=f"otlp-bench-memory-{n}")
+            stored_peak = list(peak)
+            time.sleep(args.after)
+            web, workers = rss_mb(pid), sum(rss_mb(c) for c in _children(pid))
+            within = web <= 1.2 * idle
+            ok = ok and within and got["stored"] == got["spans"]
+            print(f"burst {n}: {got['spans']} spans stored in {got['stored_s']:.1f} s "
+                  f"({'every span' if got['stored'] == got['spans'] else 'MISSING SPANS'}); peak: web "
+                  f"{stored_peak[0]:.0f} MB, workers {stored_peak[1]:.0f} MB; {args.after:.0f} s after: "
+                  f"web {web:.0f} MB "
+                  f"({100 * (web / idle - 1):+.0f}% of idle: {'within' if within else 'NOT within'} 20%), "
+                  f"workers {workers:.0f} MB ({100 * (workers / idle_workers - 1):+.0f}%)")
+    finally:
+        stop.set()
+        sampler.join()
+    return ok
+
+
 def finished_spans(runs: list[dict[str, object]], copies: int) -> list[Any]:
     """The sample's conversations replayed ``copies`` times as GenAI spans by the SDK, kept in memory."""
     from opentelemetry.sdk.trace import TracerProvider
@@ -192,13 +269,13 @@ def split_by_trace(spans: list[Any], parts: int) -> list[list[Any]]:
 
 
 def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, object]], copies: int, batch: int,
-                  senders: int) -> dict[str, float]:
+                  senders: int, run: str = "otlp-bench-receiver") -> dict[str, float]:
     """The receiver's own capacity: export requests encoded beforehand (with the
     SDK's encoder, as its exporter sends them), posted by concurrent clients."""
     from concurrent.futures import ThreadPoolExecutor
 
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    httpx.post(f"{base}/api/runs", json={"name": "otlp-bench-receiver", "suite": suite}, timeout=30).raise_for_status()
+    httpx.post(f"{base}/api/runs", json={"name": run, "suite": suite}, timeout=30).raise_for_status()
     spans = finished_spans(runs, copies)
     # each client sends its own traces, in the order their spans ended (as one exporter per process does);
     # interleaving one trace's spans across clients would make the receiver see them out of order
@@ -213,7 +290,7 @@ def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, obje
         with httpx.Client(timeout=60) as client:
             for body in chunk:
                 while True:
-                    r = client.post(f"{base}/v1/traces?run=otlp-bench-receiver", content=body,
+                    r = client.post(f"{base}/v1/traces?run={run}", content=body,
                                     headers={"content-type": "application/x-protobuf"})
                     if r.status_code != 503:
                         r.raise_for_status()

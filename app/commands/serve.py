@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from app.commands.common import DbOption, new_database, settings_for
-from app.store.gc_tuning import collect_cycles_rarely
+from app.store.gc_tuning import cap_malloc_arenas, collect_cycles_rarely
 
 
 def register(cli: typer.Typer) -> None:
@@ -27,6 +27,7 @@ def serve(
 
     from app.web.app import create_app
 
+    cap_malloc_arenas()  # before any thread: the request threads share the heap (docs/otlp-receiver.md)
     settings = settings_for(db)
     new_database(settings.database_url)
     if "otlp_warm_start" not in settings.model_fields_set:  # a server: ready for a burst of spans from the start

@@ -268,6 +268,45 @@ def comparable(usage: dict[str, Any], trajectories: int) -> dict[str, float | No
     }
 
 
+def unpriced(tally: UsageTally) -> dict[str, Any]:
+    """What ``comparable`` reads of a run's usage, before prices (kept per finished run:
+    ``app.store.aggregates``): the token sum, the trajectories that reported tokens, the latency
+    percentiles, and per model the fresh input, cached input and output tokens of its requests
+    that split them (the only ones a price applies to), from which ``priced`` gives the cost."""
+    flat = [mc for calls in tally.model_calls for mc in calls]
+    spent: dict[str | None, list[int]] = {}
+    for mc in flat:
+        if mc.input_tokens is None and mc.output_tokens is None:
+            continue
+        cached = min(mc.cached_tokens or 0, mc.input_tokens or 0)
+        row = spent.setdefault(mc.model, [0, 0, 0])
+        row[0] += (mc.input_tokens or 0) - cached
+        row[1] += cached
+        row[2] += mc.output_tokens or 0
+    return {
+        "total_tokens": _sum(mc.tokens for mc in flat),
+        "trajectories_with_usage": sum(1 for calls in tally.model_calls if any(mc.tokens is not None for mc in calls)),
+        "model_latency_ms": spread([mc.latency_ms for mc in flat if mc.latency_ms is not None]),
+        "tool_latency_ms": spread([ms for values in tally.tool_latency.values() for ms in values]),
+        "spent": [[model, *row] for model, row in spent.items()],
+    }
+
+
+def priced(kept: dict[str, Any], prices: PriceTable) -> dict[str, Any]:
+    """``unpriced`` figures priced now: the keys of the ``usage`` figures that ``comparable`` reads,
+    equal to those ``UsageTally.to_json`` gives (the cost summed per model rather than per request:
+    the same to the rounding of floating point)."""
+    costs = []
+    for model, fresh, cached, output in kept["spent"]:
+        p = prices.price(model)
+        if p is not None:
+            costs.append((fresh * p.input + cached * (p.input if p.cached is None else p.cached)
+                          + output * p.output) / 1_000_000)
+    return {"total_tokens": kept["total_tokens"], "trajectories_with_usage": kept["trajectories_with_usage"],
+            "cost_usd": round(sum(costs), 6) if costs else None,
+            "model_latency_ms": kept["model_latency_ms"], "tool_latency_ms": kept["tool_latency_ms"]}
+
+
 def usage_deltas(a: dict[str, float | None], b: dict[str, float | None]) -> list[dict[str, Any]]:
     """B against A, figure by figure (``comparable``): the change and the relative change."""
     out = []

@@ -78,7 +78,8 @@ class SpanBuffer:
         self.bytes = 0  # staged bodies held in memory (``batches``)
         self.reserved: dict[Key, list[int]] = {}  # requests being staged: [spans, tool spans] by trace
         self.held = Reservation({}, 0, 0, 0)  # the sum of the reservations of requests being staged
-        self.peak = 0  # the most traces buffered since memory was last given back
+        self.since = 0  # traces buffered since memory was last given back
+        self.last_added = 0.0  # when spans were last buffered
 
     # -- requests ---------------------------------------------------------------------
 
@@ -171,7 +172,7 @@ class SpanBuffer:
         still counts as one of the batch's, so that storing it marks it done there too (else a
         restart would read it back and store it again). Returns whether the batch holds anything
         to store (False: every span was a repeat) and how many repeats it held."""
-        now = self.clock()
+        now = self.last_added = self.clock()
         repeated: list[Pending] = []
         traces: set[str] = set()
         if taken is not None:
@@ -182,6 +183,7 @@ class SpanBuffer:
             p = self.pending.get(key)
             if p is None:
                 p = self.pending[key] = Pending(first_seen=now)
+                self.since += 1
             p.last_seen = now
             if s.span_id and s.span_id in p.span_ids:
                 repeated.append(p)
@@ -198,7 +200,6 @@ class SpanBuffer:
             self.batches[batch] = Batch(form, body, traces)
             self.bytes += len(body)
         self.buffered += len(spans) - len(repeated)
-        self.peak = max(self.peak, len(self.pending))
         return bool(traces), len(repeated)
 
     # -- traces out -------------------------------------------------------------------
@@ -270,11 +271,12 @@ class SpanBuffer:
                     del self.batches[b]
                     self.bytes -= len(batch.body)
 
-    def emptied_after(self, peak: int) -> bool:
-        """Whether the buffer is empty after holding at least ``peak`` traces at once; if so its
-        containers are made anew (a dict keeps the size it grew to) and the peak starts again."""
-        if self.buffered or self.pending or self.peak < peak:
+    def emptied_after(self, traces: int, quiet: float) -> bool:
+        """Whether the buffer is empty and was for ``quiet`` seconds, after at least ``traces``
+        traces came since this last said so (a burst ended); if so its containers are made anew
+        (a dict keeps the size it grew to) and the count starts again."""
+        if self.buffered or self.pending or self.since < traces or self.clock() - self.last_added < quiet:
             return False
-        self.peak = 0
+        self.since = 0
         self.batches = dict(self.batches)
         return True

@@ -26,7 +26,7 @@ from app.otlp.spans import SpanRef, batch_refs
 from app.otlp.staging import Release, Round, Staging
 from app.otlp.worker import MIN_TRACES, digest, start_worker
 from app.store import otlp_staging
-from app.store.db import session_scope
+from app.store.db import close_idle_connections, session_scope
 from app.store.gc_tuning import give_back_memory
 from app.store.otlp_lease import BEAT
 from app.store.scoring_worker import ScoringWorker
@@ -34,7 +34,8 @@ from app.store.scoring_worker import ScoringWorker
 log = logging.getLogger("toollens.otlp")
 
 IN_FLIGHT_WAIT = 10.0  # seconds a ready trace waits at most for requests received meanwhile
-GIVE_BACK_AFTER = 10_000  # traces buffered at once after which an emptied buffer gives its memory back
+GIVE_BACK_AFTER = 200  # traces buffered since memory was last given back, for a burst's end to give it back
+GIVE_BACK_QUIET = 1.0  # seconds the buffer stays empty before a burst counts as ended
 
 
 class OtlpReceiver:
@@ -235,10 +236,25 @@ class OtlpReceiver:
                 raise
             stored += self._land(wait=everything)
             with self._lock:
-                emptied = self.buffer.emptied_after(GIVE_BACK_AFTER)
+                emptied = not self.scoring.flights and self.buffer.emptied_after(GIVE_BACK_AFTER, GIVE_BACK_QUIET)
             if emptied:
-                give_back_memory()
+                self.give_back_memory()
             return stored
+
+    def give_back_memory(self) -> None:
+        """After a burst (the buffer emptied): the memory it took given back to the system, in
+        this process (the span ids remembered dropped, SQLite's idle connections and their page
+        caches closed, the cycles collected, the heap trimmed) and in the worker's (collected,
+        trimmed). docs/otlp-receiver.md says what is measured."""
+        self.lander.stored.clear()  # the database tells a resent span after that (what a restart does)
+        try:
+            close_idle_connections(self.sessions)
+        except SQLAlchemyError:  # closing a connection failed: it is dropped all the same
+            log.exception("idle database connections could not be closed")
+        give_back_memory()
+        self.scoring.give_back_memory()
+        self.stats.memory_given_back += 1
+        log.info("the buffer emptied after a burst: memory given back")
 
     def _land(self, wait: bool) -> int:
         """Store the batches the worker has scored, in the order they were
@@ -307,7 +323,7 @@ class OtlpReceiver:
         dropped: Release = []  # traces that will not be stored (every span a repeat)
         done_spans = repeats = 0
         for key, pending in taken:
-            seen, flushes = self.lander.stored.get(key) or (set(), 0)
+            seen, flushes = self.lander.remembered(key)
             fresh: list[SpanRef] = []
             here: set[str] = set()
             for s in pending.spans:  # not the spans stored already, nor a span twice

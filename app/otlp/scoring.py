@@ -4,6 +4,7 @@ it dies, stopped when it is stuck."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import deque
@@ -17,6 +18,7 @@ from typing import Any
 from app.otlp.buffer import Clock, Key, Pending
 from app.otlp.spans import SpanRef
 from app.otlp.worker import WorkerResult, load_decoders, score_traces, start_worker
+from app.store.gc_tuning import give_back_memory
 from app.store.scoring_worker import ScoringWorker
 
 log = logging.getLogger("toollens.otlp")
@@ -147,6 +149,12 @@ class Scoring:
             return None
         ready = worker.ready
         return not worker.killed and ready.done() and not ready.cancelled() and ready.exception() is None
+
+    def give_back_memory(self) -> None:
+        """Ask the worker, once it is idle, to give its free heap back to the system."""
+        if self.worker is not None and not self.flights:
+            with contextlib.suppress(RuntimeError, BrokenProcessPool):  # shut down or broken: replaced on next use
+                self.worker.submit(give_back_memory)
 
     def close(self) -> None:
         if self.worker is not None:

@@ -25,6 +25,7 @@ from app.core.suite import parse_suite
 from app.importers.otel import trajectory_record
 from app.otlp.spans import spans_of
 from app.store import scoring_worker
+from app.store.gc_tuning import cap_malloc_arenas
 from app.store.rows import ScoredBatch, score_batch
 from app.store.scoring_worker import ScoringWorker
 
@@ -84,7 +85,9 @@ def load_decoders() -> None:
 
 
 def warm_up() -> int:
-    """In the worker: everything loaded before the first chunk comes; returns its pid."""
+    """In the worker: everything loaded before the first chunk comes, glibc's malloc tuned as the
+    server's (``cap_malloc_arenas``); returns its pid."""
+    cap_malloc_arenas()
     load_decoders()
     return scoring_worker.warm_up()
 

@@ -5,18 +5,21 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.families import BY_KEY
+from app.core.prices import current_prices
 from app.core.report import FAMILIES
 from app.core.scoring import EXTRA, MISSING
 from app.core.stats import mcnemar_exact, newcombe_interval, wilson_interval
 from app.core.textdiff import word_diff
 from app.core.usage import comparable, usage_deltas
+from app.store.aggregates import compare_usage
 from app.store.ingest import get_run_row
-from app.store.models import RunCounter, ToolsetVersion, TrajectoryRow
-from app.store.queries import get_run, get_trajectory, run_usage, turn_figures
+from app.store.models import RunCounter, ToolsetVersion
+from app.store.pairing import paired
+from app.store.queries import get_run, get_trajectory, turn_figures
 from app.store.views import (
     CallPublic,
     ComparisonPublic,
@@ -26,6 +29,7 @@ from app.store.views import (
     FlippedCase,
     McNemarPublic,
     RatioPublic,
+    RunPublic,
     ToolFigures,
     TrajectoryPairPublic,
     TurnDelta,
@@ -58,11 +62,14 @@ def _ci(r: RatioPublic) -> list[float] | None:
     return None if ci is None else [ci[0], ci[1]]
 
 
-def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) -> ComparisonPublic:
+def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200,
+                 runs: tuple[RunPublic, RunPublic] | None = None) -> ComparisonPublic:
     """Deltas per family with 95% Wilson intervals, exact McNemar on the cases
     both runs share, per-tool selection, the confusion difference, the cases
-    that flipped and, across toolset versions, the descriptions that changed."""
-    a, b = get_run(session, a_id), get_run(session, b_id)
+    that flipped and, across toolset versions, the descriptions that changed
+    (``runs``: the two runs as read already in this transaction)."""
+    a, b = runs if runs is not None else (get_run(session, a_id), get_run(session, b_id))
+    prices = current_prices()
     families = []
     for f in FAMILIES:
         ra, rb = a.families[f], b.families[f]
@@ -77,25 +84,10 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) ->
         families.append(FamilyDelta(family=f, a=ra, b=rb, delta=delta, a_ci=_ci(ra), b_ci=_ci(rb),
                                     delta_ci=None if interval is None else [interval[0], interval[1]],
                                     reads_as=reads))
-    ta, tb = TrajectoryRow.__table__.alias("ta"), TrajectoryRow.__table__.alias("tb")
-    joined = (
-        select(ta.c.case_id, ta.c.trial, ta.c.fault_key, ta.c.id, tb.c.id, ta.c.passed, tb.c.passed)
-        .join(tb, (ta.c.case_id == tb.c.case_id) & (ta.c.trial == tb.c.trial) & (ta.c.fault_key == tb.c.fault_key))
-        .where(ta.c.run_id == a_id, tb.c.run_id == b_id)
-    )
-    counts = session.execute(
-        select(func.count(), func.sum((ta.c.passed & ~tb.c.passed).cast(TrajectoryRow.n_calls.type)),
-               func.sum((~ta.c.passed & tb.c.passed).cast(TrajectoryRow.n_calls.type)))
-        .select_from(ta).join(tb, (ta.c.case_id == tb.c.case_id) & (ta.c.trial == tb.c.trial)
-                              & (ta.c.fault_key == tb.c.fault_key))
-        .where(ta.c.run_id == a_id, tb.c.run_id == b_id)
-    ).one()
-    shared, only_a, only_b = int(counts[0] or 0), int(counts[1] or 0), int(counts[2] or 0)
-    flips_q = joined.where(ta.c.passed != tb.c.passed)
-    flipped = [
-        FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa, b_passed=pb)
-        for cid, trial, fk, ida, idb, pa, pb in session.execute(flips_q.order_by(ta.c.id).limit(limit))
-    ]
+    pairing = paired(session, a_id, b_id, a.trajectories, b.trajectories, limit)
+    shared, only_a, only_b = pairing.shared, pairing.only_a, pairing.only_b
+    flipped = [FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa,
+                           b_passed=pb) for cid, trial, fk, ida, idb, pa, pb in pairing.flipped]
     ca, cb = _confusion(session, a_id), _confusion(session, b_id)
     diff = [ConfusionDelta(expected=e, called=c, a=ca.get((e, c), 0), b=cb.get((e, c), 0),
                            delta=cb.get((e, c), 0) - ca.get((e, c), 0))
@@ -118,8 +110,10 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200) ->
         a=a, b=b, families=families, shared_cases=shared, flipped=flipped, flipped_count=only_a + only_b,
         mcnemar=McNemarPublic(passed_only_a=only_a, passed_only_b=only_b, p_value=mcnemar_exact(only_a, only_b)),
         confusion_diff=diff, tools=tools, description_changes=changes, turns=_turns(session, a_id, b_id),
-        usage=[UsageDelta(**d) for d in usage_deltas(comparable(run_usage(session, a.id), a.trajectories),
-                                                     comparable(run_usage(session, b.id), b.trajectories))],
+        usage=[UsageDelta(**d) for d in usage_deltas(comparable(compare_usage(session, a.id, a.trajectories, prices),
+                                                                a.trajectories),
+                                                     comparable(compare_usage(session, b.id, b.trajectories, prices),
+                                                                b.trajectories))],
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import QueuePool
 
 from app.settings import SettingsError
 from app.store.errors import Busy, SchemaMismatch, Unreachable
@@ -91,6 +92,16 @@ def make_engine(url: str, **kw: Any) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True, **kw)
+
+
+def close_idle_connections(sessions: sessionmaker[Session]) -> None:
+    """Close the pooled SQLite connections no one is using (each keeps its page cache, up to
+    ``cache_size``): they are opened again, in about a millisecond, when next needed. A pool
+    that is not a ``QueuePool`` (an in-memory database's single connection) and PostgreSQL's
+    are left alone."""
+    engine = sessions.kw.get("bind")
+    if isinstance(engine, Engine) and engine.dialect.name == "sqlite" and isinstance(engine.pool, QueuePool):
+        engine.dispose(close=True)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

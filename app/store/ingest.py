@@ -30,7 +30,9 @@ from app.store.models import (
     InfraError,
     OutcomeLabel,
     Run,
+    RunAggregate,
     RunCounter,
+    RunPairing,
     SuiteRow,
     ToolsetVersion,
     TrajectoryRow,
@@ -170,6 +172,8 @@ def delete_run(session: Session, run_id: int) -> None:
     session.execute(delete(InfraError).where(InfraError.run_id == run_id))
     session.execute(delete(TrajectoryRow).where(TrajectoryRow.run_id == run_id))
     session.execute(delete(RunCounter).where(RunCounter.run_id == run_id))
+    session.execute(delete(RunAggregate).where(RunAggregate.run_id == run_id))
+    session.execute(delete(RunPairing).where((RunPairing.a_id == run_id) | (RunPairing.b_id == run_id)))
     session.execute(delete(Run).where(Run.id == run_id))
 
 
@@ -187,10 +191,14 @@ def count_trajectories(session: Session, run_id: int) -> int:
 
 
 def finish_run(session: Session, run_id: int) -> Run:
+    """The run marked finished, and what comparing it needs computed and kept (``aggregates``)."""
+    from app.store import aggregates  # it reads the run through app.store.queries, which imports this module
+
     run = get_run_row(session, run_id)
     if run.status != "finished":
         run.status = "finished"
         run.finished_at = utcnow()
+        aggregates.keep(session, run_id)
     return run
 
 

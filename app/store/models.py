@@ -119,6 +119,35 @@ class Run(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
+class RunAggregate(Base):
+    """What comparing a run needs beyond its counters (``app.store.aggregates``), computed when
+    the run is finished: valid while the run holds ``trajectories`` trajectories."""
+
+    __tablename__ = "run_aggregates"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    trajectories: Mapped[int] = mapped_column(BigInteger)
+    usage: Mapped[dict[str, Any]] = mapped_column(JSONType)
+
+
+class RunPairing(Base):
+    """Two runs' trajectories paired by (case, trial, fault) as a comparison reads them
+    (``app.store.aggregates``): kept when the later of two runs of one suite is finished, valid
+    while the runs hold ``a_trajectories`` and ``b_trajectories``. ``flipped``: the first pairs
+    that differ, in A's id order, as ``[case_id, trial, fault_key, a_id, b_id, a_passed, b_passed]``."""
+
+    __tablename__ = "run_pairings"
+
+    a_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    b_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True, index=True)
+    a_trajectories: Mapped[int] = mapped_column(BigInteger)
+    b_trajectories: Mapped[int] = mapped_column(BigInteger)
+    shared: Mapped[int] = mapped_column(BigInteger)
+    only_a: Mapped[int] = mapped_column(BigInteger)
+    only_b: Mapped[int] = mapped_column(BigInteger)
+    flipped: Mapped[list[Any]] = mapped_column(JSONType)
+
+
 class RunCounter(Base):
     """A running total of a run (see ``Report.counters``): added to
     atomically by every batch, read directly by the pages."""

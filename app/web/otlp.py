@@ -109,5 +109,5 @@ def receiver_status(request: Request) -> dict[str, int | bool | None]:
             "rejected_spans": stats.rejected_spans,
             "refused_requests": stats.refused_requests, "repaired_traces": stats.repaired_traces,
             "retried_traces": stats.retried_traces, "worker_traces": stats.worker_traces,
-            "split_traces": stats.split_traces,
+            "split_traces": stats.split_traces, "memory_given_back": stats.memory_given_back,
             "worker_ready": receiver.worker_ready}

@@ -58,7 +58,7 @@ class ComparisonCache:
             if cached is not None and cached[0] is prices:
                 self._items.get(key)  # the most recent now
                 return cached[1]
-        result = comparing.compare_runs(session, a, b)
+        result = comparing.compare_runs(session, a, b, runs=(ra, rb))
         with self._lock:
             self._items.put(key, (prices, result))
         return result

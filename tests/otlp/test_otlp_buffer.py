@@ -167,3 +167,26 @@ def test_requests_being_staged_count_against_the_bounds() -> None:
         b.reserve(1, [ref(T2, "03"), ref(T2, "04")], 10)
     b.unreserve(first)  # not staged after all
     b.reserve(1, [ref(T2, "03"), ref(T2, "04")], 10)
+
+
+def test_a_burst_has_ended_once_enough_traces_came_and_the_buffer_stayed_empty() -> None:
+    clock = Clock()
+    b = buffer(clock)
+    for i in range(3):
+        feed(b, i + 1, ref(f"{i:032x}", "01", root=True))
+    clock.advance(2.0)
+    assert not b.emptied_after(3, 1.0)  # three traces buffered: not empty
+    feed(b, 4, ref(f"{0:032x}", "02"))  # one more span of the first trace, then all are stored
+    b.take(True, False, set())
+    b.buffered = 0  # what storing them does (``Lander.unbuffer``)
+    clock.advance(0.5)
+    assert not b.emptied_after(3, 1.0)  # empty for 0.5 s only: spans may still come
+    assert not b.emptied_after(4, 0.5)  # three traces came, four asked for
+    clock.advance(0.5)
+    assert b.emptied_after(3, 1.0)  # 1 s after its last span
+    assert not b.emptied_after(3, 1.0)  # said once: the count starts again
+    feed(b, 9, ref("f" * 32, "01", root=True))
+    b.take(True, False, set())
+    b.buffered = 0
+    clock.advance(5.0)
+    assert not b.emptied_after(3, 1.0) and b.emptied_after(1, 1.0)

@@ -1,0 +1,106 @@
+"""A finished run keeps what comparing it needs beyond its counters (``run_aggregates``), and a
+comparison served from it equals the one read from every trajectory, on both databases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import delete, select, update
+
+from app.settings import Settings
+from app.store import compare as comparing
+from app.store import ingest
+from app.store.db import session_scope
+from app.store.models import RunAggregate, RunPairing
+from app.web.app import create_app
+from tests.store.test_usage_store import CLIENTE, FAILING, NO_USAGE, PASSING, store
+
+# B: the passing trajectory again with other usage, and the failing one passing now
+B_PASSING = {**PASSING, "model_calls": [{"model": "gpt-4o", "input_tokens": 3000, "output_tokens": 40,
+                                         "cached_tokens": 1000, "latency_ms": 450.0}],
+             "calls": [{**PASSING["calls"][0], "latency_ms": 60.0}, {**PASSING["calls"][1], "latency_ms": 20.0}]}
+B_FIXED = {**PASSING, "trial": 1, "model_calls": [{"model": "my-llama", "input_tokens": 2000, "latency_ms": 700.0}]}
+# trial 2 passed in A, fails in B: it calls a tool the toolset does not have
+B_WRONG = {**NO_USAGE, "calls": [CLIENTE, {"name": "cancelar_pedido", "arguments": {}, "observation": "ok",
+                                            "error": None}]}
+
+
+@pytest.fixture()
+def client(db_url: str) -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
+        yield c
+
+
+def _runs(client: TestClient) -> tuple[int, int]:
+    a = store(client, "a", PASSING, FAILING, NO_USAGE)
+    b = store(client, "b", B_PASSING, B_FIXED, FAILING, B_WRONG)
+    for rid in (a, b):
+        assert client.post(f"/api/runs/{rid}/finish").status_code == 200
+    return a, b
+
+
+def test_finishing_keeps_the_usage_before_prices(client: TestClient) -> None:
+    a, _ = _runs(client)
+    with session_scope(client.app.state.sessions) as s:  # type: ignore[attr-defined]
+        row = s.get(RunAggregate, a)
+        assert row is not None and row.trajectories == 3
+        kept = dict(row.usage)
+    # tokens: 1000+500 + 1500+20 (PASSING) + 4000+100 (FAILING); two trajectories reported them
+    assert kept["total_tokens"] == 7120 and kept["trajectories_with_usage"] == 2
+    assert kept["model_latency_ms"] == {"p50": 900.0, "p95": 1500.0}
+    assert kept["tool_latency_ms"] == {"p50": 80.0, "p95": 251.0}
+    # per model, requests that split their tokens: fresh input (cached ones apart), cached input, output
+    assert sorted(kept["spent"]) == [["gpt-4o", 1500, 0, 20], ["gpt-4o-2024-08-06", 800, 200, 500],
+                                     ["my-llama", 4000, 0, 100]]
+
+
+def test_kept_comparison_equals_the_one_read_from_every_trajectory(client: TestClient) -> None:
+    a, b = _runs(client)
+    sessions = client.app.state.sessions  # type: ignore[attr-defined]
+    with session_scope(sessions) as s:
+        # finishing B paired it with A (finished before it, same suite), both ways
+        kept = {(p.a_id, p.b_id): (p.a_trajectories, p.b_trajectories, p.shared, p.only_a, p.only_b, len(p.flipped))
+                for p in s.scalars(select(RunPairing))}
+        fast = comparing.compare_runs(s, a, b)
+        back = comparing.compare_runs(s, b, a)
+    # shared: trials 0 and 2 without a fault, trial 1 with the timeout; trial 2 passed only in A
+    assert kept == {(a, b): (3, 4, 3, 1, 0, 1), (b, a): (4, 3, 3, 0, 1, 1)}
+    assert (fast.shared_cases, fast.mcnemar.passed_only_a, fast.mcnemar.passed_only_b) == (3, 1, 0)
+    assert [(f.case_id, f.trial, f.a_passed, f.b_passed) for f in fast.flipped] == [("saldo-001", 2, True, False)]
+    assert [(f.trial, f.a_passed, f.b_passed) for f in back.flipped] == [(2, False, True)]
+    with session_scope(sessions) as s:
+        s.execute(delete(RunAggregate))
+        s.execute(delete(RunPairing))
+    with session_scope(sessions) as s:
+        slow, slow_back = comparing.compare_runs(s, a, b), comparing.compare_runs(s, b, a)
+    assert fast.model_dump() == slow.model_dump() and back.model_dump() == slow_back.model_dump()
+    usage = {d.key: (d.a, d.b) for d in fast.usage}
+    # A: 0.0112 USD over 3 trajectories; B: (2000 * 2.50 + 1000 * 1.25 + 40 * 10) / 10^6 = 0.00665 over 4
+    assert usage["cost_per_trajectory"] == pytest.approx((0.0112 / 3, 0.00665 / 4))
+    assert usage["tokens_per_trajectory"] == pytest.approx((3560.0, 9140 / 3))  # 7120 / 2; (3040 + 2000 + 4100) / 3
+    assert usage["model_latency_p50"] == (900.0, 700.0)  # B: 450, 700, 1500: rank 2
+    # B: 20, 40.5 (B_FIXED keeps PASSING's calls), 60, 80, 120, 251: ranks 3 and 6
+    assert (usage["tool_latency_p50"], usage["tool_latency_p95"]) == ((80.0, 60.0), (251.0, 251.0))
+
+
+def test_stale_aggregates_are_not_used(client: TestClient) -> None:
+    a, b = _runs(client)
+    sessions = client.app.state.sessions  # type: ignore[attr-defined]
+    with session_scope(sessions) as s:  # as if computed when A held 2 trajectories, with other tokens
+        s.execute(update(RunAggregate).where(RunAggregate.run_id == a).values(trajectories=2))
+    with session_scope(sessions) as s:
+        usage = {d.key: (d.a, d.b) for d in comparing.compare_runs(s, a, b).usage}
+        assert s.scalar(select(RunAggregate.trajectories).where(RunAggregate.run_id == a)) == 2
+    assert usage["tokens_per_trajectory"] == pytest.approx((3560.0, 9140 / 3))
+
+
+def test_a_deleted_run_takes_its_aggregates(client: TestClient) -> None:
+    a, b = _runs(client)
+    sessions = client.app.state.sessions  # type: ignore[attr-defined]
+    with session_scope(sessions) as s:
+        ingest.delete_run(s, a)
+    with session_scope(sessions) as s:
+        assert s.scalars(select(RunAggregate.run_id)).all() == [b]
+        assert s.scalars(select(RunPairing.a_id)).all() == []

@@ -377,4 +377,8 @@ def _case_entry(ts: TrajectoryScore) -> dict[str, Any]:
         out["user_error"] = ts.user_error
     if ts.agent_error is not None:
         out["agent_error"] = ts.agent_error
+    if ts.blame is not None:  # who failed it (app/core/blame.py)
+        out["blame"] = ts.blame["blame"]
+        out["blame_evidence"] = ts.blame["evidence"]
+        out["blame_confidence"] = ts.blame["confidence"]
     return out

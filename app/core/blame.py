@@ -1,0 +1,607 @@
+"""Who failed a conversation: the agent, the simulated user, or the task.
+
+A second opinion on every failed conversation (docs/blame.md). Benchmarks
+charge every failure to the agent; a simulated user also ends conversations
+early, states facts its instructions do not hold, withholds what it was
+given, and some references cannot be reached. Each detector below is a
+plain rule over the trajectory, its case and its score; ``blame_of`` runs
+them and keeps the cause that came first:
+
+* task findings (the reference contradicts the policy or asks for a value
+  nothing in the conversation could give) make the conversation unwinnable:
+  they win;
+* a user finding wins when it comes before the agent's first wrong write
+  (a successful state-changing call the reference does not hold);
+* otherwise the agent, with its first wrong write or first missing write as
+  evidence.
+
+The user's instructions come from the case's ``user instructions:`` note (the
+τ² and tau-bench importers write it); without them only the rules that need
+no instructions run. Pure: no store, no web.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from app.core.records import Trajectory
+from app.core.suite import Case
+
+AGENT, USER, TASK = "agent", "user", "task"
+BLAMES = (AGENT, USER, TASK)
+INSTRUCTIONS_NOTE = "user instructions: "
+POLICY_TIME_NOTE = "policy time: "
+USER_ACTION_NOTE = re.compile(r"the user is expected to call (\w+)\(")
+MAX_QUOTE = 300
+MAX_SCAN = 200  # messages read per conversation (a bound on hostile input)
+MAX_TEXT = 20_000  # characters read per message
+
+# -- phrase pools (the tests hold pools written apart from these) ------------
+
+STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
+TRANSFER_TOKEN = "###TRANSFER###"
+_LEAVING = re.compile(
+    r"\b(good ?bye|bye\b|talk (?:to you )?soon|get back to you|be in touch|reach out (?:again|later|soon|when)"
+    r"|i'?ll (?:check|look|find|handle|deal with|sort)\b.{0,40}\b(?:later|back|first|soon)"
+    r"|that'?s all (?:i need|for now|for today)|that'?s everything|nothing else|no,? that'?s all"
+    r"|have a (?:great|good|nice|wonderful) (?:day|one|evening))", re.I)
+_REFUSAL = re.compile(
+    r"\b(unable to|can ?not|can't|cannot|not able to|not possible|isn't possible|is not possible|not allowed"
+    r"|not eligible|unfortunately|i'?m sorry, but|against (?:the |our )?policy|does not allow|doesn't allow"
+    r"|(?:recommend|suggest|need to|should|please) contact(?:ing)?|transfer(?:ring)? you|human agent)", re.I)
+_REQUEST = re.compile(
+    r"\b(please (?:go ahead|proceed|process|apply|cancel|update|book|make|submit|confirm)|go ahead (?:and|with)"
+    r"|let me know once|proceed (?:with|as)|yes,? please|i confirm|approve)", re.I)
+_ASKS_HUMAN = re.compile(
+    r"\b(human (?:agent|representative|being)|real person|live (?:agent|person)|transfer me|speak (?:to|with) "
+    r"(?:a |an )?(?:person|representative|supervisor|manager|someone)|connect me (?:to|with) (?:a |an )?"
+    r"(?:human|person|representative|agent|supervisor))", re.I)
+_INSTRUCTED_HUMAN = re.compile(r"\b(human|transfer|representative|supervisor|manager)", re.I)
+_OFFERS_TRANSFER = re.compile(r"\b(transfer you|human agent|connect you)", re.I)
+_MIND_CHANGE = re.compile(r"\b(changed? my mind|on second thought|roll (?:it |that |my \w+ )?back|undo (?:it|that|the)"
+                          r"|(?:no longer|don'?t) want to (?:proceed|go ahead|keep))", re.I)
+_INSTRUCTED_CHANGE = re.compile(r"\b(regret|change (?:your|of) mind|changes? (?:your|her|his) mind|rethink)", re.I)
+_DONT_HAVE = re.compile(r"\b(don'?t|do not|can'?t|cannot) (?:have|remember|recall|find|know)|(?:forgot|lost) (?:my|it)"
+                        r"|not (?:with me|handy|sure what)", re.I)
+_CONFIRM = re.compile(r"^\W*(yes|yeah|yep|sure|ok(?:ay)?|correct|confirm(?:ed)?|go ahead|please proceed)\b", re.I)
+
+READ_PREFIXES = ("get_", "search_", "list_", "find_", "check_", "lookup", "look_up", "fetch_", "read_", "query_",
+                 "show_", "view_", "calculate", "think", "can_", "run_speed_test")
+
+# -- facts: ids, emails, dates, amounts ----------------------------------------
+
+_MONTHS = {m: i + 1 for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july",
+                                           "august", "september", "october", "november", "december"))}
+_MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
+_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_DATE_NAMED = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(\d{{4}}))?\b", re.I)
+_DATE_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_ID = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{3,}\b|#W\d{5,}\b|\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
+_CODE = re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
+_AMOUNT = re.compile(r"(?<![\w.-])\$?(\d{1,3}(?:,\d{3})+|\d{3,})(?:\.(\d{1,2}))?(?![\w-])")
+_USER_ID = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{3,}\b")
+_EMAIL = re.compile(r"\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
+_DEVICE = re.compile(r"\[on their own device: (\w+)\((.*?)\) -> (.*?)\]", re.S)
+_FAILED = re.compile(r"^\s*(error|failed|failure|cannot|can't|unable)\b", re.I)
+_TIME = re.compile(r"current time is (\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)", re.I)
+
+
+def _norm_dates(text: str) -> set[str]:
+    out: set[str] = set()
+    for m in _DATE_NAMED.finditer(text):
+        month, day = _MONTHS[m.group(1).lower()], int(m.group(2))
+        if 1 <= day <= 31:
+            out.add(f"{m.group(3)}-{month:02d}-{day:02d}" if m.group(3) else f"{month:02d}-{day:02d}")
+    for m in _DATE_ISO.finditer(text):
+        out.add(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
+        out.add(f"{m.group(2)}-{m.group(3)}")
+    return out
+
+
+def facts(text: str) -> set[str]:
+    """The checkable facts a message states: ids, emails, reservation codes,
+    dates (normalised to MM-DD / YYYY-MM-DD) and amounts of three digits or
+    more (commas dropped), each lower-cased."""
+    text = text[:MAX_TEXT]
+    out = {m.group(0).lower() for m in _ID.finditer(text)}
+    out |= {m.group(0).lower() for m in _CODE.finditer(text)}
+    out |= _norm_dates(text)
+    dates = [m.span() for m in (*_DATE_NAMED.finditer(text), *_DATE_ISO.finditer(text))]
+    ids = [m.span() for m in (*_ID.finditer(text), *_CODE.finditer(text))]
+    for m in _AMOUNT.finditer(text):
+        if any(a <= m.start() < b for a, b in (*dates, *ids)):
+            continue
+        whole = m.group(1).replace(",", "")
+        out.add(whole if not m.group(2) or set(m.group(2)) == {"0"} else f"{whole}.{m.group(2)}")
+    return out
+
+
+def _haystack(texts: Iterable[str]) -> tuple[str, set[str]]:
+    """Text and facts a statement may lean on (lower-cased, commas dropped)."""
+    joined = "\n".join(t[:MAX_TEXT] for t in texts)
+    return joined.lower().replace(",", ""), facts(joined)
+
+
+def _known(fact: str, text: str, known: set[str]) -> bool:
+    if fact in known or fact in text:
+        return True
+    if re.fullmatch(r"\d{2}-\d{2}", fact):  # a date without a year: any year's
+        return any(k.endswith("-" + fact) for k in known)
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", fact):
+        return fact[5:] in known and any(k == fact for k in known)
+    return False
+
+
+# -- the result ----------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    """One detector's finding: who it points at, where, and the quoted message."""
+
+    detector: str
+    who: str
+    confidence: float
+    at: int | None  # index in the trajectory's messages (None: no message)
+    quote: str
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"detector": self.detector, "who": self.who, "confidence": self.confidence, "at": self.at,
+                "quote": self.quote, "detail": self.detail}
+
+
+@dataclass
+class Blame:
+    """The blame of one failed conversation and what else was found."""
+
+    blame: str
+    confidence: float
+    detector: str
+    evidence: str  # the detail and the quoted message, one line
+    at: int | None
+    quote: str
+    findings: list[Finding] = field(default_factory=list)  # every finding, the blamed one first
+    notes: list[Finding] = field(default_factory=list)  # recorded, never a blame (too cooperative)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"blame": self.blame, "confidence": self.confidence, "detector": self.detector,
+                "evidence": self.evidence, "at": self.at, "quote": self.quote,
+                "findings": [f.to_dict() for f in self.findings], "notes": [n.to_dict() for n in self.notes]}
+
+
+def _quote(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE - 1] + "…"
+
+
+def is_write(name: str) -> bool:
+    """A state-changing tool by its name (reads: get_, search_, list_, find_, check_, …)."""
+    return not name.lower().startswith(READ_PREFIXES)
+
+
+# -- the conversation as the detectors read it -------------------------------
+
+
+@dataclass
+class _View:
+    traj: Trajectory
+    case: Case | None
+    instructions: str
+    policy_time: datetime | None
+    expected_user_actions: list[str]
+    messages: list[tuple[int, str, str, int]]  # (index, role, text, calls_before)
+    missing_writes: list[int]  # expected steps (writes) not done
+    wrong_write: tuple[int, str] | None  # (call index, why): the agent's first write the reference does not hold
+    steps_done: bool
+    failures: Sequence[str]
+
+    def user_messages(self) -> list[tuple[int, str, int]]:
+        return [(i, t, c) for i, r, t, c in self.messages if r == "user"]
+
+    def agent_messages(self) -> list[tuple[int, str, int]]:
+        return [(i, t, c) for i, r, t, c in self.messages if r == "assistant"]
+
+    def message_before_call(self, call: int) -> int | None:
+        """The index of the last message said before call ``call``."""
+        last = None
+        for i, _, _, before in self.messages:
+            if before <= call:
+                last = i
+        return last
+
+    def calls_before_message(self, at: int) -> int:
+        for i, _, _, before in self.messages:
+            if i == at:
+                return before
+        return len(self.traj.calls)
+
+
+def _notes_value(case: Case | None, prefix: str) -> str:
+    for note in case.notes if case is not None else ():
+        if note.startswith(prefix):
+            return note[len(prefix):]
+    return ""
+
+
+def _policy_time(case: Case | None) -> datetime | None:
+    m = _TIME.search(_notes_value(case, POLICY_TIME_NOTE))
+    if m is None:
+        return None
+    try:
+        return datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}")
+    except ValueError:
+        return None
+
+
+def _view(traj: Trajectory, case: Case | None, score: Any) -> _View:
+    expected = case.expected_calls if case is not None and case.expected_calls is not None else []
+    undone = set(getattr(score, "missing_steps", []) or []) | set(getattr(score, "undone_steps", []) or [])
+    undone |= {cs.step for cs in getattr(score, "calls", []) or [] if cs.mismatches and cs.step is not None}
+    missing = [j for j in sorted(undone) if j < len(expected) and is_write(expected[j].name)]
+    wrong: tuple[int, str] | None = None
+    for cs in getattr(score, "calls", []) or []:
+        if not (cs.done and is_write(cs.name)):
+            continue
+        if cs.step is None and expected:
+            wrong = (cs.index, f"{cs.name} is a write the reference does not hold")
+        elif cs.mismatches:
+            fields = ", ".join(m.field for m in cs.mismatches[:3])
+            wrong = (cs.index, f"{cs.name} with values the reference does not hold ({fields})")
+        if wrong is not None:
+            break
+    msgs = [(i, m.role, m.content[:MAX_TEXT], m.calls_before) for i, m in enumerate(traj.messages[:MAX_SCAN])]
+    user_actions = [m.group(1) for n in (case.notes if case is not None else ()) for m in [USER_ACTION_NOTE.match(n)]
+                    if m is not None]
+    return _View(traj, case, _notes_value(case, INSTRUCTIONS_NOTE), _policy_time(case), user_actions, msgs,
+                 missing, wrong, bool(expected) and not undone, list(getattr(score, "failures", []) or []))
+
+
+# -- user detectors ------------------------------------------------------------
+
+
+def early_stop(v: _View) -> Finding | None:
+    """The user ends the conversation while a write the reference expects is
+    neither done nor refused: a stop token in the very message that asks for
+    writes, a ``###TRANSFER###`` the agent never made, or a goodbye after an
+    agent message that refused nothing."""
+    if not v.missing_writes and not v.expected_user_actions:
+        return None
+    users = v.user_messages()
+    if not users:
+        return None
+    transferred = any(c.name == "transfer_to_human_agents" for c in v.traj.calls)
+    for i, text, before in users:
+        if TRANSFER_TOKEN in text and not transferred:
+            return Finding("early_stop", USER, 0.85, i, _quote(text),
+                           "the user ends with ###TRANSFER### though the agent never transferred")
+        if any(t in text for t in STOP_TOKENS) and _REQUEST.search(text) and v.missing_writes:
+            return Finding("early_stop", USER, 0.85, i, _quote(text),
+                           "the user asks for writes and ends the conversation in the same message")
+    if not v.missing_writes:
+        return None
+    agent = v.agent_messages()
+    if any(_REFUSAL.search(t) for _, t, _ in agent):
+        return None  # the agent refused something: leaving is the user's right
+    writes = _write_calls(v)
+    for i, text, before in users:
+        closed = any(j < i and _LEAVING.search(t) for j, t, _ in agent)  # the agent said goodbye first
+        if _LEAVING.search(text) and not closed and not any(c >= before for c in writes):
+            return Finding("early_stop", USER, 0.7, i, _quote(text),
+                           "the user leaves while an expected write is not done and nothing was refused")
+    return None
+
+
+def _write_calls(v: _View) -> list[int]:
+    return [i for i, c in enumerate(v.traj.calls) if is_write(c.name) and c.error is None]
+
+
+def withholds(v: _View) -> Finding | None:
+    """The agent asks for the user id (or email) its instructions hold, and
+    the user never gives it: says it does not have it, or ignores two asks."""
+    if not v.instructions:
+        return None
+    said = " ".join(t for _, t, _ in v.user_messages()).lower()
+    for pattern, words in ((_USER_ID, ("user id", "user_id", "userid")), (_EMAIL, ("email", "e-mail"))):
+        held = [m.group(0).lower() for m in pattern.finditer(v.instructions)]
+        if not held or any(h in said for h in held):
+            continue
+        asks = [i for i, t, _ in v.agent_messages() if any(w in t.lower() for w in words)]
+        if not asks:
+            continue
+        replies = [(i, t) for i, t, _ in v.user_messages() if i > asks[0]]
+        denial = next(((i, t) for i, t in replies if _DONT_HAVE.search(t)), None)
+        if denial is not None or len(asks) >= 2:
+            i, t = denial or (replies[0] if replies else (asks[0], ""))
+            return Finding("withholds", USER, 0.8, i, _quote(t),
+                           f"asked {len(asks)} time(s) for {words[0]}, which its instructions give ({held[0]}), "
+                           "the user never says it")
+    return None
+
+
+def unfounded_fact(v: _View) -> Finding | None:
+    """The user states an id, email, date or amount that neither its
+    instructions nor anything said or returned before holds."""
+    if not v.instructions:
+        return None
+    for i, text, before in v.user_messages():
+        earlier = [v.instructions]
+        earlier += [t for j, _, t, _ in v.messages if j < i]
+        for c in v.traj.calls[:before]:
+            earlier.append(json.dumps(c.arguments, ensure_ascii=False, default=str))
+            if c.observation:
+                earlier.append(c.observation[:MAX_TEXT])
+        hay, known = _haystack(earlier)
+        own = re.sub(r"\[on their own device:.*?\]", " ", text, flags=re.S)
+        new = sorted(f for f in facts(own) if not _known(f, hay, known))
+        if new:
+            return Finding("unfounded_fact", USER, 0.7, i, _quote(text),
+                           f"the user states {', '.join(new[:3])}, which neither its instructions nor the "
+                           "conversation so far holds")
+    return None
+
+
+def asks_human(v: _View) -> Finding | None:
+    """The user asks for a human though its instructions never mention one
+    and the agent did not just offer a transfer."""
+    if not v.instructions or _INSTRUCTED_HUMAN.search(v.instructions):
+        return None
+    last_agent = ""
+    for i, role, text, _ in v.messages:
+        if role == "assistant":
+            last_agent = text
+        elif role == "user" and _ASKS_HUMAN.search(text) and not _OFFERS_TRANSFER.search(last_agent):
+            return Finding("asks_human", USER, 0.75, i, _quote(text),
+                           "the user asks for a human, which its instructions never mention")
+    return None
+
+
+def changes_mind(v: _View) -> Finding | None:
+    """After a write it confirmed, the user takes it back, and its
+    instructions script no change of mind: the confirmation was the fault."""
+    if not v.instructions or _INSTRUCTED_CHANGE.search(v.instructions):
+        return None
+    writes = _write_calls(v)
+    for i, text, before in v.user_messages():
+        done = [c for c in writes if c < before]
+        if not done or not _MIND_CHANGE.search(text):
+            continue
+        confirm = v.message_before_call(done[-1])
+        while confirm is not None and v.messages[confirm][1] != "user":
+            confirm -= 1
+        at = confirm if confirm is not None else i
+        return Finding("changes_mind", USER, 0.7, at, _quote(v.messages[at][2]),
+                       f"the user confirms a write, then takes it back: {_quote(text)[:120]}")
+    return None
+
+
+def user_action_missing(v: _View) -> tuple[Finding | None, Finding | None]:
+    """τ² telecom: an action the user must take on its own device is never
+    made (or failed). The user's fault when the agent asked for it; the
+    agent's when it never did (second element)."""
+    if not v.expected_user_actions:
+        return None, None
+    done: set[str] = set()
+    for _, text, _ in v.user_messages():
+        for m in _DEVICE.finditer(text):
+            if not _FAILED.match(m.group(3)):
+                done.add(m.group(1))
+    for name in v.expected_user_actions:
+        if name in done:
+            continue
+        words = [w for w in name.split("_") if w not in ("toggle", "set", "check", "reset", "get", "make", "run")]
+        asked = [(i, t) for i, t, _ in v.agent_messages() if name in t or any(
+            re.search(rf"\b(?:turn on|switch on|enable|toggle|activate)\b[^.\n]{{0,40}}\b{w}\b[^.\n]{{0,60}}"
+                      r"\b(?:your (?:phone|device)|on your)", t, re.I) for w in words)]
+        if asked:
+            i, t = asked[0]
+            return Finding("user_action_missing", USER, 0.75, i, _quote(t),
+                           f"the agent asks for {name}, which the user's instructions need, and the user never "
+                           "makes it"), None
+        return None, Finding("user_action_missing", AGENT, 0.6, None, "",
+                             f"the user must call {name} on its own device; the agent never asks for it")
+    return None, None
+
+
+def too_cooperative(v: _View) -> Finding | None:
+    """The first user message gives most of what the instructions hold
+    (three facts or more, and at least half of them): recorded, never a blame."""
+    users = v.user_messages()
+    if not users or not v.instructions:
+        return None
+    held = facts(v.instructions)
+    if not held:
+        return None
+    first = facts(users[0][1]) & held
+    if len(first) >= 3 and len(first) * 2 >= len(held):
+        return Finding("too_cooperative", USER, 0.5, users[0][0], _quote(users[0][1]),
+                       f"the first message gives {len(first)} of the {len(held)} facts the instructions hold")
+    return None
+
+
+# -- task detectors --------------------------------------------------------------
+
+
+def _json_objects(text: str | None) -> list[Any]:
+    if not text or text[:1] not in "[{":
+        return []
+    try:
+        value = json.loads(text[:200_000])
+    except ValueError:
+        return []
+    out: list[Any] = []
+    stack = [value]
+    while stack and len(out) < 2_000:
+        item = stack.pop()
+        if isinstance(item, dict):
+            out.append(item)
+            stack.extend(v for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend(item[:500])
+    return out
+
+
+def _reservations_and_flights(v: _View) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, str]]]:
+    reservations: dict[str, dict[str, Any]] = {}
+    flights: dict[str, tuple[str, str]] = {}
+    for c in v.traj.calls:
+        for obj in _json_objects(c.observation):
+            if isinstance(obj.get("reservation_id"), str) and "flights" in obj:
+                reservations.setdefault(obj["reservation_id"], obj)
+            num, o, d = obj.get("flight_number"), obj.get("origin"), obj.get("destination")
+            if isinstance(num, str) and isinstance(o, str) and isinstance(d, str):
+                flights.setdefault(num, (o, d))
+    return reservations, flights
+
+
+def reference_against_policy(v: _View) -> Finding | None:
+    """Airline references the policy forbids: a flight change that moves the
+    reservation's destination (origin, destination and trip type cannot
+    change), or a cancellation of an economy booking without insurance, made
+    more than 24 hours before the policy's current time, whose flights the
+    airline did not cancel. Read from the reservations the agent looked up."""
+    case = v.case
+    if case is None or not case.expected_calls:
+        return None
+    reservations, flights = _reservations_and_flights(v)
+    for step in case.expected_calls:
+        args = step.arguments if isinstance(step.arguments, dict) else {}
+        res = reservations.get(str(args.get("reservation_id")))
+        if res is None:
+            continue
+        if step.name == "update_reservation_flights" and isinstance(args.get("flights"), list):
+            routes = [flights.get(str(f.get("flight_number"))) for f in args["flights"] if isinstance(f, dict)]
+            if routes and all(routes):
+                ends = {a for r in routes if r for a in r}
+                dest = res.get("destination")
+                if isinstance(dest, str) and dest not in ends:
+                    return Finding("reference_against_policy", TASK, 0.8, None, "",
+                                   f"the reference changes reservation {res['reservation_id']} to flights that "
+                                   f"never reach its destination {dest}: the policy forbids changing it")
+        if step.name == "cancel_reservation" and v.policy_time is not None:
+            created = _when(res.get("created_at"))
+            airline_cancelled = any(isinstance(f, dict) and f.get("status") == "cancelled"
+                                    for f in res.get("flights") or ())
+            if (created is not None and res.get("cabin") != "business" and res.get("insurance") == "no"
+                    and v.policy_time - created > timedelta(hours=24) and not airline_cancelled):
+                return Finding("reference_against_policy", TASK, 0.8, None, "",
+                               f"the reference cancels reservation {res['reservation_id']} ({res.get('cabin')}, "
+                               f"no insurance, made {res.get('created_at')}): the policy forbids it")
+    return None
+
+
+def _when(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value[:19])
+    except ValueError:
+        return None
+
+
+def reference_unstated_choice(v: _View) -> Finding | None:
+    """A write the reference expects needs a wording (a reason, a phrase) that
+    the user's instructions never give; the agent used the user's own."""
+    case = v.case
+    if case is None or not case.expected_calls or not v.instructions:
+        return None
+    low = v.instructions.lower()
+    said = " ".join(t for _, t, _ in v.user_messages()).lower()
+    for j in v.missing_writes:
+        step = case.expected_calls[j]
+        args = step.arguments if isinstance(step.arguments, dict) else {}
+        for key, want in args.items():
+            if not (isinstance(want, str) and " " in want.strip() and len(want) <= 40
+                    and re.fullmatch(r"[A-Za-z ,'-]+", want)) or want.lower() in low:
+                continue
+            for c in v.traj.calls:
+                got = c.arguments.get(key) if c.name == step.name and isinstance(c.arguments, dict) else None
+                if isinstance(got, str) and got.lower() != want.lower() and got.lower() in said:
+                    return Finding("reference_unstated_choice", TASK, 0.65, None, "",
+                                   f"the reference's {step.name} needs {key}={want!r}, which the user's "
+                                   f"instructions never give; the user said {got!r}")
+    return None
+
+
+def reward_without_fault(v: _View) -> Finding | None:
+    """Every expected step done, no write the reference does not hold, no
+    failure found, and still reward 0: the grader checks what the reference
+    does not show."""
+    if v.steps_done and v.wrong_write is None and not v.failures and v.traj.reward is not None:
+        return Finding("reward_without_fault", TASK, 0.6, None, "",
+                       "every expected step is done and nothing else is wrong, yet the reward is 0")
+    return None
+
+
+# -- the verdict -----------------------------------------------------------------
+
+
+def blame_of(traj: Trajectory, case: Case | None, score: Any) -> Blame | None:
+    """The blame of one failed conversation (None when it passed or is no
+    conversation). ``score`` is its TrajectoryScore."""
+    if getattr(score, "passed", True) or not any(m.role == "user" for m in traj.messages):
+        return None
+    v = _view(traj, case, score)
+    notes = [n for n in (too_cooperative(v),) if n is not None]
+    own_user = getattr(score, "user_error", None)
+    findings: list[Finding] = []
+    if own_user:
+        first = own_user[0]
+        findings.append(Finding("simulator_error", USER, 0.9, None, _quote(str(first.get("detail", ""))),
+                                f"the simulated user's own fault: {first.get('kind')}"))
+    for detector in (reference_against_policy, reference_unstated_choice, reward_without_fault):
+        found = detector(v)
+        if found is not None:
+            findings.append(found)
+    user_missing, agent_missing = user_action_missing(v)
+    user_found = [f for f in (early_stop(v), withholds(v), unfounded_fact(v), asks_human(v), changes_mind(v),
+                              user_missing) if f is not None]
+    findings.extend(sorted(user_found, key=lambda f: (f.at if f.at is not None else 10**9)))
+    agent = _agent_finding(v, agent_missing)
+    findings.append(agent)
+    chosen = _choose(v, findings)
+    ordered = [chosen, *[f for f in findings if f is not chosen]]
+    evidence = chosen.detail + (f': "{chosen.quote}"' if chosen.quote else "")
+    return Blame(chosen.who, chosen.confidence, chosen.detector, evidence, chosen.at, chosen.quote, ordered, notes)
+
+
+def _agent_finding(v: _View, agent_missing: Finding | None) -> Finding:
+    if v.wrong_write is not None:
+        call, why = v.wrong_write
+        at = v.message_before_call(call)
+        c = v.traj.calls[call]
+        quote = _quote(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False, default=str)})")
+        return Finding("agent_wrong_write", AGENT, 0.6, at, quote, why)
+    if agent_missing is not None:
+        return agent_missing
+    if v.missing_writes and v.case is not None and v.case.expected_calls:
+        name = v.case.expected_calls[v.missing_writes[0]].name
+        return Finding("agent_missing_write", AGENT, 0.5, None, "", f"the agent never makes the expected {name}")
+    return Finding("agent_default", AGENT, 0.4, None, "", "no user or task finding: the failure stays the agent's")
+
+
+def _choose(v: _View, findings: list[Finding]) -> Finding:
+    for f in findings:
+        if f.who == TASK or f.detector == "simulator_error":
+            return f
+    agent = findings[-1]
+    cut = v.wrong_write[0] if v.wrong_write is not None else None
+    for f in findings:
+        if f.who != USER:
+            continue
+        if cut is None or f.at is None or v.calls_before_message(f.at) <= cut:
+            return f
+    return agent
+
+
+def blame_fields(b: Blame | None) -> dict[str, Any]:
+    """The keys a failed case gains in ``score --json`` (docs/formats.md)."""
+    if b is None:
+        return {}
+    return {"blame": b.blame, "blame_evidence": b.evidence, "blame_confidence": b.confidence,
+            "blame_detector": b.detector}

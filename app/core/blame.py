@@ -255,7 +255,7 @@ def _view(traj: Trajectory, case: Case | None, score: Any) -> _View:
             wrong = (cs.index, f"{cs.name} with values the reference does not hold ({fields})")
         if wrong is not None:
             break
-    msgs = [(i, m.role, m.content[:MAX_TEXT], m.calls_before) for i, m in enumerate(traj.messages[:MAX_SCAN])]
+    msgs = [(i, m.role, m.content[:MAX_TEXT], m.calls_before) for i, m in enumerate((traj.messages or [])[:MAX_SCAN])]
     user_actions = [m.group(1) for n in (case.notes if case is not None else ()) for m in [USER_ACTION_NOTE.match(n)]
                     if m is not None]
     return _View(traj, case, _notes_value(case, INSTRUCTIONS_NOTE), _policy_time(case), user_actions, msgs,
@@ -276,7 +276,7 @@ def early_stop(v: _View) -> Finding | None:
     if not users:
         return None
     transferred = any(c.name == "transfer_to_human_agents" for c in v.traj.calls)
-    for i, text, before in users:
+    for i, text, _ in users:
         if TRANSFER_TOKEN in text and not transferred:
             return Finding("early_stop", USER, 0.85, i, _quote(text),
                            "the user ends with ###TRANSFER### though the agent never transferred")
@@ -544,7 +544,7 @@ def reward_without_fault(v: _View) -> Finding | None:
 def blame_of(traj: Trajectory, case: Case | None, score: Any) -> Blame | None:
     """The blame of one failed conversation (None when it passed or is no
     conversation). ``score`` is its TrajectoryScore."""
-    if getattr(score, "passed", True) or not any(m.role == "user" for m in traj.messages):
+    if getattr(score, "passed", True) or not any(m.role == "user" for m in traj.messages or ()):
         return None
     v = _view(traj, case, score)
     notes = [n for n in (too_cooperative(v),) if n is not None]
@@ -605,3 +605,18 @@ def blame_fields(b: Blame | None) -> dict[str, Any]:
         return {}
     return {"blame": b.blame, "blame_evidence": b.evidence, "blame_confidence": b.confidence,
             "blame_detector": b.detector}
+
+
+DEFAULT_SIMULATOR_SHARE = 0.10  # gate and compare: above this share of flipped failures, no verdict
+
+
+def simulator_note(blamed_on_user: int, flipped: int, share: float = DEFAULT_SIMULATOR_SHARE) -> str | None:
+    """What gate and compare say instead of better or worse when more than
+    ``share`` of the failures a change turns on (or off) are the simulated
+    user's; None when the comparison can be trusted on this count."""
+    if flipped == 0 or blamed_on_user / flipped <= share + 1e-12:
+        return None
+    return (f"{blamed_on_user} of the {flipped} failures this change turns on or off "
+            f"({100 * blamed_on_user / flipped:.0f}%) are blamed on the simulated user, above the "
+            f"{100 * share:g}% allowed: the simulator, not the change, may explain the difference; "
+            "no verdict of better or worse")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.alignment import Alignment, align
+from app.core.blame import blame_of
 from app.core.divergence import Divergence, first_divergence
 from app.core.families import PER_CALL_FAMILIES, Failure
 from app.core.grounding import Source, ground
@@ -34,7 +35,6 @@ from app.core.outcome import (
     sentence_with,
     step_words,
 )
-from app.core.blame import blame_of
 from app.core.records import Message, Trajectory, call_turns
 from app.core.schema import SchemaViolation
 from app.core.suite import Case, Suite

@@ -70,6 +70,28 @@ _DONT_HAVE = re.compile(r"\b(don'?t|do not|can'?t|cannot) (?:have|remember|recal
                         r"|not (?:with me|handy|sure what)", re.I)
 _CONFIRM = re.compile(r"^\W*(yes|yeah|yep|sure|ok(?:ay)?|correct|confirm(?:ed)?|go ahead|please proceed)\b", re.I)
 
+
+
+def leaves(text: str) -> bool:
+    """The message ends the conversation (a goodbye, "I'll get back to you")."""
+    return bool(_LEAVING.search(text))
+
+
+def refuses(text: str) -> bool:
+    """The agent refuses, or sends the user elsewhere."""
+    return bool(_REFUSAL.search(text))
+
+
+def asks_for_human(text: str) -> bool:
+    """The user asks for a person."""
+    return bool(_ASKS_HUMAN.search(text))
+
+
+def takes_back(text: str) -> bool:
+    """The user takes back what it confirmed."""
+    return bool(_MIND_CHANGE.search(text))
+
+
 READ_PREFIXES = ("get_", "search_", "list_", "find_", "check_", "lookup", "look_up", "fetch_", "read_", "query_",
                  "show_", "view_", "calculate", "think", "can_", "run_speed_test")
 
@@ -286,12 +308,12 @@ def early_stop(v: _View) -> Finding | None:
     if not v.missing_writes:
         return None
     agent = v.agent_messages()
-    if any(_REFUSAL.search(t) for _, t, _ in agent):
+    if any(refuses(t) for _, t, _ in agent):
         return None  # the agent refused something: leaving is the user's right
     writes = _write_calls(v)
     for i, text, before in users:
-        closed = any(j < i and _LEAVING.search(t) for j, t, _ in agent)  # the agent said goodbye first
-        if _LEAVING.search(text) and not closed and not any(c >= before for c in writes):
+        closed = any(j < i and leaves(t) for j, t, _ in agent)  # the agent said goodbye first
+        if leaves(text) and not closed and not any(c >= before for c in writes):
             return Finding("early_stop", USER, 0.7, i, _quote(text),
                            "the user leaves while an expected write is not done and nothing was refused")
     return None
@@ -355,7 +377,7 @@ def asks_human(v: _View) -> Finding | None:
     for i, role, text, _ in v.messages:
         if role == "assistant":
             last_agent = text
-        elif role == "user" and _ASKS_HUMAN.search(text) and not _OFFERS_TRANSFER.search(last_agent):
+        elif role == "user" and asks_for_human(text) and not _OFFERS_TRANSFER.search(last_agent):
             return Finding("asks_human", USER, 0.75, i, _quote(text),
                            "the user asks for a human, which its instructions never mention")
     return None
@@ -369,7 +391,7 @@ def changes_mind(v: _View) -> Finding | None:
     writes = _write_calls(v)
     for i, text, before in v.user_messages():
         done = [c for c in writes if c < before]
-        if not done or not _MIND_CHANGE.search(text):
+        if not done or not takes_back(text):
             continue
         confirm = v.message_before_call(done[-1])
         while confirm is not None and v.messages[confirm][1] != "user":

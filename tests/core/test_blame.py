@@ -62,8 +62,9 @@ def blame_of_messages(tmp_path: Path, messages: list[dict[str, Any]], *, reward:
     counts the three opening messages)."""
     task = {"id": "t", "user_scenario": {"instructions": INSTRUCTIONS if instructions is None else instructions},
             "evaluation_criteria": {"actions": [CANCEL] if actions is None else actions}}
+    # a conversation: two user turns or more (the scorer blames conversations only)
     first = [msg("assistant", "Hello."), msg("user", "Hi there."), msg("assistant", "What do you need?")]
-    sim = {"id": "s", "task_id": "t", "trial": 0, "messages": (first if opening else []) + messages,  # a conversation: 2+ user turns
+    sim = {"id": "s", "task_id": "t", "trial": 0, "messages": (first if opening else []) + messages,
            "reward_info": {"reward": reward}}
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"tasks": [task], "simulations": [sim]}), encoding="utf-8")

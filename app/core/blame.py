@@ -68,7 +68,7 @@ _MIND_CHANGE = re.compile(r"\b(changed? my mind|on second thought|roll (?:it |th
 _INSTRUCTED_CHANGE = re.compile(r"\b(regret|change (?:your|of) mind|changes? (?:your|her|his) mind|rethink)", re.I)
 _DONT_HAVE = re.compile(r"\b(don'?t|do not|can'?t|cannot) (?:have|remember|recall|find|know)|(?:forgot|lost) (?:my|it)"
                         r"|not (?:with me|handy|sure what)", re.I)
-_CONFIRM = re.compile(r"^\W*(yes|yeah|yep|sure|ok(?:ay)?|correct|confirm(?:ed)?|go ahead|please proceed)\b", re.I)
+_OTHER_ID = re.compile(r"\b(reservation|order|booking|confirmation) (?:id|number|code)\b", re.I)
 
 
 
@@ -105,7 +105,7 @@ _DATE_NAMED = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?(?:,
 _DATE_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _ID = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{3,}\b|#W\d{5,}\b|\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
 _CODE = re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
-_AMOUNT = re.compile(r"(?<![\w.-])\$?(\d{1,3}(?:,\d{3})+|\d{3,})(?:\.(\d{1,2}))?(?![\w-])")
+_AMOUNT = re.compile(r"(?<![\w.-])\$?(\d{1,3}(?:,\d{3})+|\d{3,})(?:\.(\d{1,2}))?(?![\w-])(?!\s*%)")
 _USER_ID = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{3,}\b")
 _EMAIL = re.compile(r"\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
 _DEVICE = re.compile(r"\[on their own device: (\w+)\((.*?)\) -> (.*?)\]", re.S)
@@ -337,10 +337,12 @@ def withholds(v: _View) -> Finding | None:
         if not asks:
             continue
         replies = [(i, t) for i, t, _ in v.user_messages() if i > asks[0]]
-        denial = next(((i, t) for i, t in replies if _DONT_HAVE.search(t)), None)
+        # a denial counts when it is about this kind of fact, not another one asked in the same breath
+        denial = next(((i, t) for i, t in replies if _DONT_HAVE.search(t)
+                       and (any(w in t.lower() for w in words) or not _OTHER_ID.search(t))), None)
         if denial is not None or len(asks) >= 2:
             i, t = denial or (replies[0] if replies else (asks[0], ""))
-            return Finding("withholds", USER, 0.8, i, _quote(t),
+            return Finding("withholds", USER, 0.7, i, _quote(t),
                            f"asked {len(asks)} time(s) for {words[0]}, which its instructions give ({held[0]}), "
                            "the user never says it")
     return None
@@ -581,9 +583,10 @@ def blame_of(traj: Trajectory, case: Case | None, score: Any) -> Blame | None:
         if found is not None:
             findings.append(found)
     user_missing, agent_missing = user_action_missing(v)
-    user_found = [f for f in (early_stop(v), withholds(v), unfounded_fact(v), asks_human(v), changes_mind(v),
-                              user_missing) if f is not None]
-    findings.extend(sorted(user_found, key=lambda f: (f.at if f.at is not None else 10**9)))
+    # at one message, the plainer act first: a stop, a request for a human, a withheld id, a fact last
+    user_found = [f for f in (early_stop(v), asks_human(v), withholds(v), changes_mind(v), user_missing,
+                              unfounded_fact(v)) if f is not None]
+    findings.extend(sorted(user_found, key=lambda f: f.at if f.at is not None else 10**9))
     agent = _agent_finding(v, agent_missing)
     findings.append(agent)
     chosen = _choose(v, findings)

@@ -284,8 +284,9 @@ def test_agreement_with_the_hand_labels_dev_and_held_out() -> None:
     agree: Counter[tuple[str, bool]] = Counter()
     for key, label in labels.items():
         agree[(label["split"], got.get(key) == label["blame"])] += 1
-    # docs/blame.md: dev 18/19 (tuned on), held-out 16/19 on its first and only run, 34/38 = 89%
+    # docs/blame.md: dev 18/19 (tuned on); held-out 16/19 on its first run, 15/19 since "100%" is no amount
+    # (#57 had agreed for that wrong reason); 33/38 = 87%
     assert (agree[("dev", True)], agree[("dev", False)]) == (18, 1)
-    assert (agree[("held", True)], agree[("held", False)]) == (16, 3)
+    assert (agree[("held", True)], agree[("held", False)]) == (15, 4)
     disagreements = sorted(k.split("#", 1)[1] for k, v in labels.items() if got.get(k) != v["blame"])
-    assert disagreements == ["25/0", "42/0", "83/0", "86/0"]  # every one read in docs/blame.md
+    assert disagreements == ["25/0", "42/0", "57/0", "83/0", "86/0"]  # every one read in docs/blame.md

@@ -271,7 +271,8 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
          "fault": (detail or {}).get("fault"), "outcome": outcome,
          **{k: detail[k] for k in _CASE_EXTRAS if (detail or {}).get(k)},
          **({"failures_by_turn": _failures_by_turn(detail["turns"])} if isinstance((detail or {}).get("turns"), list)
-            else {})}
+            else {}),
+         **_blame_keys(detail)}
         for cid, trial, passed, failures, _step, _kind, outcome, detail in rows
     ]
     data["cases_total"] = data["trajectories"]
@@ -279,6 +280,14 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
 
 
 _CASE_EXTRAS = ("fault_not_reached", "user_error", "agent_error")
+
+
+def _blame_keys(detail: Any) -> dict[str, Any]:
+    """A stored failed conversation's blame, as ``score --json`` puts it on its case."""
+    b = detail.get("blame") if isinstance(detail, dict) else None
+    if not isinstance(b, dict) or not isinstance(b.get("blame"), str):
+        return {}
+    return {"blame": b["blame"], "blame_evidence": b.get("evidence"), "blame_confidence": b.get("confidence")}
 
 
 def _failures_by_turn(turns: list[Any]) -> dict[str, list[str]]:

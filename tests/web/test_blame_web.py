@@ -88,6 +88,11 @@ def test_run_figures_column_filter_and_trajectory_page(served: tuple[str, str]) 
         task = http.get(f"/api/runs/{rid}/trajectories", params={"blame": "task"}).json()["data"]
         assert [(t["case_id"], t["blame"]) for t in task] == [("wrong", "agent")]  # stored agent, counted task
         assert http.get(f"/api/runs/{rid}/trajectories", params={"blame": "nobody"}).status_code == 422
+        cases = {c["case_id"]: c for c in http.get(f"/api/runs/{rid}/figures").json()["cases"]}  # as score --json
+        assert (cases["quits"]["blame"], cases["quits"]["blame_confidence"]) == ("user", 0.85)
+        assert cases["quits"]["blame_evidence"] == ("the user ends with ###TRANSFER### though the agent never "
+                                                    'transferred: "###TRANSFER###"')
+        assert "blame" not in cases["ok"]
 
         page = http.get(f"/runs/{rid}").text
         assert "failed conversations by blame" in page

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,6 +40,7 @@ USER_ACTION_NOTE = re.compile(r"the user is expected to call (\w+)\(")
 MAX_QUOTE = 300
 MAX_SCAN = 200  # messages read per conversation (a bound on hostile input)
 MAX_TEXT = 20_000  # characters read per message
+MAX_HAY = 2_000_000  # characters of a conversation searched for a stated fact
 
 # -- phrase pools (the tests hold pools written apart from these) ------------
 
@@ -99,15 +100,16 @@ READ_PREFIXES = ("get_", "search_", "list_", "find_", "check_", "lookup", "look_
 
 _MONTHS = {m: i + 1 for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july",
                                            "august", "september", "october", "november", "december"))}
+_MONTH_NAMES = list(_MONTHS)
 _MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
-_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_DATE_NAMED = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(\d{{4}}))?\b", re.I)
+_DATE_NAMED = re.compile(r"\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?\b")  # a month's name
 _DATE_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_ID = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{3,}\b|#W\d{5,}\b|\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
+_ID = re.compile(r"\b[A-Za-z]+(?:_[A-Za-z]+)+_\d{3,}\b|#W\d{5,}\b|[\w.]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
 _CODE = re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
 _AMOUNT = re.compile(r"(?<![\w.-])\$?(\d{1,3}(?:,\d{3})+|\d{3,})(?:\.(\d{1,2}))?(?![\w-])(?!\s*%)")
 _USER_ID = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{3,}\b")
 _EMAIL = re.compile(r"\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
+_DEVICE_TEXT = re.compile(r"\[on their own device:.*?\]", re.S)
 _DEVICE = re.compile(r"\[on their own device: (\w+)\((.*?)\) -> (.*?)\]", re.S)
 _FAILED = re.compile(r"^\s*(error|failed|failure|cannot|can't|unable)\b", re.I)
 _TIME = re.compile(r"current time is (\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)", re.I)
@@ -116,8 +118,8 @@ _TIME = re.compile(r"current time is (\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2
 def _norm_dates(text: str) -> set[str]:
     out: set[str] = set()
     for m in _DATE_NAMED.finditer(text):
-        month, day = _MONTHS[m.group(1).lower()], int(m.group(2))
-        if 1 <= day <= 31:
+        month, day = _MONTHS.get(m.group(1).lower(), 0), int(m.group(2))
+        if month and 1 <= day <= 31:
             out.add(f"{m.group(3)}-{month:02d}-{day:02d}" if m.group(3) else f"{month:02d}-{day:02d}")
     for m in _DATE_ISO.finditer(text):
         out.add(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
@@ -128,35 +130,46 @@ def _norm_dates(text: str) -> set[str]:
 def facts(text: str) -> set[str]:
     """The checkable facts a message states: ids, emails, reservation codes,
     dates (normalised to MM-DD / YYYY-MM-DD) and amounts of three digits or
-    more (commas dropped), each lower-cased."""
+    more (commas dropped, a percentage is none), each lower-cased."""
     text = text[:MAX_TEXT]
-    out = {m.group(0).lower() for m in _ID.finditer(text)}
-    out |= {m.group(0).lower() for m in _CODE.finditer(text)}
-    out |= _norm_dates(text)
-    dates = [m.span() for m in (*_DATE_NAMED.finditer(text), *_DATE_ISO.finditer(text))]
-    ids = [m.span() for m in (*_ID.finditer(text), *_CODE.finditer(text))]
+    taken: list[tuple[int, int]] = []  # spans an amount may not come from
+    out: set[str] = set()
+    if "_" in text or "@" in text or "#" in text:
+        for m in _ID.finditer(text):
+            out.add(m.group(0).lower())
+            taken.append(m.span())
+    for m in _CODE.finditer(text):
+        out.add(m.group(0).lower())
+        taken.append(m.span())
+    for m in _DATE_NAMED.finditer(text):
+        month, day = _MONTHS.get(m.group(1).lower(), 0), int(m.group(2))
+        if month and 1 <= day <= 31:
+            out.add(f"{m.group(3)}-{month:02d}-{day:02d}" if m.group(3) else f"{month:02d}-{day:02d}")
+            taken.append(m.span())
+    if "-" in text:
+        for m in _DATE_ISO.finditer(text):
+            out.add(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
+            taken.append(m.span())
     for m in _AMOUNT.finditer(text):
-        if any(a <= m.start() < b for a, b in (*dates, *ids)):
+        if any(a <= m.start() < b for a, b in taken):
             continue
         whole = m.group(1).replace(",", "")
         out.add(whole if not m.group(2) or set(m.group(2)) == {"0"} else f"{whole}.{m.group(2)}")
     return out
 
 
-def _haystack(texts: Iterable[str]) -> tuple[str, set[str]]:
-    """Text and facts a statement may lean on (lower-cased, commas dropped)."""
-    joined = "\n".join(t[:MAX_TEXT] for t in texts)
-    return joined.lower().replace(",", ""), facts(joined)
-
-
 def _known(fact: str, text: str, known: set[str]) -> bool:
     if fact in known or fact in text:
         return True
-    if re.fullmatch(r"\d{2}-\d{2}", fact):  # a date without a year: any year's
-        return any(k.endswith("-" + fact) for k in known)
-    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", fact):
-        return fact[5:] in known and any(k == fact for k in known)
-    return False
+    m = re.fullmatch(r"(?:(\d{4})-)?(\d{2})-(\d{2})", fact)
+    if m is None:
+        return False
+    if m.group(1) is None and ("-" + fact in text or any(k.endswith("-" + fact) for k in known)):
+        return True  # a date without a year: any year's
+    month = _MONTH_NAMES[int(m.group(2)) - 1] if 1 <= int(m.group(2)) <= 12 else ""
+    day = str(int(m.group(3)))
+    return bool(month) and any(re.search(rf"\b{name}\.? {day}(?:st|nd|rd|th)?\b", text)
+                               for name in (month, month[:3]))  # said in words before
 
 
 # -- the result ----------------------------------------------------------------
@@ -308,15 +321,18 @@ def early_stop(v: _View) -> Finding | None:
     if not v.missing_writes:
         return None
     agent = v.agent_messages()
+    writes = _write_calls(v)
+    last_write = max(writes, default=-1)
+    leaving = next(((i, text) for i, text, before in users if before > last_write and leaves(text)), None)
+    if leaving is None:
+        return None
+    i, text = leaving
     if any(refuses(t) for _, t, _ in agent):
         return None  # the agent refused something: leaving is the user's right
-    writes = _write_calls(v)
-    for i, text, before in users:
-        closed = any(j < i and leaves(t) for j, t, _ in agent)  # the agent said goodbye first
-        if leaves(text) and not closed and not any(c >= before for c in writes):
-            return Finding("early_stop", USER, 0.7, i, _quote(text),
-                           "the user leaves while an expected write is not done and nothing was refused")
-    return None
+    if any(j < i and leaves(t) for j, t, _ in agent):
+        return None  # the agent said goodbye first
+    return Finding("early_stop", USER, 0.7, i, _quote(text),
+                   "the user leaves while an expected write is not done and nothing was refused")
 
 
 def _write_calls(v: _View) -> list[int]:
@@ -353,20 +369,34 @@ def unfounded_fact(v: _View) -> Finding | None:
     instructions nor anything said or returned before holds."""
     if not v.instructions:
         return None
-    for i, text, before in v.user_messages():
-        earlier = [v.instructions]
-        earlier += [t for j, _, t, _ in v.messages if j < i]
-        for c in v.traj.calls[:before]:
-            earlier.append(json.dumps(c.arguments, ensure_ascii=False, default=str))
+    hay = [""]  # the text so far, lower-cased, commas dropped (bounded: past MAX_HAY, facts only)
+    known: set[str] = set()
+
+    def add(text: str, said: bool = False) -> None:  # what later messages may lean on, once, in order
+        text = text[:MAX_TEXT]
+        if len(hay[0]) < MAX_HAY:
+            hay[0] += "\n" + text.lower().replace(",", "")
+        if said and len(hay[0]) >= MAX_HAY:  # past the bound, dates said in words are still read
+            known.update(_norm_dates(text))
+
+    add(v.instructions, said=True)
+    calls = v.traj.calls
+    next_call = 0
+    for i, role, text, before in v.messages:
+        while next_call < min(before, len(calls)):
+            c = calls[next_call]
+            add(json.dumps(c.arguments, ensure_ascii=False, default=str))
             if c.observation:
-                earlier.append(c.observation[:MAX_TEXT])
-        hay, known = _haystack(earlier)
-        own = re.sub(r"\[on their own device:.*?\]", " ", text, flags=re.S)
-        new = sorted(f for f in facts(own) if not _known(f, hay, known))
-        if new:
-            return Finding("unfounded_fact", USER, 0.7, i, _quote(text),
-                           f"the user states {', '.join(new[:3])}, which neither its instructions nor the "
-                           "conversation so far holds")
+                add(c.observation)
+            next_call += 1
+        if role == "user":
+            own = _DEVICE_TEXT.sub(" ", text)
+            new = sorted(f for f in facts(own) if not _known(f, hay[0], known))
+            if new:
+                return Finding("unfounded_fact", USER, 0.7, i, _quote(text),
+                               f"the user states {', '.join(new[:3])}, which neither its instructions nor the "
+                               "conversation so far holds")
+        add(text, said=True)
     return None
 
 
@@ -490,10 +520,11 @@ def reference_against_policy(v: _View) -> Finding | None:
     more than 24 hours before the policy's current time, whose flights the
     airline did not cancel. Read from the reservations the agent looked up."""
     case = v.case
-    if case is None or not case.expected_calls:
+    if case is None or not any(s.name in ("update_reservation_flights", "cancel_reservation")
+                               for s in case.expected_calls or ()):
         return None
     reservations, flights = _reservations_and_flights(v)
-    for step in case.expected_calls:
+    for step in case.expected_calls or ():
         args = step.arguments if isinstance(step.arguments, dict) else {}
         res = reservations.get(str(args.get("reservation_id")))
         if res is None:

@@ -504,6 +504,8 @@ def _reservations_and_flights(v: _View) -> tuple[dict[str, dict[str, Any]], dict
     reservations: dict[str, dict[str, Any]] = {}
     flights: dict[str, tuple[str, str]] = {}
     for c in v.traj.calls:
+        if "reservation" not in c.name and "flight" not in c.name:  # the reads that return them
+            continue
         for obj in _json_objects(c.observation):
             if isinstance(obj.get("reservation_id"), str) and "flights" in obj:
                 reservations.setdefault(obj["reservation_id"], obj)

@@ -93,6 +93,8 @@ def test_run_figures_column_filter_and_trajectory_page(served: tuple[str, str]) 
         assert cases["quits"]["blame_evidence"] == ("the user ends with ###TRANSFER### though the agent never "
                                                     'transferred: "###TRANSFER###"')
         assert "blame" not in cases["ok"]
+        # the stored counters, as score --json counts them: every-model-fails is the store's (/blame above)
+        assert http.get(f"/api/runs/{rid}/figures").json()["blame"] == {"agent": 1, "user": 1, "task": 0}
 
         page = http.get(f"/runs/{rid}").text
         assert "failed conversations by blame" in page

@@ -16,8 +16,9 @@ them and keeps the cause that came first:
   evidence.
 
 The user's instructions come from the case's ``user instructions:`` note (the
-τ² and tau-bench importers write it); without them only the rules that need
-no instructions run. Pure: no store, no web.
+τ² and tau-bench importers write it) or from the case's own simulated user
+(its instruction and known facts); without them only the rules that need no
+instructions run. Pure: no store, no web.
 """
 
 from __future__ import annotations
@@ -257,6 +258,16 @@ class _View:
         return len(self.traj.calls)
 
 
+def _instructions(case: Case | None) -> str:
+    """The simulated user's instructions: an importer's note, or ToolLens's own user (its
+    instruction and the facts it knows)."""
+    noted = _notes_value(case, INSTRUCTIONS_NOTE)
+    if noted or case is None or case.user is None:
+        return noted
+    known = " | ".join(f"{k}: {v}" for k, v in list(case.user.known.items())[:50])
+    return f"{case.user.instruction} | {known}" if known else case.user.instruction
+
+
 def _notes_value(case: Case | None, prefix: str) -> str:
     for note in case.notes if case is not None else ():
         if note.startswith(prefix):
@@ -293,7 +304,7 @@ def _view(traj: Trajectory, case: Case | None, score: Any) -> _View:
     msgs = [(i, m.role, m.content[:MAX_TEXT], m.calls_before) for i, m in enumerate((traj.messages or [])[:MAX_SCAN])]
     user_actions = [m.group(1) for n in (case.notes if case is not None else ()) for m in [USER_ACTION_NOTE.match(n)]
                     if m is not None]
-    return _View(traj, case, _notes_value(case, INSTRUCTIONS_NOTE), _policy_time(case), user_actions, msgs,
+    return _View(traj, case, _instructions(case), _policy_time(case), user_actions, msgs,
                  missing, wrong, bool(expected) and not undone, list(getattr(score, "failures", []) or []))
 
 

@@ -402,7 +402,7 @@ def unfounded_fact(v: _View) -> Finding | None:
             next_call += 1
         if role == "user":
             own = _DEVICE_TEXT.sub(" ", text)
-            new = sorted(f for f in facts(own) if not _known(f, hay[0], known))
+            new = sorted(f[:60] for f in facts(own) if not _known(f, hay[0], known))
             if new:
                 return Finding("unfounded_fact", USER, 0.7, i, _quote(text),
                                f"the user states {', '.join(new[:3])}, which neither its instructions nor the "

@@ -70,6 +70,9 @@ def blame_figures(session: Session, run_id: int, *, scored: int, passed: int) ->
     counts = dict(session.execute(select(TrajectoryTag.value, func.count()).where(
         TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "blame").group_by(TrajectoryTag.value)).all())
     by = {b: int(counts.get(b, 0)) for b in BLAMES}
+    if not any(by.values()):  # no failed conversation (most tool-use runs): nothing to look up across runs
+        return BlameFigures(by_blame=by, scored=scored, passed=passed, pass_rate=passed / scored if scored else None,
+                            pass_rate_agent_only=passed / scored if scored else None)
     cases, n_runs, n_models = every_model_fails(session, run_id)
     if cases:
         moved = session.scalar(select(func.count()).select_from(_tagged(run_id, AGENT).where(

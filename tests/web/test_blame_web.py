@@ -113,6 +113,7 @@ def test_run_figures_column_filter_and_trajectory_page(served: tuple[str, str]) 
         assert "confidence 0.85" in first_screen and "<code>early_stop</code>" in first_screen
         assert "the user ends with ###TRANSFER### though the agent never transferred" in first_screen
         assert '<blockquote class="blame-quote">###TRANSFER###</blockquote>' in first_screen
+        assert "&lt;b&gt;now&lt;/b&gt;" in traj and "<b>now</b>" not in traj  # what the user said, escaped
         passed_id = http.get(f"/api/runs/{rid}/trajectories", params={"passed": "true"}).json()["data"][0]["id"]
         assert 'id="blame"' not in http.get(f"/trajectories/{passed_id}").text
 

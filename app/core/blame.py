@@ -28,6 +28,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from app.core.records import Trajectory
@@ -104,6 +105,7 @@ _MONTHS = {m: i + 1 for i, m in enumerate(("january", "february", "march", "apri
 _MONTH_NAMES = list(_MONTHS)
 _MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
 _DATE_NAMED = re.compile(r"\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?\b")  # a month's name
+_DIGIT = re.compile(r"\d")
 _DATE_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _ID = re.compile(r"\b[A-Za-z]+(?:_[A-Za-z]+)+_\d{3,}\b|#W\d{5,}\b|[\w.]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
 _CODE = re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
@@ -133,6 +135,8 @@ def facts(text: str) -> set[str]:
     dates (normalised to MM-DD / YYYY-MM-DD) and amounts of three digits or
     more (commas dropped, a percentage is none), each lower-cased."""
     text = text[:MAX_TEXT]
+    if "@" not in text and not _DIGIT.search(text):  # every fact but an email holds a digit
+        return set()
     taken: list[tuple[int, int]] = []  # spans an amount may not come from
     out: set[str] = set()
     if "_" in text or "@" in text or "#" in text:
@@ -355,12 +359,17 @@ def withholds(v: _View) -> Finding | None:
     the user never gives it: says it does not have it, or ignores two asks."""
     if not v.instructions:
         return None
-    said = " ".join(t for _, t, _ in v.user_messages()).lower()
-    for pattern, words in ((_USER_ID, ("user id", "user_id", "userid")), (_EMAIL, ("email", "e-mail"))):
-        held = [m.group(0).lower() for m in pattern.finditer(v.instructions)]
-        if not held or any(h in said for h in held):
+    said: str | None = None
+    agent: list[tuple[int, str]] | None = None
+    for held, words in zip(_held_ids(v.instructions), (("user id", "user_id", "userid"), ("email", "e-mail")),
+                           strict=True):
+        if not held:
             continue
-        asks = [i for i, t, _ in v.agent_messages() if any(w in t.lower() for w in words)]
+        said = " ".join(t for _, t, _ in v.user_messages()).lower() if said is None else said
+        if any(h in said for h in held):
+            continue
+        agent = [(i, t.lower()) for i, t, _ in v.agent_messages()] if agent is None else agent
+        asks = [i for i, t in agent if any(w in t for w in words)]
         if not asks:
             continue
         replies = [(i, t) for i, t, _ in v.user_messages() if i > asks[0]]
@@ -380,41 +389,71 @@ def unfounded_fact(v: _View) -> Finding | None:
     instructions nor anything said or returned before holds."""
     if not v.instructions:
         return None
-    hay = [""]  # the text so far, lower-cased, commas dropped (bounded: past MAX_HAY, facts only)
-    known: set[str] = set()
+    instructions = v.instructions.lower().replace(",", "")
+    held = _facts_of(v.instructions)
+    # the facts the instructions do not hold already: most conversations have none, and stop here
+    stated = [(i, text, f) for i, text, _ in v.user_messages()
+              if (f := {x for x in facts(_DEVICE_TEXT.sub(" ", text)) if not _known(x, instructions, held)})]
+    if not stated:
+        return None
+    hay = [instructions]  # the text so far, lower-cased, commas dropped (bounded: past MAX_HAY, facts only)
+    known = set(held)
 
     def add(text: str, said: bool = False) -> None:  # what later messages may lean on, once, in order
         text = text[:MAX_TEXT]
         if len(hay[0]) < MAX_HAY:
             hay[0] += "\n" + text.lower().replace(",", "")
-        if said and len(hay[0]) >= MAX_HAY:  # past the bound, dates said in words are still read
+        elif said:  # past the bound, dates said in words are still read
             known.update(_norm_dates(text))
 
-    add(v.instructions, said=True)
     calls = v.traj.calls
     next_call = 0
-    for i, role, text, before in v.messages:
+    todo = iter(stated)
+    at, text, candidates = next(todo)
+    for i, _, said, before in v.messages:
         while next_call < min(before, len(calls)):
             c = calls[next_call]
             add(json.dumps(c.arguments, ensure_ascii=False, default=str))
             if c.observation:
                 add(c.observation)
             next_call += 1
-        if role == "user":
-            own = _DEVICE_TEXT.sub(" ", text)
-            new = sorted(f[:60] for f in facts(own) if not _known(f, hay[0], known))
+        if i == at:
+            new = sorted(f[:60] for f in candidates if not _known(f, hay[0], known))
             if new:
                 return Finding("unfounded_fact", USER, 0.7, i, _quote(text),
                                f"the user states {', '.join(new[:3])}, which neither its instructions nor the "
                                "conversation so far holds")
-        add(text, said=True)
+            nxt = next(todo, None)
+            if nxt is None:
+                return None
+            at, text, candidates = nxt
+        add(said, said=True)
     return None
+
+
+@lru_cache(maxsize=1024)
+def _instructed(instructions: str, what: str) -> bool:
+    """The instructions script a request for a human (``human``) or a change of mind (``change``)."""
+    return bool((_INSTRUCTED_HUMAN if what == "human" else _INSTRUCTED_CHANGE).search(instructions))
+
+
+@lru_cache(maxsize=512)
+def _held_ids(instructions: str) -> tuple[list[str], list[str]]:
+    """The user ids and the emails a case's instructions hold."""
+    return ([m.group(0).lower() for m in _USER_ID.finditer(instructions)],
+            [m.group(0).lower() for m in _EMAIL.finditer(instructions)])
+
+
+@lru_cache(maxsize=512)
+def _facts_of(instructions: str) -> set[str]:
+    """The facts of a case's instructions (read once per case, not per trial)."""
+    return facts(instructions)
 
 
 def asks_human(v: _View) -> Finding | None:
     """The user asks for a human though its instructions never mention one
     and the agent did not just offer a transfer."""
-    if not v.instructions or _INSTRUCTED_HUMAN.search(v.instructions):
+    if not v.instructions or _instructed(v.instructions, "human"):
         return None
     last_agent = ""
     for i, role, text, _ in v.messages:
@@ -429,7 +468,7 @@ def asks_human(v: _View) -> Finding | None:
 def changes_mind(v: _View) -> Finding | None:
     """After a write it confirmed, the user takes it back, and its
     instructions script no change of mind: the confirmation was the fault."""
-    if not v.instructions or _INSTRUCTED_CHANGE.search(v.instructions):
+    if not v.instructions or _instructed(v.instructions, "change"):
         return None
     writes = _write_calls(v)
     for i, text, before in v.user_messages():
@@ -479,7 +518,7 @@ def too_cooperative(v: _View) -> Finding | None:
     users = v.user_messages()
     if not users or not v.instructions:
         return None
-    held = facts(v.instructions)
+    held = _facts_of(v.instructions)
     if not held:
         return None
     first = facts(users[0][1]) & held
@@ -492,36 +531,44 @@ def too_cooperative(v: _View) -> Finding | None:
 # -- task detectors --------------------------------------------------------------
 
 
-def _json_objects(text: str | None) -> list[Any]:
+def _json_objects(text: str | None) -> list[dict[str, Any]]:
+    """The objects of a tool's JSON output, two levels deep (a reservation; a list of
+    flights; a list of connections, each a list of flights)."""
     if not text or text[:1] not in "[{":
         return []
     try:
         value = json.loads(text[:200_000])
     except ValueError:
         return []
-    out: list[Any] = []
-    stack = [value]
-    while stack and len(out) < 2_000:
-        item = stack.pop()
-        if isinstance(item, dict):
-            out.append(item)
-            stack.extend(v for v in item.values() if isinstance(v, (dict, list)))
-        elif isinstance(item, list):
-            stack.extend(item[:500])
+    out: list[dict[str, Any]] = []
+    for item in value if isinstance(value, list) else [value]:
+        for obj in item if isinstance(item, list) else [item]:
+            if isinstance(obj, dict):
+                out.append(obj)
+                out.extend(f for f in obj.get("flights") or () if isinstance(f, dict))
     return out
 
 
-def _reservations_and_flights(v: _View) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, str]]]:
+def _names(obs: str, key: str, values: set[str]) -> bool:
+    """The JSON text names one of ``values`` under ``key`` (with or without a space)."""
+    return any(f'"{key}": "{x}"' in obs or f'"{key}":"{x}"' in obs for x in values)
+
+
+def _reservations_and_flights(v: _View, wanted: set[str], numbers: set[str]) -> tuple[
+        dict[str, dict[str, Any]], dict[str, tuple[str, str]]]:
+    """The reservations named in ``wanted`` as the agent read them, and the routes of the
+    flights in ``numbers`` it saw (only the outputs that name one are parsed)."""
     reservations: dict[str, dict[str, Any]] = {}
     flights: dict[str, tuple[str, str]] = {}
     for c in v.traj.calls:
-        if "reservation" not in c.name and "flight" not in c.name:  # the reads that return them
+        obs = c.observation
+        if not obs or not (_names(obs, "reservation_id", wanted) or _names(obs, "flight_number", numbers)):
             continue
-        for obj in _json_objects(c.observation):
-            if isinstance(obj.get("reservation_id"), str) and "flights" in obj:
+        for obj in _json_objects(obs):
+            if obj.get("reservation_id") in wanted and "flights" in obj:
                 reservations.setdefault(obj["reservation_id"], obj)
             num, o, d = obj.get("flight_number"), obj.get("origin"), obj.get("destination")
-            if isinstance(num, str) and isinstance(o, str) and isinstance(d, str):
+            if num in numbers and isinstance(o, str) and isinstance(d, str):
                 flights.setdefault(num, (o, d))
     return reservations, flights
 
@@ -536,7 +583,12 @@ def reference_against_policy(v: _View) -> Finding | None:
     if case is None or not any(s.name in ("update_reservation_flights", "cancel_reservation")
                                for s in case.expected_calls or ()):
         return None
-    reservations, flights = _reservations_and_flights(v)
+    wanted = {str(s.arguments.get("reservation_id")) for s in case.expected_calls or ()
+              if isinstance(s.arguments, dict) and s.name in ("update_reservation_flights", "cancel_reservation")}
+    numbers = {str(f.get("flight_number")) for s in case.expected_calls or ()
+               if s.name == "update_reservation_flights" and isinstance(s.arguments, dict)
+               for f in s.arguments.get("flights") or () if isinstance(f, dict)}
+    reservations, flights = _reservations_and_flights(v, wanted, numbers)
     for step in case.expected_calls or ():
         args = step.arguments if isinstance(step.arguments, dict) else {}
         res = reservations.get(str(args.get("reservation_id")))

@@ -85,9 +85,13 @@ def refuses(text: str) -> bool:
     return bool(_REFUSAL.search(text))
 
 
+_HUMAN_WORDS = ("human", "person", "transfer", "supervisor", "manager", "representative", "agent", "someone")
+
+
 def asks_for_human(text: str) -> bool:
     """The user asks for a person."""
-    return bool(_ASKS_HUMAN.search(text))
+    low = text.lower()
+    return any(w in low for w in _HUMAN_WORDS) and bool(_ASKS_HUMAN.search(text))
 
 
 def takes_back(text: str) -> bool:
@@ -173,8 +177,21 @@ def _known(fact: str, text: str, known: set[str]) -> bool:
         return True  # a date without a year: any year's
     month = _MONTH_NAMES[int(m.group(2)) - 1] if 1 <= int(m.group(2)) <= 12 else ""
     day = str(int(m.group(3)))
-    return bool(month) and any(re.search(rf"\b{name}\.? {day}(?:st|nd|rd|th)?\b", text)
-                               for name in (month, month[:3]))  # said in words before
+    return bool(month) and any(_said_date(text, f"{name}{dot} {day}")  # said in words before
+                               for name in (month, month[:3]) for dot in ("", "."))
+
+
+def _said_date(text: str, words: str) -> bool:
+    """``words`` ("may 24") stand in ``text`` as a whole date ("may 24th," yes; "may 245" no)."""
+    at = text.find(words)
+    while at >= 0:
+        before = text[at - 1] if at else " "
+        rest = text[at + len(words):at + len(words) + 3]
+        rest = rest[2:] if rest[:2] in ("st", "nd", "rd", "th") else rest
+        if not before.isalnum() and not (rest[:1].isalnum()):
+            return True
+        at = text.find(words, at + 1)
+    return False
 
 
 # -- the result ----------------------------------------------------------------
@@ -240,12 +257,18 @@ class _View:
     wrong_write: tuple[int, str] | None  # (call index, why): the agent's first write the reference does not hold
     steps_done: bool
     failures: Sequence[str]
+    _users: list[tuple[int, str, int]] | None = None
+    _agent: list[tuple[int, str, int]] | None = None
 
     def user_messages(self) -> list[tuple[int, str, int]]:
-        return [(i, t, c) for i, r, t, c in self.messages if r == "user"]
+        if self._users is None:
+            self._users = [(i, t, c) for i, r, t, c in self.messages if r == "user"]
+        return self._users
 
     def agent_messages(self) -> list[tuple[int, str, int]]:
-        return [(i, t, c) for i, r, t, c in self.messages if r == "assistant"]
+        if self._agent is None:
+            self._agent = [(i, t, c) for i, r, t, c in self.messages if r == "assistant"]
+        return self._agent
 
     def message_before_call(self, call: int) -> int | None:
         """The index of the last message said before call ``call``."""

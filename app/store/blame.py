@@ -49,7 +49,7 @@ def every_model_fails(session: Session, run_id: int) -> tuple[list[str], int, in
         return [], 0, 0
     runs = session.execute(select(Run.id, Run.model, Run.agent).join(SuiteRow, Run.suite_id == SuiteRow.id)
                            .where(SuiteRow.name == suite)).all()
-    models = {(m or a or str(i)) for i, m, a in runs}
+    models = {m or a for _, m, a in runs if m or a}  # a run that names no model counts as none
     if len(runs) < 2 or len(models) < MIN_MODELS:
         return [], len(runs), len(models)
     ids = [r[0] for r in runs]

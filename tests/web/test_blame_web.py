@@ -64,7 +64,7 @@ def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     cand_sims = {"ok": (USER_QUITS, 0.0), "quits": (USER_QUITS, 0.0), "wrong": (AGENT_WRONG, 0.0)}
     for name, model, sims in (("base", "model-a", base_sims), ("cand", "model-b", cand_sims)):
         r = runner.invoke(cli, ["import", str(results(tmp_path / f"{name}.json", model, sims)), "--format", "tau2",
-                                "--run", name, "--db", db_url])
+                                "--run", name, "--model", model, "--db", db_url])
         assert r.exit_code == 0, r.output
     with serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as base:
         yield base, db_url

@@ -237,6 +237,7 @@ def _quote(text: str) -> str:
     return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE - 1] + "…"
 
 
+@lru_cache(maxsize=4096)
 def is_write(name: str) -> bool:
     """A state-changing tool by its name (reads: get_, search_, list_, find_, check_, …)."""
     return not name.lower().startswith(READ_PREFIXES)

@@ -31,6 +31,8 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
+import orjson
+
 from app.core.records import Trajectory
 from app.core.suite import Case
 
@@ -75,14 +77,32 @@ _OTHER_ID = re.compile(r"\b(reservation|order|booking|confirmation) (?:id|number
 
 
 
+# A word each pattern cannot match without (lower case): ASCII text holding none is not searched.
+_LEAVING_WORDS = ("bye", "talk ", "get back to you", "be in touch", "reach out ", "ll ", "that", "nothing else",
+                  "have a ")
+_REFUSAL_WORDS = ("unable to", "cannot", "can not", "can't", "not ", "possible", "unfortunately", "sorry, but",
+                  "against ", "allow", " contact", "transfer", "human agent")
+_MIND_CHANGE_WORDS = ("my mind", "on second thought", "roll ", "undo ", "want to ")
+_DONT_HAVE_WORDS = (" have", " remember", " recall", " find", " know", "forgot ", "lost ", "not ")
+
+
+def _may(text: str, words: tuple[str, ...]) -> bool:
+    """Whether a pattern may match: always for text beyond ASCII (case folding is the
+    pattern's there), else when one of its ``words`` stands in the lower-cased text."""
+    if not text.isascii():
+        return True
+    low = text.lower()
+    return any(w in low for w in words)
+
+
 def leaves(text: str) -> bool:
     """The message ends the conversation (a goodbye, "I'll get back to you")."""
-    return bool(_LEAVING.search(text))
+    return _may(text, _LEAVING_WORDS) and bool(_LEAVING.search(text))
 
 
 def refuses(text: str) -> bool:
     """The agent refuses, or sends the user elsewhere."""
-    return bool(_REFUSAL.search(text))
+    return _may(text, _REFUSAL_WORDS) and bool(_REFUSAL.search(text))
 
 
 _HUMAN_WORDS = ("human", "person", "transfer", "supervisor", "manager", "representative", "agent", "someone")
@@ -96,7 +116,7 @@ def asks_for_human(text: str) -> bool:
 
 def takes_back(text: str) -> bool:
     """The user takes back what it confirmed."""
-    return bool(_MIND_CHANGE.search(text))
+    return _may(text, _MIND_CHANGE_WORDS) and bool(_MIND_CHANGE.search(text))
 
 
 READ_PREFIXES = ("get_", "search_", "list_", "find_", "check_", "lookup", "look_up", "fetch_", "read_", "query_",
@@ -112,7 +132,25 @@ _DATE_NAMED = re.compile(r"\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?
 _DIGIT = re.compile(r"\d")
 _DATE_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _ID = re.compile(r"\b[A-Za-z]+(?:_[A-Za-z]+)+_\d{3,}\b|#W\d{5,}\b|[\w.]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
+# _ID's three kinds (a user id, an order number, an email), each with what it cannot match without;
+# a text is searched for the kinds it may hold, in _ID's order (the same matches: a kind that cannot
+# match anywhere changes nothing)
+_ID_KINDS = (r"\b[A-Za-z]+(?:_[A-Za-z]+)+_\d{3,}\b", r"#W\d{5,}\b", r"[\w.]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
+_USER_ID_HINT = re.compile(r"_\d{3}")
+
+
+@lru_cache(maxsize=8)
+def _id_pattern(kinds: tuple[bool, bool, bool]) -> re.Pattern[str]:
+    return re.compile("|".join(k for k, on in zip(_ID_KINDS, kinds, strict=True) if on))
 _CODE = re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
+_MONTH_HINT = re.compile("|".join(m[:3] for m in _MONTH_NAMES))  # every month's name _DATE_NAMED reads holds one
+_THREE_DIGITS = re.compile(r"\d{3}")  # every amount holds three digits in a row
+_DATE_AS_FACT = re.compile(r"(?:(\d{4})-)?(\d{2})-(\d{2})")
+_DEVICE_MARK = "[on their own device:"
+_CODE_HINT = re.compile(r"[A-Z0-9]{6}")  # every code is six of these in a row
+_ISO_HINT = re.compile(r"\d-\d")  # every ISO date holds one
+_DIGITS_AS_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+_LONG_RUN = b"0" * 19  # 19 digits in a row: an integer orjson would read otherwise than json
 _AMOUNT = re.compile(r"(?<![\w.-])\$?(\d{1,3}(?:,\d{3})+|\d{3,})(?:\.(\d{1,2}))?(?![\w-])(?!\s*%)")
 _USER_ID = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{3,}\b")
 _EMAIL = re.compile(r"\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
@@ -143,23 +181,24 @@ def facts(text: str) -> set[str]:
         return set()
     taken: list[tuple[int, int]] = []  # spans an amount may not come from
     out: set[str] = set()
-    if "_" in text or "@" in text or "#" in text:
-        for m in _ID.finditer(text):
+    kinds = (_USER_ID_HINT.search(text) is not None, "#W" in text, "@" in text)
+    if any(kinds):
+        for m in _id_pattern(kinds).finditer(text):
             out.add(m.group(0).lower())
             taken.append(m.span())
-    for m in _CODE.finditer(text):
+    for m in _CODE.finditer(text) if _CODE_HINT.search(text) else ():
         out.add(m.group(0).lower())
         taken.append(m.span())
-    for m in _DATE_NAMED.finditer(text):
+    for m in _DATE_NAMED.finditer(text) if _MONTH_HINT.search(text.lower()) else ():
         month, day = _MONTHS.get(m.group(1).lower(), 0), int(m.group(2))
         if month and 1 <= day <= 31:
             out.add(f"{m.group(3)}-{month:02d}-{day:02d}" if m.group(3) else f"{month:02d}-{day:02d}")
             taken.append(m.span())
-    if "-" in text:
+    if "-" in text and _ISO_HINT.search(text):
         for m in _DATE_ISO.finditer(text):
             out.add(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
             taken.append(m.span())
-    for m in _AMOUNT.finditer(text):
+    for m in _AMOUNT.finditer(text) if _THREE_DIGITS.search(text) else ():
         if any(a <= m.start() < b for a, b in taken):
             continue
         whole = m.group(1).replace(",", "")
@@ -170,7 +209,7 @@ def facts(text: str) -> set[str]:
 def _known(fact: str, text: str, known: set[str]) -> bool:
     if fact in known or fact in text:
         return True
-    m = re.fullmatch(r"(?:(\d{4})-)?(\d{2})-(\d{2})", fact)
+    m = _DATE_AS_FACT.fullmatch(fact)
     if m is None:
         return False
     if m.group(1) is None and ("-" + fact in text or any(k.endswith("-" + fact) for k in known)):
@@ -398,7 +437,7 @@ def withholds(v: _View) -> Finding | None:
             continue
         replies = [(i, t) for i, t, _ in v.user_messages() if i > asks[0]]
         # a denial counts when it is about this kind of fact, not another one asked in the same breath
-        denial = next(((i, t) for i, t in replies if _DONT_HAVE.search(t)
+        denial = next(((i, t) for i, t in replies if _may(t, _DONT_HAVE_WORDS) and _DONT_HAVE.search(t)
                        and (any(w in t.lower() for w in words) or not _OTHER_ID.search(t))), None)
         if denial is not None or len(asks) >= 2:
             i, t = denial or (replies[0] if replies else (asks[0], ""))
@@ -413,20 +452,26 @@ def unfounded_fact(v: _View) -> Finding | None:
     instructions nor anything said or returned before holds."""
     if not v.instructions:
         return None
-    instructions = v.instructions.lower().replace(",", "")
+    instructions = _searchable(v.instructions)
     held = _facts_of(v.instructions)
     # the facts the instructions do not hold already: most conversations have none, and stop here
     stated = [(i, text, f) for i, text, _ in v.user_messages()
-              if (f := {x for x in facts(_DEVICE_TEXT.sub(" ", text)) if not _known(x, instructions, held)})]
+              if (f := {x for x in facts(_DEVICE_TEXT.sub(" ", text) if _DEVICE_MARK in text else text)
+                        if not _known(x, instructions, held)})]
     if not stated:
         return None
-    hay = [instructions]  # the text so far, lower-cased, commas dropped (bounded: past MAX_HAY, facts only)
+    # the text so far, lower-cased, commas dropped (bounded: past MAX_HAY, facts only), in pieces
+    # joined only where a stated fact is looked up (not copied whole at every message)
+    hay = [instructions]
+    size = [len(instructions)]
     known = set(held)
 
     def add(text: str, said: bool = False) -> None:  # what later messages may lean on, once, in order
         text = text[:MAX_TEXT]
-        if len(hay[0]) < MAX_HAY:
-            hay[0] += "\n" + text.lower().replace(",", "")
+        if size[0] < MAX_HAY:
+            piece = "\n" + text.lower().replace(",", "")
+            hay.append(piece)
+            size[0] += len(piece)
         elif said:  # past the bound, dates said in words are still read
             known.update(_norm_dates(text))
 
@@ -442,6 +487,7 @@ def unfounded_fact(v: _View) -> Finding | None:
                 add(c.observation)
             next_call += 1
         if i == at:
+            hay[:] = ["".join(hay)]
             new = sorted(f[:60] for f in candidates if not _known(f, hay[0], known))
             if new:
                 return Finding("unfounded_fact", USER, 0.7, i, _quote(text),
@@ -466,6 +512,12 @@ def _held_ids(instructions: str) -> tuple[list[str], list[str]]:
     """The user ids and the emails a case's instructions hold."""
     return ([m.group(0).lower() for m in _USER_ID.finditer(instructions)],
             [m.group(0).lower() for m in _EMAIL.finditer(instructions)])
+
+
+@lru_cache(maxsize=512)
+def _searchable(instructions: str) -> str:
+    """A case's instructions lower-cased, commas dropped (once per case, not per trial)."""
+    return instructions.lower().replace(",", "")
 
 
 @lru_cache(maxsize=512)
@@ -560,10 +612,19 @@ def _json_objects(text: str | None) -> list[dict[str, Any]]:
     flights; a list of connections, each a list of flights)."""
     if not text or text[:1] not in "[{":
         return []
-    try:
-        value = json.loads(text[:200_000])
-    except ValueError:
-        return []
+    text = text[:200_000]
+    value: Any = None
+    raw = text.encode("utf-8", "surrogatepass")
+    if _LONG_RUN not in raw.translate(_DIGITS_AS_ZERO):  # orjson reads long integers otherwise
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            value = None
+    if value is None:  # what orjson refuses (NaN, a lone surrogate): the standard library's reading
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return []
     out: list[dict[str, Any]] = []
     for item in value if isinstance(value, list) else [value]:
         for obj in item if isinstance(item, list) else [item]:
@@ -573,9 +634,9 @@ def _json_objects(text: str | None) -> list[dict[str, Any]]:
     return out
 
 
-def _names(obs: str, key: str, values: set[str]) -> bool:
-    """The JSON text names one of ``values`` under ``key`` (with or without a space)."""
-    return any(f'"{key}": "{x}"' in obs or f'"{key}":"{x}"' in obs for x in values)
+def _needles(key: str, values: set[str]) -> tuple[str, ...]:
+    """How a JSON text names one of ``values`` under ``key`` (with or without a space)."""
+    return tuple(n for x in values for n in (f'"{key}": "{x}"', f'"{key}":"{x}"'))
 
 
 def _reservations_and_flights(v: _View, wanted: set[str], numbers: set[str]) -> tuple[
@@ -584,9 +645,10 @@ def _reservations_and_flights(v: _View, wanted: set[str], numbers: set[str]) -> 
     flights in ``numbers`` it saw (only the outputs that name one are parsed)."""
     reservations: dict[str, dict[str, Any]] = {}
     flights: dict[str, tuple[str, str]] = {}
+    needles = _needles("reservation_id", wanted) + _needles("flight_number", numbers)
     for c in v.traj.calls:
         obs = c.observation
-        if not obs or not (_names(obs, "reservation_id", wanted) or _names(obs, "flight_number", numbers)):
+        if not obs or not any(n in obs for n in needles):
             continue
         for obj in _json_objects(obs):
             if obj.get("reservation_id") in wanted and "flights" in obj:

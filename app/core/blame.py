@@ -142,7 +142,7 @@ _USER_ID_HINT = re.compile(r"_\d{3}")
 @lru_cache(maxsize=8)
 def _id_pattern(kinds: tuple[bool, bool, bool]) -> re.Pattern[str]:
     return re.compile("|".join(k for k, on in zip(_ID_KINDS, kinds, strict=True) if on))
-_CODE = re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
+_CODE = re.compile(r"(?=[A-Z0-9])\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
 _MONTH_HINT = re.compile("|".join(m[:3] for m in _MONTH_NAMES))  # every month's name _DATE_NAMED reads holds one
 _THREE_DIGITS = re.compile(r"\d{3}")  # every amount holds three digits in a row
 _DATE_AS_FACT = re.compile(r"(?:(\d{4})-)?(\d{2})-(\d{2})")
@@ -151,7 +151,7 @@ _CODE_HINT = re.compile(r"[A-Z0-9]{6}")  # every code is six of these in a row
 _ISO_HINT = re.compile(r"\d-\d")  # every ISO date holds one
 _DIGITS_AS_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
 _LONG_RUN = b"0" * 19  # 19 digits in a row: an integer orjson would read otherwise than json
-_AMOUNT = re.compile(r"(?<![\w.-])\$?(\d{1,3}(?:,\d{3})+|\d{3,})(?:\.(\d{1,2}))?(?![\w-])(?!\s*%)")
+_AMOUNT = re.compile(r"(?=[$\d])(?<![\w.-])\$?(\d{1,3}(?:,\d{3})+|\d{3,})(?:\.(\d{1,2}))?(?![\w-])(?!\s*%)")
 _USER_ID = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{3,}\b")
 _EMAIL = re.compile(r"\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
 _DEVICE_TEXT = re.compile(r"\[on their own device:.*?\]", re.S)
@@ -393,7 +393,7 @@ def early_stop(v: _View) -> Finding | None:
         if TRANSFER_TOKEN in text and not transferred:
             return Finding("early_stop", USER, 0.85, i, _quote(text),
                            "the user ends with ###TRANSFER### though the agent never transferred")
-        if any(t in text for t in STOP_TOKENS) and _REQUEST.search(text) and v.missing_writes:
+        if "###" in text and any(t in text for t in STOP_TOKENS) and _REQUEST.search(text) and v.missing_writes:
             return Finding("early_stop", USER, 0.85, i, _quote(text),
                            "the user asks for writes and ends the conversation in the same message")
     if not v.missing_writes:

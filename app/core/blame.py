@@ -299,11 +299,34 @@ class _View:
     failures: Sequence[str]
     _users: list[tuple[int, str, int]] | None = None
     _agent: list[tuple[int, str, int]] | None = None
+    _said: tuple[str, bool] | None = None
+    _facts: dict[int, set[str]] = field(default_factory=dict)
+
+    def message_facts(self, at: int, text: str) -> set[str]:
+        """``facts(text)`` of message ``at`` (read once; not to be changed)."""
+        found = self._facts.get(at)
+        if found is None:
+            found = self._facts[at] = facts(text)
+        return found
 
     def user_messages(self) -> list[tuple[int, str, int]]:
         if self._users is None:
             self._users = [(i, t, c) for i, r, t, c in self.messages if r == "user"]
         return self._users
+
+    def said(self) -> str:
+        """Everything the user says, lower-cased, in one text (built once)."""
+        return self._said_and_ascii()[0]
+
+    def said_ascii(self) -> bool:
+        """Whether everything the user says is ASCII."""
+        return self._said_and_ascii()[1]
+
+    def _said_and_ascii(self) -> tuple[str, bool]:
+        if self._said is None:
+            joined = " ".join(t for _, t, _ in self.user_messages())
+            self._said = (joined.lower(), joined.isascii())
+        return self._said
 
     def agent_messages(self) -> list[tuple[int, str, int]]:
         if self._agent is None:
@@ -428,7 +451,7 @@ def withholds(v: _View) -> Finding | None:
                            strict=True):
         if not held:
             continue
-        said = " ".join(t for _, t, _ in v.user_messages()).lower() if said is None else said
+        said = v.said() if said is None else said
         if any(h in said for h in held):
             continue
         agent = [(i, t.lower()) for i, t, _ in v.agent_messages()] if agent is None else agent
@@ -456,8 +479,7 @@ def unfounded_fact(v: _View) -> Finding | None:
     held = _facts_of(v.instructions)
     # the facts the instructions do not hold already: most conversations have none, and stop here
     stated = [(i, text, f) for i, text, _ in v.user_messages()
-              if (f := {x for x in facts(_DEVICE_TEXT.sub(" ", text) if _DEVICE_MARK in text else text)
-                        if not _known(x, instructions, held)})]
+              if (f := {x for x in _user_facts(v, i, text) if not _known(x, instructions, held)})]
     if not stated:
         return None
     # the text so far, lower-cased, commas dropped (bounded: past MAX_HAY, facts only), in pieces
@@ -501,6 +523,11 @@ def unfounded_fact(v: _View) -> Finding | None:
     return None
 
 
+def _user_facts(v: _View, at: int, text: str) -> set[str]:
+    """The facts a user message states, what it did on its own device left out."""
+    return facts(_DEVICE_TEXT.sub(" ", text)) if _DEVICE_MARK in text else v.message_facts(at, text)
+
+
 @lru_cache(maxsize=1024)
 def _instructed(instructions: str, what: str) -> bool:
     """The instructions script a request for a human (``human``) or a change of mind (``change``)."""
@@ -531,6 +558,8 @@ def asks_human(v: _View) -> Finding | None:
     and the agent did not just offer a transfer."""
     if not v.instructions or _instructed(v.instructions, "human"):
         return None
+    if not any(w in v.said() for w in _HUMAN_WORDS):
+        return None  # no message names a person (asks_for_human's own first test, once)
     last_agent = ""
     for i, role, text, _ in v.messages:
         if role == "assistant":
@@ -546,6 +575,8 @@ def changes_mind(v: _View) -> Finding | None:
     instructions script no change of mind: the confirmation was the fault."""
     if not v.instructions or _instructed(v.instructions, "change"):
         return None
+    if v.said_ascii() and not any(w in v.said() for w in _MIND_CHANGE_WORDS):
+        return None  # no message may take anything back (takes_back's own first test, once)
     writes = _write_calls(v)
     for i, text, before in v.user_messages():
         done = [c for c in writes if c < before]
@@ -597,7 +628,7 @@ def too_cooperative(v: _View) -> Finding | None:
     held = _facts_of(v.instructions)
     if not held:
         return None
-    first = facts(users[0][1]) & held
+    first = v.message_facts(users[0][0], users[0][1]) & held
     if len(first) >= 3 and len(first) * 2 >= len(held):
         return Finding("too_cooperative", USER, 0.5, users[0][0], _quote(users[0][1]),
                        f"the first message gives {len(first)} of the {len(held)} facts the instructions hold")
@@ -717,7 +748,7 @@ def reference_unstated_choice(v: _View) -> Finding | None:
     if case is None or not case.expected_calls or not v.instructions:
         return None
     low = v.instructions.lower()
-    said = " ".join(t for _, t, _ in v.user_messages()).lower()
+    said = v.said()
     for j in v.missing_writes:
         step = case.expected_calls[j]
         args = step.arguments if isinstance(step.arguments, dict) else {}

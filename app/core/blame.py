@@ -134,20 +134,16 @@ _MONTHS = {m: i + 1 for i, m in enumerate(("january", "february", "march", "apri
                                            "august", "september", "october", "november", "december"))}
 _MONTH_NAMES = list(_MONTHS)
 _MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
-_DATE_NAMED = re.compile(r"\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?\b")  # a month's name
+_DATE_NAMED = re.compile(  # a month's name
+    r"(?=[A-Za-z])\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?\b")
 _DIGIT = re.compile(r"\d")
-_DATE_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_ID = re.compile(r"\b[A-Za-z]+(?:_[A-Za-z]+)+_\d{3,}\b|#W\d{5,}\b|[\w.]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
-# _ID's three kinds (a user id, an order number, an email), each with what it cannot match without;
-# a text is searched for the kinds it may hold, in _ID's order (the same matches: a kind that cannot
-# match anywhere changes nothing)
-_ID_KINDS = (r"\b[A-Za-z]+(?:_[A-Za-z]+)+_\d{3,}\b", r"#W\d{5,}\b", r"[\w.]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
+_DATE_ISO = re.compile(r"(?=\d)\b(\d{4})-(\d{2})-(\d{2})\b")
+# The three kinds of id (a user id, an order number, an email), one alternation. A text is searched
+# for the kinds it may hold (a user id needs "_" and three digits, an order "#W", an email "@"), in
+# this order: the same matches, as a kind that cannot match anywhere changes nothing.
+_ID_KINDS = (r"(?=[A-Za-z])\b[A-Za-z]+(?:_[A-Za-z]+)+_\d{3,}\b", r"#W\d{5,}\b",
+             r"[\w.]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
 _USER_ID_HINT = re.compile(r"_\d{3}")
-
-
-@lru_cache(maxsize=8)
-def _id_pattern(kinds: tuple[bool, bool, bool]) -> re.Pattern[str]:
-    return re.compile("|".join(k for k, on in zip(_ID_KINDS, kinds, strict=True) if on))
 _CODE = re.compile(r"(?=[A-Z0-9])\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
 _MONTH_HINT = re.compile("|".join(m[:3] for m in _MONTH_NAMES))  # every month's name _DATE_NAMED reads holds one
 _THREE_DIGITS = re.compile(r"\d{3}")  # every amount holds three digits in a row
@@ -164,6 +160,12 @@ _DEVICE_TEXT = re.compile(r"\[on their own device:.*?\]", re.S)
 _DEVICE = re.compile(r"\[on their own device: (\w+)\((.*?)\) -> (.*?)\]", re.S)
 _FAILED = re.compile(r"^\s*(error|failed|failure|cannot|can't|unable)\b", re.I)
 _TIME = re.compile(r"current time is (\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)", re.I)
+
+
+@lru_cache(maxsize=8)
+def _id_pattern(kinds: tuple[bool, bool, bool]) -> re.Pattern[str]:
+    """The alternation of the id kinds ``kinds`` marks as possible (all three: every id)."""
+    return re.compile("|".join(k for k, on in zip(_ID_KINDS, kinds, strict=True) if on))
 
 
 def _norm_dates(text: str) -> set[str]:

@@ -146,7 +146,6 @@ _ID_KINDS = (r"(?=[A-Za-z])\b[A-Za-z]+(?:_[A-Za-z]+)+_\d{3,}\b", r"#W\d{5,}\b",
 _USER_ID_HINT = re.compile(r"_\d{3}")
 _CODE = re.compile(r"(?=[A-Z0-9])\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
 _MONTH_HINT = re.compile("|".join(m[:3] for m in _MONTH_NAMES))  # every month's name _DATE_NAMED reads holds one
-_THREE_DIGITS = re.compile(r"\d{3}")  # every amount holds three digits in a row
 _DATE_AS_FACT = re.compile(r"(?:(\d{4})-)?(\d{2})-(\d{2})")
 _DEVICE_MARK = "[on their own device:"
 _CODE_HINT = re.compile(r"[A-Z0-9]{6}")  # every code is six of these in a row
@@ -206,7 +205,7 @@ def facts(text: str) -> set[str]:
         for m in _DATE_ISO.finditer(text):
             out.add(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
             taken.append(m.span())
-    for m in _AMOUNT.finditer(text) if _THREE_DIGITS.search(text) else ():
+    for m in _AMOUNT.finditer(text):
         if any(a <= m.start() < b for a, b in taken):
             continue
         whole = m.group(1).replace(",", "")
@@ -359,22 +358,30 @@ class _View:
 def _instructions(case: Case | None) -> str:
     """The simulated user's instructions: an importer's note, or ToolLens's own user (its
     instruction and the facts it knows)."""
-    noted = _notes_value(case, INSTRUCTIONS_NOTE)
+    noted = _read_notes(tuple(case.notes) if case is not None else ())[0]
     if noted or case is None or case.user is None:
         return noted
     known = " | ".join(f"{k}: {v}" for k, v in list(case.user.known.items())[:50])
     return f"{case.user.instruction} | {known}" if known else case.user.instruction
 
 
-def _notes_value(case: Case | None, prefix: str) -> str:
-    for note in case.notes if case is not None else ():
+@lru_cache(maxsize=512)
+def _read_notes(notes: tuple[str, ...]) -> tuple[str, datetime | None, tuple[str, ...]]:
+    """What a case's notes tell the blame, read once per case (not per trial): the user's
+    instructions, the policy's current time, the actions the user must take on its device."""
+    return (_notes_value(notes, INSTRUCTIONS_NOTE), _policy_time(_notes_value(notes, POLICY_TIME_NOTE)),
+            tuple(m.group(1) for n in notes for m in [USER_ACTION_NOTE.match(n)] if m is not None))
+
+
+def _notes_value(notes: tuple[str, ...], prefix: str) -> str:
+    for note in notes:
         if note.startswith(prefix):
             return note[len(prefix):]
     return ""
 
 
-def _policy_time(case: Case | None) -> datetime | None:
-    m = _TIME.search(_notes_value(case, POLICY_TIME_NOTE))
+def _policy_time(noted: str) -> datetime | None:
+    m = _TIME.search(noted)
     if m is None:
         return None
     try:
@@ -400,9 +407,8 @@ def _view(traj: Trajectory, case: Case | None, score: Any) -> _View:
         if wrong is not None:
             break
     msgs = [(i, m.role, m.content[:MAX_TEXT], m.calls_before) for i, m in enumerate((traj.messages or [])[:MAX_SCAN])]
-    user_actions = [m.group(1) for n in (case.notes if case is not None else ()) for m in [USER_ACTION_NOTE.match(n)]
-                    if m is not None]
-    return _View(traj, case, _instructions(case), _policy_time(case), user_actions, msgs,
+    notes = _read_notes(tuple(case.notes) if case is not None else ())
+    return _View(traj, case, _instructions(case), notes[1], list(notes[2]), msgs,
                  missing, wrong, bool(expected) and not undone, list(getattr(score, "failures", []) or []))
 
 

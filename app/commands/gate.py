@@ -27,7 +27,8 @@ def gate(
     """Gate a candidate run against a baseline run (CI).
 
     Hallucinated tools and hallucination after error must be zero in the candidate; every other family may not
-    drop by more than its tolerance. Exit 0: passed; 1: regressed; 2: bad input."""
+    drop by more than its tolerance. Exit 0: passed; 1: regressed; 2: bad input; 3: no verdict (more than
+    simulator_share of the flipped cases' failures are blamed on the simulated user)."""
     from app.core.gate import GateConfig, load_gate_config
     from app.core.gate_report import junit as render_junit
     from app.core.gate_report import markdown as render_markdown
@@ -45,9 +46,11 @@ def gate(
     if junit is not None:
         junit.write_text(render_junit(result), encoding="utf-8")
     console = Console(soft_wrap=True)
-    verdict = "passed" if result.passed else "FAILED"
+    verdict = "NO VERDICT" if result.no_verdict else "passed" if result.passed else "FAILED"
     console.print(Text(f"gate {verdict}: {result.baseline.name} -> {result.candidate.name}",
-                       style="bold green" if result.passed else "bold red"))
+                       style="bold yellow" if result.no_verdict else "bold green" if result.passed else "bold red"))
+    if result.simulator_note:
+        console.print(Text(f"  simulator: {result.simulator_note}", style="yellow"))
     for v in result.families:
         style = {"regressed": "red", "blocking": "bold red", "n/a": "dim"}.get(v.status, "")
         console.print(Text(f"  {v.status:9} {v.title}: {v.detail} (allowed: {v.allowed})", style=style))
@@ -60,6 +63,8 @@ def gate(
                            + ", ".join(f"{c.case_id}#{c.trial}" for c in result.blocking_cases[:10])))
     for n, text in result.candidate.causes[:3]:
         console.print(Text(f"  {trajectories(n)} of the candidate: {text}", style="dim"))
+    if result.no_verdict:
+        raise typer.Exit(code=3)
     if not result.passed:
         raise typer.Exit(code=1)
 

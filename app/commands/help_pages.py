@@ -211,7 +211,9 @@ HELP = {
         '\n'
         '  Hallucinated tools and hallucination after error must be zero in the\n'
         '  candidate; every other family may not drop by more than its tolerance. Exit\n'
-        '  0: passed; 1: regressed; 2: bad input.\n'
+        '  0: passed; 1: regressed; 2: bad input; 3: no verdict (more than\n'
+        "  simulator_share of the flipped cases' failures are blamed on the simulated\n"
+        '  user).\n'
         '\n'
         'Options:\n'
         '  --baseline <str>   Baseline run (id or name).  [required]\n'

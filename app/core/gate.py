@@ -19,6 +19,8 @@ lives in ``app.core.gate_report``.
       model_latency_p95: +20%   # optional: the p95 of model request latency
       tool_latency_p95: +20%    # optional: the p95 of tool call latency
     recovery_sources: [injected, tool, schema, unknown_tool]  # the errors F4 counts (default: all of them)
+    simulator_share: 0.10       # above this share of the flipped cases' failures blamed on the
+                                # simulated user, the gate gives no verdict (exit 3, docs/blame.md)
 
 Keys left out keep their default; an unknown key is an error. The blocking
 families take no tolerance. A family measured in the baseline and not in the
@@ -35,12 +37,13 @@ baseline has and the candidate lacks fails as "not measured in candidate".
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from app.core.blame import DEFAULT_SIMULATOR_SHARE, simulator_note
 from app.core.errors import ToolLensError
 from app.core.families import BLOCKING_KEYS, FAMILIES, TOLERATED_KEYS, family_of
 from app.core.scoring import ERROR_SOURCES
@@ -70,6 +73,8 @@ class GateConfig:
     usage: dict[str, float] = field(default_factory=dict)  # cost/latency key -> allowed relative increase
     # what made the faulted call fail, for the F4 families (recovery, hallucination after error): all by default
     recovery_sources: tuple[str, ...] = ERROR_SOURCES
+    # above this share of the flipped cases' failures blamed on the simulated user, no verdict (docs/blame.md)
+    simulator_share: float = DEFAULT_SIMULATOR_SHARE
 
 
 def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
@@ -106,11 +111,16 @@ def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
         else:
             raise GateConfigError(f"{path}: tolerance.{key}: unknown family (known: "
                                   f"{', '.join([*TOLERATED, 'dependency_violations', *USAGE_TOLERATED])})")
+    share = raw.get("simulator_share", DEFAULT_SIMULATOR_SHARE)
+    if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 <= share <= 1:
+        raise GateConfigError(f"{path}: simulator_share: the largest share (0 to 1) of the flipped cases' "
+                              "failures blamed on the simulated user before the gate gives no verdict")
     return GateConfig(tolerance=tolerance, dependency_violations=deps, usage=usage,
-                      recovery_sources=tuple(s for s in ERROR_SOURCES if s in sources))
+                      recovery_sources=tuple(s for s in ERROR_SOURCES if s in sources),
+                      simulator_share=float(share))
 
 
-_TOP_KEYS = frozenset({"tolerance", "recovery_sources"})
+_TOP_KEYS = frozenset({"tolerance", "recovery_sources", "simulator_share"})
 
 
 def recovery_families(by_source: Mapping[str, Mapping[str, Mapping[str, int]]],
@@ -207,10 +217,16 @@ class GateResult:
     regressed_count: int
     shared_cases: int
     notes: list[str]
+    simulator_note: str | None = None  # too many flipped failures blamed on the simulated user: no verdict
 
     @property
     def passed(self) -> bool:
         return all(f.status in ("pass", "n/a") for f in self.families)
+
+    @property
+    def no_verdict(self) -> bool:
+        """The simulated user explains too much of the difference, and nothing blocks: neither better nor worse."""
+        return self.simulator_note is not None and not any(f.status == "blocking" for f in self.families)
 
     @property
     def failed_families(self) -> list[FamilyVerdict]:
@@ -259,8 +275,11 @@ def _recovery_by_source(baseline: RunFigures, candidate: RunFigures, config: Gat
 
 def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfig, *,
                   regressed_cases: Sequence[CaseRef] = (), blocking_cases: Sequence[CaseRef] = (),
-                  regressed_count: int | None = None, shared_cases: int = 0) -> GateResult:
-    """Decide family by family; the cases are reported, the families decide."""
+                  regressed_count: int | None = None, shared_cases: int = 0,
+                  simulator: tuple[int, int] = (0, 0)) -> GateResult:
+    """Decide family by family; the cases are reported, the families decide. ``simulator``: of the
+    flipped cases' failing sides, (blamed on the simulated user, all): above the configured share,
+    the regressions are no verdict and the result says so."""
     verdicts: list[FamilyVerdict] = []
     for fam in BLOCKING:
         b, c = baseline.families[fam], candidate.families[fam]
@@ -309,7 +328,11 @@ def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfi
     if baseline.toolset_version != candidate.toolset_version:
         notes.append(f"toolset version changed: {baseline.toolset_label or baseline.toolset_version[:8]} -> "
                      f"{candidate.toolset_label or candidate.toolset_version[:8]}")
+    note = simulator_note(simulator[0], simulator[1], config.simulator_share)
+    if note is not None:  # a regression the simulator may explain is not called one
+        verdicts = [replace(v, status="no verdict", detail=f"{v.detail}; no verdict: the simulated user")
+                    if v.status == "regressed" else v for v in verdicts]
     return GateResult(baseline=baseline, candidate=candidate, families=verdicts,
                       regressed_cases=list(regressed_cases), blocking_cases=list(blocking_cases),
                       regressed_count=len(regressed_cases) if regressed_count is None else regressed_count,
-                      shared_cases=shared_cases, notes=notes)
+                      shared_cases=shared_cases, notes=notes, simulator_note=note)

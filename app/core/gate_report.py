@@ -52,7 +52,8 @@ def _delta(v: FamilyVerdict) -> str:
     return f"{100 * v.delta:+.1f} pts"
 
 
-_STATUS_MD = {"pass": "✅ pass", "regressed": "❌ regressed", "blocking": "⛔ blocking", "n/a": "➖ n/a"}
+_STATUS_MD = {"pass": "✅ pass", "regressed": "❌ regressed", "blocking": "⛔ blocking", "n/a": "➖ n/a",
+              "no verdict": "⚠️ no verdict"}
 
 
 def _case_row(c: CaseRef) -> str:
@@ -66,7 +67,7 @@ def markdown(result: GateResult, *, families: bool = True) -> str:
     """The summary: verdict, the families table (left out where the caller
     states each family's verdict already), the cases that regressed."""
     b, c = result.baseline, result.candidate
-    verdict = "✅ passed" if result.passed else "❌ failed"
+    verdict = "⚠️ no verdict" if result.no_verdict else "✅ passed" if result.passed else "❌ failed"
     lines = [
         f"## ToolLens gate: {verdict}",
         "",
@@ -83,6 +84,8 @@ def markdown(result: GateResult, *, families: bool = True) -> str:
     for note in result.notes:
         lines.append(f"> {md(note, 400)}")
         lines.append("")
+    if result.simulator_note:
+        lines += [f"> **Simulator:** {md(result.simulator_note, 400)}.", ""]
     if families:
         lines += ["| family | baseline | candidate | change | allowed | result |", "|---|---|---|---|---|---|"]
     for v in result.families if families else ():
@@ -129,14 +132,14 @@ def junit(result: GateResult) -> str:
             n_fail += 1
             el = ET.SubElement(tc, "failure", message=_xml_text(message), type=v.status)
             el.text = _xml_text(message)
-        elif v.status == "n/a":
+        elif v.status in ("n/a", "no verdict"):
             ET.SubElement(tc, "skipped", message=_xml_text(message))
         else:
             ET.SubElement(tc, "system-out").text = _xml_text(message)
     fam.set("tests", str(len(result.families)))
     fam.set("failures", str(n_fail))
     fam.set("errors", "0")
-    fam.set("skipped", str(sum(v.status == "n/a" for v in result.families)))
+    fam.set("skipped", str(sum(v.status in ("n/a", "no verdict") for v in result.families)))
     cases = ET.SubElement(suites, "testsuite", name="toollens.gate.cases")
     n_cases = n_case_fail = n_skip = 0
     listed: list[tuple[CaseRef, str]] = [(x, "blocking") for x in result.blocking_cases[:MAX_LISTED]]

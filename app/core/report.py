@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from operator import add, attrgetter
 from typing import Any
 
+from app.core.blame import BLAMES
 from app.core.divergence import cause_key, cause_text
 from app.core.families import PER_CALL_FAMILIES, RATIO_FAMILIES, RATIO_KEYS, REFERENCE_KEYS, counter_keys
 from app.core.outcome import OUTCOMES
@@ -108,6 +109,8 @@ class Report:
         self.trajectories += 1
         if ts.agent_error is not None:
             self.agent_errors[str(ts.agent_error.get("type") or "")] += 1
+        if ts.blame is not None:  # who failed the conversation (app/core/blame.py)
+            self._counts[f"blame.{ts.blame['blame']}"] += 1
         if ts.user_error:  # the simulated user's fault: listed and counted, never held against the agent
             self._counts["user_errors"] += 1
             if self.keep_cases:
@@ -338,6 +341,9 @@ class Report:
         out["user_errors"] = self.counts["user_errors"]  # conversations the simulated user broke: not scored
         out["agent_errors"] = {k: v for k, v in sorted(self.agent_errors.items(), key=lambda kv: (-kv[1], kv[0])) if v}
         out["with_reference"] = with_reference  # trajectories whose case has expected calls
+        blamed = {b: self.counts[f"blame.{b}"] for b in BLAMES}
+        if any(blamed.values()):  # failed conversations by who failed them (docs/blame.md)
+            out["blame"] = blamed
         out["causes"] = self.causes_json()
         if self.turn_n:
             out["turns"] = self.turns_json()
@@ -377,4 +383,8 @@ def _case_entry(ts: TrajectoryScore) -> dict[str, Any]:
         out["user_error"] = ts.user_error
     if ts.agent_error is not None:
         out["agent_error"] = ts.agent_error
+    if ts.blame is not None:  # who failed it (app/core/blame.py)
+        out["blame"] = ts.blame["blame"]
+        out["blame_evidence"] = ts.blame["evidence"]
+        out["blame_confidence"] = ts.blame["confidence"]
     return out

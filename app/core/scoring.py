@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.alignment import Alignment, align
+from app.core.blame import blame_of
 from app.core.divergence import Divergence, first_divergence
 from app.core.families import PER_CALL_FAMILIES, Failure
 from app.core.grounding import Source, ground
@@ -171,6 +172,7 @@ class TrajectoryScore:
     agent_error: dict[str, Any] | None = None  # what the agent raised: {type, message, traceback}
     fault_source: str | None = None  # what made the faulted call fail: one of ERROR_SOURCES
     divergence: Divergence | None = None  # a failed trajectory's first divergence (app/core/divergence.py)
+    blame: dict[str, Any] | None = None  # a failed conversation's blame (app/core/blame.py)
 
     def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
                  fault_kind: str | None = None, fault_step: int | None = None,
@@ -220,6 +222,7 @@ class TrajectoryScore:
         self.undone_steps = []
         self.fault_source = None
         self.divergence = None
+        self.blame = None
 
     def to_dict(self) -> dict[str, Any]:
         """The per-trajectory detail (what a timeline page shows)."""
@@ -272,6 +275,8 @@ class TrajectoryScore:
             out["agent_error"] = self.agent_error
         if self.divergence is not None:
             out["divergence"] = self.divergence.to_dict()
+        if self.blame is not None:
+            out["blame"] = self.blame
         return out
 
 
@@ -391,6 +396,9 @@ class Scorer:
             ts.agent_error = traj.agent_error.to_dict()
         elif traj.stopped == "agent_error":  # a source that says the agent raised, not what
             ts.agent_error = {"type": UNRECORDED_ERROR, "message": "", "traceback": []}
+        if conversation and not ts.passed:  # who failed: the agent, the simulated user or the task
+            found = blame_of(traj, case, ts)
+            ts.blame = None if found is None else found.to_dict()
         return ts
 
     # -- parts ---------------------------------------------------------------

@@ -15,7 +15,9 @@ the agent's messages' ``usage``, the model from ``info.agent_info.llm``.
 Each task is a case: its expected actions requested by the assistant are
 the expected calls (a ``subset`` reference, as tau-bench's); the actions
 the user is expected to take, the ``nl_assertions`` and the
-``communicate_info`` are kept as the case's ``notes``. A simulation's case is
+``communicate_info`` are kept as the case's ``notes``, with the user's
+instructions (``user instructions: …``) and the policy's current time
+(``policy time: …``), which the blame reads (docs/blame.md). A simulation's case is
 the task it was *graded* on (``reward_info.action_checks``; ``Grading``), and
 the toolset holds every tool an expected action names. Nothing else of
 ``info`` is read: its ``llm_args`` may hold an API key.
@@ -30,6 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from app.core.blame import INSTRUCTIONS_NOTE, POLICY_TIME_NOTE
 from app.core.errors import InvalidTrajectory, SuiteError
 from app.core.records import MAX_NAME
 from app.core.usage import MAX_TOKENS
@@ -39,6 +42,7 @@ from app.importers.toolsets import add_expected_tools, check_tools, resolve_tool
 
 NAME = "tau2"
 _ERROR = re.compile(r"\s*Error(?![A-Za-z])")  # "Error: …", "Error - …"; not "Errors on this line: none"
+_POLICY_TIME = re.compile(r"[Tt]he current time is \d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2})?(?: [A-Z]{2,4})?")
 RESULTS = "results.json"  # the file in a run's folder (current τ²-bench); older ones write NAME.json
 MAX_SIMULATIONS = 100_000
 MAX_NOTE = 2_000
@@ -233,6 +237,9 @@ def task_case(task: Mapping[str, Any], question: str) -> dict[str, Any]:
     for key, label in (("nl_assertions", "assertion"), ("communicate_info", "to communicate")):
         for item in criteria.get(key) or ():
             notes.append(_note(f"{label}: {item if isinstance(item, str) else _json(item)}"))
+    instructions = user_instructions(task)
+    if instructions:
+        notes.append(_note(INSTRUCTIONS_NOTE + instructions))
     case: dict[str, Any] = {"id": cid, "question": question or _scenario(task) or f"τ²-bench task {cid}",
                             "match": "subset", "tags": ["tau2"]}
     if expected is not None:
@@ -240,6 +247,29 @@ def task_case(task: Mapping[str, Any], question: str) -> dict[str, Any]:
     if notes:
         case["notes"] = notes
     return case
+
+
+def user_instructions(task: Mapping[str, Any]) -> str:
+    """The simulated user's instructions as one text (what app/core/blame.py reads):
+    ``known_info``, ``unknown_info``, ``reason_for_call`` and ``task_instructions``."""
+    scenario = task.get("user_scenario")
+    instructions = scenario.get("instructions") if isinstance(scenario, Mapping) else None
+    if isinstance(instructions, str):
+        return instructions
+    if not isinstance(instructions, Mapping):
+        return ""
+    parts = []
+    for key in ("known_info", "unknown_info", "reason_for_call", "task_instructions"):
+        value = instructions.get(key)
+        if isinstance(value, str) and value.strip(" .\n"):
+            parts.append(f"{key}: {' '.join(value.split())}")
+    return " | ".join(parts)
+
+
+def policy_time(text: Any) -> str | None:
+    """The policy's own "current time" sentence, when it states one."""
+    m = _POLICY_TIME.search(text[:20_000]) if isinstance(text, str) else None
+    return m.group(0) if m else None
 
 
 def _scenario(task: Mapping[str, Any]) -> str:
@@ -400,10 +430,13 @@ def convert(path: Path, options: Options) -> Conversion:
                                         questions.get(cid, "")))
     for cid, question in questions.items():  # a simulation whose task the file does not hold: no reference
         cases.setdefault(cid, {"id": cid, "question": question or f"τ²-bench task {cid}", "tags": ["tau2"]})
+    when = policy_time(_info(doc, "environment_info", "policy"))
     for cid, case in cases.items():
         extra = grading.case_notes(cid)
         if extra:
             case["notes"] = [*extra, *case.get("notes", [])]
+        if when:
+            case["notes"] = [*case.get("notes", []), POLICY_TIME_NOTE + when]
     domain = _info(doc, "environment_info", "domain_name")
     name = domain if isinstance(domain, str) and domain.strip() else path.stem
     declared = _tool_defs(_info(doc, "environment_info", "tool_defs"))

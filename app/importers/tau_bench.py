@@ -3,7 +3,9 @@ Lines, of ``{task_id, trial, reward, info: {task: {instruction, actions}},
 traj}``).
 
 Each task becomes a case whose expected calls are the task's actions as a
-``subset`` reference (they list only the state-changing calls); each run
+``subset`` reference (they list only the state-changing calls), its
+instruction kept as a ``user instructions: …`` note and the system prompt's
+current time as ``policy time: …`` (both read by the blame); each run
 keeps its reward, so a trajectory passes when the reward is 1 and pass^k is
 tau-bench's own. ``--tools`` gives the toolset (a schema file with several
 domains picks the one the runs call, or ``--domain``).
@@ -15,11 +17,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from app.core.blame import INSTRUCTIONS_NOTE, POLICY_TIME_NOTE
 from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
 from app.importers.base import Conversion, Converted, Options
 from app.importers.jsonstream import iter_json_values
 from app.importers.openai_messages import messages_to_record
+from app.importers.tau2 import _note, policy_time
 from app.importers.toolsets import add_expected_tools, resolve_toolset
 
 NAME = "tau-bench"
@@ -54,7 +58,7 @@ def _record(value: Any, line: int, source: str) -> dict[str, Any]:
     return data
 
 
-def _case(task_id: Any, task: Mapping[str, Any], question: str) -> dict[str, Any]:
+def _case(task_id: Any, task: Mapping[str, Any], question: str, when: str | None = None) -> dict[str, Any]:
     expected = []
     for action in task.get("actions") or ():
         if isinstance(action, Mapping) and isinstance(action.get("name"), str):
@@ -62,8 +66,21 @@ def _case(task_id: Any, task: Mapping[str, Any], question: str) -> dict[str, Any
             expected.append({"name": action["name"], "arguments": dict(kwargs) if isinstance(kwargs, Mapping) else {}})
     instruction = task.get("instruction")
     text = instruction if isinstance(instruction, str) and instruction.strip() else question
-    return {"id": case_id(task_id), "question": text or f"tau-bench task {task_id}",
-            "expected_calls": expected, "match": "subset", "tags": ["tau-bench"]}
+    case: dict[str, Any] = {"id": case_id(task_id), "question": text or f"tau-bench task {task_id}",
+                            "expected_calls": expected, "match": "subset", "tags": ["tau-bench"]}
+    notes = []
+    if isinstance(instruction, str) and instruction.strip():
+        notes.append(_note(INSTRUCTIONS_NOTE + " ".join(instruction.split())))
+    if when:
+        notes.append(POLICY_TIME_NOTE + when)
+    if notes:
+        case["notes"] = notes
+    return case
+
+
+def _system_time(traj: Any) -> str | None:
+    first = traj[0] if isinstance(traj, list) and traj else None
+    return policy_time(first.get("content")) if isinstance(first, Mapping) and first.get("role") == "system" else None
 
 
 def convert(path: Path, options: Options) -> Conversion:
@@ -90,7 +107,7 @@ def convert(path: Path, options: Options) -> Conversion:
             continue
         called.update(c.name for c in traj.calls)
         if traj.case_id not in cases:
-            cases[traj.case_id] = _case(value["task_id"], _task(value), traj.question)
+            cases[traj.case_id] = _case(value["task_id"], _task(value), traj.question, _system_time(value["traj"]))
     expected = {e["name"] for c in cases.values() for e in c["expected_calls"]}
     toolset, notes = resolve_toolset(options.tools, options.domain, lambda: called | expected, name=path.stem)
     notes.extend(add_expected_tools(toolset, expected))

@@ -8,6 +8,7 @@ from collections import Counter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.blame import DEFAULT_SIMULATOR_SHARE
 from app.core.families import BY_KEY
 from app.core.prices import current_prices
 from app.core.report import FAMILIES
@@ -16,6 +17,7 @@ from app.core.stats import mcnemar_exact, newcombe_interval, wilson_interval
 from app.core.textdiff import word_diff
 from app.core.usage import comparable, usage_deltas
 from app.store.aggregates import compare_usage
+from app.store.blame import flipped_simulator_note
 from app.store.ingest import get_run_row
 from app.store.models import RunCounter, ToolsetVersion
 from app.store.pairing import paired
@@ -106,7 +108,11 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200,
         for change in changes:  # each changed description beside the cells of its tool that moved
             change.cells = [d for d in diff if d.delta and d.expected not in (d.called, EXTRA) and d.called != MISSING
                             and change.name in (d.expected, d.called)]
+    # the failing side of each flipped case: blamed on the simulated user, the difference may be the simulator's
+    n_user, _, note = flipped_simulator_note(
+        session, [f.b_trajectory if f.a_passed else f.a_trajectory for f in flipped], DEFAULT_SIMULATOR_SHARE)
     return ComparisonPublic(
+        simulator_note=note, flipped_blamed_on_user=n_user,
         a=a, b=b, families=families, shared_cases=shared, flipped=flipped, flipped_count=only_a + only_b,
         mcnemar=McNemarPublic(passed_only_a=only_a, passed_only_b=only_b, p_value=mcnemar_exact(only_a, only_b)),
         confusion_diff=diff, tools=tools, description_changes=changes, turns=_turns(session, a_id, b_id),

@@ -271,7 +271,8 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
          "fault": (detail or {}).get("fault"), "outcome": outcome,
          **{k: detail[k] for k in _CASE_EXTRAS if (detail or {}).get(k)},
          **({"failures_by_turn": _failures_by_turn(detail["turns"])} if isinstance((detail or {}).get("turns"), list)
-            else {})}
+            else {}),
+         **_blame_keys(detail)}
         for cid, trial, passed, failures, _step, _kind, outcome, detail in rows
     ]
     data["cases_total"] = data["trajectories"]
@@ -279,6 +280,14 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
 
 
 _CASE_EXTRAS = ("fault_not_reached", "user_error", "agent_error")
+
+
+def _blame_keys(detail: Any) -> dict[str, Any]:
+    """A stored failed conversation's blame, as ``score --json`` puts it on its case."""
+    b = detail.get("blame") if isinstance(detail, dict) else None
+    if not isinstance(b, dict) or not isinstance(b.get("blame"), str):
+        return {}
+    return {"blame": b["blame"], "blame_evidence": b.get("evidence"), "blame_confidence": b.get("confidence")}
 
 
 def _failures_by_turn(turns: list[Any]) -> dict[str, list[str]]:
@@ -331,18 +340,24 @@ def _summary(t: TrajectoryRow) -> TrajectorySummary:
         "injected": t.fault_kind is not None,
         **({"source": src} if isinstance(src := ((t.detail or {}).get("fault") or {}).get("source"), str) else {}),
     }
+    blame = (t.detail or {}).get("blame") if not t.passed else None
+    blame = blame if isinstance(blame, dict) else {}
     return TrajectorySummary(id=t.id, run_id=t.run_id, case_id=t.case_id, trial=t.trial, fault=fault,
                              outcome=t.outcome, passed=t.passed, failures=list(t.failures), n_calls=t.n_calls,
-                             reward=t.reward, total_tokens=t.total_tokens, agent_error=_agent_error(t.detail))
+                             reward=t.reward, total_tokens=t.total_tokens, agent_error=_agent_error(t.detail),
+                             blame=blame.get("blame") if isinstance(blame.get("blame"), str) else None,
+                             blame_confidence=blame.get("confidence")
+                             if isinstance(blame.get("confidence"), (int, float)) else None)
 
 
 def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,
                       called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
                       passed: bool | None = None, case_id: str | None = None, cause: str | None = None,
-                      limit: int = 50, offset: int = 0) -> TrajectoriesPublic:
+                      blame: str | None = None, limit: int = 50, offset: int = 0) -> TrajectoriesPublic:
     """A page of a run's trajectories, filtered by failure name, confusion
     cell (``expected`` and/or ``called``), fault kind, outcome, pass/fail,
-    cause (the key of a failed trajectory's first divergence)."""
+    cause (the key of a failed trajectory's first divergence), blame (agent,
+    user or task: who failed the conversation)."""
     get_run_row(session, run_id)
     failure, expected, called, fault_kind, outcome, case_id, cause = (  # an empty filter is no filter
         x or None for x in (failure, expected, called, fault_kind, outcome, case_id, cause))
@@ -359,6 +374,9 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
             TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "cause", TrajectoryTag.value == cause)
         q = q.where(TrajectoryRow.id.in_(caused))
         index_only.append(caused)
+    if blame:  # who failed it (app/store/blame.py)
+        from app.store.blame import blamed_ids
+        q = q.where(TrajectoryRow.id.in_(blamed_ids(session, run_id, blame)))
     if called == MISSING:
         missing = select(TrajectoryTag.trajectory_id).where(TrajectoryTag.run_id == run_id,
                                                             TrajectoryTag.kind == "missing")
@@ -385,9 +403,9 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
     if case_id:
         q = q.where(TrajectoryRow.case_id == case_id)
     total = None
-    if all(x is None for x in (expected, called, fault_kind, case_id, cause)):
+    if all(x is None for x in (expected, called, fault_kind, case_id, cause, blame or None)):
         total = counted(session, run_id, failure=failure, outcome=outcome, passed=passed)
-    if len(index_only) == 1 and all(x is None for x in (fault_kind, outcome, passed, case_id)):
+    if len(index_only) == 1 and all(x is None for x in (fault_kind, outcome, passed, case_id, blame or None)):
         q = index_only[0].distinct()
     if total is None:
         total = session.scalar(select(func.count()).select_from(q.subquery())) or 0

@@ -150,6 +150,8 @@ def score_batch(scorer: TrajectoryScorer, trajectories: Sequence[Trajectory]) ->
         tag_rows.extend((tid, 0, "failure", f) for f in ts.failures)
         if ts.divergence is not None and not ts.user_error:
             tag_rows.append((tid, 0, "cause", ts.divergence.key))
+        if ts.blame is not None:  # who failed the conversation: the run page's filter (app/store/blame.py)
+            tag_rows.append((tid, 0, "blame", ts.blame["blame"]))
         missing = sorted({e for e, c in ts.confusion if c == "(missing)"})
         tag_rows.extend((tid, 0, "missing", m) for m in missing)
     keys = [(t.case_id, t.trial, fault_key(t)) for t in trajectories]

@@ -81,6 +81,8 @@ class TrajectorySummary(BaseModel):
     reward: float | None = None
     total_tokens: int | None = None  # what its model requests reported (None: nothing)
     agent_error: dict[str, Any] | None = None  # what the agent raised: {type, message, traceback} (last frames)
+    blame: str | None = None  # a failed conversation's: agent, user or task (app/core/blame.py)
+    blame_confidence: float | None = None
 
 
 class TrajectoriesPublic(BaseModel):
@@ -213,6 +215,8 @@ class ComparisonPublic(BaseModel):
     description_changes: list[DescriptionChange] = Field(default_factory=list)
     turns: list[TurnDelta] = Field(default_factory=list)  # per user turn, when either run holds conversations
     usage: list[UsageDelta] = Field(default_factory=list)  # cost and latency, B against A (absent: no data)
+    simulator_note: str | None = None  # too many flipped failures blamed on the simulated user: no verdict
+    flipped_blamed_on_user: int = 0  # of the listed flipped cases, failing sides blamed on the simulated user
 
 
 class ToolsetVersionPublic(BaseModel):

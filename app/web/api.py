@@ -16,6 +16,7 @@ from app.core.suite_check import validate_suite_document
 from app.store import compare as comparing
 from app.store import ingest, queries
 from app.store import lint as linting
+from app.store.blame import BlameFigures, blame_figures
 from app.store.db import session_scope
 from app.store.lint import LintPublic, RunLintPublic, VersionsDiffPublic
 from app.store.views import (
@@ -31,7 +32,7 @@ from app.store.views import (
     TrajectoryPairPublic,
     TrajectoryPublic,
 )
-from app.web.deps import Id, Limit, Offset, ReadSession, RunId, RunRef, TrajectoryId, Writer, WriteSession
+from app.web.deps import BlameFilter, Id, Limit, Offset, ReadSession, RunId, RunRef, TrajectoryId, Writer, WriteSession
 from app.web.limits import OffLoopJSON
 from app.web.schemas import ErrorBody, RunCreate, TrajectoryBatch
 
@@ -136,12 +137,20 @@ def export_jsonl(run_id: RunId, request: Request) -> StreamingResponse:
 def list_trajectories(
     run_id: RunId, session: ReadSession, failure: str | None = None, expected: str | None = None,
     called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
-    passed: bool | None = None, case_id: str | None = None, cause: str | None = None, limit: Limit = 50,
-    offset: Offset = 0,
+    passed: bool | None = None, case_id: str | None = None, cause: str | None = None,
+    blame: BlameFilter = None, limit: Limit = 50, offset: Offset = 0,
 ) -> TrajectoriesPublic:
     return queries.list_trajectories(session, run_id, failure=failure, expected=expected, called=called,
                                      fault_kind=fault_kind, outcome=outcome, passed=passed, case_id=case_id,
-                                     cause=cause, limit=limit, offset=offset)
+                                     cause=cause, blame=blame, limit=limit, offset=offset)
+
+
+@router.get("/runs/{run_id}/blame")
+def run_blame(run_id: RunId, session: ReadSession) -> BlameFigures:
+    """The run's failed conversations by blame (agent, simulated user, task) and its pass rate with and
+    without the user- and task-blamed ones (docs/blame.md)."""
+    run = queries.get_run(session, run_id)
+    return blame_figures(session, run_id, scored=run.scored, passed=run.passed)
 
 
 @router.get("/trajectories/{trajectory_id}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import secrets
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs
 
 from fastapi import Depends, Header, HTTPException, Path, Query, Request
@@ -48,6 +48,7 @@ ReadSession = Annotated[Session, Depends(read_session)]
 WriteSession = Annotated[Session, Depends(write_session)]
 Writer = Depends(require_token)
 Limit = Annotated[int, Query(ge=1, le=queries.MAX_PAGE)]
+BlameFilter = Annotated[Literal["agent", "user", "task"] | None, Query(description="who failed the conversation")]
 Offset = Annotated[int, Query(ge=0, le=10**9)]
 MAX_ID = 2**31 - 1
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="run id")]

@@ -141,7 +141,8 @@ def test_tasks_become_cases_with_expected_calls_and_notes(tmp_path: Path) -> Non
     assert cases["t1"]["expected_calls"] == [{"name": "get_line", "arguments": {"line_id": "L1"}}]
     assert cases["t1"]["match"] == "subset"
     assert cases["t1"]["notes"] == ["the user is expected to call toggle_roaming() on their own device",
-                                    "assertion: Agent tells the user roaming is on", "to communicate: L1"]
+                                    "assertion: Agent tells the user roaming is on", "to communicate: L1",
+                                    "user instructions: reason_for_call: slow data"]  # what the blame reads
     assert cases["t1"]["question"] == "My data is slow. I am John, 555-0101."
     assert cases["t2"]["expected_calls"] == [{"name": "send_payment_request", "arguments": {"bill_id": "B1"}}]
     assert conversion.suite["toolset"]["label"] == "inferred from the traces"
@@ -234,7 +235,8 @@ def test_the_trajectory_page_shows_the_case_notes_escaped(db_url: str, tmp_path:
         rows = client.get(f"/api/runs/{run['id']}/trajectories").json()["data"]
         pages = {t["case_id"]: client.get(f"/trajectories/{t['id']}").text for t in rows}
     t1, t2 = pages["t1"], pages["t2"]
-    assert 'id="case-notes"' in t1 and 'id="case-notes"' not in t2  # t2's task has nothing left to note
+    assert 'id="case-notes"' in t1
+    assert "<li>user instructions: pay</li>" in t2  # t2's task has only the user's instructions to note
     for note in ("the user is expected to call toggle_roaming() on their own device",
                  "assertion: Agent tells the user roaming is on", "to communicate: L1"):
         assert f"<li>{note}</li>" in t1

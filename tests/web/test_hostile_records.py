@@ -26,7 +26,7 @@ def _get_urls(client: TestClient, ids: dict[str, int]) -> dict[str, list[str]]:
     (toolset,) = client.get("/api/toolsets").json()
     name, version = toolset["name"], toolset["versions"][0]["hash"]
     a, b = trajectories[0], trajectories[-1]
-    per_run = ["", "/trajectories", "/figures", "/confusion", "/lint", "/trajectories.jsonl", "/health"]
+    per_run = ["", "/trajectories", "/figures", "/confusion", "/lint", "/trajectories.jsonl", "/health", "/blame"]
     urls: dict[str, list[str]] = {
         "/api/health": ["/api/health"],
         "/api/runs": ["/api/runs", "/api/runs?model=ma%00b%EF%BF%BDc%EF%BF%BD", "/api/runs?suite=%00"],

@@ -98,6 +98,8 @@ def pass_head(c: ComparisonPublic) -> PassHead:
     delta = None if not ra.den or not rb.den else rb.num / rb.den - ra.num / ra.den
     interval = newcombe_interval(ra.num, ra.den, rb.num, rb.den)
     verdict, tone = mcnemar_verdict(c.mcnemar, c.shared_cases)
+    if c.simulator_note:  # the simulated user explains too much of the difference: no better, no worse
+        verdict, tone = f"no verdict: {c.simulator_note}", "muted"
     return PassHead(a, b, signed(delta), "" if interval is None else f"{signed(interval[0])} to {signed(interval[1])}",
                     verdict, tone)
 

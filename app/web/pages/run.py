@@ -13,11 +13,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
+from app.core.blame import BLAMES
 from app.core.families import BY_KEY, RATIO_FAMILIES, Failure, Family
 from app.core.outcome import OUTCOMES, REACTIONS
 from app.core.textdiff import word_diff
 from app.store import labels, queries
 from app.store import lint as linting
+from app.store.blame import BlameFigures, blame_figures
 from app.store.fix import run_pair_proposals
 from app.store.views import (
     CausePublic,
@@ -260,6 +262,8 @@ class RunPage:
     causes: list[Cause] = field(default_factory=list)
     turns: list[TurnRow] = field(default_factory=list)  # per user turn (quiet stretches folded), conversations only
     rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
+    blame: BlameFigures | None = None  # failed conversations by who failed them (docs/blame.md)
+    blame_names: tuple[str, ...] = BLAMES
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     failure_names: tuple[str, ...] = FAILURE_NAMES
     order: Family = BY_KEY["dependency_violations"]  # F5, a list of pairs: its own card
@@ -294,8 +298,8 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
     trajs = queries.list_trajectories(
         session, run_id, failure=filters.get("failure") or None, expected=filters.get("expected") or None,
         called=filters.get("called") or None, fault_kind=filters.get("fault_kind") or None,
-        outcome=filters.get("outcome") or None, passed=passed, cause=filters.get("cause") or None, limit=limit,
-        offset=offset)
+        outcome=filters.get("outcome") or None, passed=passed, cause=filters.get("cause") or None,
+        blame=filters.get("blame") or None, limit=limit, offset=offset)
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
     pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
     lint = linting.run_lint(session, run_id)
@@ -326,15 +330,17 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         pager=pager(trajs.count, trajs.limit, trajs.offset, page_url),
         lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),
         rewrites=pair_rewrites(run.name, pair_edits),
+        blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
     )
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run(request: Request, run_id: RunId, session: ReadSession, failure: str = "", expected: str = "",
         called: str = "", fault_kind: str = "", outcome: str = "", passed: str = "", cause: str = "",
-        limit: Limit = 50, offset: Offset = 0) -> HTMLResponse:
+        blame: str = "", limit: Limit = 50, offset: Offset = 0) -> HTMLResponse:
+    blame = blame if blame in BLAMES else ""
     filters = {k: v for k, v in {"failure": failure, "expected": expected, "called": called,
                                  "fault_kind": fault_kind, "outcome": outcome, "passed": passed,
-                                 "cause": cause}.items() if v}
+                                 "cause": cause, "blame": blame}.items() if v}
     page = run_page(session, run_id, filters=filters, limit=limit, offset=offset, cache=request.app.state.figures)
     return render(request, "run.html", page=page)

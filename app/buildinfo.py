@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 APP_DIR = Path(__file__).resolve().parent
-PACKAGES = ("app.core", "app.store", "app.importers")  # where setup.py compiles modules
+PACKAGES = ("app.core", "app.store", "app.importers", "app.otlp")  # where setup.py compiles modules
 
 
 def pure_python_requested() -> bool:

@@ -19,14 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-# name -> (convert's --from, the file under the data folder, more convert options; DATA/ names a shared file)
-REAL: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "tau-bench-airline": ("tau-bench", "tau_bench_gpt-4o_airline_tasks00-24.json",
-                          ("--tools", "DATA/tau_bench_tool_schemas_airline_retail.json")),
-    "tau2-telecom": ("tau2", "tau2/gpt-4o_telecom_pr17.json", ()),
-    "tau2-airline": ("tau2", "tau2/claude-sonnet-4-6_airline_ironforge.json", ()),
-    "tau2-retail": ("tau2", "tau2/toolorchestra_retail_gpt-4.1-mini.json", ()),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_verdicts import REAL as EVERY_REAL_FILE  # bench/ is not a package
+
+# the files with conversations a blame reads (real_verdicts.REAL names every real file)
+REAL = {name: EVERY_REAL_FILE[name] for name in ("tau-bench-airline", "tau2-telecom", "tau2-airline", "tau2-retail")}
 
 
 def dump(data: Path, out: Path) -> None:

@@ -109,6 +109,9 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         if len(causes) > top:
             t.caption = f"… and {len(causes) - top} more causes (--top N or --json)"
         console.print(t)
+    if data.get("causes_missing"):  # a run stored before causes were kept: reads never count them
+        console.print(Text(f"{data['causes_missing']} failed trajectories have no cause: the run was stored before "
+                           "ToolLens kept causes; `toollens db backfill` counts them", style="yellow"))
 
     if data.get("turns"):
         _turns_table(console, data["turns"])

@@ -1,4 +1,4 @@
-"""The store's commands: ``db upgrade``, ``import`` (a file into a run, scored on the way) and
+"""The store's commands: ``db upgrade``, ``db backfill``, ``import`` (a file into a run, scored on the way) and
 ``export`` (a run back as trajectory records)."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ IMPORT_GROUP_BY_HELP = (f"{', '.join(taking('group_by'))}: one trajectory per va
 
 
 def register(cli: typer.Typer) -> None:
-    db_cli = typer.Typer(help="The database: schema migrations.", no_args_is_help=True)
+    db_cli = typer.Typer(help="The database: schema migrations, and what older runs lack.", no_args_is_help=True)
     db_cli.command("upgrade")(db_upgrade)
+    db_cli.command("backfill")(db_backfill)
     cli.add_typer(db_cli, name="db")
     cli.command("import")(import_)
     cli.command("export")(export)
@@ -39,6 +40,35 @@ def db_upgrade(db: DbOption = None) -> None:
         detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
         raise fail(f"cannot upgrade the database {shown}: {detail[0] if detail else type(exc).__name__}") from None
     Console(stderr=True, soft_wrap=True).print(Text(f"database at head: {shown}"))
+
+
+def db_backfill(
+    run: Annotated[str | None, typer.Option(help="Only this run (id or name); default: every run.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Compute and keep what runs stored by an older ToolLens lack: the causes of their failed
+    trajectories, and a finished run's comparison aggregates. Pages and read commands never do."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from app.store.backfill import backfill
+    from app.store.db import make_sessionmaker
+    from app.store.importer import open_store
+
+    engine = open_store(read_settings(db))
+    try:
+        done = backfill(make_sessionmaker(engine), run)
+    finally:
+        engine.dispose()
+    console = Console(stderr=True, soft_wrap=True)
+    for b in done:
+        what = [f"{b.causes} causes counted"] if b.causes else []
+        what += ["comparison aggregates kept"] if b.aggregates else []
+        what += [f"pairing with run {b.paired_with} kept"] if b.paired_with is not None else []
+        if what:
+            console.print(Text(f"run {b.run_id} ({b.name}): {', '.join(what)}"))
+    changed = sum(1 for b in done if b.causes or b.aggregates or b.paired_with is not None)
+    console.print(Text(f"{changed} of {len(done)} runs backfilled; the others had what they need"))
 
 
 def import_(

@@ -37,3 +37,13 @@ class Busy(StoreError):
     def __init__(self, message: str, *, retry_after: int = 30) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class NeedsBackfill(Conflict):
+    """A run stored by an older ToolLens lacks what the request reads (its failed trajectories'
+    causes): ``toollens db backfill`` computes and keeps it (409). Reads never compute it."""
+
+    def __init__(self, run: str, missing: int) -> None:
+        super().__init__(f"run {run!r} was stored before ToolLens kept causes ({missing} failed trajectories have "
+                         f"none): run `toollens db backfill --run {run}` first")
+        self.run, self.missing = run, missing

@@ -19,9 +19,10 @@ from app.core.fix import CallFact, Proposal, TrajectoryFact, pair_proposals, pro
 from app.core.stats import mcnemar_exact
 from app.core.suite import Suite
 from app.store.compare import compare_runs
+from app.store.errors import NeedsBackfill
 from app.store.ingest import find_run, get_run_row, suite_document, suite_for_run
 from app.store.models import CallRow, Run, RunCounter, TrajectoryRow, TrajectoryTag
-from app.store.queries import run_report
+from app.store.queries import run_report, uncaused
 from app.store.views import ComparisonPublic
 
 MAX_FAILED = 2000  # failed trajectories read (the first, in storage order): a run page computes them too
@@ -167,7 +168,9 @@ def _failed(session: Session, run_id: int) -> list[TrajectoryFact]:
 def run_fix(session: Session, ref: str | int) -> RunFix:
     """The proposals a stored run (id or name) calls for."""
     run = get_run_row(session, ref) if isinstance(ref, int) else find_run(session, ref)
-    run_report(session, run.id)  # a run stored before causes were kept gets them here (its cause tags are read)
+    missing = uncaused(run_report(session, run.id))  # its cause tags are read: a run stored before they were
+    if missing:  # kept has none, and `toollens db backfill` gives them (a read never does)
+        raise NeedsBackfill(run.name, missing)
     suite = suite_for_run(session, run)
     document = suite_document(session, run.suite_id)
     failed = _failed(session, run.id)

@@ -60,15 +60,17 @@ def paired(session: Session, a_id: int, b_id: int, a_count: int, b_count: int, l
     return joined(session, a_id, b_id, limit)
 
 
-def keep_with_previous(session: Session, run_id: int) -> int | None:
+def keep_with_previous(session: Session, run_id: int, *, before: bool = False) -> int | None:
     """Keep the pairing of a run being finished with the run of its suite finished last before it,
-    both ways (in the caller's transaction); returns that run's id (None: there is none)."""
+    both ways (in the caller's transaction); returns that run's id (None: there is none). ``before``:
+    only runs finished before this one's ``finished_at`` (a run finished long ago, backfilled)."""
     run = session.get(Run, run_id)
     if run is None:
         return None
-    previous = session.scalar(select(Run.id).where(Run.suite_id == run.suite_id, Run.id != run_id,
-                                                   Run.status == "finished")
-                              .order_by(Run.finished_at.desc(), Run.id.desc()).limit(1))
+    q = select(Run.id).where(Run.suite_id == run.suite_id, Run.id != run_id, Run.status == "finished")
+    if before and run.finished_at is not None:
+        q = q.where((Run.finished_at < run.finished_at) | ((Run.finished_at == run.finished_at) & (Run.id < run_id)))
+    previous = session.scalar(q.order_by(Run.finished_at.desc(), Run.id.desc()).limit(1))
     if previous is None:
         return None
     counts = {rid: run_trajectory_count(session, rid) for rid in (previous, run_id)}

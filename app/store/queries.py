@@ -41,18 +41,32 @@ MAX_PAGE = 500
 
 
 def run_report(session: Session, run_id: int) -> Report:
-    """The run's report from its counters; a run stored before causes were kept gets them here, once."""
+    """The run's report from its counters, as stored: a read, never a write. A run stored before
+    causes were kept has failed trajectories without one (``uncaused``): ``toollens db backfill``
+    counts them."""
     rows = session.execute(
         select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value).where(
             RunCounter.run_id == run_id
         )
     )
-    report = Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows)
-    from app.store import backfill  # it reads trajectories back through this module
+    return Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows)
 
-    if backfill.causes_missing(report):
-        report.causes = backfill.backfill_causes(session, run_id)
-    return report
+
+def uncaused(report: Report) -> int:
+    """How many failed trajectories of the run the report counts have no cause: 0 for a run
+    stored since causes were kept (each failed one gets its own as it is stored)."""
+    failed = sum(n - passed for n, passed in report.trials.values())
+    return max(0, failed - sum(report.causes.values()))
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The report's figures (``Report.to_json``); a run that needs ``toollens db backfill``
+    adds ``causes_missing``: its failed trajectories without a cause."""
+    data = report.to_json()
+    missing = uncaused(report)
+    if missing:
+        data["causes_missing"] = missing
+    return data
 
 
 def _family_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, int]]:
@@ -210,7 +224,7 @@ def run_summary(session: Session, run_id: int, prices: PriceTable, *, usage: Usa
     the report from its counters and the ``usage`` figures. With ``usage`` (an
     earlier tally of this run, which is changed) only the trajectories stored
     since are read; the tally comes back when asked (``keep_usage``) or given."""
-    data = run_report(session, run_id).to_json()
+    data = report_json(run_report(session, run_id))
     data.pop("cases", None)
     so_far = usage_so_far(session, run_id, usage)
     data["usage"] = so_far.tally.to_json(prices)
@@ -258,7 +272,7 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
     ``summary`` is the report without its cases (and with its ``usage``), when the caller has it."""
     get_run_row(session, run_id)
     if summary is None:
-        summary = {**run_report(session, run_id).to_json(), "usage": run_usage(session, run_id, prices)}
+        summary = {**report_json(run_report(session, run_id)), "usage": run_usage(session, run_id, prices)}
     data = dict(summary)
     page = _id_page(select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id), int(data["trajectories"]),
                     cases_limit, cases_offset)

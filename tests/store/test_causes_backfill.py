@@ -1,8 +1,9 @@
 """A run stored before ToolLens kept first divergences (no cause counters, no
-cause tags, no ``detail.divergence``) gets its causes on its first read, over
-real HTTP on both databases, equal to those of a freshly stored copy (the real
-tau-bench gpt-4o airline run: 100 trajectories, 69 failed); kept, so later
-reads count nothing again; and two first reads at once count each failed
+cause tags, no ``detail.divergence``): its pages say it needs ``toollens db
+backfill`` and write nothing (reads never write), over real HTTP on both
+databases; the command gives it the causes of a freshly stored copy (the real
+tau-bench gpt-4o airline run: 100 trajectories, 69 failed), kept, so a second
+run of it counts nothing again; and two backfills at once count each failed
 trajectory once."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from app.cli import cli as toollens
 from app.settings import Settings
 from app.store import backfill, queries
 from app.store.db import make_engine, make_sessionmaker, session_scope
+from app.store.errors import NeedsBackfill
 from app.store.models import RunCounter, TrajectoryRow, TrajectoryTag
 from app.web.app import create_app
 from tests.resources import DATA, shared_data
@@ -66,66 +68,65 @@ def _causes(base: str, run_id: int) -> list[dict[str, Any]]:
     return list(httpx.get(f"{base}/api/runs/{run_id}/figures", params={"cases_limit": 1}).json()["causes"])
 
 
+def _backfill(db_url: str, *args: str) -> str:
+    r = runner.invoke(toollens, ["db", "backfill", *args, "--db", db_url])
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
 @shared_data(TAU, SCHEMAS)
-def test_an_old_run_gets_the_causes_of_a_fresh_copy_on_its_first_read(db_url: str) -> None:
+def test_an_old_run_says_it_needs_the_backfill_which_gives_it_the_causes_of_a_fresh_copy(db_url: str) -> None:
     _import(db_url, "old")
     _import(db_url, "fresh")
     _make_old(db_url, OLD)
     assert _stored(db_url, OLD) == (0, 0, 0) and _stored(db_url, FRESH) == (69, 69, 69)
     with serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as base:
-        page = httpx.get(f"{base}/runs/{OLD}", headers={"accept": "text/html"}).text  # the first read: the page
-        assert "15</b> failed trajectories: update_reservation_flights never called with the expected values" in page
-        assert "No cause counted" not in page
+        page = httpx.get(f"{base}/runs/{OLD}", headers={"accept": "text/html"}).text  # a read: it counts nothing
+        assert "<b>69</b> failed trajectories have no cause counted" in page
+        assert "<code>toollens db backfill --run old</code>" in page
+        figures = httpx.get(f"{base}/api/runs/{OLD}/figures", params={"cases_limit": 1}).json()
+        assert figures["causes"] == [] and figures["causes_missing"] == 69
+        assert "causes_missing" not in httpx.get(f"{base}/api/runs/{FRESH}/figures").json()
         fresh = _causes(base, FRESH)
         assert sum(c["count"] for c in fresh) == 69
+    assert _stored(db_url, OLD) == (0, 0, 0)
+    assert "run 1 (old): 69 causes counted" in _backfill(db_url, "--run", "old")
+    assert _stored(db_url, OLD) == (69, 69, 69)
+    with serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as base:  # a new process
         assert _causes(base, OLD) == fresh  # every cause, count, text and filter key
+        page = httpx.get(f"{base}/runs/{OLD}", headers={"accept": "text/html"}).text
+        assert "15</b> failed trajectories: update_reservation_flights never called with the expected values" in page
+        assert "no cause counted" not in page and "No cause counted" not in page
         for c in fresh[:3]:  # each link lists exactly its trajectories, and their page names the divergence
             listed = httpx.get(f"{base}/api/runs/{OLD}/trajectories", params={**c["filter"], "limit": 500}).json()
             assert listed["count"] == c["count"]
             one = httpx.get(f"{base}/api/trajectories/{listed['data'][0]['id']}").json()
             assert one["detail"]["divergence"]["key"] == c["filter"]["cause"]
-    assert _stored(db_url, OLD) == (69, 69, 69)
-    with serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as base:  # a new process
-        assert _causes(base, OLD) == fresh
-        httpx.get(f"{base}/runs/{OLD}", headers={"accept": "text/html"})
+    assert "0 of 2 runs backfilled" in _backfill(db_url)
     assert _stored(db_url, OLD) == (69, 69, 69)  # kept: nothing counted again
 
 
 @shared_data(TAU, SCHEMAS)
-def test_two_first_reads_at_once_count_each_failed_trajectory_once(db_url: str,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_backfills_at_once_count_each_failed_trajectory_once(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _import(db_url, "old")
     _make_old(db_url, OLD)
-    monkeypatch.setattr(backfill, "CHUNK", 7)  # ten chunks each: the two readers interleave
+    monkeypatch.setattr(backfill, "CHUNK", 7)  # ten chunks each: the two backfills interleave
     engine = make_engine(db_url)
     factory = make_sessionmaker(engine)
     start = threading.Barrier(2)
     got: list[int] = []
 
-    def read() -> None:
-        with session_scope(factory) as s:
-            start.wait()
-            got.append(sum(queries.run_report(s, OLD).causes.values()))
+    def run() -> None:
+        start.wait()
+        got.append(sum(backfill.backfill_causes(factory, OLD).values()))
 
-    readers = [threading.Thread(target=read) for _ in range(2)]
-    for r in readers:
-        r.start()
-    for r in readers:
-        r.join(60)
+    both = [threading.Thread(target=run) for _ in range(2)]
+    for t in both:
+        t.start()
+    for t in both:
+        t.join(60)
     engine.dispose()
     assert got == [69, 69]
-    assert _stored(db_url, OLD) == (69, 69, 69)
-    # and two servers (two figures caches) asked at once over HTTP, after the run is made old again
-    _make_old(db_url, OLD)
-    with serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as a, \
-            serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as b:
-        answers: list[list[dict[str, Any]]] = []
-        both = [threading.Thread(target=lambda u=u: answers.append(_causes(u, OLD))) for u in (a, b)]
-        for t in both:
-            t.start()
-        for t in both:
-            t.join(60)
-    assert len(answers) == 2 and answers[0] == answers[1] and sum(c["count"] for c in answers[0]) == 69
     assert _stored(db_url, OLD) == (69, 69, 69)
 
 
@@ -141,6 +142,7 @@ def test_a_trajectory_stored_as_failed_keeps_its_verdict_when_rescoring_finds_no
         counter = s.scalars(select(RunCounter).where(RunCounter.run_id == OLD, RunCounter.kind == "passes",
                                                      RunCounter.a == t.case_id)).one()
         counter.value -= 1
+    backfill.backfill_causes(make_sessionmaker(engine), OLD)
     with session_scope(make_sessionmaker(engine)) as s:
         causes = queries.run_causes(s, OLD)
     engine.dispose()
@@ -150,8 +152,8 @@ def test_a_trajectory_stored_as_failed_keeps_its_verdict_when_rescoring_finds_no
     assert _stored(db_url, OLD) == (70, 70, 70)
 
 
-def test_fix_on_an_old_run_explains_what_it_explains_on_a_fresh_one(db_url: str) -> None:
-    """`toollens fix` reads each failed trajectory's cause tag: an old run gets them first."""
+def test_fix_on_an_old_run_asks_for_the_backfill_then_explains_what_it_explains_on_a_fresh_one(db_url: str) -> None:
+    """`toollens fix` reads each failed trajectory's cause tag: on an old run it says to backfill first."""
     from app.runner.session import RunRequest, run_agent
     from app.store.fix import run_fix
 
@@ -163,6 +165,11 @@ def test_fix_on_an_old_run_explains_what_it_explains_on_a_fresh_one(db_url: str)
         fresh = [(p.tool, p.where, p.explains) for p in run_fix(s, "v1").proposals]
     _make_old(db_url, 1)
     assert _stored(db_url, 1)[0] == 0
+    with session_scope(make_sessionmaker(engine)) as s, pytest.raises(NeedsBackfill) as refused:
+        run_fix(s, "v1")
+    assert "run `toollens db backfill --run v1` first" in str(refused.value)
+    assert _stored(db_url, 1)[0] == 0  # nothing written by the refused read
+    _backfill(db_url, "--run", "1")
     with session_scope(make_sessionmaker(engine)) as s:
         old = [(p.tool, p.where, p.explains) for p in run_fix(s, "v1").proposals]
     engine.dispose()

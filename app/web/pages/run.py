@@ -263,6 +263,7 @@ class RunPage:
     turns: list[TurnRow] = field(default_factory=list)  # per user turn (quiet stretches folded), conversations only
     rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
     blame: BlameFigures | None = None  # failed conversations by who failed them (docs/blame.md)
+    causes_missing: int = 0  # failed trajectories without a cause: a run that needs `toollens db backfill`
     blame_names: tuple[str, ...] = BLAMES
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     failure_names: tuple[str, ...] = FAILURE_NAMES
@@ -280,6 +281,11 @@ class RunPage:
     def fix_command(self) -> str:
         """The command that proposes the edits this run's failures call for (named on the first screen)."""
         return f"toollens fix {shlex.quote(self.run.name)}"
+
+    @property
+    def backfill_command(self) -> str:
+        """The command that counts the causes of a run stored before they were kept."""
+        return f"toollens db backfill --run {shlex.quote(self.run.name)}"
 
     @property
     def rated(self) -> bool:
@@ -331,6 +337,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),
         rewrites=pair_rewrites(run.name, pair_edits),
         blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
+        causes_missing=int(figs.get("causes_missing") or 0),
     )
 
 

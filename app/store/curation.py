@@ -15,22 +15,19 @@ from app.core.families import FAMILY_FAILURE, Failure
 from app.core.records import Trajectory, parse_record
 from app.core.suite import Suite, parse_suite
 from app.store import suites
-from app.store.errors import NotFound
 from app.store.ingest import digest, ensure_toolset_version, find_run, get_run_row, get_suite_row, suite_for_run
-from app.store.models import CallRow, Run, SuiteRow, TrajectoryRow
-from app.store.queries import MAX_PAGE, list_trajectories, trajectory_record
+from app.store.models import Run, SuiteRow, TrajectoryRow
+from app.store.queries import MAX_PAGE, StoredTrajectory, list_trajectories, load_trajectory, trajectory_record
 from app.store.views import SuitePublic
 
 MAX_SUITES = 500
 
 
-def stored_trajectory(session: Session, trajectory_id: int) -> tuple[TrajectoryRow, Trajectory]:
-    """A stored trajectory as the core reads it."""
-    t = session.get(TrajectoryRow, trajectory_id)
-    if t is None:
-        raise NotFound(f"no trajectory {trajectory_id}")
-    calls = list(session.scalars(select(CallRow).where(CallRow.trajectory_id == t.id).order_by(CallRow.idx)))
-    return t, parse_record(trajectory_record(t, calls))
+def stored_trajectory(session: Session, trajectory_id: int,
+                      loaded: StoredTrajectory | None = None) -> tuple[TrajectoryRow, Trajectory]:
+    """A stored trajectory as the core reads it (``loaded``: its row and calls, when the caller has them)."""
+    got = loaded if loaded is not None and loaded.row.id == trajectory_id else load_trajectory(session, trajectory_id)
+    return got.row, parse_record(trajectory_record(got.row, got.calls))
 
 
 def suite_public(row: SuiteRow, runs: int = 0) -> SuitePublic:

@@ -99,17 +99,17 @@ def create_run(session: Session, *, name: str, suite_row: SuiteRow, agent: str =
     return run
 
 
-_Row = TypeVar("_Row", Run, SuiteRow)
+_Row = TypeVar("_Row", Run, SuiteRow, ToolsetVersion, TrajectoryRow)
 
 
 def get_run_row(session: Session, run_id: int) -> Run:
     run = session.get(Run, run_id)
     if run is None:
         raise NotFound(f"no run {run_id}")
-    return _held(session, run)
+    return hold(session, run)
 
 
-def _held(session: Session, row: _Row) -> _Row:
+def hold(session: Session, row: _Row) -> _Row:
     """``row`` kept for the session's life: its identity map holds objects weakly, so the run page's
     helpers, each asking for the run (or its suite) by id, read the row again (8 reads of one run, a
     round trip each on PostgreSQL). The attributes still expire as the session says."""
@@ -132,7 +132,7 @@ def get_suite_row(session: Session, suite_id: int) -> SuiteRow:
     row = session.get(SuiteRow, suite_id)
     if row is None:
         raise NotFound(f"no suite {suite_id}")
-    return _held(session, row)
+    return hold(session, row)
 
 
 def suite_document(session: Session, suite_id: int) -> dict[str, Any]:
@@ -148,7 +148,7 @@ def suite_for_run(session: Session, run: Run) -> Suite:
     """The run's suite, parsed once per content (parsing checks every schema)."""
     row = session.get(SuiteRow, run.suite_id)
     assert row is not None
-    _held(session, row)
+    hold(session, row)
     key = (row.name, row.hash)
     suite = _PARSED.get(key)
     if suite is None:

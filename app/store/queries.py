@@ -18,7 +18,7 @@ from app.core.report import FAMILIES, Report, pass_hat_k
 from app.core.scoring import EXTRA, MISSING, UNRECORDED_ERROR
 from app.core.usage import ModelCall, UsageTally, totals_by_model, trajectory_usage
 from app.store.errors import NotFound
-from app.store.ingest import find_run, get_run_row, suite_for_run
+from app.store.ingest import get_run_row, hold, suite_for_run
 from app.store.models import CallRow, Run, RunCounter, SuiteRow, ToolsetVersion, TrajectoryRow, TrajectoryTag
 from app.store.views import (
     CallPublic,
@@ -156,11 +156,34 @@ def list_runs(session: Session, *, suite: str | None = None, model: str | None =
                       count=total, limit=limit, offset=offset)
 
 
-def get_run(session: Session, run_ref: int | str, *, prices: PriceTable | None = None) -> RunPublic:
-    run = get_run_row(session, run_ref) if isinstance(run_ref, int) else find_run(session, run_ref)
-    row = session.execute(_runs_query().where(Run.id == run.id)).one()
-    return _public(row[0], row[1], row[2], _family_counts(session, [run.id])[run.id],
+def resolve_run(session: Session, run_ref: int | str) -> Run:
+    """The run (by id, or a string: by id, else by name) read once with its suite and toolset
+    version, all three held for the session: what later asks for them by id reads no row again
+    (``ingest.get_run_row``, ``suite_for_run``). NotFound for an unknown run."""
+    if isinstance(run_ref, str) and not (run_ref.isdigit() and len(run_ref) < 19):
+        where = Run.name == run_ref
+    else:
+        where = Run.id == int(run_ref)
+    row = session.execute(_runs_query().where(where).order_by(Run.id).limit(1)).one_or_none()
+    if row is None and isinstance(run_ref, str) and run_ref.isdigit():  # a name made of digits
+        row = session.execute(_runs_query().where(Run.name == run_ref).order_by(Run.id).limit(1)).one_or_none()
+    if row is None:
+        raise NotFound(f"no run {run_ref!r}" if isinstance(run_ref, str) else f"no run {run_ref}")
+    for held in row:
+        hold(session, held)
+    return row[0]
+
+
+def run_public(session: Session, run: Run, *, prices: PriceTable | None = None) -> RunPublic:
+    """A resolved run (``resolve_run``) with its figures from its counters."""
+    suite, version = session.get(SuiteRow, run.suite_id), session.get(ToolsetVersion, run.toolset_version_id)
+    assert suite is not None and version is not None
+    return _public(run, suite, version, _family_counts(session, [run.id])[run.id],
                    _usage_counts(session, [run.id])[run.id], prices, _pass_tallies(session, [run.id])[run.id])
+
+
+def get_run(session: Session, run_ref: int | str, *, prices: PriceTable | None = None) -> RunPublic:
+    return run_public(session, resolve_run(session, run_ref), prices=prices)
 
 
 def _json(value: Any) -> Any:
@@ -443,10 +466,10 @@ def _id_page(ids: Select[Any], total: int, limit: int, offset: int) -> Select[An
 MAX_NOTES, MAX_NOTE_CHARS = 50, 2_000  # what a page shows of a case's notes
 
 
-def case_notes(session: Session, run_id: int, case_id: str) -> list[str]:
+def case_notes(session: Session, run: Run, case_id: str) -> list[str]:
     """The notes the run's suite gives this case (texts for people: what an importer kept of
     the source's checks that ToolLens does not make), bounded for a page."""
-    case = suite_for_run(session, get_run_row(session, run_id)).case(case_id)
+    case = suite_for_run(session, run).case(case_id)
     return [n[:MAX_NOTE_CHARS] for n in case.notes[:MAX_NOTES]] if case is not None else []
 
 
@@ -475,11 +498,32 @@ def _call_public(c: CallRow) -> CallPublic:
     )
 
 
-def get_trajectory(session: Session, trajectory_id: int, *, prices: PriceTable | None = None) -> TrajectoryPublic:
+@dataclass(frozen=True)
+class StoredTrajectory:
+    """A trajectory's row and its calls in order, read once for a page (``load_trajectory``)."""
+
+    row: TrajectoryRow
+    calls: list[CallRow]
+
+
+def load_trajectory(session: Session, trajectory_id: int) -> StoredTrajectory:
+    """The trajectory's row (held for the session) and its calls; NotFound for an unknown one."""
     t = session.get(TrajectoryRow, trajectory_id)
     if t is None:
         raise NotFound(f"no trajectory {trajectory_id}")
-    calls = session.scalars(select(CallRow).where(CallRow.trajectory_id == t.id).order_by(CallRow.idx)).all()
+    hold(session, t)
+    return StoredTrajectory(t, list(session.scalars(select(CallRow).where(CallRow.trajectory_id == t.id)
+                                                    .order_by(CallRow.idx))))
+
+
+def get_trajectory(session: Session, trajectory_id: int, *, prices: PriceTable | None = None) -> TrajectoryPublic:
+    return trajectory_public(session, load_trajectory(session, trajectory_id), prices=prices)
+
+
+def trajectory_public(session: Session, stored: StoredTrajectory, *,
+                      prices: PriceTable | None = None) -> TrajectoryPublic:
+    """A loaded trajectory as the API and the page read it, with its case's expected calls."""
+    t, calls = stored.row, stored.calls
     run = get_run_row(session, t.run_id)
     case = suite_for_run(session, run).case(t.case_id)
     expected = None if case is None or case.expected_calls is None else [
@@ -517,9 +561,12 @@ def _exported_call(c: CallRow) -> dict[str, Any]:
     return out
 
 
-def export_records(session: Session, run_id: int, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:
-    """The run's trajectories back as trajectory records (docs/formats.md), in storage order."""
-    get_run_row(session, run_id)
+def export_records(session: Session, run_id: int, *, chunk: int = 1000,
+                   checked: bool = False) -> Iterator[dict[str, Any]]:
+    """The run's trajectories back as trajectory records (docs/formats.md), in storage order
+    (``checked``: the caller found the run already; otherwise an unknown one is NotFound)."""
+    if not checked:
+        get_run_row(session, run_id)
     last = 0
     while True:
         trajs = session.scalars(select(TrajectoryRow).where(TrajectoryRow.run_id == run_id,

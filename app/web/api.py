@@ -32,7 +32,19 @@ from app.store.views import (
     TrajectoryPairPublic,
     TrajectoryPublic,
 )
-from app.web.deps import BlameFilter, Id, Limit, Offset, ReadSession, RunId, RunRef, TrajectoryId, Writer, WriteSession
+from app.web.deps import (
+    BlameFilter,
+    Id,
+    Limit,
+    Offset,
+    ReadSession,
+    ResolvedRun,
+    RunId,
+    RunRef,
+    TrajectoryId,
+    Writer,
+    WriteSession,
+)
 from app.web.limits import OffLoopJSON
 from app.web.schemas import ErrorBody, RunCreate, TrajectoryBatch
 
@@ -72,9 +84,8 @@ def list_runs(session: ReadSession, suite: str | None = None, model: str | None 
 
 
 @router.get("/runs/{run_id}")
-def get_run(run_id: RunId, session: ReadSession) -> RunPublic:
-    ingest.get_run_row(session, run_id)
-    return queries.get_run(session, run_id)
+def get_run(run: ResolvedRun, session: ReadSession) -> RunPublic:
+    return queries.run_public(session, run)
 
 
 @router.post("/runs/{run_id}/trajectories", dependencies=[Writer])
@@ -100,22 +111,22 @@ def finish_run(run_id: RunId, session: WriteSession) -> RunPublic:
 
 
 @router.get("/runs/{run_id}/figures")
-def figures(run_id: RunId, request: Request, session: ReadSession, cases_limit: Limit = 100,
+def figures(run: ResolvedRun, request: Request, session: ReadSession, cases_limit: Limit = 100,
             cases_offset: Offset = 0) -> FiguresPublic:
     """The run's figures in the shape of ``toollens score --json``."""
     return FiguresPublic.model_validate(
-        request.app.state.figures.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset))
+        request.app.state.figures.figures(session, run.id, cases_limit=cases_limit, cases_offset=cases_offset))
 
 
 @router.get("/runs/{run_id}/confusion")
-def confusion(run_id: RunId, session: ReadSession) -> ConfusionPublic:
-    return queries.confusion(session, run_id)
+def confusion(run: ResolvedRun, session: ReadSession) -> ConfusionPublic:
+    return queries.confusion(session, run.id)
 
 
 @router.get("/runs/{run_id}/lint")
-def run_lint(run_id: RunId, session: ReadSession) -> RunLintPublic:
+def run_lint(run: ResolvedRun, session: ReadSession) -> RunLintPublic:
     """The run's lint findings beside the confusion cells (both directions) and schema errors they explain."""
-    return linting.run_lint(session, run_id)
+    return linting.run_lint(session, run.id)
 
 
 @router.get("/runs/{run_id}/trajectories.jsonl", response_class=StreamingResponse,
@@ -123,11 +134,11 @@ def run_lint(run_id: RunId, session: ReadSession) -> RunLintPublic:
 def export_jsonl(run_id: RunId, request: Request) -> StreamingResponse:
     """The run back as trajectory records (docs/formats.md), streamed."""
     with session_scope(request.app.state.sessions) as session:
-        ingest.get_run_row(session, run_id)
+        queries.resolve_run(session, run_id)  # an unknown run: 404 before the stream starts
 
     def lines() -> Iterator[bytes]:
         with session_scope(request.app.state.sessions) as s:
-            for rec in queries.export_records(s, run_id):
+            for rec in queries.export_records(s, run_id, checked=True):
                 yield (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
 
     return StreamingResponse(lines(), media_type="application/x-ndjson")
@@ -135,22 +146,22 @@ def export_jsonl(run_id: RunId, request: Request) -> StreamingResponse:
 
 @router.get("/runs/{run_id}/trajectories")
 def list_trajectories(
-    run_id: RunId, session: ReadSession, failure: str | None = None, expected: str | None = None,
+    run: ResolvedRun, session: ReadSession, failure: str | None = None, expected: str | None = None,
     called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
     passed: bool | None = None, case_id: str | None = None, cause: str | None = None,
     blame: BlameFilter = None, limit: Limit = 50, offset: Offset = 0,
 ) -> TrajectoriesPublic:
-    return queries.list_trajectories(session, run_id, failure=failure, expected=expected, called=called,
+    return queries.list_trajectories(session, run.id, failure=failure, expected=expected, called=called,
                                      fault_kind=fault_kind, outcome=outcome, passed=passed, case_id=case_id,
                                      cause=cause, blame=blame, limit=limit, offset=offset)
 
 
 @router.get("/runs/{run_id}/blame")
-def run_blame(run_id: RunId, session: ReadSession) -> BlameFigures:
+def run_blame(run: ResolvedRun, session: ReadSession) -> BlameFigures:
     """The run's failed conversations by blame (agent, simulated user, task) and its pass rate with and
     without the user- and task-blamed ones (docs/blame.md)."""
-    run = queries.get_run(session, run_id)
-    return blame_figures(session, run_id, scored=run.scored, passed=run.passed)
+    public = queries.run_public(session, run)
+    return blame_figures(session, run.id, scored=public.scored, passed=public.passed)
 
 
 @router.get("/trajectories/{trajectory_id}")

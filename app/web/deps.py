@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.store import queries
 from app.store.db import session_scope
+from app.store.models import Run
 from app.web.limits import same_origin
 
 
@@ -52,6 +53,16 @@ BlameFilter = Annotated[Literal["agent", "user", "task"] | None, Query(descripti
 Offset = Annotated[int, Query(ge=0, le=10**9)]
 MAX_ID = 2**31 - 1
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="run id")]
+
+
+def resolved_run(run_id: RunId, session: ReadSession) -> Run:
+    """The request's run (``/runs/{run_id}``), read once with its suite and toolset version and
+    held by the request's session: what the route then asks of it by id reads no row again.
+    An unknown run is a 404 before the route runs."""
+    return queries.resolve_run(session, run_id)
+
+
+ResolvedRun = Annotated[Run, Depends(resolved_run)]
 TrajectoryId = Annotated[int, Path(ge=1, le=MAX_ID, description="trajectory id")]
 RunRef = Annotated[int, Query(ge=1, le=MAX_ID, description="run id")]
 Id = Annotated[int, Query(ge=1, le=MAX_ID)]

@@ -13,7 +13,7 @@ from app.core.records import clean_text
 from app.store import labels
 from app.store.views import LabelPublic, LabelsPublic, RunHealthPublic
 from app.web.api import ERRORS
-from app.web.deps import ReadSession, RunId, TrajectoryId, Writer, WriteSession
+from app.web.deps import ReadSession, ResolvedRun, TrajectoryId, Writer, WriteSession
 from app.web.limits import OffLoopJSON
 
 router = APIRouter(responses=ERRORS, route_class=OffLoopJSON)
@@ -48,6 +48,6 @@ def post_label(trajectory_id: TrajectoryId, body: LabelCreate, session: WriteSes
 
 
 @router.get("/api/runs/{run_id}/health")
-def run_health(run_id: RunId, session: ReadSession) -> RunHealthPublic:
+def run_health(run: ResolvedRun, session: ReadSession) -> RunHealthPublic:
     """Agreement of the outcome raters (rate, Cohen's kappa) and infrastructure errors."""
-    return labels.run_health(session, run_id)
+    return labels.run_health(session, run.id)

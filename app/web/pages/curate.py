@@ -17,6 +17,7 @@ from app.core.records import MAX_DEPTH, clean_text, clean_value
 from app.store import curation, ingest
 from app.store.errors import NotFound
 from app.store.models import SuiteRow
+from app.store.queries import StoredTrajectory
 from app.store.views import SuitePublic
 
 RULES = ("exact", "ignore", "number", "date", "set")  # what the form offers per argument
@@ -55,8 +56,9 @@ class CurateForm:
     rules: tuple[str, ...] = RULES
 
 
-def curate_form(session: Session, trajectory_id: int) -> CurateForm:
-    t, traj = curation.stored_trajectory(session, trajectory_id)
+def curate_form(session: Session, trajectory_id: int, stored: StoredTrajectory | None = None) -> CurateForm:
+    """The form for a trajectory (``stored``: as the page loaded it, read again otherwise)."""
+    t, traj = curation.stored_trajectory(session, trajectory_id, stored)
     run = ingest.get_run_row(session, t.run_id)
     d = curate.draft(traj, ingest.suite_for_run(session, run).toolset)
     own = ingest.get_suite_row(session, run.suite_id).name

@@ -21,6 +21,7 @@ from app.store import labels, queries
 from app.store import lint as linting
 from app.store.blame import BlameFigures, blame_figures
 from app.store.fix import run_pair_proposals
+from app.store.models import Run
 from app.store.views import (
     CausePublic,
     ConfusionPublic,
@@ -32,7 +33,7 @@ from app.store.views import (
     TurnFigures,
 )
 from app.web import figures
-from app.web.deps import Limit, Offset, ReadSession, RunId, render
+from app.web.deps import Limit, Offset, ReadSession, ResolvedRun, render
 from app.web.figures import Figure, Heatmap
 from app.web.pages.pager import Pager, pager
 from app.web.pages.runs import blocking
@@ -293,9 +294,13 @@ class RunPage:
         return any(a.n for a in self.health.agreement)
 
 
-def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: int, offset: int,
+def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], limit: int, offset: int,
              cache: Any = None) -> RunPage:
-    run = queries.get_run(session, run_id)
+    """The run page's context, for a run resolved once (``deps.ResolvedRun``; an id is resolved here)."""
+    if isinstance(resolved, int):
+        resolved = queries.resolve_run(session, resolved)
+    run_id = resolved.id
+    run = queries.run_public(session, resolved)
     figs = (cache.figures(session, run_id, cases_limit=1) if cache is not None
             else queries.figures(session, run_id, cases_limit=1))
     f = FiguresPublic.model_validate(figs)
@@ -342,12 +347,12 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run(request: Request, run_id: RunId, session: ReadSession, failure: str = "", expected: str = "",
+def run(request: Request, resolved: ResolvedRun, session: ReadSession, failure: str = "", expected: str = "",
         called: str = "", fault_kind: str = "", outcome: str = "", passed: str = "", cause: str = "",
         blame: str = "", limit: Limit = 50, offset: Offset = 0) -> HTMLResponse:
     blame = blame if blame in BLAMES else ""
     filters = {k: v for k, v in {"failure": failure, "expected": expected, "called": called,
                                  "fault_kind": fault_kind, "outcome": outcome, "passed": passed,
                                  "cause": cause, "blame": blame}.items() if v}
-    page = run_page(session, run_id, filters=filters, limit=limit, offset=offset, cache=request.app.state.figures)
+    page = run_page(session, resolved, filters=filters, limit=limit, offset=offset, cache=request.app.state.figures)
     return render(request, "run.html", page=page)

@@ -125,19 +125,22 @@ class TrajectoryPage:
 
 def trajectory_page(session: Session, trajectory_id: int, *, token_required: bool, label_error: str = "",
                     curate: CurateForm | None = None, added: Added | None = None) -> TrajectoryPage:
-    t = queries.get_trajectory(session, trajectory_id)
+    """The trajectory page's context: the trajectory and its calls loaded once, its run resolved once."""
+    stored = queries.load_trajectory(session, trajectory_id)
+    run = queries.resolve_run(session, stored.row.run_id)
+    t = queries.trajectory_public(session, stored)
     before, after = queries.failing_neighbours(session, t.run_id, t.id)
     rows = timeline(t)
     found = t.detail.get("user_error")
     return TrajectoryPage(
-        t=t, run=queries.get_run(session, t.run_id), rows=rows, evidence=Evidence.of(t.detail.get("outcome_evidence")
-                                                                                     or {}),
+        t=t, run=queries.run_public(session, run), rows=rows,
+        evidence=Evidence.of(t.detail.get("outcome_evidence") or {}),
         labels=labels.labels_public(session, trajectory_id),
-        curate=curate if curate is not None else curate_form(session, trajectory_id),
+        curate=curate if curate is not None else curate_form(session, trajectory_id, stored),
         token_required=token_required, label_error=label_error, added=added, previous_failing=before,
         next_failing=after, groups=turn_groups(t, rows), why=why(t),
         user_errors=[UserError(u.get("kind", ""), u.get("detail", "")) for u in found if isinstance(u, dict)]
-        if isinstance(found, list) else [], notes=queries.case_notes(session, t.run_id, t.case_id))
+        if isinstance(found, list) else [], notes=queries.case_notes(session, run, t.case_id))
 
 
 def show(request: Request, session: Session, trajectory_id: int, *, status_code: int = 200,

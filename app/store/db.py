@@ -77,7 +77,11 @@ def make_engine(url: str, **kw: Any) -> Engine:
             dbapi_conn.isolation_level = None  # let SQLAlchemy's BEGIN below drive transactions
             cur = dbapi_conn.cursor()
             cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")  # takes effect only while the file is empty
-            cur.execute("PRAGMA journal_mode=WAL")
+            try:
+                cur.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError as exc:  # a read-only file (``mode=ro``) keeps its journal mode:
+                if "readonly" not in str(exc):  # it is only read
+                    raise
             cur.execute(f"PRAGMA busy_timeout={wait}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA synchronous=NORMAL")

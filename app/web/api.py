@@ -85,7 +85,7 @@ def list_runs(session: ReadSession, suite: str | None = None, model: str | None 
 
 @router.get("/runs/{run_id}")
 def get_run(run: ResolvedRun, session: ReadSession) -> RunPublic:
-    return queries.run_public(session, run)
+    return queries.run_public(session, run.row)
 
 
 @router.post("/runs/{run_id}/trajectories", dependencies=[Writer])
@@ -115,18 +115,18 @@ def figures(run: ResolvedRun, request: Request, session: ReadSession, cases_limi
             cases_offset: Offset = 0) -> FiguresPublic:
     """The run's figures in the shape of ``toollens score --json``."""
     return FiguresPublic.model_validate(
-        request.app.state.figures.figures(session, run.id, cases_limit=cases_limit, cases_offset=cases_offset))
+        request.app.state.figures.figures(session, run.row.id, cases_limit=cases_limit, cases_offset=cases_offset))
 
 
 @router.get("/runs/{run_id}/confusion")
 def confusion(run: ResolvedRun, session: ReadSession) -> ConfusionPublic:
-    return queries.confusion(session, run.id)
+    return queries.confusion(session, run.row.id)
 
 
 @router.get("/runs/{run_id}/lint")
 def run_lint(run: ResolvedRun, session: ReadSession) -> RunLintPublic:
     """The run's lint findings beside the confusion cells (both directions) and schema errors they explain."""
-    return linting.run_lint(session, run.id)
+    return linting.run_lint(session, run.row.id)
 
 
 @router.get("/runs/{run_id}/trajectories.jsonl", response_class=StreamingResponse,
@@ -151,7 +151,7 @@ def list_trajectories(
     passed: bool | None = None, case_id: str | None = None, cause: str | None = None,
     blame: BlameFilter = None, limit: Limit = 50, offset: Offset = 0,
 ) -> TrajectoriesPublic:
-    return queries.list_trajectories(session, run.id, failure=failure, expected=expected, called=called,
+    return queries.list_trajectories(session, run.row.id, failure=failure, expected=expected, called=called,
                                      fault_kind=fault_kind, outcome=outcome, passed=passed, case_id=case_id,
                                      cause=cause, blame=blame, limit=limit, offset=offset)
 
@@ -160,8 +160,8 @@ def list_trajectories(
 def run_blame(run: ResolvedRun, session: ReadSession) -> BlameFigures:
     """The run's failed conversations by blame (agent, simulated user, task) and its pass rate with and
     without the user- and task-blamed ones (docs/blame.md)."""
-    public = queries.run_public(session, run)
-    return blame_figures(session, run.id, scored=public.scored, passed=public.passed)
+    public = queries.run_public(session, run.row)
+    return blame_figures(session, run.row.id, scored=public.scored, passed=public.passed)
 
 
 @router.get("/trajectories/{trajectory_id}")

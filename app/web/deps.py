@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import secrets
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs
 
@@ -55,14 +56,29 @@ MAX_ID = 2**31 - 1
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="run id")]
 
 
-def resolved_run(run_id: RunId, session: ReadSession) -> Run:
-    """The request's run (``/runs/{run_id}``), read once with its suite and toolset version and
-    held by the request's session: what the route then asks of it by id reads no row again.
-    An unknown run is a 404 before the route runs."""
-    return queries.resolve_run(session, run_id)
+@dataclass
+class RequestRun:
+    """The request's run (``/runs/{run_id}``): ``row`` reads it once, with its suite and toolset
+    version, held by the request's session, so that what the route then asks of it by id reads no
+    row again. Read on first use, in the route: a bad parameter is a 422 before an unknown run's 404."""
+
+    session: Session
+    id: int
+    _row: Run | None = None
+
+    @property
+    def row(self) -> Run:
+        """The run (NotFound, a 404, for an unknown one)."""
+        if self._row is None:
+            self._row = queries.resolve_run(self.session, self.id)
+        return self._row
 
 
-ResolvedRun = Annotated[Run, Depends(resolved_run)]
+def request_run(run_id: RunId, session: ReadSession) -> RequestRun:
+    return RequestRun(session, run_id)
+
+
+ResolvedRun = Annotated[RequestRun, Depends(request_run)]
 TrajectoryId = Annotated[int, Path(ge=1, le=MAX_ID, description="trajectory id")]
 RunRef = Annotated[int, Query(ge=1, le=MAX_ID, description="run id")]
 Id = Annotated[int, Query(ge=1, le=MAX_ID)]

@@ -50,4 +50,4 @@ def post_label(trajectory_id: TrajectoryId, body: LabelCreate, session: WriteSes
 @router.get("/api/runs/{run_id}/health")
 def run_health(run: ResolvedRun, session: ReadSession) -> RunHealthPublic:
     """Agreement of the outcome raters (rate, Cohen's kappa) and infrastructure errors."""
-    return labels.run_health(session, run.id)
+    return labels.run_health(session, run.row.id)

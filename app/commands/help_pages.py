@@ -27,7 +27,7 @@ HELP = {
         "  judge      Classify each faulted trajectory's outcome with an LLM...\n"
         "  curate     Write a run's trajectories as suite cases that reproduce...\n"
         '  fix        Propose the description edits a run calls for, ranked by the...\n'
-        '  db         The database: schema migrations.\n'
+        '  db         The database: schema migrations, and what older runs lack.\n'
         '  toolset    Toolset versions: descriptions as versioned code.\n'
     ),
     'convert': (
@@ -94,13 +94,27 @@ HELP = {
     'db': (
         'Usage: toollens db [OPTIONS] COMMAND [ARGS]...\n'
         '\n'
-        '  The database: schema migrations.\n'
+        '  The database: schema migrations, and what older runs lack.\n'
         '\n'
         'Options:\n'
         '  --help  Show this message and exit.\n'
         '\n'
         'Commands:\n'
-        '  upgrade  Apply the migrations to the database.\n'
+        '  upgrade   Apply the migrations to the database.\n'
+        '  backfill  Compute and keep what runs stored by an older ToolLens lack:...\n'
+    ),
+    'db backfill': (
+        'Usage: toollens db backfill [OPTIONS]\n'
+        '\n'
+        '  Compute and keep what runs stored by an older ToolLens lack: the causes of\n'
+        "  their failed trajectories, and a finished run's comparison aggregates. Pages\n"
+        '  and read commands never do.\n'
+        '\n'
+        'Options:\n'
+        '  --run <str>  Only this run (id or name); default: every run.\n'
+        "  --db <str>   A SQLite file's path or a database URL (default:\n"
+        '               TOOLLENS_DATABASE_URL or ./toollens.db).\n'
+        '  --help       Show this message and exit.\n'
     ),
     'db upgrade': (
         'Usage: toollens db upgrade [OPTIONS]\n'

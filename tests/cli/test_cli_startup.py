@@ -85,7 +85,8 @@ def test_help_is_printed_without_typer_and_the_rest_goes_through_it() -> None:
 def test_the_help_rendered_in_advance_is_typers() -> None:
     pages = help_text.render_all()
     assert pages == help_text.HELP, "a command or its help changed: python -m app.commands.help_text"
-    assert len(pages) == 21 and pages["db upgrade"].startswith("Usage: toollens db upgrade")
+    assert len(pages) == 22 and pages["db upgrade"].startswith("Usage: toollens db upgrade")
+    assert pages["db backfill"].startswith("Usage: toollens db backfill")
     assert help_text.ROOT_HELP == pages[""] == help_text.render()
 
 

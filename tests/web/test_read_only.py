@@ -41,9 +41,10 @@ class Served:
     url: str  # the database as the app opens it: read-only
     pair: tuple[int, int]  # one case's trajectories in runs OLD and NEW
     conversation: int  # a trajectory of the conversation run
+    failed_old: int  # a failed trajectory of run OLD
 
 
-def _store(db_url: str) -> tuple[int, int]:
+def _store(db_url: str) -> tuple[tuple[int, int], int, int]:
     """Three runs: two imported through the API (the first made old), one recorded with the simulated user."""
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
         for version in ("v1", "v2"):
@@ -66,17 +67,18 @@ def _store(db_url: str) -> tuple[int, int]:
                         .order_by(TrajectoryRow.id)).all()
         pair = next((old[case], tid) for case, tid in new if case in old)
         conversation = s.scalar(select(TrajectoryRow.id).where(TrajectoryRow.run_id == CONVERSATIONS).limit(1))
+        failed = s.scalar(select(TrajectoryRow.id).where(TrajectoryRow.run_id == OLD, ~TrajectoryRow.passed).limit(1))
     engine.dispose()
-    assert conversation is not None
-    return pair, conversation
+    assert conversation is not None and failed is not None
+    return pair, conversation, failed
 
 
 @pytest.fixture()
 def served(db_url: str, tmp_path: Path) -> Iterator[Served]:
-    pair, conversation = _store(db_url)
+    pair, conversation, failed = _store(db_url)
     if not db_url.startswith("sqlite"):
         yield Served(db_url.replace("?options=", "?options=-cdefault_transaction_read_only%3Don%20"), pair,
-                     conversation)
+                     conversation, failed)
         return
     folder = tmp_path / "read-only"
     folder.mkdir()
@@ -89,7 +91,7 @@ def served(db_url: str, tmp_path: Path) -> Iterator[Served]:
     folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     try:
-        yield Served(f"sqlite:///file:{path}?mode=ro&uri=true", pair, conversation)
+        yield Served(f"sqlite:///file:{path}?mode=ro&uri=true", pair, conversation, failed)
         assert hashlib.sha256(path.read_bytes()).hexdigest() == before
         assert sorted(p.name for p in folder.iterdir()) == ["toollens.db"]
     finally:
@@ -176,6 +178,9 @@ def test_every_get_route_answers_over_a_database_it_cannot_write(served: Served)
         assert "<code>toollens db backfill --run v1</code>" in page
         assert c.get(f"/api/runs/{OLD}/figures").json()["causes_missing"] == 23
         assert "causes_missing" not in c.get(f"/api/runs/{NEW}/figures").json()
+        page = c.get(f"/trajectories/{served.failed_old}", headers=HTML).text
+        assert "No first divergence stored" in page and "<code>toollens db backfill --run v1</code>" in page
+        assert "No first divergence stored" not in c.get(f"/trajectories/{served.pair[1]}", headers=HTML).text
         for url in ("/runs/999", "/api/runs/999/figures", "/trajectories/99999", "/api/trajectories/99999"):
             assert c.get(url, headers=HTML).status_code == 404, url  # the documented answer for an unknown id
         assert seen.writes() == []

@@ -6,6 +6,7 @@ body on the event loop and do their database work in the threadpool."""
 from __future__ import annotations
 
 import secrets
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -114,6 +115,7 @@ class TrajectoryPage:
     why: list[list[Segment]] = field(default_factory=list)  # the first divergence and the outcome, in words
     user_errors: list[UserError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # the case's, from the suite: what the source checks
+    backfill_command: str = ""  # a failed trajectory of a run stored before causes were kept: what finds its cause
 
     @property
     def state_declared(self) -> bool:
@@ -132,6 +134,10 @@ def trajectory_page(session: Session, trajectory_id: int, *, token_required: boo
     before, after = queries.failing_neighbours(session, t.run_id, t.id)
     rows = timeline(t)
     found = t.detail.get("user_error")
+    backfill = ""
+    if not t.passed and not isinstance(t.detail.get("divergence"), dict) and not found \
+            and queries.uncaused(queries.run_report(session, run.id)):
+        backfill = f"toollens db backfill --run {shlex.quote(run.name)}"
     return TrajectoryPage(
         t=t, run=queries.run_public(session, run), rows=rows,
         evidence=Evidence.of(t.detail.get("outcome_evidence") or {}),
@@ -140,7 +146,8 @@ def trajectory_page(session: Session, trajectory_id: int, *, token_required: boo
         token_required=token_required, label_error=label_error, added=added, previous_failing=before,
         next_failing=after, groups=turn_groups(t, rows), why=why(t),
         user_errors=[UserError(u.get("kind", ""), u.get("detail", "")) for u in found if isinstance(u, dict)]
-        if isinstance(found, list) else [], notes=queries.case_notes(session, run, t.case_id))
+        if isinstance(found, list) else [], notes=queries.case_notes(session, run, t.case_id),
+        backfill_command=backfill)
 
 
 def show(request: Request, session: Session, trajectory_id: int, *, status_code: int = 200,

@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import delete, select, update
 
 from app.settings import Settings
+from app.store import backfill, ingest
 from app.store import compare as comparing
-from app.store import ingest
 from app.store.db import session_scope
 from app.store.models import RunAggregate, RunPairing
 from app.web.app import create_app
@@ -104,3 +104,29 @@ def test_a_deleted_run_takes_its_aggregates(client: TestClient) -> None:
     with session_scope(sessions) as s:
         assert s.scalars(select(RunAggregate.run_id)).all() == [b]
         assert s.scalars(select(RunPairing.a_id)).all() == []
+
+
+def test_a_run_finished_before_aggregates_were_kept_gets_them_from_the_backfill(client: TestClient) -> None:
+    """Pages never write them (a comparison without them reads the trajectories, and stores nothing);
+    ``toollens db backfill`` keeps the same rows finishing the runs kept, and only once."""
+    a, b = _runs(client)
+    sessions = client.app.state.sessions  # type: ignore[attr-defined]
+
+    def rows() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+        with session_scope(sessions) as s:
+            return ([(r.run_id, r.trajectories, r.usage) for r in s.scalars(select(RunAggregate)
+                                                                              .order_by(RunAggregate.run_id))],
+                    [(p.a_id, p.b_id, p.a_trajectories, p.b_trajectories, p.shared, p.only_a, p.only_b, p.flipped)
+                     for p in s.scalars(select(RunPairing).order_by(RunPairing.a_id, RunPairing.b_id))])
+
+    at_finish = rows()
+    with session_scope(sessions) as s:
+        s.execute(delete(RunAggregate))
+        s.execute(delete(RunPairing))
+    assert client.get("/api/compare", params={"a": a, "b": b}).status_code == 200
+    assert client.get(f"/compare?a={a}&b={b}", headers={"accept": "text/html"}).status_code == 200
+    assert rows() == ([], [])  # read: nothing kept
+    done = backfill.backfill(sessions)
+    assert [(d.run_id, d.causes, d.aggregates, d.paired_with) for d in done] == [(a, 0, True, None), (b, 0, True, a)]
+    assert rows() == at_finish
+    assert [(d.aggregates, d.paired_with) for d in backfill.backfill(sessions)] == [(False, None), (False, None)]

@@ -112,7 +112,8 @@ def get_run_row(session: Session, run_id: int) -> Run:
 def hold(session: Session, row: _Row) -> _Row:
     """``row`` kept for the session's life: its identity map holds objects weakly, so the run page's
     helpers, each asking for the run (or its suite) by id, read the row again (8 reads of one run, a
-    round trip each on PostgreSQL). The attributes still expire as the session says."""
+    round trip each on PostgreSQL); the same for a page's trajectory. The attributes still expire as
+    the session says."""
     held: dict[tuple[type, int], Any] = session.info.setdefault("held", {})
     held[(type(row), row.id)] = row
     return row

@@ -1,4 +1,4 @@
-"""What every route shares: database sessions, the API token, the bounded
+"""What every route shares: database sessions, the request's run, the API token, the bounded
 ids and page sizes, the URL-encoded forms of the pages, and rendering."""
 
 from __future__ import annotations
@@ -54,6 +54,10 @@ BlameFilter = Annotated[Literal["agent", "user", "task"] | None, Query(descripti
 Offset = Annotated[int, Query(ge=0, le=10**9)]
 MAX_ID = 2**31 - 1
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="run id")]
+TrajectoryId = Annotated[int, Path(ge=1, le=MAX_ID, description="trajectory id")]
+RunRef = Annotated[int, Query(ge=1, le=MAX_ID, description="run id")]
+Id = Annotated[int, Query(ge=1, le=MAX_ID)]
+OptionalId = Annotated[int | None, Query(ge=1, le=MAX_ID)]
 
 
 @dataclass
@@ -75,14 +79,12 @@ class RequestRun:
 
 
 def request_run(run_id: RunId, session: ReadSession) -> RequestRun:
+    """The dependency: the request's run, on the request's read session (FastAPI gives a
+    request one ``read_session``, shared by the route and this)."""
     return RequestRun(session, run_id)
 
 
 ResolvedRun = Annotated[RequestRun, Depends(request_run)]
-TrajectoryId = Annotated[int, Path(ge=1, le=MAX_ID, description="trajectory id")]
-RunRef = Annotated[int, Query(ge=1, le=MAX_ID, description="run id")]
-Id = Annotated[int, Query(ge=1, le=MAX_ID)]
-OptionalId = Annotated[int | None, Query(ge=1, le=MAX_ID)]
 
 
 async def page_form(request: Request, what: str) -> dict[str, str]:

@@ -26,7 +26,7 @@ from app.otlp.spans import SpanRef, batch_refs
 from app.otlp.staging import Release, Round, Staging
 from app.otlp.worker import MIN_TRACES, digest, start_worker
 from app.store import otlp_staging
-from app.store.db import close_idle_connections, session_scope
+from app.store.db import close_idle_connections, read_only_error, session_scope
 from app.store.gc_tuning import give_back_memory
 from app.store.otlp_lease import BEAT
 from app.store.scoring_worker import ScoringWorker
@@ -435,8 +435,12 @@ def open_receiver(app_state: Any, *, warm: bool = False) -> OtlpReceiver:
         receiver.warm_up()
     try:
         receiver.recover()
-    except SQLAlchemyError:  # e.g. SQLite's write lock held by an import for longer than the busy timeout
-        log.exception("staged spans could not be taken over at the start; tried again every %s s", BEAT)
+    except SQLAlchemyError as exc:  # e.g. SQLite's write lock held by an import for longer than the busy timeout
+        if read_only_error(exc):  # pages and the API's reads are served; spans cannot be stored
+            log.warning("the database is read-only: the OTLP receiver stores no spans (a request gets 503) "
+                        "until the server is started on a writable one")
+        else:
+            log.exception("staged spans could not be taken over at the start; tried again every %s s", BEAT)
     app_state.otlp = receiver
     return receiver
 

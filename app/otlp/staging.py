@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.otlp.buffer import Key, SpanBuffer
 from app.store import otlp_staging
-from app.store.db import session_scope
+from app.store.db import read_only_error, session_scope
 from app.store.otlp_lease import BEAT, Lease
 
 log = logging.getLogger("toollens.otlp")
@@ -124,6 +124,8 @@ def _keep_lease(recover: weakref.WeakMethod[Callable[[], int]], stop: threading.
             return
         try:
             method()
-        except Exception:  # the database is away: the next beat tries again
+        except Exception as exc:  # the database is away: the next beat tries again
+            if read_only_error(exc):  # it never will take a lease: said once, at the start
+                return
             log.exception("the OTLP staging lease could not be kept")
         del method

@@ -128,6 +128,16 @@ def busy_error(exc: BaseException, url: str | None = None) -> Busy | None:
     return None
 
 
+def read_only_error(exc: BaseException) -> bool:
+    """A write the database refuses because it is read-only: SQLite's "attempt to write a readonly
+    database" (a read-only file, ``mode=ro``), PostgreSQL's ``read_only_sql_transaction`` (a
+    replica, ``default_transaction_read_only``)."""
+    orig = getattr(exc, "orig", None) or exc
+    if isinstance(orig, sqlite3.OperationalError):
+        return "readonly" in str(orig)
+    return getattr(orig, "sqlstate", None) == "25006"
+
+
 @contextmanager
 def session_scope(factory: sessionmaker[Session], *, write: bool = False) -> Iterator[Session]:
     """One transaction: committed on success, rolled back on any error.

@@ -22,6 +22,7 @@ from app.otlp.bounds import Refused
 from app.otlp.intake import decode_export
 from app.otlp.receiver import OtlpReceiver, made
 from app.otlp.spans import SpanRef
+from app.store.db import read_only_error
 from app.web.deps import require_token
 from app.web.errors import error_response
 
@@ -80,7 +81,9 @@ async def receive_traces(
             return error_response(exc.status, exc.error, headers={"Retry-After": "1"} if exc.status == 503 else None)
         except ToolLensError:
             raise
-        except Exception:  # the database is away: the exporter retries, nothing is lost
+        except Exception as exc:  # the database is away: the exporter retries, nothing is lost
+            if read_only_error(exc):  # said once at the start (``open_receiver``), not per request
+                return error_response(503, "the database is read-only: this server stores no spans")
             log.exception("spans could not be staged")
             return error_response(503, "the spans could not be staged: retry later", headers={"Retry-After": "2"})
     if protobuf:

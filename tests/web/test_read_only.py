@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import sqlite3
 import stat
@@ -184,6 +185,21 @@ def test_every_get_route_answers_over_a_database_it_cannot_write(served: Served)
         for url in ("/runs/999", "/api/runs/999/figures", "/trajectories/99999", "/api/trajectories/99999"):
             assert c.get(url, headers=HTML).status_code == 404, url  # the documented answer for an unknown id
         assert seen.writes() == []
+
+
+def test_the_otlp_receiver_says_once_that_a_read_only_database_takes_no_spans(
+        served: Served, caplog: pytest.LogCaptureFixture) -> None:
+    span = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "02", "name": "agent",
+            "startTimeUnixNano": "1", "endTimeUnixNano": "2", "attributes": []}
+    with caplog.at_level(logging.WARNING, logger="toollens.otlp"), \
+            TestClient(create_app(Settings(database_url=served.url, auto_migrate=False))) as c:
+        r = c.post("/v1/traces", json={"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+        assert r.status_code == 503 and "the database is read-only" in r.text, r.text
+        assert c.get("/api/runs").status_code == 200
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "toollens.otlp"]
+    assert said[0] == ("WARNING", "the database is read-only: the OTLP receiver stores no spans (a request gets "
+                                  "503) until the server is started on a writable one"), said
+    assert not any(level == "ERROR" for level, _ in said), said
 
 
 def test_each_request_resolves_its_run_once_and_the_trajectory_page_loads_its_trajectory_once(

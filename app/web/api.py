@@ -85,7 +85,7 @@ def list_runs(session: ReadSession, suite: str | None = None, model: str | None 
 
 @router.get("/runs/{run_id}")
 def get_run(run: ResolvedRun, session: ReadSession) -> RunPublic:
-    return queries.run_public(session, run.row)
+    return queries.run_public(session, run.with_suite)
 
 
 @router.post("/runs/{run_id}/trajectories", dependencies=[Writer])
@@ -134,7 +134,7 @@ def run_lint(run: ResolvedRun, session: ReadSession) -> RunLintPublic:
 def export_jsonl(run_id: RunId, request: Request) -> StreamingResponse:
     """The run back as trajectory records (docs/formats.md), streamed."""
     with session_scope(request.app.state.sessions) as session:
-        queries.resolve_run(session, run_id)  # an unknown run: 404 before the stream starts
+        ingest.get_run_row(session, run_id)  # an unknown run: 404 before the stream starts
 
     def lines() -> Iterator[bytes]:
         with session_scope(request.app.state.sessions) as s:
@@ -160,8 +160,8 @@ def list_trajectories(
 def run_blame(run: ResolvedRun, session: ReadSession) -> BlameFigures:
     """The run's failed conversations by blame (agent, simulated user, task) and its pass rate with and
     without the user- and task-blamed ones (docs/blame.md)."""
-    public = queries.run_public(session, run.row)
-    return blame_figures(session, run.row.id, scored=public.scored, passed=public.passed)
+    public = queries.run_public(session, run.with_suite)
+    return blame_figures(session, public.id, scored=public.scored, passed=public.passed)
 
 
 @router.get("/trajectories/{trajectory_id}")

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.store import queries
 from app.store.db import session_scope
+from app.store.ingest import get_run_row
 from app.store.models import Run
 from app.web.limits import same_origin
 
@@ -62,9 +63,10 @@ OptionalId = Annotated[int | None, Query(ge=1, le=MAX_ID)]
 
 @dataclass
 class RequestRun:
-    """The request's run (``/runs/{run_id}``): ``row`` reads it once, with its suite and toolset
-    version, held by the request's session, so that what the route then asks of it by id reads no
-    row again. Read on first use, in the route: a bad parameter is a 422 before an unknown run's 404."""
+    """The request's run (``/runs/{run_id}``), read once, on first use in the route (a bad
+    parameter is a 422 before an unknown run's 404), and held by the request's session: what the
+    route then asks of it by id reads no row again. A route reads ``row`` (the run alone) or
+    ``with_suite`` (the run with its suite and toolset version, for its public figures), not both."""
 
     session: Session
     id: int
@@ -72,7 +74,14 @@ class RequestRun:
 
     @property
     def row(self) -> Run:
-        """The run (NotFound, a 404, for an unknown one)."""
+        """The run (one statement; NotFound, a 404, for an unknown one)."""
+        if self._row is None:
+            self._row = get_run_row(self.session, self.id)
+        return self._row
+
+    @property
+    def with_suite(self) -> Run:
+        """The run read with its suite and toolset version (one statement, ``queries.resolve_run``)."""
         if self._row is None:
             self._row = queries.resolve_run(self.session, self.id)
         return self._row

@@ -354,5 +354,6 @@ def run(request: Request, resolved: ResolvedRun, session: ReadSession, failure: 
     filters = {k: v for k, v in {"failure": failure, "expected": expected, "called": called,
                                  "fault_kind": fault_kind, "outcome": outcome, "passed": passed,
                                  "cause": cause, "blame": blame}.items() if v}
-    page = run_page(session, resolved.row, filters=filters, limit=limit, offset=offset, cache=request.app.state.figures)
+    page = run_page(session, resolved.with_suite, filters=filters, limit=limit, offset=offset,
+                    cache=request.app.state.figures)
     return render(request, "run.html", page=page)

@@ -87,9 +87,10 @@ class RequestRun:
         return self._row
 
 
-def request_run(run_id: RunId, session: ReadSession) -> RequestRun:
+async def request_run(run_id: RunId, session: ReadSession) -> RequestRun:
     """The dependency: the request's run, on the request's read session (FastAPI gives a
-    request one ``read_session``, shared by the route and this)."""
+    request one ``read_session``, shared by the route and this). It reads nothing, so it runs on
+    the event loop: no trip through the thread pool (the route reads, in its thread)."""
     return RequestRun(session, run_id)
 
 

@@ -51,6 +51,7 @@ TARGETS = ("tool_description", "parameter_description", "system_prompt", "error_
 APPLIED = ("tool_description", "parameter_description")  # what --out writes into a suite
 MAX_SHOWN = 40  # characters of a value quoted in a proposal
 MAX_TOOLS_LISTED = 12  # a system prompt lists the tools when there are at most this many
+MAX_QUESTION = 200  # characters of a question quoted in a pair's evidence (a longer one is not quoted, never cut)
 # a description that names the other tool with one of these says the order already (the linter's words)
 _STATES_ORDER = re.compile(r"\b(primero|antes|despues|requiere|precondicion|previamente|first|before|after|"
                            r"requires?|prerequisite|precondition)\b")
@@ -288,17 +289,21 @@ def _kind(schema: Mapping[str, Any], lang: Language) -> str:
 
 def _identified(tool: ToolSpec, field: str, toolset: Toolset) -> list[str]:
     """What a patterned argument of the tool identifies, where the toolset
-    says it: the object in the name (its words after the first) of the one
-    other tool that requires that argument alone, with the same pattern
-    (``numero``, ``^PED-\\d{5}$``, is what ``buscar_pedido`` takes: a pedido)."""
+    says it: the last word of the names of the tools that require that
+    argument alone with the same pattern, when they all end in it (``numero``,
+    ``^PED-\\d{5}$``, is what ``buscar_pedido`` takes: a pedido), unless the
+    argument's name says it already (``ticket_id``)."""
     schema = _properties(tool).get(field)
     pattern = schema.get("pattern") if isinstance(schema, Mapping) else None
     if not isinstance(pattern, str):
         return []
-    owners = [t for t in toolset.tools if t.name != tool.name and _required(t) == [field]
+    owners = [t for t in toolset.tools if _required(t) == [field]
               and isinstance(_properties(t).get(field), Mapping) and _properties(t)[field].get("pattern") == pattern]
-    words = _name_words(owners[0].name, toolset)[1:] if len(owners) == 1 else []
-    return words if words and fold(" ".join(words)) not in fold(field) else []
+    if not [t for t in owners if t.name != tool.name]:
+        return []
+    last = {(_name_words(t.name, toolset) or [""])[-1] for t in owners}
+    word = last.pop() if len(last) == 1 else ""
+    return [word] if len(word) > 2 and fold(word) not in fold(field) else []
 
 
 def _sentence_in(text: str, sentence: str) -> bool:
@@ -365,6 +370,7 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
     ex = _valid_examples(toolset, examples or {})
     failed = [t for t in trajectories if not t.passed]
     counted: Counter[tuple[str, str]] = Counter()
+    asked: dict[tuple[str, str], set[str]] = {}
     confused: dict[tuple[str, str], Addresses] = {}
     fields: dict[tuple[str, str], tuple[Addresses, Counter[str], list[Any]]] = {}
     broken: dict[tuple[str, str], Addresses] = {}
@@ -375,6 +381,7 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
         for c in t.calls:
             if c.expected and c.expected != c.name and c.expected in toolset and c.name in toolset:
                 counted[(c.expected, c.name)] += 1
+                asked.setdefault((c.expected, c.name), set()).add(t.question)
                 _note(confused.setdefault((c.expected, c.name), Addresses()), t)
             if not c.exists:
                 a, expected = unknown.setdefault(c.name, (Addresses(), Counter()))
@@ -413,7 +420,7 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
                         flds[c.schema_field] += 1
     all_cells = dict(cells) if cells is not None else dict(counted)
     out: list[Proposal] = []
-    out += _pair_proposals(toolset, confused, all_cells, ex, lang)
+    out += _pair_proposals(toolset, confused, all_cells, ex, lang, asked)
     out += _field_proposals(toolset, fields, ex, lang)
     out += _precondition_proposals(toolset, broken, flows or {}, lang)
     out += _unknown_proposals(toolset, unknown, system_prompt, lang)
@@ -445,7 +452,7 @@ def pair_proposals(toolset: Toolset, cells: Mapping[tuple[str, str], int], *,
     confused = {(e, c): Addresses() for (e, c), n in cells.items()
                 if n and e != c and e in toolset and c in toolset}
     return _pair_proposals(toolset, confused, cells, _valid_examples(toolset, examples or {}),
-                           language or toolset_language(toolset))
+                           language or toolset_language(toolset), {})
 
 
 def for_pairs(proposals: Iterable[Proposal], pairs: Iterable[tuple[str, str]]) -> list[Proposal]:
@@ -474,7 +481,7 @@ def _patterned(tool: ToolSpec, name: str) -> bool:
 def _arg_fact(tool: ToolSpec, name: str, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
               lang: Language) -> tuple[str, str]:
     """An argument as a description would name it (``RUT``, ``numero de pedido``) and its format, if any."""
-    label = spelled_word(name, description_texts(toolset)) if "_" not in name else name
+    label = spelled_word(name, description_texts(toolset), spanish=lang == "es") if "_" not in name else name
     thing = " ".join(_identified(tool, name, toolset))
     if thing:
         label = _T[lang]["of"].format(field=label, thing=spelled(["", *thing.split()], toolset).strip())
@@ -545,6 +552,14 @@ def _telling_fact(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mappi
     if unique:
         return t["by"].format(arg=_arg_fact(partner, unique[0], toolset, ex, lang)[0])
     return ""
+
+
+def quoted_question(questions: Iterable[str]) -> str:
+    """The question a pair's evidence quotes, of those where the wrong tool was
+    chosen: the shortest (then the first in order of characters), whole; ""
+    when none fits in ``MAX_QUESTION`` characters."""
+    fit = [q for q in (" ".join(str(x).split()) for x in questions) if q and len(q) <= MAX_QUESTION]
+    return min(fit, key=lambda q: (len(q), q)) if fit else ""
 
 
 def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
@@ -625,7 +640,7 @@ def _calls(n: int) -> str:
 
 def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses],
                     cells: Mapping[tuple[str, str], int], ex: Mapping[tuple[str, str], Any],
-                    lang: Language) -> list[Proposal]:
+                    lang: Language, asked: Mapping[tuple[str, str], Iterable[str]]) -> list[Proposal]:
     t = _T[lang]
     out: list[Proposal] = []
     distinct_done: dict[str, Proposal | None] = {}
@@ -634,7 +649,9 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
         if a_tool is None or b_tool is None:
             continue
         n = cells.get((expected, called), 0) or len(found.trajectories)
-        evidence = [f"{called} called where {expected} was expected: {_calls(n)}"]
+        question = quoted_question(asked.get((expected, called), ()))
+        evidence = [f"{called} called where {expected} was expected: {_calls(n)}"
+                    + (f", as in {json.dumps(question, ensure_ascii=False)}" if question else "")]
         if fold(expected) not in fold(b_tool.description):
             sentence = _negative_sentence(b_tool, a_tool, toolset, ex, lang)
             a = Addresses(cells={(expected, called): n}, trajectories=set(found.trajectories), cases=set(found.cases),

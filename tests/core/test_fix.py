@@ -77,13 +77,13 @@ def test_a_confused_pair_asks_for_negative_delimitation_and_distinct_description
     neg = by[("negative_delimitation", "buscar_producto")]
     assert neg.where == "tool_description" and neg.partner == "buscar_pedido"
     # the partner's name words and ONE fact that tells them apart: the argument it takes, with its format
-    assert neg.after == 'Busca información por texto. NO sirve para buscar pedido por numero (formato "PED-12345"): ' \
+    assert neg.after == 'Busca información por texto. NO sirve para buscar pedido por número (formato "PED-12345"): ' \
         "usa buscar_pedido."
     assert neg.explains == 3 and neg.addresses.cells == {("buscar_pedido", "buscar_producto"): 3}
     assert neg.addresses.failures == {"selection": 3} and neg.addresses.cases == {"pedido-0", "pedido-1", "pedido-2"}
     # both descriptions are vague ("información"): each leads with its name's words and its argument's format
     assert by[("distinct_names", "buscar_pedido")].after == \
-        'Buscar pedido (por numero, formato "PED-12345"). Busca información.'
+        'Buscar pedido (por número, formato "PED-12345"). Busca información.'
     assert by[("distinct_names", "buscar_producto")].after == "Buscar producto (por consulta). " \
         "Busca información por texto."
     assert [p.number for p in got] == [1, 2, 3]
@@ -112,7 +112,7 @@ def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_
     # and its own lead says what that identifier is: the object of the one tool that takes it alone
     leads = {p.tool: p.lead for p in propose(shared, wrong[2:], examples={("verificar_compra", "numero"): "PED-12345"})
              if p.pattern == "distinct_names"}
-    assert leads == {"verificar_compra": 'Verificar compra (por numero de pedido, formato "PED-12345").'}
+    assert leads == {"verificar_compra": 'Verificar compra (por número de pedido, formato "PED-12345").'}
     # a partner's first sentence that names the shared object is left out too
     described = Toolset.from_list([{**t.document(), "description": "Busca un pedido por su número."}
                                    if t.name == "buscar_pedido" else t.document() for t in shared.tools])

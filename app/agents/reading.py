@@ -249,7 +249,7 @@ class _Parsed:
 
 def _units(description: str) -> list[str]:
     """Sentences, each parenthesis a unit of its own, except one inside a negated
-    clause, which stays in it ("NO sirve para X (esa modifica datos): usa Y")."""
+    clause, which stays in it ("NO sirve para X (esa hace cambios): usa Y")."""
     inner: list[str] = []
 
     def place(m: re.Match[str]) -> str:
@@ -285,7 +285,9 @@ def _parse(name: str, description: str, folded: Mapping[str, str], refs: frozens
         for i, clause in enumerate(clauses):
             if i < start and not named[i]:
                 out.content |= terms(clause, refs)
-        out.formats |= _values(" ".join(c for i, c in enumerate(clauses) if i < start or not named[i]))
+        # a value written in a negated or redirecting part ("NO sirve para X (formato "TK-34946"): usa Y")
+        # is the other tool's format, never this one's
+        out.formats |= _values(" ".join(c for i, c in enumerate(clauses) if i < start))
         use = sorted({t for i in range(start, len(clauses)) if not ordered[i] for t in named[i]})
         if start < len(clauses) and use:
             about = frozenset().union(*(terms(c, refs) | _examples(c) for c in clauses[start:]))

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.fix_words import description_texts, effect, meaning_match, spelled, spelled_word
+from app.core.fix_words import description_texts, effect, gerund, meaning_match, spelled, spelled_word
 from app.core.language import Language, detect_language, fold
 from app.core.lint import lint_toolset
 from app.core.records import TRANSIENT_KINDS
@@ -171,7 +171,7 @@ _T: dict[Language, dict[str, str]] = {
         "negative": "NO sirve para {words}{fact}: usa {partner}.",
         "by": " por {arg}",
         "by_format": " por {arg} (formato {f})",
-        "writes": " (esa modifica datos)",
+        "writes": " (esa hace cambios)",
         "reads": " (esa solo consulta)",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", formato {f}",
@@ -199,7 +199,7 @@ _T: dict[Language, dict[str, str]] = {
         "negative": "NOT for {words}{fact}: use {partner}.",
         "by": " by {arg}",
         "by_format": " by {arg} (format {f})",
-        "writes": " (that one changes data)",
+        "writes": " (that one makes changes)",
         "reads": " (that one only reads)",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", format {f}",
@@ -526,8 +526,8 @@ def _distinct_lead(tool: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str]
         return ""
     phrase = spelled(words, toolset)
     phrase = phrase[:1].upper() + phrase[1:]
-    if arg is None or arg_said:
-        return t["distinct_noargs"].format(words=phrase)
+    if arg is None or arg_said:  # the name's words alone; a one-word name ("Reset.") would say nothing
+        return t["distinct_noargs"].format(words=phrase) if len(words) > 1 else ""
     label, fmt = _arg_fact(tool, arg, toolset, ex, lang)
     return t["distinct"].format(words=phrase, args=label + (t["with_format"].format(f=fmt) if fmt else ""))
 
@@ -562,6 +562,31 @@ def quoted_question(questions: Iterable[str]) -> str:
     return min(fit, key=lambda q: (len(q), q)) if fit else ""
 
 
+def _english_action(phrase: str, toolset: Toolset) -> str:
+    """A tool name's words as an English action: its verb as "-ing" and its
+    object with an article (``cancel ticket`` → "cancelling a ticket", ``get
+    status customer`` → "getting the status of a customer"); a name whose
+    first word is no verb (``log``) as it is."""
+    head, _, rest = phrase.partition(" ")
+    verb = gerund(head)
+    if verb == head or not rest:
+        return phrase if verb == head else verb
+    nouns = rest.split(" ")
+    if len(nouns) > 2 or any(n in ("of", "the", "a", "an", "for", "by") for n in nouns):
+        return f"{verb} {rest}"  # a phrase a description writes: as it writes it
+
+    def article(noun: str) -> str:
+        for text in description_texts(toolset):
+            found = re.search(rf"\b(a|an)\s+{re.escape(noun)}\b", text, re.IGNORECASE)
+            if found:
+                return found.group(1).lower()
+        return "an" if noun[:1].lower() in "aeiou" else "a"
+
+    last = nouns[-1]
+    obj = f"{article(last)} {last}" if not last.isupper() else last
+    return f"{verb} the {nouns[0]} of {obj}" if len(nouns) == 2 else f"{verb} {obj}"
+
+
 def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
                        lang: Language) -> str:
     """``NO sirve para <what the partner does><one fact>: usa <partner>.``: the
@@ -579,7 +604,10 @@ def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: 
     kept = [w for w in words if w not in shared]
     if shared and kept and len(kept) < len(words):
         words = kept
-    return _T[lang]["negative"].format(words=spelled(words, toolset), partner=partner.name,
+    phrase = spelled(words, toolset)
+    if lang == "en":  # "NOT for cancelling a ticket", not "NOT for cancel ticket"
+        phrase = _english_action(phrase, toolset)
+    return _T[lang]["negative"].format(words=phrase, partner=partner.name,
                                        fact=_telling_fact(tool, partner, toolset, ex, lang))
 
 

@@ -126,6 +126,29 @@ def spelled(words: list[str], toolset: Toolset) -> str:
     return f"{spelled_word(head, texts, spanish=spanish)} {phrase}".strip()
 
 
+_EN_VERBS = frozenset({
+    "find", "get", "list", "search", "show", "read", "check", "fetch", "view", "query", "verify", "retrieve",
+    "create", "update", "delete", "remove", "send", "cancel", "issue", "start", "book", "pay", "add", "refund",
+    "write", "set", "post", "commit", "reset", "apply", "close", "open", "transfer", "make", "submit", "record",
+    "describe", "track", "void", "modify", "change", "edit", "upload", "download", "run", "stop", "move", "copy"})
+_DOUBLED = frozenset({"get", "set", "put", "run", "stop", "cancel", "commit", "submit", "transfer"})
+
+
+def gerund(verb: str) -> str:
+    """An English verb of a tool name as "-ing" (``cancel`` → ``cancelling``, ``update`` →
+    ``updating``, ``lookup`` → ``looking up``); any other word (``log`` in ``git_log``) as given."""
+    w = verb.lower()
+    if w == "lookup":
+        return "looking up"
+    if w not in _EN_VERBS:
+        return verb
+    if w in _DOUBLED:
+        return w + w[-1] + "ing"
+    if w.endswith("e") and not w.endswith("ee"):
+        return w[:-1] + "ing"
+    return w + "ing"
+
+
 def _split(name: str) -> list[str]:
     return [fold(w) for w in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", name) if w]
 

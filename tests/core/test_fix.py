@@ -397,7 +397,7 @@ def test_an_english_toolset_gets_english_proposals_end_to_end(tmp_path: Path) ->
     assert done.exit_code == 0, done.output
     proposals = json.loads(done.stdout)["proposals"]
     negative = [p for p in proposals if p["pattern"] == "negative_delimitation"]
-    assert negative and all(re.fullmatch(r"NOT for [a-z ]+( by [a-z_]+| \(that one (only reads|changes data)\))?: "
+    assert negative and all(re.fullmatch(r"NOT for [a-z ]+( by [a-z_]+| \(that one (only reads|makes changes)\))?: "
                                          r"use git_[a-z_]+\.",
                                          p["after"][len(p["before"]):].lstrip(". ")) for p in negative)
     assert all(p["partner"] in p["after"] for p in negative)

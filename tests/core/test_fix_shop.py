@@ -65,11 +65,11 @@ def test_each_delimitation_names_the_partner_and_the_one_fact_that_tells_them_ap
         ("emitir_nota_credito", "buscar_cliente"): 'NO sirve para buscar cliente por RUT (formato "12345678-9"): '
                                                    "usa buscar_cliente.",
         # reads vs writes, and the object as the description phrases it: "nota de crédito", accent kept
-        ("ver_saldo", "emitir_nota_credito"): "NO sirve para emitir nota de crédito (esa modifica datos): usa "
+        ("ver_saldo", "emitir_nota_credito"): "NO sirve para emitir nota de crédito (esa hace cambios): usa "
                                               "emitir_nota_credito.",
         ("emitir_nota_credito", "ver_saldo"): "NO sirve para ver saldo (esa solo consulta): usa ver_saldo.",
         # it takes buscar_pedido's numero too: what tells them apart is what each does
-        ("buscar_pedido", "iniciar_devolucion"): "NO sirve para iniciar devolución (esa modifica datos): usa "
+        ("buscar_pedido", "iniciar_devolucion"): "NO sirve para iniciar devolución (esa hace cambios): usa "
                                                  "iniciar_devolucion.",
     }
     for (_tool, partner), text in got.items():  # never a pasted or cut description

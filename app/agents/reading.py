@@ -170,6 +170,16 @@ class Reading:
             words.update(t for t, found in self.patterns.items() if any(p.fullmatch(value) for p in found))
         return frozenset(words)
 
+    def _shapes_of(self, question: str, held: frozenset[str]) -> frozenset[str]:
+        """The shape terms of the question's values that fit a declared format among ``held``
+        (a RUT given for another step is that step's, its shape too)."""
+        out = set()
+        values = list(dict.fromkeys(v for v in _VALUE.findall(question) if any(c.isdigit() for c in v)))
+        for value in values[:MAX_VALUES]:
+            if any(t in held and any(p.fullmatch(value) for p in found) for t, found in self.patterns.items()):
+                out.add("<shape:" + shape(value) + ">")
+        return frozenset(out)
+
     def scores(self, asked: frozenset[str]) -> dict[str, float]:
         """Tool -> how well the question's terms match it, delimitations applied:
         a clause moves its tool's score, up to the weight of the question's
@@ -209,7 +219,8 @@ class Reading:
             return {}
         asked = self.asked(question)
         for other in exclude - {expected}:
-            asked -= self.content.get(other, frozenset()) - self.content[expected]
+            theirs = self.content.get(other, frozenset()) - self.content[expected]
+            asked -= theirs | self._shapes_of(question, theirs)
         scores = self.scores(asked)
         base = scores[expected]
         return {n: math.exp(BETA * (s - base)) * (1 - DELIMITED * self.delimited(expected, n))

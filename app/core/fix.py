@@ -482,8 +482,8 @@ def _arg_fact(tool: ToolSpec, name: str, toolset: Toolset, ex: Mapping[tuple[str
               lang: Language) -> tuple[str, str]:
     """An argument as a description would name it (``RUT``, ``numero de pedido``) and its format, if any."""
     label = spelled_word(name, description_texts(toolset), spanish=lang == "es") if "_" not in name else name
-    thing = " ".join(_identified(tool, name, toolset))
-    if thing:
+    thing = " ".join(w for w in _identified(tool, name, toolset) if w not in _name_words(tool.name, toolset))
+    if thing:  # "número de pedido" for verificar_compra; buscar_cliente's rut is a cliente's already
         label = _T[lang]["of"].format(field=label, thing=spelled(["", *thing.split()], toolset).strip())
     schema = _properties(tool).get(name)
     schema = schema if isinstance(schema, Mapping) else {}
@@ -591,19 +591,10 @@ def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: 
                        lang: Language) -> str:
     """``NO sirve para <what the partner does><one fact>: usa <partner>.``: the
     partner's name words as the toolset spells them and ONE fact that tells
-    the two apart (``_telling_fact``): never the partner's description pasted.
-    A tool is not delimited against the thing it works on: where it takes an
-    identifier the partner requires (same pattern), the object that
-    identifier identifies (``_identified``) leaves the partner's name words
-    (``verificar_compra`` takes buscar_pedido's ``numero``: "NO sirve para
-    buscar", not "para buscar pedido")."""
+    the two apart (``_telling_fact``): never the partner's description pasted;
+    the whole action, its object too, even where the tool works on the same
+    object (``verificar_compra``: "NO sirve para buscar pedido: usa buscar_pedido.")."""
     words = _name_words(partner.name, toolset)
-    mine, theirs = _properties(tool), _properties(partner)
-    shared = {w for f in _required(partner) if isinstance(mine.get(f), Mapping) and isinstance(theirs.get(f), Mapping)
-              and mine[f].get("pattern") == theirs[f].get("pattern") for w in _identified(tool, f, toolset)}
-    kept = [w for w in words if w not in shared]
-    if shared and kept and len(kept) < len(words):
-        words = kept
     phrase = spelled(words, toolset)
     if lang == "en":  # "NOT for cancelling a ticket", not "NOT for cancel ticket"
         phrase = _english_action(phrase, toolset)

@@ -89,9 +89,9 @@ def test_a_confused_pair_asks_for_negative_delimitation_and_distinct_description
     assert [p.number for p in got] == [1, 2, 3]
 
 
-def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_object() -> None:
-    # verificar_compra takes numero with buscar_pedido's pattern: both act on an order, so what it is NOT for
-    # is buscar_pedido's action, not "pedido" (a question about its own order must not move to buscar_pedido)
+def test_a_tool_that_takes_the_partners_identifier_is_delimited_against_the_whole_action() -> None:
+    # verificar_compra takes numero with buscar_pedido's pattern: both act on an order; what it is NOT for is
+    # buscar_pedido's whole action, its object said ("para buscar" alone would say nothing a person would paste)
     verificar = {"name": "verificar_compra", "description": "Verifica información del cliente.",
                  "parameters": {"type": "object", "properties": {
                      "id": {"type": "integer"}, "numero": {"type": "string", "pattern": r"^PED-\d{5}$"}},

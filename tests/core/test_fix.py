@@ -102,7 +102,7 @@ def test_a_tool_that_takes_the_partners_identifier_is_delimited_against_the_whol
              traj("cli#0", [CallFact("verificar_compra", {"id": 1, "numero": "PED-1"}, expected="buscar_cliente")])]
     tails = {(p.tool, p.partner): p.tail for p in propose(shared, wrong) if p.pattern == "negative_delimitation"}
     assert tails == {
-        ("verificar_compra", "buscar_pedido"): "NO sirve para buscar: usa buscar_pedido.",
+        ("verificar_compra", "buscar_pedido"): "NO sirve para buscar pedido: usa buscar_pedido.",
         # what numero identifies is a pedido, not a compra: verificar_compra's object stays; both read, and the
         # id buscar_pedido lacks is emitir_nota_credito's too: no fact tells them apart, none is made up (and
         # never the description pasted)

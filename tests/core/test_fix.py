@@ -113,11 +113,11 @@ def test_a_tool_that_takes_the_partners_identifier_is_delimited_against_the_whol
     leads = {p.tool: p.lead for p in propose(shared, wrong[2:], examples={("verificar_compra", "numero"): "PED-12345"})
              if p.pattern == "distinct_names"}
     assert leads == {"verificar_compra": 'Verificar compra (por número de pedido, formato "PED-12345").'}
-    # a partner's first sentence that names the shared object is left out too
+    # the partner's description is never pasted, whatever it says
     described = Toolset.from_list([{**t.document(), "description": "Busca un pedido por su número."}
                                    if t.name == "buscar_pedido" else t.document() for t in shared.tools])
     (neg,) = [p for p in propose(described, wrong[:1]) if p.pattern == "negative_delimitation"]
-    assert neg.after == "Verifica información del cliente. NO sirve para buscar: usa buscar_pedido."
+    assert neg.after == "Verifica información del cliente. NO sirve para buscar pedido: usa buscar_pedido."
 
 
 def test_the_run_cells_are_reported_but_only_failed_trajectories_are_counted() -> None:

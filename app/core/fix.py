@@ -525,6 +525,8 @@ def _distinct_lead(tool: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str]
     if name_said and arg_said:
         return ""
     phrase = spelled(words, toolset)
+    if lang == "en":  # "Get the status of a coupon", not "Get status coupon"
+        phrase = _english_action(phrase, toolset, ing=False)
     phrase = phrase[:1].upper() + phrase[1:]
     if arg is None or arg_said:  # the name's words alone; a one-word name ("Reset.") would say nothing
         return t["distinct_noargs"].format(words=phrase) if len(words) > 1 else ""
@@ -562,15 +564,16 @@ def quoted_question(questions: Iterable[str]) -> str:
     return min(fit, key=lambda q: (len(q), q)) if fit else ""
 
 
-def _english_action(phrase: str, toolset: Toolset) -> str:
-    """A tool name's words as an English action: its verb as "-ing" and its
-    object with an article (``cancel ticket`` → "cancelling a ticket", ``get
-    status customer`` → "getting the status of a customer"); a name whose
-    first word is no verb (``log``) as it is."""
+def _english_action(phrase: str, toolset: Toolset, *, ing: bool = True) -> str:
+    """A tool name's words as an English action: its verb (as "-ing" with
+    ``ing``) and its object with an article (``cancel ticket`` → "cancelling a
+    ticket", ``get status customer`` → "get the status of a customer"); a name
+    whose first word is no verb (``log``) as it is."""
     head, _, rest = phrase.partition(" ")
     verb = gerund(head)
     if verb == head or not rest:
-        return phrase if verb == head else verb
+        return phrase if verb == head else (verb if ing else head)
+    verb = verb if ing else head
     nouns = rest.split(" ")
     if len(nouns) > 2 or any(n in ("of", "the", "a", "an", "for", "by") for n in nouns):
         return f"{verb} {rest}"  # a phrase a description writes: as it writes it

@@ -469,6 +469,12 @@ def _tool_edit(tool: ToolSpec, pattern: str, partner: str | None, a: Addresses, 
                     evidence=evidence, lead=lead, tail=tail)
 
 
+# the word of an identifier's name that says it is one ("ticket_id"), and how a description says so
+# ("by its ticket number", "por su código")
+_ID_WORDS = frozenset({"id", "number", "num", "no", "nro", "code", "numero", "codigo", "key", "clave"})
+_ID_SAID = re.compile(r"\b(id|ids|identifier|identificador|number|numero|code|codigo|key|clave)\b")
+
+
 def _stem(word: str, verb: bool = False) -> str:
     return fold(word)[:4 if verb else 5]
 
@@ -520,7 +526,8 @@ def _distinct_lead(tool: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str]
     objects = words[1:] or words  # the verb may be conjugated or a synonym: the object must be said
     name_said = all(_stem(w) in text for w in objects if len(w) > 2)
     arg = _telling_arg(tool, toolset, patterned_only=name_said)
-    arg_said = arg is None or all(_stem(w) in text for w in re.split(r"[_\-\s]+", arg) if len(w) > 1) \
+    arg_said = arg is None or all(_stem(w) in text or (w in _ID_WORDS and _ID_SAID.search(text))
+                                  for w in re.split(r"[_\-\s]+", fold(arg)) if len(w) > 1) \
         or any(_stem(w) in text for w in _identified(tool, arg, toolset))  # "del pedido" says what numero is
     if name_said and arg_said:
         return ""

@@ -318,8 +318,9 @@ def test_a_value_that_fits_another_steps_format_is_that_steps_shape_too() -> Non
     pedido = {"type": "object", "properties": {"numero": {"type": "string", "pattern": r"^PED-\d{5}$"}}}
     tools = Toolset.from_list([
         {"name": "buscar_cliente", "description": "Busca un cliente.", "parameters": rut},
-        {"name": "verificar_compra", "description": 'Verifica la compra de un pedido. NO sirve para buscar cliente por RUT '
-                                                    '(formato "12345678-9"): usa buscar_cliente.', "parameters": pedido},
+        {"name": "verificar_compra", "parameters": pedido,
+         "description": 'Verifica la compra de un pedido. NO sirve para buscar cliente por RUT (formato "12345678-9"): '
+                        "usa buscar_cliente."},
         {"name": "buscar_pedido", "description": "Busca un pedido.", "parameters": pedido}])
     reading = read_toolset(tools)
     question = "Mi RUT es 12345678-9. ¿El pedido PED-33107 está a mi nombre?"

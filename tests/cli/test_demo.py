@@ -55,7 +55,7 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
     assert (confusions(v1), confusions(v2), schema_errors(v1), schema_errors(v2)) == (21, 10, 30, 16)
     # v2 states its preconditions ("Obtén el id con buscar_cliente primero"): fewer broken pairs (a pair
     # counts where its second call succeeded without a successful first one before it)
-    assert (order_errors(v1), order_errors(v2)) == (11, 7)  # 17, 10 before issue 44's stand-in
+    assert (order_errors(v1), order_errors(v2)) == (11, 3)  # 17, 10 before issue 44's stand-in; 11, 7 before its fix
     assert sorted(runs) == ["banca-v1-simulado", "banca-v1-simulado-x5", "banca-v2-conversaciones",
                             "banca-v2-simulado", "banca-v2-simulado-x5"]
     # the conversations: 5 cases x 3 trials + the sweep of their 11 expected steps, every record with its messages

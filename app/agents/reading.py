@@ -35,7 +35,8 @@ does, from each tool's name, description and schema alone, against the question.
   (``states_precondition``).
 - **Choice.** The expected tool competes with every tool the case does not
   expect (the words only the case's other steps' tools hold are left to
-  them), each weighted by ``exp(BETA × (score - expected's score))``
+  them, and so is a value that fits one of their declared formats, its
+  shape too), each weighted by ``exp(BETA × (score - expected's score))``
   (``× (1 - DELIMITED × how clearly a clause tells the pair apart)``);
   ``confusion`` × the rivals' share of the weight is the chance a rival wins.
 

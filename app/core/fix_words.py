@@ -1,7 +1,10 @@
 """The words ``toollens fix`` writes with, drawn from the toolset itself.
 
 - ``spelled``: a tool name's words as the toolset writes them (``nota
-  credito`` is "nota de crédito" where a description says so: accents kept);
+  credito`` is "nota de crédito" where a description says so: accents kept;
+  a Spanish word no text writes gets its accent all the same, ``accented``:
+  "devolución");
+- ``gerund``: an English verb of a tool name as "-ing" ("cancelling");
 - ``effect``: whether a tool reads or writes, from the verb of its name (or
   its description's first word);
 - ``meaning_match``: the declared tool an invented name means (``get_balance``

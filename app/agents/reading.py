@@ -35,7 +35,8 @@ does, from each tool's name, description and schema alone, against the question.
   (``states_precondition``).
 - **Choice.** The expected tool competes with every tool the case does not
   expect (the words only the case's other steps' tools hold are left to
-  them), each weighted by ``exp(BETA × (score - expected's score))``
+  them, and so is a value that fits one of their declared formats, its
+  shape too), each weighted by ``exp(BETA × (score - expected's score))``
   (``× (1 - DELIMITED × how clearly a clause tells the pair apart)``);
   ``confusion`` × the rivals' share of the weight is the chance a rival wins.
 
@@ -170,6 +171,16 @@ class Reading:
             words.update(t for t, found in self.patterns.items() if any(p.fullmatch(value) for p in found))
         return frozenset(words)
 
+    def _shapes_of(self, question: str, held: frozenset[str]) -> frozenset[str]:
+        """The shape terms of the question's values that fit a declared format among ``held``
+        (a RUT given for another step is that step's, its shape too)."""
+        out = set()
+        values = list(dict.fromkeys(v for v in _VALUE.findall(question) if any(c.isdigit() for c in v)))
+        for value in values[:MAX_VALUES]:
+            if any(t in held and any(p.fullmatch(value) for p in found) for t, found in self.patterns.items()):
+                out.add("<shape:" + shape(value) + ">")
+        return frozenset(out)
+
     def scores(self, asked: frozenset[str]) -> dict[str, float]:
         """Tool -> how well the question's terms match it, delimitations applied:
         a clause moves its tool's score, up to the weight of the question's
@@ -209,7 +220,8 @@ class Reading:
             return {}
         asked = self.asked(question)
         for other in exclude - {expected}:
-            asked -= self.content.get(other, frozenset()) - self.content[expected]
+            theirs = self.content.get(other, frozenset()) - self.content[expected]
+            asked -= theirs | self._shapes_of(question, theirs)
         scores = self.scores(asked)
         base = scores[expected]
         return {n: math.exp(BETA * (s - base)) * (1 - DELIMITED * self.delimited(expected, n))
@@ -249,7 +261,7 @@ class _Parsed:
 
 def _units(description: str) -> list[str]:
     """Sentences, each parenthesis a unit of its own, except one inside a negated
-    clause, which stays in it ("NO sirve para X (esa modifica datos): usa Y")."""
+    clause, which stays in it ("NO sirve para X (esa hace cambios): usa Y")."""
     inner: list[str] = []
 
     def place(m: re.Match[str]) -> str:
@@ -285,7 +297,9 @@ def _parse(name: str, description: str, folded: Mapping[str, str], refs: frozens
         for i, clause in enumerate(clauses):
             if i < start and not named[i]:
                 out.content |= terms(clause, refs)
-        out.formats |= _values(" ".join(c for i, c in enumerate(clauses) if i < start or not named[i]))
+        # a value written in a negated or redirecting part ("NO sirve para X (formato "TK-34946"): usa Y")
+        # is the other tool's format, never this one's
+        out.formats |= _values(" ".join(c for i, c in enumerate(clauses) if i < start))
         use = sorted({t for i in range(start, len(clauses)) if not ordered[i] for t in named[i]})
         if start < len(clauses) and use:
             about = frozenset().union(*(terms(c, refs) | _examples(c) for c in clauses[start:]))

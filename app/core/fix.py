@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.fix_words import description_texts, effect, meaning_match, spelled, spelled_word
+from app.core.fix_words import description_texts, effect, gerund, meaning_match, spelled, spelled_word
 from app.core.language import Language, detect_language, fold
 from app.core.lint import lint_toolset
 from app.core.records import TRANSIENT_KINDS
@@ -51,6 +51,7 @@ TARGETS = ("tool_description", "parameter_description", "system_prompt", "error_
 APPLIED = ("tool_description", "parameter_description")  # what --out writes into a suite
 MAX_SHOWN = 40  # characters of a value quoted in a proposal
 MAX_TOOLS_LISTED = 12  # a system prompt lists the tools when there are at most this many
+MAX_QUESTION = 200  # characters of a question quoted in a pair's evidence (a longer one is not quoted, never cut)
 # a description that names the other tool with one of these says the order already (the linter's words)
 _STATES_ORDER = re.compile(r"\b(primero|antes|despues|requiere|precondicion|previamente|first|before|after|"
                            r"requires?|prerequisite|precondition)\b")
@@ -170,7 +171,7 @@ _T: dict[Language, dict[str, str]] = {
         "negative": "NO sirve para {words}{fact}: usa {partner}.",
         "by": " por {arg}",
         "by_format": " por {arg} (formato {f})",
-        "writes": " (esa modifica datos)",
+        "writes": " (esa hace cambios)",
         "reads": " (esa solo consulta)",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", formato {f}",
@@ -198,7 +199,7 @@ _T: dict[Language, dict[str, str]] = {
         "negative": "NOT for {words}{fact}: use {partner}.",
         "by": " by {arg}",
         "by_format": " by {arg} (format {f})",
-        "writes": " (that one changes data)",
+        "writes": " (that one makes changes)",
         "reads": " (that one only reads)",
         "format": "{field}: {kind}{fmt}{example}{wrong}.",
         "with_format": ", format {f}",
@@ -288,17 +289,21 @@ def _kind(schema: Mapping[str, Any], lang: Language) -> str:
 
 def _identified(tool: ToolSpec, field: str, toolset: Toolset) -> list[str]:
     """What a patterned argument of the tool identifies, where the toolset
-    says it: the object in the name (its words after the first) of the one
-    other tool that requires that argument alone, with the same pattern
-    (``numero``, ``^PED-\\d{5}$``, is what ``buscar_pedido`` takes: a pedido)."""
+    says it: the last word of the names of the tools that require that
+    argument alone with the same pattern, when they all end in it (``numero``,
+    ``^PED-\\d{5}$``, is what ``buscar_pedido`` takes: a pedido), unless the
+    argument's name says it already (``ticket_id``)."""
     schema = _properties(tool).get(field)
     pattern = schema.get("pattern") if isinstance(schema, Mapping) else None
     if not isinstance(pattern, str):
         return []
-    owners = [t for t in toolset.tools if t.name != tool.name and _required(t) == [field]
+    owners = [t for t in toolset.tools if _required(t) == [field]
               and isinstance(_properties(t).get(field), Mapping) and _properties(t)[field].get("pattern") == pattern]
-    words = _name_words(owners[0].name, toolset)[1:] if len(owners) == 1 else []
-    return words if words and fold(" ".join(words)) not in fold(field) else []
+    if not [t for t in owners if t.name != tool.name]:
+        return []
+    last = {(_name_words(t.name, toolset) or [""])[-1] for t in owners}
+    word = last.pop() if len(last) == 1 else ""
+    return [word] if len(word) > 2 and fold(word) not in fold(field) else []
 
 
 def _sentence_in(text: str, sentence: str) -> bool:
@@ -365,6 +370,7 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
     ex = _valid_examples(toolset, examples or {})
     failed = [t for t in trajectories if not t.passed]
     counted: Counter[tuple[str, str]] = Counter()
+    asked: dict[tuple[str, str], set[str]] = {}
     confused: dict[tuple[str, str], Addresses] = {}
     fields: dict[tuple[str, str], tuple[Addresses, Counter[str], list[Any]]] = {}
     broken: dict[tuple[str, str], Addresses] = {}
@@ -375,6 +381,7 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
         for c in t.calls:
             if c.expected and c.expected != c.name and c.expected in toolset and c.name in toolset:
                 counted[(c.expected, c.name)] += 1
+                asked.setdefault((c.expected, c.name), set()).add(t.question)
                 _note(confused.setdefault((c.expected, c.name), Addresses()), t)
             if not c.exists:
                 a, expected = unknown.setdefault(c.name, (Addresses(), Counter()))
@@ -413,7 +420,7 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
                         flds[c.schema_field] += 1
     all_cells = dict(cells) if cells is not None else dict(counted)
     out: list[Proposal] = []
-    out += _pair_proposals(toolset, confused, all_cells, ex, lang)
+    out += _pair_proposals(toolset, confused, all_cells, ex, lang, asked)
     out += _field_proposals(toolset, fields, ex, lang)
     out += _precondition_proposals(toolset, broken, flows or {}, lang)
     out += _unknown_proposals(toolset, unknown, system_prompt, lang)
@@ -445,7 +452,7 @@ def pair_proposals(toolset: Toolset, cells: Mapping[tuple[str, str], int], *,
     confused = {(e, c): Addresses() for (e, c), n in cells.items()
                 if n and e != c and e in toolset and c in toolset}
     return _pair_proposals(toolset, confused, cells, _valid_examples(toolset, examples or {}),
-                           language or toolset_language(toolset))
+                           language or toolset_language(toolset), {})
 
 
 def for_pairs(proposals: Iterable[Proposal], pairs: Iterable[tuple[str, str]]) -> list[Proposal]:
@@ -462,6 +469,12 @@ def _tool_edit(tool: ToolSpec, pattern: str, partner: str | None, a: Addresses, 
                     evidence=evidence, lead=lead, tail=tail)
 
 
+# the word of an identifier's name that says it is one ("ticket_id"), and how a description says so
+# ("by its ticket number", "por su código")
+_ID_WORDS = frozenset({"id", "number", "num", "no", "nro", "code", "numero", "codigo", "key", "clave"})
+_ID_SAID = re.compile(r"\b(id|ids|identifier|identificador|number|numero|code|codigo|key|clave)\b")
+
+
 def _stem(word: str, verb: bool = False) -> str:
     return fold(word)[:4 if verb else 5]
 
@@ -474,9 +487,9 @@ def _patterned(tool: ToolSpec, name: str) -> bool:
 def _arg_fact(tool: ToolSpec, name: str, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
               lang: Language) -> tuple[str, str]:
     """An argument as a description would name it (``RUT``, ``numero de pedido``) and its format, if any."""
-    label = spelled_word(name, description_texts(toolset)) if "_" not in name else name
-    thing = " ".join(_identified(tool, name, toolset))
-    if thing:
+    label = spelled_word(name, description_texts(toolset), spanish=lang == "es") if "_" not in name else name
+    thing = " ".join(w for w in _identified(tool, name, toolset) if w not in _name_words(tool.name, toolset))
+    if thing:  # "número de pedido" for verificar_compra; buscar_cliente's rut is a cliente's already
         label = _T[lang]["of"].format(field=label, thing=spelled(["", *thing.split()], toolset).strip())
     schema = _properties(tool).get(name)
     schema = schema if isinstance(schema, Mapping) else {}
@@ -513,14 +526,17 @@ def _distinct_lead(tool: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str]
     objects = words[1:] or words  # the verb may be conjugated or a synonym: the object must be said
     name_said = all(_stem(w) in text for w in objects if len(w) > 2)
     arg = _telling_arg(tool, toolset, patterned_only=name_said)
-    arg_said = arg is None or all(_stem(w) in text for w in re.split(r"[_\-\s]+", arg) if len(w) > 1) \
+    arg_said = arg is None or all(_stem(w) in text or (w in _ID_WORDS and _ID_SAID.search(text))
+                                  for w in re.split(r"[_\-\s]+", fold(arg)) if len(w) > 1) \
         or any(_stem(w) in text for w in _identified(tool, arg, toolset))  # "del pedido" says what numero is
     if name_said and arg_said:
         return ""
     phrase = spelled(words, toolset)
+    if lang == "en":  # "Get the status of a coupon", not "Get status coupon"
+        phrase = _english_action(phrase, toolset, ing=False)
     phrase = phrase[:1].upper() + phrase[1:]
-    if arg is None or arg_said:
-        return t["distinct_noargs"].format(words=phrase)
+    if arg is None or arg_said:  # the name's words alone; a one-word name ("Reset.") would say nothing
+        return t["distinct_noargs"].format(words=phrase) if len(words) > 1 else ""
     label, fmt = _arg_fact(tool, arg, toolset, ex, lang)
     return t["distinct"].format(words=phrase, args=label + (t["with_format"].format(f=fmt) if fmt else ""))
 
@@ -547,24 +563,52 @@ def _telling_fact(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mappi
     return ""
 
 
+def quoted_question(questions: Iterable[str]) -> str:
+    """The question a pair's evidence quotes, of those where the wrong tool was
+    chosen: the shortest (then the first in order of characters), whole; ""
+    when none fits in ``MAX_QUESTION`` characters."""
+    fit = [q for q in (" ".join(str(x).split()) for x in questions) if q and len(q) <= MAX_QUESTION]
+    return min(fit, key=lambda q: (len(q), q)) if fit else ""
+
+
+def _english_action(phrase: str, toolset: Toolset, *, ing: bool = True) -> str:
+    """A tool name's words as an English action: its verb (as "-ing" with
+    ``ing``) and its object with an article (``cancel ticket`` → "cancelling a
+    ticket", ``get status customer`` → "get the status of a customer"); a name
+    whose first word is no verb (``log``) as it is."""
+    head, _, rest = phrase.partition(" ")
+    verb = gerund(head)
+    if verb == head or not rest:
+        return phrase if verb == head else (verb if ing else head)
+    verb = verb if ing else head
+    nouns = rest.split(" ")
+    if len(nouns) > 2 or any(n in ("of", "the", "a", "an", "for", "by") for n in nouns):
+        return f"{verb} {rest}"  # a phrase a description writes: as it writes it
+
+    def article(noun: str) -> str:
+        for text in description_texts(toolset):
+            found = re.search(rf"\b(a|an)\s+{re.escape(noun)}\b", text, re.IGNORECASE)
+            if found:
+                return found.group(1).lower()
+        return "an" if noun[:1].lower() in "aeiou" else "a"
+
+    last = nouns[-1]
+    obj = f"{article(last)} {last}" if not last.isupper() else last
+    return f"{verb} the {nouns[0]} of {obj}" if len(nouns) == 2 else f"{verb} {obj}"
+
+
 def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
                        lang: Language) -> str:
     """``NO sirve para <what the partner does><one fact>: usa <partner>.``: the
     partner's name words as the toolset spells them and ONE fact that tells
-    the two apart (``_telling_fact``): never the partner's description pasted.
-    A tool is not delimited against the thing it works on: where it takes an
-    identifier the partner requires (same pattern), the object that
-    identifier identifies (``_identified``) leaves the partner's name words
-    (``verificar_compra`` takes buscar_pedido's ``numero``: "NO sirve para
-    buscar", not "para buscar pedido")."""
+    the two apart (``_telling_fact``): never the partner's description pasted;
+    the whole action, its object too, even where the tool works on the same
+    object (``verificar_compra``: "NO sirve para buscar pedido: usa buscar_pedido.")."""
     words = _name_words(partner.name, toolset)
-    mine, theirs = _properties(tool), _properties(partner)
-    shared = {w for f in _required(partner) if isinstance(mine.get(f), Mapping) and isinstance(theirs.get(f), Mapping)
-              and mine[f].get("pattern") == theirs[f].get("pattern") for w in _identified(tool, f, toolset)}
-    kept = [w for w in words if w not in shared]
-    if shared and kept and len(kept) < len(words):
-        words = kept
-    return _T[lang]["negative"].format(words=spelled(words, toolset), partner=partner.name,
+    phrase = spelled(words, toolset)
+    if lang == "en":  # "NOT for cancelling a ticket", not "NOT for cancel ticket"
+        phrase = _english_action(phrase, toolset)
+    return _T[lang]["negative"].format(words=phrase, partner=partner.name,
                                        fact=_telling_fact(tool, partner, toolset, ex, lang))
 
 
@@ -625,7 +669,7 @@ def _calls(n: int) -> str:
 
 def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses],
                     cells: Mapping[tuple[str, str], int], ex: Mapping[tuple[str, str], Any],
-                    lang: Language) -> list[Proposal]:
+                    lang: Language, asked: Mapping[tuple[str, str], Iterable[str]]) -> list[Proposal]:
     t = _T[lang]
     out: list[Proposal] = []
     distinct_done: dict[str, Proposal | None] = {}
@@ -634,7 +678,9 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
         if a_tool is None or b_tool is None:
             continue
         n = cells.get((expected, called), 0) or len(found.trajectories)
-        evidence = [f"{called} called where {expected} was expected: {_calls(n)}"]
+        question = quoted_question(asked.get((expected, called), ()))
+        evidence = [f"{called} called where {expected} was expected: {_calls(n)}"
+                    + (f", as in {json.dumps(question, ensure_ascii=False)}" if question else "")]
         if fold(expected) not in fold(b_tool.description):
             sentence = _negative_sentence(b_tool, a_tool, toolset, ex, lang)
             a = Addresses(cells={(expected, called): n}, trajectories=set(found.trajectories), cases=set(found.cases),

@@ -1,7 +1,10 @@
 """The words ``toollens fix`` writes with, drawn from the toolset itself.
 
 - ``spelled``: a tool name's words as the toolset writes them (``nota
-  credito`` is "nota de crédito" where a description says so: accents kept);
+  credito`` is "nota de crédito" where a description says so: accents kept;
+  a Spanish word no text writes gets its accent all the same, ``accented``:
+  "devolución");
+- ``gerund``: an English verb of a tool name as "-ing" ("cancelling");
 - ``effect``: whether a tool reads or writes, from the verb of its name (or
   its description's first word);
 - ``meaning_match``: the declared tool an invented name means (``get_balance``
@@ -15,12 +18,13 @@ import re
 from collections.abc import Iterable
 from typing import Literal
 
-from app.core.language import fold
+from app.core.language import detect_language, fold
 from app.core.tools import Toolset, ToolSpec
 
 Effect = Literal["reads", "writes", ""]
 
-_LINK = r"(?:\s+(?:de|del|la|el|los|las|un|una|of|the|a|an)\s+|\s+|[_\-])"
+_SMALL = r"(?:de|del|la|el|los|las|un|una|of|the|a|an)"
+_LINK = rf"(?:(?:\s+{_SMALL}){{0,3}}\s+|[_\-])"
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
 READ_VERBS = frozenset({
@@ -70,14 +74,36 @@ def _folded(text: str) -> str:
     return "".join((fold(c) or " ")[0] for c in text)
 
 
-def spelled_word(word: str, texts: Iterable[str]) -> str:
-    """A word as the texts write it (``credito`` → ``crédito``, ``rut`` → ``RUT``), else as given."""
+# Spanish words of tool names whose accent a name cannot write (beyond "-ción"/"-sión"), for a toolset
+# whose texts never write the word: "iniciar_devolucion" is "iniciar devolución".
+_ACCENTED = {fold(w): w
+             for w in ("crédito", "débito", "número", "código", "teléfono", "envío", "artículo", "póliza", "cupón",
+                       "último", "últimos", "dígitos", "página", "catálogo", "categoría", "límite", "depósito",
+                       "menú", "razón", "dirección", "período", "médico", "mínimo", "máximo", "público", "método",
+                       "guía", "día", "días", "más", "también", "reseña", "contraseña", "año")}
+
+
+def accented(word: str) -> str:
+    """A Spanish word written without its accent, with it (``devolucion`` → ``devolución``)."""
+    low = word.lower()
+    if fold(low) in _ACCENTED and low == fold(low):
+        return _ACCENTED[low]
+    if len(low) > 4 and re.fullmatch(r"[a-zñ]+(c|s)ion", low):
+        return low[:-3] + "ión"
+    return word
+
+
+def spelled_word(word: str, texts: Iterable[str], *, spanish: bool = False) -> str:
+    """A word as the texts write it (``credito`` → ``crédito``, ``rut`` → ``RUT``), else as given
+    (with its accent, for a Spanish toolset: ``devolucion`` → ``devolución``)."""
     target = fold(word)
+    written = False
     for text in texts:
         for w in _WORD.findall(text):
             if fold(w) == target and w != word:
                 return str(w) if w.isupper() and len(w) > 1 else str(w).lower()
-    return word
+            written = written or w == word
+    return accented(word) if spanish and not written else word
 
 
 def spelled(words: list[str], toolset: Toolset) -> str:
@@ -96,9 +122,34 @@ def spelled(words: list[str], toolset: Toolset) -> str:
             phrase = text[found.start():found.end()]
             phrase = phrase if phrase.isupper() else phrase.lower()
             break
-    if not phrase:
-        phrase = " ".join(spelled_word(w, texts) for w in rest)
-    return f"{spelled_word(head, texts)} {phrase}".strip()
+    spanish = detect_language(texts) == "es"
+    if not phrase:  # word by word; Spanish links two nouns with "de" ("estado de empleado")
+        link = " de " if len(rest) > 1 and spanish else " "
+        phrase = link.join(spelled_word(w, texts, spanish=spanish) for w in rest)
+    return f"{spelled_word(head, texts, spanish=spanish)} {phrase}".strip()
+
+
+_EN_VERBS = frozenset({
+    "find", "get", "list", "search", "show", "read", "check", "fetch", "view", "query", "verify", "retrieve",
+    "create", "update", "delete", "remove", "send", "cancel", "issue", "start", "book", "pay", "add", "refund",
+    "write", "set", "post", "commit", "reset", "apply", "close", "open", "transfer", "make", "submit", "record",
+    "describe", "track", "void", "modify", "change", "edit", "upload", "download", "run", "stop", "move", "copy"})
+_DOUBLED = frozenset({"get", "set", "put", "run", "stop", "cancel", "commit", "submit", "transfer"})
+
+
+def gerund(verb: str) -> str:
+    """An English verb of a tool name as "-ing" (``cancel`` → ``cancelling``, ``update`` →
+    ``updating``, ``lookup`` → ``looking up``); any other word (``log`` in ``git_log``) as given."""
+    w = verb.lower()
+    if w == "lookup":
+        return "looking up"
+    if w not in _EN_VERBS:
+        return verb
+    if w in _DOUBLED:
+        return w + w[-1] + "ing"
+    if w.endswith("e") and not w.endswith("ee"):
+        return w[:-1] + "ing"
+    return w + "ing"
 
 
 def _split(name: str) -> list[str]:

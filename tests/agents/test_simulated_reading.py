@@ -291,3 +291,39 @@ def test_course_table_row_3_in_english() -> None:
     assert poor.rivals(question, "start_return")["cancel_order"] == pytest.approx(9.0)
     assert good.rivals(question, "start_return")["cancel_order"] == pytest.approx(
         math.exp(-2 * (2 * L15 + L3)) * (1 - DELIMITED))
+
+
+def test_a_value_written_in_a_negated_clause_is_no_format_of_its_tool() -> None:
+    """"NO sirve para buscar ticket (formato "TK-34946"): usa buscar_ticket." speaks of buscar_ticket's
+    identifier: a question with a TK number gains buscar_empleado nothing; the same value written
+    affirmatively is the tool's format."""
+    legajo = {"type": "object", "properties": {"legajo": {"type": "string"}}}
+    negated = Toolset.from_list([
+        {"name": "buscar_empleado", "description": 'Busca un empleado. NO sirve para buscar ticket (formato '
+                                                   '"TK-34946"): usa buscar_ticket.', "parameters": legajo},
+        {"name": "buscar_ticket", "description": "Busca un ticket.", "parameters": legajo},
+        {"name": "ver_estado", "description": "Muestra un estado.", "parameters": legajo}])
+    reading = read_toolset(negated)
+    assert "<shape:aa-99999>" not in reading.content["buscar_empleado"]
+    affirmed = read_toolset(Toolset.from_list([
+        {"name": "buscar_empleado", "description": 'Busca un empleado (formato "TK-34946").', "parameters": legajo},
+        *(t.document() for t in negated.tools[1:])]))
+    assert "<shape:aa-99999>" in affirmed.content["buscar_empleado"]
+
+
+def test_a_value_that_fits_another_steps_format_is_that_steps_shape_too() -> None:
+    """A RUT given for buscar_cliente, in a question that also needs verificar_compra: a delimitation on
+    verificar_compra naming the RUT's shape does not move verificar_compra's score at its own step."""
+    rut = {"type": "object", "properties": {"rut": {"type": "string", "pattern": r"^\d{7,8}-[\dkK]$"}}}
+    pedido = {"type": "object", "properties": {"numero": {"type": "string", "pattern": r"^PED-\d{5}$"}}}
+    tools = Toolset.from_list([
+        {"name": "buscar_cliente", "description": "Busca un cliente.", "parameters": rut},
+        {"name": "verificar_compra", "parameters": pedido,
+         "description": 'Verifica la compra de un pedido. NO sirve para buscar cliente por RUT (formato "12345678-9"): '
+                        "usa buscar_cliente."},
+        {"name": "buscar_pedido", "description": "Busca un pedido.", "parameters": pedido}])
+    reading = read_toolset(tools)
+    question = "Mi RUT es 12345678-9. ¿El pedido PED-33107 está a mi nombre?"
+    steps = frozenset({"buscar_cliente", "verificar_compra"})
+    # verificar_compra and buscar_pedido match the order number alike: one rival of weight 1, nothing moved
+    assert reading.rivals(question, "verificar_compra", steps) == pytest.approx({"buscar_pedido": 1.0})

@@ -77,21 +77,21 @@ def test_a_confused_pair_asks_for_negative_delimitation_and_distinct_description
     neg = by[("negative_delimitation", "buscar_producto")]
     assert neg.where == "tool_description" and neg.partner == "buscar_pedido"
     # the partner's name words and ONE fact that tells them apart: the argument it takes, with its format
-    assert neg.after == 'Busca información por texto. NO sirve para buscar pedido por numero (formato "PED-12345"): ' \
+    assert neg.after == 'Busca información por texto. NO sirve para buscar pedido por número (formato "PED-12345"): ' \
         "usa buscar_pedido."
     assert neg.explains == 3 and neg.addresses.cells == {("buscar_pedido", "buscar_producto"): 3}
     assert neg.addresses.failures == {"selection": 3} and neg.addresses.cases == {"pedido-0", "pedido-1", "pedido-2"}
     # both descriptions are vague ("información"): each leads with its name's words and its argument's format
     assert by[("distinct_names", "buscar_pedido")].after == \
-        'Buscar pedido (por numero, formato "PED-12345"). Busca información.'
+        'Buscar pedido (por número, formato "PED-12345"). Busca información.'
     assert by[("distinct_names", "buscar_producto")].after == "Buscar producto (por consulta). " \
         "Busca información por texto."
     assert [p.number for p in got] == [1, 2, 3]
 
 
-def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_object() -> None:
-    # verificar_compra takes numero with buscar_pedido's pattern: both act on an order, so what it is NOT for
-    # is buscar_pedido's action, not "pedido" (a question about its own order must not move to buscar_pedido)
+def test_a_tool_that_takes_the_partners_identifier_is_delimited_against_the_whole_action() -> None:
+    # verificar_compra takes numero with buscar_pedido's pattern: both act on an order; what it is NOT for is
+    # buscar_pedido's whole action, its object said ("para buscar" alone would say nothing a person would paste)
     verificar = {"name": "verificar_compra", "description": "Verifica información del cliente.",
                  "parameters": {"type": "object", "properties": {
                      "id": {"type": "integer"}, "numero": {"type": "string", "pattern": r"^PED-\d{5}$"}},
@@ -102,7 +102,7 @@ def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_
              traj("cli#0", [CallFact("verificar_compra", {"id": 1, "numero": "PED-1"}, expected="buscar_cliente")])]
     tails = {(p.tool, p.partner): p.tail for p in propose(shared, wrong) if p.pattern == "negative_delimitation"}
     assert tails == {
-        ("verificar_compra", "buscar_pedido"): "NO sirve para buscar: usa buscar_pedido.",
+        ("verificar_compra", "buscar_pedido"): "NO sirve para buscar pedido: usa buscar_pedido.",
         # what numero identifies is a pedido, not a compra: verificar_compra's object stays; both read, and the
         # id buscar_pedido lacks is emitir_nota_credito's too: no fact tells them apart, none is made up (and
         # never the description pasted)
@@ -112,12 +112,12 @@ def test_a_tool_that_takes_the_partners_identifier_is_not_delimited_against_its_
     # and its own lead says what that identifier is: the object of the one tool that takes it alone
     leads = {p.tool: p.lead for p in propose(shared, wrong[2:], examples={("verificar_compra", "numero"): "PED-12345"})
              if p.pattern == "distinct_names"}
-    assert leads == {"verificar_compra": 'Verificar compra (por numero de pedido, formato "PED-12345").'}
-    # a partner's first sentence that names the shared object is left out too
+    assert leads == {"verificar_compra": 'Verificar compra (por número de pedido, formato "PED-12345").'}
+    # the partner's description is never pasted, whatever it says
     described = Toolset.from_list([{**t.document(), "description": "Busca un pedido por su número."}
                                    if t.name == "buscar_pedido" else t.document() for t in shared.tools])
     (neg,) = [p for p in propose(described, wrong[:1]) if p.pattern == "negative_delimitation"]
-    assert neg.after == "Verifica información del cliente. NO sirve para buscar: usa buscar_pedido."
+    assert neg.after == "Verifica información del cliente. NO sirve para buscar pedido: usa buscar_pedido."
 
 
 def test_the_run_cells_are_reported_but_only_failed_trajectories_are_counted() -> None:
@@ -397,7 +397,7 @@ def test_an_english_toolset_gets_english_proposals_end_to_end(tmp_path: Path) ->
     assert done.exit_code == 0, done.output
     proposals = json.loads(done.stdout)["proposals"]
     negative = [p for p in proposals if p["pattern"] == "negative_delimitation"]
-    assert negative and all(re.fullmatch(r"NOT for [a-z ]+( by [a-z_]+| \(that one (only reads|changes data)\))?: "
+    assert negative and all(re.fullmatch(r"NOT for [a-z ]+( by [a-z_]+| \(that one (only reads|makes changes)\))?: "
                                          r"use git_[a-z_]+\.",
                                          p["after"][len(p["before"]):].lstrip(". ")) for p in negative)
     assert all(p["partner"] in p["after"] for p in negative)

@@ -6,6 +6,8 @@ map to what their name means; proposals that explain nothing are advice."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from app.core.fix import CallFact, TrajectoryFact, for_pairs, pair_proposals, propose
 from app.core.fix_words import effect, meaning_match, spelled
 from app.core.tools import Toolset
@@ -65,11 +67,11 @@ def test_each_delimitation_names_the_partner_and_the_one_fact_that_tells_them_ap
         ("emitir_nota_credito", "buscar_cliente"): 'NO sirve para buscar cliente por RUT (formato "12345678-9"): '
                                                    "usa buscar_cliente.",
         # reads vs writes, and the object as the description phrases it: "nota de crédito", accent kept
-        ("ver_saldo", "emitir_nota_credito"): "NO sirve para emitir nota de crédito (esa modifica datos): usa "
+        ("ver_saldo", "emitir_nota_credito"): "NO sirve para emitir nota de crédito (esa hace cambios): usa "
                                               "emitir_nota_credito.",
         ("emitir_nota_credito", "ver_saldo"): "NO sirve para ver saldo (esa solo consulta): usa ver_saldo.",
         # it takes buscar_pedido's numero too: what tells them apart is what each does
-        ("buscar_pedido", "iniciar_devolucion"): "NO sirve para iniciar devolución (esa modifica datos): usa "
+        ("buscar_pedido", "iniciar_devolucion"): "NO sirve para iniciar devolución (esa hace cambios): usa "
                                                  "iniciar_devolucion.",
     }
     for (_tool, partner), text in got.items():  # never a pasted or cut description
@@ -212,3 +214,83 @@ def test_lint_flags_the_shop_s_look_alike_lookups_before_any_run() -> None:
         "parameters": t.parameters} for t in SHOP.tools])
     assert [(f.tool, f.related) for f in lint_toolset(delimited) if f.rule == "lookalike_pair"] == [
         ("buscar_cliente", ("buscar_pedido",)), ("buscar_cliente", ("buscar_producto",))]
+
+
+# an English shop of the shape the generated suites have (tests/generated_suites.py): look-alike names that
+# differ in one word, descriptions of one shape
+def _en(name: str, description: str, arg: str, pattern: str | None = None) -> dict[str, object]:
+    prop: dict[str, object] = {"type": "string", **({"pattern": pattern} if pattern else {})}
+    return {"name": name, "description": description, "parameters": _obj({arg: prop}, [arg])}
+
+
+EN = Toolset.from_list([
+    _en("find_ticket", "Finds a ticket by its ticket number.", "ticket_id", r"^TK-\d{5}$"),
+    _en("cancel_ticket", "Cancels a ticket given its ticket number.", "ticket_id", r"^TK-\d{5}$"),
+    _en("get_status_customer", "Shows where a customer stands, given its customer code.", "customer_code"),
+    _en("list_history_customer", "Lists the history of a customer by its customer code.", "customer_code"),
+    _en("find_card", "Finds a card by its last four digits.", "last_digits", r"^\d{4}$"),
+])
+EN_EXAMPLES = {("find_ticket", "ticket_id"): "TK-77120", ("find_card", "last_digits"): "4821"}
+
+
+def test_english_delimitations_read_as_english_with_the_one_fact_that_tells_the_pair_apart() -> None:
+    cells = [("find_ticket", "cancel_ticket"), ("cancel_ticket", "find_ticket"),
+             ("get_status_customer", "list_history_customer"), ("find_card", "find_ticket")]
+    got = propose(EN, [wrong(f"c{i}#0", e, c) for i, (e, c) in enumerate(cells)], examples=EN_EXAMPLES)
+    assert {(p.tool, p.partner): p.tail for p in got if p.pattern == "negative_delimitation"} == {
+        # the verb as "-ing", the object with the article the descriptions write, what each does
+        ("cancel_ticket", "find_ticket"): "NOT for finding a ticket (that one only reads): use find_ticket.",
+        ("find_ticket", "cancel_ticket"): "NOT for cancelling a ticket (that one makes changes): use cancel_ticket.",
+        # "status customer" is no phrase any description writes: "the status of a customer"
+        ("list_history_customer", "get_status_customer"): "NOT for getting the status of a customer: use "
+                                                          "get_status_customer.",
+        # the argument the partner goes by and the tool lacks, with its format from a valid call
+        ("find_ticket", "find_card"): 'NOT for finding a card by last_digits (format "4821"): use find_card.',
+    }
+    # a lead says what a tool is in English too, and only where its description does not
+    leads = {p.tool: p.lead for p in got if p.pattern == "distinct_names"}
+    assert leads == {"get_status_customer": "Get the status of a customer."}
+
+
+def test_an_english_invented_name_maps_to_what_it_means_or_to_none() -> None:
+    assert meaning_match("lookup_ticket", EN) == "find_ticket"
+    assert meaning_match("get_customer_history", EN) in ("list_history_customer", None)  # never the expected step
+    assert meaning_match("send_email", EN) is None
+    call = CallFact("send_email", {}, exists=False, expected="cancel_ticket")
+    (p,) = propose(EN, [TrajectoryFact("h#0", "h", "q", False, ("hallucinated_tool",), (call,),
+                                       cause=("hallucinated_tool", "send_email", ""))])
+    assert p.tail.startswith("There is no tool named send_email. Call only the declared tools: ")
+    assert "cancel_ticket for that" not in p.tail  # the step that was expected is not what the name means
+
+
+def test_accents_are_kept_where_no_text_writes_the_word_and_spelling_is_kept_where_one_does() -> None:
+    bare = Toolset.from_list([{"name": "iniciar_devolucion", "description": "Gestiona una operación.",
+                               "parameters": _obj({"numero": PEDIDO}, ["numero"])},
+                              {"name": "emitir_nota_credito", "description": "Gestiona un abono.",
+                               "parameters": _obj({"id": {"type": "integer"}}, ["id"])},
+                              {"name": "ver_estado_envio", "description": "Consulta cómo va un envío.",
+                               "parameters": _obj({"seguimiento": {"type": "string"}}, ["seguimiento"])}])
+    assert spelled(["iniciar", "devolucion"], bare) == "iniciar devolución"
+    assert spelled(["emitir", "nota", "credito"], bare) == "emitir nota de crédito"
+    assert spelled(["ver", "estado", "envio"], bare) == "ver estado de envío"  # two nouns linked with "de"
+    # the shop writes "numero" without its accent: the toolset's own spelling is kept
+    assert spelled(["buscar", "numero"], SHOP) == "buscar numero"
+
+
+def test_a_proposal_that_explains_nothing_is_advice_and_out_leaves_it_out(tmp_path: Path) -> None:
+    """`fix --out` writes what explains a failed trajectory; the precondition that sank nothing is printed
+    under its own heading and written only when --only names it."""
+    from app.core.fix import candidate_suite
+
+    order = CallFact("emitir_nota_credito", {"id": 1, "monto": 5}, dependency_before="verificar_compra")
+    picked = CallFact("ver_saldo", {}, expected="buscar_cliente")
+    sunk = [TrajectoryFact(f"n{i}#0", f"n{i}", "q", False, ("selection", "dependency"), (picked, order),
+                           cause=("wrong_tool", "buscar_cliente", "ver_saldo")) for i in range(3)]
+    got = propose(SHOP, sunk, examples=EXAMPLES)
+    written = [p for p in got if not p.advice]  # what --out writes without --only
+    doc = candidate_suite({"toolset": {"tools": [t.document() for t in SHOP.tools]}}, written)
+    texts = {t["name"]: t["description"] for t in doc["toolset"]["tools"]}
+    assert texts["ver_saldo"].endswith('NO sirve para buscar cliente por RUT (formato "12345678-9"): usa '
+                                       "buscar_cliente.")
+    assert "verificar_compra" not in texts["emitir_nota_credito"]  # the advice is not written
+    assert [p.pattern for p in got if p.advice] == ["precondition"]

@@ -38,5 +38,5 @@ def test_the_first_screen_names_fix_and_each_pair_shows_the_clis_text(db_url: st
             if p["pattern"] in ("negative_delimitation", "distinct_names") and any(
                 {c["expected"], c["called"]} == {"buscar_pedido", "buscar_producto"} for c in p["addresses"]["cells"])}
     assert shown == pair and len(pair) == 3
-    assert ("buscar_producto", 'Busca información por texto. NO sirve para buscar pedido por numero (formato '
+    assert ("buscar_producto", 'Busca información por texto. NO sirve para buscar pedido por número (formato '
                                '"PED-12345"): usa buscar_pedido.') in pair

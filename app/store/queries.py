@@ -602,6 +602,10 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
                 call["batch"] = batch
     if isinstance(t.detail, dict) and isinstance(t.detail.get("user_error"), list):
         rec["user_error"] = t.detail["user_error"]
+    if isinstance(t.detail, dict) and isinstance(t.detail.get("user_profile"), str):
+        rec["user_profile"] = t.detail["user_profile"]
+        if isinstance(t.detail.get("user_acts"), list):
+            rec["user_acts"] = t.detail["user_acts"]
     if t.model_calls is not None:
         rec["model_calls"] = t.model_calls
     error = _agent_error(t.detail)

@@ -139,7 +139,7 @@ class CooperationGap:
 def cooperation_gap(profiles: Mapping[str, Mapping[str, Any]]) -> CooperationGap | None:
     """The gap from a report's ``profiles`` (``score --json``): per profile its
     ``trials`` ({case: [n, passed]}), ``acted``, ``user_errors`` and ``blame``.
-    None without a cooperative row and another profile to set against it."""
+    None without cooperative conversations; their row alone when no other profile ran."""
     rows: list[ProfileRow] = []
     for name in [*(n for n in NAMES if n in profiles), *sorted(set(profiles) - set(NAMES))]:
         data = profiles[name]
@@ -152,7 +152,7 @@ def cooperation_gap(profiles: Mapping[str, Mapping[str, Any]]) -> CooperationGap
             user_errors=int(data.get("user_errors") or 0),
             blame={str(b): int(v) for b, v in (data.get("blame") or {}).items() if v}))
     coop = next((r for r in rows if r.profile == COOPERATIVE), None)
-    if coop is None or len(rows) < 2 or not coop.conversations:
+    if coop is None or not coop.conversations:
         return None
     k = min(max(r.pass_hat_k) for r in rows if r.pass_hat_k) if all(r.pass_hat_k for r in rows) else 1
     for r in rows:

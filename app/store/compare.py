@@ -21,6 +21,7 @@ from app.store.blame import flipped_simulator_note
 from app.store.ingest import get_run_row
 from app.store.models import RunCounter, ToolsetVersion
 from app.store.pairing import paired
+from app.store.profiles import compare_gaps, run_gap
 from app.store.queries import get_run, get_trajectory, turn_figures
 from app.store.views import (
     CallPublic,
@@ -113,6 +114,7 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200,
         session, [f.b_trajectory if f.a_passed else f.a_trajectory for f in flipped], DEFAULT_SIMULATOR_SHARE)
     return ComparisonPublic(
         simulator_note=note, flipped_blamed_on_user=n_user,
+        cooperation=compare_gaps(run_gap(session, a_id), run_gap(session, b_id)),
         a=a, b=b, families=families, shared_cases=shared, flipped=flipped, flipped_count=only_a + only_b,
         mcnemar=McNemarPublic(passed_only_a=only_a, passed_only_b=only_b, p_value=mcnemar_exact(only_a, only_b)),
         confusion_diff=diff, tools=tools, description_changes=changes, turns=_turns(session, a_id, b_id),

@@ -19,6 +19,7 @@ from app.store.views import ComparisonPublic, McNemarPublic, RatioPublic, RunPub
 from app.web import figures
 from app.web.deps import Id, OptionalId, ReadSession, render
 from app.web.figures import Figure
+from app.web.pages.cooperation import CompareGap, compare_gap
 from app.web.pages.run import TURN_COLUMNS
 from app.web.templating import ms, signed, tokens, usd
 
@@ -111,6 +112,7 @@ class ComparePage:
     blocking: set[str]  # zero-threshold families above zero in B: blocking, whatever the interval says
     usage: list[UsageRow]  # tokens, cost and latency, B against A
     passes: PassHead | None = None  # the pass rates, first on the page
+    cooperation: CompareGap | None = None  # pass^k by simulated-user profile, B against A
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
 
 
@@ -118,7 +120,8 @@ def compare_page(session: Session, a: int, b: int, cache: Any = None) -> Compare
     c = cache.get(session, a, b) if cache is not None else comparing.compare_runs(session, a, b)
     return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff),
                        blocking={d.family for d in c.families if d.family in BLOCKING_KEYS and d.b.num},
-                       usage=[usage_row(d) for d in c.usage], passes=pass_head(c))
+                       usage=[usage_row(d) for d in c.usage], passes=pass_head(c),
+                       cooperation=compare_gap(c.cooperation))
 
 
 @dataclass

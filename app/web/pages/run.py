@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.core.blame import BLAMES
 from app.core.families import BY_KEY, RATIO_FAMILIES, Failure, Family
 from app.core.outcome import OUTCOMES, REACTIONS
+from app.core.profiles import cooperation_gap
 from app.core.textdiff import word_diff
 from app.store import labels, queries
 from app.store import lint as linting
@@ -34,6 +35,7 @@ from app.store.views import (
 from app.web import figures
 from app.web.deps import Limit, Offset, ReadSession, RunId, render
 from app.web.figures import Figure, Heatmap
+from app.web.pages.cooperation import GapView, gap_view
 from app.web.pages.pager import Pager, pager
 from app.web.pages.runs import blocking
 
@@ -263,6 +265,7 @@ class RunPage:
     turns: list[TurnRow] = field(default_factory=list)  # per user turn (quiet stretches folded), conversations only
     rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
     blame: BlameFigures | None = None  # failed conversations by who failed them (docs/blame.md)
+    cooperation: GapView | None = None  # pass^k by simulated-user profile against the cooperative one
     blame_names: tuple[str, ...] = BLAMES
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     failure_names: tuple[str, ...] = FAILURE_NAMES
@@ -331,6 +334,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),
         rewrites=pair_rewrites(run.name, pair_edits),
         blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
+        cooperation=gap_view(cooperation_gap(figs["profiles"]) if "profiles" in figs else None),
     )
 
 

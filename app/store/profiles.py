@@ -1,0 +1,51 @@
+"""A run's figures by simulated-user profile, read from its counters, and the
+cooperation gap of one run or two (app/core/profiles.py; docs/metrics.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from app.core.profiles import CooperationGap, cooperation_gap
+from app.core.report import Report
+from app.store.models import RunCounter
+
+
+def profile_figures(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
+    """``profiles`` of the run's figures (``score --json``), from its counters alone."""
+    rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value).where(
+        RunCounter.run_id == run_id, or_(RunCounter.kind.in_(("profile_trials", "profile_passes")),
+                                         (RunCounter.kind == "count") & RunCounter.a.like("profile.%")))).all()
+    return Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows).profiles_json() if rows else {}
+
+
+def run_gap(session: Session, run_id: int) -> CooperationGap | None:
+    """The run's cooperation gap (None without a non-cooperative profile)."""
+    return cooperation_gap(profile_figures(session, run_id))
+
+
+def compare_gaps(a: CooperationGap | None, b: CooperationGap | None) -> dict[str, Any] | None:
+    """Two runs' pass^k profile by profile at the k both reach, B − A, and whether B's
+    change under the cooperative user holds under the others (``cooperation`` of compare)."""
+    if a is None and b is None:
+        return None
+    ra = {r.profile: r for r in a.rows} if a is not None else {}
+    rb = {r.profile: r for r in b.rows} if b is not None else {}
+    k = min(g.k for g in (a, b) if g is not None)
+    rows = []
+    for name in [*ra, *(n for n in rb if n not in ra)]:
+        x, y = ra.get(name), rb.get(name)
+        va, vb = (x.at(k) if x else None), (y.at(k) if y else None)
+        rows.append({"profile": name, "a": va, "b": vb, "delta": None if va is None or vb is None else vb - va,
+                     "a_gap": x.gap_k if x else None, "b_gap": y.gap_k if y else None,
+                     "a_conversations": x.conversations if x else 0, "b_conversations": y.conversations if y else 0})
+    deltas = [r["delta"] for r in rows if r["delta"] is not None]
+    coop = next((r["delta"] for r in rows if r["profile"] == "cooperative"), None)
+    others = [r["delta"] for r in rows if r["profile"] != "cooperative" and r["delta"] is not None]
+    return {"k": k, "profiles": rows, "a": None if a is None else a.to_dict(), "b": None if b is None else b.to_dict(),
+            "same_profiles": set(ra) == set(rb), "delta_cooperative": coop,
+            "delta_band": [min(others), max(others)] if others else None,
+            "b_ahead": sum(1 for d in deltas if d > 1e-12), "b_behind": sum(1 for d in deltas if d < -1e-12),
+            "compared": len(deltas)}

@@ -34,7 +34,7 @@ def compare_gaps(a: CooperationGap | None, b: CooperationGap | None) -> dict[str
     ra = {r.profile: r for r in a.rows} if a is not None else {}
     rb = {r.profile: r for r in b.rows} if b is not None else {}
     k = min(g.k for g in (a, b) if g is not None)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in [*ra, *(n for n in rb if n not in ra)]:
         x, y = ra.get(name), rb.get(name)
         va, vb = (x.at(k) if x else None), (y.at(k) if y else None)

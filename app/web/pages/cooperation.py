@@ -106,7 +106,7 @@ class CompareGap:
 
 def compare_gap(data: dict[str, Any] | None) -> CompareGap | None:
     """Compare's cooperation section from ``cooperation`` (app/store/profiles.compare_gaps)."""
-    if not data or not data.get("profiles") or len(data["profiles"]) < 2 and data.get("same_profiles"):
+    if not data or not data.get("profiles") or (len(data["profiles"]) < 2 and data.get("same_profiles")):
         return None
     k = int(data["k"])
     rows = [CompareGapRow(r["profile"], pct(r["a"]), pct(r["b"]), pts(r["delta"]), pts(r["a_gap"]),

@@ -1,0 +1,122 @@
+"""``toollens run --user-profile``: a tiny suite, a deterministic agent, and the
+cooperation gap computed by hand, from the stored figures to the run page and
+compare over HTTP (the app's TestClient)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.core.profiles import cooperation_gap
+from app.settings import Settings
+from app.store.db import make_engine, make_sessionmaker
+from app.store.models import Run
+from app.store.profiles import profile_figures
+from app.web.app import create_app
+
+runner = CliRunner()
+
+# The agent asks for both facts at once, then acts on whatever it was given: the drip-feeding user
+# gives one fact per reply, so the agent calls with one missing and fails; every other user passes.
+HASTY = """\
+import re
+
+
+def agent(question, toolbox):
+    said = " ".join(m["content"] for m in toolbox.messages if m["role"] == "user")
+    rut = re.search(r"\\d{7,8}-[\\dkK]", said)
+    numero = re.search(r"PED-\\d{5}", said)
+    if not (rut and numero) and not any(m["role"] == "assistant" for m in toolbox.messages):
+        return "¿Me das tu RUT y tu número de pedido?"
+    toolbox.call("buscar_pedido", {"rut": rut.group(0) if rut else "", "numero": numero.group(0) if numero else ""})
+    return "Listo: tu pedido va en camino."
+"""
+SUITE: dict[str, Any] = {
+    "name": "perfiles",
+    "toolset": [{"name": "buscar_pedido", "description": "Busca un pedido por RUT y número.",
+                 "parameters": {"type": "object", "properties": {"rut": {"type": "string"},
+                                                                 "numero": {"type": "string"}},
+                                "required": ["rut", "numero"]},
+                 "mock": {"responses": [{"when": {"rut": "12345678-9", "numero": "PED-12345"},
+                                         "response": {"estado": "en camino"}}]}}],
+    "cases": [{"id": "pedido", "question": "Hola, ¿dónde está mi pedido?",
+               "user": {"instruction": "Eres Ana Rojas y quieres saber dónde está tu pedido.",
+                        "known": {"rut": "12345678-9", "pedido": "PED-12345"}, "patience": 4},
+               "expected_calls": [{"name": "buscar_pedido", "arguments": {"rut": "12345678-9",
+                                                                          "numero": "PED-12345"}}]},
+              {"id": "solo", "question": "¿Dónde está el pedido PED-12345 del RUT 12345678-9?",
+               "expected_calls": [{"name": "buscar_pedido", "arguments": {"rut": "12345678-9",
+                                                                          "numero": "PED-12345"}}]}],
+}
+
+
+def run(tmp_path: Path, db_url: str, name: str, *profiles: str) -> Any:
+    (tmp_path / "hasty.py").write_text(HASTY, encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(SUITE, allow_unicode=True), encoding="utf-8")
+    args = ["run", str(tmp_path / "suite.yaml"), "--agent", f"{tmp_path / 'hasty.py'}:agent", "--trials", "2",
+            "--run", name, "--db", db_url]
+    for p in profiles:
+        args += ["--user-profile", p]
+    return runner.invoke(cli, args)
+
+
+def test_run_with_two_profiles_measures_the_gap_by_hand(tmp_path: Path, db_url: str) -> None:
+    done = run(tmp_path, db_url, "hasty", "drip_feed", "impatient")
+    assert done.exit_code == 0, done.output
+    # 'pedido': 2 trials under each of 3 users; 'solo' (no simulated user): its 2 plain trials only
+    assert "stored 8 of 8 case runs, 2 failed" in done.output
+    engine = make_engine(db_url)
+    try:
+        with make_sessionmaker(engine)() as s:
+            run_id = s.query(Run.id).filter(Run.name == "hasty").scalar()
+            assert s.get(Run, run_id).config["user_profiles"] == ["cooperative", "impatient", "drip_feed"]  # type: ignore[union-attr]
+            figures = profile_figures(s, run_id)
+    finally:
+        engine.dispose()
+    assert {p: f["trials"] for p, f in figures.items()} == {
+        "cooperative": {"pedido": [2, 2]}, "impatient": {"pedido": [2, 2]}, "drip_feed": {"pedido": [2, 0]}}
+    # impatient never leaves: the agent asks once, at the user's first reply; drip_feed holds back every time
+    assert (figures["drip_feed"]["acted"], figures["impatient"]["acted"]) == (2, 0)
+    gap = cooperation_gap(figures)
+    assert gap is not None and gap.k == 2
+    rows = {r.profile: r for r in gap.rows}
+    # by hand: cooperative 2/2 → pass^1 = pass^2 = 1; drip_feed 0/2 → 0, 0; impatient 2/2 → 1, 1
+    assert (rows["drip_feed"].gap_1, rows["drip_feed"].gap_k) == (-1.0, -1.0)
+    assert (rows["impatient"].gap_1, rows["impatient"].gap_k) == (0.0, 0.0)
+    assert gap.band_k == (0.0, 1.0) and gap.band_gap == (-1.0, 0.0) and gap.spread == 1.0
+
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        page = client.get(f"/runs/{run_id}", headers={"accept": "text/html"})
+        assert page.status_code == 200
+        section = page.text[page.text.index('<section id="cooperation"'):]
+        section = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section[:section.index("</section>")]))
+        assert "pass^2 under the cooperative user 100.0%; under the other 2 profiles from 0.0% to 100.0% " \
+               "(gap −100.0 pts to +0.0 pts); the largest drop: drip_feed" in section
+        assert "drip feed 1 2 0.0% 0.0% −100.0 pts" in section  # rate, conversations, pass^1, pass^2, gap
+        assert set(client.get(f"/api/runs/{run_id}/figures").json()["profiles"]) == {
+            "cooperative", "impatient", "drip_feed"}
+
+
+def test_compare_sets_two_runs_profile_by_profile(tmp_path: Path, db_url: str) -> None:
+    assert run(tmp_path, db_url, "a", "drip_feed").exit_code == 0
+    assert run(tmp_path, db_url, "b", "drip_feed,impatient").exit_code == 0
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        data = client.get("/api/compare", params={"a": 1, "b": 2}).json()["cooperation"]
+        assert [(r["profile"], r["a"], r["b"], r["delta"]) for r in data["profiles"]] == [
+            ("cooperative", 1.0, 1.0, 0.0), ("drip_feed", 0.0, 0.0, 0.0), ("impatient", None, 1.0, None)]
+        assert data["same_profiles"] is False and data["delta_band"] == [0.0, 0.0]
+        html = client.get("/compare", params={"a": 1, "b": 2}, headers={"accept": "text/html"}).text
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+        assert "the runs ran different profiles: only the rows both hold compare" in text
+        assert "drip feed 0.0% 0.0% +0.0 pts −100.0 pts −100.0 pts" in text
+
+
+def test_a_bad_profile_is_refused_before_anything_runs(tmp_path: Path, db_url: str) -> None:
+    done = run(tmp_path, db_url, "bad", "grumpy")
+    assert done.exit_code == 2 and "'grumpy': not a profile" in done.output

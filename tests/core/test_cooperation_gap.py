@@ -24,7 +24,8 @@ def test_the_gap_and_its_band_by_hand() -> None:
     # impatient: pass^1 = 2/6; pass^2 = (C(2,2)/C(3,2) + 0) / 2 = 1/6; pass^3 = 0
     assert rows["impatient"].at(2) == pytest.approx(1 / 6) and rows["impatient"].at(3) == 0
     assert rows["impatient"].gap_1 == pytest.approx(2 / 6 - 4 / 6) and rows["impatient"].gap_k == pytest.approx(-0.5)
-    assert rows["impatient"].gap_1_ci is not None and rows["impatient"].gap_1_ci[0] < -1 / 3 < rows["impatient"].gap_1_ci[1]
+    ci = rows["impatient"].gap_1_ci
+    assert ci is not None and ci[0] < -1 / 3 < ci[1]
     assert rows["drip_feed"].gap_1 == 0 and rows["drip_feed"].gap_k == 0
     assert gap.band_k == (0.0, 0.5) and gap.band_gap == (-0.5, 0.0) and gap.spread == 0.5
     assert (rows["impatient"].acted, rows["impatient"].user_errors, rows["impatient"].blamed_on_user) == (2, 1, 2)

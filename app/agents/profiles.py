@@ -83,7 +83,9 @@ class ProfiledConversation:
             name, value = self.fixing
             self.fixing = None
             self._act("corrected", at, f"corrects {name} to {value}")
-            return words["wrong_fix"].format(name=name.replace("_", " "), value=value)
+            fix = words["wrong_fix"].format(name=name.replace("_", " "), value=value)
+            rest = self.base.reply(spec, transcript)  # the reply it owes too (a confirmation), unless it leaves
+            return fix if spec.stop in rest else f"{fix} {rest}"
         if p == "changes_mind" and self.declined:
             self.declined = False
             self._act("took_back", at, "takes the decline back and confirms")
@@ -102,8 +104,8 @@ class ProfiledConversation:
             if p == "omits_detail":
                 self.used, self.omitted = True, first
                 self._act("withheld", at, f"does not give {first} at its first ask")
-                rest = [self.base.fact(spec, n) for n in asked[1:]]
-                return " ".join([words["not_at_hand"], *rest])
+                others = [self.base.fact(spec, n) for n in asked[1:]]
+                return " ".join([words["not_at_hand"], *others])
         if p == "drip_feed" and len(asked) > 1:
             self.queued.extend(asked[1:])
             self._act("held_back", at, f"gives {asked[0]} alone, holds back {', '.join(asked[1:])}")

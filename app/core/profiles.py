@@ -36,8 +36,8 @@ PROFILES: tuple[Profile, ...] = (
             "serving, with probability 0.5 at each such turn", 0.5, 1),
     Profile("drip_feed", "gives at most one fact per reply: other facts asked together come one per later reply",
             1.0, 2),
-    Profile("wrong_assumption", "the first fact it gives is wrong (one character changed), corrected in its "
-            "next reply; in a conversation with probability 0.5", 0.5, 3),
+    Profile("wrong_assumption", "the first fact it gives is wrong (one character changed), corrected at the "
+            "start of its next reply; in a conversation with probability 0.5", 0.5, 3),
     Profile("omits_detail", "the first time it is asked for a fact, says it does not have it at hand; gives it "
             "when asked again; in a conversation with probability 0.5", 0.5, 4),
     Profile("changes_mind", "declines the first confirmation it is asked for, then takes that back in its next "

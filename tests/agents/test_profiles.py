@@ -57,10 +57,12 @@ def test_drip_feed_does_nothing_to_an_agent_asking_one_thing_at_a_time() -> None
 
 def test_wrong_assumption_gives_a_wrong_value_then_corrects_it() -> None:
     conv = conversation("wrong_assumption")
-    first, second = talk(conv, ASK_RUT, "Listo, ¿algo más?")
+    first, second = talk(conv, ASK_RUT, "Listo.")
     bad = first.removeprefix("Mi rut es ").removesuffix(".")
     assert bad != "12345678-9" and len(bad) == len("12345678-9") and bad[-2] == "-"
-    assert second == "Perdón, me equivoqué: mi rut es 12345678-9."
+    assert second == "Perdón, me equivoqué: mi rut es 12345678-9."  # alone: its thanks would end it
+    again = conversation("wrong_assumption")
+    assert talk(again, ASK_RUT, CONFIRM)[1] == "Perdón, me equivoqué: mi rut es 12345678-9. Sí, confirmo."
     assert [a.kind for a in conv.acts] == ["wrong_value", "corrected"]
     transcript = [Message("user", "Hola", 0), Message("assistant", ASK_RUT, 0), Message("user", first, 0)]
     assert [e["kind"] for e in check_user(SPEC, transcript)] == ["contradicted_known"]  # an independent check sees it

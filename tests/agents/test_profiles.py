@@ -5,6 +5,9 @@ names; and where a profile's case runs land among a run's trials."""
 from __future__ import annotations
 
 import random
+import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,9 +16,12 @@ from app.agents.users import RuleUser
 from app.core.conversation import check_user
 from app.core.profiles import NAMES, PROFILES, ProfileError, parse_profiles
 from app.core.records import Message
-from app.core.suite import UserSpec, parse_suite
+from app.core.runner import run_case
+from app.core.scoring import Scorer
+from app.core.suite import UserSpec, load_suite, parse_suite
 from app.runner.work import plan_work
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SPEC = UserSpec(instruction="Eres Ana Rojas y quieres una nota de crédito. Das tus datos solo si te los piden.",
                 known={"rut": "12345678-9", "pedido": "PED-12345"}, patience=6)
 ASK_BOTH = "¿Me das tu RUT y tu número de pedido?"
@@ -143,3 +149,42 @@ def test_a_profiles_trials_come_after_the_sweep_whatever_else_runs() -> None:
     assert [i.agent_seed() for i in items if i.profile == "impatient"] == [(0, ""), (1, "")]
     alone = plan_work(suite, trials=2, sweep=True, profiles=["cooperative", "changes_mind"])
     assert [i.trial for i in alone if i.profile == "changes_mind"] == [12, 13]  # the same trials: runs pair up
+
+
+# -- the blame on a known injected fault -------------------------------------------
+
+
+class Omits:
+    """The omitting user, firing in every conversation."""
+
+    def for_conversation(self, case_id: str, trial: int) -> ProfiledConversation:
+        return ProfiledConversation("omits_detail", random.Random(trial), fires=True)
+
+
+def pedido_agent(asks: int) -> Any:
+    """Asks for the order number up to ``asks`` times, then gives up; looks it up once said."""
+    def agent(question: str, toolbox: Any) -> str:
+        said = " ".join(m["content"] for m in toolbox.messages if m["role"] == "user")
+        found = re.search(r"PED-\d{5}", said)
+        if found:
+            return f"Tu pedido: {toolbox.call('buscar_pedido', {'numero': found.group(0)})}"
+        if sum(1 for m in toolbox.messages if m["role"] == "assistant") < asks:
+            return "¿Me das tu número de pedido?"
+        return "Sin ese dato no puedo seguir."
+    return agent
+
+
+def test_the_blame_charges_an_omitted_fact_to_the_user_only_when_it_was_never_given() -> None:
+    suite = load_suite(EXAMPLES / "conversaciones_v2.yaml")
+    case = suite.case("conv-pedido-001")
+    assert case is not None
+    scorer = Scorer(suite)
+    once = run_case(pedido_agent(1), suite, case, user=Omits())  # type: ignore[arg-type]
+    assert once.user_profile == "omits_detail" and [a.kind for a in once.user_acts or []] == ["withheld"]
+    blame = scorer.score(once).blame
+    assert blame is not None and (blame["blame"], blame["detector"]) == ("user", "withholds")
+    assert "No tengo ese dato a mano" in blame["evidence"]
+    twice = run_case(pedido_agent(2), suite, case, user=Omits())  # type: ignore[arg-type]
+    assert scorer.score(twice).passed  # asked again, the user gives it: nothing to blame
+    plain = run_case(pedido_agent(1), suite, case, user=RuleUser())
+    assert plain.user_profile == "cooperative" and plain.user_acts is None and scorer.score(plain).passed

@@ -91,6 +91,10 @@ def test_run_with_two_profiles_measures_the_gap_by_hand(tmp_path: Path, db_url: 
     assert (rows["impatient"].gap_1, rows["impatient"].gap_k) == (0.0, 0.0)
     assert gap.band_k == (0.0, 1.0) and gap.band_gap == (-1.0, 0.0) and gap.spread == 1.0
 
+    shown = runner.invoke(cli, ["show", "hasty", "--db", db_url], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "Cooperation gap" in shown.output
+    assert re.search(r"drip_feed\s+│\s+1\s+│\s+2\s+│\s+0\.0%\s+│\s+0\.0%\s+│\s+−100\.0 pts", shown.output)
+
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         page = client.get(f"/runs/{run_id}", headers={"accept": "text/html"})
         assert page.status_code == 200

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
+from app.core.cooperation import CompareGap, compare_gap
 from app.core.families import BLOCKING_KEYS
 from app.core.stats import newcombe_interval
 from app.store import compare as comparing
@@ -19,7 +20,6 @@ from app.store.views import ComparisonPublic, McNemarPublic, RatioPublic, RunPub
 from app.web import figures
 from app.web.deps import Id, OptionalId, ReadSession, render
 from app.web.figures import Figure
-from app.web.pages.cooperation import CompareGap, compare_gap
 from app.web.pages.run import TURN_COLUMNS
 from app.web.templating import ms, signed, tokens, usd
 

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
 from app.core.blame import BLAMES
+from app.core.cooperation import GapView, gap_view
 from app.core.families import BY_KEY, RATIO_FAMILIES, Failure, Family
 from app.core.outcome import OUTCOMES, REACTIONS
 from app.core.profiles import cooperation_gap
@@ -35,7 +36,6 @@ from app.store.views import (
 from app.web import figures
 from app.web.deps import Limit, Offset, ReadSession, RunId, render
 from app.web.figures import Figure, Heatmap
-from app.web.pages.cooperation import GapView, gap_view
 from app.web.pages.pager import Pager, pager
 from app.web.pages.runs import blocking
 

@@ -1,6 +1,7 @@
-"""The cooperation gap as the run and compare pages show it: pass^k under each
-simulated-user profile against the cooperative one, and the band of the others
-(app/core/profiles.py; the figures in app/store/profiles.py)."""
+"""The cooperation gap as people read it (the run and compare pages, ``show``):
+pass^k under each simulated-user profile against the cooperative one, and the
+band of the others, as text and positions (app/core/profiles.py computes it;
+app/store/profiles.py reads it from a run). Pure: no store, no web."""
 
 from __future__ import annotations
 

@@ -81,7 +81,9 @@ def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: Ga
                          blocking_cases=sorted(blocking.values(), key=lambda c: c.trajectory_id or 0),
                          regressed_count=comparison.mcnemar.passed_only_a if comparison.mcnemar else len(regressed),
                          shared_cases=comparison.shared_cases,
-                         simulator=(comparison.flipped_blamed_on_user, len(comparison.flipped)))
+                         simulator=(comparison.flipped_blamed_on_user,
+                                    len(comparison.flipped) if comparison.simulator_checked is None
+                                    else comparison.simulator_checked))
 
 
 __all__ = ["NotFound", "run_gate"]

@@ -217,6 +217,7 @@ class ComparisonPublic(BaseModel):
     usage: list[UsageDelta] = Field(default_factory=list)  # cost and latency, B against A (absent: no data)
     simulator_note: str | None = None  # too many flipped failures blamed on the simulated user: no verdict
     flipped_blamed_on_user: int = 0  # of the listed flipped cases, failing sides blamed on the simulated user
+    simulator_checked: int | None = None  # the flipped cases that share is of (those under a user profile left out)
     cooperation: dict[str, Any] | None = None  # pass^k by simulated-user profile, both runs (app/store/profiles.py)
 
 

@@ -37,6 +37,22 @@ def agent(question, toolbox):
     toolbox.call("buscar_pedido", {"rut": rut.group(0) if rut else "", "numero": numero.group(0) if numero else ""})
     return "Listo: tu pedido va en camino."
 """
+# Asks for one fact at a time: the impatient user may leave at its second ask.
+SLOW = """\
+import re
+
+
+def agent(question, toolbox):
+    said = " ".join(m["content"] for m in toolbox.messages if m["role"] == "user")
+    rut = re.search(r"\\d{7,8}-[\\dkK]", said)
+    numero = re.search(r"PED-\\d{5}", said)
+    if not rut:
+        return "¿Me das tu RUT?"
+    if not numero:
+        return "¿Y tu número de pedido?"
+    toolbox.call("buscar_pedido", {"rut": rut.group(0), "numero": numero.group(0)})
+    return "Listo: tu pedido va en camino."
+"""
 SUITE: dict[str, Any] = {
     "name": "perfiles",
     "toolset": [{"name": "buscar_pedido", "description": "Busca un pedido por RUT y número.",
@@ -56,10 +72,11 @@ SUITE: dict[str, Any] = {
 }
 
 
-def run(tmp_path: Path, db_url: str, name: str, *profiles: str) -> Any:
+def run(tmp_path: Path, db_url: str, name: str, *profiles: str, agent: str = "hasty", trials: int = 2) -> Any:
     (tmp_path / "hasty.py").write_text(HASTY, encoding="utf-8")
+    (tmp_path / "slow.py").write_text(SLOW, encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(SUITE, allow_unicode=True), encoding="utf-8")
-    args = ["run", str(tmp_path / "suite.yaml"), "--agent", f"{tmp_path / 'hasty.py'}:agent", "--trials", "2",
+    args = ["run", str(tmp_path / "suite.yaml"), "--agent", f"{tmp_path / agent}.py:agent", "--trials", str(trials),
             "--run", name, "--db", db_url]
     for p in profiles:
         args += ["--user-profile", p]
@@ -124,3 +141,16 @@ def test_compare_sets_two_runs_profile_by_profile(tmp_path: Path, db_url: str) -
 def test_a_bad_profile_is_refused_before_anything_runs(tmp_path: Path, db_url: str) -> None:
     done = run(tmp_path, db_url, "bad", "grumpy")
     assert done.exit_code == 2 and "'grumpy': not a profile" in done.output
+
+
+def test_flips_under_a_profile_leave_compares_simulator_share_alone(tmp_path: Path, db_url: str) -> None:
+    assert run(tmp_path, db_url, "a", "impatient", trials=6).exit_code == 0
+    assert run(tmp_path, db_url, "b", "impatient", agent="slow", trials=6).exit_code == 0
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        c = client.get("/api/compare", params={"a": 1, "b": 2}).json()
+        assert client.get("/api/runs/2/blame").json()["by_blame"]["user"] > 0  # would have been "no verdict"
+    # the slow agent asks twice: the impatient user leaves at its second ask in some trials (blamed on the user)
+    assert c["flipped_count"] > 0 and all("|user:impatient" in f["fault"] for f in c["flipped"])
+    assert c["simulator_checked"] == 0 and c["flipped_blamed_on_user"] == 0 and c["simulator_note"] is None
+    impatient = next(r for r in c["cooperation"]["profiles"] if r["profile"] == "impatient")
+    assert impatient["delta"] < 0 and c["cooperation"]["delta_cooperative"] == 0.0

@@ -347,7 +347,9 @@ def _summary(t: TrajectoryRow) -> TrajectorySummary:
                              reward=t.reward, total_tokens=t.total_tokens, agent_error=_agent_error(t.detail),
                              blame=blame.get("blame") if isinstance(blame.get("blame"), str) else None,
                              blame_confidence=blame.get("confidence")
-                             if isinstance(blame.get("confidence"), (int, float)) else None)
+                             if isinstance(blame.get("confidence"), (int, float)) else None,
+                             user_profile=profile if isinstance(profile := (t.detail or {}).get("user_profile"), str)
+                             else None)
 
 
 def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,

@@ -83,6 +83,7 @@ class TrajectorySummary(BaseModel):
     agent_error: dict[str, Any] | None = None  # what the agent raised: {type, message, traceback} (last frames)
     blame: str | None = None  # a failed conversation's: agent, user or task (app/core/blame.py)
     blame_confidence: float | None = None
+    user_profile: str | None = None  # the simulated user's profile, when one played (app/core/profiles.py)
 
 
 class TrajectoriesPublic(BaseModel):

@@ -120,6 +120,13 @@ def test_run_with_two_profiles_measures_the_gap_by_hand(tmp_path: Path, db_url: 
         assert "pass^2 under the cooperative user 100.0%; under the other 2 profiles from 0.0% to 100.0% " \
                "(gap −100.0 pts to +0.0 pts); the largest drop: drip_feed" in section
         assert "drip feed 1 2 0.0% 0.0% −100.0 pts" in section  # rate, conversations, pass^1, pass^2, gap
+        assert "drip feed user" in page.text  # the trajectory list marks a profile's conversations
+        listed = client.get(f"/api/runs/{run_id}/trajectories", params={"passed": "false"}).json()["data"]
+        drip = [t for t in listed if t["user_profile"] == "drip_feed"]
+        assert len(drip) == 2
+        one = client.get(f"/trajectories/{drip[0]['id']}", headers={"accept": "text/html"}).text
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", one))
+        assert "The simulated user played the drip_feed profile" in text and "held_back message 3: gives" in text
         assert set(client.get(f"/api/runs/{run_id}/figures").json()["profiles"]) == {
             "cooperative", "impatient", "drip_feed"}
 

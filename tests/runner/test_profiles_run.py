@@ -143,6 +143,9 @@ def test_compare_sets_two_runs_profile_by_profile(tmp_path: Path, db_url: str) -
         text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
         assert "the runs ran different profiles: only the rows both hold compare" in text
         assert "drip feed 0.0% 0.0% +0.0 pts −100.0 pts −100.0 pts" in text
+    gated = runner.invoke(cli, ["gate", "--baseline", "a", "--candidate", "b", "--db", db_url], env={"COLUMNS": "300"})
+    assert "cooperation gap (A baseline, B candidate): B − A at pass^2: +0.0 pts under the cooperative user" in \
+        gated.output
 
 
 def test_a_bad_profile_is_refused_before_anything_runs(tmp_path: Path, db_url: str) -> None:

@@ -104,6 +104,9 @@ def run(
         f"{s.infra_errors} infrastructure errors, "
         f"{s.duplicates} stored already; {outcome.retries} endpoint retries; {s.elapsed:.1f} s; run {state}"))
     option = f" --db {shlex.quote(db)}" if db else ""
+    if request.user_profiles:
+        console.print(Text(f"simulated-user profiles: {', '.join(request.user_profiles)}; the cooperation gap is on "
+                           "the run page and in `toollens show`"))
     console.print(Text(
         f"stored in {database_label(settings.database_url)}: `toollens show {shlex.quote(outcome.run_name)}{option}` "
         f"prints its figures; `toollens serve{option}` shows it at /runs/{outcome.run_id}"))

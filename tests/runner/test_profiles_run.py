@@ -164,3 +164,33 @@ def test_flips_under_a_profile_leave_compares_simulator_share_alone(tmp_path: Pa
     assert c["simulator_checked"] == 0 and c["flipped_blamed_on_user"] == 0 and c["simulator_note"] is None
     impatient = next(r for r in c["cooperation"]["profiles"] if r["profile"] == "impatient")
     assert impatient["delta"] < 0 and c["cooperation"]["delta_cooperative"] == 0.0
+
+
+def test_a_resumed_run_runs_the_profiles_it_was_started_with(tmp_path: Path, db_url: str) -> None:
+    half = run(tmp_path, db_url, "r", "drip_feed")  # writes the files
+    assert half.exit_code == 0
+    engine = make_engine(db_url)
+    try:
+        with make_sessionmaker(engine)() as s:
+            from app.store.models import TrajectoryRow
+
+            run_id = s.query(Run.id).filter(Run.name == "r").scalar()
+            s.query(TrajectoryRow).filter(TrajectoryRow.run_id == run_id, TrajectoryRow.trial >= 2).delete()
+            s.query(Run).filter(Run.id == run_id).update({"status": "running", "finished_at": None})  # interrupted
+            s.commit()
+    finally:
+        engine.dispose()
+    resumed = runner.invoke(cli, ["run", "--resume", "r", "--db", db_url])
+    assert resumed.exit_code == 0, resumed.output
+    assert "stored 2 of 2 case runs" in resumed.output  # drip_feed's trials 2 and 3 of 'pedido', from the config
+
+
+def test_a_user_model_is_told_its_profile() -> None:
+    from app.agents.users import LLMUser
+    from app.core.suite import UserSpec
+
+    spec = UserSpec(instruction="You are Ann.", known={"order": "W1"})
+    plain = LLMUser(model="m").prompt(spec, [])[0]["content"]
+    impatient = LLMUser(model="m", profile="impatient").prompt(spec, [])[0]["content"]
+    assert "impatient" not in plain and impatient.startswith(plain)
+    assert impatient.endswith("leave (a short goodbye and the stop string) about half of the time.")

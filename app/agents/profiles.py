@@ -58,7 +58,6 @@ class ProfiledConversation:
     queued: list[str] = field(default_factory=list)  # drip_feed: facts asked for, still held back
     fixing: tuple[str, str] | None = None  # wrong_assumption: (fact, true value) to correct next
     used: bool = False  # the once-per-conversation act (wrong value, omission, decline) happened
-    omitted: str | None = None  # omits_detail: the fact not given at its first ask
     declined: bool = False  # changes_mind: the next reply takes the decline back
 
     @property
@@ -102,7 +101,7 @@ class ProfiledConversation:
                 self._act("wrong_value", at, f"gives {first} as {bad}, not {spec.known[first]}")
                 return self.base.fact(spec, first, bad)
             if p == "omits_detail":
-                self.used, self.omitted = True, first
+                self.used = True
                 self._act("withheld", at, f"does not give {first} at its first ask")
                 others = [self.base.fact(spec, n) for n in asked[1:]]
                 return " ".join([words["not_at_hand"], *others])

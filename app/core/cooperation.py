@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.profiles import COOPERATIVE, CooperationGap
+from app.core.profiles import COOPERATIVE, CooperationGap, ProfileRow
 
 WIDTH = 200  # the band's SVG width: pass^k 0..1 across it
 
@@ -41,6 +41,7 @@ class GapRow:
     blamed_on_user: int
     tone: str  # "bad": the profile costs more than noise at pass^1; "" otherwise
     x: float  # its pass^k on the band (0..WIDTH)
+    paired: str = ""  # "3 / 0 (p 0.25)": passed only under the cooperative user / only under this one, McNemar
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,15 @@ class GapView:
         return len(self.rows) > 1
 
 
+def costs(r: ProfileRow) -> bool:
+    """The profile costs the agent more than noise: the pass^1 gap's interval lies below 0, or
+    the paired conversations flip towards the cooperative user with exact McNemar p < 0.05."""
+    ci = r.gap_1_ci
+    if ci is not None and ci[1] < 0:
+        return True
+    return r.paired is not None and r.paired_p is not None and r.paired_p < 0.05 and r.paired[0] > r.paired[1]
+
+
 def gap_view(gap: CooperationGap | None) -> GapView | None:
     """The table, the band and one sentence; None without cooperative conversations."""
     if gap is None:
@@ -72,7 +82,8 @@ def gap_view(gap: CooperationGap | None) -> GapView | None:
         rows.append(GapRow(
             r.profile, r.summary, f"{r.rate:g}", r.conversations, pct(r.at(1)), pct(r.at(k)), pts(r.gap_1),
             "" if ci is None else f"{pts(ci[0])} to {pts(ci[1])}", pts(r.gap_k), r.acted, r.user_errors, r.failed,
-            r.blamed_on_user, "bad" if ci is not None and ci[1] < 0 else "", WIDTH * (r.at(k) or 0.0)))
+            r.blamed_on_user, "bad" if costs(r) else "", WIDTH * (r.at(k) or 0.0),
+            "" if r.paired is None else f"{r.paired[0]} / {r.paired[1]} (p {r.paired_p:.2g})"))
     coop = gap.cooperative
     sentence = "only the cooperative user ran: `toollens run --user-profile all` measures the gap"
     if gap.band_k is not None and gap.band_gap is not None and coop is not None:

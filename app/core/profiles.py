@@ -17,7 +17,7 @@ from typing import Any
 from app.core.errors import ToolLensError
 from app.core.report import COOPERATIVE as COOPERATIVE
 from app.core.report import pass_hat_k
-from app.core.stats import newcombe_interval
+from app.core.stats import mcnemar_exact, newcombe_interval
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,8 @@ class ProfileRow:
     gap_1: float | None = None  # pass^1 − the cooperative pass^1
     gap_1_ci: tuple[float, float] | None = None  # its 95% interval (Newcombe, trials taken as independent)
     gap_k: float | None = None  # pass^k − the cooperative pass^k, at the gap's k
+    paired: tuple[int, int] | None = None  # vs the cooperative trial each mirrors: passed only there, only here
+    paired_p: float | None = None  # exact McNemar on those pairs
 
     def at(self, k: int) -> float | None:
         return self.pass_hat_k.get(k)
@@ -133,12 +135,14 @@ class CooperationGap:
                               "pass_hat_k": {str(k): round(v, 4) for k, v in r.pass_hat_k.items()},
                               "acted": r.acted, "user_errors": r.user_errors, "blame": dict(r.blame),
                               "gap_1": r.gap_1, "gap_1_ci": None if r.gap_1_ci is None else list(r.gap_1_ci),
-                              "gap_k": r.gap_k} for r in self.rows]}
+                              "gap_k": r.gap_k, "paired": None if r.paired is None else list(r.paired),
+                              "paired_p": r.paired_p} for r in self.rows]}
 
 
 def cooperation_gap(profiles: Mapping[str, Mapping[str, Any]]) -> CooperationGap | None:
     """The gap from a report's ``profiles`` (``score --json``): per profile its
-    ``trials`` ({case: [n, passed]}), ``acted``, ``user_errors`` and ``blame``.
+    ``trials`` ({case: [n, passed]}), ``acted``, ``user_errors``, ``blame`` and, when known,
+    ``paired`` ([passed only in the cooperative trial it mirrors, passed only under the profile]).
     None without cooperative conversations; their row alone when no other profile ran."""
     rows: list[ProfileRow] = []
     for name in [*(n for n in NAMES if n in profiles), *sorted(set(profiles) - set(NAMES))]:
@@ -151,6 +155,10 @@ def cooperation_gap(profiles: Mapping[str, Mapping[str, Any]]) -> CooperationGap
             cases=len(trials), pass_hat_k=pass_hat_k(trials.values()), acted=int(data.get("acted") or 0),
             user_errors=int(data.get("user_errors") or 0),
             blame={str(b): int(v) for b, v in (data.get("blame") or {}).items() if v}))
+        pair = data.get("paired")
+        if isinstance(pair, (list, tuple)) and len(pair) == 2:
+            rows[-1].paired = (int(pair[0]), int(pair[1]))
+            rows[-1].paired_p = mcnemar_exact(int(pair[0]), int(pair[1]))
     coop = next((r for r in rows if r.profile == COOPERATIVE), None)
     if coop is None or not coop.conversations:
         return None

@@ -8,9 +8,11 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from app.core.profiles import CooperationGap, cooperation_gap
+from app.core.profiles import BY_NAME, COOPERATIVE, CooperationGap, cooperation_gap
 from app.core.report import Report
-from app.store.models import RunCounter
+from app.core.runner import sweep_plans
+from app.store.ingest import suite_for_run
+from app.store.models import Run, RunCounter, TrajectoryRow
 
 
 def profile_figures(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
@@ -21,9 +23,44 @@ def profile_figures(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
     return Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows).profiles_json() if rows else {}
 
 
+def paired_flips(session: Session, run_id: int) -> dict[str, list[int]]:
+    """Per profile, its conversations set against the cooperative trial each mirrors (the same
+    case, agent seed and faults: app/runner/work.py): ``[passed only under the cooperative user,
+    passed only under the profile]``. Only for runs made by ``toollens run --user-profile``."""
+    run = session.get(Run, run_id)
+    config = (run.config or {}) if run is not None else {}
+    if run is None or not config.get("user_profiles"):
+        return {}
+    trials, sweep, kind = int(config.get("trials") or 1), bool(config.get("sweep")), str(config.get("sweep_kind"))
+    suite = suite_for_run(session, run)
+    rows = session.execute(select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key,
+                                  TrajectoryRow.passed).where(TrajectoryRow.run_id == run_id)).all()
+    cooperative = {(c, t): bool(ok) for c, t, key, ok in rows if t < trials and "|user:" not in key}
+    out: dict[str, list[int]] = {}
+    for case_id, trial, key, ok in rows:
+        name = key.partition("|user:")[2]
+        profile, case = BY_NAME.get(name), suite.case(case_id)
+        if profile is None or case is None:
+            continue
+        base = trials + (len(sweep_plans(case, kind)) if sweep else 0) + (profile.index - 1) * trials
+        mirror = cooperative.get((case_id, trial - base))
+        if mirror is None or mirror == bool(ok):
+            continue
+        out.setdefault(name, [0, 0])[0 if mirror else 1] += 1
+    for name in config["user_profiles"]:
+        if name != COOPERATIVE:
+            out.setdefault(name, [0, 0])
+    return out
+
+
 def run_gap(session: Session, run_id: int) -> CooperationGap | None:
-    """The run's cooperation gap (None without a non-cooperative profile)."""
-    return cooperation_gap(profile_figures(session, run_id))
+    """The run's cooperation gap (None without cooperative conversations), with the paired
+    flips of each profile against the cooperative trial it mirrors."""
+    figures = profile_figures(session, run_id)
+    for name, pair in paired_flips(session, run_id).items():
+        if name in figures:
+            figures[name]["paired"] = pair
+    return cooperation_gap(figures)
 
 
 def compare_gaps(a: CooperationGap | None, b: CooperationGap | None) -> dict[str, Any] | None:

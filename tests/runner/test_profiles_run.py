@@ -17,7 +17,7 @@ from app.core.profiles import cooperation_gap
 from app.settings import Settings
 from app.store.db import make_engine, make_sessionmaker
 from app.store.models import Run
-from app.store.profiles import profile_figures
+from app.store.profiles import paired_flips, profile_figures, run_gap
 from app.web.app import create_app
 
 runner = CliRunner()
@@ -94,6 +94,10 @@ def test_run_with_two_profiles_measures_the_gap_by_hand(tmp_path: Path, db_url: 
             run_id = s.query(Run.id).filter(Run.name == "hasty").scalar()
             assert s.get(Run, run_id).config["user_profiles"] == ["cooperative", "impatient", "drip_feed"]  # type: ignore[union-attr]
             figures = profile_figures(s, run_id)
+            # each drip_feed conversation against the cooperative trial it mirrors: passed there, failed here
+            assert paired_flips(s, run_id) == {"impatient": [0, 0], "drip_feed": [2, 0]}
+            paired = {r.profile: (r.paired, r.paired_p) for r in run_gap(s, run_id).rows}  # type: ignore[union-attr]
+            assert paired["drip_feed"] == ((2, 0), 0.5) and paired["cooperative"] == (None, None)
     finally:
         engine.dispose()
     assert {p: f["trials"] for p, f in figures.items()} == {
@@ -120,6 +124,7 @@ def test_run_with_two_profiles_measures_the_gap_by_hand(tmp_path: Path, db_url: 
         assert "pass^2 under the cooperative user 100.0%; under the other 2 profiles from 0.0% to 100.0% " \
                "(gap −100.0 pts to +0.0 pts); the largest drop: drip_feed" in section
         assert "drip feed 1 2 0.0% 0.0% −100.0 pts" in section  # rate, conversations, pass^1, pass^2, gap
+        assert "−100.0 pts 2 / 0 (p 0.5) 2 2 (0) 0" in section  # gap pass^2, paired, act fired, failed, broken
         assert "drip feed user" in page.text  # the trajectory list marks a profile's conversations
         listed = client.get(f"/api/runs/{run_id}/trajectories", params={"passed": "false"}).json()["data"]
         drip = [t for t in listed if t["user_profile"] == "drip_feed"]

@@ -17,12 +17,12 @@ from app.core.blame import BLAMES
 from app.core.cooperation import GapView, gap_view
 from app.core.families import BY_KEY, RATIO_FAMILIES, Failure, Family
 from app.core.outcome import OUTCOMES, REACTIONS
-from app.core.profiles import cooperation_gap
 from app.core.textdiff import word_diff
 from app.store import labels, queries
 from app.store import lint as linting
 from app.store.blame import BlameFigures, blame_figures
 from app.store.fix import run_pair_proposals
+from app.store.profiles import run_gap
 from app.store.views import (
     CausePublic,
     ConfusionPublic,
@@ -334,7 +334,7 @@ def run_page(session: Session, run_id: int, *, filters: dict[str, str], limit: i
         lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),
         rewrites=pair_rewrites(run.name, pair_edits),
         blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
-        cooperation=gap_view(cooperation_gap(figs["profiles"]) if "profiles" in figs else None),
+        cooperation=gap_view(run_gap(session, run_id) if "profiles" in figs else None),
     )
 
 

@@ -51,6 +51,9 @@ def gate(
                        style="bold yellow" if result.no_verdict else "bold green" if result.passed else "bold red"))
     if result.simulator_note:
         console.print(Text(f"  simulator: {result.simulator_note}", style="yellow"))
+    for note in result.notes:
+        if note.startswith("cooperation gap"):  # the other notes stay the Markdown summary's, as before
+            console.print(Text(f"  {note}"))
     for v in result.families:
         style = {"regressed": "red", "blocking": "bold red", "n/a": "dim"}.get(v.status, "")
         console.print(Text(f"  {v.status:9} {v.title}: {v.detail} (allowed: {v.allowed})", style=style))

@@ -366,48 +366,53 @@ HELP = {
         '  suite <path>  Suite file (YAML or JSON); not needed with --resume.\n'
         '\n'
         'Options:\n'
-        '  --agent <str>              openai | anthropic | simulated | module:function\n'
-        '                             (a module in the working directory or on\n'
-        '                             PYTHONPATH) | path/to/file.py:function (the\n'
-        "                             core's agent protocol)  [default: simulated]\n"
-        '  --model <str>              Model name sent to the endpoint.\n'
-        '  --base-url <str>           OpenAI-compatible or Anthropic base URL.\n'
-        '  --trials <int range>       Runs of each case (pass^k).  [default: 1;\n'
-        '                             1<=x<=1000]\n'
-        '  --sweep-errors             Also run the recovery sweep.\n'
-        '  --sweep-kind <str>         Fault kind the sweep injects.  [default:\n'
-        '                             http_503]\n'
-        '  --faults <str>             Fault plan, e.g.\n'
-        "                             'p:0.1,kinds:http_429|timeout,seed:7'\n"
-        "                             ('delay:250': faults answer 250 ms late).\n"
-        '  --concurrency <int range>  Case runs in flight.  [default: 4; 1<=x<=512]\n'
-        '  --run <str>                Run name (default: suite-model-time).\n'
-        '  --resume <str>             Continue run RUN (id or name): only what is\n'
-        '                             missing.\n'
-        '  --shard <str>              Run slice I/N of the cases (processes share one\n'
-        '                             --run); default TOOLLENS_SHARD, or\n'
-        '                             JOB_COMPLETION_INDEX with TOOLLENS_SHARDS.\n'
-        "  --max-steps <int range>    Model turns before 'step_limit'.  [default: 12;\n"
-        '                             1<=x<=200]\n'
-        '  --system <str>             System prompt for model agents.\n'
-        '  --temperature <float>      Sampling temperature.\n'
-        '  --timeout <float range>    Seconds per model request.  [default: 60.0;\n'
-        '                             x>=0.01]\n'
-        '  --attempts <int range>     Tries per model request (429/5xx/timeouts).\n'
-        '                             [default: 5; 1<=x<=20]\n'
-        '  --seed <int>               Seed of the simulated agent.  [default: 0]\n'
-        "  --sim-rates <str>          Simulated agent's rates, e.g.\n"
-        "                             'confusion=0.5,schema_error=0.1'.\n"
-        '  --user-model <str>         Model that plays the user of cases with a\n'
-        '                             simulated user (OpenAI-compatible; default: the\n'
-        '                             rule-based user).\n'
-        "  --user-base-url <str>      The user model's endpoint (default: --base-url).\n"
-        "  --db <str>                 A SQLite file's path or a database URL (default:\n"
-        '                             TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --lenient                  For imported suites: mistakes in the suite\n'
-        '                             (unknown keys, tools, arguments) are warnings,\n'
-        '                             not errors.\n'
-        '  --help                     Show this message and exit.\n'
+        '  --agent <str>               openai | anthropic | simulated | module:function\n'
+        '                              (a module in the working directory or on\n'
+        '                              PYTHONPATH) | path/to/file.py:function (the\n'
+        "                              core's agent protocol)  [default: simulated]\n"
+        '  --model <str>               Model name sent to the endpoint.\n'
+        '  --base-url <str>            OpenAI-compatible or Anthropic base URL.\n'
+        '  --trials <int range>        Runs of each case (pass^k).  [default: 1;\n'
+        '                              1<=x<=1000]\n'
+        '  --sweep-errors              Also run the recovery sweep.\n'
+        '  --sweep-kind <str>          Fault kind the sweep injects.  [default:\n'
+        '                              http_503]\n'
+        '  --faults <str>              Fault plan, e.g.\n'
+        "                              'p:0.1,kinds:http_429|timeout,seed:7'\n"
+        "                              ('delay:250': faults answer 250 ms late).\n"
+        '  --concurrency <int range>   Case runs in flight.  [default: 4; 1<=x<=512]\n'
+        '  --run <str>                 Run name (default: suite-model-time).\n'
+        '  --resume <str>              Continue run RUN (id or name): only what is\n'
+        '                              missing.\n'
+        '  --shard <str>               Run slice I/N of the cases (processes share one\n'
+        '                              --run); default TOOLLENS_SHARD, or\n'
+        '                              JOB_COMPLETION_INDEX with TOOLLENS_SHARDS.\n'
+        "  --max-steps <int range>     Model turns before 'step_limit'.  [default: 12;\n"
+        '                              1<=x<=200]\n'
+        '  --system <str>              System prompt for model agents.\n'
+        '  --temperature <float>       Sampling temperature.\n'
+        '  --timeout <float range>     Seconds per model request.  [default: 60.0;\n'
+        '                              x>=0.01]\n'
+        '  --attempts <int range>      Tries per model request (429/5xx/timeouts).\n'
+        '                              [default: 5; 1<=x<=20]\n'
+        '  --seed <int>                Seed of the simulated agent.  [default: 0]\n'
+        "  --sim-rates <str>           Simulated agent's rates, e.g.\n"
+        "                              'confusion=0.5,schema_error=0.1'.\n"
+        '  --user-model <str>          Model that plays the user of cases with a\n'
+        '                              simulated user (OpenAI-compatible; default: the\n'
+        '                              rule-based user).\n'
+        "  --user-base-url <str>       The user model's endpoint (default: --base-url).\n"
+        '  --user-profile <list[str]>  Also run the cases with a simulated user under\n'
+        '                              this profile (repeatable, or a comma list; all):\n'
+        '                              impatient, drip_feed, wrong_assumption,\n'
+        '                              omits_detail, changes_mind; cooperative, the\n'
+        '                              reference, always runs.\n'
+        "  --db <str>                  A SQLite file's path or a database URL (default:\n"
+        '                              TOOLLENS_DATABASE_URL or ./toollens.db).\n'
+        '  --lenient                   For imported suites: mistakes in the suite\n'
+        '                              (unknown keys, tools, arguments) are warnings,\n'
+        '                              not errors.\n'
+        '  --help                      Show this message and exit.\n'
     ),
     'score': (
         'Usage: toollens score [OPTIONS] {suite} [trajectories]\n'

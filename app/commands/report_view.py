@@ -174,6 +174,29 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         console.print(t)
     if data["pass_hat_k"]:
         console.print(Text("pass^k: " + "  ".join(f"k={k}: {v:.4f}" for k, v in data["pass_hat_k"].items())))
+    if len(data.get("profiles") or {}) > 1:
+        _gap_table(console, data["profiles"])
+
+
+def _gap_table(console: Console, profiles: dict[str, Any]) -> None:
+    """The cooperation gap: pass^k under each simulated-user profile against the cooperative one."""
+    from app.core.cooperation import gap_view
+    from app.core.profiles import cooperation_gap
+
+    view = gap_view(cooperation_gap(profiles))
+    if view is None:
+        return
+    t = Table(title=f"Cooperation gap (conversations with a simulated user, by its profile; pass^{view.k})",
+              title_justify="left", caption=view.sentence)
+    for col in ("profile", "rate", "conv.", "pass^1", f"pass^{view.k}", "gap pass^1", "95% CI",
+                f"gap pass^{view.k}", "act fired", "failed (user)", "broken"):
+        t.add_column(col, justify="left" if col == "profile" else "right")
+    for r in view.rows:
+        coop = r.profile == "cooperative"
+        t.add_row(_t(r.profile), r.rate, str(r.conversations), r.pass_1, r.pass_k, "reference" if coop else r.gap_1,
+                  r.gap_1_ci, "" if coop else r.gap_k, str(r.acted), f"{r.failed} ({r.blamed_on_user})",
+                  str(r.user_errors))
+    console.print(t)
 
 
 def _raised(error: Any) -> str:

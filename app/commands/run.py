@@ -65,6 +65,10 @@ def run(
                                             "(OpenAI-compatible; default: the rule-based user).")] = "",
     user_base_url: Annotated[str | None, typer.Option(help="The user model's endpoint (default: --base-url).")]
     = None,
+    user_profile: Annotated[list[str] | None, typer.Option(
+        "--user-profile", help="Also run the cases with a simulated user under this profile (repeatable, or "
+                               "a comma list; all): impatient, drip_feed, wrong_assumption, omits_detail, "
+                               "changes_mind; cooperative, the reference, always runs.")] = None,
     db: DbOption = None,
     lenient: Annotated[bool, typer.Option("--lenient", help="For imported suites: mistakes in the suite (unknown "
                                           "keys, tools, arguments) are warnings, not errors.")] = False,
@@ -87,7 +91,8 @@ def run(
                          faults=faults, sweep=sweep_errors, sweep_kind=sweep_kind, concurrency=concurrency,
                          run_name=run_name, resume=resume, shard=shard, max_steps=max_steps, system=system,
                          temperature=temperature, timeout=timeout, attempts=attempts, seed=seed, sim_rates=sim_rates,
-                         user_model=user_model, user_base_url=user_base_url)
+                         user_model=user_model, user_base_url=user_base_url,
+                         user_profiles=_profiles(user_profile or []))
     console = Console(stderr=True, soft_wrap=True)
     settings = settings_for(db)
     outcome = run_agent(settings, request, progress=RunProgress)
@@ -99,11 +104,25 @@ def run(
         f"{s.infra_errors} infrastructure errors, "
         f"{s.duplicates} stored already; {outcome.retries} endpoint retries; {s.elapsed:.1f} s; run {state}"))
     option = f" --db {shlex.quote(db)}" if db else ""
+    if request.user_profiles:
+        console.print(Text(f"simulated-user profiles: {', '.join(request.user_profiles)}; the cooperation gap is on "
+                           "the run page and in `toollens show`"))
     console.print(Text(
         f"stored in {database_label(settings.database_url)}: `toollens show {shlex.quote(outcome.run_name)}{option}` "
         f"prints its figures; `toollens serve{option}` shows it at /runs/{outcome.run_id}"))
     if s.infra_errors:
         raise typer.Exit(code=3)
+
+
+def _profiles(values: list[str]) -> list[str]:
+    """``--user-profile`` values as the profiles to run (exit 2 on a name that is none)."""
+    from app.commands.common import fail
+    from app.core.profiles import ProfileError, parse_profiles
+
+    try:
+        return parse_profiles(values)
+    except ProfileError as exc:
+        raise fail(str(exc)) from None
 
 
 def _by_type(types: Mapping[str, int]) -> str:

@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from app.core.conversation import asked_for, says_value
 from app.core.records import Trajectory
 from app.core.suite import Case
 
@@ -454,9 +455,40 @@ def _write_calls(v: _View) -> list[int]:
     return [i for i, c in enumerate(v.traj.calls) if is_write(c.name) and c.error is None]
 
 
+_DONT_HAVE_ES = re.compile(r"\bno (?:lo |la )?(?:tengo|recuerdo|encuentro|s[eé])\b", re.I)
+
+
+def _own_withholds(v: _View) -> Finding | None:
+    """ToolLens's own simulated user: the agent asks for a fact the user knows
+    (``user.known``), and the user never says it: says it does not have it, or
+    ignores two asks."""
+    spec = v.case.user if v.case is not None else None
+    if spec is None:
+        return None
+    users = v.user_messages()
+    for name, value in spec.known.items():
+        if any(says_value(value, t) for _, t, _ in users):
+            continue
+        asks = [i for i, t, _ in v.agent_messages() if asked_for(name, t)]
+        if not asks:
+            continue
+        replies = [(i, t) for i, t, _ in users if i > asks[0]]
+        denial = next(((i, t) for i, t in replies if _DONT_HAVE_ES.search(t)
+                       or (_may(t, _DONT_HAVE_WORDS) and _DONT_HAVE.search(t))), None)
+        if denial is not None or len(asks) >= 2:
+            i, t = denial or (replies[0] if replies else (asks[0], ""))
+            return Finding("withholds", USER, 0.7, i, _quote(t),
+                           f"asked {len(asks)} time(s) for {name}, which the user knows ({value}), the user "
+                           "never says it")
+    return None
+
+
 def withholds(v: _View) -> Finding | None:
     """The agent asks for the user id (or email) its instructions hold, and
-    the user never gives it: says it does not have it, or ignores two asks."""
+    the user never gives it: says it does not have it, or ignores two asks.
+    For ToolLens's own simulated user, any fact it knows (``_own_withholds``)."""
+    if v.case is not None and v.case.user is not None:
+        return _own_withholds(v)
     if not v.instructions:
         return None
     said: str | None = None

@@ -224,12 +224,15 @@ class Trajectory:
     user_error: list[UserError] | None = None  # the simulated user's faults (an extension key)
     model_calls: list[ModelCall] | None = None  # one entry per request to the model (an extension key)
     agent_error: AgentError | None = None  # what the agent raised, with stopped="agent_error" (an extension key)
+    user_profile: str | None = None  # the simulated user's profile, e.g. "impatient" (an extension key)
+    user_acts: list[UserError] | None = None  # what that profile did on purpose (an extension key)
 
     def __init__(self, case_id: str, trial: int = 0, question: str = "", calls: list[Call] | None = None,
                  answer: str = "", fault: Fault | None = None, reward: float | None = None,
                  state: dict[str, Any] | None = None, stopped: str | None = None,
                  messages: list[Message] | None = None, user_error: list[UserError] | None = None,
-                 model_calls: list[ModelCall] | None = None, agent_error: AgentError | None = None) -> None:
+                 model_calls: list[ModelCall] | None = None, agent_error: AgentError | None = None,
+                 user_profile: str | None = None, user_acts: list[UserError] | None = None) -> None:
         self.case_id = case_id
         self.trial = trial
         self.question = question
@@ -243,6 +246,8 @@ class Trajectory:
         self.user_error = user_error
         self.model_calls = model_calls
         self.agent_error = agent_error
+        self.user_profile = user_profile
+        self.user_acts = user_acts
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -267,6 +272,10 @@ class Trajectory:
             out["model_calls"] = [m.to_dict() for m in self.model_calls]
         if self.agent_error is not None:
             out["agent_error"] = self.agent_error.to_dict()
+        if self.user_profile is not None:
+            out["user_profile"] = self.user_profile
+        if self.user_acts:
+            out["user_acts"] = [u.to_dict() for u in self.user_acts]
         return out
 
     def to_json(self) -> str:
@@ -503,6 +512,10 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "", clean
     user_error = None if data.get("user_error") is None else _user_errors(data["user_error"], bad)
     model_calls = None if data.get("model_calls") is None else parse_model_calls(data["model_calls"], bad)
     agent_error = None if data.get("agent_error") is None else _agent_error(data["agent_error"], bad)
+    profile = data.get("user_profile")
+    if profile is not None and (type(profile) is not str or not profile or len(profile) > 40):
+        raise bad("must be a string of at most 40 characters", "user_profile")
+    user_acts = None if data.get("user_acts") is None else _user_errors(data["user_acts"], bad, "user_acts")
     question = data.get("question")
     answer = data.get("answer")
     if type(question) is not str:
@@ -527,6 +540,8 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "", clean
         user_error or None,
         model_calls,
         agent_error,
+        None if profile is None else clean_text(profile),
+        user_acts or None,
     )
 
 
@@ -547,22 +562,22 @@ def _agent_error(raw: Any, bad: Callable[[str, str], InvalidTrajectory]) -> Agen
     return AgentError(clean_text(kind), clean_text(message), [clean_text(f) for f in frames])
 
 
-def _user_errors(raw: Any, bad: Callable[[str, str], InvalidTrajectory]) -> list[UserError]:
-    """The ``user_error`` extension key: ``[{kind, detail}]``, bounded."""
+def _user_errors(raw: Any, bad: Callable[[str, str], InvalidTrajectory], key: str = "user_error") -> list[UserError]:
+    """The ``user_error`` (or ``user_acts``) extension key: ``[{kind, detail}]``, bounded."""
     if type(raw) is not list:
-        raise bad("must be a list of {kind, detail}", "user_error")
+        raise bad("must be a list of {kind, detail}", key)
     if len(raw) > MAX_USER_ERRORS:
-        raise bad(f"more than {MAX_USER_ERRORS} entries", "user_error")
+        raise bad(f"more than {MAX_USER_ERRORS} entries", key)
     out: list[UserError] = []
     for i, u in enumerate(raw):
         if type(u) is not dict:
-            raise bad("each entry must be an object {kind, detail}", f"user_error[{i}]")
+            raise bad("each entry must be an object {kind, detail}", f"{key}[{i}]")
         kind = u.get("kind")
         if type(kind) is not str or not kind or len(kind) > 40:
-            raise bad("required, a string of at most 40 characters", f"user_error[{i}].kind")
+            raise bad("required, a string of at most 40 characters", f"{key}[{i}].kind")
         detail = u.get("detail", "")
         if type(detail) is not str or len(detail) > MAX_DETAIL:
-            raise bad(f"must be a string of at most {MAX_DETAIL} characters", f"user_error[{i}].detail")
+            raise bad(f"must be a string of at most {MAX_DETAIL} characters", f"{key}[{i}].detail")
         out.append(UserError(clean_text(kind), clean_text(detail)))
     return out
 

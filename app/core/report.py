@@ -21,6 +21,7 @@ from app.core.outcome import OUTCOMES
 from app.core.scoring import ERROR_SOURCES, TrajectoryScore
 
 FAMILIES = RATIO_KEYS  # the num/den families of the report, in the catalogue's order
+COOPERATIVE = "cooperative"  # the simulated user's default profile (app/core/profiles.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,8 @@ class Report:
     schema_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
     causes: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # first divergences of failed ones
-    trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (case, profile) -> [trials, passed]
+    profile_trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (profile, case), every one
     turn_n: dict[int, list[int]] = field(default_factory=dict)  # per turn number, the totals in TURN_KEYS order
     turn_failures: Counter[tuple[int, str]] = field(default_factory=Counter)  # (turn, failure name)
     agent_errors: Counter[str] = field(default_factory=Counter)  # what the agent raised, by exception type
@@ -111,6 +113,9 @@ class Report:
             self.agent_errors[str(ts.agent_error.get("type") or "")] += 1
         if ts.blame is not None:  # who failed the conversation (app/core/blame.py)
             self._counts[f"blame.{ts.blame['blame']}"] += 1
+        profile = ts.user_profile
+        if profile is not None:  # the cooperation gap counts every conversation, the user's broken ones too
+            self._add_profile(ts, profile)
         if ts.user_error:  # the simulated user's fault: listed and counted, never held against the agent
             self._counts["user_errors"] += 1
             if self.keep_cases:
@@ -158,12 +163,43 @@ class Report:
             self.causes[d.cause] += 1
         if ts.turns is not None:
             self._add_turns(ts)
-        key = (ts.case_id, "")  # docs/metrics.md: per case, over all its trials
+        # docs/metrics.md: per case, over all its trials; a non-cooperative user's trials are a case of their own
+        key = (ts.case_id, "" if profile is None or profile == COOPERATIVE else profile)
         tally = self.trials.setdefault(key, [0, 0])
         tally[0] += 1
         tally[1] += ts.passed
         if self.keep_cases:
             self.cases.append(_case_entry(ts))
+
+    def _add_profile(self, ts: TrajectoryScore, profile: str) -> None:
+        """A conversation under a simulated-user profile: its pass, whether the profile's act fired,
+        whether the user broke it, and its blame (the cooperation gap, app/core/profiles.py)."""
+        tally = self.profile_trials.setdefault((profile, ts.case_id), [0, 0])
+        tally[0] += 1
+        tally[1] += ts.passed
+        c = self._counts
+        if ts.user_acts:
+            c[f"profile.{profile}.acted"] += 1
+        if ts.user_error:
+            c[f"profile.{profile}.user_errors"] += 1
+        if ts.blame is not None:
+            c[f"profile.{profile}.blame.{ts.blame['blame']}"] += 1
+
+    def profiles_json(self) -> dict[str, dict[str, Any]]:
+        """``profiles`` of ``score --json``: per simulated-user profile, its trials per case
+        (``[n, passed]``), the conversations where its act fired, those the user broke, and the
+        failed ones by blame."""
+        out: dict[str, dict[str, Any]] = {}
+        c = self.counts
+        for (profile, case_id), (n, passed) in sorted(self.profile_trials.items()):
+            entry = out.get(profile)
+            if entry is None:
+                entry = out[profile] = {
+                    "trials": {}, "acted": c[f"profile.{profile}.acted"],
+                    "user_errors": c[f"profile.{profile}.user_errors"],
+                    "blame": {b: c[f"profile.{profile}.blame.{b}"] for b in BLAMES}}
+            entry["trials"][case_id] = [n, passed]
+        return out
 
     def _add_turns(self, ts: TrajectoryScore) -> None:
         """A conversation's per-turn figures and failures, by turn number."""
@@ -233,6 +269,9 @@ class Report:
         for (case_id, fault), (n_trials, n_passed) in self.trials.items():
             yield ("trials", case_id, fault, "", n_trials)
             yield ("passes", case_id, fault, "", n_passed)
+        for (profile, case_id), (n_trials, n_passed) in self.profile_trials.items():
+            yield ("profile_trials", profile, case_id, "", n_trials)
+            yield ("profile_passes", profile, case_id, "", n_passed)
 
     @classmethod
     def from_counters(cls, rows: Iterable[tuple[str, str, str, str, int]]) -> Report:
@@ -275,6 +314,9 @@ class Report:
             elif kind in ("trials", "passes"):
                 tally = r.trials.setdefault((a, b), [0, 0])
                 tally[0 if kind == "trials" else 1] += v
+            elif kind in ("profile_trials", "profile_passes"):
+                tally = r.profile_trials.setdefault((a, b), [0, 0])
+                tally[0 if kind == "profile_trials" else 1] += v
         return r
 
     def turns_json(self) -> dict[str, dict[str, Any]]:
@@ -347,6 +389,8 @@ class Report:
         out["causes"] = self.causes_json()
         if self.turn_n:
             out["turns"] = self.turns_json()
+        if self.profile_trials:  # conversations with a simulated user, by its profile (the cooperation gap)
+            out["profiles"] = self.profiles_json()
         out["outcomes_by_fault_kind"] = [
             {"kind": k, "outcome": o, "count": n} for (k, o), n in sorted(self.outcomes_by_kind.items())
         ]
@@ -383,6 +427,8 @@ def _case_entry(ts: TrajectoryScore) -> dict[str, Any]:
         out["user_error"] = ts.user_error
     if ts.agent_error is not None:
         out["agent_error"] = ts.agent_error
+    if ts.user_profile is not None:
+        out["user_profile"] = ts.user_profile
     if ts.blame is not None:  # who failed it (app/core/blame.py)
         out["blame"] = ts.blame["blame"]
         out["blame_evidence"] = ts.blame["evidence"]

@@ -155,6 +155,8 @@ async def _converse(agent: Any, case: Case, trial: int, router: MockRouter, tool
     spec = case.user
     if spec is not None and user is None:
         raise NoUser(f"case {case.id!r} has a simulated user: give one (app.agents.users.RuleUser, or --user-model)")
+    if spec is not None and user is not None and hasattr(user, "for_conversation"):
+        user = user.for_conversation(case.id, trial)  # a seeded user of its own per case run (a profile)
     speaker = agent.new_conversation() if hasattr(agent, "new_conversation") else agent
     messages: list[Message] = []
     text: str | None = case.question
@@ -183,6 +185,9 @@ async def _converse(agent: Any, case: Case, trial: int, router: MockRouter, tool
     traj.messages = messages
     errors = check_user(spec, messages) if spec is not None else []
     traj.user_error = [UserError(e["kind"], e["detail"]) for e in errors] or None
+    if spec is not None and user is not None:  # which user played it, and what its profile did on purpose
+        traj.user_profile = str(getattr(user, "profile", "") or "") or None
+        traj.user_acts = list(getattr(user, "acts", None) or []) or None
     return traj
 
 

@@ -173,6 +173,8 @@ class TrajectoryScore:
     fault_source: str | None = None  # what made the faulted call fail: one of ERROR_SOURCES
     divergence: Divergence | None = None  # a failed trajectory's first divergence (app/core/divergence.py)
     blame: dict[str, Any] | None = None  # a failed conversation's blame (app/core/blame.py)
+    user_profile: str | None = None  # the simulated user's profile (app/core/profiles.py)
+    user_acts: list[dict[str, str]] | None = None  # what that profile did on purpose
 
     def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
                  fault_kind: str | None = None, fault_step: int | None = None,
@@ -223,6 +225,8 @@ class TrajectoryScore:
         self.fault_source = None
         self.divergence = None
         self.blame = None
+        self.user_profile = None
+        self.user_acts = None
 
     def to_dict(self) -> dict[str, Any]:
         """The per-trajectory detail (what a timeline page shows)."""
@@ -277,6 +281,10 @@ class TrajectoryScore:
             out["divergence"] = self.divergence.to_dict()
         if self.blame is not None:
             out["blame"] = self.blame
+        if self.user_profile is not None:
+            out["user_profile"] = self.user_profile
+        if self.user_acts:
+            out["user_acts"] = self.user_acts
         return out
 
 
@@ -392,6 +400,9 @@ class Scorer:
             ts.turns, ts.step_turns = turn_scores(ts, case, traj)
         if traj.user_error:
             ts.user_error = [u.to_dict() for u in traj.user_error]
+        ts.user_profile = traj.user_profile
+        if traj.user_acts:
+            ts.user_acts = [u.to_dict() for u in traj.user_acts]
         if traj.agent_error is not None:
             ts.agent_error = traj.agent_error.to_dict()
         elif traj.stopped == "agent_error":  # a source that says the agent raised, not what

@@ -25,11 +25,14 @@ def fraction(num: int, den: int) -> str:
 
 def fault_key_text(key: str | None) -> str:
     """A stored fault key (``0:http_503``, the step from 0) as people read it: ``http_503 at call #1``;
-    anything else as it is, and nothing as ``—``."""
-    step, sep, kind = (key or "").partition(":")
+    a simulated user's profile (``|user:impatient``) as ``impatient user``; anything else as it is,
+    and nothing as ``—``."""
+    key, _, profile = (key or "").partition("|user:")
+    who = f"{profile} user" if profile else ""
+    step, sep, kind = key.partition(":")
     if not sep or not step.isdigit():
-        return key or "—"
-    return fault_text(kind, int(step))
+        return " · ".join(x for x in (key, who) if x) or "—"
+    return " · ".join(x for x in (fault_text(kind, int(step)), who) if x)
 
 
 def count(n: int, one: str, many: str = "") -> str:

@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.conversation import SimulatedUser
 from app.core.errors import InfrastructureError
+from app.core.profiles import COOPERATIVE
 from app.core.records import Trajectory
 from app.core.runner import AGENT_ERROR, arun_case
 from app.core.scoring import Scorer, TrajectoryScore
@@ -138,12 +139,17 @@ async def execute(
     concurrency: int = 4,
     listener: Listener | None = None,
     user: SimulatedUser | None = None,
+    users: Mapping[str, SimulatedUser] | None = None,
 ) -> RunSummary:
     """Run ``items`` with ``concurrency`` in flight; returns the tally. An
     EndpointRejected (or any error that is not the agent's) stops the run
     after storing everything finished so far. A conversation is one item:
     stored whole when its last turn ends, or not at all (``user`` says the
-    simulated user's replies)."""
+    simulated user's replies; ``users``, one per profile, the replies of the
+    items under that profile)."""
+    by_profile: dict[str, SimulatedUser] = dict(users or {})
+    if user is not None:
+        by_profile.setdefault(COOPERATIVE, user)
     summary = RunSummary(total=len(items))
     writer = _Writer(sessions, run_id, suite, summary)
     width = max(1, min(concurrency, len(items) or 1))
@@ -155,13 +161,14 @@ async def execute(
 
     async def work() -> None:
         for item in pending:  # workers share one iterator: each item runs once
-            agent = factory.for_case(item.case, item.trial, item.variant)
+            agent = factory.for_case(item.case, *item.agent_seed())
             close = getattr(agent, "aclose", None)
             if close is not None and inspect.iscoroutinefunction(close):
                 closers.setdefault(id(agent), close)
             try:
                 result: Trajectory | InfrastructureError = await arun_case(
-                    agent, suite, item.case, trial=item.trial, faults=item.faults, record_crash=True, user=user)
+                    agent, suite, item.case, trial=item.trial, faults=item.faults, record_crash=True,
+                    user=by_profile.get(item.profile))
             except InfrastructureError as exc:
                 result = exc
             await queue.put((item, result))
@@ -205,8 +212,9 @@ async def execute(
                 await asyncio.shield(writer_task)
             summary.ended = time.monotonic()
         finally:
-            close_user = getattr(user, "aclose", None)
-            if close_user is not None and inspect.iscoroutinefunction(close_user):
-                closers.setdefault(id(user), close_user)
+            for one in by_profile.values():
+                close_user = getattr(one, "aclose", None)
+                if close_user is not None and inspect.iscoroutinefunction(close_user):
+                    closers.setdefault(id(one), close_user)
             await asyncio.gather(*(close() for close in closers.values()), return_exceptions=True)
     return summary

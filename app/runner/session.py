@@ -14,10 +14,12 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.agents.profiles import ProfiledUser
 from app.agents.retry import RetryPolicy
 from app.agents.users import LLMUser, RuleUser
 from app.core.conversation import SimulatedUser
 from app.core.errors import ToolLensError
+from app.core.profiles import COOPERATIVE, parse_profiles
 from app.core.records import FAULT_KINDS
 from app.core.router import FaultPlan
 from app.core.suite import Suite, load_suite_document, parse_suite
@@ -33,7 +35,7 @@ from app.store.infra import infra_errors
 from app.store.models import Run
 
 RUNNER_MARK, RUNNER_VERSION = "runner", 1  # in a run's config: made by `toollens run`, so it can be resumed
-WORK_KEYS = ("trials", "faults", "sweep", "sweep_kind")  # what decides the work list: fixed for a run's life
+WORK_KEYS = ("trials", "faults", "sweep", "sweep_kind", "user_profiles")  # the work list: fixed for a run's life
 AGENT_KEYS = ("agent", "model", "base_url", "max_steps", "system", "temperature", "seed", "sim_rates", "user_model",
               "user_base_url")
 
@@ -68,6 +70,7 @@ class RunRequest:
     sim_rates: str = ""
     user_model: str = ""  # a user model for cases with a simulated user (else the rule-based stand-in)
     user_base_url: str | None = None  # its OpenAI-compatible endpoint (default: base_url)
+    user_profiles: list[str] = field(default_factory=list)  # the simulated user's profiles (none: cooperative only)
     suite_document: dict[str, Any] | None = field(default=None, repr=False)  # instead of suite_path
 
     def config(self) -> dict[str, Any]:
@@ -90,16 +93,23 @@ def build_factory(request: RunRequest, suite: Suite) -> AgentFactory:
     return agent_kind(request.agent).build(request, suite)
 
 
-def build_user(request: RunRequest) -> SimulatedUser:
+def build_user(request: RunRequest, profile: str = COOPERATIVE) -> SimulatedUser:
     """The simulated user of the run's conversations: the user model named by
-    ``--user-model`` (an OpenAI-compatible endpoint), else the rule-based one."""
+    ``--user-model`` (an OpenAI-compatible endpoint), else the rule-based one;
+    under a profile other than the cooperative one, the rule-based user is
+    seeded by ``--seed`` (app/agents/profiles.py) and the model is told the profile."""
     if not request.user_model:
-        return RuleUser()
+        return RuleUser() if profile == COOPERATIVE else ProfiledUser(profile, request.seed)
     user = LLMUser(model=request.user_model, base_url=request.user_base_url or request.base_url,
                    temperature=request.temperature, timeout=request.timeout,
-                   retry=RetryPolicy(attempts=request.attempts, base=request.backoff))
+                   retry=RetryPolicy(attempts=request.attempts, base=request.backoff), profile=profile)
     user.preload()
     return user
+
+
+def build_users(request: RunRequest) -> dict[str, SimulatedUser]:
+    """One simulated user per profile the run asks for (the cooperative one always)."""
+    return {p: build_user(request, p) for p in request.user_profiles or [COOPERATIVE]}
 
 
 def check_agent(request: RunRequest) -> None:
@@ -180,6 +190,10 @@ def _work_options(request: RunRequest) -> tuple[FaultPlan | None, tuple[int, int
         faults = FaultPlan.parse(request.faults) if request.faults else None
     except ToolLensError as exc:
         raise RunSetupError(f"--faults: {exc}") from None
+    try:
+        parse_profiles(request.user_profiles)
+    except ToolLensError as exc:
+        raise RunSetupError(str(exc)) from None
     return faults, parse_shard(request.shard) if request.shard else None
 
 
@@ -197,7 +211,7 @@ def prepare(sessions: sessionmaker[Session], request: RunRequest) -> tuple[int, 
     faults, shard = _work_options(request)
     suite = parse_suite(document, path="suite")
     everything = plan_work(suite, trials=request.trials, faults=faults, sweep=request.sweep,
-                           sweep_kind=request.sweep_kind)
+                           sweep_kind=request.sweep_kind, profiles=parse_profiles(request.user_profiles))
     todo = still_missing(everything, stored)
     if shard is not None:
         todo = [item for item in todo if in_shard(item, *shard)]
@@ -220,12 +234,12 @@ def run_agent(settings: Settings, request: RunRequest, *,
     try:
         run_id, run_name, suite, request, everything, todo = prepare(sessions, request)
         factory = build_factory(request, suite)
-        user = build_user(request) if any(c.user is not None for c in suite.cases) else None
+        users = build_users(request) if any(c.user is not None for c in suite.cases) else None
         with session_scope(sessions, write=True) as session:
             run = ingest.get_run_row(session, run_id)
             if todo and run.status == "finished":
                 run.status, run.finished_at = "running", None  # infrastructure errors left to retry
-        summary = _execute(factory, suite, todo, sessions, run_id, request.concurrency, run_name, progress, user)
+        summary = _execute(factory, suite, todo, sessions, run_id, request.concurrency, run_name, progress, users)
         finished = _finish_if_whole(sessions, run_id, everything)
         return RunOutcome(run_id, run_name, len(todo), summary, finished, _retries(factory))
     finally:
@@ -234,14 +248,14 @@ def run_agent(settings: Settings, request: RunRequest, *,
 
 def _execute(factory: AgentFactory, suite: Suite, todo: list[WorkItem], sessions: sessionmaker[Session],
              run_id: int, concurrency: int, title: str, progress: Callable[[str, int], Any] | None,
-             user: SimulatedUser | None) -> RunSummary:
+             users: dict[str, SimulatedUser] | None) -> RunSummary:
     if progress is None:
         return asyncio.run(execute(factory, suite, todo, sessions=sessions, run_id=run_id, concurrency=concurrency,
-                                   user=user))
+                                   users=users))
     with progress(title, len(todo)) as bar:
         listener: Listener = bar.update
         return asyncio.run(execute(factory, suite, todo, sessions=sessions, run_id=run_id,
-                                   concurrency=concurrency, listener=listener, user=user))
+                                   concurrency=concurrency, listener=listener, users=users))
 
 
 def _finish_if_whole(sessions: sessionmaker[Session], run_id: int, everything: list[WorkItem]) -> bool:

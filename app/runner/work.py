@@ -4,10 +4,11 @@ order, so that a resumed run and every shard see the same list."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from app.core.errors import ToolLensError
+from app.core.profiles import BY_NAME, COOPERATIVE
 from app.core.router import FaultPlan
 from app.core.runner import sweep_plans
 from app.core.suite import Case, Suite
@@ -26,7 +27,15 @@ class WorkItem:
     case: Case
     trial: int
     faults: FaultPlan | None
-    variant: str  # "" for a plain trial, "sweep:<step>:<kind>" for the recovery sweep
+    variant: str  # "" for a plain trial, "sweep:<step>:<kind>" for the recovery sweep, "user:<profile>"
+    profile: str = COOPERATIVE  # the simulated user's profile (cases with a simulated user only)
+    mirrors: int | None = None  # under a profile: the cooperative trial whose agent (seed) and faults it reuses
+
+    def agent_seed(self) -> tuple[int, str]:
+        """The trial and variant the agent is made for: a profile's item gets the agent of the
+        cooperative trial it mirrors, so a seeded agent draws the same chances and only the
+        user differs (common random numbers: the gap is the user's, not the dice's)."""
+        return (self.mirrors, "") if self.mirrors is not None else (self.trial, self.variant)
 
     @property
     def label(self) -> str:
@@ -34,10 +43,12 @@ class WorkItem:
 
 
 def plan_work(suite: Suite, *, trials: int = 1, faults: FaultPlan | None = None, sweep: bool = False,
-              sweep_kind: str = "http_503") -> list[WorkItem]:
+              sweep_kind: str = "http_503", profiles: Sequence[str] = ()) -> list[WorkItem]:
     """Every case ``trials`` times (the fault plan reseeded per trial), then
     with ``sweep`` the recovery sweep of every case: trial ``trials + i`` fails
-    the i-th call."""
+    the i-th call; then, for each non-cooperative user profile, each case with a
+    simulated user ``trials`` times more under it, numbered after the sweep by the
+    profile's place in PROFILES (so that two runs give a profile the same trials)."""
     items: list[WorkItem] = []
     for case in suite.cases:
         for t in range(trials):
@@ -47,6 +58,16 @@ def plan_work(suite: Suite, *, trials: int = 1, faults: FaultPlan | None = None,
         for case in suite.cases:
             for i, plan in enumerate(sweep_plans(case, sweep_kind)):  # i: the expected step failed
                 items.append(WorkItem(case, trials + i, plan, f"sweep:{i}:{sweep_kind}"))
+    others = [BY_NAME[p] for p in profiles if p != COOPERATIVE]
+    for case in suite.cases if others else ():
+        if case.user is None:
+            continue
+        base = trials + (len(sweep_plans(case, sweep_kind)) if sweep else 0)
+        for profile in others:
+            for t in range(trials):
+                plan = None if faults is None else replace(faults, seed=faults.seed + t)
+                items.append(WorkItem(case, base + (profile.index - 1) * trials + t, plan, f"user:{profile.name}",
+                                      profile.name, t))
     return items
 
 

@@ -21,6 +21,7 @@ from app.store.blame import flipped_simulator_note
 from app.store.ingest import get_run_row
 from app.store.models import RunCounter, ToolsetVersion
 from app.store.pairing import paired
+from app.store.profiles import compare_gaps, run_gap
 from app.store.queries import get_run, get_trajectory, turn_figures
 from app.store.views import (
     CallPublic,
@@ -108,11 +109,14 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200,
         for change in changes:  # each changed description beside the cells of its tool that moved
             change.cells = [d for d in diff if d.delta and d.expected not in (d.called, EXTRA) and d.called != MISSING
                             and change.name in (d.expected, d.called)]
-    # the failing side of each flipped case: blamed on the simulated user, the difference may be the simulator's
-    n_user, _, note = flipped_simulator_note(
-        session, [f.b_trajectory if f.a_passed else f.a_trajectory for f in flipped], DEFAULT_SIMULATOR_SHARE)
+    # the failing side of each flipped case: blamed on the simulated user, the difference may be the simulator's;
+    # a conversation under a non-cooperative user profile misbehaves on purpose: its flips are the
+    # cooperation gap's to show (below), not a sign that the simulator is off
+    checked = [f.b_trajectory if f.a_passed else f.a_trajectory for f in flipped if "|user:" not in f.fault]
+    n_user, _, note = flipped_simulator_note(session, checked, DEFAULT_SIMULATOR_SHARE)
     return ComparisonPublic(
-        simulator_note=note, flipped_blamed_on_user=n_user,
+        simulator_note=note, flipped_blamed_on_user=n_user, simulator_checked=len(checked),
+        cooperation=compare_gaps(run_gap(session, a_id), run_gap(session, b_id)),
         a=a, b=b, families=families, shared_cases=shared, flipped=flipped, flipped_count=only_a + only_b,
         mcnemar=McNemarPublic(passed_only_a=only_a, passed_only_b=only_b, p_value=mcnemar_exact(only_a, only_b)),
         confusion_diff=diff, tools=tools, description_changes=changes, turns=_turns(session, a_id, b_id),

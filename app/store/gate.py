@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.cooperation import compare_gap
 from app.core.families import FAMILIES
 from app.core.gate import CaseRef, GateConfig, GateResult, RunFigures, evaluate_gate, recovery_families
 from app.core.prices import PriceTable
@@ -73,7 +74,7 @@ def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: Ga
         f4 = {rid: recovery_families(by, config.recovery_sources) for rid, by in sources.items()}
     split = {rid: {s: (v["recovery"]["num"], v["recovery"]["den"]) for s, v in by.items()}
              for rid, by in sources.items()}
-    return evaluate_gate(_figures(baseline_ref, base, usage.get(base.id), f4.get(base.id), split[base.id]),
+    result = evaluate_gate(_figures(baseline_ref, base, usage.get(base.id), f4.get(base.id), split[base.id]),
                          _figures(candidate_ref, cand, usage.get(cand.id), f4.get(cand.id), split[cand.id],
                                   run_causes(session, cand.id)),
                          config,
@@ -81,7 +82,13 @@ def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: Ga
                          blocking_cases=sorted(blocking.values(), key=lambda c: c.trajectory_id or 0),
                          regressed_count=comparison.mcnemar.passed_only_a if comparison.mcnemar else len(regressed),
                          shared_cases=comparison.shared_cases,
-                         simulator=(comparison.flipped_blamed_on_user, len(comparison.flipped)))
+                         simulator=(comparison.flipped_blamed_on_user,
+                                    len(comparison.flipped) if comparison.simulator_checked is None
+                                    else comparison.simulator_checked))
+    gap = compare_gap(comparison.cooperation)
+    if gap is not None:  # whether the change holds for every simulated user (docs/runner.md#the-cooperation-gap)
+        result.notes.append(f"cooperation gap (A baseline, B candidate): {gap.sentence}")
+    return result
 
 
 __all__ = ["NotFound", "run_gate"]

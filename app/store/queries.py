@@ -384,7 +384,9 @@ def _summary(t: TrajectoryRow) -> TrajectorySummary:
                              reward=t.reward, total_tokens=t.total_tokens, agent_error=_agent_error(t.detail),
                              blame=blame.get("blame") if isinstance(blame.get("blame"), str) else None,
                              blame_confidence=blame.get("confidence")
-                             if isinstance(blame.get("confidence"), (int, float)) else None)
+                             if isinstance(blame.get("confidence"), (int, float)) else None,
+                             user_profile=profile if isinstance(profile := (t.detail or {}).get("user_profile"), str)
+                             else None)
 
 
 def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,
@@ -663,6 +665,10 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
                 call["batch"] = batch
     if isinstance(t.detail, dict) and isinstance(t.detail.get("user_error"), list):
         rec["user_error"] = t.detail["user_error"]
+    if isinstance(t.detail, dict) and isinstance(t.detail.get("user_profile"), str):
+        rec["user_profile"] = t.detail["user_profile"]
+        if isinstance(t.detail.get("user_acts"), list):
+            rec["user_acts"] = t.detail["user_acts"]
     if t.model_calls is not None:
         rec["model_calls"] = t.model_calls
     error = _agent_error(t.detail)

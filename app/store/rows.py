@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import orjson
 
 from app.core.records import Trajectory
-from app.core.report import Report
+from app.core.report import COOPERATIVE, Report
 from app.core.scoring import TrajectoryScore
 from app.core.usage import ModelCall
 
@@ -38,8 +38,14 @@ def to_json(value: Any) -> str | None:
 
 
 def fault_key(traj: Trajectory) -> str:
-    """The declared fault as a key: one trajectory per case, trial and fault."""
-    return "" if traj.fault is None else f"{traj.fault.step}:{traj.fault.kind}"
+    """The declared fault as a key: one trajectory per case, trial and fault. A simulated user
+    with a profile other than the cooperative one adds ``|user:<profile>``, so that two runs pair
+    a conversation only with one under the same user."""
+    key = "" if traj.fault is None else f"{traj.fault.step}:{traj.fault.kind}"
+    profile = traj.user_profile
+    if profile is not None and profile != COOPERATIVE:
+        key = f"{key}|user:{profile}"[:100]
+    return key
 
 
 CALL_COLUMNS = (

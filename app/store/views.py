@@ -83,6 +83,7 @@ class TrajectorySummary(BaseModel):
     agent_error: dict[str, Any] | None = None  # what the agent raised: {type, message, traceback} (last frames)
     blame: str | None = None  # a failed conversation's: agent, user or task (app/core/blame.py)
     blame_confidence: float | None = None
+    user_profile: str | None = None  # the simulated user's profile, when one played (app/core/profiles.py)
 
 
 class TrajectoriesPublic(BaseModel):
@@ -217,6 +218,8 @@ class ComparisonPublic(BaseModel):
     usage: list[UsageDelta] = Field(default_factory=list)  # cost and latency, B against A (absent: no data)
     simulator_note: str | None = None  # too many flipped failures blamed on the simulated user: no verdict
     flipped_blamed_on_user: int = 0  # of the listed flipped cases, failing sides blamed on the simulated user
+    simulator_checked: int | None = None  # the flipped cases that share is of (those under a user profile left out)
+    cooperation: dict[str, Any] | None = None  # pass^k by simulated-user profile, both runs (app/store/profiles.py)
 
 
 class ToolsetVersionPublic(BaseModel):

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
+from app.core.cooperation import CompareGap, compare_gap
 from app.core.families import BLOCKING_KEYS
 from app.core.stats import newcombe_interval
 from app.store import compare as comparing
@@ -111,6 +112,7 @@ class ComparePage:
     blocking: set[str]  # zero-threshold families above zero in B: blocking, whatever the interval says
     usage: list[UsageRow]  # tokens, cost and latency, B against A
     passes: PassHead | None = None  # the pass rates, first on the page
+    cooperation: CompareGap | None = None  # pass^k by simulated-user profile, B against A
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
 
 
@@ -118,7 +120,8 @@ def compare_page(session: Session, a: int, b: int, cache: Any = None) -> Compare
     c = cache.get(session, a, b) if cache is not None else comparing.compare_runs(session, a, b)
     return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff),
                        blocking={d.family for d in c.families if d.family in BLOCKING_KEYS and d.b.num},
-                       usage=[usage_row(d) for d in c.usage], passes=pass_head(c))
+                       usage=[usage_row(d) for d in c.usage], passes=pass_head(c),
+                       cooperation=compare_gap(c.cooperation))
 
 
 @dataclass

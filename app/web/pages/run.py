@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
 from app.core.blame import BLAMES
+from app.core.cooperation import GapView, gap_view
 from app.core.families import BY_KEY, RATIO_FAMILIES, Failure, Family
 from app.core.outcome import OUTCOMES, REACTIONS
 from app.core.textdiff import word_diff
@@ -22,6 +23,7 @@ from app.store import lint as linting
 from app.store.blame import BlameFigures, blame_figures
 from app.store.fix import run_pair_proposals
 from app.store.models import Run
+from app.store.profiles import run_gap
 from app.store.views import (
     CausePublic,
     ConfusionPublic,
@@ -265,6 +267,7 @@ class RunPage:
     rewrites: dict[tuple[str, str], PairRewrite] = field(default_factory=dict)  # `toollens fix` per lint pair
     blame: BlameFigures | None = None  # failed conversations by who failed them (docs/blame.md)
     causes_missing: int = 0  # failed trajectories without a cause: a run that needs `toollens db backfill`
+    cooperation: GapView | None = None  # pass^k by simulated-user profile against the cooperative one
     blame_names: tuple[str, ...] = BLAMES
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
     failure_names: tuple[str, ...] = FAILURE_NAMES
@@ -343,6 +346,7 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
         rewrites=pair_rewrites(run.name, pair_edits),
         blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
         causes_missing=int(figs.get("causes_missing") or 0),
+        cooperation=gap_view(run_gap(session, run_id) if "profiles" in figs else None),
     )
 
 

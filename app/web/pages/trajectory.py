@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from app.core.errors import SuiteError
+from app.core.profiles import COOPERATIVE
 from app.store import labels, queries
 from app.store.db import session_scope
 from app.store.errors import NotFound
@@ -114,6 +115,8 @@ class TrajectoryPage:
     groups: list[TurnGroup] | None = None  # a conversation's rows by user turn
     why: list[list[Segment]] = field(default_factory=list)  # the first divergence and the outcome, in words
     user_errors: list[UserError] = field(default_factory=list)
+    user_profile: str = ""  # the simulated user's profile, when not the cooperative one
+    user_acts: list[UserError] = field(default_factory=list)  # what that profile did on purpose
     notes: list[str] = field(default_factory=list)  # the case's, from the suite: what the source checks
     backfill_command: str = ""  # a failed trajectory of a run stored before causes were kept: what finds its cause
 
@@ -138,6 +141,8 @@ def trajectory_page(session: Session, trajectory_id: int, *, token_required: boo
     if not t.passed and not isinstance(t.detail.get("divergence"), dict) and not found \
             and queries.uncaused(queries.run_report(session, run.id)):
         backfill = f"toollens db backfill --run {shlex.quote(run.name)}"
+    profile = t.detail.get("user_profile")
+    acts = t.detail.get("user_acts")
     return TrajectoryPage(
         t=t, run=queries.run_public(session, run), rows=rows,
         evidence=Evidence.of(t.detail.get("outcome_evidence") or {}),
@@ -147,7 +152,10 @@ def trajectory_page(session: Session, trajectory_id: int, *, token_required: boo
         next_failing=after, groups=turn_groups(t, rows), why=why(t),
         user_errors=[UserError(u.get("kind", ""), u.get("detail", "")) for u in found if isinstance(u, dict)]
         if isinstance(found, list) else [], notes=queries.case_notes(session, run, t.case_id),
-        backfill_command=backfill)
+        backfill_command=backfill,
+        user_profile=profile if isinstance(profile, str) and profile != COOPERATIVE else "",
+        user_acts=[UserError(str(u.get("kind", "")), str(u.get("detail", ""))) for u in acts if isinstance(u, dict)]
+        if isinstance(acts, list) else [])
 
 
 def show(request: Request, session: Session, trajectory_id: int, *, status_code: int = 200,

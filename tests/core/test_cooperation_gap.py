@@ -1,0 +1,61 @@
+"""The cooperation gap's arithmetic by hand (app/core/profiles.py), and how the
+report counts a conversation under a profile (app/core/report.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.core.profiles import cooperation_gap
+from app.core.report import Report
+from app.core.scoring import TrajectoryScore
+
+
+def test_the_gap_and_its_band_by_hand() -> None:
+    gap = cooperation_gap({
+        "cooperative": {"trials": {"a": [3, 3], "b": [3, 1]}},
+        "impatient": {"trials": {"a": [3, 2], "b": [3, 0]}, "acted": 2, "user_errors": 1, "blame": {"user": 2}},
+        "drip_feed": {"trials": {"a": [3, 3], "b": [3, 1]}},
+    })
+    assert gap is not None and gap.k == 3
+    rows = {r.profile: r for r in gap.rows}
+    assert [r.profile for r in gap.rows] == ["cooperative", "impatient", "drip_feed"]  # PROFILES' order
+    # cooperative: pass^1 = 4/6; pass^3 = (C(3,3)/C(3,3) + C(1,3)/C(3,3)) / 2 = 0.5
+    assert rows["cooperative"].at(1) == pytest.approx(4 / 6) and rows["cooperative"].at(3) == pytest.approx(0.5)
+    # impatient: pass^1 = 2/6; pass^2 = (C(2,2)/C(3,2) + 0) / 2 = 1/6; pass^3 = 0
+    assert rows["impatient"].at(2) == pytest.approx(1 / 6) and rows["impatient"].at(3) == 0
+    assert rows["impatient"].gap_1 == pytest.approx(2 / 6 - 4 / 6) and rows["impatient"].gap_k == pytest.approx(-0.5)
+    ci = rows["impatient"].gap_1_ci
+    assert ci is not None and ci[0] < -1 / 3 < ci[1]
+    assert rows["drip_feed"].gap_1 == 0 and rows["drip_feed"].gap_k == 0
+    assert gap.band_k == (0.0, 0.5) and gap.band_gap == (-0.5, 0.0) and gap.spread == 0.5
+    assert (rows["impatient"].acted, rows["impatient"].user_errors, rows["impatient"].blamed_on_user) == (2, 1, 2)
+
+
+def test_the_gap_needs_cooperative_conversations() -> None:
+    assert cooperation_gap({"impatient": {"trials": {"a": [1, 0]}}}) is None
+    alone = cooperation_gap({"cooperative": {"trials": {"a": [2, 1]}}})
+    assert alone is not None and alone.band_k is None and len(alone.rows) == 1
+
+
+def score(case: str, passed: bool, profile: str | None, broken: bool = False) -> TrajectoryScore:
+    ts = TrajectoryScore(case, 0, True, [], passed=passed)
+    ts.user_profile = profile
+    ts.user_acts = [{"kind": "ended_early", "detail": ""}] if broken else None
+    ts.user_error = [{"kind": "stopped_early", "detail": ""}] if broken else None
+    return ts
+
+
+def test_a_report_counts_every_profiled_conversation_and_keeps_profiles_apart_in_pass_k() -> None:
+    r = Report()
+    for ts in (score("a", True, "cooperative"), score("a", True, "cooperative"), score("a", True, "impatient"),
+               score("a", False, "impatient", broken=True), score("b", True, None)):
+        r.add(ts)
+    # the user's broken conversation is left out of the headline, counted in its profile's figures
+    assert r.trials == {("a", ""): [2, 2], ("a", "impatient"): [1, 1], ("b", ""): [1, 1]}
+    again = Report.from_counters(r.counters())
+    assert again.profiles_json() == r.profiles_json() == {
+        "cooperative": {"trials": {"a": [2, 2]}, "acted": 0, "user_errors": 0,
+                        "blame": {"agent": 0, "user": 0, "task": 0}},
+        "impatient": {"trials": {"a": [2, 1]}, "acted": 1, "user_errors": 1,
+                      "blame": {"agent": 0, "user": 0, "task": 0}}}
+    assert "profiles" in r.to_json() and "profiles" not in Report().to_json()

@@ -1,0 +1,201 @@
+"""``toollens run --user-profile``: a tiny suite, a deterministic agent, and the
+cooperation gap computed by hand, from the stored figures to the run page and
+compare over HTTP (the app's TestClient)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.core.profiles import cooperation_gap
+from app.settings import Settings
+from app.store.db import make_engine, make_sessionmaker
+from app.store.models import Run
+from app.store.profiles import paired_flips, profile_figures, run_gap
+from app.web.app import create_app
+
+runner = CliRunner()
+
+# The agent asks for both facts at once, then acts on whatever it was given: the drip-feeding user
+# gives one fact per reply, so the agent calls with one missing and fails; every other user passes.
+HASTY = """\
+import re
+
+
+def agent(question, toolbox):
+    said = " ".join(m["content"] for m in toolbox.messages if m["role"] == "user")
+    rut = re.search(r"\\d{7,8}-[\\dkK]", said)
+    numero = re.search(r"PED-\\d{5}", said)
+    if not (rut and numero) and not any(m["role"] == "assistant" for m in toolbox.messages):
+        return "¿Me das tu RUT y tu número de pedido?"
+    toolbox.call("buscar_pedido", {"rut": rut.group(0) if rut else "", "numero": numero.group(0) if numero else ""})
+    return "Listo: tu pedido va en camino."
+"""
+# Asks for one fact at a time: the impatient user may leave at its second ask.
+SLOW = """\
+import re
+
+
+def agent(question, toolbox):
+    said = " ".join(m["content"] for m in toolbox.messages if m["role"] == "user")
+    rut = re.search(r"\\d{7,8}-[\\dkK]", said)
+    numero = re.search(r"PED-\\d{5}", said)
+    if not rut:
+        return "¿Me das tu RUT?"
+    if not numero:
+        return "¿Y tu número de pedido?"
+    toolbox.call("buscar_pedido", {"rut": rut.group(0), "numero": numero.group(0)})
+    return "Listo: tu pedido va en camino."
+"""
+SUITE: dict[str, Any] = {
+    "name": "perfiles",
+    "toolset": [{"name": "buscar_pedido", "description": "Busca un pedido por RUT y número.",
+                 "parameters": {"type": "object", "properties": {"rut": {"type": "string"},
+                                                                 "numero": {"type": "string"}},
+                                "required": ["rut", "numero"]},
+                 "mock": {"responses": [{"when": {"rut": "12345678-9", "numero": "PED-12345"},
+                                         "response": {"estado": "en camino"}}]}}],
+    "cases": [{"id": "pedido", "question": "Hola, ¿dónde está mi pedido?",
+               "user": {"instruction": "Eres Ana Rojas y quieres saber dónde está tu pedido.",
+                        "known": {"rut": "12345678-9", "pedido": "PED-12345"}, "patience": 4},
+               "expected_calls": [{"name": "buscar_pedido", "arguments": {"rut": "12345678-9",
+                                                                          "numero": "PED-12345"}}]},
+              {"id": "solo", "question": "¿Dónde está el pedido PED-12345 del RUT 12345678-9?",
+               "expected_calls": [{"name": "buscar_pedido", "arguments": {"rut": "12345678-9",
+                                                                          "numero": "PED-12345"}}]}],
+}
+
+
+def run(tmp_path: Path, db_url: str, name: str, *profiles: str, agent: str = "hasty", trials: int = 2) -> Any:
+    (tmp_path / "hasty.py").write_text(HASTY, encoding="utf-8")
+    (tmp_path / "slow.py").write_text(SLOW, encoding="utf-8")
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(SUITE, allow_unicode=True), encoding="utf-8")
+    args = ["run", str(tmp_path / "suite.yaml"), "--agent", f"{tmp_path / agent}.py:agent", "--trials", str(trials),
+            "--run", name, "--db", db_url]
+    for p in profiles:
+        args += ["--user-profile", p]
+    return runner.invoke(cli, args)
+
+
+def test_run_with_two_profiles_measures_the_gap_by_hand(tmp_path: Path, db_url: str) -> None:
+    done = run(tmp_path, db_url, "hasty", "drip_feed", "impatient")
+    assert done.exit_code == 0, done.output
+    # 'pedido': 2 trials under each of 3 users; 'solo' (no simulated user): its 2 plain trials only
+    assert "stored 8 of 8 case runs, 2 failed" in done.output
+    engine = make_engine(db_url)
+    try:
+        with make_sessionmaker(engine)() as s:
+            run_id = s.query(Run.id).filter(Run.name == "hasty").scalar()
+            assert s.get(Run, run_id).config["user_profiles"] == ["cooperative", "impatient", "drip_feed"]  # type: ignore[union-attr]
+            figures = profile_figures(s, run_id)
+            # each drip_feed conversation against the cooperative trial it mirrors: passed there, failed here
+            assert paired_flips(s, run_id) == {"impatient": [0, 0], "drip_feed": [2, 0]}
+            paired = {r.profile: (r.paired, r.paired_p) for r in run_gap(s, run_id).rows}  # type: ignore[union-attr]
+            assert paired["drip_feed"] == ((2, 0), 0.5) and paired["cooperative"] == (None, None)
+    finally:
+        engine.dispose()
+    assert {p: f["trials"] for p, f in figures.items()} == {
+        "cooperative": {"pedido": [2, 2]}, "impatient": {"pedido": [2, 2]}, "drip_feed": {"pedido": [2, 0]}}
+    # impatient never leaves: the agent asks once, at the user's first reply; drip_feed holds back every time
+    assert (figures["drip_feed"]["acted"], figures["impatient"]["acted"]) == (2, 0)
+    gap = cooperation_gap(figures)
+    assert gap is not None and gap.k == 2
+    rows = {r.profile: r for r in gap.rows}
+    # by hand: cooperative 2/2 → pass^1 = pass^2 = 1; drip_feed 0/2 → 0, 0; impatient 2/2 → 1, 1
+    assert (rows["drip_feed"].gap_1, rows["drip_feed"].gap_k) == (-1.0, -1.0)
+    assert (rows["impatient"].gap_1, rows["impatient"].gap_k) == (0.0, 0.0)
+    assert gap.band_k == (0.0, 1.0) and gap.band_gap == (-1.0, 0.0) and gap.spread == 1.0
+
+    shown = runner.invoke(cli, ["show", "hasty", "--db", db_url], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "Cooperation gap" in shown.output
+    assert re.search(r"drip_feed\s+│\s+1\s+│\s+2\s+│\s+0\.0%\s+│\s+0\.0%\s+│\s+−100\.0 pts", shown.output)
+
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        page = client.get(f"/runs/{run_id}", headers={"accept": "text/html"})
+        assert page.status_code == 200
+        section = page.text[page.text.index('<section id="cooperation"'):]
+        section = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section[:section.index("</section>")]))
+        assert "pass^2 under the cooperative user 100.0%; under the other 2 profiles from 0.0% to 100.0% " \
+               "(gap −100.0 pts to +0.0 pts); the largest drop: drip_feed" in section
+        assert "drip feed 1 2 0.0% 0.0% −100.0 pts" in section  # rate, conversations, pass^1, pass^2, gap
+        assert "−100.0 pts 2 / 0 (p 0.5) 2 2 (0) 0" in section  # gap pass^2, paired, act fired, failed, broken
+        assert "drip feed user" in page.text  # the trajectory list marks a profile's conversations
+        listed = client.get(f"/api/runs/{run_id}/trajectories", params={"passed": "false"}).json()["data"]
+        drip = [t for t in listed if t["user_profile"] == "drip_feed"]
+        assert len(drip) == 2
+        one = client.get(f"/trajectories/{drip[0]['id']}", headers={"accept": "text/html"}).text
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", one))
+        assert "The simulated user played the drip_feed profile" in text and "held_back message 3: gives" in text
+        assert set(client.get(f"/api/runs/{run_id}/figures").json()["profiles"]) == {
+            "cooperative", "impatient", "drip_feed"}
+
+
+def test_compare_sets_two_runs_profile_by_profile(tmp_path: Path, db_url: str) -> None:
+    assert run(tmp_path, db_url, "a", "drip_feed").exit_code == 0
+    assert run(tmp_path, db_url, "b", "drip_feed,impatient").exit_code == 0
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        data = client.get("/api/compare", params={"a": 1, "b": 2}).json()["cooperation"]
+        assert [(r["profile"], r["a"], r["b"], r["delta"]) for r in data["profiles"]] == [
+            ("cooperative", 1.0, 1.0, 0.0), ("drip_feed", 0.0, 0.0, 0.0), ("impatient", None, 1.0, None)]
+        assert data["same_profiles"] is False and data["delta_band"] == [0.0, 0.0]
+        html = client.get("/compare", params={"a": 1, "b": 2}, headers={"accept": "text/html"}).text
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+        assert "the runs ran different profiles: only the rows both hold compare" in text
+        assert "drip feed 0.0% 0.0% +0.0 pts −100.0 pts −100.0 pts" in text
+    gated = runner.invoke(cli, ["gate", "--baseline", "a", "--candidate", "b", "--db", db_url], env={"COLUMNS": "300"})
+    assert "cooperation gap (A baseline, B candidate): B − A at pass^2: +0.0 pts under the cooperative user" in \
+        gated.output
+
+
+def test_a_bad_profile_is_refused_before_anything_runs(tmp_path: Path, db_url: str) -> None:
+    done = run(tmp_path, db_url, "bad", "grumpy")
+    assert done.exit_code == 2 and "'grumpy': not a profile" in done.output
+
+
+def test_flips_under_a_profile_leave_compares_simulator_share_alone(tmp_path: Path, db_url: str) -> None:
+    assert run(tmp_path, db_url, "a", "impatient", trials=6).exit_code == 0
+    assert run(tmp_path, db_url, "b", "impatient", agent="slow", trials=6).exit_code == 0
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        c = client.get("/api/compare", params={"a": 1, "b": 2}).json()
+        assert client.get("/api/runs/2/blame").json()["by_blame"]["user"] > 0  # would have been "no verdict"
+    # the slow agent asks twice: the impatient user leaves at its second ask in some trials (blamed on the user)
+    assert c["flipped_count"] > 0 and all("|user:impatient" in f["fault"] for f in c["flipped"])
+    assert c["simulator_checked"] == 0 and c["flipped_blamed_on_user"] == 0 and c["simulator_note"] is None
+    impatient = next(r for r in c["cooperation"]["profiles"] if r["profile"] == "impatient")
+    assert impatient["delta"] < 0 and c["cooperation"]["delta_cooperative"] == 0.0
+
+
+def test_a_resumed_run_runs_the_profiles_it_was_started_with(tmp_path: Path, db_url: str) -> None:
+    half = run(tmp_path, db_url, "r", "drip_feed")  # writes the files
+    assert half.exit_code == 0
+    engine = make_engine(db_url)
+    try:
+        with make_sessionmaker(engine)() as s:
+            from app.store.models import TrajectoryRow
+
+            run_id = s.query(Run.id).filter(Run.name == "r").scalar()
+            s.query(TrajectoryRow).filter(TrajectoryRow.run_id == run_id, TrajectoryRow.trial >= 2).delete()
+            s.query(Run).filter(Run.id == run_id).update({"status": "running", "finished_at": None})  # interrupted
+            s.commit()
+    finally:
+        engine.dispose()
+    resumed = runner.invoke(cli, ["run", "--resume", "r", "--db", db_url])
+    assert resumed.exit_code == 0, resumed.output
+    assert "stored 2 of 2 case runs" in resumed.output  # drip_feed's trials 2 and 3 of 'pedido', from the config
+
+
+def test_a_user_model_is_told_its_profile() -> None:
+    from app.agents.users import LLMUser
+    from app.core.suite import UserSpec
+
+    spec = UserSpec(instruction="You are Ann.", known={"order": "W1"})
+    plain = LLMUser(model="m").prompt(spec, [])[0]["content"]
+    impatient = LLMUser(model="m", profile="impatient").prompt(spec, [])[0]["content"]
+    assert "impatient" not in plain and impatient.startswith(plain)
+    assert impatient.endswith("leave (a short goodbye and the stop string) about half of the time.")

@@ -9,6 +9,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+# Test processes (pytest-xdist): the tests spend most of their time waiting on servers,
+# subprocesses and timers, so more processes than cores pay (`make test TEST_WORKERS=0`: one process).
+TEST_WORKERS ?= 3
 HOST ?= 127.0.0.1
 # pip's output goes to a log, shown only when the install fails.
 LOG := $(VENV)/install.log
@@ -49,7 +52,7 @@ demo: $(BIN)/.installed $(if $(wildcard $(BIN)/.built),$(BIN)/.built)
 	$(BIN)/toollens demo --host $(HOST) --port $(PORT)
 
 test: $(BIN)/.built
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS)
 
 lint: $(BIN)/.built
 	$(BIN)/ruff check app tests bench

@@ -1,11 +1,14 @@
 """Databases for the store tests: a fresh SQLite file, and a fresh schema in
-the machine's PostgreSQL, each made by ``alembic upgrade head`` and thrown
-away after the test; the ``shared_data`` mark's files checked before a test
+the machine's PostgreSQL, each a copy of one made by ``alembic upgrade head``
+once per test process (a file copied; the schema's ``pg_dump`` replayed under
+another name), thrown away after the test; the ``shared_data`` mark's files checked before a test
 (a missing resource follows ``tests/resources.py``)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,13 +65,21 @@ def pg_skip_reason() -> str | None:
     return _PG_SKIP
 
 
+@pytest.fixture(scope="session")
+def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head, once: each test gets a copy."""
+    path = tmp_path_factory.mktemp("template") / "toollens.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A migrated, empty database of each kind."""
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'toollens.db'}"
-        upgrade(url)
-        yield url
+        path = tmp_path / "toollens.db"
+        shutil.copyfile(request.getfixturevalue("_sqlite_template"), path)
+        yield f"sqlite:///{path}"
         return
     yield from _pg_schema()
 
@@ -79,20 +90,54 @@ def pg_url() -> Iterator[str]:
     yield from _pg_schema()
 
 
+_PG_DUMP: str | None = None  # the DDL and rows of a schema migrated to head, its name a placeholder
+_PLACEHOLDER = f"toollens_template_{uuid.uuid4().hex[:12]}"
+
+
+def _pg_template() -> str | None:
+    """``pg_dump`` of a schema migrated to head, made once per process (None without ``pg_dump``:
+    then every schema is migrated)."""
+    global _PG_DUMP
+    if _PG_DUMP is None and shutil.which("pg_dump"):
+        admin = create_engine(PG_URL)
+        with admin.begin() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{_PLACEHOLDER}"'))
+        try:
+            upgrade(f"{PG_URL}?options=-csearch_path%3D{_PLACEHOLDER}")
+            url = admin.url
+            dump = subprocess.run(
+                ["pg_dump", "-h", url.host or "127.0.0.1", "-p", str(url.port or 5432),
+                 "-U", url.username or "postgres", "-d", url.database or "test", "--schema", _PLACEHOLDER,
+                 "--no-owner", "--no-privileges", "--inserts"],
+                capture_output=True, text=True, check=True, timeout=60).stdout
+            # psql's meta-commands (\restrict) are not SQL
+            _PG_DUMP = "\n".join(line for line in dump.splitlines() if not line.startswith("\\"))
+        finally:
+            with admin.begin() as conn:
+                conn.execute(text(f'DROP SCHEMA "{_PLACEHOLDER}" CASCADE'))
+            admin.dispose()
+    return _PG_DUMP
+
+
 def _pg_schema() -> Iterator[str]:
     reason = pg_skip_reason()
     if reason:
         missing(f"PostgreSQL at {PG_URL}",
                 f"{reason}; start it (trust auth, database `test`) or point TOOLLENS_TEST_PG_URL at one")
     schema = f"t_{uuid.uuid4().hex[:12]}"
+    dump = _pg_template()
     admin = create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     url = f"{PG_URL}?options=-csearch_path%3D{schema}"
     try:
-        upgrade(url)
+        with admin.begin() as conn:
+            if dump is None:
+                conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+            else:  # the dump creates the schema
+                conn.exec_driver_sql(dump.replace(_PLACEHOLDER, schema))
+        if dump is None:
+            upgrade(url)
         yield url
     finally:
         with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
         admin.dispose()

@@ -2,8 +2,8 @@
 ``toollens lint``, ``score`` and ``import`` with no flag (no ``--lenient``), on every real file
 of the shared data, on the tests' own samples and on variants generated from them.
 
-``SAMPLES`` names each format's samples; the parametrised test runs over the registry
-(``app.importers.FORMATS``), so a format registered without a sample fails it."""
+``SAMPLES`` names each format's samples, one test each; a format registered
+(``app.importers.FORMATS``) without a sample fails ``test_every_registered_importer_has_samples``."""
 
 from __future__ import annotations
 
@@ -463,25 +463,17 @@ def variants(fmt: str, source: Path, options: list[str], folder: Path) -> list[t
     return out
 
 
-@pytest.mark.parametrize("fmt", list(FORMATS))
-def test_what_convert_writes_lint_score_and_import_take_without_a_flag(fmt: str, tmp_path: Path) -> None:
-    samples = SAMPLES.get(fmt)
-    assert samples, f"the importer {fmt!r} has no sample here: add its files to SAMPLES"
-    ran = []
-    for name, build in samples:
-        made = build(tmp_path / name)
-        if made is None:
-            continue
-        round_trip(fmt, *made, tmp_path / name)
-        ran.append(name)
-        if name in ALSO_SAMPLED or name.startswith("real-results"):  # the same file as another sample, with
-            # other options; a result file's questions are the files sampled above
-            continue
-        for label, variant in variants(fmt, *made, tmp_path / f"{name}-variants"):
-            round_trip(fmt, *variant, tmp_path / f"{name}-variants" / label / "check")
-            ran.append(f"{name}-{label}")
-    if not ran:
-        missing(f"the samples of {fmt}", DATA_HOW)
+@pytest.mark.parametrize(("fmt", "name"), [(fmt, name) for fmt, samples in SAMPLES.items() for name, _ in samples])
+def test_what_convert_writes_lint_score_and_import_take_without_a_flag(fmt: str, name: str, tmp_path: Path) -> None:
+    build = dict(SAMPLES[fmt])[name]
+    made = build(tmp_path / name)
+    if made is None:
+        missing(f"the sample {name} of {fmt}", DATA_HOW)
+    round_trip(fmt, *made, tmp_path / name)
+    if name in ALSO_SAMPLED or name.startswith("real-results"):  # the same file as another sample, with
+        return  # other options; a result file's questions are the files sampled above
+    for label, variant in variants(fmt, *made, tmp_path / f"{name}-variants"):
+        round_trip(fmt, *variant, tmp_path / f"{name}-variants" / label / "check")
 
 
 def test_every_registered_importer_has_samples() -> None:

@@ -78,23 +78,32 @@ def _otlp_protobuf_empty_spans(n: int) -> bytes:
     return b"\x0a" + _varint(len(resource)) + resource  # ExportTraceServiceRequest.resource_spans (field 1)
 
 
-def _hostile() -> dict[str, tuple[dict[str, str], bytes, int, str]]:
-    """name -> (headers, body, the status it must get, a word of the refusal)."""
-    two_million = gzip.compress(_otlp_json_empty_spans(2_000_000), 9)
-    twenty_million = gzip.compress(_otlp_json_empty_spans(20_000_000), 9)
-    protobuf = gzip.compress(_otlp_protobuf_empty_spans(2_000_000), 9)
+def _big_json() -> bytes:
     big = b'{"trajectories": [' + b",".join([b'{"case_id": "c", "answer": "' + b"x" * 1000 + b'"}'] * 62_000) + b"]}"
-    assert len(two_million) < 8_000 and len(twenty_million) < 80_000 and len(protobuf) < 8_000
     assert len(big) > 63_000_000
-    gz_json = {"content-type": "application/json", "content-encoding": "gzip", **AUTH}
-    return {
-        "63 MB JSON, no token": ({"content-type": "application/json"}, big, 401, "bearer token"),
-        "gzip JSON, 2 million empty spans": (gz_json, two_million, 413, f"{MAX_JSON_VALUES} JSON values"),
-        "gzip JSON, 20 million empty spans": (gz_json, twenty_million, 413, f"{MAX_JSON_VALUES} JSON values"),
-        "gzip protobuf, 2 million empty spans": (
-            {"content-type": "application/x-protobuf", "content-encoding": "gzip", **AUTH}, protobuf, 413,
-            f"more than {MAX_SPANS} spans"),
-    }
+    return big
+
+
+def _gzipped(make: Callable[[], bytes], limit: int) -> Callable[[], bytes]:
+    def build() -> bytes:
+        body = gzip.compress(make(), 9)
+        assert len(body) < limit
+        return body
+    return build
+
+
+_GZ_JSON = {"content-type": "application/json", "content-encoding": "gzip", **AUTH}
+# name -> (headers, the body's maker: each case builds only its own, the status it must get, a word of the refusal)
+HOSTILE: dict[str, tuple[dict[str, str], Callable[[], bytes], int, str]] = {
+    "63 MB JSON, no token": ({"content-type": "application/json"}, _big_json, 401, "bearer token"),
+    "gzip JSON, 2 million empty spans": (
+        _GZ_JSON, _gzipped(lambda: _otlp_json_empty_spans(2_000_000), 8_000), 413, f"{MAX_JSON_VALUES} JSON values"),
+    "gzip JSON, 20 million empty spans": (
+        _GZ_JSON, _gzipped(lambda: _otlp_json_empty_spans(20_000_000), 80_000), 413, f"{MAX_JSON_VALUES} JSON values"),
+    "gzip protobuf, 2 million empty spans": (
+        {"content-type": "application/x-protobuf", "content-encoding": "gzip", **AUTH},
+        _gzipped(lambda: _otlp_protobuf_empty_spans(2_000_000), 8_000), 413, f"more than {MAX_SPANS} spans"),
+}
 
 
 ATTACK = r"""
@@ -112,11 +121,11 @@ while time.monotonic() < deadline:
 """
 
 
-@pytest.mark.parametrize("name", list(_hostile()))
+@pytest.mark.parametrize("name", list(HOSTILE))
 def test_health_answers_within_100_ms_while_a_hostile_body_is_refused(server: str, name: str,
                                                                        tmp_path: Path) -> None:
-    headers, body, status, words = _hostile()[name]
-    (tmp_path / "body").write_bytes(body)
+    headers, make, status, words = HOSTILE[name]
+    (tmp_path / "body").write_bytes(make())
     path = "/api/runs/1/trajectories" if status == 401 else "/v1/traces?run=otlp"
     # two attackers in processes of their own: this process only measures
     attackers = [subprocess.Popen([sys.executable, "-c", ATTACK, server + path, json.dumps(headers),

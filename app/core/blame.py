@@ -92,37 +92,40 @@ _MIND_CHANGE_WORDS = ("my mind", "on second thought", "roll ", "undo ", "want to
 _DONT_HAVE_WORDS = (" have", " remember", " recall", " find", " know", "forgot ", "lost ", "not ")
 
 
-def _may(text: str, words: tuple[str, ...]) -> bool:
+def _may(text: str, words: tuple[str, ...], low: str | None = None) -> bool:
     """Whether a pattern may match: always for text beyond ASCII (case folding is the
-    pattern's there), else when one of its ``words`` stands in the lower-cased text."""
+    pattern's there), else when one of its ``words`` stands in the lower-cased text
+    (``low``, when the caller has it already)."""
     if not text.isascii():
         return True
-    low = text.lower()
+    if low is None:
+        low = text.lower()
     return any(w in low for w in words)
 
 
-def leaves(text: str) -> bool:
-    """The message ends the conversation (a goodbye, "I'll get back to you")."""
-    return _may(text, _LEAVING_WORDS) and bool(_LEAVING.search(text))
+def leaves(text: str, low: str | None = None) -> bool:
+    """The message ends the conversation (a goodbye, "I'll get back to you"); ``low``: the text lower-cased."""
+    return _may(text, _LEAVING_WORDS, low) and bool(_LEAVING.search(text))
 
 
-def refuses(text: str) -> bool:
-    """The agent refuses, or sends the user elsewhere."""
-    return _may(text, _REFUSAL_WORDS) and bool(_REFUSAL.search(text))
+def refuses(text: str, low: str | None = None) -> bool:
+    """The agent refuses, or sends the user elsewhere; ``low``: the text lower-cased."""
+    return _may(text, _REFUSAL_WORDS, low) and bool(_REFUSAL.search(text))
 
 
 _HUMAN_WORDS = ("human", "person", "transfer", "supervisor", "manager", "representative", "agent", "someone")
 
 
-def asks_for_human(text: str) -> bool:
-    """The user asks for a person."""
-    low = text.lower()
+def asks_for_human(text: str, low: str | None = None) -> bool:
+    """The user asks for a person; ``low``: the text lower-cased."""
+    if low is None:
+        low = text.lower()
     return any(w in low for w in _HUMAN_WORDS) and bool(_ASKS_HUMAN.search(text))
 
 
-def takes_back(text: str) -> bool:
-    """The user takes back what it confirmed."""
-    return _may(text, _MIND_CHANGE_WORDS) and bool(_MIND_CHANGE.search(text))
+def takes_back(text: str, low: str | None = None) -> bool:
+    """The user takes back what it confirmed; ``low``: the text lower-cased."""
+    return _may(text, _MIND_CHANGE_WORDS, low) and bool(_MIND_CHANGE.search(text))
 
 
 READ_PREFIXES = ("get_", "search_", "list_", "find_", "check_", "lookup", "look_up", "fetch_", "read_", "query_",
@@ -158,6 +161,7 @@ _EMAIL = re.compile(r"\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
 _DEVICE_TEXT = re.compile(r"\[on their own device:.*?\]", re.S)
 _DEVICE = re.compile(r"\[on their own device: (\w+)\((.*?)\) -> (.*?)\]", re.S)
 _FAILED = re.compile(r"^\s*(error|failed|failure|cannot|can't|unable)\b", re.I)
+_WORDING = re.compile(r"[A-Za-z ,'-]+")  # a wording the reference may need (reference_unstated_choice)
 _TIME = re.compile(r"current time is (\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)", re.I)
 
 
@@ -179,13 +183,17 @@ def _norm_dates(text: str) -> set[str]:
     return out
 
 
-def facts(text: str) -> set[str]:
+def facts(text: str, low: str | None = None) -> set[str]:
     """The checkable facts a message states: ids, emails, reservation codes,
     dates (normalised to MM-DD / YYYY-MM-DD) and amounts of three digits or
-    more (commas dropped, a percentage is none), each lower-cased."""
-    text = text[:MAX_TEXT]
-    if "@" not in text and not _DIGIT.search(text):  # every fact but an email holds a digit
-        return set()
+    more (commas dropped, a percentage is none), each lower-cased. ``low``: the
+    text (at most MAX_TEXT characters) lower-cased, when the caller has it."""
+    if len(text) > MAX_TEXT:
+        text, low = text[:MAX_TEXT], None
+    if _DIGIT.search(text) is None:  # every fact but an email holds a digit
+        if "@" not in text:
+            return set()
+        return {m.group(0).lower() for m in _id_pattern((False, False, True)).finditer(text)}
     taken: list[tuple[int, int]] = []  # spans an amount may not come from
     out: set[str] = set()
     kinds = (_USER_ID_HINT.search(text) is not None, "#W" in text, "@" in text)
@@ -196,7 +204,7 @@ def facts(text: str) -> set[str]:
     for m in _CODE.finditer(text) if _CODE_HINT.search(text) else ():
         out.add(m.group(0).lower())
         taken.append(m.span())
-    for m in _DATE_NAMED.finditer(text) if _MONTH_HINT.search(text.lower()) else ():
+    for m in _DATE_NAMED.finditer(text) if _MONTH_HINT.search(text.lower() if low is None else low) else ():
         month, day = _MONTHS.get(m.group(1).lower(), 0), int(m.group(2))
         if month and 1 <= day <= 31:
             out.add(f"{m.group(3)}-{month:02d}-{day:02d}" if m.group(3) else f"{month:02d}-{day:02d}")
@@ -308,12 +316,20 @@ class _View:
     _agent: list[tuple[int, str, int]] | None = None
     _said: tuple[str, bool] | None = None
     _facts: dict[int, set[str]] = field(default_factory=dict)
+    _lows: dict[int, str] = field(default_factory=dict)
 
     def message_facts(self, at: int, text: str) -> set[str]:
         """``facts(text)`` of message ``at`` (read once; not to be changed)."""
         found = self._facts.get(at)
         if found is None:
-            found = self._facts[at] = facts(text)
+            found = self._facts[at] = facts(text, self.low(at, text))
+        return found
+
+    def low(self, at: int, text: str) -> str:
+        """The text of message ``at`` lower-cased (once per conversation, whichever detector asks first)."""
+        found = self._lows.get(at)
+        if found is None:
+            found = self._lows[at] = text.lower()
         return found
 
     def user_messages(self) -> list[tuple[int, str, int]]:
@@ -438,13 +454,14 @@ def early_stop(v: _View) -> Finding | None:
     agent = v.agent_messages()
     writes = _write_calls(v)
     last_write = max(writes, default=-1)
-    leaving = next(((i, text) for i, text, before in users if before > last_write and leaves(text)), None)
+    leaving = next(((i, text) for i, text, before in users if before > last_write and leaves(text, v.low(i, text))),
+                   None)
     if leaving is None:
         return None
     i, text = leaving
-    if any(refuses(t) for _, t, _ in agent):
+    if any(refuses(t, v.low(j, t)) for j, t, _ in agent):
         return None  # the agent refused something: leaving is the user's right
-    if any(j < i and leaves(t) for j, t, _ in agent):
+    if any(j < i and leaves(t, v.low(j, t)) for j, t, _ in agent):
         return None  # the agent said goodbye first
     return Finding("early_stop", USER, 0.7, i, _quote(text),
                    "the user leaves while an expected write is not done and nothing was refused")
@@ -468,14 +485,14 @@ def withholds(v: _View) -> Finding | None:
         said = v.said() if said is None else said
         if any(h in said for h in held):
             continue
-        agent = [(i, t.lower()) for i, t, _ in v.agent_messages()] if agent is None else agent
+        agent = [(i, v.low(i, t)) for i, t, _ in v.agent_messages()] if agent is None else agent
         asks = [i for i, t in agent if any(w in t for w in words)]
         if not asks:
             continue
         replies = [(i, t) for i, t, _ in v.user_messages() if i > asks[0]]
         # a denial counts when it is about this kind of fact, not another one asked in the same breath
-        denial = next(((i, t) for i, t in replies if _may(t, _DONT_HAVE_WORDS) and _DONT_HAVE.search(t)
-                       and (any(w in t.lower() for w in words) or not _OTHER_ID.search(t))), None)
+        denial = next(((i, t) for i, t in replies if _may(t, _DONT_HAVE_WORDS, v.low(i, t)) and _DONT_HAVE.search(t)
+                       and (any(w in v.low(i, t) for w in words) or not _OTHER_ID.search(t))), None)
         if denial is not None or len(asks) >= 2:
             i, t = denial or (replies[0] if replies else (asks[0], ""))
             return Finding("withholds", USER, 0.7, i, _quote(t),
@@ -502,10 +519,10 @@ def unfounded_fact(v: _View) -> Finding | None:
     size = [len(instructions)]
     known = set(held)
 
-    def add(text: str, said: bool = False) -> None:  # what later messages may lean on, once, in order
+    def add(text: str, said: bool = False, low: str | None = None) -> None:  # what later messages may lean on
         text = text[:MAX_TEXT]
         if size[0] < MAX_HAY:
-            piece = "\n" + text.lower().replace(",", "")
+            piece = "\n" + (text.lower() if low is None else low).replace(",", "")
             hay.append(piece)
             size[0] += len(piece)
         elif said:  # past the bound, dates said in words are still read
@@ -533,7 +550,7 @@ def unfounded_fact(v: _View) -> Finding | None:
             if nxt is None:
                 return None
             at, text, candidates = nxt
-        add(said, said=True)
+        add(said, True, v.low(i, said))
     return None
 
 
@@ -578,7 +595,7 @@ def asks_human(v: _View) -> Finding | None:
     for i, role, text, _ in v.messages:
         if role == "assistant":
             last_agent = text
-        elif role == "user" and asks_for_human(text) and not _OFFERS_TRANSFER.search(last_agent):
+        elif role == "user" and asks_for_human(text, v.low(i, text)) and not _OFFERS_TRANSFER.search(last_agent):
             return Finding("asks_human", USER, 0.75, i, _quote(text),
                            "the user asks for a human, which its instructions never mention")
     return None
@@ -594,7 +611,7 @@ def changes_mind(v: _View) -> Finding | None:
     writes = _write_calls(v)
     for i, text, before in v.user_messages():
         done = [c for c in writes if c < before]
-        if not done or not takes_back(text):
+        if not done or not takes_back(text, v.low(i, text)):
             continue
         confirm = v.message_before_call(done[-1])
         while confirm is not None and v.messages[confirm][1] != "user":
@@ -621,8 +638,7 @@ def user_action_missing(v: _View) -> tuple[Finding | None, Finding | None]:
             continue
         words = [w for w in name.split("_") if w not in ("toggle", "set", "check", "reset", "get", "make", "run")]
         asked = [(i, t) for i, t, _ in v.agent_messages() if name in t or any(
-            re.search(rf"\b(?:turn on|switch on|enable|toggle|activate)\b[^.\n]{{0,40}}\b{w}\b[^.\n]{{0,60}}"
-                      r"\b(?:your (?:phone|device)|on your)", t, re.I) for w in words)]
+            _asks_action(w).search(t) for w in words)]
         if asked:
             i, t = asked[0]
             return Finding("user_action_missing", USER, 0.75, i, _quote(t),
@@ -631,6 +647,13 @@ def user_action_missing(v: _View) -> tuple[Finding | None, Finding | None]:
         return None, Finding("user_action_missing", AGENT, 0.6, None, "",
                              f"the user must call {name} on its own device; the agent never asks for it")
     return None, None
+
+
+@lru_cache(maxsize=256)
+def _asks_action(word: str) -> re.Pattern[str]:
+    """The agent asking the user to turn ``word`` on (compiled once per word)."""
+    return re.compile(rf"\b(?:turn on|switch on|enable|toggle|activate)\b[^.\n]{{0,40}}\b{word}\b[^.\n]{{0,60}}"
+                      r"\b(?:your (?:phone|device)|on your)", re.I)
 
 
 def too_cooperative(v: _View) -> Finding | None:
@@ -691,9 +714,11 @@ def _reservations_and_flights(v: _View, wanted: set[str], numbers: set[str]) -> 
     reservations: dict[str, dict[str, Any]] = {}
     flights: dict[str, tuple[str, str]] = {}
     needles = _needles("reservation_id", wanted) + _needles("flight_number", numbers)
+    keys = (('"reservation_id":',) if wanted else ()) + (('"flight_number":',) if numbers else ())
     for c in v.traj.calls:
         obs = c.observation
-        if not obs or not any(n in obs for n in needles):
+        # every needle holds its key: an output naming neither key is not searched for each needle
+        if not obs or not any(k in obs for k in keys) or not any(n in obs for n in needles):
             continue
         for obj in _json_objects(obs):
             if obj.get("reservation_id") in wanted and "flights" in obj:
@@ -768,7 +793,7 @@ def reference_unstated_choice(v: _View) -> Finding | None:
         args = step.arguments if isinstance(step.arguments, dict) else {}
         for key, want in args.items():
             if not (isinstance(want, str) and " " in want.strip() and len(want) <= 40
-                    and re.fullmatch(r"[A-Za-z ,'-]+", want)) or want.lower() in low:
+                    and _WORDING.fullmatch(want)) or want.lower() in low:
                 continue
             for c in v.traj.calls:
                 got = c.arguments.get(key) if c.name == step.name and isinstance(c.arguments, dict) else None

@@ -162,6 +162,7 @@ _DEVICE_TEXT = re.compile(r"\[on their own device:.*?\]", re.S)
 _DEVICE = re.compile(r"\[on their own device: (\w+)\((.*?)\) -> (.*?)\]", re.S)
 _FAILED = re.compile(r"^\s*(error|failed|failure|cannot|can't|unable)\b", re.I)
 _WORDING = re.compile(r"[A-Za-z ,'-]+")  # a wording the reference may need (reference_unstated_choice)
+_ARGS_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps(x, ensure_ascii=False, default=str)
 _TIME = re.compile(r"current time is (\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)", re.I)
 
 
@@ -214,8 +215,10 @@ def facts(text: str, low: str | None = None) -> set[str]:
             out.add(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
             taken.append(m.span())
     for m in _AMOUNT.finditer(text):
-        if any(a <= m.start() < b for a, b in taken):
-            continue
+        if taken:
+            start = m.start()
+            if any(a <= start < b for a, b in taken):
+                continue
         whole = m.group(1).replace(",", "")
         out.add(whole if not m.group(2) or set(m.group(2)) == {"0"} else f"{whole}.{m.group(2)}")
     return out
@@ -371,10 +374,9 @@ class _View:
         return len(self.traj.calls)
 
 
-def _instructions(case: Case | None) -> str:
-    """The simulated user's instructions: an importer's note, or ToolLens's own user (its
-    instruction and the facts it knows)."""
-    noted = _read_notes(tuple(case.notes) if case is not None else ())[0]
+def _instructions(case: Case | None, noted: str) -> str:
+    """The simulated user's instructions: an importer's note (``noted``, "" without one), or
+    ToolLens's own user (its instruction and the facts it knows)."""
     if noted or case is None or case.user is None:
         return noted
     known = " | ".join(f"{k}: {v}" for k, v in list(case.user.known.items())[:50])
@@ -424,7 +426,7 @@ def _view(traj: Trajectory, case: Case | None, score: Any) -> _View:
             break
     msgs = [(i, m.role, m.content[:MAX_TEXT], m.calls_before) for i, m in enumerate((traj.messages or [])[:MAX_SCAN])]
     notes = _read_notes(tuple(case.notes) if case is not None else ())
-    return _View(traj, case, _instructions(case), notes[1], list(notes[2]), msgs,
+    return _View(traj, case, _instructions(case, notes[0]), notes[1], list(notes[2]), msgs,
                  missing, wrong, bool(expected) and not undone, list(getattr(score, "failures", []) or []))
 
 
@@ -535,7 +537,7 @@ def unfounded_fact(v: _View) -> Finding | None:
     for i, _, said, before in v.messages:
         while next_call < min(before, len(calls)):
             c = calls[next_call]
-            add(json.dumps(c.arguments, ensure_ascii=False, default=str))
+            add(_ARGS_JSON.encode(c.arguments))
             if c.observation:
                 add(c.observation)
             next_call += 1
@@ -852,7 +854,7 @@ def _agent_finding(v: _View, agent_missing: Finding | None) -> Finding:
         call, why = v.wrong_write
         at = v.message_before_call(call)
         c = v.traj.calls[call]
-        quote = _quote(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False, default=str)})")
+        quote = _quote(f"{c.name}({_ARGS_JSON.encode(c.arguments)})")
         return Finding("agent_wrong_write", AGENT, 0.6, at, quote, why)
     if agent_missing is not None:
         return agent_missing

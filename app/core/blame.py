@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from app.core.conversation import asked_for, says_value
 from app.core.records import Trajectory
 from app.core.suite import Case
 
@@ -92,40 +93,37 @@ _MIND_CHANGE_WORDS = ("my mind", "on second thought", "roll ", "undo ", "want to
 _DONT_HAVE_WORDS = (" have", " remember", " recall", " find", " know", "forgot ", "lost ", "not ")
 
 
-def _may(text: str, words: tuple[str, ...], low: str | None = None) -> bool:
+def _may(text: str, words: tuple[str, ...]) -> bool:
     """Whether a pattern may match: always for text beyond ASCII (case folding is the
-    pattern's there), else when one of its ``words`` stands in the lower-cased text
-    (``low``, when the caller has it already)."""
+    pattern's there), else when one of its ``words`` stands in the lower-cased text."""
     if not text.isascii():
         return True
-    if low is None:
-        low = text.lower()
+    low = text.lower()
     return any(w in low for w in words)
 
 
-def leaves(text: str, low: str | None = None) -> bool:
-    """The message ends the conversation (a goodbye, "I'll get back to you"); ``low``: the text lower-cased."""
-    return _may(text, _LEAVING_WORDS, low) and bool(_LEAVING.search(text))
+def leaves(text: str) -> bool:
+    """The message ends the conversation (a goodbye, "I'll get back to you")."""
+    return _may(text, _LEAVING_WORDS) and bool(_LEAVING.search(text))
 
 
-def refuses(text: str, low: str | None = None) -> bool:
-    """The agent refuses, or sends the user elsewhere; ``low``: the text lower-cased."""
-    return _may(text, _REFUSAL_WORDS, low) and bool(_REFUSAL.search(text))
+def refuses(text: str) -> bool:
+    """The agent refuses, or sends the user elsewhere."""
+    return _may(text, _REFUSAL_WORDS) and bool(_REFUSAL.search(text))
 
 
 _HUMAN_WORDS = ("human", "person", "transfer", "supervisor", "manager", "representative", "agent", "someone")
 
 
-def asks_for_human(text: str, low: str | None = None) -> bool:
-    """The user asks for a person; ``low``: the text lower-cased."""
-    if low is None:
-        low = text.lower()
+def asks_for_human(text: str) -> bool:
+    """The user asks for a person."""
+    low = text.lower()
     return any(w in low for w in _HUMAN_WORDS) and bool(_ASKS_HUMAN.search(text))
 
 
-def takes_back(text: str, low: str | None = None) -> bool:
-    """The user takes back what it confirmed; ``low``: the text lower-cased."""
-    return _may(text, _MIND_CHANGE_WORDS, low) and bool(_MIND_CHANGE.search(text))
+def takes_back(text: str) -> bool:
+    """The user takes back what it confirmed."""
+    return _may(text, _MIND_CHANGE_WORDS) and bool(_MIND_CHANGE.search(text))
 
 
 READ_PREFIXES = ("get_", "search_", "list_", "find_", "check_", "lookup", "look_up", "fetch_", "read_", "query_",
@@ -161,8 +159,8 @@ _EMAIL = re.compile(r"\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
 _DEVICE_TEXT = re.compile(r"\[on their own device:.*?\]", re.S)
 _DEVICE = re.compile(r"\[on their own device: (\w+)\((.*?)\) -> (.*?)\]", re.S)
 _FAILED = re.compile(r"^\s*(error|failed|failure|cannot|can't|unable)\b", re.I)
-_WORDING = re.compile(r"[A-Za-z ,'-]+")  # a wording the reference may need (reference_unstated_choice)
 _ARGS_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps(x, ensure_ascii=False, default=str)
+_WORDING = re.compile(r"[A-Za-z ,'-]+")  # a wording the reference may need (reference_unstated_choice)
 _TIME = re.compile(r"current time is (\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)", re.I)
 
 
@@ -184,13 +182,11 @@ def _norm_dates(text: str) -> set[str]:
     return out
 
 
-def facts(text: str, low: str | None = None) -> set[str]:
+def facts(text: str) -> set[str]:
     """The checkable facts a message states: ids, emails, reservation codes,
     dates (normalised to MM-DD / YYYY-MM-DD) and amounts of three digits or
-    more (commas dropped, a percentage is none), each lower-cased. ``low``: the
-    text (at most MAX_TEXT characters) lower-cased, when the caller has it."""
-    if len(text) > MAX_TEXT:
-        text, low = text[:MAX_TEXT], None
+    more (commas dropped, a percentage is none), each lower-cased."""
+    text = text[:MAX_TEXT]
     if _DIGIT.search(text) is None:  # every fact but an email holds a digit
         if "@" not in text:
             return set()
@@ -205,7 +201,7 @@ def facts(text: str, low: str | None = None) -> set[str]:
     for m in _CODE.finditer(text) if _CODE_HINT.search(text) else ():
         out.add(m.group(0).lower())
         taken.append(m.span())
-    for m in _DATE_NAMED.finditer(text) if _MONTH_HINT.search(text.lower() if low is None else low) else ():
+    for m in _DATE_NAMED.finditer(text) if _MONTH_HINT.search(text.lower()) else ():
         month, day = _MONTHS.get(m.group(1).lower(), 0), int(m.group(2))
         if month and 1 <= day <= 31:
             out.add(f"{m.group(3)}-{month:02d}-{day:02d}" if m.group(3) else f"{month:02d}-{day:02d}")
@@ -319,20 +315,12 @@ class _View:
     _agent: list[tuple[int, str, int]] | None = None
     _said: tuple[str, bool] | None = None
     _facts: dict[int, set[str]] = field(default_factory=dict)
-    _lows: dict[int, str] = field(default_factory=dict)
 
     def message_facts(self, at: int, text: str) -> set[str]:
         """``facts(text)`` of message ``at`` (read once; not to be changed)."""
         found = self._facts.get(at)
         if found is None:
-            found = self._facts[at] = facts(text, self.low(at, text))
-        return found
-
-    def low(self, at: int, text: str) -> str:
-        """The text of message ``at`` lower-cased (once per conversation, whichever detector asks first)."""
-        found = self._lows.get(at)
-        if found is None:
-            found = self._lows[at] = text.lower()
+            found = self._facts[at] = facts(text)
         return found
 
     def user_messages(self) -> list[tuple[int, str, int]]:
@@ -456,14 +444,13 @@ def early_stop(v: _View) -> Finding | None:
     agent = v.agent_messages()
     writes = _write_calls(v)
     last_write = max(writes, default=-1)
-    leaving = next(((i, text) for i, text, before in users if before > last_write and leaves(text, v.low(i, text))),
-                   None)
+    leaving = next(((i, text) for i, text, before in users if before > last_write and leaves(text)), None)
     if leaving is None:
         return None
     i, text = leaving
-    if any(refuses(t, v.low(j, t)) for j, t, _ in agent):
+    if any(refuses(t) for _, t, _ in agent):
         return None  # the agent refused something: leaving is the user's right
-    if any(j < i and leaves(t, v.low(j, t)) for j, t, _ in agent):
+    if any(j < i and leaves(t) for j, t, _ in agent):
         return None  # the agent said goodbye first
     return Finding("early_stop", USER, 0.7, i, _quote(text),
                    "the user leaves while an expected write is not done and nothing was refused")
@@ -473,9 +460,40 @@ def _write_calls(v: _View) -> list[int]:
     return [i for i, c in enumerate(v.traj.calls) if is_write(c.name) and c.error is None]
 
 
+_DONT_HAVE_ES = re.compile(r"\bno (?:lo |la )?(?:tengo|recuerdo|encuentro|s[eé])\b", re.I)
+
+
+def _own_withholds(v: _View) -> Finding | None:
+    """ToolLens's own simulated user: the agent asks for a fact the user knows
+    (``user.known``), and the user never says it: says it does not have it, or
+    ignores two asks."""
+    spec = v.case.user if v.case is not None else None
+    if spec is None:
+        return None
+    users = v.user_messages()
+    for name, value in spec.known.items():
+        if any(says_value(value, t) for _, t, _ in users):
+            continue
+        asks = [i for i, t, _ in v.agent_messages() if asked_for(name, t)]
+        if not asks:
+            continue
+        replies = [(i, t) for i, t, _ in users if i > asks[0]]
+        denial = next(((i, t) for i, t in replies if _DONT_HAVE_ES.search(t)
+                       or (_may(t, _DONT_HAVE_WORDS) and _DONT_HAVE.search(t))), None)
+        if denial is not None or len(asks) >= 2:
+            i, t = denial or (replies[0] if replies else (asks[0], ""))
+            return Finding("withholds", USER, 0.7, i, _quote(t),
+                           f"asked {len(asks)} time(s) for {name}, which the user knows ({value}), the user "
+                           "never says it")
+    return None
+
+
 def withholds(v: _View) -> Finding | None:
     """The agent asks for the user id (or email) its instructions hold, and
-    the user never gives it: says it does not have it, or ignores two asks."""
+    the user never gives it: says it does not have it, or ignores two asks.
+    For ToolLens's own simulated user, any fact it knows (``_own_withholds``)."""
+    if v.case is not None and v.case.user is not None:
+        return _own_withholds(v)
     if not v.instructions:
         return None
     said: str | None = None
@@ -487,14 +505,14 @@ def withholds(v: _View) -> Finding | None:
         said = v.said() if said is None else said
         if any(h in said for h in held):
             continue
-        agent = [(i, v.low(i, t)) for i, t, _ in v.agent_messages()] if agent is None else agent
+        agent = [(i, t.lower()) for i, t, _ in v.agent_messages()] if agent is None else agent
         asks = [i for i, t in agent if any(w in t for w in words)]
         if not asks:
             continue
         replies = [(i, t) for i, t, _ in v.user_messages() if i > asks[0]]
         # a denial counts when it is about this kind of fact, not another one asked in the same breath
-        denial = next(((i, t) for i, t in replies if _may(t, _DONT_HAVE_WORDS, v.low(i, t)) and _DONT_HAVE.search(t)
-                       and (any(w in v.low(i, t) for w in words) or not _OTHER_ID.search(t))), None)
+        denial = next(((i, t) for i, t in replies if _may(t, _DONT_HAVE_WORDS) and _DONT_HAVE.search(t)
+                       and (any(w in t.lower() for w in words) or not _OTHER_ID.search(t))), None)
         if denial is not None or len(asks) >= 2:
             i, t = denial or (replies[0] if replies else (asks[0], ""))
             return Finding("withholds", USER, 0.7, i, _quote(t),
@@ -521,10 +539,10 @@ def unfounded_fact(v: _View) -> Finding | None:
     size = [len(instructions)]
     known = set(held)
 
-    def add(text: str, said: bool = False, low: str | None = None) -> None:  # what later messages may lean on
+    def add(text: str, said: bool = False) -> None:  # what later messages may lean on, once, in order
         text = text[:MAX_TEXT]
         if size[0] < MAX_HAY:
-            piece = "\n" + (text.lower() if low is None else low).replace(",", "")
+            piece = "\n" + text.lower().replace(",", "")
             hay.append(piece)
             size[0] += len(piece)
         elif said:  # past the bound, dates said in words are still read
@@ -552,7 +570,7 @@ def unfounded_fact(v: _View) -> Finding | None:
             if nxt is None:
                 return None
             at, text, candidates = nxt
-        add(said, True, v.low(i, said))
+        add(said, said=True)
     return None
 
 
@@ -597,7 +615,7 @@ def asks_human(v: _View) -> Finding | None:
     for i, role, text, _ in v.messages:
         if role == "assistant":
             last_agent = text
-        elif role == "user" and asks_for_human(text, v.low(i, text)) and not _OFFERS_TRANSFER.search(last_agent):
+        elif role == "user" and asks_for_human(text) and not _OFFERS_TRANSFER.search(last_agent):
             return Finding("asks_human", USER, 0.75, i, _quote(text),
                            "the user asks for a human, which its instructions never mention")
     return None
@@ -613,7 +631,7 @@ def changes_mind(v: _View) -> Finding | None:
     writes = _write_calls(v)
     for i, text, before in v.user_messages():
         done = [c for c in writes if c < before]
-        if not done or not takes_back(text, v.low(i, text)):
+        if not done or not takes_back(text):
             continue
         confirm = v.message_before_call(done[-1])
         while confirm is not None and v.messages[confirm][1] != "user":

@@ -32,6 +32,7 @@ from setuptools import setup
 # The scoring hot path: what `score_trajectories` runs for every record, and what stores it.
 COMPILED = [
     "app/core/alignment.py",
+    "app/core/blame.py",  # who failed a conversation: every failed conversation goes through it
     "app/core/divergence.py",  # a failed trajectory's first divergence
     "app/core/evaluate.py",
     "app/core/grounding.py",  # the values an answer states, against what the tools said

@@ -159,6 +159,8 @@ _EMAIL = re.compile(r"\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
 _DEVICE_TEXT = re.compile(r"\[on their own device:.*?\]", re.S)
 _DEVICE = re.compile(r"\[on their own device: (\w+)\((.*?)\) -> (.*?)\]", re.S)
 _FAILED = re.compile(r"^\s*(error|failed|failure|cannot|can't|unable)\b", re.I)
+_ARGS_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps(x, ensure_ascii=False, default=str)
+_WORDING = re.compile(r"[A-Za-z ,'-]+")  # a wording the reference may need (reference_unstated_choice)
 _TIME = re.compile(r"current time is (\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)", re.I)
 
 
@@ -185,8 +187,10 @@ def facts(text: str) -> set[str]:
     dates (normalised to MM-DD / YYYY-MM-DD) and amounts of three digits or
     more (commas dropped, a percentage is none), each lower-cased."""
     text = text[:MAX_TEXT]
-    if "@" not in text and not _DIGIT.search(text):  # every fact but an email holds a digit
-        return set()
+    if _DIGIT.search(text) is None:  # every fact but an email holds a digit
+        if "@" not in text:
+            return set()
+        return {m.group(0).lower() for m in _id_pattern((False, False, True)).finditer(text)}
     taken: list[tuple[int, int]] = []  # spans an amount may not come from
     out: set[str] = set()
     kinds = (_USER_ID_HINT.search(text) is not None, "#W" in text, "@" in text)
@@ -207,8 +211,10 @@ def facts(text: str) -> set[str]:
             out.add(f"{m.group(1)}-{m.group(2)}-{m.group(3)}")
             taken.append(m.span())
     for m in _AMOUNT.finditer(text):
-        if any(a <= m.start() < b for a, b in taken):
-            continue
+        if taken:
+            start = m.start()
+            if any(a <= start < b for a, b in taken):
+                continue
         whole = m.group(1).replace(",", "")
         out.add(whole if not m.group(2) or set(m.group(2)) == {"0"} else f"{whole}.{m.group(2)}")
     return out
@@ -356,10 +362,9 @@ class _View:
         return len(self.traj.calls)
 
 
-def _instructions(case: Case | None) -> str:
-    """The simulated user's instructions: an importer's note, or ToolLens's own user (its
-    instruction and the facts it knows)."""
-    noted = _read_notes(tuple(case.notes) if case is not None else ())[0]
+def _instructions(case: Case | None, noted: str) -> str:
+    """The simulated user's instructions: an importer's note (``noted``, "" without one), or
+    ToolLens's own user (its instruction and the facts it knows)."""
     if noted or case is None or case.user is None:
         return noted
     known = " | ".join(f"{k}: {v}" for k, v in list(case.user.known.items())[:50])
@@ -409,7 +414,7 @@ def _view(traj: Trajectory, case: Case | None, score: Any) -> _View:
             break
     msgs = [(i, m.role, m.content[:MAX_TEXT], m.calls_before) for i, m in enumerate((traj.messages or [])[:MAX_SCAN])]
     notes = _read_notes(tuple(case.notes) if case is not None else ())
-    return _View(traj, case, _instructions(case), notes[1], list(notes[2]), msgs,
+    return _View(traj, case, _instructions(case, notes[0]), notes[1], list(notes[2]), msgs,
                  missing, wrong, bool(expected) and not undone, list(getattr(score, "failures", []) or []))
 
 
@@ -550,7 +555,7 @@ def unfounded_fact(v: _View) -> Finding | None:
     for i, _, said, before in v.messages:
         while next_call < min(before, len(calls)):
             c = calls[next_call]
-            add(json.dumps(c.arguments, ensure_ascii=False, default=str))
+            add(_ARGS_JSON.encode(c.arguments))
             if c.observation:
                 add(c.observation)
             next_call += 1
@@ -653,8 +658,7 @@ def user_action_missing(v: _View) -> tuple[Finding | None, Finding | None]:
             continue
         words = [w for w in name.split("_") if w not in ("toggle", "set", "check", "reset", "get", "make", "run")]
         asked = [(i, t) for i, t, _ in v.agent_messages() if name in t or any(
-            re.search(rf"\b(?:turn on|switch on|enable|toggle|activate)\b[^.\n]{{0,40}}\b{w}\b[^.\n]{{0,60}}"
-                      r"\b(?:your (?:phone|device)|on your)", t, re.I) for w in words)]
+            _asks_action(w).search(t) for w in words)]
         if asked:
             i, t = asked[0]
             return Finding("user_action_missing", USER, 0.75, i, _quote(t),
@@ -663,6 +667,13 @@ def user_action_missing(v: _View) -> tuple[Finding | None, Finding | None]:
         return None, Finding("user_action_missing", AGENT, 0.6, None, "",
                              f"the user must call {name} on its own device; the agent never asks for it")
     return None, None
+
+
+@lru_cache(maxsize=256)
+def _asks_action(word: str) -> re.Pattern[str]:
+    """The agent asking the user to turn ``word`` on (compiled once per word)."""
+    return re.compile(rf"\b(?:turn on|switch on|enable|toggle|activate)\b[^.\n]{{0,40}}\b{word}\b[^.\n]{{0,60}}"
+                      r"\b(?:your (?:phone|device)|on your)", re.I)
 
 
 def too_cooperative(v: _View) -> Finding | None:
@@ -723,9 +734,11 @@ def _reservations_and_flights(v: _View, wanted: set[str], numbers: set[str]) -> 
     reservations: dict[str, dict[str, Any]] = {}
     flights: dict[str, tuple[str, str]] = {}
     needles = _needles("reservation_id", wanted) + _needles("flight_number", numbers)
+    keys = (('"reservation_id":',) if wanted else ()) + (('"flight_number":',) if numbers else ())
     for c in v.traj.calls:
         obs = c.observation
-        if not obs or not any(n in obs for n in needles):
+        # every needle holds its key: an output naming neither key is not searched for each needle
+        if not obs or not any(k in obs for k in keys) or not any(n in obs for n in needles):
             continue
         for obj in _json_objects(obs):
             if obj.get("reservation_id") in wanted and "flights" in obj:
@@ -800,7 +813,7 @@ def reference_unstated_choice(v: _View) -> Finding | None:
         args = step.arguments if isinstance(step.arguments, dict) else {}
         for key, want in args.items():
             if not (isinstance(want, str) and " " in want.strip() and len(want) <= 40
-                    and re.fullmatch(r"[A-Za-z ,'-]+", want)) or want.lower() in low:
+                    and _WORDING.fullmatch(want)) or want.lower() in low:
                 continue
             for c in v.traj.calls:
                 got = c.arguments.get(key) if c.name == step.name and isinstance(c.arguments, dict) else None
@@ -859,7 +872,7 @@ def _agent_finding(v: _View, agent_missing: Finding | None) -> Finding:
         call, why = v.wrong_write
         at = v.message_before_call(call)
         c = v.traj.calls[call]
-        quote = _quote(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False, default=str)})")
+        quote = _quote(f"{c.name}({_ARGS_JSON.encode(c.arguments)})")
         return Finding("agent_wrong_write", AGENT, 0.6, at, quote, why)
     if agent_missing is not None:
         return agent_missing

@@ -62,7 +62,7 @@ def _require_compiled() -> None:
 def test_the_scoring_path_runs_compiled_and_is_fresh() -> None:
     _require_compiled()
     names = {"scoring", "schema", "tolerance", "alignment", "records", "outcome", "report", "grounding", "divergence",
-             "turns", "language", "usage"}
+             "turns", "language", "usage", "blame"}
     assert {f"app.core.{name}" for name in names} | {"app.store.rows"} <= set(buildinfo.compiled_modules())
     assert buildinfo.stale_modules() == []
     assert buildinfo.describe().startswith("scoring: compiled with mypyc")

@@ -284,8 +284,11 @@ def counted(session: Session, run_id: int, *, failure: str | None = None, outcom
         return _counter_sum(session, run_id, "failure", a=failure)
     if outcome is not None:
         return _counter_sum(session, run_id, "outcome", b=outcome)
+    total = run_trajectory_count(session, run_id)
+    if _counter_sum(session, run_id, "trials") != total:  # conversations the user broke: outside pass^k's
+        return None  # counters, yet a passed or failed row each (counted from the rows instead)
     passes = _counter_sum(session, run_id, "passes")
-    return passes if passed else run_trajectory_count(session, run_id) - passes
+    return passes if passed else total - passes
 
 
 def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offset: int = 0,

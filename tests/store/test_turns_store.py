@@ -45,6 +45,19 @@ def test_stored_conversations_read_like_a_scored_file(run: tuple[TestClient, int
     assert stored["cases"][2]["user_error"][0]["kind"] == "stopped_early"
 
 
+def test_a_conversation_the_user_broke_counts_as_its_row_says_in_the_pass_filter(db_url: str) -> None:
+    broken_but_passed = {**RECOVERED, "trial": 3, "user_error": USER_STOPPED["user_error"]}  # outside pass^k
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
+        rid = c.post("/api/runs", json={"name": "conv", "suite": SUITE}).json()["id"]
+        r = c.post(f"/api/runs/{rid}/trajectories",
+                   json={"trajectories": [RECOVERED, CARELESS, USER_STOPPED, broken_but_passed]})
+        assert r.status_code == 200, r.text
+        for passed, trials in (("true", {0, 3}), ("false", {1, 2})):
+            page = c.get(f"/api/runs/{rid}/trajectories", params={"passed": passed})
+            assert {t["trial"] for t in page.json()["data"]} == trials
+            assert page.json()["count"] == 2, passed  # was 1 and 3: from pass^k's counters
+
+
 def test_calls_and_expected_steps_carry_their_turn(run: tuple[TestClient, int]) -> None:
     c, rid = run
     ids = {t["trial"]: t["id"] for t in c.get(f"/api/runs/{rid}/trajectories").json()["data"]}

@@ -46,7 +46,11 @@ V1_TOOLSET_FINDINGS = [  # ranked by score, then rule and tool; the findings wit
     ("argument_format", "verificar_compra", (), "numero"),
     ("missing_precondition", "emitir_nota_credito", ("verificar_compra",), None),
     ("missing_precondition", "ver_saldo", ("buscar_cliente",), None),
+    # names that differ in one object word, one identifier each (rut / numero / consulta) shown by no example
+    ("lookalike_pair", "buscar_cliente", ("buscar_pedido",), None),
+    ("lookalike_pair", "buscar_cliente", ("buscar_producto",), None),
     ("lookalike_pair", "buscar_cliente", ("verificar_compra",), None),  # "X información del cliente" (0.75)
+    ("lookalike_pair", "buscar_pedido", ("buscar_producto",), None),
 ]
 
 
@@ -77,7 +81,9 @@ def test_messages_name_the_pair_and_say_what_is_missing() -> None:
     [pair] = [p.findings for p in lint_pairs(found) if (p.a, p.b) == ("buscar_pedido", "buscar_producto")]
     assert [(f.rule, f.tool) for f in pair] == [
         ("similar_pair", "buscar_pedido"), ("no_negative_delimitation", "buscar_pedido"),
-        ("no_negative_delimitation", "buscar_producto")]
+        ("no_negative_delimitation", "buscar_producto"), ("lookalike_pair", "buscar_pedido")]
+    assert pair[-1].message.startswith("buscar_pedido and buscar_producto: names that differ only in 'pedido' / "
+                                       "'producto', and neither description shows what its numero / consulta")
     assert pair[0].message.startswith("buscar_pedido and buscar_producto read alike (descriptions, similarity 0.62)")
     by_field = {(f.tool, f.field): f.detail["missing"] for f in found if f.rule == "argument_format"}
     assert by_field[("buscar_pedido", "numero")] == ["pattern ^PED-\\d{5}$ (give an example that matches it)"]
@@ -135,7 +141,7 @@ def test_cli_json_contract_and_exit_status(tmp_path: Path) -> None:
     assert set(data) == {"toolset", "version", "label", "tools", "language", "counts", "findings"}
     assert (data["toolset"], data["label"], data["tools"], data["language"]) == ("atencion_cliente", "v1", 7, "es")
     assert data["counts"] == {"similar_pair": 4, "no_negative_delimitation": 4, "argument_format": 9,
-                              "missing_precondition": 2, "unguarded_destructive": 0, "lookalike_pair": 1}
+                              "missing_precondition": 2, "unguarded_destructive": 0, "lookalike_pair": 4}
     assert list(data["counts"]) == list(RULES)
     assert set(data["findings"][0]) == {"rule", "tool", "related", "field", "score", "message", "detail"}
     assert data["findings"][0]["score"] == 0.773

@@ -23,8 +23,9 @@ does not let it decide. Four checks, in Spanish and English text:
     two tools a model will take for each other, before any run: names that
     differ in one part ("buscar_pedido"/"buscar_producto", "find_order" /
     "find_product") where a description does not say the word that tells it
-    apart, or descriptions of one shape ("Busca un X por su Y." / "Finds a X
-    by its Y."), and neither description delimits itself against the other;
+    apart or neither shows what its identifier looks like, or descriptions of
+    one shape ("Busca un X por su Y." / "Finds a X by its Y."), and neither
+    description delimits itself against the other;
 ``confused_pair`` (only given a run's confusion cells)
     two tools the run confused, whether or not they read alike: observed
     confusions rank first, and such a pair needs a negative delimitation
@@ -592,7 +593,9 @@ def lookalike_pairs(toolset: Toolset) -> list[tuple[str, str, float, dict[str, A
     ``(a, b, score, detail)``, names sorted. Names that differ in one part (a
     word or two) and share a word that is no generic verb and not on most
     names (a prefix every tool has tells nothing),
-    where a description does not say its own differing word; or first sentences
+    where a description does not say its own differing word, or (one word each,
+    generic verbs counting) where they ask for different identifiers of one type
+    and no description shows one (``_keys_look_alike``); or first sentences
     of one shape (word sequences matching at least ``SHAPE_THRESHOLD``, three
     words shared, one of them no stop word and not on most first sentences; a sentence three descriptions
     share, or every one, is boilerplate and skipped). Never a pair where either

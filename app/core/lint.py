@@ -580,12 +580,13 @@ def _keys_look_alike(a: ToolSpec, b: ToolSpec) -> bool:
     ka, kb = _keys(a), _keys(b)
     if not ka or len(ka) != len(kb) or set(ka) & set(kb):
         return False
-    props_a, props_b = a.parameters.get("properties") or {}, b.parameters.get("properties") or {}
 
-    def kinds(props: Any, keys: list[str]) -> list[str]:
-        return sorted(str((props.get(k) or {}).get("type", "")) if isinstance(props, dict) else "" for k in keys)
+    def kinds(tool: ToolSpec, keys: list[str]) -> list[str]:
+        props = tool.parameters.get("properties")
+        fields = props if isinstance(props, dict) else {}
+        return sorted(str(f.get("type", "")) if isinstance(f := fields.get(k), dict) else "" for k in keys)
 
-    return kinds(props_a, ka) == kinds(props_b, kb) and not _shows_its_keys(a) and not _shows_its_keys(b)
+    return kinds(a, ka) == kinds(b, kb) and not _shows_its_keys(a) and not _shows_its_keys(b)
 
 
 def lookalike_pairs(toolset: Toolset) -> list[tuple[str, str, float, dict[str, Any]]]:

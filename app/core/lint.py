@@ -23,8 +23,9 @@ does not let it decide. Four checks, in Spanish and English text:
     two tools a model will take for each other, before any run: names that
     differ in one part ("buscar_pedido"/"buscar_producto", "find_order" /
     "find_product") where a description does not say the word that tells it
-    apart, or descriptions of one shape ("Busca un X por su Y." / "Finds a X
-    by its Y."), and neither description delimits itself against the other;
+    apart or neither shows what its identifier looks like, or descriptions of
+    one shape ("Busca un X por su Y." / "Finds a X by its Y."), and neither
+    description delimits itself against the other;
 ``confused_pair`` (only given a run's confusion cells)
     two tools the run confused, whether or not they read alike: observed
     confusions rank first, and such a pair needs a negative delimitation
@@ -140,6 +141,9 @@ _TEXT = {
                    "confirmation step: say when it may run ({hint})",
     "lookalike_names": "{a} and {b}: names that differ only in {x!r} / {y!r}, and {which} does not say it: "
                        "a model will take one for the other; say what each is for and what it is not for",
+    "lookalike_keys": "{a} and {b}: names that differ only in {x!r} / {y!r}, and neither description shows what "
+                      "its {ka} / {kb} looks like: a question's value cannot tell them apart; give an example "
+                      "of each and say what each is not for",
     "lookalike_shape": "{a} and {b}: descriptions of one shape ({shape}) that never say what sets them apart: "
                        "say what each is for and what it is not for, naming the other",
     "confused": "{called} was called where {expected} was expected ({n} in the run{back}): read both descriptions "
@@ -471,7 +475,12 @@ def _shape_words(sentences: list[str], boilerplate: set[str]) -> list[str]:
     what a model reads first about this tool."""
     first = next((x for x in sentences if x not in boilerplate), "")
     clause = re.split(r"[,;:]|\s(?:and|y|e)\s", first)[0]
-    return re.findall(r"\w+", clause)
+    return [_ARTICLES.get(w, w) for w in re.findall(r"\w+", clause)]
+
+
+# An article is one slot whatever its gender, number or the sound that follows ("un pedido" / "una
+# reserva", "a coupon" / "an order"): the sentence is the same.
+_ARTICLES = {"una": "un", "unos": "un", "unas": "un", "la": "el", "los": "el", "las": "el", "an": "a"}
 
 
 def _shape(a: list[str], b: list[str], common: Callable[[str], bool]) -> tuple[float, str]:
@@ -534,12 +543,60 @@ def _delimited_against(tool: ToolSpec, other: str) -> bool:
 _REDIRECTS = re.compile(r"\b(para\s+eso|en\s+su\s+lugar|instead|for\s+that)\b")
 
 
+def _leads_with(description: str, part: str) -> bool:
+    """A sentence of the description starts with the name's differing part: it leads with what the
+    tool does differently ("Tool description: Follow a user" / "… Unfollow a user"), which a
+    question's verb tells apart."""
+    for piece in re.split(r"[.:;!?]", fold(_positive(description))):
+        words = re.findall(r"\w+", piece)
+        if words and _stem(words[0]) == _stem(part):
+            return True
+    return False
+
+
+def _keys(tool: ToolSpec) -> list[str]:
+    """The tool's required arguments, sorted."""
+    required = tool.parameters.get("required")
+    return sorted(str(r) for r in required) if isinstance(required, list) else []
+
+
+_EXAMPLE = re.compile(r"\d|\b(e\.?g\.?|such\s+as|for\s+example|like|por\s+ejemplo|como|formato|format)\b|['\"`]")
+
+
+def _shows_its_keys(tool: ToolSpec) -> bool:
+    """The description, or a required field's own, shows what its value looks like (a digit, a
+    quoted value, "e.g.", "such as", "formato" …)."""
+    props = tool.parameters.get("properties")
+    fields = props if isinstance(props, dict) else {}
+    texts = [_positive(tool.description)]
+    texts += [str(f.get("description", "")) for k, f in fields.items() if k in _keys(tool) and isinstance(f, dict)]
+    return any(_EXAMPLE.search(fold(t)) for t in texts)
+
+
+def _keys_look_alike(a: ToolSpec, b: ToolSpec) -> bool:
+    """Two tools each asking for different arguments of one type (one identifier each: an order
+    number and a locator), neither showing what its value looks like: the value in the question
+    cannot tell them apart, only the noun can."""
+    ka, kb = _keys(a), _keys(b)
+    if not ka or len(ka) != len(kb) or set(ka) & set(kb):
+        return False
+
+    def kinds(tool: ToolSpec, keys: list[str]) -> list[str]:
+        props = tool.parameters.get("properties")
+        fields = props if isinstance(props, dict) else {}
+        return sorted(str(f.get("type", "")) if isinstance(f := fields.get(k), dict) else "" for k in keys)
+
+    return kinds(a, ka) == kinds(b, kb) and not _shows_its_keys(a) and not _shows_its_keys(b)
+
+
 def lookalike_pairs(toolset: Toolset) -> list[tuple[str, str, float, dict[str, Any]]]:
     """Pairs a model will take for each other before any run (``lookalike_pair``):
     ``(a, b, score, detail)``, names sorted. Names that differ in one part (a
     word or two) and share a word that is no generic verb and not on most
     names (a prefix every tool has tells nothing),
-    where a description does not say its own differing word; or first sentences
+    where a description does not say its own differing word, or (one word each,
+    generic verbs counting) where they ask for different identifiers of one type
+    and no description shows one (``_keys_look_alike``); or first sentences
     of one shape (word sequences matching at least ``SHAPE_THRESHOLD``, three
     words shared, one of them no stop word and not on most first sentences; a sentence three descriptions
     share, or every one, is boilerplate and skipped). Never a pair where either
@@ -585,6 +642,11 @@ def lookalike_pairs(toolset: Toolset) -> list[tuple[str, str, float, dict[str, A
             telling = [w for w in shared if df[w] <= common and w not in _GENERIC]
             if len(xs) <= 2 and len(ys) <= 2 and telling and unsaid:
                 detail.update({"differ": ["_".join(xs), "_".join(ys)], "unsaid": unsaid})
+                score = 1.0 - 1.0 / (len(shared) + 1)
+            elif (len(xs) == 1 and len(ys) == 1 and any(df[w] <= common for w in shared)
+                  and not _leads_with(ta.description, xs[0]) and not _leads_with(tb.description, ys[0])
+                  and _keys_look_alike(ta, tb)):
+                detail.update({"differ": [xs[0], ys[0]], "keys": [_keys(ta), _keys(tb)]})
                 score = 1.0 - 1.0 / (len(shared) + 1)
         ratio, shape = _shape(shapes[a], shapes[b], on_most)
         if ratio >= SHAPE_THRESHOLD:
@@ -647,6 +709,10 @@ def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (),
     for a, b, score, detail in lookalike_pairs(toolset) if lookalike < 1.0 else []:
         if "shape" in detail:
             message = m["lookalike_shape"].format(a=a, b=b, shape=repr(detail["shape"]))
+        elif "keys" in detail:
+            x, y = detail["differ"]
+            message = m["lookalike_keys"].format(a=a, b=b, x=x, y=y, ka=", ".join(detail["keys"][0]),
+                                                 kb=", ".join(detail["keys"][1]))
         else:
             x, y = detail["differ"]
             message = m["lookalike_names"].format(a=a, b=b, x=x, y=y, which=" and ".join(detail["unsaid"]))

@@ -46,7 +46,11 @@ V1_TOOLSET_FINDINGS = [  # ranked by score, then rule and tool; the findings wit
     ("argument_format", "verificar_compra", (), "numero"),
     ("missing_precondition", "emitir_nota_credito", ("verificar_compra",), None),
     ("missing_precondition", "ver_saldo", ("buscar_cliente",), None),
+    # names that differ in one object word, one identifier each (rut / numero / consulta) shown by no example
+    ("lookalike_pair", "buscar_cliente", ("buscar_pedido",), None),
+    ("lookalike_pair", "buscar_cliente", ("buscar_producto",), None),
     ("lookalike_pair", "buscar_cliente", ("verificar_compra",), None),  # "X información del cliente" (0.75)
+    ("lookalike_pair", "buscar_pedido", ("buscar_producto",), None),
 ]
 
 
@@ -77,7 +81,9 @@ def test_messages_name_the_pair_and_say_what_is_missing() -> None:
     [pair] = [p.findings for p in lint_pairs(found) if (p.a, p.b) == ("buscar_pedido", "buscar_producto")]
     assert [(f.rule, f.tool) for f in pair] == [
         ("similar_pair", "buscar_pedido"), ("no_negative_delimitation", "buscar_pedido"),
-        ("no_negative_delimitation", "buscar_producto")]
+        ("no_negative_delimitation", "buscar_producto"), ("lookalike_pair", "buscar_pedido")]
+    assert pair[-1].message.startswith("buscar_pedido and buscar_producto: names that differ only in 'pedido' / "
+                                       "'producto', and neither description shows what its numero / consulta")
     assert pair[0].message.startswith("buscar_pedido and buscar_producto read alike (descriptions, similarity 0.62)")
     by_field = {(f.tool, f.field): f.detail["missing"] for f in found if f.rule == "argument_format"}
     assert by_field[("buscar_pedido", "numero")] == ["pattern ^PED-\\d{5}$ (give an example that matches it)"]
@@ -135,7 +141,7 @@ def test_cli_json_contract_and_exit_status(tmp_path: Path) -> None:
     assert set(data) == {"toolset", "version", "label", "tools", "language", "counts", "findings"}
     assert (data["toolset"], data["label"], data["tools"], data["language"]) == ("atencion_cliente", "v1", 7, "es")
     assert data["counts"] == {"similar_pair": 4, "no_negative_delimitation": 4, "argument_format": 9,
-                              "missing_precondition": 2, "unguarded_destructive": 0, "lookalike_pair": 1}
+                              "missing_precondition": 2, "unguarded_destructive": 0, "lookalike_pair": 4}
     assert list(data["counts"]) == list(RULES)
     assert set(data["findings"][0]) == {"rule", "tool", "related", "field", "score", "message", "detail"}
     assert data["findings"][0]["score"] == 0.773
@@ -201,3 +207,54 @@ def test_tau_bench_tools() -> None:
     # pending-order modifications, exchange vs modify of an order's items, the two user-id lookups
     assert len(found) == 29 and len(retail) == 23
     assert not [f for f in retail if (f.tool, f.field) == ("cancel_pending_order", "reason")]
+
+
+def _tool(name: str, description: str, key: str) -> dict[str, object]:
+    return {"name": name, "description": description,
+            "parameters": {"type": "object", "properties": {key: {"type": "string"}}, "required": [key]}}
+
+
+def _lookalikes(tools: list[dict[str, object]]) -> dict[tuple[str, ...], dict[str, object]]:
+    return {f.tools: f.detail for f in lint_toolset(Toolset.from_list(tools)) if f.rule == "lookalike_pair"}
+
+
+def test_lookalike_shape_reads_an_article_as_one_slot() -> None:
+    # "una reserva" / "un pedido", "an order" / "a coupon": one sentence, whatever the article
+    es = _lookalikes([_tool("localizar_reserva", "Busca una reserva por su localizador.", "localizador"),
+                      _tool("consultar_pedido", "Busca un pedido por su número.", "numero")])
+    assert es == {("consultar_pedido", "localizar_reserva"): {"shape": "busca un X por su X", "similarity": 0.667}}
+    en = _lookalikes([_tool("coupon_lookup", "Looks up a coupon from its code.", "code"),
+                      _tool("order_lookup", "Looks up an order from its order number.", "order_number")])
+    assert [d["shape"] for d in en.values()] == ["looks up a X from its X"]
+
+
+def test_lookalike_names_one_object_word_apart_with_unshown_keys() -> None:
+    # the same operation on two objects, one identifier each, no example of either: the question's value
+    # cannot tell them apart, only the noun (which a customer may not say: "purchase" for order)
+    en = _lookalikes([_tool("find_order", "Looks up an order from its order number.", "order_number"),
+                      _tool("find_booking", "Finds a booking by its locator and returns its details.", "locator")])
+    assert en == {("find_booking", "find_order"): {"differ": ["booking", "order"],
+                                                    "keys": [["locator"], ["order_number"]], "similarity": 0.5}}
+    found = lint_toolset(Toolset.from_list([
+        _tool("cancelar_factura", "Cancela una factura dado su folio.", "folio"),
+        _tool("cancelar_suscripcion", "Anula una suscripción vigente a partir de su identificador.",
+              "suscripcion_id")]))
+    [pair] = [f for f in found if f.rule == "lookalike_pair"]
+    assert pair.message.startswith("cancelar_factura and cancelar_suscripcion: names that differ only in 'factura' "
+                                   "/ 'suscripcion', and neither description shows what its folio / suscripcion_id "
+                                   "looks like")
+
+
+def test_lookalike_names_not_flagged_when_something_tells_them_apart() -> None:
+    # each shows its value's shape: the question's value tells them apart
+    assert _lookalikes([
+        _tool("cancelar_factura", "Cancela una factura dado su folio (formato F123456).", "folio"),
+        _tool("cancelar_suscripcion", "Anula una suscripción vigente a partir de su identificador, como SUB-300412.",
+              "suscripcion_id")]) == {}
+    # the differing word is what each description leads with (the operation): the question's verb tells them apart
+    assert _lookalikes([_tool("follow_user", "Follow a user.", "username_to_follow"),
+                        _tool("unfollow_user", "Unfollow a user.", "username_to_unfollow")]) == {}
+    # the same identifier for both: its shape cannot help, and the verbs (said) differ
+    assert _lookalikes([_tool("cancel_invoice", "Cancels an invoice given its invoice number.", "invoice_number"),
+                        _tool("update_invoice", "Updates the details of an invoice by its invoice number.",
+                              "invoice_number")]) == {}

@@ -77,14 +77,14 @@ def test_run_page_puts_findings_beside_the_confused_cells(client: tuple[TestClie
     c, v1, _ = client
     data = c.get(f"/api/runs/{v1}/lint").json()
     assert data["counts"] == {"similar_pair": 4, "no_negative_delimitation": 4, "argument_format": 9,
-                              "missing_precondition": 4, "unguarded_destructive": 0, "lookalike_pair": 1}
+                              "missing_precondition": 4, "unguarded_destructive": 0, "lookalike_pair": 4}
     top = data["pairs"][0]
     # the seed's hot cell: buscar_producto called where buscar_pedido was expected, 4 times, and they read alike
     assert (top["a"], top["b"], top["a_called_as_b"], top["b_called_as_a"]) == ("buscar_pedido", "buscar_producto", 4,
                                                                                 0)
     assert [(f["rule"], f["tool"]) for f in top["findings"]] == [
         ("similar_pair", "buscar_pedido"), ("no_negative_delimitation", "buscar_pedido"),
-        ("no_negative_delimitation", "buscar_producto")]
+        ("no_negative_delimitation", "buscar_producto"), ("lookalike_pair", "buscar_pedido")]
     pairs = {(p["a"], p["b"]): p for p in data["pairs"]}
     both = pairs[("emitir_nota_credito", "verificar_compra")]  # confused both ways, and a declared precondition
     assert (both["a_called_as_b"], both["b_called_as_a"]) == (1, 1)
@@ -120,8 +120,9 @@ def test_toolset_page_diffs_any_two_versions(client: tuple[TestClient, int, int]
     h1, h2 = versions[0]["hash"], versions[1]["hash"]
     detail: dict[str, Any] = c.get("/api/toolsets/atencion_cliente/versions", params={"a": "v1", "b": "v2"}).json()
     assert (detail["a"], detail["b"]) == (h1, h2)
-    # 21 + lookalike_pair buscar_cliente / verificar_compra ("X información del cliente")
-    assert len(detail["lint_a"]["findings"]) == 22 and detail["lint_b"]["findings"] == []
+    # 21 + lookalike_pair buscar_cliente / verificar_compra ("X información del cliente") and the three
+    # buscar_* pairs (names that differ in one object word, no example of any identifier)
+    assert len(detail["lint_a"]["findings"]) == 25 and detail["lint_b"]["findings"] == []
     tools = {t["name"]: t for t in detail["tools"]}
     pedido = tools["buscar_pedido"]
     assert pedido["change"] == "changed" and pedido["schema_changes"] == []
@@ -131,14 +132,15 @@ def test_toolset_page_diffs_any_two_versions(client: tuple[TestClient, int, int]
     assert (pedido["precision_b"], pedido["recall_b"]) == ({"num": 15, "den": 15}, {"num": 15, "den": 16})
     assert {"op": "delete", "text": "información"} in pedido["segments"]
     # about its own description, ranked by score: 2 similar pairs (0.773 with buscar_cliente, 0.617 with
-    # buscar_producto), no negative delimitation (0.773, its closest look-alike), its numero format (no score)
+    # buscar_producto), no negative delimitation (0.773, its closest look-alike), its numero format, and the
+    # look-alike name buscar_pedido / buscar_producto (no score)
     assert [f["rule"] for f in pedido["findings_a"]] == ["similar_pair", "no_negative_delimitation", "similar_pair",
-                                                         "argument_format"]
+                                                         "argument_format", "lookalike_pair"]
     assert pedido["findings_b"] == []
     # the page, versions picked by query parameters, in either order
     html = c.get("/toolsets/atencion_cliente", params={"a": "v2", "b": "v1"}, headers=HTML).text
     assert html.count('class="desc-diff"') == 7 and "Lint of A" in html and "v2: 0 findings" in html
-    assert "v1: 22 findings" in html
+    assert "v1: 25 findings" in html
     assert c.get("/toolsets/atencion_cliente", params={"a": "nope"}, headers=HTML).status_code == 404
     assert c.get("/api/toolsets/atencion_cliente/lint", params={"version": "v2"}).json()["findings"] == []
 

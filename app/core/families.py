@@ -13,6 +13,7 @@ docs/formats.md and docs/api.md, which tests/core/test_families.py holds to this
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -126,3 +127,107 @@ def family_of(failure: str) -> str:
 def counter_keys(families: tuple[Family, ...]) -> tuple[str, ...]:
     """``"<key>.num", "<key>.den"`` of each family, in order: the slots of a counter row."""
     return tuple(f"{f.key}.{part}" for f in families for part in ("num", "den"))
+
+
+# --- Causes: what a failed trajectory's first divergence names (core/divergence.py finds them) ---
+
+Part = tuple[str, str]
+"""A piece of a cause's page sentence: ``("", words)``, ``("code", name)``, ``("call", "")`` (the
+call, linked) or ``("step", tool)`` (the expected step, linked, then its tool); web/why.py displays them."""
+
+CALL: Part = ("call", "")
+
+
+def _w(text: str) -> Part:
+    return ("", text)
+
+
+def _code(name: str) -> Part:
+    return ("code", name)
+
+
+def _step(tool: str) -> Part:
+    return ("step", tool)
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """One kind of first divergence: its rank and its words.
+
+    ``rank``: at one call, the lower is named first. ``text(tool, other)``: the cause in words,
+    read after "N failed trajectories: " (``score``'s ``causes``, the run page, the terminal).
+    ``sentence(tool, other)``: the trajectory page's sentence after "First divergence: "."""
+
+    kind: str
+    rank: int
+    text: Callable[[str, str], str]
+    sentence: Callable[[str, str], tuple[Part, ...]]
+
+
+def _recovery_words(other: str) -> str:
+    return {"hallucinated": "answered with data no call returned",
+            "confused": "lost its way (neither recovered nor said it could not)",
+            "gave_up": "said it could not (an honest give-up, yet the task failed)"}.get(other, f"ended {other}")
+
+
+def _unexplained_text(tool: str, other: str) -> str:
+    if tool:
+        return f"failed by the benchmark's reward (reward {tool}) with every expected step done"
+    return "failed with no divergence from the case found"
+
+
+def _unexplained_sentence(tool: str, other: str) -> tuple[Part, ...]:
+    if tool:
+        return (_w(f"none in the case's reference: every expected step was done, yet the reward is {tool}."),)
+    return (_w("none found in the case."),)
+
+
+# In the order docs/formats.md lists them; ``rank`` orders the kinds met at one call.
+CAUSES: tuple[Cause, ...] = (
+    Cause("missing_step", 6, lambda tool, other: f"expected call to {tool} never made",
+          lambda tool, other: (_step(tool), _w(": no call was made for it."))),
+    Cause("wrong_tool", 2, lambda tool, other: f"called {other} where {tool} was expected",
+          lambda tool, other: (_w("at "), CALL, _w(" the agent called "), _code(other), _w(" where "), _step(tool),
+                               _w(" was expected."))),
+    Cause("arguments", 3,
+          lambda tool, other: f"{tool} never called with the expected values" + (f" (wrong {other})" if other else ""),
+          lambda tool, other: (_step(tool), _w(" was never called with the expected values: at "), CALL, _w(" "),
+                               *((_code(other), _w(" differs from the expected value.")) if other
+                                 else (_w("its values differ."),)))),
+    Cause("schema", 4,
+          lambda tool, other: f"{tool} called with arguments that break its schema" + (f" ({other})" if other else ""),
+          lambda tool, other: (_w("at "), CALL, _w(" the arguments of "), _code(tool),
+                               _w(" break its schema" + (f" ({other})." if other else ".")))),
+    Cause("step_failed", 5, lambda tool, other: f"expected step {tool} never done: every call to it failed",
+          lambda tool, other: (_step(tool), _w(" was never done: every call to it failed, the first at "), CALL,
+                               _w("."))),
+    Cause("hallucinated_tool", 0, lambda tool, other: f"called {tool}, a tool that does not exist",
+          lambda tool, other: (_w("at "), CALL, _w(" the agent called "), _code(tool),
+                               _w(", a tool that does not exist."))),
+    Cause("forbidden_call", 1, lambda tool, other: f"made a call the case forbids: {tool}",
+          lambda tool, other: (_w("at "), CALL, _w(" the agent made a call the case forbids: "), _code(tool),
+                               _w("."))),
+    Cause("extra_call", 8,
+          lambda tool, other: f"called {tool} where no step expects it (the case allows no extra call)",
+          lambda tool, other: (_w("at "), CALL, _w(" the agent called "), _code(tool),
+                               _w(", which no step expects (the case allows no extra call)."))),
+    Cause("dependency", 7, lambda tool, other: f"called {tool} before {other}, which must come first",
+          lambda tool, other: (_w("at "), CALL, _w(" the agent called "), _code(tool), _w(" before "), _code(other),
+                               _w(", which must come first."))),
+    Cause("recovery", 9, lambda tool, other: f"after the error on {tool}, {_recovery_words(other)}",
+          lambda tool, other: (_w("the error at "), CALL, _w(" ("), _code(tool),
+                               _w(f") was met badly: the outcome is {other}."))),
+    Cause("state", 10,
+          lambda tool, other: f"left the final state different from the expected one ({other or 'the whole state'})",
+          lambda tool, other: (_w("the final state differs from the expected one at "),
+                               _code(other or "(the whole state)"), _w("."))),
+    Cause("unexplained", 11, _unexplained_text, _unexplained_sentence),
+)
+
+CAUSE: dict[str, Cause] = {c.kind: c for c in CAUSES}
+UNEXPLAINED = CAUSE["unexplained"]  # what a kind the catalogue does not know reads as
+
+
+def cause_of(kind: str) -> Cause:
+    """The kind's cause (a kind not in the catalogue, say from an old store, reads as unexplained)."""
+    return CAUSE.get(kind, UNEXPLAINED)

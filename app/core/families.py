@@ -16,6 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # scoring imports this module
+    from app.core.scoring import CallScore
 
 
 class Failure(StrEnum):
@@ -34,6 +38,30 @@ class Failure(StrEnum):
     RECOVERY_HALLUCINATED = "recovery_hallucinated"
     RECOVERY_CONFUSED = "recovery_confused"
     STEP_NOT_DONE = "step_not_done"
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """Which user turns a conversation's failure is noted in (core/turns.py): those of the calls that
+    pass ``call``, of each expected step not done (``missing_step``), of the faulted call (``fault``)."""
+
+    call: Callable[[CallScore], bool] | None = None
+    missing_step: bool = False
+    fault: bool = False
+
+
+# Each failure's per-turn attribution, in the order a turn lists them (a call's failures first, then
+# the steps', then the fault's). A failure not here belongs to no turn (``state``: the final state).
+PER_TURN: dict[str, Attribution] = {  # keyed by the plain value: what a turn's ``failures`` holds
+    Failure.HALLUCINATED_TOOL.value: Attribution(call=lambda cs: not cs.exists),
+    Failure.SCHEMA.value: Attribution(call=lambda cs: cs.exists and cs.schema_error is not None),
+    Failure.SELECTION.value: Attribution(call=lambda cs: cs.exists and cs.selection_ok is False, missing_step=True),
+    Failure.ARGUMENTS.value: Attribution(call=lambda cs: cs.exists and bool(cs.mismatches)),
+    Failure.DEPENDENCY.value: Attribution(call=lambda cs: cs.exists and cs.dependency_violation is not None),
+    Failure.FORBIDDEN_CALL.value: Attribution(call=lambda cs: cs.exists and cs.forbidden),
+    Failure.RECOVERY_HALLUCINATED.value: Attribution(fault=True),
+    Failure.RECOVERY_CONFUSED.value: Attribution(fault=True),
+}
 
 
 @dataclass(frozen=True, slots=True)

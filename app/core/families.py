@@ -1,14 +1,20 @@
-"""The failure families and the failures of a case, in one catalogue
-(docs/metrics.md, docs/formats.md).
+"""The failure families, the failures of a case and the causes of a failed
+trajectory, in one catalogue (docs/metrics.md, docs/formats.md).
 
 A *failure* is what a scored trajectory lists in ``failures`` (``Failure``);
 a *family* is a figure of the report (``selection_precision``…, F1 to F5) or
 the case effects (forbidden calls, final state), which the figures do not
 count. Every failure belongs to exactly one family. Whatever lists, titles,
 orders or counts the families reads them here, in this order: adding a
-failure kind is one ``Failure`` member, its place in a family's ``failures``
-and its rule in ``core/scoring.py`` (and its name in the lists of
-docs/formats.md and docs/api.md, which tests/core/test_families.py holds to this one).
+failure kind is one ``Failure`` member, its place in a family's ``failures``,
+its per-turn attribution (``PER_TURN``) and its rule in ``core/scoring.py``
+(and its name in the lists of docs/formats.md and docs/api.md, which
+tests/core/test_families.py holds to this one).
+
+A *cause* is the kind of a failed trajectory's first divergence (``CAUSES``):
+its rank at one call and its words, for ``causes`` and the terminal (``text``)
+and for the trajectory page (``sentence``). Adding one is its entry here, its
+rule in ``core/divergence.py`` and its row in docs/formats.md's table.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ PER_TURN: dict[str, Attribution] = {  # keyed by the plain value: what a turn's 
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Family:
     """One family: how it is named, read, gated and counted."""
 
@@ -101,37 +107,41 @@ class Family:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("selection_precision", "F1", "selection precision", "F1 selection", "precision", "precision",
-           "selection precision", (Failure.SELECTION,), Failure.SELECTION, tolerance=0.02, per_call=True,
-           num="selection_num", den="selection_den", report_turn="F1 P", column="F1 precision",
+    Family(key="selection_precision", code="F1", name="selection precision", heading="F1 selection", label="precision",
+           card="precision", turn_label="selection precision", failures=(Failure.SELECTION,), shows=Failure.SELECTION,
+           tolerance=0.02, per_call=True, num="selection_num", den="selection_den", report_turn="F1 P",
+           column="F1 precision", needs_reference=True),
+    Family(key="selection_recall", code="F1", name="selection recall", heading="F1 selection", label="recall",
+           card="recall", turn_label="selection recall", failures=(), shows=Failure.SELECTION, tolerance=0.02,
+           per_call=True, num="recall_num", den="recall_den", report_turn="F1 R", column="F1 recall",
            needs_reference=True),
-    Family("selection_recall", "F1", "selection recall", "F1 selection", "recall", "recall",
-           "selection recall", (), Failure.SELECTION, tolerance=0.02, per_call=True,
-           num="recall_num", den="recall_den", report_turn="F1 R", column="F1 recall", needs_reference=True),
-    Family("schema_validity", "F2", "schema validity", "F2 arguments", "schema validity", "schema validity",
-           "schema validity", (Failure.SCHEMA,), Failure.SCHEMA, tolerance=0.02, per_call=True,
-           num="schema_num", den="schema_den", column="F2 schema"),
-    Family("argument_accuracy", "F2", "argument accuracy", "F2 arguments", "argument accuracy",
-           "argument accuracy", "argument accuracy", (Failure.ARGUMENTS,), Failure.ARGUMENTS, tolerance=0.02,
-           per_call=True, num="args_num", den="args_den", report_turn="F2 acc.", column="F2 arguments",
-           needs_reference=True),
-    Family("hallucinated_tools", "F3", "hallucinated tools", "F3 hallucinated tools", "hallucinated tools",
-           "calls to unknown tools", "hallucinated tools", (Failure.HALLUCINATED_TOOL,), Failure.HALLUCINATED_TOOL,
-           higher_is_better=False, blocking=True, per_call=True, num="hallucinated_num", den="calls_total",
-           report_heading="F3 hallucinated", report_turn="F3", column="F3 hallucinated"),
-    Family("recovery", "F4", "recovery", "F4 recovery", "recovery", "recovered after a tool error", "recovery",
-           (Failure.RECOVERY_CONFUSED, Failure.STEP_NOT_DONE), tolerance=0.05,
-           num="recovery_num", den="recovery_den", report_turn="F4", column="F4 recovery"),
-    Family("hallucination_after_error", "F4", "hallucination after error", "F4 recovery",
-           "hallucination after error", "invented data after an error", "invented after an error",
-           (Failure.RECOVERY_HALLUCINATED,), Failure.RECOVERY_HALLUCINATED, higher_is_better=False, blocking=True,
-           num="hallucination_after_error_num", den="recovery_den", column="F4 invented",
+    Family(key="schema_validity", code="F2", name="schema validity", heading="F2 arguments", label="schema validity",
+           card="schema validity", turn_label="schema validity", failures=(Failure.SCHEMA,), shows=Failure.SCHEMA,
+           tolerance=0.02, per_call=True, num="schema_num", den="schema_den", column="F2 schema"),
+    Family(key="argument_accuracy", code="F2", name="argument accuracy", heading="F2 arguments",
+           label="argument accuracy", card="argument accuracy", turn_label="argument accuracy",
+           failures=(Failure.ARGUMENTS,), shows=Failure.ARGUMENTS, tolerance=0.02, per_call=True, num="args_num",
+           den="args_den", report_turn="F2 acc.", column="F2 arguments", needs_reference=True),
+    Family(key="hallucinated_tools", code="F3", name="hallucinated tools", heading="F3 hallucinated tools",
+           label="hallucinated tools", card="calls to unknown tools", turn_label="hallucinated tools",
+           failures=(Failure.HALLUCINATED_TOOL,), shows=Failure.HALLUCINATED_TOOL, higher_is_better=False,
+           blocking=True, per_call=True, num="hallucinated_num", den="calls_total", report_heading="F3 hallucinated",
+           report_turn="F3", column="F3 hallucinated"),
+    Family(key="recovery", code="F4", name="recovery", heading="F4 recovery", label="recovery",
+           card="recovered after a tool error", turn_label="recovery",
+           failures=(Failure.RECOVERY_CONFUSED, Failure.STEP_NOT_DONE), tolerance=0.05, num="recovery_num",
+           den="recovery_den", report_turn="F4", column="F4 recovery"),
+    Family(key="hallucination_after_error", code="F4", name="hallucination after error", heading="F4 recovery",
+           label="hallucination after error", card="invented data after an error", turn_label="invented after an error",
+           failures=(Failure.RECOVERY_HALLUCINATED,), shows=Failure.RECOVERY_HALLUCINATED, higher_is_better=False,
+           blocking=True, num="hallucination_after_error_num", den="recovery_den", column="F4 invented",
            zero_note="hallucination must be 0"),
-    Family("dependency_violations", "F5", "dependency violations", "F5 order", "dependency violations",
-           "dependency violations", "dependency violations", (Failure.DEPENDENCY,), Failure.DEPENDENCY,
-           higher_is_better=False, ratio=False, column="F5 order"),
-    Family("effects", "", "effects", "effects", "effects", "effects", "effects",
-           (Failure.FORBIDDEN_CALL, Failure.STATE), higher_is_better=False, ratio=False),
+    Family(key="dependency_violations", code="F5", name="dependency violations", heading="F5 order",
+           label="dependency violations", card="dependency violations", turn_label="dependency violations",
+           failures=(Failure.DEPENDENCY,), shows=Failure.DEPENDENCY, higher_is_better=False, ratio=False,
+           column="F5 order"),
+    Family(key="effects", code="", name="effects", heading="effects", label="effects", card="effects",
+           turn_label="effects", failures=(Failure.FORBIDDEN_CALL, Failure.STATE), higher_is_better=False, ratio=False),
 )
 
 BY_KEY: dict[str, Family] = {f.key: f for f in FAMILIES}

@@ -66,8 +66,9 @@ import hostref
 
 from app import buildinfo
 from app.core.evaluate import score_trajectories
+from app.core.families import RATIO_KEYS
 from app.core.records import FAULT_KINDS, TRANSIENT_KINDS, read_jsonl
-from app.core.report import FAMILIES, Report
+from app.core.report import Report
 from app.core.suite import Suite, parse_suite
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
@@ -682,7 +683,7 @@ def _figures(report: Report) -> dict[str, Any]:
     """The report's counters, without ``to_json`` (whose pass^k is not part of
     the scoring path and is slow when one case has thousands of trials)."""
     return {
-        "ratios": {f: [report.ratio(f).num, report.ratio(f).den] for f in FAMILIES},
+        "ratios": {f: [report.ratio(f).num, report.ratio(f).den] for f in RATIO_KEYS},
         "outcomes": dict(report.outcomes),
         "failures": dict(sorted(report.failures.items())),
         "confusion_cells": len(report.confusion),

@@ -15,7 +15,9 @@ scorer's failures decide, so a corrected mistake still counts, at its call.
 Passed trajectories have no divergence: their cause would be nothing.
 
 The divergence's ``key`` groups trajectories into causes (the run page's
-"What went wrong", ``causes`` in the figures), ``text`` names it.
+"What went wrong", ``causes`` in the figures), ``text`` names it. Each kind's
+rank and words are in the catalogue (families.CAUSES); this module holds only
+the rules that find them.
 """
 
 from __future__ import annotations
@@ -23,21 +25,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.core.families import Failure
+from app.core.families import CAUSE, CAUSES, Failure, cause_of
 
 if TYPE_CHECKING:  # scoring calls this module: imported for types only
     from app.core.scoring import CallScore, TrajectoryScore
     from app.core.suite import Case
 
-KINDS = ("missing_step", "wrong_tool", "arguments", "schema", "step_failed", "hallucinated_tool",
-         "forbidden_call", "extra_call", "dependency", "recovery", "state", "unexplained")
+KINDS = tuple(c.kind for c in CAUSES)  # the kinds, their rank and words: families.CAUSES
 _MAX_PART = 200  # a name the agent supplied is bounded before it becomes a key
 _GOOD_OUTCOMES = ("recovered", "gave_up")
 _BY_TOOL = ("arguments", "schema")
-# At one call, which divergence is named first (a call to an unknown tool before anything else).
-_RANK = {k: i for i, k in enumerate(("hallucinated_tool", "forbidden_call", "wrong_tool", "arguments", "schema",
-                                     "step_failed", "missing_step", "dependency", "extra_call", "recovery",
-                                     "state", "unexplained"))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,39 +82,12 @@ def cause_key(kind: str, tool: str, other: str) -> str:
 
 
 def cause_text(kind: str, tool: str, other: str) -> str:
-    """A cause in words, read after "N failed trajectories: "."""
-    if kind == "missing_step":
-        return f"expected call to {tool} never made"
-    if kind == "wrong_tool":
-        return f"called {other} where {tool} was expected"
-    if kind == "arguments":
-        return f"{tool} never called with the expected values" + (f" (wrong {other})" if other else "")
-    if kind == "schema":
-        return f"{tool} called with arguments that break its schema" + (f" ({other})" if other else "")
-    if kind == "step_failed":
-        return f"expected step {tool} never done: every call to it failed"
-    if kind == "hallucinated_tool":
-        return f"called {tool}, a tool that does not exist"
-    if kind == "forbidden_call":
-        return f"made a call the case forbids: {tool}"
-    if kind == "extra_call":
-        return f"called {tool} where no step expects it (the case allows no extra call)"
-    if kind == "dependency":
-        return f"called {tool} before {other}, which must come first"
-    if kind == "recovery":
-        words = {"hallucinated": "answered with data no call returned",
-                 "confused": "lost its way (neither recovered nor said it could not)",
-                 "gave_up": "said it could not (an honest give-up, yet the task failed)"}.get(other, f"ended {other}")
-        return f"after the error on {tool}, {words}"
-    if kind == "state":
-        return f"left the final state different from the expected one ({other or 'the whole state'})"
-    if tool:
-        return f"failed by the benchmark's reward (reward {tool}) with every expected step done"
-    return "failed with no divergence from the case found"
+    """A cause in words, read after "N failed trajectories: " (its words: families.CAUSES)."""
+    return cause_of(kind).text(tool, other)
 
 
 def _order(d: Divergence, at: float) -> tuple[float, int]:
-    return (at, _RANK[d.kind])
+    return (at, CAUSE[d.kind].rank)  # at one call, the lower rank is named first
 
 
 def first_divergence(ts: TrajectoryScore, case: Case | None) -> Divergence | None:

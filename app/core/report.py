@@ -20,7 +20,6 @@ from app.core.families import PER_CALL_FAMILIES, RATIO_FAMILIES, RATIO_KEYS, REF
 from app.core.outcome import OUTCOMES
 from app.core.scoring import ERROR_SOURCES, TrajectoryScore
 
-FAMILIES = RATIO_KEYS  # the num/den families of the report, in the catalogue's order
 COOPERATIVE = "cooperative"  # the simulated user's default profile (app/core/profiles.py)
 
 
@@ -326,7 +325,7 @@ class Report:
         out: dict[str, dict[str, Any]] = {}
         for turn in sorted(self.turn_n):
             totals = dict(zip(TURN_KEYS, self.turn_n[turn], strict=True))
-            entry: dict[str, Any] = {f: {"num": totals[f"{f}.num"], "den": totals[f"{f}.den"]} for f in FAMILIES}
+            entry: dict[str, Any] = {f: {"num": totals[f"{f}.num"], "den": totals[f"{f}.den"]} for f in RATIO_KEYS}
             entry["trajectories"] = totals["trajectories"]
             entry["failed"] = totals["failed"]
             entry["failures"] = {name: v for (t, name), v in sorted(self.turn_failures.items()) if t == turn and v}
@@ -358,7 +357,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The report object of docs/formats.md, with compatible extensions (extra keys only)."""
-        out: dict[str, Any] = {f: self.ratio(f).to_dict() for f in FAMILIES}
+        out: dict[str, Any] = {f: self.ratio(f).to_dict() for f in RATIO_KEYS}
         with_reference = self.counts["with_reference"]
         if self.trajectories and not with_reference:  # traces without expected calls: said, not 0 / 0
             for key in REFERENCE_KEYS:

@@ -7,8 +7,9 @@ conversation's. An expected step belongs to its scripted turn; with a
 simulated user (or an imported conversation) to the turn of the call aligned
 to it, and a missing step to the turn of the next step that was taken (it
 should have come before it), or to the last turn when none was. A failure
-of the conversation goes to the turns whose calls show it; ``state`` (the
-final state) belongs to no turn.
+of the conversation goes to the turns the catalogue's rule names
+(families.PER_TURN: the calls that show it, a missing step, the fault);
+``state`` (the final state) belongs to no turn.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app.core.families import RATIO_FAMILIES, Failure
+from app.core.families import PER_TURN, RATIO_FAMILIES
 from app.core.records import Trajectory, user_turns
 
 if TYPE_CHECKING:
@@ -169,43 +170,38 @@ def turn_scores(ts: TrajectoryScore, case: Case | None, traj: Trajectory) -> tup
         counts[t * WIDTH + TRAJECTORIES] = 1
     failures: dict[int, list[str]] = {}
     failed = set(ts.failures)
+    on_call = [(name, a.call) for name, a in PER_TURN.items() if a.call is not None and name in failed]
     for cs in ts.calls:
         turn = cs.turn or 1
         at = (turn - 1) * WIDTH
         counts[at + CALLS] += 1
+        for name, shows in on_call:  # the catalogue's rules: which calls show each failure
+            if shows(cs):
+                _fail(failures, turn, name, failed)
         if not cs.exists:
             counts[at + HALLUCINATED] += 1
-            _fail(failures, turn, Failure.HALLUCINATED_TOOL.value, failed)
             continue
         counts[at + SCHEMA_DEN] += 1
         if cs.schema_error is None:
             counts[at + SCHEMA_NUM] += 1
-        else:
-            _fail(failures, turn, Failure.SCHEMA.value, failed)
         if cs.selection_ok is not None:
             counts[at + SELECTION_DEN] += 1
             if cs.selection_ok:
                 counts[at + SELECTION_NUM] += 1
-            else:
-                _fail(failures, turn, Failure.SELECTION.value, failed)
         if cs.mismatches is not None:
             counts[at + ARGS_DEN] += 1
-            if cs.mismatches:
-                _fail(failures, turn, Failure.ARGUMENTS.value, failed)
-            else:
+            if not cs.mismatches:
                 counts[at + ARGS_NUM] += 1
-        if cs.dependency_violation is not None:
-            _fail(failures, turn, Failure.DEPENDENCY.value, failed)
-        if cs.forbidden:
-            _fail(failures, turn, Failure.FORBIDDEN_CALL.value, failed)
     missing = set(ts.missing_steps)
+    on_step = [name for name, a in PER_TURN.items() if a.missing_step]
     for j, t in enumerate(steps):
         at = (t - 1) * WIDTH
         counts[at + RECALL_DEN] += 1
         if j in missing:
             match = "strict" if case is None else case.turns[t - 1].match if case.turns else case.match
             if j not in ts.excused_steps and match != "superset":
-                _fail(failures, t, Failure.SELECTION.value, failed)
+                for name in on_step:
+                    _fail(failures, t, name, failed)
         else:
             counts[at + RECALL_NUM] += 1
     if ts.outcome is not None and ts.fault_step is not None:
@@ -215,8 +211,9 @@ def turn_scores(ts: TrajectoryScore, case: Case | None, traj: Trajectory) -> tup
             counts[at + slot] += 1
         counts[at + RECOVERY_NUM] += ts.outcome.outcome == "recovered"
         counts[at + INVENTED_NUM] += ts.outcome.outcome == "hallucinated"
-        for name in (Failure.RECOVERY_HALLUCINATED.value, Failure.RECOVERY_CONFUSED.value):
-            _fail(failures, turn, name, failed)
+        for name, a in PER_TURN.items():
+            if a.fault:
+                _fail(failures, turn, name, failed)
     for turn in failures:
         counts[(turn - 1) * WIDTH + FAILED] = 1
     return TurnTable(n, users, counts, failures), steps

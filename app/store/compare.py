@@ -9,9 +9,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.blame import DEFAULT_SIMULATOR_SHARE
-from app.core.families import BY_KEY
+from app.core.families import BY_KEY, RATIO_KEYS
 from app.core.prices import current_prices
-from app.core.report import FAMILIES
 from app.core.scoring import EXTRA, MISSING
 from app.core.stats import mcnemar_exact, newcombe_interval, wilson_interval
 from app.core.textdiff import word_diff
@@ -74,7 +73,7 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200,
     a, b = runs if runs is not None else (get_run(session, a_id), get_run(session, b_id))
     prices = current_prices()
     families = []
-    for f in FAMILIES:
+    for f in RATIO_KEYS:
         ra, rb = a.families[f], b.families[f]
         delta = None if not ra.den or not rb.den else rb.num / rb.den - ra.num / ra.den
         interval = newcombe_interval(ra.num, ra.den, rb.num, rb.den)

@@ -12,9 +12,10 @@ from typing import Any
 from sqlalchemy import Select, Text, func, select, type_coerce
 from sqlalchemy.orm import Session
 
+from app.core.families import RATIO_KEYS
 from app.core.prices import PriceTable, current_prices
 from app.core.records import loads
-from app.core.report import FAMILIES, Report, pass_hat_k
+from app.core.report import Report, pass_hat_k
 from app.core.scoring import EXTRA, MISSING, UNRECORDED_ERROR
 from app.core.usage import ModelCall, UsageTally, totals_by_model, trajectory_usage
 from app.store.errors import NotFound
@@ -120,7 +121,7 @@ def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str
         toolset=version.toolset, toolset_version=version.hash, toolset_label=version.label, status=run.status,
         config=run.config, created_at=run.created_at, finished_at=run.finished_at,
         trajectories=counts.get("trajectories", 0),
-        families={f: RatioPublic(num=counts.get(f"{f}.num", 0), den=counts.get(f"{f}.den", 0)) for f in FAMILIES},
+        families={f: RatioPublic(num=counts.get(f"{f}.num", 0), den=counts.get(f"{f}.den", 0)) for f in RATIO_KEYS},
         dependency_violations=counts.get("dependency_violations", 0),
         dependency_checks=counts.get("dependency_checks", 0),
         total_tokens=tokens, cost_usd=cost,
@@ -339,7 +340,7 @@ def _failures_by_turn(turns: list[Any]) -> dict[str, list[str]]:
 def turn_list(turns: dict[str, dict[str, Any]] | None) -> list[TurnFigures]:
     """``turns`` of the figures as a list, in turn order."""
     return [TurnFigures(turn=int(k), trajectories=v["trajectories"], failed=v.get("failed", 0),
-                        families={f: RatioPublic(**v[f]) for f in FAMILIES}, failures=v["failures"])
+                        families={f: RatioPublic(**v[f]) for f in RATIO_KEYS}, failures=v["failures"])
             for k, v in sorted((turns or {}).items(), key=lambda kv: int(kv[0]))]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.families import cause_of
 from app.store.views import TrajectoryPublic
 
 
@@ -30,49 +31,19 @@ def _step(j: int | None, tool: str) -> list[Segment]:
 
 
 def divergence_sentence(d: dict[str, Any]) -> list[Segment]:
-    """The first divergence in words, its call or step linked."""
+    """The first divergence in words (the catalogue's, families.CAUSES), its call or step linked."""
     kind, tool, other = str(d.get("kind", "")), str(d.get("tool", "")), str(d.get("other", ""))
     i = d.get("call") if isinstance(d.get("call"), int) else None
     j = d.get("step") if isinstance(d.get("step"), int) else None
-    code = Segment(tool, code=True)
-    first = Segment("First divergence: ")
-    if kind == "missing_step":
-        return [first, *_step(j, tool), Segment(": no call was made for it.")]
-    if kind == "wrong_tool":
-        return [first, Segment("at "), _call(i), Segment(" the agent called "), Segment(other, code=True),
-                Segment(" where "), *_step(j, tool), Segment(" was expected.")]
-    if kind == "arguments":
-        return [first, *_step(j, tool), Segment(" was never called with the expected values: at "), _call(i),
-                Segment(" "), *([Segment(other, code=True), Segment(" differs from the expected value.")]
-                                        if other else [Segment("its values differ.")])]
-    if kind == "schema":
-        return [first, Segment("at "), _call(i), Segment(" the arguments of "), code,
-                Segment(" break its schema" + (f" ({other})." if other else "."))]
-    if kind == "step_failed":
-        return [first, *_step(j, tool), Segment(" was never done: every call to it failed, the first at "),
-                _call(i), Segment(".")]
-    if kind == "hallucinated_tool":
-        return [first, Segment("at "), _call(i), Segment(" the agent called "), code,
-                Segment(", a tool that does not exist.")]
-    if kind == "forbidden_call":
-        return [first, Segment("at "), _call(i), Segment(" the agent made a call the case forbids: "), code,
-                Segment(".")]
-    if kind == "extra_call":
-        return [first, Segment("at "), _call(i), Segment(" the agent called "), code,
-                Segment(", which no step expects (the case allows no extra call).")]
-    if kind == "dependency":
-        return [first, Segment("at "), _call(i), Segment(" the agent called "), code, Segment(" before "),
-                Segment(other, code=True), Segment(", which must come first.")]
-    if kind == "recovery":
-        return [first, Segment("the error at "), _call(i), Segment(" ("), code,
-                Segment(f") was met badly: the outcome is {other}.")]
-    if kind == "state":
-        return [first, Segment("the final state differs from the expected one at "),
-                Segment(other or "(the whole state)", code=True), Segment(".")]
-    if tool:
-        return [first, Segment(f"none in the case's reference: every expected step was done, yet the reward is "
-                               f"{tool}.")]
-    return [first, Segment("none found in the case.")]
+    out = [Segment("First divergence: ")]
+    for role, text in cause_of(kind).sentence(tool, other):
+        if role == "call":
+            out.append(_call(i))
+        elif role == "step":
+            out += _step(j, text)
+        else:
+            out.append(Segment(text, code=role == "code"))
+    return out
 
 
 def _ending(evidence: dict[str, Any], answer: str) -> str:

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import orjson
@@ -478,14 +478,33 @@ def _own_withholds(v: _View) -> Finding | None:
         if not asks:
             continue
         replies = [(i, t) for i, t, _ in users if i > asks[0]]
-        denial = next(((i, t) for i, t in replies if _DONT_HAVE_ES.search(t)
-                       or (_may(t, _DONT_HAVE_WORDS) and _DONT_HAVE.search(t))), None)
-        if denial is not None or len(asks) >= 2:
-            i, t = denial or (replies[0] if replies else (asks[0], ""))
-            return Finding("withholds", USER, 0.7, i, _quote(t),
+        found = _unanswered(asks, replies, _denies)
+        if found is not None:
+            return Finding("withholds", USER, 0.7, found[0], _quote(found[1]),
                            f"asked {len(asks)} time(s) for {name}, which the user knows ({value}), the user "
                            "never says it")
     return None
+
+
+def _denies(text: str) -> bool:
+    """A reply of ToolLens's own user saying it does not have a fact (Spanish or English)."""
+    return bool(_DONT_HAVE_ES.search(text) or (_may(text, _DONT_HAVE_WORDS) and _DONT_HAVE.search(text)))
+
+
+def _denies_kind(words: tuple[str, ...], text: str) -> bool:
+    """A reply denying this kind of fact (``words`` name it), not another one asked in the same breath."""
+    return bool(_may(text, _DONT_HAVE_WORDS) and _DONT_HAVE.search(text)
+                and (any(w in text.lower() for w in words) or not _OTHER_ID.search(text)))
+
+
+def _unanswered(asks: list[int], replies: list[tuple[int, str]],
+                denies: Callable[[str], bool]) -> tuple[int, str] | None:
+    """Where a fact asked for (at ``asks``) went unsaid: the first reply that ``denies`` having it,
+    else, after two asks or more, the first reply (or the first ask); None after one ask unanswered."""
+    denial = next(((i, t) for i, t in replies if denies(t)), None)
+    if denial is None and len(asks) < 2:
+        return None
+    return denial or (replies[0] if replies else (asks[0], ""))
 
 
 def withholds(v: _View) -> Finding | None:
@@ -511,11 +530,9 @@ def withholds(v: _View) -> Finding | None:
             continue
         replies = [(i, t) for i, t, _ in v.user_messages() if i > asks[0]]
         # a denial counts when it is about this kind of fact, not another one asked in the same breath
-        denial = next(((i, t) for i, t in replies if _may(t, _DONT_HAVE_WORDS) and _DONT_HAVE.search(t)
-                       and (any(w in t.lower() for w in words) or not _OTHER_ID.search(t))), None)
-        if denial is not None or len(asks) >= 2:
-            i, t = denial or (replies[0] if replies else (asks[0], ""))
-            return Finding("withholds", USER, 0.7, i, _quote(t),
+        found = _unanswered(asks, replies, partial(_denies_kind, words))
+        if found is not None:
+            return Finding("withholds", USER, 0.7, found[0], _quote(found[1]),
                            f"asked {len(asks)} time(s) for {words[0]}, which its instructions give ({held[0]}), "
                            "the user never says it")
     return None

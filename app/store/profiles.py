@@ -53,10 +53,12 @@ def paired_flips(session: Session, run_id: int) -> dict[str, list[int]]:
     return out
 
 
-def run_gap(session: Session, run_id: int) -> CooperationGap | None:
+def run_gap(session: Session, run_id: int, profiles: dict[str, dict[str, Any]] | None = None) -> CooperationGap | None:
     """The run's cooperation gap (None without cooperative conversations), with the paired
-    flips of each profile against the cooperative trial it mirrors."""
-    figures = profile_figures(session, run_id)
+    flips of each profile against the cooperative trial it mirrors; ``profiles``: the run's
+    figures by profile when the caller has them (else read from its counters)."""
+    figures = ({name: dict(row) for name, row in profiles.items()} if profiles is not None
+               else profile_figures(session, run_id))
     for name, pair in paired_flips(session, run_id).items():
         if name in figures:
             figures[name]["paired"] = pair

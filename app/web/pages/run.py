@@ -346,7 +346,7 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
         rewrites=pair_rewrites(run.name, pair_edits),
         blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
         causes_missing=int(figs.get("causes_missing") or 0),
-        cooperation=gap_view(run_gap(session, run_id) if "profiles" in figs else None),
+        cooperation=gap_view(run_gap(session, run_id, figs["profiles"]) if "profiles" in figs else None),
     )
 
 

@@ -21,6 +21,7 @@ from app.core.outcome import OUTCOMES
 from app.core.scoring import ERROR_SOURCES, TrajectoryScore
 
 COOPERATIVE = "cooperative"  # the simulated user's default profile (app/core/profiles.py)
+PROFILE_MARK = "|user:"  # a stored fault key ends with it and the profile when the user was not cooperative
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from app.core.blame import DEFAULT_SIMULATOR_SHARE
 from app.core.families import BY_KEY, RATIO_KEYS
 from app.core.prices import current_prices
+from app.core.report import PROFILE_MARK
 from app.core.scoring import EXTRA, MISSING
 from app.core.stats import mcnemar_exact, newcombe_interval, wilson_interval
 from app.core.textdiff import word_diff
@@ -111,7 +112,7 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200,
     # the failing side of each flipped case: blamed on the simulated user, the difference may be the simulator's;
     # a conversation under a non-cooperative user profile misbehaves on purpose: its flips are the
     # cooperation gap's to show (below), not a sign that the simulator is off
-    checked = [f.b_trajectory if f.a_passed else f.a_trajectory for f in flipped if "|user:" not in f.fault]
+    checked = [f.b_trajectory if f.a_passed else f.a_trajectory for f in flipped if PROFILE_MARK not in f.fault]
     n_user, _, note = flipped_simulator_note(session, checked, DEFAULT_SIMULATOR_SHARE)
     return ComparisonPublic(
         simulator_note=note, flipped_blamed_on_user=n_user, simulator_checked=len(checked),

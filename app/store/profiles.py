@@ -9,7 +9,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.core.profiles import BY_NAME, COOPERATIVE, CooperationGap, cooperation_gap
-from app.core.report import Report
+from app.core.report import PROFILE_MARK, Report
 from app.core.runner import sweep_plans
 from app.store.ingest import suite_for_run
 from app.store.models import Run, RunCounter, TrajectoryRow
@@ -35,10 +35,10 @@ def paired_flips(session: Session, run_id: int) -> dict[str, list[int]]:
     suite = suite_for_run(session, run)
     rows = session.execute(select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key,
                                   TrajectoryRow.passed).where(TrajectoryRow.run_id == run_id)).all()
-    cooperative = {(c, t): bool(ok) for c, t, key, ok in rows if t < trials and "|user:" not in key}
+    cooperative = {(c, t): bool(ok) for c, t, key, ok in rows if t < trials and PROFILE_MARK not in key}
     out: dict[str, list[int]] = {}
     for case_id, trial, key, ok in rows:
-        name = key.partition("|user:")[2]
+        name = key.partition(PROFILE_MARK)[2]
         profile, case = BY_NAME.get(name), suite.case(case_id)
         if profile is None or case is None:
             continue

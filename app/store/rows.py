@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import orjson
 
 from app.core.records import Trajectory
-from app.core.report import COOPERATIVE, Report
+from app.core.report import COOPERATIVE, PROFILE_MARK, Report
 from app.core.scoring import TrajectoryScore
 from app.core.usage import ModelCall
 
@@ -44,7 +44,7 @@ def fault_key(traj: Trajectory) -> str:
     key = "" if traj.fault is None else f"{traj.fault.step}:{traj.fault.kind}"
     profile = traj.user_profile
     if profile is not None and profile != COOPERATIVE:
-        key = f"{key}|user:{profile}"[:100]
+        key = f"{key}{PROFILE_MARK}{profile}"[:100]
     return key
 
 

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.otlp.buffer import Key, SpanBuffer
 from app.store import otlp_staging
-from app.store.db import read_only_error, session_scope
+from app.store.db import missing_schema_error, read_only_error, session_scope
 from app.store.otlp_lease import BEAT, Lease
 
 log = logging.getLogger("toollens.otlp")
@@ -126,6 +126,10 @@ def _keep_lease(recover: weakref.WeakMethod[Callable[[], int]], stop: threading.
             method()
         except Exception as exc:  # the database is away: the next beat tries again
             if read_only_error(exc):  # it never will take a lease: said once, at the start
+                return
+            if missing_schema_error(exc):  # the tables were dropped under it: no lease will ever be kept again
+                log.warning("the OTLP staging lease stops: the database no longer holds its tables (%s)",
+                            exc.__class__.__name__)
                 return
             log.exception("the OTLP staging lease could not be kept")
         del method

@@ -138,6 +138,15 @@ def read_only_error(exc: BaseException) -> bool:
     return getattr(orig, "sqlstate", None) == "25006"
 
 
+def missing_schema_error(exc: BaseException) -> bool:
+    """The database no longer holds ToolLens's tables: SQLite's "no such table", PostgreSQL's
+    ``undefined_table`` or ``invalid_schema_name`` (the schema or file was dropped under a running server)."""
+    orig = getattr(exc, "orig", None) or exc
+    if isinstance(orig, sqlite3.OperationalError):
+        return str(orig).startswith("no such table")
+    return getattr(orig, "sqlstate", None) in ("42P01", "3F000")
+
+
 @contextmanager
 def session_scope(factory: sessionmaker[Session], *, write: bool = False) -> Iterator[Session]:
     """One transaction: committed on success, rolled back on any error.

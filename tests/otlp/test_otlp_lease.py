@@ -63,3 +63,29 @@ def test_a_trace_sent_again_after_a_restart_is_not_stored_twice(db_url: str) -> 
         trials = sorted(s.execute(text("SELECT trial, n_calls FROM trajectories")).all())
     assert [tuple(t) for t in trials] == [(0, 1), (1, 1)]
     restarted.close()
+
+
+def test_the_lease_thread_stops_when_the_tables_are_dropped_under_it(db_url: str, monkeypatch, caplog) -> None:
+    """A server whose database lost its tables (a schema dropped, a file replaced) stops beating at
+    once, with one warning, instead of logging a traceback every beat for as long as it lives."""
+    import threading
+    import weakref
+
+    from app.otlp import staging
+
+    run_id = new_run(db_url)
+    r = fresh_receiver(db_url)
+    assert send(r, run_id, ROOT, CALL)
+    with session_scope(r.sessions, write=True) as s:
+        s.execute(text("DROP TABLE otlp_leases"))
+    monkeypatch.setattr(staging, "BEAT", 0.01)
+    thread = threading.Thread(target=staging._keep_lease, args=(weakref.WeakMethod(r.recover), threading.Event()))
+    with caplog.at_level("WARNING", logger="toollens.otlp"):
+        thread.start()
+        thread.join(5)
+    assert not thread.is_alive()
+    assert [rec.getMessage() for rec in caplog.records] == [
+        "the OTLP staging lease stops: the database no longer holds its tables (ProgrammingError)"
+        if db_url.startswith("postgresql") else
+        "the OTLP staging lease stops: the database no longer holds its tables (OperationalError)"]
+    assert all(rec.exc_info is None for rec in caplog.records)  # no traceback formatted in a background thread

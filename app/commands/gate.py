@@ -54,6 +54,8 @@ def gate(
     for note in result.notes:
         if note.startswith("cooperation gap"):  # the other notes stay the Markdown summary's, as before
             console.print(Text(f"  {note}"))
+        elif "toollens db backfill" in note:
+            console.print(Text(f"  {note}", style="yellow"))
     for v in result.families:
         style = {"regressed": "red", "blocking": "bold red", "n/a": "dim"}.get(v.status, "")
         console.print(Text(f"  {v.status:9} {v.title}: {v.detail} (allowed: {v.allowed})", style=style))

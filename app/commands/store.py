@@ -30,16 +30,23 @@ def db_upgrade(db: DbOption = None) -> None:
     from rich.text import Text
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.store.db import database_label, upgrade
+    from app.store.db import database_label, runs_behind, upgrade
 
     settings = settings_for(db)
     shown = database_label(settings.database_url)
     try:
+        runs = runs_behind(settings.database_url)
         upgrade(settings.database_url)
     except (SQLAlchemyError, OSError) as exc:
         detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
         raise fail(f"cannot upgrade the database {shown}: {detail[0] if detail else type(exc).__name__}") from None
-    Console(stderr=True, soft_wrap=True).print(Text(f"database at head: {shown}"))
+    console = Console(stderr=True, soft_wrap=True)
+    console.print(Text(f"database at head: {shown}"))
+    if runs:  # runs an older ToolLens stored may lack what pages read and never compute
+        were = "run was" if runs == 1 else "runs were"
+        console.print(Text(f"{runs} {were} stored by an older ToolLens: `toollens db backfill` gives those that "
+                           "lack them their causes and comparison aggregates (pages never compute them; it changes "
+                           "nothing in the others)"))
 
 
 def db_backfill(

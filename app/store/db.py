@@ -184,6 +184,28 @@ def upgrade(url: str, revision: str = "head") -> None:
     command.upgrade(_alembic_config(url), revision)
 
 
+def runs_behind(url: str) -> int:
+    """How many runs a database holds while its schema is older than this code's (what ``toollens db
+    upgrade`` is about to migrate: runs an older ToolLens stored); 0 at head or for a new database.
+    A missing SQLite file is not created here."""
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and (not parsed.database or not Path(parsed.database).exists()):
+        return 0
+    engine = make_engine(url)
+    try:
+        current = current_revision(engine)
+        if current is None or current == ScriptDirectory.from_config(_alembic_config(url)).get_current_head():
+            return 0
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM runs")).scalar_one())
+    finally:
+        engine.dispose()
+
+
 def database_label(url: str) -> str:
     """A database as a person names it: a SQLite file's path, else the URL without its password."""
     from sqlalchemy.engine import make_url

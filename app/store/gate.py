@@ -17,7 +17,7 @@ from app.store.compare import compare_runs
 from app.store.errors import NotFound
 from app.store.ingest import find_run
 from app.store.models import TrajectoryRow
-from app.store.queries import get_run, list_trajectories, run_causes, run_report, run_usage
+from app.store.queries import get_run, list_trajectories, run_causes, run_report, run_usage, uncaused
 from app.store.views import RunPublic
 
 MAX_CASES = 200
@@ -68,7 +68,8 @@ def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: Ga
                                      fault="" if not t.fault else f"{t.fault.get('step')}:{t.fault.get('kind')}",
                                      failures=tuple(t.failures), trajectory_id=t.id)
     usage = {run.id: run_usage(session, run.id, prices) for run in (base, cand)} if config.usage else {}
-    sources = {run.id: run_report(session, run.id).by_source() for run in (base, cand)}
+    reports = {run.id: run_report(session, run.id) for run in (base, cand)}
+    sources = {rid: report.by_source() for rid, report in reports.items()}
     f4: dict[int, dict[str, tuple[int, int]]] = {}
     if set(config.recovery_sources) != set(ERROR_SOURCES):  # F4 over the chosen error sources only
         f4 = {rid: recovery_families(by, config.recovery_sources) for rid, by in sources.items()}
@@ -85,6 +86,11 @@ def run_gate(session: Session, baseline_ref: str, candidate_ref: str, config: Ga
                          simulator=(comparison.flipped_blamed_on_user,
                                     len(comparison.flipped) if comparison.simulator_checked is None
                                     else comparison.simulator_checked))
+    for role, run in (("baseline", base), ("candidate", cand)):  # a run stored before causes were kept
+        missing = uncaused(reports[run.id])
+        if missing:
+            result.notes.append(f"{missing} failed trajectories of the {role} ({run.name}) have no cause: the run was "
+                                "stored before ToolLens kept causes; `toollens db backfill` counts them")
     gap = compare_gap(comparison.cooperation)
     if gap is not None:  # whether the change holds for every simulated user (docs/runner.md#the-cooperation-gap)
         result.notes.append(f"cooperation gap (A baseline, B candidate): {gap.sentence}")

@@ -92,6 +92,9 @@ def test_an_old_run_says_it_needs_the_backfill_which_gives_it_the_causes_of_a_fr
     shown = runner.invoke(toollens, ["show", "old", "--db", db_url])
     assert shown.exit_code == 0 and "toollens db backfill" in " ".join(shown.output.split()), shown.output
     assert "69 failed trajectories have no cause" in " ".join(shown.output.split())
+    gated = runner.invoke(toollens, ["gate", "--baseline", "fresh", "--candidate", "old", "--db", db_url])
+    assert "69 failed trajectories of the candidate (old) have no cause: the run was stored before ToolLens kept " \
+           "causes; `toollens db backfill` counts them" in " ".join(gated.output.split()), gated.output
     assert _stored(db_url, OLD) == (0, 0, 0)
     assert "run 1 (old): 69 causes counted" in _backfill(db_url, "--run", "old")
     assert _stored(db_url, OLD) == (69, 69, 69)
@@ -107,6 +110,8 @@ def test_an_old_run_says_it_needs_the_backfill_which_gives_it_the_causes_of_a_fr
             assert one["detail"]["divergence"]["key"] == c["filter"]["cause"]
     assert "0 of 2 runs backfilled" in _backfill(db_url)
     assert "no cause" not in runner.invoke(toollens, ["show", "old", "--db", db_url]).output
+    assert "no cause" not in runner.invoke(toollens, ["gate", "--baseline", "fresh", "--candidate", "old",
+                                                      "--db", db_url]).output
     assert _stored(db_url, OLD) == (69, 69, 69)  # kept: nothing counted again
 
 

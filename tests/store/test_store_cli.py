@@ -87,6 +87,25 @@ def test_empty_sqlite_is_migrated_on_first_start_or_refused(tmp_path: Path) -> N
     assert r.exit_code == 0 and "database at head" in r.stderr
 
 
+def test_an_upgrade_over_stored_runs_names_the_backfill_once(db_url: str) -> None:
+    """Runs an older ToolLens stored may lack causes and comparison aggregates, which pages never
+    compute: the upgrade that migrates them says so; an upgrade with nothing to migrate says nothing."""
+    from alembic import command
+
+    from app.store.db import _alembic_config
+
+    r = runner.invoke(cli, ["import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite",
+                            str(EXAMPLES / "suite_v1.yaml"), "--run", "v1", "--db", db_url])
+    assert r.exit_code == 0, r.output
+    command.downgrade(_alembic_config(db_url), "0013")  # as an older ToolLens left it
+    r = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.stderr.split())
+    assert "1 run was stored by an older ToolLens: `toollens db backfill` gives those that lack them" in said, said
+    r = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
+    assert r.exit_code == 0 and "backfill" not in r.stderr and "database at head" in r.stderr
+
+
 def test_a_file_made_with_other_pages_keeps_them(tmp_path: Path) -> None:
     """The page size is set for new files only: one made with 4 KiB pages (before) opens,
     migrates and takes writes with its own pages, in WAL mode."""

@@ -1,10 +1,12 @@
 """Two runs' trajectories paired by (case, trial, fault): how many pairs, which flipped.
 
 A comparison's McNemar test and its list of flipped cases join the two runs' trajectories
-(twice: the counts, then the first flips): seconds at hundreds of thousands of trajectories.
-When a run is finished, its pairing with the run of the same suite finished before it (the
-comparison a new run is made for) is kept in ``run_pairings``, both ways; a comparison reads
-it while both runs hold the trajectories it was computed on, and joins them otherwise.
+(twice: the counts, then the first flips), any two runs, on the compare index
+``(run_id, case_id, trial, fault_key, passed, id)`` alone (no trajectory row read): 0.5-0.8 s at
+384,000 trajectories a run on SQLite or PostgreSQL (docs/scale.md). When a run is finished, its
+pairing with the run of the same suite finished before it (the comparison a new run is made for)
+is also kept in ``run_pairings``, both ways; a comparison reads it while both runs hold the
+trajectories it was computed on, and joins them otherwise (the same figures).
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import TextClause, select, text
 from sqlalchemy.orm import Session
 
-from app.store.models import Run, RunPairing, TrajectoryRow
+from app.store.models import Run, RunPairing
 from app.store.queries import run_trajectory_count
 
 FLIPS = 200  # flipped pairs kept (what the compare page and API list)
@@ -32,21 +34,38 @@ class Pairing:
     flipped: list[tuple[str, int, str, int, int, bool, bool]]
 
 
+# B's trajectory of each of A's, by (case, trial, fault): SQLite looks it up in the unique key's index, then
+# reads B's row for ``passed`` (a page of the table per trajectory: 4.7 s at 384,000 trajectories a run);
+# the compare index (migration 0008) holds ``passed`` too (0.8 s). PostgreSQL picks it itself.
+_COMPARE_INDEX = "ix_traj_run_key_passed"
+_KEY = "ta.case_id = tb.case_id AND ta.trial = tb.trial AND ta.fault_key = tb.fault_key"
+_COUNTS = ("SELECT count(*), sum(CASE WHEN ta.passed AND NOT tb.passed THEN 1 ELSE 0 END), "
+           "sum(CASE WHEN tb.passed AND NOT ta.passed THEN 1 ELSE 0 END) FROM {ta} JOIN {tb} ON {key} "
+           "WHERE ta.run_id = :a AND tb.run_id = :b")
+_FLIPS = ("SELECT ta.case_id, ta.trial, ta.fault_key, ta.id, tb.id, ta.passed, tb.passed FROM {ta} JOIN {tb} ON {key} "
+          "WHERE ta.run_id = :a AND tb.run_id = :b AND ta.passed <> tb.passed ORDER BY ta.id LIMIT :n")
+WALK = 20  # flips at least this many times the limit: walk A in id order (and stop early), else pair every trajectory
+
+
+def _statement(sql: str, session: Session, *, a_by_key: bool) -> TextClause:
+    """``sql`` with its tables named for this database: on SQLite, B (and A when ``a_by_key``) read from the
+    compare index."""
+    hint = f" INDEXED BY {_COMPARE_INDEX}" if session.get_bind().dialect.name == "sqlite" else ""
+    return text(sql.format(ta="trajectories AS ta" + (hint if a_by_key else ""), tb="trajectories AS tb" + hint,
+                           key=_KEY))
+
+
 def joined(session: Session, a_id: int, b_id: int, limit: int = FLIPS) -> Pairing:
-    """The pairing read from both runs' trajectories (the compare index's join)."""
-    ta, tb = TrajectoryRow.__table__.alias("ta"), TrajectoryRow.__table__.alias("tb")
-    on = (ta.c.case_id == tb.c.case_id) & (ta.c.trial == tb.c.trial) & (ta.c.fault_key == tb.c.fault_key)
-    counts = session.execute(
-        select(func.count(), func.sum((ta.c.passed & ~tb.c.passed).cast(TrajectoryRow.n_calls.type)),
-               func.sum((~ta.c.passed & tb.c.passed).cast(TrajectoryRow.n_calls.type)))
-        .select_from(ta).join(tb, on).where(ta.c.run_id == a_id, tb.c.run_id == b_id)
-    ).one()
+    """The pairing read from both runs' trajectories: the counts from the compare index alone, then the
+    first flips, found walking A in id order when they are many (the walk stops at ``limit``), else among
+    every pair."""
+    counts = session.execute(_statement(_COUNTS, session, a_by_key=True), {"a": a_id, "b": b_id}).one()
     shared, only_a, only_b = int(counts[0] or 0), int(counts[1] or 0), int(counts[2] or 0)
-    flips = (select(ta.c.case_id, ta.c.trial, ta.c.fault_key, ta.c.id, tb.c.id, ta.c.passed, tb.c.passed)
-             .join(tb, on).where(ta.c.run_id == a_id, tb.c.run_id == b_id, ta.c.passed != tb.c.passed)
-             .order_by(ta.c.id).limit(limit))
-    flipped = ([(str(c), int(t), str(f), int(i), int(j), bool(p), bool(q))
-                for c, t, f, i, j, p, q in session.execute(flips)] if only_a + only_b else [])
+    flipped: list[tuple[str, int, str, int, int, bool, bool]] = []
+    if only_a + only_b and limit > 0:
+        walk = only_a + only_b >= WALK * limit
+        rows = session.execute(_statement(_FLIPS, session, a_by_key=not walk), {"a": a_id, "b": b_id, "n": limit})
+        flipped = [(str(c), int(t), str(f), int(i), int(j), bool(p), bool(q)) for c, t, f, i, j, p, q in rows]
     return Pairing(shared, only_a, only_b, flipped)
 
 

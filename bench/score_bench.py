@@ -39,7 +39,10 @@ checkout is) and as Python source, beside the floor (``score_floor.py``: orjson,
 a compiled schema validator and an exact match, no ToolLens) and, with
 ``--against DIR``, another checkout: interleaved, the median of ``--repeat``
 runs (3 unless given), in calls per CPU second of the process and as a share
-of the floor's.
+of the floor's. The processes keep their ``.pyc`` files, as an installed
+ToolLens does. ``--no-blame`` adds each tree as Python source with the blame of
+failed conversations switched off (what the blame costs; the compiled build
+binds the call at build time, so it has no such variant).
 """
 
 from __future__ import annotations

@@ -63,4 +63,8 @@ def test_score_bench_no_blame_switches_the_blame_off_and_nothing_else(tmp_path: 
                   for command in ([sys.executable, "-m", "app.entry", "score"],
                                   [sys.executable, "-c", NO_BLAME, "score"]))
     assert plain["blame"] == {"agent": 1, "task": 0, "user": 0} and "blame" not in off
-    assert {k: v for k, v in plain.items() if k != "blame"} == {k: v for k, v in off.items() if k != "blame"}
+    case = plain["cases"][0]
+    assert [case.pop(k) for k in ("blame", "blame_confidence")] == ["agent", 0.4]
+    assert case.pop("blame_evidence").startswith("no user or task finding")
+    del plain["blame"]
+    assert plain == off

@@ -39,7 +39,10 @@ checkout is) and as Python source, beside the floor (``score_floor.py``: orjson,
 a compiled schema validator and an exact match, no ToolLens) and, with
 ``--against DIR``, another checkout: interleaved, the median of ``--repeat``
 runs (3 unless given), in calls per CPU second of the process and as a share
-of the floor's.
+of the floor's. The processes keep their ``.pyc`` files, as an installed
+ToolLens does. ``--no-blame`` adds each tree as Python source with the blame of
+failed conversations switched off (what the blame costs; the compiled build
+binds the call at build time, so it has no such variant).
 """
 
 from __future__ import annotations
@@ -894,8 +897,9 @@ class Variant:
 
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as installed: .pyc files
         done = subprocess.run([*self.command, str(suite), str(trajectories)], capture_output=True, cwd=self.cwd,
-                              env={**os.environ, **self.env})
+                              env={**env, **self.env})
         self.walls.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode not in (0, 1):
@@ -912,8 +916,15 @@ class Variant:
         return sorted(self.walls)[len(self.walls) // 2]
 
 
-def _variants(against: Path | None) -> list[Variant]:
-    """The floor, then this tree compiled (when it is) and as Python source, then the same of ``against``."""
+# ``toollens score`` with the blame of failed conversations switched off (``--no-blame``): only as Python
+# source, where scoring looks ``blame_of`` up at each call (compiled, the call is bound at build time)
+NO_BLAME = ("import sys, app.core.scoring as s; s.blame_of = lambda *a: None; sys.argv[0] = 'toollens'; "
+            "from app.entry import main; main()")
+
+
+def _variants(against: Path | None, no_blame: bool = False) -> list[Variant]:
+    """The floor, then this tree compiled (when it is) and as Python source (and without the blame), then
+    the same of ``against``."""
     floor = Variant("floor (bench/score_floor.py)", [sys.executable, str(Path(__file__).resolve().parent /
                                                                           "score_floor.py")])
     out = [floor]
@@ -926,18 +937,22 @@ def _variants(against: Path | None) -> list[Variant]:
         if any((tree / "app" / "core").glob("scoring.*.so")):
             out.append(Variant(f"{name}, compiled", command, tree, dict(env)))
         out.append(Variant(f"{name}, pure Python", command, tree, {**env, "TOOLLENS_PURE_PYTHON": "1"}))
+        if no_blame:
+            out.append(Variant(f"{name}, pure Python, no blame", [sys.executable, "-c", NO_BLAME, "score"], tree,
+                               {**env, "TOOLLENS_PURE_PYTHON": "1"}))
     for v in out[1:]:
         v.command.append("--json")  # the files come before it: score SUITE TRAJECTORIES --json
     return out
 
 
-def real(data: Path, repeat: int, target_calls: int = REAL_CALLS, against: Path | None = None) -> None:
+def real(data: Path, repeat: int, target_calls: int = REAL_CALLS, against: Path | None = None,
+         no_blame: bool = False) -> None:
     """Whole `toollens score` processes on real tau-bench trajectories, and the floor (see the module docstring)."""
     sample, tools = data / REAL_SAMPLE, data / REAL_TOOLS
     if not sample.is_file() or not tools.is_file():
         raise SystemExit(f"no tau-bench sample in {data} (give --data DIR holding {REAL_SAMPLE} and {REAL_TOOLS})")
     toollens = [sys.executable, "-m", "app.cli"]
-    variants = _variants(against)
+    variants = _variants(against, no_blame)
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([*toollens, "convert", "--from", "tau-bench", str(sample), "--tools", str(tools),
                         "--out", tmp], check=True, capture_output=True)
@@ -951,12 +966,16 @@ def real(data: Path, repeat: int, target_calls: int = REAL_CALLS, against: Path 
         for _ in range(repeat):
             for v in variants:
                 v.time(suite, big)
-        reports = {v.output for v in variants[1:]}
+        reports = {v.output for v in variants[1:] if not v.label.endswith("no blame")}
         floor = variants[0].cpu
         for v in variants:
             print(f"{v.label:<48} {v.wall:6.2f} s wall {v.cpu:6.2f} s CPU {calls / v.cpu:9,.0f} calls per CPU second"
                   f"  {floor / v.cpu:5.0%} of the floor")
         print("reports: " + ("identical" if len(reports) == 1 else f"{len(reports)} DIFFERENT reports"))
+        if no_blame:
+            unblamed = {v.output for v in variants if v.label.endswith("no blame")}
+            print("reports without the blame: " + ("identical" if len(unblamed) == 1 else
+                                                    f"{len(unblamed)} DIFFERENT reports"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -973,11 +992,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data",
                         help="folder with the tau-bench sample (default: shared/data beside the repository)")
     parser.add_argument("--against", type=Path, help="--real: also time the checkout in this folder (interleaved)")
+    parser.add_argument("--no-blame", action="store_true",
+                        help="--real: also time each tree as Python source with the blame switched off")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.real:
-        real(args.data, repeat=args.repeat if args.repeat > 1 else 3, against=args.against)
+        real(args.data, repeat=args.repeat if args.repeat > 1 else 3, against=args.against, no_blame=args.no_blame)
         return 0
     if args.child is not None:
         print(json.dumps(measure(args.child, args.seed, args.cases, args.trace)))

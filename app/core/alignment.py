@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False)
 class Alignment:
     """``step_of_call[i]`` is the expected step call ``i`` is aligned to (None:
     an extra call); ``call_of_step[j]`` the first call aligned to step ``j``
@@ -23,6 +23,11 @@ class Alignment:
 
     step_of_call: list[int | None]
     call_of_step: list[int | None]
+
+    def __init__(self, step_of_call: list[int | None], call_of_step: list[int | None]) -> None:
+        # written out, not frozen: compiled, a native __init__ (records.py says why)
+        self.step_of_call = step_of_call
+        self.call_of_step = call_of_step
 
 
 def group_retries(names: Sequence[str], errored: Sequence[bool]) -> list[int]:

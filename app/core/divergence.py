@@ -37,7 +37,7 @@ _GOOD_OUTCOMES = ("recovered", "gave_up")
 _BY_TOOL = ("arguments", "schema")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class Divergence:
     """The first thing that went wrong: its kind, the tool it concerns (the
     expected step's tool, or the tool called), a detail (the tool called
@@ -49,6 +49,15 @@ class Divergence:
     other: str = ""
     call: int | None = None
     step: int | None = None
+
+    def __init__(self, kind: str, tool: str = "", other: str = "", call: int | None = None,
+                 step: int | None = None) -> None:
+    # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
+        self.kind = kind
+        self.tool = tool
+        self.other = other
+        self.call = call
+        self.step = step
 
     @property
     def cause(self) -> tuple[str, str, str]:

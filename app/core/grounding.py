@@ -44,12 +44,17 @@ _PERCENT = re.compile(r"(\d+(?:[.,]\d+)?)\s*(?:%|percent\b|por ciento\b)", re.IG
 _DIGITS = re.compile(r"\d+")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class Source:
     """A text the agent was given, and where it was (for people: "call #4")."""
 
     where: str
     text: str
+
+    def __init__(self, where: str, text: str) -> None:
+    # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
+        self.where = where
+        self.text = text
 
 
 @dataclass(slots=True)

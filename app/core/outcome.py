@@ -578,15 +578,20 @@ def _language(text: str) -> str:
     return detect_language([text])
 
 
-@dataclass
+@dataclass(init=False)
 class OutcomeResult:
     """An outcome and the evidence for it."""
 
     outcome: str
     evidence: dict[str, Any] = field(default_factory=dict)
 
+    def __init__(self, outcome: str, evidence: dict[str, Any] | None = None) -> None:
+        # written out: compiled, a native __init__ (records.py says why)
+        self.outcome = outcome
+        self.evidence = {} if evidence is None else evidence
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class AfterFault:
     """What the agent did after the fault, as the outcome judges it."""
 
@@ -600,6 +605,19 @@ class AfterFault:
     invented: dict[str, Any] | None = None
     judged_every_message: bool = False  # ``invented`` covers every message after the fault: ``text`` is not re-read
     reported: dict[str, Any] | None = None  # a sentence telling the user a failed step did not work (reports_failure)
+
+    def __init__(self, text: str, handoff: str | None = None, gave_up: bool = False, ok_after: bool = False,
+                 claim: dict[str, Any] | None = None, invented: dict[str, Any] | None = None,
+                 judged_every_message: bool = False, reported: dict[str, Any] | None = None) -> None:
+    # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
+        self.text = text
+        self.handoff = handoff
+        self.gave_up = gave_up
+        self.ok_after = ok_after
+        self.claim = claim
+        self.invented = invented
+        self.judged_every_message = judged_every_message
+        self.reported = reported
 
 
 def classify_outcome(

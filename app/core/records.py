@@ -29,7 +29,10 @@ _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")  # NUL (PostgreSQL text refuses
 # Where a line's bytes may give a string that clean_text changes: NUL or a surrogate written as an escape
 # (\u0000, \ud800-\udfff), or a surrogate's UTF-8 bytes (json's fallback reads them). A line without one
 # reads only clean strings (JSON has no other way to write them): parse_record(clean=True) skips the rule.
-_MAY_NEED_CLEANING = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])|\xed[\xa0-\xbf]")
+# Two searches: the escape's literal prefix lets the regular expression engine skip ahead at C speed (twice
+# as quick as ``b"\\u" in raw``, where every "u" of the text is a candidate); the bytes, where an 0xED is.
+_ESCAPE_TO_CLEAN = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+_SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]")
 
 FAULT_KINDS = ("timeout", "http_429", "http_503", "http_500", "not_found", "malformed")
 TRANSIENT_KINDS = frozenset({"timeout", "http_429", "http_503"})
@@ -363,9 +366,9 @@ def check_value(value: Any, depth: int = 0, limit: int = MAX_DEPTH) -> Any:
 def needs_no_cleaning(raw: bytes) -> bool:
     """Whether every string read from the JSON text ``raw`` is as ``clean_text`` leaves it (one
     C-speed search of the bytes; a false "no" only costs the cleaning)."""
-    if b"\\u" not in raw and b"\xed" not in raw:  # two byte searches, far quicker than the pattern's
-        return True
-    return _MAY_NEED_CLEANING.search(raw) is None
+    if _ESCAPE_TO_CLEAN.search(raw) is not None:
+        return False
+    return b"\xed" not in raw or _SURROGATE_BYTES.search(raw) is None
 
 
 def _replace_surrogates(value: Any) -> Any:
@@ -673,12 +676,15 @@ def iter_jsonl(stream: IO[str], *, source: str = "") -> Iterator[Trajectory]:
         yield parse_line(line, index=number, source=source)
 
 
+READ_BUFFER = 1 << 20  # bytes read at a time: records of 10 KiB and more took two reads each with 8 KiB
+
+
 def read_jsonl(path: str | Path) -> Iterator[Trajectory]:
     """Stream a JSONL file; bytes go straight to the JSON parser (which
     refuses text that is not UTF-8, naming the line)."""
     p = Path(path)
     source = str(p)
-    with p.open("rb") as fh:
+    with p.open("rb", buffering=READ_BUFFER) as fh:
         for number, line in enumerate(fh, start=1):
             if len(line) <= MAX_LINE_BYTES:
                 try:

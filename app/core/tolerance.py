@@ -361,7 +361,7 @@ def _sub_rule(raw: Any, where: str, depth: int) -> Rule:
 EXACT = Rule()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class Mismatch:
     """A field whose value was not acceptable."""
 
@@ -369,6 +369,13 @@ class Mismatch:
     rule: str
     expected: Any
     got: Any
+
+    def __init__(self, field: str, rule: str, expected: Any, got: Any) -> None:
+    # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
+        self.field = field
+        self.rule = rule
+        self.expected = expected
+        self.got = got
 
     def to_dict(self) -> dict[str, Any]:
         return {"field": self.field, "rule": self.rule, "expected": self.expected, "got": self.got}

@@ -36,3 +36,35 @@ def test_the_floor_validates_and_matches_exactly(tmp_path: Path) -> None:
     del counts["validator"]
     assert counts == {"trajectories": 2, "calls": 4, "valid": 2, "unknown_tool": 1, "matched": 1, "expected": 2,
                       "passed": 1}
+
+
+def test_score_bench_no_blame_switches_the_blame_off_and_nothing_else(tmp_path: Path) -> None:
+    """``score_bench.py --real --no-blame`` runs ``toollens score`` with ``blame_of`` a no-op (Python
+    source): a failed conversation is blamed by the plain command and not by that one, the rest alike."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from score_bench import NO_BLAME
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    suite = {"name": "s", "toolset": {"name": "t", "tools": [TOOL]},
+             "cases": [{"id": "c1", "question": "q", "expected_calls": [{"name": "get_user",
+                                                                        "arguments": {"user_id": "u1"}}]}]}
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
+    record = {"case_id": "c1", "calls": [{"name": "get_user", "arguments": {"user_id": "u2"}}],
+              "messages": [{"role": "user", "content": "I am u1.", "calls_before": 0},
+                           {"role": "assistant", "content": "Which user?", "calls_before": 0},
+                           {"role": "user", "content": "u1, please.", "calls_before": 0},
+                           {"role": "assistant", "content": "Done.", "calls_before": 1}]}
+    (tmp_path / "t.jsonl").write_text(json.dumps(record) + "\n")
+    env = {"PYTHONPATH": str(ROOT), "TOOLLENS_PURE_PYTHON": "1", "PATH": ""}
+    files = [str(tmp_path / "suite.yaml"), str(tmp_path / "t.jsonl"), "--json"]
+    plain, off = (json.loads(subprocess.run(command + files, cwd=ROOT, capture_output=True, text=True, env=env,
+                                            timeout=60).stdout)
+                  for command in ([sys.executable, "-m", "app.entry", "score"],
+                                  [sys.executable, "-c", NO_BLAME, "score"]))
+    assert plain["blame"] == {"agent": 1, "task": 0, "user": 0} and "blame" not in off
+    case = plain["cases"][0]
+    assert [case.pop(k) for k in ("blame", "blame_confidence")] == ["agent", 0.4]
+    assert case.pop("blame_evidence").startswith("no user or task finding")
+    del plain["blame"]
+    assert plain == off

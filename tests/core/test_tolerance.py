@@ -80,3 +80,24 @@ def test_one_of_can_compare_texts_as_bfcl_does() -> None:
                                                       "4x+8")]
     with pytest.raises(ValueError, match="one_of normalize takes 'bfcl'"):
         parse_rule({"rule": "one_of", "values": ["a"], "normalize": "lower"})
+
+
+def test_the_value_classes_built_per_call_compare_and_hash_by_value() -> None:
+    """Their ``__init__`` is written out (native when compiled) where they were frozen dataclasses:
+    equal fields, equal and the same hash; keyword and default arguments as the dataclass took them."""
+    from app.core.alignment import Alignment
+    from app.core.divergence import Divergence
+    from app.core.grounding import Source
+    from app.core.outcome import AfterFault, OutcomeResult
+
+    assert Mismatch("date", "exact", "2024-03-05", 5) == Mismatch(field="date", rule="exact", expected="2024-03-05",
+                                                                 got=5)
+    assert len({Mismatch("a", "exact", 1, 2), Mismatch("a", "exact", 1, 2), Mismatch("a", "exact", 1, 3)}) == 2
+    assert len({Source("call #1", "x"), Source("call #1", "x"), Source("call #2", "x")}) == 2
+    assert Divergence("missing_step", "pay") == Divergence(kind="missing_step", tool="pay", other="", call=None)
+    assert hash(Divergence("wrong_tool", "a", "b", 2, 1)) == hash(Divergence("wrong_tool", "a", "b", 2, 1))
+    assert Divergence("wrong_tool", "a", "b", 2, 1).cause == ("wrong_tool", "a", "b")
+    assert AfterFault("done").gave_up is False and AfterFault("x", gave_up=True) != AfterFault("x")
+    assert OutcomeResult("recovered").evidence == {} and OutcomeResult("gave_up", {"k": 1}).evidence == {"k": 1}
+    assert OutcomeResult("a").evidence is not OutcomeResult("a").evidence
+    assert Alignment([0, None], [0]) == Alignment(step_of_call=[0, None], call_of_step=[0])

@@ -100,6 +100,10 @@ class Part:
             return self.extra[key]
         return self._dump(key, getattr(self, key)) if key in self.keys else None
 
+    def has(self, key: str) -> bool:
+        """The key is stored, with a value this version reads."""
+        return key in self.keys and key not in self.extra
+
     def to_dict(self) -> dict[str, Json]:
         return {k: self.json(k) for k in self.keys}
 
@@ -355,11 +359,7 @@ class TrajectoryDetail(Part):
         """With a first divergence found later (``toollens db backfill``)."""
         return self._with(divergence=FirstDivergence.of_divergence(d))
 
-    def has(self, key: str) -> bool:
-        """The key is stored with a value this version reads."""
-        return key in self.keys and key not in self.extra
 
-
-def stored(data: Json) -> TrajectoryDetail:
+def stored_detail(data: Json) -> TrajectoryDetail:
     """A stored ``detail`` (of any version; not an object: an empty one)."""
     return TrajectoryDetail.from_dict(data if isinstance(data, dict) else {})

@@ -5,8 +5,9 @@ calls (``TrajectoryScore.detail``), what the store keeps as the ``detail`` JSON
 The stored JSON is a contract: a record writes back exactly the JSON it was read
 from (its keys, in their order, and each value), so rows stored by any version
 read and write unchanged. A record keeps the keys it was given (``keys``); a key
-it does not know, or a value it cannot read as its type, is kept as stored
-(``extra``) and its field stays at its default. Lists are tuples here.
+it does not know, or a value of another shape (an object or a list where the
+other is expected), is kept as stored (``extra``) and its field stays at its
+default. Plain values are kept as stored; lists are tuples here.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ class Part:
     (``PARTS``), a list of parts (``LISTS``) or a list kept as a tuple (``TUPLES``);
     any other value is kept as given."""
 
-    keys: tuple[str, ...] = ()  # the object's keys, in the order it writes them
-    extra: Mapping[str, Json] = field(default_factory=dict)  # what is kept as stored
+    keys: tuple[str, ...] = field(default=(), repr=False)  # the object's keys, in the order it writes them
+    extra: Mapping[str, Json] = field(default_factory=dict, repr=False)  # what is kept as stored
 
     PARTS: ClassVar[Mapping[str, type[Part]]] = {}
     LISTS: ClassVar[Mapping[str, type[Part]]] = {}

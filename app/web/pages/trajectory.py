@@ -55,8 +55,9 @@ class EvidenceView:
     @classmethod
     def of(cls, e: Evidence) -> EvidenceView:
         c = e.claimed
-        return cls(e, failed_call=None if e.failed_call is None else e.failed_call + 1,
-                   claimed=None if c is None else ClaimView((c.call or 0) + 1, c.tool, c.sentence, c.message),
+        return cls(e, failed_call=e.failed_call + 1 if isinstance(e.failed_call, int) else None,
+                   claimed=None if c is None else ClaimView((c.call if isinstance(c.call, int) else 0) + 1, c.tool,
+                                                            c.sentence, c.message),
                    grounded=sorted((e.grounded_values or {}).items(), key=lambda kv: kv[0].lower()))
 
 

@@ -13,7 +13,7 @@ default. Plain values are kept as stored; lists are tuples here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from app.core.families import PER_CALL_FAMILIES
@@ -25,7 +25,10 @@ if TYPE_CHECKING:  # scoring calls this module: imported for types only
 
 Json = Any  # a JSON value kept as given: an agent's state, a value it stated
 P = TypeVar("P", bound="Part")
-_UNREAD = object()
+PLAIN, PART, PARTS, TUPLE = range(4)  # how a field is read: as stored, a part, a list of parts, a tuple
+_SHAPES: dict[type, dict[str, int]] = {}  # each part's fields, and how each is read
+_DEFAULTS: dict[type, dict[str, Any]] = {}  # each part's fields' defaults
+_FLAT: set[type] = set()  # the parts whose fields are all plain values
 
 
 def _plain(v: Any) -> Json:
@@ -55,45 +58,73 @@ class Part:
     @classmethod
     def of(cls: type[P], **values: Any) -> P:
         """A record of these values, written in the order given."""
-        return cls(keys=tuple(values), **values)
+        return cls._new(tuple(values), {}, values)
 
     @classmethod
     def from_dict(cls: type[P], data: Mapping[str, Json]) -> P:
         """The record of a stored object (of any version)."""
-        names = {f.name for f in fields(cls)} - {"keys", "extra"}
+        shape = cls._shape()
         values: dict[str, Any] = {}
         extra: dict[str, Json] = {}
         for k, v in data.items():
-            if k in names:
+            how = shape.get(k)
+            if how is None:
+                extra[k] = v
+            elif v is None or how == PLAIN:
+                values[k] = v  # a plain value: as stored
+            else:
                 try:
-                    got = cls._load(k, v)
-                except (TypeError, ValueError, AttributeError):
-                    got = _UNREAD
-                if got is not _UNREAD and cls._dump(k, got) == v:
-                    values[k] = got
-                    continue
-            extra[k] = v
-        return cls(keys=tuple(data), extra=extra, **values)
+                    values[k] = cls._load(k, v)
+                except (TypeError, ValueError, AttributeError):  # another shape: kept as stored
+                    extra[k] = v
+        return cls._new(tuple(data), extra, values)
+
+    @classmethod
+    def _new(cls: type[P], keys: tuple[str, ...], extra: dict[str, Json], values: Mapping[str, Any]) -> P:
+        """A record built without ``__init__``'s cost per field: every stored trajectory's parts are built here."""
+        part = object.__new__(cls)
+        state = part.__dict__
+        state.update(_DEFAULTS[cls] if cls in _DEFAULTS else cls._defaults())
+        state.update(values)
+        state["keys"], state["extra"] = keys, extra
+        return part
 
     @classmethod
     def _load(cls, k: str, v: Json) -> Any:
-        if v is None:
-            return None
+        """A JSON value read into its field (exactly what ``_dump`` writes back)."""
         if k in cls.PARTS:
             return cls.PARTS[k].from_dict(v)
         if k in cls.LISTS:
-            return tuple(cls.LISTS[k].from_dict(x) for x in v) if isinstance(v, list) else _tuple(v)
-        return _tuple(v) if k in cls.TUPLES else v
+            if not isinstance(v, list):
+                raise TypeError(v)
+            return tuple(cls.LISTS[k].from_dict(x) for x in v)
+        return _tuple(v)
+
+    @classmethod
+    def _defaults(cls) -> dict[str, Any]:
+        _DEFAULTS[cls] = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+        return _DEFAULTS[cls]
+
+    @classmethod
+    def _shape(cls) -> dict[str, int]:
+        shape = _SHAPES.get(cls)
+        if shape is None:
+            shape = _SHAPES[cls] = {
+                f.name: PART if f.name in cls.PARTS else PARTS if f.name in cls.LISTS
+                else TUPLE if f.name in cls.TUPLES else PLAIN
+                for f in fields(cls) if f.name not in ("keys", "extra")}
+            if all(how == PLAIN for how in shape.values()):
+                _FLAT.add(cls)
+        return shape
 
     @classmethod
     def _dump(cls, k: str, v: Any) -> Json:
-        if v is None:
-            return None
-        if k in cls.PARTS:
+        how = cls._shape()[k]
+        if v is None or how == PLAIN:
+            return v
+        if how == PART:
             return v.to_dict()
-        if k in cls.LISTS:
-            return [x.to_dict() for x in v]
-        return _plain(v)
+        return [x.to_dict() for x in v] if how == PARTS else _plain(v)
 
     def json(self, key: str) -> Json:
         """One key's value as stored (None: not stored)."""
@@ -106,7 +137,21 @@ class Part:
         return key in self.keys and key not in self.extra
 
     def to_dict(self) -> dict[str, Json]:
-        return {k: self.json(k) for k in self.keys}
+        if self.extra:
+            return {k: self.json(k) for k in self.keys}
+        if type(self) not in _SHAPES:
+            self._shape()
+        state = self.__dict__
+        if type(self) in _FLAT:  # plain values only: as they are
+            return {k: state[k] for k in self.keys}
+        shape = self._shape()
+        out: dict[str, Json] = {}
+        for k in self.keys:  # written out: every stored trajectory comes through here
+            v = state[k]
+            how = shape[k]
+            out[k] = v if v is None or how == PLAIN else v.to_dict() if how == PART \
+                else [x.to_dict() for x in v] if how == PARTS else _plain(v)
+        return out
 
 
 @dataclass(frozen=True)
@@ -343,7 +388,7 @@ class TrajectoryDetail(Part):
         """Keys set (a new one written last, as a merge into the stored object would)."""
         keys = self.keys + tuple(k for k in values if k not in self.keys)
         extra = {k: v for k, v in self.extra.items() if k not in values}
-        return replace(self, keys=keys, extra=extra, **values)
+        return self._new(keys, extra, {**self.__dict__, **values})
 
     def with_inputs(self, traj: Trajectory) -> TrajectoryDetail:
         """With what the store keeps of the record itself: why it stopped, its messages, its batches."""
@@ -351,7 +396,8 @@ class TrajectoryDetail(Part):
         if traj.stopped is not None:
             values["stopped"] = traj.stopped
         if traj.messages is not None:
-            values["messages"] = tuple(Message.of(**m.to_dict()) for m in traj.messages)
+            values["messages"] = tuple(Message.of(role=m.role, content=m.content, calls_before=m.calls_before)
+                                       for m in traj.messages)
         if any(c.batch is not None for c in traj.calls):
             values["batches"] = tuple(c.batch for c in traj.calls)
         return self._with(**values)

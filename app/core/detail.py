@@ -12,7 +12,7 @@ default. Plain values are kept as stored; lists are tuples here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -61,14 +61,15 @@ class Part:
         return cls._new(tuple(values), {}, values)
 
     @classmethod
-    def from_dict(cls: type[P], data: Mapping[str, Json]) -> P:
-        """The record of a stored object (of any version)."""
+    def from_dict(cls: type[P], data: Mapping[str, Json], only: Collection[str] | None = None) -> P:
+        """The record of a stored object (of any version); ``only``: the keys read, the others kept as
+        stored (a page that lists many reads what it shows)."""
         shape = cls._shape()
         values: dict[str, Any] = {}
         extra: dict[str, Json] = {}
         for k, v in data.items():
             how = shape.get(k)
-            if how is None:
+            if how is None or (only is not None and k not in only):
                 extra[k] = v
             elif v is None or how == PLAIN:
                 values[k] = v  # a plain value: as stored
@@ -407,6 +408,6 @@ class TrajectoryDetail(Part):
         return self._with(divergence=FirstDivergence.of_divergence(d))
 
 
-def stored_detail(data: Json) -> TrajectoryDetail:
-    """A stored ``detail`` (of any version; not an object: an empty one)."""
-    return TrajectoryDetail.from_dict(data if isinstance(data, dict) else {})
+def stored_detail(data: Json, only: Collection[str] | None = None) -> TrajectoryDetail:
+    """A stored ``detail`` (of any version; not an object: an empty one), its ``only`` keys read."""
+    return TrajectoryDetail.from_dict(data if isinstance(data, dict) else {}, only)

@@ -309,13 +309,15 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
                TrajectoryRow.fault_step, TrajectoryRow.recovery_kind, TrajectoryRow.outcome,
                TrajectoryRow.detail).where(TrajectoryRow.id.in_(page))
     rows = session.execute(q.order_by(TrajectoryRow.id))
-    data["cases"] = [_case(cid, trial, passed, failures, outcome, stored_detail(detail))
+    data["cases"] = [_case(cid, trial, passed, failures, outcome, stored_detail(detail, _CASE_READS))
                      for cid, trial, passed, failures, _step, _kind, outcome, detail in rows]
     data["cases_total"] = data["trajectories"]
     return data
 
 
 _CASE_EXTRAS = ("fault_not_reached", "user_error", "agent_error")
+_CASE_READS = ("turns", "blame")  # what a case reads of its detail (the rest is shown as stored)
+_SUMMARY_READS = ("fault", "blame", "user_profile")  # what a trajectory's summary reads
 
 
 def _case(case_id: str, trial: int, passed: bool, failures: list[str], outcome: str | None,
@@ -369,7 +371,7 @@ def confusion(session: Session, run_id: int) -> ConfusionPublic:
 
 
 def _summary(t: TrajectoryRow, d: TrajectoryDetail | None = None) -> TrajectorySummary:
-    d = stored_detail(t.detail) if d is None else d
+    d = stored_detail(t.detail, _SUMMARY_READS) if d is None else d
     found = d.fault
     fault = None if t.fault_kind is None and t.recovery_kind is None else {
         "step": t.fault_step if t.fault_kind is not None else None if found is None else found.step,
@@ -654,7 +656,7 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
         rec["reward"] = t.reward
     if t.state is not None:
         rec["state"] = t.state
-    d = stored_detail(t.detail)  # the record's inputs it keeps, as the record gave them
+    d = stored_detail(t.detail, ("stopped", "user_profile", "agent_error"))  # the rest as the record gave it
     if isinstance(d.stopped, str):
         rec["stopped"] = d.stopped
     if isinstance(messages := d.json("messages"), list):

@@ -105,3 +105,9 @@ def test_a_divergence_found_later_is_written_last_as_a_merge_into_the_row_would(
     again = stored_detail(d.to_dict()).with_divergence(found)  # set again: in its place
     assert list(again.to_dict()) == list(d.to_dict())
     assert Blame.from_dict({"blame": "agent", "at": "3"}).extra == {}  # kept as given: JSON, not checked types
+
+
+def test_a_list_page_reads_only_what_it_shows_and_writes_the_rest_as_stored() -> None:
+    d = stored_detail(OLD, ("fault", "blame"))
+    assert d.fault is not None and d.fault.kind == "timeout" and d.blame is not None and d.blame.blame == "user"
+    assert d.messages == () and d.json("messages") == OLD["messages"] and d.to_dict() == OLD

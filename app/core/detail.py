@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # scoring calls this module: imported for types only
 
 Json = Any  # a JSON value kept as given: an agent's state, a value it stated
 P = TypeVar("P", bound="Part")
-PLAIN, PART, PARTS, TUPLE = range(4)  # how a field is read: as stored, a part, a list of parts, a tuple
+PLAIN, ONE, MANY, TUPLE = range(4)  # how a field is read: as stored, a part, a list of parts, a tuple
 _SHAPES: dict[type, dict[str, int]] = {}  # each part's fields, and how each is read
 _DEFAULTS: dict[type, dict[str, Any]] = {}  # each part's fields' defaults
 _FLAT: set[type] = set()  # the parts whose fields are all plain values
@@ -111,7 +111,7 @@ class Part:
         shape = _SHAPES.get(cls)
         if shape is None:
             shape = _SHAPES[cls] = {
-                f.name: PART if f.name in cls.PARTS else PARTS if f.name in cls.LISTS
+                f.name: ONE if f.name in cls.PARTS else MANY if f.name in cls.LISTS
                 else TUPLE if f.name in cls.TUPLES else PLAIN
                 for f in fields(cls) if f.name not in ("keys", "extra")}
             if all(how == PLAIN for how in shape.values()):
@@ -123,9 +123,9 @@ class Part:
         how = cls._shape()[k]
         if v is None or how == PLAIN:
             return v
-        if how == PART:
+        if how == ONE:
             return v.to_dict()
-        return [x.to_dict() for x in v] if how == PARTS else _plain(v)
+        return [x.to_dict() for x in v] if how == MANY else _plain(v)
 
     def json(self, key: str) -> Json:
         """One key's value as stored (None: not stored)."""
@@ -140,18 +140,16 @@ class Part:
     def to_dict(self) -> dict[str, Json]:
         if self.extra:
             return {k: self.json(k) for k in self.keys}
-        if type(self) not in _SHAPES:
-            self._shape()
+        shape = self._shape()
         state = self.__dict__
         if type(self) in _FLAT:  # plain values only: as they are
             return {k: state[k] for k in self.keys}
-        shape = self._shape()
         out: dict[str, Json] = {}
         for k in self.keys:  # written out: every stored trajectory comes through here
             v = state[k]
             how = shape[k]
-            out[k] = v if v is None or how == PLAIN else v.to_dict() if how == PART \
-                else [x.to_dict() for x in v] if how == PARTS else _plain(v)
+            out[k] = v if v is None or how == PLAIN else v.to_dict() if how == ONE \
+                else [x.to_dict() for x in v] if how == MANY else _plain(v)
         return out
 
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from app.core.alignment import Alignment, align
 from app.core.blame import blame_of
+from app.core.detail import Fault, TrajectoryDetail
 from app.core.divergence import Divergence, first_divergence
-from app.core.families import PER_CALL_FAMILIES, Failure
+from app.core.families import Failure
 from app.core.grounding import Source, ground
 from app.core.mocks import ToolFailure
 from app.core.outcome import (
@@ -239,53 +240,28 @@ class TrajectoryScore:
             **self.summary(),
         }
 
-    def fault_dict(self) -> dict[str, Any] | None:
-        """The fault found: its call, its kind and, in a conversation, its turn."""
+    def fault(self) -> Fault | None:
+        """The fault found: its call, its kind, what made it fail and, in a conversation, its turn."""
         if self.fault_kind is None:
             return None
-        out: dict[str, Any] = {"step": self.fault_step, "kind": self.fault_kind}
+        more: dict[str, Any] = {}
         if self.fault_source is not None:
-            out["source"] = self.fault_source
+            more["source"] = self.fault_source
         if self.fault_step is not None and self.calls[self.fault_step].turn is not None:
-            out["turn"] = self.calls[self.fault_step].turn
-        return out
+            more["turn"] = self.calls[self.fault_step].turn
+        return Fault.of(step=self.fault_step, kind=self.fault_kind, **more)
+
+    def fault_dict(self) -> dict[str, Any] | None:
+        found = self.fault()
+        return None if found is None else found.to_dict()
+
+    def detail(self) -> TrajectoryDetail:
+        """Everything but the calls and the identity: what a store keeps beside its call rows."""
+        return TrajectoryDetail.of_score(self)
 
     def summary(self) -> dict[str, Any]:
-        """Everything but the calls and the identity: what a store keeps
-        beside its call rows."""
-        out: dict[str, Any] = {
-            "has_reference": self.has_reference,
-            "fault": self.fault_dict(),
-            "missing_steps": list(self.missing_steps),
-            "excused_steps": list(self.excused_steps),
-            "undone_steps": list(self.undone_steps),
-            "dependency_violations": [list(p) for p in self.violations],
-            "outcome": None if self.outcome is None else self.outcome.outcome,
-            "outcome_evidence": None if self.outcome is None else self.outcome.evidence,
-            "final_state": self.final_state,
-            "state_mismatches": self.state_mismatches,
-            "reward": self.reward,
-            "figures": {f.key: {"num": getattr(self, f.num), "den": getattr(self, f.den)} for f in PER_CALL_FAMILIES},
-        }
-        if self.fault_not_reached is not None:
-            step, kind = self.fault_not_reached
-            out["fault_not_reached"] = {"step": step, "kind": kind}
-        if self.turns is not None:
-            out["turns"] = self.turns.to_dicts()
-            out["step_turns"] = self.step_turns
-        if self.user_error:
-            out["user_error"] = self.user_error
-        if self.agent_error is not None:
-            out["agent_error"] = self.agent_error
-        if self.divergence is not None:
-            out["divergence"] = self.divergence.to_dict()
-        if self.blame is not None:
-            out["blame"] = self.blame
-        if self.user_profile is not None:
-            out["user_profile"] = self.user_profile
-        if self.user_acts:
-            out["user_acts"] = self.user_acts
-        return out
+        """``detail()`` as the stored JSON."""
+        return self.detail().to_dict()
 
 
 class Scorer:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from sqlalchemy import exists, false, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.detail import stored_detail
 from app.core.divergence import Divergence
 from app.core.errors import ToolLensError
 from app.core.records import parse_record
@@ -81,7 +82,7 @@ def _tag(s: Session, scorer: Scorer, run_id: int, rows: list[TrajectoryRow]) -> 
         d = (ts.divergence if ts is not None else None) or Divergence("unexplained")
         tags.append((t.id, run_id, "cause", d.key))
         counts[("cause", *d.cause)] += 1
-        t.detail = {**(t.detail or {}), "divergence": d.to_dict()}
+        t.detail = stored_detail(t.detail).with_divergence(d).to_dict()
     s.flush()
     insert_rows(s, "trajectory_tags", TAG_COLUMNS, tags)
     _upsert_counters(s, run_id, [(*k, v) for k, v in counts.items()])

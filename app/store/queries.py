@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import Select, Text, func, select, type_coerce
 from sqlalchemy.orm import Session
 
+from app.core.detail import TrajectoryDetail, stored_detail
 from app.core.families import RATIO_KEYS
 from app.core.prices import PriceTable, current_prices
 from app.core.records import loads
@@ -307,34 +309,28 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
                TrajectoryRow.fault_step, TrajectoryRow.recovery_kind, TrajectoryRow.outcome,
                TrajectoryRow.detail).where(TrajectoryRow.id.in_(page))
     rows = session.execute(q.order_by(TrajectoryRow.id))
-    data["cases"] = [
-        {"case_id": cid, "trial": trial, "passed": passed, "failures": list(failures),
-         "fault": (detail or {}).get("fault"), "outcome": outcome,
-         **{k: detail[k] for k in _CASE_EXTRAS if (detail or {}).get(k)},
-         **({"failures_by_turn": _failures_by_turn(detail["turns"])} if isinstance((detail or {}).get("turns"), list)
-            else {}),
-         **_blame_keys(detail)}
-        for cid, trial, passed, failures, _step, _kind, outcome, detail in rows
-    ]
+    data["cases"] = [_case(cid, trial, passed, failures, outcome, stored_detail(detail, _CASE_READS))
+                     for cid, trial, passed, failures, _step, _kind, outcome, detail in rows]
     data["cases_total"] = data["trajectories"]
     return data
 
 
 _CASE_EXTRAS = ("fault_not_reached", "user_error", "agent_error")
+_CASE_READS = ("turns", "blame")  # what a case reads of its detail (the rest is shown as stored)
+_SUMMARY_READS = ("fault", "blame", "user_profile")  # what a trajectory's summary reads
 
 
-def _blame_keys(detail: Any) -> dict[str, Any]:
-    """A stored failed conversation's blame, as ``score --json`` puts it on its case."""
-    b = detail.get("blame") if isinstance(detail, dict) else None
-    if not isinstance(b, dict) or not isinstance(b.get("blame"), str):
-        return {}
-    return {"blame": b["blame"], "blame_evidence": b.get("evidence"), "blame_confidence": b.get("confidence")}
-
-
-def _failures_by_turn(turns: list[Any]) -> dict[str, list[str]]:
-    """A stored conversation's failures by turn (``score --json`` cases)."""
-    return {str(t["turn"]): list(t["failures"]) for t in turns
-            if isinstance(t, dict) and isinstance(t.get("failures"), list) and t["failures"]}
+def _case(case_id: str, trial: int, passed: bool, failures: list[str], outcome: str | None,
+          d: TrajectoryDetail) -> dict[str, Any]:
+    """A stored trajectory as ``score --json`` lists it in ``cases``."""
+    b = d.blame
+    return {"case_id": case_id, "trial": trial, "passed": passed, "failures": list(failures),
+            "fault": d.json("fault"), "outcome": outcome,
+            **{k: d.json(k) for k in _CASE_EXTRAS if d.json(k)},
+            **({"failures_by_turn": {str(t.turn): list(t.failures) for t in d.turns if t.failures}}
+               if isinstance(d.json("turns"), list) else {}),
+            **({"blame": b.blame, "blame_evidence": b.json("evidence"), "blame_confidence": b.json("confidence")}
+               if b is not None and isinstance(b.blame, str) and b.has("blame") else {})}
 
 
 def turn_list(turns: dict[str, dict[str, Any]] | None) -> list[TurnFigures]:
@@ -374,23 +370,26 @@ def confusion(session: Session, run_id: int) -> ConfusionPublic:
     return ConfusionPublic(run_id=run_id, expected=expected, called=called, cells=cells)
 
 
-def _summary(t: TrajectoryRow) -> TrajectorySummary:
+def _summary(t: TrajectoryRow, d: TrajectoryDetail | None = None) -> TrajectorySummary:
+    d = stored_detail(t.detail, _SUMMARY_READS) if d is None else d
+    found = d.fault
     fault = None if t.fault_kind is None and t.recovery_kind is None else {
-        "step": t.fault_step if t.fault_kind is not None else (t.detail or {}).get("fault", {}).get("step"),
+        "step": t.fault_step if t.fault_kind is not None else None if found is None else found.step,
         "kind": t.fault_kind or t.recovery_kind,
         "injected": t.fault_kind is not None,
-        **({"source": src} if isinstance(src := ((t.detail or {}).get("fault") or {}).get("source"), str) else {}),
+        **({"source": found.source} if found is not None and isinstance(found.source, str) else {}),
     }
-    blame = (t.detail or {}).get("blame") if not t.passed else None
-    blame = blame if isinstance(blame, dict) else {}
+    blame = d.blame if not t.passed else None
+    error = d.json("agent_error")
     return TrajectorySummary(id=t.id, run_id=t.run_id, case_id=t.case_id, trial=t.trial, fault=fault,
                              outcome=t.outcome, passed=t.passed, failures=list(t.failures), n_calls=t.n_calls,
-                             reward=t.reward, total_tokens=t.total_tokens, agent_error=_agent_error(t.detail),
-                             blame=blame.get("blame") if isinstance(blame.get("blame"), str) else None,
-                             blame_confidence=blame.get("confidence")
-                             if isinstance(blame.get("confidence"), (int, float)) else None,
-                             user_profile=profile if isinstance(profile := (t.detail or {}).get("user_profile"), str)
-                             else None)
+                             reward=t.reward, total_tokens=t.total_tokens,
+                             agent_error=error if isinstance(error, dict) else None,
+                             blame=blame.blame if blame is not None and isinstance(blame.blame, str)
+                             and blame.has("blame") else None,
+                             blame_confidence=blame.confidence
+                             if blame is not None and isinstance(blame.confidence, (int, float)) else None,
+                             user_profile=d.user_profile if isinstance(d.user_profile, str) else None)
 
 
 def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,
@@ -511,6 +510,11 @@ class StoredTrajectory:
     row: TrajectoryRow
     calls: list[CallRow]
 
+    @cached_property
+    def detail(self) -> TrajectoryDetail:
+        """Its stored detail, read once."""
+        return stored_detail(self.row.detail)
+
 
 def load_trajectory(session: Session, trajectory_id: int) -> StoredTrajectory:
     """The trajectory's row (held for the session) and its calls; NotFound for an unknown one."""
@@ -532,24 +536,18 @@ def trajectory_public(session: Session, stored: StoredTrajectory, *,
     t, calls = stored.row, stored.calls
     run = get_run_row(session, t.run_id)
     case = suite_for_run(session, run).case(t.case_id)
-    expected = None if case is None or case.expected_calls is None else [
+    expected: list[dict[str, Any]] | None = None if case is None or case.expected_calls is None else [
         {"name": e.name, "arguments": e.arguments, "tolerance": {k: r.describe() for k, r in e.tolerance.items()}}
         for e in case.expected_calls
     ]
-    step_turns = (t.detail or {}).get("step_turns")
-    if expected is not None and isinstance(step_turns, list) and len(step_turns) == len(expected):
-        for e, turn in zip(expected, step_turns, strict=True):
+    d = stored.detail
+    if expected is not None and d.step_turns is not None and len(d.step_turns) == len(expected):
+        for e, turn in zip(expected, d.step_turns, strict=True):
             e["turn"] = turn
-    return TrajectoryPublic(**_summary(t).model_dump(), question=t.question, answer=t.answer, state=t.state,
-                            detail=t.detail, calls=[_call_public(c) for c in calls], expected_calls=expected,
+    return TrajectoryPublic(**_summary(t, d).model_dump(), question=t.question, answer=t.answer, state=t.state,
+                            detail=d.to_dict(), calls=[_call_public(c) for c in calls], expected_calls=expected,
                             model_calls=t.model_calls,
                             usage=trajectory_usage(_model_calls(t.model_calls), prices or current_prices()))
-
-
-def _agent_error(detail: Any) -> dict[str, Any] | None:
-    """What the agent raised, as the trajectory's detail keeps it (None: it did not, or older rows)."""
-    found = detail.get("agent_error") if isinstance(detail, dict) else None
-    return found if isinstance(found, dict) else None
 
 
 def _exported_call(c: CallRow) -> dict[str, Any]:
@@ -658,24 +656,23 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
         rec["reward"] = t.reward
     if t.state is not None:
         rec["state"] = t.state
-    if isinstance(t.detail, dict) and isinstance(t.detail.get("stopped"), str):
-        rec["stopped"] = t.detail["stopped"]
-    if isinstance(t.detail, dict) and isinstance(t.detail.get("messages"), list):
-        rec["messages"] = t.detail["messages"]
-    batches = t.detail.get("batches") if isinstance(t.detail, dict) else None
-    if isinstance(batches, list) and len(batches) == len(rec["calls"]):
+    d = stored_detail(t.detail, ("stopped", "user_profile", "agent_error"))  # the rest as the record gave it
+    if isinstance(d.stopped, str):
+        rec["stopped"] = d.stopped
+    if isinstance(messages := d.json("messages"), list):
+        rec["messages"] = messages
+    if isinstance(batches := d.json("batches"), list) and len(batches) == len(rec["calls"]):
         for call, batch in zip(rec["calls"], batches, strict=True):
             if batch is not None:
                 call["batch"] = batch
-    if isinstance(t.detail, dict) and isinstance(t.detail.get("user_error"), list):
-        rec["user_error"] = t.detail["user_error"]
-    if isinstance(t.detail, dict) and isinstance(t.detail.get("user_profile"), str):
-        rec["user_profile"] = t.detail["user_profile"]
-        if isinstance(t.detail.get("user_acts"), list):
-            rec["user_acts"] = t.detail["user_acts"]
+    if isinstance(found := d.json("user_error"), list):
+        rec["user_error"] = found
+    if isinstance(d.user_profile, str):
+        rec["user_profile"] = d.user_profile
+        if isinstance(acts := d.json("user_acts"), list):
+            rec["user_acts"] = acts
     if t.model_calls is not None:
         rec["model_calls"] = t.model_calls
-    error = _agent_error(t.detail)
-    if error is not None and error.get("type") != UNRECORDED_ERROR:  # only what the record itself held
-        rec["agent_error"] = error
+    if isinstance(d.json("agent_error"), dict) and (d.agent_error is None or d.agent_error.type != UNRECORDED_ERROR):
+        rec["agent_error"] = d.json("agent_error")  # only what the record itself held
     return rec

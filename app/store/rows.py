@@ -110,17 +110,6 @@ def usage_counters(calls: list[ModelCall] | None, into: Counter[tuple[str, str, 
         into[("usage", model, "cached_tokens", "")] += m.cached_tokens or 0
 
 
-def _detail(ts: TrajectoryScore, traj: Trajectory) -> dict[str, Any]:
-    detail = ts.summary()
-    if traj.stopped is not None:
-        detail["stopped"] = traj.stopped
-    if traj.messages is not None:
-        detail["messages"] = [m.to_dict() for m in traj.messages]
-    if any(c.batch is not None for c in traj.calls):
-        detail["batches"] = [c.batch for c in traj.calls]
-    return detail
-
-
 @dataclass(slots=True)
 class ScoredBatch:
     """A batch scored and turned into rows before it has ids (so that it can be
@@ -149,7 +138,7 @@ def score_batch(scorer: TrajectoryScorer, trajectories: Sequence[Trajectory]) ->
             tid, 0, t.case_id, t.trial, fault_key(t), None if t.fault is None else t.fault.step,
             None if t.fault is None else t.fault.kind, ts.fault_kind, t.question, t.answer, t.reward,
             to_json(t.state), None if ts.outcome is None else ts.outcome.outcome, ts.passed, to_json(ts.failures),
-            to_json(_detail(ts, t)), len(t.calls), *usage_columns(t.model_calls),
+            to_json(ts.detail().with_inputs(t).to_dict()), len(t.calls), *usage_columns(t.model_calls),
         ))
         usage_counters(t.model_calls, counters)
         call_rows.extend(_call_rows(t, ts, tid, 0, call_ids))

@@ -6,8 +6,8 @@ template as segments (the template escapes every one of them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from app.core.detail import Evidence, FirstDivergence, TrajectoryDetail
 from app.core.families import cause_of
 from app.store.views import TrajectoryPublic
 
@@ -30,11 +30,11 @@ def _step(j: int | None, tool: str) -> list[Segment]:
     return [Segment(label, "" if j is None else f"#step-{j + 1}"), Segment(" "), Segment(tool, code=True)]
 
 
-def divergence_sentence(d: dict[str, Any]) -> list[Segment]:
+def divergence_sentence(d: FirstDivergence) -> list[Segment]:
     """The first divergence in words (the catalogue's, families.CAUSES), its call or step linked."""
-    kind, tool, other = str(d.get("kind", "")), str(d.get("tool", "")), str(d.get("other", ""))
-    i = d.get("call") if isinstance(d.get("call"), int) else None
-    j = d.get("step") if isinstance(d.get("step"), int) else None
+    kind, tool, other = str(d.kind), str(d.tool), str(d.other)
+    i = d.call if isinstance(d.call, int) else None
+    j = d.step if isinstance(d.step, int) else None
     out = [Segment("First divergence: ")]
     for role, text in cause_of(kind).sentence(tool, other):
         if role == "call":
@@ -46,30 +46,29 @@ def divergence_sentence(d: dict[str, Any]) -> list[Segment]:
     return out
 
 
-def _ending(evidence: dict[str, Any], answer: str) -> str:
+def _ending(evidence: Evidence, answer: str) -> str:
     """How the run ended after the fault, from the outcome's evidence."""
-    if evidence.get("handoff"):
-        return f"handed the conversation to a person ({evidence['handoff']})"
-    if evidence.get("give_up_phrase"):
-        return f"said it could not (\u201c{evidence['give_up_phrase']}\u201d)"
-    values = evidence.get("ungrounded_values") or []
+    if evidence.handoff:
+        return f"handed the conversation to a person ({evidence.handoff})"
+    if evidence.give_up_phrase:
+        return f"said it could not (\u201c{evidence.give_up_phrase}\u201d)"
+    values = evidence.ungrounded_values or ()
     if values:
         shown = ", ".join(str(v) for v in values[:3])
         return f"stated values that no call returned ({shown})"
-    if evidence.get("ended_on_error") or evidence.get("said_after_fault") is False:
+    if evidence.ended_on_error or evidence.said_after_fault is False:
         return "ended without telling the user"
-    if evidence.get("datum_in_answer"):
-        return f"gave the expected datum {evidence['datum_in_answer']}"
+    if evidence.datum_in_answer:
+        return f"gave the expected datum {evidence.datum_in_answer}"
     said = " ".join(answer.split())
     if not said:
         return "ended without an answer"
     return f"answered \u201c{said[:120]}{'…' if len(said) > 120 else ''}\u201d"
 
 
-def outcome_sentence(t: TrajectoryPublic, lead: str = "After the error at ") -> list[Segment]:
+def outcome_sentence(t: TrajectoryPublic, d: TrajectoryDetail, lead: str = "After the error at ") -> list[Segment]:
     """What the agent did after the fault and how it ended, with the outcome."""
-    fault = (t.detail or {}).get("fault") or {}
-    i = fault.get("step")
+    i = None if d.fault is None else d.fault.step
     if t.outcome is None or not isinstance(i, int) or not 0 <= i < len(t.calls):
         return []
     faulted = t.calls[i]
@@ -84,22 +83,20 @@ def outcome_sentence(t: TrajectoryPublic, lead: str = "After the error at ") -> 
         if failed:
             out.append(Segment(", every one failing" if len(failed) == n else f", {len(failed)} of them failing"))
         out.append(Segment(", and "))
-    out.append(Segment(_ending((t.detail or {}).get("outcome_evidence") or {}, t.answer)))
+    out.append(Segment(_ending(d.outcome_evidence or Evidence(), t.answer)))
     out.append(Segment(f": outcome {t.outcome}."))
     return out
 
 
-def why(t: TrajectoryPublic) -> list[list[Segment]]:
+def why(t: TrajectoryPublic, detail: TrajectoryDetail) -> list[list[Segment]]:
     """The sentences above the timeline (none for a passed trajectory without a fault)."""
-    d = (t.detail or {}).get("divergence")
-    if not isinstance(d, dict) or t.passed:
-        d = None
-    if d is not None and d.get("kind") == "recovery":  # the error met badly: the outcome sentence says it all
-        said = outcome_sentence(t, "First divergence: after the error at ")
+    d = None if t.passed else detail.divergence
+    if d is not None and d.kind == "recovery":  # the error met badly: the outcome sentence says it all
+        said = outcome_sentence(t, detail, "First divergence: after the error at ")
         if said:
             return [said]
     out = [] if d is None else [divergence_sentence(d)]
-    said = outcome_sentence(t)
+    said = outcome_sentence(t, detail)
     if said:
         out.append(said)
     return out

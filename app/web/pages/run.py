@@ -241,6 +241,22 @@ def pair_rewrites(run_name: str, proposals: list[Any]) -> dict[tuple[str, str], 
         for (a, b), ps in by_pair.items()}
 
 
+@dataclass(frozen=True)
+class Behind:
+    """Figures served behind a run that is receiving traces (app/web/state.py FiguresCache)."""
+
+    computed_at: str  # ISO 8601, UTC
+    trajectories: int  # stored since
+    recompute_interval_s: float
+
+    @classmethod
+    def of(cls, figs: dict[str, Any]) -> Behind | None:
+        """None: the figures are current."""
+        if not figs.get("trajectories_behind"):
+            return None
+        return cls(figs["computed_at"], figs["trajectories_behind"], figs["recompute_interval_s"])
+
+
 @dataclass
 class RunPage:
     run: RunPublic
@@ -273,6 +289,7 @@ class RunPage:
     failure_names: tuple[str, ...] = FAILURE_NAMES
     order: Family = BY_KEY["dependency_violations"]  # F5, a list of pairs: its own card
     outcome_names: tuple[str, ...] = OUTCOMES
+    behind: Behind | None = None  # the figures are behind the run, which is receiving traces
     reaction_names: tuple[str, ...] = REACTIONS
     source_words: tuple[tuple[str, str], ...] = SOURCE_WORDS
 
@@ -347,6 +364,7 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
         blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
         causes_missing=int(figs.get("causes_missing") or 0),
         cooperation=gap_view(run_gap(session, run_id, figs["profiles"]) if "profiles" in figs else None),
+        behind=Behind.of(figs),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.core.detail import TrajectoryDetail
 from app.store.views import CallPublic, TrajectoryPublic
 
 # What a reaction's name alone does not say, on the timeline.
@@ -66,13 +67,13 @@ def _call_status(call: CallPublic) -> list[tuple[str, str]]:
     return out
 
 
-def timeline(t: TrajectoryPublic) -> list[TimelineRow]:
+def timeline(t: TrajectoryPublic, d: TrajectoryDetail) -> list[TimelineRow]:
     """Expected steps and executed calls side by side, in call order, each
     expected step once: a missing step sits where it was expected, or, when
     a call was aligned to it (a wrong tool), is marked on that call's row."""
     expected = t.expected_calls or []
-    missing = [j for j in t.detail.get("missing_steps", []) if j < len(expected)]
-    excused = set(t.detail.get("excused_steps", []))
+    missing = [j for j in d.missing_steps if j < len(expected)]
+    excused = set(d.excused_steps)
     beside: dict[int, TimelineRow] = {}  # expected step -> the first row that shows it beside a call
     shown: set[int] = set()
     rows: list[TimelineRow] = []
@@ -98,7 +99,7 @@ def timeline(t: TrajectoryPublic) -> list[TimelineRow]:
         else:
             rows.append(TimelineRow(expected=ExpectedStep.of(expected[j]), step=j, call=None,
                                     status=[("muted" if j in excused else "bad", words)]))
-    for j in t.detail.get("undone_steps", []):  # taken on the right tool, but no call of it succeeded
+    for j in d.undone_steps:  # taken on the right tool, but no call of it succeeded
         if j in beside:
             beside[j].status.append(("bad", f"expected step #{j + 1} never done: no call of it succeeded"))
     slowest = max((c.latency_ms for c in t.calls if c.latency_ms is not None), default=None)
@@ -128,14 +129,13 @@ def _row_turn(row: TimelineRow, expected: list[dict[str, Any]]) -> int:
     return 1
 
 
-def turn_groups(t: TrajectoryPublic, rows: list[TimelineRow]) -> list[TurnGroup] | None:
+def turn_groups(t: TrajectoryPublic, d: TrajectoryDetail, rows: list[TimelineRow]) -> list[TurnGroup] | None:
     """The timeline grouped by user turn (None: not a conversation)."""
-    turns = t.detail.get("turns")
-    if not isinstance(turns, list) or not turns:
+    if not d.turns:
         return None
     expected = t.expected_calls or []
-    groups = [TurnGroup(int(x.get("turn", i + 1)), str(x.get("user", "")), [], list(x.get("failures") or []))
-              for i, x in enumerate(turns) if isinstance(x, dict)]
+    groups = [TurnGroup(i + 1 if x.turn is None else int(x.turn), str(x.user), [], list(x.failures or []))
+              for i, x in enumerate(d.turns)]
     by_turn = {g.turn: g for g in groups}
     def group(turn: int) -> TurnGroup:
         found = by_turn.get(turn)
@@ -147,11 +147,9 @@ def turn_groups(t: TrajectoryPublic, rows: list[TimelineRow]) -> list[TurnGroup]
     for row in rows:
         group(_row_turn(row, expected)).rows.append(row)
     turn = 0
-    for m in t.detail.get("messages") or ():  # in order: a user message opens the next turn
-        if not isinstance(m, dict):
-            continue
-        if m.get("role") == "user":
+    for m in d.messages:  # in order: a user message opens the next turn
+        if m.role == "user":
             turn += 1
-        elif m.get("role") == "assistant" and str(m.get("content", "")).strip():
-            group(max(turn, 1)).agent.append(str(m["content"]))
+        elif m.role == "assistant" and str(m.content).strip():
+            group(max(turn, 1)).agent.append(str(m.content))
     return sorted(groups, key=lambda g: g.turn)

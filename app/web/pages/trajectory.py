@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
+from app.core.detail import Evidence, TrajectoryDetail
 from app.core.errors import SuiteError
 from app.core.profiles import COOPERATIVE
 from app.store import labels, queries
@@ -31,80 +32,42 @@ from app.web.why import Segment, why
 router = APIRouter()
 
 
-def _int(value: Any) -> int:
-    """A stored number as Jinja's ``|int`` reads it (0 when it is none)."""
-    try:
-        return int(value, 10) if isinstance(value, str) else int(value)
-    except (TypeError, ValueError):
-        try:
-            return int(float(value))
-        except (TypeError, ValueError):
-            return 0
-
-
 @dataclass(frozen=True)
-class Claim:
+class ClaimView:
     """A sentence of the answer that claims the result of a call that never succeeded."""
 
     call: int  # counted from 1
-    tool: Any
-    sentence: Any
+    tool: str
+    sentence: str
     message: int | None = None  # the message it was said in, counted from 1
 
 
 @dataclass(frozen=True)
-class Evidence:
-    """The outcome's evidence as the page lists it. Stored JSON, of any
-    version: a key that is missing is None here, and values are shown as stored."""
+class EvidenceView:
+    """The outcome's evidence as the page lists it: calls counted from 1, grounded values
+    sorted as ``|dictsort`` sorts them."""
 
-    datum_in_answer: Any = None
-    datum_observed: Any = None  # "after_fault", "before_fault" or None
-    said_after_fault: Any = None
-    ended_on_error: Any = None
-    handoff: Any = None
-    ungrounded_values: Any = None
-    looked_in: Any = None
-    sentence: Any = None
+    evidence: Evidence
     failed_call: int | None = None  # counted from 1
-    message: int | None = None  # the message that states the ungrounded values, counted from 1
-    claimed: Claim | None = None
-    reported: Any = None  # {message, sentence}: a message telling the user the failed step did not work
-    grounded: list[tuple[str, Any]] = field(default_factory=list)  # (value, how), sorted as |dictsort sorts
-    give_up_phrase: Any = None
-    case_passed: Any = None
-    reward: Any = None
+    claimed: ClaimView | None = None
+    grounded: list[tuple[str, str]] = field(default_factory=list)  # (value, how)
 
     @classmethod
-    def of(cls, e: dict[str, Any]) -> Evidence:
-        claimed = e.get("claimed")
-        grounded = e.get("grounded_values")
-        return cls(
-            **{k: e.get(k) for k in ("datum_in_answer", "datum_observed", "said_after_fault", "ended_on_error",
-                                     "handoff", "ungrounded_values", "looked_in", "sentence", "give_up_phrase",
-                                     "case_passed", "reward")},
-            failed_call=None if e.get("failed_call") is None else _int(e["failed_call"]) + 1,
-            message=None if e.get("message") is None else _int(e["message"]),
-            claimed=Claim(_int(claimed.get("call")) + 1, claimed.get("tool"), claimed.get("sentence"),
-                          None if claimed.get("message") is None else _int(claimed["message"]))
-            if isinstance(claimed, dict) else None,
-            reported=e.get("reported") if isinstance(e.get("reported"), dict) else None,
-            grounded=sorted(grounded.items(), key=lambda kv: kv[0].lower()) if isinstance(grounded, dict) else [])
-
-
-@dataclass(frozen=True)
-class UserError:
-    """A fault of the simulated user recorded on a conversation."""
-
-    kind: Any
-    detail: Any
+    def of(cls, e: Evidence) -> EvidenceView:
+        c = e.claimed
+        return cls(e, failed_call=e.failed_call + 1 if isinstance(e.failed_call, int) else None,
+                   claimed=None if c is None else ClaimView((c.call if isinstance(c.call, int) else 0) + 1, c.tool,
+                                                            c.sentence, c.message),
+                   grounded=sorted((e.grounded_values or {}).items(), key=lambda kv: kv[0].lower()))
 
 
 @dataclass
 class TrajectoryPage:
     t: TrajectoryPublic
+    detail: TrajectoryDetail  # what scoring found, typed (app/core/detail.py)
     run: RunPublic
     rows: list[TimelineRow]
-    evidence: Evidence
+    evidence: EvidenceView
     labels: LabelsPublic  # the classifier's, the judge's and people's
     curate: CurateForm  # the "Add to a suite" form
     token_required: bool  # the forms ask for the API token
@@ -114,9 +77,7 @@ class TrajectoryPage:
     next_failing: int | None = None
     groups: list[TurnGroup] | None = None  # a conversation's rows by user turn
     why: list[list[Segment]] = field(default_factory=list)  # the first divergence and the outcome, in words
-    user_errors: list[UserError] = field(default_factory=list)
     user_profile: str = ""  # the simulated user's profile, when not the cooperative one
-    user_acts: list[UserError] = field(default_factory=list)  # what that profile did on purpose
     notes: list[str] = field(default_factory=list)  # the case's, from the suite: what the source checks
     backfill_command: str = ""  # a failed trajectory of a run stored before causes were kept: what finds its cause
 
@@ -124,8 +85,7 @@ class TrajectoryPage:
     def state_declared(self) -> bool:
         """The case declares an expected final state (the scorer then
         records the state it got, or why it has none)."""
-        d = self.t.detail
-        return d.get("final_state") is not None or bool(d.get("state_mismatches"))
+        return self.detail.final_state is not None or bool(self.detail.state_mismatches)
 
 
 def trajectory_page(session: Session, trajectory_id: int, *, token_required: bool, label_error: str = "",
@@ -135,27 +95,21 @@ def trajectory_page(session: Session, trajectory_id: int, *, token_required: boo
     run = queries.resolve_run(session, stored.row.run_id)
     t = queries.trajectory_public(session, stored)
     before, after = queries.failing_neighbours(session, t.run_id, t.id)
-    rows = timeline(t)
-    found = t.detail.get("user_error")
+    d = stored.detail
+    rows = timeline(t, d)
     backfill = ""
-    if not t.passed and not isinstance(t.detail.get("divergence"), dict) and not found \
+    if not t.passed and d.divergence is None and not d.user_error \
             and queries.uncaused(queries.run_report(session, run.id)):
         backfill = f"toollens db backfill --run {shlex.quote(run.name)}"
-    profile = t.detail.get("user_profile")
-    acts = t.detail.get("user_acts")
     return TrajectoryPage(
-        t=t, run=queries.run_public(session, run), rows=rows,
-        evidence=Evidence.of(t.detail.get("outcome_evidence") or {}),
+        t=t, detail=d, run=queries.run_public(session, run), rows=rows,
+        evidence=EvidenceView.of(d.outcome_evidence or Evidence()),
         labels=labels.labels_public(session, trajectory_id),
         curate=curate if curate is not None else curate_form(session, trajectory_id, stored),
         token_required=token_required, label_error=label_error, added=added, previous_failing=before,
-        next_failing=after, groups=turn_groups(t, rows), why=why(t),
-        user_errors=[UserError(u.get("kind", ""), u.get("detail", "")) for u in found if isinstance(u, dict)]
-        if isinstance(found, list) else [], notes=queries.case_notes(session, run, t.case_id),
-        backfill_command=backfill,
-        user_profile=profile if isinstance(profile, str) and profile != COOPERATIVE else "",
-        user_acts=[UserError(str(u.get("kind", "")), str(u.get("detail", ""))) for u in acts if isinstance(u, dict)]
-        if isinstance(acts, list) else [])
+        next_failing=after, groups=turn_groups(t, d, rows), why=why(t, d),
+        notes=queries.case_notes(session, run, t.case_id), backfill_command=backfill,
+        user_profile=d.user_profile if isinstance(d.user_profile, str) and d.user_profile != COOPERATIVE else "")
 
 
 def show(request: Request, session: Session, trajectory_id: int, *, status_code: int = 200,

@@ -85,10 +85,10 @@ _OTHER_ID = re.compile(r"(?=[robc])\b(reservation|order|booking|confirmation) (?
 
 
 # A word each pattern cannot match without (lower case): ASCII text holding none is not searched.
-_LEAVING_WORDS = ("bye", "talk ", "get back to you", "be in touch", "reach out ", "ll ", "that", "nothing else",
-                  "have a ")
-_REFUSAL_WORDS = ("unable to", "cannot", "can not", "can't", "not ", "possible", "unfortunately", "sorry, but",
-                  "against ", "allow", " contact", "transfer", "human agent")
+_LEAVING_WORDS = ("bye", "talk ", "get back to you", "be in touch", "reach out ", "ll ", "that's", "thats",
+                  "nothing else", "have a ")
+_REFUSAL_WORDS = ("unable to", "cannot", "can not", "can't", "not able", "not eligible", "possible", "unfortunately",
+                  "sorry, but", "against ", "allow", " contact", "transfer", "human agent")
 _MIND_CHANGE_WORDS = ("my mind", "on second thought", "roll ", "undo ", "want to ")
 _DONT_HAVE_WORDS = (" have", " remember", " recall", " find", " know", "forgot ", "lost ", "not ")
 

@@ -195,6 +195,7 @@ class ModelConversation:
                     self.used, self.wrong = True, (name, str(value))
                     self._act("wrong_value", at, f"gives {name} as {bad[0]}, not {value}")
                     break
+            self.used = self.used or bool(gave)  # its first fact given right: the profile did not fire
         elif p == "omits_detail" and asked and not self.used:
             self.used = True
             if asked[0] not in gave:

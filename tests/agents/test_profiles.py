@@ -255,3 +255,21 @@ def test_a_user_model_that_leaves_early_under_a_profile_has_it_on_its_record() -
     assert [a.to_dict() for a in traj.user_acts or []] == [
         {"kind": "ended_early", "detail": "message 5: leaves while the agent asks instead of serving"}]
     assert LLMUser(model="u").for_conversation("c", 0).profile == "cooperative"  # plays as itself: no acts
+
+
+def test_a_user_model_whose_first_fact_is_right_has_no_wrong_value_act_later() -> None:
+    replies = iter(["Mi rut es 12345678-9.", "Mi pedido es PED-12346."])  # the second one wrong: a mistake
+
+    class Says:
+        def reply(self, spec: UserSpec, transcript: list[Message]) -> str:
+            return next(replies)
+
+    conv = model_user("wrong_assumption", Says())
+    model_talk(conv, ASK_RUT, "¿Y tu número de pedido?")
+    assert conv.acts == []  # check_user's contradicted_known has it, as any user model's mistake
+    first_wrong = model_user("wrong_assumption", Says())
+    replies = iter(["Mi rut es 12345678-8.", "Perdón: mi rut es 12345678-9."])
+    model_talk(first_wrong, ASK_RUT, "No encuentro ese RUT.")
+    assert [(a.kind, a.detail) for a in first_wrong.acts] == [
+        ("wrong_value", "message 3: gives rut as 12345678-8, not 12345678-9"),
+        ("corrected", "message 5: corrects rut to 12345678-9")]

@@ -39,9 +39,7 @@ checkout is) and as Python source, beside the floor (``score_floor.py``: orjson,
 a compiled schema validator and an exact match, no ToolLens) and, with
 ``--against DIR``, another checkout: interleaved, the median of ``--repeat``
 runs (3 unless given), in calls per CPU second of the process and as a share
-of the floor's. ``--no-blame`` also times this tree as Python source with the
-blame of failed conversations switched off (``scoring.blame_of`` replaced in the
-process; its report lacks the blame), and prints what the blame adds.
+of the floor's.
 """
 
 from __future__ import annotations
@@ -914,15 +912,8 @@ class Variant:
         return sorted(self.walls)[len(self.walls) // 2]
 
 
-# `toollens score` with the blame switched off, as the console script runs it otherwise (pure Python only:
-# a compiled scoring module calls blame_of directly)
-NO_BLAME = ("import app.core.scoring as scoring; scoring.blame_of = lambda *args: None; "
-            "from app.entry import main; main()")
-
-
-def _variants(against: Path | None, no_blame: bool = False) -> list[Variant]:
-    """The floor, then this tree compiled (when it is) and as Python source (and without the blame,
-    with ``no_blame``), then the same of ``against``."""
+def _variants(against: Path | None) -> list[Variant]:
+    """The floor, then this tree compiled (when it is) and as Python source, then the same of ``against``."""
     floor = Variant("floor (bench/score_floor.py)", [sys.executable, str(Path(__file__).resolve().parent /
                                                                           "score_floor.py")])
     out = [floor]
@@ -935,22 +926,18 @@ def _variants(against: Path | None, no_blame: bool = False) -> list[Variant]:
         if any((tree / "app" / "core").glob("scoring.*.so")):
             out.append(Variant(f"{name}, compiled", command, tree, dict(env)))
         out.append(Variant(f"{name}, pure Python", command, tree, {**env, "TOOLLENS_PURE_PYTHON": "1"}))
-        if no_blame and name == "this tree":
-            out.append(Variant(f"{name}, pure Python, no blame", [sys.executable, "-c", NO_BLAME, "score"], tree,
-                               {**env, "TOOLLENS_PURE_PYTHON": "1"}))
     for v in out[1:]:
         v.command.append("--json")  # the files come before it: score SUITE TRAJECTORIES --json
     return out
 
 
-def real(data: Path, repeat: int, target_calls: int = REAL_CALLS, against: Path | None = None,
-         no_blame: bool = False) -> None:
+def real(data: Path, repeat: int, target_calls: int = REAL_CALLS, against: Path | None = None) -> None:
     """Whole `toollens score` processes on real tau-bench trajectories, and the floor (see the module docstring)."""
     sample, tools = data / REAL_SAMPLE, data / REAL_TOOLS
     if not sample.is_file() or not tools.is_file():
         raise SystemExit(f"no tau-bench sample in {data} (give --data DIR holding {REAL_SAMPLE} and {REAL_TOOLS})")
     toollens = [sys.executable, "-m", "app.cli"]
-    variants = _variants(against, no_blame)
+    variants = _variants(against)
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([*toollens, "convert", "--from", "tau-bench", str(sample), "--tools", str(tools),
                         "--out", tmp], check=True, capture_output=True)
@@ -964,18 +951,12 @@ def real(data: Path, repeat: int, target_calls: int = REAL_CALLS, against: Path 
         for _ in range(repeat):
             for v in variants:
                 v.time(suite, big)
-        reports = {v.output for v in variants[1:] if not v.label.endswith("no blame")}
+        reports = {v.output for v in variants[1:]}
         floor = variants[0].cpu
         for v in variants:
             print(f"{v.label:<48} {v.wall:6.2f} s wall {v.cpu:6.2f} s CPU {calls / v.cpu:9,.0f} calls per CPU second"
                   f"  {floor / v.cpu:5.0%} of the floor")
-        print("reports: " + ("identical" if len(reports) == 1 else f"{len(reports)} DIFFERENT reports")
-              + (" (but the one without the blame)" if no_blame else ""))
-        bare = next((v for v in variants if v.label.endswith("no blame")), None)
-        if bare is not None:
-            pure = next(v for v in variants if v.label == "this tree, pure Python")
-            print(f"the blame adds {pure.cpu / bare.cpu - 1:+.0%} CPU in pure Python "
-                  f"({pure.cpu - bare.cpu:.2f} s over {bare.cpu:.2f} s)")
+        print("reports: " + ("identical" if len(reports) == 1 else f"{len(reports)} DIFFERENT reports"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -992,13 +973,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data",
                         help="folder with the tau-bench sample (default: shared/data beside the repository)")
     parser.add_argument("--against", type=Path, help="--real: also time the checkout in this folder (interleaved)")
-    parser.add_argument("--no-blame", action="store_true",
-                        help="--real: also time this tree in pure Python without the blame (what the blame costs)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.real:
-        real(args.data, repeat=args.repeat if args.repeat > 1 else 3, against=args.against, no_blame=args.no_blame)
+        real(args.data, repeat=args.repeat if args.repeat > 1 else 3, against=args.against)
         return 0
     if args.child is not None:
         print(json.dumps(measure(args.child, args.seed, args.cases, args.trace)))

@@ -36,32 +36,3 @@ def test_the_floor_validates_and_matches_exactly(tmp_path: Path) -> None:
     del counts["validator"]
     assert counts == {"trajectories": 2, "calls": 4, "valid": 2, "unknown_tool": 1, "matched": 1, "expected": 2,
                       "passed": 1}
-
-
-def test_score_bench_no_blame_is_score_without_the_blame(tmp_path: Path) -> None:
-    """``score_bench.py --real --no-blame`` times this command: the same report, less the blame."""
-    import os
-
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        from score_bench import NO_BLAME
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    suite = {"name": "s", "toolset": {"name": "t", "tools": [TOOL]},
-             "cases": [{"id": "c1", "question": "q", "expected_calls": [{"name": "get_user",
-                                                                        "arguments": {"user_id": "u1"}}]}]}
-    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite))
-    talk = [("user", "Who am I?"), ("assistant", "Your id?"), ("user", "u1"), ("assistant", "No idea.")]
-    record = {"case_id": "c1", "calls": [], "messages": [{"role": r, "content": t} for r, t in talk]}
-    (tmp_path / "t.jsonl").write_text(json.dumps(record) + "\n")
-    files = [str(tmp_path / "suite.yaml"), str(tmp_path / "t.jsonl"), "--json"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TOOLLENS_PURE_PYTHON": "1"}
-    with_blame, without = [json.loads(subprocess.run(command + files, cwd=ROOT, env=env, capture_output=True,
-                                                     text=True, timeout=60).stdout)
-                           for command in ([sys.executable, "-m", "app.entry", "score"],
-                                           [sys.executable, "-c", NO_BLAME, "score"])]
-    assert with_blame.pop("blame") == {"agent": 1, "user": 0, "task": 0}  # the failed conversation: the agent's
-    [case] = with_blame["cases"]
-    assert (case.pop("blame"), case.pop("blame_evidence"), case.pop("blame_confidence")) == (
-        "agent", "no user or task finding: the failure stays the agent's", 0.4)
-    assert with_blame == without  # nothing else differs

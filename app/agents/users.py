@@ -115,6 +115,15 @@ class LLMUser(ModelAgent):
     def _make_client(self) -> Any:
         return openai_client(self)
 
+    def for_conversation(self, case_id: str, trial: int) -> Any:
+        """Under a profile, a conversation of its own that records, as acts, where the model's
+        replies follow the profile (app/agents/profiles.py); the cooperative model plays as itself."""
+        if self.profile == COOPERATIVE:
+            return self
+        from app.agents.profiles import ModelConversation  # that module imports this one
+
+        return ModelConversation(self, self.profile)
+
     def prompt(self, spec: UserSpec, transcript: Sequence[Message]) -> list[dict[str, Any]]:
         known = json.dumps(spec.known, ensure_ascii=False, indent=1) if spec.known else "(none)"
         messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM.format(

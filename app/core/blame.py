@@ -85,10 +85,10 @@ _OTHER_ID = re.compile(r"(?=[robc])\b(reservation|order|booking|confirmation) (?
 
 
 # A word each pattern cannot match without (lower case): ASCII text holding none is not searched.
-_LEAVING_WORDS = ("bye", "talk ", "get back to you", "be in touch", "reach out ", "ll ", "that", "nothing else",
-                  "have a ")
-_REFUSAL_WORDS = ("unable to", "cannot", "can not", "can't", "not ", "possible", "unfortunately", "sorry, but",
-                  "against ", "allow", " contact", "transfer", "human agent")
+_LEAVING_WORDS = ("bye", "talk ", "get back to you", "be in touch", "reach out ", "ll ", "that's", "thats",
+                  "nothing else", "have a ")
+_REFUSAL_WORDS = ("unable to", "cannot", "can not", "can't", "not able", "not eligible", "possible", "unfortunately",
+                  "sorry, but", "against ", "allow", " contact", "transfer", "human agent")
 _MIND_CHANGE_WORDS = ("my mind", "on second thought", "roll ", "undo ", "want to ")
 _DONT_HAVE_WORDS = (" have", " remember", " recall", " find", " know", "forgot ", "lost ", "not ")
 
@@ -135,14 +135,15 @@ _MONTHS = {m: i + 1 for i, m in enumerate(("january", "february", "march", "apri
                                            "august", "september", "october", "november", "december"))}
 _MONTH_NAMES = list(_MONTHS)
 _MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
-_DATE_NAMED = re.compile(  # a month's name
-    r"(?=[A-Za-z])\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?\b")
+_DATE_NAMED = re.compile(  # a month's name (possessive, as _ID_KINDS below)
+    r"(?=[A-Za-z])\b([A-Za-z]{3,9}+)\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?\b")
 _DIGIT = re.compile(r"\d")
 _DATE_ISO = re.compile(r"(?=\d)\b(\d{4})-(\d{2})-(\d{2})\b")
-# The three kinds of id (a user id, an order number, an email), one alternation. A text is searched
+# The three kinds of id (a user id, an order number, an email), one alternation (possessive
+# quantifiers, ``++``, where giving a letter or a digit back can never lead to a match). A text is searched
 # for the kinds it may hold (a user id needs "_" and three digits, an order "#W", an email "@"), in
 # this order: the same matches, as a kind that cannot match anywhere changes nothing.
-_ID_KINDS = (r"(?=[A-Za-z])\b[A-Za-z]+(?:_[A-Za-z]+)+_\d{3,}\b", r"#W\d{5,}\b",
+_ID_KINDS = (r"(?=[A-Za-z])\b[A-Za-z]++(?:_[A-Za-z]++)++_\d{3,}+\b", r"#W\d{5,}\b",
              r"[\w.]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
 _USER_ID_HINT = re.compile(r"_\d{3}")
 _CODE = re.compile(r"(?=[A-Z0-9])\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
@@ -647,10 +648,9 @@ def changes_mind(v: _View) -> Finding | None:
         return None  # no message may take anything back (takes_back's own first test, once)
     writes = _write_calls(v)
     for i, text, before in v.user_messages():
-        done = [c for c in writes if c < before]
-        if not done or not takes_back(text):
+        if not writes or writes[0] >= before or not takes_back(text):  # no write done before it, or no taking back
             continue
-        confirm = v.message_before_call(done[-1])
+        confirm = v.message_before_call(max(c for c in writes if c < before))
         while confirm is not None and v.messages[confirm][1] != "user":
             confirm -= 1
         at = confirm if confirm is not None else i
@@ -763,6 +763,8 @@ def _reservations_and_flights(v: _View, wanted: set[str], numbers: set[str]) -> 
             num, o, d = obj.get("flight_number"), obj.get("origin"), obj.get("destination")
             if num in numbers and isinstance(o, str) and isinstance(d, str):
                 flights.setdefault(num, (o, d))
+        if len(reservations) == len(wanted) and len(flights) == len(numbers):
+            break  # each is kept as first read: later outputs change nothing
     return reservations, flights
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, Protocol
 
 from app.core.records import Message
@@ -102,6 +102,16 @@ def _shape(value: Any) -> re.Pattern[str] | None:
     return re.compile(r"(?<![\w-])" + "".join(parts) + r"(?![\w-])")
 
 
+def misstated(value: Any, text: str, others: Iterable[Any] = ()) -> list[str]:
+    """The values ``text`` writes like ``value`` (digits as digits, letters as letters) that
+    are neither it nor one of ``others`` (the other facts' values)."""
+    shape = _shape(value)
+    if shape is None:
+        return []
+    other = {_plain(v) for v in others}
+    return [found for found in shape.findall(text) if _plain(found) != _plain(value) and _plain(found) not in other]
+
+
 def check_user(spec: UserSpec, messages: Sequence[Message]) -> list[dict[str, str]]:
     """The user model's mistakes in a conversation: the user's replies (every
     user message after the first, which the suite wrote) checked against the
@@ -135,12 +145,8 @@ def check_user(spec: UserSpec, messages: Sequence[Message]) -> list[dict[str, st
             if says_value(value, message.content) and fact not in asked and fact not in said:
                 add("leaked_instruction", f"message {i + 1} gives {fact} before the agent asked for it")
             said |= {fact} if says_value(value, message.content) else set()
-            shape = _shape(value)
-            others = {_plain(v) for k, v in known.items() if k != fact}
-            if shape is not None:
-                for found in shape.findall(message.content):
-                    if _plain(found) != _plain(value) and _plain(found) not in others:
-                        add("contradicted_known", f"message {i + 1} says {found!r} for {fact}, known as {value!r}")
+            for found in misstated(value, message.content, [v for k, v in known.items() if k != fact]):
+                add("contradicted_known", f"message {i + 1} says {found!r} for {fact}, known as {value!r}")
         if spec.stop in message.content:
             prev = messages[i - 1] if messages[i - 1].role == "assistant" else None
             pending = prev is not None and (asks_to_confirm(prev.content) or any(

@@ -188,3 +188,88 @@ def test_the_blame_charges_an_omitted_fact_to_the_user_only_when_it_was_never_gi
     assert scorer.score(twice).passed  # asked again, the user gives it: nothing to blame
     plain = run_case(pedido_agent(1), suite, case, user=RuleUser())
     assert plain.user_profile == "cooperative" and plain.user_acts is None and scorer.score(plain).passed
+
+
+# -- a user model under a profile: its departures recorded as the same acts ------------------
+
+
+def model_user(profile: str, plays: Any) -> Any:
+    """A user model under ``profile`` (LLMUser.for_conversation) whose replies are what ``plays``
+    says (a fake model: no network)."""
+    from app.agents.users import LLMUser
+
+    model = LLMUser(model="u", profile=profile)
+
+    async def reply(spec: UserSpec, transcript: list[Message]) -> str:
+        return str(plays.reply(spec, transcript))
+
+    model.reply = reply  # type: ignore[method-assign]
+    return model.for_conversation("c", 0)
+
+
+def model_talk(conv: Any, *agent: str) -> list[str]:
+    import asyncio
+
+    transcript = [Message("user", "Hola, necesito una nota de crédito.", 0)]
+    said = []
+    for text in agent:
+        transcript.append(Message("assistant", text, 0))
+        said.append(asyncio.run(conv.reply(SPEC, list(transcript))))
+        transcript.append(Message("user", said[-1], 0))
+    return said
+
+
+@pytest.mark.parametrize(("profile", "agent"), [
+    ("drip_feed", (ASK_BOTH, "Gracias, ¿y el otro dato?")), ("wrong_assumption", (ASK_RUT, "Listo.")),
+    ("omits_detail", (ASK_RUT, ASK_RUT)), ("changes_mind", (CONFIRM, "Entendido, no la emito.")),
+    ("impatient", (ASK_RUT, CONFIRM))])
+def test_a_user_models_departures_are_the_acts_the_rule_based_user_records(profile: str,
+                                                                            agent: tuple[str, ...]) -> None:
+    seed = next(s for s in range(50) if talk(rule := ProfiledUser(profile, s).for_conversation("c", 0), *agent)
+                and rule.acts and len(rule.acts) == {"omits_detail": 1, "impatient": 1}.get(profile, 2))
+    rule = ProfiledUser(profile, seed).for_conversation("c", 0)  # the same replies again, played by the model
+    model = model_user(profile, rule)
+    model_talk(model, *agent)
+    assert [a.to_dict() for a in model.acts] == [a.to_dict() for a in rule.acts] != []
+    assert model.profile == profile and model.label == "user-model"
+    cooperative = model_user(profile, RuleUser())  # told its profile, the model did not follow it: no act
+    model_talk(cooperative, *agent)
+    assert cooperative.acts == []
+
+
+def test_a_user_model_that_leaves_early_under_a_profile_has_it_on_its_record() -> None:
+    from app.agents.users import LLMUser
+
+    suite = load_suite(EXAMPLES / "conversaciones_v2.yaml")
+    case = suite.case("conv-pedido-001")
+    assert case is not None
+    model = LLMUser(model="u", profile="impatient")
+    said = iter(["Hola de nuevo.", "No tengo tiempo, adiós. ###STOP###"])
+
+    async def reply(spec: UserSpec, transcript: list[Message]) -> str:
+        return next(said)
+
+    model.reply = reply  # type: ignore[method-assign]
+    traj = run_case(pedido_agent(3), suite, case, user=model)
+    assert traj.user_profile == "impatient"
+    assert [a.to_dict() for a in traj.user_acts or []] == [
+        {"kind": "ended_early", "detail": "message 5: leaves while the agent asks instead of serving"}]
+    assert LLMUser(model="u").for_conversation("c", 0).profile == "cooperative"  # plays as itself: no acts
+
+
+def test_a_user_model_whose_first_fact_is_right_has_no_wrong_value_act_later() -> None:
+    replies = iter(["Mi rut es 12345678-9.", "Mi pedido es PED-12346."])  # the second one wrong: a mistake
+
+    class Says:
+        def reply(self, spec: UserSpec, transcript: list[Message]) -> str:
+            return next(replies)
+
+    conv = model_user("wrong_assumption", Says())
+    model_talk(conv, ASK_RUT, "¿Y tu número de pedido?")
+    assert conv.acts == []  # check_user's contradicted_known has it, as any user model's mistake
+    first_wrong = model_user("wrong_assumption", Says())
+    replies = iter(["Mi rut es 12345678-8.", "Perdón: mi rut es 12345678-9."])
+    model_talk(first_wrong, ASK_RUT, "No encuentro ese RUT.")
+    assert [(a.kind, a.detail) for a in first_wrong.acts] == [
+        ("wrong_value", "message 3: gives rut as 12345678-8, not 12345678-9"),
+        ("corrected", "message 5: corrects rut to 12345678-9")]

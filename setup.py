@@ -47,7 +47,8 @@ COMPILED = [
     "app/core/usage.py",  # each record's model calls, and their tally
     "app/store/rows.py",  # a scored batch as rows: every stored call goes through it
     "app/importers/otel.py",  # spans to records: every span the OTLP receiver stores
-    "app/otlp/spans.py",  # the span model and its decoders: every span the receiver stages
+    "app/otlp/span.py",  # the span model: every span the receiver stages
+    "app/otlp/spans.py",  # the span decoders: every span the receiver stages
     "app/otlp/wire.py",  # the receiver's protobuf bodies read into spans
 ]
 # The shared runtime library lands inside the package (app/core/_native__mypyc*.so),

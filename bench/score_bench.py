@@ -934,7 +934,7 @@ def _variants(against: Path | None, no_blame: bool = False) -> list[Variant]:
     for name, tree in trees:
         command = [sys.executable, "-m", "app.entry", "score"]  # what the console script runs
         env = {"PYTHONPATH": str(tree)}
-        if any((tree / "app" / "core").glob("scoring.*.so")):
+        if any((tree / "app" / "core").rglob("scoring.*.so")):
             out.append(Variant(f"{name}, compiled", command, tree, dict(env)))
         out.append(Variant(f"{name}, pure Python", command, tree, {**env, "TOOLLENS_PURE_PYTHON": "1"}))
         if no_blame:

@@ -114,8 +114,12 @@ def fix(
         return
     from app.commands.fix_verify import verify_candidate
 
-    code = verify_candidate(db, run_name, config_used, candidate, chosen, diffs, name=verify_run, gate_config=config,
-                            markdown=markdown, console=console, candidate_file=out)
+    def write_pr(verdict: str) -> None:
+        assert markdown is not None
+        write_file(markdown, pr_body(run_name, chosen, diffs, verdict).encode("utf-8"))
+
+    code = verify_candidate(db, run_name, config_used, candidate, chosen, name=verify_run, gate_config=config,
+                            write_pr=None if markdown is None else write_pr, console=console, candidate_file=out)
     if code:
         raise typer.Exit(code=code)
 

@@ -4,6 +4,7 @@ A/B figures and the gate's verdict."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +33,11 @@ def _candidate_name(session: Any, run: str) -> str:
 
 
 def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate: dict[str, Any],
-                     chosen: list[Proposal], diffs: list[tuple[str, list[tuple[str, str]]]], *, name: str | None,
-                     gate_config: Path | None, markdown: Path | None, console: Console,
+                     chosen: list[Proposal], *, name: str | None,
+                     gate_config: Path | None, write_pr: Callable[[str], None] | None, console: Console,
                      candidate_file: Path | None = None) -> int:
-    """Run the candidate, print the A/B and the verdict; the exit code of ``toollens gate``."""
-    from app.commands.fix import pr_body, write_file
+    """Run the candidate, print the A/B and the verdict; the exit code of ``toollens gate``.
+    ``write_pr`` writes the pull request's body (``fix --markdown``) given the verdict's section."""
     from app.core.gate import GateConfig, load_gate_config
     from app.core.gate_report import markdown as gate_markdown
     from app.core.gate_report import md
@@ -81,13 +82,11 @@ def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate
     verdict = "passed" if result.passed else "FAILED"
     console.print(Text(safe(f"gate {verdict}: {run} -> {outcome.run_name} (each family's verdict above)"),
                        style="bold green" if result.passed else "bold red"))
-    if markdown is not None:
+    if write_pr is not None:
         who = [md(judged[0].upper() + judged[1:], 2000)] + (
             ["", "```sh", *real, "```"] if real else [])
-        body = pr_body(run, chosen, diffs, "\n".join(["### Who judged", "", *who, "", "### A/B", "",
-                                                       *ab_markdown(ab, result), "",
-                                                       gate_markdown(result, families=False)]))
-        write_file(markdown, body.encode("utf-8"))
+        write_pr("\n".join(["### Who judged", "", *who, "", "### A/B", "", *ab_markdown(ab, result), "",
+                             gate_markdown(result, families=False)]))
     return 0 if result.passed else 1
 
 

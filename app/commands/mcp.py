@@ -158,7 +158,8 @@ def finish(
     records into the run."""
     from app.core.scoring import Scorer
     from app.mcp.serve import server_gone
-    from app.store.ingest import find_run, finish_run, suite_for_run
+    from app.store.aggregates import finish_run
+    from app.store.ingest import find_run, suite_for_run
     from app.store.live import FINISHED_BY, flush_pending, servers
 
     with store_session(db, write=True, create=False) as session:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from app.core.families import CAUSE, CAUSES, Failure, cause_of
 
-if TYPE_CHECKING:  # scoring calls this module: imported for types only
-    from app.core.scoring import CallScore, TrajectoryScore
+if TYPE_CHECKING:
+    from app.core.scored import Scored, ScoredCall
     from app.core.suite import Case
 
 KINDS = tuple(c.kind for c in CAUSES)  # the kinds, their rank and words: families.CAUSES
@@ -99,7 +99,7 @@ def _order(d: Divergence, at: float) -> tuple[float, int]:
     return (at, CAUSE[d.kind].rank)  # at one call, the lower rank is named first
 
 
-def first_divergence(ts: TrajectoryScore, case: Case | None) -> Divergence | None:
+def first_divergence(ts: Scored, case: Case | None) -> Divergence | None:
     """The failed trajectory's first divergence (None when it passed)."""
     if ts.passed:
         return None
@@ -151,11 +151,11 @@ def first_divergence(ts: TrajectoryScore, case: Case | None) -> Divergence | Non
     return Divergence("unexplained")
 
 
-def _steps(ts: TrajectoryScore, case: Case | None, want: list[str], add: Any) -> None:
+def _steps(ts: Scored, case: Case | None, want: list[str], add: Any) -> None:
     """Each expected step not done, at the call where the timeline shows it."""
     excused = set(ts.excused_steps)
     lenient = _lenient_steps(case, len(want))
-    on: dict[int, list[CallScore]] = {}
+    on: dict[int, list[ScoredCall]] = {}
     for cs in ts.calls:
         if cs.step is not None:
             on.setdefault(cs.step, []).append(cs)
@@ -199,6 +199,16 @@ def _lenient_steps(case: Case | None, n: int) -> set[int]:
         return set()
     if case.turns is None:
         return set(range(n)) if case.match == "superset" else set()
-    from app.core.scoring import _superset_steps  # scoring imports this module: read at call time
+    return superset_steps(case)
 
-    return _superset_steps(case)
+
+def superset_steps(case: Case) -> set[int]:
+    """The expected steps of a scripted conversation's ``superset`` turns."""
+    out: set[int] = set()
+    j = 0
+    for turn in case.turns or ():
+        n = len(turn.expected_calls or ())
+        if turn.match == "superset":
+            out.update(range(j, j + n))
+        j += n
+    return out

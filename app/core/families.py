@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # scoring imports this module
-    from app.core.scoring import CallScore
+if TYPE_CHECKING:
+    from app.core.scored import ScoredCall
 
 
 class Failure(StrEnum):
@@ -51,7 +51,7 @@ class Attribution:
     """Which user turns a conversation's failure is noted in (core/turns.py): those of the calls that
     pass ``call``, of each expected step not done (``missing_step``), of the faulted call (``fault``)."""
 
-    call: Callable[[CallScore], bool] | None = None
+    call: Callable[[ScoredCall], bool] | None = None
     missing_step: bool = False
     fault: bool = False
 

@@ -16,7 +16,7 @@ from typing import Any
 from app.core.alignment import Alignment, align
 from app.core.blame import blame_of
 from app.core.detail import Fault, TrajectoryDetail
-from app.core.divergence import Divergence, first_divergence
+from app.core.divergence import Divergence, first_divergence, superset_steps
 from app.core.families import Failure
 from app.core.grounding import Source, ground
 from app.core.mocks import ToolFailure
@@ -878,7 +878,7 @@ class Scorer:
                 wrong = any(cs.selection_ok is False and not (cs.step is None and cs.index > after
                                                                 and cs.name in self._handoff) for cs in ts.calls)
             if case.turns is not None:  # a missing step of a superset turn is no failure
-                lenient = _superset_steps(case)
+                lenient = superset_steps(case)
                 missing = [j for j in missing if j not in lenient]
             if wrong or (missing and case.match != "superset"):
                 f.append(Failure.SELECTION.value)
@@ -946,21 +946,9 @@ def _not_done(case: Case, ts: TrajectoryScore) -> bool:
     if not left or case.match == "superset":
         return False
     if case.turns is not None:
-        lenient = _superset_steps(case)
+        lenient = superset_steps(case)
         return any(j not in lenient for j in left)
     return True
-
-
-def _superset_steps(case: Case) -> set[int]:
-    """The expected steps of a scripted conversation's ``superset`` turns."""
-    out: set[int] = set()
-    j = 0
-    for turn in case.turns or ():
-        n = len(turn.expected_calls or ())
-        if turn.match == "superset":
-            out.update(range(j, j + n))
-        j += n
-    return out
 
 
 def _turn_rules(case: Case) -> bool:

@@ -22,7 +22,7 @@ from app.core.families import PER_TURN, RATIO_FAMILIES
 from app.core.records import Trajectory, user_turns
 
 if TYPE_CHECKING:
-    from app.core.scoring import TrajectoryScore
+    from app.core.scored import Scored
     from app.core.suite import Case
 
 
@@ -55,7 +55,7 @@ class TurnScore:
         return {"turn": self.turn, "user": self.user, "figures": self.figures(), "failures": list(self.failures)}
 
 
-def step_turns(ts: TrajectoryScore, case: Case | None, last: int) -> list[int]:
+def step_turns(ts: Scored, case: Case | None, last: int) -> list[int]:
     """The user turn of each expected step (``last``: the conversation's last turn)."""
     if case is None or case.expected_calls is None:
         return []
@@ -157,7 +157,7 @@ class TurnTable:
         return out
 
 
-def turn_scores(ts: TrajectoryScore, case: Case | None, traj: Trajectory) -> tuple[TurnTable, list[int]]:
+def turn_scores(ts: Scored, case: Case | None, traj: Trajectory) -> tuple[TurnTable, list[int]]:
     """The conversation's figures and failures per turn, and each step's turn."""
     said = user_turns(traj)
     scripted = [] if case is None or case.turns is None else [t.user for t in case.turns]

@@ -24,57 +24,20 @@ with consistent tools. A BFCL file holds no runs: the record stream is empty.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from app.core.errors import SuiteError
-from app.core.records import loads
 from app.core.schema import ArgumentValidator
 from app.core.tolerance import MAX_RULE_DEPTH
 from app.core.tools import ToolSpec
 from app.importers.base import Conversion, Options, no_records
 from app.importers.bfcl_exceptions import mark_exceptions
+from app.importers.bfcl_files import _is_multi_turn, _lines, _question_text, answers_path
 from app.importers.bfcl_multi_turn import convert_multi_turn
 
 NAME = "bfcl"
-
-
-def answers_path(path: Path) -> Path | None:
-    """The possible-answer file that goes with a question file, if any."""
-    for candidate in (path.with_name(f"{path.stem}.possible_answer{path.suffix}"),
-                      path.parent / "possible_answer" / path.name,
-                      path.parent.parent / "possible_answer" / path.name):
-        if candidate.is_file() and candidate != path:
-            return candidate
-    return None
-
-
-def _lines(path: Path) -> Iterator[tuple[int, Any]]:
-    try:
-        with path.open("rb") as fh:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield number, loads(line)
-                except ValueError as exc:
-                    hint = " (truncated?)" if not line.endswith(b"\n") else ""
-                    raise SuiteError(f"line {number}: not valid JSON{hint} ({exc})", path=str(path)) from None
-    except FileNotFoundError:
-        raise SuiteError("file not found", path=str(path)) from None
-
-
-def _question_text(question: Any) -> str:
-    turns = question if isinstance(question, list) else [question]
-    texts: list[str] = []
-    for turn in turns:
-        for m in turn if isinstance(turn, list) else [turn]:
-            if isinstance(m, Mapping) and m.get("role") == "user" and isinstance(m.get("content"), str):
-                texts.append(m["content"])
-            elif isinstance(m, str):
-                texts.append(m)
-    return "\n".join(texts)
 
 
 _OMITTED = object()
@@ -177,10 +140,6 @@ def _schema_breaks(entry: Mapping[str, Any], call: dict[str, Any], spec: ToolSpe
     return breaks
 
 
-def _is_multi_turn(q: Any, path: Path) -> bool:
-    return "multi_turn" in path.name or (isinstance(q, Mapping) and ("involved_classes" in q or "initial_config" in q))
-
-
 def _is_irrelevance(qid: str) -> bool:
     return "irrelevance" in qid
 
@@ -191,7 +150,7 @@ def convert(path: Path, options: Options) -> Conversion:
     from app.importers import bfcl_results  # a result file: runs, with BFCL's verdict
 
     if bfcl_results.is_result(next(_lines(path), (0, None))[1]):
-        return bfcl_results.convert_results(path, options)
+        return bfcl_results.convert_results(path, options, convert)
     if options.questions is not None:
         raise SuiteError("--questions goes with a BFCL result file ({id, result} lines); this is not one",
                          path=str(path))

@@ -31,13 +31,14 @@ from __future__ import annotations
 import copy
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from app.core.errors import InvalidTrajectory, SuiteError
 from app.importers.base import Conversion, Converted, Options, call_error, looks_like_error, record_or_reason
 from app.importers.bfcl_decode import Decoded, Undecodable, decode_any
+from app.importers.bfcl_files import _is_multi_turn, _lines, _question_text, answers_path
 
 MAX_ITEMS = 100_000  # result lines in one file
 MAX_MODEL_CALLS = 5_000  # requests kept per item (the record's bound)
@@ -77,10 +78,10 @@ def question_file(result: Path, questions: Path | None, first_id: str) -> Path:
     raise SuiteError(f"--questions {questions}: no {name} (nor *_{category}.json) in it", path=str(result))
 
 
-def convert_results(path: Path, options: Options) -> Conversion:
-    from app.importers import bfcl
-
-    lines = list(_limited(bfcl._lines(path), path))
+def convert_results(path: Path, options: Options,
+                    convert_questions: Callable[[Path, Options], Conversion]) -> Conversion:
+    """The runs of a result file; ``convert_questions`` reads its question file (``bfcl.convert``)."""
+    lines = list(_limited(_lines(path), path))
     if not lines:
         raise SuiteError("no results", path=str(path))
     first = lines[0][1]
@@ -91,14 +92,14 @@ def convert_results(path: Path, options: Options) -> Conversion:
         raise SuiteError(f"BFCL's {category} results are not read: {UNREAD[unread]} (read: the Python single-turn, "
                          "relevance and multi-turn categories)", path=str(path))
     source = question_file(path, options.questions, first_id)
-    questions = {q["id"]: q for _, q in bfcl._lines(source) if isinstance(q, Mapping) and isinstance(q.get("id"), str)}
-    answers_file = bfcl.answers_path(source)
+    questions = {q["id"]: q for _, q in _lines(source) if isinstance(q, Mapping) and isinstance(q.get("id"), str)}
+    answers_file = answers_path(source)
     answers: dict[str, Any] = {}
     if answers_file is not None:
-        answers = {a["id"]: a.get("ground_truth") for _, a in bfcl._lines(answers_file)
+        answers = {a["id"]: a.get("ground_truth") for _, a in _lines(answers_file)
                    if isinstance(a, Mapping) and isinstance(a.get("id"), str)}
-    suites = bfcl.convert(source, Options())
-    multi = bfcl._is_multi_turn(next(iter(questions.values()), None), source)
+    suites = convert_questions(source, Options())
+    multi = _is_multi_turn(next(iter(questions.values()), None), source)
     tally = Tally()
     if multi:
         from app.importers import bfcl_state
@@ -206,7 +207,6 @@ class Tally:
 
 def _single_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Mapping[str, Any], tally: Tally,
                  source: str) -> Converted:
-    from app.importers import bfcl
     from app.importers.bfcl_rules import verdict
 
     qid = raw.get("id") if isinstance(raw, Mapping) else None
@@ -228,7 +228,7 @@ def _single_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Map
     tally.add(qid, judged.valid, judged.error_type, error=judged.error)
     calls = [{"name": name, "arguments": _jsonable(args)} for call in decoded or [] for name, args in call.items()]
     answer = "" if calls else _text(result)
-    data = {"case_id": qid, "question": bfcl._question_text(question.get("question")) or qid, "calls": calls,
+    data = {"case_id": qid, "question": _question_text(question.get("question")) or qid, "calls": calls,
             "answer": answer, "reward": 1.0 if judged.valid else 0.0}
     return record_or_reason(line, lambda: _with_usage(data, raw), source=source, what="BFCL result")
 

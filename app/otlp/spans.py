@@ -1,7 +1,8 @@
 """The OTLP span model and its decoders: a span as a trajectory needs it, read from OTLP/JSON
 requests and protobuf bodies, and as the live receiver stages, buffers and reads it back
 (batches, references into them, conversation grouping). ``app.importers.otel`` turns spans
-into trajectory records; ``app.otlp.wire`` reads protobuf bodies fast.
+into trajectory records; ``app.otlp.wire`` reads protobuf bodies fast; ``app.otlp.span`` holds
+the span itself (both read it).
 """
 
 from __future__ import annotations
@@ -11,35 +12,15 @@ import binascii
 import functools
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from app.core.keys import whole_key
 from app.core.records import MAX_NAME, loads
-
-STATUS_ERROR = 2
-
-
-@dataclass(slots=True)
-class Span:
-    """The parts of an OTLP span a trajectory needs."""
-
-    trace_id: str
-    span_id: str
-    parent_id: str
-    name: str
-    start: int
-    end: int
-    attributes: dict[str, Any]
-    status_code: int = 0
-    status_message: str = ""
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    @property
-    def is_root(self) -> bool:
-        return not self.parent_id
+from app.otlp.span import STATUS_ERROR as STATUS_ERROR  # the span model, read here by its decoders' users
+from app.otlp.span import Span as Span
 
 
 def span_to_json(span: Span) -> str:
@@ -93,7 +74,7 @@ def _pb_is_tool(s: Any) -> bool:
 
 def span_refs_from_protobuf(body: bytes) -> list[SpanRef]:
     """The spans of a protobuf export request, as references into it (ValueError if it is not one)."""
-    from app.otlp import wire as otlp_wire  # it imports Span from here
+    from app.otlp import wire as otlp_wire
 
     spans = _pb_spans(body)
     try:
@@ -126,7 +107,7 @@ def _batch_spans(form: str, body: bytes, wanted: set[int] | None) -> dict[int, S
     found: list[Any]
     decode: Callable[[Any], Span]
     if form == BATCH_PROTOBUF:
-        from app.otlp import wire as otlp_wire  # it imports Span from here
+        from app.otlp import wire as otlp_wire
 
         if otlp_wire.usable():
             try:

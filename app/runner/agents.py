@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from app.agents.simulated import SimRates
     from app.core.suite import Suite
     from app.runner.execute import AgentFactory
-    from app.runner.session import RunRequest
+    from app.runner.request import RunRequest
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class AgentKind:
 
 def _sim_rates(request: RunRequest) -> SimRates:
     from app.agents.simulated import SimRates
-    from app.runner.session import RunSetupError
+    from app.runner.request import RunSetupError
 
     try:
         return SimRates.parse(request.sim_rates)
@@ -52,7 +52,7 @@ def _simulated(request: RunRequest, suite: Suite) -> AgentFactory:
 
 
 def _needs_model(request: RunRequest) -> None:
-    from app.runner.session import RunSetupError
+    from app.runner.request import RunSetupError
 
     if not request.model:
         raise RunSetupError(f"--agent {request.agent} needs --model")

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -25,57 +24,20 @@ from app.core.router import FaultPlan
 from app.core.suite import Suite, load_suite_document, parse_suite
 from app.runner.agents import agent_kind, agent_label
 from app.runner.execute import AgentFactory, Listener, RunSummary, execute
+from app.runner.request import AGENT_KEYS as AGENT_KEYS
+from app.runner.request import RUNNER_MARK as RUNNER_MARK
+from app.runner.request import RUNNER_VERSION as RUNNER_VERSION
+from app.runner.request import WORK_KEYS as WORK_KEYS
+from app.runner.request import RunRequest as RunRequest
+from app.runner.request import RunSetupError as RunSetupError
 from app.runner.work import WorkItem, in_shard, parse_shard, plan_work, still_missing
 from app.settings import Settings
-from app.store import ingest
+from app.store import aggregates, ingest
 from app.store.db import make_sessionmaker, session_scope
 from app.store.errors import Conflict
 from app.store.importer import open_store
 from app.store.infra import infra_errors
 from app.store.models import Run
-
-RUNNER_MARK, RUNNER_VERSION = "runner", 1  # in a run's config: made by `toollens run`, so it can be resumed
-WORK_KEYS = ("trials", "faults", "sweep", "sweep_kind", "user_profiles")  # the work list: fixed for a run's life
-AGENT_KEYS = ("agent", "model", "base_url", "max_steps", "system", "temperature", "seed", "sim_rates", "user_model",
-              "user_base_url")
-
-
-class RunSetupError(ToolLensError):
-    """The run cannot start as asked (bad options, a name taken, a mismatch)."""
-
-
-@dataclass
-class RunRequest:
-    """What ``toollens run`` was asked; ``config()`` is what the run keeps."""
-
-    agent: str = "simulated"
-    suite_path: Path | None = None
-    model: str = ""
-    base_url: str | None = None
-    trials: int = 1
-    faults: str | None = None
-    sweep: bool = False
-    sweep_kind: str = "http_503"
-    concurrency: int = 4
-    run_name: str | None = None
-    resume: str | None = None
-    shard: str | None = None
-    max_steps: int = 12
-    system: str | None = None
-    temperature: float | None = None
-    timeout: float = 60.0
-    attempts: int = 5
-    backoff: float = 0.5
-    seed: int = 0
-    sim_rates: str = ""
-    user_model: str = ""  # a user model for cases with a simulated user (else the rule-based stand-in)
-    user_base_url: str | None = None  # its OpenAI-compatible endpoint (default: base_url)
-    user_profiles: list[str] = field(default_factory=list)  # the simulated user's profiles (none: cooperative only)
-    suite_document: dict[str, Any] | None = field(default=None, repr=False)  # instead of suite_path
-
-    def config(self) -> dict[str, Any]:
-        data = asdict(self)
-        return {RUNNER_MARK: RUNNER_VERSION, **{k: data[k] for k in (*WORK_KEYS, *AGENT_KEYS)}}
 
 
 @dataclass
@@ -265,5 +227,5 @@ def _finish_if_whole(sessions: sessionmaker[Session], run_id: int, everything: l
         stored = ingest.stored_keys(session, run_id)
         if still_missing(everything, stored) or infra_errors(session, run_id, limit=1):
             return False
-        ingest.finish_run(session, run_id)
+        aggregates.finish_run(session, run_id)
     return True

@@ -18,9 +18,20 @@ from sqlalchemy.orm import Session
 
 from app.core.prices import PriceTable
 from app.core.usage import priced, unpriced
-from app.store.models import RunAggregate
+from app.store.ingest import get_run_row
+from app.store.models import Run, RunAggregate, utcnow
 from app.store.pairing import keep_with_previous
 from app.store.queries import run_trajectory_count, run_usage, usage_so_far
+
+
+def finish_run(session: Session, run_id: int) -> Run:
+    """The run marked finished, and what comparing it needs computed and kept (``keep``)."""
+    run = get_run_row(session, run_id)
+    if run.status != "finished":
+        run.status = "finished"
+        run.finished_at = utcnow()
+        keep(session, run_id)
+    return run
 
 
 def keep(session: Session, run_id: int) -> None:

@@ -29,7 +29,7 @@ from app.core.records import Trajectory, parse_line
 from app.core.scoring import Scorer
 from app.core.suite import load_suite_document, parse_suite
 from app.settings import Settings
-from app.store import ingest, queries
+from app.store import aggregates, ingest, queries
 from app.store.db import check_schema, make_engine, make_sessionmaker, session_scope
 from app.store.errors import Conflict
 from app.store.models import Run
@@ -169,7 +169,7 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
                 if scoring.refused and not skip_bad:
                     raise _refusal(path, scoring.refused)
             if finish:
-                ingest.finish_run(session, run.id)
+                aggregates.finish_run(session, run.id)
         return result
     finally:
         if scoring is not None:

@@ -37,7 +37,6 @@ from app.store.models import (
     ToolsetVersion,
     TrajectoryRow,
     TrajectoryTag,
-    utcnow,
 )
 from app.store.rows import CALL_COLUMNS, TAG_COLUMNS, TRAJECTORY_COLUMNS, ScoredBatch, TrajectoryScorer, score_batch
 from app.store.rows import fault_key as fault_key  # the store's key of a trajectory, used across the store
@@ -189,18 +188,6 @@ def delete_runs_named(session: Session, names: Iterable[str]) -> list[str]:
 def count_trajectories(session: Session, run_id: int) -> int:
     return int(session.scalar(select(func.count()).select_from(TrajectoryRow)
                               .where(TrajectoryRow.run_id == run_id)) or 0)
-
-
-def finish_run(session: Session, run_id: int) -> Run:
-    """The run marked finished, and what comparing it needs computed and kept (``aggregates``)."""
-    from app.store import aggregates  # it reads the run through app.store.queries, which imports this module
-
-    run = get_run_row(session, run_id)
-    if run.status != "finished":
-        run.status = "finished"
-        run.finished_at = utcnow()
-        aggregates.keep(session, run_id)
-    return run
 
 
 MAX_COUNTER = 2**63 - 1  # a BIGINT on both databases

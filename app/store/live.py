@@ -34,8 +34,9 @@ from sqlalchemy.orm import Session
 
 from app.core.records import parse_record
 from app.core.scoring import Scorer
+from app.store.aggregates import finish_run
 from app.store.errors import Conflict
-from app.store.ingest import add_trajectories, create_run, ensure_suite, finish_run, get_run_row
+from app.store.ingest import add_trajectories, create_run, ensure_suite, get_run_row
 from app.store.models import LiveMessage, LivePending, Run, TrajectoryRow
 
 SERVERS = "live_servers"

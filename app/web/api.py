@@ -13,8 +13,8 @@ from app import __version__
 from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
 from app.core.suite_check import validate_suite_document
+from app.store import aggregates, ingest, queries
 from app.store import compare as comparing
-from app.store import ingest, queries
 from app.store import lint as linting
 from app.store.blame import BlameFigures, blame_figures
 from app.store.db import session_scope
@@ -105,7 +105,7 @@ def add_trajectories(run_id: RunId, body: TrajectoryBatch, request: Request, ses
 
 @router.post("/runs/{run_id}/finish", dependencies=[Writer])
 def finish_run(run_id: RunId, session: WriteSession) -> RunPublic:
-    ingest.finish_run(session, run_id)
+    aggregates.finish_run(session, run_id)
     session.flush()
     return queries.get_run(session, run_id)
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
 
-from app.web.templating import STATIC
-
 router = APIRouter(include_in_schema=False)
+
+STATIC = Path(__file__).resolve().parents[2] / "static"
 
 TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
 FILES = ("app.css", "app.js", "favicon.svg")

@@ -13,7 +13,6 @@ from app.core.wording import fault_key_text, fault_text, fraction
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
-STATIC = ROOT / "static"
 
 
 def ratio(r: Any) -> str:

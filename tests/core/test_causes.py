@@ -9,6 +9,7 @@ import re
 import pytest
 
 from app.core import families
+from app.core.detail import FirstDivergence
 from app.core.divergence import Divergence, _order, cause_text
 from app.core.families import CAUSES, PER_TURN, Attribution, Cause, Failure
 from app.core.records import parse_record
@@ -58,7 +59,7 @@ def test_a_kind_added_to_the_catalogue_alone_is_worded_ranked_and_attributed() -
     report.causes[d.cause] += 2
     assert report.causes_json()[0]["text"] == "threw cancelar_pedido away (emitir)"
     # the trajectory page's sentence, its call and step linked
-    assert divergence_sentence(d.to_dict()) == [
+    assert divergence_sentence(FirstDivergence.from_dict(d.to_dict())) == [
         Segment("First divergence: "), Segment("at "), Segment("call #4", "#call-4"), Segment(" the agent threw "),
         Segment("cancelar_pedido", code=True), Segment(" away, then "), Segment("expected step #3", "#step-3"),
         Segment(" "), Segment("emitir", code=True), Segment(".")]

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.agents.model_acts import ModelConversation
 from app.agents.model_agent import ModelAgent
 from app.agents.openai_chat import first_message, message_text, openai_client
 from app.core.conversation import asked_for, asks, asks_to_confirm
@@ -120,8 +121,6 @@ class LLMUser(ModelAgent):
         replies follow the profile (app/agents/profiles.py); the cooperative model plays as itself."""
         if self.profile == COOPERATIVE:
             return self
-        from app.agents.profiles import ModelConversation  # that module imports this one
-
         return ModelConversation(self, self.profile)
 
     def prompt(self, spec: UserSpec, transcript: Sequence[Message]) -> list[dict[str, Any]]:

@@ -16,12 +16,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from app.core.families import PER_CALL_FAMILIES
-
 if TYPE_CHECKING:  # scoring calls this module: imported for types only
     from app.core.divergence import Divergence
     from app.core.records import Trajectory
-    from app.core.scoring import TrajectoryScore
 
 Json = Any  # a JSON value kept as given: an agent's state, a value it stated
 P = TypeVar("P", bound="Part")
@@ -348,40 +345,6 @@ class TrajectoryDetail(Part):
         "messages": Message}
     TUPLES: ClassVar[frozenset[str]] = frozenset({
         "missing_steps", "excused_steps", "undone_steps", "dependency_violations", "step_turns", "batches"})
-
-    @classmethod
-    def of_score(cls, ts: TrajectoryScore) -> TrajectoryDetail:
-        """A score's detail, its keys in the order the store has always written them."""
-        values: dict[str, Any] = {
-            "has_reference": ts.has_reference, "fault": ts.fault(), "missing_steps": tuple(ts.missing_steps),
-            "excused_steps": tuple(ts.excused_steps), "undone_steps": tuple(ts.undone_steps),
-            "dependency_violations": tuple(ts.violations),
-            "outcome": None if ts.outcome is None else ts.outcome.outcome,
-            "outcome_evidence": None if ts.outcome is None else Evidence.from_dict(ts.outcome.evidence),
-            "final_state": ts.final_state,
-            "state_mismatches": tuple(StateMismatch.from_dict(m) for m in ts.state_mismatches),
-            "reward": ts.reward,
-            "figures": {f.key: {"num": getattr(ts, f.num), "den": getattr(ts, f.den)} for f in PER_CALL_FAMILIES},
-        }
-        if ts.fault_not_reached is not None:
-            step, kind = ts.fault_not_reached
-            values["fault_not_reached"] = FaultNotReached.of(step=step, kind=kind)
-        if ts.turns is not None:
-            values["turns"] = tuple(Turn.from_dict(t) for t in ts.turns.to_dicts())
-            values["step_turns"] = None if ts.step_turns is None else tuple(ts.step_turns)
-        if ts.user_error:
-            values["user_error"] = tuple(Note.from_dict(u) for u in ts.user_error)
-        if ts.agent_error is not None:
-            values["agent_error"] = AgentError.from_dict(ts.agent_error)
-        if ts.divergence is not None:
-            values["divergence"] = FirstDivergence.of_divergence(ts.divergence)
-        if ts.blame is not None:
-            values["blame"] = Blame.from_dict(ts.blame)
-        if ts.user_profile is not None:
-            values["user_profile"] = ts.user_profile
-        if ts.user_acts:
-            values["user_acts"] = tuple(Note.from_dict(u) for u in ts.user_acts)
-        return cls.of(**values)
 
     def _with(self, **values: Any) -> TrajectoryDetail:
         """Keys set (a new one written last, as a merge into the stored object would)."""

@@ -15,9 +15,20 @@ from typing import Any
 
 from app.core.alignment import Alignment, align
 from app.core.blame import blame_of
-from app.core.detail import Fault, TrajectoryDetail
+from app.core.detail import (
+    AgentError,
+    Blame,
+    Evidence,
+    Fault,
+    FaultNotReached,
+    FirstDivergence,
+    Note,
+    StateMismatch,
+    TrajectoryDetail,
+    Turn,
+)
 from app.core.divergence import Divergence, first_divergence, superset_steps
-from app.core.families import Failure
+from app.core.families import PER_CALL_FAMILIES, Failure
 from app.core.grounding import Source, ground
 from app.core.mocks import ToolFailure
 from app.core.outcome import (
@@ -256,8 +267,38 @@ class TrajectoryScore:
         return None if found is None else found.to_dict()
 
     def detail(self) -> TrajectoryDetail:
-        """Everything but the calls and the identity: what a store keeps beside its call rows."""
-        return TrajectoryDetail.of_score(self)
+        """Everything but the calls and the identity: what a store keeps beside its call rows, its
+        keys in the order the store has always written them."""
+        values: dict[str, Any] = {
+            "has_reference": self.has_reference, "fault": self.fault(), "missing_steps": tuple(self.missing_steps),
+            "excused_steps": tuple(self.excused_steps), "undone_steps": tuple(self.undone_steps),
+            "dependency_violations": tuple(self.violations),
+            "outcome": None if self.outcome is None else self.outcome.outcome,
+            "outcome_evidence": None if self.outcome is None else Evidence.from_dict(self.outcome.evidence),
+            "final_state": self.final_state,
+            "state_mismatches": tuple(StateMismatch.from_dict(m) for m in self.state_mismatches),
+            "reward": self.reward,
+            "figures": {f.key: {"num": getattr(self, f.num), "den": getattr(self, f.den)} for f in PER_CALL_FAMILIES},
+        }
+        if self.fault_not_reached is not None:
+            step, kind = self.fault_not_reached
+            values["fault_not_reached"] = FaultNotReached.of(step=step, kind=kind)
+        if self.turns is not None:
+            values["turns"] = tuple(Turn.from_dict(t) for t in self.turns.to_dicts())
+            values["step_turns"] = None if self.step_turns is None else tuple(self.step_turns)
+        if self.user_error:
+            values["user_error"] = tuple(Note.from_dict(u) for u in self.user_error)
+        if self.agent_error is not None:
+            values["agent_error"] = AgentError.from_dict(self.agent_error)
+        if self.divergence is not None:
+            values["divergence"] = FirstDivergence.of_divergence(self.divergence)
+        if self.blame is not None:
+            values["blame"] = Blame.from_dict(self.blame)
+        if self.user_profile is not None:
+            values["user_profile"] = self.user_profile
+        if self.user_acts:
+            values["user_acts"] = tuple(Note.from_dict(u) for u in self.user_acts)
+        return TrajectoryDetail.of(**values)
 
     def summary(self) -> dict[str, Any]:
         """``detail()`` as the stored JSON."""

@@ -336,6 +336,7 @@ class TrajectoryDetail(Part):
     blame: Blame | None = None  # a failed conversation's
     user_profile: str | None = None
     user_acts: tuple[Note, ...] = ()  # what that profile did on purpose
+    user_mirror_trial: int | None = None  # under a profile: the cooperative trial it mirrors
     stopped: str | None = None  # the record's: why the agent stopped
     messages: tuple[Message, ...] = ()  # the record's conversation
     batches: tuple[Json, ...] = ()  # each call's batch, where any call has one
@@ -381,6 +382,8 @@ class TrajectoryDetail(Part):
             values["user_profile"] = ts.user_profile
         if ts.user_acts:
             values["user_acts"] = tuple(Note.from_dict(u) for u in ts.user_acts)
+        if ts.user_mirror_trial is not None:
+            values["user_mirror_trial"] = ts.user_mirror_trial
         return cls.of(**values)
 
     def _with(self, **values: Any) -> TrajectoryDetail:

@@ -176,6 +176,7 @@ class TrajectoryScore:
     blame: dict[str, Any] | None = None  # a failed conversation's blame (app/core/blame.py)
     user_profile: str | None = None  # the simulated user's profile (app/core/profiles.py)
     user_acts: list[dict[str, str]] | None = None  # what that profile did on purpose
+    user_mirror_trial: int | None = None  # under a profile: the cooperative trial it mirrors
 
     def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
                  fault_kind: str | None = None, fault_step: int | None = None,
@@ -228,6 +229,7 @@ class TrajectoryScore:
         self.blame = None
         self.user_profile = None
         self.user_acts = None
+        self.user_mirror_trial = None
 
     def to_dict(self) -> dict[str, Any]:
         """The per-trajectory detail (what a timeline page shows)."""
@@ -377,6 +379,7 @@ class Scorer:
         if traj.user_error:
             ts.user_error = [u.to_dict() for u in traj.user_error]
         ts.user_profile = traj.user_profile
+        ts.user_mirror_trial = traj.user_mirror_trial
         if traj.user_acts:
             ts.user_acts = [u.to_dict() for u in traj.user_acts]
         if traj.agent_error is not None:

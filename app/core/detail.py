@@ -333,6 +333,7 @@ class TrajectoryDetail(Part):
     blame: Blame | None = None  # a failed conversation's
     user_profile: str | None = None
     user_acts: tuple[Note, ...] = ()  # what that profile did on purpose
+    user_mirror_trial: int | None = None  # under a profile: the cooperative trial it mirrors
     stopped: str | None = None  # the record's: why the agent stopped
     messages: tuple[Message, ...] = ()  # the record's conversation
     batches: tuple[Json, ...] = ()  # each call's batch, where any call has one

@@ -229,13 +229,15 @@ class Trajectory:
     agent_error: AgentError | None = None  # what the agent raised, with stopped="agent_error" (an extension key)
     user_profile: str | None = None  # the simulated user's profile, e.g. "impatient" (an extension key)
     user_acts: list[UserError] | None = None  # what that profile did on purpose (an extension key)
+    user_mirror_trial: int | None = None  # under a profile: the cooperative trial it mirrors (an extension key)
 
     def __init__(self, case_id: str, trial: int = 0, question: str = "", calls: list[Call] | None = None,
                  answer: str = "", fault: Fault | None = None, reward: float | None = None,
                  state: dict[str, Any] | None = None, stopped: str | None = None,
                  messages: list[Message] | None = None, user_error: list[UserError] | None = None,
                  model_calls: list[ModelCall] | None = None, agent_error: AgentError | None = None,
-                 user_profile: str | None = None, user_acts: list[UserError] | None = None) -> None:
+                 user_profile: str | None = None, user_acts: list[UserError] | None = None,
+                 user_mirror_trial: int | None = None) -> None:
         self.case_id = case_id
         self.trial = trial
         self.question = question
@@ -251,6 +253,7 @@ class Trajectory:
         self.agent_error = agent_error
         self.user_profile = user_profile
         self.user_acts = user_acts
+        self.user_mirror_trial = user_mirror_trial
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -279,6 +282,8 @@ class Trajectory:
             out["user_profile"] = self.user_profile
         if self.user_acts:
             out["user_acts"] = [u.to_dict() for u in self.user_acts]
+        if self.user_mirror_trial is not None:
+            out["user_mirror_trial"] = self.user_mirror_trial
         return out
 
     def to_json(self) -> str:
@@ -519,6 +524,9 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "", clean
     if profile is not None and (type(profile) is not str or not profile or len(profile) > 40):
         raise bad("must be a string of at most 40 characters", "user_profile")
     user_acts = None if data.get("user_acts") is None else _user_errors(data["user_acts"], bad, "user_acts")
+    mirror = data.get("user_mirror_trial")
+    if mirror is not None and (type(mirror) is not int or not 0 <= mirror <= MAX_INDEX):
+        raise bad(f"must be an integer from 0 to {MAX_INDEX}", "user_mirror_trial")
     question = data.get("question")
     answer = data.get("answer")
     if type(question) is not str:
@@ -545,6 +553,7 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "", clean
         agent_error,
         None if profile is None else clean_text(profile),
         user_acts or None,
+        mirror,
     )
 
 

@@ -3,7 +3,8 @@
 
 The aggregate is a set of counters: memory does not grow with the number of
 trajectories, apart from the optional per-case list and one counter pair per
-distinct case for pass^k.
+distinct case for pass^k, and one entry per simulated-user conversation that
+pairing may need (the cooperation gap's paired flips).
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ class Report:
     causes: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # first divergences of failed ones
     trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (case, profile) -> [trials, passed]
     profile_trials: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (profile, case), every one
+    cooperative_passed: dict[tuple[str, int], bool] = field(default_factory=dict)  # (case, trial) -> passed
+    mirrored: list[tuple[str, str, int, bool]] = field(default_factory=list)  # (profile, case, mirrored trial, passed)
     turn_n: dict[int, list[int]] = field(default_factory=dict)  # per turn number, the totals in TURN_KEYS order
     turn_failures: Counter[tuple[int, str]] = field(default_factory=Counter)  # (turn, failure name)
     agent_errors: Counter[str] = field(default_factory=Counter)  # what the agent raised, by exception type
@@ -177,6 +180,10 @@ class Report:
         tally = self.profile_trials.setdefault((profile, ts.case_id), [0, 0])
         tally[0] += 1
         tally[1] += ts.passed
+        if profile == COOPERATIVE:
+            self.cooperative_passed[(ts.case_id, ts.trial)] = ts.passed
+        elif ts.user_mirror_trial is not None:  # the record names the cooperative trial it mirrors
+            self.mirrored.append((profile, ts.case_id, ts.user_mirror_trial, ts.passed))
         c = self._counts
         if ts.user_acts:
             c[f"profile.{profile}.acted"] += 1
@@ -185,12 +192,24 @@ class Report:
         if ts.blame is not None:
             c[f"profile.{profile}.blame.{ts.blame['blame']}"] += 1
 
+    def paired(self) -> dict[str, list[int]]:
+        """Per profile whose records name the cooperative trial they mirror (``user_mirror_trial``),
+        ``[passed only in that trial, passed only under the profile]`` over the pairs found."""
+        out: dict[str, list[int]] = {}
+        for profile, case_id, mirror, ok in self.mirrored:
+            pair = out.setdefault(profile, [0, 0])
+            ref = self.cooperative_passed.get((case_id, mirror))
+            if ref is not None and ref != ok:
+                pair[0 if ref else 1] += 1
+        return out
+
     def profiles_json(self) -> dict[str, dict[str, Any]]:
         """``profiles`` of ``score --json``: per simulated-user profile, its trials per case
-        (``[n, passed]``), the conversations where its act fired, those the user broke, and the
-        failed ones by blame."""
+        (``[n, passed]``), the conversations where its act fired, those the user broke, the
+        failed ones by blame and, when its records name their mirrors, its ``paired`` flips."""
         out: dict[str, dict[str, Any]] = {}
         c = self.counts
+        pairs = self.paired()
         for (profile, case_id), (n, passed) in sorted(self.profile_trials.items()):
             entry = out.get(profile)
             if entry is None:
@@ -199,6 +218,9 @@ class Report:
                     "user_errors": c[f"profile.{profile}.user_errors"],
                     "blame": {b: c[f"profile.{profile}.blame.{b}"] for b in BLAMES}}
             entry["trials"][case_id] = [n, passed]
+        for profile, pair in pairs.items():
+            if profile in out:
+                out[profile]["paired"] = pair
         return out
 
     def _add_turns(self, ts: TrajectoryScore) -> None:

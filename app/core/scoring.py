@@ -187,6 +187,7 @@ class TrajectoryScore:
     blame: dict[str, Any] | None = None  # a failed conversation's blame (app/core/blame.py)
     user_profile: str | None = None  # the simulated user's profile (app/core/profiles.py)
     user_acts: list[dict[str, str]] | None = None  # what that profile did on purpose
+    user_mirror_trial: int | None = None  # under a profile: the cooperative trial it mirrors
 
     def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
                  fault_kind: str | None = None, fault_step: int | None = None,
@@ -239,6 +240,7 @@ class TrajectoryScore:
         self.blame = None
         self.user_profile = None
         self.user_acts = None
+        self.user_mirror_trial = None
 
     def to_dict(self) -> dict[str, Any]:
         """The per-trajectory detail (what a timeline page shows)."""
@@ -298,6 +300,8 @@ class TrajectoryScore:
             values["user_profile"] = self.user_profile
         if self.user_acts:
             values["user_acts"] = tuple(Note.from_dict(u) for u in self.user_acts)
+        if self.user_mirror_trial is not None:
+            values["user_mirror_trial"] = self.user_mirror_trial
         return TrajectoryDetail.of(**values)
 
     def summary(self) -> dict[str, Any]:
@@ -418,6 +422,7 @@ class Scorer:
         if traj.user_error:
             ts.user_error = [u.to_dict() for u in traj.user_error]
         ts.user_profile = traj.user_profile
+        ts.user_mirror_trial = traj.user_mirror_trial
         if traj.user_acts:
             ts.user_acts = [u.to_dict() for u in traj.user_acts]
         if traj.agent_error is not None:

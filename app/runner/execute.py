@@ -171,6 +171,8 @@ async def execute(
                     user=by_profile.get(item.profile))
             except InfrastructureError as exc:
                 result = exc
+            if item.mirrors is not None and isinstance(result, Trajectory):  # the pairing reads it back
+                result.user_mirror_trial = item.mirrors
             await queue.put((item, result))
 
     async def write() -> None:

@@ -3,6 +3,7 @@ cooperation gap of one run or two (app/core/profiles.py; docs/metrics.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import or_, select
@@ -26,31 +27,50 @@ def profile_figures(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
 def paired_flips(session: Session, run_id: int) -> dict[str, list[int]]:
     """Per profile, its conversations set against the cooperative trial each mirrors (the same
     case, agent seed and faults: app/runner/work.py): ``[passed only under the cooperative user,
-    passed only under the profile]``. Only for runs made by ``toollens run --user-profile``."""
+    passed only under the profile]``. A conversation's mirror is the one its record names
+    (``user_mirror_trial``) or, stored before that key, the one the config of a run made by
+    ``toollens run --user-profile`` numbers."""
     run = session.get(Run, run_id)
-    config = (run.config or {}) if run is not None else {}
-    if run is None or not config.get("user_profiles"):
+    if run is None:
         return {}
-    trials, sweep, kind = int(config.get("trials") or 1), bool(config.get("sweep")), str(config.get("sweep_kind"))
-    suite = suite_for_run(session, run)
+    config = run.config or {}
     rows = session.execute(select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key,
-                                  TrajectoryRow.passed).where(TrajectoryRow.run_id == run_id)).all()
-    cooperative = {(c, t): bool(ok) for c, t, key, ok in rows if t < trials and PROFILE_MARK not in key}
+                                  TrajectoryRow.passed, TrajectoryRow.detail["user_mirror_trial"].as_integer())
+                           .where(TrajectoryRow.run_id == run_id)).all()
+    named = {key.partition(PROFILE_MARK)[2] for _, _, key, _, at in rows if at is not None}
+    if not named and not config.get("user_profiles"):
+        return {}
+    unnamed = any(at is None and PROFILE_MARK in key for _, _, key, _, at in rows)
+    numbered = _config_mirror(session, run) if unnamed and config.get("user_profiles") else None
+    cooperative = {(c, t): bool(ok) for c, t, key, ok, _ in rows if PROFILE_MARK not in key}
     out: dict[str, list[int]] = {}
-    for case_id, trial, key, ok in rows:
+    for case_id, trial, key, ok, stored in rows:
         name = key.partition(PROFILE_MARK)[2]
-        profile, case = BY_NAME.get(name), suite.case(case_id)
-        if profile is None or case is None:
-            continue
-        base = trials + (len(sweep_plans(case, kind)) if sweep else 0) + (profile.index - 1) * trials
-        mirror = cooperative.get((case_id, trial - base))
+        at = stored if stored is not None or not name or numbered is None else numbered(case_id, name, trial)
+        mirror = None if at is None or not name else cooperative.get((case_id, at))
         if mirror is None or mirror == bool(ok):
             continue
         out.setdefault(name, [0, 0])[0 if mirror else 1] += 1
-    for name in config["user_profiles"]:
+    for name in [*(config.get("user_profiles") or ()), *sorted(named)]:
         if name != COOPERATIVE:
             out.setdefault(name, [0, 0])
     return out
+
+
+def _config_mirror(session: Session, run: Run) -> Callable[[str, str, int], int | None]:
+    """For runs stored before ``user_mirror_trial``: the cooperative trial a profile's trial
+    mirrors, from the run's config (trials, sweep, the profile's place: app/runner/work.py)."""
+    config = run.config or {}
+    trials, sweep, kind = int(config.get("trials") or 1), bool(config.get("sweep")), str(config.get("sweep_kind"))
+    suite = suite_for_run(session, run)
+
+    def mirror(case_id: str, name: str, trial: int) -> int | None:
+        profile, case = BY_NAME.get(name), suite.case(case_id)
+        if profile is None or case is None:
+            return None
+        at = trial - trials - (len(sweep_plans(case, kind)) if sweep else 0) - (profile.index - 1) * trials
+        return at if 0 <= at < trials else None
+    return mirror
 
 
 def run_gap(session: Session, run_id: int, profiles: dict[str, dict[str, Any]] | None = None) -> CooperationGap | None:

@@ -656,7 +656,8 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
         rec["reward"] = t.reward
     if t.state is not None:
         rec["state"] = t.state
-    d = stored_detail(t.detail, ("stopped", "user_profile", "agent_error"))  # the rest as the record gave it
+    # the rest as the record gave it
+    d = stored_detail(t.detail, ("stopped", "user_profile", "agent_error", "user_mirror_trial"))
     if isinstance(d.stopped, str):
         rec["stopped"] = d.stopped
     if isinstance(messages := d.json("messages"), list):
@@ -671,6 +672,8 @@ def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
         rec["user_profile"] = d.user_profile
         if isinstance(acts := d.json("user_acts"), list):
             rec["user_acts"] = acts
+        if type(d.user_mirror_trial) is int:
+            rec["user_mirror_trial"] = d.user_mirror_trial
     if t.model_calls is not None:
         rec["model_calls"] = t.model_calls
     if isinstance(d.json("agent_error"), dict) and (d.agent_error is None or d.agent_error.type != UNRECORDED_ERROR):

@@ -59,3 +59,31 @@ def test_a_report_counts_every_profiled_conversation_and_keeps_profiles_apart_in
         "impatient": {"trials": {"a": [2, 1]}, "acted": 1, "user_errors": 1,
                       "blame": {"agent": 0, "user": 0, "task": 0}}}
     assert "profiles" in r.to_json() and "profiles" not in Report().to_json()
+
+
+def test_a_report_pairs_each_profiled_conversation_with_the_cooperative_trial_its_record_names() -> None:
+    from app.core.errors import InvalidTrajectory
+    from app.core.records import parse_record
+
+    r = Report()
+    for case, trial, ok, profile, mirror in (
+            ("a", 0, True, "cooperative", None), ("a", 1, False, "cooperative", None),
+            ("a", 4, False, "impatient", 0),  # passed only in cooperative trial 0
+            ("a", 5, True, "impatient", 1),  # passed only here
+            ("a", 6, True, "impatient", 0),  # both passed: no flip
+            ("a", 7, False, "impatient", 3),  # no cooperative trial 3: left out
+            ("a", 8, False, "drip_feed", None)):  # a record without the key: no pairing
+        ts = score(case, ok, profile)
+        ts.trial = trial
+        ts.user_mirror_trial = parse_record({"case_id": case, "trial": trial, "user_profile": profile,
+                                             "user_mirror_trial": mirror}).user_mirror_trial
+        r.add(ts)
+    profiles = r.profiles_json()
+    assert profiles["impatient"]["paired"] == [1, 1]
+    assert "paired" not in profiles["drip_feed"] and "paired" not in profiles["cooperative"]
+    gap = cooperation_gap(profiles)
+    assert gap is not None and {x.profile: (x.paired, x.paired_p) for x in gap.rows} == {
+        "cooperative": (None, None), "impatient": ((1, 1), 1.0), "drip_feed": (None, None)}
+    for bad in (-1, True, "0", 1.0):
+        with pytest.raises(InvalidTrajectory, match="user_mirror_trial"):
+            parse_record({"case_id": "a", "user_mirror_trial": bad})

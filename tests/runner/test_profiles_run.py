@@ -199,3 +199,50 @@ def test_a_user_model_is_told_its_profile() -> None:
     impatient = LLMUser(model="m", profile="impatient").prompt(spec, [])[0]["content"]
     assert "impatient" not in plain and impatient.startswith(plain)
     assert impatient.endswith("leave (a short goodbye and the stop string) about half of the time.")
+
+
+def test_paired_flips_are_the_same_from_the_store_the_export_and_its_import(tmp_path: Path, db_url: str) -> None:
+    """What ToolLens writes, ToolLens reads: each profiled record names the cooperative trial it
+    mirrors (user_mirror_trial), so score --json of the export and the imported export pair as the
+    run does; a run stored before that key still pairs by its config, to the same figures."""
+    import json
+
+    from app.store.models import TrajectoryRow
+
+    suite = str(Path(__file__).parents[2] / "examples" / "conversaciones_v2.yaml")
+    made = runner.invoke(cli, ["run", suite, "--agent", "simulated", "--trials", "2", "--user-profile", "all",
+                               "--seed", "11", "--run", "r", "--db", db_url])
+    assert made.exit_code == 0, made.output
+    want = {"impatient": [2, 0], "drip_feed": [0, 0], "wrong_assumption": [0, 0], "omits_detail": [2, 0],
+            "changes_mind": [1, 0]}
+    out = tmp_path / "r.jsonl"
+    assert runner.invoke(cli, ["export", "r", "--out", str(out), "--db", db_url]).exit_code == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    profiled = [r for r in records if r.get("user_profile", "cooperative") != "cooperative"]
+    assert len(profiled) == 30 and all(r["user_mirror_trial"] in (0, 1) for r in profiled)
+    assert not any("user_mirror_trial" in r for r in records if r not in profiled)
+    scored = runner.invoke(cli, ["score", suite, str(out), "--json"])
+    assert scored.exit_code == 0, scored.output
+    profiles = json.loads(scored.stdout)["profiles"]
+    assert {p: f["paired"] for p, f in profiles.items() if "paired" in f} == want
+    gap = cooperation_gap(profiles)
+    assert gap is not None and {r.profile: r.paired_p for r in gap.rows} == {
+        "cooperative": None, "impatient": 0.5, "drip_feed": 1.0, "wrong_assumption": 1.0, "omits_detail": 0.5,
+        "changes_mind": 1.0}
+    imported = runner.invoke(cli, ["import", str(out), "--run", "imp", "--suite", suite, "--db", db_url])
+    assert imported.exit_code == 0, imported.output
+    engine = make_engine(db_url)
+    try:
+        with make_sessionmaker(engine)() as s:
+            ids = dict(s.query(Run.name, Run.id).all())
+            assert not (s.get(Run, ids["imp"]).config or {}).get("user_profiles")  # type: ignore[union-attr]
+            assert paired_flips(s, ids["r"]) == want and paired_flips(s, ids["imp"]) == want
+            assert {r.profile: r.paired for r in run_gap(s, ids["imp"]).rows} == {  # type: ignore[union-attr]
+                "cooperative": None, **{p: tuple(v) for p, v in want.items()}}
+            for row in s.query(TrajectoryRow).filter(TrajectoryRow.detail.is_not(None)):
+                row.detail = {k: v for k, v in row.detail.items() if k != "user_mirror_trial"}  # stored before it
+            s.commit()
+            assert paired_flips(s, ids["r"]) == want  # from the run's config, as before the key
+            assert paired_flips(s, ids["imp"]) == {}  # an import has no config to number its trials by
+    finally:
+        engine.dispose()

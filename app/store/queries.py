@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Select, Text, func, select, type_coerce
@@ -127,8 +128,16 @@ def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str
         total_tokens=tokens, cost_usd=cost,
         scored=sum(n for n, _ in tally), passed=sum(c for _, c in tally),
         max_trials=max((n for n, _ in tally), default=0),
-        pass_hat_k={str(k): round(v, 4) for k, v in pass_hat_k((n, c) for n, c in tally).items()},
+        pass_hat_k=dict(_rounded_pass_hat_k(tuple((n, c) for n, c in tally))),
     )
+
+
+@lru_cache(maxsize=64)
+def _rounded_pass_hat_k(tally: tuple[tuple[int, int], ...]) -> dict[str, float]:
+    """pass^k as the runs list, the run page and compare state it, of a run's (trials, passes) per case
+    and fault: the same tally, the same figures (a run of thousands of trials per case costs tens of
+    milliseconds to compute, on every page that lists it). Callers copy the dict."""
+    return {str(k): round(v, 4) for k, v in pass_hat_k(tally).items()}
 
 
 def _runs_query() -> Select[Run, SuiteRow, ToolsetVersion]:
@@ -224,15 +233,14 @@ def usage_so_far(session: Session, run_id: int, before: UsageSoFar | None = None
     q = select(TrajectoryRow.id, type_coerce(TrajectoryRow.model_calls, Text), TrajectoryRow.passed,
                type_coerce(TrajectoryRow.failures, Text), TrajectoryRow.outcome,
                ).where(TrajectoryRow.run_id == run_id, TrajectoryRow.id > after).order_by(TrajectoryRow.id)
-    latency: dict[int, list[tuple[str, float]]] = {}
-    for tid, name, ms in session.execute(select(CallRow.trajectory_id, CallRow.name, CallRow.latency_ms).where(
-            CallRow.run_id == run_id, CallRow.trajectory_id > after, CallRow.latency_ms.is_not(None))):
-        latency.setdefault(tid, []).append((name, float(ms or 0.0)))
+    conn = session.connection()  # rows as tuples: a run of 10^6 calls is read without the ORM's per-row work
+    latency = conn.execute(select(CallRow.name, CallRow.latency_ms).where(
+        CallRow.run_id == run_id, CallRow.trajectory_id > after, CallRow.latency_ms.is_not(None))).all()
     last = after
-    for tid, calls, passed, failures, outcome in session.execute(q):
-        so_far.tally.add(_model_calls(_json(calls)), latency.get(tid, ()), passed=passed,
-                         failures=_json(failures) or (), outcome=outcome)
+    for tid, calls, passed, failures, outcome in conn.execute(q):
+        so_far.tally.add(_model_calls(_json(calls)), (), passed=passed, failures=_json(failures) or (), outcome=outcome)
         last = tid
+    so_far.tally.add_tool_latency(latency)  # a tool's latencies are only counted and sorted: read in any order
     so_far.last_id = last
     if before is not None:
         held = session.scalar(select(func.count()).select_from(TrajectoryRow).where(

@@ -315,7 +315,10 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
         outcome=filters.get("outcome") or None, passed=passed, cause=filters.get("cause") or None,
         blame=filters.get("blame") or None, limit=limit, offset=offset)
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
-    pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
+
+    def rewrites() -> dict[tuple[str, str], PairRewrite]:  # `toollens fix`'s edits of each confused pair
+        return pair_rewrites(run.name, run_pair_proposals(session, run_id)[1])
+
     lint = linting.run_lint(session, run_id)
     passes = pass_figures(run.passed, run.scored, figs["pass_hat_k"],  # the run's live counters, as the runs list
                           int(figs.get("user_errors") or 0))
@@ -343,7 +346,7 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
         cost_per_trajectory=cost / f.trajectories if cost is not None and f.trajectories else None,
         pager=pager(trajs.count, trajs.limit, trajs.offset, page_url),
         lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),
-        rewrites=pair_rewrites(run.name, pair_edits),
+        rewrites=cache.derived(session, run_id, f"rewrites {run.name}", rewrites) if cache is not None else rewrites(),
         blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
         causes_missing=int(figs.get("causes_missing") or 0),
         cooperation=gap_view(run_gap(session, run_id, figs["profiles"]) if "profiles" in figs else None),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Select, Text, func, select, type_coerce
+from sqlalchemy import Select, Text, cast, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app.core.families import RATIO_KEYS
@@ -230,16 +230,21 @@ def usage_so_far(session: Session, run_id: int, before: UsageSoFar | None = None
     so_far = before if before is not None else UsageSoFar(UsageTally())
     after = so_far.last_id
     # the JSON columns as the database hands them (text on SQLite), read by the core's fast reader
+    stored = (TrajectoryRow.run_id == run_id, TrajectoryRow.id > after)
     q = select(TrajectoryRow.id, type_coerce(TrajectoryRow.model_calls, Text), TrajectoryRow.passed,
                type_coerce(TrajectoryRow.failures, Text), TrajectoryRow.outcome,
-               ).where(TrajectoryRow.run_id == run_id, TrajectoryRow.id > after).order_by(TrajectoryRow.id)
+               ).where(*stored, TrajectoryRow.model_calls.is_not(None)).order_by(TrajectoryRow.id)
     conn = session.connection()  # rows as tuples: a run of 10^6 calls is read without the ORM's per-row work
     latency = conn.execute(select(CallRow.name, CallRow.latency_ms).where(
         CallRow.run_id == run_id, CallRow.trajectory_id > after, CallRow.latency_ms.is_not(None))).all()
     last = after
+    # a trajectory without model requests only counts in its groups: those are counted by the database
+    for passed, failures, outcome, n, top in conn.execute(usage_groups_query(run_id, after)):
+        so_far.tally.add_alike(int(n), passed=passed, failures=_json(failures) or (), outcome=outcome)
+        last = max(last, int(top))
     for tid, calls, passed, failures, outcome in conn.execute(q):
         so_far.tally.add(_model_calls(_json(calls)), (), passed=passed, failures=_json(failures) or (), outcome=outcome)
-        last = tid
+        last = max(last, tid)
     so_far.tally.add_tool_latency(latency)  # a tool's latencies are only counted and sorted: read in any order
     so_far.last_id = last
     if before is not None:
@@ -248,6 +253,16 @@ def usage_so_far(session: Session, run_id: int, before: UsageSoFar | None = None
         if held != so_far.tally.trajectories:
             return usage_so_far(session, run_id)
     return so_far
+
+
+def usage_groups_query(run_id: int, after: int = 0) -> Select[bool, str, str | None, int, int]:
+    """The run's trajectories after ``after`` without model requests, counted by how they ended
+    (passed, failures, outcome), with the last id of each group: a GROUP BY the database runs on the
+    run's rows in ``ix_traj_run_order`` (a test reads the plans)."""
+    failures = cast(TrajectoryRow.failures, Text)
+    return (select(TrajectoryRow.passed, failures, TrajectoryRow.outcome, func.count(), func.max(TrajectoryRow.id))
+            .where(TrajectoryRow.run_id == run_id, TrajectoryRow.id > after, TrajectoryRow.model_calls.is_(None))
+            .group_by(TrajectoryRow.passed, failures, TrajectoryRow.outcome))
 
 
 def run_summary(session: Session, run_id: int, prices: PriceTable, *, usage: UsageSoFar | None = None,

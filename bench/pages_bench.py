@@ -3,8 +3,8 @@ run page filtered by a confusion cell, trajectory page, compare page, the
 figures API) on large runs (two runs of N calls each, default 10^6),
 median and p95 over 100 requests, in-process through the app factory, on
 SQLite (or PostgreSQL: ``--db postgresql``). The run page is also timed as
-the first view after a batch lands (its figures cache emptied before each
-request: what every view of a run being written costs).
+the first view after a batch lands (its figures cache, with what the run page keeps
+in it, emptied before each request: what every view of a run being written costs).
 
 ``--record`` writes the medians and p95s to ``bench/pages_times.json``
 (under the database and the size); ``--check`` compares the medians with the

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from operator import add, attrgetter
+from itertools import accumulate
+from operator import add, attrgetter, mul, truediv
 from typing import Any
 
 from app.core.blame import BLAMES
@@ -54,10 +55,10 @@ def pass_hat_k(trials: Iterable[tuple[int, int]]) -> dict[int, float]:
     with_n = [0] * (top + 2)  # with_n[n]: cases with exactly n trials
     for n, c in groups:
         with_n[n] += 1
-        ratio = 1.0
-        for k in range(1, min(c, n) + 1):
-            ratio *= (c - k + 1) / (n - k + 1)
-            sums[k] += ratio
+        m = min(c, n)
+        if m > 0:  # ratio_k = ratio_(k-1) * (c-k+1)/(n-k+1) and sums[k] += ratio_k, k = 1..m: the same
+            ratios = accumulate(map(truediv, range(c, c - m, -1), range(n, n - m, -1)), mul)  # operations in
+            sums[1:m + 1] = map(add, sums[1:m + 1], ratios)  # the same order as a loop, at C speed
     out: dict[int, float] = {}
     eligible = 0
     for k in range(top, 0, -1):

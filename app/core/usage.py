@@ -164,6 +164,22 @@ class UsageTally:
         for name, ms in tool_latency:
             self.tool_latency.setdefault(name, []).append(ms)
 
+    def add_alike(self, n: int, *, passed: bool, failures: Iterable[str] = (), outcome: str | None = None) -> None:
+        """``n`` trajectories without model requests that ended alike: what ``add`` counts of each."""
+        self.trajectories += n
+        for key in ("passed" if passed else "failed", *(f"failure:{f}" for f in failures),
+                    *(() if outcome is None else (f"outcome:{outcome}",))):
+            self.all_groups[key] += n
+
+    def add_tool_latency(self, calls: Iterable[tuple[str, float | None]]) -> None:
+        """Tool calls' (name, latency), of trajectories ``add`` counts (given there without them)."""
+        lists = self.tool_latency
+        for name, ms in calls:
+            held = lists.get(name)
+            if held is None:
+                held = lists[name] = []
+            held.append(float(ms or 0.0))
+
     def to_json(self, prices: PriceTable) -> dict[str, Any]:
         """The ``usage`` object of the figures (docs/metrics.md)."""
         flat = [mc for calls in self.model_calls for mc in calls]

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
-from sqlalchemy import Select, Text, func, select, type_coerce
+from sqlalchemy import Select, Text, cast, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app.core.detail import TrajectoryDetail, stored_detail
@@ -129,8 +129,16 @@ def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str
         total_tokens=tokens, cost_usd=cost,
         scored=sum(n for n, _ in tally), passed=sum(c for _, c in tally),
         max_trials=max((n for n, _ in tally), default=0),
-        pass_hat_k={str(k): round(v, 4) for k, v in pass_hat_k((n, c) for n, c in tally).items()},
+        pass_hat_k=dict(_rounded_pass_hat_k(tuple((n, c) for n, c in tally))),
     )
+
+
+@lru_cache(maxsize=64)
+def _rounded_pass_hat_k(tally: tuple[tuple[int, int], ...]) -> dict[str, float]:
+    """pass^k as the runs list, the run page and compare state it, of a run's (trials, passes) per case
+    and fault: the same tally, the same figures (a run of thousands of trials per case costs tens of
+    milliseconds to compute, on every page that lists it). Callers copy the dict."""
+    return {str(k): round(v, 4) for k, v in pass_hat_k(tally).items()}
 
 
 def _runs_query() -> Select[Run, SuiteRow, ToolsetVersion]:
@@ -223,18 +231,22 @@ def usage_so_far(session: Session, run_id: int, before: UsageSoFar | None = None
     so_far = before if before is not None else UsageSoFar(UsageTally())
     after = so_far.last_id
     # the JSON columns as the database hands them (text on SQLite), read by the core's fast reader
+    stored = (TrajectoryRow.run_id == run_id, TrajectoryRow.id > after)
     q = select(TrajectoryRow.id, type_coerce(TrajectoryRow.model_calls, Text), TrajectoryRow.passed,
                type_coerce(TrajectoryRow.failures, Text), TrajectoryRow.outcome,
-               ).where(TrajectoryRow.run_id == run_id, TrajectoryRow.id > after).order_by(TrajectoryRow.id)
-    latency: dict[int, list[tuple[str, float]]] = {}
-    for tid, name, ms in session.execute(select(CallRow.trajectory_id, CallRow.name, CallRow.latency_ms).where(
-            CallRow.run_id == run_id, CallRow.trajectory_id > after, CallRow.latency_ms.is_not(None))):
-        latency.setdefault(tid, []).append((name, float(ms or 0.0)))
+               ).where(*stored, TrajectoryRow.model_calls.is_not(None)).order_by(TrajectoryRow.id)
+    conn = session.connection()  # rows as tuples: a run of 10^6 calls is read without the ORM's per-row work
+    latency = conn.execute(select(CallRow.name, CallRow.latency_ms).where(
+        CallRow.run_id == run_id, CallRow.trajectory_id > after, CallRow.latency_ms.is_not(None))).all()
     last = after
-    for tid, calls, passed, failures, outcome in session.execute(q):
-        so_far.tally.add(_model_calls(_json(calls)), latency.get(tid, ()), passed=passed,
-                         failures=_json(failures) or (), outcome=outcome)
-        last = tid
+    # a trajectory without model requests only counts in its groups: those are counted by the database
+    for passed, failures, outcome, n, top in conn.execute(usage_groups_query(run_id, after)):
+        so_far.tally.add_alike(int(n), passed=passed, failures=_json(failures) or (), outcome=outcome)
+        last = max(last, int(top))
+    for tid, calls, passed, failures, outcome in conn.execute(q):
+        so_far.tally.add(_model_calls(_json(calls)), (), passed=passed, failures=_json(failures) or (), outcome=outcome)
+        last = max(last, tid)
+    so_far.tally.add_tool_latency(latency)  # a tool's latencies are only counted and sorted: read in any order
     so_far.last_id = last
     if before is not None:
         held = session.scalar(select(func.count()).select_from(TrajectoryRow).where(
@@ -242,6 +254,16 @@ def usage_so_far(session: Session, run_id: int, before: UsageSoFar | None = None
         if held != so_far.tally.trajectories:
             return usage_so_far(session, run_id)
     return so_far
+
+
+def usage_groups_query(run_id: int, after: int = 0) -> Select[bool, str, str | None, int, int]:
+    """The run's trajectories after ``after`` without model requests, counted by how they ended
+    (passed, failures, outcome), with the last id of each group: a GROUP BY the database runs on the
+    run's rows in ``ix_traj_run_order`` (a test reads the plans)."""
+    failures = cast(TrajectoryRow.failures, Text)
+    return (select(TrajectoryRow.passed, failures, TrajectoryRow.outcome, func.count(), func.max(TrajectoryRow.id))
+            .where(TrajectoryRow.run_id == run_id, TrajectoryRow.id > after, TrajectoryRow.model_calls.is_(None))
+            .group_by(TrajectoryRow.passed, failures, TrajectoryRow.outcome))
 
 
 def run_summary(session: Session, run_id: int, prices: PriceTable, *, usage: UsageSoFar | None = None,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from threading import Lock
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from sqlalchemy.orm import Session
 
@@ -19,6 +20,8 @@ from app.store import queries
 from app.store.ingest import get_run_row, suite_for_run
 from app.store.models import Run
 from app.store.views import ComparisonPublic
+
+T = TypeVar("T")
 
 
 class ScorerCache:
@@ -97,6 +100,19 @@ class FiguresCache:
         self._items: BoundedCache[int, _Summary] = BoundedCache(size)
         self._running: dict[int, threading.Event] = {}
         self._lock = Lock()
+        self._derived: BoundedCache[tuple[int, dt.datetime, int, str], tuple[Any]] = BoundedCache(size)
+
+    def derived(self, session: Session, run_id: int, what: str, compute: Callable[[], T]) -> T:
+        """What a page derives from the run's stored rows and counters alone (``what`` names it,
+        with what else it depends on: the run page's rewrites of the run's name), computed once per
+        trajectory count: a batch stored into the run, or its id used again after a delete, is a new
+        key. Only the app's memory is written: a page read never writes the database."""
+        key = (run_id, get_run_row(session, run_id).created_at, queries.run_trajectory_count(session, run_id), what)
+        held = self._derived.get(key)
+        if held is None:
+            held = (compute(),)
+            self._derived.put(key, held)
+        return cast(T, held[0])
 
     def figures(self, session: Session, run_id: int, *, cases_limit: int = 100,
                 cases_offset: int = 0) -> dict[str, Any]:

@@ -92,3 +92,26 @@ def test_pass_hat_k_equals_the_binomial_formula_on_many_cases() -> None:
     for k in range(1, 13):
         eligible = [(n, c) for n, c in groups if n >= k]
         assert got[k] == pytest.approx(sum(comb(c, k) / comb(n, k) for n, c in eligible) / len(eligible), abs=1e-12)
+
+
+def test_pass_hat_k_is_bit_for_bit_the_loop_it_replaced() -> None:
+    """The products and sums are made at C speed, in the order the plain loop made them: the same floats."""
+    def loop(trials: list[tuple[int, int]]) -> dict[int, float]:
+        top = max(n for n, _ in trials)
+        sums, with_n = [0.0] * (top + 2), [0] * (top + 2)
+        for n, c in trials:
+            with_n[n] += 1
+            ratio = 1.0
+            for k in range(1, min(c, n) + 1):
+                ratio *= (c - k + 1) / (n - k + 1)
+                sums[k] += ratio
+        eligible, out = 0, {}
+        for k in range(top, 0, -1):
+            eligible += with_n[k]
+            out[k] = sums[k] / eligible
+        return out
+
+    trials = [(n, (n * 7 + i) % (n + 1)) for i, n in enumerate((1, 3, 3, 40, 97, 500, 500, 2000, 9035))]
+    got = pass_hat_k(trials)
+    assert got == loop(trials) and len(got) == 9035
+    assert got[1] == sum(c / n for n, c in trials) / len(trials)

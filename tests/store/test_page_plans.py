@@ -5,13 +5,19 @@ enough rows for PostgreSQL to prefer an index to reading the table)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Connection, Engine, Select, func, select, text
+from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from app.cli import cli as toollens
+from app.core.prices import current_prices
+from app.core.usage import UsageTally
+from app.store import queries
 from app.store.db import make_engine
 from app.store.fix import examples_query
-from app.store.models import CallRow
+from app.store.models import CallRow, TrajectoryRow
 from tests.resources import DATA, shared_data
 
 TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
@@ -37,7 +43,7 @@ def _copy(engine: Engine, doublings: int) -> None:
             conn.execute(text("ANALYZE calls"))
 
 
-def plan(conn: Connection, stmt: Select[tuple[str, object, object]]) -> str:
+def plan(conn: Connection, stmt: Select[Any]) -> str:
     """The plan of ``stmt`` as the database would run it, one line per step."""
     sql = str(stmt.compile(conn.engine, compile_kwargs={"literal_binds": True}))
     if conn.dialect.name == "sqlite":
@@ -71,4 +77,37 @@ def test_the_run_pages_examples_walk_the_runs_calls_in_id_order_from_an_index(db
             CallRow.run_id == 2, CallRow.selection_ok.is_(True), CallRow.schema_field.is_(None),
             CallRow.error_kind.is_(None)).order_by(CallRow.id)).all()
         assert len(every) == 110 * 16 and got == every[:300]
+    engine.dispose()
+
+
+@shared_data(TAU, SCHEMAS)
+def test_the_usage_of_trajectories_without_model_requests_is_counted_by_the_database(db_url: str) -> None:
+    """The first view after a batch counts the trajectories without model requests by how they ended
+    in one GROUP BY over the run's rows (from ``ix_traj_run_order`` on SQLite): the same usage figures
+    as adding them one by one."""
+    engine = _store(db_url)
+    with Session(engine) as s:
+        held = s.execute(select(TrajectoryRow.id, TrajectoryRow.passed, TrajectoryRow.failures, TrajectoryRow.outcome,
+                                TrajectoryRow.model_calls).where(TrajectoryRow.run_id == 2)
+                         .order_by(TrajectoryRow.id)).all()
+        assert len(held) == 100 and all(m is None for *_, m in held)
+        one_by_one = UsageTally()
+        for _, passed, failures, outcome, _ in held:
+            one_by_one.add(None, (), passed=passed, failures=failures, outcome=outcome)
+        latency = s.execute(select(CallRow.name, CallRow.latency_ms).where(
+            CallRow.run_id == 2, CallRow.latency_ms.is_not(None))).all()
+        one_by_one.add_tool_latency(latency)
+        got = queries.usage_so_far(s, 2)
+        prices = current_prices()
+        assert got.last_id == held[-1][0] and got.tally.trajectories == 100
+        assert got.tally.to_json(prices) == one_by_one.to_json(prices)
+        assert got.tally.to_json(prices)["by_result"]["failed"]["trajectories"] == 69
+        with engine.connect() as conn:
+            groups = conn.execute(queries.usage_groups_query(2)).all()
+            assert sum(n for *_, n, _ in groups) == 100 and len(groups) == 15
+            got_plan = plan(conn, queries.usage_groups_query(2))
+    if engine.dialect.name == "sqlite":
+        assert "ix_traj_run_order" in got_plan and "SCAN" not in got_plan, got_plan
+    else:
+        assert "Aggregate" in got_plan, got_plan
     engine.dispose()

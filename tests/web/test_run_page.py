@@ -89,6 +89,33 @@ def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client
     assert causes() == [(2 * n, href) for n, href in first]
 
 
+def test_the_rewrites_are_computed_once_per_batch_and_equal_the_uncached_ones(
+        client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = client.app.state.figures  # type: ignore[attr-defined]
+    made: list[int] = []
+    proposals = run_page.run_pair_proposals
+
+    def counted(session: object, run_id: int) -> object:
+        made.append(run_id)
+        return proposals(session, run_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(run_page, "run_pair_proposals", counted)
+
+    def rewrites(cached: bool) -> dict[tuple[str, str], run_page.PairRewrite]:
+        with client.app.state.sessions() as s:  # type: ignore[attr-defined]
+            return run_page.run_page(s, 1, filters={}, limit=50, offset=0, cache=cache if cached else None).rewrites
+
+    first = rewrites(True)
+    assert list(first) == [("buscar_pedido", "buscar_producto"), ("buscar_pedido", "verificar_compra"),
+                          ("emitir_nota_credito", "verificar_compra")] and made == [1]
+    assert rewrites(True) == first and made == [1]  # the second view reads no call
+    assert rewrites(False) == first and made == [1, 1]
+    recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
+    again = [{**r, "trial": r.get("trial", 0) + 10} for r in recs]
+    assert client.post("/api/runs/1/trajectories", json={"trajectories": again}).status_code == 200
+    assert rewrites(True) == first and made == [1, 1, 1]  # a batch: computed again (the same edits)
+
+
 def test_a_cause_named_by_the_agent_is_bounded_escaped_and_filtered_exactly(client: TestClient) -> None:
     name = "<img src=x onerror=alert(1)>:" + "x" * 220  # 250 characters: the records allow 256
     rec = {"case_id": "saldo-001", "trial": 99, "question": "?", "answer": "listo",

@@ -4,9 +4,9 @@ findings that explain it, recovery), its cost, and its trajectories, filtered.""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
@@ -41,6 +41,7 @@ from app.web.pages.pager import Pager, pager
 from app.web.pages.runs import blocking
 
 router = APIRouter()
+T = TypeVar("T")
 
 FAILURE_NAMES = tuple(f.value for f in Failure)
 TURN_COLUMNS = tuple((f.key, f.turn_label) for f in RATIO_FAMILIES)  # the per-turn tables' columns
@@ -324,7 +325,13 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
     figs = (cache.figures(session, run_id, cases_limit=1) if cache is not None
             else queries.figures(session, run_id, cases_limit=1))
     f = FiguresPublic.model_validate(figs)
-    confusion = queries.confusion(session, run_id)
+
+    def kept(what: str, compute: Callable[[], T]) -> T:
+        """What the run's rows and counters alone give, kept with its figures (computed once a batch)."""
+        return cache.derived(session, run_id, what, compute) if cache is not None else compute()
+
+    confusion, heatmap = kept("confusion", lambda: (c := queries.confusion(session, run_id),
+                                                    figures.confusion_heatmap(c)))
     passed = {"true": True, "false": False}.get(filters.get("passed", ""))
     trajs = queries.list_trajectories(
         session, run_id, failure=filters.get("failure") or None, expected=filters.get("expected") or None,
@@ -332,8 +339,11 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
         outcome=filters.get("outcome") or None, passed=passed, cause=filters.get("cause") or None,
         blame=filters.get("blame") or None, limit=limit, offset=offset)
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
-    pair_edits = run_pair_proposals(session, run_id)[1]  # `toollens fix`'s edits of each confused pair
-    lint = linting.run_lint(session, run_id)
+
+    def rewrites() -> dict[tuple[str, str], PairRewrite]:  # `toollens fix`'s edits of each confused pair
+        return pair_rewrites(run.name, run_pair_proposals(session, run_id)[1])
+
+    lint = kept("lint", lambda: linting.run_lint(session, run_id))
     passes = pass_figures(run.passed, run.scored, figs["pass_hat_k"],  # the run's live counters, as the runs list
                           int(figs.get("user_errors") or 0))
     for r in figs["reactions"]:
@@ -347,7 +357,7 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
 
     cost = f.usage.cost_usd if f.usage is not None else None
     return RunPage(
-        run=run, figures=f, confusion=confusion, heatmap=figures.confusion_heatmap(confusion),
+        run=run, figures=f, confusion=confusion, heatmap=heatmap,
         outcomes_by_kind=figures.outcome_bars(figs["outcomes_by_fault_kind"], "kind", "by fault kind")
         if figs["outcomes_by_fault_kind"] else None,
         outcomes_by_step=figures.outcome_bars([{**g, "step": f"call #{int(g['step']) + 1}"}
@@ -360,7 +370,7 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
         cost_per_trajectory=cost / f.trajectories if cost is not None and f.trajectories else None,
         pager=pager(trajs.count, trajs.limit, trajs.offset, page_url),
         lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),
-        rewrites=pair_rewrites(run.name, pair_edits),
+        rewrites=kept(f"rewrites {run.name}", rewrites),
         blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
         causes_missing=int(figs.get("causes_missing") or 0),
         cooperation=gap_view(run_gap(session, run_id, figs["profiles"]) if "profiles" in figs else None),

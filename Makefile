@@ -19,7 +19,7 @@ PIP = $(BIN)/pip install --disable-pip-version-check --progress-bar off
 
 # The modules setup.py compiles with mypyc, and the core whose types they were compiled
 # against: a change to one of them rebuilds the compiled install.
-COMPILED := $(shell sed -n 's/^    "\(app\/[a-z_/]*\.py\)",.*$$/\1/p' setup.py) $(wildcard app/core/*.py)
+COMPILED := $(shell sed -n 's/^    "\(app\/[a-z_/]*\.py\)",.*$$/\1/p' setup.py) $(wildcard app/core/*.py app/core/*/*.py)
 
 .PHONY: demo fast build test lint bench bench-pages clean
 

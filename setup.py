@@ -31,19 +31,19 @@ from setuptools import setup
 
 # The scoring hot path: what `score_trajectories` runs for every record, and what stores it.
 COMPILED = [
-    "app/core/alignment.py",
-    "app/core/blame.py",  # who failed a conversation: every failed conversation goes through it
-    "app/core/divergence.py",  # a failed trajectory's first divergence
-    "app/core/evaluate.py",
-    "app/core/grounding.py",  # the values an answer states, against what the tools said
+    "app/core/score/alignment.py",
+    "app/core/score/blame.py",  # who failed a conversation: every failed conversation goes through it
+    "app/core/score/divergence.py",  # a failed trajectory's first divergence
+    "app/core/reports/evaluate.py",
+    "app/core/score/grounding.py",  # the values an answer states, against what the tools said
     "app/core/language.py",  # the outcome's words
-    "app/core/outcome.py",
+    "app/core/score/outcome.py",
     "app/core/records.py",
-    "app/core/report.py",
-    "app/core/schema.py",
-    "app/core/scoring.py",
-    "app/core/tolerance.py",
-    "app/core/turns.py",  # a conversation's figures per user turn
+    "app/core/reports/report.py",
+    "app/core/suites/schema.py",
+    "app/core/score/scoring.py",
+    "app/core/suites/tolerance.py",
+    "app/core/score/turns.py",  # a conversation's figures per user turn
     "app/core/usage.py",  # each record's model calls, and their tally
     "app/store/rows.py",  # a scored batch as rows: every stored call goes through it
     "app/importers/otel.py",  # spans to records: every span the OTLP receiver stores

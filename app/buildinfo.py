@@ -19,7 +19,17 @@ from pathlib import Path
 from types import ModuleType
 
 APP_DIR = Path(__file__).resolve().parent
-PACKAGES = ("app.core", "app.store", "app.importers", "app.otlp")  # where setup.py compiles modules
+PACKAGES = (
+    "app.core",
+    "app.core.suites",
+    "app.core.run",
+    "app.core.score",
+    "app.core.reports",
+    "app.core.advise",
+    "app.store",
+    "app.importers",
+    "app.otlp",
+)  # where setup.py compiles modules
 
 
 def pure_python_requested() -> bool:
@@ -45,7 +55,7 @@ def _extensions() -> dict[str, Path]:
 
 
 def compiled_modules() -> list[str]:
-    """The modules this process runs compiled (``app.core.scoring``…), sorted; empty when pure Python."""
+    """The modules this process runs compiled (``app.core.score.scoring``…), sorted; empty when pure Python."""
     names = []
     for name in _extensions():
         module = sys.modules.get(name)

@@ -32,9 +32,9 @@ CLI = "import sys; sys.argv[0] = 'toollens'; from app.entry import main; main()"
 SCORE = """
 import sys
 from pathlib import Path
-from app.core.evaluate import score_trajectories
+from app.core.reports.evaluate import score_trajectories
 from app.core.records import read_jsonl
-from app.core.suite_check import validate_suite_file
+from app.core.suites.suite_check import validate_suite_file
 out = Path(sys.argv[1])
 records = list(read_jsonl(out / "trajectories.jsonl"))
 scored = 0

@@ -1,6 +1,6 @@
 """Dump the blame of every failed conversation of the real τ² and tau-bench files, to compare two trees.
 
-A speed-up of ``app/core/blame.py`` must leave every verdict as it was. For each file it
+A speed-up of ``app/core/score/blame.py`` must leave every verdict as it was. For each file it
 converts it (``toollens convert``), writes ``toollens score --json`` to ``OUT/NAME.json``
 and every trajectory's whole blame (each finding, each note) to ``OUT/NAME.blame.json``,
 with the tree this Python imports; then ``diff -r`` two such folders::
@@ -29,7 +29,7 @@ REAL = {name: EVERY_REAL_FILE[name] for name in ("tau-bench-airline", "tau2-tele
 def dump(data: Path, out: Path) -> None:
     from app.commands.score import load_suites
     from app.core.records import read_jsonl
-    from app.core.scoring import Scorer
+    from app.core.score.scoring import Scorer
 
     out.mkdir(parents=True, exist_ok=True)
     toollens = [sys.executable, "-m", "app.cli"]

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.core.lint import lint_toolset
-from app.core.suite import parse_suite
+from app.core.advise.lint import lint_toolset
+from app.core.suites.suite import parse_suite
 from tests.generated_suites import cells, delimited, generate, most_confused, pasted
 
 

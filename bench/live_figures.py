@@ -100,7 +100,7 @@ def main() -> None:
                 pass
             assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
             time.sleep(0.2)
-        from app.core.suite import load_suite_document
+        from app.core.suites.suite import load_suite_document
 
         with httpx.Client(base_url=base, timeout=600) as h:
             run = h.post("/api/runs", json={"name": "live", "suite": load_suite_document(

@@ -40,13 +40,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.agents.profiles import ProfiledUser
 from app.agents.simulated import SimRates, SimulatedAgent
 from app.agents.users import RuleUser
-from app.core.conversation import fold
-from app.core.profiles import COOPERATIVE, NAMES
 from app.core.records import Trajectory
-from app.core.router import Toolbox
-from app.core.runner import run_case
-from app.core.scoring import Scorer
-from app.core.suite import Case, Suite, load_suite
+from app.core.reports.profiles import COOPERATIVE, NAMES
+from app.core.run.conversation import fold
+from app.core.run.router import Toolbox
+from app.core.run.runner import run_case
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import Case, Suite, load_suite
 
 SUITE = Path(__file__).resolve().parents[1] / "examples" / "conversaciones_v2.yaml"
 AGENTS = ("literal", "once", "simulated")

@@ -78,7 +78,7 @@ def details(folder: Path, out: Path) -> None:
 
     from app.commands.score import KnownCases, load_suites
     from app.core.records import read_jsonl
-    from app.core.scoring import Scorer
+    from app.core.score.scoring import Scorer
 
     suites, records = load_suites(folder, None, lenient=True)
     scorers = [Scorer(s) for s in suites]

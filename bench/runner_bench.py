@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 import hostref  # noqa: E402
 
-from app.core.suite import load_suite_document, parse_suite  # noqa: E402
+from app.core.suites.suite import load_suite_document, parse_suite  # noqa: E402
 from app.runner.session import RunRequest, run_agent  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.store.db import upgrade  # noqa: E402

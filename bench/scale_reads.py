@@ -46,7 +46,7 @@ import hostref
 from score_bench import Generator, build_plans, build_suite_doc
 from store_bench import PG_URL, _free_port, _process_cpu
 
-from app.core.suite import parse_suite
+from app.core.suites.suite import parse_suite
 from app.settings import Settings
 from app.store.db import upgrade
 from app.store.importer import import_file

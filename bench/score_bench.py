@@ -68,11 +68,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostref
 
 from app import buildinfo
-from app.core.evaluate import score_trajectories
-from app.core.families import RATIO_KEYS
 from app.core.records import FAULT_KINDS, TRANSIENT_KINDS, read_jsonl
-from app.core.report import Report
-from app.core.suite import Suite, parse_suite
+from app.core.reports.evaluate import score_trajectories
+from app.core.reports.report import Report
+from app.core.score.families import RATIO_KEYS
+from app.core.suites.suite import Suite, parse_suite
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 QUICK_SIZES = (2_000, 20_000)
@@ -918,7 +918,7 @@ class Variant:
 
 # ``toollens score`` with the blame of failed conversations switched off (``--no-blame``): only as Python
 # source, where scoring looks ``blame_of`` up at each call (compiled, the call is bound at build time)
-NO_BLAME = ("import sys, app.core.scoring as s; s.blame_of = lambda *a: None; sys.argv[0] = 'toollens'; "
+NO_BLAME = ("import sys, app.core.score.scoring as s; s.blame_of = lambda *a: None; sys.argv[0] = 'toollens'; "
             "from app.entry import main; main()")
 
 
@@ -934,7 +934,7 @@ def _variants(against: Path | None, no_blame: bool = False) -> list[Variant]:
     for name, tree in trees:
         command = [sys.executable, "-m", "app.entry", "score"]  # what the console script runs
         env = {"PYTHONPATH": str(tree)}
-        if any((tree / "app" / "core").rglob("scoring.*.so")):
+        if any((tree / "app" / "core" / "score").rglob("scoring.*.so")):
             out.append(Variant(f"{name}, compiled", command, tree, dict(env)))
         out.append(Variant(f"{name}, pure Python", command, tree, {**env, "TOOLLENS_PURE_PYTHON": "1"}))
         if no_blame:

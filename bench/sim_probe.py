@@ -16,9 +16,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.agents.simulated import SimRates, SimulatedAgent
-from app.core.evaluate import score_trajectories
-from app.core.runner import run_case
-from app.core.suite import Suite, load_suite, parse_suite
+from app.core.reports.evaluate import score_trajectories
+from app.core.run.runner import run_case
+from app.core.suites.suite import Suite, load_suite, parse_suite
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostref
 from score_bench import Generator, build_plans, build_suite_doc
 
-from app.core.suite import parse_suite
+from app.core.suites.suite import parse_suite
 from app.settings import Settings
 from app.store.db import upgrade
 from app.store.importer import import_file

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from app.core.records import Trajectory, parse_record
-from app.core.suite import Suite, load_suite_document, parse_suite
+from app.core.suites.suite import Suite, load_suite_document, parse_suite
 from app.settings import Settings
 from app.web.app import create_app
 

@@ -140,8 +140,8 @@ def pasted(suite: GeneratedSuite) -> dict[str, Any]:
 def cells(document: dict[str, Any], *, trials: int = 4, seed: int = 0, rates: str = RATES) -> Counter[tuple[str, str]]:
     """(expected, called) -> calls to another declared tool, over ``trials`` runs of every case."""
     from app.agents.simulated import SimRates, SimulatedAgent
-    from app.core.runner import run_case
-    from app.core.suite import parse_suite
+    from app.core.run.runner import run_case
+    from app.core.suites.suite import parse_suite
 
     suite = parse_suite(document)
     agent = SimulatedAgent(suite.toolset, rates=SimRates.parse(rates), seed=seed)
@@ -166,7 +166,7 @@ def fix_out(document: dict[str, Any], folder: Path, *, trials: int = 4, seed: in
     """Failed trajectories before and after ``toollens fix RUN --out`` (the
     proposals that explain a failed trajectory, written into a candidate run
     with the same agent, trials and seed), and the proposals."""
-    from app.core.fix import candidate_suite
+    from app.core.advise.fix import candidate_suite
     from app.runner.session import RunRequest, run_agent
     from app.settings import Settings
     from app.store.db import make_sessionmaker, session_scope

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.core.records import MAX_DEPTH
-from app.core.suite import load_suite_document
+from app.core.suites.suite import load_suite_document
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BAD = "a\x00b\ud800c\udfff"  # NUL and two lone surrogates

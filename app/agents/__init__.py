@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from app.core.errors import ToolLensError
-from app.core.suite import Case
+from app.core.suites.suite import Case
 
 
 class AgentSpecError(ToolLensError):

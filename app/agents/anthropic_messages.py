@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 from app.agents.model_agent import ModelAgent, tls_context
-from app.core.router import Toolbox
+from app.core.run.router import Toolbox
 from app.core.usage_formats import anthropic_model_call
 
 

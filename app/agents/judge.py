@@ -18,7 +18,7 @@ from typing import Any
 from app.agents.model_agent import ModelAgent
 from app.agents.openai_chat import openai_client
 from app.agents.retry import MalformedResponse
-from app.core.outcome import OUTCOMES
+from app.core.score.outcome import OUTCOMES
 
 MAX_CALLS_SHOWN = 40
 MAX_TEXT = 600

@@ -19,7 +19,7 @@ import orjson
 
 from app.agents.model_agent import ModelAgent, tls_context
 from app.agents.retry import MalformedResponse
-from app.core.router import Toolbox
+from app.core.run.router import Toolbox
 from app.core.usage_formats import openai_model_call
 
 

@@ -1,4 +1,4 @@
-"""The rule-based simulated user under a profile (app/core/profiles.py names
+"""The rule-based simulated user under a profile (app/core/reports/profiles.py names
 them and their rates; docs/runner.md#user-profiles says what each does).
 
 ``ProfiledUser(profile, seed)`` hands the runner one ``ProfiledConversation``
@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.agents.users import RuleUser, language
-from app.core.conversation import asked_for, asks, asks_to_confirm
-from app.core.profiles import BY_NAME, COOPERATIVE
 from app.core.records import Message, UserError
-from app.core.suite import UserSpec
+from app.core.reports.profiles import BY_NAME, COOPERATIVE
+from app.core.run.conversation import asked_for, asks, asks_to_confirm
+from app.core.suites.suite import UserSpec
 
 _WORDS = {
     "es": {"leave": "No tengo tiempo para esto, lo dejo aquí.", "not_at_hand": "No tengo ese dato a mano ahora.",

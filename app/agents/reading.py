@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from app.core.lint import _GENERIC, _STOPWORDS, fold
-from app.core.tools import Toolset, ToolSpec
+from app.core.advise.lint import _GENERIC, _STOPWORDS, fold
+from app.core.suites.tools import Toolset, ToolSpec
 
 BETA = 2.0  # how sharply a score lead turns into certainty (per unit of rarity, ln N/df)
 DELIMITED = 0.75  # how much a negative delimitation naming only the partner lowers the pair's weight

@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.agents.reading import confusion_chance, read_toolset, states_precondition
+from app.core.advise.lint import lint_toolset
 from app.core.bounded import BoundedCache
-from app.core.conversation import fold, says_value
 from app.core.language import Language, detect_language, language_scores
-from app.core.lint import lint_toolset
 from app.core.records import TRANSIENT_KINDS
-from app.core.router import Toolbox
-from app.core.suite import Case, ExpectedCall
-from app.core.tolerance import parse_date
-from app.core.tools import Toolset
+from app.core.run.conversation import fold, says_value
+from app.core.run.router import Toolbox
+from app.core.suites.suite import Case, ExpectedCall
+from app.core.suites.tolerance import parse_date
+from app.core.suites.tools import Toolset
 
 LABEL = "simulated"
 

@@ -17,11 +17,11 @@ from typing import Any
 from app.agents.model_acts import ModelConversation
 from app.agents.model_agent import ModelAgent
 from app.agents.openai_chat import first_message, message_text, openai_client
-from app.core.conversation import asked_for, asks, asks_to_confirm
 from app.core.language import detect_language
 from app.core.records import Message
-from app.core.report import COOPERATIVE
-from app.core.suite import UserSpec
+from app.core.reports.report import COOPERATIVE
+from app.core.run.conversation import asked_for, asks, asks_to_confirm
+from app.core.suites.suite import UserSpec
 
 LABEL_RULES = "rules"
 
@@ -85,7 +85,7 @@ Rules:
 - When your request is resolved, or you cannot get further, end with {stop} (alone, or after a short \
 goodbye).{profile}"""
 
-# what a user model is told to do under each profile (app/core/profiles.py); the cooperative user adds nothing
+# what a user model is told to do under each profile (app/core/reports/profiles.py); the cooperative user adds nothing
 PROFILE_PROMPTS = {
     "impatient": "You are impatient: from your second message on, when the agent asks you something instead of "
                  "solving your request, leave (a short goodbye and the stop string) about half of the time.",

@@ -180,7 +180,7 @@ def store_session(db: str | None, *, write: bool = False, create: bool | None = 
 def suite_mistakes(consequence: str) -> Iterator[None]:
     """Around a suite check: every mistake on its own line, then exit 2."""
     from app.commands.terminal_text import print_mistakes
-    from app.core.suite_check import SuiteProblems
+    from app.core.suites.suite_check import SuiteProblems
 
     try:
         yield

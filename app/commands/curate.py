@@ -55,10 +55,10 @@ def curate(
     it stays: the new cases are inserted after its last case; the file is
     replaced whole at once, never left half-written. Exit 0: written (or nothing
     new); 2: bad input (a filter, a file the cases do not fit)."""
-    from app.core import curate as core
-    from app.core import suitefile
+    from app.core.advise import curate as core
     from app.core.errors import ToolLensError
-    from app.core.suite import parse_suite, read_document
+    from app.core.suites import suitefile
+    from app.core.suites.suite import parse_suite, read_document
     from app.store import curation, ingest
 
     filters = _where(where or [])

@@ -1,5 +1,5 @@
 """``toollens fix``: the description edits a stored run calls for, a candidate
-suite with them, and its A/B run against the original (``app.core.fix``)."""
+suite with them, and its A/B run against the original (``app.core.advise.fix``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from app.commands.common import DbOption, environment_error, fail, store_session
 from app.commands.terminal_text import safe
 
 if TYPE_CHECKING:
-    from app.core.fix import Proposal
+    from app.core.advise.fix import Proposal
 
 
 def register(cli: typer.Typer) -> None:
@@ -57,8 +57,8 @@ def fix(
     """Propose the description edits a run calls for, ranked by the failed trajectories each explains.
 
     Exit 0: proposals printed (or written); with --verify, as `gate`: 0 passed, 1 regressed; 2: bad input."""
-    from app.core import fix as core
-    from app.core.suitefile import render
+    from app.core.advise import fix as core
+    from app.core.suites.suitefile import render
 
     numbers = _numbers(only) if only is not None else None
     if out is not None:
@@ -164,7 +164,7 @@ def write_file(path: Path, data: bytes) -> None:
     import signal
     import threading
 
-    from app.core.suitefile import replace_atomically
+    from app.core.suites.suitefile import replace_atomically
 
     if path.is_symlink():
         raise fail(f"{path}: a symbolic link; fix never writes through one: give the file's own path")
@@ -191,7 +191,7 @@ def fix_json(run: str, toolset: str, failed: int, proposals: list[Proposal]) -> 
 
 def description_diffs(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
     """Per changed description (``tool`` or ``tool.field``), its word diff as (op, text) segments."""
-    from app.core.fix import changed_descriptions
+    from app.core.advise.fix import changed_descriptions
     from app.core.textdiff import word_diff
 
     return [(name, [(s.op, s.text) for s in word_diff(a, b)])
@@ -213,7 +213,7 @@ def _segments(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _print(console: Console, run: str, failed: int, proposals: list[Proposal], total: int) -> None:
-    from app.core.wording import count, trajectories
+    from app.core.reports.wording import count, trajectories
 
     console.print(Text(f"run {safe(run)}: {count(total, 'proposal')} from {trajectories(failed)}, ranked by the failed "
                        "trajectories each explains", style="bold"))
@@ -254,7 +254,7 @@ def _where(p: Proposal) -> str:
 
 def _md_segment(op: str, text: str) -> str:
     """One word-diff segment in Markdown, its text escaped, its spaces outside the markers."""
-    from app.core.gate_report import md
+    from app.core.reports.gate_report import md
 
     if op == "equal" or not text.strip():
         return md(text, 10_000) if text.strip() else " " if text else ""
@@ -266,8 +266,8 @@ def _md_segment(op: str, text: str) -> str:
 def pr_body(run: str, chosen: list[Proposal], diffs: list[tuple[str, list[tuple[str, str]]]],
             verdict: str | None) -> str:
     """The pull request's body: what changed and why, then the figures and the verdict."""
-    from app.core.gate_report import md
-    from app.core.wording import count, trajectories
+    from app.core.reports.gate_report import md
+    from app.core.reports.wording import count, trajectories
 
     lines = [f"## Tool descriptions rewritten from run {md(run)}", "",
              f"{count(len(chosen), 'proposal')} of `toollens fix`, ranked by the failed trajectories each "

@@ -18,7 +18,7 @@ from app.agents.judge import Judge
 from app.agents.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from app.core.fix import Proposal
+    from app.core.advise.fix import Proposal
     from app.store.fix import RunFix
 
 MAX_DESCRIPTION = 1200
@@ -82,7 +82,7 @@ def rewrite_pairs(found: RunFix, *, model: str, base_url: str | None, pairs: int
     """The proposals with the worst pairs' descriptions rewritten by the model
     where its answer is accepted (ranked first, ``source`` "model"); the
     deterministic proposals stand for the rest."""
-    from app.core.fix import Addresses, Proposal
+    from app.core.advise.fix import Addresses, Proposal
 
     proposals = list(found.proposals)
     worst: dict[tuple[str, str], tuple[dict[tuple[str, str], int], set[str], list[str]]] = {}

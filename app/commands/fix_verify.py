@@ -15,8 +15,8 @@ from app.commands.common import fail, settings_for, store_session
 from app.commands.terminal_text import safe
 
 if TYPE_CHECKING:
-    from app.core.fix import Proposal
-    from app.core.gate import GateResult
+    from app.core.advise.fix import Proposal
+    from app.core.reports.gate import GateResult
     from app.store.fix import FixAB, GroupFigures
 
 
@@ -38,9 +38,9 @@ def verify_candidate(db: str | None, run: str, config: dict[str, Any], candidate
                      candidate_file: Path | None = None) -> int:
     """Run the candidate, print the A/B and the verdict; the exit code of ``toollens gate``.
     ``write_pr`` writes the pull request's body (``fix --markdown``) given the verdict's section."""
-    from app.core.gate import GateConfig, load_gate_config
-    from app.core.gate_report import markdown as gate_markdown
-    from app.core.gate_report import md
+    from app.core.reports.gate import GateConfig, load_gate_config
+    from app.core.reports.gate_report import markdown as gate_markdown
+    from app.core.reports.gate_report import md
     from app.runner.progress import RunProgress
     from app.runner.session import AGENT_KEYS, RUNNER_MARK, RUNNER_VERSION, WORK_KEYS, RunRequest, run_agent
     from app.store.fix import fix_ab
@@ -108,7 +108,7 @@ def _families(ab: FixAB, result: GateResult | None = None) -> list[tuple[str, st
     """Each family with data in either run: name, before, after, delta with its
     95% interval, and ONE verdict: the gate's where it judges the family (its
     reason when it is not a pass), else how the interval reads."""
-    from app.core.gate_report import figure
+    from app.core.reports.gate_report import figure
 
     gate = {v.family: v for v in result.families if v.status != "n/a"} if result is not None else {}
     out = []
@@ -152,7 +152,7 @@ def ab_lines(ab: FixAB, result: GateResult | None = None) -> list[str]:
 
 def ab_markdown(ab: FixAB, result: GateResult | None = None) -> list[str]:
     """The A/B as a Markdown table and lines (names come from the toolset: escaped)."""
-    from app.core.gate_report import md
+    from app.core.reports.gate_report import md
 
     c = ab.comparison
     rows = [f"Confusions (calls to another tool than the expected one): **{_cut(*ab.confusions)}**", "",

@@ -29,11 +29,11 @@ def gate(
     Hallucinated tools and hallucination after error must be zero in the candidate; every other family may not
     drop by more than its tolerance. Exit 0: passed; 1: regressed; 2: bad input; 3: no verdict (more than
     simulator_share of the flipped cases' failures are blamed on the simulated user)."""
-    from app.core.gate import GateConfig, load_gate_config
-    from app.core.gate_report import junit as render_junit
-    from app.core.gate_report import markdown as render_markdown
     from app.core.prices import load_prices
-    from app.core.wording import trajectories
+    from app.core.reports.gate import GateConfig, load_gate_config
+    from app.core.reports.gate_report import junit as render_junit
+    from app.core.reports.gate_report import markdown as render_markdown
+    from app.core.reports.wording import trajectories
     from app.store.gate import run_gate
 
     cfg = load_gate_config(config) if config is not None else GateConfig()

@@ -1,4 +1,4 @@
-"""``toollens lint``: the description linter (see ``app.core.lint``)."""
+"""``toollens lint``: the description linter (see ``app.core.advise.lint``)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from rich.text import Text
 from app.commands.common import DbOption, store_session, suite_mistakes
 
 if TYPE_CHECKING:
+    from app.core.advise.lint import Finding
     from app.core.language import Language
-    from app.core.lint import Finding
 
-# app.core.lint's SIMILAR_THRESHOLD and LOOKALIKE_THRESHOLD (tests/cli/test_cli_startup.py checks they agree),
+# app.core.advise.lint's SIMILAR_THRESHOLD and LOOKALIKE_THRESHOLD (tests/cli/test_cli_startup.py checks they agree),
 # written out so that `toollens --help` does not import the core.
 SIMILAR_THRESHOLD = 0.5
 LOOKALIKE_THRESHOLD = 0.3
@@ -41,8 +41,8 @@ def lint(
     A suite is checked first: every mistake in it (unknown keys, calls to tools the toolset lacks, arguments
     its schema rejects) is listed. Exit 0: no finding; 1: findings; 2: bad input or a mistake in the suite."""
     from app.commands.terminal_text import print_warnings
-    from app.core.lint import lint_json, lint_toolset, load_lint_target, toolset_language
-    from app.core.suite_check import validate_lint_target
+    from app.core.advise.lint import lint_json, lint_toolset, load_lint_target, toolset_language
+    from app.core.suites.suite_check import validate_lint_target
 
     with suite_mistakes("nothing was linted"):
         print_warnings(validate_lint_target(toolset, lenient=lenient))
@@ -76,7 +76,7 @@ def _print(console: Console, head: str, findings: list[Finding], cells: dict[tup
            lang: Language) -> None:
     """Findings about a pair of tools grouped under the pair (the run's most
     confused first, then highest score), then the findings about one tool."""
-    from app.core.lint import lint_pairs
+    from app.core.advise.lint import lint_pairs
 
     console.print(Text(head, style="bold"))
     for pair in lint_pairs(findings, cells, {t for f in findings for t in f.tools}):
@@ -95,7 +95,7 @@ def _print(console: Console, head: str, findings: list[Finding], cells: dict[tup
 def _about(f: Finding, other: str, lang: Language) -> str:
     """A finding's message as it concerns one pair (a tool with several
     look-alikes is named under each pair, with only that look-alike)."""
-    from app.core.lint import delimitation_hint
+    from app.core.advise.lint import delimitation_hint
 
     if f.rule == "no_negative_delimitation":
         return delimitation_hint(f.tool, other, lang)

@@ -45,8 +45,8 @@ def mcp_serve(
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.core.errors import ToolLensError
-    from app.core.router import FaultPlan
-    from app.core.suite import load_suite_document, parse_suite
+    from app.core.run.router import FaultPlan
+    from app.core.suites.suite import load_suite_document, parse_suite
     from app.store.db import make_sessionmaker, session_scope
     from app.store.importer import open_store
     from app.store.live import open_live_run
@@ -156,7 +156,7 @@ def finish(
 
     Trajectories stopped servers left pending are stored first. Refused while an mcp-serve server still
     records into the run."""
-    from app.core.scoring import Scorer
+    from app.core.score.scoring import Scorer
     from app.mcp.serve import server_gone
     from app.store.aggregates import finish_run
     from app.store.ingest import find_run, suite_for_run

@@ -13,8 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from app.commands.terminal_text import safe
-from app.core.families import FAMILIES
-from app.core.wording import fault_text, fraction
+from app.core.reports.wording import fault_text, fraction
+from app.core.score.families import FAMILIES
 
 
 def _t(value: object, style: str = "") -> Text:
@@ -180,8 +180,8 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
 
 def _gap_table(console: Console, profiles: dict[str, Any]) -> None:
     """The cooperation gap: pass^k under each simulated-user profile against the cooperative one."""
-    from app.core.cooperation import gap_view
-    from app.core.profiles import cooperation_gap
+    from app.core.reports.cooperation import gap_view
+    from app.core.reports.profiles import cooperation_gap
 
     view = gap_view(cooperation_gap(profiles))
     if view is None:

@@ -22,8 +22,8 @@ def _check_suite(suite: Path, faults: str | None, lenient: bool) -> None:
     """Every mistake in the suite (and a fault rule naming a tool it lacks) before anything runs."""
     from app.commands.terminal_text import print_warnings
     from app.core.errors import ToolLensError
-    from app.core.router import FaultPlan
-    from app.core.suite_check import validate_suite_file
+    from app.core.run.router import FaultPlan
+    from app.core.suites.suite_check import validate_suite_file
 
     try:
         fault_tools = list(FaultPlan.parse(faults).by_tool) if faults else []
@@ -117,7 +117,7 @@ def run(
 def _profiles(values: list[str]) -> list[str]:
     """``--user-profile`` values as the profiles to run (exit 2 on a name that is none)."""
     from app.commands.common import fail
-    from app.core.profiles import ProfileError, parse_profiles
+    from app.core.reports.profiles import ProfileError, parse_profiles
 
     try:
         return parse_profiles(values)

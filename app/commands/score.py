@@ -23,7 +23,7 @@ from app.commands.terminal_text import print_error, print_mistakes, print_warnin
 
 if TYPE_CHECKING:
     from app.core.records import Trajectory
-    from app.core.suite import Suite
+    from app.core.suites.suite import Suite
 
 # option -> (parameter, the value it takes: None, "int" or "path"); tests/cli/test_cli_startup.py checks it
 # against the typer command
@@ -90,11 +90,11 @@ def run(suite: Path, trajectories: Path | None, *, as_json: bool = False, top: i
     ``suite-2.yaml``…) is scored, each record against the suite that holds its case, with the
     folder's ``trajectories.jsonl`` unless ``trajectories`` is given, into one report."""
     from app.core.errors import ToolLensError
-    from app.core.evaluate import score_across
-    from app.core.families import FAMILIES
     from app.core.prices import load_prices
     from app.core.records import read_jsonl
-    from app.core.suite_check import SuiteProblems
+    from app.core.reports.evaluate import score_across
+    from app.core.score.families import FAMILIES
+    from app.core.suites.suite_check import SuiteProblems
     from app.core.usage import UsageTally
 
     usage = UsageTally()
@@ -153,7 +153,7 @@ def load_suites(path: Path, trajectories: Path | None, *, lenient: bool) -> tupl
     ``convert`` wrote (in its order: ``suite.yaml``, ``suite-2.yaml``…), each checked; the
     mistakes of all of them are raised together. A case id in two suites is refused."""
     from app.core.errors import ToolLensError
-    from app.core.suite_check import Problem, SuiteProblems, validate_suite_file
+    from app.core.suites.suite_check import Problem, SuiteProblems, validate_suite_file
 
     if not path.is_dir():
         if trajectories is None:

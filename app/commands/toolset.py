@@ -19,7 +19,7 @@ Label = Annotated[str, typer.Option("--label", help="Version label, e.g. v2 or a
 
 def _store(toolset: object, name: str, label: str, db: str | None) -> str:
     """Register the version; returns the label it is stored under (the first one given)."""
-    from app.core.tools import Toolset
+    from app.core.suites.tools import Toolset
     from app.store.toolsets import add_toolset_version
 
     assert isinstance(toolset, Toolset)
@@ -42,7 +42,7 @@ def add(
     db: DbOption = None,
 ) -> None:
     """Register a toolset version by the content hash of its tools (name, description, schema)."""
-    from app.core.lint import load_lint_target
+    from app.core.advise.lint import load_lint_target
 
     toolset, _ = load_lint_target(file)
     _store(toolset, name, label, db)

@@ -192,7 +192,7 @@ def _runner_frames() -> tuple[str, ...]:
     import os
 
     folders = [os.path.dirname(m.__file__ or "") + os.sep for m in (asyncio, concurrent.futures)]
-    return (*folders, os.path.join(os.path.dirname(__file__), "runner.py"))
+    return (*folders, os.path.join(os.path.dirname(__file__), "run", "runner.py"))
 
 
 def _cut(text: str, limit: int) -> str:

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import SuiteError
-from app.core.schema import ArgumentValidator
-from app.core.tolerance import MAX_RULE_DEPTH
-from app.core.tools import ToolSpec
+from app.core.suites.schema import ArgumentValidator
+from app.core.suites.tolerance import MAX_RULE_DEPTH
+from app.core.suites.tools import ToolSpec
 from app.importers.base import Conversion, Options, no_records
 from app.importers.bfcl_exceptions import mark_exceptions
 from app.importers.bfcl_files import _is_multi_turn, _lines, _question_text, answers_path

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import SuiteError
-from app.core.tools import ToolSpec
+from app.core.suites.tools import ToolSpec
 from app.importers.bfcl_exceptions import mark_exceptions
 
 # BFCL's class -> function-doc file (bfcl_eval's MULTI_TURN_FUNC_DOC_FILE_MAPPING)

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from app.core.tolerance import bfcl_standardize
+from app.core.suites.tolerance import bfcl_standardize
 from app.importers.bfcl_decode import Decoded, Undecodable, decode_any, is_empty
 
 PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "boolean": bool, "array": list,

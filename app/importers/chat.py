@@ -14,7 +14,7 @@ from typing import Any
 
 from app.core.errors import InvalidTrajectory, ToolSpecError
 from app.core.records import MAX_NAME
-from app.core.tools import ToolSpec
+from app.core.suites.tools import ToolSpec
 from app.importers.base import Conversion, Converted, Options, record_or_reason
 from app.importers.jsonstream import iter_json_values
 from app.importers.toolsets import resolve_toolset, toolset_document

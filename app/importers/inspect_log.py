@@ -34,7 +34,7 @@ from typing import Any
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolSpecError
 from app.core.records import MAX_DEPTH, MAX_NAME
-from app.core.tools import ToolSpec
+from app.core.suites.tools import ToolSpec
 from app.core.usage import MAX_MS, MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, mark_batch, record_or_reason
 from app.importers.bounds import AttachmentBudget, ImportBounds, Overspent, ValueCount, import_bounds

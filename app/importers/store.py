@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.core.errors import SuiteError
-from app.core.suite import load_suite_document
+from app.core.suites.suite import load_suite_document
 from app.importers import Options, convert, get_format
 from app.settings import Settings
 from app.store.importer import ImportResult, import_file

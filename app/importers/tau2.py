@@ -32,9 +32,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from app.core.blame import INSTRUCTIONS_NOTE, POLICY_TIME_NOTE
 from app.core.errors import InvalidTrajectory, SuiteError
 from app.core.records import MAX_NAME
+from app.core.score.blame import INSTRUCTIONS_NOTE, POLICY_TIME_NOTE
 from app.core.usage import MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, content_text, mark_batch, record_or_reason
 from app.importers.jsonstream import read_document
@@ -250,7 +250,7 @@ def task_case(task: Mapping[str, Any], question: str) -> dict[str, Any]:
 
 
 def user_instructions(task: Mapping[str, Any]) -> str:
-    """The simulated user's instructions as one text (what app/core/blame.py reads):
+    """The simulated user's instructions as one text (what app/core/score/blame.py reads):
     ``known_info``, ``unknown_info``, ``reason_for_call`` and ``task_instructions``."""
     scenario = task.get("user_scenario")
     instructions = scenario.get("instructions") if isinstance(scenario, Mapping) else None

@@ -17,9 +17,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from app.core.blame import INSTRUCTIONS_NOTE, POLICY_TIME_NOTE
 from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
+from app.core.score.blame import INSTRUCTIONS_NOTE, POLICY_TIME_NOTE
 from app.importers.base import Conversion, Converted, Options
 from app.importers.jsonstream import iter_json_values
 from app.importers.openai_messages import messages_to_record

@@ -25,7 +25,7 @@ from typing import Any
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolSpecError
 from app.core.records import MAX_NAME, loads, parse_record
-from app.core.tools import ToolSpec
+from app.core.suites.tools import ToolSpec
 from app.core.usage import MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, content_text
 from app.importers.jsonstream import iter_json_values

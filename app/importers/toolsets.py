@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from app.core.errors import SuiteError, ToolSpecError
-from app.core.suite import _read_document
-from app.core.tools import Toolset
+from app.core.suites.suite import _read_document
+from app.core.suites.tools import Toolset
 
 OPEN_SCHEMA: dict[str, Any] = {"type": "object"}
 INFERRED_LABEL = "inferred from the traces"

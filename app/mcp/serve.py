@@ -36,9 +36,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.errors import ToolLensError
 from app.core.keys import whole_key
 from app.core.records import MAX_CALLS, MAX_MESSAGES, MESSAGE_ROLES, Message, Trajectory
-from app.core.router import FaultPlan, MockRouter
-from app.core.scoring import Scorer
-from app.core.suite import Case, Suite
+from app.core.run.router import FaultPlan, MockRouter
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import Case, Suite
 from app.store import live
 from app.store.db import session_scope
 

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 import anyio
 
 from app.core.errors import ToolLensError, ToolSpecError
-from app.core.tools import Toolset, ToolSpec
+from app.core.suites.tools import Toolset, ToolSpec
 
 MAX_PAGES = 100
 

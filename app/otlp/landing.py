@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.bounded import BoundedCache
 from app.core.errors import InvalidTrajectory
 from app.core.records import Trajectory, parse_record
-from app.core.scoring import Scorer
+from app.core.score.scoring import Scorer
 from app.importers.otel import trajectory_record
 from app.otlp.buffer import Key, Pending, SpanBuffer
 from app.otlp.scoring import Flight, Fresh

@@ -20,8 +20,8 @@ from typing import Any
 from app.core.bounded import BoundedCache
 from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
-from app.core.scoring import Scorer
-from app.core.suite import parse_suite
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import parse_suite
 from app.importers.otel import trajectory_record
 from app.otlp.spans import spans_of
 from app.store import scoring_worker

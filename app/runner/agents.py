@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from app.agents.simulated import SimRates
-    from app.core.suite import Suite
+    from app.core.suites.suite import Suite
     from app.runner.execute import AgentFactory
     from app.runner.request import RunRequest
 

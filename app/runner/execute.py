@@ -20,13 +20,13 @@ from typing import Any, Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.conversation import SimulatedUser
 from app.core.errors import InfrastructureError
-from app.core.profiles import COOPERATIVE
 from app.core.records import Trajectory
-from app.core.runner import AGENT_ERROR, arun_case
-from app.core.scoring import Scorer, TrajectoryScore
-from app.core.suite import Case, Suite
+from app.core.reports.profiles import COOPERATIVE
+from app.core.run.conversation import SimulatedUser
+from app.core.run.runner import AGENT_ERROR, arun_case
+from app.core.score.scoring import Scorer, TrajectoryScore
+from app.core.suites.suite import Case, Suite
 from app.runner.work import WorkItem
 from app.store import ingest
 from app.store.db import session_scope

@@ -16,12 +16,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.agents.profiles import ProfiledUser
 from app.agents.retry import RetryPolicy
 from app.agents.users import LLMUser, RuleUser
-from app.core.conversation import SimulatedUser
 from app.core.errors import ToolLensError
-from app.core.profiles import COOPERATIVE, parse_profiles
 from app.core.records import FAULT_KINDS
-from app.core.router import FaultPlan
-from app.core.suite import Suite, load_suite_document, parse_suite
+from app.core.reports.profiles import COOPERATIVE, parse_profiles
+from app.core.run.conversation import SimulatedUser
+from app.core.run.router import FaultPlan
+from app.core.suites.suite import Suite, load_suite_document, parse_suite
 from app.runner.agents import agent_kind, agent_label
 from app.runner.execute import AgentFactory, Listener, RunSummary, execute
 from app.runner.request import AGENT_KEYS as AGENT_KEYS

@@ -8,10 +8,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from app.core.errors import ToolLensError
-from app.core.profiles import BY_NAME, COOPERATIVE
-from app.core.router import FaultPlan
-from app.core.runner import sweep_plans
-from app.core.suite import Case, Suite
+from app.core.reports.profiles import BY_NAME, COOPERATIVE
+from app.core.run.router import FaultPlan
+from app.core.run.runner import sweep_plans
+from app.core.suites.suite import Case, Suite
 
 
 class ShardSpecError(ToolLensError):

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from sqlalchemy import exists, false, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.core.detail import stored_detail
-from app.core.divergence import Divergence
 from app.core.errors import ToolLensError
 from app.core.records import parse_record
-from app.core.scoring import Scorer
+from app.core.score.detail import stored_detail
+from app.core.score.divergence import Divergence
+from app.core.score.scoring import Scorer
 from app.store import aggregates, pairing
 from app.store.bulk import insert_rows
 from app.store.db import session_scope

@@ -4,7 +4,7 @@ the cases every stored run of the suite fails, and the share of a change's
 flipped failures blamed on the simulator (docs/blame.md).
 
 A failed conversation's blame is kept in its trajectory's ``detail`` (what the
-scorer found, app/core/blame.py) and as a ``blame`` tag row (the run page's
+scorer found, app/core/score/blame.py) and as a ``blame`` tag row (the run page's
 filter); a case that every stored run of its suite fails, by at least two
 models, counts as the task's (``every_model_fails``) wherever its stored
 blame says agent.
@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.core.blame import AGENT, BLAMES, TASK, USER, simulator_note
+from app.core.score.blame import AGENT, BLAMES, TASK, USER, simulator_note
 from app.store.models import Run, SuiteRow, TrajectoryRow, TrajectoryTag
 
 MAX_CASES = 200  # cases listed as failed by every model

@@ -8,12 +8,12 @@ from collections import Counter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.blame import DEFAULT_SIMULATOR_SHARE
-from app.core.families import BY_KEY, RATIO_KEYS
 from app.core.prices import current_prices
-from app.core.report import PROFILE_MARK
-from app.core.scoring import EXTRA, MISSING
-from app.core.stats import mcnemar_exact, newcombe_interval, wilson_interval
+from app.core.reports.report import PROFILE_MARK
+from app.core.reports.stats import mcnemar_exact, newcombe_interval, wilson_interval
+from app.core.score.blame import DEFAULT_SIMULATOR_SHARE
+from app.core.score.families import BY_KEY, RATIO_KEYS
+from app.core.score.scoring import EXTRA, MISSING
 from app.core.textdiff import word_diff
 from app.core.usage import comparable, usage_deltas
 from app.store.aggregates import compare_usage

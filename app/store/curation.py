@@ -9,11 +9,11 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
-from app.core import curate
+from app.core.advise import curate
 from app.core.errors import SuiteError
-from app.core.families import FAMILY_FAILURE, Failure
 from app.core.records import Trajectory, parse_record
-from app.core.suite import Suite, parse_suite
+from app.core.score.families import FAMILY_FAILURE, Failure
+from app.core.suites.suite import Suite, parse_suite
 from app.store import suites
 from app.store.ingest import digest, ensure_toolset_version, find_run, get_run_row, get_suite_row, suite_for_run
 from app.store.models import Run, SuiteRow, TrajectoryRow

@@ -1,6 +1,6 @@
 """What ``toollens fix`` reads from a stored run: its suite, its confusion
 cells, its failed trajectories with their calls, and a valid value sent per
-argument; then the proposals (``app.core.fix``)."""
+argument; then the proposals (``app.core.advise.fix``)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from urllib.parse import unquote
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from app.core.families import Failure
-from app.core.fix import CallFact, Proposal, TrajectoryFact, pair_proposals, propose
-from app.core.stats import mcnemar_exact
-from app.core.suite import Suite
+from app.core.advise.fix import CallFact, Proposal, TrajectoryFact, pair_proposals, propose
+from app.core.reports.stats import mcnemar_exact
+from app.core.score.families import Failure
+from app.core.suites.suite import Suite
 from app.store.compare import compare_runs
 from app.store.errors import NeedsBackfill
 from app.store.ingest import find_run, get_run_row, suite_document, suite_for_run

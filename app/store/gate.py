@@ -8,11 +8,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.cooperation import compare_gap
-from app.core.families import FAMILIES
-from app.core.gate import CaseRef, GateConfig, GateResult, RunFigures, evaluate_gate, recovery_families
 from app.core.prices import PriceTable
-from app.core.scoring import ERROR_SOURCES
+from app.core.reports.cooperation import compare_gap
+from app.core.reports.gate import CaseRef, GateConfig, GateResult, RunFigures, evaluate_gate, recovery_families
+from app.core.score.families import FAMILIES
+from app.core.score.scoring import ERROR_SOURCES
 from app.store.compare import compare_runs
 from app.store.errors import NotFound
 from app.store.ingest import find_run

@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import InvalidTrajectory
 from app.core.records import Trajectory, parse_line
-from app.core.scoring import Scorer
-from app.core.suite import load_suite_document, parse_suite
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import load_suite_document, parse_suite
 from app.settings import Settings
 from app.store import aggregates, ingest, queries
 from app.store.db import check_schema, make_engine, make_sessionmaker, session_scope

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.core.bounded import BoundedCache
 from app.core.records import Trajectory
-from app.core.suite import Suite, parse_suite
+from app.core.suites.suite import Suite, parse_suite
 from app.store import suites
 from app.store.bulk import allocate_ids, insert_rows
 from app.store.errors import Conflict, NotFound, Unstorable

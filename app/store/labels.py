@@ -10,8 +10,8 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.core.outcome import OUTCOMES
-from app.core.stats import cohen_kappa
+from app.core.reports.stats import cohen_kappa
+from app.core.score.outcome import OUTCOMES
 from app.store.errors import Conflict, NotFound
 from app.store.models import CallRow, OutcomeLabel, TrajectoryRow
 from app.store.views import AgreementPublic, InfraErrorPublic, LabelPublic, LabelsPublic, RunHealthPublic

@@ -11,11 +11,11 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.advise.lint import RULES, Finding, lint_pairs, lint_toolset
 from app.core.bounded import BoundedCache
-from app.core.lint import RULES, Finding, lint_pairs, lint_toolset
-from app.core.schemadiff import schema_changes
+from app.core.suites.schemadiff import schema_changes
+from app.core.suites.tools import Toolset
 from app.core.textdiff import word_diff
-from app.core.tools import Toolset
 from app.store.ingest import find_run, get_run_row, suite_for_run
 from app.store.models import RunCounter, ToolsetVersion
 from app.store.queries import _find_version

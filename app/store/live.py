@@ -33,7 +33,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app.core.records import parse_record
-from app.core.scoring import Scorer
+from app.core.score.scoring import Scorer
 from app.store.aggregates import finish_run
 from app.store.errors import Conflict
 from app.store.ingest import add_trajectories, create_run, ensure_suite, get_run_row

@@ -1,5 +1,5 @@
 """A run's figures by simulated-user profile, read from its counters, and the
-cooperation gap of one run or two (app/core/profiles.py; docs/metrics.md)."""
+cooperation gap of one run or two (app/core/reports/profiles.py; docs/metrics.md)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from app.core.profiles import BY_NAME, COOPERATIVE, CooperationGap, cooperation_gap
-from app.core.report import PROFILE_MARK, Report
-from app.core.runner import sweep_plans
+from app.core.reports.profiles import BY_NAME, COOPERATIVE, CooperationGap, cooperation_gap
+from app.core.reports.report import PROFILE_MARK, Report
+from app.core.run.runner import sweep_plans
 from app.store.ingest import suite_for_run
 from app.store.models import Run, RunCounter, TrajectoryRow
 

@@ -13,12 +13,12 @@ from typing import Any
 from sqlalchemy import Select, Text, cast, func, select, type_coerce
 from sqlalchemy.orm import Session
 
-from app.core.detail import TrajectoryDetail, stored_detail
-from app.core.families import RATIO_KEYS
 from app.core.prices import PriceTable, current_prices
 from app.core.records import loads
-from app.core.report import Report, pass_hat_k
-from app.core.scoring import EXTRA, MISSING, UNRECORDED_ERROR
+from app.core.reports.report import Report, pass_hat_k
+from app.core.score.detail import TrajectoryDetail, stored_detail
+from app.core.score.families import RATIO_KEYS
+from app.core.score.scoring import EXTRA, MISSING, UNRECORDED_ERROR
 from app.core.usage import ModelCall, UsageTally, totals_by_model, trajectory_usage
 from app.store.errors import NotFound
 from app.store.ingest import get_run_row, hold, suite_for_run

@@ -16,13 +16,13 @@ from typing import Any, Protocol
 import orjson
 
 from app.core.records import Trajectory
-from app.core.report import COOPERATIVE, PROFILE_MARK, Report
-from app.core.scoring import TrajectoryScore
+from app.core.reports.report import COOPERATIVE, PROFILE_MARK, Report
+from app.core.score.scoring import TrajectoryScore
 from app.core.usage import ModelCall
 
 
 class TrajectoryScorer(Protocol):
-    """What scores a trajectory: ``app.core.scoring.Scorer``, or a wrapper that remembers its scores."""
+    """What scores a trajectory: ``app.core.score.scoring.Scorer``, or a wrapper that remembers its scores."""
 
     def score(self, traj: Trajectory) -> TrajectoryScore: ...
 

@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 
 from app.core.errors import InvalidTrajectory
 from app.core.records import Trajectory, parse_line
-from app.core.scoring import Scorer
-from app.core.suite import parse_suite
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import parse_suite
 from app.store import rows
 from app.store.gc_tuning import collect_cycles_rarely
 

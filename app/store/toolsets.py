@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.suite import Suite
-from app.core.tools import Toolset
+from app.core.suites.suite import Suite
+from app.core.suites.tools import Toolset
 from app.store import suites
 from app.store.compare import per_tool
 from app.store.ingest import ensure_toolset_version

@@ -81,9 +81,9 @@ class TrajectorySummary(BaseModel):
     reward: float | None = None
     total_tokens: int | None = None  # what its model requests reported (None: nothing)
     agent_error: dict[str, Any] | None = None  # what the agent raised: {type, message, traceback} (last frames)
-    blame: str | None = None  # a failed conversation's: agent, user or task (app/core/blame.py)
+    blame: str | None = None  # a failed conversation's: agent, user or task (app/core/score/blame.py)
     blame_confidence: float | None = None
-    user_profile: str | None = None  # the simulated user's profile, when one played (app/core/profiles.py)
+    user_profile: str | None = None  # the simulated user's profile, when one played (app/core/reports/profiles.py)
 
 
 class TrajectoriesPublic(BaseModel):

@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 from app import __version__
 from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
-from app.core.suite_check import validate_suite_document
+from app.core.suites.suite_check import validate_suite_document
 from app.store import aggregates, ingest, queries
 from app.store import compare as comparing
 from app.store import lint as linting

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 
-from app.core import curate
+from app.core.advise import curate
 from app.store import curation, ingest, suites
 from app.store.views import CaseAdded, SuitePublic
 from app.web.api import ERRORS

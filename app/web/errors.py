@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.core.errors import InvalidTrajectory, SuiteError, ToolLensError, ToolSpecError
-from app.core.suite_check import SuiteProblems
+from app.core.suites.suite_check import SuiteProblems
 from app.store.db import busy_error
 from app.store.errors import Busy, Conflict, NotFound, SchemaMismatch, Unreachable, Unstorable
 from app.web.schemas import ErrorBody, ErrorItem

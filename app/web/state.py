@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.core.bounded import BoundedCache
 from app.core.prices import PriceTable, current_prices
-from app.core.scoring import Scorer
+from app.core.score.scoring import Scorer
 from app.store import compare as comparing
 from app.store import queries
 from app.store.ingest import get_run_row, suite_for_run

@@ -9,7 +9,7 @@ from typing import Any
 from jinja2 import Environment
 from starlette.requests import Request
 
-from app.core.wording import fault_key_text, fault_text, fraction
+from app.core.reports.wording import fault_key_text, fault_text, fraction
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.core.detail import Evidence, FirstDivergence, TrajectoryDetail
-from app.core.families import cause_of
+from app.core.score.detail import Evidence, FirstDivergence, TrajectoryDetail
+from app.core.score.families import cause_of
 from app.store.views import TrajectoryPublic
 
 

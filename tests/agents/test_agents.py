@@ -14,10 +14,10 @@ from app.agents.anthropic_messages import AnthropicAgent
 from app.agents.openai_chat import OpenAIChatAgent
 from app.agents.retry import EndpointError, EndpointRejected, RetryPolicy
 from app.core.records import Trajectory
-from app.core.router import FaultPlan
-from app.core.runner import arun_case
-from app.core.scoring import Scorer
-from app.core.suite import Suite, load_suite
+from app.core.run.router import FaultPlan
+from app.core.run.runner import arun_case
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import Suite, load_suite
 from tests.fake_llm import FakeLLM, Turn, serve
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -229,7 +229,7 @@ def test_the_runner_and_run_case_close_the_sdk_connections(fake, suite, tmp_path
     import gc
     import warnings
 
-    from app.core.runner import run_case
+    from app.core.run.runner import run_case
     from app.runner.session import RunRequest, run_agent
     from app.settings import Settings
 

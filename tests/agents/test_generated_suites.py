@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from app.agents.reading import read_toolset
-from app.core.lint import lint_toolset
-from app.core.suite import parse_suite
+from app.core.advise.lint import lint_toolset
+from app.core.suites.suite import parse_suite
 from tests.generated_suites import cells, delimited, generate, most_confused, pasted
 
 SEEDS = range(100, 108)  # held out: no rule was tuned on them

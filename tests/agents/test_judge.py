@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from app.agents.judge import judge_prompt, parse_verdict
-from app.core.stats import cohen_kappa
+from app.core.reports.stats import cohen_kappa
 from app.runner.session import RunRequest, run_agent
 from app.settings import Settings
 from app.store.db import make_engine, make_sessionmaker, session_scope

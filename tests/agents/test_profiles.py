@@ -1,4 +1,4 @@
-"""The simulated user's profiles (app/agents/profiles.py, app/core/profiles.py):
+"""The simulated user's profiles (app/agents/profiles.py, app/core/reports/profiles.py):
 each profile's act on a hand-made conversation, seeded; ``--user-profile``'s
 names; and where a profile's case runs land among a run's trials."""
 
@@ -13,12 +13,12 @@ import pytest
 
 from app.agents.profiles import ProfiledConversation, ProfiledUser, wrong_value
 from app.agents.users import RuleUser
-from app.core.conversation import check_user
-from app.core.profiles import NAMES, PROFILES, ProfileError, parse_profiles
 from app.core.records import Message
-from app.core.runner import run_case
-from app.core.scoring import Scorer
-from app.core.suite import UserSpec, load_suite, parse_suite
+from app.core.reports.profiles import NAMES, PROFILES, ProfileError, parse_profiles
+from app.core.run.conversation import check_user
+from app.core.run.runner import run_case
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import UserSpec, load_suite, parse_suite
 from app.runner.work import plan_work
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

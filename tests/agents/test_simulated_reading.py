@@ -12,9 +12,9 @@ import pytest
 
 from app.agents.reading import BETA, DELIMITED, Clause, confusion_chance, read_toolset, terms
 from app.agents.simulated import SimRates, SimulatedAgent, described_formats
-from app.core.runner import run_case
-from app.core.suite import Suite, parse_suite
-from app.core.tools import Toolset, ToolSpec
+from app.core.run.runner import run_case
+from app.core.suites.suite import Suite, parse_suite
+from app.core.suites.tools import Toolset, ToolSpec
 
 L15, L3 = math.log(1.5), math.log(3)
 ONLY_CONFUSION = SimRates(confusion=0.9, hallucinated_tool=0, schema_error=0, wrong_value=0, order=0, skip=0)

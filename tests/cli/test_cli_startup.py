@@ -182,10 +182,10 @@ def test_the_console_script_prints_what_the_typer_command_prints(args: list[str]
 
 
 def test_the_cores_names_are_imported_on_first_use() -> None:
-    probe = ("import sys\nimport app.core\nprint('app.core.runner' in sys.modules)\nfrom app.core import run_case\n"
-             "print(run_case.__module__, 'app.core.runner' in sys.modules)")
+    probe = ("import sys\nimport app.core\nprint('app.core.run.runner' in sys.modules)\nfrom app.core import run_case\n"
+             "print(run_case.__module__, 'app.core.run.runner' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert done.stdout.split() == ["False", "app.core.runner", "True"], done.stderr
+    assert done.stdout.split() == ["False", "app.core.run.runner", "True"], done.stderr
     import app.core
 
     assert sorted(app.core._MODULE_OF) == sorted(app.core.__all__)
@@ -196,14 +196,14 @@ def test_the_cores_names_are_imported_on_first_use() -> None:
 
 def test_lint_defaults_are_the_cores_thresholds() -> None:
     from app.commands import lint as command
-    from app.core import lint
+    from app.core.advise import lint
 
     assert (command.SIMILAR_THRESHOLD, command.LOOKALIKE_THRESHOLD) == (lint.SIMILAR_THRESHOLD,
                                                                          lint.LOOKALIKE_THRESHOLD)
 
 
 def test_suites_are_read_with_libyaml_when_pyyaml_has_it() -> None:
-    from app.core import suite
+    from app.core.suites import suite
 
     assert suite.SAFE_LOADER is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
     text = (EXAMPLES / "suite_v1.yaml").read_text(encoding="utf-8")

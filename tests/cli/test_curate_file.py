@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.suite import MAX_SUITE_BYTES, load_suite
+from app.core.suites.suite import MAX_SUITE_BYTES, load_suite
 from tests.factories import EXAMPLES
 
 TOOLLENS = str(Path(sys.executable).with_name("toollens"))

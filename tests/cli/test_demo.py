@@ -16,9 +16,9 @@ import httpx
 from sqlalchemy import select
 
 from app.agents.simulated import SimRates, SimulatedAgent, described_formats
-from app.core.evaluate import score_trajectories
-from app.core.runner import run_case
-from app.core.suite import load_suite
+from app.core.reports.evaluate import score_trajectories
+from app.core.run.runner import run_case
+from app.core.suites.suite import load_suite
 from app.store import queries
 from app.store.db import make_engine, make_sessionmaker, session_scope
 from app.store.models import Run

@@ -34,7 +34,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*_: object, **__: object) -> object:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("app.core.lint.load_lint_target", broken)
+    monkeypatch.setattr("app.core.advise.lint.load_lint_target", broken)
     done = CliRunner().invoke(cli, ["lint", str(ROOT / "examples" / "suite_v1.yaml")])
     assert isinstance(done.exception, RuntimeError) and str(done.exception) == "a bug"
 

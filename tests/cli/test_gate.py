@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.gate import CaseRef, GateConfig, GateConfigError, RunFigures, evaluate_gate, parse_gate_config
-from app.core.gate_report import junit, markdown, md
+from app.core.reports.gate import CaseRef, GateConfig, GateConfigError, RunFigures, evaluate_gate, parse_gate_config
+from app.core.reports.gate_report import junit, markdown, md
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 runner = CliRunner()
@@ -197,7 +197,7 @@ def test_untrusted_case_ids_are_inert_in_both_outputs() -> None:
 def test_documented_config_and_workflow() -> None:
     import yaml
 
-    from app.core.gate import load_gate_config
+    from app.core.reports.gate import load_gate_config
 
     docs = Path(__file__).resolve().parents[2] / "docs"
     assert load_gate_config(docs / "gate.yaml") == GateConfig()  # the documented values are the defaults

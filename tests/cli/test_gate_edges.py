@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core import lint
-from app.core.gate import CaseRef, GateConfig, RunFigures, evaluate_gate, parse_gate_config
-from app.core.gate_report import _case_row, md
+from app.core.advise import lint
+from app.core.reports.gate import CaseRef, GateConfig, RunFigures, evaluate_gate, parse_gate_config
+from app.core.reports.gate_report import _case_row, md
 
 
 @pytest.mark.parametrize(("description", "pattern", "mentioned"), [

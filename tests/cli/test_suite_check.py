@@ -19,8 +19,8 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.suite import Case, Suite
-from app.core.suite_check import CASE_KEYS, SUITE_KEYS
+from app.core.suites.suite import Case, Suite
+from app.core.suites.suite_check import CASE_KEYS, SUITE_KEYS
 from app.settings import Settings
 from app.web.app import create_app
 from tests.resources import DATA, shared_data

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.alignment import align, group_retries
+from app.core.score.alignment import align, group_retries
 
 
 def steps(names: str, expected: str, match: str = "strict", errored: str = "") -> list[int | None]:

@@ -1,4 +1,4 @@
-"""Who failed a conversation (app/core/blame.py): each detector on a small
+"""Who failed a conversation (app/core/score/blame.py): each detector on a small
 τ²-style conversation of our own, on both sides of its rule; the text rules
 on phrasings written apart from them (tests/gold/blame_phrasings.yaml); and
 the hand labels of tests/gold/blame.yaml on the real runs, dev and held-out
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from app.core.blame import (
+from app.core.records import Trajectory
+from app.core.score.blame import (
     asks_for_human,
     facts,
     leaves,
@@ -22,9 +23,8 @@ from app.core.blame import (
     simulator_note,
     takes_back,
 )
-from app.core.records import Trajectory
-from app.core.scoring import Scorer
-from app.core.suite import parse_suite
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import parse_suite
 from app.importers import Options, convert
 from tests.resources import DATA
 

@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-from app.core import families
-from app.core.detail import FirstDivergence
-from app.core.divergence import Divergence, _order, cause_text
-from app.core.families import CAUSES, PER_TURN, Attribution, Cause, Failure
 from app.core.records import parse_record
-from app.core.report import Report
-from app.core.scoring import Scorer
-from app.core.turns import turn_scores
+from app.core.reports.report import Report
+from app.core.score import families
+from app.core.score.detail import FirstDivergence
+from app.core.score.divergence import Divergence, _order, cause_text
+from app.core.score.families import CAUSES, PER_TURN, Attribution, Cause, Failure
+from app.core.score.scoring import Scorer
+from app.core.score.turns import turn_scores
 from app.web.why import Segment, divergence_sentence
 from tests.core.test_turns import CARELESS, _suite
 from tests.resources import ROOT

@@ -61,11 +61,11 @@ def _require_compiled() -> None:
 
 def test_the_scoring_path_runs_compiled_and_is_fresh() -> None:
     _require_compiled()
-    names = {"app.core.scoring", "app.core.schema", "app.core.tolerance",
-             "app.core.alignment", "app.core.records", "app.core.outcome",
-             "app.core.report", "app.core.grounding", "app.core.divergence",
-             "app.core.turns", "app.core.language", "app.core.usage",
-             "app.core.blame", "app.store.rows"}
+    names = {"app.core.score.scoring", "app.core.suites.schema", "app.core.suites.tolerance",
+             "app.core.score.alignment", "app.core.records", "app.core.score.outcome",
+             "app.core.reports.report", "app.core.score.grounding", "app.core.score.divergence",
+             "app.core.score.turns", "app.core.language", "app.core.usage",
+             "app.core.score.blame", "app.store.rows"}
     assert names <= set(buildinfo.compiled_modules())
     assert buildinfo.stale_modules() == []
     assert buildinfo.describe().startswith("scoring: compiled with mypyc")
@@ -114,7 +114,7 @@ def test_compiled_and_source_score_every_failure_family_alike(tmp_path: Path) ->
 
 
 def test_a_huge_integer_is_checked_against_multiple_of_exactly() -> None:
-    from app.core.schema import ArgumentValidator
+    from app.core.suites.schema import ArgumentValidator
 
     validator = ArgumentValidator({"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}})
     assert validator.validate({"n": 3 * 10**40}) is None
@@ -123,7 +123,7 @@ def test_a_huge_integer_is_checked_against_multiple_of_exactly() -> None:
 
 
 def test_a_deep_value_against_a_recursive_schema_is_bounded() -> None:
-    from app.core.schema import ArgumentValidator
+    from app.core.suites.schema import ArgumentValidator
 
     validator = ArgumentValidator({"type": "object", "properties": {"x": {"$ref": "#"}}})
     value: dict[str, object] = {}
@@ -149,14 +149,14 @@ def test_a_ref_loop_that_never_enters_the_value_is_refused_when_loaded(schema: d
     """Checking such a schema would never end: Python stops at its recursion limit, compiled code
     would overflow the C stack and kill the process. Refused at load, in both builds."""
     from app.core.errors import ToolSpecError
-    from app.core.schema import ArgumentValidator
+    from app.core.suites.schema import ArgumentValidator
 
     with pytest.raises(ToolSpecError, match="leads back to itself"):
         ArgumentValidator(schema)
 
 
 def test_recursive_schemas_that_go_into_the_value_still_load() -> None:
-    from app.core.schema import ArgumentValidator
+    from app.core.suites.schema import ArgumentValidator
 
     tree = {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#"}}},
             "allOf": [{"$ref": "#/$defs/named"}], "$defs": {"named": {"required": ["name"]}}}

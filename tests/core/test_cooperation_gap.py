@@ -1,13 +1,13 @@
-"""The cooperation gap's arithmetic by hand (app/core/profiles.py), and how the
-report counts a conversation under a profile (app/core/report.py)."""
+"""The cooperation gap's arithmetic by hand (app/core/reports/profiles.py), and how the
+report counts a conversation under a profile (app/core/reports/report.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.core.profiles import cooperation_gap
-from app.core.report import Report
-from app.core.scoring import TrajectoryScore
+from app.core.reports.profiles import cooperation_gap
+from app.core.reports.report import Report
+from app.core.score.scoring import TrajectoryScore
 
 
 def test_the_gap_and_its_band_by_hand() -> None:

@@ -1,4 +1,4 @@
-"""The trajectory's detail record (app/core/detail.py) on real runs: what scoring finds is read
+"""The trajectory's detail record (app/core/score/detail.py) on real runs: what scoring finds is read
 into typed parts with nothing left over, and written, read and written again it is the same
 JSON byte for byte (the stored format is a contract); a row of an older or newer ToolLens
 (a key missing, a key unknown, a value of another shape) reads and writes unchanged."""
@@ -10,11 +10,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from app.core.detail import Blame, FirstDivergence, Part, TrajectoryDetail, stored_detail
-from app.core.divergence import Divergence
 from app.core.errors import InvalidTrajectory
-from app.core.scoring import Scorer
-from app.core.suite import parse_suite
+from app.core.score.detail import Blame, FirstDivergence, Part, TrajectoryDetail, stored_detail
+from app.core.score.divergence import Divergence
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import parse_suite
 from app.importers import convert
 from app.importers.base import Options
 from app.store.rows import to_json

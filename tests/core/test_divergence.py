@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.core.divergence import Divergence, cause_key, first_divergence
-from app.core.report import Report
-from app.core.scoring import Scorer
+from app.core.reports.report import Report
+from app.core.score.divergence import Divergence, cause_key, first_divergence
+from app.core.score.scoring import Scorer
 from tests.factories import FAIL_SALDO, OK_CLIENTE, OK_SALDO, SALDO_CASE, banking_suite, call, record
 
 NO_DATUM = {k: v for k, v in SALDO_CASE.items() if k != "expected_datum"}

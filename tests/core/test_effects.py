@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from app.core.router import Toolbox
-from app.core.runner import arun_case
-from app.core.scoring import Scorer
+from app.core.run.router import Toolbox
+from app.core.run.runner import arun_case
+from app.core.score.scoring import Scorer
 from tests.factories import FAIL_SALDO, OK_CLIENTE, OK_SALDO, banking_suite, call, record
 
 NOTA_ARGS = {"id": 8812, "monto": 15000, "motivo": "cobro duplicado"}

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from app.core.evaluate import score_trajectories
 from app.core.records import read_jsonl
-from app.core.scoring import Scorer
-from app.core.suite import load_suite
+from app.core.reports.evaluate import score_trajectories
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import load_suite
 from tests.factories import call, record
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

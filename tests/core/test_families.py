@@ -1,4 +1,4 @@
-"""The catalogue of failure families (app/core/families.py) holds together, and
+"""The catalogue of failure families (app/core/score/families.py) holds together, and
 whatever counts, lists or declares the families follows it."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from app.core.evaluate import score_trajectories
-from app.core.families import (
+from app.core.reports.evaluate import score_trajectories
+from app.core.reports.report import TURN_KEYS, Report
+from app.core.score.families import (
     BLOCKING_KEYS,
     BY_KEY,
     FAILURE_FAMILY,
@@ -21,9 +22,8 @@ from app.core.families import (
     Failure,
     family_of,
 )
-from app.core.report import TURN_KEYS, Report
-from app.core.scoring import TrajectoryScore
-from app.core.turns import TurnScore, TurnTable
+from app.core.score.scoring import TrajectoryScore
+from app.core.score.turns import TurnScore, TurnTable
 from app.store.views import FiguresPublic
 from tests.factories import FAIL_SALDO, OK_CLIENTE, banking_suite, call, record
 

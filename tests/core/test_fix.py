@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.commands.fix_model import accepted
-from app.core.fix import CallFact, TrajectoryFact, apply_proposals, candidate_suite, propose, select
-from app.core.suite import load_suite_document, parse_suite
-from app.core.tools import Toolset
+from app.core.advise.fix import CallFact, TrajectoryFact, apply_proposals, candidate_suite, propose, select
+from app.core.suites.suite import load_suite_document, parse_suite
+from app.core.suites.tools import Toolset
 from app.runner.session import RunRequest, run_agent
 from app.settings import Settings
 from tests.fake_llm import FakeLLM, Turn, serve
@@ -532,7 +532,7 @@ def test_out_refuses_an_existing_file_or_a_symlink_and_writes_atomically(v1_run:
     os.umask(umask)
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # a new file, not the temporary file's 0600
 
-    import app.core.suitefile as suitefile
+    import app.core.suites.suitefile as suitefile
 
     def killed(fd: int) -> None:
         raise KeyboardInterrupt  # interrupted between writing and renaming

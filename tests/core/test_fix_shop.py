@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.core.fix import CallFact, TrajectoryFact, for_pairs, pair_proposals, propose
-from app.core.fix_words import effect, meaning_match, spelled
-from app.core.tools import Toolset
+from app.core.advise.fix import CallFact, TrajectoryFact, for_pairs, pair_proposals, propose
+from app.core.advise.fix_words import effect, meaning_match, spelled
+from app.core.suites.tools import Toolset
 
 
 def _obj(props: dict[str, dict[str, object]], required: list[str]) -> dict[str, object]:
@@ -202,7 +202,7 @@ def test_lint_flags_the_shop_s_look_alike_lookups_before_any_run() -> None:
     """Issue 44: "Busca un pedido por su numero (formato PED-12345)." / "Busca un producto por su SKU." read
     alike at 0.10 by their words, but are one sentence with two slots, as is "Busca un cliente por su RUT
     chileno …": lint names the three pairs without a run; a delimitation naming the partner clears one."""
-    from app.core.lint import lint_toolset
+    from app.core.advise.lint import lint_toolset
 
     found = [f for f in lint_toolset(SHOP) if f.rule == "lookalike_pair"]
     assert [(f.tool, f.related, f.detail["shape"]) for f in found] == [
@@ -280,7 +280,7 @@ def test_accents_are_kept_where_no_text_writes_the_word_and_spelling_is_kept_whe
 def test_a_proposal_that_explains_nothing_is_advice_and_out_leaves_it_out(tmp_path: Path) -> None:
     """`fix --out` writes what explains a failed trajectory; the precondition that sank nothing is printed
     under its own heading and written only when --only names it."""
-    from app.core.fix import candidate_suite
+    from app.core.advise.fix import candidate_suite
 
     order = CallFact("emitir_nota_credito", {"id": 1, "monto": 5}, dependency_before="verificar_compra")
     picked = CallFact("ver_saldo", {}, expected="buscar_cliente")

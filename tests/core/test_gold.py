@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from app.core.scoring import Scorer
-from app.core.suite import parse_suite
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import parse_suite
 from app.importers import Options, convert
 from tests.resources import DATA, shared_data
 

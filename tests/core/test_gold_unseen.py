@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from app.core.scoring import Scorer, TrajectoryScore
-from app.core.suite import parse_suite
+from app.core.score.scoring import Scorer, TrajectoryScore
+from app.core.suites.suite import parse_suite
 from app.importers import Options, convert
 from app.importers.tau2 import Grading
 from tests.resources import DATA, shared_data

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from app.core import outcome
-from app.core.grounding import Source, ground
+from app.core.score import outcome
+from app.core.score.grounding import Source, ground
 
 
 def _ground(stated: set[str], *texts: str) -> dict[str, object]:

@@ -12,9 +12,9 @@ from sqlalchemy import create_engine, select
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.lint import RULES, lint_pairs, lint_toolset, load_lint_target, similarities
-from app.core.suite import load_toolset
-from app.core.tools import Toolset
+from app.core.advise.lint import RULES, lint_pairs, lint_toolset, load_lint_target, similarities
+from app.core.suites.suite import load_toolset
+from app.core.suites.tools import Toolset
 from app.store.models import ToolsetVersion
 from tests.resources import DATA, shared_data
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.lint import lint_pairs, lint_toolset, similarities
-from app.core.suite import load_toolset
+from app.core.advise.lint import lint_pairs, lint_toolset, similarities
+from app.core.suites.suite import load_toolset
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mcp"
 GIT = FIXTURES / "mcp-server-git.json"
@@ -118,7 +118,7 @@ def test_cli_groups_findings_per_pair(tmp_path: Path) -> None:
 
 
 def test_destructive_hint_and_its_guard() -> None:
-    from app.core.tools import Toolset
+    from app.core.suites.tools import Toolset
 
     def lint_one(description: str, annotations: dict[str, bool] | None) -> list[str]:
         tools = Toolset.from_list([{"name": "drop_table", "description": description, "annotations": annotations,

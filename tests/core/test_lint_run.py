@@ -12,9 +12,9 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.lint import lint_json, lint_toolset, load_lint_target
-from app.core.suite import load_toolset
-from app.core.tools import Toolset
+from app.core.advise.lint import lint_json, lint_toolset, load_lint_target
+from app.core.suites.suite import load_toolset
+from app.core.suites.tools import Toolset
 from tests.resources import DATA, shared_data
 
 ROOT = Path(__file__).resolve().parents[2]

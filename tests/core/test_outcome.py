@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from app.core import outcome
-from app.core.grounding import Source
-from app.core.outcome import (
+from app.core.score import outcome
+from app.core.score.grounding import Source
+from app.core.score.outcome import (
     DEFAULT_GIVE_UP_PHRASES,
     AfterFault,
     canonical_number,
@@ -18,7 +18,7 @@ from app.core.outcome import (
     extract_values,
     reaction_to,
 )
-from app.core.tolerance import fold
+from app.core.suites.tolerance import fold
 from tests.resources import DATA, shared_data
 
 
@@ -127,7 +127,7 @@ def test_a_datum_seen_only_before_the_fault_is_not_a_recovery() -> None:
     assert classify("Tu saldo es $142.900", before, ["142900"]) == "confused"
 
 
-# The date and number patterns in their plain form (as they were): app.core.outcome writes
+# The date and number patterns in their plain form (as they were): app.core.score.outcome writes
 # them so that each begins with a character class (fast to search), and must match exactly these.
 _PLAIN_DATE = re.compile(
     r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b|\b\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\b"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from app.core.records import parse_record
-from app.core.scoring import Scorer
-from app.core.suite import parse_suite
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import parse_suite
 
 
 def _tool(name: str, *props: str) -> dict[str, Any]:

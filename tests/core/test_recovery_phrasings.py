@@ -2,7 +2,7 @@
 
 tests/gold/recovery_phrasings.yaml holds 168 agent sentences (English and
 Spanish, seven domains) written and labelled by someone who had not read
-app/core/outcome.py: claims that a failed step worked, true statements about
+app/core/score/outcome.py: claims that a failed step worked, true statements about
 a step that did succeed, conditionals, honest failure reports in varied
 words, hand-offs that say what did and did not work, and neutral text. The
 pool is split by position within each label (even: ``dev``, odd: ``held``);
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.core.outcome import find_claim, reports_failure, step_words
+from app.core.score.outcome import find_claim, reports_failure, step_words
 
 POOL = Path(__file__).parents[1] / "gold" / "recovery_phrasings.yaml"
 CLAIMS = "claims_failed_step"

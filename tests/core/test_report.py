@@ -6,8 +6,8 @@ from math import comb
 
 import pytest
 
-from app.core.evaluate import score_trajectories
-from app.core.report import pass_hat_k
+from app.core.reports.evaluate import score_trajectories
+from app.core.reports.report import pass_hat_k
 from tests.factories import FAIL_SALDO, OK_CLIENTE, OK_SALDO, banking_suite, call, record
 
 
@@ -77,7 +77,7 @@ def test_counters_round_trip_and_add_up() -> None:
          record(calls=[OK_CLIENTE, FAIL_SALDO], answer="Tu saldo es $142.900", fault={"step": 1, "kind": "http_503"})]
     b = [record(calls=[OK_CLIENTE, call("ver_saldo", {"id": "x"}), call("nope")], answer="no pude", trial=1)]
     whole = score_trajectories(suite, a + b, keep_cases=False)
-    from app.core.report import Report
+    from app.core.reports.report import Report
 
     rebuilt = Report.from_counters([*score_trajectories(suite, a).counters(), *score_trajectories(suite, b).counters()])
     assert rebuilt.to_json() == whole.to_json()

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from app.core.evaluate import score_trajectories
 from app.core.records import Trajectory, parse_record
-from app.core.scoring import Scorer
-from app.core.suite import Suite, parse_suite
+from app.core.reports.evaluate import score_trajectories
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import Suite, parse_suite
 
 SUITE: dict[str, Any] = {
     "name": "weather",

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from app.core.mocks import ToolFailure
-from app.core.router import FAULT_MESSAGES, FaultPlan, FaultSpecError, MockRouter, Toolbox
-from app.core.runner import recovery_sweep, run_case, run_suite
-from app.core.scoring import Scorer
-from app.core.tools import Toolset, ToolSpec
+from app.core.run.router import FAULT_MESSAGES, FaultPlan, FaultSpecError, MockRouter, Toolbox
+from app.core.run.runner import recovery_sweep, run_case, run_suite
+from app.core.score.scoring import Scorer
+from app.core.suites.mocks import ToolFailure
+from app.core.suites.tools import Toolset, ToolSpec
 from tests.factories import SALDO_CASE, banking_suite
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from app.core.metacheck import plainly_valid
-from app.core.schema import ArgumentValidator
+from app.core.suites.metacheck import plainly_valid
+from app.core.suites.schema import ArgumentValidator
 from tests.resources import DATA, shared_data
 
 NOTA = {

@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from app.core.records import read_jsonl
-from app.core.report import Report
-from app.core.scoring import Scorer
-from app.core.suite import load_suite
+from app.core.reports.report import Report
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import load_suite
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

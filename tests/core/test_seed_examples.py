@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.core.scoring import Scorer
+from app.core.score.scoring import Scorer
 from tests.factories import FAIL_SALDO, OK_CLIENTE, OK_SALDO, banking_suite, call, injected, record
 
 FAULT = {"step": 1, "kind": "http_503"}

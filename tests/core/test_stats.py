@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from app.core.stats import mcnemar_exact, wilson_interval
+from app.core.reports.stats import mcnemar_exact, wilson_interval
 from app.core.textdiff import Segment, word_diff
 
 
@@ -57,7 +57,7 @@ def test_word_diff() -> None:
 
 
 def test_newcombe_interval_of_a_difference() -> None:
-    from app.core.stats import newcombe_interval
+    from app.core.reports.stats import newcombe_interval
 
     # 59/69 -> 67/69: the difference's interval excludes 0 (though the two Wilson intervals overlap)
     lo, hi = newcombe_interval(59, 69, 67, 69)  # type: ignore[misc]

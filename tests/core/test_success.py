@@ -17,9 +17,9 @@ import re
 from typing import Any
 
 from app.core.records import parse_record
-from app.core.report import Report
-from app.core.scoring import Scorer, TrajectoryScore
-from app.core.suite import parse_suite
+from app.core.reports.report import Report
+from app.core.score.scoring import Scorer, TrajectoryScore
+from app.core.suites.suite import parse_suite
 from tests.factories import BANKING_TOOLS, call, injected
 
 AGENDAR = {

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from app.core.errors import SuiteError
-from app.core.suite import load_suite
+from app.core.suites.suite import load_suite
 from tests.factories import BANKING_TOOLS, SALDO_CASE
 
 
@@ -90,7 +90,7 @@ def _conversation(**case: object) -> dict[str, object]:
 
 
 def test_scripted_turns_keep_their_own_calls_and_forbidden_calls() -> None:
-    from app.core.suite import parse_suite
+    from app.core.suites.suite import parse_suite
 
     suite = parse_suite(_conversation(turns=[
         {"user": "Necesito una nota", "expected_calls": ["buscar"], "forbidden_calls": ["emitir"]},
@@ -108,7 +108,7 @@ def test_scripted_turns_keep_their_own_calls_and_forbidden_calls() -> None:
 
 
 def test_a_simulated_user_is_read_with_its_defaults() -> None:
-    from app.core.suite import parse_suite
+    from app.core.suites.suite import parse_suite
 
     case = parse_suite(_conversation(question="Quiero mi saldo", expected_calls=["buscar"],
                                      user={"instruction": "Eres un cliente", "known": {"rut": "1-9"}})).cases[0]
@@ -118,7 +118,7 @@ def test_a_simulated_user_is_read_with_its_defaults() -> None:
 
 
 def test_a_single_question_case_is_not_a_conversation() -> None:
-    from app.core.suite import parse_suite
+    from app.core.suites.suite import parse_suite
 
     case = parse_suite(_conversation(question="q", expected_calls=["buscar"])).cases[0]
     assert not case.multi_turn and case.turns is None and case.user is None
@@ -139,7 +139,7 @@ def test_a_single_question_case_is_not_a_conversation() -> None:
 ])
 def test_a_bad_conversation_names_the_field(case: dict[str, object], field: str, message: str) -> None:
     from app.core.errors import SuiteError
-    from app.core.suite import parse_suite
+    from app.core.suites.suite import parse_suite
 
     with pytest.raises(SuiteError) as info:
         parse_suite(_conversation(**case))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.core.tolerance import Mismatch, compare_arguments, compile_comparison, parse_date, parse_rule
+from app.core.suites.tolerance import Mismatch, compare_arguments, compile_comparison, parse_date, parse_rule
 
 
 @pytest.mark.parametrize(
@@ -85,10 +85,10 @@ def test_one_of_can_compare_texts_as_bfcl_does() -> None:
 def test_the_value_classes_built_per_call_compare_and_hash_by_value() -> None:
     """Their ``__init__`` is written out (native when compiled) where they were frozen dataclasses:
     equal fields, equal and the same hash; keyword and default arguments as the dataclass took them."""
-    from app.core.alignment import Alignment
-    from app.core.divergence import Divergence
-    from app.core.grounding import Source
-    from app.core.outcome import AfterFault, OutcomeResult
+    from app.core.score.alignment import Alignment
+    from app.core.score.divergence import Divergence
+    from app.core.score.grounding import Source
+    from app.core.score.outcome import AfterFault, OutcomeResult
 
     assert Mismatch("date", "exact", "2024-03-05", 5) == Mismatch(field="date", rule="exact", expected="2024-03-05",
                                                                  got=5)

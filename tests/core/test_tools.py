@@ -6,7 +6,7 @@ import json
 
 from pydantic import BaseModel, Field
 
-from app.core.tools import Toolset, ToolSpec, normalize_schema
+from app.core.suites.tools import Toolset, ToolSpec, normalize_schema
 from tests.resources import DATA, shared_data
 
 

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from app.core.errors import InvalidTrajectory
-from app.core.evaluate import score_trajectories
 from app.core.records import call_turns, parse_record, user_turns
-from app.core.report import Report
-from app.core.scoring import Scorer
-from app.core.suite import Suite, parse_suite
-from app.core.turns import CALLS, FAILED, HALLUCINATED, TRAJECTORIES, WIDTH, TurnTable
+from app.core.reports.evaluate import score_trajectories
+from app.core.reports.report import Report
+from app.core.score.scoring import Scorer
+from app.core.score.turns import CALLS, FAILED, HALLUCINATED, TRAJECTORIES, WIDTH, TurnTable
+from app.core.suites.suite import Suite, parse_suite
 from app.importers import convert
 from app.importers.base import Options
 from tests.factories import banking_suite, call, injected

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.core.errors import InvalidTrajectory
-from app.core.evaluate import score_trajectories
 from app.core.prices import PriceTableError, bundled_prices, current_prices, load_prices, parse_prices
 from app.core.records import Trajectory, parse_record
-from app.core.suite import parse_suite
+from app.core.reports.evaluate import score_trajectories
+from app.core.suites.suite import parse_suite
 from app.core.usage import ModelCall, UsageTally, percentile, spread, totals_by_model, trajectory_cost
 from app.core.usage_formats import anthropic_model_call, logged_model_call, openai_model_call
 from app.importers import Options, convert

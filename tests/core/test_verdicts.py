@@ -9,8 +9,8 @@ import pytest
 
 from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
-from app.core.report import Report
-from app.core.scoring import Scorer
+from app.core.reports.report import Report
+from app.core.score.scoring import Scorer
 from tests.factories import BANKING_TOOLS, FAIL_SALDO, OK_CLIENTE, OK_SALDO, banking_suite, call, injected, record
 
 FAULT = {"step": 1, "kind": "http_503"}

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from app.core.errors import SuiteError
-from app.core.evaluate import score_trajectories
 from app.core.records import Trajectory, parse_record
-from app.core.suite import Case, Suite, parse_suite
+from app.core.reports.evaluate import score_trajectories
+from app.core.suites.suite import Case, Suite, parse_suite
 from app.importers import Conversion, convert
 from app.importers.bfcl_multi_turn import parse_call
 from tests.resources import DATA, shared_data

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from app.core.errors import InvalidTrajectory, SuiteError
-from app.core.evaluate import score_trajectories
 from app.core.records import Trajectory, read_jsonl
-from app.core.suite_check import validate_suite_file
+from app.core.reports.evaluate import score_trajectories
+from app.core.suites.suite_check import validate_suite_file
 from app.importers import Conversion, Options, convert
 from app.importers.bfcl_decode import Undecodable, decode, decode_any
 from app.importers.bfcl_rules import standardize, verdict

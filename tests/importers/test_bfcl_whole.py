@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from app.core.errors import SuiteError
-from app.core.evaluate import score_trajectories
 from app.core.records import parse_record
-from app.core.suite import Suite, parse_suite
-from app.core.tolerance import Mismatch, compare_arguments, compile_comparison, parse_rule
+from app.core.reports.evaluate import score_trajectories
+from app.core.suites.suite import Suite, parse_suite
+from app.core.suites.tolerance import Mismatch, compare_arguments, compile_comparison, parse_rule
 from app.importers import Conversion, convert
 from tests.resources import DATA, require_data
 

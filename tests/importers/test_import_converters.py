@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.core.errors import InvalidTrajectory, SuiteError
-from app.core.evaluate import score_trajectories
 from app.core.records import Trajectory, parse_record
-from app.core.suite import load_suite, parse_suite
+from app.core.reports.evaluate import score_trajectories
+from app.core.suites.suite import load_suite, parse_suite
 from app.importers import Options, UnknownFormat, convert
 from app.importers.jsonstream import iter_json_values
 from tests.resources import DATA, shared_data

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.core.errors import InvalidTrajectory
-from app.core.evaluate import score_trajectories
-from app.core.suite import parse_suite
+from app.core.reports.evaluate import score_trajectories
+from app.core.suites.suite import parse_suite
 from app.importers import Options
 from app.importers.evalzip import ZIP_ZSTANDARD
 from app.importers.inspect_log import convert

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.core.errors import InvalidTrajectory, SuiteError
-from app.core.evaluate import score_trajectories
 from app.core.records import Trajectory
-from app.core.suite import parse_suite
+from app.core.reports.evaluate import score_trajectories
+from app.core.suites.suite import parse_suite
 from app.importers import Options, convert
 from app.settings import Settings
 from app.web.app import create_app

@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, select
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.suite import load_suite, load_toolset
+from app.core.suites.suite import load_suite, load_toolset
 from app.store.models import LivePending, Run, ToolsetVersion, TrajectoryRow
 from tests.servers import free_port
 

@@ -185,7 +185,7 @@ SERVER_WITH_EXTRAS = FIXTURE_SERVER.replace(
 def test_snapshots_keep_title_annotations_and_output_schema(tmp_path: Path, sqlite_url: str) -> None:
     import yaml
 
-    from app.core.suite import load_toolset
+    from app.core.suites.suite import load_toolset
 
     plain, extras = tmp_path / "plain.py", tmp_path / "extras.py"
     plain.write_text(FIXTURE_SERVER)

@@ -18,7 +18,7 @@ from sqlalchemy import event
 
 from app.commands.mcp import _shut_down
 from app.core.errors import ToolLensError
-from app.core.suite import load_suite, load_suite_document
+from app.core.suites.suite import load_suite, load_suite_document
 from app.mcp import serve
 from app.mcp.serve import CaseRecorder, build_server
 from app.store import live

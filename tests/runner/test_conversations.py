@@ -16,12 +16,12 @@ import pytest
 from sqlalchemy import select
 
 from app.agents.users import LLMUser, RuleUser
-from app.core import runner as core_runner
-from app.core.conversation import asked_for, check_user
 from app.core.records import Message, parse_record
-from app.core.router import FaultPlan, FaultSpecError, MockRouter, Toolbox
-from app.core.runner import NoUser, run_case, sweep_plans
-from app.core.suite import UserSpec, load_suite
+from app.core.run import runner as core_runner
+from app.core.run.conversation import asked_for, check_user
+from app.core.run.router import FaultPlan, FaultSpecError, MockRouter, Toolbox
+from app.core.run.runner import NoUser, run_case, sweep_plans
+from app.core.suites.suite import UserSpec, load_suite
 from app.runner.session import RunRequest, run_agent
 from app.runner.work import plan_work
 from app.settings import Settings

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.profiles import cooperation_gap
+from app.core.reports.profiles import cooperation_gap
 from app.settings import Settings
 from app.store.db import make_engine, make_sessionmaker
 from app.store.models import Run
@@ -192,7 +192,7 @@ def test_a_resumed_run_runs_the_profiles_it_was_started_with(tmp_path: Path, db_
 
 def test_a_user_model_is_told_its_profile() -> None:
     from app.agents.users import LLMUser
-    from app.core.suite import UserSpec
+    from app.core.suites.suite import UserSpec
 
     spec = UserSpec(instruction="You are Ann.", known={"order": "W1"})
     plain = LLMUser(model="m").prompt(spec, [])[0]["content"]

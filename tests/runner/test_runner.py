@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import func, select
 
 from app.core.errors import ToolLensError
-from app.core.router import FaultPlan
-from app.core.suite import load_suite
+from app.core.run.router import FaultPlan
+from app.core.suites.suite import load_suite
 from app.runner.session import RunRequest, RunSetupError, run_agent
 from app.runner.work import ShardSpecError, in_shard, parse_shard, plan_work, still_missing
 from app.settings import Settings

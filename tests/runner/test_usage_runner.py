@@ -15,9 +15,9 @@ from app.agents.anthropic_messages import AnthropicAgent
 from app.agents.openai_chat import OpenAIChatAgent
 from app.agents.retry import RetryPolicy
 from app.core.records import Trajectory
-from app.core.router import FaultPlan, FaultSpecError, MockRouter, Toolbox
-from app.core.runner import arun_case, run_case
-from app.core.suite import Suite, load_suite
+from app.core.run.router import FaultPlan, FaultSpecError, MockRouter, Toolbox
+from app.core.run.runner import arun_case, run_case
+from app.core.suites.suite import Suite, load_suite
 from app.core.usage import ModelCall
 from tests.fake_llm import FakeLLM, Turn, serve
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from app.core.evaluate import score_trajectories
 from app.core.prices import bundled_prices
 from app.core.records import read_jsonl
-from app.core.scoring import Scorer
-from app.core.suite import load_suite, load_suite_document
+from app.core.reports.evaluate import score_trajectories
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import load_suite, load_suite_document
 from app.core.usage import UsageTally
 from app.settings import Settings
 from app.store import ingest

@@ -14,10 +14,10 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.curate import CallEdit, Edits, add_cases, case_document, draft
+from app.core.advise.curate import CallEdit, Edits, add_cases, case_document, draft
 from app.core.errors import SuiteError
-from app.core.scoring import Scorer
-from app.core.suite import load_suite, parse_suite
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import load_suite, parse_suite
 from app.importers import Options, convert
 from tests.factories import BANKING_TOOLS, FAIL_SALDO, OK_CLIENTE, OK_SALDO, call, examples_client, record
 from tests.resources import DATA, shared_data
@@ -283,7 +283,7 @@ def test_the_page_form_adds_a_case_or_names_the_field(db_url: str) -> None:
 def test_with_a_token_set_both_ways_in_need_it(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from app.core.suite import load_suite_document
+    from app.core.suites.suite import load_suite_document
     from app.settings import Settings
     from app.store.db import upgrade
     from app.web.app import create_app

@@ -8,8 +8,8 @@ from typing import Any
 
 from alembic import command
 
-from app.core.scoring import Scorer
-from app.core.suite import load_suite_document
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import load_suite_document
 from app.store import ingest, live
 from app.store.db import _alembic_config, make_engine, make_sessionmaker, session_scope, upgrade
 from app.store.models import Run

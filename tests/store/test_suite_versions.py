@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from app.core.suite import load_suite_document
+from app.core.suites.suite import load_suite_document
 from app.settings import Settings
 from app.store.db import make_engine
 from app.web.app import create_app

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.evaluate import score_trajectories
 from app.core.prices import bundled_prices
 from app.core.records import parse_record
+from app.core.reports.evaluate import score_trajectories
 from app.core.usage import UsageTally
 from app.settings import Settings
 from app.web.app import create_app

@@ -20,7 +20,7 @@ from sqlalchemy import create_engine, inspect
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.core.gate import GateConfigError, parse_gate_config
+from app.core.reports.gate import GateConfigError, parse_gate_config
 from app.settings import Settings
 from app.store.db import upgrade
 from app.web.app import create_app

@@ -19,7 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
-from app.core.suite import load_suite_document
+from app.core.suites.suite import load_suite_document
 from app.settings import Settings
 from app.store.db import busy_ms
 from app.web.app import create_app

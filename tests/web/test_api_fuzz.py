@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from app.core.suite import load_suite_document
+from app.core.suites.suite import load_suite_document
 from app.settings import Settings
 from app.store.db import upgrade
 from app.web.app import create_app

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from app.core.records import MAX_DEPTH
-from app.core.suite import load_suite_document
+from app.core.suites.suite import load_suite_document
 from app.settings import Settings
 from app.web.app import create_app
 from tests.hostile import BAD, EXAMPLES, STORED, nested, post_json, store_hostile

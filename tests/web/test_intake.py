@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.core.suite import load_suite_document
+from app.core.suites.suite import load_suite_document
 from app.otlp.bounds import MAX_JSON_VALUES, MAX_SPANS
 from app.web.limits import allowed_hosts
 from tests.servers import free_port

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.core.suite import load_suite_document
+from app.core.suites.suite import load_suite_document
 from app.settings import Settings
 from app.store import queries
 from app.store.db import make_engine, make_sessionmaker, session_scope

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from app.core import prices
-from app.core.suite import load_suite_document
+from app.core.suites.suite import load_suite_document
 from app.settings import Settings
 from app.web.app import create_app
 from tests.factories import EXAMPLES, examples_client

@@ -25,7 +25,7 @@ from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, event, select
 
-from app.core.suite import load_suite_document
+from app.core.suites.suite import load_suite_document
 from app.runner.session import RunRequest, run_agent
 from app.settings import Settings
 from app.store.db import make_engine, make_sessionmaker, session_scope

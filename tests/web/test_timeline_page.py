@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from app.core.schema import ArgumentValidator
+from app.core.suites.schema import ArgumentValidator
 from tests.factories import examples_client
 
 HTML = {"accept": "text/html"}

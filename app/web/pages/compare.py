@@ -11,9 +11,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from app.core.cooperation import CompareGap, compare_gap
-from app.core.families import BLOCKING_KEYS
-from app.core.stats import newcombe_interval
+from app.core.reports.cooperation import CompareGap, compare_gap
+from app.core.reports.stats import newcombe_interval
+from app.core.score.families import BLOCKING_KEYS
 from app.store import compare as comparing
 from app.store import queries
 from app.store.views import ComparisonPublic, McNemarPublic, RatioPublic, RunPublic, RunsPublic, UsageDelta

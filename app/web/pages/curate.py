@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.core import curate
+from app.core.advise import curate
 from app.core.errors import SuiteError
 from app.core.records import MAX_DEPTH, clean_text, clean_value
 from app.store import curation, ingest

@@ -13,10 +13,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from app.core.blame import BLAMES
-from app.core.cooperation import GapView, gap_view
-from app.core.families import BY_KEY, RATIO_FAMILIES, Failure, Family
-from app.core.outcome import OUTCOMES, REACTIONS
+from app.core.reports.cooperation import GapView, gap_view
+from app.core.score.blame import BLAMES
+from app.core.score.families import BY_KEY, RATIO_FAMILIES, Failure, Family
+from app.core.score.outcome import OUTCOMES, REACTIONS
 from app.core.textdiff import word_diff
 from app.store import labels, queries
 from app.store import lint as linting
@@ -231,7 +231,7 @@ class PairRewrite:
 def pair_rewrites(run_name: str, proposals: list[Any]) -> dict[tuple[str, str], PairRewrite]:
     """The description edits of each pair of tools, keyed by the sorted pair,
     with the command that writes and verifies exactly those."""
-    from app.core.fix import for_pairs
+    from app.core.advise.fix import for_pairs
 
     pairs = {(min(e, c), max(e, c)) for p in proposals for e, c in p.addresses.cells if e != c}
     by_pair = {pair: edits for pair in sorted(pairs) if (edits := for_pairs(proposals, [pair]))}  # as `fix --pair`

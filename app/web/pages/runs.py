@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from app.core.families import BY_KEY, FAMILIES, RATIO_FAMILIES
+from app.core.score.families import BY_KEY, FAMILIES, RATIO_FAMILIES
 from app.store import queries
 from app.store.views import RatioPublic, RunPublic
 from app.web.deps import Limit, Offset, ReadSession, render

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.detail import TrajectoryDetail
+from app.core.score.detail import TrajectoryDetail
 from app.store.views import CallPublic, TrajectoryPublic
 
 # What a reaction's name alone does not say, on the timeline.

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from app.core.families import RATIO_FAMILIES
+from app.core.score.families import RATIO_FAMILIES
 from app.store import lint as linting
 from app.store import queries
 from app.store.views import RunsPublic, ToolsetDiffPublic, ToolsetPublic

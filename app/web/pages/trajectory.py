@@ -16,9 +16,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
-from app.core.detail import Evidence, TrajectoryDetail
 from app.core.errors import SuiteError
-from app.core.profiles import COOPERATIVE
+from app.core.reports.profiles import COOPERATIVE
+from app.core.score.detail import Evidence, TrajectoryDetail
 from app.store import labels, queries
 from app.store.db import session_scope
 from app.store.errors import NotFound
@@ -64,7 +64,7 @@ class EvidenceView:
 @dataclass
 class TrajectoryPage:
     t: TrajectoryPublic
-    detail: TrajectoryDetail  # what scoring found, typed (app/core/detail.py)
+    detail: TrajectoryDetail  # what scoring found, typed (app/core/score/detail.py)
     run: RunPublic
     rows: list[TimelineRow]
     evidence: EvidenceView

@@ -1,6 +1,6 @@
 """The cooperation gap as people read it (the run and compare pages, ``show``):
 pass^k under each simulated-user profile against the cooperative one, and the
-band of the others, as text and positions (app/core/profiles.py computes it;
+band of the others, as text and positions (app/core/reports/profiles.py computes it;
 app/store/profiles.py reads it from a run). Pure: no store, no web."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.profiles import COOPERATIVE, CooperationGap, ProfileRow
+from app.core.reports.profiles import COOPERATIVE, CooperationGap, ProfileRow
 
 WIDTH = 200  # the band's SVG width: pass^k 0..1 across it
 

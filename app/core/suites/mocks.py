@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.core.errors import SuiteError
-from app.core.tolerance import values_equal
+from app.core.suites.tolerance import values_equal
 
 
 class ToolFailure(Exception):

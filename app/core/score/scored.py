@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from app.core.outcome import OutcomeResult
-from app.core.schema import SchemaViolation
-from app.core.tolerance import Mismatch
+from app.core.score.outcome import OutcomeResult
+from app.core.suites.schema import SchemaViolation
+from app.core.suites.tolerance import Mismatch
 
 
 class ScoredCall(Protocol):

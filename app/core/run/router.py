@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.errors import ToolLensError
-from app.core.mocks import MockSpec, ToolFailure, render_observation
 from app.core.records import (
     FAULT_KINDS,
     MAX_CALLS,
@@ -30,7 +29,8 @@ from app.core.records import (
     Fault,
     parse_arguments,
 )
-from app.core.tools import Toolset
+from app.core.suites.mocks import MockSpec, ToolFailure, render_observation
+from app.core.suites.tools import Toolset
 from app.core.usage import MAX_MODEL_CALLS, ModelCall, parse_model_calls
 
 FAULT_MESSAGES = {

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from app.core.errors import SuiteError
-from app.core.suite import MAX_SUITE_BYTES, SAFE_LOADER
+from app.core.suites.suite import MAX_SUITE_BYTES, SAFE_LOADER
 
 
 def target(path: Path, *, follow_symlinks: bool) -> Path:

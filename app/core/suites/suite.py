@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 
 from app.core.errors import SuiteError, ToolSpecError
-from app.core.mocks import MockSpec, parse_mock
-from app.core.tolerance import Rule, parse_rule
-from app.core.tools import Toolset
+from app.core.suites.mocks import MockSpec, parse_mock
+from app.core.suites.tolerance import Rule, parse_rule
+from app.core.suites.tools import Toolset
 
 MATCH_MODES = ("strict", "unordered", "subset", "superset")
 MAX_SUITE_BYTES = 32 * 1024 * 1024

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.core.alignment import group_retries
 from app.core.errors import SuiteError
 from app.core.records import Trajectory
-from app.core.suite import parse_suite
-from app.core.tolerance import parse_rule
-from app.core.tools import Toolset
+from app.core.score.alignment import group_retries
+from app.core.suites.suite import parse_suite
+from app.core.suites.tolerance import parse_rule
+from app.core.suites.tools import Toolset
 
 CURATED_TAG = "curated"
 

@@ -26,9 +26,9 @@ from typing import Any
 import yaml
 
 from app.core.errors import SuiteError, ToolSpecError
-from app.core.mocks import MOCK_KEYS
-from app.core.schema import ArgumentValidator
-from app.core.suite import (
+from app.core.suites.mocks import MOCK_KEYS
+from app.core.suites.schema import ArgumentValidator
+from app.core.suites.suite import (
     SAFE_LOADER,
     Case,
     ExpectedCall,
@@ -41,8 +41,8 @@ from app.core.suite import (
     read_document,
     reading_once,
 )
-from app.core.tolerance import parse_rule
-from app.core.tools import Toolset, ToolSpec
+from app.core.suites.tolerance import parse_rule
+from app.core.suites.tools import Toolset, ToolSpec
 
 
 def _names(cls: Any, *, drop: Iterable[str] = (), add: Iterable[str] = ()) -> frozenset[str]:

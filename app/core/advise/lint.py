@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from app.core.language import Language, detect_language
-from app.core.suite import load_suite, load_toolset
-from app.core.tools import Toolset, ToolSpec
+from app.core.suites.suite import load_suite, load_toolset
+from app.core.suites.tools import Toolset, ToolSpec
 
 RULES = ("similar_pair", "no_negative_delimitation", "argument_format", "missing_precondition", "unguarded_destructive",
          "lookalike_pair")

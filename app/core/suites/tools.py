@@ -16,8 +16,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from app.core.errors import ToolSpecError
-from app.core.mocks import MockSpec, Responder, parse_mock
-from app.core.schema import ArgumentValidator
+from app.core.suites.mocks import MockSpec, Responder, parse_mock
+from app.core.suites.schema import ArgumentValidator
 
 if TYPE_CHECKING:  # only annotates from_pydantic: scoring does not load pydantic
     from pydantic import BaseModel

@@ -18,12 +18,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app.core.families import PER_TURN, RATIO_FAMILIES
 from app.core.records import Trajectory, user_turns
+from app.core.score.families import PER_TURN, RATIO_FAMILIES
 
 if TYPE_CHECKING:
-    from app.core.scored import Scored
-    from app.core.suite import Case
+    from app.core.score.scored import Scored
+    from app.core.suites.suite import Case
 
 
 @dataclass(slots=True)

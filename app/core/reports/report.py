@@ -16,13 +16,13 @@ from itertools import accumulate
 from operator import add, attrgetter, mul, truediv
 from typing import Any
 
-from app.core.blame import BLAMES
-from app.core.divergence import cause_key, cause_text
-from app.core.families import PER_CALL_FAMILIES, RATIO_FAMILIES, RATIO_KEYS, REFERENCE_KEYS, counter_keys
-from app.core.outcome import OUTCOMES
-from app.core.scoring import ERROR_SOURCES, TrajectoryScore
+from app.core.score.blame import BLAMES
+from app.core.score.divergence import cause_key, cause_text
+from app.core.score.families import PER_CALL_FAMILIES, RATIO_FAMILIES, RATIO_KEYS, REFERENCE_KEYS, counter_keys
+from app.core.score.outcome import OUTCOMES
+from app.core.score.scoring import ERROR_SOURCES, TrajectoryScore
 
-COOPERATIVE = "cooperative"  # the simulated user's default profile (app/core/profiles.py)
+COOPERATIVE = "cooperative"  # the simulated user's default profile (app/core/reports/profiles.py)
 PROFILE_MARK = "|user:"  # a stored fault key ends with it and the profile when the user was not cooperative
 
 
@@ -76,7 +76,7 @@ except ImportError:  # pragma: no cover - other Python implementations
 # A turn's totals, in the order Report.turn_n keeps them: each family's num and den, then two counts.
 TURN_KEYS = (*counter_keys(RATIO_FAMILIES), "trajectories", "failed")
 _TURN_INDEX = {key: i for i, key in enumerate(TURN_KEYS)}
-_WIDTH = len(TURN_KEYS)  # a turn's slots in a TurnTable's counts (app/core/turns.py), in that order
+_WIDTH = len(TURN_KEYS)  # a turn's slots in a TurnTable's counts (app/core/score/turns.py), in that order
 
 # The per-call totals that Report._n keeps, and the TrajectoryScore attributes they add up.
 _PER_CALL = counter_keys(PER_CALL_FAMILIES)
@@ -115,7 +115,7 @@ class Report:
         self.trajectories += 1
         if ts.agent_error is not None:
             self.agent_errors[str(ts.agent_error.get("type") or "")] += 1
-        if ts.blame is not None:  # who failed the conversation (app/core/blame.py)
+        if ts.blame is not None:  # who failed the conversation (app/core/score/blame.py)
             self._counts[f"blame.{ts.blame['blame']}"] += 1
         profile = ts.user_profile
         if profile is not None:  # the cooperation gap counts every conversation, the user's broken ones too
@@ -177,7 +177,7 @@ class Report:
 
     def _add_profile(self, ts: TrajectoryScore, profile: str) -> None:
         """A conversation under a simulated-user profile: its pass, whether the profile's act fired,
-        whether the user broke it, and its blame (the cooperation gap, app/core/profiles.py)."""
+        whether the user broke it, and its blame (the cooperation gap, app/core/reports/profiles.py)."""
         tally = self.profile_trials.setdefault((profile, ts.case_id), [0, 0])
         tally[0] += 1
         tally[1] += ts.passed
@@ -452,7 +452,7 @@ def _case_entry(ts: TrajectoryScore) -> dict[str, Any]:
         out["agent_error"] = ts.agent_error
     if ts.user_profile is not None:
         out["user_profile"] = ts.user_profile
-    if ts.blame is not None:  # who failed it (app/core/blame.py)
+    if ts.blame is not None:  # who failed it (app/core/score/blame.py)
         out["blame"] = ts.blame["blame"]
         out["blame_evidence"] = ts.blame["evidence"]
         out["blame_confidence"] = ts.blame["confidence"]

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.alignment import Alignment, align
-from app.core.blame import blame_of
-from app.core.detail import (
+from app.core.records import Message, Trajectory, call_turns
+from app.core.score.alignment import Alignment, align
+from app.core.score.blame import blame_of
+from app.core.score.detail import (
     AgentError,
     Blame,
     Evidence,
@@ -27,11 +28,10 @@ from app.core.detail import (
     TrajectoryDetail,
     Turn,
 )
-from app.core.divergence import Divergence, first_divergence, superset_steps
-from app.core.families import PER_CALL_FAMILIES, Failure
-from app.core.grounding import Source, ground
-from app.core.mocks import ToolFailure
-from app.core.outcome import (
+from app.core.score.divergence import Divergence, first_divergence, superset_steps
+from app.core.score.families import PER_CALL_FAMILIES, Failure
+from app.core.score.grounding import Source, ground
+from app.core.score.outcome import (
     DEFAULT_GIVE_UP_PHRASES,
     MIN_DIGITS,
     AfterFault,
@@ -47,11 +47,11 @@ from app.core.outcome import (
     sentence_with,
     step_words,
 )
-from app.core.records import Message, Trajectory, call_turns
-from app.core.schema import SchemaViolation
-from app.core.suite import Case, Suite
-from app.core.tolerance import Comparison, Mismatch, compile_comparison, values_equal
-from app.core.turns import TurnTable, turn_scores
+from app.core.score.turns import TurnTable, turn_scores
+from app.core.suites.mocks import ToolFailure
+from app.core.suites.schema import SchemaViolation
+from app.core.suites.suite import Case, Suite
+from app.core.suites.tolerance import Comparison, Mismatch, compile_comparison, values_equal
 
 _DIGIT = re.compile(r"\d")
 MISSING = "(missing)"
@@ -178,14 +178,14 @@ class TrajectoryScore:
     hallucinated_num: int = 0
     calls_total: int = 0
     fault_not_reached: tuple[int | None, str] | None = None  # a planned fault the agent never reached
-    turns: TurnTable | None = None  # a conversation's figures per user turn (app/core/turns.py)
+    turns: TurnTable | None = None  # a conversation's figures per user turn (app/core/score/turns.py)
     step_turns: list[int] | None = None  # the user turn of each expected step, in a conversation
     user_error: list[dict[str, str]] | None = None  # the simulated user's faults: never the agent's
     agent_error: dict[str, Any] | None = None  # what the agent raised: {type, message, traceback}
     fault_source: str | None = None  # what made the faulted call fail: one of ERROR_SOURCES
-    divergence: Divergence | None = None  # a failed trajectory's first divergence (app/core/divergence.py)
-    blame: dict[str, Any] | None = None  # a failed conversation's blame (app/core/blame.py)
-    user_profile: str | None = None  # the simulated user's profile (app/core/profiles.py)
+    divergence: Divergence | None = None  # a failed trajectory's first divergence (app/core/score/divergence.py)
+    blame: dict[str, Any] | None = None  # a failed conversation's blame (app/core/score/blame.py)
+    user_profile: str | None = None  # the simulated user's profile (app/core/reports/profiles.py)
     user_acts: list[dict[str, str]] | None = None  # what that profile did on purpose
     user_mirror_trial: int | None = None  # under a profile: the cooperative trial it mirrors
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from app.core.gate import USAGE_TOLERATED, CaseRef, FamilyVerdict, GateResult
-from app.core.wording import fault_key_text, fraction
+from app.core.reports.gate import USAGE_TOLERATED, CaseRef, FamilyVerdict, GateResult
+from app.core.reports.wording import fault_key_text, fraction
 
 MAX_LISTED = 50
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~-])")

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.errors import ToolLensError
-from app.core.report import COOPERATIVE as COOPERATIVE
-from app.core.report import pass_hat_k
-from app.core.stats import mcnemar_exact, newcombe_interval
+from app.core.reports.report import COOPERATIVE as COOPERATIVE
+from app.core.reports.report import pass_hat_k
+from app.core.reports.stats import mcnemar_exact, newcombe_interval
 
 
 @dataclass(frozen=True)

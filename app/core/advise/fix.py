@@ -39,11 +39,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.fix_words import description_texts, effect, gerund, meaning_match, spelled, spelled_word
+from app.core.advise.fix_words import description_texts, effect, gerund, meaning_match, spelled, spelled_word
+from app.core.advise.lint import lint_toolset
 from app.core.language import Language, detect_language, fold
-from app.core.lint import lint_toolset
 from app.core.records import TRANSIENT_KINDS
-from app.core.tools import Toolset, ToolSpec
+from app.core.suites.tools import Toolset, ToolSpec
 
 PATTERNS = ("distinct_names", "negative_delimitation", "argument_format", "precondition", "known_tools",
             "error_message")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import ToolSpecError
-from app.core.metacheck import plainly_valid
+from app.core.suites.metacheck import plainly_valid
 
 
 @dataclass(frozen=True, slots=True)

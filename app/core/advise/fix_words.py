@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from app.core.language import detect_language, fold
-from app.core.tools import Toolset, ToolSpec
+from app.core.suites.tools import Toolset, ToolSpec
 
 Effect = Literal["reads", "writes", ""]
 

@@ -17,8 +17,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:  # scoring calls this module: imported for types only
-    from app.core.divergence import Divergence
     from app.core.records import Trajectory
+    from app.core.score.divergence import Divergence
 
 Json = Any  # a JSON value kept as given: an agent's state, a value it stated
 P = TypeVar("P", bound="Part")
@@ -255,7 +255,7 @@ class AgentError(Part):
 
 @dataclass(frozen=True)
 class FirstDivergence(Part):
-    """The first divergence (app/core/divergence.py) with its cause's key and words."""
+    """The first divergence (app/core/score/divergence.py) with its cause's key and words."""
 
     kind: str = ""
     tool: str = ""
@@ -272,7 +272,7 @@ class FirstDivergence(Part):
 
 @dataclass(frozen=True)
 class Finding(Part):
-    """One blame detector's finding (app/core/blame.py)."""
+    """One blame detector's finding (app/core/score/blame.py)."""
 
     detector: str = ""
     who: str = ""
@@ -284,7 +284,7 @@ class Finding(Part):
 
 @dataclass(frozen=True)
 class Blame(Part):
-    """A failed conversation's blame and what else was found (app/core/blame.py)."""
+    """A failed conversation's blame and what else was found (app/core/score/blame.py)."""
 
     blame: str = ""  # "agent", "user" or "task"
     confidence: float | None = None

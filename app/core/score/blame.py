@@ -33,9 +33,9 @@ from typing import Any
 
 import orjson
 
-from app.core.conversation import asked_for, says_value
 from app.core.records import Trajectory
-from app.core.suite import Case
+from app.core.run.conversation import asked_for, says_value
+from app.core.suites.suite import Case
 
 AGENT, USER, TASK = "agent", "user", "task"
 BLAMES = (AGENT, USER, TASK)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from app.core.records import Trajectory
-from app.core.report import Report
-from app.core.scoring import Scorer
-from app.core.suite import Suite
+from app.core.reports.report import Report
+from app.core.score.scoring import Scorer
+from app.core.suites.suite import Suite
 from app.core.usage import UsageTally
 
 

@@ -7,14 +7,14 @@ the case effects (forbidden calls, final state), which the figures do not
 count. Every failure belongs to exactly one family. Whatever lists, titles,
 orders or counts the families reads them here, in this order: adding a
 failure kind is one ``Failure`` member, its place in a family's ``failures``,
-its per-turn attribution (``PER_TURN``) and its rule in ``core/scoring.py``
+its per-turn attribution (``PER_TURN``) and its rule in ``core/score/scoring.py``
 (and its name in the lists of docs/formats.md and docs/api.md, which
 tests/core/test_families.py holds to this one).
 
 A *cause* is the kind of a failed trajectory's first divergence (``CAUSES``):
 its rank at one call and its words, for ``causes`` and the terminal (``text``)
 and for the trajectory page (``sentence``). Adding one is its entry here, its
-rule in ``core/divergence.py`` and its row in docs/formats.md's table.
+rule in ``core/score/divergence.py`` and its row in docs/formats.md's table.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.core.scored import ScoredCall
+    from app.core.score.scored import ScoredCall
 
 
 class Failure(StrEnum):
@@ -48,7 +48,7 @@ class Failure(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Attribution:
-    """Which user turns a conversation's failure is noted in (core/turns.py): those of the calls that
+    """Which user turns a conversation's failure is noted in (core/score/turns.py): those of the calls that
     pass ``call``, of each expected step not done (``missing_step``), of the faulted call (``fault``)."""
 
     call: Callable[[ScoredCall], bool] | None = None
@@ -167,7 +167,7 @@ def counter_keys(families: tuple[Family, ...]) -> tuple[str, ...]:
     return tuple(f"{f.key}.{part}" for f in families for part in ("num", "den"))
 
 
-# --- Causes: what a failed trajectory's first divergence names (core/divergence.py finds them) ---
+# --- Causes: what a failed trajectory's first divergence names (core/score/divergence.py finds them) ---
 
 Part = tuple[str, str]
 """A piece of a cause's page sentence: ``("", words)``, ``("code", name)``, ``("call", "")`` (the

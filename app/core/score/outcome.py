@@ -4,7 +4,7 @@ the agent's immediate reaction to each error (docs/outcomes.md).
 The outcome is judged on what the agent said after the fault, never before:
 ``hallucinated`` when that states the expected datum with no successful
 observation behind it, or a concrete value (number, id, amount, date) that
-nothing grounds (``app/core/grounding.py``), or claims the result of a
+nothing grounds (``app/core/score/grounding.py``), or claims the result of a
 call that failed and never succeeded afterwards ("tu hora quedó agendada"
 after the booking failed: ``find_claim``); ``recovered`` when the
 trajectory still succeeds (its reward is 1, or its case passes: every
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from app.core.grounding import Grounding, Source, ground
 from app.core.language import detect_language
 from app.core.records import TRANSIENT_KINDS
-from app.core.tolerance import fold, parse_date
+from app.core.score.grounding import Grounding, Source, ground
+from app.core.suites.tolerance import fold, parse_date
 
 OUTCOMES = ("recovered", "gave_up", "hallucinated", "confused")
 REACTIONS = ("retry_same", "retry_corrected", "switch_tool", "ignored_error", "gave_up", "answered", "stopped")

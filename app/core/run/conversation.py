@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any, Protocol
 
 from app.core.records import Message
-from app.core.suite import UserSpec
+from app.core.suites.suite import UserSpec
 
 USER_ERROR_KINDS = ("leaked_instruction", "stopped_early", "contradicted_known")
 LEAK_WORDS = 8  # this many consecutive words of the instruction in a user message: a leak

@@ -4,7 +4,7 @@ Hallucinated tools and hallucination after an error must be zero in the
 candidate (blocking, docs/metrics.md: any non-zero value is a bug). Every other
 family may not get worse than the baseline by more than its tolerance.
 The decision is made here from figures the store already holds; rendering
-lives in ``app.core.gate_report``.
+lives in ``app.core.reports.gate_report``.
 
 ``gate.yaml``::
 
@@ -43,11 +43,11 @@ from typing import Any
 
 import yaml
 
-from app.core.blame import DEFAULT_SIMULATOR_SHARE, simulator_note
 from app.core.errors import ToolLensError
-from app.core.families import BLOCKING_KEYS, FAMILIES, TOLERATED_KEYS, family_of
-from app.core.scoring import ERROR_SOURCES
-from app.core.wording import fraction
+from app.core.reports.wording import fraction
+from app.core.score.blame import DEFAULT_SIMULATOR_SHARE, simulator_note
+from app.core.score.families import BLOCKING_KEYS, FAMILIES, TOLERATED_KEYS, family_of
+from app.core.score.scoring import ERROR_SOURCES
 
 BLOCKING = BLOCKING_KEYS
 TOLERATED = TOLERATED_KEYS

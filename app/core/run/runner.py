@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from typing import Any, Protocol
 
-from app.core.conversation import SimulatedUser, check_user
 from app.core.errors import ToolLensError
 from app.core.records import AgentError, Call, Message, Trajectory, UserError
-from app.core.router import FaultPlan, MockRouter, Toolbox
-from app.core.suite import Case, Suite
+from app.core.run.conversation import SimulatedUser, check_user
+from app.core.run.router import FaultPlan, MockRouter, Toolbox
+from app.core.suites.suite import Case, Suite
 
 
 class Agent(Protocol):

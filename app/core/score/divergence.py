@@ -25,11 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.core.families import CAUSE, CAUSES, Failure, cause_of
+from app.core.score.families import CAUSE, CAUSES, Failure, cause_of
 
 if TYPE_CHECKING:
-    from app.core.scored import Scored, ScoredCall
-    from app.core.suite import Case
+    from app.core.score.scored import Scored, ScoredCall
+    from app.core.suites.suite import Case
 
 KINDS = tuple(c.kind for c in CAUSES)  # the kinds, their rank and words: families.CAUSES
 _MAX_PART = 200  # a name the agent supplied is bounded before it becomes a key

@@ -56,6 +56,7 @@ test: $(BIN)/.built
 
 lint: $(BIN)/.built
 	$(BIN)/ruff check app tests bench
+	$(BIN)/ruff format --check app tests bench migrations scripts setup.py
 	$(BIN)/mypy app
 
 bench: $(BIN)/.built

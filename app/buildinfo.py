@@ -69,8 +69,9 @@ def stale_modules() -> list[str]:
     """Compiled modules older than their source, or than any core module (compiled code checks
     the types it was compiled against): the old compiled code would run."""
     core = max((p.stat().st_mtime for p in (APP_DIR / "core").rglob("*.py")), default=0.0)
-    return sorted(name for name, ext in _extensions().items()
-                  if max(core, _source(name).stat().st_mtime) > ext.stat().st_mtime)
+    return sorted(
+        name for name, ext in _extensions().items() if max(core, _source(name).stat().st_mtime) > ext.stat().st_mtime
+    )
 
 
 def describe() -> str:

@@ -16,8 +16,9 @@ import sys
 
 def main() -> None:
     args = sys.argv[1:]
-    if args[-1:] == ["--help"] and os.path.basename(sys.argv[0]) == "toollens" \
-            and _columns() >= 80:  # typer's help is 78 columns wide from 80 on
+    if (
+        args[-1:] == ["--help"] and os.path.basename(sys.argv[0]) == "toollens" and _columns() >= 80
+    ):  # typer's help is 78 columns wide from 80 on
         from app.commands.help_text import page
 
         text = page(args)

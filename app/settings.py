@@ -54,7 +54,7 @@ class Settings(BaseSettings):
         if not url.startswith(("sqlite", "postgresql")):
             raise ValueError(f"must be a SQLite file's path, or a sqlite:/// or postgresql+psycopg:// URL, not {url!r}")
         if url.startswith("postgresql://"):
-            url = "postgresql+psycopg://" + url[len("postgresql://"):]
+            url = "postgresql+psycopg://" + url[len("postgresql://") :]
         return url
 
     @field_validator("api_token")

@@ -49,8 +49,12 @@ print(scored)
 
 def run_once(result: Path, questions: Path, out: Path) -> tuple[float, float, str]:
     start = time.perf_counter()
-    subprocess.run([PYTHON, "-c", CLI, "convert", "--from", "bfcl", str(result), "--questions", str(questions),
-                    "--out", str(out)], check=True, cwd=ROOT, capture_output=True)
+    subprocess.run(
+        [PYTHON, "-c", CLI, "convert", "--from", "bfcl", str(result), "--questions", str(questions), "--out", str(out)],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
     converted = time.perf_counter()
     scored = subprocess.run([PYTHON, "-c", SCORE, str(out)], check=True, cwd=ROOT, capture_output=True, text=True)
     done = time.perf_counter()
@@ -71,8 +75,10 @@ def main() -> None:
         for i in range(args.repeat):
             convert_s, score_s, scored = run_once(result, DATA, Path(tmp) / f"out{i}")
             totals.append(convert_s + score_s)
-            print(f"run {i + 1}: convert {convert_s:.2f} s, score {score_s:.2f} s ({scored} trajectories), "
-                  f"total {convert_s + score_s:.2f} s")
+            print(
+                f"run {i + 1}: convert {convert_s:.2f} s, score {score_s:.2f} s ({scored} trajectories), "
+                f"total {convert_s + score_s:.2f} s"
+            )
     print(f"{args.category}: median total {statistics.median(totals):.2f} s over {args.repeat} runs")
 
 

@@ -36,17 +36,22 @@ def dump(data: Path, out: Path) -> None:
     for name, (kind, source, options) in REAL.items():
         with tempfile.TemporaryDirectory() as tmp:
             opts = [str(data / o[5:]) if o.startswith("DATA/") else o for o in options]
-            subprocess.run([*toollens, "convert", "--from", kind, str(data / source), *opts, "--out", tmp],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [*toollens, "convert", "--from", kind, str(data / source), *opts, "--out", tmp],
+                check=True,
+                capture_output=True,
+            )
             suite, trajectories = Path(tmp) / "suite.yaml", Path(tmp) / "trajectories.jsonl"
-            done = subprocess.run([*toollens, "score", str(suite), str(trajectories), "--json"],
-                                  capture_output=True, text=True)
+            done = subprocess.run(
+                [*toollens, "score", str(suite), str(trajectories), "--json"], capture_output=True, text=True
+            )
             (out / f"{name}.json").write_text(done.stdout, encoding="utf-8")
             suites, _ = load_suites(suite, trajectories, lenient=False)
             scorer = Scorer(suites[0])
             blames = [[t.case_id, t.trial, scorer.score(t).blame] for t in read_jsonl(trajectories)]
-            (out / f"{name}.blame.json").write_text(json.dumps(blames, indent=1, ensure_ascii=False) + "\n",
-                                                    encoding="utf-8")
+            (out / f"{name}.blame.json").write_text(
+                json.dumps(blames, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+            )
             failed = sum(1 for b in blames if b[2] is not None)
             print(f"{name}: {len(blames)} trajectories, {failed} blamed")
 

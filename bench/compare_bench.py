@@ -65,17 +65,22 @@ def replicate(engine: Engine, copies: int, trials: int) -> None:
         ccols, csel = _columns(CallRow.__table__, {"id": f"id + {k * c}", "trajectory_id": f"trajectory_id + {k * s}"})
         with engine.begin() as conn:
             conn.execute(text(f"INSERT INTO trajectories ({tcols}) SELECT {tsel} FROM trajectories WHERE id <= {s}"))
-            conn.execute(text("INSERT INTO trajectory_tags (trajectory_id, kind, value, run_id) "
-                              f"SELECT trajectory_id + {k * s}, kind, value, run_id FROM trajectory_tags "
-                              f"WHERE trajectory_id <= {s}"))
+            conn.execute(
+                text(
+                    "INSERT INTO trajectory_tags (trajectory_id, kind, value, run_id) "
+                    f"SELECT trajectory_id + {k * s}, kind, value, run_id FROM trajectory_tags "
+                    f"WHERE trajectory_id <= {s}"
+                )
+            )
             conn.execute(text(f"INSERT INTO calls ({ccols}) SELECT {csel} FROM calls WHERE id <= {c}"))
         print(f"  copy {k + 1}/{copies}  ({time.perf_counter() - start:.0f} s)", flush=True)
     with engine.begin() as conn:
         conn.execute(text("UPDATE run_counters SET value = value * :n"), {"n": copies})
         if pg:
             for table in ("trajectories", "calls"):
-                conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                                  f"(SELECT max(id) FROM {table}))"))
+                conn.execute(
+                    text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+                )
     if pg:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("VACUUM ANALYZE trajectories, trajectory_tags, calls, run_counters"))
@@ -122,8 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="rounds (the median is printed)")
     parser.add_argument("--dump", type=Path, help="write each page's body into this folder")
     parser.add_argument("--build-only", action="store_true")
-    parser.add_argument("--unkept", action="store_true",
-                        help="also measure with nothing kept (the usage read from every trajectory: slow)")
+    parser.add_argument(
+        "--unkept",
+        action="store_true",
+        help="also measure with nothing kept (the usage read from every trajectory: slow)",
+    )
     args = parser.parse_args(argv)
     print(hostref.line())
     if args.file is not None:
@@ -132,8 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         url = f"{PG_URL}?options=-csearch_path%3D{args.pg_schema}"
         admin = create_engine(PG_URL)
         with admin.begin() as conn:
-            made = conn.execute(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"),
-                                {"s": args.pg_schema}).first() is None
+            made = (
+                conn.execute(
+                    text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": args.pg_schema}
+                ).first()
+                is None
+            )
             if made:
                 conn.execute(text(f'CREATE SCHEMA "{args.pg_schema}"'))
         admin.dispose()
@@ -144,8 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     engine = create_engine(url)
     with engine.connect() as conn:
-        n = [int(x) for x in conn.scalars(text("SELECT value FROM run_counters WHERE kind = 'count' "
-                                               "AND a = 'trajectories' ORDER BY run_id"))]
+        n = [
+            int(x)
+            for x in conn.scalars(
+                text("SELECT value FROM run_counters WHERE kind = 'count' AND a = 'trajectories' ORDER BY run_id")
+            )
+        ]
     print(f"== runs a and b ({n} trajectories), {url.split(':')[0]}, load {os.getloadavg()[0]:.1f}", flush=True)
     # the stored rows, put back after each round measured without them
     with engine.connect() as conn:

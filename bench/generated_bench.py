@@ -48,8 +48,11 @@ def main() -> None:
         after = sum(cells(delimited(suite, most_confused(base)), trials=args.trials).values())
         glued = cells(pasted(suite), trials=args.trials)
         top = most_confused(base, 1)
-        found = {frozenset(f.tools) for f in lint_toolset(parse_suite(suite.document).toolset)
-                 if f.rule in ("lookalike_pair", "similar_pair")}
+        found = {
+            frozenset(f.tools)
+            for f in lint_toolset(parse_suite(suite.document).toolset)
+            if f.rule in ("lookalike_pair", "similar_pair")
+        }
         hit = not top or frozenset(top[0]) in found
         total += 1
         lowered += after < before
@@ -57,15 +60,22 @@ def main() -> None:
         flagged += hit
         falls.append((before - after) / before if before else 0.0)
         drift.append(sum(glued.values()) - before)
-        print(f"seed {seed} {suite.language} {len(suite.tools):>2} tools: confusions {before:>3}, "
-              f"delimited {after:>3}, pasted {sum(glued.values()):>3}, "
-              f"top pair {'flagged' if hit else 'NOT flagged'}", flush=True)
+        print(
+            f"seed {seed} {suite.language} {len(suite.tools):>2} tools: confusions {before:>3}, "
+            f"delimited {after:>3}, pasted {sum(glued.values()):>3}, "
+            f"top pair {'flagged' if hit else 'NOT flagged'}",
+            flush=True,
+        )
     q = statistics.quantiles(falls, n=4) if len(falls) > 1 else falls * 3
     print(f"\n{total} suites ({args.seeds}, {args.trials} trials, confusion=0.9), {time.monotonic() - started:.0f} s")
-    print(f"targeted delimitation lowers confusions in {lowered}/{total}; fall: quartiles "
-          f"{q[0]:.0%} / {q[1]:.0%} / {q[2]:.0%}")
-    print(f"pasted sentence: the same calls, trial by trial, in {same}/{total}; confusions moved by "
-          f"{min(drift)}..{max(drift)}")
+    print(
+        f"targeted delimitation lowers confusions in {lowered}/{total}; fall: quartiles "
+        f"{q[0]:.0%} / {q[1]:.0%} / {q[2]:.0%}"
+    )
+    print(
+        f"pasted sentence: the same calls, trial by trial, in {same}/{total}; confusions moved by "
+        f"{min(drift)}..{max(drift)}"
+    )
     print(f"lint flags the most confused pair before any run in {flagged}/{total}")
 
 

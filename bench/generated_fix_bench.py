@@ -38,13 +38,19 @@ def main() -> None:
             before, after, chosen = fix_out(suite.document, Path(folder), trials=args.trials)
         lowered += after < before
         falls.append((before - after) / before if before else 0.0)
-        print(f"seed {seed} {suite.language} {len(suite.tools):>2} tools: failed {before:>3} -> {after:>3} "
-              f"({len(chosen)} proposals written)", flush=True)
+        print(
+            f"seed {seed} {suite.language} {len(suite.tools):>2} tools: failed {before:>3} -> {after:>3} "
+            f"({len(chosen)} proposals written)",
+            flush=True,
+        )
     q = statistics.quantiles(falls, n=4) if len(falls) > 1 else falls * 3
-    print(f"\n{len(falls)} suites ({args.seeds}, {args.trials} trials, confusion=0.9), "
-          f"{time.monotonic() - started:.0f} s")
-    print(f"fix --out lowers failed trajectories in {lowered}/{len(falls)}; fall: quartiles "
-          f"{q[0]:.0%} / median {q[1]:.0%} / {q[2]:.0%}")
+    print(
+        f"\n{len(falls)} suites ({args.seeds}, {args.trials} trials, confusion=0.9), {time.monotonic() - started:.0f} s"
+    )
+    print(
+        f"fix --out lowers failed trajectories in {lowered}/{len(falls)}; fall: quartiles "
+        f"{q[0]:.0%} / median {q[1]:.0%} / {q[2]:.0%}"
+    )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,12 @@ def measure(tree: Path, words: list[str] | None) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     argv = ["-c", "pass"] if words is None else ["-c", CLI, *words, "--help"]
-    done = subprocess.run([sys.executable, *argv], cwd=tree, capture_output=True,
-                          env={**os.environ, "PYTHONPATH": str(tree), "COLUMNS": "80"})
+    done = subprocess.run(
+        [sys.executable, *argv],
+        cwd=tree,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(tree), "COLUMNS": "80"},
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -57,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         for words in paths:
             for i, tree in enumerate(trees):
                 times.setdefault((i, " ".join(words)), []).append(measure(tree, words))
-    print(f"toollens COMMAND --help, medians of {args.repeat} (ms, wall / CPU)"
-          + (f"; columns: {', '.join(str(t) for t in trees)}" if len(trees) > 1 else ""))
+    print(
+        f"toollens COMMAND --help, medians of {args.repeat} (ms, wall / CPU)"
+        + (f"; columns: {', '.join(str(t) for t in trees)}" if len(trees) > 1 else "")
+    )
     slow = []
     for words in paths:
         name = " ".join(words)
@@ -69,11 +75,15 @@ def main(argv: list[str] | None = None) -> int:
             if i == 0 and wall * 1000 > args.limit:
                 slow.append(name or "(root)")
         print(f"  toollens {name + ' ' if name else ''}--help".ljust(44) + "   ".join(cells))
-    print("  python -c pass (the floor)".ljust(44)
-          + f"{median([w for w, _ in floor]) * 1000:6.0f} / {median([c for _, c in floor]) * 1000:4.0f}")
-    worst = max(paths, key=lambda w: median([x for x, _ in times[(0, ' '.join(w))]]))
-    print(f"slowest: toollens {' '.join(worst)} --help, "
-          f"{median([x for x, _ in times[(0, ' '.join(worst))]]) * 1000:.0f} ms")
+    print(
+        "  python -c pass (the floor)".ljust(44)
+        + f"{median([w for w, _ in floor]) * 1000:6.0f} / {median([c for _, c in floor]) * 1000:4.0f}"
+    )
+    worst = max(paths, key=lambda w: median([x for x, _ in times[(0, " ".join(w))]]))
+    print(
+        f"slowest: toollens {' '.join(worst)} --help, "
+        f"{median([x for x, _ in times[(0, ' '.join(worst))]]) * 1000:.0f} ms"
+    )
     if slow:
         print(f"over {args.limit:.0f} ms: {', '.join(slow)}")
         return 1

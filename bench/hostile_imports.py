@@ -38,11 +38,14 @@ def main() -> None:
         print(f"{'file':36} {'bytes':>12} {'base MB':>8} {'peak MB':>8} {'seconds':>8}  exit / last line")
         for i, (name, path) in enumerate(files.items()):
             started = time.perf_counter()
-            base, peak, code, err = peak_import(["import", str(path), "--format", "inspect", "--run", "r",
-                                                 "--db", str(folder / f"{i}.db")])
+            base, peak, code, err = peak_import(
+                ["import", str(path), "--format", "inspect", "--run", "r", "--db", str(folder / f"{i}.db")]
+            )
             last = err.strip().splitlines()[-1][:100] if err.strip() else ""
-            print(f"{name:36} {path.stat().st_size:>12} {base:>8.0f} {peak:>8.0f} "
-                  f"{time.perf_counter() - started:>8.1f}  {code} {last}")
+            print(
+                f"{name:36} {path.stat().st_size:>12} {base:>8.0f} {peak:>8.0f} "
+                f"{time.perf_counter() - started:>8.1f}  {code} {last}"
+            )
 
 
 if __name__ == "__main__":

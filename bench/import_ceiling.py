@@ -36,15 +36,21 @@ CLI = "import sys; sys.argv[0] = 'toollens'; from app.entry import main; main()"
 
 def run_import(tree: Path, suite: Path, records: Path, db: Path) -> tuple[float, float, float]:
     """Wall s, CPU s and peak RSS (MiB) of one ``toollens import`` in a fresh process."""
-    code = ("import resource, sys, runpy; sys.argv[0] = 'toollens'\n"
-            "from app.entry import main\n"
-            "try:\n    main()\nfinally:\n"
-            "    print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+    code = (
+        "import resource, sys, runpy; sys.argv[0] = 'toollens'\n"
+        "from app.entry import main\n"
+        "try:\n    main()\nfinally:\n"
+        "    print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    )
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code, "import", str(records), "--run", "bench", "--suite", str(suite),
-                           "--db", str(db)], cwd=tree, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(tree)})
+    done = subprocess.run(
+        [sys.executable, "-c", code, "import", str(records), "--run", "bench", "--suite", str(suite), "--db", str(db)],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -57,8 +63,9 @@ def ceiling(source: Path, target: Path) -> tuple[float, float, int]:
     """Wall and CPU seconds of inserting every row of ``source`` into a fresh copy of its
     schema (tables, then indexes as they were), one executemany per table; the rows inserted."""
     src = sqlite3.connect(source)
-    schema = src.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
-                         "AND name NOT LIKE 'sqlite_%'").fetchall()
+    schema = src.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
     tables = [name for kind, name, _ in schema if kind == "table"]
     rows = {t: src.execute(f'SELECT * FROM "{t}"').fetchall() for t in tables}
     src.close()
@@ -94,12 +101,29 @@ def main(argv: list[str] | None = None) -> int:
     trees = [Path(__file__).resolve().parents[1], *([args.against.resolve()] if args.against else [])]
     with tempfile.TemporaryDirectory(prefix="toollens-ceiling-") as tmp:
         work = Path(tmp)
-        subprocess.run([sys.executable, "-c", CLI, "convert", "--from", "tau-bench",
-                        str(args.data / score_bench.REAL_SAMPLE), "--tools", str(args.data / score_bench.REAL_TOOLS),
-                        "--out", str(work)], check=True, capture_output=True, cwd=trees[0],
-                       env={**os.environ, "PYTHONPATH": str(trees[0])})
-        print(f"python {sys.version.split()[0]}; {score_bench._revision()}; SQLite {sqlite3.sqlite_version}; "
-              f"medians of {args.repeat}, interleaved")
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                CLI,
+                "convert",
+                "--from",
+                "tau-bench",
+                str(args.data / score_bench.REAL_SAMPLE),
+                "--tools",
+                str(args.data / score_bench.REAL_TOOLS),
+                "--out",
+                str(work),
+            ],
+            check=True,
+            capture_output=True,
+            cwd=trees[0],
+            env={**os.environ, "PYTHONPATH": str(trees[0])},
+        )
+        print(
+            f"python {sys.version.split()[0]}; {score_bench._revision()}; SQLite {sqlite3.sqlite_version}; "
+            f"medians of {args.repeat}, interleaved"
+        )
         for size in args.sizes:
             records = work / f"records-{size}.jsonl"
             calls = score_bench._replicate(work / "trajectories.jsonl", records, size)
@@ -117,14 +141,18 @@ def main(argv: list[str] | None = None) -> int:
                         old.unlink()
             c_wall = median([w for w, _ in ceilings])
             print(f"{calls:,} calls ({records.stat().st_size / 2**20:.1f} MiB), {stored:,} rows stored")
-            print(f"  ceiling, executemany of the same rows:   {c_wall:6.2f} s wall "
-                  f"{median([c for _, c in ceilings]):6.2f} s CPU {calls / c_wall:9,.0f} calls/s")
+            print(
+                f"  ceiling, executemany of the same rows:   {c_wall:6.2f} s wall "
+                f"{median([c for _, c in ceilings]):6.2f} s CPU {calls / c_wall:9,.0f} calls/s"
+            )
             for i, tree in enumerate(trees):
                 wall = median([w for w, _, _ in imports[i]])
                 cpu = median([c for _, c, _ in imports[i]])
                 rss = max(m for _, _, m in imports[i])
-                print(f"  toollens import ({tree.name}): {wall:6.2f} s wall {cpu:6.2f} s CPU "
-                      f"{calls / wall:9,.0f} calls/s  {c_wall / wall:5.0%} of the ceiling  peak RSS {rss:.0f} MiB")
+                print(
+                    f"  toollens import ({tree.name}): {wall:6.2f} s wall {cpu:6.2f} s CPU "
+                    f"{calls / wall:9,.0f} calls/s  {c_wall / wall:5.0%} of the ceiling  peak RSS {rss:.0f} MiB"
+                )
             records.unlink()
     return 0
 

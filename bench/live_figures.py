@@ -48,8 +48,10 @@ def records(first_trial: int, n: int) -> list[dict[str, Any]]:
     for i in range(n):
         rec = dict(base[i % len(base)])
         rec["trial"] = first_trial + i
-        rec["model_calls"] = [{"model": "gpt-4o", "input_tokens": 900 + k, "output_tokens": 120,
-                               "latency_ms": 400.0 + k} for k in range(3)]
+        rec["model_calls"] = [
+            {"model": "gpt-4o", "input_tokens": 900 + k, "output_tokens": 120, "latency_ms": 400.0 + k}
+            for k in range(3)
+        ]
         out.append(rec)
     return out
 
@@ -85,10 +87,20 @@ def main() -> None:
     port = 20000 + os.getpid() % 20000
     env = {**os.environ, "PYTHONPATH": str(args.code), "TOOLLENS_PURE_PYTHON": "1"}
     log = (tmp / "serve.log").open("w")
-    subprocess.run([sys.executable, "-c", "from app.entry import main; main()", "db", "upgrade", "--db", url],
-                   cwd=args.code, env=env, check=True, capture_output=True)
-    server = subprocess.Popen([sys.executable, "-c", "from app.entry import main; main()", "serve", "--db", url,
-                               "--port", str(port)], cwd=args.code, env=env, stdout=log, stderr=subprocess.STDOUT)
+    subprocess.run(
+        [sys.executable, "-c", "from app.entry import main; main()", "db", "upgrade", "--db", url],
+        cwd=args.code,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-c", "from app.entry import main; main()", "serve", "--db", url, "--port", str(port)],
+        cwd=args.code,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -103,12 +115,15 @@ def main() -> None:
         from app.core.suites.suite import load_suite_document
 
         with httpx.Client(base_url=base, timeout=600) as h:
-            run = h.post("/api/runs", json={"name": "live", "suite": load_suite_document(
-                EXAMPLES / "suite_v1.yaml")}).json()["id"]
+            run = h.post(
+                "/api/runs", json={"name": "live", "suite": load_suite_document(EXAMPLES / "suite_v1.yaml")}
+            ).json()["id"]
             start = time.monotonic()
             for first in range(0, args.trajectories, 1000):
-                r = h.post(f"/api/runs/{run}/trajectories",
-                           json={"trajectories": records(first, min(1000, args.trajectories - first))})
+                r = h.post(
+                    f"/api/runs/{run}/trajectories",
+                    json={"trajectories": records(first, min(1000, args.trajectories - first))},
+                )
                 assert r.status_code == 200, r.text
             loaded = time.monotonic() - start
             t0 = time.monotonic()
@@ -144,12 +159,24 @@ def main() -> None:
         stop.set()
         proc.join(60)
         flat = sorted(x for xs in latencies for x in xs)
-        print(json.dumps({
-            "db": args.db, "code": str(args.code), "trajectories": args.trajectories, "clients": args.clients,
-            "load_s": round(loaded, 1), "figures_quiet_s": round(first_figures, 3), "requests": len(flat),
-            "median_s": round(statistics.median(flat), 3), "p95_s": round(flat[int(0.95 * (len(flat) - 1))], 3),
-            "max_s": round(flat[-1], 3), "computations_seen": len(stamps),
-            "median_behind": statistics.median(behind) if behind else None}))
+        print(
+            json.dumps(
+                {
+                    "db": args.db,
+                    "code": str(args.code),
+                    "trajectories": args.trajectories,
+                    "clients": args.clients,
+                    "load_s": round(loaded, 1),
+                    "figures_quiet_s": round(first_figures, 3),
+                    "requests": len(flat),
+                    "median_s": round(statistics.median(flat), 3),
+                    "p95_s": round(flat[int(0.95 * (len(flat) - 1))], 3),
+                    "max_s": round(flat[-1], 3),
+                    "computations_seen": len(stamps),
+                    "median_behind": statistics.median(behind) if behind else None,
+                }
+            )
+        )
     finally:
         server.terminate()
         server.wait(30)

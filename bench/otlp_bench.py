@@ -54,8 +54,9 @@ def main() -> None:
     ap.add_argument("--db", default="", help="database URL (default: a fresh SQLite file)")
     ap.add_argument("--batch", type=int, default=512, help="the exporter's max_export_batch_size")
     ap.add_argument("--senders", type=int, default=2, help="concurrent clients in the receiver-only phase")
-    ap.add_argument("--exporters", type=int, default=2,
-                    help="processes exporting through the SDK in the last phase (0: skip it)")
+    ap.add_argument(
+        "--exporters", type=int, default=2, help="processes exporting through the SDK in the last phase (0: skip it)"
+    )
     ap.add_argument("--memory", action="store_true", help="measure the memory kept after bursts, nothing else")
     ap.add_argument("--bursts", type=int, default=2, help="bursts in the --memory phase")
     ap.add_argument("--after", type=float, default=60.0, help="seconds after a burst when --memory reads RSS")
@@ -73,9 +74,12 @@ def main() -> None:
     ok = False
     db = args.db or f"sqlite:///{tmp / 'bench.db'}"
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "app.entry", "serve", "--port", str(port), "--db", db],
-                              stdout=subprocess.DEVNULL, stderr=open(tmp / "serve.log", "w"),  # noqa: SIM115
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.entry", "serve", "--port", str(port), "--db", db],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp / "serve.log", "w"),  # noqa: SIM115
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -92,29 +96,40 @@ def main() -> None:
         if args.memory:
             ok = memory_phase(base, server.pid, suite, json.loads(TAU.read_text()), args)
             return
-        run = httpx.post(f"{base}/api/runs", json={"name": "otlp-bench", "suite": suite, "model": "gpt-4o"},
-                         timeout=30)
+        run = httpx.post(f"{base}/api/runs", json={"name": "otlp-bench", "suite": suite, "model": "gpt-4o"}, timeout=30)
         run.raise_for_status()
         runs = json.loads(TAU.read_text())
         expected_calls = sum(len(m.get("tool_calls") or []) for r in runs for m in r["traj"]) * args.copies
-        expected_errors = sum(1 for r in runs for m in r["traj"] if m["role"] == "tool"
-                              and str(m["content"]).startswith("Error:")) * args.copies
+        expected_errors = (
+            sum(1 for r in runs for m in r["traj"] if m["role"] == "tool" and str(m["content"]).startswith("Error:"))
+            * args.copies
+        )
 
         provider = TracerProvider(resource=Resource.create({"service.name": "tau-bench-replay"}))
         exporter = OTLPSpanExporter(endpoint=f"{base}/v1/traces?run=otlp-bench", timeout=30)
         # a queue that holds the whole burst: the SDK's own default (2048) drops spans
         # in the client before any server sees them
-        provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=65_536,
-                                                       max_export_batch_size=args.batch, schedule_delay_millis=200))
+        provider.add_span_processor(
+            BatchSpanProcessor(
+                exporter, max_queue_size=65_536, max_export_batch_size=args.batch, schedule_delay_millis=200
+            )
+        )
         tracer = provider.get_tracer("bench")
         clock = [1_700_000_000_000_000_000]
         spans = 0
         t0 = time.perf_counter()
         for copy in range(args.copies):
             for r in runs:
-                spans += replay_openai_messages(tracer, r["traj"], clock=clock, attributes={
-                    "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": copy * 4 + r["trial"],
-                    "toollens.reward": r["reward"]})
+                spans += replay_openai_messages(
+                    tracer,
+                    r["traj"],
+                    clock=clock,
+                    attributes={
+                        "toollens.case_id": f"task-{r['task_id']}",
+                        "toollens.trial": copy * 4 + r["trial"],
+                        "toollens.reward": r["reward"],
+                    },
+                )
         t_made = time.perf_counter()
         provider.force_flush(timeout_millis=300_000)
         t_sent = time.perf_counter()
@@ -128,8 +143,11 @@ def main() -> None:
         provider.shutdown()
         figures = httpx.get(f"{base}/api/runs/{run.json()['id']}/figures", params={"cases_limit": 1}, timeout=60).json()
         receiver = receiver_only(base, suite, runs, args.copies, args.batch, args.senders)
-        exporters = (exporters_phase(base, suite, runs, args.copies, args.batch, args.exporters, server.pid)
-                     if args.exporters else None)
+        exporters = (
+            exporters_phase(base, suite, runs, args.copies, args.batch, args.exporters, server.pid)
+            if args.exporters
+            else None
+        )
     finally:
         server.terminate()
         server.wait(30)
@@ -140,38 +158,54 @@ def main() -> None:
     errors = sum(c["count"] for c in figures["reactions"])
     print(hostref.line())
     print(f"spans made by the SDK: {spans} ({args.copies} x {len(runs)} runs) in {t_made - t0:.2f} s")
-    print(f"exported and accepted: {status['accepted_spans']} spans in {t_sent - t0:.2f} s "
-          f"= {status['accepted_spans'] / (t_sent - t0):,.0f} spans/s (refused with 503: "
-          f"{status['refused_requests']} requests)")
-    print(f"stored end to end:     {status['stored_spans']} spans in {t_stored - t0:.2f} s "
-          f"= {status['stored_spans'] / (t_stored - t0):,.0f} spans/s")
-    print(f"trajectories stored: {figures['trajectories']} (expected {len(runs) * args.copies}); calls {calls} "
-          f"(expected {expected_calls}); tool errors {errors} (expected {expected_errors}); "
-          f"pass^1..4 {[figures['pass_hat_k'].get(str(k)) for k in range(1, 5)]}")
-    ok = (status["stored_spans"] == spans and figures["trajectories"] == len(runs) * args.copies
-          and calls == expected_calls and errors == expected_errors)
+    print(
+        f"exported and accepted: {status['accepted_spans']} spans in {t_sent - t0:.2f} s "
+        f"= {status['accepted_spans'] / (t_sent - t0):,.0f} spans/s (refused with 503: "
+        f"{status['refused_requests']} requests)"
+    )
+    print(
+        f"stored end to end:     {status['stored_spans']} spans in {t_stored - t0:.2f} s "
+        f"= {status['stored_spans'] / (t_stored - t0):,.0f} spans/s"
+    )
+    print(
+        f"trajectories stored: {figures['trajectories']} (expected {len(runs) * args.copies}); calls {calls} "
+        f"(expected {expected_calls}); tool errors {errors} (expected {expected_errors}); "
+        f"pass^1..4 {[figures['pass_hat_k'].get(str(k)) for k in range(1, 5)]}"
+    )
+    ok = (
+        status["stored_spans"] == spans
+        and figures["trajectories"] == len(runs) * args.copies
+        and calls == expected_calls
+        and errors == expected_errors
+    )
     print("every span stored" if ok else "MISSING SPANS")
     rate = receiver["spans"] / receiver["stored_s"]
-    print(f"receiver only ({args.senders} clients posting the same spans, pre-encoded by the SDK's encoder, "
-          f"{args.batch} per request): {receiver['spans']} spans accepted in {receiver['accepted_s']:.2f} s = "
-          f"{receiver['spans'] / receiver['accepted_s']:,.0f} spans/s; all stored after {receiver['stored_s']:.2f} s "
-          f"= {rate:,.0f} spans/s; stored {receiver['stored']} "
-          f"({'every span' if receiver['stored'] == receiver['spans'] else 'MISSING SPANS'}), "
-          f"503 answers {receiver['refused']}")
+    print(
+        f"receiver only ({args.senders} clients posting the same spans, pre-encoded by the SDK's encoder, "
+        f"{args.batch} per request): {receiver['spans']} spans accepted in {receiver['accepted_s']:.2f} s = "
+        f"{receiver['spans'] / receiver['accepted_s']:,.0f} spans/s; all stored after {receiver['stored_s']:.2f} s "
+        f"= {rate:,.0f} spans/s; stored {receiver['stored']} "
+        f"({'every span' if receiver['stored'] == receiver['spans'] else 'MISSING SPANS'}), "
+        f"503 answers {receiver['refused']}"
+    )
     ok = ok and receiver["stored"] == receiver["spans"]
     met = receiver["stored"] == receiver["spans"] and rate >= TARGET
-    print(f"target (the receiver stores every span, at {TARGET:,} spans/s or more): "
-          f"{'met' if met else 'NOT met'} ({rate:,.0f} spans/s)")
+    print(
+        f"target (the receiver stores every span, at {TARGET:,} spans/s or more): "
+        f"{'met' if met else 'NOT met'} ({rate:,.0f} spans/s)"
+    )
     if exporters is not None:
         n = exporters["spans"]
-        print(f"SDK exporters in {args.exporters} processes (spans made beforehand, fed to each one's "
-              f"BatchSpanProcessor + OTLPSpanExporter as fast as it goes): {n} spans accepted in "
-              f"{exporters['accepted_s']:.2f} s = {n / exporters['accepted_s']:,.0f} spans/s; all stored after "
-              f"{exporters['stored_s']:.2f} s = {n / exporters['stored_s']:,.0f} spans/s (of which "
-              f"{exporters['stored_by_accept']} stored when the last was accepted); stored {exporters['stored']} "
-              f"({'every span' if exporters['stored'] == n else 'MISSING SPANS'}), "
-              f"503 answers {exporters['refused']}; CPU s: exporters {exporters['client_cpu']:.2f}, "
-              f"receiver {exporters['server_cpu']:.2f} (web process {exporters['web_cpu']:.2f})")
+        print(
+            f"SDK exporters in {args.exporters} processes (spans made beforehand, fed to each one's "
+            f"BatchSpanProcessor + OTLPSpanExporter as fast as it goes): {n} spans accepted in "
+            f"{exporters['accepted_s']:.2f} s = {n / exporters['accepted_s']:,.0f} spans/s; all stored after "
+            f"{exporters['stored_s']:.2f} s = {n / exporters['stored_s']:,.0f} spans/s (of which "
+            f"{exporters['stored_by_accept']} stored when the last was accepted); stored {exporters['stored']} "
+            f"({'every span' if exporters['stored'] == n else 'MISSING SPANS'}), "
+            f"503 answers {exporters['refused']}; CPU s: exporters {exporters['client_cpu']:.2f}, "
+            f"receiver {exporters['server_cpu']:.2f} (web process {exporters['web_cpu']:.2f})"
+        )
         ok = ok and exporters["stored"] == n
     print(f"database: {db.split('?')[0] if args.db else 'SQLite, a fresh file'}; pid {os.getpid()}")
     sys.exit(0 if ok else 1)
@@ -195,8 +229,9 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def memory_phase(base: str, pid: int, suite: dict[str, object], runs: list[dict[str, object]],
-                 args: argparse.Namespace) -> bool:
+def memory_phase(
+    base: str, pid: int, suite: dict[str, object], runs: list[dict[str, object]], args: argparse.Namespace
+) -> bool:
     """RSS of the server (web process; its worker processes apart) idle, at each burst's peak and
     ``args.after`` seconds after each burst was stored; True when the web process is then within
     20% of its idle size after every burst."""
@@ -226,12 +261,14 @@ def memory_phase(base: str, pid: int, suite: dict[str, object], runs: list[dict[
             web, workers = rss_mb(pid), sum(rss_mb(c) for c in _children(pid))
             within = web <= 1.2 * idle
             ok = ok and within and got["stored"] == got["spans"]
-            print(f"burst {n}: {got['spans']} spans stored in {got['stored_s']:.1f} s "
-                  f"({'every span' if got['stored'] == got['spans'] else 'MISSING SPANS'}); peak: web "
-                  f"{stored_peak[0]:.0f} MB, workers {stored_peak[1]:.0f} MB; {args.after:.0f} s after: "
-                  f"web {web:.0f} MB "
-                  f"({100 * (web / idle - 1):+.0f}% of idle: {'within' if within else 'NOT within'} 20%), "
-                  f"workers {workers:.0f} MB ({100 * (workers / idle_workers - 1):+.0f}%)")
+            print(
+                f"burst {n}: {got['spans']} spans stored in {got['stored_s']:.1f} s "
+                f"({'every span' if got['stored'] == got['spans'] else 'MISSING SPANS'}); peak: web "
+                f"{stored_peak[0]:.0f} MB, workers {stored_peak[1]:.0f} MB; {args.after:.0f} s after: "
+                f"web {web:.0f} MB "
+                f"({100 * (web / idle - 1):+.0f}% of idle: {'within' if within else 'NOT within'} 20%), "
+                f"workers {workers:.0f} MB ({100 * (workers / idle_workers - 1):+.0f}%)"
+            )
     finally:
         stop.set()
         sampler.join()
@@ -253,9 +290,16 @@ def finished_spans(runs: list[dict[str, object]], copies: int) -> list[Any]:
     clock = [1_700_000_000_000_000_000]
     for copy in range(copies):
         for r in runs:
-            replay_openai_messages(tracer, r["traj"], clock=clock, attributes={  # type: ignore[arg-type]
-                "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": copy * 4 + int(r["trial"]),  # type: ignore[call-overload]
-                "toollens.reward": r["reward"]})  # type: ignore[dict-item]
+            replay_openai_messages(
+                tracer,
+                r["traj"],
+                clock=clock,
+                attributes={  # type: ignore[arg-type]
+                    "toollens.case_id": f"task-{r['task_id']}",
+                    "toollens.trial": copy * 4 + int(r["trial"]),  # type: ignore[call-overload]
+                    "toollens.reward": r["reward"],
+                },
+            )  # type: ignore[dict-item]
     return list(memory.get_finished_spans())
 
 
@@ -268,20 +312,30 @@ def split_by_trace(spans: list[Any], parts: int) -> list[list[Any]]:
     return shares
 
 
-def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, object]], copies: int, batch: int,
-                  senders: int, run: str = "otlp-bench-receiver") -> dict[str, float]:
+def receiver_only(
+    base: str,
+    suite: dict[str, object],
+    runs: list[dict[str, object]],
+    copies: int,
+    batch: int,
+    senders: int,
+    run: str = "otlp-bench-receiver",
+) -> dict[str, float]:
     """The receiver's own capacity: export requests encoded beforehand (with the
     SDK's encoder, as its exporter sends them), posted by concurrent clients."""
     from concurrent.futures import ThreadPoolExecutor
 
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
     httpx.post(f"{base}/api/runs", json={"name": run, "suite": suite}, timeout=30).raise_for_status()
     spans = finished_spans(runs, copies)
     # each client sends its own traces, in the order their spans ended (as one exporter per process does);
     # interleaving one trace's spans across clients would make the receiver see them out of order
     by_sender = split_by_trace(spans, senders)
-    chunks = [[encode_spans(mine[i:i + batch]).SerializeToString() for i in range(0, len(mine), batch)]
-              for mine in by_sender]
+    chunks = [
+        [encode_spans(mine[i : i + batch]).SerializeToString() for i in range(0, len(mine), batch)]
+        for mine in by_sender
+    ]
     before = httpx.get(f"{base}/v1/traces/status", timeout=30).json()
     refused = 0
 
@@ -290,8 +344,9 @@ def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, obje
         with httpx.Client(timeout=60) as client:
             for body in chunk:
                 while True:
-                    r = client.post(f"{base}/v1/traces?run={run}", content=body,
-                                    headers={"content-type": "application/x-protobuf"})
+                    r = client.post(
+                        f"{base}/v1/traces?run={run}", content=body, headers={"content-type": "application/x-protobuf"}
+                    )
                     if r.status_code != 503:
                         r.raise_for_status()
                         break
@@ -304,8 +359,13 @@ def receiver_only(base: str, suite: dict[str, object], runs: list[dict[str, obje
         refused = sum(pool.map(send, chunks))
     accepted_s = time.monotonic() - t0
     status = wait_stored(base, before, len(spans), t0, poll=0.05)
-    return {"spans": len(spans), "accepted_s": accepted_s, "stored_s": time.monotonic() - t0,
-            "stored": status["stored_spans"] - before["stored_spans"], "refused": refused}
+    return {
+        "spans": len(spans),
+        "accepted_s": accepted_s,
+        "stored_s": time.monotonic() - t0,
+        "stored": status["stored_spans"] - before["stored_spans"],
+        "refused": refused,
+    }
 
 
 def wait_stored(base: str, before: dict[str, int], n: int, t0: float, poll: float) -> dict[str, int]:
@@ -339,8 +399,12 @@ def _export_in_child(spans: list[object], endpoint: str, batch: int, go: object,
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, timeout=30), max_queue_size=65_536,
-                                   max_export_batch_size=batch, schedule_delay_millis=200)
+    processor = BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=endpoint, timeout=30),
+        max_queue_size=65_536,
+        max_export_batch_size=batch,
+        schedule_delay_millis=200,
+    )
     go.wait()  # type: ignore[attr-defined]
     cpu = time.process_time()
     for span in spans:
@@ -350,8 +414,15 @@ def _export_in_child(spans: list[object], endpoint: str, batch: int, go: object,
     processor.shutdown()
 
 
-def exporters_phase(base: str, suite: dict[str, object], runs: list[dict[str, object]], copies: int, batch: int,
-                    processes: int, server_pid: int) -> dict[str, float]:
+def exporters_phase(
+    base: str,
+    suite: dict[str, object],
+    runs: list[dict[str, object]],
+    copies: int,
+    batch: int,
+    processes: int,
+    server_pid: int,
+) -> dict[str, float]:
     """The real SDK export path from several processes at once, as several instrumented
     services send to one collector: the spans are made beforehand (making them is the
     application's work, and in one process it caps the rate at what the first phase shows),
@@ -359,14 +430,17 @@ def exporters_phase(base: str, suite: dict[str, object], runs: list[dict[str, ob
     exporter, which batch, encode and post them, retrying what is refused."""
     import multiprocessing as mp
 
-    httpx.post(f"{base}/api/runs", json={"name": "otlp-bench-exporters", "suite": suite},
-               timeout=30).raise_for_status()
+    httpx.post(f"{base}/api/runs", json={"name": "otlp-bench-exporters", "suite": suite}, timeout=30).raise_for_status()
     spans = finished_spans(runs, copies)
     shares = split_by_trace(spans, processes)
     context = mp.get_context("fork")  # the children inherit the spans: nothing to pickle
     go, results = context.Event(), context.Queue()
-    children = [context.Process(target=_export_in_child, args=(share, f"{base}/v1/traces?run=otlp-bench-exporters",
-                                                               batch, go, results)) for share in shares]
+    children = [
+        context.Process(
+            target=_export_in_child, args=(share, f"{base}/v1/traces?run=otlp-bench-exporters", batch, go, results)
+        )
+        for share in shares
+    ]
     for child in children:
         child.start()
     time.sleep(1.0)  # every exporter built and waiting
@@ -382,12 +456,17 @@ def exporters_phase(base: str, suite: dict[str, object], runs: list[dict[str, ob
     cpu_after = _cpu_seconds(server_pid)
     for child in children:
         child.join(timeout=60)
-    return {"spans": len(spans), "accepted_s": accepted_at - t0, "stored_s": stored_s,
-            "stored": status["stored_spans"] - before["stored_spans"], "stored_by_accept": stored_by_accept,
-            "refused": status["refused_requests"] - before["refused_requests"],
-            "client_cpu": sum(c for _, c in done),
-            "server_cpu": sum(cpu_after.get(pid, 0.0) - before_s for pid, before_s in cpu_before.items()),
-            "web_cpu": cpu_after.get(server_pid, 0.0) - cpu_before.get(server_pid, 0.0)}
+    return {
+        "spans": len(spans),
+        "accepted_s": accepted_at - t0,
+        "stored_s": stored_s,
+        "stored": status["stored_spans"] - before["stored_spans"],
+        "stored_by_accept": stored_by_accept,
+        "refused": status["refused_requests"] - before["refused_requests"],
+        "client_cpu": sum(c for _, c in done),
+        "server_cpu": sum(cpu_after.get(pid, 0.0) - before_s for pid, before_s in cpu_before.items()),
+        "web_cpu": cpu_after.get(server_pid, 0.0) - cpu_before.get(server_pid, 0.0),
+    }
 
 
 if __name__ == "__main__":

@@ -71,8 +71,11 @@ def timed(fn: Callable[[], Any], n: int) -> dict[str, float]:
         times.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
     times.sort()
-    return {"p50": statistics.median(times), "p95": times[max(0, -(-95 * n // 100) - 1)],
-            "cpu_p50": statistics.median(cpu)}
+    return {
+        "p50": statistics.median(times),
+        "p95": times[max(0, -(-95 * n // 100) - 1)],
+        "cpu_p50": statistics.median(cpu),
+    }
 
 
 def pages(client: TestClient) -> dict[str, str]:
@@ -97,6 +100,7 @@ def measure(client: TestClient, requests: int) -> dict[str, dict[str, float]]:
     out["run page, first view after a batch"] = timed(cold, max(requests // 5, 5))
     first_compare(client)
     for label, path in pages(client).items():
+
         def get(path: str = path) -> None:
             r = client.get(path, headers=HTML)
             assert r.status_code == 200, r.text[:300]
@@ -123,8 +127,10 @@ def first_compare(client: TestClient) -> None:
             aggregates.keep(s, 2)
 
     with session_scope(sessions) as s:
-        made = s.get(RunPairing, (1, 2)) is not None and all(aggregates.kept(s, rid, n) is not None for rid, n in (
-            (1, run_trajectory_count(s, 1)), (2, run_trajectory_count(s, 2))))
+        made = s.get(RunPairing, (1, 2)) is not None and all(
+            aggregates.kept(s, rid, n) is not None
+            for rid, n in ((1, run_trajectory_count(s, 1)), (2, run_trajectory_count(s, 2)))
+        )
     if not made:  # a file made before they were kept
         keep()
     print(f"{'compare page, first request (cold cache)':<45} {first():7.1f} ms")
@@ -152,8 +158,10 @@ def measure_url(url: str, args: argparse.Namespace, build: Path | None) -> dict[
                 conn.execute(text("ANALYZE"))
     with TestClient(create_app(settings)) as client:
         n = client.get("/api/runs/1/trajectories", params={"limit": 1}).json()["count"]
-        print(f"== runs a and b ({n:,} trajectories each), {url.split(':')[0]}, {args.requests} requests per page, "
-              f"load {os.getloadavg()[0]:.1f}")
+        print(
+            f"== runs a and b ({n:,} trajectories each), {url.split(':')[0]}, {args.requests} requests per page, "
+            f"load {os.getloadavg()[0]:.1f}"
+        )
         return measure(client, args.requests)
 
 
@@ -165,8 +173,10 @@ def kept_schema(name: str) -> tuple[str, bool]:
         raise SystemExit(f"--pg-schema {name!r}: letters, digits and _ only")
     admin = create_engine(PG_URL)
     with admin.begin() as conn:
-        made = conn.execute(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"),
-                            {"s": name}).first() is None
+        made = (
+            conn.execute(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": name}).first()
+            is None
+        )
         if made:
             conn.execute(text(f'CREATE SCHEMA "{name}"'))
     admin.dispose()
@@ -190,8 +200,13 @@ def check(got: dict[str, dict[str, float]], recorded: dict[str, dict[str, float]
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).resolve().parent, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -227,9 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     key = f"{'sqlite' if args.file else 'postgresql' if args.pg_schema else args.db} {args.calls}"
     times = json.loads(args.times.read_text()) if args.times.exists() else {}
     if args.record:
-        times[key] = {"commit": _commit(), "date": dt.date.today().isoformat(), "host": hostref.line(),
-                      "load": round(os.getloadavg()[0], 1),
-                      "requests": args.requests, "pages": got}
+        times[key] = {
+            "commit": _commit(),
+            "date": dt.date.today().isoformat(),
+            "host": hostref.line(),
+            "load": round(os.getloadavg()[0], 1),
+            "requests": args.requests,
+            "pages": got,
+        }
         args.times.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
         print(f"recorded under {key!r} in {args.times}")
     if args.check:

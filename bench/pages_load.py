@@ -49,8 +49,11 @@ def free_port() -> int:
 
 def serve(db: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = subprocess.Popen([str(TOOLLENS), "serve", "--db", f"sqlite:///{db.resolve()}", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(TOOLLENS), "serve", "--db", f"sqlite:///{db.resolve()}", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -71,8 +74,12 @@ def pages(base: str) -> dict[str, str]:
     v1, v2 = by_name.get("banca-v1-simulado", runs[-1]["id"]), by_name.get("banca-v2-simulado", runs[0]["id"])
     failing = json.loads(urllib.request.urlopen(f"{base}/api/runs/{v1}/trajectories?passed=false&limit=1").read())
     tid = failing["data"][0]["id"]
-    return {"runs list": "/", "run page": f"/runs/{v1}", "trajectory page": f"/trajectories/{tid}",
-            "compare page": f"/compare?a={v1}&b={v2}"}
+    return {
+        "runs list": "/",
+        "run page": f"/runs/{v1}",
+        "trajectory page": f"/trajectories/{tid}",
+        "compare page": f"/compare?a={v1}&b={v2}",
+    }
 
 
 def measure(browser: Any, url: str, runs: int) -> dict[str, float]:
@@ -85,17 +92,22 @@ def measure(browser: Any, url: str, runs: int) -> dict[str, float]:
         loads.append(m["load"])
         doms.append(m["dom"])
         # the charts (Plotly comes after load): drawn, and their bytes counted
-        page.wait_for_function("() => [...document.querySelectorAll('.plot')].every(d => d.dataset.rendered)",
-                               timeout=60_000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.plot')].every(d => d.dataset.rendered)", timeout=60_000
+        )
         charts.append(page.evaluate("() => performance.now()") if page.locator(".plot").count() else 0.0)
         page.wait_for_load_state("networkidle")
         m = page.evaluate(MEASURE)
         sizes.append(m["bytes"])
         files.append(m["files"])
         context.close()
-    return {"load_ms": statistics.median(loads), "dom_ms": statistics.median(doms),
-            "charts_ms": statistics.median(charts),
-            "kb": statistics.median(sizes) / 1024, "files": statistics.median(files)}
+    return {
+        "load_ms": statistics.median(loads),
+        "dom_ms": statistics.median(doms),
+        "charts_ms": statistics.median(charts),
+        "kb": statistics.median(sizes) / 1024,
+        "files": statistics.median(files),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,23 +119,32 @@ def main(argv: list[str] | None = None) -> int:
         db = args.db
         if db is None:
             db = Path(tmp) / "demo.db"
-            subprocess.run([str(TOOLLENS), "demo", "--db", str(db), "--no-serve"], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [str(TOOLLENS), "demo", "--db", str(db), "--no-serve"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         proc, base = serve(db)
         try:
             targets = pages(base)
             with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+                browser = pw.chromium.launch(
+                    executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+                )
                 for url in targets.values():  # the server's first render of each page is not the browser's cost
                     urllib.request.urlopen(base + url).read()
-                print(f"{'page':<16} {'load (median)':>14} {'DOMContentLoaded':>17} {'charts drawn':>13} "
-                      f"{'transferred':>12} {'files':>6}")
+                print(
+                    f"{'page':<16} {'load (median)':>14} {'DOMContentLoaded':>17} {'charts drawn':>13} "
+                    f"{'transferred':>12} {'files':>6}"
+                )
                 for name, url in targets.items():
                     m = measure(browser, base + url, args.runs)
                     charts = f"{m['charts_ms']:>10.0f} ms" if m["charts_ms"] else f"{'no chart':>13}"
-                    print(f"{name:<16} {m['load_ms']:>11.0f} ms {m['dom_ms']:>14.0f} ms {charts} {m['kb']:>9.0f} KB "
-                          f"{m['files']:>6.0f}")
+                    print(
+                        f"{name:<16} {m['load_ms']:>11.0f} ms {m['dom_ms']:>14.0f} ms {charts} {m['kb']:>9.0f} KB "
+                        f"{m['files']:>6.0f}"
+                    )
                 browser.close()
         finally:
             proc.terminate()

@@ -76,8 +76,11 @@ class Literal:
             for text in users:
                 for found in _shape(str(value)).findall(text):
                     heard[name] = found  # the last one said wins: a correction replaces a mistake
-        needed = [n for n, v in case.user.known.items()
-                  if any(str(v) in json.dumps(s.arguments, ensure_ascii=False) for s in case.expected_calls or [])]
+        needed = [
+            n
+            for n, v in case.user.known.items()
+            if any(str(v) in json.dumps(s.arguments, ensure_ascii=False) for s in case.expected_calls or [])
+        ]
         missing = [n for n in needed if n not in heard]
         asks = sum(1 for t in mine if t.startswith("¿Me das"))
         if missing and asks < self.max_asks:
@@ -85,8 +88,12 @@ class Literal:
         if missing:
             return "No puedo seguir sin esos datos, te derivo con un ejecutivo."
         steps = case.expected_calls or []
-        irreversible = [s for s in steps if (t := self.suite.toolset.get(s.name)) is not None
-                        and (t.destructive or "irreversible" in fold(t.description))]
+        irreversible = [
+            s
+            for s in steps
+            if (t := self.suite.toolset.get(s.name)) is not None
+            and (t.destructive or "irreversible" in fold(t.description))
+        ]
         last = fold(users[-1])
         if irreversible and "confirmo" not in last and not last.startswith("si"):
             if mine and mine[-1].startswith("¿Confirmas") and last.startswith("no"):
@@ -108,8 +115,11 @@ def rows(agent: str, trials: int, seed: int) -> list[dict[str, Any]]:
     suite = load_suite(SUITE)
     scorer = Scorer(suite)
     out = []
-    sim = SimulatedAgent(suite.toolset, rates=SimRates.parse(
-        "confusion=0,hallucinated_tool=0,schema_error=0,wrong_value=0,order=0,skip=0"), seed=seed)
+    sim = SimulatedAgent(
+        suite.toolset,
+        rates=SimRates.parse("confusion=0,hallucinated_tool=0,schema_error=0,wrong_value=0,order=0,skip=0"),
+        seed=seed,
+    )
     literal = Literal(suite, asks=1 if agent == "once" else 2)
     for profile in NAMES:
         user = RuleUser() if profile == COOPERATIVE else ProfiledUser(profile, seed)
@@ -121,10 +131,18 @@ def rows(agent: str, trials: int, seed: int) -> list[dict[str, Any]]:
                 traj: Trajectory = run_case(who, suite, case, trial=t, user=user)
                 ts = scorer.score(traj)
                 acts = [a.kind for a in traj.user_acts or []]
-                out.append({"profile": profile, "case": case.id, "trial": t, "passed": ts.passed, "acts": acts,
-                            "user_caused": user_caused(traj, case),
-                            "blame": None if ts.blame is None else ts.blame["blame"],
-                            "detector": None if ts.blame is None else ts.blame["detector"]})
+                out.append(
+                    {
+                        "profile": profile,
+                        "case": case.id,
+                        "trial": t,
+                        "passed": ts.passed,
+                        "acts": acts,
+                        "user_caused": user_caused(traj, case),
+                        "blame": None if ts.blame is None else ts.blame["blame"],
+                        "detector": None if ts.blame is None else ts.blame["detector"],
+                    }
+                )
     return out
 
 
@@ -136,8 +154,11 @@ def user_caused(traj: Trajectory, case: Case) -> bool:
         return True
     if "wrong_value" in kinds and case.user is not None:
         true = {str(v) for v in case.user.known.values()}
-        return any(isinstance(v, str) and v not in true and _looks_like_known(v, true)
-                   for c in traj.calls for v in c.arguments.values())
+        return any(
+            isinstance(v, str) and v not in true and _looks_like_known(v, true)
+            for c in traj.calls
+            for v in c.arguments.values()
+        )
     return False
 
 
@@ -149,19 +170,23 @@ def table(found: list[dict[str, Any]]) -> str:
     """Per profile: its failures the profile caused (it acted, and the cooperative user's run of
     the same case and trial, with the same agent, passed), and who the blame charges for them."""
     coop = {(r["case"], r["trial"]): r["passed"] for r in found if r["profile"] == COOPERATIVE}
-    lines = ["| profile | conversations | failed | caused by the profile | blamed on user | of them unrecoverable "
-             "(left, or a call on the wrong value): blamed on user | detectors on the caused |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        "| profile | conversations | failed | caused by the profile | blamed on user | of them unrecoverable "
+        "(left, or a call on the wrong value): blamed on user | detectors on the caused |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for profile in NAMES[1:]:
         mine = [r for r in found if r["profile"] == profile]
         failed = [r for r in mine if not r["passed"]]
         caused = [r for r in failed if r["acts"] and coop.get((r["case"], r["trial"]))]
         hard = [r for r in caused if r["user_caused"]]
         det = Counter(f"{r['blame']}:{r['detector']}" for r in caused)
-        lines.append(f"| {profile} | {len(mine)} | {len(failed)} | {len(caused)} | "
-                     f"{sum(r['blame'] == 'user' for r in caused)} | "
-                     f"{sum(r['blame'] == 'user' for r in hard)} / {len(hard)} | "
-                     f"{', '.join(f'{k} {v}' for k, v in det.most_common()) or '—'} |")
+        lines.append(
+            f"| {profile} | {len(mine)} | {len(failed)} | {len(caused)} | "
+            f"{sum(r['blame'] == 'user' for r in caused)} | "
+            f"{sum(r['blame'] == 'user' for r in hard)} / {len(hard)} | "
+            f"{', '.join(f'{k} {v}' for k, v in det.most_common()) or '—'} |"
+        )
     return "\n".join(lines)
 
 

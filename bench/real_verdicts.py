@@ -24,22 +24,33 @@ import score_bench
 
 # name -> (source relative to the data folder, convert options; DATA/... names another shared file)
 REAL: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "tau-bench-airline": ("tau-bench", "tau_bench_gpt-4o_airline_tasks00-24.json",
-                          ("--tools", "DATA/tau_bench_tool_schemas_airline_retail.json")),
+    "tau-bench-airline": (
+        "tau-bench",
+        "tau_bench_gpt-4o_airline_tasks00-24.json",
+        ("--tools", "DATA/tau_bench_tool_schemas_airline_retail.json"),
+    ),
     "tau-bench-inferred": ("tau-bench", "tau_bench_gpt-4o_airline_tasks00-24.json", ()),
     "bfcl-simple": ("bfcl", "bfcl/BFCL_v4_simple_python.json", ()),
     "bfcl-parallel-multiple": ("bfcl", "bfcl/BFCL_v4_parallel_multiple.json", ()),
     "bfcl-irrelevance": ("bfcl", "bfcl/BFCL_v4_irrelevance.json", ()),
     "bfcl-multi-turn": ("bfcl", "bfcl/BFCL_v4_multi_turn_base.json", ()),
-    **{f"bfcl-results-{c}": ("bfcl", f"bfcl/results/AIREV-Agent-0.8B/BFCL_v4_{c}_result.json",
-                             ("--questions", "DATA/bfcl"))
-       for c in ("simple_python", "parallel_multiple", "irrelevance", "multi_turn_base")},
+    **{
+        f"bfcl-results-{c}": (
+            "bfcl",
+            f"bfcl/results/AIREV-Agent-0.8B/BFCL_v4_{c}_result.json",
+            ("--questions", "DATA/bfcl"),
+        )
+        for c in ("simple_python", "parallel_multiple", "irrelevance", "multi_turn_base")
+    },
     "toolbench": ("toolbench", "toolbench", ()),
     "tau2-telecom": ("tau2", "tau2/gpt-4o_telecom_pr17.json", ()),
     "tau2-airline": ("tau2", "tau2/claude-sonnet-4-6_airline_ironforge.json", ()),
     "tau2-retail": ("tau2", "tau2/toolorchestra_retail_gpt-4.1-mini.json", ()),
-    "tau2-retail-schemas": ("tau2", "tau2/toolorchestra_retail_gpt-4.1-mini.json",
-                            ("--tools", "DATA/tau_bench_tool_schemas_airline_retail.json")),
+    "tau2-retail-schemas": (
+        "tau2",
+        "tau2/toolorchestra_retail_gpt-4.1-mini.json",
+        ("--tools", "DATA/tau_bench_tool_schemas_airline_retail.json"),
+    ),
     "inspect-json": ("inspect", "inspect/inspect_ai_browser_gpt-4o-mini.json", ()),
     "inspect-eval": ("inspect", "inspect/inspect-action_oxdna_claude-opus-4-1.eval", ()),
 }
@@ -56,16 +67,21 @@ def convert(data: Path, work: Path) -> list[str]:
             continue
         if not (out / "trajectories.jsonl").exists():
             given = [str(data / o[5:]) if o.startswith("DATA/") else o for o in options]
-            subprocess.run([*TOOLLENS, "convert", "--from", fmt, str(data / relative), "--out", str(out), *given],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [*TOOLLENS, "convert", "--from", fmt, str(data / relative), "--out", str(out), *given],
+                check=True,
+                capture_output=True,
+            )
         names.append(name)
     big = work / "tau-bench-airline-60k"
     if (work / "tau-bench-airline").is_dir() and not (big / "trajectories.jsonl").exists():
         big.mkdir(exist_ok=True)
-        (big / "suite.yaml").write_text((work / "tau-bench-airline" / "suite.yaml").read_text(encoding="utf-8"),
-                                        encoding="utf-8")
-        score_bench._replicate(work / "tau-bench-airline" / "trajectories.jsonl", big / "trajectories.jsonl",
-                               score_bench.REAL_CALLS)
+        (big / "suite.yaml").write_text(
+            (work / "tau-bench-airline" / "suite.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+        )
+        score_bench._replicate(
+            work / "tau-bench-airline" / "trajectories.jsonl", big / "trajectories.jsonl", score_bench.REAL_CALLS
+        )
     if big.is_dir():
         names.append(big.name)
     return names
@@ -96,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, required=True, help="the shared data folder")
     parser.add_argument("--work", type=Path, required=True, help="where the converted folders are kept")
     parser.add_argument("--out", type=Path, required=True, help="where NAME.json reports are written")
-    parser.add_argument("--details", action="store_true",
-                        help="also NAME.details: each trajectory's scored detail (what the store keeps), in-process")
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="also NAME.details: each trajectory's scored detail (what the store keeps), in-process",
+    )
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)

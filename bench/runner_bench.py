@@ -39,8 +39,9 @@ MODEL_CALLS_PER_CASE = 2
 def suite_document(cases: int) -> dict:
     document = load_suite_document(ROOT / "examples" / "suite_v1.yaml")
     template = next(c for c in document["cases"] if c["id"] == "saldo-001")
-    document["cases"] = [{**template, "id": f"c{i:04d}", "question": f"{template['question']} (#{i})"}
-                         for i in range(cases)]
+    document["cases"] = [
+        {**template, "id": f"c{i:04d}", "question": f"{template['question']} (#{i})"} for i in range(cases)
+    ]
     document["name"] = f"bench-{cases}"
     return document
 
@@ -94,8 +95,9 @@ def runner_once(url: str, document: dict, level: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(database_url=f"sqlite:///{tmp}/bench.db")
         upgrade(settings.database_url)  # the database exists before the run, as it does for users
-        request = RunRequest(agent="openai", model="fake", base_url=url, suite_document=document,
-                             run_name=f"c{level}", concurrency=level)
+        request = RunRequest(
+            agent="openai", model="fake", base_url=url, suite_document=document, run_name=f"c{level}", concurrency=level
+        )
         started = time.perf_counter()
         out = run_agent(settings, request)
         total = time.perf_counter() - started
@@ -109,25 +111,31 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.05)
     parser.add_argument("--levels", default="1,8,32")
     parser.add_argument("--repeat", type=int, default=3, help="runs per level; the median is judged (default 3)")
-    parser.add_argument("--endpoint-workers", type=int, default=2,
-                        help="processes serving the fake endpoint (default 2)")
+    parser.add_argument(
+        "--endpoint-workers", type=int, default=2, help="processes serving the fake endpoint (default 2)"
+    )
     parser.add_argument("--no-floor", action="store_true", help="skip the bare-client floor")
     args = parser.parse_args()
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "tests.fake_llm", str(port), str(args.delay),
-                               str(args.endpoint_workers)], cwd=ROOT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_llm", str(port), str(args.delay), str(args.endpoint_workers)], cwd=ROOT
+    )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         wait_up(f"http://127.0.0.1:{port}/")
         document = suite_document(args.cases)
-        print(f"{args.cases} case runs x {MODEL_CALLS_PER_CASE} model calls, {args.delay * 1000:.0f} ms per call, "
-              f"endpoint in {args.endpoint_workers} process(es), median of {args.repeat} runs per level")
+        print(
+            f"{args.cases} case runs x {MODEL_CALLS_PER_CASE} model calls, {args.delay * 1000:.0f} ms per call, "
+            f"endpoint in {args.endpoint_workers} process(es), median of {args.repeat} runs per level"
+        )
         print("wall: from the first case run started to the last one stored; total: the whole run_agent call;")
         print("floor: a bare aiohttp client making the same requests (no SDK, no tools, no store)")
         print(hostref.line())
         head = ("concurrency", "ideal s", "wall s", "ratio", "range", "case/s", "total s", "floor")
-        print(f"{head[0]:>11} {head[1]:>8} {head[2]:>8} {head[3]:>6} {head[4]:>11} {head[5]:>7} {head[6]:>8} "
-              f"{head[7]:>6}  target <= 1.2x")
+        print(
+            f"{head[0]:>11} {head[1]:>8} {head[2]:>8} {head[3]:>6} {head[4]:>11} {head[5]:>7} {head[6]:>8} "
+            f"{head[7]:>6}  target <= 1.2x"
+        )
         for level in (int(x) for x in args.levels.split(",")):
             ideal = args.cases * MODEL_CALLS_PER_CASE * args.delay / level
             floor = "" if args.no_floor else f"{floor_ratio(url, document, args.cases, level, ideal):.2f}"
@@ -136,8 +144,10 @@ def main() -> None:
             ratios = [r[0] / ideal for r in runs]
             ratio = wall / ideal
             spread = f"{ratios[0]:.2f}-{ratios[-1]:.2f}"
-            print(f"{level:>11} {ideal:>8.2f} {wall:>8.2f} {ratio:>6.2f} {spread:>11} {args.cases / wall:>7.1f} "
-                  f"{total:>8.2f} {floor:>6}  {'met' if ratio <= 1.2 else 'NOT met'}")
+            print(
+                f"{level:>11} {ideal:>8.2f} {wall:>8.2f} {ratio:>6.2f} {spread:>11} {args.cases / wall:>7.1f} "
+                f"{total:>8.2f} {floor:>6}  {'met' if ratio <= 1.2 else 'NOT met'}"
+            )
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -94,17 +94,20 @@ def replicate(engine: Engine, copies: int, trials: int) -> None:
         ccols, csel = _columns(CallRow.__table__, {"id": f"id + {k * c}", "trajectory_id": f"trajectory_id + {k * s}"})
         with engine.begin() as conn:
             conn.execute(text(f"INSERT INTO trajectories ({tcols}) SELECT {tsel} FROM trajectories WHERE id <= {s}"))
-            conn.execute(text("INSERT INTO trajectory_tags (trajectory_id, kind, value, run_id) "
-                              f"SELECT trajectory_id + {k * s}, kind, value, run_id FROM trajectory_tags "
-                              f"WHERE trajectory_id <= {s}"))
+            conn.execute(
+                text(
+                    "INSERT INTO trajectory_tags (trajectory_id, kind, value, run_id) "
+                    f"SELECT trajectory_id + {k * s}, kind, value, run_id FROM trajectory_tags "
+                    f"WHERE trajectory_id <= {s}"
+                )
+            )
             conn.execute(text(f"INSERT INTO calls ({ccols}) SELECT {csel} FROM calls WHERE id <= {c}"))
         if k % 10 == 0 or k == copies - 1:
             print(f"  copy {k + 1}/{copies}  ({time.perf_counter() - start:.0f} s)", flush=True)
     with engine.begin() as conn:
         conn.execute(text("UPDATE run_counters SET value = value * :n"), {"n": copies})
         for table in ("trajectories", "calls"):
-            conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                              f"(SELECT max(id) FROM {table}))"))
+            conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"))
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM ANALYZE trajectories, trajectory_tags, calls, run_counters"))
 
@@ -114,8 +117,12 @@ def server(url: str) -> Iterator[tuple[httpx.Client, int]]:
     """``toollens serve`` in its own process."""
     port = _free_port()
     env = {**os.environ, "TOOLLENS_DATABASE_URL": url}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
             for _ in range(400):
@@ -137,8 +144,14 @@ def pages(client: httpx.Client) -> dict[str, str]:
     a, b = runs["a"]["id"], runs["b"]["id"]
     n = runs["a"]["trajectories"]
     cells = client.get(f"/api/runs/{a}/confusion").json()["cells"]
-    wrong = next(x for x in cells if x["expected"] != x["called"] and not x["hallucinated"]
-                 and x["called"] != "(missing)" and x["expected"] != "(extra)")
+    wrong = next(
+        x
+        for x in cells
+        if x["expected"] != x["called"]
+        and not x["hallucinated"]
+        and x["called"] != "(missing)"
+        and x["expected"] != "(extra)"
+    )
     missing = next(x for x in cells if x["called"] == "(missing)")
     tid = client.get(f"/api/runs/{a}/trajectories", params={"failure": "schema", "limit": 1}).json()["data"][0]["id"]
     case = client.get(f"/api/runs/{a}/trajectories", params={"limit": 1}).json()["data"][0]["case_id"]
@@ -148,9 +161,8 @@ def pages(client: httpx.Client) -> dict[str, str]:
         "run page, failure=schema": f"{r}?failure=schema",
         "run page, failure=recovery_hallucinated": f"{r}?failure=recovery_hallucinated",
         f"run page, cell {wrong['expected']}>{wrong['called']}": f"{r}?expected={wrong['expected']}"
-                                                                 f"&called={wrong['called']}",
-        f"run page, called=(missing) of {missing['expected']}": f"{r}?expected={missing['expected']}"
-                                                                f"&called=(missing)",
+        f"&called={wrong['called']}",
+        f"run page, called=(missing) of {missing['expected']}": f"{r}?expected={missing['expected']}&called=(missing)",
         "run page, called=cancelar_pedido": f"{r}?called=cancelar_pedido",
         "run page, fault_kind=timeout": f"{r}?fault_kind=timeout",
         "run page, outcome=hallucinated": f"{r}?outcome=hallucinated",
@@ -199,8 +211,9 @@ def run_bench(url: str, args: argparse.Namespace) -> None:
             first, p50, p95, n = measure(client, path, args.requests, args.budget)
             cpu = _process_cpu(pid) - cpu
             mark = "" if p95 < 1000 else "  > 1 s"
-            print(f"{label[:52]:<52} {first:8.0f} {p50:8.0f} {p95:8.0f} {n:3d}  server cpu {cpu:5.1f}s{mark}",
-                  flush=True)
+            print(
+                f"{label[:52]:<52} {first:8.0f} {p50:8.0f} {p95:8.0f} {n:3d}  server cpu {cpu:5.1f}s{mark}", flush=True
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -229,30 +242,43 @@ def main(argv: list[str] | None = None) -> int:
             print(f"seed runs a and b stored in {time.perf_counter() - t0:.0f} s", flush=True)
             engine = create_engine(url)
             with engine.connect() as conn:
-                seeded = int(conn.scalar(text("SELECT count(*) FROM calls c JOIN runs r ON r.id = c.run_id "
-                                              "WHERE r.name = 'a'")) or 0)
+                seeded = int(
+                    conn.scalar(text("SELECT count(*) FROM calls c JOIN runs r ON r.id = c.run_id WHERE r.name = 'a'"))
+                    or 0
+                )
             copies = max(1, math.ceil(args.calls / seeded))
             t0 = time.perf_counter()
             replicate(engine, copies, trials)
             engine.dispose()
-            print(f"copied to {copies} x {seeded:,} calls per run in {time.perf_counter() - t0:.0f} s "
-                  f"(schema {schema})", flush=True)
+            print(
+                f"copied to {copies} x {seeded:,} calls per run in {time.perf_counter() - t0:.0f} s (schema {schema})",
+                flush=True,
+            )
         with create_engine(url).connect() as conn:
-            sizes = conn.execute(text(
-                "SELECT r.name, (SELECT value FROM run_counters WHERE run_id = r.id AND kind = 'count' "
-                "AND a = 'trajectories'), (SELECT count(*) FROM calls WHERE run_id = r.id) FROM runs r ORDER BY r.id"
-            )).all()
-            size = conn.scalar(text("SELECT pg_size_pretty(sum(pg_total_relation_size(c.oid))) FROM pg_class c "
-                                    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = :s "
-                                    "AND c.relkind = 'r'"), {"s": schema})
+            sizes = conn.execute(
+                text(
+                    "SELECT r.name, (SELECT value FROM run_counters WHERE run_id = r.id AND kind = 'count' "
+                    "AND a = 'trajectories'), (SELECT count(*) FROM calls WHERE run_id = r.id) "
+                    "FROM runs r ORDER BY r.id"
+                )
+            ).all()
+            size = conn.scalar(
+                text(
+                    "SELECT pg_size_pretty(sum(pg_total_relation_size(c.oid))) FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = :s "
+                    "AND c.relkind = 'r'"
+                ),
+                {"s": schema},
+            )
         for name, trajs, calls in sizes:
             print(f"run {name}: {int(trajs):,} trajectories, {int(calls):,} calls")
         print(f"schema {schema}: {size} on disk")
         run_bench(url, args)
     finally:
         if keep:
-            print(f"kept schema {schema}: --schema {schema} measures it again; "
-                  f"DROP SCHEMA \"{schema}\" CASCADE removes it")
+            print(
+                f'kept schema {schema}: --schema {schema} measures it again; DROP SCHEMA "{schema}" CASCADE removes it'
+            )
         else:
             with admin.begin() as conn:
                 conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))

@@ -122,8 +122,12 @@ CONFUSED_ANSWERS = (
     "Tu solicitud quedó registrada, te contactaremos pronto.",
     "Revisé la información disponible de tu cuenta.",
 )
-NOTA_MOTIVOS = ("cobro duplicado", "Cobro duplicado de la compra", "cargo duplicado en la tarjeta",
-                "reembolso por cobro duplicado")
+NOTA_MOTIVOS = (
+    "cobro duplicado",
+    "Cobro duplicado de la compra",
+    "cargo duplicado en la tarjeta",
+    "reembolso por cobro duplicado",
+)
 DEVOLUCION_MOTIVOS = ("producto defectuoso", "llegó dañado", "no enciende", "defecto de fábrica")
 NAMES = ("Ana Rojas", "Luis Soto", "Carla Muñoz", "Pedro Díaz", "Marta Vera", "José Pérez")
 PRODUCTS = ("audífonos inalámbricos", "hervidor eléctrico", "silla de escritorio", "mochila urbana")
@@ -415,9 +419,7 @@ def _case_plan(index: int, c: Customer) -> CasePlan:
             extra["expected_state"] = {"notas_credito": [{"id": c.id, "monto": c.monto}]}
     else:
         steps = [cliente, saldo, pedido, compra, nota, devolucion]
-        question = (
-            f"RUT {c.rut}: la compra {c.compra} llegó defectuosa y además me la cobraron dos veces."
-        )
+        question = f"RUT {c.rut}: la compra {c.compra} llegó defectuosa y además me la cobraron dos veces."
         datum = c.nota
         answer = f"Emití la nota de crédito {c.nota} e inicié la devolución {c.devolucion}."
     return CasePlan(cid, question, steps, datum, answer, extra)
@@ -453,8 +455,7 @@ class GenCall:
     error: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "arguments": self.arguments, "observation": self.observation,
-                "error": self.error}
+        return {"name": self.name, "arguments": self.arguments, "observation": self.observation, "error": self.error}
 
 
 @dataclass
@@ -619,10 +620,17 @@ class Generator:
         fault = {"step": k, "kind": kind}
         if outcome == "recovered":
             retry_ok = kind in TRANSIENT_KINDS or rng.random() < 0.5
-            calls.insert(k + 1, GenCall(target.name, target.arguments, target.observation if retry_ok else message,
-                                        None if retry_ok else {"kind": kind, "message": message, "injected": False}))
+            calls.insert(
+                k + 1,
+                GenCall(
+                    target.name,
+                    target.arguments,
+                    target.observation if retry_ok else message,
+                    None if retry_ok else {"kind": kind, "message": message, "injected": False},
+                ),
+            )
             return fault, plan.answer
-        del calls[k + 1:]
+        del calls[k + 1 :]
         if outcome == "gave_up":
             return fault, rng.choice(GIVE_UP_ANSWERS)
         if outcome == "hallucinated":
@@ -643,8 +651,12 @@ class Generator:
             stats.bump("hallucinated_tool")
             name = rng.choice(HALLUCINATED_NAMES)
             message = f"ERROR: la herramienta '{name}' no existe"
-            calls.insert(rng.randint(0, len(calls)), GenCall(
-                name, {"numero": "PED-00001"}, None, {"kind": "unknown_tool", "message": message, "injected": False}))
+            calls.insert(
+                rng.randint(0, len(calls)),
+                GenCall(
+                    name, {"numero": "PED-00001"}, None, {"kind": "unknown_tool", "message": message, "injected": False}
+                ),
+            )
         if rng.random() < P_DEPENDENCY:
             self._dependency_violation(calls, stats)
         fault: dict[str, Any] | None = None
@@ -725,8 +737,16 @@ def measure(path: Path, seed: int, n_cases: int, trace: bool) -> dict[str, Any]:
 
 
 def _run_child(path: Path, seed: int, n_cases: int, trace: bool) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--seed", str(seed),
-           "--cases", str(n_cases)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        str(path),
+        "--seed",
+        str(seed),
+        "--cases",
+        str(n_cases),
+    ]
     if trace:
         cmd.append("--trace")
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -791,8 +811,13 @@ def _print_figures(row: Row) -> None:
 def _revision() -> str:
     """The checked-out commit, so that figures can be tied to the code they measured."""
     try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
-                              capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return done.stdout.strip() or "unknown"
@@ -814,8 +839,11 @@ def run(sizes: Sequence[int], seed: int, n_cases: int, trace: bool, repeat: int)
     print(
         "calls/s = scored calls / wall seconds; "
         "rss: ru_maxrss of a fresh child, peak and growth over its baseline just before scoring; "
-        + ("tracemalloc: peak of the scoring phase, in a separate untimed child" if trace else
-           "tracemalloc: skipped (--no-trace)")
+        + (
+            "tracemalloc: peak of the scoring phase, in a separate untimed child"
+            if trace
+            else "tracemalloc: skipped (--no-trace)"
+        )
     )
     print(f"timing: best of {repeat} runs\n" if repeat > 1 else "")
     _print_header()
@@ -898,8 +926,9 @@ class Variant:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as installed: .pyc files
-        done = subprocess.run([*self.command, str(suite), str(trajectories)], capture_output=True, cwd=self.cwd,
-                              env={**env, **self.env})
+        done = subprocess.run(
+            [*self.command, str(suite), str(trajectories)], capture_output=True, cwd=self.cwd, env={**env, **self.env}
+        )
         self.walls.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode not in (0, 1):
@@ -918,15 +947,18 @@ class Variant:
 
 # ``toollens score`` with the blame of failed conversations switched off (``--no-blame``): only as Python
 # source, where scoring looks ``blame_of`` up at each call (compiled, the call is bound at build time)
-NO_BLAME = ("import sys, app.core.score.scoring as s; s.blame_of = lambda *a: None; sys.argv[0] = 'toollens'; "
-            "from app.entry import main; main()")
+NO_BLAME = (
+    "import sys, app.core.score.scoring as s; s.blame_of = lambda *a: None; sys.argv[0] = 'toollens'; "
+    "from app.entry import main; main()"
+)
 
 
 def _variants(against: Path | None, no_blame: bool = False) -> list[Variant]:
     """The floor, then this tree compiled (when it is) and as Python source (and without the blame), then
     the same of ``against``."""
-    floor = Variant("floor (bench/score_floor.py)", [sys.executable, str(Path(__file__).resolve().parent /
-                                                                          "score_floor.py")])
+    floor = Variant(
+        "floor (bench/score_floor.py)", [sys.executable, str(Path(__file__).resolve().parent / "score_floor.py")]
+    )
     out = [floor]
     trees: list[tuple[str, Path]] = [("this tree", Path(__file__).resolve().parents[1])]
     if against is not None:
@@ -938,15 +970,22 @@ def _variants(against: Path | None, no_blame: bool = False) -> list[Variant]:
             out.append(Variant(f"{name}, compiled", command, tree, dict(env)))
         out.append(Variant(f"{name}, pure Python", command, tree, {**env, "TOOLLENS_PURE_PYTHON": "1"}))
         if no_blame:
-            out.append(Variant(f"{name}, pure Python, no blame", [sys.executable, "-c", NO_BLAME, "score"], tree,
-                               {**env, "TOOLLENS_PURE_PYTHON": "1"}))
+            out.append(
+                Variant(
+                    f"{name}, pure Python, no blame",
+                    [sys.executable, "-c", NO_BLAME, "score"],
+                    tree,
+                    {**env, "TOOLLENS_PURE_PYTHON": "1"},
+                )
+            )
     for v in out[1:]:
         v.command.append("--json")  # the files come before it: score SUITE TRAJECTORIES --json
     return out
 
 
-def real(data: Path, repeat: int, target_calls: int = REAL_CALLS, against: Path | None = None,
-         no_blame: bool = False) -> None:
+def real(
+    data: Path, repeat: int, target_calls: int = REAL_CALLS, against: Path | None = None, no_blame: bool = False
+) -> None:
     """Whole `toollens score` processes on real tau-bench trajectories, and the floor (see the module docstring)."""
     sample, tools = data / REAL_SAMPLE, data / REAL_TOOLS
     if not sample.is_file() or not tools.is_file():
@@ -954,46 +993,71 @@ def real(data: Path, repeat: int, target_calls: int = REAL_CALLS, against: Path 
     toollens = [sys.executable, "-m", "app.cli"]
     variants = _variants(against, no_blame)
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([*toollens, "convert", "--from", "tau-bench", str(sample), "--tools", str(tools),
-                        "--out", tmp], check=True, capture_output=True)
+        subprocess.run(
+            [*toollens, "convert", "--from", "tau-bench", str(sample), "--tools", str(tools), "--out", tmp],
+            check=True,
+            capture_output=True,
+        )
         big = Path(tmp) / "big.jsonl"
         suite = Path(tmp) / "suite.yaml"
         calls = _replicate(Path(tmp) / "trajectories.jsonl", big, target_calls)
         print(f"python {platform.python_version()}; {_revision()}")
         print(hostref.line())
-        print(f"real data: {REAL_SAMPLE} repeated to {calls:,} calls ({big.stat().st_size / 2**20:.1f} MiB); "
-              f"whole processes, interleaved, medians of {repeat}")
+        print(
+            f"real data: {REAL_SAMPLE} repeated to {calls:,} calls ({big.stat().st_size / 2**20:.1f} MiB); "
+            f"whole processes, interleaved, medians of {repeat}"
+        )
         for _ in range(repeat):
             for v in variants:
                 v.time(suite, big)
         reports = {v.output for v in variants[1:] if not v.label.endswith("no blame")}
         floor = variants[0].cpu
         for v in variants:
-            print(f"{v.label:<48} {v.wall:6.2f} s wall {v.cpu:6.2f} s CPU {calls / v.cpu:9,.0f} calls per CPU second"
-                  f"  {floor / v.cpu:5.0%} of the floor")
+            print(
+                f"{v.label:<48} {v.wall:6.2f} s wall {v.cpu:6.2f} s CPU {calls / v.cpu:9,.0f} calls per CPU second"
+                f"  {floor / v.cpu:5.0%} of the floor"
+            )
         print("reports: " + ("identical" if len(reports) == 1 else f"{len(reports)} DIFFERENT reports"))
         if no_blame:
             unblamed = {v.output for v in variants if v.label.endswith("no blame")}
-            print("reports without the blame: " + ("identical" if len(unblamed) == 1 else
-                                                    f"{len(unblamed)} DIFFERENT reports"))
+            print(
+                "reports without the blame: "
+                + ("identical" if len(unblamed) == 1 else f"{len(unblamed)} DIFFERENT reports")
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--sizes", type=int, nargs="+", metavar="CALLS",
-                        help=f"numbers of calls to score (default {' '.join(map(str, DEFAULT_SIZES))})")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        metavar="CALLS",
+        help=f"numbers of calls to score (default {' '.join(map(str, DEFAULT_SIZES))})",
+    )
     parser.add_argument("--quick", action="store_true", help=f"sizes {' '.join(map(str, QUICK_SIZES))}")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--cases", type=int, default=N_CASES,
-                        help=f"cases in the suite (default {N_CASES}); more cases, fewer repeated arguments")
+    parser.add_argument(
+        "--cases",
+        type=int,
+        default=N_CASES,
+        help=f"cases in the suite (default {N_CASES}); more cases, fewer repeated arguments",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="timing runs per size; the best is shown")
     parser.add_argument("--no-trace", action="store_true", help="skip the tracemalloc pass")
     parser.add_argument("--real", action="store_true", help="score real tau-bench trajectories (whole process)")
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data",
-                        help="folder with the tau-bench sample (default: shared/data beside the repository)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(__file__).resolve().parents[2] / "shared" / "data",
+        help="folder with the tau-bench sample (default: shared/data beside the repository)",
+    )
     parser.add_argument("--against", type=Path, help="--real: also time the checkout in this folder (interleaved)")
-    parser.add_argument("--no-blame", action="store_true",
-                        help="--real: also time each tree as Python source with the blame switched off")
+    parser.add_argument(
+        "--no-blame",
+        action="store_true",
+        help="--real: also time each tree as Python source with the blame switched off",
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -50,7 +50,9 @@ def _validators() -> tuple[str, Callable[[dict[str, Any]], Validate]]:
                 except fastjsonschema.JsonSchemaException:
                     return False
                 return True
+
             return valid
+
         return "fastjsonschema", compiled
     except ImportError:
         pass
@@ -64,8 +66,9 @@ def _tool(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return function["name"], function.get("parameters") or {"type": "object"}
 
 
-def load_suite(path: Path, factory: Callable[[dict[str, Any]], Validate]
-               ) -> tuple[dict[str, Validate], dict[str, list[tuple[str, Any]]]]:
+def load_suite(
+    path: Path, factory: Callable[[dict[str, Any]], Validate]
+) -> tuple[dict[str, Validate], dict[str, list[tuple[str, Any]]]]:
     """Each tool's validator, and each case's expected calls as (name, arguments)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     doc = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
@@ -75,15 +78,14 @@ def load_suite(path: Path, factory: Callable[[dict[str, Any]], Validate]
         steps = list(case.get("expected_calls") or ())
         for turn in case.get("turns") or ():
             steps += turn.get("expected_calls") or ()
-        expected[str(case["id"])] = [(s["name"], s.get("arguments") or {}) if isinstance(s, dict) else (s, {})
-                                     for s in steps]
+        expected[str(case["id"])] = [
+            (s["name"], s.get("arguments") or {}) if isinstance(s, dict) else (s, {}) for s in steps
+        ]
     return validators, expected
 
 
-def score(validators: dict[str, Validate], expected: dict[str, list[tuple[str, Any]]], path: Path
-          ) -> dict[str, int]:
-    counts = {"trajectories": 0, "calls": 0, "valid": 0, "unknown_tool": 0, "matched": 0, "expected": 0,
-              "passed": 0}
+def score(validators: dict[str, Validate], expected: dict[str, list[tuple[str, Any]]], path: Path) -> dict[str, int]:
+    counts = {"trajectories": 0, "calls": 0, "valid": 0, "unknown_tool": 0, "matched": 0, "expected": 0, "passed": 0}
     with path.open("rb") as lines:
         for line in lines:
             if not line.strip():

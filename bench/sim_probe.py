@@ -24,18 +24,37 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 # Three look-alike pairs: (tool, description, the case's question, its argument)
 SHOP: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
-    ("buscar_pedido", "Busca un pedido por su número.",
-     "¿Qué productos trae mi pedido 4417?", {"numero": "4417"}),
-    ("buscar_producto", "Busca un producto por su nombre.",
-     "¿Tienen el producto audífonos X2?", {"numero": "audífonos X2"}),
-    ("ver_envio", "Muestra el estado de un envío.",
-     "¿En qué estado está el envío de la compra 4417?", {"numero": "4417"}),
-    ("ver_devolucion", "Muestra el estado de una devolución.",
-     "¿En qué estado está la devolución de la compra 4417?", {"numero": "4417"}),
-    ("cancelar_compra", "Cancela una compra pendiente.",
-     "Quiero cancelar la compra 4417, todavía está pendiente.", {"numero": "4417"}),
-    ("anular_cobro", "Anula el cobro de una compra.",
-     "Me cobraron dos veces la compra 4417: anulen el cobro repetido.", {"numero": "4417"}),
+    ("buscar_pedido", "Busca un pedido por su número.", "¿Qué productos trae mi pedido 4417?", {"numero": "4417"}),
+    (
+        "buscar_producto",
+        "Busca un producto por su nombre.",
+        "¿Tienen el producto audífonos X2?",
+        {"numero": "audífonos X2"},
+    ),
+    (
+        "ver_envio",
+        "Muestra el estado de un envío.",
+        "¿En qué estado está el envío de la compra 4417?",
+        {"numero": "4417"},
+    ),
+    (
+        "ver_devolucion",
+        "Muestra el estado de una devolución.",
+        "¿En qué estado está la devolución de la compra 4417?",
+        {"numero": "4417"},
+    ),
+    (
+        "cancelar_compra",
+        "Cancela una compra pendiente.",
+        "Quiero cancelar la compra 4417, todavía está pendiente.",
+        {"numero": "4417"},
+    ),
+    (
+        "anular_cobro",
+        "Anula el cobro de una compra.",
+        "Me cobraron dos veces la compra 4417: anulen el cobro repetido.",
+        {"numero": "4417"},
+    ),
 )
 PAIRS = {"buscar_pedido": "buscar_producto", "ver_envio": "ver_devolucion", "cancelar_compra": "anular_cobro"}
 PARTNER = {**PAIRS, **{b: a for a, b in PAIRS.items()}}
@@ -52,14 +71,19 @@ def shop_suite(variant: str = "base") -> Suite:
             description += f" NO sirve para eso: usa {PARTNER[name]}."
         elif variant == "everywhere":
             description += " NO sirve para otras consultas: usa " + ", ".join(n for n in names if n != name) + "."
-        tools.append({"name": name, "description": description,
-                      "parameters": {"type": "object", "properties": {"numero": {"type": "string"}},
-                                     "required": ["numero"]},
-                      "mock": {"response": {"ok": True}}})
-    cases = [{"id": name, "question": question, "expected_calls": [{"name": name, "arguments": args}]}
-             for name, _, question, args in SHOP]
-    return parse_suite({"name": f"tienda-{variant}", "toolset": {"name": "tienda", "tools": tools},
-                        "cases": cases})
+        tools.append(
+            {
+                "name": name,
+                "description": description,
+                "parameters": {"type": "object", "properties": {"numero": {"type": "string"}}, "required": ["numero"]},
+                "mock": {"response": {"ok": True}},
+            }
+        )
+    cases = [
+        {"id": name, "question": question, "expected_calls": [{"name": name, "arguments": args}]}
+        for name, _, question, args in SHOP
+    ]
+    return parse_suite({"name": f"tienda-{variant}", "toolset": {"name": "tienda", "tools": tools}, "cases": cases})
 
 
 def confusions(suite: Suite, rates: SimRates, seed: int, trials: int) -> int:
@@ -67,8 +91,11 @@ def confusions(suite: Suite, rates: SimRates, seed: int, trials: int) -> int:
     agent = SimulatedAgent(suite.toolset, rates=rates, seed=seed)
     trajectories = [run_case(agent.for_case(c, t), suite, c, trial=t) for c in suite.cases for t in range(trials)]
     report = score_trajectories(suite, trajectories).to_json()
-    return sum(c["count"] for c in report["confusion"]
-               if c["expected"] != c["called"] and "(" not in c["expected"] + c["called"] and not c["hallucinated"])
+    return sum(
+        c["count"]
+        for c in report["confusion"]
+        if c["expected"] != c["called"] and "(" not in c["expected"] + c["called"] and not c["hallucinated"]
+    )
 
 
 def main() -> None:
@@ -79,8 +106,10 @@ def main() -> None:
     args = parser.parse_args()
     rates = SimRates(confusion=args.confusion)
     for variant in ("base", "pairs", "everywhere"):
-        print(f"shop {variant:>10}: {confusions(shop_suite(variant), rates, args.seed, args.trials)} confusions "
-              f"({len(SHOP) * args.trials} runs, confusion={args.confusion}, seed {args.seed})")
+        print(
+            f"shop {variant:>10}: {confusions(shop_suite(variant), rates, args.seed, args.trials)} confusions "
+            f"({len(SHOP) * args.trials} runs, confusion={args.confusion}, seed {args.seed})"
+        )
     for version in ("v1", "v2"):
         suite = load_suite(EXAMPLES / f"suite_{version}.yaml")
         print(f"demo {version}: {confusions(suite, SimRates(), 7, 10)} confusions (10 trials, default rates, seed 7)")

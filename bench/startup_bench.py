@@ -63,8 +63,10 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="another checkout (its app/ and pyproject.toml) to compare")
     args = parser.parse_args()
     trees: list[str | None] = [None] + ([str(args.against.resolve())] if args.against else [])
-    print(f"median of {args.runs} runs, load {os.getloadavg()[0]:.1f}; wall s / CPU s"
-          + ("  (this tree | other | ratio)" if args.against else ""))
+    print(
+        f"median of {args.runs} runs, load {os.getloadavg()[0]:.1f}; wall s / CPU s"
+        + ("  (this tree | other | ratio)" if args.against else "")
+    )
     for label, cli_args in COMMANDS.items():
         argvs = {tree: command(cli_args, Path(tree) if tree else ROOT) for tree in trees}
         times: dict[str | None, list[tuple[float, float]]] = {tree: [] for tree in trees}
@@ -73,11 +75,15 @@ def main() -> None:
         for _ in range(args.runs):
             for tree in trees:
                 times[tree].append(run_once(argvs[tree], tree))
-        medians = [(statistics.median(w for w, _ in times[t]), statistics.median(c for _, c in times[t]))
-                   for t in trees]
+        medians = [
+            (statistics.median(w for w, _ in times[t]), statistics.median(c for _, c in times[t])) for t in trees
+        ]
         cells = "  |  ".join(f"{w:.3f} / {c:.3f}" for w, c in medians)
-        ratio = f"  |  {medians[0][0] / medians[1][0]:.2f} / {medians[0][1] / medians[1][1]:.2f}" \
-            if len(medians) > 1 else ""
+        ratio = (
+            f"  |  {medians[0][0] / medians[1][0]:.2f} / {medians[0][1] / medians[1][1]:.2f}"
+            if len(medians) > 1
+            else ""
+        )
         print(f"{label:32} {cells}{ratio}")
 
 

@@ -103,13 +103,17 @@ class Rate:
 
     def __str__(self) -> str:
         child = f", worker {self.child_cpu:.2f}s" if self.child_cpu else ""
-        return (f"{self.calls / self.wall:>10,.0f} calls/s  (wall {self.wall:.2f}s; cpu {self.cpu:.2f}s = "
-                f"{self.calls / self.cpu:,.0f} calls per cpu second{child})")
+        return (
+            f"{self.calls / self.wall:>10,.0f} calls/s  (wall {self.wall:.2f}s; cpu {self.cpu:.2f}s = "
+            f"{self.calls / self.cpu:,.0f} calls per cpu second{child})"
+        )
 
     def as_server(self) -> str:
         """For a server measured from outside: ``cpu`` is the server's, ``child_cpu`` the client's."""
-        return (f"{self.calls / self.wall:>10,.0f} calls/s  (wall {self.wall:.2f}s; server cpu {self.cpu:.2f}s = "
-                f"{self.calls / self.cpu:,.0f} calls per cpu second, client {self.child_cpu:.2f}s)")
+        return (
+            f"{self.calls / self.wall:>10,.0f} calls/s  (wall {self.wall:.2f}s; server cpu {self.cpu:.2f}s = "
+            f"{self.calls / self.cpu:,.0f} calls per cpu second, client {self.child_cpu:.2f}s)"
+        )
 
 
 def _children_cpu() -> float:
@@ -136,7 +140,7 @@ def bench_api(url: str, suite: Path, traj: Path, calls: int, batch: int = 500) -
         records = [json.loads(line) for line in traj.open(encoding="utf-8")]
         start, cpu = time.perf_counter(), time.process_time()
         for i in range(0, len(records), batch):
-            r = client.post(f"/api/runs/{run}/trajectories", json={"trajectories": records[i:i + batch]})
+            r = client.post(f"/api/runs/{run}/trajectories", json={"trajectories": records[i : i + batch]})
             assert r.status_code == 200, r.text
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     return Rate(calls, elapsed, cpu)
@@ -147,8 +151,12 @@ def bench_api_http(url: str, suite: Path, traj: Path, calls: int, batch: int = 5
     deployment runs; the client sends bodies it encoded before the clock starts."""
     port = _free_port()
     env = {**os.environ, "TOOLLENS_DATABASE_URL": url}
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=120) as client:
@@ -161,8 +169,10 @@ def bench_api_http(url: str, suite: Path, traj: Path, calls: int, batch: int = 5
             document = json.loads(suite.read_text())
             run = client.post("/api/runs", json={"name": "api-http", "suite": document}).json()["id"]
             lines = traj.read_text(encoding="utf-8").splitlines()
-            bodies = [b'{"trajectories":[' + ",".join(lines[i:i + batch]).encode() + b"]}"
-                      for i in range(0, len(lines), batch)]
+            bodies = [
+                b'{"trajectories":[' + ",".join(lines[i : i + batch]).encode() + b"]}"
+                for i in range(0, len(lines), batch)
+            ]
             headers = {"content-type": "application/json"}
             server_cpu = _process_cpu(server.pid)
             start, cpu = time.perf_counter(), time.process_time()
@@ -189,8 +199,17 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def bench_database(name: str, database: Callable[[], Any], suite: Path, traj: Path, calls: int, repeat: int,
-                   with_reads: bool, import_target: str = "", read_target: str = "") -> None:
+def bench_database(
+    name: str,
+    database: Callable[[], Any],
+    suite: Path,
+    traj: Path,
+    calls: int,
+    repeat: int,
+    with_reads: bool,
+    import_target: str = "",
+    read_target: str = "",
+) -> None:
     """Import ``repeat`` times into fresh databases, print the best; then, on
     the last one, the read latencies."""
     runs, reads = [], {}
@@ -231,8 +250,9 @@ def bench_reads(url: str) -> dict[str, tuple[float, float]]:
             "figures": latencies(get(f"/api/runs/{run}/figures")),
             "confusion": latencies(get(f"/api/runs/{run}/confusion")),
             "trajectories?failure=schema": latencies(get(f"/api/runs/{run}/trajectories", failure="schema")),
-            "trajectories?expected&called": latencies(get(
-                f"/api/runs/{run}/trajectories", expected="buscar_pedido", called="buscar_producto")),
+            "trajectories?expected&called": latencies(
+                get(f"/api/runs/{run}/trajectories", expected="buscar_pedido", called="buscar_producto")
+            ),
         }
 
 
@@ -252,8 +272,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             suite, traj, calls = write_inputs(folder, size)
             print(f"== {calls:,} calls ({traj.stat().st_size / 2**20:.0f} MiB of JSONL)")
             with_reads = size == max(args.sizes) and not args.no_reads
-            bench_database("sqlite    ", lambda: sqlite_db(folder), suite, traj, calls, args.repeat, with_reads,
-                           import_target="  (target 50,000)", read_target="  (target p95 < 50)")
+            bench_database(
+                "sqlite    ",
+                lambda: sqlite_db(folder),
+                suite,
+                traj,
+                calls,
+                args.repeat,
+                with_reads,
+                import_target="  (target 50,000)",
+                read_target="  (target p95 < 50)",
+            )
             if not args.no_pg:
                 bench_database("postgresql", pg_db, suite, traj, calls, args.repeat, with_reads)
             if not args.no_api and size == min(args.sizes):

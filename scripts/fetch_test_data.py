@@ -28,15 +28,40 @@ TAU = ("sierra-research/tau-bench", "59a200c6")
 BFCL = ("ShishirPatil/gorilla", "6ea57973")
 BFCL_DATA = "berkeley-function-call-leaderboard/bfcl_eval/data"
 TOOLBENCH = ("OpenBMB/ToolBench", "d56fdd8")
-TAU_AIRLINE_TOOLS = ("book_reservation", "calculate", "cancel_reservation", "get_reservation_details",
-                     "get_user_details", "list_all_airports", "search_direct_flight", "search_onestop_flight",
-                     "send_certificate", "think", "transfer_to_human_agents", "update_reservation_baggages",
-                     "update_reservation_flights", "update_reservation_passengers")
-TAU_RETAIL_TOOLS = ("calculate", "cancel_pending_order", "exchange_delivered_order_items", "find_user_id_by_email",
-                    "find_user_id_by_name_zip", "get_order_details", "get_product_details", "get_user_details",
-                    "list_all_product_types", "modify_pending_order_address", "modify_pending_order_items",
-                    "modify_pending_order_payment", "modify_user_address", "return_delivered_order_items", "think",
-                    "transfer_to_human_agents")
+TAU_AIRLINE_TOOLS = (
+    "book_reservation",
+    "calculate",
+    "cancel_reservation",
+    "get_reservation_details",
+    "get_user_details",
+    "list_all_airports",
+    "search_direct_flight",
+    "search_onestop_flight",
+    "send_certificate",
+    "think",
+    "transfer_to_human_agents",
+    "update_reservation_baggages",
+    "update_reservation_flights",
+    "update_reservation_passengers",
+)
+TAU_RETAIL_TOOLS = (
+    "calculate",
+    "cancel_pending_order",
+    "exchange_delivered_order_items",
+    "find_user_id_by_email",
+    "find_user_id_by_name_zip",
+    "get_order_details",
+    "get_product_details",
+    "get_user_details",
+    "list_all_product_types",
+    "modify_pending_order_address",
+    "modify_pending_order_items",
+    "modify_pending_order_payment",
+    "modify_user_address",
+    "return_delivered_order_items",
+    "think",
+    "transfer_to_human_agents",
+)
 
 
 @dataclass(frozen=True)
@@ -64,29 +89,46 @@ def _func_doc(name: str, sha: str) -> Sample:
 def _bfcl_result(category: str, sha: str) -> Sample:
     """A model's BFCL result file (AIREV-Agent-0.8B, pull request 1319's commit)."""
     name = f"BFCL_v4_{category}_result.json"
-    return Sample(f"bfcl/results/AIREV-Agent-0.8B/{name}", "ShishirPatil/gorilla", "41bbf803",
-                  f"berkeley-function-call-leaderboard/result/airev-ai/AIREV-Agent-0.8B/{name}", sha)
+    return Sample(
+        f"bfcl/results/AIREV-Agent-0.8B/{name}",
+        "ShishirPatil/gorilla",
+        "41bbf803",
+        f"berkeley-function-call-leaderboard/result/airev-ai/AIREV-Agent-0.8B/{name}",
+        sha,
+    )
 
 
 def _toolbench(n: int, sha: str) -> Sample:
-    return Sample(f"toolbench/G1_answer_{n}_ChatGPT_DFS_woFilter_w2.json", *TOOLBENCH,
-                  f"data_example/answer/G1_answer/{n}_ChatGPT_DFS_woFilter_w2.json", sha)
+    return Sample(
+        f"toolbench/G1_answer_{n}_ChatGPT_DFS_woFilter_w2.json",
+        *TOOLBENCH,
+        f"data_example/answer/G1_answer/{n}_ChatGPT_DFS_woFilter_w2.json",
+        sha,
+    )
 
 
 SAMPLES = (
-    Sample("tau_bench_gpt-4o_airline_tasks00-24.json", *TAU, "historical_trajectories/gpt-4o-airline.json",
-           "acbed025407be95c27581925d0b05c0853321d9248d6d1fac5de45d3b814457f", derive="tau_first_25_tasks"),
-    Sample("tau_bench_tool_schemas_airline_retail.json", *TAU, "tau_bench/envs",
-           "58553a5ebda4b7091953ca9ab53ea267ff303625b738abf66a99fd5d23ea7042", derive="tau_tool_schemas"),
+    Sample(
+        "tau_bench_gpt-4o_airline_tasks00-24.json",
+        *TAU,
+        "historical_trajectories/gpt-4o-airline.json",
+        "acbed025407be95c27581925d0b05c0853321d9248d6d1fac5de45d3b814457f",
+        derive="tau_first_25_tasks",
+    ),
+    Sample(
+        "tau_bench_tool_schemas_airline_retail.json",
+        *TAU,
+        "tau_bench/envs",
+        "58553a5ebda4b7091953ca9ab53ea267ff303625b738abf66a99fd5d23ea7042",
+        derive="tau_tool_schemas",
+    ),
     _bfcl("BFCL_v4_simple_python", "82dd63ba502eb2520c6b5d1d9a5c4b590e03ff261565175561f6228a367d1991"),
     _bfcl("BFCL_v4_simple_python", "90cd5bc653690ee8e459b5b3f3fc9458606f7f3fcbf795bb51b7dc581f8c86dc", answer=True),
     _bfcl("BFCL_v4_parallel_multiple", "8863ea8433239f55c5f016154cf0830853c89f693c6ea270396a2fa121960579"),
-    _bfcl("BFCL_v4_parallel_multiple", "5ebf24f458c1f16300c05505d83d6f0a1b68b79be273a033febd0d4f840507e3",
-          answer=True),
+    _bfcl("BFCL_v4_parallel_multiple", "5ebf24f458c1f16300c05505d83d6f0a1b68b79be273a033febd0d4f840507e3", answer=True),
     _bfcl("BFCL_v4_irrelevance", "2b6ed4c2e992cdcf5f1678a701851f944bef7550ee026ed1ddb89efed5be01a6"),
     _bfcl("BFCL_v4_multi_turn_base", "1a21a995d06fd6f20ba55de7bced30ef953ec35e998f502ec2ecf4d66ef1c43a"),
-    _bfcl("BFCL_v4_multi_turn_base", "1fee67823b317571649177dd89d63969feaae4e810cc7448ee55ba797fb7c8fc",
-          answer=True),
+    _bfcl("BFCL_v4_multi_turn_base", "1fee67823b317571649177dd89d63969feaae4e810cc7448ee55ba797fb7c8fc", answer=True),
     _func_doc("gorilla_file_system", "c4c1b741c71e2a17c97a5dc9c4a91d89978c4eaece56494d14272d5df6c650e9"),
     _func_doc("math_api", "83fa31708c89442bdcf12ac4dfbe3be8663ec9183a1b1524a9fda98164bc7e0b"),
     _func_doc("memory_kv", "96480cd9cbd3d4a34cd8f78879bc6622731768a26e080f7a34782e36e3402287"),
@@ -108,25 +150,49 @@ SAMPLES = (
     _toolbench(57, "8279c9999dad881db8bc9e112feeb51ca2861e89d835111408f218af297af531"),
     _toolbench(59, "8fea509e1be896331fdfd587ab4668281ee820f89cdb9a1760c218ed7804c2be"),
     _toolbench(69, "4c3baf49df02b567b7fbc09f4e1b8238dfc7a0cc3ba3ed6110eb38ea0ed9ccd0"),
-    Sample("toolbench/instruction_G1_query.json", *TOOLBENCH, "data_example/instruction/G1_query.json",
-           "844bbec415dae93a40df3649bd8b46d7dc1417895e403ec74d189078da7a5c4e"),
-    Sample("tau2/gpt-4o_telecom_pr17.json", "sierra-research/tau2-bench", "8d9b5076",  # pull request 17's commit
-           "data/simulations/2025-08-10T02:44:06.496849_telecom_llm_agent_gpt-4o_user_simulator_gpt-4o.json",
-           "cc7c895e289bfd2adac0cafa3356c4d6c1f441d57b6b1f5612cbb4ed6e3995cd"),
-    Sample("tau2/claude-sonnet-4-6_airline_ironforge.json", "sierra-research/tau2-bench", "17044a0b",
-           "web/leaderboard/public/submissions/ironshell-ironforge_ironshell-ui_2026-03-09/trajectories/"
-           "ironshell_ironforge_v2_sonnet46.json",
-           "db172bbdfc58ab82aaaf11e5372188948e00a37417580c28d8bda71d0b83b5e4"),
-    Sample("tau2/toolorchestra_retail_gpt-4.1-mini.json", "sierra-research/tau2-bench", "17044a0b",
-           "web/leaderboard/public/submissions/toolorchestra_nvidia_2025-12-02/trajectories/"
-           "toolorchestra_retail_gpt-5_1trial.json",
-           "7d1fad69087aec303ab82601f97d7803dd0b4f97b2fd9756243150008d67c014"),
-    Sample("inspect/inspect_ai_browser_gpt-4o-mini.json", "UKGovernmentBEIS/inspect_ai", "499e6152",
-           "tests/analysis/test_logs/2025-05-12T20-27-36-04-00_browser.json",
-           "e19b39ad6bf6358cd79ab3b71495b27cafde6835df72648b2988ef0af326d327"),
-    Sample("inspect/inspect-action_oxdna_claude-opus-4-1.eval", "METR/inspect-action", "564a080f",
-           "tests/core/importer/data_fixtures/eval_logs/small.eval",
-           "36c47ec0f038602f26fa6147082066c063d45e029952b9f596e5790b5af6736b"),
+    Sample(
+        "toolbench/instruction_G1_query.json",
+        *TOOLBENCH,
+        "data_example/instruction/G1_query.json",
+        "844bbec415dae93a40df3649bd8b46d7dc1417895e403ec74d189078da7a5c4e",
+    ),
+    Sample(
+        "tau2/gpt-4o_telecom_pr17.json",
+        "sierra-research/tau2-bench",
+        "8d9b5076",  # pull request 17's commit
+        "data/simulations/2025-08-10T02:44:06.496849_telecom_llm_agent_gpt-4o_user_simulator_gpt-4o.json",
+        "cc7c895e289bfd2adac0cafa3356c4d6c1f441d57b6b1f5612cbb4ed6e3995cd",
+    ),
+    Sample(
+        "tau2/claude-sonnet-4-6_airline_ironforge.json",
+        "sierra-research/tau2-bench",
+        "17044a0b",
+        "web/leaderboard/public/submissions/ironshell-ironforge_ironshell-ui_2026-03-09/trajectories/"
+        "ironshell_ironforge_v2_sonnet46.json",
+        "db172bbdfc58ab82aaaf11e5372188948e00a37417580c28d8bda71d0b83b5e4",
+    ),
+    Sample(
+        "tau2/toolorchestra_retail_gpt-4.1-mini.json",
+        "sierra-research/tau2-bench",
+        "17044a0b",
+        "web/leaderboard/public/submissions/toolorchestra_nvidia_2025-12-02/trajectories/"
+        "toolorchestra_retail_gpt-5_1trial.json",
+        "7d1fad69087aec303ab82601f97d7803dd0b4f97b2fd9756243150008d67c014",
+    ),
+    Sample(
+        "inspect/inspect_ai_browser_gpt-4o-mini.json",
+        "UKGovernmentBEIS/inspect_ai",
+        "499e6152",
+        "tests/analysis/test_logs/2025-05-12T20-27-36-04-00_browser.json",
+        "e19b39ad6bf6358cd79ab3b71495b27cafde6835df72648b2988ef0af326d327",
+    ),
+    Sample(
+        "inspect/inspect-action_oxdna_claude-opus-4-1.eval",
+        "METR/inspect-action",
+        "564a080f",
+        "tests/core/importer/data_fixtures/eval_logs/small.eval",
+        "36c47ec0f038602f26fa6147082066c063d45e029952b9f596e5790b5af6736b",
+    ),
 )
 
 
@@ -153,8 +219,10 @@ def tau_tool_schemas(sample: Sample) -> bytes:
     from its source with ``ast.literal_eval`` (the source is never run)."""
     out: dict[str, list[object]] = {}
     for domain, names in (("airline", TAU_AIRLINE_TOOLS), ("retail", TAU_RETAIL_TOOLS)):
-        out[domain] = [_get_info(download(sample.repo, sample.commit, f"{sample.source}/{domain}/tools/{name}.py"))
-                       for name in names]
+        out[domain] = [
+            _get_info(download(sample.repo, sample.commit, f"{sample.source}/{domain}/tools/{name}.py"))
+            for name in names
+        ]
     return json.dumps(out, indent=1).encode()
 
 
@@ -167,8 +235,10 @@ def _get_info(source: bytes) -> object:
     raise ValueError("no get_info() returning a literal")
 
 
-DERIVE: dict[str, Callable[[Sample], bytes]] = {"tau_first_25_tasks": tau_first_25_tasks,
-                                                "tau_tool_schemas": tau_tool_schemas}
+DERIVE: dict[str, Callable[[Sample], bytes]] = {
+    "tau_first_25_tasks": tau_first_25_tasks,
+    "tau_tool_schemas": tau_tool_schemas,
+}
 
 
 def sha256(data: bytes) -> str:
@@ -194,8 +264,9 @@ def fetch(dest: Path) -> list[str]:
         if path.is_file() and sha256(path.read_bytes()) == sample.sha256:
             continue
         try:
-            data = DERIVE[sample.derive](sample) if sample.derive else download(sample.repo, sample.commit,
-                                                                               sample.source)
+            data = (
+                DERIVE[sample.derive](sample) if sample.derive else download(sample.repo, sample.commit, sample.source)
+            )
         except (OSError, ValueError, KeyError) as exc:
             problems.append(f"{sample.path}: cannot fetch {url(sample.repo, sample.commit, sample.source)}: {exc}")
             continue

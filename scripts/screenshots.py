@@ -35,8 +35,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         port = _free_port()
         base = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen([sys.executable, "-m", "app.cli", "demo", "--db", f"{tmp}/demo.db",
-                                   "--port", str(port)], cwd=ROOT)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "demo", "--db", f"{tmp}/demo.db", "--port", str(port)], cwd=ROOT
+        )
         try:
             deadline = time.monotonic() + 180
             while True:
@@ -48,8 +49,9 @@ def main() -> None:
                         raise SystemExit("the demo did not serve") from None
                     time.sleep(0.3)
             run = next(r for r in runs["data"] if r["name"] == "banca-v1-simulado")
-            trajs = httpx.get(f"{base}/api/runs/{run['id']}/trajectories",
-                              params={"outcome": "hallucinated"}, timeout=10).json()
+            trajs = httpx.get(
+                f"{base}/api/runs/{run['id']}/trajectories", params={"outcome": "hallucinated"}, timeout=10
+            ).json()
             # an invented answer after an *injected* fault (others follow a schema refusal or an unknown tool)
             items = [t for t in trajs["data"] if (t.get("fault") or {}).get("source") == "injected"]
             OUT.mkdir(parents=True, exist_ok=True)

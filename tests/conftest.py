@@ -106,10 +106,27 @@ def _pg_template() -> str | None:
             upgrade(f"{PG_URL}?options=-csearch_path%3D{_PLACEHOLDER}")
             url = admin.url
             dump = subprocess.run(
-                ["pg_dump", "-h", url.host or "127.0.0.1", "-p", str(url.port or 5432),
-                 "-U", url.username or "postgres", "-d", url.database or "test", "--schema", _PLACEHOLDER,
-                 "--no-owner", "--no-privileges", "--inserts"],
-                capture_output=True, text=True, check=True, timeout=60).stdout
+                [
+                    "pg_dump",
+                    "-h",
+                    url.host or "127.0.0.1",
+                    "-p",
+                    str(url.port or 5432),
+                    "-U",
+                    url.username or "postgres",
+                    "-d",
+                    url.database or "test",
+                    "--schema",
+                    _PLACEHOLDER,
+                    "--no-owner",
+                    "--no-privileges",
+                    "--inserts",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            ).stdout
             # psql's meta-commands (\restrict) are not SQL
             _PG_DUMP = "\n".join(line for line in dump.splitlines() if not line.startswith("\\"))
         finally:
@@ -122,8 +139,10 @@ def _pg_template() -> str | None:
 def _pg_schema() -> Iterator[str]:
     reason = pg_skip_reason()
     if reason:
-        missing(f"PostgreSQL at {PG_URL}",
-                f"{reason}; start it (trust auth, database `test`) or point TOOLLENS_TEST_PG_URL at one")
+        missing(
+            f"PostgreSQL at {PG_URL}",
+            f"{reason}; start it (trust auth, database `test`) or point TOOLLENS_TEST_PG_URL at one",
+        )
     schema = f"t_{uuid.uuid4().hex[:12]}"
     dump = _pg_template()
     admin = create_engine(PG_URL)

@@ -111,12 +111,25 @@ def injected(kind: str = "http_503", message: str = "ERROR 503: servicio no disp
     return {"kind": kind, "message": message, "injected": True}
 
 
-def record(case_id: str = "saldo-001", calls: list[dict[str, Any]] | None = None, answer: str = "",
-           trial: int = 0, fault: dict[str, Any] | None = None, **extra: Any) -> Trajectory:
-    return parse_record({
-        "case_id": case_id, "trial": trial, "question": "¿Cuál es el saldo del cliente 12345678-9?",
-        "calls": calls or [], "answer": answer, "fault": fault, **extra,
-    })
+def record(
+    case_id: str = "saldo-001",
+    calls: list[dict[str, Any]] | None = None,
+    answer: str = "",
+    trial: int = 0,
+    fault: dict[str, Any] | None = None,
+    **extra: Any,
+) -> Trajectory:
+    return parse_record(
+        {
+            "case_id": case_id,
+            "trial": trial,
+            "question": "¿Cuál es el saldo del cliente 12345678-9?",
+            "calls": calls or [],
+            "answer": answer,
+            "fault": fault,
+            **extra,
+        }
+    )
 
 
 OK_CLIENTE = call("buscar_cliente", {"rut": "12345678-9"}, '{"id": 8812, "nombre": "Ana Rojas"}')

@@ -129,12 +129,19 @@ def _openai_body(request: dict[str, Any], turn: Turn, n: int) -> dict[str, Any]:
             {"id": f"call_{n}_{i}", "type": "function", "function": {"name": name, "arguments": _arguments(args)}}
             for i, (name, args) in enumerate(turn.calls)
         ]
-    return {"id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()),
-            "model": request.get("model", ""),
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.calls else "stop"}],
-            "usage": {"prompt_tokens": turn.input_tokens, "completion_tokens": turn.output_tokens,
-                      "total_tokens": turn.input_tokens + turn.output_tokens,
-                      "prompt_tokens_details": {"cached_tokens": turn.cached_tokens}}}
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", ""),
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.calls else "stop"}],
+        "usage": {
+            "prompt_tokens": turn.input_tokens,
+            "completion_tokens": turn.output_tokens,
+            "total_tokens": turn.input_tokens + turn.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": turn.cached_tokens},
+        },
+    }
 
 
 def _anthropic_body(request: dict[str, Any], turn: Turn, n: int) -> dict[str, Any]:
@@ -142,26 +149,48 @@ def _anthropic_body(request: dict[str, Any], turn: Turn, n: int) -> dict[str, An
     if turn.text:
         content.append({"type": "text", "text": turn.text})
     for i, (name, args) in enumerate(turn.calls):
-        content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": name,
-                        "input": args if isinstance(args, dict) else {"raw": args}})
-    return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": request.get("model", ""),
-            "content": content, "stop_reason": "tool_use" if turn.calls else "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": turn.input_tokens - turn.cached_tokens, "output_tokens": turn.output_tokens,
-                      "cache_read_input_tokens": turn.cached_tokens}}
+        content.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{n}_{i}",
+                "name": name,
+                "input": args if isinstance(args, dict) else {"raw": args},
+            }
+        )
+    return {
+        "id": f"msg_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": request.get("model", ""),
+        "content": content,
+        "stop_reason": "tool_use" if turn.calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": turn.input_tokens - turn.cached_tokens,
+            "output_tokens": turn.output_tokens,
+            "cache_read_input_tokens": turn.cached_tokens,
+        },
+    }
 
 
 async def _reply(send: Any, status: int, payload: dict[str, Any]) -> None:
     data = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
 @contextmanager
 def serve(app: FakeLLM) -> Iterator[str]:
     """Serve the fake on a loopback port in a thread; yields the base URL."""
-    with serve_in_thread(app, log_level="error", backlog=2048, timeout_keep_alive=30,
-                         timeout_graceful_shutdown=1) as url:
+    with serve_in_thread(
+        app, log_level="error", backlog=2048, timeout_keep_alive=30, timeout_graceful_shutdown=1
+    ) as url:
         yield url
 
 
@@ -185,8 +214,15 @@ def main(argv: list[str]) -> None:
     port, delay = int(argv[0]), argv[1]
     workers = int(argv[2]) if len(argv) > 2 else 1
     os.environ["TOOLLENS_FAKE_DELAY"] = delay
-    uvicorn.run("tests.fake_llm:benchmark_app", factory=True, host="127.0.0.1", port=port, workers=workers,
-                log_level="error", backlog=2048)
+    uvicorn.run(
+        "tests.fake_llm:benchmark_app",
+        factory=True,
+        host="127.0.0.1",
+        port=port,
+        workers=workers,
+        log_level="error",
+        backlog=2048,
+    )
 
 
 if __name__ == "__main__":

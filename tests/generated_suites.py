@@ -101,16 +101,29 @@ def generate(seed: int) -> GeneratedSuite:
         prop: dict[str, Any] = {"type": "string"}
         if rng.random() < 0.6:
             prop["pattern"] = obj["pattern"]
-        docs.append({"name": name, "description": description,
-                     "parameters": {"type": "object", "properties": {obj["arg"]: prop}, "required": [obj["arg"]]},
-                     "mock": {"response": {"ok": True, obj["arg"]: obj["example"]}}})
+        docs.append(
+            {
+                "name": name,
+                "description": description,
+                "parameters": {"type": "object", "properties": {obj["arg"]: prop}, "required": [obj["arg"]]},
+                "mock": {"response": {"ok": True, obj["arg"]: obj["example"]}},
+            }
+        )
         value = _vary(str(obj["example"]), rng)
         said = obj["syn"] if rng.random() < 0.6 else obj["noun"]
         question = _fill(rng.choice(verb["ask"]), obj, ex=value, syn=said)
-        cases.append({"id": f"c-{name}", "question": question,
-                      "expected_calls": [{"name": name, "arguments": {obj["arg"]: value}}]})
-    document = {"name": f"gen-{seed}", "toolset": {"name": f"gen-{seed}", "label": "base", "tools": docs},
-                "cases": cases}
+        cases.append(
+            {
+                "id": f"c-{name}",
+                "question": question,
+                "expected_calls": [{"name": name, "arguments": {obj["arg"]: value}}],
+            }
+        )
+    document = {
+        "name": f"gen-{seed}",
+        "toolset": {"name": f"gen-{seed}", "label": "base", "tools": docs},
+        "cases": cases,
+    }
     return GeneratedSuite(seed=seed, language=language, tools=tools, document=document)
 
 
@@ -121,9 +134,15 @@ def delimited(suite: GeneratedSuite, pairs: list[tuple[str, str]]) -> dict[str, 
     texts = suite.descriptions()
     for expected, called in pairs:
         other = suite.tools[expected]
-        sentence = _fill(rng.choice(pools(suite.language)["delimit"]), {}, other=expected,
-                         other_verb=str(other.verb["says"]), other_un=str(other.obj["un"]),
-                         other_noun=str(other.obj["noun"]), other_key=str(other.obj["key"]))
+        sentence = _fill(
+            rng.choice(pools(suite.language)["delimit"]),
+            {},
+            other=expected,
+            other_verb=str(other.verb["says"]),
+            other_un=str(other.obj["un"]),
+            other_noun=str(other.obj["noun"]),
+            other_key=str(other.obj["key"]),
+        )
         texts[called] = f"{texts[called]} {sentence}"
     return suite.with_descriptions(texts, "delimited")
 
@@ -161,8 +180,9 @@ def most_confused(counts: Counter[tuple[str, str]], k: int = 3) -> list[tuple[st
     return [pair for pair, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
 
 
-def fix_out(document: dict[str, Any], folder: Path, *, trials: int = 4, seed: int = 0,
-            rates: str = RATES) -> tuple[int, int, list[Any]]:
+def fix_out(
+    document: dict[str, Any], folder: Path, *, trials: int = 4, seed: int = 0, rates: str = RATES
+) -> tuple[int, int, list[Any]]:
     """Failed trajectories before and after ``toollens fix RUN --out`` (the
     proposals that explain a failed trajectory, written into a candidate run
     with the same agent, trials and seed), and the proposals."""
@@ -177,8 +197,18 @@ def fix_out(document: dict[str, Any], folder: Path, *, trials: int = 4, seed: in
     settings = Settings(database_url=url)
 
     def run(doc: dict[str, Any], name: str) -> int:
-        out = run_agent(settings, RunRequest(agent="simulated", suite_document=doc, trials=trials, seed=seed,
-                                             sim_rates=rates, run_name=name, concurrency=1))
+        out = run_agent(
+            settings,
+            RunRequest(
+                agent="simulated",
+                suite_document=doc,
+                trials=trials,
+                seed=seed,
+                sim_rates=rates,
+                run_name=name,
+                concurrency=1,
+            ),
+        )
         return out.summary.failed
 
     before = run(document, "base")

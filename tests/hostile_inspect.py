@@ -17,10 +17,20 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-HEADER = {"version": 2, "status": "success",
-          "eval": {"task": "hostile", "model": "mockllm/model", "created": "2025-01-01T00:00:00",
-                   "dataset": {"samples": 1, "sample_ids": ["s"]}, "config": {"epochs": 1}},
-          "plan": {"steps": []}, "results": {}, "stats": {}}
+HEADER = {
+    "version": 2,
+    "status": "success",
+    "eval": {
+        "task": "hostile",
+        "model": "mockllm/model",
+        "created": "2025-01-01T00:00:00",
+        "dataset": {"samples": 1, "sample_ids": ["s"]},
+        "config": {"epochs": 1},
+    },
+    "plan": {"steps": []},
+    "results": {},
+    "stats": {},
+}
 
 
 def write_zip(path: Path, members: dict[str, Callable[[], Iterable[bytes]]]) -> Path:
@@ -38,8 +48,29 @@ def write_zip(path: Path, members: dict[str, Callable[[], Iterable[bytes]]]) -> 
         offset = len(local)
         local += struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(packed), size, len(raw), 0)
         local += raw + packed
-        central += struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 8, 0, 0, crc, len(packed), size, len(raw),
-                               0, 0, 0, 0, 0, offset) + raw
+        central += (
+            struct.pack(
+                "<4s6H3L5H2L",
+                b"PK\x01\x02",
+                20,
+                20,
+                0,
+                8,
+                0,
+                0,
+                crc,
+                len(packed),
+                size,
+                len(raw),
+                0,
+                0,
+                0,
+                0,
+                0,
+                offset,
+            )
+            + raw
+        )
     end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(members), len(members), len(central), len(local), 0)
     path.write_bytes(bytes(local + central + end))
     return path
@@ -55,12 +86,25 @@ def sample(sid: str, *, refs: int = 0, attachment: str = "", pad: int = 0) -> di
     characters of metadata (read, never kept)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": f"question {sid}"}]
     for i in range(max(refs, 1)):
-        messages.append({"role": "assistant", "content": "",
-                         "tool_calls": [{"id": f"c{i}", "function": "bash", "arguments": {"cmd": "cat big"}}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": f"c{i}", "function": "bash", "arguments": {"cmd": "cat big"}}],
+            }
+        )
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "attachment://big" if refs else "ok"})
-    return {"id": sid, "epoch": 1, "input": f"question {sid}", "target": "42", "messages": messages,
-            "output": {"completion": "42"}, "scores": {"match": {"value": "C"}},
-            "attachments": {"big": attachment} if refs else {}, "metadata": {"pad": "x" * pad}}
+    return {
+        "id": sid,
+        "epoch": 1,
+        "input": f"question {sid}",
+        "target": "42",
+        "messages": messages,
+        "output": {"completion": "42"},
+        "scores": {"match": {"value": "C"}},
+        "attachments": {"big": attachment} if refs else {},
+        "metadata": {"pad": "x" * pad},
+    }
 
 
 def attachment_bomb(path: Path, *, refs: int = 600, size: int = 1 << 20, samples: int = 1) -> Path:
@@ -85,7 +129,7 @@ def values_bomb(path: Path, *, mib: int = 250, item: bytes = b"{},") -> Path:
         yield b'{"id": "s", "epoch": 1, "messages": [], "pad": ['
         for _ in range(count):
             yield chunk
-        yield b'0]}'
+        yield b"0]}"
 
     return write_zip(path, {"header.json": once(json.dumps(HEADER).encode()), "samples/s_epoch_1.json": body})
 
@@ -108,17 +152,19 @@ def many_samples(path: Path, n: int, *, pad: int = 0) -> Path:
     return path
 
 
-PEAK = ("import resource, sys\n"
-        "from app.entry import main\n"
-        "import app.cli, app.importers.inspect_log, app.store.importer\n"
-        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "sys.argv = ['toollens', *sys.argv[1:]]\n"
-        "try:\n"
-        "    code = main()\n"
-        "except SystemExit as exc:\n"
-        "    code = exc.code\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(f'PEAK {base} {peak} {code}', file=sys.stderr)\n")
+PEAK = (
+    "import resource, sys\n"
+    "from app.entry import main\n"
+    "import app.cli, app.importers.inspect_log, app.store.importer\n"
+    "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "sys.argv = ['toollens', *sys.argv[1:]]\n"
+    "try:\n"
+    "    code = main()\n"
+    "except SystemExit as exc:\n"
+    "    code = exc.code\n"
+    "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "print(f'PEAK {base} {peak} {code}', file=sys.stderr)\n"
+)
 
 
 def peak_import(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, str]:

@@ -30,8 +30,11 @@ from inspect_ai.tool import ToolError, tool
 MODEL = "mockllm/model"
 SCRIPTS: dict[str, list[Any]] = {
     "retry": [("weather", {"city": "Atlantis"}), ("weather", {"city": "Paris"}), "It is 18C in Paris."],
-    "give-up": [("weather", {"city": "Atlantis"}), ("weather", {"city": "Nowhere"}),
-                "I cannot find the weather for Atlantis, I give up."],
+    "give-up": [
+        ("weather", {"city": "Atlantis"}),
+        ("weather", {"city": "Nowhere"}),
+        "I cannot find the weather for Atlantis, I give up.",
+    ],
 }
 
 
@@ -61,20 +64,29 @@ def _output(messages: list[ChatMessage], *_: Any) -> ModelOutput:
         out = ModelOutput.for_tool_call(MODEL, move[0], move[1], tool_call_id=f"call-{step}")
     else:
         out = ModelOutput.from_content(MODEL, move)
-    out.usage = ModelUsage(input_tokens=100 * (step + 1), output_tokens=10, total_tokens=100 * (step + 1) + 15,
-                           input_tokens_cache_read=5)
+    out.usage = ModelUsage(
+        input_tokens=100 * (step + 1), output_tokens=10, total_tokens=100 * (step + 1) + 15, input_tokens_cache_read=5
+    )
     return out
 
 
 def make_log(folder: Path, log_format: str = "eval") -> Path:
     """Run the task with the mock model; the log file written."""
     task = Task(
-        dataset=[Sample(id="retry", input="What is the weather in Paris?", target="18C"),
-                 Sample(id="give-up", input="What is the weather in Atlantis?", target="12C")],
+        dataset=[
+            Sample(id="retry", input="What is the weather in Paris?", target="18C"),
+            Sample(id="give-up", input="What is the weather in Atlantis?", target="12C"),
+        ],
         solver=[use_tools(weather()), generate()],
         scorer=includes(),
         name="weather",
     )
-    (log,) = eval(task, model=get_model(MODEL, custom_outputs=_output), log_dir=str(folder),
-                  log_format=log_format, display="none", max_samples=1)
+    (log,) = eval(
+        task,
+        model=get_model(MODEL, custom_outputs=_output),
+        log_dir=str(folder),
+        log_format=log_format,
+        display="none",
+        max_samples=1,
+    )
     return Path(log.location)

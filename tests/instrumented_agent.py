@@ -28,12 +28,22 @@ from typing import Any
 QUESTION = "¿Cuál es el saldo del RUT 12345678-9?"
 ANSWER = "Tu saldo es $142.900"
 TOOLS = [
-    {"type": "function", "function": {
-        "name": "buscar_cliente", "description": "Busca un cliente por RUT.",
-        "parameters": {"type": "object", "properties": {"rut": {"type": "string"}}, "required": ["rut"]}}},
-    {"type": "function", "function": {
-        "name": "ver_saldo", "description": "Saldo por id interno.",
-        "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "buscar_cliente",
+            "description": "Busca un cliente por RUT.",
+            "parameters": {"type": "object", "properties": {"rut": {"type": "string"}}, "required": ["rut"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "ver_saldo",
+            "description": "Saldo por id interno.",
+            "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+        },
+    },
 ]
 
 
@@ -88,7 +98,8 @@ def plain(emitter: str, model_url: str, traces_url: str, wrap: bool) -> None:
     tools = {"buscar_cliente": buscar_cliente, "ver_saldo": ver_saldo}
     if wrap:
         with tracer_provider.get_tracer("agent").start_as_current_span(
-                "invoke_agent banca", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            "invoke_agent banca", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ):
             chat_loop(model_url, tools)
     else:
         from openinference.instrumentation import using_session
@@ -104,10 +115,17 @@ def traceloop(model_url: str, traces_url: str) -> None:
     from traceloop.sdk.decorators import tool, workflow
 
     # only the openai instrumentation: by default it imports each of its ~40 (the Agents SDK's too: seconds)
-    Traceloop.init(app_name="banca", exporter=OTLPSpanExporter(endpoint=traces_url, timeout=10),
-                   disable_batch=True, telemetry_enabled=False, instruments={Instruments.OPENAI})
-    tools = {"buscar_cliente": tool(name="buscar_cliente")(buscar_cliente),
-             "ver_saldo": tool(name="ver_saldo")(ver_saldo)}
+    Traceloop.init(
+        app_name="banca",
+        exporter=OTLPSpanExporter(endpoint=traces_url, timeout=10),
+        disable_batch=True,
+        telemetry_enabled=False,
+        instruments={Instruments.OPENAI},
+    )
+    tools = {
+        "buscar_cliente": tool(name="buscar_cliente")(buscar_cliente),
+        "ver_saldo": tool(name="ver_saldo")(ver_saldo),
+    }
 
     @workflow(name="banca")
     def agent() -> str:
@@ -141,8 +159,9 @@ def agents_sdk(model_url: str, traces_url: str, contrib: bool) -> None:
         """Saldo por id interno."""
         return ver_saldo(id)
 
-    model = OpenAIChatCompletionsModel(model="gpt-4o",
-                                       openai_client=AsyncOpenAI(base_url=model_url, api_key="test", max_retries=0))
+    model = OpenAIChatCompletionsModel(
+        model="gpt-4o", openai_client=AsyncOpenAI(base_url=model_url, api_key="test", max_retries=0)
+    )
     agent = Agent(name="banca", instructions="Responde en español.", model=model, tools=[buscar, saldo])
     Runner.run_sync(agent, QUESTION)
     tracer_provider.shutdown()

@@ -20,9 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # The team's shared folder of public agent runs (tau-bench, BFCL, ToolBench) lives
 # beside the checkout; TOOLLENS_TEST_DATA points elsewhere, relative to the repository.
 DATA = (ROOT / os.environ.get("TOOLLENS_TEST_DATA", "../shared/data")).resolve()
-DATA_HOW = (f"the public agent runs some tests read (tau-bench, BFCL, ToolBench, tau2, Inspect), looked for in {DATA}: "
-            "`python scripts/fetch_test_data.py DIR` fetches them and TOOLLENS_TEST_DATA=DIR points the tests at "
-            "them (the layout: docs/operations.md#test-data)")
+DATA_HOW = (
+    f"the public agent runs some tests read (tau-bench, BFCL, ToolBench, tau2, Inspect), looked for in {DATA}: "
+    "`python scripts/fetch_test_data.py DIR` fetches them and TOOLLENS_TEST_DATA=DIR points the tests at "
+    "them (the layout: docs/operations.md#test-data)"
+)
 
 
 def missing(what: str, how: str, *, module_level: bool = False) -> NoReturn:
@@ -53,16 +55,24 @@ def require_module(name: str, how: str = "pip install -e '.[dev]'") -> ModuleTyp
 
 
 CHROMIUM = os.environ.get("TOOLLENS_CHROMIUM", "/usr/bin/chromium")  # Debian's: a browser download fails here
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def require_browser() -> ModuleType:
     """Playwright's sync API, once Chromium is known to be there (at module level)."""
     sync_api = require_module("playwright.sync_api")
     if not Path(CHROMIUM).exists():
-        missing(f"Chromium at {CHROMIUM}", "apt-get install chromium, or point TOOLLENS_CHROMIUM at one",
-                module_level=True)
+        missing(
+            f"Chromium at {CHROMIUM}", "apt-get install chromium, or point TOOLLENS_CHROMIUM at one", module_level=True
+        )
     return sync_api
 
 

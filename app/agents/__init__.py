@@ -56,8 +56,9 @@ def load_callable(spec: str, *, expected: Sequence[str]) -> Callable[..., Any]:
     except AgentSpecError as exc:
         raise AgentSpecError(f"--agent {spec!r}: {exc}") from None
     except Exception as exc:  # the module itself fails to load: say how, in one line
-        raise AgentSpecError(f"--agent {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") \
-            from None
+        raise AgentSpecError(
+            f"--agent {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from None
     target: Any = module
     for part in attr.split("."):
         target = getattr(target, part, None)
@@ -80,8 +81,10 @@ def _import_module(name: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as exc:
         if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
-            raise AgentSpecError(f"cannot import {name!r}: no module {exc.name!r} in {cwd} or on PYTHONPATH "
-                                 f"(give a file as path/to/file.py:function)") from None
+            raise AgentSpecError(
+                f"cannot import {name!r}: no module {exc.name!r} in {cwd} or on PYTHONPATH "
+                f"(give a file as path/to/file.py:function)"
+            ) from None
         raise AgentSpecError(f"cannot import {name!r} ({exc})") from None
 
 

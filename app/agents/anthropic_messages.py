@@ -27,8 +27,13 @@ class AnthropicAgent(ModelAgent):
     def _make_client(self) -> Any:
         from anthropic import AsyncAnthropic, DefaultAioHttpClient
 
-        return AsyncAnthropic(base_url=self.base_url, api_key=self.key(), timeout=self.timeout, max_retries=0,
-                              http_client=DefaultAioHttpClient(timeout=self.timeout, verify=tls_context()))
+        return AsyncAnthropic(
+            base_url=self.base_url,
+            api_key=self.key(),
+            timeout=self.timeout,
+            max_retries=0,
+            http_client=DefaultAioHttpClient(timeout=self.timeout, verify=tls_context()),
+        )
 
     async def __call__(self, question: str, toolbox: Toolbox) -> str:
         return await self.new_conversation()(question, toolbox)
@@ -78,8 +83,14 @@ class _Conversation:
             results = []
             for use in uses:
                 observation = await toolbox.acall(use.name, use.input)
-                results.append({"type": "tool_result", "tool_use_id": use.id, "content": observation,
-                                "is_error": toolbox.last_failed})
+                results.append(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": use.id,
+                        "content": observation,
+                        "is_error": toolbox.last_failed,
+                    }
+                )
             messages.append({"role": "user", "content": results})
         toolbox.stop("step_limit")
         return last_text

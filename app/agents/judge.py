@@ -67,13 +67,18 @@ def judge_prompt(record: dict[str, Any], expected_datum: list[str] | None) -> st
         lines.extend(_said(m) for m in said if m.get("calls_before") == i)
         error = call.get("error")
         status = "ERROR" if error else "ok"
-        lines.append(f"Call #{i + 1} {_clip(call.get('name', ''), 100)}({_clip(call.get('arguments'), 300)}) -> "
-                     f"[{status}] {_clip(call.get('observation') or '')}")
+        lines.append(
+            f"Call #{i + 1} {_clip(call.get('name', ''), 100)}({_clip(call.get('arguments'), 300)}) -> "
+            f"[{status}] {_clip(call.get('observation') or '')}"
+        )
     if len(calls) > MAX_CALLS_SHOWN:
         lines.append(f"… {len(calls) - MAX_CALLS_SHOWN} more calls")
     if said:
-        lines.extend(_said(m) for m in said if isinstance(m.get("calls_before"), int)
-                     and m["calls_before"] >= min(len(calls), MAX_CALLS_SHOWN))
+        lines.extend(
+            _said(m)
+            for m in said
+            if isinstance(m.get("calls_before"), int) and m["calls_before"] >= min(len(calls), MAX_CALLS_SHOWN)
+        )
     lines.append(f"Final answer: {_clip(record.get('answer', ''), MAX_ANSWER)}")
     return "<trajectory>\n" + "\n".join(lines) + "\n</trajectory>"
 
@@ -119,8 +124,9 @@ class Judge(ModelAgent):
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
 
         async def request() -> Any:
-            response = await client.chat.completions.create(model=self.model, messages=messages, temperature=0,
-                                                            max_tokens=max_tokens)
+            response = await client.chat.completions.create(
+                model=self.model, messages=messages, temperature=0, max_tokens=max_tokens
+            )
             if not response.choices:
                 raise MalformedResponse("the model answered without choices")
             return response

@@ -79,12 +79,16 @@ class _Conversation:
             if not calls:
                 messages.append({"role": "assistant", "content": last_text})
                 return last_text
-            messages.append({
-                "role": "assistant",
-                "content": content,
-                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-                               for call_id, name, arguments in calls],
-            })
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": content,
+                    "tool_calls": [
+                        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+                        for call_id, name, arguments in calls
+                    ],
+                }
+            )
             for call_id, name, arguments in calls:
                 observation = await toolbox.acall(name, arguments)
                 messages.append({"role": "tool", "tool_call_id": call_id, "content": observation})
@@ -109,8 +113,11 @@ def message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(part["text"] for part in content
-                       if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str))
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        )
     return ""
 
 
@@ -148,5 +155,10 @@ def openai_client(settings: ModelAgent) -> Any:
     aiohttp transport: at high concurrency it costs far less CPU per request than the default."""
     from openai import AsyncOpenAI, DefaultAioHttpClient
 
-    return AsyncOpenAI(base_url=settings.base_url, api_key=settings.key(), timeout=settings.timeout, max_retries=0,
-                       http_client=DefaultAioHttpClient(timeout=settings.timeout, verify=tls_context()))
+    return AsyncOpenAI(
+        base_url=settings.base_url,
+        api_key=settings.key(),
+        timeout=settings.timeout,
+        max_retries=0,
+        http_client=DefaultAioHttpClient(timeout=settings.timeout, verify=tls_context()),
+    )

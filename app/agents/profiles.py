@@ -27,14 +27,20 @@ from app.core.run.conversation import asked_for, asks, asks_to_confirm
 from app.core.suites.suite import UserSpec
 
 _WORDS = {
-    "es": {"leave": "No tengo tiempo para esto, lo dejo aquí.", "not_at_hand": "No tengo ese dato a mano ahora.",
-           "wrong_fix": "Perdón, me equivoqué: mi {name} es {value}.",
-           "decline": "No, espera: mejor no lo hagas todavía.",
-           "take_back": "Pensándolo bien, sí: hazlo. Confirmo."},
-    "en": {"leave": "I don't have time for this, I'll leave it here.",
-           "not_at_hand": "I don't have that at hand right now.",
-           "wrong_fix": "Sorry, my mistake: my {name} is {value}.", "decline": "No, wait: better not do it yet.",
-           "take_back": "On reflection, yes: do it. I confirm."},
+    "es": {
+        "leave": "No tengo tiempo para esto, lo dejo aquí.",
+        "not_at_hand": "No tengo ese dato a mano ahora.",
+        "wrong_fix": "Perdón, me equivoqué: mi {name} es {value}.",
+        "decline": "No, espera: mejor no lo hagas todavía.",
+        "take_back": "Pensándolo bien, sí: hazlo. Confirmo.",
+    },
+    "en": {
+        "leave": "I don't have time for this, I'll leave it here.",
+        "not_at_hand": "I don't have that at hand right now.",
+        "wrong_fix": "Sorry, my mistake: my {name} is {value}.",
+        "decline": "No, wait: better not do it yet.",
+        "take_back": "On reflection, yes: do it. I confirm.",
+    },
 }
 
 
@@ -46,7 +52,7 @@ def wrong_value(value: str, rng: random.Random) -> str:
     i = rng.choice(spots)
     pool = "0123456789" if value[i].isdigit() else "abcdefghijklmnopqrstuvwxyz"
     new = rng.choice([c for c in pool if c != value[i].lower()])
-    return value[:i] + (new.upper() if value[i].isupper() else new) + value[i + 1:]
+    return value[:i] + (new.upper() if value[i].isupper() else new) + value[i + 1 :]
 
 
 @dataclass
@@ -78,8 +84,12 @@ class ProfiledConversation:
         replies = sum(1 for m in transcript if m.role == "user") - 1
         asked = [name for name in spec.known if asked_for(name, last)]
         p = self.profile
-        if p == "impatient" and replies >= 1 and (asks(last) or asks_to_confirm(last)) \
-                and self.rng.random() < BY_NAME[p].rate:
+        if (
+            p == "impatient"
+            and replies >= 1
+            and (asks(last) or asks_to_confirm(last))
+            and self.rng.random() < BY_NAME[p].rate
+        ):
             self._act("ended_early", at, "leaves while the agent asks instead of serving")
             return f"{words['leave']} {spec.stop}"
         if p == "wrong_assumption" and self.fixing is not None:

@@ -78,15 +78,20 @@ _CLAUSE = re.compile(r"[,;:\[\]]|\s(?:pero|but|aunque|although|whereas)\s")
 # A negation, in any wording: from its clause on, a sentence says what the tool is not, or not for.
 _NEGATIVE = re.compile(
     r"(\b(no|ni|not|nor|never|nunca|jamas|tampoco|neither|without|sin|except|excepto|salvo|cannot|instead|"
-    r"en\s+(vez|lugar)\s+de|en\s+su\s+lugar|rather\s+than|other\s+than)\b|n['\u2019]t\b)")
+    r"en\s+(vez|lugar)\s+de|en\s+su\s+lugar|rather\s+than|other\s+than)\b|n['\u2019]t\b)"
+)
 # A redirect to another tool, with or without a negation: "para eso usa Y", "use Y", "llama a Y".
-_REDIRECT = re.compile(r"\b(usa|usar|use|using|utiliza|utilizar|emplea|llama|call|prefer|prefiere|recurre|try|"
-                       r"para\s+eso|para\s+esto|for\s+that|for\s+this|en\s+su\s+lugar|instead)\b")
+_REDIRECT = re.compile(
+    r"\b(usa|usar|use|using|utiliza|utilizar|emplea|llama|call|prefer|prefiere|recurre|try|"
+    r"para\s+eso|para\s+esto|for\s+that|for\s+this|en\s+su\s+lugar|instead)\b"
+)
 # Where a redirect's subject begins: "si ya está despachado, usa Y", "for refunds, use Y".
 _CONDITION = re.compile(r"\b(si|if|cuando|when|para|for|en\s+caso|in\s+case)\b")
 # An order between two tools: "call Y first", "requiere haber llamado a Y", "después de Y".
-_ORDER = re.compile(r"\b(primero|antes|despues|requiere|requieren|requisito|precondicion|previamente|first|before|"
-                    r"after|requires?|prerequisite|precondition|previously|once|una\s+vez)\b")
+_ORDER = re.compile(
+    r"\b(primero|antes|despues|requiere|requieren|requisito|precondicion|previamente|first|before|"
+    r"after|requires?|prerequisite|precondition|previously|once|una\s+vez)\b"
+)
 _VALUE = re.compile(r"[A-Za-z0-9][\w\-./]*[A-Za-z0-9]|\d")
 MAX_VALUES = 64  # question values checked against the declared formats
 MAX_PATTERN = 300  # longer schema patterns are not read as formats
@@ -224,8 +229,11 @@ class Reading:
             asked -= theirs | self._shapes_of(question, theirs)
         scores = self.scores(asked)
         base = scores[expected]
-        return {n: math.exp(BETA * (s - base)) * (1 - DELIMITED * self.delimited(expected, n))
-                for n, s in scores.items() if n != expected and n not in exclude}
+        return {
+            n: math.exp(BETA * (s - base)) * (1 - DELIMITED * self.delimited(expected, n))
+            for n, s in scores.items()
+            if n != expected and n not in exclude
+        }
 
 
 def confusion_chance(rivals: dict[str, float], confusion: float) -> float:
@@ -265,7 +273,7 @@ def _units(description: str) -> list[str]:
     inner: list[str] = []
 
     def place(m: re.Match[str]) -> str:
-        before = re.split(r"[.!?;,:]", fold(description[:m.start()]))[-1]
+        before = re.split(r"[.!?;,:]", fold(description[: m.start()]))[-1]
         if _NEGATIVE.search(before):
             return ", " + m.group(1) + ","
         inner.append(m.group(1))
@@ -357,8 +365,12 @@ def _read(tools: tuple[tuple[str, str, str], ...]) -> Reading:
         read.append((name, parsed, words))
     for name, parsed, words in read:
         for value in parsed.formats:  # an example of an identifier's declared format says no more than the schema
-            fits = [t for t in words if t in patterns  # the text was folded: an upper-case code is tried as such
-                    and any(p.fullmatch(value) or p.fullmatch(value.upper()) for p in patterns[t])]
+            fits = [
+                t
+                for t in words
+                if t in patterns  # the text was folded: an upper-case code is tried as such
+                and any(p.fullmatch(value) or p.fullmatch(value.upper()) for p in patterns[t])
+            ]
             words.update(fits or ["<shape:" + shape(value) + ">"])
         content[name] = frozenset(set(name_terms(name)) | parsed.content | words)
         clauses[name] = tuple(parsed.clauses)
@@ -368,12 +380,22 @@ def _read(tools: tuple[tuple[str, str, str], ...]) -> Reading:
         for w in content[name]:
             df[w] = df.get(w, 0) + 1
     rarity = {w: math.log(len(names) / d) for w, d in df.items()}
-    return Reading(names=names, content=content, clauses=clauses, rarity=rarity, refs=refs, patterns=patterns,
-                   preconditions=frozenset(before))
+    return Reading(
+        names=names,
+        content=content,
+        clauses=clauses,
+        rarity=rarity,
+        refs=refs,
+        patterns=patterns,
+        preconditions=frozenset(before),
+    )
 
 
 def _named(text: str, refs: frozenset[str], own: str) -> list[str]:
     """The tool names (folded) a text mentions, its own left out."""
     own_folded = fold(own)
-    return [r for r in sorted(refs) if r != own_folded and r in text
-            and re.search(rf"(?<![\w]){re.escape(r)}(?![\w])", text)]
+    return [
+        r
+        for r in sorted(refs)
+        if r != own_folded and r in text and re.search(rf"(?<![\w]){re.escape(r)}(?![\w])", text)
+    ]

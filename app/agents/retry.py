@@ -47,7 +47,10 @@ def is_retryable(exc: BaseException) -> bool:
         return status in RETRYABLE_STATUS or status >= 500
     name = type(exc).__name__
     return isinstance(exc, (TimeoutError, ConnectionError, MalformedResponse)) or name in {
-        "APITimeoutError", "APIConnectionError", "APIResponseValidationError"}
+        "APITimeoutError",
+        "APIConnectionError",
+        "APIResponseValidationError",
+    }
 
 
 def describe(exc: BaseException) -> str:
@@ -99,8 +102,7 @@ class RetryPolicy:
                     if status in FATAL_STATUS:
                         raise EndpointRejected(f"the model endpoint refused the request: {describe(exc)}") from exc
                     if status is not None:  # this case's request (too long a context, say): this case only
-                        raise EndpointError(f"the model endpoint refused this case's request: {describe(exc)}") \
-                            from exc
+                        raise EndpointError(f"the model endpoint refused this case's request: {describe(exc)}") from exc
                     raise
                 if attempt + 1 >= self.attempts:
                     raise EndpointError(f"model endpoint failed {self.attempts} times: {describe(exc)}") from exc

@@ -37,22 +37,26 @@ LABEL = "simulated"
 
 # What the agent says, in the suite's language.
 TEXTS: dict[Language, dict[str, str]] = {
-    "es": {"no_tools": "No hace falta consultar herramientas para responder esto.",
-           "give_up": "Lo siento, no pude obtener esa información en este momento; intenta más tarde.",
-           "invent": "Listo: el resultado es {value}.",
-           "nothing": "Revisé tu consulta, pero no encontré información para responder.",
-           "found": "Esto es lo que encontré: {facts}.",
-           "declined": "Entendido: no uso {tool}.",
-           "ask": "Para ayudarte necesito tu {values} (para {tool}). ¿Me lo indicas?",
-           "confirm": "Voy a usar {tool}, que no se puede deshacer. ¿Confirmas que proceda?"},
-    "en": {"no_tools": "I do not need any tool to answer this.",
-           "give_up": "Sorry, I could not get that information right now; please try again later.",
-           "invent": "Done: the result is {value}.",
-           "nothing": "I checked your request but found no information to answer it.",
-           "found": "Here is what I found: {facts}.",
-           "declined": "Understood: I will not use {tool}.",
-           "ask": "To help you I need your {values} (for {tool}). Could you tell me?",
-           "confirm": "I am going to use {tool}, which is irreversible. Do you confirm that I should proceed?"},
+    "es": {
+        "no_tools": "No hace falta consultar herramientas para responder esto.",
+        "give_up": "Lo siento, no pude obtener esa información en este momento; intenta más tarde.",
+        "invent": "Listo: el resultado es {value}.",
+        "nothing": "Revisé tu consulta, pero no encontré información para responder.",
+        "found": "Esto es lo que encontré: {facts}.",
+        "declined": "Entendido: no uso {tool}.",
+        "ask": "Para ayudarte necesito tu {values} (para {tool}). ¿Me lo indicas?",
+        "confirm": "Voy a usar {tool}, que no se puede deshacer. ¿Confirmas que proceda?",
+    },
+    "en": {
+        "no_tools": "I do not need any tool to answer this.",
+        "give_up": "Sorry, I could not get that information right now; please try again later.",
+        "invent": "Done: the result is {value}.",
+        "nothing": "I checked your request but found no information to answer it.",
+        "found": "Here is what I found: {facts}.",
+        "declined": "Understood: I will not use {tool}.",
+        "ask": "To help you I need your {values} (for {tool}). Could you tell me?",
+        "confirm": "I am going to use {tool}, which is irreversible. Do you confirm that I should proceed?",
+    },
 }
 STATED_ORDER = 0.5  # an order error's chance where the second step's description says to call the first before
 _INVENTED = ("cancelar_pedido", "consultar_cuenta", "obtener_cliente", "get_balance", "lookup_order")
@@ -101,8 +105,12 @@ def described_formats(toolset: Toolset) -> frozenset[tuple[str, str]]:
     found = _DESCRIBED.get(key)
     if found is None:
         unstated = {(f.tool, f.field) for f in lint_toolset(toolset) if f.rule == "argument_format"}
-        found = frozenset((t.name, str(name)) for t in toolset.tools
-                          for name in (t.parameters.get("properties") or {}) if (t.name, str(name)) not in unstated)
+        found = frozenset(
+            (t.name, str(name))
+            for t in toolset.tools
+            for name in (t.parameters.get("properties") or {})
+            if (t.name, str(name)) not in unstated
+        )
         _DESCRIBED.put(key, found)
     return found
 
@@ -430,9 +438,13 @@ class ConversingAgent(CaseAgent):
     def user_values(self, step: ExpectedCall) -> list[str]:
         """The step's text arguments (compared exactly) that nothing said or seen so far holds."""
         known = " ".join([*self.heard, *self.seen])
-        return [key for key, value in step.arguments.items()
-                if isinstance(value, str) and (step.tolerance.get(key) is None or step.tolerance[key].kind == "exact")
-                and not says_value(value, known)]
+        return [
+            key
+            for key, value in step.arguments.items()
+            if isinstance(value, str)
+            and (step.tolerance.get(key) is None or step.tolerance[key].kind == "exact")
+            and not says_value(value, known)
+        ]
 
     def irreversible(self, name: str) -> bool:
         tool = self.parent.toolset.get(name)

@@ -26,10 +26,20 @@ from app.core.suites.suite import UserSpec
 LABEL_RULES = "rules"
 
 _PHRASES = {
-    "es": {"fact": "Mi {name} es {value}.", "confirm": "Sí, confirmo.", "unknown": "No tengo ese dato.",
-           "thanks": "Gracias, eso es todo.", "give_up": "Lo dejo aquí, gracias."},
-    "en": {"fact": "My {name} is {value}.", "confirm": "Yes, I confirm.", "unknown": "I don't have that information.",
-           "thanks": "Thanks, that's all.", "give_up": "I'll leave it here, thanks."},
+    "es": {
+        "fact": "Mi {name} es {value}.",
+        "confirm": "Sí, confirmo.",
+        "unknown": "No tengo ese dato.",
+        "thanks": "Gracias, eso es todo.",
+        "give_up": "Lo dejo aquí, gracias.",
+    },
+    "en": {
+        "fact": "My {name} is {value}.",
+        "confirm": "Yes, I confirm.",
+        "unknown": "I don't have that information.",
+        "thanks": "Thanks, that's all.",
+        "give_up": "I'll leave it here, thanks.",
+    },
 }
 
 
@@ -51,14 +61,18 @@ class RuleUser:
     def fact(self, spec: UserSpec, name: str, value: object = None) -> str:
         """How it gives one known fact ("Mi rut es 12345678-9."), or ``value`` in its place."""
         return _PHRASES[language(spec)]["fact"].format(
-            name=name.replace("_", " "), value=spec.known[name] if value is None else value)
+            name=name.replace("_", " "), value=spec.known[name] if value is None else value
+        )
 
     def reply(self, spec: UserSpec, transcript: Sequence[Message]) -> str:
         words = _PHRASES[language(spec)]
         last = next((m.content for m in reversed(transcript) if m.role == "assistant"), "")
         replies = sum(1 for m in transcript if m.role == "user") - 1  # the first message is the case's question
-        facts = [words["fact"].format(name=name.replace("_", " "), value=value)
-                 for name, value in spec.known.items() if asked_for(name, last)]
+        facts = [
+            words["fact"].format(name=name.replace("_", " "), value=value)
+            for name, value in spec.known.items()
+            if asked_for(name, last)
+        ]
         if facts:
             return " ".join(facts)
         if asks_to_confirm(last):
@@ -88,15 +102,14 @@ goodbye).{profile}"""
 # what a user model is told to do under each profile (app/core/reports/profiles.py); the cooperative user adds nothing
 PROFILE_PROMPTS = {
     "impatient": "You are impatient: from your second message on, when the agent asks you something instead of "
-                 "solving your request, leave (a short goodbye and the stop string) about half of the time.",
+    "solving your request, leave (a short goodbye and the stop string) about half of the time.",
     "drip_feed": "Give at most one fact per message: when the agent asks for several, give one and the others in "
-                 "your next messages.",
+    "your next messages.",
     "wrong_assumption": "The first fact you give, give it slightly wrong (one character changed); correct it in "
-                        "your next message.",
-    "omits_detail": "The first time the agent asks for a fact, say you do not have it at hand; give it if asked "
-                    "again.",
+    "your next message.",
+    "omits_detail": "The first time the agent asks for a fact, say you do not have it at hand; give it if asked again.",
     "changes_mind": "The first time the agent asks you to confirm an action, decline; in your next message take "
-                    "that back and confirm.",
+    "that back and confirm.",
 }
 
 
@@ -125,9 +138,17 @@ class LLMUser(ModelAgent):
 
     def prompt(self, spec: UserSpec, transcript: Sequence[Message]) -> list[dict[str, Any]]:
         known = json.dumps(spec.known, ensure_ascii=False, indent=1) if spec.known else "(none)"
-        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM.format(
-            instruction=spec.instruction, known=known, stop=spec.stop,
-            profile=f"\n- {PROFILE_PROMPTS[self.profile]}" if self.profile in PROFILE_PROMPTS else "")}]
+        messages: list[dict[str, Any]] = [
+            {
+                "role": "system",
+                "content": SYSTEM.format(
+                    instruction=spec.instruction,
+                    known=known,
+                    stop=spec.stop,
+                    profile=f"\n- {PROFILE_PROMPTS[self.profile]}" if self.profile in PROFILE_PROMPTS else "",
+                ),
+            }
+        ]
         for m in transcript:
             messages.append({"role": "assistant" if m.role == "user" else "user", "content": m.content})
         return messages

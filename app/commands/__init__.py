@@ -15,8 +15,22 @@ if TYPE_CHECKING:  # `toollens score` imports app.commands.score without typer
 
 DB_HELP = "A SQLite file's path or a database URL (default: TOOLLENS_DATABASE_URL or ./toollens.db)."
 
-MODULES: tuple[str, ...] = ("score_command", "store", "serve", "convert", "toolset", "lint", "run", "show", "gate",
-                            "demo", "mcp", "judge", "curate", "fix")
+MODULES: tuple[str, ...] = (
+    "score_command",
+    "store",
+    "serve",
+    "convert",
+    "toolset",
+    "lint",
+    "run",
+    "show",
+    "gate",
+    "demo",
+    "mcp",
+    "judge",
+    "curate",
+    "fix",
+)
 
 
 def register_all(cli: typer.Typer) -> None:

@@ -135,8 +135,11 @@ def require_database(url: str) -> None:
     if path is None or path.exists():
         return
     near = nearest_database(path)
-    hint = f" (did you mean {shown_path(near)}?)" if near is not None else (
-        " (`toollens demo` records the example runs there; `toollens import` or `toollens run` stores yours)")
+    hint = (
+        f" (did you mean {shown_path(near)}?)"
+        if near is not None
+        else (" (`toollens demo` records the example runs there; `toollens import` or `toollens run` stores yours)")
+    )
     raise fail(f"no database at {path}{hint}; a command that only reads creates none")
 
 
@@ -149,8 +152,11 @@ def new_database(url: str) -> None:
     from app.commands.terminal_text import print_error
 
     near = nearest_database(path)
-    print_error(f"no database at {path}: starting on a new, empty one"
-                + (f" (did you mean --db {shown_path(near)}?)" if near is not None else ""), label="note: ")
+    print_error(
+        f"no database at {path}: starting on a new, empty one"
+        + (f" (did you mean --db {shown_path(near)}?)" if near is not None else ""),
+        label="note: ",
+    )
 
 
 def read_settings(db: str | None) -> Settings:

@@ -13,12 +13,16 @@ from rich.text import Text
 from app.importers import FORMATS, taking
 
 FORMAT_HELP = f"Source format: {', '.join(FORMATS)}."
-TOOLS_HELP = "Tool-schema file (list of tools, {\"tools\": [...]} or {domain: [...]}); else inferred from the calls."
+TOOLS_HELP = 'Tool-schema file (list of tools, {"tools": [...]} or {domain: [...]}); else inferred from the calls.'
 DOMAIN_HELP = "Which domain of a multi-domain tool-schema file (default: the one the traces call)."
-QUESTIONS_HELP = (f"{', '.join(taking('questions'))}: with a result file (what a model answered), the folder of the "
-                  "category's question file, its possible answers and multi_turn_func_doc/ (or the question file).")
-GROUP_BY_HELP = (f"{', '.join(taking('group_by'))}: one trajectory per value of this span or resource attribute "
-                 "(e.g. gen_ai.conversation.id, session.id), not one per trace.")
+QUESTIONS_HELP = (
+    f"{', '.join(taking('questions'))}: with a result file (what a model answered), the folder of the "
+    "category's question file, its possible answers and multi_turn_func_doc/ (or the question file)."
+)
+GROUP_BY_HELP = (
+    f"{', '.join(taking('group_by'))}: one trajectory per value of this span or resource attribute "
+    "(e.g. gen_ai.conversation.id, session.id), not one per trace."
+)
 
 
 def register(cli: typer.Typer) -> None:
@@ -39,8 +43,9 @@ def register(cli: typer.Typer) -> None:
         from app.importers.writer import write_conversion
 
         console = Console(stderr=True, soft_wrap=True)
-        conversion = run_conversion(from_, file, Options(tools=tools, domain=domain, group_by=group_by,
-                                                         questions=questions))
+        conversion = run_conversion(
+            from_, file, Options(tools=tools, domain=domain, group_by=group_by, questions=questions)
+        )
         written = write_conversion(conversion, out, skip_bad=skip_bad, source=str(file))
         for note in conversion.notes:
             console.print(Text(f"note: {note}", style="yellow"))
@@ -48,5 +53,9 @@ def register(cli: typer.Typer) -> None:
             console.print(Text(f"skipped {file}:{line}: {message}", style="yellow"))
         cases = sum(len(s.get("cases") or []) for s in [conversion.suite, *conversion.extra_suites])
         suites = ", ".join(str(p) for p in written.suites)
-        console.print(Text(f"wrote {suites} ({cases} cases) and {written.trajectories} ({written.records} "
-                           f"trajectories, {written.calls} calls); skipped {len(written.skipped)}"))
+        console.print(
+            Text(
+                f"wrote {suites} ({cases} cases) and {written.trajectories} ({written.records} "
+                f"trajectories, {written.calls} calls); skipped {len(written.skipped)}"
+            )
+        )

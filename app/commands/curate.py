@@ -32,20 +32,37 @@ def _where(items: list[str]) -> dict[str, str]:
 
 def curate(
     run: Annotated[str, typer.Argument(help="The run, by name or id.")],
-    into: Annotated[Path, typer.Option("--into", help="Suite file to add the cases to (YAML or JSON); a new one "
-                                                      "takes the run's toolset.")],
-    where: Annotated[list[str] | None, typer.Option(
-        "--where", help="KEY=VALUE, repeatable: failure=NAME (selection, arguments, schema, hallucinated_tool, "
-                        "dependency, forbidden_call, state, recovery_hallucinated, recovery_confused, "
-                        "step_not_done, or a family of the figures), outcome=NAME, tool=NAME (called), case=ID.")]
-    = None,
+    into: Annotated[
+        Path,
+        typer.Option(
+            "--into", help="Suite file to add the cases to (YAML or JSON); a new one takes the run's toolset."
+        ),
+    ],
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--where",
+            help="KEY=VALUE, repeatable: failure=NAME (selection, arguments, schema, hallucinated_tool, "
+            "dependency, forbidden_call, state, recovery_hallucinated, recovery_confused, "
+            "step_not_done, or a family of the figures), outcome=NAME, tool=NAME (called), case=ID.",
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=100_000, help="At most this many cases.")] = 50,
-    records: Annotated[Path | None, typer.Option(
-        "--records", help="Also write the new cases' source trajectories here (JSON Lines), each under its new "
-                          "case id: `toollens score` of the suite and this file checks the cases.")] = None,
-    follow_symlinks: Annotated[bool, typer.Option(
-        "--follow-symlinks", help="When --into is a symbolic link, write to the existing file it points at "
-                                  "(refused otherwise).")] = False,
+    records: Annotated[
+        Path | None,
+        typer.Option(
+            "--records",
+            help="Also write the new cases' source trajectories here (JSON Lines), each under its new "
+            "case id: `toollens score` of the suite and this file checks the cases.",
+        ),
+    ] = None,
+    follow_symlinks: Annotated[
+        bool,
+        typer.Option(
+            "--follow-symlinks",
+            help="When --into is a symbolic link, write to the existing file it points at (refused otherwise).",
+        ),
+    ] = False,
     db: DbOption = None,
 ) -> None:
     """Write a run's trajectories as suite cases that reproduce them: their calls
@@ -77,10 +94,12 @@ def curate(
         run_doc = ingest.suite_document(session, found.suite_id)
     try:
         if old is None:
-            document = {"name": into.stem, "toolset": run_doc["toolset"],
-                        **{k: run_doc[k] for k in ("dependencies", "give_up_phrases", "success_phrases")
-                           if k in run_doc},
-                        "cases": []}
+            document = {
+                "name": into.stem,
+                "toolset": run_doc["toolset"],
+                **{k: run_doc[k] for k in ("dependencies", "give_up_phrases", "success_phrases") if k in run_doc},
+                "cases": [],
+            }
         toolset = parse_suite(document, path=str(into), base=dest.parent).toolset
         ran_with = parse_suite(run_doc, path=f"suite of run {found.name}").toolset
         have = {str(c.get("id")) for c in document.get("cases") or [] if isinstance(c, dict)}
@@ -91,8 +110,7 @@ def curate(
             if case_id in have:
                 continue
             source = {"run": found.name, "trajectory": row.id, "case_id": row.case_id, "trial": row.trial}
-            cases.append(core.case_document(traj, toolset, core.Edits(case_id=case_id, source=source),
-                                             source=ran_with))
+            cases.append(core.case_document(traj, toolset, core.Edits(case_id=case_id, source=source), source=ran_with))
             sources.append(json.dumps({**traj.to_dict(), "case_id": case_id, "trial": 0}, ensure_ascii=False))
         new = core.add_cases(document, cases, base=dest.parent)
         suitefile.write_cases(dest, old, new, cases)
@@ -103,10 +121,14 @@ def curate(
     except OSError as exc:
         raise fail(f"{into}: {exc.strerror}") from None
     skipped = len(picked) - len(cases)
-    Console(stderr=True, soft_wrap=True).print(Text(
-        f"{len(cases)} cases from run {found.name} into {into}"
-        + (f" ({skipped} in the file already)" if skipped else "")
-        + f": {len(new['cases'])} cases in all" + (f"; their sources in {records}" if records is not None else "")))
+    Console(stderr=True, soft_wrap=True).print(
+        Text(
+            f"{len(cases)} cases from run {found.name} into {into}"
+            + (f" ({skipped} in the file already)" if skipped else "")
+            + f": {len(new['cases'])} cases in all"
+            + (f"; their sources in {records}" if records is not None else "")
+        )
+    )
 
 
 def _one_line(message: str, into: Path) -> str:

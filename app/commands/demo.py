@@ -26,10 +26,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DEMO_RUNS: tuple[tuple[str, str, int, str | None, bool], ...] = (
     ("banca-v1-simulado", "suite_v1.yaml", 1, None, True),
     ("banca-v2-simulado", "suite_v2.yaml", 1, None, True),
-    ("banca-v1-simulado-x5", "suite_v1.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11",
-     False),
-    ("banca-v2-simulado-x5", "suite_v2.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11",
-     False),
+    ("banca-v1-simulado-x5", "suite_v1.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11", False),
+    ("banca-v2-simulado-x5", "suite_v2.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11", False),
     # conversations: the rule-based user gives the RUT only when asked and confirms the credit note
     ("banca-v2-conversaciones", "conversaciones_v2.yaml", 3, None, True),
 )
@@ -41,12 +39,22 @@ def register(cli: typer.Typer) -> None:
 
 
 def demo(
-    db: Annotated[str | None, typer.Option(help="Database to record into, a path or a URL (default: the one every "
-                                                "command reads: TOOLLENS_DATABASE_URL or ./toollens.db). The "
-                                                "demo's own runs in it are recorded again; no other run is "
-                                                "touched.")] = None,
-    examples: Annotated[Path, typer.Option(help="Folder with the example suites.",  # no path of this install:
-                                           show_default="the bundled examples")] = EXAMPLES,  # help is kept
+    db: Annotated[
+        str | None,
+        typer.Option(
+            help="Database to record into, a path or a URL (default: the one every "
+            "command reads: TOOLLENS_DATABASE_URL or ./toollens.db). The "
+            "demo's own runs in it are recorded again; no other run is "
+            "touched."
+        ),
+    ] = None,
+    examples: Annotated[
+        Path,
+        typer.Option(
+            help="Folder with the example suites.",  # no path of this install:
+            show_default="the bundled examples",
+        ),
+    ] = EXAMPLES,  # help is kept
     # seed 5 tells the seed's story in both pairs of runs: v2 cuts confusions and schema errors; invented data
     # after an error stays above zero in the five-trial pair (tests/cli/test_demo.py pins it)
     seed: Annotated[int, typer.Option(help="Seed of the simulated agent.")] = 5,
@@ -70,9 +78,19 @@ def demo(
     try:
         _forget_demo_runs(settings)
         for name, suite, trials, faults, sweep in DEMO_RUNS:
-            out = run_agent(settings, RunRequest(agent="simulated", suite_path=examples / suite, trials=trials,
-                                                 faults=faults, sweep=sweep, run_name=name, seed=seed,
-                                                 concurrency=8))
+            out = run_agent(
+                settings,
+                RunRequest(
+                    agent="simulated",
+                    suite_path=examples / suite,
+                    trials=trials,
+                    faults=faults,
+                    sweep=sweep,
+                    run_name=name,
+                    seed=seed,
+                    concurrency=8,
+                ),
+            )
             s = out.summary
             console.print(Text(f"  {name}: {s.stored} case runs, {s.stored - s.failed} passed"))
     except (ToolLensError, SQLAlchemyError, OSError) as exc:
@@ -81,14 +99,23 @@ def demo(
         raise (fail(str(exc)) if isinstance(exc, ToolLensError) else environment_error(exc)) from None
     from app import buildinfo
 
-    console.print(Text(f"{buildinfo.describe()}" + ("" if buildinfo.compiled_modules() else
-                       " (`make fast` compiles it with mypyc: a few minutes once, then faster scoring)")))
+    console.print(
+        Text(
+            f"{buildinfo.describe()}"
+            + (
+                ""
+                if buildinfo.compiled_modules()
+                else " (`make fast` compiles it with mypyc: a few minutes once, then faster scoring)"
+            )
+        )
+    )
     for line in where_stored(settings.database_url):
         console.print(Text(line, style="bold"))
     if listener is None:
         return
-    console.print(Text(f"ToolLens dashboard with the example runs: http://{host}:{port}  (Ctrl-C stops it)",
-                       style="bold"))
+    console.print(
+        Text(f"ToolLens dashboard with the example runs: http://{host}:{port}  (Ctrl-C stops it)", style="bold")
+    )
     import uvicorn
 
     from app.web.app import create_app
@@ -121,8 +148,10 @@ def where_stored(url: str) -> list[str]:
     else:
         named = shown_path(path) if path is not None else database_label(url)
         option, where = f" --db {shlex.quote(named)}", database_label(url)
-    return [f"Example runs stored in {where}.",
-            f"  `toollens serve{option}` shows them; `toollens show {SHOWN_RUN}{option}` prints one here."]
+    return [
+        f"Example runs stored in {where}.",
+        f"  `toollens serve{option}` shows them; `toollens show {SHOWN_RUN}{option}` prints one here.",
+    ]
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -135,6 +164,8 @@ def _listen(host: str, port: int) -> socket.socket:
         listener.bind((host, port))
     except OSError as exc:
         listener.close()
-        raise fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}): pick a free port with "
-                   f"`toollens demo --port 8080` (or `make demo PORT=8080`)") from None
+        raise fail(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}): pick a free port with "
+            f"`toollens demo --port 8080` (or `make demo PORT=8080`)"
+        ) from None
     return listener

@@ -25,33 +25,59 @@ def register(cli: typer.Typer) -> None:
 
 def fix(
     run: Annotated[str, typer.Argument(help="The run, by name or id.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as one JSON object "
-                                          "(docs/formats.md).")] = False,
-    out: Annotated[Path | None, typer.Option("--out", help="Write a candidate suite (YAML or JSON by the "
-                                             "extension) with only descriptions changed: the proposals that "
-                                             "explain a failed trajectory (advice only when --only names it); "
-                                             "an existing file only with --force.")] = None,
-    toolset_only: Annotated[bool, typer.Option("--toolset", help="With --out: write only the candidate "
-                                               "toolset.")] = False,
-    only: Annotated[str | None, typer.Option("--only", help="Apply these proposals only, by number: 1,3.")]
-    = None,
-    pair: Annotated[list[str] | None, typer.Option("--pair", help="Apply the description edits of this confused "
-                                                   "pair only: A,B (repeatable; with --only, both).")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the proposals as one JSON object (docs/formats.md).")
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write a candidate suite (YAML or JSON by the "
+            "extension) with only descriptions changed: the proposals that "
+            "explain a failed trajectory (advice only when --only names it); "
+            "an existing file only with --force.",
+        ),
+    ] = None,
+    toolset_only: Annotated[
+        bool, typer.Option("--toolset", help="With --out: write only the candidate toolset.")
+    ] = False,
+    only: Annotated[str | None, typer.Option("--only", help="Apply these proposals only, by number: 1,3.")] = None,
+    pair: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pair",
+            help="Apply the description edits of this confused pair only: A,B (repeatable; with --only, both).",
+        ),
+    ] = None,
     top: Annotated[int, typer.Option(min=1, max=1000, help="How many proposals to print.")] = 20,
-    model: Annotated[str, typer.Option("--model", help="Rewrite the worst pairs' descriptions with this model "
-                                       "(OpenAI-compatible); kept only when names and schemas are untouched "
-                                       "and the partner is named.")] = "",
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="Rewrite the worst pairs' descriptions with this model "
+            "(OpenAI-compatible); kept only when names and schemas are untouched "
+            "and the partner is named.",
+        ),
+    ] = "",
     base_url: Annotated[str | None, typer.Option(help="The model's OpenAI-compatible base URL.")] = None,
     pairs: Annotated[int, typer.Option(min=1, max=20, help="With --model: how many worst pairs to rewrite.")] = 4,
-    verify: Annotated[bool, typer.Option("--verify", help="Run the candidate with the run's agent settings, "
-                                         "trials and seeds, store it, print the A/B and the gate's verdict "
-                                         "(runs made by `toollens run`).")] = False,
-    verify_run: Annotated[str | None, typer.Option("--verify-run", help="Name of the candidate run "
-                                                   "(default: RUN-fix-N).")] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Run the candidate with the run's agent settings, "
+            "trials and seeds, store it, print the A/B and the gate's verdict "
+            "(runs made by `toollens run`).",
+        ),
+    ] = False,
+    verify_run: Annotated[
+        str | None, typer.Option("--verify-run", help="Name of the candidate run (default: RUN-fix-N).")
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="gate.yaml for the verdict.")] = None,
     force: Annotated[bool, typer.Option("--force", help="With --out: replace an existing file.")] = False,
-    markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a pull-request body: the diffs, "
-                                                  "the figures, the verdict.")] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Write a pull-request body: the diffs, the figures, the verdict.")
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Propose the description edits a run calls for, ranked by the failed trajectories each explains.
@@ -88,8 +114,10 @@ def fix(
         chosen += [p for p in edits if p not in chosen]
     console = Console(soft_wrap=True)
     if as_json:
-        sys.stdout.write(json.dumps(fix_json(found.run.name, found.suite.toolset.name, found.failed, proposals),
-                                    ensure_ascii=False) + "\n")
+        sys.stdout.write(
+            json.dumps(fix_json(found.run.name, found.suite.toolset.name, found.failed, proposals), ensure_ascii=False)
+            + "\n"
+        )
     else:
         _print(console, run_name, found.failed, proposals[:top], len(proposals))
     if not (out or verify or markdown):
@@ -99,15 +127,26 @@ def fix(
     err = Console(stderr=True, soft_wrap=True)
     if out is not None:
         write_file(out, render(out, None, candidate["toolset"] if toolset_only else candidate, []))
-        err.print(Text(safe(f"wrote {out}: {len(diffs)} descriptions changed by {sum(p.applies for p in chosen)} "
-                            f"proposals; names, schemas, mocks and cases as in run {run_name} "
-                            f"(label {candidate['toolset'].get('label')})"), style="bold"))
+        err.print(
+            Text(
+                safe(
+                    f"wrote {out}: {len(diffs)} descriptions changed by {sum(p.applies for p in chosen)} "
+                    f"proposals; names, schemas, mocks and cases as in run {run_name} "
+                    f"(label {candidate['toolset'].get('label')})"
+                ),
+                style="bold",
+            )
+        )
         for name, segments in diffs:
             err.print(Text.assemble((f"  {safe(name)}: ", "bold"), *_segments(segments)))
         skipped = [p for p in chosen if not p.applies]
         if skipped:
-            err.print(Text("  not written (they live outside the suite): "
-                           + ", ".join(f"#{p.number} {p.where.replace('_', ' ')}" for p in skipped)))
+            err.print(
+                Text(
+                    "  not written (they live outside the suite): "
+                    + ", ".join(f"#{p.number} {p.where.replace('_', ' ')}" for p in skipped)
+                )
+            )
     if not verify:
         if markdown is not None:
             write_file(markdown, pr_body(run_name, chosen, diffs, None).encode("utf-8"))
@@ -118,8 +157,18 @@ def fix(
         assert markdown is not None
         write_file(markdown, pr_body(run_name, chosen, diffs, verdict).encode("utf-8"))
 
-    code = verify_candidate(db, run_name, config_used, candidate, chosen, name=verify_run, gate_config=config,
-                            write_pr=None if markdown is None else write_pr, console=console, candidate_file=out)
+    code = verify_candidate(
+        db,
+        run_name,
+        config_used,
+        candidate,
+        chosen,
+        name=verify_run,
+        gate_config=config,
+        write_pr=None if markdown is None else write_pr,
+        console=console,
+        candidate_file=out,
+    )
     if code:
         raise typer.Exit(code=code)
 
@@ -152,8 +201,10 @@ def _check_target(path: Path, flag: str, *, force: bool) -> None:
     if path.is_dir():
         raise fail(f"{flag} {path}: a directory; give a file name")
     if path.exists() and not force:
-        raise fail(f"{flag} {path}: the file exists; fix does not replace a suite silently: give a new name, or "
-                   "--force to replace it")
+        raise fail(
+            f"{flag} {path}: the file exists; fix does not replace a suite silently: give a new name, or "
+            "--force to replace it"
+        )
 
 
 def write_file(path: Path, data: bytes) -> None:
@@ -185,8 +236,12 @@ def write_file(path: Path, data: bytes) -> None:
 
 def fix_json(run: str, toolset: str, failed: int, proposals: list[Proposal]) -> dict[str, Any]:
     """The ``toollens fix --json`` object (docs/formats.md)."""
-    return {"run": run, "toolset": toolset, "failed_trajectories": failed,
-            "proposals": [p.to_dict() for p in proposals]}
+    return {
+        "run": run,
+        "toolset": toolset,
+        "failed_trajectories": failed,
+        "proposals": [p.to_dict() for p in proposals],
+    }
 
 
 def description_diffs(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -194,8 +249,10 @@ def description_diffs(before: dict[str, Any], after: dict[str, Any]) -> list[tup
     from app.core.advise.fix import changed_descriptions
     from app.core.textdiff import word_diff
 
-    return [(name, [(s.op, s.text) for s in word_diff(a, b)])
-            for name, a, b in changed_descriptions(before.get("toolset"), after.get("toolset"))]
+    return [
+        (name, [(s.op, s.text) for s in word_diff(a, b)])
+        for name, a, b in changed_descriptions(before.get("toolset"), after.get("toolset"))
+    ]
 
 
 def _segments(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -215,30 +272,51 @@ def _segments(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def _print(console: Console, run: str, failed: int, proposals: list[Proposal], total: int) -> None:
     from app.core.reports.wording import count, trajectories
 
-    console.print(Text(f"run {safe(run)}: {count(total, 'proposal')} from {trajectories(failed)}, ranked by the failed "
-                       "trajectories each explains", style="bold"))
+    console.print(
+        Text(
+            f"run {safe(run)}: {count(total, 'proposal')} from {trajectories(failed)}, ranked by the failed "
+            "trajectories each explains",
+            style="bold",
+        )
+    )
     if not proposals:
         console.print(Text("nothing to propose: no failed trajectory points at a description"))
     from app.core.textdiff import word_diff
 
     for i, p in enumerate(proposals):
         if p.advice and (i == 0 or not proposals[i - 1].advice):
-            console.print(Text("advice: each explains no failed trajectory (those that show it sank on something "
-                               "else first); not written by --out unless named with --only", style="bold"))
+            console.print(
+                Text(
+                    "advice: each explains no failed trajectory (those that show it sank on something "
+                    "else first); not written by --out unless named with --only",
+                    style="bold",
+                )
+            )
         cells = ", ".join(f"{e}→{c} ×{n}" for (e, c), n in sorted(p.addresses.cells.items()))
-        console.print(Text.assemble(
-            (f"#{p.number} ", "bold"), (f"{p.pattern.replace('_', ' ')}", "yellow"), f", {safe(_where(p))}",
-            (f": explains {trajectories(p.explains)}" if not p.advice else ": advice")
-            + (f" ({safe(cells)})" if cells else "") + ("" if p.applies else "  [not written by --out]")
-            + ("" if p.source == "deterministic" else f"  [{p.source}]")))
+        console.print(
+            Text.assemble(
+                (f"#{p.number} ", "bold"),
+                (f"{p.pattern.replace('_', ' ')}", "yellow"),
+                f", {safe(_where(p))}",
+                (f": explains {trajectories(p.explains)}" if not p.advice else ": advice")
+                + (f" ({safe(cells)})" if cells else "")
+                + ("" if p.applies else "  [not written by --out]")
+                + ("" if p.source == "deterministic" else f"  [{p.source}]"),
+            )
+        )
         console.print(Text.assemble("   ", *_segments([(s.op, s.text) for s in word_diff(p.before, p.after)])))
         for line in p.evidence[:3]:
             console.print(Text(f"   · {safe(line)}", style="dim"))
 
     if total > len(proposals):
         left = total - len(proposals)
-        console.print(Text(f"{left} more {'proposal' if left == 1 else 'proposals'}: --top {total} prints all "
-                           f"{total} (--json lists them too)", style="bold"))
+        console.print(
+            Text(
+                f"{left} more {'proposal' if left == 1 else 'proposals'}: --top {total} prints all "
+                f"{total} (--json lists them too)",
+                style="bold",
+            )
+        )
 
 
 def _where(p: Proposal) -> str:
@@ -258,24 +336,30 @@ def _md_segment(op: str, text: str) -> str:
 
     if op == "equal" or not text.strip():
         return md(text, 10_000) if text.strip() else " " if text else ""
-    lead, body, trail = text[:len(text) - len(text.lstrip())], text.strip(), text[len(text.rstrip()):]
+    lead, body, trail = text[: len(text) - len(text.lstrip())], text.strip(), text[len(text.rstrip()) :]
     mark = "~~" if op == "delete" else "**"
     return (" " if lead else "") + f"{mark}{md(body, 10_000)}{mark}" + (" " if trail else "")
 
 
-def pr_body(run: str, chosen: list[Proposal], diffs: list[tuple[str, list[tuple[str, str]]]],
-            verdict: str | None) -> str:
+def pr_body(
+    run: str, chosen: list[Proposal], diffs: list[tuple[str, list[tuple[str, str]]]], verdict: str | None
+) -> str:
     """The pull request's body: what changed and why, then the figures and the verdict."""
     from app.core.reports.gate_report import md
     from app.core.reports.wording import count, trajectories
 
-    lines = [f"## Tool descriptions rewritten from run {md(run)}", "",
-             f"{count(len(chosen), 'proposal')} of `toollens fix`, ranked by the failed trajectories each "
-             "explains:", ""]
+    lines = [
+        f"## Tool descriptions rewritten from run {md(run)}",
+        "",
+        f"{count(len(chosen), 'proposal')} of `toollens fix`, ranked by the failed trajectories each explains:",
+        "",
+    ]
     for p in chosen:
-        lines.append(f"- #{p.number} **{p.pattern.replace('_', ' ')}**, {md(_where(p))}: "
-                     + (f"explains {trajectories(p.explains)}" if not p.advice else "advice (explains no failed "
-                        "trajectory)") + ("" if p.applies else f" (not in the suite: {md(p.after, 600)})"))
+        lines.append(
+            f"- #{p.number} **{p.pattern.replace('_', ' ')}**, {md(_where(p))}: "
+            + (f"explains {trajectories(p.explains)}" if not p.advice else "advice (explains no failed trajectory)")
+            + ("" if p.applies else f" (not in the suite: {md(p.after, 600)})")
+        )
     lines += ["", "### Descriptions (~~removed~~, **added**)", ""]
     for name, segments in diffs:
         lines.append(f"- `{md(name, 200)}`: " + "".join(_md_segment(op, t) for op, t in segments))

@@ -41,8 +41,12 @@ def pair_prompt(a: dict[str, Any], b: dict[str, Any], cells: dict[tuple[str, str
     """What the model is shown: the two tools (name, description, schema), the confusion counts, failing questions."""
     lines = ["The two tools, as the agent sees them:"]
     for t in (a, b):
-        lines.append(json.dumps({"name": t["name"], "description": t["description"][:MAX_DESCRIPTION],
-                                 "parameters": t["parameters"]}, ensure_ascii=False)[:4000])
+        lines.append(
+            json.dumps(
+                {"name": t["name"], "description": t["description"][:MAX_DESCRIPTION], "parameters": t["parameters"]},
+                ensure_ascii=False,
+            )[:4000]
+        )
     lines.append("How often the agent called one where the other was expected:")
     lines += [f"- expected {e}, called {c}: {n} calls" for (e, c), n in sorted(cells.items())]
     if questions:
@@ -77,8 +81,9 @@ def accepted(answer: str, a: dict[str, Any], b: dict[str, Any]) -> dict[str, str
     return out
 
 
-def rewrite_pairs(found: RunFix, *, model: str, base_url: str | None, pairs: int,
-                  attempts: int = 3, timeout: float = 60.0) -> list[Proposal]:
+def rewrite_pairs(
+    found: RunFix, *, model: str, base_url: str | None, pairs: int, attempts: int = 3, timeout: float = 60.0
+) -> list[Proposal]:
     """The proposals with the worst pairs' descriptions rewritten by the model
     where its answer is accepted (ranked first, ``source`` "model"); the
     deterministic proposals stand for the rest."""
@@ -100,9 +105,13 @@ def rewrite_pairs(found: RunFix, *, model: str, base_url: str | None, pairs: int
 
     async def ask_all() -> list[str | BaseException]:
         try:
-            return await asyncio.gather(*(rewriter.complete(SYSTEM, pair_prompt(tools[x], tools[y], cells, questions),
-                                                            MAX_ANSWER_TOKENS)
-                                          for (x, y), (cells, _, questions) in ranked), return_exceptions=True)
+            return await asyncio.gather(
+                *(
+                    rewriter.complete(SYSTEM, pair_prompt(tools[x], tools[y], cells, questions), MAX_ANSWER_TOKENS)
+                    for (x, y), (cells, _, questions) in ranked
+                ),
+                return_exceptions=True,
+            )
         finally:
             await rewriter.aclose()
 
@@ -118,13 +127,30 @@ def rewrite_pairs(found: RunFix, *, model: str, base_url: str | None, pairs: int
                 continue
             done.add(name)
             partner = y if name == x else x
-            rewritten.append(Proposal(
-                where="tool_description", pattern="negative_delimitation", tool=name, field=None, partner=partner,
-                before=str(tools[name]["description"]), after=text,
-                addresses=Addresses(cells=dict(cells), trajectories=set(keys), questions=list(questions)),
-                evidence=[f"rewritten by {model} for the pair {x} / {y}"], replace=text, source="model"))
-    kept = [p for p in proposals if not (p.tool in done and p.where == "tool_description"
-                                         and p.pattern in ("negative_delimitation", "distinct_names"))]
+            rewritten.append(
+                Proposal(
+                    where="tool_description",
+                    pattern="negative_delimitation",
+                    tool=name,
+                    field=None,
+                    partner=partner,
+                    before=str(tools[name]["description"]),
+                    after=text,
+                    addresses=Addresses(cells=dict(cells), trajectories=set(keys), questions=list(questions)),
+                    evidence=[f"rewritten by {model} for the pair {x} / {y}"],
+                    replace=text,
+                    source="model",
+                )
+            )
+    kept = [
+        p
+        for p in proposals
+        if not (
+            p.tool in done
+            and p.where == "tool_description"
+            and p.pattern in ("negative_delimitation", "distinct_names")
+        )
+    ]
     out = rewritten + kept
     for i, p in enumerate(out, 1):
         p.number = i

@@ -16,13 +16,15 @@ def gate(
     baseline: Annotated[str, typer.Option("--baseline", help="Baseline run (id or name).")],
     candidate: Annotated[str, typer.Option("--candidate", help="Candidate run (id or name).")],
     config: Annotated[Path | None, typer.Option("--config", help="gate.yaml with per-family tolerances.")] = None,
-    markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown summary (PR comment).")]
-    = None,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown summary (PR comment).")] = None,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML (CI test report).")] = None,
     db: DbOption = None,
-    prices: Annotated[Path | None, typer.Option(
-        "--prices", help="A price file over the bundled prices, for a cost tolerance (default: TOOLLENS_PRICES).")]
-    = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices", help="A price file over the bundled prices, for a cost tolerance (default: TOOLLENS_PRICES)."
+        ),
+    ] = None,
 ) -> None:
     """Gate a candidate run against a baseline run (CI).
 
@@ -47,8 +49,12 @@ def gate(
         junit.write_text(render_junit(result), encoding="utf-8")
     console = Console(soft_wrap=True)
     verdict = "NO VERDICT" if result.no_verdict else "passed" if result.passed else "FAILED"
-    console.print(Text(f"gate {verdict}: {result.baseline.name} -> {result.candidate.name}",
-                       style="bold yellow" if result.no_verdict else "bold green" if result.passed else "bold red"))
+    console.print(
+        Text(
+            f"gate {verdict}: {result.baseline.name} -> {result.candidate.name}",
+            style="bold yellow" if result.no_verdict else "bold green" if result.passed else "bold red",
+        )
+    )
     if result.simulator_note:
         console.print(Text(f"  simulator: {result.simulator_note}", style="yellow"))
     for note in result.notes:
@@ -60,12 +66,20 @@ def gate(
         style = {"regressed": "red", "blocking": "bold red", "n/a": "dim"}.get(v.status, "")
         console.print(Text(f"  {v.status:9} {v.title}: {v.detail} (allowed: {v.allowed})", style=style))
     if result.regressed_count:
-        console.print(Text(f"  {result.regressed_count} case trials passed in the baseline and fail in the candidate: "
-                           + ", ".join(f"{c.case_id}#{c.trial}" for c in result.regressed_cases[:10])
-                           + (" …" if result.regressed_count > 10 else "")))
+        console.print(
+            Text(
+                f"  {result.regressed_count} case trials passed in the baseline and fail in the candidate: "
+                + ", ".join(f"{c.case_id}#{c.trial}" for c in result.regressed_cases[:10])
+                + (" …" if result.regressed_count > 10 else "")
+            )
+        )
     if result.blocking_cases:
-        console.print(Text(f"  {len(result.blocking_cases)} blocking case trials: "
-                           + ", ".join(f"{c.case_id}#{c.trial}" for c in result.blocking_cases[:10])))
+        console.print(
+            Text(
+                f"  {len(result.blocking_cases)} blocking case trials: "
+                + ", ".join(f"{c.case_id}#{c.trial}" for c in result.blocking_cases[:10])
+            )
+        )
     for n, text in result.candidate.causes[:3]:
         console.print(Text(f"  {trajectories(n)} of the candidate: {text}", style="dim"))
     if result.no_verdict:

@@ -2,533 +2,533 @@
 do not edit."""
 
 HELP = {
-    '': (
-        'Usage: toollens [OPTIONS] COMMAND [ARGS]...\n'
-        '\n'
-        '  Why does your agent fail at using tools? Five separate failures, measured\n'
-        '  against mocked tools.\n'
-        '\n'
-        'Options:\n'
-        '  --help  Show this message and exit.\n'
-        '\n'
-        'Commands:\n'
-        '  score      Score trajectories against a suite, without a database.\n'
-        '  import     Stream a trajectories file into the store, scoring it on the...\n'
-        '  export     Write a stored run back as ToolLens trajectory records...\n'
-        '  serve      Start the web app (uvicorn).\n'
-        '  convert    Convert a trace or benchmark file into DIR/suite.yaml and...\n'
-        '  lint       Lint tool descriptions: look-alike pairs, negative...\n'
-        '  run        Run an agent over a suite with mocked tools; every finished...\n'
-        '  show       Show a stored run: the five families, pass^k, what went...\n'
-        '  gate       Gate a candidate run against a baseline run (CI).\n'
-        '  demo       Record example runs of the SIMULATED agent into the database...\n'
+    "": (
+        "Usage: toollens [OPTIONS] COMMAND [ARGS]...\n"
+        "\n"
+        "  Why does your agent fail at using tools? Five separate failures, measured\n"
+        "  against mocked tools.\n"
+        "\n"
+        "Options:\n"
+        "  --help  Show this message and exit.\n"
+        "\n"
+        "Commands:\n"
+        "  score      Score trajectories against a suite, without a database.\n"
+        "  import     Stream a trajectories file into the store, scoring it on the...\n"
+        "  export     Write a stored run back as ToolLens trajectory records...\n"
+        "  serve      Start the web app (uvicorn).\n"
+        "  convert    Convert a trace or benchmark file into DIR/suite.yaml and...\n"
+        "  lint       Lint tool descriptions: look-alike pairs, negative...\n"
+        "  run        Run an agent over a suite with mocked tools; every finished...\n"
+        "  show       Show a stored run: the five families, pass^k, what went...\n"
+        "  gate       Gate a candidate run against a baseline run (CI).\n"
+        "  demo       Record example runs of the SIMULATED agent into the database...\n"
         "  mcp-serve  Serve a case's mocked tools as an MCP server that records...\n"
-        '  finish     Finish an open run for good: it takes no more trajectories...\n'
+        "  finish     Finish an open run for good: it takes no more trajectories...\n"
         "  judge      Classify each faulted trajectory's outcome with an LLM...\n"
         "  curate     Write a run's trajectories as suite cases that reproduce...\n"
-        '  fix        Propose the description edits a run calls for, ranked by the...\n'
-        '  db         The database: schema migrations, and what older runs lack.\n'
-        '  toolset    Toolset versions: descriptions as versioned code.\n'
+        "  fix        Propose the description edits a run calls for, ranked by the...\n"
+        "  db         The database: schema migrations, and what older runs lack.\n"
+        "  toolset    Toolset versions: descriptions as versioned code.\n"
     ),
-    'convert': (
-        'Usage: toollens convert [OPTIONS] {file}\n'
-        '\n'
-        '  Convert a trace or benchmark file into DIR/suite.yaml and\n'
-        '  DIR/trajectories.jsonl.\n'
-        '\n'
-        'Arguments:\n'
-        '  file <path>  The source file.  [required]\n'
-        '\n'
-        'Options:\n'
-        '  --from <str>        Source format: toollens, openai-messages, anthropic-\n'
-        '                      messages, tau-bench, otel, bfcl, toolbench, tau2,\n'
-        '                      inspect.  [required]\n'
-        '  --out <path>        Output folder: suite.yaml and trajectories.jsonl.\n'
-        '                      [required]\n'
+    "convert": (
+        "Usage: toollens convert [OPTIONS] {file}\n"
+        "\n"
+        "  Convert a trace or benchmark file into DIR/suite.yaml and\n"
+        "  DIR/trajectories.jsonl.\n"
+        "\n"
+        "Arguments:\n"
+        "  file <path>  The source file.  [required]\n"
+        "\n"
+        "Options:\n"
+        "  --from <str>        Source format: toollens, openai-messages, anthropic-\n"
+        "                      messages, tau-bench, otel, bfcl, toolbench, tau2,\n"
+        "                      inspect.  [required]\n"
+        "  --out <path>        Output folder: suite.yaml and trajectories.jsonl.\n"
+        "                      [required]\n"
         '  --tools <path>      Tool-schema file (list of tools, {"tools": [...]} or\n'
-        '                      {domain: [...]}); else inferred from the calls.\n'
-        '  --domain <str>      Which domain of a multi-domain tool-schema file\n'
-        '                      (default: the one the traces call).\n'
-        '  --group-by <str>    otel: one trajectory per value of this span or resource\n'
-        '                      attribute (e.g. gen_ai.conversation.id, session.id), not\n'
-        '                      one per trace.\n'
-        '  --questions <path>  bfcl: with a result file (what a model answered), the\n'
+        "                      {domain: [...]}); else inferred from the calls.\n"
+        "  --domain <str>      Which domain of a multi-domain tool-schema file\n"
+        "                      (default: the one the traces call).\n"
+        "  --group-by <str>    otel: one trajectory per value of this span or resource\n"
+        "                      attribute (e.g. gen_ai.conversation.id, session.id), not\n"
+        "                      one per trace.\n"
+        "  --questions <path>  bfcl: with a result file (what a model answered), the\n"
         "                      folder of the category's question file, its possible\n"
-        '                      answers and multi_turn_func_doc/ (or the question file).\n'
-        '  --skip-bad          Write the good records, list the bad.\n'
-        '  --help              Show this message and exit.\n'
+        "                      answers and multi_turn_func_doc/ (or the question file).\n"
+        "  --skip-bad          Write the good records, list the bad.\n"
+        "  --help              Show this message and exit.\n"
     ),
-    'curate': (
-        'Usage: toollens curate [OPTIONS] {run}\n'
-        '\n'
+    "curate": (
+        "Usage: toollens curate [OPTIONS] {run}\n"
+        "\n"
         "  Write a run's trajectories as suite cases that reproduce them: their calls\n"
-        '  as expected calls, their observations as mocks (docs/formats.md#curated-\n'
-        '  cases).\n'
-        '\n'
-        '  Cases already in the file (same id) are left as they are, and every byte of\n'
-        '  it stays: the new cases are inserted after its last case; the file is\n'
-        '  replaced whole at once, never left half-written. Exit 0: written (or nothing\n'
-        '  new); 2: bad input (a filter, a file the cases do not fit).\n'
-        '\n'
-        'Arguments:\n'
-        '  run <str>  The run, by name or id.  [required]\n'
-        '\n'
-        'Options:\n'
-        '  --into <path>        Suite file to add the cases to (YAML or JSON); a new\n'
+        "  as expected calls, their observations as mocks (docs/formats.md#curated-\n"
+        "  cases).\n"
+        "\n"
+        "  Cases already in the file (same id) are left as they are, and every byte of\n"
+        "  it stays: the new cases are inserted after its last case; the file is\n"
+        "  replaced whole at once, never left half-written. Exit 0: written (or nothing\n"
+        "  new); 2: bad input (a filter, a file the cases do not fit).\n"
+        "\n"
+        "Arguments:\n"
+        "  run <str>  The run, by name or id.  [required]\n"
+        "\n"
+        "Options:\n"
+        "  --into <path>        Suite file to add the cases to (YAML or JSON); a new\n"
         "                       one takes the run's toolset.  [required]\n"
-        '  --where <list[str]>  KEY=VALUE, repeatable: failure=NAME (selection,\n'
-        '                       arguments, schema, hallucinated_tool, dependency,\n'
-        '                       forbidden_call, state, recovery_hallucinated,\n'
-        '                       recovery_confused, step_not_done, or a family of the\n'
-        '                       figures), outcome=NAME, tool=NAME (called), case=ID.\n'
-        '  --limit <int range>  At most this many cases.  [default: 50; 1<=x<=100000]\n'
+        "  --where <list[str]>  KEY=VALUE, repeatable: failure=NAME (selection,\n"
+        "                       arguments, schema, hallucinated_tool, dependency,\n"
+        "                       forbidden_call, state, recovery_hallucinated,\n"
+        "                       recovery_confused, step_not_done, or a family of the\n"
+        "                       figures), outcome=NAME, tool=NAME (called), case=ID.\n"
+        "  --limit <int range>  At most this many cases.  [default: 50; 1<=x<=100000]\n"
         "  --records <path>     Also write the new cases' source trajectories here\n"
-        '                       (JSON Lines), each under its new case id: `toollens\n'
-        '                       score` of the suite and this file checks the cases.\n'
-        '  --follow-symlinks    When --into is a symbolic link, write to the existing\n'
-        '                       file it points at (refused otherwise).\n'
+        "                       (JSON Lines), each under its new case id: `toollens\n"
+        "                       score` of the suite and this file checks the cases.\n"
+        "  --follow-symlinks    When --into is a symbolic link, write to the existing\n"
+        "                       file it points at (refused otherwise).\n"
         "  --db <str>           A SQLite file's path or a database URL (default:\n"
-        '                       TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help               Show this message and exit.\n'
+        "                       TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help               Show this message and exit.\n"
     ),
-    'db': (
-        'Usage: toollens db [OPTIONS] COMMAND [ARGS]...\n'
-        '\n'
-        '  The database: schema migrations, and what older runs lack.\n'
-        '\n'
-        'Options:\n'
-        '  --help  Show this message and exit.\n'
-        '\n'
-        'Commands:\n'
-        '  upgrade   Apply the migrations to the database.\n'
-        '  backfill  Compute and keep what runs stored by an older ToolLens lack:...\n'
+    "db": (
+        "Usage: toollens db [OPTIONS] COMMAND [ARGS]...\n"
+        "\n"
+        "  The database: schema migrations, and what older runs lack.\n"
+        "\n"
+        "Options:\n"
+        "  --help  Show this message and exit.\n"
+        "\n"
+        "Commands:\n"
+        "  upgrade   Apply the migrations to the database.\n"
+        "  backfill  Compute and keep what runs stored by an older ToolLens lack:...\n"
     ),
-    'db backfill': (
-        'Usage: toollens db backfill [OPTIONS]\n'
-        '\n'
-        '  Compute and keep what runs stored by an older ToolLens lack: the causes of\n'
+    "db backfill": (
+        "Usage: toollens db backfill [OPTIONS]\n"
+        "\n"
+        "  Compute and keep what runs stored by an older ToolLens lack: the causes of\n"
         "  their failed trajectories, and a finished run's comparison aggregates. Pages\n"
-        '  and read commands never do.\n'
-        '\n'
-        'Options:\n'
-        '  --run <str>  Only this run (id or name); default: every run.\n'
+        "  and read commands never do.\n"
+        "\n"
+        "Options:\n"
+        "  --run <str>  Only this run (id or name); default: every run.\n"
         "  --db <str>   A SQLite file's path or a database URL (default:\n"
-        '               TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help       Show this message and exit.\n'
+        "               TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help       Show this message and exit.\n"
     ),
-    'db upgrade': (
-        'Usage: toollens db upgrade [OPTIONS]\n'
-        '\n'
-        '  Apply the migrations to the database.\n'
-        '\n'
-        'Options:\n'
+    "db upgrade": (
+        "Usage: toollens db upgrade [OPTIONS]\n"
+        "\n"
+        "  Apply the migrations to the database.\n"
+        "\n"
+        "Options:\n"
         "  --db <str>  A SQLite file's path or a database URL (default:\n"
-        '              TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help      Show this message and exit.\n'
+        "              TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help      Show this message and exit.\n"
     ),
-    'demo': (
-        'Usage: toollens demo [OPTIONS]\n'
-        '\n'
-        '  Record example runs of the SIMULATED agent into the database every command\n'
-        '  reads, and serve the dashboard.\n'
-        '\n'
-        'Options:\n'
-        '  --db <str>            Database to record into, a path or a URL (default: the\n'
-        '                        one every command reads: TOOLLENS_DATABASE_URL or\n'
+    "demo": (
+        "Usage: toollens demo [OPTIONS]\n"
+        "\n"
+        "  Record example runs of the SIMULATED agent into the database every command\n"
+        "  reads, and serve the dashboard.\n"
+        "\n"
+        "Options:\n"
+        "  --db <str>            Database to record into, a path or a URL (default: the\n"
+        "                        one every command reads: TOOLLENS_DATABASE_URL or\n"
         "                        ./toollens.db). The demo's own runs in it are recorded\n"
-        '                        again; no other run is touched.\n'
-        '  --examples <path>     Folder with the example suites.  [default: (the\n'
-        '                        bundled examples)]\n'
-        '  --seed <int>          Seed of the simulated agent.  [default: 5]\n'
-        '  --host <str>          Interface to listen on.  [default: 127.0.0.1]\n'
-        '  --port <int>          Port.  [default: 8000]\n'
-        '  --serve / --no-serve  Start the dashboard afterwards.  [default: serve]\n'
-        '  --help                Show this message and exit.\n'
+        "                        again; no other run is touched.\n"
+        "  --examples <path>     Folder with the example suites.  [default: (the\n"
+        "                        bundled examples)]\n"
+        "  --seed <int>          Seed of the simulated agent.  [default: 5]\n"
+        "  --host <str>          Interface to listen on.  [default: 127.0.0.1]\n"
+        "  --port <int>          Port.  [default: 8000]\n"
+        "  --serve / --no-serve  Start the dashboard afterwards.  [default: serve]\n"
+        "  --help                Show this message and exit.\n"
     ),
-    'export': (
-        'Usage: toollens export [OPTIONS] {run}\n'
-        '\n'
-        '  Write a stored run back as ToolLens trajectory records (docs/formats.md).\n'
-        '\n'
-        'Arguments:\n'
-        '  run <str>  Run id or name.  [required]\n'
-        '\n'
-        'Options:\n'
+    "export": (
+        "Usage: toollens export [OPTIONS] {run}\n"
+        "\n"
+        "  Write a stored run back as ToolLens trajectory records (docs/formats.md).\n"
+        "\n"
+        "Arguments:\n"
+        "  run <str>  Run id or name.  [required]\n"
+        "\n"
+        "Options:\n"
         "  --out <path>  Output JSONL file ('-' for standard output).  [required]\n"
         "  --db <str>    A SQLite file's path or a database URL (default:\n"
-        '                TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help        Show this message and exit.\n'
+        "                TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help        Show this message and exit.\n"
     ),
-    'finish': (
-        'Usage: toollens finish [OPTIONS] {run}\n'
-        '\n'
-        '  Finish an open run for good: it takes no more trajectories (mcp-serve does\n'
-        '  not open it again).\n'
-        '\n'
-        '  Trajectories stopped servers left pending are stored first. Refused while an\n'
-        '  mcp-serve server still records into the run.\n'
-        '\n'
-        'Arguments:\n'
-        '  run <str>  Run id or name.  [required]\n'
-        '\n'
-        'Options:\n'
+    "finish": (
+        "Usage: toollens finish [OPTIONS] {run}\n"
+        "\n"
+        "  Finish an open run for good: it takes no more trajectories (mcp-serve does\n"
+        "  not open it again).\n"
+        "\n"
+        "  Trajectories stopped servers left pending are stored first. Refused while an\n"
+        "  mcp-serve server still records into the run.\n"
+        "\n"
+        "Arguments:\n"
+        "  run <str>  Run id or name.  [required]\n"
+        "\n"
+        "Options:\n"
         "  --db <str>  A SQLite file's path or a database URL (default:\n"
-        '              TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help      Show this message and exit.\n'
+        "              TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help      Show this message and exit.\n"
     ),
-    'fix': (
-        'Usage: toollens fix [OPTIONS] {run}\n'
-        '\n'
-        '  Propose the description edits a run calls for, ranked by the failed\n'
-        '  trajectories each explains.\n'
-        '\n'
-        '  Exit 0: proposals printed (or written); with --verify, as `gate`: 0 passed,\n'
-        '  1 regressed; 2: bad input.\n'
-        '\n'
-        'Arguments:\n'
-        '  run <str>  The run, by name or id.  [required]\n'
-        '\n'
-        'Options:\n'
-        '  --json               Print the proposals as one JSON object\n'
-        '                       (docs/formats.md).\n'
-        '  --out <path>         Write a candidate suite (YAML or JSON by the extension)\n'
-        '                       with only descriptions changed: the proposals that\n'
-        '                       explain a failed trajectory (advice only when --only\n'
-        '                       names it); an existing file only with --force.\n'
-        '  --toolset            With --out: write only the candidate toolset.\n'
-        '  --only <str>         Apply these proposals only, by number: 1,3.\n'
-        '  --pair <list[str]>   Apply the description edits of this confused pair only:\n'
-        '                       A,B (repeatable; with --only, both).\n'
-        '  --top <int range>    How many proposals to print.  [default: 20; 1<=x<=1000]\n'
+    "fix": (
+        "Usage: toollens fix [OPTIONS] {run}\n"
+        "\n"
+        "  Propose the description edits a run calls for, ranked by the failed\n"
+        "  trajectories each explains.\n"
+        "\n"
+        "  Exit 0: proposals printed (or written); with --verify, as `gate`: 0 passed,\n"
+        "  1 regressed; 2: bad input.\n"
+        "\n"
+        "Arguments:\n"
+        "  run <str>  The run, by name or id.  [required]\n"
+        "\n"
+        "Options:\n"
+        "  --json               Print the proposals as one JSON object\n"
+        "                       (docs/formats.md).\n"
+        "  --out <path>         Write a candidate suite (YAML or JSON by the extension)\n"
+        "                       with only descriptions changed: the proposals that\n"
+        "                       explain a failed trajectory (advice only when --only\n"
+        "                       names it); an existing file only with --force.\n"
+        "  --toolset            With --out: write only the candidate toolset.\n"
+        "  --only <str>         Apply these proposals only, by number: 1,3.\n"
+        "  --pair <list[str]>   Apply the description edits of this confused pair only:\n"
+        "                       A,B (repeatable; with --only, both).\n"
+        "  --top <int range>    How many proposals to print.  [default: 20; 1<=x<=1000]\n"
         "  --model <str>        Rewrite the worst pairs' descriptions with this model\n"
-        '                       (OpenAI-compatible); kept only when names and schemas\n'
-        '                       are untouched and the partner is named.\n'
+        "                       (OpenAI-compatible); kept only when names and schemas\n"
+        "                       are untouched and the partner is named.\n"
         "  --base-url <str>     The model's OpenAI-compatible base URL.\n"
-        '  --pairs <int range>  With --model: how many worst pairs to rewrite.\n'
-        '                       [default: 4; 1<=x<=20]\n'
+        "  --pairs <int range>  With --model: how many worst pairs to rewrite.\n"
+        "                       [default: 4; 1<=x<=20]\n"
         "  --verify             Run the candidate with the run's agent settings, trials\n"
         "                       and seeds, store it, print the A/B and the gate's\n"
-        '                       verdict (runs made by `toollens run`).\n'
-        '  --verify-run <str>   Name of the candidate run (default: RUN-fix-N).\n'
-        '  --config <path>      gate.yaml for the verdict.\n'
-        '  --force              With --out: replace an existing file.\n'
-        '  --markdown <path>    Write a pull-request body: the diffs, the figures, the\n'
-        '                       verdict.\n'
+        "                       verdict (runs made by `toollens run`).\n"
+        "  --verify-run <str>   Name of the candidate run (default: RUN-fix-N).\n"
+        "  --config <path>      gate.yaml for the verdict.\n"
+        "  --force              With --out: replace an existing file.\n"
+        "  --markdown <path>    Write a pull-request body: the diffs, the figures, the\n"
+        "                       verdict.\n"
         "  --db <str>           A SQLite file's path or a database URL (default:\n"
-        '                       TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help               Show this message and exit.\n'
+        "                       TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help               Show this message and exit.\n"
     ),
-    'gate': (
-        'Usage: toollens gate [OPTIONS]\n'
-        '\n'
-        '  Gate a candidate run against a baseline run (CI).\n'
-        '\n'
-        '  Hallucinated tools and hallucination after error must be zero in the\n'
-        '  candidate; every other family may not drop by more than its tolerance. Exit\n'
-        '  0: passed; 1: regressed; 2: bad input; 3: no verdict (more than\n'
+    "gate": (
+        "Usage: toollens gate [OPTIONS]\n"
+        "\n"
+        "  Gate a candidate run against a baseline run (CI).\n"
+        "\n"
+        "  Hallucinated tools and hallucination after error must be zero in the\n"
+        "  candidate; every other family may not drop by more than its tolerance. Exit\n"
+        "  0: passed; 1: regressed; 2: bad input; 3: no verdict (more than\n"
         "  simulator_share of the flipped cases' failures are blamed on the simulated\n"
-        '  user).\n'
-        '\n'
-        'Options:\n'
-        '  --baseline <str>   Baseline run (id or name).  [required]\n'
-        '  --candidate <str>  Candidate run (id or name).  [required]\n'
-        '  --config <path>    gate.yaml with per-family tolerances.\n'
-        '  --markdown <path>  Write a Markdown summary (PR comment).\n'
-        '  --junit <path>     Write JUnit XML (CI test report).\n'
+        "  user).\n"
+        "\n"
+        "Options:\n"
+        "  --baseline <str>   Baseline run (id or name).  [required]\n"
+        "  --candidate <str>  Candidate run (id or name).  [required]\n"
+        "  --config <path>    gate.yaml with per-family tolerances.\n"
+        "  --markdown <path>  Write a Markdown summary (PR comment).\n"
+        "  --junit <path>     Write JUnit XML (CI test report).\n"
         "  --db <str>         A SQLite file's path or a database URL (default:\n"
-        '                     TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --prices <path>    A price file over the bundled prices, for a cost\n'
-        '                     tolerance (default: TOOLLENS_PRICES).\n'
-        '  --help             Show this message and exit.\n'
+        "                     TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --prices <path>    A price file over the bundled prices, for a cost\n"
+        "                     tolerance (default: TOOLLENS_PRICES).\n"
+        "  --help             Show this message and exit.\n"
     ),
-    'import': (
-        'Usage: toollens import [OPTIONS] {file}\n'
-        '\n'
-        '  Stream a trajectories file into the store, scoring it on the way.\n'
-        '\n'
-        'Arguments:\n'
-        '  file <path>  Trajectory records (JSONL, docs/formats.md), or traces in\n'
-        '               --format.  [required]\n'
-        '\n'
-        'Options:\n'
-        '  --run <str>          Run name (created, or appended to while it is open).\n'
-        '                       [required]\n'
-        '  --suite <path>       The suite the trajectories ran against (default: the\n'
-        '                       one the conversion builds).\n'
-        '  --format <str>       Source format (see `toollens convert`).  [default:\n'
-        '                       toollens]\n'
-        '  --tools <path>       Tool-schema file for a source without a suite.\n'
-        '  --domain <str>       Domain of a multi-domain tool-schema file.\n'
-        '  --group-by <str>     otel: one trajectory per value of this span or resource\n'
-        '                       attribute, not one per trace.\n'
-        '  --model <str>        Model label.\n'
-        '  --agent <str>        Agent label.\n'
-        '  --skip-bad           Store the good lines, list the bad ones.\n'
-        '  --keep-open          Leave the run open for more imports.\n'
-        '  --batch <int range>  Trajectories per transaction.  [default: 500;\n'
-        '                       1<=x<=10000]\n'
+    "import": (
+        "Usage: toollens import [OPTIONS] {file}\n"
+        "\n"
+        "  Stream a trajectories file into the store, scoring it on the way.\n"
+        "\n"
+        "Arguments:\n"
+        "  file <path>  Trajectory records (JSONL, docs/formats.md), or traces in\n"
+        "               --format.  [required]\n"
+        "\n"
+        "Options:\n"
+        "  --run <str>          Run name (created, or appended to while it is open).\n"
+        "                       [required]\n"
+        "  --suite <path>       The suite the trajectories ran against (default: the\n"
+        "                       one the conversion builds).\n"
+        "  --format <str>       Source format (see `toollens convert`).  [default:\n"
+        "                       toollens]\n"
+        "  --tools <path>       Tool-schema file for a source without a suite.\n"
+        "  --domain <str>       Domain of a multi-domain tool-schema file.\n"
+        "  --group-by <str>     otel: one trajectory per value of this span or resource\n"
+        "                       attribute, not one per trace.\n"
+        "  --model <str>        Model label.\n"
+        "  --agent <str>        Agent label.\n"
+        "  --skip-bad           Store the good lines, list the bad ones.\n"
+        "  --keep-open          Leave the run open for more imports.\n"
+        "  --batch <int range>  Trajectories per transaction.  [default: 500;\n"
+        "                       1<=x<=10000]\n"
         "  --db <str>           A SQLite file's path or a database URL (default:\n"
-        '                       TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help               Show this message and exit.\n'
+        "                       TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help               Show this message and exit.\n"
     ),
-    'judge': (
-        'Usage: toollens judge [OPTIONS] {run}\n'
-        '\n'
+    "judge": (
+        "Usage: toollens judge [OPTIONS] {run}\n"
+        "\n"
         "  Classify each faulted trajectory's outcome with an LLM judge; report its\n"
-        '  agreement.\n'
-        '\n'
-        'Arguments:\n'
-        '  run <str>  Run id or name.  [required]\n'
-        '\n'
-        'Options:\n'
-        '  --model <str>              Judge model (OpenAI-compatible chat completions).\n'
-        '                             [required]\n'
-        '  --base-url <str>           Endpoint base URL; the key comes from\n'
-        '                             OPENAI_API_KEY.\n'
-        '  --concurrency <int range>  Requests in flight.  [default: 4; 1<=x<=64]\n'
-        '  --relabel                  Judge again what was judged already.\n'
-        '  --timeout <float range>    Seconds per request.  [default: 60.0; x>=0.01]\n'
-        '  --attempts <int range>     Tries per request (429/5xx/timeouts).  [default:\n'
-        '                             5; 1<=x<=20]\n'
+        "  agreement.\n"
+        "\n"
+        "Arguments:\n"
+        "  run <str>  Run id or name.  [required]\n"
+        "\n"
+        "Options:\n"
+        "  --model <str>              Judge model (OpenAI-compatible chat completions).\n"
+        "                             [required]\n"
+        "  --base-url <str>           Endpoint base URL; the key comes from\n"
+        "                             OPENAI_API_KEY.\n"
+        "  --concurrency <int range>  Requests in flight.  [default: 4; 1<=x<=64]\n"
+        "  --relabel                  Judge again what was judged already.\n"
+        "  --timeout <float range>    Seconds per request.  [default: 60.0; x>=0.01]\n"
+        "  --attempts <int range>     Tries per request (429/5xx/timeouts).  [default:\n"
+        "                             5; 1<=x<=20]\n"
         "  --db <str>                 A SQLite file's path or a database URL (default:\n"
-        '                             TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help                     Show this message and exit.\n'
+        "                             TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help                     Show this message and exit.\n"
     ),
-    'lint': (
-        'Usage: toollens lint [OPTIONS] {toolset}\n'
-        '\n'
-        '  Lint tool descriptions: look-alike pairs, negative delimitation, argument\n'
-        '  formats, preconditions.\n'
-        '\n'
-        '  A suite is checked first: every mistake in it (unknown keys, calls to tools\n'
-        '  the toolset lacks, arguments its schema rejects) is listed. Exit 0: no\n'
-        '  finding; 1: findings; 2: bad input or a mistake in the suite.\n'
-        '\n'
-        'Arguments:\n'
-        '  toolset <path>  A toolset file, or a suite file (with its pairs).\n'
-        '                  [required]\n'
-        '\n'
-        'Options:\n'
-        '  --json                     Print the findings as one JSON object.\n'
-        '  --similar <float range>    Similarity at which a pair reads alike.\n'
-        '                             [default: 0.5; 0.0<=x<=1.0]\n'
-        '  --lookalike <float range>  Similarity at which a pair needs a negative\n'
-        '                             delimitation.  [default: 0.3; 0.0<=x<=1.0]\n'
-        '  --run <str>                A stored run (id or name): the pairs it confused\n'
-        '                             come first, each reported.\n'
+    "lint": (
+        "Usage: toollens lint [OPTIONS] {toolset}\n"
+        "\n"
+        "  Lint tool descriptions: look-alike pairs, negative delimitation, argument\n"
+        "  formats, preconditions.\n"
+        "\n"
+        "  A suite is checked first: every mistake in it (unknown keys, calls to tools\n"
+        "  the toolset lacks, arguments its schema rejects) is listed. Exit 0: no\n"
+        "  finding; 1: findings; 2: bad input or a mistake in the suite.\n"
+        "\n"
+        "Arguments:\n"
+        "  toolset <path>  A toolset file, or a suite file (with its pairs).\n"
+        "                  [required]\n"
+        "\n"
+        "Options:\n"
+        "  --json                     Print the findings as one JSON object.\n"
+        "  --similar <float range>    Similarity at which a pair reads alike.\n"
+        "                             [default: 0.5; 0.0<=x<=1.0]\n"
+        "  --lookalike <float range>  Similarity at which a pair needs a negative\n"
+        "                             delimitation.  [default: 0.3; 0.0<=x<=1.0]\n"
+        "  --run <str>                A stored run (id or name): the pairs it confused\n"
+        "                             come first, each reported.\n"
         "  --db <str>                 A SQLite file's path or a database URL (default:\n"
-        '                             TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --lenient                  For imported suites: mistakes in the suite\n'
-        '                             (unknown keys, tools, arguments) are warnings,\n'
-        '                             not errors.\n'
-        '  --help                     Show this message and exit.\n'
+        "                             TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --lenient                  For imported suites: mistakes in the suite\n"
+        "                             (unknown keys, tools, arguments) are warnings,\n"
+        "                             not errors.\n"
+        "  --help                     Show this message and exit.\n"
     ),
-    'mcp-serve': (
-        'Usage: toollens mcp-serve [OPTIONS] {suite}\n'
-        '\n'
+    "mcp-serve": (
+        "Usage: toollens mcp-serve [OPTIONS] {suite}\n"
+        "\n"
         "  Serve a case's mocked tools as an MCP server that records every call.\n"
-        '\n'
-        '  Same names, descriptions and schemas as the suite, with the fault plan; each\n'
-        '  session is stored as a trajectory of the run. Nothing but MCP is written to\n'
-        '  standard output.\n'
-        '\n'
-        'Arguments:\n'
-        '  suite <path>  Suite file (YAML or JSON).  [required]\n'
-        '\n'
-        'Options:\n'
-        '  --case <str>        The case whose tools and mocks are served.  [required]\n'
+        "\n"
+        "  Same names, descriptions and schemas as the suite, with the fault plan; each\n"
+        "  session is stored as a trajectory of the run. Nothing but MCP is written to\n"
+        "  standard output.\n"
+        "\n"
+        "Arguments:\n"
+        "  suite <path>  Suite file (YAML or JSON).  [required]\n"
+        "\n"
+        "Options:\n"
+        "  --case <str>        The case whose tools and mocks are served.  [required]\n"
         "  --faults <str>      Fault plan, e.g. 'index:1=http_503,tool:ver_saldo=timeou\n"
         "                      t,p:0.1,seed:7,clear'.\n"
-        '  --transport <str>   stdio or http (streamable HTTP).  [default: stdio]\n'
-        '  --host <str>        HTTP interface.  [default: 127.0.0.1]\n'
-        '  --port <int range>  HTTP port.  [default: 8765; 1<=x<=65535]\n'
-        '  --run <str>         Run name (created, or appended to while open).\n'
-        '  --agent <str>       Agent label.\n'
-        '  --model <str>       Model label.\n'
-        '  --keep-open         Leave the run open at shutdown.\n'
+        "  --transport <str>   stdio or http (streamable HTTP).  [default: stdio]\n"
+        "  --host <str>        HTTP interface.  [default: 127.0.0.1]\n"
+        "  --port <int range>  HTTP port.  [default: 8765; 1<=x<=65535]\n"
+        "  --run <str>         Run name (created, or appended to while open).\n"
+        "  --agent <str>       Agent label.\n"
+        "  --model <str>       Model label.\n"
+        "  --keep-open         Leave the run open at shutdown.\n"
         "  --db <str>          A SQLite file's path or a database URL (default:\n"
-        '                      TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help              Show this message and exit.\n'
+        "                      TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help              Show this message and exit.\n"
     ),
-    'run': (
-        'Usage: toollens run [OPTIONS] [suite]\n'
-        '\n'
-        '  Run an agent over a suite with mocked tools; every finished case run is\n'
-        '  stored at once.\n'
-        '\n'
-        '  Results go to the database (--db, else TOOLLENS_DATABASE_URL, else\n'
+    "run": (
+        "Usage: toollens run [OPTIONS] [suite]\n"
+        "\n"
+        "  Run an agent over a suite with mocked tools; every finished case run is\n"
+        "  stored at once.\n"
+        "\n"
+        "  Results go to the database (--db, else TOOLLENS_DATABASE_URL, else\n"
         "  ./toollens.db): `toollens show RUN` prints a run's figures, `toollens serve`\n"
-        '  shows it on the dashboard, `toollens export RUN` writes its records. Exit 0:\n'
-        '  run; 2: bad input (a mistake in the suite, a bad option); 3: infrastructure\n'
-        '  errors.\n'
-        '\n'
-        'Arguments:\n'
-        '  suite <path>  Suite file (YAML or JSON); not needed with --resume.\n'
-        '\n'
-        'Options:\n'
-        '  --agent <str>               openai | anthropic | simulated | module:function\n'
-        '                              (a module in the working directory or on\n'
-        '                              PYTHONPATH) | path/to/file.py:function (the\n'
+        "  shows it on the dashboard, `toollens export RUN` writes its records. Exit 0:\n"
+        "  run; 2: bad input (a mistake in the suite, a bad option); 3: infrastructure\n"
+        "  errors.\n"
+        "\n"
+        "Arguments:\n"
+        "  suite <path>  Suite file (YAML or JSON); not needed with --resume.\n"
+        "\n"
+        "Options:\n"
+        "  --agent <str>               openai | anthropic | simulated | module:function\n"
+        "                              (a module in the working directory or on\n"
+        "                              PYTHONPATH) | path/to/file.py:function (the\n"
         "                              core's agent protocol)  [default: simulated]\n"
-        '  --model <str>               Model name sent to the endpoint.\n'
-        '  --base-url <str>            OpenAI-compatible or Anthropic base URL.\n'
-        '  --trials <int range>        Runs of each case (pass^k).  [default: 1;\n'
-        '                              1<=x<=1000]\n'
-        '  --sweep-errors              Also run the recovery sweep.\n'
-        '  --sweep-kind <str>          Fault kind the sweep injects.  [default:\n'
-        '                              http_503]\n'
-        '  --faults <str>              Fault plan, e.g.\n'
+        "  --model <str>               Model name sent to the endpoint.\n"
+        "  --base-url <str>            OpenAI-compatible or Anthropic base URL.\n"
+        "  --trials <int range>        Runs of each case (pass^k).  [default: 1;\n"
+        "                              1<=x<=1000]\n"
+        "  --sweep-errors              Also run the recovery sweep.\n"
+        "  --sweep-kind <str>          Fault kind the sweep injects.  [default:\n"
+        "                              http_503]\n"
+        "  --faults <str>              Fault plan, e.g.\n"
         "                              'p:0.1,kinds:http_429|timeout,seed:7'\n"
         "                              ('delay:250': faults answer 250 ms late).\n"
-        '  --concurrency <int range>   Case runs in flight.  [default: 4; 1<=x<=512]\n'
-        '  --run <str>                 Run name (default: suite-model-time).\n'
-        '  --resume <str>              Continue run RUN (id or name): only what is\n'
-        '                              missing.\n'
-        '  --shard <str>               Run slice I/N of the cases (processes share one\n'
-        '                              --run); default TOOLLENS_SHARD, or\n'
-        '                              JOB_COMPLETION_INDEX with TOOLLENS_SHARDS.\n'
+        "  --concurrency <int range>   Case runs in flight.  [default: 4; 1<=x<=512]\n"
+        "  --run <str>                 Run name (default: suite-model-time).\n"
+        "  --resume <str>              Continue run RUN (id or name): only what is\n"
+        "                              missing.\n"
+        "  --shard <str>               Run slice I/N of the cases (processes share one\n"
+        "                              --run); default TOOLLENS_SHARD, or\n"
+        "                              JOB_COMPLETION_INDEX with TOOLLENS_SHARDS.\n"
         "  --max-steps <int range>     Model turns before 'step_limit'.  [default: 12;\n"
-        '                              1<=x<=200]\n'
-        '  --system <str>              System prompt for model agents.\n'
-        '  --temperature <float>       Sampling temperature.\n'
-        '  --timeout <float range>     Seconds per model request.  [default: 60.0;\n'
-        '                              x>=0.01]\n'
-        '  --attempts <int range>      Tries per model request (429/5xx/timeouts).\n'
-        '                              [default: 5; 1<=x<=20]\n'
-        '  --seed <int>                Seed of the simulated agent.  [default: 0]\n'
+        "                              1<=x<=200]\n"
+        "  --system <str>              System prompt for model agents.\n"
+        "  --temperature <float>       Sampling temperature.\n"
+        "  --timeout <float range>     Seconds per model request.  [default: 60.0;\n"
+        "                              x>=0.01]\n"
+        "  --attempts <int range>      Tries per model request (429/5xx/timeouts).\n"
+        "                              [default: 5; 1<=x<=20]\n"
+        "  --seed <int>                Seed of the simulated agent.  [default: 0]\n"
         "  --sim-rates <str>           Simulated agent's rates, e.g.\n"
         "                              'confusion=0.5,schema_error=0.1'.\n"
-        '  --user-model <str>          Model that plays the user of cases with a\n'
-        '                              simulated user (OpenAI-compatible; default: the\n'
-        '                              rule-based user).\n'
+        "  --user-model <str>          Model that plays the user of cases with a\n"
+        "                              simulated user (OpenAI-compatible; default: the\n"
+        "                              rule-based user).\n"
         "  --user-base-url <str>       The user model's endpoint (default: --base-url).\n"
-        '  --user-profile <list[str]>  Also run the cases with a simulated user under\n'
-        '                              this profile (repeatable, or a comma list; all):\n'
-        '                              impatient, drip_feed, wrong_assumption,\n'
-        '                              omits_detail, changes_mind; cooperative, the\n'
-        '                              reference, always runs.\n'
+        "  --user-profile <list[str]>  Also run the cases with a simulated user under\n"
+        "                              this profile (repeatable, or a comma list; all):\n"
+        "                              impatient, drip_feed, wrong_assumption,\n"
+        "                              omits_detail, changes_mind; cooperative, the\n"
+        "                              reference, always runs.\n"
         "  --db <str>                  A SQLite file's path or a database URL (default:\n"
-        '                              TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --lenient                   For imported suites: mistakes in the suite\n'
-        '                              (unknown keys, tools, arguments) are warnings,\n'
-        '                              not errors.\n'
-        '  --help                      Show this message and exit.\n'
+        "                              TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --lenient                   For imported suites: mistakes in the suite\n"
+        "                              (unknown keys, tools, arguments) are warnings,\n"
+        "                              not errors.\n"
+        "  --help                      Show this message and exit.\n"
     ),
-    'score': (
-        'Usage: toollens score [OPTIONS] {suite} [trajectories]\n'
-        '\n'
-        '  Score trajectories against a suite, without a database.\n'
-        '\n'
-        '  `toollens score DIR` scores every suite of a folder `toollens convert` wrote\n'
-        '  with its trajectories, in one report. Exit 0: scored; 1: a blocking family\n'
-        '  above zero (with --fail-on-blocking); 2: bad input (a mistake in the suite,\n'
-        '  records of cases it lacks).\n'
-        '\n'
-        'Arguments:\n'
-        '  suite <path>         Suite file (YAML or JSON), or a folder `toollens\n'
-        '                       convert` wrote (every suite in it, with its\n'
-        '                       trajectories.jsonl).  [required]\n'
-        '  trajectories <path>  Trajectory records, one JSON object per line (default\n'
-        '                       for a folder: its trajectories.jsonl).\n'
-        '\n'
-        'Options:\n'
-        '  --json              Print the report as one JSON object (docs/formats.md).\n'
-        '  --top <int>         How many confusions and failing cases to list.\n'
-        '                      [default: 10]\n'
-        '  --fail-on-blocking  Exit 1 when a blocking family (hallucinated tools,\n'
-        '                      hallucination after error: threshold zero) is above\n'
-        '                      zero: a CI check without a database.\n'
-        '  --prices <path>     A price file (model: USD per million input, output,\n'
-        '                      cached tokens) over the bundled prices; default:\n'
-        '                      TOOLLENS_PRICES.\n'
-        '  --lenient           For imported suites: mistakes in the suite and records\n'
-        '                      of cases it lacks are warnings (those records are left\n'
-        '                      out of every figure), not errors.\n'
-        '  --help              Show this message and exit.\n'
+    "score": (
+        "Usage: toollens score [OPTIONS] {suite} [trajectories]\n"
+        "\n"
+        "  Score trajectories against a suite, without a database.\n"
+        "\n"
+        "  `toollens score DIR` scores every suite of a folder `toollens convert` wrote\n"
+        "  with its trajectories, in one report. Exit 0: scored; 1: a blocking family\n"
+        "  above zero (with --fail-on-blocking); 2: bad input (a mistake in the suite,\n"
+        "  records of cases it lacks).\n"
+        "\n"
+        "Arguments:\n"
+        "  suite <path>         Suite file (YAML or JSON), or a folder `toollens\n"
+        "                       convert` wrote (every suite in it, with its\n"
+        "                       trajectories.jsonl).  [required]\n"
+        "  trajectories <path>  Trajectory records, one JSON object per line (default\n"
+        "                       for a folder: its trajectories.jsonl).\n"
+        "\n"
+        "Options:\n"
+        "  --json              Print the report as one JSON object (docs/formats.md).\n"
+        "  --top <int>         How many confusions and failing cases to list.\n"
+        "                      [default: 10]\n"
+        "  --fail-on-blocking  Exit 1 when a blocking family (hallucinated tools,\n"
+        "                      hallucination after error: threshold zero) is above\n"
+        "                      zero: a CI check without a database.\n"
+        "  --prices <path>     A price file (model: USD per million input, output,\n"
+        "                      cached tokens) over the bundled prices; default:\n"
+        "                      TOOLLENS_PRICES.\n"
+        "  --lenient           For imported suites: mistakes in the suite and records\n"
+        "                      of cases it lacks are warnings (those records are left\n"
+        "                      out of every figure), not errors.\n"
+        "  --help              Show this message and exit.\n"
     ),
-    'serve': (
-        'Usage: toollens serve [OPTIONS]\n'
-        '\n'
-        '  Start the web app (uvicorn).\n'
-        '\n'
-        'Options:\n'
-        '  --host <str>       Interface to listen on; answered as a Host name too\n'
-        '                     (others: TOOLLENS_ALLOWED_HOSTS).  [default: 127.0.0.1]\n'
-        '  --port <int>       Port.  [default: 8000]\n'
+    "serve": (
+        "Usage: toollens serve [OPTIONS]\n"
+        "\n"
+        "  Start the web app (uvicorn).\n"
+        "\n"
+        "Options:\n"
+        "  --host <str>       Interface to listen on; answered as a Host name too\n"
+        "                     (others: TOOLLENS_ALLOWED_HOSTS).  [default: 127.0.0.1]\n"
+        "  --port <int>       Port.  [default: 8000]\n"
         "  --db <str>         A SQLite file's path or a database URL (default:\n"
-        '                     TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --root-path <str>  Path prefix a reverse proxy serves the app under, e.g.\n'
-        '                     /toollens (the proxy strips it; links keep it).\n'
-        '  --help             Show this message and exit.\n'
+        "                     TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --root-path <str>  Path prefix a reverse proxy serves the app under, e.g.\n"
+        "                     /toollens (the proxy strips it; links keep it).\n"
+        "  --help             Show this message and exit.\n"
     ),
-    'show': (
-        'Usage: toollens show [OPTIONS] {run}\n'
-        '\n'
-        '  Show a stored run: the five families, pass^k, what went wrong and the\n'
-        '  failing cases.\n'
-        '\n'
-        '  Exit 0: shown; 2: no such run, or a database that cannot be opened.\n'
-        '\n'
-        'Arguments:\n'
-        '  run <str>  Run id or name.  [required]\n'
-        '\n'
-        'Options:\n'
-        '  --json             Print the figures as one JSON object (the shape of `score\n'
-        '                     --json`, its cases a first page, plus `run`).\n'
-        '  --top <int range>  How many causes, confusions and failing cases to list.\n'
-        '                     [default: 10; 1<=x<=1000]\n'
+    "show": (
+        "Usage: toollens show [OPTIONS] {run}\n"
+        "\n"
+        "  Show a stored run: the five families, pass^k, what went wrong and the\n"
+        "  failing cases.\n"
+        "\n"
+        "  Exit 0: shown; 2: no such run, or a database that cannot be opened.\n"
+        "\n"
+        "Arguments:\n"
+        "  run <str>  Run id or name.  [required]\n"
+        "\n"
+        "Options:\n"
+        "  --json             Print the figures as one JSON object (the shape of `score\n"
+        "                     --json`, its cases a first page, plus `run`).\n"
+        "  --top <int range>  How many causes, confusions and failing cases to list.\n"
+        "                     [default: 10; 1<=x<=1000]\n"
         "  --db <str>         A SQLite file's path or a database URL (default:\n"
-        '                     TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help             Show this message and exit.\n'
+        "                     TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help             Show this message and exit.\n"
     ),
-    'toolset': (
-        'Usage: toollens toolset [OPTIONS] COMMAND [ARGS]...\n'
-        '\n'
-        '  Toolset versions: descriptions as versioned code.\n'
-        '\n'
-        'Options:\n'
-        '  --help  Show this message and exit.\n'
-        '\n'
-        'Commands:\n'
-        '  add         Register a toolset version by the content hash of its tools...\n'
+    "toolset": (
+        "Usage: toollens toolset [OPTIONS] COMMAND [ARGS]...\n"
+        "\n"
+        "  Toolset versions: descriptions as versioned code.\n"
+        "\n"
+        "Options:\n"
+        "  --help  Show this message and exit.\n"
+        "\n"
+        "Commands:\n"
+        "  add         Register a toolset version by the content hash of its tools...\n"
         "  import-mcp  Snapshot a live MCP server's tools (tools/list) into a...\n"
     ),
-    'toolset add': (
-        'Usage: toollens toolset add [OPTIONS] {file}\n'
-        '\n'
-        '  Register a toolset version by the content hash of its tools (name,\n'
-        '  description, schema).\n'
-        '\n'
-        'Arguments:\n'
-        '  file <path>  Toolset file (YAML or JSON: ToolLens, OpenAI or Anthropic\n'
-        '               tools), or a suite file (its toolset).  [required]\n'
-        '\n'
-        'Options:\n'
-        '  --name <str>   Toolset name (versions of one toolset share it).  [required]\n'
-        '  --label <str>  Version label, e.g. v2 or a git sha.\n'
+    "toolset add": (
+        "Usage: toollens toolset add [OPTIONS] {file}\n"
+        "\n"
+        "  Register a toolset version by the content hash of its tools (name,\n"
+        "  description, schema).\n"
+        "\n"
+        "Arguments:\n"
+        "  file <path>  Toolset file (YAML or JSON: ToolLens, OpenAI or Anthropic\n"
+        "               tools), or a suite file (its toolset).  [required]\n"
+        "\n"
+        "Options:\n"
+        "  --name <str>   Toolset name (versions of one toolset share it).  [required]\n"
+        "  --label <str>  Version label, e.g. v2 or a git sha.\n"
         "  --db <str>     A SQLite file's path or a database URL (default:\n"
-        '                 TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help         Show this message and exit.\n'
+        "                 TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help         Show this message and exit.\n"
     ),
-    'toolset import-mcp': (
-        'Usage: toollens toolset import-mcp [OPTIONS]\n'
-        '\n'
+    "toolset import-mcp": (
+        "Usage: toollens toolset import-mcp [OPTIONS]\n"
+        "\n"
         "  Snapshot a live MCP server's tools (tools/list) into a toolset version, word\n"
-        '  for word.\n'
-        '\n'
-        'Options:\n'
-        '  --name <str>             Toolset name (versions of one toolset share it).\n'
-        '                           [required]\n'
-        '  --label <str>            Version label, e.g. v2 or a git sha.\n'
+        "  for word.\n"
+        "\n"
+        "Options:\n"
+        "  --name <str>             Toolset name (versions of one toolset share it).\n"
+        "                           [required]\n"
+        "  --label <str>            Version label, e.g. v2 or a git sha.\n"
         '  --command <str>          Start the server over stdio, e.g. "python\n'
         '                           server.py".\n'
-        '  --url <str>              Streamable HTTP endpoint, e.g.\n'
-        '                           http://127.0.0.1:8000/mcp.\n'
-        '  --timeout <float range>  Seconds to wait for the server.  [default: 30.0;\n'
-        '                           1.0<=x<=600.0]\n'
-        '  --out <path>             Also write the snapshot as a toolset YAML file.\n'
+        "  --url <str>              Streamable HTTP endpoint, e.g.\n"
+        "                           http://127.0.0.1:8000/mcp.\n"
+        "  --timeout <float range>  Seconds to wait for the server.  [default: 30.0;\n"
+        "                           1.0<=x<=600.0]\n"
+        "  --out <path>             Also write the snapshot as a toolset YAML file.\n"
         "  --db <str>               A SQLite file's path or a database URL (default:\n"
-        '                           TOOLLENS_DATABASE_URL or ./toollens.db).\n'
-        '  --help                   Show this message and exit.\n'
+        "                           TOOLLENS_DATABASE_URL or ./toollens.db).\n"
+        "  --help                   Show this message and exit.\n"
     ),
 }

@@ -72,8 +72,12 @@ if __name__ == "__main__":
     from pathlib import Path
 
     target = Path(__file__).with_name("help_pages.py")
-    lines = ['"""Typer\'s help of every command, rendered in advance by ``python -m app.commands.help_text``:',
-             'do not edit."""', "", "HELP = {"]
+    lines = [
+        '"""Typer\'s help of every command, rendered in advance by ``python -m app.commands.help_text``:',
+        'do not edit."""',
+        "",
+        "HELP = {",
+    ]
     for key, text in render_all().items():  # a string per line of help: readable, and under ruff's width
         lines += [f"    {key!r}: (", *(f"        {line!r}" for line in text.splitlines(keepends=True)), "    ),"]
     target.write_text("\n".join([*lines, "}", ""]), encoding="utf-8")

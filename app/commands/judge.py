@@ -30,8 +30,9 @@ async def _classify(grader: Any, chunk: list[Any], concurrency: int) -> list[tup
     return verdicts
 
 
-async def _judge_run(grader: Any, sessions: Any, run_id: int, relabel: bool, concurrency: int,
-                     model: str) -> tuple[int, int]:
+async def _judge_run(
+    grader: Any, sessions: Any, run_id: int, relabel: bool, concurrency: int, model: str
+) -> tuple[int, int]:
     """Judge the run a chunk at a time, each chunk's verdicts stored before
     the next is asked (a crash loses one chunk at most); returns (judged, unreadable)."""
     from app.store.db import session_scope
@@ -65,8 +66,7 @@ def register(cli: typer.Typer) -> None:
 def judge(
     run: Annotated[str, typer.Argument(help="Run id or name.")],
     model: Annotated[str, typer.Option(help="Judge model (OpenAI-compatible chat completions).")],
-    base_url: Annotated[str | None, typer.Option(help="Endpoint base URL; the key comes from OPENAI_API_KEY.")]
-    = None,
+    base_url: Annotated[str | None, typer.Option(help="Endpoint base URL; the key comes from OPENAI_API_KEY.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Requests in flight.")] = 4,
     relabel: Annotated[bool, typer.Option("--relabel", help="Judge again what was judged already.")] = False,
     timeout: Annotated[float, typer.Option(min=0.01, help="Seconds per request.")] = 60.0,
@@ -95,12 +95,21 @@ def judge(
             agree = agreements(session, run_id)
     finally:
         engine.dispose()
-    console.print(Text(f"judged {judged} trajectories of run {run_id}"
-                       + (f"; {unreadable} answers were not one of the four categories" if unreadable else "")))
+    console.print(
+        Text(
+            f"judged {judged} trajectories of run {run_id}"
+            + (f"; {unreadable} answers were not one of the four categories" if unreadable else "")
+        )
+    )
     from rich.table import Table
 
     table = Table("raters", "both labelled", "agree", "rate", "Cohen's kappa")
     for a in agree:
-        table.add_row(f"{a.a} vs {a.b}", str(a.n), str(a.agree), "–" if a.rate is None else f"{a.rate:.2f}",
-                      "–" if a.kappa is None else f"{a.kappa:.2f}")
+        table.add_row(
+            f"{a.a} vs {a.b}",
+            str(a.n),
+            str(a.agree),
+            "–" if a.rate is None else f"{a.rate:.2f}",
+            "–" if a.kappa is None else f"{a.kappa:.2f}",
+        )
     console.print(table)

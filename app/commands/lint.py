@@ -26,15 +26,25 @@ LOOKALIKE_THRESHOLD = 0.3
 def lint(
     toolset: Annotated[Path, typer.Argument(help="A toolset file, or a suite file (with its pairs).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as one JSON object.")] = False,
-    similar: Annotated[float, typer.Option(min=0.0, max=1.0, help="Similarity at which a pair reads alike.")]
-    = SIMILAR_THRESHOLD,
-    lookalike: Annotated[float, typer.Option(min=0.0, max=1.0, help="Similarity at which a pair needs a "
-                                              "negative delimitation.")] = LOOKALIKE_THRESHOLD,
-    run: Annotated[str | None, typer.Option("--run", help="A stored run (id or name): the pairs it confused "
-                                            "come first, each reported.")] = None,
+    similar: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Similarity at which a pair reads alike.")
+    ] = SIMILAR_THRESHOLD,
+    lookalike: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Similarity at which a pair needs a negative delimitation.")
+    ] = LOOKALIKE_THRESHOLD,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", help="A stored run (id or name): the pairs it confused come first, each reported."),
+    ] = None,
     db: DbOption = None,
-    lenient: Annotated[bool, typer.Option("--lenient", help="For imported suites: mistakes in the suite (unknown "
-                                          "keys, tools, arguments) are warnings, not errors.")] = False,
+    lenient: Annotated[
+        bool,
+        typer.Option(
+            "--lenient",
+            help="For imported suites: mistakes in the suite (unknown "
+            "keys, tools, arguments) are warnings, not errors.",
+        ),
+    ] = False,
 ) -> None:
     """Lint tool descriptions: look-alike pairs, negative delimitation, argument formats, preconditions.
 
@@ -59,11 +69,14 @@ def lint(
     lang = toolset_language(target)
     findings = lint_toolset(target, pairs, similar=similar, lookalike=lookalike, confusions=cells, language=lang)
     if as_json:
-        sys.stdout.write(json.dumps(lint_json(target, findings, language=lang, run=observed), ensure_ascii=False)
-                         + "\n")
+        sys.stdout.write(
+            json.dumps(lint_json(target, findings, language=lang, run=observed), ensure_ascii=False) + "\n"
+        )
     else:
-        head = f"{target.name or toolset.name} {target.label} {target.version}: {len(target)} tools, " \
-               f"{len(findings)} findings"
+        head = (
+            f"{target.name or toolset.name} {target.label} {target.version}: {len(target)} tools, "
+            f"{len(findings)} findings"
+        )
         if observed is not None:
             confused = sum(c["count"] for c in observed["confusions"])
             head += f"; run {observed['name']}: {confused} confusions"
@@ -72,8 +85,9 @@ def lint(
         raise typer.Exit(code=1)
 
 
-def _print(console: Console, head: str, findings: list[Finding], cells: dict[tuple[str, str], int],
-           lang: Language) -> None:
+def _print(
+    console: Console, head: str, findings: list[Finding], cells: dict[tuple[str, str], int], lang: Language
+) -> None:
     """Findings about a pair of tools grouped under the pair (the run's most
     confused first, then highest score), then the findings about one tool."""
     from app.core.advise.lint import lint_pairs

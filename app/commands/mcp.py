@@ -25,14 +25,14 @@ def _stop(signum: int, frame: object) -> None:
 def mcp_serve(
     suite: Annotated[Path, typer.Argument(help="Suite file (YAML or JSON).")],
     case: Annotated[str, typer.Option("--case", help="The case whose tools and mocks are served.")],
-    faults: Annotated[str | None, typer.Option("--faults", help="Fault plan, e.g. "
-                                               "'index:1=http_503,tool:ver_saldo=timeout,p:0.1,seed:7,clear'.")]
-    = None,
+    faults: Annotated[
+        str | None,
+        typer.Option("--faults", help="Fault plan, e.g. 'index:1=http_503,tool:ver_saldo=timeout,p:0.1,seed:7,clear'."),
+    ] = None,
     transport: Annotated[str, typer.Option("--transport", help="stdio or http (streamable HTTP).")] = "stdio",
     host: Annotated[str, typer.Option(help="HTTP interface.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="HTTP port.")] = 8765,
-    run: Annotated[str | None, typer.Option("--run", help="Run name (created, or appended to while open).")]
-    = None,
+    run: Annotated[str | None, typer.Option("--run", help="Run name (created, or appended to while open).")] = None,
     agent: Annotated[str, typer.Option(help="Agent label.")] = "",
     model: Annotated[str, typer.Option(help="Model label.")] = "",
     keep_open: Annotated[bool, typer.Option("--keep-open", help="Leave the run open at shutdown.")] = False,
@@ -67,9 +67,14 @@ def mcp_serve(
         engine = open_store(settings)
         sessions = make_sessionmaker(engine)
         with session_scope(sessions, write=True) as s:
-            row = open_live_run(s, name=name, document=document, agent=agent, model=model,
-                                config={"source": "mcp-serve", "case": case, "faults": faults or "",
-                                        "transport": transport})
+            row = open_live_run(
+                s,
+                name=name,
+                document=document,
+                agent=agent,
+                model=model,
+                config={"source": "mcp-serve", "case": case, "faults": faults or "", "transport": transport},
+            )
             run_id = row.id
         from app.mcp.serve import CaseRecorder, http_app, serve_stdio
 
@@ -87,8 +92,12 @@ def mcp_serve(
 
     leftover = recorder.recover()
     where = f"http://{host}:{port}/mcp" if transport == "http" else "stdio"
-    console.print(Text(f"run {run_id} ({name}): serving case {case} ({len(parsed.toolset)} tools) on {where}"
-                       + (f"; stored {leftover} trajectories left pending by a stopped server" if leftover else "")))
+    console.print(
+        Text(
+            f"run {run_id} ({name}): serving case {case} ({len(parsed.toolset)} tools) on {where}"
+            + (f"; stored {leftover} trajectories left pending by a stopped server" if leftover else "")
+        )
+    )
     previous = signal.signal(signal.SIGTERM, _stop)  # SIGTERM ends serving like Ctrl-C: pending calls get stored
     try:
         if transport == "stdio":
@@ -97,8 +106,13 @@ def mcp_serve(
             import uvicorn
 
             assert listener is not None
-            app = http_app(recorder, host=host, token=settings.api_token, allowed=settings.allowed_hosts,
-                           max_bytes=settings.mcp_max_body_bytes)
+            app = http_app(
+                recorder,
+                host=host,
+                token=settings.api_token,
+                allowed=settings.allowed_hosts,
+                max_bytes=settings.mcp_max_body_bytes,
+            )
             server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
             server.run(sockets=[listener])
     except (_Stopped, KeyboardInterrupt):
@@ -117,6 +131,7 @@ def _shut_down(console: Console, recorder: Any, sessions: Any, run_id: int, name
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.core.errors import ToolLensError
+
     try:
         stored = recorder.end_all()
         unstored = recorder.flush_errors
@@ -126,11 +141,17 @@ def _shut_down(console: Console, recorder: Any, sessions: Any, run_id: int, name
         raise fail(f"run {run_id} ({name}): pending trajectories not stored at shutdown: {exc}") from None
     except SQLAlchemyError as exc:
         raise environment_error(exc) from None
-    console.print(Text(f"run {run_id} ({name}): stored {stored} more trajectories at shutdown"
-                       + ("; run finished" if finish else "; run left open")))
+    console.print(
+        Text(
+            f"run {run_id} ({name}): stored {stored} more trajectories at shutdown"
+            + ("; run finished" if finish else "; run left open")
+        )
+    )
     if unstored:
-        raise fail(f"run {run_id} ({name}): {len(unstored)} pending trajectories could not be stored and stay "
-                   f"pending (first: {unstored[0]})")
+        raise fail(
+            f"run {run_id} ({name}): {len(unstored)} pending trajectories could not be stored and stay "
+            f"pending (first: {unstored[0]})"
+        )
 
 
 def _bind(host: str, port: int) -> Any:
@@ -166,14 +187,16 @@ def finish(
         row = find_run(session, run)
         running = [sid for sid, ident in servers(session, row.id).items() if not server_gone(ident)]
         if running:
-            raise fail(f"run {row.id} ({row.name}): {len(running)} mcp-serve servers still record into it: "
-                       "stop them first")
+            raise fail(
+                f"run {row.id} ({row.name}): {len(running)} mcp-serve servers still record into it: stop them first"
+            )
         stored = flush_pending(session, row.id, Scorer(suite_for_run(session, row)))
         finish_run(session, row.id)
         row.config = {**(row.config or {}), FINISHED_BY: "toollens finish"}
         name, rid = row.name, row.id
-    Console(stderr=True, soft_wrap=True).print(Text(
-        f"run {rid} ({name}): finished" + (f"; stored {stored} trajectories left pending" if stored else "")))
+    Console(stderr=True, soft_wrap=True).print(
+        Text(f"run {rid} ({name}): finished" + (f"; stored {stored} trajectories left pending" if stored else ""))
+    )
 
 
 def register(cli: typer.Typer) -> None:

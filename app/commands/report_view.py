@@ -22,6 +22,7 @@ def _t(value: object, style: str = "") -> Text:
     (escape sequences included) shown as \\xNN instead of acted on."""
     return Text(safe(value), style=style)
 
+
 def _ratio(num: int, den: int) -> str:
     return "n/a" if den == 0 else f"{num / den:.1%}"
 
@@ -60,8 +61,16 @@ def report_console() -> Console:
 PIPE_WIDTH = 400
 
 
-def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "", toolset_version: str = "",
-                  top: int = 10, failing_total: int | None = None, passed: tuple[int, int] | None = None) -> None:
+def render_report(
+    console: Console,
+    data: dict[str, Any],
+    *,
+    suite_name: str = "",
+    toolset_version: str = "",
+    top: int = 10,
+    failing_total: int | None = None,
+    passed: tuple[int, int] | None = None,
+) -> None:
     """The report; ``failing_total``: how many cases failed when ``data["cases"]`` holds only
     some failing ones (a stored run's), else they are counted there; ``passed``: (passed, scored) when
     ``data["cases"]`` does not hold every trajectory (else counted there, the simulated user's left out)."""
@@ -87,16 +96,23 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
         if f.ratio:
             r = data[f.key]
             fam.add_row(
-                f.terminal_heading, f.label, f"{r['num']} / {r['den']}",
+                f.terminal_heading,
+                f.label,
+                f"{r['num']} / {r['den']}",
                 Text("no reference", style="dim") if r.get("no_reference") else _ratio(r["num"], r["den"]),
-                Text("BLOCKING: must be 0", style="bold red") if f.blocking and r["num"] > 0
+                Text("BLOCKING: must be 0", style="bold red")
+                if f.blocking and r["num"] > 0
                 else ("0" if f.blocking else ""),
             )
         elif f.code:  # F5: the violations of every pair, over the order checks made (as the pages read it)
             n, checks = sum(v["count"] for v in data[f.key]), data.get("dependency_checks")
-            fam.add_row(f.terminal_heading, f"{f.label} of the order checks",
-                        str(n) if checks is None else f"{n} / {checks}", "" if checks is None else _ratio(n, checks),
-                        "")
+            fam.add_row(
+                f.terminal_heading,
+                f"{f.label} of the order checks",
+                str(n) if checks is None else f"{n} / {checks}",
+                "" if checks is None else _ratio(n, checks),
+                "",
+            )
     console.print(fam)
 
     causes = data.get("causes") or []
@@ -110,20 +126,34 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
             t.caption = f"… and {len(causes) - top} more causes (--top N or --json)"
         console.print(t)
     if data.get("causes_missing"):  # a run stored before causes were kept: reads never count them
-        console.print(Text(f"{data['causes_missing']} failed trajectories have no cause: the run was stored before "
-                           "ToolLens kept causes; `toollens db backfill` counts them", style="yellow"))
+        console.print(
+            Text(
+                f"{data['causes_missing']} failed trajectories have no cause: the run was stored before "
+                "ToolLens kept causes; `toollens db backfill` counts them",
+                style="yellow",
+            )
+        )
 
     if data.get("turns"):
         _turns_table(console, data["turns"])
     if data.get("agent_errors"):
         n = sum(data["agent_errors"].values())
-        console.print(Text(f"{n} {'trajectory' if n == 1 else 'trajectories'} ended with the agent raising: "
-                           + ", ".join(f"{k} {v}" for k, v in data["agent_errors"].items())
-                           + " (each one's exception and traceback: its page, or `toollens export`)",
-                           style="bold red"))
+        console.print(
+            Text(
+                f"{n} {'trajectory' if n == 1 else 'trajectories'} ended with the agent raising: "
+                + ", ".join(f"{k} {v}" for k, v in data["agent_errors"].items())
+                + " (each one's exception and traceback: its page, or `toollens export`)",
+                style="bold red",
+            )
+        )
     if data.get("user_errors"):
-        console.print(Text(f"{data['user_errors']} conversations broken by the simulated user (user_error): "
-                           "left out of every figure", style="yellow"))
+        console.print(
+            Text(
+                f"{data['user_errors']} conversations broken by the simulated user (user_error): "
+                "left out of every figure",
+                style="yellow",
+            )
+        )
 
     off = [c for c in data["confusion"] if c["expected"] != c["called"]][:top]
     if off:
@@ -158,17 +188,21 @@ def render_report(console: Console, data: dict[str, Any], *, suite_name: str = "
     failing = [c for c in data["cases"] if not c["passed"]]
     n_failing = len(failing) if failing_total is None else failing_total
     if failing:
-        t = Table(title=f"Failing cases ({n_failing} of {data.get('cases_total', len(data['cases']))})",
-                  title_justify="left")
+        t = Table(
+            title=f"Failing cases ({n_failing} of {data.get('cases_total', len(data['cases']))})", title_justify="left"
+        )
         t.add_column("case")
         t.add_column("trial", justify="right")
         t.add_column("fault")
         t.add_column("failures")
         for c in failing[:top]:
             fault = c.get("fault")
-            t.add_row(_t(c["case_id"]), str(c["trial"]),
-                      _t("" if not fault else fault_text(fault.get("kind"), fault.get("step"))),
-                      _t((", ".join(c["failures"]) + _raised(c.get("agent_error"))).lstrip("; ") or "(reward < 1)"))
+            t.add_row(
+                _t(c["case_id"]),
+                str(c["trial"]),
+                _t("" if not fault else fault_text(fault.get("kind"), fault.get("step"))),
+                _t((", ".join(c["failures"]) + _raised(c.get("agent_error"))).lstrip("; ") or "(reward < 1)"),
+            )
         if n_failing > top:
             t.caption = f"… and {n_failing - top} more (--top N or --json)"
         console.print(t)
@@ -186,16 +220,40 @@ def _gap_table(console: Console, profiles: dict[str, Any]) -> None:
     view = gap_view(cooperation_gap(profiles))
     if view is None:
         return
-    t = Table(title=f"Cooperation gap (conversations with a simulated user, by its profile; pass^{view.k})",
-              title_justify="left", caption=view.sentence)
-    for col in ("profile", "rate", "conv.", "pass^1", f"pass^{view.k}", "gap pass^1", "95% CI",
-                f"gap pass^{view.k}", "act fired", "failed (user)", "broken"):
+    t = Table(
+        title=f"Cooperation gap (conversations with a simulated user, by its profile; pass^{view.k})",
+        title_justify="left",
+        caption=view.sentence,
+    )
+    for col in (
+        "profile",
+        "rate",
+        "conv.",
+        "pass^1",
+        f"pass^{view.k}",
+        "gap pass^1",
+        "95% CI",
+        f"gap pass^{view.k}",
+        "act fired",
+        "failed (user)",
+        "broken",
+    ):
         t.add_column(col, justify="left" if col == "profile" else "right")
     for r in view.rows:
         coop = r.profile == "cooperative"
-        t.add_row(_t(r.profile), r.rate, str(r.conversations), r.pass_1, r.pass_k, "reference" if coop else r.gap_1,
-                  r.gap_1_ci, "" if coop else r.gap_k, str(r.acted), f"{r.failed} ({r.blamed_on_user})",
-                  str(r.user_errors))
+        t.add_row(
+            _t(r.profile),
+            r.rate,
+            str(r.conversations),
+            r.pass_1,
+            r.pass_k,
+            "reference" if coop else r.gap_1,
+            r.gap_1_ci,
+            "" if coop else r.gap_k,
+            str(r.acted),
+            f"{r.failed} ({r.blamed_on_user})",
+            str(r.user_errors),
+        )
     console.print(t)
 
 
@@ -210,13 +268,19 @@ def _raised(error: Any) -> str:
 
 def _turns_table(console: Console, turns: dict[str, Any]) -> None:
     """The families within each user turn of the conversations."""
-    t = Table(title="By user turn (conversations; F1 precision and recall, F2 accuracy, F3, F4 recovery)",
-              title_justify="left")
+    t = Table(
+        title="By user turn (conversations; F1 precision and recall, F2 accuracy, F3, F4 recovery)",
+        title_justify="left",
+    )
     shown = [f for f in FAMILIES if f.report_turn]
     for col in ("turn", "conv.", "failed", *(f.report_turn for f in shown), "failures"):
         t.add_column(col, justify="left" if col == "failures" else "right")
     for turn, x in turns.items():
-        t.add_row(turn, str(x["trajectories"]), str(x["failed"]),
-                  *(f"{x[f.key]['num']}/{x[f.key]['den']}" for f in shown),
-                  _t(", ".join(f"{name} {n}" for name, n in x["failures"].items())))
+        t.add_row(
+            turn,
+            str(x["trajectories"]),
+            str(x["failed"]),
+            *(f"{x[f.key]['num']}/{x[f.key]['den']}" for f in shown),
+            _t(", ".join(f"{name} {n}" for name, n in x["failures"].items())),
+        )
     console.print(t)

@@ -45,33 +45,57 @@ def run(
     trials: Annotated[int, typer.Option(min=1, max=1000, help="Runs of each case (pass^k).")] = 1,
     sweep_errors: Annotated[bool, typer.Option("--sweep-errors", help="Also run the recovery sweep.")] = False,
     sweep_kind: Annotated[str, typer.Option(help="Fault kind the sweep injects.")] = "http_503",
-    faults: Annotated[str | None, typer.Option(
-        help="Fault plan, e.g. 'p:0.1,kinds:http_429|timeout,seed:7' ('delay:250': faults answer 250 ms late).")]
-    = None,
+    faults: Annotated[
+        str | None,
+        typer.Option(
+            help="Fault plan, e.g. 'p:0.1,kinds:http_429|timeout,seed:7' ('delay:250': faults answer 250 ms late)."
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=512, help="Case runs in flight.")] = 4,
     run_name: Annotated[str | None, typer.Option("--run", help="Run name (default: suite-model-time).")] = None,
     resume: Annotated[str | None, typer.Option(help="Continue run RUN (id or name): only what is missing.")] = None,
-    shard: Annotated[str | None, typer.Option(help="Run slice I/N of the cases (processes share one --run); default "
-                                              "TOOLLENS_SHARD, or JOB_COMPLETION_INDEX with TOOLLENS_SHARDS.")] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="Run slice I/N of the cases (processes share one --run); default "
+            "TOOLLENS_SHARD, or JOB_COMPLETION_INDEX with TOOLLENS_SHARDS."
+        ),
+    ] = None,
     max_steps: Annotated[int, typer.Option(min=1, max=200, help="Model turns before 'step_limit'.")] = 12,
     system: Annotated[str | None, typer.Option(help="System prompt for model agents.")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
     timeout: Annotated[float, typer.Option(min=0.01, help="Seconds per model request.")] = 60.0,
     attempts: Annotated[int, typer.Option(min=1, max=20, help="Tries per model request (429/5xx/timeouts).")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the simulated agent.")] = 0,
-    sim_rates: Annotated[str, typer.Option(help="Simulated agent's rates, e.g. 'confusion=0.5,schema_error=0.1'.")]
-    = "",
-    user_model: Annotated[str, typer.Option(help="Model that plays the user of cases with a simulated user "
-                                            "(OpenAI-compatible; default: the rule-based user).")] = "",
-    user_base_url: Annotated[str | None, typer.Option(help="The user model's endpoint (default: --base-url).")]
-    = None,
-    user_profile: Annotated[list[str] | None, typer.Option(
-        "--user-profile", help="Also run the cases with a simulated user under this profile (repeatable, or "
-                               "a comma list; all): impatient, drip_feed, wrong_assumption, omits_detail, "
-                               "changes_mind; cooperative, the reference, always runs.")] = None,
+    sim_rates: Annotated[
+        str, typer.Option(help="Simulated agent's rates, e.g. 'confusion=0.5,schema_error=0.1'.")
+    ] = "",
+    user_model: Annotated[
+        str,
+        typer.Option(
+            help="Model that plays the user of cases with a simulated user "
+            "(OpenAI-compatible; default: the rule-based user)."
+        ),
+    ] = "",
+    user_base_url: Annotated[str | None, typer.Option(help="The user model's endpoint (default: --base-url).")] = None,
+    user_profile: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--user-profile",
+            help="Also run the cases with a simulated user under this profile (repeatable, or "
+            "a comma list; all): impatient, drip_feed, wrong_assumption, omits_detail, "
+            "changes_mind; cooperative, the reference, always runs.",
+        ),
+    ] = None,
     db: DbOption = None,
-    lenient: Annotated[bool, typer.Option("--lenient", help="For imported suites: mistakes in the suite (unknown "
-                                          "keys, tools, arguments) are warnings, not errors.")] = False,
+    lenient: Annotated[
+        bool,
+        typer.Option(
+            "--lenient",
+            help="For imported suites: mistakes in the suite (unknown "
+            "keys, tools, arguments) are warnings, not errors.",
+        ),
+    ] = False,
 ) -> None:
     """Run an agent over a suite with mocked tools; every finished case run is stored at once.
 
@@ -87,29 +111,58 @@ def run(
     if suite is not None and not resume:
         _check_suite(suite, faults, lenient)
 
-    request = RunRequest(agent=agent, suite_path=suite, model=model, base_url=base_url, trials=trials,
-                         faults=faults, sweep=sweep_errors, sweep_kind=sweep_kind, concurrency=concurrency,
-                         run_name=run_name, resume=resume, shard=shard, max_steps=max_steps, system=system,
-                         temperature=temperature, timeout=timeout, attempts=attempts, seed=seed, sim_rates=sim_rates,
-                         user_model=user_model, user_base_url=user_base_url,
-                         user_profiles=_profiles(user_profile or []))
+    request = RunRequest(
+        agent=agent,
+        suite_path=suite,
+        model=model,
+        base_url=base_url,
+        trials=trials,
+        faults=faults,
+        sweep=sweep_errors,
+        sweep_kind=sweep_kind,
+        concurrency=concurrency,
+        run_name=run_name,
+        resume=resume,
+        shard=shard,
+        max_steps=max_steps,
+        system=system,
+        temperature=temperature,
+        timeout=timeout,
+        attempts=attempts,
+        seed=seed,
+        sim_rates=sim_rates,
+        user_model=user_model,
+        user_base_url=user_base_url,
+        user_profiles=_profiles(user_profile or []),
+    )
     console = Console(stderr=True, soft_wrap=True)
     settings = settings_for(db)
     outcome = run_agent(settings, request, progress=RunProgress)
     s = outcome.summary
     state = "finished" if outcome.finished else "open (run again with --resume to complete it)"
-    console.print(Text(
-        f"run {outcome.run_id} ({outcome.run_name}): stored {s.stored} of {outcome.planned} case runs, "
-        f"{s.failed} failed, {s.agent_errors} agent errors{_by_type(s.agent_error_types)}, "
-        f"{s.infra_errors} infrastructure errors, "
-        f"{s.duplicates} stored already; {outcome.retries} endpoint retries; {s.elapsed:.1f} s; run {state}"))
+    console.print(
+        Text(
+            f"run {outcome.run_id} ({outcome.run_name}): stored {s.stored} of {outcome.planned} case runs, "
+            f"{s.failed} failed, {s.agent_errors} agent errors{_by_type(s.agent_error_types)}, "
+            f"{s.infra_errors} infrastructure errors, "
+            f"{s.duplicates} stored already; {outcome.retries} endpoint retries; {s.elapsed:.1f} s; run {state}"
+        )
+    )
     option = f" --db {shlex.quote(db)}" if db else ""
     if request.user_profiles:
-        console.print(Text(f"simulated-user profiles: {', '.join(request.user_profiles)}; the cooperation gap is on "
-                           "the run page and in `toollens show`"))
-    console.print(Text(
-        f"stored in {database_label(settings.database_url)}: `toollens show {shlex.quote(outcome.run_name)}{option}` "
-        f"prints its figures; `toollens serve{option}` shows it at /runs/{outcome.run_id}"))
+        console.print(
+            Text(
+                f"simulated-user profiles: {', '.join(request.user_profiles)}; the cooperation gap is on "
+                "the run page and in `toollens show`"
+            )
+        )
+    console.print(
+        Text(
+            f"stored in {database_label(settings.database_url)}: "
+            f"`toollens show {shlex.quote(outcome.run_name)}{option}` "
+            f"prints its figures; `toollens serve{option}` shows it at /runs/{outcome.run_id}"
+        )
+    )
     if s.infra_errors:
         raise typer.Exit(code=3)
 

@@ -27,8 +27,13 @@ if TYPE_CHECKING:
 
 # option -> (parameter, the value it takes: None, "int" or "path"); tests/cli/test_cli_startup.py checks it
 # against the typer command
-OPTIONS = {"--json": ("as_json", None), "--top": ("top", "int"), "--fail-on-blocking": ("fail_on_blocking", None),
-           "--prices": ("prices", "path"), "--lenient": ("lenient", None)}
+OPTIONS = {
+    "--json": ("as_json", None),
+    "--top": ("top", "int"),
+    "--fail-on-blocking": ("fail_on_blocking", None),
+    "--prices": ("prices", "path"),
+    "--lenient": ("lenient", None),
+}
 
 
 def parse(argv: list[str]) -> dict[str, object] | None:
@@ -80,8 +85,16 @@ def run_argv(argv: list[str]) -> int | None:
         return 1
 
 
-def run(suite: Path, trajectories: Path | None, *, as_json: bool = False, top: int = 10,
-        fail_on_blocking: bool = False, prices: Path | None = None, lenient: bool = False) -> int:
+def run(
+    suite: Path,
+    trajectories: Path | None,
+    *,
+    as_json: bool = False,
+    top: int = 10,
+    fail_on_blocking: bool = False,
+    prices: Path | None = None,
+    lenient: bool = False,
+) -> int:
     """Score, print the report, and return the exit status: 0 scored; 1 a blocking family above
     zero (with ``fail_on_blocking``); 2 bad input: a mistake in the suite, or records of cases the
     suite lacks (with ``lenient`` both are warnings, and those records are left out).
@@ -119,15 +132,24 @@ def run(suite: Path, trajectories: Path | None, *, as_json: bool = False, top: i
         return 2
     if known.unknown:
         matched_none = len(known.unknown) and sum(known.unknown.values()) == known.total
-        print_error(known.describe(trajectories, lenient=lenient and not matched_none),
-                    label="warning: " if lenient and not matched_none else "error: ")
+        print_error(
+            known.describe(trajectories, lenient=lenient and not matched_none),
+            label="warning: " if lenient and not matched_none else "error: ",
+        )
         if not lenient or matched_none:
             return 2
     data = report.to_json()
     data["usage"] = usage.to_json(table)
     if len(suites) > 1:  # added: the suites of a folder, each with its cases and the trajectories scored on it
-        data["suites"] = [{"file": Path(s.path).name, "name": s.name, "cases": len(s.cases),
-                           "trajectories": known.per_suite.get(i, 0)} for i, s in enumerate(suites)]
+        data["suites"] = [
+            {
+                "file": Path(s.path).name,
+                "name": s.name,
+                "cases": len(s.cases),
+                "trajectories": known.per_suite.get(i, 0),
+            }
+            for i, s in enumerate(suites)
+        ]
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:
@@ -137,8 +159,9 @@ def run(suite: Path, trajectories: Path | None, *, as_json: bool = False, top: i
         name = first.name if len(suites) == 1 else f"{suite.name}: {len(suites)} suites"
         version = first.toolset.version if len({s.toolset.version for s in suites}) == 1 else ""
         render_report(report_console(), data, suite_name=name, toolset_version=version, top=top)
-    blocking = [f"{f.name} {data[f.key]['num']}/{data[f.key]['den']}"
-                for f in FAMILIES if f.blocking and data[f.key]["num"] > 0]
+    blocking = [
+        f"{f.name} {data[f.key]['num']}/{data[f.key]['den']}" for f in FAMILIES if f.blocking and data[f.key]["num"] > 0
+    ]
     if fail_on_blocking and blocking:
         print_error(", ".join(blocking) + " (must be zero)", label="blocking: ")
         return 1
@@ -161,11 +184,15 @@ def load_suites(path: Path, trajectories: Path | None, *, lenient: bool) -> tupl
         loaded, warnings = validate_suite_file(path, lenient=lenient)
         print_warnings(warnings)
         return [loaded], trajectories
-    found = sorted(((int(m.group(1) or 1), p) for p in path.iterdir()
-                    if (m := SUITE_FILE.fullmatch(p.name)) and p.is_file()), key=lambda x: x[0])
+    found = sorted(
+        ((int(m.group(1) or 1), p) for p in path.iterdir() if (m := SUITE_FILE.fullmatch(p.name)) and p.is_file()),
+        key=lambda x: x[0],
+    )
     if not found:
-        raise ToolLensError(f"{path}: no suite.yaml in this folder (a folder `toollens convert` wrote holds "
-                            "suite.yaml and trajectories.jsonl)")
+        raise ToolLensError(
+            f"{path}: no suite.yaml in this folder (a folder `toollens convert` wrote holds "
+            "suite.yaml and trajectories.jsonl)"
+        )
     suites: list[Suite] = []
     problems: list[Problem] = []
     owner: dict[str, str] = {}
@@ -178,8 +205,10 @@ def load_suites(path: Path, trajectories: Path | None, *, lenient: bool) -> tupl
         print_warnings(warnings)
         for cid in loaded.by_id:
             if cid in owner:
-                raise ToolLensError(f"{path}: case {cid!r} is in both {owner[cid]} and {file.name}: a record of it "
-                                    "could be scored against either")
+                raise ToolLensError(
+                    f"{path}: case {cid!r} is in both {owner[cid]} and {file.name}: a record of it "
+                    "could be scored against either"
+                )
             owner[cid] = file.name
         suites.append(loaded)
     if problems:
@@ -216,5 +245,6 @@ class KnownCases:
         head = f"{source}: {count} of {self.total} records are of cases the suite lacks ({names}{more})"
         if count == self.total:
             return f"{head}: nothing to score (is it the right suite?)"
-        return f"{head}: " + ("left out of every figure" if lenient else
-                              "nothing was scored (--lenient scores the rest)")
+        return f"{head}: " + (
+            "left out of every figure" if lenient else "nothing was scored (--lenient scores the rest)"
+        )

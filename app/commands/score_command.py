@@ -11,9 +11,14 @@ from typing import Annotated
 
 import typer
 
-PricesOption = Annotated[Path | None, typer.Option(
-    "--prices", help="A price file (model: USD per million input, output, cached tokens) over the bundled "
-                     "prices; default: TOOLLENS_PRICES.")]
+PricesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--prices",
+        help="A price file (model: USD per million input, output, cached tokens) over the bundled "
+        "prices; default: TOOLLENS_PRICES.",
+    ),
+]
 
 
 def register(cli: typer.Typer) -> None:
@@ -21,20 +26,40 @@ def register(cli: typer.Typer) -> None:
 
 
 def score(
-    suite: Annotated[Path, typer.Argument(help="Suite file (YAML or JSON), or a folder `toollens convert` wrote "
-                                               "(every suite in it, with its trajectories.jsonl).")],
-    trajectories: Annotated[Path | None, typer.Argument(
-        help="Trajectory records, one JSON object per line (default for a folder: its trajectories.jsonl).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON object (docs/formats.md).")]
-    = False,
+    suite: Annotated[
+        Path,
+        typer.Argument(
+            help="Suite file (YAML or JSON), or a folder `toollens convert` wrote "
+            "(every suite in it, with its trajectories.jsonl)."
+        ),
+    ],
+    trajectories: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Trajectory records, one JSON object per line (default for a folder: its trajectories.jsonl)."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report as one JSON object (docs/formats.md).")
+    ] = False,
     top: Annotated[int, typer.Option(help="How many confusions and failing cases to list.")] = 10,
-    fail_on_blocking: Annotated[bool, typer.Option(
-        "--fail-on-blocking", help="Exit 1 when a blocking family (hallucinated tools, hallucination after "
-                                   "error: threshold zero) is above zero: a CI check without a database.")] = False,
+    fail_on_blocking: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-blocking",
+            help="Exit 1 when a blocking family (hallucinated tools, hallucination after "
+            "error: threshold zero) is above zero: a CI check without a database.",
+        ),
+    ] = False,
     prices: PricesOption = None,
-    lenient: Annotated[bool, typer.Option(
-        "--lenient", help="For imported suites: mistakes in the suite and records of cases it lacks are warnings "
-                          "(those records are left out of every figure), not errors.")] = False,
+    lenient: Annotated[
+        bool,
+        typer.Option(
+            "--lenient",
+            help="For imported suites: mistakes in the suite and records of cases it lacks are warnings "
+            "(those records are left out of every figure), not errors.",
+        ),
+    ] = False,
 ) -> None:
     """Score trajectories against a suite, without a database.
 
@@ -43,7 +68,8 @@ def score(
     suite, records of cases it lacks)."""
     from app.commands.score import run
 
-    code = run(suite, trajectories, as_json=as_json, top=top, fail_on_blocking=fail_on_blocking, prices=prices,
-               lenient=lenient)
+    code = run(
+        suite, trajectories, as_json=as_json, top=top, fail_on_blocking=fail_on_blocking, prices=prices, lenient=lenient
+    )
     if code:
         raise typer.Exit(code=code)

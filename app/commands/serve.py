@@ -15,12 +15,18 @@ def register(cli: typer.Typer) -> None:
 
 
 def serve(
-    host: Annotated[str, typer.Option(
-        help="Interface to listen on; answered as a Host name too (others: TOOLLENS_ALLOWED_HOSTS).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="Interface to listen on; answered as a Host name too (others: TOOLLENS_ALLOWED_HOSTS).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     db: DbOption = None,
-    root_path: Annotated[str, typer.Option(help="Path prefix a reverse proxy serves the app under, e.g. /toollens "
-                                                "(the proxy strips it; links keep it).")] = "",
+    root_path: Annotated[
+        str,
+        typer.Option(
+            help="Path prefix a reverse proxy serves the app under, e.g. /toollens "
+            "(the proxy strips it; links keep it)."
+        ),
+    ] = "",
 ) -> None:
     """Start the web app (uvicorn)."""
     import uvicorn

@@ -11,8 +11,9 @@ import typer
 from app.commands.common import DbOption, fail, read_settings, settings_for
 from app.importers import taking
 
-IMPORT_GROUP_BY_HELP = (f"{', '.join(taking('group_by'))}: one trajectory per value of this span or resource "
-                        "attribute, not one per trace.")
+IMPORT_GROUP_BY_HELP = (
+    f"{', '.join(taking('group_by'))}: one trajectory per value of this span or resource attribute, not one per trace."
+)
 
 
 def register(cli: typer.Typer) -> None:
@@ -44,9 +45,13 @@ def db_upgrade(db: DbOption = None) -> None:
     console.print(Text(f"database at head: {shown}"))
     if runs:  # runs an older ToolLens stored may lack what pages read and never compute
         were = "run was" if runs == 1 else "runs were"
-        console.print(Text(f"{runs} {were} stored by an older ToolLens: `toollens db backfill` gives those that "
-                           "lack them their causes and comparison aggregates (pages never compute them; it changes "
-                           "nothing in the others)"))
+        console.print(
+            Text(
+                f"{runs} {were} stored by an older ToolLens: `toollens db backfill` gives those that "
+                "lack them their causes and comparison aggregates (pages never compute them; it changes "
+                "nothing in the others)"
+            )
+        )
 
 
 def db_backfill(
@@ -81,8 +86,10 @@ def db_backfill(
 def import_(
     file: Annotated[Path, typer.Argument(help="Trajectory records (JSONL, docs/formats.md), or traces in --format.")],
     run: Annotated[str, typer.Option(help="Run name (created, or appended to while it is open).")],
-    suite: Annotated[Path | None, typer.Option(help="The suite the trajectories ran against (default: the "
-                                                    "one the conversion builds).")] = None,
+    suite: Annotated[
+        Path | None,
+        typer.Option(help="The suite the trajectories ran against (default: the one the conversion builds)."),
+    ] = None,
     format_: Annotated[str, typer.Option("--format", help="Source format (see `toollens convert`).")] = "toollens",
     tools: Annotated[Path | None, typer.Option(help="Tool-schema file for a source without a suite.")] = None,
     domain: Annotated[str | None, typer.Option(help="Domain of a multi-domain tool-schema file.")] = None,
@@ -104,20 +111,44 @@ def import_(
     console = Console(stderr=True, soft_wrap=True)
     options = Options(tools=tools, domain=domain, group_by=group_by)
     if format_ == "toollens" and suite is not None and options == Options():
-        result = import_file(settings_for(db), file, suite_path=suite, run_name=run, model=model, agent=agent,
-                             skip_bad=skip_bad, finish=not keep_open, batch=batch)
+        result = import_file(
+            settings_for(db),
+            file,
+            suite_path=suite,
+            run_name=run,
+            model=model,
+            agent=agent,
+            skip_bad=skip_bad,
+            finish=not keep_open,
+            batch=batch,
+        )
     else:
         from app.importers.store import import_converted
 
-        result = import_converted(settings_for(db), file, format_, options, suite_path=suite, run_name=run,
-                                  model=model, agent=agent, skip_bad=skip_bad, finish=not keep_open, batch=batch,
-                                  on_note=lambda note: console.print(Text(f"note: {note}", style="yellow")))
+        result = import_converted(
+            settings_for(db),
+            file,
+            format_,
+            options,
+            suite_path=suite,
+            run_name=run,
+            model=model,
+            agent=agent,
+            skip_bad=skip_bad,
+            finish=not keep_open,
+            batch=batch,
+            on_note=lambda note: console.print(Text(f"note: {note}", style="yellow")),
+        )
     for line, message in result.skipped[:50]:
         console.print(Text(f"skipped {file}:{line}: {message}", style="yellow"))
     if len(result.skipped) > 50:
         console.print(Text(f"… and {len(result.skipped) - 50} more skipped lines", style="yellow"))
-    console.print(Text(f"run {result.run_id} ({run}): stored {result.trajectories} trajectories, "
-                       f"{result.calls} calls; skipped {len(result.skipped)} lines"))
+    console.print(
+        Text(
+            f"run {result.run_id} ({run}): stored {result.trajectories} trajectories, "
+            f"{result.calls} calls; skipped {len(result.skipped)} lines"
+        )
+    )
 
 
 def export(

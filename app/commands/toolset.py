@@ -28,15 +28,20 @@ def _store(toolset: object, name: str, label: str, db: str | None) -> str:
     with store_session(db, write=True) as session:
         added = add_toolset_version(session, toolset, name=name, label=label)
     what = "added" if added.created else f"exists already (label {added.label!r})"
-    Console(stderr=True, soft_wrap=True).print(Text(
-        f"toolset {added.toolset} version {added.hash} ({len(toolset)} tools): {what}"))
+    Console(stderr=True, soft_wrap=True).print(
+        Text(f"toolset {added.toolset} version {added.hash} ({len(toolset)} tools): {what}")
+    )
     return added.label
 
 
 @toolset_cli.command("add")
 def add(
-    file: Annotated[Path, typer.Argument(help="Toolset file (YAML or JSON: ToolLens, OpenAI or Anthropic tools), "
-                                          "or a suite file (its toolset).")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Toolset file (YAML or JSON: ToolLens, OpenAI or Anthropic tools), or a suite file (its toolset)."
+        ),
+    ],
     name: Name,
     label: Label = "",
     db: DbOption = None,
@@ -52,13 +57,14 @@ def add(
 def import_mcp(
     name: Name,
     label: Label = "",
-    command: Annotated[str | None, typer.Option("--command", help="Start the server over stdio, e.g. "
-                                                "\"python server.py\".")] = None,
-    url: Annotated[str | None, typer.Option("--url", help="Streamable HTTP endpoint, e.g. "
-                                            "http://127.0.0.1:8000/mcp.")] = None,
+    command: Annotated[
+        str | None, typer.Option("--command", help='Start the server over stdio, e.g. "python server.py".')
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", help="Streamable HTTP endpoint, e.g. http://127.0.0.1:8000/mcp.")
+    ] = None,
     timeout: Annotated[float, typer.Option(min=1.0, max=600.0, help="Seconds to wait for the server.")] = 30.0,
-    out: Annotated[Path | None, typer.Option("--out", help="Also write the snapshot as a toolset YAML file.")]
-    = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the snapshot as a toolset YAML file.")] = None,
     db: DbOption = None,
 ) -> None:
     """Snapshot a live MCP server's tools (tools/list) into a toolset version, word for word."""

@@ -27,4 +27,4 @@ def whole_key(value: str | int, limit: int) -> str:
         if len(text) <= limit and not _MARKED.search(text):
             return text
     digest = hashlib.sha256(f"{kind}:{text}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{text[:limit - _HASH]}#sha256:{digest}"
+    return f"{text[: limit - _HASH]}#sha256:{digest}"

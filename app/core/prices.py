@@ -63,16 +63,18 @@ class PriceTable:
         prefixes = [k for k in self.models if name.startswith(k + "-")]
         return self.models[max(prefixes, key=len)] if prefixes else None
 
-    def cost(self, model: str | None, input_tokens: int | None, output_tokens: int | None,
-             cached_tokens: int | None = None) -> float | None:
+    def cost(
+        self, model: str | None, input_tokens: int | None, output_tokens: int | None, cached_tokens: int | None = None
+    ) -> float | None:
         """USD for one request, or None: no price for the model, or no input/output split."""
         p = self.price(model)
         if p is None or (input_tokens is None and output_tokens is None):
             return None
         cached = min(cached_tokens or 0, input_tokens or 0)
         fresh = (input_tokens or 0) - cached
-        return (fresh * p.input + cached * (p.input if p.cached is None else p.cached)
-                + (output_tokens or 0) * p.output) / 1_000_000
+        return (
+            fresh * p.input + cached * (p.input if p.cached is None else p.cached) + (output_tokens or 0) * p.output
+        ) / 1_000_000
 
     def merged(self, other: PriceTable) -> PriceTable:
         return PriceTable(other.date or self.date, {**self.models, **other.models})
@@ -96,9 +98,11 @@ def parse_prices(data: Any, source: str) -> PriceTable:
         if unknown:
             raise PriceTableError(f"{where}: unknown key {sorted(unknown)[0]!r}")
         cached = entry.get("cached")
-        models[str(name).strip().lower()] = Price(_number(entry["input"], f"{where}.input"),
-                                                  _number(entry["output"], f"{where}.output"),
-                                                  None if cached is None else _number(cached, f"{where}.cached"))
+        models[str(name).strip().lower()] = Price(
+            _number(entry["input"], f"{where}.input"),
+            _number(entry["output"], f"{where}.output"),
+            None if cached is None else _number(cached, f"{where}.cached"),
+        )
     return PriceTable(str(data.get("date") or ""), models)
 
 
@@ -154,8 +158,12 @@ def _last_good(path: str, key: tuple[str, int, int, int], reason: str) -> PriceT
     fallback = _GOOD.get(path)
     if key not in _BAD:
         _BAD.put(key, reason)
-        log.warning("%s: %s; the %s keeps serving", path, reason.removeprefix(f"{path}: "),
-                    "last good table read from it" if fallback else "bundled price table")
+        log.warning(
+            "%s: %s; the %s keeps serving",
+            path,
+            reason.removeprefix(f"{path}: "),
+            "last good table read from it" if fallback else "bundled price table",
+        )
     return fallback or bundled_prices()
 
 

@@ -81,9 +81,17 @@ class Call:
     batch: int | None = None  # the index of the first call of the model response that issued it, when that
     # response issued several (parallel tool calls; an extension key)
 
-    def __init__(self, name: str, arguments: Any, observation: str | None = None, error: CallError | None = None,
-                 raw_arguments: str | None = None, turn: int | None = None, latency_ms: float | None = None,
-                 batch: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        arguments: Any,
+        observation: str | None = None,
+        error: CallError | None = None,
+        raw_arguments: str | None = None,
+        turn: int | None = None,
+        latency_ms: float | None = None,
+        batch: int | None = None,
+    ) -> None:
         self.name = name
         self.arguments = arguments
         self.observation = observation
@@ -172,16 +180,24 @@ class AgentError:
         import traceback
 
         kind = type(exc)
-        name = kind.__qualname__ if kind.__module__ in ("builtins", "__main__") else \
-            f"{kind.__module__}.{kind.__qualname__}"
+        name = (
+            kind.__qualname__
+            if kind.__module__ in ("builtins", "__main__")
+            else f"{kind.__module__}.{kind.__qualname__}"
+        )
         frames = list(traceback.extract_tb(exc.__traceback__))
         while len(frames) > 1 and frames[0].filename.startswith(_runner_frames()):  # the runner's, not the agent's
             frames = frames[1:]
         frames = frames[-MAX_FRAMES:]
-        shown = [_cut(f"{f.filename}:{f.lineno} in {f.name}" + (f": {f.line.strip()}" if f.line else ""), MAX_FRAME)
-                 for f in frames]
-        return cls(_cut(clean_text(name), MAX_ERROR_TYPE), _cut(clean_text(str(exc)), MAX_ERROR_MESSAGE),
-                   [clean_text(s) for s in shown])
+        shown = [
+            _cut(f"{f.filename}:{f.lineno} in {f.name}" + (f": {f.line.strip()}" if f.line else ""), MAX_FRAME)
+            for f in frames
+        ]
+        return cls(
+            _cut(clean_text(name), MAX_ERROR_TYPE),
+            _cut(clean_text(str(exc)), MAX_ERROR_MESSAGE),
+            [clean_text(s) for s in shown],
+        )
 
 
 def _runner_frames() -> tuple[str, ...]:
@@ -196,7 +212,7 @@ def _runner_frames() -> tuple[str, ...]:
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(slots=True)
@@ -231,13 +247,25 @@ class Trajectory:
     user_acts: list[UserError] | None = None  # what that profile did on purpose (an extension key)
     user_mirror_trial: int | None = None  # under a profile: the cooperative trial it mirrors (an extension key)
 
-    def __init__(self, case_id: str, trial: int = 0, question: str = "", calls: list[Call] | None = None,
-                 answer: str = "", fault: Fault | None = None, reward: float | None = None,
-                 state: dict[str, Any] | None = None, stopped: str | None = None,
-                 messages: list[Message] | None = None, user_error: list[UserError] | None = None,
-                 model_calls: list[ModelCall] | None = None, agent_error: AgentError | None = None,
-                 user_profile: str | None = None, user_acts: list[UserError] | None = None,
-                 user_mirror_trial: int | None = None) -> None:
+    def __init__(
+        self,
+        case_id: str,
+        trial: int = 0,
+        question: str = "",
+        calls: list[Call] | None = None,
+        answer: str = "",
+        fault: Fault | None = None,
+        reward: float | None = None,
+        state: dict[str, Any] | None = None,
+        stopped: str | None = None,
+        messages: list[Message] | None = None,
+        user_error: list[UserError] | None = None,
+        model_calls: list[ModelCall] | None = None,
+        agent_error: AgentError | None = None,
+        user_profile: str | None = None,
+        user_acts: list[UserError] | None = None,
+        user_mirror_trial: int | None = None,
+    ) -> None:
         self.case_id = case_id
         self.trial = trial
         self.question = question
@@ -408,8 +436,9 @@ def _text(value: Any, name: str, index: int | None, source: str, *, optional: bo
     raise InvalidTrajectory(f"expected a string, got {type(value).__name__}", index=index, field=name, source=source)
 
 
-def _call_error(err: Any, i: int, bad: Callable[[str, str], InvalidTrajectory], index: int | None,
-                source: str) -> CallError:
+def _call_error(
+    err: Any, i: int, bad: Callable[[str, str], InvalidTrajectory], index: int | None, source: str
+) -> CallError:
     if isinstance(err, str):
         return CallError(kind="error", message=clean_text(err))
     if not isinstance(err, dict):
@@ -456,8 +485,10 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "", clean
             raise bad("each call must be an object", f"calls[{i}]")
         name = rc.get("name")
         if type(name) is not str or len(name) > MAX_NAME:
-            raise bad("required, a string" if type(name) is not str else f"longer than {MAX_NAME} characters",
-                      f"calls[{i}].name")
+            raise bad(
+                "required, a string" if type(name) is not str else f"longer than {MAX_NAME} characters",
+                f"calls[{i}].name",
+            )
         err = rc.get("error")
         error = None if err is None else _call_error(err, i, bad, index, source)
         obs = rc.get("observation")
@@ -483,8 +514,10 @@ def parse_record(data: Any, *, index: int | None = None, source: str = "", clean
             latency = milliseconds(latency, f"calls[{i}].latency_ms", bad)
         batch = rc.get("batch")
         if batch is not None and (type(batch) is not int or not 0 <= batch <= i):
-            raise bad(f"must be an integer from 0 to the call's own index ({i}): the first call of its batch",
-                      f"calls[{i}].batch")
+            raise bad(
+                f"must be an integer from 0 to the call's own index ({i}): the first call of its batch",
+                f"calls[{i}].batch",
+            )
         append(Call(name if clean else clean_text(name), args, obs, error, raw, turn, latency, batch))
     fault: Fault | None = None
     raw_fault = data.get("fault")
@@ -627,8 +660,9 @@ def user_turns(traj: Trajectory) -> list[str]:
     return said or ([traj.question] if traj.question else [])
 
 
-def _messages(raw: Any, n_calls: int, bad: Callable[[str, str], InvalidTrajectory],
-              clean: bool = False) -> list[Message]:
+def _messages(
+    raw: Any, n_calls: int, bad: Callable[[str, str], InvalidTrajectory], clean: bool = False
+) -> list[Message]:
     """The ``messages`` extension key: ``[{role, content, calls_before}]`` in order."""
     if type(raw) is not list:
         raise bad("must be a list", "messages")

@@ -151,12 +151,22 @@ class UsageTally:
     tool_latency: dict[str, list[float]] = field(default_factory=dict)
     trajectories: int = 0
 
-    def add(self, model_calls: Sequence[ModelCall] | None, tool_latency: Iterable[tuple[str, float]],
-            *, passed: bool, failures: Iterable[str] = (), outcome: str | None = None) -> None:
+    def add(
+        self,
+        model_calls: Sequence[ModelCall] | None,
+        tool_latency: Iterable[tuple[str, float]],
+        *,
+        passed: bool,
+        failures: Iterable[str] = (),
+        outcome: str | None = None,
+    ) -> None:
         """One trajectory: its model requests, its tools' (name, latency) and how it ended."""
         self.trajectories += 1
-        keys = ("passed" if passed else "failed", *(f"failure:{f}" for f in failures),
-                *(() if outcome is None else (f"outcome:{outcome}",)))
+        keys = (
+            "passed" if passed else "failed",
+            *(f"failure:{f}" for f in failures),
+            *(() if outcome is None else (f"outcome:{outcome}",)),
+        )
         self.all_groups.update(keys)
         if model_calls:
             self.model_calls.append(list(model_calls))
@@ -167,8 +177,11 @@ class UsageTally:
     def add_alike(self, n: int, *, passed: bool, failures: Iterable[str] = (), outcome: str | None = None) -> None:
         """``n`` trajectories without model requests that ended alike: what ``add`` counts of each."""
         self.trajectories += n
-        for key in ("passed" if passed else "failed", *(f"failure:{f}" for f in failures),
-                    *(() if outcome is None else (f"outcome:{outcome}",))):
+        for key in (
+            "passed" if passed else "failed",
+            *(f"failure:{f}" for f in failures),
+            *(() if outcome is None else (f"outcome:{outcome}",)),
+        ):
             self.all_groups[key] += n
 
     def add_tool_latency(self, calls: Iterable[tuple[str, float | None]]) -> None:
@@ -197,12 +210,16 @@ class UsageTally:
                     g.cost = (g.cost or 0.0) + cost
                 g.priced += whole
         tool_all = [ms for values in self.tool_latency.values() for ms in values]
-        unpriced = sorted({mc.model or "(no model)" for mc in flat  # split tokens and no price for the model
-                           if (mc.input_tokens is not None or mc.output_tokens is not None)
-                           and prices.price(mc.model) is None})
+        unpriced = sorted(
+            {
+                mc.model or "(no model)"
+                for mc in flat  # split tokens and no price for the model
+                if (mc.input_tokens is not None or mc.output_tokens is not None) and prices.price(mc.model) is None
+            }
+        )
 
         def by(prefix: str, name: str) -> list[dict[str, Any]]:
-            return [{name: k[len(prefix):], **g.to_dict()} for k, g in sorted(groups.items()) if k.startswith(prefix)]
+            return [{name: k[len(prefix) :], **g.to_dict()} for k, g in sorted(groups.items()) if k.startswith(prefix)]
 
         return {
             "input_tokens": _sum(mc.input_tokens for mc in flat),
@@ -212,8 +229,9 @@ class UsageTally:
             "cost_usd": round(sum(priced), 6) if priced else None,
             "model_latency_ms": spread([mc.latency_ms for mc in flat if mc.latency_ms is not None]),
             "tool_latency_ms": spread(tool_all),
-            "trajectories_with_usage": sum(1 for calls in self.model_calls
-                                           if any(mc.tokens is not None for mc in calls)),
+            "trajectories_with_usage": sum(
+                1 for calls in self.model_calls if any(mc.tokens is not None for mc in calls)
+            ),
             "trajectories_priced": sum(1 for _, whole in costs if whole),
             "model_calls": len(flat),
             "unpriced_models": unpriced,
@@ -221,8 +239,10 @@ class UsageTally:
             "by_result": {k: groups.get(k, _Group()).to_dict() for k in ("passed", "failed")},
             "by_failure": by("failure:", "failure"),
             "by_outcome": by("outcome:", "outcome"),
-            "by_tool": [{"tool": name, "calls": len(v), "latency_ms": spread(v)}
-                        for name, v in sorted(self.tool_latency.items())],
+            "by_tool": [
+                {"tool": name, "calls": len(v), "latency_ms": spread(v)}
+                for name, v in sorted(self.tool_latency.items())
+            ],
         }
 
 
@@ -254,8 +274,9 @@ def totals_by_model(per_model: dict[str, dict[str, int]], prices: PriceTable) ->
         if n or "input_tokens" in sums or "output_tokens" in sums:
             tokens = (tokens or 0) + n
         if "input_tokens" in sums or "output_tokens" in sums:
-            c = prices.cost(model, sums.get("input_tokens", 0), sums.get("output_tokens", 0),
-                            sums.get("cached_tokens", 0))
+            c = prices.cost(
+                model, sums.get("input_tokens", 0), sums.get("output_tokens", 0), sums.get("cached_tokens", 0)
+            )
             if c is not None:
                 cost = (cost or 0.0) + c
     return tokens, None if cost is None else round(cost, 6)
@@ -279,8 +300,10 @@ def comparable(usage: dict[str, Any], trajectories: int) -> dict[str, float | No
     return {
         "tokens_per_trajectory": None if tokens is None or not with_usage else tokens / with_usage,
         "cost_per_trajectory": None if cost is None or not trajectories else cost / trajectories,
-        "model_latency_p50": usage["model_latency_ms"]["p50"], "model_latency_p95": usage["model_latency_ms"]["p95"],
-        "tool_latency_p50": usage["tool_latency_ms"]["p50"], "tool_latency_p95": usage["tool_latency_ms"]["p95"],
+        "model_latency_p50": usage["model_latency_ms"]["p50"],
+        "model_latency_p95": usage["model_latency_ms"]["p95"],
+        "tool_latency_p50": usage["tool_latency_ms"]["p50"],
+        "tool_latency_p95": usage["tool_latency_ms"]["p95"],
     }
 
 
@@ -316,11 +339,16 @@ def priced(kept: dict[str, Any], prices: PriceTable) -> dict[str, Any]:
     for model, fresh, cached, output in kept["spent"]:
         p = prices.price(model)
         if p is not None:
-            costs.append((fresh * p.input + cached * (p.input if p.cached is None else p.cached)
-                          + output * p.output) / 1_000_000)
-    return {"total_tokens": kept["total_tokens"], "trajectories_with_usage": kept["trajectories_with_usage"],
-            "cost_usd": round(sum(costs), 6) if costs else None,
-            "model_latency_ms": kept["model_latency_ms"], "tool_latency_ms": kept["tool_latency_ms"]}
+            costs.append(
+                (fresh * p.input + cached * (p.input if p.cached is None else p.cached) + output * p.output) / 1_000_000
+            )
+    return {
+        "total_tokens": kept["total_tokens"],
+        "trajectories_with_usage": kept["trajectories_with_usage"],
+        "cost_usd": round(sum(costs), 6) if costs else None,
+        "model_latency_ms": kept["model_latency_ms"],
+        "tool_latency_ms": kept["tool_latency_ms"],
+    }
 
 
 def usage_deltas(a: dict[str, float | None], b: dict[str, float | None]) -> list[dict[str, Any]]:
@@ -331,6 +359,15 @@ def usage_deltas(a: dict[str, float | None], b: dict[str, float | None]) -> list
         if x is None and y is None:
             continue
         delta = None if x is None or y is None else y - x
-        out.append({"key": key, "label": label, "unit": unit, "a": x, "b": y, "delta": delta,
-                    "relative": None if delta is None or not x else delta / x})
+        out.append(
+            {
+                "key": key,
+                "label": label,
+                "unit": unit,
+                "a": x,
+                "b": y,
+                "delta": delta,
+                "relative": None if delta is None or not x else delta / x,
+            }
+        )
     return out

@@ -39,19 +39,34 @@ class Format:
     multi_turn: bool = False  # records can carry a conversation (``messages``), not only one question
 
 
-FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("toollens", "toollens", "ToolLens trajectory records, JSON Lines", reward=True, multi_turn=True),
-    Format("openai-messages", "openai_messages", "chat-completions conversations", reward=True, multi_turn=True),
-    Format("anthropic-messages", "anthropic_messages", "Messages API conversations", reward=True, multi_turn=True),
-    Format("tau-bench", "tau_bench", "tau-bench historical trajectories", reward=True),
-    Format("otel", "otel", "an OTLP JSON file: one trace (or --group-by value) = one trajectory",
-           options=TOOLSET | {"group_by"}, reward=True),
-    Format("bfcl", "bfcl", "a BFCL question file (and its possible answers): suites; a BFCL result file with "
-           "--questions: runs with BFCL's verdict", options=frozenset({"questions"}), runs=False, multi_turn=True),
-    Format("toolbench", "toolbench", "ToolBench answer files", reward=True),
-    Format("tau2", "tau2", "a tau2-bench results file", reward=True, multi_turn=True),
-    Format("inspect", "inspect_log", "an Inspect AI log (.eval or .json)", reward=True, multi_turn=True),
-)}
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format("toollens", "toollens", "ToolLens trajectory records, JSON Lines", reward=True, multi_turn=True),
+        Format("openai-messages", "openai_messages", "chat-completions conversations", reward=True, multi_turn=True),
+        Format("anthropic-messages", "anthropic_messages", "Messages API conversations", reward=True, multi_turn=True),
+        Format("tau-bench", "tau_bench", "tau-bench historical trajectories", reward=True),
+        Format(
+            "otel",
+            "otel",
+            "an OTLP JSON file: one trace (or --group-by value) = one trajectory",
+            options=TOOLSET | {"group_by"},
+            reward=True,
+        ),
+        Format(
+            "bfcl",
+            "bfcl",
+            "a BFCL question file (and its possible answers): suites; a BFCL result file with "
+            "--questions: runs with BFCL's verdict",
+            options=frozenset({"questions"}),
+            runs=False,
+            multi_turn=True,
+        ),
+        Format("toolbench", "toolbench", "ToolBench answer files", reward=True),
+        Format("tau2", "tau2", "a tau2-bench results file", reward=True, multi_turn=True),
+        Format("inspect", "inspect_log", "an Inspect AI log (.eval or .json)", reward=True, multi_turn=True),
+    )
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -99,5 +114,18 @@ def convert(name: str, path: Path, options: Options | None = None) -> Conversion
     return conversion
 
 
-__all__ = ["FORMATS", "Conversion", "Converted", "Converter", "Format", "Option", "Options", "RecordSource",
-           "UnknownFormat", "convert", "get_converter", "get_format", "taking"]
+__all__ = [
+    "FORMATS",
+    "Conversion",
+    "Converted",
+    "Converter",
+    "Format",
+    "Option",
+    "Options",
+    "RecordSource",
+    "UnknownFormat",
+    "convert",
+    "get_converter",
+    "get_format",
+    "taking",
+]

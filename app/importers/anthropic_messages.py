@@ -65,8 +65,12 @@ def messages_to_record(messages: list[Any]) -> dict[str, Any]:
                 if not isinstance(b, dict):
                     continue
                 if b.get("type") == "tool_use":
-                    call = {"name": b.get("name") if isinstance(b.get("name"), str) else "",
-                            "arguments": b.get("input"), "observation": None, "error": None}
+                    call = {
+                        "name": b.get("name") if isinstance(b.get("name"), str) else "",
+                        "arguments": b.get("input"),
+                        "observation": None,
+                        "error": None,
+                    }
                     calls.append(call)
                     if isinstance(b.get("id"), str):
                         by_id[b["id"]] = call

@@ -49,16 +49,18 @@ class Conversion:
     notes: list[str] = field(default_factory=list)
 
 
-def record_or_reason(line: int, build: Callable[[], dict[str, Any]], *, source: str, what: str,
-                     field: str = "") -> Converted:
+def record_or_reason(
+    line: int, build: Callable[[], dict[str, Any]], *, source: str, what: str, field: str = ""
+) -> Converted:
     """The record ``build`` makes, checked, or why it cannot be made (never raised)."""
     try:
         return line, parse_record(build(), index=line, source=source)
     except InvalidTrajectory as exc:
         return line, exc
     except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a shape no rule expected
-        return line, InvalidTrajectory(f"cannot read this {what} ({type(exc).__name__}: {str(exc)[:200]})",
-                                       index=line, field=field, source=source)
+        return line, InvalidTrajectory(
+            f"cannot read this {what} ({type(exc).__name__}: {str(exc)[:200]})", index=line, field=field, source=source
+        )
 
 
 def distinct_trials(records: RecordSource, notes: list[str]) -> RecordSource:
@@ -66,6 +68,7 @@ def distinct_trials(records: RecordSource, notes: list[str]) -> RecordSource:
     telling trials apart (two conversations with one id, a scenario run twice) gives the repeat
     the next free trial, as the store keeps one trajectory per case, trial and fault. Each pass
     numbers alike; the first that renumbers adds a note to ``notes``."""
+
     def fresh() -> Iterator[Converted]:
         seen: set[tuple[str, int, str]] = set()
         moved = 0
@@ -80,10 +83,13 @@ def distinct_trials(records: RecordSource, notes: list[str]) -> RecordSource:
                     moved += 1
                 seen.add((item.case_id, item.trial, fault))
             yield line, item
-        note = (f"{moved} records repeat a case and trial of an earlier one (the source does not tell them apart): "
-                "each takes the next free trial")
+        note = (
+            f"{moved} records repeat a case and trial of an earlier one (the source does not tell them apart): "
+            "each takes the next free trial"
+        )
         if moved and note not in notes:
             notes.append(note)
+
     return fresh
 
 

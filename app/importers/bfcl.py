@@ -79,8 +79,9 @@ def _pattern(value: Any, where: str, warn: Warn, depth: int = 0) -> tuple[Any, d
         canonical: dict[str, Any] = {}
         fields: dict[str, Any] = {}
         for key, options in value.items():
-            first, rule = possible_values(options if isinstance(options, list) else [options], f"{where}.{key}", warn,
-                                          depth)
+            first, rule = possible_values(
+                options if isinstance(options, list) else [options], f"{where}.{key}", warn, depth
+            )
             if first is not _OMITTED:
                 canonical[key] = first
             if rule is not None or first is not _OMITTED:
@@ -100,7 +101,7 @@ def _pattern(value: Any, where: str, warn: Warn, depth: int = 0) -> tuple[Any, d
 
 def expected_call(entry: Mapping[str, Any], where: str = "", warn: Warn | None = None) -> dict[str, Any]:
     """``{func_name: {arg: [acceptable values]}}`` as an expected call."""
-    (name, params), = entry.items()
+    ((name, params),) = entry.items()
     arguments: dict[str, Any] = {}
     tolerance: dict[str, Any] = {}
     for arg, options in (params or {}).items():
@@ -120,7 +121,7 @@ def _schema_breaks(entry: Mapping[str, Any], call: dict[str, Any], spec: ToolSpe
     """How the ground truth breaks its tool's schema, by argument: a required argument
     that the possible answers let be omitted, or an acceptable value that fails
     validation (the first such value of each argument)."""
-    (_, params), = entry.items()
+    ((_, params),) = entry.items()
     params = params if isinstance(params, Mapping) else {}
     breaks: dict[str, str] = {}
     if spec is None:
@@ -152,14 +153,18 @@ def convert(path: Path, options: Options) -> Conversion:
     if bfcl_results.is_result(next(_lines(path), (0, None))[1]):
         return bfcl_results.convert_results(path, options, convert)
     if options.questions is not None:
-        raise SuiteError("--questions goes with a BFCL result file ({id, result} lines); this is not one",
-                         path=str(path))
+        raise SuiteError(
+            "--questions goes with a BFCL result file ({id, result} lines); this is not one", path=str(path)
+        )
     answers_file = answers_path(path)
     answers: dict[str, list[Any]] = {}
     if answers_file is not None:
         for number, a in _lines(answers_file):
-            if not isinstance(a, Mapping) or not isinstance(a.get("id"), str) or not isinstance(
-                    a.get("ground_truth"), list):
+            if (
+                not isinstance(a, Mapping)
+                or not isinstance(a.get("id"), str)
+                or not isinstance(a.get("ground_truth"), list)
+            ):
                 raise SuiteError(f"line {number}: expected {{id, ground_truth: [...]}}", path=str(answers_file))
             answers[a["id"]] = a["ground_truth"]
     first = next(_lines(path), None)
@@ -195,35 +200,46 @@ def convert(path: Path, options: Options) -> Conversion:
                     mark_exceptions(call, breaks)
                     broken.extend(f"{call['name']}: {m}" for m in breaks.values())
                 if broken:
-                    warnings.append(f"{qid}: the ground truth breaks the question's own schema (written as a marked "
-                                    f"exception): {'; '.join(broken)}")
+                    warnings.append(
+                        f"{qid}: the ground truth breaks the question's own schema (written as a marked "
+                        f"exception): {'; '.join(broken)}"
+                    )
             except (ValueError, AttributeError, TypeError):
-                raise SuiteError(f"{qid}: a ground_truth entry is not {{func_name: {{arg: [values]}}}}",
-                                 path=str(answers_file)) from None
+                raise SuiteError(
+                    f"{qid}: a ground_truth entry is not {{func_name: {{arg: [values]}}}}", path=str(answers_file)
+                ) from None
         else:
             looked = f"{path.stem}.possible_answer{path.suffix}"
-            raise SuiteError(f"{where}: no possible answer for {qid!r} (looked for {looked} beside it)",
-                             path=str(path))
-        case = {"id": qid, "question": _question_text(q.get("question")) or qid, "expected_calls": expected,
-                "match": "unordered" if "parallel" in qid else "strict", "tags": ["bfcl", qid.rsplit("_", 1)[0]]}
+            raise SuiteError(f"{where}: no possible answer for {qid!r} (looked for {looked} beside it)", path=str(path))
+        case = {
+            "id": qid,
+            "question": _question_text(q.get("question")) or qid,
+            "expected_calls": expected,
+            "match": "unordered" if "parallel" in qid else "strict",
+            "tags": ["bfcl", qid.rsplit("_", 1)[0]],
+        }
         _place(layers, tools, case)
     if not layers:
         raise SuiteError("no questions", path=str(path))
     suites = []
     for i, (tools_by_name, cases) in enumerate(layers):
         name = path.stem if i == 0 else f"{path.stem}-{i + 1}"
-        suites.append({"name": name, "toolset": {"name": name, "tools": list(tools_by_name.values())},
-                       "cases": cases})
+        suites.append({"name": name, "toolset": {"name": name, "tools": list(tools_by_name.values())}, "cases": cases})
     notes = []
     if len(suites) > 1:
-        notes.append(f"BFCL reuses tool names with different schemas: {sum(len(s['cases']) for s in suites[1:])} "
-                     f"questions went to {len(suites) - 1} further suites")
+        notes.append(
+            f"BFCL reuses tool names with different schemas: {sum(len(s['cases']) for s in suites[1:])} "
+            f"questions went to {len(suites) - 1} further suites"
+        )
     notes.extend(warnings)
     return Conversion(suite=suites[0], records=no_records, extra_suites=suites[1:], notes=notes)
 
 
-def _place(layers: list[tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]], tools: list[dict[str, Any]],
-           case: dict[str, Any]) -> None:
+def _place(
+    layers: list[tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]],
+    tools: list[dict[str, Any]],
+    case: dict[str, Any],
+) -> None:
     """Put the case in the first suite whose tools agree with its own."""
     for by_name, cases in layers:
         if all(by_name.get(t["name"], t) == t for t in tools):

@@ -128,11 +128,19 @@ def _value(node: ast.expr) -> Any:
 
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
-    ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_, ast.Invert: operator.invert,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Not: operator.not_,
+    ast.Invert: operator.invert,
 }
 
 
@@ -178,7 +186,7 @@ def decode_any(answer: Any) -> Decoded:
     for item in answer:
         if not isinstance(item, dict) or len(item) != 1:
             raise Undecodable("a list element that is not {func_name: arguments}")
-        (name, arguments), = item.items()
+        ((name, arguments),) = item.items()
         if isinstance(arguments, str):
             if len(arguments) > MAX_TEXT:
                 raise Undecodable(f"arguments longer than {MAX_TEXT} characters")

@@ -13,9 +13,11 @@ from app.core.records import loads
 
 def answers_path(path: Path) -> Path | None:
     """The possible-answer file that goes with a question file, if any."""
-    for candidate in (path.with_name(f"{path.stem}.possible_answer{path.suffix}"),
-                      path.parent / "possible_answer" / path.name,
-                      path.parent.parent / "possible_answer" / path.name):
+    for candidate in (
+        path.with_name(f"{path.stem}.possible_answer{path.suffix}"),
+        path.parent / "possible_answer" / path.name,
+        path.parent.parent / "possible_answer" / path.name,
+    ):
         if candidate.is_file() and candidate != path:
             return candidate
     return None

@@ -54,8 +54,10 @@ def func_doc_dir(path: Path) -> Path:
     for candidate in (path.parent / "multi_turn_func_doc", path.parent.parent / "multi_turn_func_doc"):
         if candidate.is_dir():
             return candidate
-    raise SuiteError("multi-turn BFCL needs its tools: no multi_turn_func_doc/ folder beside the file or one "
-                     "folder up", path=str(path))
+    raise SuiteError(
+        "multi-turn BFCL needs its tools: no multi_turn_func_doc/ folder beside the file or one folder up",
+        path=str(path),
+    )
 
 
 class FuncDocs:
@@ -71,8 +73,9 @@ class FuncDocs:
         if found is None:
             name = FUNC_DOC_FILES.get(cls)
             if name is None:
-                raise SuiteError(f"unknown BFCL API class {cls!r} (known: {', '.join(FUNC_DOC_FILES)})",
-                                 path=str(self.folder))
+                raise SuiteError(
+                    f"unknown BFCL API class {cls!r} (known: {', '.join(FUNC_DOC_FILES)})", path=str(self.folder)
+                )
             found = self._by_class[cls] = [f for _, f in self._lines(self.folder / name)]
         return found
 
@@ -107,13 +110,17 @@ def parse_call(text: str, properties: Mapping[str, list[str]], where: str) -> di
 
 def _user_text(turn: Any) -> str:
     messages = turn if isinstance(turn, list) else [turn]
-    texts = [m["content"] for m in messages
-             if isinstance(m, Mapping) and m.get("role") == "user" and isinstance(m.get("content"), str)]
+    texts = [
+        m["content"]
+        for m in messages
+        if isinstance(m, Mapping) and m.get("role") == "user" and isinstance(m.get("content"), str)
+    ]
     return "\n".join(texts)
 
 
-def convert_multi_turn(path: Path, questions: Iterator[tuple[int, Any]], answers: dict[str, list[Any]],
-                       lines: Any) -> tuple[list[dict[str, Any]], list[str]]:
+def convert_multi_turn(
+    path: Path, questions: Iterator[tuple[int, Any]], answers: dict[str, list[Any]], lines: Any
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The suites (one per distinct toolset) and the notes of a multi-turn file."""
     docs = FuncDocs(func_doc_dir(path), lines)
     groups: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
@@ -133,16 +140,19 @@ def convert_multi_turn(path: Path, questions: Iterator[tuple[int, Any]], answers
         if key not in groups:
             tools = _toolset(docs, key, path)
             groups[key] = (tools, [])
-            checks[key] = ({t["name"]: list((t.get("parameters") or {}).get("properties") or {}) for t in tools},
-                           {t["name"]: ToolSpec.from_dict(t).validator for t in tools})
+            checks[key] = (
+                {t["name"]: list((t.get("parameters") or {}).get("properties") or {}) for t in tools},
+                {t["name"]: ToolSpec.from_dict(t).validator for t in tools},
+            )
         cases = groups[key][1]
         properties, validators = checks[key]
         truth = answers.get(qid)
         if truth is None:
             raise SuiteError(f"{where}: no possible answer for {qid!r}", path=str(path))
         if len(truth) != len(q["question"]):
-            raise SuiteError(f"{qid}: {len(q['question'])} user turns but {len(truth)} ground-truth turns",
-                             path=str(path))
+            raise SuiteError(
+                f"{qid}: {len(q['question'])} user turns but {len(truth)} ground-truth turns", path=str(path)
+            )
         turns = []
         for t, (message, calls) in enumerate(zip(q["question"], truth, strict=True), start=1):
             if not isinstance(calls, list):
@@ -152,13 +162,17 @@ def convert_multi_turn(path: Path, questions: Iterator[tuple[int, Any]], answers
             expected = [parse_call(text, properties, f"{qid}: turn {t} call {j + 1}") for j, text in enumerate(calls)]
             for call in expected:
                 if call["name"] not in validators:
-                    notes.append(f"{qid}: turn {t}: the ground truth calls {call['name']!r}, a tool of no involved "
-                                 "class")
+                    notes.append(
+                        f"{qid}: turn {t}: the ground truth calls {call['name']!r}, a tool of no involved class"
+                    )
                     continue
                 breaks = _breaks(call, validators[call["name"]])
                 mark_exceptions(call, breaks, multi_turn=True)
-                notes.extend(f"{qid}: turn {t}: the ground truth breaks its tool's own schema (written as a marked "
-                             f"exception): {call['name']}: {m}" for m in breaks.values())
+                notes.extend(
+                    f"{qid}: turn {t}: the ground truth breaks its tool's own schema (written as a marked "
+                    f"exception): {call['name']}: {m}"
+                    for m in breaks.values()
+                )
             turns.append({"user": _user_text(message) or NO_MESSAGE, "expected_calls": expected})
         if q.get("missed_function"):
             missed += 1
@@ -169,13 +183,16 @@ def convert_multi_turn(path: Path, questions: Iterator[tuple[int, Any]], answers
     for i, ((classes, excluded), (tools, cases)) in enumerate(groups.items()):
         name = path.stem if i == 0 else f"{path.stem}-{i + 1}"
         label = "+".join(classes) + (f" without {', '.join(excluded)}" if excluded else "")
-        suites.append({"name": name, "toolset": {"name": name, "label": label[:100], "tools": tools},
-                       "cases": cases})
-    notes.append("multi-turn BFCL: calls are compared, not state (BFCL's state check runs its own Python "
-                 f"classes, which ToolLens does not ship); {len(suites)} suites, one per set of involved classes")
+        suites.append({"name": name, "toolset": {"name": name, "label": label[:100], "tools": tools}, "cases": cases})
+    notes.append(
+        "multi-turn BFCL: calls are compared, not state (BFCL's state check runs its own Python "
+        f"classes, which ToolLens does not ship); {len(suites)} suites, one per set of involved classes"
+    )
     if missed:
-        notes.append(f"{missed} questions hold a function back until a later turn (missed_function): "
-                     "ToolLens offers it from the first turn")
+        notes.append(
+            f"{missed} questions hold a function back until a later turn (missed_function): "
+            "ToolLens offers it from the first turn"
+        )
     return suites, notes
 
 

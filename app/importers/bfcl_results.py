@@ -46,8 +46,11 @@ MAX_ANSWER_TEXT = 4_000  # characters of a model's text kept as its answer or me
 MAX_NOTE = 600  # characters of BFCL's verdict kept in a case's notes
 AGENTIC = "BFCL judges agentic answers by their last message"
 UNREAD = {  # categories whose answers BFCL reads otherwise (first match in this order)
-    "javascript": "BFCL decodes them with its JavaScript parser", "java": "BFCL decodes them with its Java parser",
-    "memory": AGENTIC, "web_search": AGENTIC, "format_sensitivity": "BFCL varies the answer format per item",
+    "javascript": "BFCL decodes them with its JavaScript parser",
+    "java": "BFCL decodes them with its Java parser",
+    "memory": AGENTIC,
+    "web_search": AGENTIC,
+    "format_sensitivity": "BFCL varies the answer format per item",
 }
 NO_MESSAGE = "(no new user message: BFCL makes the held-back function available here)"
 
@@ -62,8 +65,11 @@ def question_file(result: Path, questions: Path | None, first_id: str) -> Path:
     file, else the file of the same name without ``_result`` in that folder (or
     ``*_<category>.json`` there, the category read from the first id)."""
     if questions is None:
-        raise SuiteError("a BFCL result file needs its questions: --questions DIR (the folder of the category's "
-                         "question file, its possible answers and multi_turn_func_doc/)", path=str(result))
+        raise SuiteError(
+            "a BFCL result file needs its questions: --questions DIR (the folder of the category's "
+            "question file, its possible answers and multi_turn_func_doc/)",
+            path=str(result),
+        )
     if questions.is_file():
         return questions
     if not questions.is_dir():
@@ -78,8 +84,9 @@ def question_file(result: Path, questions: Path | None, first_id: str) -> Path:
     raise SuiteError(f"--questions {questions}: no {name} (nor *_{category}.json) in it", path=str(result))
 
 
-def convert_results(path: Path, options: Options,
-                    convert_questions: Callable[[Path, Options], Conversion]) -> Conversion:
+def convert_results(
+    path: Path, options: Options, convert_questions: Callable[[Path, Options], Conversion]
+) -> Conversion:
     """The runs of a result file; ``convert_questions`` reads its question file (``bfcl.convert``)."""
     lines = list(_limited(_lines(path), path))
     if not lines:
@@ -89,15 +96,21 @@ def convert_results(path: Path, options: Options,
     category = first_id.rsplit("_", 1)[0]
     unread = next((kind for kind in UNREAD if kind in category), None)
     if unread is not None:
-        raise SuiteError(f"BFCL's {category} results are not read: {UNREAD[unread]} (read: the Python single-turn, "
-                         "relevance and multi-turn categories)", path=str(path))
+        raise SuiteError(
+            f"BFCL's {category} results are not read: {UNREAD[unread]} (read: the Python single-turn, "
+            "relevance and multi-turn categories)",
+            path=str(path),
+        )
     source = question_file(path, options.questions, first_id)
     questions = {q["id"]: q for _, q in _lines(source) if isinstance(q, Mapping) and isinstance(q.get("id"), str)}
     answers_file = answers_path(source)
     answers: dict[str, Any] = {}
     if answers_file is not None:
-        answers = {a["id"]: a.get("ground_truth") for _, a in _lines(answers_file)
-                   if isinstance(a, Mapping) and isinstance(a.get("id"), str)}
+        answers = {
+            a["id"]: a.get("ground_truth")
+            for _, a in _lines(answers_file)
+            if isinstance(a, Mapping) and isinstance(a.get("id"), str)
+        }
     suites = convert_questions(source, Options())
     multi = _is_multi_turn(next(iter(questions.values()), None), source)
     tally = Tally()
@@ -118,8 +131,12 @@ def convert_results(path: Path, options: Options,
             if verdict is not None:
                 case["notes"] = [*_as_list(case.get("notes")), verdict]
     notes = [n for n in suites.notes if not n.startswith("multi-turn BFCL: calls are compared")]
-    return Conversion(suite=suites.suite, records=lambda: iter(records), extra_suites=suites.extra_suites,
-                      notes=[*tally.notes(source.name), *notes])
+    return Conversion(
+        suite=suites.suite,
+        records=lambda: iter(records),
+        extra_suites=suites.extra_suites,
+        notes=[*tally.notes(source.name), *notes],
+    )
 
 
 def _as_list(notes: Any) -> list[Any]:
@@ -176,8 +193,11 @@ class Tally:
     def add(self, qid: str, valid: bool, kind: str, turn: int | None = None, error: str = "") -> None:
         self.judged += 1
         at = f" at turn {turn}" if turn is not None else ""
-        self.verdicts[qid] = "BFCL's verdict on this answer: passes" if valid else \
-            f"BFCL's verdict on this answer: fails{at}: {kind}: {error}"[:MAX_NOTE]
+        self.verdicts[qid] = (
+            "BFCL's verdict on this answer: passes"
+            if valid
+            else f"BFCL's verdict on this answer: fails{at}: {kind}: {error}"[:MAX_NOTE]
+        )
         if valid:
             self.passed += 1
             return
@@ -188,13 +208,17 @@ class Tally:
 
     def notes(self, questions: str) -> list[str]:
         if self.unavailable:
-            return [f"BFCL's verdict is unavailable: {self.unavailable}; the records carry no reward, the calls are "
-                    f"scored by ToolLens's families only (questions: {questions})"]
+            return [
+                f"BFCL's verdict is unavailable: {self.unavailable}; the records carry no reward, the calls are "
+                f"scored by ToolLens's families only (questions: {questions})"
+            ]
         if not self.judged:
             return []
         share = f"{100 * self.passed / self.judged:.1f}%"
-        out = [f"BFCL's verdict (the records' reward): {self.passed} of {self.judged} pass ({share}); "
-               f"questions: {questions}"]
+        out = [
+            f"BFCL's verdict (the records' reward): {self.passed} of {self.judged} pass ({share}); "
+            f"questions: {questions}"
+        ]
         for kind, count in self.kinds.most_common():
             ids = self.examples[kind]
             more = f" and {len(ids) - 5} more" if len(ids) > 5 else ""
@@ -205,8 +229,9 @@ class Tally:
         return out
 
 
-def _single_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Mapping[str, Any], tally: Tally,
-                 source: str) -> Converted:
+def _single_turn(
+    line: int, raw: Any, questions: Mapping[str, Any], answers: Mapping[str, Any], tally: Tally, source: str
+) -> Converted:
     from app.importers.bfcl_rules import verdict
 
     qid = raw.get("id") if isinstance(raw, Mapping) else None
@@ -223,18 +248,31 @@ def _single_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Map
     try:
         judged, decoded = verdict(category, functions, result, answers.get(qid))
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
-        return line, InvalidTrajectory(f"cannot judge this result ({type(exc).__name__})", index=line,
-                                       field="result", source=source)
+        return line, InvalidTrajectory(
+            f"cannot judge this result ({type(exc).__name__})", index=line, field="result", source=source
+        )
     tally.add(qid, judged.valid, judged.error_type, error=judged.error)
     calls = [{"name": name, "arguments": _jsonable(args)} for call in decoded or [] for name, args in call.items()]
     answer = "" if calls else _text(result)
-    data = {"case_id": qid, "question": _question_text(question.get("question")) or qid, "calls": calls,
-            "answer": answer, "reward": 1.0 if judged.valid else 0.0}
+    data = {
+        "case_id": qid,
+        "question": _question_text(question.get("question")) or qid,
+        "calls": calls,
+        "answer": answer,
+        "reward": 1.0 if judged.valid else 0.0,
+    }
     return record_or_reason(line, lambda: _with_usage(data, raw), source=source, what="BFCL result")
 
 
-def _multi_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Mapping[str, Any],
-                missing: str | None, tally: Tally, source: str) -> Converted:
+def _multi_turn(
+    line: int,
+    raw: Any,
+    questions: Mapping[str, Any],
+    answers: Mapping[str, Any],
+    missing: str | None,
+    tally: Tally,
+    source: str,
+) -> Converted:
     from app.importers import bfcl_state
     from app.importers.bfcl_multi_turn import _user_text
 
@@ -247,8 +285,9 @@ def _multi_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Mapp
     turns = raw.get("result")
     truth = answers.get(qid)
     if not isinstance(turns, list):
-        return line, InvalidTrajectory("a multi-turn result is a list with one entry per user turn", index=line,
-                                       field="result", source=source)
+        return line, InvalidTrajectory(
+            "a multi-turn result is a list with one entry per user turn", index=line, field="result", source=source
+        )
     if not isinstance(truth, list) or not all(isinstance(t, list) for t in truth):
         return line, InvalidTrajectory(f"no possible answer for {qid!r}", index=line, field="id", source=source)
     reward: float | None = None
@@ -257,8 +296,12 @@ def _multi_turn(line: int, raw: Any, questions: Mapping[str, Any], answers: Mapp
         try:
             judged = bfcl_state.judge(question, turns, truth)
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
-            return line, InvalidTrajectory(f"BFCL's classes cannot run this question ({type(exc).__name__}: "
-                                           f"{str(exc)[:200]})", index=line, field="id", source=source)
+            return line, InvalidTrajectory(
+                f"BFCL's classes cannot run this question ({type(exc).__name__}: {str(exc)[:200]})",
+                index=line,
+                field="id",
+                source=source,
+            )
         tally.add(qid, judged.valid, judged.error_type, judged.turn, judged.error)
         reward = 1.0 if judged.valid else 0.0
         executed = judged.steps
@@ -318,8 +361,13 @@ def _flat(value: Any, depth: int = 0) -> list[float | None]:
     that is no count (negative, not a number) is None, keeping the positions."""
     if isinstance(value, list) and depth < 3:
         return [v for item in value[:MAX_MODEL_CALLS] for v in _flat(item, depth + 1)]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
-            or value >= 2**53:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or value >= 2**53
+    ):
         return [None] if value is not None or depth else []
     return [float(value)]
 
@@ -337,8 +385,9 @@ def _bad_item(line: int, raw: Any, qid: Any, questions: Mapping[str, Any], sourc
     if not isinstance(qid, str):
         return line, InvalidTrajectory("expected an id (text)", index=line, field="id", source=source)
     if qid not in questions:
-        return line, InvalidTrajectory(f"no question {qid!r} in the question file", index=line, field="id",
-                                       source=source)
+        return line, InvalidTrajectory(
+            f"no question {qid!r} in the question file", index=line, field="id", source=source
+        )
     return None
 
 

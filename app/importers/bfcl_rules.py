@@ -31,8 +31,16 @@ from typing import Any, cast
 from app.core.suites.tolerance import bfcl_standardize
 from app.importers.bfcl_decode import Decoded, Undecodable, decode_any, is_empty
 
-PYTHON_TYPES: dict[str, type] = {"string": str, "integer": int, "float": float, "boolean": bool, "array": list,
-                                 "tuple": list, "dict": dict, "any": str}
+PYTHON_TYPES: dict[str, type] = {
+    "string": str,
+    "integer": int,
+    "float": float,
+    "boolean": bool,
+    "array": list,
+    "tuple": list,
+    "dict": dict,
+    "any": str,
+}
 NESTED = ("array", "tuple")
 
 
@@ -51,8 +59,9 @@ PASS = Verdict(True)
 standardize = bfcl_standardize  # BFCL's ``standardize_string``
 
 
-def verdict(category: str, functions: list[dict[str, Any]], answer: Any,
-            ground_truth: list[dict[str, Any]] | None) -> tuple[Verdict, Decoded | None]:
+def verdict(
+    category: str, functions: list[dict[str, Any]], answer: Any, ground_truth: list[dict[str, Any]] | None
+) -> tuple[Verdict, Decoded | None]:
     """BFCL's verdict on a single-turn answer (its raw text, or already a
     list of ``{name: {arg: value}}``), with the decoded calls (None when
     they could not be decoded)."""
@@ -67,21 +76,24 @@ def verdict(category: str, functions: list[dict[str, Any]], answer: Any,
     if "irrelevance" in category:
         if is_empty(decoded) or not _call_format(decoded):
             return PASS, decoded
-        return Verdict(False, "irrelevance_error:decoder_success",
-                       "Valid syntax. Successfully decode AST when it should not."), decoded
+        return Verdict(
+            False, "irrelevance_error:decoder_success", "Valid syntax. Successfully decode AST when it should not."
+        ), decoded
     if "relevance" in category:
         ok = not (is_empty(decoded) or not _call_format(decoded))
         return (PASS if ok else Verdict(False, "relevance_error:decoder_failed", "No call decoded.")), decoded
     if not _call_format(decoded):
-        return Verdict(False, "ast_decoder:decoder_wrong_output_format", "Did not output in the specified format."), \
-            decoded
+        return Verdict(
+            False, "ast_decoder:decoder_wrong_output_format", "Did not output in the specified format."
+        ), decoded
     return check(functions, decoded, ground_truth or [], category), decoded
 
 
 def _call_format(decoded: Any) -> bool:
     """``is_function_calling_format_output``."""
     return isinstance(decoded, list) and all(
-        isinstance(item, dict) and len(item) == 1 and isinstance(next(iter(item.values())), dict) for item in decoded)
+        isinstance(item, dict) and len(item) == 1 and isinstance(next(iter(item.values())), dict) for item in decoded
+    )
 
 
 def check(functions: list[dict[str, Any]], calls: Decoded, possible: list[dict[str, Any]], category: str) -> Verdict:
@@ -122,9 +134,12 @@ def _parallel(functions: list[dict[str, Any]], calls: Decoded, possible: list[di
                 found = True
                 break
         if not found:
-            return Verdict(False, "parallel_function_checker_no_order:cannot_find_match",
-                           f"Could not find a matching function for index {i} of possible answers"
-                           + (f" ({last.error})" if last.error else "."))
+            return Verdict(
+                False,
+                "parallel_function_checker_no_order:cannot_find_match",
+                f"Could not find a matching function for index {i} of possible answers"
+                + (f" ({last.error})" if last.error else "."),
+            )
     return PASS
 
 
@@ -135,8 +150,9 @@ def simple(description: Mapping[str, Any], call: dict[str, dict[str, Any]], poss
     parameters = description.get("parameters") or {}
     details: dict[str, Any] = parameters.get("properties") or {}
     if name not in call:
-        return Verdict(False, "simple_function_checker:wrong_func_name",
-                       f"Function name {name!r} not found in model output.")
+        return Verdict(
+            False, "simple_function_checker:wrong_func_name", f"Function name {name!r} not found in model output."
+        )
     given = call[name]
     for param in parameters.get("required") or []:
         if param not in given:
@@ -149,8 +165,11 @@ def simple(description: Mapping[str, Any], call: dict[str, dict[str, Any]], poss
             return found
     for param, options in answers.items():
         if param not in given and "" not in options:
-            return Verdict(False, "simple_function_checker:missing_optional",
-                           f"Optional parameter {param!r} not provided and not marked as optional.")
+            return Verdict(
+                False,
+                "simple_function_checker:missing_optional",
+                f"Optional parameter {param!r} not provided and not marked as optional.",
+            )
     return PASS
 
 
@@ -179,22 +198,29 @@ def _parameter(param: str, value: Any, detail: Mapping[str, Any], options: list[
             return _list_of_dicts(param, value, options)
         if expected is str:
             if standardize(value) not in [standardize(o) for o in options if type(o) is str]:
-                return Verdict(False, "value_error:string",
-                               f"Invalid value for parameter {param!r}: {value!r}. Expected one of {options}. "
-                               "Case insensitive.")
+                return Verdict(
+                    False,
+                    "value_error:string",
+                    f"Invalid value for parameter {param!r}: {value!r}. Expected one of {options}. Case insensitive.",
+                )
             return None
         if expected is list:
             got = [standardize(v) if type(v) is str else v for v in value]
             # BFCL iterates over every option: "" (may be omitted) becomes the empty list
-            wanted = [[standardize(v) if type(v) is str else v for v in o] for o in options
-                      if isinstance(o, (list, str))]
+            wanted = [
+                [standardize(v) if type(v) is str else v for v in o] for o in options if isinstance(o, (list, str))
+            ]
             if got not in wanted:
-                return Verdict(False, "value_error:list/tuple",
-                               f"Invalid value for parameter {param!r}: {value!r}. Expected one of {options}.")
+                return Verdict(
+                    False,
+                    "value_error:list/tuple",
+                    f"Invalid value for parameter {param!r}: {value!r}. Expected one of {options}.",
+                )
             return None
     if value not in options:
-        return Verdict(False, "value_error:others",
-                       f"Invalid value for parameter {param!r}: {value!r}. Expected one of {options}.")
+        return Verdict(
+            False, "value_error:others", f"Invalid value for parameter {param!r}: {value!r}. Expected one of {options}."
+        )
     return None
 
 
@@ -205,8 +231,9 @@ def _answer_type(options: list[Any]) -> type | None:
     return None
 
 
-def _type_check(param: str, value: Any, options: list[Any], kind: str, expected: type,
-                nested: type | None) -> Verdict | bool:
+def _type_check(
+    param: str, value: Any, options: list[Any], kind: str, expected: type, nested: type | None
+) -> Verdict | bool:
     """``type_checker``: a failing verdict, or whether the value is a variable."""
     answer_type = _answer_type(options)
     variable = answer_type is not None and answer_type is not expected
@@ -215,19 +242,26 @@ def _type_check(param: str, value: Any, options: list[Any], kind: str, expected:
             return variable
         for option in options:
             if type(option) is list and not all(
-                    not isinstance(_type_check(param, item, option, str(nested), nested, None), Verdict)
-                    for item in cast(list[Any], value)):
+                not isinstance(_type_check(param, item, option, str(nested), nested, None), Verdict)
+                for item in cast(list[Any], value)
+            ):
                 continue
             return variable
         # BFCL's nested failure stands, even when the value is of the possible answers' type
-        return Verdict(False, "type_error:nested",
-                       f"Nested type checking failed for parameter {param!r}. Expected outer type {kind} with "
-                       f"inner type {nested}. Parameter value: {value!r}.")
+        return Verdict(
+            False,
+            "type_error:nested",
+            f"Nested type checking failed for parameter {param!r}. Expected outer type {kind} with "
+            f"inner type {nested}. Parameter value: {value!r}.",
+        )
     if answer_type is not None and type(value) is answer_type:
         return True
-    return Verdict(False, "type_error:simple",
-                   f"Incorrect type for parameter {param!r}. Expected type {kind}, got {type(value).__name__}. "
-                   f"Parameter value: {value!r}.")
+    return Verdict(
+        False,
+        "type_error:simple",
+        f"Incorrect type for parameter {param!r}. Expected type {kind}, got {type(value).__name__}. "
+        f"Parameter value: {value!r}.",
+    )
 
 
 def _dict(param: str, value: dict[str, Any], options: list[Any]) -> Verdict | None:
@@ -247,8 +281,11 @@ def _dict(param: str, value: dict[str, Any], options: list[Any]) -> Verdict | No
             got = standardize(item) if type(item) is str else item
             wanted = [standardize(o) if type(o) is str else o for o in option[key]]
             if got not in wanted:
-                failed_here = Verdict(False, "value_error:dict_value",
-                                      f"Invalid value for parameter {key!r}: {item!r}. Expected one of {wanted}.")
+                failed_here = Verdict(
+                    False,
+                    "value_error:dict_value",
+                    f"Invalid value for parameter {key!r}: {item!r}. Expected one of {wanted}.",
+                )
                 break
         if failed_here is None:
             for key, wanted in option.items():
@@ -269,8 +306,11 @@ def _list_of_dicts(param: str, value: list[Any], options: list[Any]) -> Verdict 
             failed = Verdict(False, "value_error:list_dict_count", "Wrong number of dictionaries in the list.")
             continue
         for item, wanted in zip(value, option, strict=True):
-            found = _dict(param, item, [wanted]) if isinstance(item, dict) else Verdict(
-                False, "value_error:list_dict", f"Not a dict in {param!r}.")
+            found = (
+                _dict(param, item, [wanted])
+                if isinstance(item, dict)
+                else Verdict(False, "value_error:list_dict", f"Not a dict in {param!r}.")
+            )
             if found is not None:
                 failed = found
                 break

@@ -35,9 +35,14 @@ from app.importers.bfcl_decode import Decoded, Undecodable, decode_any
 # bfcl-eval's CLASS_FILE_PATH_MAPPING and STATELESS_CLASSES
 _PREFIX = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
 CLASS_MODULES = {
-    "GorillaFileSystem": "gorilla_file_system", "MathAPI": "math_api", "MessageAPI": "message_api",
-    "TwitterAPI": "posting_api", "TicketAPI": "ticket_api", "TradingBot": "trading_bot",
-    "TravelAPI": "travel_booking", "VehicleControlAPI": "vehicle_control",
+    "GorillaFileSystem": "gorilla_file_system",
+    "MathAPI": "math_api",
+    "MessageAPI": "message_api",
+    "TwitterAPI": "posting_api",
+    "TicketAPI": "ticket_api",
+    "TradingBot": "trading_bot",
+    "TravelAPI": "travel_booking",
+    "VehicleControlAPI": "vehicle_control",
 }
 STATELESS = frozenset({"MathAPI"})
 REFUSED = frozenset({"kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"})  # BFCL refuses these
@@ -49,7 +54,9 @@ UNBOUNDED = frozenset({"power", "square_root", "logarithm"})
 def _too_big(name: str, value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    return abs(value) > (MAX_EXPONENT if name in ("exponent", "precision") else 10 ** MAX_DIGITS)
+    return abs(value) > (MAX_EXPONENT if name in ("exponent", "precision") else 10**MAX_DIGITS)
+
+
 INSTALL = "pip install --no-deps bfcl-eval mpmath"
 
 
@@ -108,8 +115,10 @@ class Instances:
         if method is None:
             return f"Error during execution: name {name.split('.')[0]!r} is not defined"
         if name in UNBOUNDED and any(_too_big(k, v) for k, v in arguments.items()):
-            return (f"Error during execution: not run by ToolLens (an exponent or precision beyond {MAX_EXPONENT}, "
-                    f"or a number beyond 10**{MAX_DIGITS})")
+            return (
+                f"Error during execution: not run by ToolLens (an exponent or precision beyond {MAX_EXPONENT}, "
+                f"or a number beyond 10**{MAX_DIGITS})"
+            )
         mpmath = sys.modules.get("mpmath")
         dps = mpmath.mp.dps if mpmath is not None else None
         try:
@@ -175,9 +184,12 @@ def judge(question: Mapping[str, Any], turns: list[Any], truth: list[list[str]])
     qid = str(question.get("id", ""))
     long_context = "long_context" in qid or "composite" in qid
     if len(turns) != len(truth):
-        return StateVerdict(False, "multi_turn:force_terminated",
-                            f"The length of the model result turns ({len(turns)}) does not match the length of "
-                            f"the ground truth turns ({len(truth)}).")
+        return StateVerdict(
+            False,
+            "multi_turn:force_terminated",
+            f"The length of the model result turns ({len(turns)}) does not match the length of "
+            f"the ground truth turns ({len(truth)}).",
+        )
     model = Instances(classes, config, long_context)
     gold = Instances(classes, config, long_context)
     steps: list[Step] = []
@@ -187,7 +199,7 @@ def judge(question: Mapping[str, Any], turns: list[Any], truth: list[list[str]])
         decoded_steps = [d for d in (step_calls(s) for s in steps_of(turn)) if d is not None]
         for decoded in decoded_steps:
             for call in decoded:
-                (name, arguments), = call.items()
+                ((name, arguments),) = call.items()
                 result = _nested_or_call(model, name, arguments)
                 steps.append(Step(t, name, arguments, result))
                 all_results.append(result)
@@ -200,18 +212,29 @@ def judge(question: Mapping[str, Any], turns: list[Any], truth: list[list[str]])
     return StateVerdict(True, steps=steps)
 
 
-def _turn_check(t: int, decoded_steps: list[Decoded], model: Instances, gold: Instances, all_results: list[str],
-                gold_results: list[str]) -> StateVerdict | None:
+def _turn_check(
+    t: int,
+    decoded_steps: list[Decoded],
+    model: Instances,
+    gold: Instances,
+    all_results: list[str],
+    gold_results: list[str],
+) -> StateVerdict | None:
     """BFCL's checks after a turn whose ground truth is not empty: the failure, or None."""
     if not decoded_steps:
-        return StateVerdict(False, "multi_turn:empty_turn_model_response",
-                            f"Model response list is empty for turn {t}", t)
+        return StateVerdict(
+            False, "multi_turn:empty_turn_model_response", f"Model response list is empty for turn {t}", t
+        )
     for cls, truth_instance in gold.by_class.items():
         differences = _differences(model.by_class[cls], truth_instance)
         if differences:
-            return StateVerdict(False, "multi_turn:instance_state_mismatch",
-                                f"Model instance for {cls} does not match the state with ground truth instance "
-                                f"({', '.join(differences)} differ).", t)
+            return StateVerdict(
+                False,
+                "multi_turn:instance_state_mismatch",
+                f"Model instance for {cls} does not match the state with ground truth instance "
+                f"({', '.join(differences)} differ).",
+                t,
+            )
     remaining = list(all_results)
     missing = []
     for item in gold_results:
@@ -220,9 +243,13 @@ def _turn_check(t: int, decoded_steps: list[Decoded], model: Instances, gold: In
         except ValueError:
             missing.append(item)
     if missing:
-        return StateVerdict(False, "multi_turn:execution_response_mismatch",
-                            f"Model response execution results so far does not contain all the ground truth "
-                            f"response execution results for turn {t} (missing: {str(missing)[:300]}).", t)
+        return StateVerdict(
+            False,
+            "multi_turn:execution_response_mismatch",
+            f"Model response execution results so far does not contain all the ground truth "
+            f"response execution results for turn {t} (missing: {str(missing)[:300]}).",
+            t,
+        )
     return None
 
 
@@ -250,5 +277,6 @@ def _gold_call(instances: Instances, text: str) -> str:
 
 def _differences(model: Any, truth: Any) -> list[str]:
     """``_compare_instances``: the public attributes that differ."""
-    return [name for name in vars(truth) if not name.startswith("_")
-            and getattr(model, name, None) != getattr(truth, name)]
+    return [
+        name for name in vars(truth) if not name.startswith("_") and getattr(model, name, None) != getattr(truth, name)
+    ]

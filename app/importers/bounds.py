@@ -31,8 +31,12 @@ class ImportBounds:
 def import_bounds() -> ImportBounds:
     """The bounds of the environment (a bad value is a SettingsError naming its variable)."""
     s = load_settings()
-    return ImportBounds(s.import_max_member_bytes, s.import_max_json_values, s.import_max_attachment_chars,
-                        s.import_max_attachment_chars_total)
+    return ImportBounds(
+        s.import_max_member_bytes,
+        s.import_max_json_values,
+        s.import_max_attachment_chars,
+        s.import_max_attachment_chars_total,
+    )
 
 
 class ValueCount:
@@ -45,8 +49,9 @@ class ValueCount:
     def __call__(self, chunk: bytes) -> None:
         self.seen += json_values(chunk, self.limit)
         if self.seen > self.limit:
-            raise InvalidTrajectory(f"would build more than {self.limit} JSON values ({JSON_VALUES})",
-                                    source=self.where)
+            raise InvalidTrajectory(
+                f"would build more than {self.limit} JSON values ({JSON_VALUES})", source=self.where
+            )
 
 
 class Overspent(Exception):
@@ -73,8 +78,12 @@ class AttachmentBudget:
     def spend(self, chars: int, name: str) -> None:
         self.used += chars
         if self.used > self.per_trajectory:
-            raise Overspent(f"attachment {name[:80]!r}: the sample's attachment references expand to more than "
-                            f"{self.per_trajectory} characters ({ATTACHMENT_CHARS}; each reference counts)")
+            raise Overspent(
+                f"attachment {name[:80]!r}: the sample's attachment references expand to more than "
+                f"{self.per_trajectory} characters ({ATTACHMENT_CHARS}; each reference counts)"
+            )
         if self.used_total + self.used > self.total:
-            raise Overspent(f"attachment {name[:80]!r}: the log's attachment references expand to more than "
-                            f"{self.total} characters ({ATTACHMENT_CHARS_TOTAL}; each reference counts)")
+            raise Overspent(
+                f"attachment {name[:80]!r}: the log's attachment references expand to more than "
+                f"{self.total} characters ({ATTACHMENT_CHARS_TOTAL}; each reference counts)"
+            )

@@ -40,14 +40,23 @@ class Envelope:
             self.tools: Any = None
             return
         if not isinstance(value, Mapping):
-            raise InvalidTrajectory(f"a conversation is a list of messages or an object with 'messages', "
-                                    f"got {type(value).__name__}", index=line, source=source)
+            raise InvalidTrajectory(
+                f"a conversation is a list of messages or an object with 'messages', got {type(value).__name__}",
+                index=line,
+                source=source,
+            )
         messages = value.get("messages", value.get("traj"))
         if not isinstance(messages, list):
             raise InvalidTrajectory("required, a list of messages", index=line, field="messages", source=source)
         self.messages = messages
-        found = next((value[k] for k in ID_KEYS if isinstance(value.get(k), (str, int)) and
-                      not isinstance(value.get(k), bool) and str(value[k])), None)
+        found = next(
+            (
+                value[k]
+                for k in ID_KEYS
+                if isinstance(value.get(k), (str, int)) and not isinstance(value.get(k), bool) and str(value[k])
+            ),
+            None,
+        )
         self.case_id = str(found)[:MAX_NAME] if found is not None else f"line-{line}"
         self.trial = value.get("trial", 0)
         self.reward = value.get("reward")
@@ -78,8 +87,10 @@ def conversations(path: Path) -> Iterator[tuple[int, Any]]:
             yield at, more
             return
         if len(messages) >= MAX_MESSAGES:
-            yield line, InvalidTrajectory(f"a conversation of more than {MAX_MESSAGES} messages", index=line,
-                                          source=str(path))
+            yield (
+                line,
+                InvalidTrajectory(f"a conversation of more than {MAX_MESSAGES} messages", index=line, source=str(path)),
+            )
             return
         messages.append(more)
     yield line, messages
@@ -98,6 +109,7 @@ def convert_chat(path: Path, options: Options, *, fmt: str, to_record: ToRecord)
     def convert_one(line: int, value: Any) -> Converted:
         if isinstance(value, InvalidTrajectory):
             return line, value
+
         def build() -> dict[str, Any]:
             env = Envelope(value, line, source)
             data = to_record(env.messages)
@@ -140,8 +152,10 @@ def convert_chat(path: Path, options: Options, *, fmt: str, to_record: ToRecord)
             toolset = toolset_document(list(declared.values()), name=path.stem)
             unknown = called - declared.keys()
             if unknown:
-                notes.append(f"{len(unknown)} called tool names are not among the declared tools "
-                             "(they count as hallucinated tools)")
+                notes.append(
+                    f"{len(unknown)} called tool names are not among the declared tools "
+                    "(they count as hallucinated tools)"
+                )
         else:
             toolset, more = resolve_toolset(None, options.domain, lambda: called, name=path.stem)
     notes.extend(more)

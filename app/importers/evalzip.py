@@ -42,9 +42,9 @@ def _directory(fh: BinaryIO, size: int) -> tuple[int, int]:
     at = tail.rfind(_EOCD)
     if at < 0 or len(tail) - at < 22:
         raise zipfile.BadZipFile("no end of central directory record")
-    entries, cd_bytes = struct.unpack("<HL", tail[at + 10:at + 16])
-    if (entries == 0xFFFF or cd_bytes == 0xFFFFFFFF) and at >= 20 and tail[at - 20:at - 16] == _EOCD64_LOCATOR:
-        (offset,) = struct.unpack("<Q", tail[at - 12:at - 4])
+    entries, cd_bytes = struct.unpack("<HL", tail[at + 10 : at + 16])
+    if (entries == 0xFFFF or cd_bytes == 0xFFFFFFFF) and at >= 20 and tail[at - 20 : at - 16] == _EOCD64_LOCATOR:
+        (offset,) = struct.unpack("<Q", tail[at - 12 : at - 4])
         fh.seek(offset)
         record = fh.read(56)
         if len(record) < 56 or record[:4] != _EOCD64:
@@ -60,8 +60,11 @@ def open_archive(path: Path) -> zipfile.ZipFile:
         with path.open("rb") as fh:
             entries, cd_bytes = _directory(fh, path.stat().st_size)
         if entries > MAX_MEMBERS or cd_bytes > MAX_DIRECTORY_BYTES:
-            raise InvalidTrajectory(f"an archive of more than {MAX_MEMBERS} members or a directory of more than "
-                                    f"{MAX_DIRECTORY_BYTES} bytes", source=source)
+            raise InvalidTrajectory(
+                f"an archive of more than {MAX_MEMBERS} members or a directory of more than "
+                f"{MAX_DIRECTORY_BYTES} bytes",
+                source=source,
+            )
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, struct.error, OSError) as exc:
         raise InvalidTrajectory(f"not a readable zip archive ({exc})", source=source) from None
@@ -71,12 +74,19 @@ def check_sizes(archive: zipfile.ZipFile, source: str, limit: int = MAX_MEMBER_B
     """Refuse an archive whose members declare more than the bound."""
     for info in archive.infolist():
         if info.file_size > limit or info.compress_size > limit:
-            raise InvalidTrajectory(f"member {info.filename[:200]!r} is larger than {limit} bytes "
-                                    "(TOOLLENS_IMPORT_MAX_MEMBER_BYTES)", source=source)
+            raise InvalidTrajectory(
+                f"member {info.filename[:200]!r} is larger than {limit} bytes (TOOLLENS_IMPORT_MAX_MEMBER_BYTES)",
+                source=source,
+            )
 
 
-def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, limit: int = MAX_MEMBER_BYTES,
-                check: Callable[[bytes], None] | None = None) -> bytes:
+def read_member(
+    archive: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    source: str,
+    limit: int = MAX_MEMBER_BYTES,
+    check: Callable[[bytes], None] | None = None,
+) -> bytes:
     """A member's bytes, read with a running bound and checked (size, CRC);
     ``check`` sees each chunk as it is inflated (and may raise to stop early)."""
     where = f"{source}: {info.filename[:200]}"
@@ -128,8 +138,10 @@ def _zstd(raw: bytes, expected: int, where: str, check: Callable[[bytes], None] 
     try:
         import zstandard
     except ImportError:
-        raise InvalidTrajectory("a Zstandard-compressed archive: this Python needs the `zstandard` package "
-                                "(pip install zstandard)", source=where) from None
+        raise InvalidTrajectory(
+            "a Zstandard-compressed archive: this Python needs the `zstandard` package (pip install zstandard)",
+            source=where,
+        ) from None
     out = bytearray()
     try:
         with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True) as reader:

@@ -59,8 +59,10 @@ def inspect_ai_installed() -> bool:
 
 # ---- reading the log -------------------------------------------------------------------------------------------
 
-def read_log(path: Path, *, use_inspect_ai: bool | None = None,
-             bounds: ImportBounds | None = None) -> tuple[Mapping[str, Any], Iterator[Sample]]:
+
+def read_log(
+    path: Path, *, use_inspect_ai: bool | None = None, bounds: ImportBounds | None = None
+) -> tuple[Mapping[str, Any], Iterator[Sample]]:
     """The log's header (``eval``, ``plan``, ``results``…) and its samples.
     ``use_inspect_ai``: None = the package's reader for a log newer than
     ``KNOWN_VERSION`` when the package is installed, ToolLens's own otherwise
@@ -70,8 +72,9 @@ def read_log(path: Path, *, use_inspect_ai: bool | None = None,
     return header, samples()
 
 
-def open_log(path: Path, *, use_inspect_ai: bool | None = None,
-             bounds: ImportBounds | None = None) -> tuple[Mapping[str, Any], Callable[[], Iterator[Sample]]]:
+def open_log(
+    path: Path, *, use_inspect_ai: bool | None = None, bounds: ImportBounds | None = None
+) -> tuple[Mapping[str, Any], Callable[[], Iterator[Sample]]]:
     """``read_log``, with its samples as a function: each call a fresh pass
     (a ``.json`` log is indexed once, then each pass reads its samples one by
     one: memory does not grow with the file)."""
@@ -104,8 +107,9 @@ def _json_log(path: Path, limits: ImportBounds) -> tuple[dict[str, Any], list[tu
     header: dict[str, Any] = {}
     index: list[tuple[tuple[Any, Any], int, int]] = []
     try:
-        for key, value, offset in iter_object(path, "samples", max_chars=limits.member_bytes,
-                                              max_values=limits.json_values):
+        for key, value, offset in iter_object(
+            path, "samples", max_chars=limits.member_bytes, max_values=limits.json_values
+        ):
             if offset < 0:
                 header[key] = value
             elif isinstance(value, Mapping):
@@ -114,12 +118,15 @@ def _json_log(path: Path, limits: ImportBounds) -> tuple[dict[str, Any], list[tu
                 index.append(((None, None), len(index), offset))
     except InvalidTrajectory as exc:
         if not header.get("eval") and not index:
-            raise SuiteError(f"not an Inspect log: expected a .eval archive or a .json log with 'eval' and "
-                             f"'samples' ({exc.detail})", path=str(path)) from None
+            raise SuiteError(
+                f"not an Inspect log: expected a .eval archive or a .json log with 'eval' and 'samples' ({exc.detail})",
+                path=str(path),
+            ) from None
         raise
     if not isinstance(header.get("eval"), Mapping):
-        raise SuiteError("not an Inspect log: expected a .eval archive or a .json log with 'eval' and "
-                         "'samples'", path=str(path))
+        raise SuiteError(
+            "not an Inspect log: expected a .eval archive or a .json log with 'eval' and 'samples'", path=str(path)
+        )
     return header, index
 
 
@@ -127,13 +134,18 @@ def _json_samples(path: Path, offsets: list[int], limits: ImportBounds) -> Itera
     source = str(path)
     for at, offset in enumerate(offsets, start=1):
         try:
-            sample = value_at(path, offset, max_chars=limits.member_bytes, max_values=limits.json_values,
-                              what="a sample")
+            sample = value_at(
+                path, offset, max_chars=limits.member_bytes, max_values=limits.json_values, what="a sample"
+            )
         except InvalidTrajectory as exc:
             yield at, InvalidTrajectory(exc.detail, index=at, source=source)
             continue
-        yield at, sample if isinstance(sample, Mapping) else InvalidTrajectory(
-            "a sample is an object", index=at, source=source)
+        yield (
+            at,
+            sample
+            if isinstance(sample, Mapping)
+            else InvalidTrajectory("a sample is an object", index=at, source=source),
+        )
 
 
 def newer_than_known(header: Mapping[str, Any]) -> bool:
@@ -175,20 +187,22 @@ def _archive_header(path: Path, limits: ImportBounds) -> Mapping[str, Any]:
                 header = _member(archive, archive.getinfo(name), source, limits)
                 if isinstance(header, Mapping) and isinstance(header.get("eval"), Mapping):
                     return header
-    raise SuiteError("not an Inspect log: the archive has no header.json (nor _journal/start.json) with 'eval'",
-                     path=source)
+    raise SuiteError(
+        "not an Inspect log: the archive has no header.json (nor _journal/start.json) with 'eval'", path=source
+    )
 
 
 def _archive_samples(path: Path, rank: Any, limits: ImportBounds) -> Iterator[Sample]:
     source = str(path)
 
     def key(info: zipfile.ZipInfo) -> tuple[tuple[int, int], str]:
-        sid, _, epoch = info.filename[len(SAMPLES):-len(".json")].rpartition("_epoch_")
+        sid, _, epoch = info.filename[len(SAMPLES) : -len(".json")].rpartition("_epoch_")
         return rank(sid, int(epoch) if epoch.isdigit() and len(epoch) < 10 else 0), info.filename
 
     with open_archive(path) as archive:
-        members = sorted((i for i in archive.infolist() if i.filename.startswith(SAMPLES)
-                          and i.filename.endswith(".json")), key=key)
+        members = sorted(
+            (i for i in archive.infolist() if i.filename.startswith(SAMPLES) and i.filename.endswith(".json")), key=key
+        )
         seen: set[str] = set()
         at = 0
         for info in reversed(members):  # a member written twice: the last one wins, as for every zip reader
@@ -202,8 +216,12 @@ def _archive_samples(path: Path, rank: Any, limits: ImportBounds) -> Iterator[Sa
             except InvalidTrajectory as exc:
                 yield at, InvalidTrajectory(exc.detail, index=at, field=info.filename, source=source)
                 continue
-            yield at, sample if isinstance(sample, Mapping) else InvalidTrajectory(
-                "a sample is an object", index=at, field=info.filename, source=source)
+            yield (
+                at,
+                sample
+                if isinstance(sample, Mapping)
+                else InvalidTrajectory("a sample is an object", index=at, field=info.filename, source=source),
+            )
 
 
 @contextmanager
@@ -228,23 +246,30 @@ def _with_inspect_ai(path: Path) -> tuple[Mapping[str, Any], Iterator[Sample]]:
         with _quiet():
             header = read_eval_log(str(path), header_only=True).model_dump(mode="json", exclude_none=True)
     except Exception as exc:  # the package's own errors: a broken or foreign file
-        raise InvalidTrajectory(f"inspect_ai cannot read this log ({type(exc).__name__}: {str(exc)[:300]})",
-                                source=source) from None
+        raise InvalidTrajectory(
+            f"inspect_ai cannot read this log ({type(exc).__name__}: {str(exc)[:300]})", source=source
+        ) from None
 
     def samples() -> Iterator[Sample]:
         try:
             with _quiet():  # one sample at a time
-                for at, sample in enumerate(read_eval_log_samples(str(path), all_samples_required=False,
-                                                                  resolve_attachments=False), start=1):
+                for at, sample in enumerate(
+                    read_eval_log_samples(str(path), all_samples_required=False, resolve_attachments=False), start=1
+                ):
                     yield at, sample.model_dump(mode="json", exclude_none=True)
         except Exception as exc:
-            yield 0, InvalidTrajectory(f"inspect_ai cannot read the samples ({type(exc).__name__}: "
-                                       f"{str(exc)[:300]})", source=source)
+            yield (
+                0,
+                InvalidTrajectory(
+                    f"inspect_ai cannot read the samples ({type(exc).__name__}: {str(exc)[:300]})", source=source
+                ),
+            )
 
     return header, samples()
 
 
 # ---- a sample as a trajectory record ---------------------------------------------------------------------------
+
 
 class _Text:
     """Message content as text, ``attachment://`` references resolved."""
@@ -257,8 +282,11 @@ class _Text:
         if isinstance(content, str):
             return self.resolve(content)
         if isinstance(content, list):  # parts: text is said; reasoning, images, tool uses are not
-            return "\n".join(self.resolve(p["text"]) for p in content if isinstance(p, Mapping)
-                             and p.get("type", "text") == "text" and isinstance(p.get("text"), str))
+            return "\n".join(
+                self.resolve(p["text"])
+                for p in content
+                if isinstance(p, Mapping) and p.get("type", "text") == "text" and isinstance(p.get("text"), str)
+            )
         return ""
 
     def value(self, value: Any, depth: int = 0) -> Any:
@@ -276,7 +304,7 @@ class _Text:
 
     def resolve(self, text: str) -> str:
         if text.startswith(ATTACHMENT):
-            name = text[len(ATTACHMENT):]
+            name = text[len(ATTACHMENT) :]
             found = self.attachments.get(name)
             if not isinstance(found, str):
                 return text
@@ -308,8 +336,13 @@ def model_call(event: Mapping[str, Any]) -> dict[str, Any] | None:
     seconds = output.get("time")
     ms = float(seconds) * 1000 if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else -1.0
     latency = round(ms, 3) if 0 <= ms < MAX_MS else None
-    entry = {"model": served[:256] if isinstance(served, str) and served else None, "input_tokens": whole,
-             "output_tokens": n_out, "cached_tokens": read, "latency_ms": latency}
+    entry = {
+        "model": served[:256] if isinstance(served, str) and served else None,
+        "input_tokens": whole,
+        "output_tokens": n_out,
+        "cached_tokens": read,
+        "latency_ms": latency,
+    }
     return {k: v for k, v in entry.items() if v is not None}
 
 
@@ -405,8 +438,12 @@ def sample_to_record(sample: Mapping[str, Any], budget: AttachmentBudget | None 
                 if not isinstance(tc, Mapping):
                     continue
                 name = tc.get("function")
-                call = {"name": name if isinstance(name, str) else "", "arguments": text.value(tc.get("arguments")),
-                        "observation": None, "error": None}
+                call = {
+                    "name": name if isinstance(name, str) else "",
+                    "arguments": text.value(tc.get("arguments")),
+                    "observation": None,
+                    "error": None,
+                }
                 calls.append(call)
                 if isinstance(tc.get("id"), str):
                     by_id[tc["id"]] = call
@@ -427,8 +464,13 @@ def sample_to_record(sample: Mapping[str, Any], budget: AttachmentBudget | None 
                 found["error"] = call_error(said_error or found["observation"] or kind, kind=kind)
     if not question:
         question = text(sample.get("input")) if isinstance(sample.get("input"), (str, list)) else ""
-    data: dict[str, Any] = {"case_id": sample_id(sample), "question": question, "calls": calls,
-                            "answer": _answer(sample, text) or last, "messages": said}
+    data: dict[str, Any] = {
+        "case_id": sample_id(sample),
+        "question": question,
+        "calls": calls,
+        "answer": _answer(sample, text) or last,
+        "messages": said,
+    }
     epoch = sample.get("epoch")
     data["trial"] = epoch - 1 if type(epoch) is int and epoch >= 1 else 0
     value, _ = reward(sample)
@@ -469,8 +511,9 @@ def offered_tools(sample: Mapping[str, Any], into: dict[str, dict[str, Any]]) ->
             if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str) or tool["name"] in into:
                 continue
             try:
-                spec = ToolSpec.from_dict(text.value({k: tool[k] for k in ("name", "description", "parameters")
-                                                      if k in tool}))
+                spec = ToolSpec.from_dict(
+                    text.value({k: tool[k] for k in ("name", "description", "parameters") if k in tool})
+                )
                 _ = spec.validator
             except ToolSpecError:
                 continue
@@ -478,6 +521,7 @@ def offered_tools(sample: Mapping[str, Any], into: dict[str, dict[str, Any]]) ->
 
 
 # ---- the conversion --------------------------------------------------------------------------------------------
+
 
 def convert(path: Path, options: Options, *, use_inspect_ai: bool | None = None) -> Conversion:
     source = str(path)
@@ -490,8 +534,9 @@ def convert(path: Path, options: Options, *, use_inspect_ai: bool | None = None)
         try:
             done = record_or_reason(at, lambda: sample_to_record(sample, budget), source=source, what="sample")
         except Overspent as exc:
-            return at, InvalidTrajectory(f"sample {str(sample.get('id'))[:80]!r} epoch {sample.get('epoch')}: {exc}",
-                                         index=at, source=source)
+            return at, InvalidTrajectory(
+                f"sample {str(sample.get('id'))[:80]!r} epoch {sample.get('epoch')}: {exc}", index=at, source=source
+            )
         if not isinstance(done[1], InvalidTrajectory):
             budget.end_sample()
         return done
@@ -524,11 +569,17 @@ def convert(path: Path, options: Options, *, use_inspect_ai: bool | None = None)
         scorer = reward(sample)[1]
         if scorer:
             scorers.add(scorer)
-        case = cases.setdefault(traj.case_id, {"id": traj.case_id, "question": traj.question or traj.case_id,
-                                               "tags": ["inspect"]})
+        case = cases.setdefault(
+            traj.case_id, {"id": traj.case_id, "question": traj.question or traj.case_id, "tags": ["inspect"]}
+        )
         target = sample.get("target")
-        target = target if isinstance(target, str) else ", ".join(t for t in target if isinstance(t, str)) \
-            if isinstance(target, list) else ""
+        target = (
+            target
+            if isinstance(target, str)
+            else ", ".join(t for t in target if isinstance(t, str))
+            if isinstance(target, list)
+            else ""
+        )
         if target.strip() and "notes" not in case:
             case["notes"] = [f"target: {target[:2000]}"]
     if not cases and first_bad is not None:  # nothing readable: say why, not that no tool was called
@@ -542,14 +593,18 @@ def convert(path: Path, options: Options, *, use_inspect_ai: bool | None = None)
         notes.append(f"no --tools: toolset of the {len(declared)} tools the log's model events were offered")
         unknown = called - declared.keys()
         if unknown:
-            notes.append(f"{len(unknown)} called tool names are not among the tools offered (they count as "
-                         f"hallucinated tools): {', '.join(sorted(unknown)[:5])}")
+            notes.append(
+                f"{len(unknown)} called tool names are not among the tools offered (they count as "
+                f"hallucinated tools): {', '.join(sorted(unknown)[:5])}"
+            )
     else:
         toolset, more = resolve_toolset(options.tools, options.domain, lambda: called, name=task)
         notes.extend(more)
     if newer_than_known(header) and not inspect_ai_installed():
-        notes.append(f"log version {header.get('version')} is newer than ToolLens reads itself ({KNOWN_VERSION}): "
-                     "read as version 2; `pip install 'toollens[inspect]'` reads it with Inspect's own reader")
+        notes.append(
+            f"log version {header.get('version')} is newer than ToolLens reads itself ({KNOWN_VERSION}): "
+            "read as version 2; `pip install 'toollens[inspect]'` reads it with Inspect's own reader"
+        )
     if len(scorers) > 1:
         notes.append(f"the reward is each sample's first numeric or C/I score (scorers: {', '.join(sorted(scorers))})")
     suite = {"name": f"inspect {task}", "toolset": toolset, "cases": list(cases.values())}

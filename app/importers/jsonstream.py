@@ -77,8 +77,11 @@ def refuse_one_object(path: Path) -> None:
     except (ValueError, RecursionError):
         return  # broken JSON Lines: each line says what is wrong
     if isinstance(whole, dict):
-        raise InvalidTrajectory("the file is one pretty-printed JSON object; this format reads JSON Lines "
-                                "(one value per line) or a JSON array of values", source=str(path))
+        raise InvalidTrajectory(
+            "the file is one pretty-printed JSON object; this format reads JSON Lines "
+            "(one value per line) or a JSON array of values",
+            source=str(path),
+        )
 
 
 def _several_lines(path: Path) -> bool:
@@ -125,8 +128,9 @@ def read_document(path: Path, *, hint: str = "write it as JSON Lines (one object
     if not path.is_file():
         raise InvalidTrajectory("file not found", source=source)
     if path.stat().st_size > WHOLE_DOCUMENT_BYTES:
-        raise InvalidTrajectory(f"one JSON document larger than {WHOLE_DOCUMENT_BYTES} bytes: {hint}", index=1,
-                                source=source)
+        raise InvalidTrajectory(
+            f"one JSON document larger than {WHOLE_DOCUMENT_BYTES} bytes: {hint}", index=1, source=source
+        )
     return decode_document(path.read_bytes(), source)
 
 
@@ -147,8 +151,7 @@ def _iter_lines(path: Path) -> Iterator[JsonItem]:
             if not line.strip():
                 continue
             if len(line) > MAX_LINE_BYTES:
-                yield number, InvalidTrajectory(f"line longer than {MAX_LINE_BYTES} bytes", index=number,
-                                                source=source)
+                yield number, InvalidTrajectory(f"line longer than {MAX_LINE_BYTES} bytes", index=number, source=source)
                 continue
             try:
                 yield number, loads(line)
@@ -204,8 +207,7 @@ def _iter_array(path: Path) -> Iterator[JsonItem]:
         while True:
             skip_space()
             if pos >= len(buf):
-                yield line, InvalidTrajectory("truncated file: the JSON array is not closed", index=line,
-                                              source=source)
+                yield line, InvalidTrajectory("truncated file: the JSON array is not closed", index=line, source=source)
                 return
             ch = buf[pos]
             if not started:
@@ -223,8 +225,12 @@ def _iter_array(path: Path) -> Iterator[JsonItem]:
                 after_value = False
                 continue
             if after_value or ch == ",":
-                yield line, InvalidTrajectory(f"not valid JSON (',' or ']' expected between elements, got {ch!r})",
-                                              index=line, source=source)
+                yield (
+                    line,
+                    InvalidTrajectory(
+                        f"not valid JSON (',' or ']' expected between elements, got {ch!r})", index=line, source=source
+                    ),
+                )
                 return
             start_line = line
             while True:
@@ -257,6 +263,7 @@ def _iter_array(path: Path) -> Iterator[JsonItem]:
 
 # ---- one JSON object, its big array read an element at a time (an Inspect .json log) ---------------------------
 
+
 class _Reader:
     """A UTF-8 file read in chunks as text, with the byte offset of any position kept."""
 
@@ -273,7 +280,7 @@ class _Reader:
     def offset(self) -> int:
         """The byte offset of ``buf[pos]`` in the file."""
         if self.pos != self.mark_pos:
-            part = self.buf[self.mark_pos:self.pos]
+            part = self.buf[self.mark_pos : self.pos]
             self.mark_bytes += len(part) if part.isascii() else len(part.encode("utf-8"))
             self.mark_pos = self.pos
         return self.mark_bytes
@@ -287,7 +294,7 @@ class _Reader:
             text = self.decoder.decode(data, final=not data)
         except UnicodeDecodeError as exc:
             raise InvalidTrajectory(f"not UTF-8 text ({exc.reason}) after byte {base}", source=self.source) from None
-        self.buf, self.pos = self.buf[self.pos:] + text, 0
+        self.buf, self.pos = self.buf[self.pos :] + text, 0
         self.mark_pos, self.mark_bytes = 0, base
         self.eof = not data
         return True
@@ -307,8 +314,9 @@ class _Reader:
         ch = self.peek()
         if not ch or ch not in chars:
             found = repr(ch) if ch else "the end of the file"
-            raise InvalidTrajectory(f"not valid JSON ({what} expected at byte {self.offset()}, found {found})",
-                                    source=self.source)
+            raise InvalidTrajectory(
+                f"not valid JSON ({what} expected at byte {self.offset()}, found {found})", source=self.source
+            )
         self.pos += 1
         return ch
 
@@ -325,13 +333,18 @@ class _Reader:
             except json.JSONDecodeError as exc:
                 held = len(self.buf) - self.pos
                 if held > max_chars:
-                    raise InvalidTrajectory(f"{what} at byte {start} is larger than {max_chars} characters "
-                                            "(TOOLLENS_IMPORT_MAX_MEMBER_BYTES)", source=self.source) from None
-                if held > CHUNK and json_values(self.buf[self.pos:], max_values) > max_values:
-                    raise InvalidTrajectory(f"{what} at byte {start} would build more than {max_values} JSON values "
-                                            f"({JSON_VALUES})", source=self.source) from None
+                    raise InvalidTrajectory(
+                        f"{what} at byte {start} is larger than {max_chars} characters "
+                        "(TOOLLENS_IMPORT_MAX_MEMBER_BYTES)",
+                        source=self.source,
+                    ) from None
+                if held > CHUNK and json_values(self.buf[self.pos :], max_values) > max_values:
+                    raise InvalidTrajectory(
+                        f"{what} at byte {start} would build more than {max_values} JSON values ({JSON_VALUES})",
+                        source=self.source,
+                    ) from None
                 if not self.more(want):
-                    cut = exc.msg.startswith("Unterminated") or not self.buf[exc.pos:].strip()
+                    cut = exc.msg.startswith("Unterminated") or not self.buf[exc.pos :].strip()
                     reason = "truncated file" if cut else f"not valid JSON ({exc.msg})"
                     raise InvalidTrajectory(f"{what} at byte {start}: {reason}", source=self.source) from None
                 want = min(want * 2, max(max_chars, CHUNK))
@@ -339,8 +352,10 @@ class _Reader:
             except RecursionError:
                 raise InvalidTrajectory(f"{what} at byte {start}: nested too deeply", source=self.source) from None
             if end - self.pos > max_chars:
-                raise InvalidTrajectory(f"{what} at byte {start} is larger than {max_chars} characters "
-                                        "(TOOLLENS_IMPORT_MAX_MEMBER_BYTES)", source=self.source)
+                raise InvalidTrajectory(
+                    f"{what} at byte {start} is larger than {max_chars} characters (TOOLLENS_IMPORT_MAX_MEMBER_BYTES)",
+                    source=self.source,
+                )
             self.pos = end
             return value
 

@@ -37,8 +37,6 @@ NAME = "otel"
 # -- spans -> trajectory ----------------------------------------------------------
 
 
-
-
 def _tool_name(span: Span) -> str:
     a = span.attributes
     for key in ("gen_ai.tool.name", "tool.name", "traceloop.entity.name"):
@@ -92,8 +90,11 @@ def duration_ms(span: Span) -> float | None:
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 _INPUT_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
 _OUTPUT_TOKENS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")
-_CACHED_TOKENS = ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
-                  "llm.token_count.prompt_details.cache_read")
+_CACHED_TOKENS = (
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
 _MODEL = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
 
 
@@ -124,9 +125,11 @@ def model_call(span: Span) -> dict[str, Any]:
     a = span.attributes
     model = _first(a, _MODEL)
     entry: dict[str, Any] = {"model": model[:256]} if isinstance(model, str) and model else {}
-    counts = {"input_tokens": _tokens(_first(a, _INPUT_TOKENS)),
-              "output_tokens": _tokens(_first(a, _OUTPUT_TOKENS)),
-              "cached_tokens": _tokens(_first(a, _CACHED_TOKENS))}
+    counts = {
+        "input_tokens": _tokens(_first(a, _INPUT_TOKENS)),
+        "output_tokens": _tokens(_first(a, _OUTPUT_TOKENS)),
+        "cached_tokens": _tokens(_first(a, _CACHED_TOKENS)),
+    }
     if counts["input_tokens"] is None and counts["output_tokens"] is None:
         counts["total_tokens"] = _tokens(a.get("llm.token_count.total", a.get("gen_ai.usage.total_tokens")))
     entry.update((k, v) for k, v in counts.items() if v is not None)
@@ -173,8 +176,9 @@ def _messages(value: Any) -> list[Mapping[str, Any]]:
 
 def _message_text(m: Mapping[str, Any]) -> str:
     if "parts" in m and isinstance(m["parts"], list):  # GenAI semconv: {role, parts: [{type: text, content}]}
-        return "\n".join(str(p.get("content") or "") for p in m["parts"]
-                         if isinstance(p, Mapping) and p.get("type") == "text")
+        return "\n".join(
+            str(p.get("content") or "") for p in m["parts"] if isinstance(p, Mapping) and p.get("type") == "text"
+        )
     return content_text(m.get("content"))
 
 
@@ -189,13 +193,19 @@ def _indexed(a: Mapping[str, Any], prefix: str, role_key: str, content_key: str)
 
 
 def _inputs(a: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return (_messages(a.get("gen_ai.input.messages")) or _indexed(a, "gen_ai.prompt", "role", "content")
-            or _indexed(a, "llm.input_messages", "message.role", "message.content"))
+    return (
+        _messages(a.get("gen_ai.input.messages"))
+        or _indexed(a, "gen_ai.prompt", "role", "content")
+        or _indexed(a, "llm.input_messages", "message.role", "message.content")
+    )
 
 
 def _outputs(a: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return (_messages(a.get("gen_ai.output.messages")) or _indexed(a, "gen_ai.completion", "role", "content")
-            or _indexed(a, "llm.output_messages", "message.role", "message.content"))
+    return (
+        _messages(a.get("gen_ai.output.messages"))
+        or _indexed(a, "gen_ai.completion", "role", "content")
+        or _indexed(a, "llm.output_messages", "message.role", "message.content")
+    )
 
 
 # -- the conversation a model span saw: calls rebuilt when no tool span was recorded -----
@@ -207,13 +217,19 @@ def _from_parts(m: Mapping[str, Any]) -> list[dict[str, Any]]:
     part a ``role: tool`` message."""
     parts = [p for p in m.get("parts") or () if isinstance(p, Mapping)]
     text = "\n".join(str(p.get("content") or "") for p in parts if p.get("type") == "text")
-    calls = [{"id": p.get("id"), "function": {"name": p.get("name"), "arguments": p.get("arguments")}}
-             for p in parts if p.get("type") == "tool_call"]
+    calls = [
+        {"id": p.get("id"), "function": {"name": p.get("name"), "arguments": p.get("arguments")}}
+        for p in parts
+        if p.get("type") == "tool_call"
+    ]
     out: list[dict[str, Any]] = []
     if m.get("role") != "tool" or text:
         out.append({"role": m.get("role"), "content": text, "tool_calls": calls})
-    out.extend({"role": "tool", "tool_call_id": p.get("id"), "content": _text(p.get("response"))}
-               for p in parts if p.get("type") == "tool_call_response")
+    out.extend(
+        {"role": "tool", "tool_call_id": p.get("id"), "content": _text(p.get("response"))}
+        for p in parts
+        if p.get("type") == "tool_call_response"
+    )
     return out
 
 
@@ -234,8 +250,9 @@ def _chat(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _flat(a: Mapping[str, Any], prefix: str, inner: str, call_name: str, call_args: str,
-          call_id: str) -> list[dict[str, Any]]:
+def _flat(
+    a: Mapping[str, Any], prefix: str, inner: str, call_name: str, call_args: str, call_id: str
+) -> list[dict[str, Any]]:
     """Flattened messages with their tool calls: OpenInference's
     ``llm.input_messages.N.message.tool_calls.M.tool_call.function.name``, Traceloop's
     ``gen_ai.prompt.N.tool_calls.M.name``."""
@@ -258,8 +275,12 @@ def _flat(a: Mapping[str, Any], prefix: str, inner: str, call_name: str, call_ar
             c = f"{p}tool_calls.{j}."
             if f"{c}{call_name}" not in a and f"{c}{call_id}" not in a:
                 break
-            calls.append({"id": a.get(f"{c}{call_id}"),
-                          "function": {"name": a.get(f"{c}{call_name}"), "arguments": a.get(f"{c}{call_args}")}})
+            calls.append(
+                {
+                    "id": a.get(f"{c}{call_id}"),
+                    "function": {"name": a.get(f"{c}{call_name}"), "arguments": a.get(f"{c}{call_args}")},
+                }
+            )
         m: dict[str, Any] = {"role": a.get(f"{p}role"), "content": content, "tool_calls": calls}
         if f"{p}tool_call_id" in a:
             m["tool_call_id"] = a[f"{p}tool_call_id"]
@@ -282,8 +303,11 @@ def _event_messages(events: list[tuple[str, dict[str, Any]]], output: bool) -> l
         elif not output and name.startswith("gen_ai.") and name.endswith(".message"):
             role = name.removeprefix("gen_ai.").removesuffix(".message")
             calls = _maybe_json(attrs.get("tool_calls"))
-            m = {"role": role, "content": _maybe_json(attrs.get("content")),
-                 "tool_calls": calls if isinstance(calls, list) else []}
+            m = {
+                "role": role,
+                "content": _maybe_json(attrs.get("content")),
+                "tool_calls": calls if isinstance(calls, list) else [],
+            }
             if role == "tool":
                 m["tool_call_id"] = attrs.get("id")
             out.append(m)
@@ -295,16 +319,32 @@ def conversation(span: Span) -> list[dict[str, Any]]:
     history, then its output (GenAI message parts, OpenInference's or Traceloop's
     flattened messages, or the older GenAI events)."""
     a = span.attributes
-    inputs = (_chat(_messages(a.get("gen_ai.input.messages")))
-              or _flat(a, "llm.input_messages", "message.", "tool_call.function.name",
-                       "tool_call.function.arguments", "tool_call.id")
-              or _flat(a, "gen_ai.prompt", "", "name", "arguments", "id")
-              or _event_messages(span.events, False))
-    outputs = (_chat(_messages(a.get("gen_ai.output.messages")))
-               or _flat(a, "llm.output_messages", "message.", "tool_call.function.name",
-                        "tool_call.function.arguments", "tool_call.id")
-               or _flat(a, "gen_ai.completion", "", "name", "arguments", "id")
-               or _event_messages(span.events, True))
+    inputs = (
+        _chat(_messages(a.get("gen_ai.input.messages")))
+        or _flat(
+            a,
+            "llm.input_messages",
+            "message.",
+            "tool_call.function.name",
+            "tool_call.function.arguments",
+            "tool_call.id",
+        )
+        or _flat(a, "gen_ai.prompt", "", "name", "arguments", "id")
+        or _event_messages(span.events, False)
+    )
+    outputs = (
+        _chat(_messages(a.get("gen_ai.output.messages")))
+        or _flat(
+            a,
+            "llm.output_messages",
+            "message.",
+            "tool_call.function.name",
+            "tool_call.function.arguments",
+            "tool_call.id",
+        )
+        or _flat(a, "gen_ai.completion", "", "name", "arguments", "id")
+        or _event_messages(span.events, True)
+    )
     return inputs + [m if m.get("role") else {**m, "role": "assistant"} for m in outputs]
 
 
@@ -334,8 +374,11 @@ def _tool_schemas(a: Mapping[str, Any]) -> list[Any]:
             tool = _maybe_json(a[f"llm.tools.{i}.tool.json_schema"])
         elif f"llm.request.functions.{i}.name" in a:
             p = f"llm.request.functions.{i}."
-            tool = {"name": a[f"{p}name"], "description": a.get(f"{p}description") or "",
-                    "parameters": _maybe_json(a.get(f"{p}parameters")) or {"type": "object"}}
+            tool = {
+                "name": a[f"{p}name"],
+                "description": a.get(f"{p}description") or "",
+                "parameters": _maybe_json(a.get(f"{p}parameters")) or {"type": "object"},
+            }
         else:
             break
         if isinstance(tool, Mapping):
@@ -352,8 +395,11 @@ def tool_definitions(spans: Iterable[Span]) -> dict[str, Any]:
             body = fn if isinstance(fn, Mapping) else tool
             name = body.get("name")
             if isinstance(name, str) and name and name not in found:
-                found[name] = {"name": name, "description": str(body.get("description") or ""),
-                               "parameters": body.get("parameters") or {"type": "object"}}
+                found[name] = {
+                    "name": name,
+                    "description": str(body.get("description") or ""),
+                    "parameters": body.get("parameters") or {"type": "object"},
+                }
     return found
 
 
@@ -453,8 +499,9 @@ def trajectory_record(spans: Iterable[Span], notes: list[str] | None = None) -> 
     if trial is not None and (type(trial) is not int or not 0 <= trial <= MAX_INDEX):
         notes.append(f"toollens.trial {str(trial)[:40]!r} ignored: not an integer from 0 to {MAX_INDEX}")
         trial = None
-    if reward is not None and not ((type(reward) is float and math.isfinite(reward))
-                                   or (type(reward) is int and -(10**300) < reward < 10**300)):
+    if reward is not None and not (
+        (type(reward) is float and math.isfinite(reward)) or (type(reward) is int and -(10**300) < reward < 10**300)
+    ):
         notes.append(f"toollens.reward {str(reward)[:40]!r} ignored: not a finite number")
         reward = None
     record: dict[str, Any] = {
@@ -524,7 +571,7 @@ def convert(path: Path, options: Options) -> Conversion:
             if isinstance(item, InvalidTrajectory):
                 yield line, item
                 continue
-            (trace_id, spans), = item.items()
+            ((trace_id, spans),) = item.items()
             try:
                 yield line, parse_record(trajectory_record(spans), index=line, source=f"{source} trace {trace_id}")
             except InvalidTrajectory as exc:
@@ -534,8 +581,13 @@ def convert(path: Path, options: Options) -> Conversion:
         return {c.name for _, t in records() if not isinstance(t, InvalidTrajectory) for c in t.calls}
 
     def offered() -> list[Any]:
-        spans = (s for _, item in grouped() if not isinstance(item, InvalidTrajectory)
-                 for group in item.values() for s in group)
+        spans = (
+            s
+            for _, item in grouped()
+            if not isinstance(item, InvalidTrajectory)
+            for group in item.values()
+            for s in group
+        )
         return list(tool_definitions(spans).values())
 
     toolset, notes = resolve_toolset(options.tools, options.domain, called, name=path.stem, offered=offered)

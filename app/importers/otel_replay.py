@@ -22,8 +22,9 @@ def _assistant(text: str) -> str:
     return json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": text}]}], ensure_ascii=False)
 
 
-def replay_openai_messages(tracer: Any, messages: list[Any], *, attributes: Mapping[str, Any] | None = None,
-                           clock: list[int] | None = None) -> int:
+def replay_openai_messages(
+    tracer: Any, messages: list[Any], *, attributes: Mapping[str, Any] | None = None, clock: list[int] | None = None
+) -> int:
     """Emit the spans of one conversation; returns how many. ``clock`` (a
     one-item list of nanoseconds) gives strictly increasing timestamps."""
     from opentelemetry import trace
@@ -41,15 +42,20 @@ def replay_openai_messages(tracer: Any, messages: list[Any], *, attributes: Mapp
         """The first unused tool message for this id after the call (ids repeat in real logs)."""
         for j in range(after + 1, len(messages)):
             m = messages[j]
-            if (j not in used and isinstance(m, Mapping) and m.get("role") == "tool"
-                    and m.get("tool_call_id") == call_id):
+            if (
+                j not in used
+                and isinstance(m, Mapping)
+                and m.get("role") == "tool"
+                and m.get("tool_call_id") == call_id
+            ):
                 used.add(j)
                 return m
         return {}
 
     count = 1
-    root = tracer.start_span("invoke_agent", start_time=now(),
-                             attributes={"gen_ai.operation.name": "invoke_agent", **(attributes or {})})
+    root = tracer.start_span(
+        "invoke_agent", start_time=now(), attributes={"gen_ai.operation.name": "invoke_agent", **(attributes or {})}
+    )
     ctx = trace.set_span_in_context(root)
     last_user = ""
     for i, m in enumerate(messages):
@@ -74,13 +80,17 @@ def replay_openai_messages(tracer: Any, messages: list[Any], *, attributes: Mapp
             fn = tc.get("function") or {}
             result = result_of(tc.get("id"), i)
             output = content_text(result.get("content")) if result else None
-            tattrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": fn.get("name", ""),
-                                      "gen_ai.tool.call.id": tc.get("id", ""),
-                                      "gen_ai.tool.call.arguments": fn.get("arguments") or "{}"}
+            tattrs: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": fn.get("name", ""),
+                "gen_ai.tool.call.id": tc.get("id", ""),
+                "gen_ai.tool.call.arguments": fn.get("arguments") or "{}",
+            }
             if output is not None:
                 tattrs["gen_ai.tool.call.result"] = output
-            tool = tracer.start_span(f"execute_tool {fn.get('name', '')}", context=ctx, start_time=now(),
-                                     attributes=tattrs)
+            tool = tracer.start_span(
+                f"execute_tool {fn.get('name', '')}", context=ctx, start_time=now(), attributes=tattrs
+            )
             if looks_like_error(output):
                 tool.set_status(Status(StatusCode.ERROR, output))
             tool.end(end_time=now())

@@ -46,10 +46,16 @@ _POLICY_TIME = re.compile(r"[Tt]he current time is \d{4}-\d{2}-\d{2}[ T]\d{2}:\d
 RESULTS = "results.json"  # the file in a run's folder (current τ²-bench); older ones write NAME.json
 MAX_SIMULATIONS = 100_000
 MAX_NOTE = 2_000
-EXPECTED = ("expected a τ²-bench results file: a JSON object with 'simulations' (a list of {task_id, trial, "
-            "messages, reward_info}) as `tau2 run` writes it")
-STOPPED = {"max_steps": "step_limit", "too_many_errors": "error_limit", "agent_error": "agent_error",
-           "user_error": "user_error"}
+EXPECTED = (
+    "expected a τ²-bench results file: a JSON object with 'simulations' (a list of {task_id, trial, "
+    "messages, reward_info}) as `tau2 run` writes it"
+)
+STOPPED = {
+    "max_steps": "step_limit",
+    "too_many_errors": "error_limit",
+    "agent_error": "agent_error",
+    "user_error": "user_error",
+}
 
 
 def _results_file(path: Path) -> Path:
@@ -70,8 +76,11 @@ def read_results(path: Path) -> Mapping[str, Any]:
     if len(sims) > MAX_SIMULATIONS:
         raise SuiteError(f"more than {MAX_SIMULATIONS} simulations", path=source)
     if any(isinstance(s, Mapping) and s.get("ticks") for s in sims):
-        raise SuiteError("a voice-mode (full-duplex) results file: its simulations are audio ticks, not "
-                         f"messages; only text-mode runs are read ({EXPECTED})", path=source)
+        raise SuiteError(
+            "a voice-mode (full-duplex) results file: its simulations are audio ticks, not "
+            f"messages; only text-mode runs are read ({EXPECTED})",
+            path=source,
+        )
     return doc
 
 
@@ -133,8 +142,11 @@ def simulation_to_record(sim: Mapping[str, Any], model: str | None) -> dict[str,
             user_turn()
             usage = m.get("usage")
             if isinstance(usage, Mapping):
-                entry = {"model": model, "input_tokens": _tokens(usage.get("prompt_tokens")),
-                         "output_tokens": _tokens(usage.get("completion_tokens"))}
+                entry = {
+                    "model": model,
+                    "input_tokens": _tokens(usage.get("prompt_tokens")),
+                    "output_tokens": _tokens(usage.get("completion_tokens")),
+                }
                 model_calls.append({k: v for k, v in entry.items() if v is not None})
             text = _text(m.get("content"))
             if text.strip():
@@ -143,8 +155,12 @@ def simulation_to_record(sim: Mapping[str, Any], model: str | None) -> dict[str,
             start = len(calls)
             for tc in tool_calls:
                 name = tc.get("name")
-                call = {"name": name if isinstance(name, str) else "", "arguments": tc.get("arguments"),
-                        "observation": None, "error": None}
+                call = {
+                    "name": name if isinstance(name, str) else "",
+                    "arguments": tc.get("arguments"),
+                    "observation": None,
+                    "error": None,
+                }
                 calls.append(call)
                 if isinstance(tc.get("id"), str):
                     by_id[tc["id"]] = call
@@ -191,21 +207,24 @@ def case_id(task_id: Any) -> str:
 def _record(sim: Any, i: int, model: str | None, source: str, grading: Grading | None = None) -> dict[str, Any]:
     where = f"simulations[{i}]"
     if not isinstance(sim, Mapping):
-        raise InvalidTrajectory(f"a simulation is an object, got {type(sim).__name__}", index=i + 1, field=where,
-                                source=source)
+        raise InvalidTrajectory(
+            f"a simulation is an object, got {type(sim).__name__}", index=i + 1, field=where, source=source
+        )
     task_id = sim.get("task_id")
     if not isinstance(task_id, (int, str)) or isinstance(task_id, bool) or not str(task_id):
-        raise InvalidTrajectory("required, a string or an integer", index=i + 1, field=f"{where}.task_id",
-                                source=source)
+        raise InvalidTrajectory(
+            "required, a string or an integer", index=i + 1, field=f"{where}.task_id", source=source
+        )
     if not isinstance(sim.get("messages"), list):
-        raise InvalidTrajectory("required, a list of messages", index=i + 1, field=f"{where}.messages",
-                                source=source)
+        raise InvalidTrajectory("required, a list of messages", index=i + 1, field=f"{where}.messages", source=source)
     data = simulation_to_record(sim, model)
     trial = sim.get("trial", 0)
     graded = grading.case_of(i) if grading is not None else None
     renumbered = grading.trial_of(i) if grading is not None else None
-    data.update(case_id=graded or case_id(task_id),
-                trial=renumbered if renumbered is not None else trial if trial is not None else 0)
+    data.update(
+        case_id=graded or case_id(task_id),
+        trial=renumbered if renumbered is not None else trial if trial is not None else 0,
+    )
     return data
 
 
@@ -240,8 +259,12 @@ def task_case(task: Mapping[str, Any], question: str) -> dict[str, Any]:
     instructions = user_instructions(task)
     if instructions:
         notes.append(_note(INSTRUCTIONS_NOTE + instructions))
-    case: dict[str, Any] = {"id": cid, "question": question or _scenario(task) or f"τ²-bench task {cid}",
-                            "match": "subset", "tags": ["tau2"]}
+    case: dict[str, Any] = {
+        "id": cid,
+        "question": question or _scenario(task) or f"τ²-bench task {cid}",
+        "match": "subset",
+        "tags": ["tau2"],
+    }
     if expected is not None:
         case["expected_calls"] = expected
     if notes:
@@ -285,8 +308,10 @@ def _tool_defs(defs: Any) -> list[Any]:
     if isinstance(defs, list):
         return defs
     if isinstance(defs, Mapping):
-        return [{**v, "name": k} if isinstance(v, Mapping) and "name" not in v and "function" not in v else v
-                for k, v in defs.items()]
+        return [
+            {**v, "name": k} if isinstance(v, Mapping) and "name" not in v and "function" not in v else v
+            for k, v in defs.items()
+        ]
     return []
 
 
@@ -294,8 +319,13 @@ def _records(doc: Mapping[str, Any], source: str, grading: Grading | None = None
     model = agent_model(doc)
     grading = grading or Grading(doc)
     for i, sim in enumerate(doc["simulations"]):
-        yield record_or_reason(i + 1, partial(_record, sim, i, model, source, grading), source=source,
-                               what="simulation", field=f"simulations[{i}]")
+        yield record_or_reason(
+            i + 1,
+            partial(_record, sim, i, model, source, grading),
+            source=source,
+            what="simulation",
+            field=f"simulations[{i}]",
+        )
 
 
 def _action_key(actions: Any) -> str:
@@ -314,16 +344,22 @@ class Grading:
     task whose actions it was graded on; one graded on actions no task has gets a case of its own."""
 
     def __init__(self, doc: Mapping[str, Any]):
-        tasks = [t for t in doc.get("tasks") or () if isinstance(t, Mapping) and isinstance(t.get("id"), (str, int))
-                 and not isinstance(t["id"], bool)]
+        tasks = [
+            t
+            for t in doc.get("tasks") or ()
+            if isinstance(t, Mapping) and isinstance(t.get("id"), (str, int)) and not isinstance(t["id"], bool)
+        ]
         by_key: dict[str, list[str]] = {}
         for t in tasks:
             criteria = t.get("evaluation_criteria")
             actions = criteria.get("actions") if isinstance(criteria, Mapping) else None
             if isinstance(actions, list):
                 by_key.setdefault(_action_key(actions), []).append(case_id(t["id"]))
-        own_keys = {case_id(t["id"]): _action_key((t.get("evaluation_criteria") or {}).get("actions"))
-                    for t in tasks if isinstance(t.get("evaluation_criteria") or {}, Mapping)}
+        own_keys = {
+            case_id(t["id"]): _action_key((t.get("evaluation_criteria") or {}).get("actions"))
+            for t in tasks
+            if isinstance(t.get("evaluation_criteria") or {}, Mapping)
+        }
         self.cases: dict[int, str] = {}  # simulation index -> the case it was graded on, where it is not its own
         self.moved: dict[str, list[tuple[str, str, int]]] = {}  # graded case -> [(simulation id, task_id, index)]
         self.unmatched: dict[str, list[Any]] = {}  # a case of its own -> the graded actions
@@ -381,12 +417,18 @@ class Grading:
         moved = self.moved.get(cid)
         if not moved:
             return []
-        shown = ", ".join(f"{sim} (task_id {own}" + (f", trial {self.trials[i]} here" if i in self.trials else "") + ")"
-                          for sim, own, i in moved[:10])
+        shown = ", ".join(
+            f"{sim} (task_id {own}" + (f", trial {self.trials[i]} here" if i in self.trials else "") + ")"
+            for sim, own, i in moved[:10]
+        )
         more = f" and {len(moved) - 10} more" if len(moved) > 10 else ""
         whose = "actions no task of the file has" if cid in self.unmatched else "this task's actions"
-        return [_note(f"τ²-bench graded {len(moved)} simulation(s) whose task_id names another task on {whose} "
-                      f"(reward_info.action_checks): {shown}{more}; they are scored here")]
+        return [
+            _note(
+                f"τ²-bench graded {len(moved)} simulation(s) whose task_id names another task on {whose} "
+                f"(reward_info.action_checks): {shown}{more}; they are scored here"
+            )
+        ]
 
     def note(self) -> str | None:
         moved = sum(len(v) for v in self.moved.values())
@@ -394,9 +436,11 @@ class Grading:
             return None
         alone = sum(len(self.moved[c]) for c in self.unmatched)
         tail = f"; {alone} match no task and have a case of their own" if alone else ""
-        return (f"{moved} of {self.checked} simulations were graded (reward_info.action_checks) on actions that "
-                "differ from the task of the same id in `tasks`: each is scored against the task it was graded "
-                f"on, and that case's notes name it{tail}")
+        return (
+            f"{moved} of {self.checked} simulations were graded (reward_info.action_checks) on actions that "
+            "differ from the task of the same id in `tasks`: each is scored against the task it was graded "
+            f"on, and that case's notes name it{tail}"
+        )
 
 
 def convert(path: Path, options: Options) -> Conversion:
@@ -426,8 +470,9 @@ def convert(path: Path, options: Options) -> Conversion:
             if cid in questions or not questions:
                 cases.setdefault(cid, task_case(task, questions.get(cid, "")))
     for cid, actions in grading.unmatched.items():
-        cases.setdefault(cid, task_case({"id": cid, "evaluation_criteria": {"actions": actions}},
-                                        questions.get(cid, "")))
+        cases.setdefault(
+            cid, task_case({"id": cid, "evaluation_criteria": {"actions": actions}}, questions.get(cid, ""))
+        )
     for cid, question in questions.items():  # a simulation whose task the file does not hold: no reference
         cases.setdefault(cid, {"id": cid, "question": question or f"τ²-bench task {cid}", "tags": ["tau2"]})
     when = policy_time(_info(doc, "environment_info", "policy"))
@@ -444,8 +489,9 @@ def convert(path: Path, options: Options) -> Conversion:
     notes: list[str] = []
     if options.tools is None and declared:
         toolset = toolset_document(check_tools(declared, f"{source}: info.environment_info.tool_defs"), name=name)
-        notes.append(f"no --tools: toolset of the {len(declared)} tools the file declares "
-                     "(info.environment_info.tool_defs)")
+        notes.append(
+            f"no --tools: toolset of the {len(declared)} tools the file declares (info.environment_info.tool_defs)"
+        )
     else:
         toolset, more = resolve_toolset(options.tools, options.domain, lambda: called | gold, name=name)
         notes.extend(more)
@@ -453,11 +499,18 @@ def convert(path: Path, options: Options) -> Conversion:
     moved = grading.note()
     if moved:
         notes.append(moved)
-    user_calls = sum(1 for s in doc["simulations"] if isinstance(s, Mapping)
-                     for m in s.get("messages") or () if isinstance(m, Mapping) and m.get("role") == "user"
-                     for _ in m.get("tool_calls") or ())
+    user_calls = sum(
+        1
+        for s in doc["simulations"]
+        if isinstance(s, Mapping)
+        for m in s.get("messages") or ()
+        if isinstance(m, Mapping) and m.get("role") == "user"
+        for _ in m.get("tool_calls") or ()
+    )
     if user_calls:
-        notes.append(f"{user_calls} tool calls are the simulated user's own (requestor: user): kept in the user's "
-                     "messages, not counted as the agent's")
+        notes.append(
+            f"{user_calls} tool calls are the simulated user's own (requestor: user): kept in the user's "
+            "messages, not counted as the agent's"
+        )
     suite = {"name": f"tau2 {name}", "toolset": toolset, "cases": list(cases.values())}
     return Conversion(suite=suite, records=records, notes=notes)

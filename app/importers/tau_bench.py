@@ -66,8 +66,13 @@ def _case(task_id: Any, task: Mapping[str, Any], question: str, when: str | None
             expected.append({"name": action["name"], "arguments": dict(kwargs) if isinstance(kwargs, Mapping) else {}})
     instruction = task.get("instruction")
     text = instruction if isinstance(instruction, str) and instruction.strip() else question
-    case: dict[str, Any] = {"id": case_id(task_id), "question": text or f"tau-bench task {task_id}",
-                            "expected_calls": expected, "match": "subset", "tags": ["tau-bench"]}
+    case: dict[str, Any] = {
+        "id": case_id(task_id),
+        "question": text or f"tau-bench task {task_id}",
+        "expected_calls": expected,
+        "match": "subset",
+        "tags": ["tau-bench"],
+    }
     notes = []
     if isinstance(instruction, str) and instruction.strip():
         notes.append(_note(INSTRUCTIONS_NOTE + " ".join(instruction.split())))

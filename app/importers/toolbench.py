@@ -103,8 +103,9 @@ def _last_chain(root: Mapping[str, Any]) -> tuple[list[Any], str | None]:
         elif kind == "Action":
             action = text
         elif kind == "Action Input" and action:
-            messages.append({"role": "assistant", "content": None,
-                             "function_call": {"name": action, "arguments": text}})
+            messages.append(
+                {"role": "assistant", "content": None, "function_call": {"name": action, "arguments": text}}
+            )
             if action != FINISH:
                 messages.append({"role": "function", "name": action, "content": node.get("observation")})
     return messages, "step_limit" if chain[-1].get("pruned") is True and action != FINISH else None
@@ -180,8 +181,12 @@ def run_to_record(value: Mapping[str, Any], case_id: str) -> dict[str, Any]:
                 pending.remove(found)
                 _observation(found, m.get("content"))
     query = ag.get("query")
-    data: dict[str, Any] = {"case_id": case_id, "question": query if isinstance(query, str) else "",
-                            "calls": calls, "answer": text if answer is None else answer}
+    data: dict[str, Any] = {
+        "case_id": case_id,
+        "question": query if isinstance(query, str) else "",
+        "calls": calls,
+        "answer": text if answer is None else answer,
+    }
     if stopped is not None:
         data["stopped"] = stopped
     tokens = ag.get("total_tokens")
@@ -226,8 +231,15 @@ def convert(path: Path, options: Options) -> Conversion:
                 yield line, value
                 continue
             if not _is_answer(value):
-                yield line, InvalidTrajectory("not a ToolBench answer: required, an object", index=line,
-                                              field="answer_generation", source=source)
+                yield (
+                    line,
+                    InvalidTrajectory(
+                        "not a ToolBench answer: required, an object",
+                        index=line,
+                        field="answer_generation",
+                        source=source,
+                    ),
+                )
                 continue
             try:
                 data = run_to_record(value, _case_id(value, file, line, single))
@@ -237,8 +249,10 @@ def convert(path: Path, options: Options) -> Conversion:
             except InvalidTrajectory as exc:
                 yield line, exc
             except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a shape no rule expected
-                yield line, InvalidTrajectory(f"cannot read this run ({type(exc).__name__}: {exc})", index=line,
-                                              source=source)
+                yield (
+                    line,
+                    InvalidTrajectory(f"cannot read this run ({type(exc).__name__}: {exc})", index=line, source=source),
+                )
 
     declared: dict[str, dict[str, Any]] = {}
     cases: dict[str, dict[str, Any]] = {}
@@ -254,8 +268,14 @@ def convert(path: Path, options: Options) -> Conversion:
                 declared.setdefault(tool["name"], _contract(tool, notes))
         case_id = _case_id(value, file, line, single)
         query = value["answer_generation"].get("query")
-        cases.setdefault(case_id, {"id": case_id, "question": query if isinstance(query, str) and query.strip()
-                                   else case_id, "tags": ["toolbench"]})
+        cases.setdefault(
+            case_id,
+            {
+                "id": case_id,
+                "question": query if isinstance(query, str) and query.strip() else case_id,
+                "tags": ["toolbench"],
+            },
+        )
         called.update(c["name"] for c in run_to_record(value, case_id)["calls"])
     if not cases:
         raise SuiteError("no ToolBench answer found (objects with 'answer_generation')", path=str(path))
@@ -268,8 +288,10 @@ def convert(path: Path, options: Options) -> Conversion:
         toolset = toolset_document(list(declared.values()), name=path.stem)
         unknown = called - declared.keys()
         if unknown:
-            notes.append(f"{len(unknown)} called tool names are not among the tools offered "
-                         f"(they count as hallucinated tools): {', '.join(sorted(unknown)[:5])}")
+            notes.append(
+                f"{len(unknown)} called tool names are not among the tools offered "
+                f"(they count as hallucinated tools): {', '.join(sorted(unknown)[:5])}"
+            )
     suite = {"name": f"toolbench {path.stem}", "toolset": toolset, "cases": list(cases.values())}
     return Conversion(suite=suite, records=records, notes=notes)
 
@@ -282,5 +304,8 @@ def _contract(tool: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
     except ToolSpecError as exc:
         notes.append(f"tool {tool['name']!r}: its schema cannot be read ({exc}): any arguments are accepted")
         description = tool.get("description")
-        return {"name": tool["name"], "description": description if isinstance(description, str) else "",
-                "parameters": dict(OPEN_SCHEMA)}
+        return {
+            "name": tool["name"],
+            "description": description if isinstance(description, str) else "",
+            "parameters": dict(OPEN_SCHEMA),
+        }

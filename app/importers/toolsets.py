@@ -36,15 +36,17 @@ def read_tools_file(path: Path) -> Any:
 
 def domains_of(document: Any) -> dict[str, list[Any]] | None:
     """``{domain: tools}`` when the document holds several toolsets, else None."""
-    if isinstance(document, Mapping) and "tools" not in document and document and all(
-        isinstance(v, list) for v in document.values()
+    if (
+        isinstance(document, Mapping)
+        and "tools" not in document
+        and document
+        and all(isinstance(v, list) for v in document.values())
     ):
         return {str(k): v for k, v in document.items()}
     return None
 
 
-def pick_tools(path: Path, *, domain: str | None,
-               called: Callable[[], Iterable[str]] = tuple) -> tuple[list[Any], str]:
+def pick_tools(path: Path, *, domain: str | None, called: Callable[[], Iterable[str]] = tuple) -> tuple[list[Any], str]:
     """The tool list of a schema file and the toolset's name (the domain, or
     the file's stem)."""
     document = read_tools_file(path)
@@ -60,8 +62,9 @@ def pick_tools(path: Path, *, domain: str | None,
         scores = {d: sum(1 for t in tools if _tool_name(t) in names) for d, tools in domains.items()}
         best = max(sorted(scores), key=lambda d: scores[d])
         if scores[best] == 0:
-            raise SuiteError(f"the traces call no tool of any domain ({', '.join(sorted(domains))}): give --domain",
-                             path=str(path))
+            raise SuiteError(
+                f"the traces call no tool of any domain ({', '.join(sorted(domains))}): give --domain", path=str(path)
+            )
         return domains[best], best
     if domain is not None:
         raise SuiteError(f"--domain {domain!r} given, but the file holds a single toolset", path=str(path))
@@ -69,7 +72,7 @@ def pick_tools(path: Path, *, domain: str | None,
         return document["tools"], str(document.get("name") or path.stem)
     if isinstance(document, list):
         return document, path.stem
-    raise SuiteError("a tool-schema file is a list of tools, {\"tools\": [...]}, or {domain: [tools]}", path=str(path))
+    raise SuiteError('a tool-schema file is a list of tools, {"tools": [...]}, or {domain: [tools]}', path=str(path))
 
 
 def check_tools(tools: list[Any], where: str) -> list[Any]:
@@ -90,8 +93,13 @@ def inferred_tools(names: Iterable[str]) -> list[dict[str, Any]]:
 
 # Tools that pass the conversation to a person: ending on one after an error is
 # an escalation, an honest give-up. Marked as hand-offs when a source's toolset has them.
-KNOWN_HANDOFFS = ("transfer_to_human_agents", "transfer_to_human_agent", "transfer_to_human",
-                  "escalate_to_human", "handoff_to_human")
+KNOWN_HANDOFFS = (
+    "transfer_to_human_agents",
+    "transfer_to_human_agent",
+    "transfer_to_human",
+    "escalate_to_human",
+    "handoff_to_human",
+)
 
 
 def toolset_document(tools: list[Any], *, name: str, label: str = "") -> dict[str, Any]:
@@ -105,8 +113,14 @@ def toolset_document(tools: list[Any], *, name: str, label: str = "") -> dict[st
     return doc
 
 
-def resolve_toolset(tools_path: Path | None, domain: str | None, called_names: Callable[[], Iterable[str]],
-                    *, name: str, offered: Callable[[], list[Any]] | None = None) -> tuple[dict[str, Any], list[str]]:
+def resolve_toolset(
+    tools_path: Path | None,
+    domain: str | None,
+    called_names: Callable[[], Iterable[str]],
+    *,
+    name: str,
+    offered: Callable[[], list[Any]] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
     """The toolset document for a suite, and notes for the person importing.
     ``called_names`` (a pass over the traces) runs only when it is needed;
     ``offered``, the tool schemas the traces themselves hold (OpenTelemetry
@@ -125,12 +139,15 @@ def resolve_toolset(tools_path: Path | None, domain: str | None, called_names: C
             schemas_note = f"the traces' tool definitions are not usable ({exc}); "
         else:
             return toolset_document(schemas, name=name), [
-                f"no --tools: toolset of the {len(schemas)} tool schemas the traces' model spans were offered"]
+                f"no --tools: toolset of the {len(schemas)} tool schemas the traces' model spans were offered"
+            ]
     called = set(called_names())
     if not called:
         raise SuiteError("the traces call no tool and no --tools file was given: nothing to build a toolset from")
-    notes = [f"{schemas_note}no --tools: toolset of {len(called)} tool names inferred from the traces; schema "
-             "validity and hallucinated tools need the real schemas (--tools)"]
+    notes = [
+        f"{schemas_note}no --tools: toolset of {len(called)} tool names inferred from the traces; schema "
+        "validity and hallucinated tools need the real schemas (--tools)"
+    ]
     return toolset_document(inferred_tools(called), name=name, label=INFERRED_LABEL), notes
 
 
@@ -144,5 +161,7 @@ def add_expected_tools(toolset: dict[str, Any], expected: Iterable[str]) -> list
         return []
     toolset["tools"] = [*toolset["tools"], *inferred_tools(missing)]
     shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-    return [f"{len(missing)} tools the tasks' actions name are not among the tool schemas: added by name, any "
-            f"arguments validate ({shown})"]
+    return [
+        f"{len(missing)} tools the tasks' actions name are not among the tool schemas: added by name, any "
+        f"arguments validate ({shown})"
+    ]

@@ -68,8 +68,9 @@ def write_conversion(conversion: Conversion, out: Path, *, skip_bad: bool = Fals
         if bad and not skip_bad:
             shown = "; ".join(f"line {n}: {m}" for n, m in bad[:10])
             more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
-            raise InvalidTrajectory(f"{len(bad)} bad records, nothing written (--skip-bad writes the rest): "
-                                    f"{shown}{more}", source=source)
+            raise InvalidTrajectory(
+                f"{len(bad)} bad records, nothing written (--skip-bad writes the rest): {shown}{more}", source=source
+            )
         for doc, path in zip(suites, written.suites, strict=True):
             part = path.with_name(f".{path.name}.part")
             part.write_text(_yaml(doc), encoding="utf-8")

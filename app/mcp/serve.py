@@ -86,8 +86,12 @@ def server_identity() -> dict[str, Any]:
     """What tells, later, whether this process still runs: a PID alone does
     not (a restarted container's server is PID 1 again), with the process's
     start time and the boot it is in it does."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "boot": _read("/proc/sys/kernel/random/boot_id"),
-            "start": _start_time(os.getpid())}
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "boot": _read("/proc/sys/kernel/random/boot_id"),
+        "start": _start_time(os.getpid()),
+    }
 
 
 def server_gone(identity: Any) -> bool:
@@ -121,8 +125,9 @@ class CaseRecorder:
     only its own trajectories, and a start stores only what a dead server
     left (never host or PID as the key: a restarted server may have both)."""
 
-    def __init__(self, sessions: sessionmaker[Session], run_id: int, suite: Suite, case: Case,
-                 faults: FaultPlan | None):
+    def __init__(
+        self, sessions: sessionmaker[Session], run_id: int, suite: Suite, case: Case, faults: FaultPlan | None
+    ):
         self.sessions = sessions
         self.run_id = run_id
         self.suite = suite
@@ -148,14 +153,23 @@ class CaseRecorder:
         fault = router.first_fault
         if fault is None and self.faults is not None:
             fault = self.faults.planned()  # planned but not reached: still say what was planned
-        return Trajectory(case_id=self.case.id, trial=opened.trial, question=self.case.question,
-                          calls=list(router.log), answer="", fault=fault, state=dict(router.state)).to_dict()
+        return Trajectory(
+            case_id=self.case.id,
+            trial=opened.trial,
+            question=self.case.question,
+            calls=list(router.log),
+            answer="",
+            fault=fault,
+            state=dict(router.state),
+        ).to_dict()
 
     def _opened(self, s: Session, key: str) -> _Open:
         opened = self._open.get(key)
         if opened is None:
-            opened = _Open(MockRouter(self.suite.toolset, self.faults, mocks=self.case.mocks),
-                           live.next_trial(s, self.run_id, self.case.id))
+            opened = _Open(
+                MockRouter(self.suite.toolset, self.faults, mocks=self.case.mocks),
+                live.next_trial(s, self.run_id, self.case.id),
+            )
         self._clock += 1
         opened.used = self._clock
         return opened
@@ -179,8 +193,10 @@ class CaseRecorder:
         with self._lock:
             opened = self._open.get(key)
             if opened is not None and len(opened.router.log) >= MAX_CALLS:
-                raise CallLimit(f"this session made {MAX_CALLS} calls, the most one trajectory holds: "
-                                "end it (a new session starts a new trajectory)")
+                raise CallLimit(
+                    f"this session made {MAX_CALLS} calls, the most one trajectory holds: "
+                    "end it (a new session starts a new trajectory)"
+                )
             with session_scope(self.sessions, write=True) as s:
                 opened = self._opened(s, key)
                 observation = opened.router.call(name, arguments)
@@ -232,14 +248,19 @@ class CaseRecorder:
         full = [self._key(k) for k in keys]
         with self._lock:
             with session_scope(self.sessions, write=True) as s:
-                if create and len(full) == 1 and full[0] not in self._open and not live.is_pending(
-                        s, self.run_id, full[0]):
+                if (
+                    create
+                    and len(full) == 1
+                    and full[0] not in self._open
+                    and not live.is_pending(s, self.run_id, full[0])
+                ):
                     opened = self._opened(s, full[0])  # an answer without a call: the worst case, kept
                     live.save_pending(s, self.run_id, full[0], self._record(opened))
                     self._open[full[0]] = opened
                 latest = max(full, key=lambda k: self._open[k].used if k in self._open else -1)
-                stored = live.flush_pending(s, self.run_id, self.scorer, full,
-                                            None if answer is None else {latest: answer[:MAX_ANSWER]})
+                stored = live.flush_pending(
+                    s, self.run_id, self.scorer, full, None if answer is None else {latest: answer[:MAX_ANSWER]}
+                )
             for k in full:
                 self._open.pop(k, None)
             return stored
@@ -258,8 +279,12 @@ class CaseRecorder:
         with session_scope(self.sessions) as s:
             registered = live.servers(s, self.run_id)
         gone = {sid for sid, ident in registered.items() if sid != self.owner and server_gone(ident)}
-        stored = self._flush(lambda k: k.rpartition("@")[2] != self.owner and (
-            k.rpartition("@")[2] in gone or k.rpartition("@")[2] not in registered))
+        stored = self._flush(
+            lambda k: (
+                k.rpartition("@")[2] != self.owner
+                and (k.rpartition("@")[2] in gone or k.rpartition("@")[2] not in registered)
+            )
+        )
         if gone and not self.flush_errors:
             with session_scope(self.sessions, write=True) as s:
                 for sid in gone:
@@ -270,8 +295,9 @@ class CaseRecorder:
         """Take this server off the run; ``finish``: finish the run too if no
         other server still runs. Returns whether the run was finished."""
         with session_scope(self.sessions, write=True) as s:
-            return live.unregister_server(s, self.run_id, self.owner,
-                                          (lambda others: not _any_running(others, self.owner)) if finish else None)
+            return live.unregister_server(
+                s, self.run_id, self.owner, (lambda others: not _any_running(others, self.owner)) if finish else None
+            )
 
     def _flush(self, chosen: Callable[[str], bool]) -> int:
         """Store the chosen pending trajectories, each in its own transaction:
@@ -299,11 +325,17 @@ def build_server(recorder: CaseRecorder, key_of: Callable[[Any], str]) -> Any:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
-    tools = [types.Tool(name=t.name, title=t.title, description=t.description, input_schema=t.parameters,
-                        output_schema=t.output_schema,
-                        annotations=None if t.annotations is None else types.ToolAnnotations.model_validate(
-                            t.annotations))
-             for t in recorder.suite.toolset]
+    tools = [
+        types.Tool(
+            name=t.name,
+            title=t.title,
+            description=t.description,
+            input_schema=t.parameters,
+            output_schema=t.output_schema,
+            annotations=None if t.annotations is None else types.ToolAnnotations.model_validate(t.annotations),
+        )
+        for t in recorder.suite.toolset
+    ]
     with_output = {t.name for t in recorder.suite.toolset if t.output_schema is not None}
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -315,16 +347,17 @@ def build_server(recorder: CaseRecorder, key_of: Callable[[Any], str]) -> Any:
 
         key = key_of(ctx)
         try:
-            observation, is_error = await anyio.to_thread.run_sync(recorder.call, key, params.name,
-                                                                   dict(params.arguments or {}))
+            observation, is_error = await anyio.to_thread.run_sync(
+                recorder.call, key, params.name, dict(params.arguments or {})
+            )
         except CallLimit as exc:
             raise MCPError(types.INVALID_REQUEST, str(exc)) from None
         structured = _structured(observation) if params.name in with_output and not is_error else None
-        return types.CallToolResult(content=[types.TextContent(text=observation)], is_error=is_error,
-                                    structured_content=structured)
+        return types.CallToolResult(
+            content=[types.TextContent(text=observation)], is_error=is_error, structured_content=structured
+        )
 
-    return Server("toollens-mock", version="1", instructions=None, on_list_tools=list_tools,
-                  on_call_tool=call_tool)
+    return Server("toollens-mock", version="1", instructions=None, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 def _structured(observation: str) -> dict[str, Any] | None:
@@ -372,8 +405,12 @@ class _EndOnDelete:
     def __init__(self, app: Any, recorder: CaseRecorder, path: str):
         self.app, self.recorder, self.path = app, recorder, path
 
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
-                       send: Callable[[Any], Awaitable[None]]) -> None:
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
         if scope.get("type") == "http" and scope.get("method") == "DELETE" and scope.get("path") == self.path:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             sid = headers.get("mcp-session-id")
@@ -389,8 +426,12 @@ class _SideIntake:
     def __init__(self, app: Any, intake: Any):
         self.app, self.intake = app, intake
 
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
-                       send: Callable[[Any], Awaitable[None]]) -> None:
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
         side = scope.get("type") == "http" and str(scope.get("path", "")).startswith(SIDE)
         await (self.intake if side else self.app)(scope, receive, send)
 
@@ -400,8 +441,15 @@ def _trajectory_key(key: str) -> str:
     return f"{TRAJECTORY_HEADER[:3]}:{whole_key(key, MAX_KEY)}"
 
 
-def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/mcp", token: str | None = None,
-             allowed: str = "", max_bytes: int = 2 << 20) -> Any:
+def http_app(
+    recorder: CaseRecorder,
+    *,
+    host: str = "127.0.0.1",
+    path: str = "/mcp",
+    token: str | None = None,
+    allowed: str = "",
+    max_bytes: int = 2 << 20,
+) -> Any:
     """A Starlette app: the MCP endpoint at ``path``, ``POST /toollens/end`` and ``POST
     /toollens/message``. Those two take writes as the API does (docs/security.md): the
     bearer ``token`` when one is set, a Host of ``allowed`` (comma-separated; empty: the
@@ -431,8 +479,7 @@ def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/m
         if (key is not None and not isinstance(key, str)) or (answer is not None and not isinstance(answer, str)):
             return JSONResponse({"error": "trajectory and answer are strings"}, status_code=422)
         if key is not None:
-            stored = await anyio.to_thread.run_sync(
-                lambda: recorder.end(_trajectory_key(key), answer, create=True))
+            stored = await anyio.to_thread.run_sync(lambda: recorder.end(_trajectory_key(key), answer, create=True))
         else:  # the sessions that sent no id (one per connection); none: an answer with no call at all
             keys = recorder.open_keys(CONNECTION_PREFIX) + recorder.open_keys(HTTP_KEY)
             keys = keys or [f"{CONNECTION_PREFIX}end-{secrets.token_hex(4)}"]
@@ -446,10 +493,15 @@ def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/m
             if exc.status != 400:
                 return JSONResponse({"error": exc.error}, status_code=exc.status)
             body = None
-        if not isinstance(body, dict) or body.get("role") not in MESSAGE_ROLES or not isinstance(
-                body.get("content"), str) or not isinstance(body.get("trajectory"), (str, type(None))):
-            return JSONResponse({"error": 'body: {"trajectory"?: key, "role": "user"|"assistant", "content": text}'},
-                                status_code=422)
+        if (
+            not isinstance(body, dict)
+            or body.get("role") not in MESSAGE_ROLES
+            or not isinstance(body.get("content"), str)
+            or not isinstance(body.get("trajectory"), (str, type(None)))
+        ):
+            return JSONResponse(
+                {"error": 'body: {"trajectory"?: key, "role": "user"|"assistant", "content": text}'}, status_code=422
+            )
         key = body.get("trajectory")
         full = None if key is None else _trajectory_key(key)
         try:
@@ -461,10 +513,21 @@ def http_app(recorder: CaseRecorder, *, host: str = "127.0.0.1", path: str = "/m
         return JSONResponse({"recorded": True})
 
     server = build_server(recorder, http_key)
-    app = server.streamable_http_app(streamable_http_path=path, host=host,
-                                     custom_starlette_routes=[Route(f"{SIDE}end", end, methods=["POST"]),
-                                                              Route(f"{SIDE}message", message, methods=["POST"])])
+    app = server.streamable_http_app(
+        streamable_http_path=path,
+        host=host,
+        custom_starlette_routes=[
+            Route(f"{SIDE}end", end, methods=["POST"]),
+            Route(f"{SIDE}message", message, methods=["POST"]),
+        ],
+    )
     ended = _EndOnDelete(app, recorder, path)
-    intake = Intake(ended, max_bytes=max_bytes, token=token, hosts=allowed_hosts(allowed, host), guarded=(SIDE,),
-                    setting="TOOLLENS_MCP_MAX_BODY_BYTES")
+    intake = Intake(
+        ended,
+        max_bytes=max_bytes,
+        token=token,
+        hosts=allowed_hosts(allowed, host),
+        guarded=(SIDE,),
+        setting="TOOLLENS_MCP_MAX_BODY_BYTES",
+    )
     return _SideIntake(ended, intake)

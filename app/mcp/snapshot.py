@@ -28,8 +28,9 @@ class SnapshotError(ToolLensError):
         super().__init__(message + (f" (server stderr: {stderr_tail[:300]})" if stderr_tail else ""))
 
 
-async def list_server_tools(*, command: str | None = None, url: str | None = None, timeout: float = 30.0,
-                            errlog: TextIO | None = None) -> list[dict[str, Any]]:
+async def list_server_tools(
+    *, command: str | None = None, url: str | None = None, timeout: float = 30.0, errlog: TextIO | None = None
+) -> list[dict[str, Any]]:
     """Every tool the server lists (all pages), as ``{name, description,
     parameters}`` with the input schema exactly as served, plus ``title``,
     ``annotations`` and ``output_schema`` where the server gives them. A
@@ -59,8 +60,10 @@ async def list_server_tools(*, command: str | None = None, url: str | None = Non
                 if cursor is None:
                     break
             if cursor is not None:  # never a silently truncated snapshot
-                raise ToolSpecError(f"the server lists more than {MAX_PAGES} pages of tools (tools/list still "
-                                    "returns a next cursor): snapshot refused rather than truncated")
+                raise ToolSpecError(
+                    f"the server lists more than {MAX_PAGES} pages of tools (tools/list still "
+                    "returns a next cursor): snapshot refused rather than truncated"
+                )
     return out
 
 
@@ -75,23 +78,31 @@ def _contract(tool: Any) -> dict[str, Any]:
     return out
 
 
-def snapshot_toolset(*, command: str | None = None, url: str | None = None, name: str = "", label: str = "",
-                     timeout: float = 30.0) -> Toolset:
+def snapshot_toolset(
+    *, command: str | None = None, url: str | None = None, name: str = "", label: str = "", timeout: float = 30.0
+) -> Toolset:
     """The server's tools as a Toolset (schemas kept verbatim, checked
     against the JSON Schema metaschema)."""
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         try:
-            contracts = anyio.run(lambda: list_server_tools(command=command, url=url, timeout=timeout,
-                                                            errlog=errlog))
+            contracts = anyio.run(lambda: list_server_tools(command=command, url=url, timeout=timeout, errlog=errlog))
         except Exception as exc:
             errlog.seek(0)
             tail = [line for line in errlog.read()[-4000:].splitlines() if line.strip()]
             raise SnapshotError(exc, tail[-1] if tail else "") from exc
     if not contracts:
         raise ToolSpecError("the server lists no tools")
-    tools = [ToolSpec(name=c["name"], description=c["description"], parameters=dict(c["parameters"]),
-                      title=c.get("title"), annotations=c.get("annotations"), output_schema=c.get("output_schema"))
-             for c in contracts]
+    tools = [
+        ToolSpec(
+            name=c["name"],
+            description=c["description"],
+            parameters=dict(c["parameters"]),
+            title=c.get("title"),
+            annotations=c.get("annotations"),
+            output_schema=c.get("output_schema"),
+        )
+        for c in contracts
+    ]
     toolset = Toolset(tools=tools, name=name, label=label)
     for t in toolset:
         _ = t.validator  # a schema the validator cannot compile is reported now

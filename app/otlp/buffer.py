@@ -65,12 +65,25 @@ class SpanBuffer:
     A request is refused (``Refused``) past a trace's own bound (413: its spans, its tool
     calls) or past the whole buffer's (503: spans, traces, bytes held)."""
 
-    def __init__(self, *, settle: float = 0.25, idle: float = 30.0, max_spans: int = 500_000,
-                 max_trace_spans: int = 10_000, max_traces: int = 100_000, max_bytes: int = 256 * 1024 * 1024,
-                 in_flight_wait: float = 10.0, clock: Clock = time.monotonic):
+    def __init__(
+        self,
+        *,
+        settle: float = 0.25,
+        idle: float = 30.0,
+        max_spans: int = 500_000,
+        max_trace_spans: int = 10_000,
+        max_traces: int = 100_000,
+        max_bytes: int = 256 * 1024 * 1024,
+        in_flight_wait: float = 10.0,
+        clock: Clock = time.monotonic,
+    ):
         self.settle, self.idle, self.clock, self.in_flight_wait = settle, idle, clock, in_flight_wait
-        self.max_spans, self.max_trace_spans, self.max_traces, self.max_bytes = (max_spans, max_trace_spans,
-                                                                                 max_traces, max_bytes)
+        self.max_spans, self.max_trace_spans, self.max_traces, self.max_bytes = (
+            max_spans,
+            max_trace_spans,
+            max_traces,
+            max_bytes,
+        )
         self.pending: dict[Key, Pending] = {}
         self.batches: dict[int, Batch] = {}  # staged batches by id, while a trace of theirs is not stored
         self.in_flight: dict[object, float] = {}  # export requests being received, by start time
@@ -99,18 +112,32 @@ class SpanBuffer:
         spans_held, size_held = self.buffered + self.held.spans, self.bytes + self.held.size
         traces_held = len(self.pending) + self.held.new
         if spans_held and spans_held + spans > self.max_spans:
-            return Refused(503, f"the receiver's buffer is full: {spans_held} spans buffered, at most "
-                           f"{self.max_spans} (TOOLLENS_OTLP_MAX_BUFFERED_SPANS): retry later")
+            return Refused(
+                503,
+                f"the receiver's buffer is full: {spans_held} spans buffered, at most "
+                f"{self.max_spans} (TOOLLENS_OTLP_MAX_BUFFERED_SPANS): retry later",
+            )
         if new and traces_held and traces_held + new > self.max_traces:
-            return Refused(503, f"the receiver's buffer is full: {traces_held} traces buffered, at most "
-                           f"{self.max_traces} (TOOLLENS_OTLP_MAX_TRACES): retry later")
+            return Refused(
+                503,
+                f"the receiver's buffer is full: {traces_held} traces buffered, at most "
+                f"{self.max_traces} (TOOLLENS_OTLP_MAX_TRACES): retry later",
+            )
         if size_held and size_held + size > self.max_bytes:
-            return Refused(503, f"the receiver's buffer is full: {size_held} bytes of requests held, at most "
-                           f"{self.max_bytes} (TOOLLENS_OTLP_MAX_BUFFERED_BYTES): retry later")
+            return Refused(
+                503,
+                f"the receiver's buffer is full: {size_held} bytes of requests held, at most "
+                f"{self.max_bytes} (TOOLLENS_OTLP_MAX_BUFFERED_BYTES): retry later",
+            )
         return None
 
-    def reserve(self, run_id: int, spans: list[SpanRef], size: int,
-                flying: Callable[[Mapping[Key, object]], Mapping[Key, Pending]] | None = None) -> Reservation:
+    def reserve(
+        self,
+        run_id: int,
+        spans: list[SpanRef],
+        size: int,
+        flying: Callable[[Mapping[Key, object]], Mapping[Key, Pending]] | None = None,
+    ) -> Reservation:
         """Count a request's spans against the bounds before it is staged (``Refused`` when one
         would be passed: nothing is taken), and hold them until they are buffered. A trace holds
         at most ``max_trace_spans`` spans and ``MAX_CALLS`` tool spans in the buffer, so that
@@ -133,12 +160,18 @@ class SpanBuffer:
                     had += len(q.spans)
                     had_tools += sum(1 for x in q.spans if x.tool)
             if had + n > self.max_trace_spans:
-                raise Refused(413, f"trace {key[1][:80]!r} would hold {had + n} spans, more than the "
-                              f"{self.max_trace_spans} one trace may hold while it is open "
-                              "(TOOLLENS_OTLP_MAX_TRACE_SPANS): nothing of this request was taken")
+                raise Refused(
+                    413,
+                    f"trace {key[1][:80]!r} would hold {had + n} spans, more than the "
+                    f"{self.max_trace_spans} one trace may hold while it is open "
+                    "(TOOLLENS_OTLP_MAX_TRACE_SPANS): nothing of this request was taken",
+                )
             if had_tools + tools > MAX_CALLS:
-                raise Refused(413, f"trace {key[1][:80]!r} would hold {had_tools + tools} tool calls, more than "
-                              f"the {MAX_CALLS} one trajectory holds: nothing of this request was taken")
+                raise Refused(
+                    413,
+                    f"trace {key[1][:80]!r} would hold {had_tools + tools} tool calls, more than "
+                    f"the {MAX_CALLS} one trajectory holds: nothing of this request was taken",
+                )
         full = self.full(len(spans), size, new)
         if full is not None:
             raise full
@@ -165,8 +198,9 @@ class SpanBuffer:
         self.held.size -= taken.size
         self.held.new -= taken.new
 
-    def add(self, run_id: int, batch: int, form: str, body: bytes, spans: list[SpanRef],
-            taken: Reservation | None = None) -> tuple[bool, int]:
+    def add(
+        self, run_id: int, batch: int, form: str, body: bytes, spans: list[SpanRef], taken: Reservation | None = None
+    ) -> tuple[bool, int]:
         """Buffer a staged batch's spans by trace (its reservation ``taken`` given up). A span id
         already buffered for its trace (a resent request) is a repeat and left out, but the trace
         still counts as one of the batch's, so that storing it marks it done there too (else a

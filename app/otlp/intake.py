@@ -56,8 +56,9 @@ def _json_span_count(request: Any) -> int:
     return n
 
 
-def decode_export(body: bytes, encoding: str, protobuf: bool, limit: int,
-                  group_by: str | None = None) -> tuple[str, bytes, list[SpanRef]]:
+def decode_export(
+    body: bytes, encoding: str, protobuf: bool, limit: int, group_by: str | None = None
+) -> tuple[str, bytes, list[SpanRef]]:
     """(staged form, staged body, span references) of an export request; Refused if it is refused.
     With ``group_by``, its spans are grouped by that conversation key (``grouped_batch``)."""
     body = decompress(body, encoding, limit)

@@ -159,10 +159,24 @@ class ReceiverStats:
 class Lander:
     """Stores taken traces through ``store``, and keeps the buffer's accounts of them."""
 
-    def __init__(self, store: TraceStore, buffer: SpanBuffer, lock: threading.Lock, staging: Staging,
-                 round_: Round, stats: ReceiverStats, remember: int):
-        self.store, self.buffer, self.lock, self.staging, self.round, self.stats = (store, buffer, lock, staging,
-                                                                                      round_, stats)
+    def __init__(
+        self,
+        store: TraceStore,
+        buffer: SpanBuffer,
+        lock: threading.Lock,
+        staging: Staging,
+        round_: Round,
+        stats: ReceiverStats,
+        remember: int,
+    ):
+        self.store, self.buffer, self.lock, self.staging, self.round, self.stats = (
+            store,
+            buffer,
+            lock,
+            staging,
+            round_,
+            stats,
+        )
         # span ids and trials stored, by trace: a resent span is a repeat, a late one another trial;
         # the ids packed in one bytes object (``remembered``), not a set of strings: 20,000 traces
         # of 20 spans take about 10 MB instead of 70, and no small objects outlive a burst
@@ -230,9 +244,12 @@ class Lander:
             self.give_back([(x.key, x.pending) for x in items])
             return 0
         try:
-            added = self._store_chunk(run_id, [x.trajectory for x in items],
-                                      [(x.key, x.pending.batches) for x in items],
-                                      [(x.key[1], [s.span_id for s in x.fresh], x.flushes) for x in items])
+            added = self._store_chunk(
+                run_id,
+                [x.trajectory for x in items],
+                [(x.key, x.pending.batches) for x in items],
+                [(x.key[1], [s.span_id for s in x.fresh], x.flushes) for x in items],
+            )
         except otlp_traces.Resent as exc:  # stored meanwhile (or before this server knew): decided again
             self._resent(run_id, exc.stored, [(x.key, x.pending, x.fresh) for x in items])
             return self.store_items(run_id, [x for x in items if x.key[1] not in exc.stored])
@@ -293,8 +310,9 @@ class Lander:
         self.stats.retried_traces += 1
         self.give_back([(item.key, item.pending)])
 
-    def _resent(self, run_id: int, stored: dict[str, otlp_traces.Stored],
-                traces: list[tuple[Key, Pending, list[SpanRef]]]) -> None:
+    def _resent(
+        self, run_id: int, stored: dict[str, otlp_traces.Stored], traces: list[tuple[Key, Pending, list[SpanRef]]]
+    ) -> None:
         """Traces the database holds other trials of than this server knew (a resend after a
         restart, another server): what is stored remembered, and those traces back to the
         buffer to be taken again (their repeats then left out, their new spans another trial)."""
@@ -313,17 +331,21 @@ class Lander:
         if self.round.away or any(e is not None for e in result.errors):
             return None  # the in-process path counts and logs the unreadable traces
         try:
-            self.store.add_scored(run_id, result.scored,
-                                  [(f.key[1], [s.span_id for s in f.fresh], f.flushes) for f in chunk],
-                                  lambda s: self.staging.release(s, [(f.key, f.pending.batches) for f in chunk]))
+            self.store.add_scored(
+                run_id,
+                result.scored,
+                [(f.key[1], [s.span_id for s in f.fresh], f.flushes) for f in chunk],
+                lambda s: self.staging.release(s, [(f.key, f.pending.batches) for f in chunk]),
+            )
         except Exception:  # rolled back: the in-process path decides (conflicts, a finished run, the database)
             return None
         for f, notes in zip(chunk, result.notes, strict=True):
             if notes:
                 log.warning("trace %s stored with repairs: %s", f.key[1], "; ".join(notes))
         self.stats.worker_traces += len(chunk)
-        self.mark_stored([(f.key, f.pending, f.fresh, bool(notes)) for f, notes in zip(chunk, result.notes,
-                                                                                      strict=True)])
+        self.mark_stored(
+            [(f.key, f.pending, f.fresh, bool(notes)) for f, notes in zip(chunk, result.notes, strict=True)]
+        )
         return len(chunk)
 
     def mark_stored(self, stored: list[tuple[Key, Pending, list[SpanRef], bool]]) -> None:

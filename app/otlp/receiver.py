@@ -42,16 +42,37 @@ class OtlpReceiver:
     """Buffers spans per trace and stores finished traces in the background (with
     ``background=False``, only when ``store_ready`` is called: tests)."""
 
-    def __init__(self, sessions: sessionmaker[Session], scorers: Scorers, *, settle: float = 0.25,
-                 idle: float = 30.0, max_spans: int = 500_000, batch: int = 500, remember: int = 20_000,
-                 worker: bool = True, max_trace_spans: int = 10_000, max_traces: int = 100_000,
-                 max_bytes: int = 256 * 1024 * 1024, background: bool = True, store: TraceStore | None = None,
-                 clock: Clock = time.monotonic, start_worker: Callable[[], ScoringWorker] = start_worker):
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        scorers: Scorers,
+        *,
+        settle: float = 0.25,
+        idle: float = 30.0,
+        max_spans: int = 500_000,
+        batch: int = 500,
+        remember: int = 20_000,
+        worker: bool = True,
+        max_trace_spans: int = 10_000,
+        max_traces: int = 100_000,
+        max_bytes: int = 256 * 1024 * 1024,
+        background: bool = True,
+        store: TraceStore | None = None,
+        clock: Clock = time.monotonic,
+        start_worker: Callable[[], ScoringWorker] = start_worker,
+    ):
         self.sessions, self.batch, self.background = sessions, batch, background
         self.stats = ReceiverStats()
-        self.buffer = SpanBuffer(settle=settle, idle=idle, max_spans=max_spans, max_trace_spans=max_trace_spans,
-                                 max_traces=max_traces, max_bytes=max_bytes, in_flight_wait=IN_FLIGHT_WAIT,
-                                 clock=clock)
+        self.buffer = SpanBuffer(
+            settle=settle,
+            idle=idle,
+            max_spans=max_spans,
+            max_trace_spans=max_trace_spans,
+            max_traces=max_traces,
+            max_bytes=max_bytes,
+            in_flight_wait=IN_FLIGHT_WAIT,
+            clock=clock,
+        )
         self.clock = clock
         self._lock = threading.Lock()  # guards the buffer: request threads and the storing thread
         self._store_lock = threading.Lock()  # one storing round at a time
@@ -59,8 +80,15 @@ class OtlpReceiver:
         self._thread: threading.Thread | None = None
         self.round = Round()
         self.staging = Staging(sessions, self.buffer, self._lock, self._stop, self.round)
-        self.lander = Lander(store or TraceStore(sessions, scorers), self.buffer, self._lock, self.staging,
-                             self.round, self.stats, remember)
+        self.lander = Lander(
+            store or TraceStore(sessions, scorers),
+            self.buffer,
+            self._lock,
+            self.staging,
+            self.round,
+            self.stats,
+            remember,
+        )
         self.scoring = Scoring(worker and ScoringWorker.pays(), clock=clock, start=start_worker)
 
     @property
@@ -125,8 +153,9 @@ class OtlpReceiver:
             self.stats.accepted_spans += len(valid)
         self._ensure_thread()
 
-    def _buffer(self, run_id: int, batch: int, form: str, body: bytes, spans: list[SpanRef],
-                taken: Reservation | None = None) -> bool:
+    def _buffer(
+        self, run_id: int, batch: int, form: str, body: bytes, spans: list[SpanRef], taken: Reservation | None = None
+    ) -> bool:
         with self._lock:
             holds, repeats = self.buffer.add(run_id, batch, form, body, spans, taken)
             self.stats.duplicate_spans += repeats
@@ -231,8 +260,9 @@ class OtlpReceiver:
                     self._store(early, early=True)
             except BaseException:
                 # not the traces this round stored or released already, nor those given back
-                self.lander.give_back([t for t in taken + early
-                                       if t[0] not in self.scoring.flying and t[0] not in self.round.handled])
+                self.lander.give_back(
+                    [t for t in taken + early if t[0] not in self.scoring.flying and t[0] not in self.round.handled]
+                )
                 raise
             stored += self._land(wait=everything)
             with self._lock:
@@ -274,8 +304,11 @@ class OtlpReceiver:
                     stored += self.lander.store_items(flight.run_id, self.lander.items(rest)) if rest else 0
                     continue
                 done = self._store_scored(flight)
-                stored += done if done is not None else self.lander.store_items(flight.run_id,
-                                                                                self.lander.items(flight.chunk))
+                stored += (
+                    done
+                    if done is not None
+                    else self.lander.store_items(flight.run_id, self.lander.items(flight.chunk))
+                )
             except BaseException:
                 self.lander.give_back([(f.key, f.pending) for f in flight.chunk if f.key not in self.round.handled])
                 raise
@@ -345,11 +378,12 @@ class OtlpReceiver:
         in_process: list[tuple[int, list[Fresh]]] = []
         for run_id, traces in by_run.items():
             for i in range(0, len(traces), self.batch):
-                chunk = traces[i:i + self.batch]
+                chunk = traces[i : i + self.batch]
                 # to the worker (a small chunk only when it runs already, started by a large one); stored
                 # when it is scored (``_land``), while this thread inserts and takes the next traces
-                flight = (self._submit(run_id, chunk) if len(chunk) >= MIN_TRACES or self.scoring.worker is not None
-                          else None)
+                flight = (
+                    self._submit(run_id, chunk) if len(chunk) >= MIN_TRACES or self.scoring.worker is not None else None
+                )
                 if early:
                     flight = flight or Flight(run_id, chunk, None, None, math.inf)
                     flight.settles_at = max(f.pending.last_seen for f in chunk) + self.settle
@@ -422,9 +456,14 @@ def made(state: Any) -> OtlpReceiver:
     settings = getattr(state, "settings", None)
     if settings is None:
         return OtlpReceiver(state.sessions, state.scorers)
-    return OtlpReceiver(state.sessions, state.scorers, max_spans=settings.otlp_max_buffered_spans,
-                        max_trace_spans=settings.otlp_max_trace_spans, max_traces=settings.otlp_max_traces,
-                        max_bytes=settings.otlp_max_buffered_bytes)
+    return OtlpReceiver(
+        state.sessions,
+        state.scorers,
+        max_spans=settings.otlp_max_buffered_spans,
+        max_trace_spans=settings.otlp_max_trace_spans,
+        max_traces=settings.otlp_max_traces,
+        max_bytes=settings.otlp_max_buffered_bytes,
+    )
 
 
 def open_receiver(app_state: Any, *, warm: bool = False) -> OtlpReceiver:
@@ -437,8 +476,10 @@ def open_receiver(app_state: Any, *, warm: bool = False) -> OtlpReceiver:
         receiver.recover()
     except SQLAlchemyError as exc:  # e.g. SQLite's write lock held by an import for longer than the busy timeout
         if read_only_error(exc):  # pages and the API's reads are served; spans cannot be stored
-            log.warning("the database is read-only: the OTLP receiver stores no spans (a request gets 503) "
-                        "until the server is started on a writable one")
+            log.warning(
+                "the database is read-only: the OTLP receiver stores no spans (a request gets 503) "
+                "until the server is started on a writable one"
+            )
         else:
             log.exception("staged spans could not be taken over at the start; tried again every %s s", BEAT)
     app_state.otlp = receiver

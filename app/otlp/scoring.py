@@ -66,8 +66,14 @@ class Flight:
 class Scoring:
     """The worker process (``use``: one pays on this machine) and the chunks it holds."""
 
-    def __init__(self, use: bool, *, clock: Clock = time.monotonic,
-                 start: Callable[[], ScoringWorker] = start_worker, timeout: float = WORKER_TIMEOUT):
+    def __init__(
+        self,
+        use: bool,
+        *,
+        clock: Clock = time.monotonic,
+        start: Callable[[], ScoringWorker] = start_worker,
+        timeout: float = WORKER_TIMEOUT,
+    ):
         self.use, self.clock, self.start, self.timeout = use, clock, start, timeout
         self.worker: ScoringWorker | None = None  # started with the first large batch
         self.flights: deque[Flight] = deque()  # chunks handed to the worker, in order
@@ -83,8 +89,9 @@ class Scoring:
             return {}
         return {f.key: f.pending for flight in list(self.flights) for f in flight.chunk if f.key in keys}
 
-    def submit(self, run_id: int, chunk: list[Fresh], document: dict[str, Any], key: str,
-               bodies: dict[int, tuple[str, bytes]]) -> Flight:
+    def submit(
+        self, run_id: int, chunk: list[Fresh], document: dict[str, Any], key: str, bodies: dict[int, tuple[str, bytes]]
+    ) -> Flight:
         """Hand a chunk to the worker (started on first use); raises when it cannot take it."""
         if self.worker is None:
             self.worker = self.start()
@@ -102,8 +109,7 @@ class Scoring:
     def drop_broken(self, exc: BaseException, worker: ScoringWorker | None) -> None:
         """A worker process that died (or was killed: its pool may refuse a batch before it
         knows it is broken): the next large batch starts a new one."""
-        if (worker is not None and self.worker is worker
-                and (isinstance(exc, BrokenProcessPool) or worker.killed)):
+        if worker is not None and self.worker is worker and (isinstance(exc, BrokenProcessPool) or worker.killed):
             self.worker.close()
             self.worker = None
 
@@ -137,8 +143,10 @@ class Scoring:
             try:
                 self.worker = self.start()
             except Exception:  # e.g. a script without the ``__main__`` guard that spawning needs
-                log.exception("the scoring worker could not start with the server; it starts with the first "
-                              "large batch instead, or the spans are scored in-process")
+                log.exception(
+                    "the scoring worker could not start with the server; it starts with the first "
+                    "large batch instead, or the spans are scored in-process"
+                )
 
     @property
     def ready(self) -> bool | None:

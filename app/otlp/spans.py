@@ -25,8 +25,18 @@ from app.otlp.span import Span as Span
 
 def span_to_json(span: Span) -> str:
     """A span as compact JSON text (what the receiver stages)."""
-    fields = [span.trace_id, span.span_id, span.parent_id, span.name, span.start, span.end, span.attributes,
-              span.status_code, span.status_message, span.events]
+    fields = [
+        span.trace_id,
+        span.span_id,
+        span.parent_id,
+        span.name,
+        span.start,
+        span.end,
+        span.attributes,
+        span.status_code,
+        span.status_message,
+        span.events,
+    ]
     try:
         return orjson.dumps(fields).decode("utf-8")
     except TypeError:  # integers beyond 64 bits
@@ -62,14 +72,18 @@ class SpanRef:
     tool: bool = False  # a tool span: one call of the trajectory (the receiver bounds them per trace)
 
 
-_TOOL_MARKS = {"gen_ai.operation.name": "execute_tool", "openinference.span.kind": "TOOL",
-               "traceloop.span.kind": "tool"}  # what ``is_tool_span`` reads
+_TOOL_MARKS = {
+    "gen_ai.operation.name": "execute_tool",
+    "openinference.span.kind": "TOOL",
+    "traceloop.span.kind": "tool",
+}  # what ``is_tool_span`` reads
 
 
 def _pb_is_tool(s: Any) -> bool:
     """``is_tool_span`` of a protobuf ``Span``, without building its attributes."""
     return s.name.startswith("execute_tool") or any(
-        kv.key in _TOOL_MARKS and kv.value.string_value == _TOOL_MARKS[kv.key] for kv in s.attributes)
+        kv.key in _TOOL_MARKS and kv.value.string_value == _TOOL_MARKS[kv.key] for kv in s.attributes
+    )
 
 
 def span_refs_from_protobuf(body: bytes) -> list[SpanRef]:
@@ -83,8 +97,10 @@ def span_refs_from_protobuf(body: bytes) -> list[SpanRef]:
         tools = []
     if len(tools) != len(spans):
         tools = [_pb_is_tool(s) for s in spans]
-    return [SpanRef(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id, i, 0, tool)
-            for i, (s, tool) in enumerate(zip(spans, tools, strict=True))]
+    return [
+        SpanRef(s.trace_id.hex(), s.span_id.hex(), not s.parent_span_id, i, 0, tool)
+        for i, (s, tool) in enumerate(zip(spans, tools, strict=True))
+    ]
 
 
 def lines_batch(spans: list[Span]) -> tuple[bytes, list[SpanRef]]:
@@ -98,8 +114,10 @@ def batch_refs(form: str, body: bytes) -> list[SpanRef]:
     if form == BATCH_PROTOBUF:
         return span_refs_from_protobuf(body)
     rooted = form != BATCH_GROUPED
-    return [SpanRef(s.trace_id, s.span_id, rooted and s.is_root, i, 0, is_tool_span(s))
-            for i, s in _batch_spans(form, body, None).items()]
+    return [
+        SpanRef(s.trace_id, s.span_id, rooted and s.is_root, i, 0, is_tool_span(s))
+        for i, s in _batch_spans(form, body, None).items()
+    ]
 
 
 def _batch_spans(form: str, body: bytes, wanted: set[int] | None) -> dict[int, Span]:
@@ -166,7 +184,7 @@ def span_from_staged(text: str) -> Span:
             raise ValueError(f"not a staged span ({exc})") from None
     pb_span, decode_error = _protobuf_span()
     try:
-        return _span_from_pb(pb_span.FromString(binascii.a2b_base64(text[len(PROTOBUF_TEXT):])))
+        return _span_from_pb(pb_span.FromString(binascii.a2b_base64(text[len(PROTOBUF_TEXT) :])))
     except (decode_error, binascii.Error) as exc:
         raise ValueError(f"not a staged protobuf span ({exc})") from None
 
@@ -264,8 +282,7 @@ def _json_events(raw: Any, path: str) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for n, e in enumerate(_list(raw, path)):
         event = _object(e, f"{path}[{n}]")
-        out.append((str(event.get("name") or ""), _json_attributes(event.get("attributes"),
-                                                                     f"{path}[{n}].attributes")))
+        out.append((str(event.get("name") or ""), _json_attributes(event.get("attributes"), f"{path}[{n}].attributes")))
     return out
 
 
@@ -292,8 +309,7 @@ def spans_from_json(request: Any, group_by: str | None = None) -> list[Span]:
 def json_keyed(request: Any, key: str | None) -> list[tuple[Span, Any]]:
     """The spans of an OTLP/JSON request, each with its resource's attribute ``key``."""
     if not isinstance(request, Mapping):
-        raise ValueError(f"an OTLP JSON export request is an object with 'resourceSpans', "
-                         f"got {type(request).__name__}")
+        raise ValueError(f"an OTLP JSON export request is an object with 'resourceSpans', got {type(request).__name__}")
     out: list[Span] = []
     keyed: list[tuple[Span, Any]] = []
     for i, rs in enumerate(_list(request.get("resourceSpans"), "resourceSpans")):
@@ -307,19 +323,25 @@ def json_keyed(request: Any, key: str | None) -> list[tuple[Span, Any]]:
                 r = f"{q}.spans[{k}]"
                 s = _object(s, r)
                 status = _object(s.get("status"), f"{r}.status")
-                out.append(Span(
-                    trace_id=_hex_id(s.get("traceId")), span_id=_hex_id(s.get("spanId")),
-                    parent_id=_hex_id(s.get("parentSpanId")), name=str(s.get("name") or ""),
-                    start=_int(s.get("startTimeUnixNano"), f"{r}.startTimeUnixNano"),
-                    end=_int(s.get("endTimeUnixNano"), f"{r}.endTimeUnixNano"),
-                    attributes=_json_attributes(s.get("attributes"), f"{r}.attributes"),
-                    status_code=_status_code(status.get("code")), status_message=str(status.get("message") or ""),
-                    events=_json_events(s.get("events"), f"{r}.events"),
-                ))
+                out.append(
+                    Span(
+                        trace_id=_hex_id(s.get("traceId")),
+                        span_id=_hex_id(s.get("spanId")),
+                        parent_id=_hex_id(s.get("parentSpanId")),
+                        name=str(s.get("name") or ""),
+                        start=_int(s.get("startTimeUnixNano"), f"{r}.startTimeUnixNano"),
+                        end=_int(s.get("endTimeUnixNano"), f"{r}.endTimeUnixNano"),
+                        attributes=_json_attributes(s.get("attributes"), f"{r}.attributes"),
+                        status_code=_status_code(status.get("code")),
+                        status_message=str(status.get("message") or ""),
+                        events=_json_events(s.get("events"), f"{r}.events"),
+                    )
+                )
         value = None
         if key:
-            value = _json_attributes(_object(rs.get("resource"), f"{p}.resource").get("attributes"),
-                                     f"{p}.resource.attributes").get(key)
+            value = _json_attributes(
+                _object(rs.get("resource"), f"{p}.resource").get("attributes"), f"{p}.resource.attributes"
+            ).get(key)
         keyed.extend((span, value) for span in out[first:])
     return keyed
 
@@ -354,10 +376,15 @@ def _export_request(body: bytes) -> Any:
 
 def _span_from_pb(s: Any) -> Span:
     return Span(
-        s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(), s.name,
-        s.start_time_unix_nano, s.end_time_unix_nano,
+        s.trace_id.hex(),
+        s.span_id.hex(),
+        s.parent_span_id.hex(),
+        s.name,
+        s.start_time_unix_nano,
+        s.end_time_unix_nano,
         {kv.key: _pb_value(kv.value) for kv in s.attributes},
-        s.status.code, s.status.message,
+        s.status.code,
+        s.status.message,
         [(e.name, {kv.key: _pb_value(kv.value) for kv in e.attributes}) for e in s.events] if s.events else [],
     )
 
@@ -427,5 +454,9 @@ def grouped_batch(body: bytes, protobuf: bool, key: str) -> tuple[bytes, list[Sp
 
 def is_tool_span(span: Span) -> bool:
     a = span.attributes
-    return (a.get("gen_ai.operation.name") == "execute_tool" or a.get("openinference.span.kind") == "TOOL"
-            or a.get("traceloop.span.kind") == "tool" or span.name.startswith("execute_tool"))
+    return (
+        a.get("gen_ai.operation.name") == "execute_tool"
+        or a.get("openinference.span.kind") == "TOOL"
+        or a.get("traceloop.span.kind") == "tool"
+        or span.name.startswith("execute_tool")
+    )

@@ -36,8 +36,14 @@ class Round:
 class Staging:
     """Staged requests, between the database and the buffer's copy of them (``lock`` guards the buffer)."""
 
-    def __init__(self, sessions: sessionmaker[Session], buffer: SpanBuffer, lock: threading.Lock,
-                 stop: threading.Event, round_: Round):
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        buffer: SpanBuffer,
+        lock: threading.Lock,
+        stop: threading.Event,
+        round_: Round,
+    ):
         self.sessions, self.buffer, self.lock, self.stop, self.round = sessions, buffer, lock, stop, round_
         self.lease = Lease(sessions.kw["bind"])  # the batches this server stages are its own to store
         self.thread: threading.Thread | None = None
@@ -49,8 +55,12 @@ class Staging:
         if self.thread is None and not self.stop.is_set():  # first: it retries a lease not taken now
             with self.lock:
                 if self.thread is None:
-                    self.thread = threading.Thread(target=_keep_lease, args=(weakref.WeakMethod(recover), self.stop),
-                                                   name="otlp-lease", daemon=True)
+                    self.thread = threading.Thread(
+                        target=_keep_lease,
+                        args=(weakref.WeakMethod(recover), self.stop),
+                        name="otlp-lease",
+                        daemon=True,
+                    )
                     self.thread.start()
         return self.lease.ensure()
 
@@ -80,8 +90,9 @@ class Staging:
             with session_scope(self.sessions, write=True) as session:
                 otlp_staging.finish(session, {}, ids)
         except SQLAlchemyError as exc:
-            log.warning("%d staged batches that hold nothing to store could not be deleted, retried later: %s",
-                        len(ids), exc)
+            log.warning(
+                "%d staged batches that hold nothing to store could not be deleted, retried later: %s", len(ids), exc
+            )
             with self.lock:
                 self.undropped.update(ids)
 
@@ -128,8 +139,9 @@ def _keep_lease(recover: weakref.WeakMethod[Callable[[], int]], stop: threading.
             if read_only_error(exc):  # it never will take a lease: said once, at the start
                 return
             if missing_schema_error(exc):  # the tables were dropped under it: no lease will ever be kept again
-                log.warning("the OTLP staging lease stops: the database no longer holds its tables (%s)",
-                            exc.__class__.__name__)
+                log.warning(
+                    "the OTLP staging lease stops: the database no longer holds its tables (%s)", exc.__class__.__name__
+                )
                 return
             log.exception("the OTLP staging lease could not be kept")
         del method

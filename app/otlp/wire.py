@@ -49,16 +49,40 @@ SCHEMA: Final[dict[str, tuple[tuple[int, str], ...]]] = {
     "opentelemetry.proto.trace.v1.ResourceSpans": ((1, "resource"), (2, "scope_spans"), (3, "schema_url")),
     "opentelemetry.proto.trace.v1.ScopeSpans": ((1, "scope"), (2, "spans"), (3, "schema_url")),
     "opentelemetry.proto.trace.v1.Span": (
-        (1, "trace_id"), (2, "span_id"), (3, "trace_state"), (4, "parent_span_id"), (5, "name"), (6, "kind"),
-        (7, "start_time_unix_nano"), (8, "end_time_unix_nano"), (9, "attributes"), (10, "dropped_attributes_count"),
-        (11, "events"), (12, "dropped_events_count"), (13, "links"), (14, "dropped_links_count"), (15, "status"),
-        (16, "flags")),
+        (1, "trace_id"),
+        (2, "span_id"),
+        (3, "trace_state"),
+        (4, "parent_span_id"),
+        (5, "name"),
+        (6, "kind"),
+        (7, "start_time_unix_nano"),
+        (8, "end_time_unix_nano"),
+        (9, "attributes"),
+        (10, "dropped_attributes_count"),
+        (11, "events"),
+        (12, "dropped_events_count"),
+        (13, "links"),
+        (14, "dropped_links_count"),
+        (15, "status"),
+        (16, "flags"),
+    ),
     "opentelemetry.proto.trace.v1.Span.Event": (
-        (1, "time_unix_nano"), (2, "name"), (3, "attributes"), (4, "dropped_attributes_count")),
+        (1, "time_unix_nano"),
+        (2, "name"),
+        (3, "attributes"),
+        (4, "dropped_attributes_count"),
+    ),
     "opentelemetry.proto.trace.v1.Status": ((2, "message"), (3, "code")),
     "opentelemetry.proto.common.v1.AnyValue": (
-        (1, "string_value"), (2, "bool_value"), (3, "int_value"), (4, "double_value"), (5, "array_value"),
-        (6, "kvlist_value"), (7, "bytes_value"), (8, "string_value_strindex")),
+        (1, "string_value"),
+        (2, "bool_value"),
+        (3, "int_value"),
+        (4, "double_value"),
+        (5, "array_value"),
+        (6, "kvlist_value"),
+        (7, "bytes_value"),
+        (8, "string_value_strindex"),
+    ),
     "opentelemetry.proto.common.v1.ArrayValue": ((1, "values"),),
     "opentelemetry.proto.common.v1.KeyValueList": ((1, "values"),),
     "opentelemetry.proto.common.v1.KeyValue": ((1, "key"), (2, "value"), (3, "key_strindex")),
@@ -71,11 +95,19 @@ def runtime_schema() -> dict[str, tuple[tuple[int, str], ...]]:
     from opentelemetry.proto.common.v1 import common_pb2
     from opentelemetry.proto.trace.v1 import trace_pb2
 
-    messages: list[Any] = [trace_service_pb2.ExportTraceServiceRequest, trace_pb2.ResourceSpans, trace_pb2.ScopeSpans,
-                trace_pb2.Span, trace_pb2.Span.Event, trace_pb2.Status, common_pb2.AnyValue, common_pb2.ArrayValue,
-                common_pb2.KeyValueList, common_pb2.KeyValue]
-    return {m.DESCRIPTOR.full_name: tuple(sorted((f.number, f.name) for f in m.DESCRIPTOR.fields))
-            for m in messages}
+    messages: list[Any] = [
+        trace_service_pb2.ExportTraceServiceRequest,
+        trace_pb2.ResourceSpans,
+        trace_pb2.ScopeSpans,
+        trace_pb2.Span,
+        trace_pb2.Span.Event,
+        trace_pb2.Status,
+        common_pb2.AnyValue,
+        common_pb2.ArrayValue,
+        common_pb2.KeyValueList,
+        common_pb2.KeyValue,
+    ]
+    return {m.DESCRIPTOR.full_name: tuple(sorted((f.number, f.name) for f in m.DESCRIPTOR.fields)) for m in messages}
 
 
 @functools.cache
@@ -288,8 +320,9 @@ def _span(buf: bytes, pos: int, end: int) -> Span:
     while pos < end:
         tag, pos = _tag(buf, pos)
         field, wire = tag >> 3, tag & 7
-        if wire == _LEN and (field == 9 or field == 1 or field == 2 or field == 4 or field == 5 or field == 11
-                             or field == 15):
+        if wire == _LEN and (
+            field == 9 or field == 1 or field == 2 or field == 4 or field == 5 or field == 11 or field == 15
+        ):
             start, stop = _length(buf, pos, end)
             if field == 9:
                 key, value = _key_value(buf, start, stop)
@@ -315,8 +348,9 @@ def _span(buf: bytes, pos: int, end: int) -> Span:
             pos += 8
         else:
             pos = _skip(buf, pos, wire, field, end)
-    return Span(trace_id.hex(), span_id.hex(), parent_id.hex(), name, start_time, end_time, attributes, code,
-                message, events)
+    return Span(
+        trace_id.hex(), span_id.hex(), parent_id.hex(), name, start_time, end_time, attributes, code, message, events
+    )
 
 
 def _status(buf: bytes, pos: int, end: int, code: int, message: str) -> tuple[int, str]:

@@ -49,8 +49,12 @@ def digest(document: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def score_traces(key: str, document: dict[str, Any], batches: Mapping[int, tuple[str, bytes]],
-                 traces: list[tuple[list[tuple[int, int]], int]]) -> WorkerResult:
+def score_traces(
+    key: str,
+    document: dict[str, Any],
+    batches: Mapping[int, tuple[str, bytes]],
+    traces: list[tuple[list[tuple[int, int]], int]],
+) -> WorkerResult:
     """In the worker: per trace, its spans as (batch, position) in the staged
     ``batches`` and its earlier flushes -> spans -> records -> scored rows."""
     scorer = _SCORERS.get(key)

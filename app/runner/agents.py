@@ -67,18 +67,27 @@ def _endpoint(request: RunRequest, suite: Suite) -> AgentFactory:
 
     _needs_model(request)
     cls = OpenAIChatAgent if request.agent == "openai" else AnthropicAgent
-    agent = cls(model=request.model, base_url=request.base_url, system=request.system,
-                max_steps=request.max_steps, temperature=request.temperature, timeout=request.timeout,
-                retry=RetryPolicy(attempts=request.attempts, base=request.backoff))
+    agent = cls(
+        model=request.model,
+        base_url=request.base_url,
+        system=request.system,
+        max_steps=request.max_steps,
+        temperature=request.temperature,
+        timeout=request.timeout,
+        retry=RetryPolicy(attempts=request.attempts, base=request.backoff),
+    )
     agent.preload()  # the SDK is imported before the clock starts
     return SameAgent(agent, request.agent)
 
 
-AGENTS: dict[str, AgentKind] = {k.name: k for k in (
-    AgentKind("openai", _needs_model, _endpoint),
-    AgentKind("anthropic", _needs_model, _endpoint),
-    AgentKind("simulated", _check_simulated, _simulated, lambda request: f"simulated (seed {request.seed})"),
-)}
+AGENTS: dict[str, AgentKind] = {
+    k.name: k
+    for k in (
+        AgentKind("openai", _needs_model, _endpoint),
+        AgentKind("anthropic", _needs_model, _endpoint),
+        AgentKind("simulated", _check_simulated, _simulated, lambda request: f"simulated (seed {request.seed})"),
+    )
+}
 
 CALLABLES: dict[str, str] = {  # the shapes of any other --agent, and what they name
     "module:function": "a module in the working directory or on PYTHONPATH",

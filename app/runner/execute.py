@@ -63,6 +63,7 @@ class RunSummary:
 
 Listener = Callable[[RunSummary], None]
 
+
 class _Writer:
     """Stores finished trajectories (and infrastructure errors) for one run."""
 
@@ -167,8 +168,14 @@ async def execute(
                 closers.setdefault(id(agent), close)
             try:
                 result: Trajectory | InfrastructureError = await arun_case(
-                    agent, suite, item.case, trial=item.trial, faults=item.faults, record_crash=True,
-                    user=by_profile.get(item.profile))
+                    agent,
+                    suite,
+                    item.case,
+                    trial=item.trial,
+                    faults=item.faults,
+                    record_crash=True,
+                    user=by_profile.get(item.profile),
+                )
             except InfrastructureError as exc:
                 result = exc
             if item.mirrors is not None and isinstance(result, Trajectory):  # the pairing reads it back

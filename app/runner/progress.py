@@ -46,5 +46,6 @@ class RunProgress:
 
     def update(self, summary: RunSummary) -> None:
         rate = summary.done / summary.elapsed if summary.elapsed > 0 else 0.0
-        self.progress.update(self.task, completed=summary.done, failed=summary.failed,
-                             infra=summary.infra_errors, rate=rate)
+        self.progress.update(
+            self.task, completed=summary.done, failed=summary.failed, infra=summary.infra_errors, rate=rate
+        )

@@ -12,8 +12,18 @@ from app.core.errors import ToolLensError
 
 RUNNER_MARK, RUNNER_VERSION = "runner", 1  # in a run's config: made by `toollens run`, so it can be resumed
 WORK_KEYS = ("trials", "faults", "sweep", "sweep_kind", "user_profiles")  # the work list: fixed for a run's life
-AGENT_KEYS = ("agent", "model", "base_url", "max_steps", "system", "temperature", "seed", "sim_rates", "user_model",
-              "user_base_url")
+AGENT_KEYS = (
+    "agent",
+    "model",
+    "base_url",
+    "max_steps",
+    "system",
+    "temperature",
+    "seed",
+    "sim_rates",
+    "user_model",
+    "user_base_url",
+)
 
 
 class RunSetupError(ToolLensError):

@@ -62,9 +62,14 @@ def build_user(request: RunRequest, profile: str = COOPERATIVE) -> SimulatedUser
     seeded by ``--seed`` (app/agents/profiles.py) and the model is told the profile."""
     if not request.user_model:
         return RuleUser() if profile == COOPERATIVE else ProfiledUser(profile, request.seed)
-    user = LLMUser(model=request.user_model, base_url=request.user_base_url or request.base_url,
-                   temperature=request.temperature, timeout=request.timeout,
-                   retry=RetryPolicy(attempts=request.attempts, base=request.backoff), profile=profile)
+    user = LLMUser(
+        model=request.user_model,
+        base_url=request.user_base_url or request.base_url,
+        temperature=request.temperature,
+        timeout=request.timeout,
+        retry=RetryPolicy(attempts=request.attempts, base=request.backoff),
+        profile=profile,
+    )
     user.preload()
     return user
 
@@ -112,8 +117,14 @@ def _open_run(session: Session, request: RunRequest) -> tuple[Run, dict[str, Any
         try:
             with session.begin_nested():  # shards starting together: one creates, the others join
                 model = request.model or agent_kind(request.agent).model_label(request)
-                run = ingest.create_run(session, name=name, suite_row=suite_row, agent=agent_label(request.agent),
-                                        model=model, config=request.config())
+                run = ingest.create_run(
+                    session,
+                    name=name,
+                    suite_row=suite_row,
+                    agent=agent_label(request.agent),
+                    model=model,
+                    config=request.config(),
+                )
                 session.flush()
             return run, document
         except (Conflict, IntegrityError):
@@ -159,8 +170,9 @@ def _work_options(request: RunRequest) -> tuple[FaultPlan | None, tuple[int, int
     return faults, parse_shard(request.shard) if request.shard else None
 
 
-def prepare(sessions: sessionmaker[Session], request: RunRequest) -> tuple[int, str, Suite, RunRequest,
-                                                                             list[WorkItem], list[WorkItem]]:
+def prepare(
+    sessions: sessionmaker[Session], request: RunRequest
+) -> tuple[int, str, Suite, RunRequest, list[WorkItem], list[WorkItem]]:
     """Open the run; return its id and name, the suite, the effective request,
     every item of the run, and the items this invocation still has to run."""
     with session_scope(sessions, write=True) as session:
@@ -172,8 +184,14 @@ def prepare(sessions: sessionmaker[Session], request: RunRequest) -> tuple[int, 
         finished, has_infra = run.status == "finished", bool(infra_errors(session, run_id, limit=1))
     faults, shard = _work_options(request)
     suite = parse_suite(document, path="suite")
-    everything = plan_work(suite, trials=request.trials, faults=faults, sweep=request.sweep,
-                           sweep_kind=request.sweep_kind, profiles=parse_profiles(request.user_profiles))
+    everything = plan_work(
+        suite,
+        trials=request.trials,
+        faults=faults,
+        sweep=request.sweep,
+        sweep_kind=request.sweep_kind,
+        profiles=parse_profiles(request.user_profiles),
+    )
     todo = still_missing(everything, stored)
     if shard is not None:
         todo = [item for item in todo if in_shard(item, *shard)]
@@ -182,8 +200,9 @@ def prepare(sessions: sessionmaker[Session], request: RunRequest) -> tuple[int, 
     return run_id, run_name, suite, request, everything, todo
 
 
-def run_agent(settings: Settings, request: RunRequest, *,
-              progress: Callable[[str, int], Any] | None = None) -> RunOutcome:
+def run_agent(
+    settings: Settings, request: RunRequest, *, progress: Callable[[str, int], Any] | None = None
+) -> RunOutcome:
     """Run (or resume, or join as a shard) and store every finished case run.
 
     ``progress(title, total)`` may return a context manager with an
@@ -208,16 +227,35 @@ def run_agent(settings: Settings, request: RunRequest, *,
         engine.dispose()
 
 
-def _execute(factory: AgentFactory, suite: Suite, todo: list[WorkItem], sessions: sessionmaker[Session],
-             run_id: int, concurrency: int, title: str, progress: Callable[[str, int], Any] | None,
-             users: dict[str, SimulatedUser] | None) -> RunSummary:
+def _execute(
+    factory: AgentFactory,
+    suite: Suite,
+    todo: list[WorkItem],
+    sessions: sessionmaker[Session],
+    run_id: int,
+    concurrency: int,
+    title: str,
+    progress: Callable[[str, int], Any] | None,
+    users: dict[str, SimulatedUser] | None,
+) -> RunSummary:
     if progress is None:
-        return asyncio.run(execute(factory, suite, todo, sessions=sessions, run_id=run_id, concurrency=concurrency,
-                                   users=users))
+        return asyncio.run(
+            execute(factory, suite, todo, sessions=sessions, run_id=run_id, concurrency=concurrency, users=users)
+        )
     with progress(title, len(todo)) as bar:
         listener: Listener = bar.update
-        return asyncio.run(execute(factory, suite, todo, sessions=sessions, run_id=run_id,
-                                   concurrency=concurrency, listener=listener, users=users))
+        return asyncio.run(
+            execute(
+                factory,
+                suite,
+                todo,
+                sessions=sessions,
+                run_id=run_id,
+                concurrency=concurrency,
+                listener=listener,
+                users=users,
+            )
+        )
 
 
 def _finish_if_whole(sessions: sessionmaker[Session], run_id: int, everything: list[WorkItem]) -> bool:

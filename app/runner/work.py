@@ -42,8 +42,15 @@ class WorkItem:
         return f"{self.case.id} trial {self.trial}" + (f" {self.variant}" if self.variant else "")
 
 
-def plan_work(suite: Suite, *, trials: int = 1, faults: FaultPlan | None = None, sweep: bool = False,
-              sweep_kind: str = "http_503", profiles: Sequence[str] = ()) -> list[WorkItem]:
+def plan_work(
+    suite: Suite,
+    *,
+    trials: int = 1,
+    faults: FaultPlan | None = None,
+    sweep: bool = False,
+    sweep_kind: str = "http_503",
+    profiles: Sequence[str] = (),
+) -> list[WorkItem]:
     """Every case ``trials`` times (the fault plan reseeded per trial), then
     with ``sweep`` the recovery sweep of every case: trial ``trials + i`` fails
     the i-th call; then, for each non-cooperative user profile, each case with a
@@ -66,8 +73,11 @@ def plan_work(suite: Suite, *, trials: int = 1, faults: FaultPlan | None = None,
         for profile in others:
             for t in range(trials):
                 plan = None if faults is None else replace(faults, seed=faults.seed + t)
-                items.append(WorkItem(case, base + (profile.index - 1) * trials + t, plan, f"user:{profile.name}",
-                                      profile.name, t))
+                items.append(
+                    WorkItem(
+                        case, base + (profile.index - 1) * trials + t, plan, f"user:{profile.name}", profile.name, t
+                    )
+                )
     return items
 
 
@@ -95,8 +105,10 @@ def shard_from_env(environ: Mapping[str, str]) -> str | None:
     if not index and not count:
         return None
     if not (index.isdigit() and count.isdigit()):
-        raise ShardSpecError("JOB_COMPLETION_INDEX (from 0) and TOOLLENS_SHARDS (the number of shards) must both be "
-                             f"whole numbers, got {index!r} and {count!r}")
+        raise ShardSpecError(
+            "JOB_COMPLETION_INDEX (from 0) and TOOLLENS_SHARDS (the number of shards) must both be "
+            f"whole numbers, got {index!r} and {count!r}"
+        )
     return f"{int(index) + 1}/{int(count)}"
 
 

@@ -53,8 +53,9 @@ def keep_usage(session: Session, run_id: int) -> None:
 
 def kept(session: Session, run_id: int, trajectories: int) -> dict[str, Any] | None:
     """The run's aggregates when they were computed on ``trajectories`` trajectories, else None."""
-    row = session.execute(select(RunAggregate.trajectories, RunAggregate.usage)
-                          .where(RunAggregate.run_id == run_id)).one_or_none()
+    row = session.execute(
+        select(RunAggregate.trajectories, RunAggregate.usage).where(RunAggregate.run_id == run_id)
+    ).one_or_none()
     return dict(row[1]) if row is not None and int(row[0]) == trajectories else None
 
 

@@ -52,13 +52,30 @@ def backfill_causes(sessions: sessionmaker[Session], run_id: int) -> Causes:
         with session_scope(sessions, write=True) as s:
             s.execute(select(Run.id).where(Run.id == run_id).with_for_update(key_share=True))
             untagged = ~exists().where(TrajectoryTag.trajectory_id == TrajectoryRow.id, TrajectoryTag.kind == "cause")
-            rows = list(s.scalars(select(TrajectoryRow).where(
-                TrajectoryRow.run_id == run_id, TrajectoryRow.passed == false(), TrajectoryRow.id > last, untagged)
-                .order_by(TrajectoryRow.id).limit(CHUNK)))
+            rows = list(
+                s.scalars(
+                    select(TrajectoryRow)
+                    .where(
+                        TrajectoryRow.run_id == run_id,
+                        TrajectoryRow.passed == false(),
+                        TrajectoryRow.id > last,
+                        untagged,
+                    )
+                    .order_by(TrajectoryRow.id)
+                    .limit(CHUNK)
+                )
+            )
             if not rows:
-                return Counter({(a, b, c): int(v) for a, b, c, v in s.execute(
-                    select(RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
-                    .where(RunCounter.run_id == run_id, RunCounter.kind == "cause"))})
+                return Counter(
+                    {
+                        (a, b, c): int(v)
+                        for a, b, c, v in s.execute(
+                            select(RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value).where(
+                                RunCounter.run_id == run_id, RunCounter.kind == "cause"
+                            )
+                        )
+                    }
+                )
             scorer = scorer or Scorer(suite_for_run(s, get_run_row(s, run_id)))
             _tag(s, scorer, run_id, rows)
             last = rows[-1].id
@@ -66,8 +83,9 @@ def backfill_causes(sessions: sessionmaker[Session], run_id: int) -> Causes:
 
 def _tag(s: Session, scorer: Scorer, run_id: int, rows: list[TrajectoryRow]) -> None:
     calls: dict[int, list[CallRow]] = {t.id: [] for t in rows}
-    for c in s.scalars(select(CallRow).where(CallRow.trajectory_id.in_(list(calls)))
-                       .order_by(CallRow.trajectory_id, CallRow.idx)):
+    for c in s.scalars(
+        select(CallRow).where(CallRow.trajectory_id.in_(list(calls))).order_by(CallRow.trajectory_id, CallRow.idx)
+    ):
         calls[c.trajectory_id].append(c)
     tags: list[tuple[int, int, str, str]] = []
     counts: Counter[tuple[str, str, str, str]] = Counter()

@@ -47,50 +47,85 @@ def every_model_fails(session: Session, run_id: int) -> tuple[list[str], int, in
     suite = session.scalar(select(SuiteRow.name).join(Run, Run.suite_id == SuiteRow.id).where(Run.id == run_id))
     if suite is None:
         return [], 0, 0
-    runs = session.execute(select(Run.id, Run.model, Run.agent).join(SuiteRow, Run.suite_id == SuiteRow.id)
-                           .where(SuiteRow.name == suite)).all()
+    runs = session.execute(
+        select(Run.id, Run.model, Run.agent).join(SuiteRow, Run.suite_id == SuiteRow.id).where(SuiteRow.name == suite)
+    ).all()
     models = {m or a for _, m, a in runs if m or a}  # a run that names no model counts as none
     if len(runs) < 2 or len(models) < MIN_MODELS:
         return [], len(runs), len(models)
     ids = [r[0] for r in runs]
-    failed_here = select(TrajectoryRow.case_id).where(TrajectoryRow.run_id == run_id,
-                                                      TrajectoryRow.passed.is_(False)).distinct()
+    failed_here = (
+        select(TrajectoryRow.case_id).where(TrajectoryRow.run_id == run_id, TrajectoryRow.passed.is_(False)).distinct()
+    )
     rows = session.execute(
         select(TrajectoryRow.case_id, func.count(func.distinct(TrajectoryRow.run_id)))
         .where(TrajectoryRow.run_id.in_(ids), TrajectoryRow.case_id.in_(failed_here))
         .group_by(TrajectoryRow.case_id)
         .having(func.sum(TrajectoryRow.passed.cast(TrajectoryRow.n_calls.type)) == 0)
-        .order_by(TrajectoryRow.case_id).limit(MAX_CASES)).all()
+        .order_by(TrajectoryRow.case_id)
+        .limit(MAX_CASES)
+    ).all()
     return [c for c, n in rows if n >= 2], len(runs), len(models)
 
 
 def blame_figures(session: Session, run_id: int, *, scored: int, passed: int) -> BlameFigures:
     """The run's failures by blame (stored tags, with every-model-fails cases
     moved from agent to task) and both pass rates."""
-    counts = dict(session.execute(select(TrajectoryTag.value, func.count()).where(
-        TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "blame").group_by(TrajectoryTag.value)).all())
+    counts = dict(
+        session.execute(
+            select(TrajectoryTag.value, func.count())
+            .where(TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "blame")
+            .group_by(TrajectoryTag.value)
+        ).all()
+    )
     by = {b: int(counts.get(b, 0)) for b in BLAMES}
     if not any(by.values()):  # no failed conversation (most tool-use runs): nothing to look up across runs
-        return BlameFigures(by_blame=by, scored=scored, passed=passed, pass_rate=passed / scored if scored else None,
-                            pass_rate_agent_only=passed / scored if scored else None)
+        return BlameFigures(
+            by_blame=by,
+            scored=scored,
+            passed=passed,
+            pass_rate=passed / scored if scored else None,
+            pass_rate_agent_only=passed / scored if scored else None,
+        )
     cases, n_runs, n_models = every_model_fails(session, run_id)
     if cases:
-        moved = session.scalar(select(func.count()).select_from(_tagged(run_id, AGENT).where(
-            TrajectoryTag.trajectory_id.in_(select(TrajectoryRow.id).where(
-                TrajectoryRow.run_id == run_id, TrajectoryRow.case_id.in_(cases)))).subquery())) or 0
+        moved = (
+            session.scalar(
+                select(func.count()).select_from(
+                    _tagged(run_id, AGENT)
+                    .where(
+                        TrajectoryTag.trajectory_id.in_(
+                            select(TrajectoryRow.id).where(
+                                TrajectoryRow.run_id == run_id, TrajectoryRow.case_id.in_(cases)
+                            )
+                        )
+                    )
+                    .subquery()
+                )
+            )
+            or 0
+        )
         by[AGENT] -= moved
         by[TASK] += moved
     not_agent = by[USER] + by[TASK]
     honest = scored - not_agent
-    return BlameFigures(by_blame=by, blamed=sum(by.values()), scored=scored, passed=passed,
-                        pass_rate=passed / scored if scored else None,
-                        pass_rate_agent_only=passed / honest if honest > 0 else None,
-                        every_model_fails=cases, runs_compared=n_runs, models_compared=n_models)
+    return BlameFigures(
+        by_blame=by,
+        blamed=sum(by.values()),
+        scored=scored,
+        passed=passed,
+        pass_rate=passed / scored if scored else None,
+        pass_rate_agent_only=passed / honest if honest > 0 else None,
+        every_model_fails=cases,
+        runs_compared=n_runs,
+        models_compared=n_models,
+    )
 
 
 def _tagged(run_id: int, blame: str) -> Select[Any]:
-    return select(TrajectoryTag.trajectory_id).where(TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "blame",
-                                                     TrajectoryTag.value == blame)
+    return select(TrajectoryTag.trajectory_id).where(
+        TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "blame", TrajectoryTag.value == blame
+    )
 
 
 def blamed_ids(session: Session, run_id: int, blame: str) -> Select[Any]:
@@ -112,9 +147,14 @@ def blame_of_ids(session: Session, ids: Iterable[int]) -> dict[int, str]:
     wanted = list(ids)
     if not wanted:
         return {}
-    return {tid: value for tid, value in session.execute(select(TrajectoryTag.trajectory_id, TrajectoryTag.value)
-                                                         .where(TrajectoryTag.trajectory_id.in_(wanted),
-                                                                TrajectoryTag.kind == "blame"))}
+    return {
+        tid: value
+        for tid, value in session.execute(
+            select(TrajectoryTag.trajectory_id, TrajectoryTag.value).where(
+                TrajectoryTag.trajectory_id.in_(wanted), TrajectoryTag.kind == "blame"
+            )
+        )
+    }
 
 
 def flipped_simulator_note(session: Session, failing: Sequence[int], share: float) -> tuple[int, int, str | None]:

@@ -37,8 +37,9 @@ def allocate_ids(session: Session, table: str, n: int) -> list[int]:
 Shift = Mapping[str, "int | Sequence[int]"]
 
 
-def insert_rows(session: Session, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
-                shift: Shift | None = None) -> None:
+def insert_rows(
+    session: Session, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], shift: Shift | None = None
+) -> None:
     """Insert tuples in column order (JSON columns already as text).
 
     ``shift`` makes the ids of a batch built without them real: per column, a

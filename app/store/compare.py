@@ -41,8 +41,11 @@ from app.store.views import (
 
 
 def _confusion(session: Session, run_id: int) -> Counter[tuple[str, str]]:
-    rows = session.execute(select(RunCounter.a, RunCounter.b, RunCounter.value).where(
-        RunCounter.run_id == run_id, RunCounter.kind == "confusion"))
+    rows = session.execute(
+        select(RunCounter.a, RunCounter.b, RunCounter.value).where(
+            RunCounter.run_id == run_id, RunCounter.kind == "confusion"
+        )
+    )
     return Counter({(a, b): int(v) for a, b, v in rows})
 
 
@@ -65,8 +68,9 @@ def _ci(r: RatioPublic) -> list[float] | None:
     return None if ci is None else [ci[0], ci[1]]
 
 
-def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200,
-                 runs: tuple[RunPublic, RunPublic] | None = None) -> ComparisonPublic:
+def compare_runs(
+    session: Session, a_id: int, b_id: int, *, limit: int = 200, runs: tuple[RunPublic, RunPublic] | None = None
+) -> ComparisonPublic:
     """Deltas per family with 95% Wilson intervals, exact McNemar on the cases
     both runs share, per-tool selection, the confusion difference, the cases
     that flipped and, across toolset versions, the descriptions that changed
@@ -84,22 +88,43 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200,
                 reads = "within noise"
             else:
                 reads = "better" if (delta > 0) == BY_KEY[f].higher_is_better else "worse"
-        families.append(FamilyDelta(family=f, a=ra, b=rb, delta=delta, a_ci=_ci(ra), b_ci=_ci(rb),
-                                    delta_ci=None if interval is None else [interval[0], interval[1]],
-                                    reads_as=reads))
+        families.append(
+            FamilyDelta(
+                family=f,
+                a=ra,
+                b=rb,
+                delta=delta,
+                a_ci=_ci(ra),
+                b_ci=_ci(rb),
+                delta_ci=None if interval is None else [interval[0], interval[1]],
+                reads_as=reads,
+            )
+        )
     pairing = paired(session, a_id, b_id, a.trajectories, b.trajectories, limit)
     shared, only_a, only_b = pairing.shared, pairing.only_a, pairing.only_b
-    flipped = [FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa,
-                           b_passed=pb) for cid, trial, fk, ida, idb, pa, pb in pairing.flipped]
+    flipped = [
+        FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa, b_passed=pb)
+        for cid, trial, fk, ida, idb, pa, pb in pairing.flipped
+    ]
     ca, cb = _confusion(session, a_id), _confusion(session, b_id)
-    diff = [ConfusionDelta(expected=e, called=c, a=ca.get((e, c), 0), b=cb.get((e, c), 0),
-                           delta=cb.get((e, c), 0) - ca.get((e, c), 0))
-            for e, c in sorted(set(ca) | set(cb))]
+    diff = [
+        ConfusionDelta(
+            expected=e, called=c, a=ca.get((e, c), 0), b=cb.get((e, c), 0), delta=cb.get((e, c), 0) - ca.get((e, c), 0)
+        )
+        for e, c in sorted(set(ca) | set(cb))
+    ]
     pa, pb = per_tool(ca), per_tool(cb)
     zero = RatioPublic(num=0, den=0)
-    tools = [ToolFigures(tool=t, a_precision=pa.get(t, (zero, zero))[0], a_recall=pa.get(t, (zero, zero))[1],
-                         b_precision=pb.get(t, (zero, zero))[0], b_recall=pb.get(t, (zero, zero))[1])
-             for t in sorted(set(pa) | set(pb))]
+    tools = [
+        ToolFigures(
+            tool=t,
+            a_precision=pa.get(t, (zero, zero))[0],
+            a_recall=pa.get(t, (zero, zero))[1],
+            b_precision=pb.get(t, (zero, zero))[0],
+            b_recall=pb.get(t, (zero, zero))[1],
+        )
+        for t in sorted(set(pa) | set(pb))
+    ]
     changes: list[DescriptionChange] = []
     if a.toolset_version != b.toolset_version:
         va = session.get(ToolsetVersion, get_run_row(session, a_id).toolset_version_id)
@@ -107,23 +132,42 @@ def compare_runs(session: Session, a_id: int, b_id: int, *, limit: int = 200,
         assert va is not None and vb is not None
         changes = description_changes(va.tools, vb.tools)
         for change in changes:  # each changed description beside the cells of its tool that moved
-            change.cells = [d for d in diff if d.delta and d.expected not in (d.called, EXTRA) and d.called != MISSING
-                            and change.name in (d.expected, d.called)]
+            change.cells = [
+                d
+                for d in diff
+                if d.delta
+                and d.expected not in (d.called, EXTRA)
+                and d.called != MISSING
+                and change.name in (d.expected, d.called)
+            ]
     # the failing side of each flipped case: blamed on the simulated user, the difference may be the simulator's;
     # a conversation under a non-cooperative user profile misbehaves on purpose: its flips are the
     # cooperation gap's to show (below), not a sign that the simulator is off
     checked = [f.b_trajectory if f.a_passed else f.a_trajectory for f in flipped if PROFILE_MARK not in f.fault]
     n_user, _, note = flipped_simulator_note(session, checked, DEFAULT_SIMULATOR_SHARE)
     return ComparisonPublic(
-        simulator_note=note, flipped_blamed_on_user=n_user, simulator_checked=len(checked),
+        simulator_note=note,
+        flipped_blamed_on_user=n_user,
+        simulator_checked=len(checked),
         cooperation=compare_gaps(run_gap(session, a_id), run_gap(session, b_id)),
-        a=a, b=b, families=families, shared_cases=shared, flipped=flipped, flipped_count=only_a + only_b,
+        a=a,
+        b=b,
+        families=families,
+        shared_cases=shared,
+        flipped=flipped,
+        flipped_count=only_a + only_b,
         mcnemar=McNemarPublic(passed_only_a=only_a, passed_only_b=only_b, p_value=mcnemar_exact(only_a, only_b)),
-        confusion_diff=diff, tools=tools, description_changes=changes, turns=_turns(session, a_id, b_id),
-        usage=[UsageDelta(**d) for d in usage_deltas(comparable(compare_usage(session, a.id, a.trajectories, prices),
-                                                                a.trajectories),
-                                                     comparable(compare_usage(session, b.id, b.trajectories, prices),
-                                                                b.trajectories))],
+        confusion_diff=diff,
+        tools=tools,
+        description_changes=changes,
+        turns=_turns(session, a_id, b_id),
+        usage=[
+            UsageDelta(**d)
+            for d in usage_deltas(
+                comparable(compare_usage(session, a.id, a.trajectories, prices), a.trajectories),
+                comparable(compare_usage(session, b.id, b.trajectories, prices), b.trajectories),
+            )
+        ],
     )
 
 
@@ -148,10 +192,16 @@ def description_changes(a_tools: list[dict[str, object]], b_tools: list[dict[str
         if x is not None and y is not None and da == db and not schema_changed:
             continue
         change = "added" if x is None else "removed" if y is None else "changed"
-        out.append(DescriptionChange(
-            name=name, change=change, description_a=da, description_b=db, parameters_changed=schema_changed,
-            segments=[{"op": s.op, "text": s.text} for s in word_diff(da, db)],
-        ))
+        out.append(
+            DescriptionChange(
+                name=name,
+                change=change,
+                description_a=da,
+                description_b=db,
+                parameters_changed=schema_changed,
+                segments=[{"op": s.op, "text": s.text} for s in word_diff(da, db)],
+            )
+        )
     return out
 
 
@@ -160,6 +210,7 @@ def compare_trajectories(session: Session, a_id: int, b_id: int) -> TrajectoryPa
     changed in name, arguments, observation and error."""
     a, b = get_trajectory(session, a_id), get_trajectory(session, b_id)
     pairs: list[tuple[CallPublic | None, CallPublic | None]] = []
+
     def token(c: CallPublic) -> str:  # a failed attempt and its successful retry should not pair up
         return c.name + (" !" if c.error or c.schema_error or not c.exists else "")
 
@@ -173,7 +224,10 @@ def compare_trajectories(session: Session, a_id: int, b_id: int) -> TrajectoryPa
             pairs.append((left[k] if k < len(left) else None, right[k] if k < len(right) else None))
     rows = []
     for n, (ca, cb) in enumerate(pairs):
-        changed = [attr for attr in ("name", "arguments", "observation", "error")
-                   if (getattr(ca, attr) if ca else None) != (getattr(cb, attr) if cb else None)]
+        changed = [
+            attr
+            for attr in ("name", "arguments", "observation", "error")
+            if (getattr(ca, attr) if ca else None) != (getattr(cb, attr) if cb else None)
+        ]
         rows.append({"index": n, "a": ca, "b": cb, "changed": changed})
     return TrajectoryPairPublic(a=a, b=b, rows=rows, answer_changed=a.answer != b.answer)

@@ -23,27 +23,49 @@ from app.store.views import SuitePublic
 MAX_SUITES = 500
 
 
-def stored_trajectory(session: Session, trajectory_id: int,
-                      loaded: StoredTrajectory | None = None) -> tuple[TrajectoryRow, Trajectory]:
+def stored_trajectory(
+    session: Session, trajectory_id: int, loaded: StoredTrajectory | None = None
+) -> tuple[TrajectoryRow, Trajectory]:
     """A stored trajectory as the core reads it (``loaded``: its row and calls, when the caller has them)."""
     got = loaded if loaded is not None and loaded.row.id == trajectory_id else load_trajectory(session, trajectory_id)
     return got.row, parse_record(trajectory_record(got.row, got.calls))
 
 
 def suite_public(row: SuiteRow, runs: int = 0) -> SuitePublic:
-    return SuitePublic(id=row.id, name=row.name, version=row.version, hash=row.hash, parent_id=row.parent_id,
-                       cases=suites.case_count(row), runs=runs, created_at=row.created_at)
+    return SuitePublic(
+        id=row.id,
+        name=row.name,
+        version=row.version,
+        hash=row.hash,
+        parent_id=row.parent_id,
+        cases=suites.case_count(row),
+        runs=runs,
+        created_at=row.created_at,
+    )
 
 
 def list_suites(session: Session, *, limit: int = MAX_SUITES, offset: int = 0) -> tuple[list[SuitePublic], int]:
     """A page of the suite versions, the newest of each name first, and how many there are."""
     total = session.scalar(select(func.count()).select_from(SuiteRow)) or 0
-    rows = list(session.scalars(select(SuiteRow).options(defer(SuiteRow.parts), defer(SuiteRow.legacy_document))
-                                .order_by(SuiteRow.name, SuiteRow.version.desc(), SuiteRow.id)
-                                .limit(limit).offset(offset)))
+    rows = list(
+        session.scalars(
+            select(SuiteRow)
+            .options(defer(SuiteRow.parts), defer(SuiteRow.legacy_document))
+            .order_by(SuiteRow.name, SuiteRow.version.desc(), SuiteRow.id)
+            .limit(limit)
+            .offset(offset)
+        )
+    )
     ids = [r.id for r in rows]
-    runs = dict(session.execute(select(Run.suite_id, func.count()).where(Run.suite_id.in_(ids))
-                                .group_by(Run.suite_id)).all()) if ids else {}
+    runs = (
+        dict(
+            session.execute(
+                select(Run.suite_id, func.count()).where(Run.suite_id.in_(ids)).group_by(Run.suite_id)
+            ).all()
+        )
+        if ids
+        else {}
+    )
     return [suite_public(r, runs.get(r.id, 0)) for r in rows], total
 
 
@@ -53,8 +75,9 @@ def newest_suites(session: Session, *, always: str | None = None) -> list[SuiteP
     return [suite_public(r) for r in suites.newest_of_each(session, limit=MAX_SUITES, always=always)]
 
 
-def add_case(session: Session, *, suite_id: int, trajectory_id: int, edits: curate.Edits,
-             new_suite: str | None = None) -> tuple[SuiteRow, dict[str, Any]]:
+def add_case(
+    session: Session, *, suite_id: int, trajectory_id: int, edits: curate.Edits, new_suite: str | None = None
+) -> tuple[SuiteRow, dict[str, Any]]:
     """Add the trajectory as a case to the suite of version ``suite_id`` (or,
     with ``new_suite``, to a new suite of that name with the same toolset):
     the name's next version holds the newest version's cases and this one,
@@ -83,8 +106,16 @@ def add_case(session: Session, *, suite_id: int, trajectory_id: int, edits: cura
     else:  # the toolset version as any new suite registers it (under the toolset's name, or the suite's)
         head = {**suites.split(suites.suite_document(session, target))[0], "name": new_suite, "cases": []}
         toolset = parse_suite(head, path="suite").toolset
-        row = suites.store_version(session, new_suite, build, toolset_version_id=lambda: ensure_toolset_version(
-            session, name=toolset.name or new_suite, suite=Suite(name=new_suite, toolset=toolset, cases=[])).id)
+        row = suites.store_version(
+            session,
+            new_suite,
+            build,
+            toolset_version_id=lambda: (
+                ensure_toolset_version(
+                    session, name=toolset.name or new_suite, suite=Suite(name=new_suite, toolset=toolset, cases=[])
+                ).id
+            ),
+        )
     session.flush()
     return row, made[0]
 
@@ -94,8 +125,9 @@ FAILURES = tuple(Failure)
 WHERE_KEYS = ("failure", "outcome", "tool", "case")
 
 
-def select_trajectories(session: Session, run_ref: str, where: dict[str, str],
-                        limit: int) -> tuple[Run, list[tuple[TrajectoryRow, Trajectory]]]:
+def select_trajectories(
+    session: Session, run_ref: str, where: dict[str, str], limit: int
+) -> tuple[Run, list[tuple[TrajectoryRow, Trajectory]]]:
     """The run's trajectories that pass every filter (``failure``, ``outcome``,
     ``tool`` called, ``case`` id), the first ``limit`` in storage order."""
     unknown = sorted(set(where) - set(WHERE_KEYS))
@@ -105,15 +137,25 @@ def select_trajectories(session: Session, run_ref: str, where: dict[str, str],
     if failure is not None:
         failure = str(FAMILY_FAILURE.get(failure, failure))  # a plain str, as stored
         if failure not in FAILURES:
-            raise SuiteError(f"no failure {where['failure']!r} (failures: {', '.join(FAILURES)}, or a family "
-                             f"of the figures: {', '.join(FAMILY_FAILURE)})", field="--where failure")
+            raise SuiteError(
+                f"no failure {where['failure']!r} (failures: {', '.join(FAILURES)}, or a family "
+                f"of the figures: {', '.join(FAMILY_FAILURE)})",
+                field="--where failure",
+            )
     run = find_run(session, run_ref)
     out: list[tuple[TrajectoryRow, Trajectory]] = []
     offset = 0
     while len(out) < limit:
-        page = list_trajectories(session, run.id, failure=failure, outcome=where.get("outcome"),
-                                 called=where.get("tool"), case_id=where.get("case"),
-                                 limit=min(MAX_PAGE, limit - len(out)), offset=offset)
+        page = list_trajectories(
+            session,
+            run.id,
+            failure=failure,
+            outcome=where.get("outcome"),
+            called=where.get("tool"),
+            case_id=where.get("case"),
+            limit=min(MAX_PAGE, limit - len(out)),
+            offset=offset,
+        )
         out.extend(stored_trajectory(session, t.id) for t in page.data)
         offset += len(page.data)
         if not page.data or offset >= page.count:

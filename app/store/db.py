@@ -120,11 +120,17 @@ def busy_error(exc: BaseException, url: str | None = None) -> Busy | None:
     where = f" {database_label(url)}" if url else ""
     seconds = max(1, round(busy_ms() / 1000))
     if isinstance(orig, sqlite3.OperationalError) and "locked" in str(orig):
-        return Busy(f"the database{where} stayed locked by another writer for {seconds} s (the busy timeout, "
-                    f"{BUSY_TIMEOUT}): try again once that writer is done", retry_after=seconds)
+        return Busy(
+            f"the database{where} stayed locked by another writer for {seconds} s (the busy timeout, "
+            f"{BUSY_TIMEOUT}): try again once that writer is done",
+            retry_after=seconds,
+        )
     if getattr(orig, "sqlstate", None) == "55P03":  # lock_not_available
-        return Busy(f"the database{where} kept a lock held by another writer for {seconds} s (the busy timeout, "
-                    f"{BUSY_TIMEOUT}): try again once that writer is done", retry_after=seconds)
+        return Busy(
+            f"the database{where} kept a lock held by another writer for {seconds} s (the busy timeout, "
+            f"{BUSY_TIMEOUT}): try again once that writer is done",
+            retry_after=seconds,
+        )
     return None
 
 
@@ -276,8 +282,9 @@ def check_schema(engine: Engine, url: str, *, auto_migrate: bool = True) -> None
             current = _settled_or(current, engine, url)
     except OperationalError as exc:
         reason = str(exc.orig or exc).strip().splitlines()
-        raise Unreachable(f"cannot open the database {database_label(url)}: {reason[0] if reason else 'no reason'}") \
-            from None
+        raise Unreachable(
+            f"cannot open the database {database_label(url)}: {reason[0] if reason else 'no reason'}"
+        ) from None
     if current == head:
         return
     if current is None:

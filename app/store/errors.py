@@ -44,6 +44,8 @@ class NeedsBackfill(Conflict):
     causes): ``toollens db backfill`` computes and keeps it (409). Reads never compute it."""
 
     def __init__(self, run: str, missing: int) -> None:
-        super().__init__(f"run {run!r} was stored before ToolLens kept causes ({missing} failed trajectories have "
-                         f"none): run `toollens db backfill --run {run}` first")
+        super().__init__(
+            f"run {run!r} was stored before ToolLens kept causes ({missing} failed trajectories have "
+            f"none): run `toollens db backfill --run {run}` first"
+        )
         self.run, self.missing = run, missing

@@ -47,8 +47,11 @@ def trajectory_key(case_id: str, trial: int, fault_key: str) -> str:
 
 def _cells(session: Session, run_id: int) -> dict[tuple[str, str], int]:
     cells: dict[tuple[str, str], int] = {}
-    for a, b, value in session.execute(select(RunCounter.a, RunCounter.b, RunCounter.value).where(
-            RunCounter.run_id == run_id, RunCounter.kind == "confusion")):
+    for a, b, value in session.execute(
+        select(RunCounter.a, RunCounter.b, RunCounter.value).where(
+            RunCounter.run_id == run_id, RunCounter.kind == "confusion"
+        )
+    ):
         cells[(a, b)] = cells.get((a, b), 0) + int(value)
     return cells
 
@@ -60,10 +63,18 @@ def examples_query(run_id: int, limit: int = 1000) -> Select[tuple[str, Any, Any
     plans). The run is a range of one, and the order ``(run_id, id)``: PostgreSQL, which sees
     ``run_id = x`` as a constant, would walk the primary key instead and filter out the calls of every
     run stored before this one; and ``selection_ok`` lets it count the calls that qualify."""
-    return (select(CallRow.name, CallRow.arguments, CallRow.mismatches)
-            .where(CallRow.run_id >= run_id, CallRow.run_id <= run_id, CallRow.selection_ok.is_(True),
-                   CallRow.schema_field.is_(None), CallRow.error_kind.is_(None))
-            .order_by(CallRow.run_id, CallRow.id).limit(limit))
+    return (
+        select(CallRow.name, CallRow.arguments, CallRow.mismatches)
+        .where(
+            CallRow.run_id >= run_id,
+            CallRow.run_id <= run_id,
+            CallRow.selection_ok.is_(True),
+            CallRow.schema_field.is_(None),
+            CallRow.error_kind.is_(None),
+        )
+        .order_by(CallRow.run_id, CallRow.id)
+        .limit(limit)
+    )
 
 
 def _examples(session: Session, run_id: int, suite: Suite, limit: int = 1000) -> dict[tuple[str, str], Any]:
@@ -89,15 +100,19 @@ def _flows(session: Session, run_id: int, limit: int = FLOW_TRAJECTORIES) -> dic
     """(A, B) -> the arguments a call to B took from an earlier successful
     observation of A: same key, same value (``id`` 8812 from ``buscar_cliente``
     sent to ``ver_saldo``), over the run's first trajectories."""
-    ids = list(session.scalars(select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id)
-                               .order_by(TrajectoryRow.id).limit(limit)))
+    ids = list(
+        session.scalars(
+            select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id).order_by(TrajectoryRow.id).limit(limit)
+        )
+    )
     out: dict[tuple[str, str], set[str]] = {}
     for start in range(0, len(ids), 500):
         seen: dict[int, list[tuple[str, dict[str, Any]]]] = {}
         for tid, name, arguments, observation, error in session.execute(
-                select(CallRow.trajectory_id, CallRow.name, CallRow.arguments, CallRow.observation,
-                       CallRow.error_kind).where(CallRow.trajectory_id.in_(ids[start:start + 500]))
-                .order_by(CallRow.trajectory_id, CallRow.idx)):
+            select(CallRow.trajectory_id, CallRow.name, CallRow.arguments, CallRow.observation, CallRow.error_kind)
+            .where(CallRow.trajectory_id.in_(ids[start : start + 500]))
+            .order_by(CallRow.trajectory_id, CallRow.idx)
+        ):
             earlier = seen.setdefault(tid, [])
             if isinstance(arguments, Mapping):
                 for source, given in earlier:
@@ -119,35 +134,63 @@ def _failed(session: Session, run_id: int) -> list[TrajectoryFact]:
     are decoded only where a proposal reads them: the arguments of a call that failed validation,
     the mismatches of a trajectory that failed on its arguments."""
     trajectories = session.execute(
-        select(TrajectoryRow.id, TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key,
-               TrajectoryRow.question, TrajectoryRow.failures)
+        select(
+            TrajectoryRow.id,
+            TrajectoryRow.case_id,
+            TrajectoryRow.trial,
+            TrajectoryRow.fault_key,
+            TrajectoryRow.question,
+            TrajectoryRow.failures,
+        )
         .where(TrajectoryRow.run_id == run_id, TrajectoryRow.passed.is_(False))
-        .order_by(TrajectoryRow.id).limit(MAX_FAILED)).all()
+        .order_by(TrajectoryRow.id)
+        .limit(MAX_FAILED)
+    ).all()
     ids = [t[0] for t in trajectories]
     wrong_values = [t[0] for t in trajectories if Failure.ARGUMENTS in (t[5] or [])]
     rows: dict[int, list[list[Any]]] = {}
     json_of: dict[tuple[int, int], tuple[Any, Any]] = {}
     for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
+        chunk = ids[start : start + 500]
         for tid, idx, *rest in session.execute(
-                select(CallRow.trajectory_id, CallRow.idx, CallRow.name, CallRow.exists, CallRow.expected_name,
-                       CallRow.schema_field, CallRow.schema_message, CallRow.dependency_before, CallRow.error_kind,
-                       func.substr(CallRow.error_message, 1, MAX_MESSAGE), CallRow.reaction, CallRow.reaction_ok)
-                .where(CallRow.trajectory_id.in_(chunk)).order_by(CallRow.trajectory_id, CallRow.idx)):
+            select(
+                CallRow.trajectory_id,
+                CallRow.idx,
+                CallRow.name,
+                CallRow.exists,
+                CallRow.expected_name,
+                CallRow.schema_field,
+                CallRow.schema_message,
+                CallRow.dependency_before,
+                CallRow.error_kind,
+                func.substr(CallRow.error_message, 1, MAX_MESSAGE),
+                CallRow.reaction,
+                CallRow.reaction_ok,
+            )
+            .where(CallRow.trajectory_id.in_(chunk))
+            .order_by(CallRow.trajectory_id, CallRow.idx)
+        ):
             rows.setdefault(tid, []).append([idx, *rest])
         for tid, idx, arguments in session.execute(
-                select(CallRow.trajectory_id, CallRow.idx, CallRow.arguments)
-                .where(CallRow.trajectory_id.in_(chunk), CallRow.schema_field.is_not(None))):
+            select(CallRow.trajectory_id, CallRow.idx, CallRow.arguments).where(
+                CallRow.trajectory_id.in_(chunk), CallRow.schema_field.is_not(None)
+            )
+        ):
             json_of[(tid, idx)] = (arguments, None)
     for start in range(0, len(wrong_values), 500):
         for tid, idx, arguments, mismatches in session.execute(
-                select(CallRow.trajectory_id, CallRow.idx, CallRow.arguments, CallRow.mismatches)
-                .where(CallRow.trajectory_id.in_(wrong_values[start:start + 500]))):
+            select(CallRow.trajectory_id, CallRow.idx, CallRow.arguments, CallRow.mismatches).where(
+                CallRow.trajectory_id.in_(wrong_values[start : start + 500])
+            )
+        ):
             json_of[(tid, idx)] = (arguments, mismatches)
     causes: dict[int, tuple[str, str, str]] = {}
     for start in range(0, len(ids), 500):  # what sank each one, where the run's scoring tagged it
-        for tid, key in session.execute(select(TrajectoryTag.trajectory_id, TrajectoryTag.value).where(
-                TrajectoryTag.trajectory_id.in_(ids[start:start + 500]), TrajectoryTag.kind == "cause")):
+        for tid, key in session.execute(
+            select(TrajectoryTag.trajectory_id, TrajectoryTag.value).where(
+                TrajectoryTag.trajectory_id.in_(ids[start : start + 500]), TrajectoryTag.kind == "cause"
+            )
+        ):
             parts = [unquote(x) for x in str(key).split(":")]
             if len(parts) == 3:
                 causes[tid] = (parts[0], parts[1], parts[2])
@@ -155,14 +198,34 @@ def _failed(session: Session, run_id: int) -> list[TrajectoryFact]:
     for tid, found in rows.items():
         for idx, name, exists, expected, field, message, before, kind, error, reaction, ok in found:
             arguments, mismatches = json_of.get((tid, idx), (None, None))
-            calls.setdefault(tid, []).append(CallFact(
-                name=name, arguments=arguments, exists=exists, expected=expected, schema_field=field,
-                schema_message=message, mismatches=tuple(m for m in mismatches or [] if isinstance(m, Mapping)),
-                dependency_before=before, error_kind=kind, error_message=error, reaction=reaction, reaction_ok=ok))
-    return [TrajectoryFact(key=trajectory_key(case_id, trial, fault_key), case_id=case_id, question=question or "",
-                           passed=False, failures=tuple(str(f) for f in failures or []), calls=tuple(calls.get(i, [])),
-                           cause=causes.get(i))
-            for i, case_id, trial, fault_key, question, failures in trajectories]
+            calls.setdefault(tid, []).append(
+                CallFact(
+                    name=name,
+                    arguments=arguments,
+                    exists=exists,
+                    expected=expected,
+                    schema_field=field,
+                    schema_message=message,
+                    mismatches=tuple(m for m in mismatches or [] if isinstance(m, Mapping)),
+                    dependency_before=before,
+                    error_kind=kind,
+                    error_message=error,
+                    reaction=reaction,
+                    reaction_ok=ok,
+                )
+            )
+    return [
+        TrajectoryFact(
+            key=trajectory_key(case_id, trial, fault_key),
+            case_id=case_id,
+            question=question or "",
+            passed=False,
+            failures=tuple(str(f) for f in failures or []),
+            calls=tuple(calls.get(i, [])),
+            cause=causes.get(i),
+        )
+        for i, case_id, trial, fault_key, question, failures in trajectories
+    ]
 
 
 def run_fix(session: Session, ref: str | int) -> RunFix:
@@ -175,9 +238,14 @@ def run_fix(session: Session, ref: str | int) -> RunFix:
     document = suite_document(session, run.suite_id)
     failed = _failed(session, run.id)
     system = (run.config or {}).get("system") or ""
-    proposals = propose(suite.toolset, failed, cells=_cells(session, run.id),
-                        examples=_examples(session, run.id, suite), flows=_flows(session, run.id),
-                        system_prompt=str(system))
+    proposals = propose(
+        suite.toolset,
+        failed,
+        cells=_cells(session, run.id),
+        examples=_examples(session, run.id, suite),
+        flows=_flows(session, run.id),
+        system_prompt=str(system),
+    )
     return RunFix(run=run, suite=suite, document=document, proposals=proposals, failed=len(failed))
 
 
@@ -186,8 +254,7 @@ def run_pair_proposals(session: Session, run_id: int) -> tuple[str, list[Proposa
     from its confusion counters (what its page shows; no trajectory is read)."""
     run = get_run_row(session, run_id)
     suite = suite_for_run(session, run)
-    return run.name, pair_proposals(suite.toolset, _cells(session, run_id),
-                                    examples=_examples(session, run_id, suite))
+    return run.name, pair_proposals(suite.toolset, _cells(session, run_id), examples=_examples(session, run_id, suite))
 
 
 @dataclass
@@ -216,28 +283,53 @@ class FixAB:
 
 
 def _group_rows(session: Session, run_id: int) -> tuple[dict[tuple[str, int, str], bool], Counter[str]]:
-    passed = {(c, t, f): bool(p) for c, t, f, p in session.execute(
-        select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key, TrajectoryRow.passed)
-        .where(TrajectoryRow.run_id == run_id))}
+    passed = {
+        (c, t, f): bool(p)
+        for c, t, f, p in session.execute(
+            select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key, TrajectoryRow.passed).where(
+                TrajectoryRow.run_id == run_id
+            )
+        )
+    }
     confused: Counter[str] = Counter()
     for case_id, n in session.execute(
-            select(TrajectoryRow.case_id, func.count()).join(CallRow, CallRow.trajectory_id == TrajectoryRow.id)
-            .where(TrajectoryRow.run_id == run_id, CallRow.expected_name.is_not(None), CallRow.exists.is_(True),
-                   CallRow.expected_name != CallRow.name).group_by(TrajectoryRow.case_id)):
+        select(TrajectoryRow.case_id, func.count())
+        .join(CallRow, CallRow.trajectory_id == TrajectoryRow.id)
+        .where(
+            TrajectoryRow.run_id == run_id,
+            CallRow.expected_name.is_not(None),
+            CallRow.exists.is_(True),
+            CallRow.expected_name != CallRow.name,
+        )
+        .group_by(TrajectoryRow.case_id)
+    ):
         confused[case_id] += int(n)
     return passed, confused
 
 
-def _group(a: dict[tuple[str, int, str], bool], b: dict[tuple[str, int, str], bool], ca: Counter[str],
-           cb: Counter[str], cases: set[str]) -> GroupFigures:
+def _group(
+    a: dict[tuple[str, int, str], bool],
+    b: dict[tuple[str, int, str], bool],
+    ca: Counter[str],
+    cb: Counter[str],
+    cases: set[str],
+) -> GroupFigures:
     ka, kb = [k for k in a if k[0] in cases], [k for k in b if k[0] in cases]
     shared = set(ka) & set(kb)
     only_a = sum(1 for k in shared if a[k] and not b[k])
     only_b = sum(1 for k in shared if b[k] and not a[k])
-    return GroupFigures(cases=len(cases), a_passed=sum(a[k] for k in ka), a_total=len(ka),
-                        b_passed=sum(b[k] for k in kb), b_total=len(kb), only_a=only_a, only_b=only_b,
-                        p_value=mcnemar_exact(only_a, only_b), a_confusions=sum(ca[c] for c in cases),
-                        b_confusions=sum(cb[c] for c in cases))
+    return GroupFigures(
+        cases=len(cases),
+        a_passed=sum(a[k] for k in ka),
+        a_total=len(ka),
+        b_passed=sum(b[k] for k in kb),
+        b_total=len(kb),
+        only_a=only_a,
+        only_b=only_b,
+        p_value=mcnemar_exact(only_a, only_b),
+        a_confusions=sum(ca[c] for c in cases),
+        b_confusions=sum(cb[c] for c in cases),
+    )
 
 
 def fix_ab(session: Session, a_id: int, b_id: int, drove: set[str], tools: set[str]) -> FixAB:
@@ -254,5 +346,9 @@ def fix_ab(session: Session, a_id: int, b_id: int, drove: set[str], tools: set[s
     a, ca = _group_rows(session, a_id)
     b, cb = _group_rows(session, b_id)
     every = {k[0] for k in a} | {k[0] for k in b}
-    return FixAB(comparison=comparison, confusions=(total[0], total[1]),
-                 drove=_group(a, b, ca, cb, every & drove), rest=_group(a, b, ca, cb, every - drove))
+    return FixAB(
+        comparison=comparison,
+        confusions=(total[0], total[1]),
+        drove=_group(a, b, ca, cb, every & drove),
+        rest=_group(a, b, ca, cb, every - drove),
+    )

@@ -46,8 +46,9 @@ class ImportResult:
 
 def open_store(settings: Settings) -> Engine:
     engine = make_engine(settings.database_url)
-    check_schema(engine, settings.database_url,
-                 auto_migrate=settings.auto_migrate and settings.database_url.startswith("sqlite"))
+    check_schema(
+        engine, settings.database_url, auto_migrate=settings.auto_migrate and settings.database_url.startswith("sqlite")
+    )
     return engine
 
 
@@ -65,8 +66,9 @@ def _check_lines(path: Path, stored: set[tuple[str, int, str]]) -> tuple[list[tu
 def _refusal(path: Path, bad: list[tuple[int, str]]) -> InvalidTrajectory:
     shown = "; ".join(f"line {n}: {m}" for n, m in bad[:10])
     more = f" (and {len(bad) - 10} more)" if len(bad) > 10 else ""
-    return InvalidTrajectory(f"{len(bad)} bad lines, nothing stored (--skip-bad stores the rest): {shown}{more}",
-                             source=str(path))
+    return InvalidTrajectory(
+        f"{len(bad)} bad lines, nothing stored (--skip-bad stores the rest): {shown}{more}", source=str(path)
+    )
 
 
 Records = Callable[[], Iterable[tuple[int, Trajectory | InvalidTrajectory]]]
@@ -93,9 +95,20 @@ def _check_records(records: Records, stored: set[tuple[str, int, str]]) -> tuple
     return bad, skip
 
 
-def import_file(settings: Settings, path: Path, *, suite_path: Path | None = None, run_name: str, model: str = "",
-                agent: str = "", skip_bad: bool = False, finish: bool = True, batch: int = 500,
-                suite_document: dict[str, Any] | None = None, records: Records | None = None) -> ImportResult:
+def import_file(
+    settings: Settings,
+    path: Path,
+    *,
+    suite_path: Path | None = None,
+    run_name: str,
+    model: str = "",
+    agent: str = "",
+    skip_bad: bool = False,
+    finish: bool = True,
+    batch: int = 500,
+    suite_document: dict[str, Any] | None = None,
+    records: Records | None = None,
+) -> ImportResult:
     """Import a JSONL file into a run (created, or appended to while open).
 
     Every line is checked against the file and against what the run holds
@@ -131,8 +144,9 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
         pipelined = records is None and pipeline_pays(path)
         checked_later = pipelined and existing is None
         if pipelined:  # scoring starts while the lines are checked
-            scoring = ScoringPipeline(path, document, str(suite_path or path), stored, batch,
-                                      stop_at_bad=checked_later and not skip_bad)
+            scoring = ScoringPipeline(
+                path, document, str(suite_path or path), stored, batch, stop_at_bad=checked_later and not skip_bad
+            )
         bad: list[tuple[int, str]] = []
         skip: set[int] | None = None
         if not checked_later:
@@ -151,11 +165,13 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
             suite_row = ingest.ensure_suite(session, document)
             run = session.scalar(select(Run).where(Run.name == run_name))
             if run is None:
-                run = ingest.create_run(session, name=run_name, suite_row=suite_row, agent=agent, model=model,
-                                        config={"source": path.name})
+                run = ingest.create_run(
+                    session, name=run_name, suite_row=suite_row, agent=agent, model=model, config={"source": path.name}
+                )
             elif checked_later:
-                raise Conflict(f"run {run_name!r} was created by another writer during this import: import again "
-                               "to append to it")
+                raise Conflict(
+                    f"run {run_name!r} was created by another writer during this import: import again to append to it"
+                )
             elif run.status == "finished":
                 raise Conflict(f"run {run_name!r} is finished: it takes no new trajectories")
             elif run.suite_id != suite_row.id:
@@ -177,9 +193,17 @@ def import_file(settings: Settings, path: Path, *, suite_path: Path | None = Non
         engine.dispose()
 
 
-def _stream(path: Path, skip: set[int] | None, batch: int, s: Session, run_id: int,
-            scorer: Scorer, result: ImportResult, records: Records | None = None,
-            scoring: ScoringPipeline | None = None) -> None:
+def _stream(
+    path: Path,
+    skip: set[int] | None,
+    batch: int,
+    s: Session,
+    run_id: int,
+    scorer: Scorer,
+    result: ImportResult,
+    records: Records | None = None,
+    scoring: ScoringPipeline | None = None,
+) -> None:
     """Store the file batch by batch, in the caller's transaction; ``skip`` holds the lines
     (positions, for a converted source) a check pass refused, None when none ran (the worker checks)."""
     pending: list[Trajectory] = []

@@ -68,8 +68,13 @@ def ensure_toolset_version(session: Session, *, name: str, suite: Suite) -> Tool
     """The stored version of this toolset's content, created on first sight."""
     version = suite.toolset.version
     query = select(ToolsetVersion).where(ToolsetVersion.toolset == name, ToolsetVersion.hash == version)
-    row: ToolsetVersion = _get_or_add(session, query, lambda: ToolsetVersion(
-        toolset=name, hash=version, label=suite.toolset.label, tools=[t.document() for t in suite.toolset]))
+    row: ToolsetVersion = _get_or_add(
+        session,
+        query,
+        lambda: ToolsetVersion(
+            toolset=name, hash=version, label=suite.toolset.label, tools=[t.document() for t in suite.toolset]
+        ),
+    )
     return row
 
 
@@ -79,17 +84,35 @@ def ensure_suite(session: Session, document: dict[str, Any], *, parent_id: int |
     suite = parse_suite(document, path="suite")  # no base: a path toolset is refused, never read
     content = digest(document)
     return suites.store_version(
-        session, suite.name, lambda _newest: (document, content, parent_id),
-        toolset_version_id=lambda: ensure_toolset_version(session, name=suite.toolset.name or suite.name,
-                                                          suite=suite).id)
+        session,
+        suite.name,
+        lambda _newest: (document, content, parent_id),
+        toolset_version_id=lambda: (
+            ensure_toolset_version(session, name=suite.toolset.name or suite.name, suite=suite).id
+        ),
+    )
 
 
-def create_run(session: Session, *, name: str, suite_row: SuiteRow, agent: str = "", model: str = "",
-               config: dict[str, Any] | None = None) -> Run:
+def create_run(
+    session: Session,
+    *,
+    name: str,
+    suite_row: SuiteRow,
+    agent: str = "",
+    model: str = "",
+    config: dict[str, Any] | None = None,
+) -> Run:
     if session.scalar(select(Run.id).where(Run.name == name)) is not None:
         raise Conflict(f"a run named {name!r} exists already")
-    run = Run(name=name, agent=agent, model=model, suite_id=suite_row.id,
-              toolset_version_id=suite_row.toolset_version_id, config=config or {}, status="running")
+    run = Run(
+        name=name,
+        agent=agent,
+        model=model,
+        suite_id=suite_row.id,
+        toolset_version_id=suite_row.toolset_version_id,
+        config=config or {},
+        status="running",
+    )
     session.add(run)
     try:
         session.flush()
@@ -159,8 +182,11 @@ def suite_for_run(session: Session, run: Run) -> Suite:
 
 def stored_keys(session: Session, run_id: int) -> set[tuple[str, int, str]]:
     """The (case, trial, fault) keys a run holds."""
-    rows = session.execute(select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key)
-                           .where(TrajectoryRow.run_id == run_id))
+    rows = session.execute(
+        select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key).where(
+            TrajectoryRow.run_id == run_id
+        )
+    )
     return {(c, t, f) for c, t, f in rows}
 
 
@@ -186,8 +212,9 @@ def delete_runs_named(session: Session, names: Iterable[str]) -> list[str]:
 
 
 def count_trajectories(session: Session, run_id: int) -> int:
-    return int(session.scalar(select(func.count()).select_from(TrajectoryRow)
-                              .where(TrajectoryRow.run_id == run_id)) or 0)
+    return int(
+        session.scalar(select(func.count()).select_from(TrajectoryRow).where(TrajectoryRow.run_id == run_id)) or 0
+    )
 
 
 MAX_COUNTER = 2**63 - 1  # a BIGINT on both databases
@@ -198,13 +225,20 @@ def _check_usage_sums(session: Session, run_id: int, values: list[dict[str, Any]
     usage = {(r["a"], r["b"]): int(r["value"]) for r in values if r["kind"] == "usage"}
     if not usage:
         return
-    stored = {(a, b): int(v) for a, b, v in session.execute(
-        select(RunCounter.a, RunCounter.b, RunCounter.value)
-        .where(RunCounter.run_id == run_id, RunCounter.kind == "usage")).all()}
+    stored = {
+        (a, b): int(v)
+        for a, b, v in session.execute(
+            select(RunCounter.a, RunCounter.b, RunCounter.value).where(
+                RunCounter.run_id == run_id, RunCounter.kind == "usage"
+            )
+        ).all()
+    }
     for (model, key), value in usage.items():
         if value + stored.get((model, key), 0) > MAX_COUNTER:
-            raise Unstorable(f"the run's {key} of model {model!r} would add up past {MAX_COUNTER}: the batch "
-                             "is refused, nothing of it stored")
+            raise Unstorable(
+                f"the run's {key} of model {model!r} would add up past {MAX_COUNTER}: the batch "
+                "is refused, nothing of it stored"
+            )
 
 
 def _upsert_counters(session: Session, run_id: int, rows: Iterable[tuple[str, str, str, str, int]]) -> None:
@@ -220,7 +254,8 @@ def _upsert_counters(session: Session, run_id: int, rows: Iterable[tuple[str, st
         session.connection().exec_driver_sql(
             "INSERT INTO run_counters (run_id, kind, a, b, c, value) VALUES (?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (run_id, kind, a, b, c) DO UPDATE SET value = (run_counters.value + excluded.value)",
-            [(r["run_id"], r["kind"], r["a"], r["b"], r["c"], r["value"]) for r in values])
+            [(r["run_id"], r["kind"], r["a"], r["b"], r["c"], r["value"]) for r in values],
+        )
         return
     ins = postgresql.insert(RunCounter) if dialect == "postgresql" else sqlite.insert(RunCounter)
     stmt = ins.on_conflict_do_update(
@@ -242,21 +277,30 @@ def _first_stored(session: Session, run_id: int, keys: Sequence[tuple[str, int, 
             f"SELECT t.case_id, t.trial, t.fault_key FROM (VALUES {values}) AS k JOIN trajectories AS t "
             "ON t.run_id = ? AND t.case_id = k.column1 AND t.trial = k.column2 AND t.fault_key = k.column3 "
             "ORDER BY t.case_id, t.trial, t.fault_key LIMIT 1",
-            (*itertools.chain.from_iterable(keys), run_id)).first()
+            (*itertools.chain.from_iterable(keys), run_id),
+        ).first()
     # One probe of the unique index per key (LATERAL … LIMIT 1): a row-value IN list, or a
     # join the planner may turn into a hash join, scans all of the run's trajectories for every
     # batch while the table has no statistics yet (quadratic in the run: minutes at 10^6 calls).
     return conn.execute(
-        text("SELECT k.case_id, k.trial, k.fault_key FROM unnest(CAST(:cases AS text[]), CAST(:trials AS int[]), "
-             "CAST(:faults AS text[])) AS k(case_id, trial, fault_key) CROSS JOIN LATERAL (SELECT 1 FROM trajectories "
-             "AS t WHERE t.run_id = :run AND t.case_id = k.case_id AND t.trial = k.trial AND t.fault_key = k.fault_key "
-             "LIMIT 1) AS hit ORDER BY k.case_id, k.trial, k.fault_key LIMIT 1"),
+        text(
+            "SELECT k.case_id, k.trial, k.fault_key FROM unnest(CAST(:cases AS text[]), CAST(:trials AS int[]), "
+            "CAST(:faults AS text[])) AS k(case_id, trial, fault_key) CROSS JOIN LATERAL (SELECT 1 FROM trajectories "
+            "AS t WHERE t.run_id = :run AND t.case_id = k.case_id AND t.trial = k.trial AND t.fault_key = k.fault_key "
+            "LIMIT 1) AS hit ORDER BY k.case_id, k.trial, k.fault_key LIMIT 1"
+        ),
         {"cases": [k[0] for k in keys], "trials": [k[1] for k in keys], "faults": [k[2] for k in keys], "run": run_id},
     ).first()
 
 
-def add_trajectories(session: Session, *, run: Run, scorer: TrajectoryScorer, trajectories: Sequence[Trajectory],
-                     scored: ScoredBatch | None = None) -> int:
+def add_trajectories(
+    session: Session,
+    *,
+    run: Run,
+    scorer: TrajectoryScorer,
+    trajectories: Sequence[Trajectory],
+    scored: ScoredBatch | None = None,
+) -> int:
     """Score and store a batch in the caller's transaction; returns the number
     of calls stored. Raises Conflict for a finished run or a trajectory stored
     already (same case, trial and fault), naming the record index. ``scored``:
@@ -270,7 +314,7 @@ def add_trajectories(session: Session, *, run: Run, scorer: TrajectoryScorer, tr
             raise Conflict(f"records {seen[key]} and {i} are the same trajectory (case {key[0]!r}, trial {key[1]})")
         seen[key] = i
     for chunk_start in range(0, len(keys), 500):
-        chunk = keys[chunk_start:chunk_start + 500]
+        chunk = keys[chunk_start : chunk_start + 500]
         stored = _first_stored(session, run.id, chunk)
         if stored is not None:
             key = (stored[0], stored[1], stored[2])
@@ -286,13 +330,16 @@ def _store_batch(session: Session, run_id: int, batch: ScoredBatch) -> int:
     traj_ids = allocate_ids(session, "trajectories", len(batch.trajectories))
     call_ids = allocate_ids(session, "calls", len(batch.calls))
     try:
-        insert_rows(session, "trajectories", TRAJECTORY_COLUMNS, batch.trajectories,
-                    shift={"id": traj_ids, "run_id": run_id})
+        insert_rows(
+            session, "trajectories", TRAJECTORY_COLUMNS, batch.trajectories, shift={"id": traj_ids, "run_id": run_id}
+        )
     except IntegrityError:
         raise Conflict("a trajectory of this batch was stored meanwhile by another writer") from None
-    insert_rows(session, "calls", CALL_COLUMNS, batch.calls,
-                shift={"id": call_ids, "trajectory_id": traj_ids, "run_id": run_id})
-    insert_rows(session, "trajectory_tags", TAG_COLUMNS, batch.tags,
-                shift={"trajectory_id": traj_ids, "run_id": run_id})
+    insert_rows(
+        session, "calls", CALL_COLUMNS, batch.calls, shift={"id": call_ids, "trajectory_id": traj_ids, "run_id": run_id}
+    )
+    insert_rows(
+        session, "trajectory_tags", TAG_COLUMNS, batch.tags, shift={"trajectory_id": traj_ids, "run_id": run_id}
+    )
     _upsert_counters(session, run_id, batch.counters)
     return len(batch.calls)

@@ -72,7 +72,8 @@ def _public(f: Finding) -> FindingPublic:
 
 
 _CACHE: BoundedCache[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], list[Finding]] = (
-    BoundedCache(64))
+    BoundedCache(64)
+)
 
 
 def _findings(toolset: Toolset, pairs: list[tuple[str, str]]) -> list[Finding]:
@@ -89,8 +90,14 @@ def _lint(toolset: Toolset, pairs: list[tuple[str, str]], name: str, version: st
     findings = _findings(toolset, pairs)
     counts = {r: sum(f.rule == r for f in findings) for r in RULES}
     deps = list(dict.fromkeys([*toolset.dependencies, *pairs]))
-    return LintPublic(toolset=name, version=version, label=label, dependencies=[list(p) for p in deps],
-                      counts=counts, findings=[_public(f) for f in findings])
+    return LintPublic(
+        toolset=name,
+        version=version,
+        label=label,
+        dependencies=[list(p) for p in deps],
+        counts=counts,
+        findings=[_public(f) for f in findings],
+    )
 
 
 def version_lint(session: Session, toolset: str, ref: str) -> LintPublic:
@@ -116,24 +123,39 @@ def run_lint(session: Session, run_id: int) -> RunLintPublic:
     base = _lint(suite.toolset, pairs, v.toolset, v.hash, v.label)
     cells = _counters(session, run_id, "confusion")
     schema = _counters(session, run_id, "schema_error")
-    pair_rows = [PairPublic(a=p.a, b=p.b, a_called_as_b=p.a_called_as_b, b_called_as_a=p.b_called_as_a,
-                            findings=[_public(f) for f in p.findings])
-                 for p in lint_pairs(_findings(suite.toolset, pairs), cells, (t.name for t in suite.toolset))]
+    pair_rows = [
+        PairPublic(
+            a=p.a,
+            b=p.b,
+            a_called_as_b=p.a_called_as_b,
+            b_called_as_a=p.b_called_as_a,
+            findings=[_public(f) for f in p.findings],
+        )
+        for p in lint_pairs(_findings(suite.toolset, pairs), cells, (t.name for t in suite.toolset))
+    ]
     fields: dict[tuple[str, str], list[FindingPublic]] = {}
     for f in base.findings:
         if f.rule == "argument_format" and f.field is not None:
             fields.setdefault((f.tool, f.field), []).append(f)
-    field_rows = [FieldPublic(tool=t, field=fl, schema_errors=schema.get((t, fl), 0), findings=fs)
-                  for (t, fl), fs in fields.items()]
+    field_rows = [
+        FieldPublic(tool=t, field=fl, schema_errors=schema.get((t, fl), 0), findings=fs)
+        for (t, fl), fs in fields.items()
+    ]
     field_rows.sort(key=lambda x: (-x.schema_errors, x.tool, x.field))
-    return RunLintPublic(**base.model_dump(), run_id=run_id, pairs=pair_rows, fields=field_rows,
-                         destructive=[t.name for t in suite.toolset if t.destructive])
+    return RunLintPublic(
+        **base.model_dump(),
+        run_id=run_id,
+        pairs=pair_rows,
+        fields=field_rows,
+        destructive=[t.name for t in suite.toolset if t.destructive],
+    )
 
 
 def _counters(session: Session, run_id: int, kind: str) -> dict[tuple[str, str], int]:
     out: dict[tuple[str, str], int] = {}
-    for a, b, value in session.execute(select(RunCounter.a, RunCounter.b, RunCounter.value)
-                                       .where(RunCounter.run_id == run_id, RunCounter.kind == kind)):
+    for a, b, value in session.execute(
+        select(RunCounter.a, RunCounter.b, RunCounter.value).where(RunCounter.run_id == run_id, RunCounter.kind == kind)
+    ):
         out[(a, b)] = out.get((a, b), 0) + int(value)
     return out
 
@@ -143,8 +165,11 @@ def run_confusions(session: Session, run_ref: str) -> tuple[dict[str, Any], dict
     for ``toollens lint --run``."""
     run = find_run(session, run_ref)
     cells = _counters(session, run.id, "confusion")
-    listed = [{"expected": e, "called": c, "count": n} for (e, c), n in sorted(cells.items(), key=lambda x: -x[1])
-              if e != c and n]
+    listed = [
+        {"expected": e, "called": c, "count": n}
+        for (e, c), n in sorted(cells.items(), key=lambda x: -x[1])
+        if e != c and n
+    ]
     return {"id": run.id, "name": run.name, "confusions": listed}, cells
 
 
@@ -194,15 +219,22 @@ def diff_versions(session: Session, toolset: str, a: str, b: str) -> VersionsDif
         db = None if y is None else str(y.get("description", ""))
         changes = [] if x is None or y is None else schema_changes(x.get("parameters"), y.get("parameters"))
         change = "added" if x is None else "removed" if y is None else "changed" if (da != db or changes) else "same"
-        rows.append(ToolDiffPublic(
-            name=name, change=change, description_a=da, description_b=db,
-            segments=[{"op": s.op, "text": s.text} for s in word_diff(da or "", db or "")],
-            schema_changes=[{"path": c.path, "op": c.op, "a": c.a, "b": c.b} for c in changes],
-            findings_a=_about(la.findings, name) if x is not None else [],
-            findings_b=_about(lb.findings, name) if y is not None else [],
-            precision_a=fa[name][0] if name in fa else None, recall_a=fa[name][1] if name in fa else None,
-            precision_b=fb[name][0] if name in fb else None, recall_b=fb[name][1] if name in fb else None,
-        ))
+        rows.append(
+            ToolDiffPublic(
+                name=name,
+                change=change,
+                description_a=da,
+                description_b=db,
+                segments=[{"op": s.op, "text": s.text} for s in word_diff(da or "", db or "")],
+                schema_changes=[{"path": c.path, "op": c.op, "a": c.a, "b": c.b} for c in changes],
+                findings_a=_about(la.findings, name) if x is not None else [],
+                findings_b=_about(lb.findings, name) if y is not None else [],
+                precision_a=fa[name][0] if name in fa else None,
+                recall_a=fa[name][1] if name in fa else None,
+                precision_b=fb[name][0] if name in fb else None,
+                recall_b=fb[name][1] if name in fb else None,
+            )
+        )
     order = {"changed": 0, "added": 1, "removed": 2, "same": 3}
     rows.sort(key=lambda r: (order[r.change], r.name))
     return VersionsDiffPublic(toolset=toolset, a=va.hash, b=vb.hash, lint_a=la, lint_b=lb, tools=rows)

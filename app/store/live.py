@@ -44,14 +44,20 @@ FINISHED_BY = "finished_by"
 AUTO_FINISH = "mcp-serve"
 
 
-def open_live_run(session: Session, *, name: str, document: dict[str, Any], agent: str = "", model: str = "",
-                  config: dict[str, Any] | None = None) -> Run:
+def open_live_run(
+    session: Session,
+    *,
+    name: str,
+    document: dict[str, Any],
+    agent: str = "",
+    model: str = "",
+    config: dict[str, Any] | None = None,
+) -> Run:
     """The open run of that name (on the same suite), or a new one."""
     suite_row = ensure_suite(session, document)
     run = session.scalar(select(Run).where(Run.name == name))
     if run is None:
-        return create_run(session, name=name, suite_row=suite_row, agent=agent, model=model,
-                          config=dict(config or {}))
+        return create_run(session, name=name, suite_row=suite_row, agent=agent, model=model, config=dict(config or {}))
     if run.suite_id != suite_row.id:
         raise Conflict(f"run {name!r} was recorded against another suite (or another version of it)")
     if run.status == "finished":
@@ -74,8 +80,9 @@ def servers(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
     return dict((get_run_row(session, run_id).config or {}).get(SERVERS) or {})
 
 
-def unregister_server(session: Session, run_id: int, server: str,
-                      last: Callable[[dict[str, dict[str, Any]]], bool] | None = None) -> bool:
+def unregister_server(
+    session: Session, run_id: int, server: str, last: Callable[[dict[str, dict[str, Any]]], bool] | None = None
+) -> bool:
     """Drop the server from the run's list. With ``last`` (given the other
     registered servers: whether none of them still runs), finish the run when
     it says so, as its last server (a later ``mcp-serve`` may open it again).
@@ -108,8 +115,11 @@ def pending(session: Session, run_id: int, keys: Iterable[str] | None = None) ->
     if keys is None:
         return {str(k): r for k, r in session.execute(query)}
     wanted = list(keys)
-    return {str(k): r for i in range(0, len(wanted), 500)
-            for k, r in session.execute(query.where(LivePending.key.in_(wanted[i:i + 500])))}
+    return {
+        str(k): r
+        for i in range(0, len(wanted), 500)
+        for k, r in session.execute(query.where(LivePending.key.in_(wanted[i : i + 500])))
+    }
 
 
 def is_pending(session: Session, run_id: int, key: str) -> bool:
@@ -121,8 +131,10 @@ def next_trial(session: Session, run_id: int, case_id: str) -> int:
     """One more than the highest trial of the case, stored or pending (the
     run row locked first, so two servers never pick the same trial)."""
     _locked(session, run_id)
-    highest = [session.scalar(select(func.max(table.trial)).where(table.run_id == run_id, table.case_id == case_id))
-               for table in (TrajectoryRow, LivePending)]
+    highest = [
+        session.scalar(select(func.max(table.trial)).where(table.run_id == run_id, table.case_id == case_id))
+        for table in (TrajectoryRow, LivePending)
+    ]
     trials = [int(t) for t in highest if t is not None]
     return max(trials) + 1 if trials else 0
 
@@ -137,8 +149,10 @@ def save_pending(session: Session, run_id: int, key: str, record: dict[str, Any]
     if row.status == "finished" and not is_pending(session, run_id, key):
         raise Conflict(f"run {row.name!r} is finished: it takes no new trajectories")
     values = {"record": record, "case_id": str(record.get("case_id", "")), "trial": int(record.get("trial", 0))}
-    saved = session.execute(update(LivePending).where(LivePending.run_id == run_id, LivePending.key == key)
-                            .values(**values), execution_options={"synchronize_session": False})
+    saved = session.execute(
+        update(LivePending).where(LivePending.run_id == run_id, LivePending.key == key).values(**values),
+        execution_options={"synchronize_session": False},
+    )
     if not getattr(saved, "rowcount", 0):  # the session's first save (one server writes a key, one call at a time)
         session.execute(insert(LivePending).values(run_id=run_id, key=key, **values))
 
@@ -159,17 +173,23 @@ def _messages(session: Session, run_id: int, keys: list[str]) -> dict[str, list[
     """The appended messages of these pending keys, in the order they came."""
     found: dict[str, list[dict[str, Any]]] = {}
     for i in range(0, len(keys), 500):
-        rows = session.execute(select(LiveMessage.key, LiveMessage.role, LiveMessage.content,
-                                      LiveMessage.calls_before)
-                               .where(LiveMessage.run_id == run_id, LiveMessage.key.in_(keys[i:i + 500]))
-                               .order_by(LiveMessage.id))
+        rows = session.execute(
+            select(LiveMessage.key, LiveMessage.role, LiveMessage.content, LiveMessage.calls_before)
+            .where(LiveMessage.run_id == run_id, LiveMessage.key.in_(keys[i : i + 500]))
+            .order_by(LiveMessage.id)
+        )
         for key, role, content, at in rows:
             found.setdefault(str(key), []).append({"role": role, "content": content, "calls_before": int(at)})
     return found
 
 
-def flush_pending(session: Session, run_id: int, scorer: Scorer, keys: Iterable[str] | None = None,
-                  answers: dict[str, str] | None = None) -> int:
+def flush_pending(
+    session: Session,
+    run_id: int,
+    scorer: Scorer,
+    keys: Iterable[str] | None = None,
+    answers: dict[str, str] | None = None,
+) -> int:
     """Store the pending trajectories (all, or those keys) and drop them from
     the pending set, in the caller's transaction. Returns how many."""
     run = _locked(session, run_id)
@@ -194,6 +214,8 @@ def flush_pending(session: Session, run_id: int, scorer: Scorer, keys: Iterable[
         run.status = "finished"
     for i in range(0, len(chosen), 500):
         for table in (LivePending, LiveMessage):
-            session.execute(delete(table).where(table.run_id == run_id, table.key.in_(chosen[i:i + 500])),
-                            execution_options={"synchronize_session": False})
+            session.execute(
+                delete(table).where(table.run_id == run_id, table.key.in_(chosen[i : i + 500])),
+                execution_options={"synchronize_session": False},
+            )
     return len(records)

@@ -89,8 +89,10 @@ class SuiteRow(Base):
     before migration 0010 keep the whole document in ``legacy_document``."""
 
     __tablename__ = "suites"
-    __table_args__ = (UniqueConstraint("name", "hash", name="uq_suite_content"),
-                      Index("uq_suite_version", "name", "version", unique=True))
+    __table_args__ = (
+        UniqueConstraint("name", "hash", name="uq_suite_content"),
+        Index("uq_suite_version", "name", "version", unique=True),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), index=True)
@@ -312,8 +314,10 @@ class OtlpBatchDone(Base):
     __tablename__ = "otlp_batch_done"
 
     batch_id: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer(), "sqlite"), ForeignKey("otlp_batches.id", ondelete="CASCADE"),
-        primary_key=True)
+        BigInteger().with_variant(Integer(), "sqlite"),
+        ForeignKey("otlp_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+    )
     trace_id: Mapped[str] = mapped_column(Text, primary_key=True)
 
 

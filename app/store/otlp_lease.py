@@ -73,8 +73,13 @@ class Lease:
         if self.postgres:
             schema = str(conn.scalar(text("SELECT current_schema()")))
             self._key = zlib.crc32(f"toollens-otlp-lease:{schema}".encode()) - (1 << 31)  # an int4
-        self.id = int(conn.execute(insert(OtlpLease).values(host=socket.gethostname(), pid=os.getpid(),
-                                                            beat=time.time()).returning(OtlpLease.id)).scalar_one())
+        self.id = int(
+            conn.execute(
+                insert(OtlpLease)
+                .values(host=socket.gethostname(), pid=os.getpid(), beat=time.time())
+                .returning(OtlpLease.id)
+            ).scalar_one()
+        )
 
     def _lock(self) -> None:
         """PostgreSQL: hold the lease's lock on a connection of its own, for as long as this process runs."""
@@ -94,15 +99,13 @@ class Lease:
             except Exception:
                 self._drop_connection()
                 return False
-        return bool(conn.execute(update(OtlpLease).where(OtlpLease.id == self.id).values(beat=time.time()))
-                    .rowcount)
+        return bool(conn.execute(update(OtlpLease).where(OtlpLease.id == self.id).values(beat=time.time())).rowcount)
 
     def _expired(self, conn: Connection, row: Any) -> bool:
         """Whether another server's lease has expired (PostgreSQL: its lock is taken now, until
         the caller's transaction ends)."""
         if self.postgres:
-            return bool(conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k, :i)"),
-                                    {"k": self._key, "i": row.id}))
+            return bool(conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k, :i)"), {"k": self._key, "i": row.id}))
         age = time.time() - float(row.beat)
         if row.host == socket.gethostname() and row.pid != os.getpid():  # on this host, its process says
             return bool(row.pid <= 0 or not _alive(row.pid) or age > STALE)
@@ -118,9 +121,15 @@ class Lease:
             self._insert(conn)
             self._lock()
         mine = self.id
-        dead = [row.id for row in conn.execute(select(OtlpLease.id, OtlpLease.host, OtlpLease.pid, OtlpLease.beat)
-                                               .where(OtlpLease.id != mine).order_by(OtlpLease.id))
-                if self._expired(conn, row)]
+        dead = [
+            row.id
+            for row in conn.execute(
+                select(OtlpLease.id, OtlpLease.host, OtlpLease.pid, OtlpLease.beat)
+                .where(OtlpLease.id != mine)
+                .order_by(OtlpLease.id)
+            )
+            if self._expired(conn, row)
+        ]
         owner: Any = OtlpBatch.lease_id.is_(None)
         if dead:
             owner = owner | OtlpBatch.lease_id.in_(dead)

@@ -24,8 +24,11 @@ from app.store.models import OtlpBatch, OtlpBatchDone
 def stage(session: Session, run_id: int, form: str, body: bytes, lease_id: int) -> int:
     """Stage an export request's body for a run, under the receiving server's lease (in the
     caller's transaction); returns its id."""
-    return int(session.scalars(insert(OtlpBatch).values(run_id=run_id, format=form, body=body, lease_id=lease_id)
-                               .returning(OtlpBatch.id)).one())
+    return int(
+        session.scalars(
+            insert(OtlpBatch).values(run_id=run_id, format=form, body=body, lease_id=lease_id).returning(OtlpBatch.id)
+        ).one()
+    )
 
 
 def finish(session: Session, done: Mapping[int, set[str]], emptied: Iterable[int]) -> None:
@@ -40,11 +43,14 @@ def finish(session: Session, done: Mapping[int, set[str]], emptied: Iterable[int
             session.execute(_insert_once(session), marks)
     gone = sorted(set(emptied))
     for i in range(0, len(gone), 500):
-        chunk = gone[i:i + 500]
-        session.execute(delete(OtlpBatchDone).where(OtlpBatchDone.batch_id.in_(chunk)),
-                        execution_options={"synchronize_session": False})
-        session.execute(delete(OtlpBatch).where(OtlpBatch.id.in_(chunk)),
-                        execution_options={"synchronize_session": False})
+        chunk = gone[i : i + 500]
+        session.execute(
+            delete(OtlpBatchDone).where(OtlpBatchDone.batch_id.in_(chunk)),
+            execution_options={"synchronize_session": False},
+        )
+        session.execute(
+            delete(OtlpBatch).where(OtlpBatch.id.in_(chunk)), execution_options={"synchronize_session": False}
+        )
 
 
 def _insert_once(session: Session) -> Any:
@@ -57,12 +63,16 @@ def _insert_once(session: Session) -> Any:
 def staged(session: Session, ids: list[int]) -> Iterator[tuple[int, int, str, bytes, set[str]]]:
     """These staged batches: (id, run id, format, body, its traces done), in arrival order."""
     for i in range(0, len(ids), 500):
-        chunk = sorted(ids)[i:i + 500]
+        chunk = sorted(ids)[i : i + 500]
         done: dict[int, set[str]] = {}
-        for batch_id, trace_id in session.execute(select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id)
-                                                  .where(OtlpBatchDone.batch_id.in_(chunk))):
+        for batch_id, trace_id in session.execute(
+            select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id).where(OtlpBatchDone.batch_id.in_(chunk))
+        ):
             done.setdefault(int(batch_id), set()).add(str(trace_id))
-        rows = session.execute(select(OtlpBatch.id, OtlpBatch.run_id, OtlpBatch.format, OtlpBatch.body)
-                               .where(OtlpBatch.id.in_(chunk)).order_by(OtlpBatch.id))
+        rows = session.execute(
+            select(OtlpBatch.id, OtlpBatch.run_id, OtlpBatch.format, OtlpBatch.body)
+            .where(OtlpBatch.id.in_(chunk))
+            .order_by(OtlpBatch.id)
+        )
         for b, run_id, form, body in rows:
             yield int(b), int(run_id), str(form), bytes(body), done.get(int(b), set())

@@ -33,7 +33,8 @@ def stored(session: Session, run_id: int, trace_ids: Sequence[str], *, lock: boo
     ids = sorted(set(trace_ids))
     for i in range(0, len(ids), 500):
         query = select(OtlpTrace.trace_id, OtlpTrace.span_ids, OtlpTrace.flushes).where(
-            OtlpTrace.run_id == run_id, OtlpTrace.trace_id.in_(ids[i:i + 500]))
+            OtlpTrace.run_id == run_id, OtlpTrace.trace_id.in_(ids[i : i + 500])
+        )
         for trace_id, span_ids, flushes in session.execute(query.with_for_update() if lock else query):
             found[str(trace_id)] = (set(span_ids or ()), int(flushes))
     return found
@@ -47,11 +48,17 @@ def record(session: Session, run_id: int, traces: Sequence[tuple[str, list[str],
     stale = {t: held.get(t, (set(), 0)) for t, _, flushes in traces if held.get(t, (set(), 0))[1] != flushes}
     if stale:
         raise Resent(stale)
-    new = [{"run_id": run_id, "trace_id": t, "span_ids": sorted(set(spans)), "flushes": 1}
-           for t, spans, flushes in traces if not flushes]
+    new = [
+        {"run_id": run_id, "trace_id": t, "span_ids": sorted(set(spans)), "flushes": 1}
+        for t, spans, flushes in traces
+        if not flushes
+    ]
     if new:
         session.execute(insert(OtlpTrace), new)
     for t, spans, flushes in traces:
         if flushes:
-            session.execute(update(OtlpTrace).where(OtlpTrace.run_id == run_id, OtlpTrace.trace_id == t)
-                            .values(span_ids=sorted(held[t][0] | set(spans)), flushes=flushes + 1))
+            session.execute(
+                update(OtlpTrace)
+                .where(OtlpTrace.run_id == run_id, OtlpTrace.trace_id == t)
+                .values(span_ids=sorted(held[t][0] | set(spans)), flushes=flushes + 1)
+            )

@@ -39,11 +39,15 @@ class Pairing:
 # the compare index (migration 0008) holds ``passed`` too (0.8 s). PostgreSQL picks it itself.
 _COMPARE_INDEX = "ix_traj_run_key_passed"
 _KEY = "ta.case_id = tb.case_id AND ta.trial = tb.trial AND ta.fault_key = tb.fault_key"
-_COUNTS = ("SELECT count(*), sum(CASE WHEN ta.passed AND NOT tb.passed THEN 1 ELSE 0 END), "
-           "sum(CASE WHEN tb.passed AND NOT ta.passed THEN 1 ELSE 0 END) FROM {ta} JOIN {tb} ON {key} "
-           "WHERE ta.run_id = :a AND tb.run_id = :b")
-_FLIPS = ("SELECT ta.case_id, ta.trial, ta.fault_key, ta.id, tb.id, ta.passed, tb.passed FROM {ta} JOIN {tb} ON {key} "
-          "WHERE ta.run_id = :a AND tb.run_id = :b AND ta.passed <> tb.passed ORDER BY ta.id LIMIT :n")
+_COUNTS = (
+    "SELECT count(*), sum(CASE WHEN ta.passed AND NOT tb.passed THEN 1 ELSE 0 END), "
+    "sum(CASE WHEN tb.passed AND NOT ta.passed THEN 1 ELSE 0 END) FROM {ta} JOIN {tb} ON {key} "
+    "WHERE ta.run_id = :a AND tb.run_id = :b"
+)
+_FLIPS = (
+    "SELECT ta.case_id, ta.trial, ta.fault_key, ta.id, tb.id, ta.passed, tb.passed FROM {ta} JOIN {tb} ON {key} "
+    "WHERE ta.run_id = :a AND tb.run_id = :b AND ta.passed <> tb.passed ORDER BY ta.id LIMIT :n"
+)
 WALK = 20  # flips at least this many times the limit: walk A in id order (and stop early), else pair every trajectory
 
 
@@ -51,8 +55,9 @@ def _statement(sql: str, session: Session, *, a_by_key: bool) -> TextClause:
     """``sql`` with its tables named for this database: on SQLite, B (and A when ``a_by_key``) read from the
     compare index."""
     hint = f" INDEXED BY {_COMPARE_INDEX}" if session.get_bind().dialect.name == "sqlite" else ""
-    return text(sql.format(ta="trajectories AS ta" + (hint if a_by_key else ""), tb="trajectories AS tb" + hint,
-                           key=_KEY))
+    return text(
+        sql.format(ta="trajectories AS ta" + (hint if a_by_key else ""), tb="trajectories AS tb" + hint, key=_KEY)
+    )
 
 
 def joined(session: Session, a_id: int, b_id: int, limit: int = FLIPS) -> Pairing:
@@ -72,8 +77,11 @@ def joined(session: Session, a_id: int, b_id: int, limit: int = FLIPS) -> Pairin
 def paired(session: Session, a_id: int, b_id: int, a_count: int, b_count: int, limit: int = FLIPS) -> Pairing:
     """The runs' pairing: kept, when computed on runs of these sizes (and ``limit`` flips fit), else joined."""
     row = session.get(RunPairing, (a_id, b_id))
-    if (row is not None and (row.a_trajectories, row.b_trajectories) == (a_count, b_count)
-            and (limit <= FLIPS or row.only_a + row.only_b <= FLIPS)):
+    if (
+        row is not None
+        and (row.a_trajectories, row.b_trajectories) == (a_count, b_count)
+        and (limit <= FLIPS or row.only_a + row.only_b <= FLIPS)
+    ):
         flipped: list[Any] = row.flipped[:limit]
         return Pairing(row.shared, row.only_a, row.only_b, [tuple(f) for f in flipped])
     return joined(session, a_id, b_id, limit)

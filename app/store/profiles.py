@@ -18,9 +18,15 @@ from app.store.models import Run, RunCounter, TrajectoryRow
 
 def profile_figures(session: Session, run_id: int) -> dict[str, dict[str, Any]]:
     """``profiles`` of the run's figures (``score --json``), from its counters alone."""
-    rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value).where(
-        RunCounter.run_id == run_id, or_(RunCounter.kind.in_(("profile_trials", "profile_passes")),
-                                         (RunCounter.kind == "count") & RunCounter.a.like("profile.%")))).all()
+    rows = session.execute(
+        select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value).where(
+            RunCounter.run_id == run_id,
+            or_(
+                RunCounter.kind.in_(("profile_trials", "profile_passes")),
+                (RunCounter.kind == "count") & RunCounter.a.like("profile.%"),
+            ),
+        )
+    ).all()
     return Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows).profiles_json() if rows else {}
 
 
@@ -34,9 +40,15 @@ def paired_flips(session: Session, run_id: int) -> dict[str, list[int]]:
     if run is None:
         return {}
     config = run.config or {}
-    rows = session.execute(select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key,
-                                  TrajectoryRow.passed, TrajectoryRow.detail["user_mirror_trial"].as_integer())
-                           .where(TrajectoryRow.run_id == run_id)).all()
+    rows = session.execute(
+        select(
+            TrajectoryRow.case_id,
+            TrajectoryRow.trial,
+            TrajectoryRow.fault_key,
+            TrajectoryRow.passed,
+            TrajectoryRow.detail["user_mirror_trial"].as_integer(),
+        ).where(TrajectoryRow.run_id == run_id)
+    ).all()
     named = {key.partition(PROFILE_MARK)[2] for _, _, key, _, at in rows if at is not None}
     if not named and not config.get("user_profiles"):
         return {}
@@ -70,6 +82,7 @@ def _config_mirror(session: Session, run: Run) -> Callable[[str, str, int], int 
             return None
         at = trial - trials - (len(sweep_plans(case, kind)) if sweep else 0) - (profile.index - 1) * trials
         return at if 0 <= at < trials else None
+
     return mirror
 
 
@@ -77,8 +90,11 @@ def run_gap(session: Session, run_id: int, profiles: dict[str, dict[str, Any]] |
     """The run's cooperation gap (None without cooperative conversations), with the paired
     flips of each profile against the cooperative trial it mirrors; ``profiles``: the run's
     figures by profile when the caller has them (else read from its counters)."""
-    figures = ({name: dict(row) for name, row in profiles.items()} if profiles is not None
-               else profile_figures(session, run_id))
+    figures = (
+        {name: dict(row) for name, row in profiles.items()}
+        if profiles is not None
+        else profile_figures(session, run_id)
+    )
     for name, pair in paired_flips(session, run_id).items():
         if name in figures:
             figures[name]["paired"] = pair
@@ -97,14 +113,30 @@ def compare_gaps(a: CooperationGap | None, b: CooperationGap | None) -> dict[str
     for name in [*ra, *(n for n in rb if n not in ra)]:
         x, y = ra.get(name), rb.get(name)
         va, vb = (x.at(k) if x else None), (y.at(k) if y else None)
-        rows.append({"profile": name, "a": va, "b": vb, "delta": None if va is None or vb is None else vb - va,
-                     "a_gap": x.gap_k if x else None, "b_gap": y.gap_k if y else None,
-                     "a_conversations": x.conversations if x else 0, "b_conversations": y.conversations if y else 0})
+        rows.append(
+            {
+                "profile": name,
+                "a": va,
+                "b": vb,
+                "delta": None if va is None or vb is None else vb - va,
+                "a_gap": x.gap_k if x else None,
+                "b_gap": y.gap_k if y else None,
+                "a_conversations": x.conversations if x else 0,
+                "b_conversations": y.conversations if y else 0,
+            }
+        )
     deltas = [r["delta"] for r in rows if r["delta"] is not None]
     coop = next((r["delta"] for r in rows if r["profile"] == "cooperative"), None)
     others = [r["delta"] for r in rows if r["profile"] != "cooperative" and r["delta"] is not None]
-    return {"k": k, "profiles": rows, "a": None if a is None else a.to_dict(), "b": None if b is None else b.to_dict(),
-            "same_profiles": set(ra) == set(rb), "delta_cooperative": coop,
-            "delta_band": [min(others), max(others)] if others else None,
-            "b_ahead": sum(1 for d in deltas if d > 1e-12), "b_behind": sum(1 for d in deltas if d < -1e-12),
-            "compared": len(deltas)}
+    return {
+        "k": k,
+        "profiles": rows,
+        "a": None if a is None else a.to_dict(),
+        "b": None if b is None else b.to_dict(),
+        "same_profiles": set(ra) == set(rb),
+        "delta_cooperative": coop,
+        "delta_band": [min(others), max(others)] if others else None,
+        "b_ahead": sum(1 for d in deltas if d > 1e-12),
+        "b_behind": sum(1 for d in deltas if d < -1e-12),
+        "compared": len(deltas),
+    }

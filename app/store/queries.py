@@ -91,8 +91,11 @@ def _usage_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, d
     """Per run, per model: the token sums of its ``usage`` counters."""
     out: dict[int, dict[str, dict[str, int]]] = {rid: {} for rid in run_ids}
     if run_ids:
-        rows = session.execute(select(RunCounter.run_id, RunCounter.a, RunCounter.b, RunCounter.value).where(
-            RunCounter.run_id.in_(run_ids), RunCounter.kind == "usage"))
+        rows = session.execute(
+            select(RunCounter.run_id, RunCounter.a, RunCounter.b, RunCounter.value).where(
+                RunCounter.run_id.in_(run_ids), RunCounter.kind == "usage"
+            )
+        )
         for rid, model, key, value in rows:
             out[rid].setdefault(model, {})[key] = int(value)
     return out
@@ -106,28 +109,48 @@ def _pass_tallies(session: Session, run_ids: list[int]) -> dict[int, dict[tuple[
         rows = session.execute(
             select(RunCounter.run_id, RunCounter.kind, RunCounter.a, RunCounter.b, func.sum(RunCounter.value))
             .where(RunCounter.run_id.in_(run_ids), RunCounter.kind.in_(("trials", "passes")))
-            .group_by(RunCounter.run_id, RunCounter.kind, RunCounter.a, RunCounter.b))
+            .group_by(RunCounter.run_id, RunCounter.kind, RunCounter.a, RunCounter.b)
+        )
         for rid, kind, case_id, fault, value in rows:
             out[rid].setdefault((case_id, fault), [0, 0])[0 if kind == "trials" else 1] += int(value or 0)
     return out
 
 
-def _public(run: Run, suite: SuiteRow, version: ToolsetVersion, counts: dict[str, int],
-            usage: dict[str, dict[str, int]] | None = None, prices: PriceTable | None = None,
-            trials: dict[tuple[str, str], list[int]] | None = None) -> RunPublic:
+def _public(
+    run: Run,
+    suite: SuiteRow,
+    version: ToolsetVersion,
+    counts: dict[str, int],
+    usage: dict[str, dict[str, int]] | None = None,
+    prices: PriceTable | None = None,
+    trials: dict[tuple[str, str], list[int]] | None = None,
+) -> RunPublic:
     tokens, cost = totals_by_model(usage or {}, prices or current_prices())
     tally = list((trials or {}).values())
     return RunPublic(
-        id=run.id, name=run.name, agent=run.agent, model=run.model, suite=suite.name, suite_id=suite.id,
-        suite_hash=suite.hash, suite_version=suite.version,
-        toolset=version.toolset, toolset_version=version.hash, toolset_label=version.label, status=run.status,
-        config=run.config, created_at=run.created_at, finished_at=run.finished_at,
+        id=run.id,
+        name=run.name,
+        agent=run.agent,
+        model=run.model,
+        suite=suite.name,
+        suite_id=suite.id,
+        suite_hash=suite.hash,
+        suite_version=suite.version,
+        toolset=version.toolset,
+        toolset_version=version.hash,
+        toolset_label=version.label,
+        status=run.status,
+        config=run.config,
+        created_at=run.created_at,
+        finished_at=run.finished_at,
         trajectories=counts.get("trajectories", 0),
         families={f: RatioPublic(num=counts.get(f"{f}.num", 0), den=counts.get(f"{f}.den", 0)) for f in RATIO_KEYS},
         dependency_violations=counts.get("dependency_violations", 0),
         dependency_checks=counts.get("dependency_checks", 0),
-        total_tokens=tokens, cost_usd=cost,
-        scored=sum(n for n, _ in tally), passed=sum(c for _, c in tally),
+        total_tokens=tokens,
+        cost_usd=cost,
+        scored=sum(n for n, _ in tally),
+        passed=sum(c for _, c in tally),
         max_trials=max((n for n, _ in tally), default=0),
         pass_hat_k=dict(_rounded_pass_hat_k(tuple((n, c) for n, c in tally))),
     )
@@ -149,9 +172,16 @@ def _runs_query() -> Select[Run, SuiteRow, ToolsetVersion]:
     )
 
 
-def list_runs(session: Session, *, suite: str | None = None, model: str | None = None,
-              toolset_version: str | None = None, limit: int = 50, offset: int = 0,
-              prices: PriceTable | None = None) -> RunsPublic:
+def list_runs(
+    session: Session,
+    *,
+    suite: str | None = None,
+    model: str | None = None,
+    toolset_version: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    prices: PriceTable | None = None,
+) -> RunsPublic:
     q = _runs_query()
     if suite:
         q = q.where(SuiteRow.name == suite)
@@ -163,8 +193,12 @@ def list_runs(session: Session, *, suite: str | None = None, model: str | None =
     page = session.execute(q.order_by(Run.created_at.desc(), Run.id.desc()).limit(limit).offset(offset)).all()
     ids = [run.id for run, _, _ in page]
     counts, usage, trials = _family_counts(session, ids), _usage_counts(session, ids), _pass_tallies(session, ids)
-    return RunsPublic(data=[_public(r, s, v, counts[r.id], usage[r.id], prices, trials[r.id]) for r, s, v in page],
-                      count=total, limit=limit, offset=offset)
+    return RunsPublic(
+        data=[_public(r, s, v, counts[r.id], usage[r.id], prices, trials[r.id]) for r, s, v in page],
+        count=total,
+        limit=limit,
+        offset=offset,
+    )
 
 
 def resolve_run(session: Session, run_ref: int | str) -> Run:
@@ -189,8 +223,15 @@ def run_public(session: Session, run: Run, *, prices: PriceTable | None = None) 
     """A resolved run (``resolve_run``) with its figures from its counters."""
     suite, version = session.get(SuiteRow, run.suite_id), session.get(ToolsetVersion, run.toolset_version_id)
     assert suite is not None and version is not None
-    return _public(run, suite, version, _family_counts(session, [run.id])[run.id],
-                   _usage_counts(session, [run.id])[run.id], prices, _pass_tallies(session, [run.id])[run.id])
+    return _public(
+        run,
+        suite,
+        version,
+        _family_counts(session, [run.id])[run.id],
+        _usage_counts(session, [run.id])[run.id],
+        prices,
+        _pass_tallies(session, [run.id])[run.id],
+    )
 
 
 def get_run(session: Session, run_ref: int | str, *, prices: PriceTable | None = None) -> RunPublic:
@@ -205,8 +246,18 @@ def _model_calls(raw: Any) -> list[ModelCall]:
     """A stored ``model_calls`` column back as ModelCalls (checked on the way in: read as is)."""
     if not isinstance(raw, list):
         return []
-    return [ModelCall(d.get("model"), d.get("input_tokens"), d.get("output_tokens"), d.get("cached_tokens"),
-                      d.get("total_tokens"), d.get("latency_ms")) for d in raw if isinstance(d, dict)]
+    return [
+        ModelCall(
+            d.get("model"),
+            d.get("input_tokens"),
+            d.get("output_tokens"),
+            d.get("cached_tokens"),
+            d.get("total_tokens"),
+            d.get("latency_ms"),
+        )
+        for d in raw
+        if isinstance(d, dict)
+    ]
 
 
 def run_usage(session: Session, run_id: int, prices: PriceTable | None = None) -> dict[str, Any]:
@@ -232,12 +283,23 @@ def usage_so_far(session: Session, run_id: int, before: UsageSoFar | None = None
     after = so_far.last_id
     # the JSON columns as the database hands them (text on SQLite), read by the core's fast reader
     stored = (TrajectoryRow.run_id == run_id, TrajectoryRow.id > after)
-    q = select(TrajectoryRow.id, type_coerce(TrajectoryRow.model_calls, Text), TrajectoryRow.passed,
-               type_coerce(TrajectoryRow.failures, Text), TrajectoryRow.outcome,
-               ).where(*stored, TrajectoryRow.model_calls.is_not(None)).order_by(TrajectoryRow.id)
+    q = (
+        select(
+            TrajectoryRow.id,
+            type_coerce(TrajectoryRow.model_calls, Text),
+            TrajectoryRow.passed,
+            type_coerce(TrajectoryRow.failures, Text),
+            TrajectoryRow.outcome,
+        )
+        .where(*stored, TrajectoryRow.model_calls.is_not(None))
+        .order_by(TrajectoryRow.id)
+    )
     conn = session.connection()  # rows as tuples: a run of 10^6 calls is read without the ORM's per-row work
-    latency = conn.execute(select(CallRow.name, CallRow.latency_ms).where(
-        CallRow.run_id == run_id, CallRow.trajectory_id > after, CallRow.latency_ms.is_not(None))).all()
+    latency = conn.execute(
+        select(CallRow.name, CallRow.latency_ms).where(
+            CallRow.run_id == run_id, CallRow.trajectory_id > after, CallRow.latency_ms.is_not(None)
+        )
+    ).all()
     last = after
     # a trajectory without model requests only counts in its groups: those are counted by the database
     for passed, failures, outcome, n, top in conn.execute(usage_groups_query(run_id, after)):
@@ -249,8 +311,11 @@ def usage_so_far(session: Session, run_id: int, before: UsageSoFar | None = None
     so_far.tally.add_tool_latency(latency)  # a tool's latencies are only counted and sorted: read in any order
     so_far.last_id = last
     if before is not None:
-        held = session.scalar(select(func.count()).select_from(TrajectoryRow).where(
-            TrajectoryRow.run_id == run_id, TrajectoryRow.id <= last))
+        held = session.scalar(
+            select(func.count())
+            .select_from(TrajectoryRow)
+            .where(TrajectoryRow.run_id == run_id, TrajectoryRow.id <= last)
+        )
         if held != so_far.tally.trajectories:
             return usage_so_far(session, run_id)
     return so_far
@@ -261,13 +326,16 @@ def usage_groups_query(run_id: int, after: int = 0) -> Select[bool, str, str | N
     (passed, failures, outcome), with the last id of each group: a GROUP BY the database runs on the
     run's rows in ``ix_traj_run_order`` (a test reads the plans)."""
     failures = cast(TrajectoryRow.failures, Text)
-    return (select(TrajectoryRow.passed, failures, TrajectoryRow.outcome, func.count(), func.max(TrajectoryRow.id))
-            .where(TrajectoryRow.run_id == run_id, TrajectoryRow.id > after, TrajectoryRow.model_calls.is_(None))
-            .group_by(TrajectoryRow.passed, failures, TrajectoryRow.outcome))
+    return (
+        select(TrajectoryRow.passed, failures, TrajectoryRow.outcome, func.count(), func.max(TrajectoryRow.id))
+        .where(TrajectoryRow.run_id == run_id, TrajectoryRow.id > after, TrajectoryRow.model_calls.is_(None))
+        .group_by(TrajectoryRow.passed, failures, TrajectoryRow.outcome)
+    )
 
 
-def run_summary(session: Session, run_id: int, prices: PriceTable, *, usage: UsageSoFar | None = None,
-                keep_usage: bool = False) -> tuple[dict[str, Any], UsageSoFar | None]:
+def run_summary(
+    session: Session, run_id: int, prices: PriceTable, *, usage: UsageSoFar | None = None, keep_usage: bool = False
+) -> tuple[dict[str, Any], UsageSoFar | None]:
     """The run's figures without their ``cases`` (what the figures cache keeps):
     the report from its counters and the ``usage`` figures. With ``usage`` (an
     earlier tally of this run, which is changed) only the trajectories stored
@@ -281,14 +349,16 @@ def run_summary(session: Session, run_id: int, prices: PriceTable, *, usage: Usa
 
 def run_trajectory_count(session: Session, run_id: int) -> int:
     """How many trajectories a run holds, from its counter (no scan)."""
-    n = session.scalar(select(RunCounter.value).where(
-        RunCounter.run_id == run_id, RunCounter.kind == "count", RunCounter.a == "trajectories"))
+    n = session.scalar(
+        select(RunCounter.value).where(
+            RunCounter.run_id == run_id, RunCounter.kind == "count", RunCounter.a == "trajectories"
+        )
+    )
     return int(n or 0)
 
 
 def _counter_sum(session: Session, run_id: int, kind: str, a: str | None = None, b: str | None = None) -> int:
-    q = select(func.coalesce(func.sum(RunCounter.value), 0)).where(RunCounter.run_id == run_id,
-                                                                   RunCounter.kind == kind)
+    q = select(func.coalesce(func.sum(RunCounter.value), 0)).where(RunCounter.run_id == run_id, RunCounter.kind == kind)
     if a is not None:
         q = q.where(RunCounter.a == a)
     if b is not None:
@@ -296,8 +366,9 @@ def _counter_sum(session: Session, run_id: int, kind: str, a: str | None = None,
     return int(session.scalar(q) or 0)
 
 
-def counted(session: Session, run_id: int, *, failure: str | None = None, outcome: str | None = None,
-            passed: bool | None = None) -> int | None:
+def counted(
+    session: Session, run_id: int, *, failure: str | None = None, outcome: str | None = None, passed: bool | None = None
+) -> int | None:
     """How many trajectories no filter or one filter (a failure, an outcome, passed or failed) keeps,
     from the run's counters: every trajectory adds to them what its row holds. None for two filters."""
     given = [x for x in (failure, outcome, passed) if x is not None]
@@ -316,8 +387,15 @@ def counted(session: Session, run_id: int, *, failure: str | None = None, outcom
     return passes if passed else total - passes
 
 
-def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offset: int = 0,
-            summary: dict[str, Any] | None = None, prices: PriceTable | None = None) -> dict[str, Any]:
+def figures(
+    session: Session,
+    run_id: int,
+    *,
+    cases_limit: int = 100,
+    cases_offset: int = 0,
+    summary: dict[str, Any] | None = None,
+    prices: PriceTable | None = None,
+) -> dict[str, Any]:
     """The run's figures in exactly the shape of ``toollens score --json``;
     ``cases`` holds one page (``cases_total`` says how many there are).
     ``summary`` is the report without its cases (and with its ``usage``), when the caller has it."""
@@ -325,14 +403,27 @@ def figures(session: Session, run_id: int, *, cases_limit: int = 100, cases_offs
     if summary is None:
         summary = {**report_json(run_report(session, run_id)), "usage": run_usage(session, run_id, prices)}
     data = dict(summary)
-    page = _id_page(select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id), int(data["trajectories"]),
-                    cases_limit, cases_offset)
-    q = select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.passed, TrajectoryRow.failures,
-               TrajectoryRow.fault_step, TrajectoryRow.recovery_kind, TrajectoryRow.outcome,
-               TrajectoryRow.detail).where(TrajectoryRow.id.in_(page))
+    page = _id_page(
+        select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id),
+        int(data["trajectories"]),
+        cases_limit,
+        cases_offset,
+    )
+    q = select(
+        TrajectoryRow.case_id,
+        TrajectoryRow.trial,
+        TrajectoryRow.passed,
+        TrajectoryRow.failures,
+        TrajectoryRow.fault_step,
+        TrajectoryRow.recovery_kind,
+        TrajectoryRow.outcome,
+        TrajectoryRow.detail,
+    ).where(TrajectoryRow.id.in_(page))
     rows = session.execute(q.order_by(TrajectoryRow.id))
-    data["cases"] = [_case(cid, trial, passed, failures, outcome, stored_detail(detail, _CASE_READS))
-                     for cid, trial, passed, failures, _step, _kind, outcome, detail in rows]
+    data["cases"] = [
+        _case(cid, trial, passed, failures, outcome, stored_detail(detail, _CASE_READS))
+        for cid, trial, passed, failures, _step, _kind, outcome, detail in rows
+    ]
     data["cases_total"] = data["trajectories"]
     return data
 
@@ -342,24 +433,44 @@ _CASE_READS = ("turns", "blame")  # what a case reads of its detail (the rest is
 _SUMMARY_READS = ("fault", "blame", "user_profile")  # what a trajectory's summary reads
 
 
-def _case(case_id: str, trial: int, passed: bool, failures: list[str], outcome: str | None,
-          d: TrajectoryDetail) -> dict[str, Any]:
+def _case(
+    case_id: str, trial: int, passed: bool, failures: list[str], outcome: str | None, d: TrajectoryDetail
+) -> dict[str, Any]:
     """A stored trajectory as ``score --json`` lists it in ``cases``."""
     b = d.blame
-    return {"case_id": case_id, "trial": trial, "passed": passed, "failures": list(failures),
-            "fault": d.json("fault"), "outcome": outcome,
-            **{k: d.json(k) for k in _CASE_EXTRAS if d.json(k)},
-            **({"failures_by_turn": {str(t.turn): list(t.failures) for t in d.turns if t.failures}}
-               if isinstance(d.json("turns"), list) else {}),
-            **({"blame": b.blame, "blame_evidence": b.json("evidence"), "blame_confidence": b.json("confidence")}
-               if b is not None and isinstance(b.blame, str) and b.has("blame") else {})}
+    return {
+        "case_id": case_id,
+        "trial": trial,
+        "passed": passed,
+        "failures": list(failures),
+        "fault": d.json("fault"),
+        "outcome": outcome,
+        **{k: d.json(k) for k in _CASE_EXTRAS if d.json(k)},
+        **(
+            {"failures_by_turn": {str(t.turn): list(t.failures) for t in d.turns if t.failures}}
+            if isinstance(d.json("turns"), list)
+            else {}
+        ),
+        **(
+            {"blame": b.blame, "blame_evidence": b.json("evidence"), "blame_confidence": b.json("confidence")}
+            if b is not None and isinstance(b.blame, str) and b.has("blame")
+            else {}
+        ),
+    }
 
 
 def turn_list(turns: dict[str, dict[str, Any]] | None) -> list[TurnFigures]:
     """``turns`` of the figures as a list, in turn order."""
-    return [TurnFigures(turn=int(k), trajectories=v["trajectories"], failed=v.get("failed", 0),
-                        families={f: RatioPublic(**v[f]) for f in RATIO_KEYS}, failures=v["failures"])
-            for k, v in sorted((turns or {}).items(), key=lambda kv: int(kv[0]))]
+    return [
+        TurnFigures(
+            turn=int(k),
+            trajectories=v["trajectories"],
+            failed=v.get("failed", 0),
+            families={f: RatioPublic(**v[f]) for f in RATIO_KEYS},
+            failures=v["failures"],
+        )
+        for k, v in sorted((turns or {}).items(), key=lambda kv: int(kv[0]))
+    ]
 
 
 def run_causes(session: Session, run_id: int) -> list[dict[str, Any]]:
@@ -369,8 +480,11 @@ def run_causes(session: Session, run_id: int) -> list[dict[str, Any]]:
 
 def turn_figures(session: Session, run_id: int) -> list[TurnFigures]:
     """A run's figures per user turn, from its per-turn counters alone (empty: no conversations)."""
-    rows = session.execute(select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value)
-                           .where(RunCounter.run_id == run_id, RunCounter.kind == "turn"))
+    rows = session.execute(
+        select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.c, RunCounter.value).where(
+            RunCounter.run_id == run_id, RunCounter.kind == "turn"
+        )
+    )
     report = Report.from_counters((k, a, b, c, int(v)) for k, a, b, c, v in rows)
     return turn_list(report.turns_json())
 
@@ -384,8 +498,9 @@ def confusion(session: Session, run_id: int) -> ConfusionPublic:
     ).all()
     cells = [ConfusionCell(expected=a, called=b, count=int(v), hallucinated=c == "1") for a, b, c, v in rows]
     cells.sort(key=lambda c: (-c.count, c.expected, c.called))
-    expected = sorted({c.expected for c in cells} - {EXTRA}) + ([EXTRA] if any(c.expected == EXTRA for c in cells)
-                                                              else [])
+    expected = sorted({c.expected for c in cells} - {EXTRA}) + (
+        [EXTRA] if any(c.expected == EXTRA for c in cells) else []
+    )
     real = sorted({c.called for c in cells if not c.hallucinated} - {MISSING})
     invented = sorted({c.called for c in cells if c.hallucinated})
     called = real + invented + ([MISSING] if any(c.called == MISSING for c in cells) else [])
@@ -395,55 +510,84 @@ def confusion(session: Session, run_id: int) -> ConfusionPublic:
 def _summary(t: TrajectoryRow, d: TrajectoryDetail | None = None) -> TrajectorySummary:
     d = stored_detail(t.detail, _SUMMARY_READS) if d is None else d
     found = d.fault
-    fault = None if t.fault_kind is None and t.recovery_kind is None else {
-        "step": t.fault_step if t.fault_kind is not None else None if found is None else found.step,
-        "kind": t.fault_kind or t.recovery_kind,
-        "injected": t.fault_kind is not None,
-        **({"source": found.source} if found is not None and isinstance(found.source, str) else {}),
-    }
+    fault = (
+        None
+        if t.fault_kind is None and t.recovery_kind is None
+        else {
+            "step": t.fault_step if t.fault_kind is not None else None if found is None else found.step,
+            "kind": t.fault_kind or t.recovery_kind,
+            "injected": t.fault_kind is not None,
+            **({"source": found.source} if found is not None and isinstance(found.source, str) else {}),
+        }
+    )
     blame = d.blame if not t.passed else None
     error = d.json("agent_error")
-    return TrajectorySummary(id=t.id, run_id=t.run_id, case_id=t.case_id, trial=t.trial, fault=fault,
-                             outcome=t.outcome, passed=t.passed, failures=list(t.failures), n_calls=t.n_calls,
-                             reward=t.reward, total_tokens=t.total_tokens,
-                             agent_error=error if isinstance(error, dict) else None,
-                             blame=blame.blame if blame is not None and isinstance(blame.blame, str)
-                             and blame.has("blame") else None,
-                             blame_confidence=blame.confidence
-                             if blame is not None and isinstance(blame.confidence, (int, float)) else None,
-                             user_profile=d.user_profile if isinstance(d.user_profile, str) else None)
+    return TrajectorySummary(
+        id=t.id,
+        run_id=t.run_id,
+        case_id=t.case_id,
+        trial=t.trial,
+        fault=fault,
+        outcome=t.outcome,
+        passed=t.passed,
+        failures=list(t.failures),
+        n_calls=t.n_calls,
+        reward=t.reward,
+        total_tokens=t.total_tokens,
+        agent_error=error if isinstance(error, dict) else None,
+        blame=blame.blame if blame is not None and isinstance(blame.blame, str) and blame.has("blame") else None,
+        blame_confidence=blame.confidence if blame is not None and isinstance(blame.confidence, (int, float)) else None,
+        user_profile=d.user_profile if isinstance(d.user_profile, str) else None,
+    )
 
 
-def list_trajectories(session: Session, run_id: int, *, failure: str | None = None, expected: str | None = None,
-                      called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
-                      passed: bool | None = None, case_id: str | None = None, cause: str | None = None,
-                      blame: str | None = None, limit: int = 50, offset: int = 0) -> TrajectoriesPublic:
+def list_trajectories(
+    session: Session,
+    run_id: int,
+    *,
+    failure: str | None = None,
+    expected: str | None = None,
+    called: str | None = None,
+    fault_kind: str | None = None,
+    outcome: str | None = None,
+    passed: bool | None = None,
+    case_id: str | None = None,
+    cause: str | None = None,
+    blame: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> TrajectoriesPublic:
     """A page of a run's trajectories, filtered by failure name, confusion
     cell (``expected`` and/or ``called``), fault kind, outcome, pass/fail,
     cause (the key of a failed trajectory's first divergence), blame (agent,
     user or task: who failed the conversation)."""
     get_run_row(session, run_id)
     failure, expected, called, fault_kind, outcome, case_id, cause = (  # an empty filter is no filter
-        x or None for x in (failure, expected, called, fault_kind, outcome, case_id, cause))
+        x or None for x in (failure, expected, called, fault_kind, outcome, case_id, cause)
+    )
     q = select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id)
     # one filter answered from an index alone: count and page without scanning the run's trajectories
     index_only: list[Select[int]] = []
     if failure:
         tagged = select(TrajectoryTag.trajectory_id).where(
-            TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "failure", TrajectoryTag.value == failure)
+            TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "failure", TrajectoryTag.value == failure
+        )
         q = q.where(TrajectoryRow.id.in_(tagged))
         index_only.append(tagged)
     if cause:
         caused = select(TrajectoryTag.trajectory_id).where(
-            TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "cause", TrajectoryTag.value == cause)
+            TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "cause", TrajectoryTag.value == cause
+        )
         q = q.where(TrajectoryRow.id.in_(caused))
         index_only.append(caused)
     if blame:  # who failed it (app/store/blame.py)
         from app.store.blame import blamed_ids
+
         q = q.where(TrajectoryRow.id.in_(blamed_ids(session, run_id, blame)))
     if called == MISSING:
-        missing = select(TrajectoryTag.trajectory_id).where(TrajectoryTag.run_id == run_id,
-                                                            TrajectoryTag.kind == "missing")
+        missing = select(TrajectoryTag.trajectory_id).where(
+            TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "missing"
+        )
         if expected:
             missing = missing.where(TrajectoryTag.value == expected)
         q = q.where(TrajectoryRow.id.in_(missing))
@@ -473,8 +617,9 @@ def list_trajectories(session: Session, run_id: int, *, failure: str | None = No
         q = index_only[0].distinct()
     if total is None:
         total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
-    rows = session.scalars(select(TrajectoryRow).where(TrajectoryRow.id.in_(_id_page(q, total, limit, offset)))
-                           .order_by(TrajectoryRow.id)).all()
+    rows = session.scalars(
+        select(TrajectoryRow).where(TrajectoryRow.id.in_(_id_page(q, total, limit, offset))).order_by(TrajectoryRow.id)
+    ).all()
     return TrajectoriesPublic(data=[_summary(t) for t in rows], count=total, limit=limit, offset=offset)
 
 
@@ -510,13 +655,24 @@ def failing_neighbours(session: Session, run_id: int, trajectory_id: int) -> tup
 
 def _call_public(c: CallRow) -> CallPublic:
     return CallPublic(
-        index=c.idx, name=c.name, arguments=c.arguments, observation=c.observation,
-        error=None if c.error_kind is None else {"kind": c.error_kind, "message": c.error_message or "",
-                                                  "injected": c.injected,
-                                                  **({} if c.delay_ms is None else {"delay_ms": c.delay_ms})},
+        index=c.idx,
+        name=c.name,
+        arguments=c.arguments,
+        observation=c.observation,
+        error=None
+        if c.error_kind is None
+        else {
+            "kind": c.error_kind,
+            "message": c.error_message or "",
+            "injected": c.injected,
+            **({} if c.delay_ms is None else {"delay_ms": c.delay_ms}),
+        },
         exists=c.exists,
         schema_error=None if c.schema_field is None else {"field": c.schema_field, "message": c.schema_message or ""},
-        step=c.step, expected_name=c.expected_name, selection_ok=c.selection_ok, mismatches=c.mismatches,
+        step=c.step,
+        expected_name=c.expected_name,
+        selection_ok=c.selection_ok,
+        mismatches=c.mismatches,
         dependency_violation=None if c.dependency_before is None else [c.dependency_before, c.name],
         forbidden=c.forbidden,
         reaction=None if c.reaction is None else {"reaction": c.reaction, "acceptable": c.reaction_ok},
@@ -544,41 +700,60 @@ def load_trajectory(session: Session, trajectory_id: int) -> StoredTrajectory:
     if t is None:
         raise NotFound(f"no trajectory {trajectory_id}")
     hold(session, t)
-    return StoredTrajectory(t, list(session.scalars(select(CallRow).where(CallRow.trajectory_id == t.id)
-                                                    .order_by(CallRow.idx))))
+    return StoredTrajectory(
+        t, list(session.scalars(select(CallRow).where(CallRow.trajectory_id == t.id).order_by(CallRow.idx)))
+    )
 
 
 def get_trajectory(session: Session, trajectory_id: int, *, prices: PriceTable | None = None) -> TrajectoryPublic:
     return trajectory_public(session, load_trajectory(session, trajectory_id), prices=prices)
 
 
-def trajectory_public(session: Session, stored: StoredTrajectory, *,
-                      prices: PriceTable | None = None) -> TrajectoryPublic:
+def trajectory_public(
+    session: Session, stored: StoredTrajectory, *, prices: PriceTable | None = None
+) -> TrajectoryPublic:
     """A loaded trajectory as the API and the page read it, with its case's expected calls."""
     t, calls = stored.row, stored.calls
     run = get_run_row(session, t.run_id)
     case = suite_for_run(session, run).case(t.case_id)
-    expected: list[dict[str, Any]] | None = None if case is None or case.expected_calls is None else [
-        {"name": e.name, "arguments": e.arguments, "tolerance": {k: r.describe() for k, r in e.tolerance.items()}}
-        for e in case.expected_calls
-    ]
+    expected: list[dict[str, Any]] | None = (
+        None
+        if case is None or case.expected_calls is None
+        else [
+            {"name": e.name, "arguments": e.arguments, "tolerance": {k: r.describe() for k, r in e.tolerance.items()}}
+            for e in case.expected_calls
+        ]
+    )
     d = stored.detail
     if expected is not None and d.step_turns is not None and len(d.step_turns) == len(expected):
         for e, turn in zip(expected, d.step_turns, strict=True):
             e["turn"] = turn
-    return TrajectoryPublic(**_summary(t, d).model_dump(), question=t.question, answer=t.answer, state=t.state,
-                            detail=d.to_dict(), calls=[_call_public(c) for c in calls], expected_calls=expected,
-                            model_calls=t.model_calls,
-                            usage=trajectory_usage(_model_calls(t.model_calls), prices or current_prices()))
+    return TrajectoryPublic(
+        **_summary(t, d).model_dump(),
+        question=t.question,
+        answer=t.answer,
+        state=t.state,
+        detail=d.to_dict(),
+        calls=[_call_public(c) for c in calls],
+        expected_calls=expected,
+        model_calls=t.model_calls,
+        usage=trajectory_usage(_model_calls(t.model_calls), prices or current_prices()),
+    )
 
 
 def _exported_call(c: CallRow) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "name": c.name, "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
+        "name": c.name,
+        "arguments": c.arguments if c.arguments_raw is None else c.arguments_raw,
         "observation": c.observation,
-        "error": None if c.error_kind is None else {
-            "kind": c.error_kind, "message": c.error_message or "", "injected": c.injected,
-            **({} if c.delay_ms is None else {"delay_ms": c.delay_ms})},
+        "error": None
+        if c.error_kind is None
+        else {
+            "kind": c.error_kind,
+            "message": c.error_message or "",
+            "injected": c.injected,
+            **({} if c.delay_ms is None else {"delay_ms": c.delay_ms}),
+        },
     }
     if c.turn is not None:
         out["turn"] = c.turn
@@ -587,23 +762,28 @@ def _exported_call(c: CallRow) -> dict[str, Any]:
     return out
 
 
-def export_records(session: Session, run_id: int, *, chunk: int = 1000,
-                   checked: bool = False) -> Iterator[dict[str, Any]]:
+def export_records(
+    session: Session, run_id: int, *, chunk: int = 1000, checked: bool = False
+) -> Iterator[dict[str, Any]]:
     """The run's trajectories back as trajectory records (docs/formats.md), in storage order
     (``checked``: the caller found the run already; otherwise an unknown one is NotFound)."""
     if not checked:
         get_run_row(session, run_id)
     last = 0
     while True:
-        trajs = session.scalars(select(TrajectoryRow).where(TrajectoryRow.run_id == run_id,
-                                                            TrajectoryRow.id > last)
-                                .order_by(TrajectoryRow.id).limit(chunk)).all()
+        trajs = session.scalars(
+            select(TrajectoryRow)
+            .where(TrajectoryRow.run_id == run_id, TrajectoryRow.id > last)
+            .order_by(TrajectoryRow.id)
+            .limit(chunk)
+        ).all()
         if not trajs:
             return
         ids = [t.id for t in trajs]
         by_traj: dict[int, list[CallRow]] = {i: [] for i in ids}
-        for c in session.scalars(select(CallRow).where(CallRow.trajectory_id.in_(ids))
-                                 .order_by(CallRow.trajectory_id, CallRow.idx)):
+        for c in session.scalars(
+            select(CallRow).where(CallRow.trajectory_id.in_(ids)).order_by(CallRow.trajectory_id, CallRow.idx)
+        ):
             by_traj[c.trajectory_id].append(c)
         for t in trajs:
             yield trajectory_record(t, by_traj[t.id])
@@ -611,8 +791,9 @@ def export_records(session: Session, run_id: int, *, chunk: int = 1000,
 
 
 def _version_public(v: ToolsetVersion, runs: int = 0) -> ToolsetVersionPublic:
-    return ToolsetVersionPublic(id=v.id, toolset=v.toolset, hash=v.hash, label=v.label, created_at=v.created_at,
-                                tools=v.tools, runs=runs)
+    return ToolsetVersionPublic(
+        id=v.id, toolset=v.toolset, hash=v.hash, label=v.label, created_at=v.created_at, tools=v.tools, runs=runs
+    )
 
 
 def list_toolsets(session: Session) -> list[ToolsetPublic]:
@@ -621,7 +802,8 @@ def list_toolsets(session: Session) -> list[ToolsetPublic]:
     out: dict[str, ToolsetPublic] = {}
     for v in versions:
         out.setdefault(v.toolset, ToolsetPublic(name=v.toolset, versions=[])).versions.append(
-            _version_public(v, runs.get(v.id, 0)))
+            _version_public(v, runs.get(v.id, 0))
+        )
     return list(out.values())
 
 
@@ -634,12 +816,15 @@ def get_toolset(session: Session, name: str) -> ToolsetPublic:
 
 def _find_version(session: Session, toolset: str, ref: str) -> ToolsetVersion:
     """A version by its hash, its label or its numeric id (in that order)."""
-    v = session.scalar(select(ToolsetVersion).where(
-        ToolsetVersion.toolset == toolset, (ToolsetVersion.hash == ref) | (ToolsetVersion.label == ref)
-    ).order_by(ToolsetVersion.id.desc()))
+    v = session.scalar(
+        select(ToolsetVersion)
+        .where(ToolsetVersion.toolset == toolset, (ToolsetVersion.hash == ref) | (ToolsetVersion.label == ref))
+        .order_by(ToolsetVersion.id.desc())
+    )
     if v is None and ref.isdigit() and len(ref) < 19:
-        v = session.scalar(select(ToolsetVersion).where(ToolsetVersion.toolset == toolset,
-                                                        ToolsetVersion.id == int(ref)))
+        v = session.scalar(
+            select(ToolsetVersion).where(ToolsetVersion.toolset == toolset, ToolsetVersion.id == int(ref))
+        )
     if v is None:
         raise NotFound(f"no version {ref!r} of toolset {toolset!r}")
     return v
@@ -658,18 +843,24 @@ def diff_toolset(session: Session, toolset: str, a: str, b: str) -> ToolsetDiffP
             change = "removed"
         else:
             change = "same" if x == y else "changed"
-        changes.append(ToolChange(
-            name=name, change=change, description_a=None if x is None else x["description"],
-            description_b=None if y is None else y["description"],
-            parameters_changed=x is not None and y is not None and x["parameters"] != y["parameters"],
-        ))
+        changes.append(
+            ToolChange(
+                name=name,
+                change=change,
+                description_a=None if x is None else x["description"],
+                description_b=None if y is None else y["description"],
+                parameters_changed=x is not None and y is not None and x["parameters"] != y["parameters"],
+            )
+        )
     return ToolsetDiffPublic(toolset=toolset, a=va.hash, b=vb.hash, tools=changes)
 
 
 def trajectory_record(t: TrajectoryRow, calls: list[CallRow]) -> dict[str, Any]:
     """A stored trajectory back as its trajectory record (docs/formats.md)."""
     rec: dict[str, Any] = {
-        "case_id": t.case_id, "trial": t.trial, "question": t.question,
+        "case_id": t.case_id,
+        "trial": t.trial,
+        "question": t.question,
         "calls": [_exported_call(c) for c in calls],
         "answer": t.answer,
         "fault": None if t.fault_kind is None else {"step": t.fault_step, "kind": t.fault_kind},

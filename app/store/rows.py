@@ -49,34 +49,92 @@ def fault_key(traj: Trajectory) -> str:
 
 
 CALL_COLUMNS = (
-    "id", "trajectory_id", "run_id", "idx", "name", "arguments", "arguments_raw", "observation", "error_kind",
-    "error_message", "injected", "exists", "schema_field", "schema_message", "step", "expected_name",
-    "selection_ok", "mismatches", "dependency_before", "forbidden", "reaction", "reaction_ok", "turn", "latency_ms",
+    "id",
+    "trajectory_id",
+    "run_id",
+    "idx",
+    "name",
+    "arguments",
+    "arguments_raw",
+    "observation",
+    "error_kind",
+    "error_message",
+    "injected",
+    "exists",
+    "schema_field",
+    "schema_message",
+    "step",
+    "expected_name",
+    "selection_ok",
+    "mismatches",
+    "dependency_before",
+    "forbidden",
+    "reaction",
+    "reaction_ok",
+    "turn",
+    "latency_ms",
     "delay_ms",
 )
 TRAJECTORY_COLUMNS = (
-    "id", "run_id", "case_id", "trial", "fault_key", "fault_step", "fault_kind", "recovery_kind", "question",
-    "answer", "reward", "state", "outcome", "passed", "failures", "detail", "n_calls", "model_calls", "input_tokens",
-    "output_tokens", "cached_tokens", "total_tokens", "model_latency_ms",
+    "id",
+    "run_id",
+    "case_id",
+    "trial",
+    "fault_key",
+    "fault_step",
+    "fault_kind",
+    "recovery_kind",
+    "question",
+    "answer",
+    "reward",
+    "state",
+    "outcome",
+    "passed",
+    "failures",
+    "detail",
+    "n_calls",
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "total_tokens",
+    "model_latency_ms",
 )
 TAG_COLUMNS = ("trajectory_id", "run_id", "kind", "value")
 
 
-def _call_rows(traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id: int,
-               ids: Iterator[int]) -> Iterator[tuple[Any, ...]]:
+def _call_rows(
+    traj: Trajectory, ts: TrajectoryScore, trajectory_id: int, run_id: int, ids: Iterator[int]
+) -> Iterator[tuple[Any, ...]]:
     for call, cs in zip(traj.calls, ts.calls, strict=True):
         err = call.error
         schema = cs.schema_error
         yield (
-            next(ids), trajectory_id, run_id, cs.index, call.name, to_json(call.arguments), call.raw_arguments,
-            call.observation, None if err is None else err.kind, None if err is None else err.message,
-            bool(err and err.injected), cs.exists, None if schema is None else schema.field,
-            None if schema is None else schema.message, cs.step, cs.expected_name, cs.selection_ok,
+            next(ids),
+            trajectory_id,
+            run_id,
+            cs.index,
+            call.name,
+            to_json(call.arguments),
+            call.raw_arguments,
+            call.observation,
+            None if err is None else err.kind,
+            None if err is None else err.message,
+            bool(err and err.injected),
+            cs.exists,
+            None if schema is None else schema.field,
+            None if schema is None else schema.message,
+            cs.step,
+            cs.expected_name,
+            cs.selection_ok,
             None if cs.mismatches is None else to_json([m.to_dict() for m in cs.mismatches]),
-            None if cs.dependency_violation is None else cs.dependency_violation[0], cs.forbidden,
+            None if cs.dependency_violation is None else cs.dependency_violation[0],
+            cs.forbidden,
             None if cs.reaction is None else cs.reaction.reaction,
-            None if cs.reaction is None else cs.reaction.acceptable, cs.turn,
-            call.latency_ms, None if err is None else err.delay_ms,
+            None if cs.reaction is None else cs.reaction.acceptable,
+            cs.turn,
+            call.latency_ms,
+            None if err is None else err.delay_ms,
         )
 
 
@@ -89,9 +147,14 @@ def usage_columns(calls: list[ModelCall] | None) -> tuple[Any, ...]:
         known = [v for v in values if v is not None]
         return sum(known) if known else None
 
-    return (to_json([m.to_dict() for m in calls]), total([m.input_tokens for m in calls]),
-            total([m.output_tokens for m in calls]), total([m.cached_tokens for m in calls]),
-            total([m.tokens for m in calls]), total([m.latency_ms for m in calls]))
+    return (
+        to_json([m.to_dict() for m in calls]),
+        total([m.input_tokens for m in calls]),
+        total([m.output_tokens for m in calls]),
+        total([m.cached_tokens for m in calls]),
+        total([m.tokens for m in calls]),
+        total([m.latency_ms for m in calls]),
+    )
 
 
 def usage_counters(calls: list[ModelCall] | None, into: Counter[tuple[str, str, str, str]]) -> None:
@@ -134,12 +197,28 @@ def score_batch(scorer: TrajectoryScorer, trajectories: Sequence[Trajectory]) ->
     for tid, t in enumerate(trajectories):
         ts = scorer.score(t)
         report.add(ts)
-        traj_rows.append((
-            tid, 0, t.case_id, t.trial, fault_key(t), None if t.fault is None else t.fault.step,
-            None if t.fault is None else t.fault.kind, ts.fault_kind, t.question, t.answer, t.reward,
-            to_json(t.state), None if ts.outcome is None else ts.outcome.outcome, ts.passed, to_json(ts.failures),
-            to_json(ts.detail().with_inputs(t).to_dict()), len(t.calls), *usage_columns(t.model_calls),
-        ))
+        traj_rows.append(
+            (
+                tid,
+                0,
+                t.case_id,
+                t.trial,
+                fault_key(t),
+                None if t.fault is None else t.fault.step,
+                None if t.fault is None else t.fault.kind,
+                ts.fault_kind,
+                t.question,
+                t.answer,
+                t.reward,
+                to_json(t.state),
+                None if ts.outcome is None else ts.outcome.outcome,
+                ts.passed,
+                to_json(ts.failures),
+                to_json(ts.detail().with_inputs(t).to_dict()),
+                len(t.calls),
+                *usage_columns(t.model_calls),
+            )
+        )
         usage_counters(t.model_calls, counters)
         call_rows.extend(_call_rows(t, ts, tid, 0, call_ids))
         tag_rows.extend((tid, 0, "failure", f) for f in ts.failures)
@@ -152,5 +231,3 @@ def score_batch(scorer: TrajectoryScorer, trajectories: Sequence[Trajectory]) ->
     keys = [(t.case_id, t.trial, fault_key(t)) for t in trajectories]
     usage = [(*key, v) for key, v in counters.items()]
     return ScoredBatch(keys, traj_rows, call_rows, tag_rows, [*report.counters(), *usage])
-
-

@@ -110,8 +110,7 @@ class ScoringWorker:
     (``ready`` is its result), so that the first batch does not pay for the imports."""
 
     def __init__(self, *, start: str = "spawn", warm: Callable[[], int] = warm_up) -> None:
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context(start),
-                                         initializer=_exit_with_parent)
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context(start), initializer=_exit_with_parent)
         self.ready: Future[int] = self._pool.submit(warm)  # start and load it now, not with the first batch
         self.killed = False
 
@@ -157,8 +156,9 @@ class ScoringWorker:
 Item = tuple[str, Any, Any]
 
 
-def _scored_batches(path: Path, document: dict[str, Any], suite_source: str, stored: set[Key], batch: int,
-                    stop_at_bad: bool) -> Iterator[Item]:
+def _scored_batches(
+    path: Path, document: dict[str, Any], suite_source: str, stored: set[Key], batch: int, stop_at_bad: bool
+) -> Iterator[Item]:
     """In the worker: ("batch", line numbers, scored batch) items, then ("done", the refused
     lines as (number, why), None). With ``stop_at_bad`` the first refused line ends the scoring
     (the import will fail); the rest of the file is still read, for the list of what is wrong with it."""
@@ -218,8 +218,16 @@ class ScoringPipeline:
     ``stop_at_bad``: nobody checked the file first (a new run, checked while
     it is stored); the first refused line ends the scoring."""
 
-    def __init__(self, path: Path, document: dict[str, Any], suite_source: str, stored: set[Key], batch: int,
-                 *, stop_at_bad: bool = False):
+    def __init__(
+        self,
+        path: Path,
+        document: dict[str, Any],
+        suite_source: str,
+        stored: set[Key],
+        batch: int,
+        *,
+        stop_at_bad: bool = False,
+    ):
         # fork: no re-import of the main module, and a start in milliseconds; the
         # worker touches no connection, lock or thread of this process
         global _INHERITED
@@ -269,5 +277,6 @@ PIPELINE_MIN_BYTES = 1 << 20  # below this, starting a process costs more than i
 
 def pipeline_pays(path: Path) -> bool:
     """Whether a file is worth a second process: two cores or more, and not a small file."""
-    return ("fork" in mp.get_all_start_methods() and (os.cpu_count() or 1) > 1
-            and path.stat().st_size >= PIPELINE_MIN_BYTES)
+    return (
+        "fork" in mp.get_all_start_methods() and (os.cpu_count() or 1) > 1 and path.stat().st_size >= PIPELINE_MIN_BYTES
+    )

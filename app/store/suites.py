@@ -54,13 +54,14 @@ def store_parts(session: Session, parts: list[Any]) -> list[str]:
     unique = list(by_hash)
     have: set[str] = set()
     for i in range(0, len(unique), _CHUNK):
-        have.update(session.scalars(select(SuitePart.hash).where(SuitePart.hash.in_(unique[i:i + _CHUNK]))))
+        have.update(session.scalars(select(SuitePart.hash).where(SuitePart.hash.in_(unique[i : i + _CHUNK]))))
     missing = sorted(h for h in by_hash if h not in have)  # one order for every writer: no deadlock
     if missing:
         dialect = session.get_bind().dialect.name
         ins = postgresql.insert(SuitePart) if dialect == "postgresql" else sqlite.insert(SuitePart)
-        session.execute(ins.on_conflict_do_nothing(index_elements=["hash"]),
-                        [{"hash": h, "document": by_hash[h]} for h in missing])
+        session.execute(
+            ins.on_conflict_do_nothing(index_elements=["hash"]), [{"hash": h, "document": by_hash[h]} for h in missing]
+        )
     return hashes
 
 
@@ -74,8 +75,11 @@ def _read(session: Session, hashes: list[str]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     unique = list(dict.fromkeys(hashes))
     for i in range(0, len(unique), _CHUNK):
-        found.update(session.execute(select(SuitePart.hash, SuitePart.document)
-                                     .where(SuitePart.hash.in_(unique[i:i + _CHUNK]))).all())
+        found.update(
+            session.execute(
+                select(SuitePart.hash, SuitePart.document).where(SuitePart.hash.in_(unique[i : i + _CHUNK]))
+            ).all()
+        )
     return found
 
 
@@ -115,7 +119,8 @@ def case_count(row: SuiteRow) -> int:
 
 def newest(session: Session, name: str) -> SuiteRow | None:
     row: SuiteRow | None = session.scalar(
-        select(SuiteRow).where(SuiteRow.name == name).order_by(SuiteRow.version.desc()).limit(1))
+        select(SuiteRow).where(SuiteRow.name == name).order_by(SuiteRow.version.desc()).limit(1)
+    )
     return row
 
 
@@ -129,9 +134,16 @@ def store_version(session: Session, name: str, build: Build, *, toolset_version_
         if same is not None:  # the same content is the same version
             return same
         parts = document_parts(session, document)
-        row = SuiteRow(name=name, hash=digest, legacy_document={}, parts=parts, case_count=len(parts["cases"]),
-                       toolset_version_id=toolset_version_id(), version=(last.version if last else 0) + 1,
-                       parent_id=parent_id)
+        row = SuiteRow(
+            name=name,
+            hash=digest,
+            legacy_document={},
+            parts=parts,
+            case_count=len(parts["cases"]),
+            toolset_version_id=toolset_version_id(),
+            version=(last.version if last else 0) + 1,
+            parent_id=parent_id,
+        )
         try:
             with session.begin_nested():
                 session.add(row)
@@ -144,11 +156,21 @@ def store_version(session: Session, name: str, build: Build, *, toolset_version_
 def newest_of_each(session: Session, *, limit: int, always: str | None = None) -> list[SuiteRow]:
     """The newest version of each suite name (by name), at most ``limit`` of
     them; the newest of ``always`` is among them even past the limit."""
-    top = (select(SuiteRow.name, func.max(SuiteRow.version).label("v")).group_by(SuiteRow.name)
-           .order_by(SuiteRow.name).limit(limit).subquery())
-    rows = list(session.scalars(select(SuiteRow).options(defer(SuiteRow.parts), defer(SuiteRow.legacy_document))
-                                .join(top, (SuiteRow.name == top.c.name)
-                                                      & (SuiteRow.version == top.c.v)).order_by(SuiteRow.name)))
+    top = (
+        select(SuiteRow.name, func.max(SuiteRow.version).label("v"))
+        .group_by(SuiteRow.name)
+        .order_by(SuiteRow.name)
+        .limit(limit)
+        .subquery()
+    )
+    rows = list(
+        session.scalars(
+            select(SuiteRow)
+            .options(defer(SuiteRow.parts), defer(SuiteRow.legacy_document))
+            .join(top, (SuiteRow.name == top.c.name) & (SuiteRow.version == top.c.v))
+            .order_by(SuiteRow.name)
+        )
+    )
     if always is not None and all(r.name != always for r in rows):
         own = newest(session, always)
         if own is not None:

@@ -30,8 +30,12 @@ class AddedVersion:
 def add_toolset_version(session: Session, toolset: Toolset, *, name: str, label: str) -> AddedVersion:
     """Register a toolset version by content hash: the same names,
     descriptions and schemas are the same version (its first label kept)."""
-    existed = session.scalar(select(ToolsetVersion.id).where(
-        ToolsetVersion.toolset == name, ToolsetVersion.hash == toolset.version)) is not None
+    existed = (
+        session.scalar(
+            select(ToolsetVersion.id).where(ToolsetVersion.toolset == name, ToolsetVersion.hash == toolset.version)
+        )
+        is not None
+    )
     toolset.label = label
     row = ensure_toolset_version(session, name=name, suite=Suite(name=name, toolset=toolset, cases=[]))
     return AddedVersion(id=row.id, toolset=row.toolset, hash=row.hash, label=row.label, created=not existed)
@@ -41,8 +45,9 @@ def version_dependencies(session: Session, version_id: int) -> list[tuple[str, s
     """The dependency pairs the stored suites declare for this toolset version
     (toolset-wide, suite-wide and per case), without repeats."""
     seen: dict[tuple[str, str], None] = {}
-    rows = list(session.scalars(select(SuiteRow).where(SuiteRow.toolset_version_id == version_id)
-                                .order_by(SuiteRow.id)))
+    rows = list(
+        session.scalars(select(SuiteRow).where(SuiteRow.toolset_version_id == version_id).order_by(SuiteRow.id))
+    )
     for doc, cases in suites.distinct_parts(session, rows):
         toolset = doc.get("toolset") if isinstance(doc, dict) else None
         raw: list[object] = []
@@ -66,7 +71,8 @@ def version_tool_figures(session: Session, version_id: int) -> dict[str, tuple[R
     rows = session.execute(
         select(RunCounter.a, RunCounter.b, RunCounter.value)
         .join(Run, Run.id == RunCounter.run_id)
-        .where(Run.toolset_version_id == version_id, RunCounter.kind == "confusion"))
+        .where(Run.toolset_version_id == version_id, RunCounter.kind == "confusion")
+    )
     cells: Counter[tuple[str, str]] = Counter()
     for a, b, v in rows:
         cells[(a, b)] += int(v)

@@ -48,9 +48,7 @@ from app.web.deps import (
 from app.web.limits import OffLoopJSON
 from app.web.schemas import ErrorBody, RunCreate, TrajectoryBatch
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 415, 422)
-}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 401, 404, 409, 413, 415, 422)}
 
 router = APIRouter(prefix="/api", responses=ERRORS, route_class=OffLoopJSON)
 
@@ -70,17 +68,25 @@ def create_run(body: RunCreate, session: WriteSession) -> RunPublic:
         suite_row = ingest.ensure_suite(session, body.suite)
     else:
         suite_row = ingest.get_suite_row(session, body.suite_id or 0)
-    run = ingest.create_run(session, name=body.name, suite_row=suite_row, agent=body.agent, model=body.model,
-                            config=body.config)
+    run = ingest.create_run(
+        session, name=body.name, suite_row=suite_row, agent=body.agent, model=body.model, config=body.config
+    )
     session.flush()
     return queries.get_run(session, run.id)
 
 
 @router.get("/runs")
-def list_runs(session: ReadSession, suite: str | None = None, model: str | None = None,
-              toolset_version: str | None = None, limit: Limit = 50, offset: Offset = 0) -> RunsPublic:
-    return queries.list_runs(session, suite=suite, model=model, toolset_version=toolset_version, limit=limit,
-                             offset=offset)
+def list_runs(
+    session: ReadSession,
+    suite: str | None = None,
+    model: str | None = None,
+    toolset_version: str | None = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> RunsPublic:
+    return queries.list_runs(
+        session, suite=suite, model=model, toolset_version=toolset_version, limit=limit, offset=offset
+    )
 
 
 @router.get("/runs/{run_id}")
@@ -111,11 +117,13 @@ def finish_run(run_id: RunId, session: WriteSession) -> RunPublic:
 
 
 @router.get("/runs/{run_id}/figures")
-def figures(run: ResolvedRun, request: Request, session: ReadSession, cases_limit: Limit = 100,
-            cases_offset: Offset = 0) -> FiguresPublic:
+def figures(
+    run: ResolvedRun, request: Request, session: ReadSession, cases_limit: Limit = 100, cases_offset: Offset = 0
+) -> FiguresPublic:
     """The run's figures in the shape of ``toollens score --json``."""
     return FiguresPublic.model_validate(
-        request.app.state.figures.figures(session, run.row.id, cases_limit=cases_limit, cases_offset=cases_offset))
+        request.app.state.figures.figures(session, run.row.id, cases_limit=cases_limit, cases_offset=cases_offset)
+    )
 
 
 @router.get("/runs/{run_id}/confusion")
@@ -129,8 +137,11 @@ def run_lint(run: ResolvedRun, session: ReadSession) -> RunLintPublic:
     return linting.run_lint(session, run.row.id)
 
 
-@router.get("/runs/{run_id}/trajectories.jsonl", response_class=StreamingResponse,
-            responses={200: {"content": {"application/x-ndjson": {}}}})
+@router.get(
+    "/runs/{run_id}/trajectories.jsonl",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}}},
+)
 def export_jsonl(run_id: RunId, request: Request) -> StreamingResponse:
     """The run back as trajectory records (docs/formats.md), streamed."""
     with session_scope(request.app.state.sessions) as session:
@@ -146,14 +157,35 @@ def export_jsonl(run_id: RunId, request: Request) -> StreamingResponse:
 
 @router.get("/runs/{run_id}/trajectories")
 def list_trajectories(
-    run: ResolvedRun, session: ReadSession, failure: str | None = None, expected: str | None = None,
-    called: str | None = None, fault_kind: str | None = None, outcome: str | None = None,
-    passed: bool | None = None, case_id: str | None = None, cause: str | None = None,
-    blame: BlameFilter = None, limit: Limit = 50, offset: Offset = 0,
+    run: ResolvedRun,
+    session: ReadSession,
+    failure: str | None = None,
+    expected: str | None = None,
+    called: str | None = None,
+    fault_kind: str | None = None,
+    outcome: str | None = None,
+    passed: bool | None = None,
+    case_id: str | None = None,
+    cause: str | None = None,
+    blame: BlameFilter = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
 ) -> TrajectoriesPublic:
-    return queries.list_trajectories(session, run.row.id, failure=failure, expected=expected, called=called,
-                                     fault_kind=fault_kind, outcome=outcome, passed=passed, case_id=case_id,
-                                     cause=cause, blame=blame, limit=limit, offset=offset)
+    return queries.list_trajectories(
+        session,
+        run.row.id,
+        failure=failure,
+        expected=expected,
+        called=called,
+        fault_kind=fault_kind,
+        outcome=outcome,
+        passed=passed,
+        case_id=case_id,
+        cause=cause,
+        blame=blame,
+        limit=limit,
+        offset=offset,
+    )
 
 
 @router.get("/runs/{run_id}/blame")

@@ -32,8 +32,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     first start; an older or newer schema is refused with a clear message."""
     settings = settings or load_settings()
     engine = make_engine(settings.database_url)
-    check_schema(engine, settings.database_url,
-                 auto_migrate=settings.auto_migrate and settings.database_url.startswith("sqlite"))
+    check_schema(
+        engine, settings.database_url, auto_migrate=settings.auto_migrate and settings.database_url.startswith("sqlite")
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -42,16 +43,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         close_receiver(app.state)  # store the spans still buffered
         engine.dispose()
 
-    app = FastAPI(title="ToolLens", version=__version__, lifespan=lifespan,
-                  description="Five separate tool-use failures, measured against mocked tools.")
+    app = FastAPI(
+        title="ToolLens",
+        version=__version__,
+        lifespan=lifespan,
+        description="Five separate tool-use failures, measured against mocked tools.",
+    )
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessions = make_sessionmaker(engine)
     app.state.scorers = ScorerCache()
     app.state.comparisons = ComparisonCache()
     app.state.figures = FiguresCache()
-    app.add_middleware(Intake, max_bytes=settings.max_body_bytes, token=settings.api_token,
-                       hosts=allowed_hosts(settings.allowed_hosts, settings.listen_host))
+    app.add_middleware(
+        Intake,
+        max_bytes=settings.max_body_bytes,
+        token=settings.api_token,
+        hosts=allowed_hosts(settings.allowed_hosts, settings.listen_host),
+    )
     templates = Jinja2Templates(directory=str(TEMPLATES), context_processors=[page_globals])
     install_filters(templates.env)
     app.state.templates = templates

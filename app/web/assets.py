@@ -52,8 +52,7 @@ def asset(name: str) -> Asset:
     """One static file, read and compressed on first use (never at import)."""
     path = _path(name)
     body = path.read_bytes()
-    return Asset(body, gzip.compress(body, 6, mtime=0), hashlib.sha256(body).hexdigest()[:12],
-                 TYPES[path.suffix])
+    return Asset(body, gzip.compress(body, 6, mtime=0), hashlib.sha256(body).hexdigest()[:12], TYPES[path.suffix])
 
 
 @cache

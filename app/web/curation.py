@@ -25,15 +25,16 @@ def _edits(body: CaseCreate) -> curate.Edits:
     datum = body.expected_datum
     return curate.Edits(
         case_id=body.case_id,
-        calls={c.index: curate.CallEdit(keep=c.keep, tolerance=c.tolerance, arguments=c.arguments)
-               for c in body.calls},
+        calls={c.index: curate.CallEdit(keep=c.keep, tolerance=c.tolerance, arguments=c.arguments) for c in body.calls},
         expected_datum=None if datum in (None, "", []) else [datum] if isinstance(datum, str) else list(datum),
-        expected_state=body.expected_state)
+        expected_state=body.expected_state,
+    )
 
 
 @router.get("/api/suites")
-def list_suites(session: ReadSession, response: Response, limit: SuitesLimit = curation.MAX_SUITES,
-                offset: Offset = 0) -> list[SuitePublic]:
+def list_suites(
+    session: ReadSession, response: Response, limit: SuitesLimit = curation.MAX_SUITES, offset: Offset = 0
+) -> list[SuitePublic]:
     """Suite versions by name, the newest of each name first, with their content
     hash: a page of ``limit`` from ``offset``; ``X-Total-Count`` says how many
     there are and ``Link: <…>; rel="next"`` points at the next page."""
@@ -55,6 +56,7 @@ def get_suite(suite_id: SuiteId, session: ReadSession) -> dict[str, Any]:
 def add_case(suite_id: SuiteId, body: CaseCreate, session: WriteSession) -> CaseAdded:
     """Add a stored trajectory as a case: the suite's next version. A case the
     toolset's schemas reject is 422 naming the field, and nothing is stored."""
-    row, case = curation.add_case(session, suite_id=suite_id, trajectory_id=body.trajectory_id,
-                                  edits=_edits(body), new_suite=body.new_suite)
+    row, case = curation.add_case(
+        session, suite_id=suite_id, trajectory_id=body.trajectory_id, edits=_edits(body), new_suite=body.new_suite
+    )
     return CaseAdded(suite=curation.suite_public(row), case=case)

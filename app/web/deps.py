@@ -111,8 +111,9 @@ async def page_form(request: Request, what: str) -> dict[str, str]:
 def render(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     """The page, gzip-compressed when the browser accepts it (a run page's
     HTML is ~5-10x smaller so)."""
-    response: HTMLResponse = request.app.state.templates.TemplateResponse(request, template, context,
-                                                                          status_code=status_code)
+    response: HTMLResponse = request.app.state.templates.TemplateResponse(
+        request, template, context, status_code=status_code
+    )
     if len(response.body) > 1024 and "gzip" in request.headers.get("accept-encoding", ""):
         response.body = gzip.compress(response.body, 6)
         response.headers["Content-Encoding"] = "gzip"

@@ -17,19 +17,26 @@ from app.store.errors import Busy, Conflict, NotFound, SchemaMismatch, Unreachab
 from app.web.schemas import ErrorBody, ErrorItem
 
 
-def error_response(status: int, error: str, items: list[ErrorItem] | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, error: str, items: list[ErrorItem] | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     body = ErrorBody(error=error, detail=items or [])
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
-def respond(request: Request, status: int, error: str, items: list[ErrorItem] | None = None,
-            headers: dict[str, str] | None = None) -> Response:
+def respond(
+    request: Request,
+    status: int,
+    error: str,
+    items: list[ErrorItem] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
     """JSON under /api and for clients that do not ask for HTML; a page otherwise."""
     wants_page = wants_html(request)
     if wants_page and hasattr(request.app.state, "templates"):
         response: HTMLResponse = request.app.state.templates.TemplateResponse(
-            request, "error.html", {"status": status, "error": error}, status_code=status)
+            request, "error.html", {"status": status, "error": error}, status_code=status
+        )
         return response
     return error_response(status, error, items, headers)
 
@@ -39,7 +46,7 @@ def wants_html(request: Request) -> bool:
     which a proxy may leave in it) is not the API's."""
     path, root = request.url.path, str(request.scope.get("root_path", "")).rstrip("/")
     if root and path.startswith(root + "/"):
-        path = path[len(root):]
+        path = path[len(root) :]
     return not path.startswith("/api") and "text/html" in request.headers.get("accept", "")
 
 
@@ -51,11 +58,13 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, Conflict):
             return respond(request, 409, str(exc))
         if isinstance(exc, InvalidTrajectory):
-            return respond(request, 422, str(exc), [ErrorItem(index=exc.index, field=exc.field or None,
-                                                              message=exc.detail)])
+            return respond(
+                request, 422, str(exc), [ErrorItem(index=exc.index, field=exc.field or None, message=exc.detail)]
+            )
         if isinstance(exc, SuiteProblems):
-            return respond(request, 422, exc.headline,
-                           [ErrorItem(field=p.field or None, message=str(p)) for p in exc.problems])
+            return respond(
+                request, 422, exc.headline, [ErrorItem(field=p.field or None, message=str(p)) for p in exc.problems]
+            )
         if isinstance(exc, SuiteError):
             return respond(request, 422, str(exc), [ErrorItem(field=exc.field or None, message=exc.detail)])
         if isinstance(exc, ToolSpecError):
@@ -74,8 +83,12 @@ def install_error_handlers(app: FastAPI) -> None:
         for err in exc.errors():
             loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path")]
             items.append(ErrorItem(field=".".join(loc) or None, message=str(err.get("msg", "invalid"))))
-        return respond(request, 422, "invalid request: " + "; ".join(
-            f"{i.field}: {i.message}" if i.field else i.message for i in items), items)
+        return respond(
+            request,
+            422,
+            "invalid request: " + "; ".join(f"{i.field}: {i.message}" if i.field else i.message for i in items),
+            items,
+        )
 
     @app.exception_handler(DataError)
     async def _data(request: Request, exc: DataError) -> Response:
@@ -90,8 +103,12 @@ def install_error_handlers(app: FastAPI) -> None:
         if busy is not None:
             return respond(request, 503, str(busy), headers={"Retry-After": str(busy.retry_after)})
         reason = str(exc.orig or exc).strip().splitlines()
-        return respond(request, 503, f"the database cannot answer: {reason[0] if reason else 'no reason'}",
-                       headers={"Retry-After": "5"})
+        return respond(
+            request,
+            503,
+            f"the database cannot answer: {reason[0] if reason else 'no reason'}",
+            headers={"Retry-After": "5"},
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
@@ -112,7 +129,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
 def path_methods(app: FastAPI, path: str) -> list[str]:
     """The methods the app answers on ``path`` (OPTIONS included), in a fixed order."""
-    methods = [m for m in ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
-               if any(route.matches({"type": "http", "path": path, "method": m, "root_path": ""})[0] == Match.FULL
-                      for route in app.router.routes)]
+    methods = [
+        m
+        for m in ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+        if any(
+            route.matches({"type": "http", "path": path, "method": m, "root_path": ""})[0] == Match.FULL
+            for route in app.router.routes
+        )
+    ]
     return sorted([*methods, "OPTIONS"]) if methods else []

@@ -80,30 +80,40 @@ def confusion_difference(cells: Sequence[ConfusionDelta]) -> Figure:
     """A diverging heatmap of B minus A (red: more calls in B, blue: fewer),
     the signed count written in each cell."""
     rows = sorted({c.expected for c in cells} - {EXTRA}) + ([EXTRA] if any(c.expected == EXTRA for c in cells) else [])
-    cols = sorted({c.called for c in cells} - {MISSING}) + ([MISSING] if any(c.called == MISSING for c in cells)
-                                                            else [])
+    cols = sorted({c.called for c in cells} - {MISSING}) + (
+        [MISSING] if any(c.called == MISSING for c in cells) else []
+    )
     delta = {(c.expected, c.called): c for c in cells}
     z = [[delta[(e, c)].delta if (e, c) in delta and delta[(e, c)].delta else None for c in cols] for e in rows]
     custom = [[[delta[(e, c)].a, delta[(e, c)].b] if (e, c) in delta else [0, 0] for c in cols] for e in rows]
     bound = max((abs(v) for row in z for v in row if v), default=1)
-    return _matrix(rows, {
-        "z": z, "x": [label(c) for c in cols], "customdata": custom, "zmin": -bound, "zmax": bound,
-        "colorscale": [[0, "#2166ac"], [0.5, "#f7f7f7"], [1, "#b2182b"]],
-        "text": [[f"{v:+d}" if v else "" for v in row] for row in z],
-        "hovertemplate": "expected %{y}<br>called %{x}<br>A %{customdata[0]} → B %{customdata[1]}<extra></extra>",
-        "colorbar": {"title": {"text": "B − A calls"}},
-    })
+    return _matrix(
+        rows,
+        {
+            "z": z,
+            "x": [label(c) for c in cols],
+            "customdata": custom,
+            "zmin": -bound,
+            "zmax": bound,
+            "colorscale": [[0, "#2166ac"], [0.5, "#f7f7f7"], [1, "#b2182b"]],
+            "text": [[f"{v:+d}" if v else "" for v in row] for row in z],
+            "hovertemplate": "expected %{y}<br>called %{x}<br>A %{customdata[0]} → B %{customdata[1]}<extra></extra>",
+            "colorbar": {"title": {"text": "B − A calls"}},
+        },
+    )
 
 
 def _matrix(rows: Sequence[str], trace: dict[str, Any]) -> Figure:
     """An expected (rows) × called (columns) heatmap with the axes every tool matrix shares."""
     return {
-        "data": [{"type": "heatmap", "y": [label(e) for e in rows], "texttemplate": "%{text}", "xgap": 2, "ygap": 2,
-                  **trace}],
+        "data": [
+            {"type": "heatmap", "y": [label(e) for e in rows], "texttemplate": "%{text}", "xgap": 2, "ygap": 2, **trace}
+        ],
         "layout": {
             "xaxis": {"title": {"text": "called"}, "side": "top", "tickangle": -30, "automargin": True},
             "yaxis": {"title": {"text": "expected"}, "autorange": "reversed", "automargin": True},
-            "margin": {"l": 10, "r": 10, "t": 10, "b": 10}, "height": 120 + 34 * max(len(rows), 3),
+            "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+            "height": 120 + 34 * max(len(rows), 3),
         },
     }
 
@@ -117,7 +127,14 @@ def outcome_bars(groups: Sequence[dict[str, Any]], key: str, title: str) -> Figu
     data = []
     for outcome, colour in OUTCOME_COLOURS.items():
         ys = [sum(g["count"] for g in groups if str(g[key]) == x and g["outcome"] == outcome) for x in xs]
-        data.append({"type": "bar", "name": outcome, "x": [label(x) for x in xs], "y": ys,
-                     "marker": {"color": colour}})
-    return {"data": data, "layout": {"barmode": "stack", "height": 260, "title": {"text": title},
-                                     "margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "legend": {"orientation": "h"}}}
+        data.append({"type": "bar", "name": outcome, "x": [label(x) for x in xs], "y": ys, "marker": {"color": colour}})
+    return {
+        "data": data,
+        "layout": {
+            "barmode": "stack",
+            "height": 260,
+            "title": {"text": title},
+            "margin": {"l": 40, "r": 10, "t": 40, "b": 40},
+            "legend": {"orientation": "h"},
+        },
+    }

@@ -41,10 +41,12 @@ def get_labels(trajectory_id: TrajectoryId, session: ReadSession) -> LabelsPubli
 
 @router.post("/api/trajectories/{trajectory_id}/labels", status_code=201, dependencies=[Writer])
 def post_label(trajectory_id: TrajectoryId, body: LabelCreate, session: WriteSession) -> LabelPublic:
-    row = labels.set_label(session, trajectory_id, source="human", label=body.label, author=body.author,
-                           reason=body.reason)
-    return LabelPublic(source=row.source, label=row.label, author=row.author, reason=row.reason,
-                       created_at=row.created_at)
+    row = labels.set_label(
+        session, trajectory_id, source="human", label=body.label, author=body.author, reason=body.reason
+    )
+    return LabelPublic(
+        source=row.source, label=row.label, author=row.author, reason=row.reason, created_at=row.created_at
+    )
 
 
 @router.get("/api/runs/{run_id}/health")

@@ -28,13 +28,15 @@ OTLP_TYPES = (JSON, PROTOBUF)
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 SECURITY_HEADERS = [
-    (b"content-security-policy",
-     b"default-src 'none'; script-src 'self'; img-src 'self' data:; font-src 'self'; "
-     # the app's stylesheet, and the two inline styles the vendored Plotly sets: a <style> element and
-     # an empty style attribute (tests/web/test_browser.py fails on any style the policy blocks)
-     b"style-src 'self' 'unsafe-hashes' 'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o=' "
-     b"'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='; "
-     b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"),
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; img-src 'self' data:; font-src 'self'; "
+        # the app's stylesheet, and the two inline styles the vendored Plotly sets: a <style> element and
+        # an empty style attribute (tests/web/test_browser.py fails on any style the policy blocks)
+        b"style-src 'self' 'unsafe-hashes' 'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o=' "
+        b"'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='; "
+        b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    ),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
@@ -83,8 +85,16 @@ class Intake:
     ``guarded``: the path prefixes whose writes need the token and a JSON body
     (``/v1/traces``: an OTLP one); ``setting``: what the 413 names as the bound."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int, token: str | None, hosts: frozenset[str],
-                 guarded: tuple[str, ...] = ("/api/", "/v1/traces"), setting: str = "TOOLLENS_MAX_BODY_BYTES"):
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_bytes: int,
+        token: str | None,
+        hosts: frozenset[str],
+        guarded: tuple[str, ...] = ("/api/", "/v1/traces"),
+        setting: str = "TOOLLENS_MAX_BODY_BYTES",
+    ):
         self.app, self.max_bytes, self.token, self.hosts, self.guarded = app, max_bytes, token, hosts, guarded
         self.setting = setting
 
@@ -186,8 +196,11 @@ async def _read_bounded(receive: Receive, limit: int, setting: str) -> bytes:
 
 async def _refuse(send: Send, exc: Refused, *, bearer: bool = False) -> None:
     body = json.dumps({"error": exc.error, "detail": []}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               (b"connection", b"close")]
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
     if bearer:
         headers.append((b"www-authenticate", b"Bearer"))
     await send({"type": "http.response.start", "status": exc.status, "headers": headers})

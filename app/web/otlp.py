@@ -59,8 +59,14 @@ async def receive_traces(
     request: Request,
     run: Annotated[str | None, Query(max_length=200, description="Run name (or the X-ToolLens-Run header).")] = None,
     x_toollens_run: Annotated[str | None, Header(max_length=200)] = None,
-    group_by: Annotated[str | None, Query(max_length=200, description="One trajectory per value of this span or "
-                                          "resource attribute (a conversation), not one per trace.")] = None,
+    group_by: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="One trajectory per value of this span or "
+            "resource attribute (a conversation), not one per trace.",
+        ),
+    ] = None,
     authorization: Annotated[str | None, Header()] = None,
 ) -> Response:
     """OTLP/HTTP trace export (protobuf or JSON) into a named run."""
@@ -71,8 +77,13 @@ async def receive_traces(
         body = await request.body()  # bounded by the app's intake, as are its type and the token
         try:  # inflated, bounded and read in a worker thread: the event loop goes on answering
             form, body, spans = await run_in_threadpool(
-                decode_export, body, request.headers.get("content-encoding", "").strip().lower(), protobuf,
-                request.app.state.settings.max_body_bytes, group_by)
+                decode_export,
+                body,
+                request.headers.get("content-encoding", "").strip().lower(),
+                protobuf,
+                request.app.state.settings.max_body_bytes,
+                group_by,
+            )
         except Refused as exc:
             return error_response(exc.status, exc.error)
         try:
@@ -106,11 +117,19 @@ def receiver_status(request: Request) -> dict[str, int | bool | None]:
     whether its scoring worker is loaded (null: none running)."""
     receiver = receiver_for(request)
     stats = receiver.stats
-    return {"accepted_spans": stats.accepted_spans, "stored_spans": stats.stored_spans,
-            "buffered_spans": receiver.buffered_spans, "stored_traces": stats.stored_traces,
-            "duplicate_spans": stats.duplicate_spans, "rejected_traces": stats.rejected_traces,
-            "rejected_spans": stats.rejected_spans,
-            "refused_requests": stats.refused_requests, "repaired_traces": stats.repaired_traces,
-            "retried_traces": stats.retried_traces, "worker_traces": stats.worker_traces,
-            "split_traces": stats.split_traces, "memory_given_back": stats.memory_given_back,
-            "worker_ready": receiver.worker_ready}
+    return {
+        "accepted_spans": stats.accepted_spans,
+        "stored_spans": stats.stored_spans,
+        "buffered_spans": receiver.buffered_spans,
+        "stored_traces": stats.stored_traces,
+        "duplicate_spans": stats.duplicate_spans,
+        "rejected_traces": stats.rejected_traces,
+        "rejected_spans": stats.rejected_spans,
+        "refused_requests": stats.refused_requests,
+        "repaired_traces": stats.repaired_traces,
+        "retried_traces": stats.retried_traces,
+        "worker_traces": stats.worker_traces,
+        "split_traces": stats.split_traces,
+        "memory_given_back": stats.memory_given_back,
+        "worker_ready": receiver.worker_ready,
+    }

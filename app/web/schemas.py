@@ -16,9 +16,15 @@ RECORD_SCHEMA: dict[str, Any] = {
     "properties": {
         "case_id": {"anyOf": [{"type": "string", "minLength": 1, "maxLength": MAX_NAME}, {"type": "integer"}]},
         "trial": {"type": "integer", "minimum": 0, "maximum": MAX_INDEX},
-        "calls": {"type": "array", "maxItems": MAX_CALLS, "items": {
-            "type": "object", "required": ["name"],
-            "properties": {"name": {"type": "string", "maxLength": MAX_NAME}}}},
+        "calls": {
+            "type": "array",
+            "maxItems": MAX_CALLS,
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string", "maxLength": MAX_NAME}},
+            },
+        },
         "reward": {"type": ["number", "null"]},
         "state": {"type": ["object", "null"]},
     },
@@ -31,10 +37,12 @@ class RunCreate(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"oneOf": [
-            {"required": ["suite"], "properties": {"suite": {"type": "object"}}},
-            {"required": ["suite_id"], "properties": {"suite_id": {"type": "integer"}}},
-        ]},
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["suite"], "properties": {"suite": {"type": "object"}}},
+                {"required": ["suite_id"], "properties": {"suite_id": {"type": "integer"}}},
+            ]
+        },
     )
 
     name: str = Field(min_length=1, max_length=200)

@@ -114,11 +114,11 @@ class FiguresCache:
             self._derived.put(key, held)
         return cast(T, held[0])
 
-    def figures(self, session: Session, run_id: int, *, cases_limit: int = 100,
-                cases_offset: int = 0) -> dict[str, Any]:
+    def figures(
+        self, session: Session, run_id: int, *, cases_limit: int = 100, cases_offset: int = 0
+    ) -> dict[str, Any]:
         summary = self.summary(session, run_id)
-        return queries.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset,
-                               summary=summary)
+        return queries.figures(session, run_id, cases_limit=cases_limit, cases_offset=cases_offset, summary=summary)
 
     def summary(self, session: Session, run_id: int) -> dict[str, Any]:
         """The run's figures without ``cases``, with the keys that say when they were computed."""
@@ -131,8 +131,11 @@ class FiguresCache:
                 if cached is not None and cached.born != born:
                     cached = None
                 usable = cached is not None and cached.prices is prices
-                if cached is not None and usable and (cached.count == count
-                                                      or time.monotonic() - cached.at_mono < self._wait(cached)):
+                if (
+                    cached is not None
+                    and usable
+                    and (cached.count == count or time.monotonic() - cached.at_mono < self._wait(cached))
+                ):
                     self._items.get(run_id)  # the most recent now
                     return self._stamped(cached, count)
                 running = self._running.get(run_id)
@@ -155,7 +158,7 @@ class FiguresCache:
                 with self._lock:
                     self._items.put(run_id, fresh)
                     live = [v for _, v in self._items.newest_first() if v.tally is not None]
-                    for v in live[self._live_tallies:]:  # the tallies of the runs that received last only
+                    for v in live[self._live_tallies :]:  # the tallies of the runs that received last only
                         v.tally = None
                 return self._stamped(fresh, count)
             finally:
@@ -163,15 +166,24 @@ class FiguresCache:
                     self._running.pop(run_id, None)
                 done.set()
 
-    def _compute(self, session: Session, run_id: int, born: dt.datetime, prices: PriceTable,
-                 previous: _Summary | None) -> _Summary:
+    def _compute(
+        self, session: Session, run_id: int, born: dt.datetime, prices: PriceTable, previous: _Summary | None
+    ) -> _Summary:
         at, mono = time.time(), time.monotonic()
         count = queries.run_trajectory_count(session, run_id)
         receiving = previous is not None and previous.count != count
         tally = previous.tally if receiving and previous is not None else None
         data, tally = queries.run_summary(session, run_id, prices, usage=tally, keep_usage=receiving)
-        return _Summary(born=born, count=int(data["trajectories"]), prices=prices, data=data, at=at, at_mono=mono,
-                        took=time.monotonic() - mono, tally=tally)
+        return _Summary(
+            born=born,
+            count=int(data["trajectories"]),
+            prices=prices,
+            data=data,
+            at=at,
+            at_mono=mono,
+            took=time.monotonic() - mono,
+            tally=tally,
+        )
 
     def _wait(self, s: _Summary) -> float:
         """How long a receiving run's figures are served before they are computed
@@ -182,5 +194,9 @@ class FiguresCache:
         """The figures; when they are behind the run, with when they were computed and how far behind."""
         if count <= s.count:
             return s.data  # current: exactly the shape of ``toollens score --json``
-        return {**s.data, "computed_at": dt.datetime.fromtimestamp(s.at, dt.UTC).isoformat(timespec="milliseconds"),
-                "trajectories_behind": count - s.count, "recompute_interval_s": round(self._wait(s), 3)}
+        return {
+            **s.data,
+            "computed_at": dt.datetime.fromtimestamp(s.at, dt.UTC).isoformat(timespec="milliseconds"),
+            "trajectories_behind": count - s.count,
+            "recompute_interval_s": round(self._wait(s), 3),
+        }

@@ -72,14 +72,16 @@ def outcome_sentence(t: TrajectoryPublic, d: TrajectoryDetail, lead: str = "Afte
     if t.outcome is None or not isinstance(i, int) or not 0 <= i < len(t.calls):
         return []
     faulted = t.calls[i]
-    again = [c for c in t.calls[i + 1:] if c.name == faulted.name]
+    again = [c for c in t.calls[i + 1 :] if c.name == faulted.name]
     failed = [c for c in again if c.error]
-    out = [Segment(lead), _call(i), Segment(" ("), Segment(faulted.name, code=True),
-           Segment(") the agent ")]
+    out = [Segment(lead), _call(i), Segment(" ("), Segment(faulted.name, code=True), Segment(") the agent ")]
     if again:
         n = len(again)
-        out += [Segment("tried it again once (at " if n == 1 else f"tried it again {n} times (last at "),
-                _call(again[-1].index), Segment(")")]
+        out += [
+            Segment("tried it again once (at " if n == 1 else f"tried it again {n} times (last at "),
+            _call(again[-1].index),
+            Segment(")"),
+        ]
         if failed:
             out.append(Segment(", every one failing" if len(failed) == n else f", {len(failed)} of them failing"))
         out.append(Segment(", and "))

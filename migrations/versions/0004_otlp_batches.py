@@ -40,19 +40,24 @@ def upgrade() -> None:
     )
     # spans staged by an older receiver and not stored yet: one batch of one line each
     as_bytes = "convert_to(span, 'UTF8')" if op.get_bind().dialect.name == "postgresql" else "CAST(span AS BLOB)"
-    op.execute(f"INSERT INTO otlp_batches (id, run_id, format, body) "
-               f"SELECT id, run_id, 'lines', {as_bytes} FROM otlp_spans")
+    op.execute(
+        f"INSERT INTO otlp_batches (id, run_id, format, body) SELECT id, run_id, 'lines', {as_bytes} FROM otlp_spans"
+    )
     if op.get_bind().dialect.name == "postgresql":
-        op.execute("SELECT setval(pg_get_serial_sequence('otlp_batches', 'id'), "
-                   "coalesce((SELECT max(id) FROM otlp_batches), 0) + 1, false)")
+        op.execute(
+            "SELECT setval(pg_get_serial_sequence('otlp_batches', 'id'), "
+            "coalesce((SELECT max(id) FROM otlp_batches), 0) + 1, false)"
+        )
     op.drop_table("otlp_spans")
 
 
 def downgrade() -> None:
     waiting = op.get_bind().execute(sa.text("SELECT count(*) FROM otlp_batches")).scalar_one()
     if waiting:
-        raise RuntimeError(f"{waiting} OTLP export requests are staged and not stored yet: start the server "
-                           "once (it stores them), stop it, then downgrade")
+        raise RuntimeError(
+            f"{waiting} OTLP export requests are staged and not stored yet: start the server "
+            "once (it stores them), stop it, then downgrade"
+        )
     op.drop_table("otlp_batch_done")
     op.drop_table("otlp_batches")
     op.create_table(

@@ -24,8 +24,9 @@ def upgrade() -> None:
     op.add_column("suites", sa.Column("version", sa.Integer(), nullable=False, server_default="1"))
     op.add_column("suites", sa.Column("parent_id", sa.Integer(), nullable=True))
     # the suites stored already: numbered per name in the order they were stored
-    suites = sa.table("suites", sa.column("id", sa.Integer()), sa.column("name", sa.String()),
-                      sa.column("version", sa.Integer()))
+    suites = sa.table(
+        "suites", sa.column("id", sa.Integer()), sa.column("name", sa.String()), sa.column("version", sa.Integer())
+    )
     conn = op.get_bind()
     seen: dict[str, int] = {}
     for sid, name in conn.execute(sa.select(suites.c.id, suites.c.name).order_by(suites.c.id)).all():

@@ -26,8 +26,9 @@ def upgrade() -> None:
     op.drop_index("ix_calls_tool", "calls")
     op.create_index("ix_calls_tool", "calls", ["run_id", "name", "trajectory_id"])
     # comparing two runs joins their trajectories by case, trial and fault: from the index alone
-    op.create_index("ix_traj_run_key_passed", "trajectories",
-                    ["run_id", "case_id", "trial", "fault_key", "passed", "id"])
+    op.create_index(
+        "ix_traj_run_key_passed", "trajectories", ["run_id", "case_id", "trial", "fault_key", "passed", "id"]
+    )
 
 
 def downgrade() -> None:

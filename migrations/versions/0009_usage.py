@@ -23,8 +23,9 @@ TOKENS = ("input_tokens", "output_tokens", "cached_tokens", "total_tokens")
 
 def upgrade() -> None:
     with op.batch_alter_table("trajectories") as batch:
-        batch.add_column(sa.Column("model_calls", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"),
-                                   nullable=True))
+        batch.add_column(
+            sa.Column("model_calls", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=True)
+        )
         for name in TOKENS:
             batch.add_column(sa.Column(name, sa.BigInteger(), nullable=True))
         batch.add_column(sa.Column("model_latency_ms", sa.Float(), nullable=True))

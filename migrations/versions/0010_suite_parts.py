@@ -29,9 +29,15 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
-suites = sa.table("suites", sa.column("id", sa.Integer()), sa.column("name", sa.String()),
-                  sa.column("version", sa.Integer()), sa.column("document", JSONType), sa.column("parts", JSONType),
-                  sa.column("case_count", sa.Integer()))
+suites = sa.table(
+    "suites",
+    sa.column("id", sa.Integer()),
+    sa.column("name", sa.String()),
+    sa.column("version", sa.Integer()),
+    sa.column("document", JSONType),
+    sa.column("parts", JSONType),
+    sa.column("case_count", sa.Integer()),
+)
 parts_table = sa.table("suite_parts", sa.column("hash", sa.String()), sa.column("document", JSONType))
 
 
@@ -41,13 +47,17 @@ def _hash(value: Any) -> str:  # as app/store/suites.py part_hash
 
 
 def upgrade() -> None:
-    op.create_table("suite_parts", sa.Column("hash", sa.String(64), primary_key=True),
-                    sa.Column("document", JSONType, nullable=False))
+    op.create_table(
+        "suite_parts",
+        sa.Column("hash", sa.String(64), primary_key=True),
+        sa.Column("document", JSONType, nullable=False),
+    )
     op.add_column("suites", sa.Column("parts", JSONType, nullable=True))
     op.add_column("suites", sa.Column("case_count", sa.Integer(), nullable=True))
     conn = op.get_bind()
-    rows = conn.execute(sa.select(suites.c.id, suites.c.name, suites.c.version)
-                        .order_by(suites.c.name, suites.c.version, suites.c.id)).all()
+    rows = conn.execute(
+        sa.select(suites.c.id, suites.c.name, suites.c.version).order_by(suites.c.name, suites.c.version, suites.c.id)
+    ).all()
     by_name: dict[str, list[tuple[int, int]]] = {}
     for sid, name, version in rows:
         by_name.setdefault(name, []).append((sid, version))
@@ -68,16 +78,21 @@ def upgrade() -> None:
             if h not in stored:
                 stored.add(h)
                 conn.execute(parts_table.insert().values(hash=h, document=piece))
-        conn.execute(suites.update().where(suites.c.id == sid)
-                     .values(document={}, parts={"head": hashes[0], "cases": hashes[1:]}, case_count=len(hashes) - 1))
+        conn.execute(
+            suites.update()
+            .where(suites.c.id == sid)
+            .values(document={}, parts={"head": hashes[0], "cases": hashes[1:]}, case_count=len(hashes) - 1)
+        )
 
 
 def downgrade() -> None:
     conn = op.get_bind()
     for sid, parts in conn.execute(sa.select(suites.c.id, suites.c.parts).where(suites.c.parts.isnot(None))).all():
         head = conn.execute(sa.select(parts_table.c.document).where(parts_table.c.hash == parts["head"])).scalar_one()
-        cases = [conn.execute(sa.select(parts_table.c.document).where(parts_table.c.hash == h)).scalar_one()
-                 for h in parts["cases"]]
+        cases = [
+            conn.execute(sa.select(parts_table.c.document).where(parts_table.c.hash == h)).scalar_one()
+            for h in parts["cases"]
+        ]
         conn.execute(suites.update().where(suites.c.id == sid).values(document={**head, "cases": cases}))
     op.drop_index("uq_suite_version", "suites")
     op.drop_column("suites", "case_count")

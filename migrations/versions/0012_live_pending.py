@@ -26,15 +26,26 @@ depends_on: str | Sequence[str] | None = None
 PENDING = "live_pending"  # the config key of the records before this revision
 JSONType = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 runs = sa.table("runs", sa.column("id", sa.Integer()), sa.column("config", JSONType))
-pending = sa.table("live_pending", sa.column("id", sa.BigInteger()), sa.column("run_id", sa.Integer()),
-                   sa.column("key", sa.Text()), sa.column("case_id", sa.Text()), sa.column("trial", sa.Integer()),
-                   sa.column("record", JSONType))
+pending = sa.table(
+    "live_pending",
+    sa.column("id", sa.BigInteger()),
+    sa.column("run_id", sa.Integer()),
+    sa.column("key", sa.Text()),
+    sa.column("case_id", sa.Text()),
+    sa.column("trial", sa.Integer()),
+    sa.column("record", JSONType),
+)
 
 
 def _row(run_id: int, key: str, record: Any) -> dict[str, Any]:  # as app/store/live.py save_pending
     fields = record if isinstance(record, dict) else {}
-    return {"run_id": run_id, "key": key, "case_id": str(fields.get("case_id", "")),
-            "trial": int(fields.get("trial") or 0), "record": record}
+    return {
+        "run_id": run_id,
+        "key": key,
+        "case_id": str(fields.get("case_id", "")),
+        "trial": int(fields.get("trial") or 0),
+        "record": record,
+    }
 
 
 def upgrade() -> None:
@@ -63,11 +74,15 @@ def upgrade() -> None:
 def downgrade() -> None:
     conn = op.get_bind()
     held: dict[int, dict[str, Any]] = {}
-    for run_id, key, record in conn.execute(sa.select(pending.c.run_id, pending.c.key, pending.c.record)
-                                            .order_by(pending.c.id)).all():
+    for run_id, key, record in conn.execute(
+        sa.select(pending.c.run_id, pending.c.key, pending.c.record).order_by(pending.c.id)
+    ).all():
         held.setdefault(run_id, {})[key] = record
     for run_id, records in held.items():
         config = conn.execute(sa.select(runs.c.config).where(runs.c.id == run_id)).scalar_one()
-        conn.execute(runs.update().where(runs.c.id == run_id)
-                     .values(config={**(config if isinstance(config, dict) else {}), PENDING: records}))
+        conn.execute(
+            runs.update()
+            .where(runs.c.id == run_id)
+            .values(config={**(config if isinstance(config, dict) else {}), PENDING: records})
+        )
     op.drop_table("live_pending")

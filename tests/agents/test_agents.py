@@ -68,8 +68,10 @@ def test_openai_tool_loop_sends_the_toolset_as_declared_and_records_every_call(f
     app, url = fake
     app.scripts[Q] = GOOD
     traj = _run(_openai(url), suite)
-    assert [(c.name, c.arguments) for c in traj.calls] == [("buscar_cliente", {"rut": "12345678-9"}),
-                                                           ("ver_saldo", {"id": 8812})]
+    assert [(c.name, c.arguments) for c in traj.calls] == [
+        ("buscar_cliente", {"rut": "12345678-9"}),
+        ("ver_saldo", {"id": 8812}),
+    ]
     assert traj.answer == "Tu saldo es $142.900" and traj.stopped is None
     assert len(app.requests) == 3
     assert app.requests[0]["tools"] == suite.toolset.openai_tools()  # the contract, word for word
@@ -163,7 +165,9 @@ def test_anthropic_tool_use_loop_flags_tool_errors(fake, suite) -> None:
     assert app.requests[0]["tools"] == suite.toolset.anthropic_tools()
     results = [m for m in app.requests[2]["messages"] if m["role"] == "user" and isinstance(m["content"], list)]
     assert [(r["content"][0]["tool_use_id"], r["content"][0]["is_error"]) for r in results] == [
-        ("toolu_0_0", False), ("toolu_1_0", True)]
+        ("toolu_0_0", False),
+        ("toolu_1_0", True),
+    ]
     assistant = app.requests[1]["messages"][1]
     assert assistant["content"][0] == {"type": "text", "text": "Busco al cliente."}
     score = Scorer(suite).score(traj)
@@ -241,9 +245,17 @@ def test_the_runner_and_run_case_close_the_sdk_connections(fake, suite, tmp_path
         assert case is not None
         first, second = run_case(agent, suite, case), run_case(agent, suite, case)  # a new loop each time
         assert first.answer == second.answer and agent._client is None
-        out = run_agent(Settings(database_url=f"sqlite:///{tmp_path}/r.db"),
-                        RunRequest(agent="openai", model="m", base_url=f"{url}/v1",
-                                   suite_path=EXAMPLES / "suite_v1.yaml", run_name="closed", concurrency=4))
+        out = run_agent(
+            Settings(database_url=f"sqlite:///{tmp_path}/r.db"),
+            RunRequest(
+                agent="openai",
+                model="m",
+                base_url=f"{url}/v1",
+                suite_path=EXAMPLES / "suite_v1.yaml",
+                run_name="closed",
+                concurrency=4,
+            ),
+        )
         assert out.summary.stored == len(suite.cases) and out.finished
         gc.collect()
     unclosed = [str(w.message) for w in caught if "nclosed" in str(w.message)]
@@ -258,8 +270,11 @@ def test_chat_answers_are_read_as_the_sdk_read_them() -> None:
 
     body = json.dumps({"choices": [{"message": {"content": "saldo \ud83d", "tool_calls": None}}]})
     assert message_text(first_message(b"\xef\xbb\xbf" + body.encode())["content"]) == "saldo \ud83d"
-    parts = {"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "image"},
-                                                   {"type": "text", "text": "b"}]}}]}
+    parts = {
+        "choices": [
+            {"message": {"content": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]}}
+        ]
+    }
     assert message_text(first_message(json.dumps(parts).encode())["content"]) == "ab"
     call = {"id": "c1", "type": "function", "function": {"name": "ver_saldo", "arguments": {"id": 1}}}
     assert tool_calls({"tool_calls": [call, {"type": "custom", "custom": {}}]}) == [("c1", "ver_saldo", {"id": 1})]
@@ -350,8 +365,10 @@ def test_sdk_clients_share_one_tls_context_built_before_the_run(monkeypatch) -> 
     monkeypatch.setattr(httpx2, "create_ssl_context", counting)
     model_agent.tls_context.cache_clear()
     try:
-        agents = [OpenAIChatAgent(model="m", base_url="http://127.0.0.1:9/v1"),
-                  AnthropicAgent(model="m", base_url="http://127.0.0.1:9")]
+        agents = [
+            OpenAIChatAgent(model="m", base_url="http://127.0.0.1:9/v1"),
+            AnthropicAgent(model="m", base_url="http://127.0.0.1:9"),
+        ]
         for agent in agents:
             agent.preload()
         assert built == [1]

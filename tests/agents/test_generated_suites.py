@@ -32,14 +32,30 @@ def test_a_pasted_sentence_changes_nothing_and_a_targeted_delimitation_lowers_co
 
 def test_a_word_in_a_negated_clause_never_raises_its_tool() -> None:
     """Whatever the wording, "pedido" written in a negated or redirecting clause is no content of the tool."""
-    forms = ["NO sirve para pedidos: usa buscar_pedido.", "No la uses con un pedido; en su lugar usa buscar_pedido.",
-             "Los pedidos no se buscan aquí.", "Para un pedido, usa buscar_pedido.", "Never for orders (pedidos).",
-             "Does not look up pedidos; use buscar_pedido instead.", "Sin pedidos."]
+    forms = [
+        "NO sirve para pedidos: usa buscar_pedido.",
+        "No la uses con un pedido; en su lugar usa buscar_pedido.",
+        "Los pedidos no se buscan aquí.",
+        "Para un pedido, usa buscar_pedido.",
+        "Never for orders (pedidos).",
+        "Does not look up pedidos; use buscar_pedido instead.",
+        "Sin pedidos.",
+    ]
     for form in forms:
-        toolset = parse_suite({"name": "s", "toolset": {"name": "t", "tools": [
-            {"name": "ver_saldo", "description": f"Muestra el saldo. {form}"},
-            {"name": "buscar_pedido", "description": "Busca un pedido."},
-            {"name": "buscar_cliente", "description": "Busca un cliente."}]}, "cases": []}).toolset
+        toolset = parse_suite(
+            {
+                "name": "s",
+                "toolset": {
+                    "name": "t",
+                    "tools": [
+                        {"name": "ver_saldo", "description": f"Muestra el saldo. {form}"},
+                        {"name": "buscar_pedido", "description": "Busca un pedido."},
+                        {"name": "buscar_cliente", "description": "Busca un cliente."},
+                    ],
+                },
+                "cases": [],
+            }
+        ).toolset
         assert "pedid" not in read_toolset(toolset).content["ver_saldo"], form
 
 
@@ -48,23 +64,42 @@ def test_lint_flags_the_pair_the_stand_in_confuses_most() -> None:
     for seed in SEEDS:
         suite = generate(seed)
         top = most_confused(cells(suite.document, trials=3), 1)
-        found = {frozenset(f.tools) for f in lint_toolset(parse_suite(suite.document).toolset)
-                 if f.rule in ("lookalike_pair", "similar_pair")}
+        found = {
+            frozenset(f.tools)
+            for f in lint_toolset(parse_suite(suite.document).toolset)
+            if f.rule in ("lookalike_pair", "similar_pair")
+        }
         flagged += not top or frozenset(top[0]) in found
     assert flagged >= 6
 
 
 def _reading(*tools: tuple[str, str], schema: dict | None = None):  # type: ignore[no-untyped-def]
-    return read_toolset(parse_suite({"name": "s", "toolset": {"name": "t", "tools": [
-        {"name": n, "description": d, **({"parameters": schema} if schema else {})} for n, d in tools]},
-        "cases": []}).toolset)
+    return read_toolset(
+        parse_suite(
+            {
+                "name": "s",
+                "toolset": {
+                    "name": "t",
+                    "tools": [
+                        {"name": n, "description": d, **({"parameters": schema} if schema else {})} for n, d in tools
+                    ],
+                },
+                "cases": [],
+            }
+        ).toolset
+    )
 
 
 def test_declared_preconditions_are_read_clause_by_clause() -> None:
-    forms = {"Requiere haber llamado a buscar_cliente.": True, "Solo después de buscar_cliente.": True,
-             "Call buscar_cliente first.": True, "Devuelve el saldo; antes obtén el id con buscar_cliente.": True,
-             "NO llames antes a buscar_cliente.": False, "Not for clients: use buscar_cliente.": False,
-             "Devuelve el saldo. Primero confirma con el usuario.": False}
+    forms = {
+        "Requiere haber llamado a buscar_cliente.": True,
+        "Solo después de buscar_cliente.": True,
+        "Call buscar_cliente first.": True,
+        "Devuelve el saldo; antes obtén el id con buscar_cliente.": True,
+        "NO llames antes a buscar_cliente.": False,
+        "Not for clients: use buscar_cliente.": False,
+        "Devuelve el saldo. Primero confirma con el usuario.": False,
+    }
     for text, stated in forms.items():
         reading = _reading(("ver_saldo", text), ("buscar_cliente", "Busca un cliente."))
         assert (("ver_saldo", "buscar_cliente") in reading.preconditions) is stated, text
@@ -76,9 +111,21 @@ def test_a_value_of_the_declared_format_goes_to_the_tools_taking_that_identifier
     shape of the example buscar_producto's description writes ("formato SKU-123"), the same way (a value's
     letters are no word)."""
     schema_pedido = {"type": "object", "properties": {"numero": {"type": "string", "pattern": r"^PED-\d{5}$"}}}
-    reading = read_toolset(parse_suite({"name": "s", "toolset": {"name": "t", "tools": [
-        {"name": "buscar_pedido", "description": "Busca por código.", "parameters": schema_pedido},
-        {"name": "buscar_producto", "description": "Busca por código (formato SKU-123)."},
-        {"name": "ver_saldo", "description": "Muestra el saldo."}]}, "cases": []}).toolset)
+    reading = read_toolset(
+        parse_suite(
+            {
+                "name": "s",
+                "toolset": {
+                    "name": "t",
+                    "tools": [
+                        {"name": "buscar_pedido", "description": "Busca por código.", "parameters": schema_pedido},
+                        {"name": "buscar_producto", "description": "Busca por código (formato SKU-123)."},
+                        {"name": "ver_saldo", "description": "Muestra el saldo."},
+                    ],
+                },
+                "cases": [],
+            }
+        ).toolset
+    )
     assert reading.rivals("¿Me ayudas con PED-40213?", "buscar_pedido")["buscar_producto"] == pytest.approx(1 / 9)
     assert reading.rivals("¿Me ayudas con SKU-310?", "buscar_producto")["buscar_pedido"] == pytest.approx(1 / 9)

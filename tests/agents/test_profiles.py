@@ -22,8 +22,11 @@ from app.core.suites.suite import UserSpec, load_suite, parse_suite
 from app.runner.work import plan_work
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SPEC = UserSpec(instruction="Eres Ana Rojas y quieres una nota de crédito. Das tus datos solo si te los piden.",
-                known={"rut": "12345678-9", "pedido": "PED-12345"}, patience=6)
+SPEC = UserSpec(
+    instruction="Eres Ana Rojas y quieres una nota de crédito. Das tus datos solo si te los piden.",
+    known={"rut": "12345678-9", "pedido": "PED-12345"},
+    patience=6,
+)
 ASK_BOTH = "¿Me das tu RUT y tu número de pedido?"
 ASK_RUT = "¿Me das tu RUT?"
 CONFIRM = "¿Confirmas que emito la nota de crédito?"
@@ -82,8 +85,10 @@ def test_omits_detail_withholds_a_fact_until_asked_again() -> None:
 
 def test_changes_mind_declines_then_takes_it_back() -> None:
     conv = conversation("changes_mind")
-    assert talk(conv, CONFIRM, "Entendido, no la emito.") == ["No, espera: mejor no lo hagas todavía.",
-                                                              "Pensándolo bien, sí: hazlo. Confirmo."]
+    assert talk(conv, CONFIRM, "Entendido, no la emito.") == [
+        "No, espera: mejor no lo hagas todavía.",
+        "Pensándolo bien, sí: hazlo. Confirmo.",
+    ]
     assert [a.kind for a in conv.acts] == ["declined", "took_back"]
 
 
@@ -126,8 +131,12 @@ def test_a_wrong_value_is_written_like_the_true_one() -> None:
 def test_user_profile_names() -> None:
     assert parse_profiles([]) == []
     assert parse_profiles(["impatient"]) == ["cooperative", "impatient"]
-    assert parse_profiles(["changes-mind,drip_feed", "impatient"]) == ["cooperative", "impatient", "drip_feed",
-                                                                      "changes_mind"]
+    assert parse_profiles(["changes-mind,drip_feed", "impatient"]) == [
+        "cooperative",
+        "impatient",
+        "drip_feed",
+        "changes_mind",
+    ]
     assert parse_profiles(["all"]) == list(NAMES)
     with pytest.raises(ProfileError, match="'grumpy': not a profile"):
         parse_profiles(["grumpy"])
@@ -135,16 +144,33 @@ def test_user_profile_names() -> None:
 
 
 def test_a_profiles_trials_come_after_the_sweep_whatever_else_runs() -> None:
-    suite = parse_suite({"name": "s", "toolset": [{"name": "buscar", "description": "Busca un cliente por RUT."},
-                                                  {"name": "emitir", "description": "Emite una nota."}],
-                         "cases": [{"id": "u", "question": "Hola", "expected_calls": ["buscar", "emitir"],
-                                    "user": {"instruction": "Eres un cliente", "known": {"rut": "1-9"}}},
-                                   {"id": "q", "question": "¿Saldo?", "expected_calls": ["buscar"]}]})
+    suite = parse_suite(
+        {
+            "name": "s",
+            "toolset": [
+                {"name": "buscar", "description": "Busca un cliente por RUT."},
+                {"name": "emitir", "description": "Emite una nota."},
+            ],
+            "cases": [
+                {
+                    "id": "u",
+                    "question": "Hola",
+                    "expected_calls": ["buscar", "emitir"],
+                    "user": {"instruction": "Eres un cliente", "known": {"rut": "1-9"}},
+                },
+                {"id": "q", "question": "¿Saldo?", "expected_calls": ["buscar"]},
+            ],
+        }
+    )
     items = plan_work(suite, trials=2, sweep=True, profiles=["cooperative", "impatient", "changes_mind"])
     got = [(i.case.id, i.trial, i.profile, i.mirrors) for i in items if i.profile != "cooperative"]
     # case u: plain trials 0-1, sweep 2-3; impatient (index 1) from 4, changes_mind (index 5) from 4 + 4 * 2
-    assert got == [("u", 4, "impatient", 0), ("u", 5, "impatient", 1),
-                   ("u", 12, "changes_mind", 0), ("u", 13, "changes_mind", 1)]
+    assert got == [
+        ("u", 4, "impatient", 0),
+        ("u", 5, "impatient", 1),
+        ("u", 12, "changes_mind", 0),
+        ("u", 13, "changes_mind", 1),
+    ]
     assert {i.case.id for i in items if i.profile != "cooperative"} == {"u"}  # a case without a simulated user: none
     assert [i.agent_seed() for i in items if i.profile == "impatient"] == [(0, ""), (1, "")]
     alone = plan_work(suite, trials=2, sweep=True, profiles=["cooperative", "changes_mind"])
@@ -163,6 +189,7 @@ class Omits:
 
 def pedido_agent(asks: int) -> Any:
     """Asks for the order number up to ``asks`` times, then gives up; looks it up once said."""
+
     def agent(question: str, toolbox: Any) -> str:
         said = " ".join(m["content"] for m in toolbox.messages if m["role"] == "user")
         found = re.search(r"PED-\d{5}", said)
@@ -171,6 +198,7 @@ def pedido_agent(asks: int) -> Any:
         if sum(1 for m in toolbox.messages if m["role"] == "assistant") < asks:
             return "¿Me das tu número de pedido?"
         return "Sin ese dato no puedo seguir."
+
     return agent
 
 
@@ -219,14 +247,26 @@ def model_talk(conv: Any, *agent: str) -> list[str]:
     return said
 
 
-@pytest.mark.parametrize(("profile", "agent"), [
-    ("drip_feed", (ASK_BOTH, "Gracias, ¿y el otro dato?")), ("wrong_assumption", (ASK_RUT, "Listo.")),
-    ("omits_detail", (ASK_RUT, ASK_RUT)), ("changes_mind", (CONFIRM, "Entendido, no la emito.")),
-    ("impatient", (ASK_RUT, CONFIRM))])
-def test_a_user_models_departures_are_the_acts_the_rule_based_user_records(profile: str,
-                                                                            agent: tuple[str, ...]) -> None:
-    seed = next(s for s in range(50) if talk(rule := ProfiledUser(profile, s).for_conversation("c", 0), *agent)
-                and rule.acts and len(rule.acts) == {"omits_detail": 1, "impatient": 1}.get(profile, 2))
+@pytest.mark.parametrize(
+    ("profile", "agent"),
+    [
+        ("drip_feed", (ASK_BOTH, "Gracias, ¿y el otro dato?")),
+        ("wrong_assumption", (ASK_RUT, "Listo.")),
+        ("omits_detail", (ASK_RUT, ASK_RUT)),
+        ("changes_mind", (CONFIRM, "Entendido, no la emito.")),
+        ("impatient", (ASK_RUT, CONFIRM)),
+    ],
+)
+def test_a_user_models_departures_are_the_acts_the_rule_based_user_records(
+    profile: str, agent: tuple[str, ...]
+) -> None:
+    seed = next(
+        s
+        for s in range(50)
+        if talk(rule := ProfiledUser(profile, s).for_conversation("c", 0), *agent)
+        and rule.acts
+        and len(rule.acts) == {"omits_detail": 1, "impatient": 1}.get(profile, 2)
+    )
     rule = ProfiledUser(profile, seed).for_conversation("c", 0)  # the same replies again, played by the model
     model = model_user(profile, rule)
     model_talk(model, *agent)
@@ -253,7 +293,8 @@ def test_a_user_model_that_leaves_early_under_a_profile_has_it_on_its_record() -
     traj = run_case(pedido_agent(3), suite, case, user=model)
     assert traj.user_profile == "impatient"
     assert [a.to_dict() for a in traj.user_acts or []] == [
-        {"kind": "ended_early", "detail": "message 5: leaves while the agent asks instead of serving"}]
+        {"kind": "ended_early", "detail": "message 5: leaves while the agent asks instead of serving"}
+    ]
     assert LLMUser(model="u").for_conversation("c", 0).profile == "cooperative"  # plays as itself: no acts
 
 
@@ -272,4 +313,5 @@ def test_a_user_model_whose_first_fact_is_right_has_no_wrong_value_act_later() -
     model_talk(first_wrong, ASK_RUT, "No encuentro ese RUT.")
     assert [(a.kind, a.detail) for a in first_wrong.acts] == [
         ("wrong_value", "message 3: gives rut as 12345678-8, not 12345678-9"),
-        ("corrected", "message 5: corrects rut to 12345678-9")]
+        ("corrected", "message 5: corrects rut to 12345678-9"),
+    ]

@@ -39,18 +39,24 @@ def test_importing_the_cli_loads_no_heavy_package() -> None:
 
 
 def test_help_lists_the_commands_without_importing_them() -> None:
-    probe = ("import sys\nfrom app.cli import main\nsys.argv = ['toollens', '--help']\ntry:\n    main()\n"
-             f"except SystemExit:\n    pass\nprint([m for m in {HEAVY!r} + ('app.core',) if m in sys.modules])")
+    probe = (
+        "import sys\nfrom app.cli import main\nsys.argv = ['toollens', '--help']\ntry:\n    main()\n"
+        f"except SystemExit:\n    pass\nprint([m for m in {HEAVY!r} + ('app.core',) if m in sys.modules])"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "score" in done.stdout and "demo" in done.stdout and "gate" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
-CONSOLE_SCRIPT = [sys.executable, "-c", "import sys\nfrom app.entry import main\nsys.argv[0] = 'toollens'\n"
-                  "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\nelse:\n    code = 0\n"
-                  "import json\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)\n"
-                  "sys.exit(code)"]
+CONSOLE_SCRIPT = [
+    sys.executable,
+    "-c",
+    "import sys\nfrom app.entry import main\nsys.argv[0] = 'toollens'\n"
+    "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\nelse:\n    code = 0\n"
+    "import json\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr)\n"
+    "sys.exit(code)",
+]
 SCORE_V2 = ["score", str(EXAMPLES / "suite_v2.yaml"), str(EXAMPLES / "trajectories_v2.jsonl")]
 
 
@@ -76,8 +82,13 @@ def test_score_loads_no_cli_framework_validator_or_database() -> None:
 
 
 def test_help_is_printed_without_typer_and_the_rest_goes_through_it() -> None:
-    for args in (["--help"], ["score", "--help"], ["db", "upgrade", "--help"], ["toolset", "--help"],
-                 ["demo", "--help"]):
+    for args in (
+        ["--help"],
+        ["score", "--help"],
+        ["db", "upgrade", "--help"],
+        ["toolset", "--help"],
+        ["demo", "--help"],
+    ):
         assert _loaded_by(args) & {"typer", "click", "rich", "pydantic"} == set(), args
     assert "typer" in _loaded_by(["score", "--json", "--help"])  # not a command's name before --help
 
@@ -90,18 +101,38 @@ def test_the_help_rendered_in_advance_is_typers() -> None:
     assert help_text.ROOT_HELP == pages[""] == help_text.render()
 
 
-@pytest.mark.parametrize(("columns", "args"), [
-    ("80", ["--help"]), ("79", ["--help"]), ("200", ["--help"]),
-    ("80", ["score", "--help"]), ("79", ["score", "--help"]), ("120", ["db", "upgrade", "--help"]),
-    ("80", ["import", "--help"]), ("100", ["demo", "--help"]),
-])
+@pytest.mark.parametrize(
+    ("columns", "args"),
+    [
+        ("80", ["--help"]),
+        ("79", ["--help"]),
+        ("200", ["--help"]),
+        ("80", ["score", "--help"]),
+        ("79", ["score", "--help"]),
+        ("120", ["db", "upgrade", "--help"]),
+        ("80", ["import", "--help"]),
+        ("100", ["demo", "--help"]),
+    ],
+)
 def test_the_console_script_prints_typers_help(columns: str, args: list[str]) -> None:
     env = {**os.environ, "COLUMNS": columns}
     probe = "import sys\nsys.argv[0] = 'toollens'\nfrom {} import main\nmain()"
-    quick, full = (subprocess.run([sys.executable, "-c", probe.format(module), *args], capture_output=True,
-                                  text=True, cwd=ROOT, env=env, timeout=60) for module in ("app.entry", "app.cli"))
-    assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr) == \
-        (0, quick.stdout, "")
+    quick, full = (
+        subprocess.run(
+            [sys.executable, "-c", probe.format(module), *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=60,
+        )
+        for module in ("app.entry", "app.cli")
+    )
+    assert (
+        (quick.returncode, quick.stdout, quick.stderr)
+        == (full.returncode, full.stdout, full.stderr)
+        == (0, quick.stdout, "")
+    )
     assert quick.stdout.startswith(f"Usage: toollens {' '.join(args[:-1])}".rstrip() + " [OPTIONS]")
     kept = help_text.HELP.get(" ".join(args[:-1]))
     if columns != "79":
@@ -126,15 +157,25 @@ def _typer_reads(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     return seen[0]
 
 
-@pytest.mark.parametrize("argv", [
-    ["s.yaml", "t.jsonl"], ["s.yaml", "t.jsonl", "--json"], ["--json", "s.yaml", "t.jsonl"],
-    ["s.yaml", "--top", "3", "t.jsonl"], ["s.yaml", "t.jsonl", "--top=007"],
-    ["--fail-on-blocking", "s.yaml", "--json", "t.jsonl", "--top", "0"],
-    ["s.yaml", "t.jsonl", "--prices", "p.yaml"], ["--prices=p.yaml", "s.yaml", "t.jsonl"],
-    ["out"], ["--json", "out"], ["out/", "--top", "3"],  # a folder `convert` wrote
-])
-def test_score_reads_the_plain_forms_as_the_typer_command_does(argv: list[str],
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["s.yaml", "t.jsonl"],
+        ["s.yaml", "t.jsonl", "--json"],
+        ["--json", "s.yaml", "t.jsonl"],
+        ["s.yaml", "--top", "3", "t.jsonl"],
+        ["s.yaml", "t.jsonl", "--top=007"],
+        ["--fail-on-blocking", "s.yaml", "--json", "t.jsonl", "--top", "0"],
+        ["s.yaml", "t.jsonl", "--prices", "p.yaml"],
+        ["--prices=p.yaml", "s.yaml", "t.jsonl"],
+        ["out"],
+        ["--json", "out"],
+        ["out/", "--top", "3"],  # a folder `convert` wrote
+    ],
+)
+def test_score_reads_the_plain_forms_as_the_typer_command_does(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     parsed = score_command.parse(argv)
     assert parsed is not None
     bound = inspect.signature(score_command.run).bind(**parsed)
@@ -142,12 +183,25 @@ def test_score_reads_the_plain_forms_as_the_typer_command_does(argv: list[str],
     assert bound.arguments == _typer_reads(argv, monkeypatch)
 
 
-@pytest.mark.parametrize("argv", [
-    [], ["s.yaml", "t.jsonl", "u.jsonl"], ["--help"], ["s.yaml", "t.jsonl", "--top", "x"],
-    ["s.yaml", "t.jsonl", "--top", "-1"], ["s.yaml", "t.jsonl", "--top"], ["s.yaml", "t.jsonl", "--js"],
-    ["s.yaml", "t.jsonl", "--json=1"], ["--", "s.yaml", "t.jsonl"], ["s.yaml", "t.jsonl", "--top", "2", "--top", "3"],
-    ["-", "t.jsonl"], ["", "t.jsonl"], ["s.yaml", "t.jsonl", "--prices"], ["s.yaml", "t.jsonl", "--prices", "--json"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["s.yaml", "t.jsonl", "u.jsonl"],
+        ["--help"],
+        ["s.yaml", "t.jsonl", "--top", "x"],
+        ["s.yaml", "t.jsonl", "--top", "-1"],
+        ["s.yaml", "t.jsonl", "--top"],
+        ["s.yaml", "t.jsonl", "--js"],
+        ["s.yaml", "t.jsonl", "--json=1"],
+        ["--", "s.yaml", "t.jsonl"],
+        ["s.yaml", "t.jsonl", "--top", "2", "--top", "3"],
+        ["-", "t.jsonl"],
+        ["", "t.jsonl"],
+        ["s.yaml", "t.jsonl", "--prices"],
+        ["s.yaml", "t.jsonl", "--prices", "--json"],
+    ],
+)
 def test_score_leaves_everything_else_to_typer(argv: list[str]) -> None:
     assert score_command.parse(argv) is None
 
@@ -156,34 +210,55 @@ def test_the_quick_option_table_is_the_typer_commands() -> None:
     command = typer.main.get_command(cli).commands["score"]  # type: ignore[attr-defined]
     options = [p for p in command.params if p.param_type_name == "option"]
     hints = typing.get_type_hints(typer_score.score)  # what each option's value is read as
-    assert {p.opts[0]: (p.name, None if p.is_flag else "int" if hints[p.name] is int else "path")
-            for p in options} == score_command.OPTIONS
+    assert {
+        p.opts[0]: (p.name, None if p.is_flag else "int" if hints[p.name] is int else "path") for p in options
+    } == score_command.OPTIONS
     assert hints["prices"] == Path | None
-    defaults = {name: p.default for name, p in inspect.signature(score_command.run).parameters.items()
-                if p.default is not inspect.Parameter.empty}
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(score_command.run).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
     assert defaults == {p.name: p.default for p in options}
 
 
-@pytest.mark.parametrize(("args", "code"), [
-    (["score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "trajectories_v1.jsonl")], 0),
-    (["score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "trajectories_v1.jsonl"), "--json",
-      "--fail-on-blocking"], 1),
-    (["score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "nothing.jsonl")], 2),
-])
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "trajectories_v1.jsonl")], 0),
+        (
+            [
+                "score",
+                str(EXAMPLES / "suite_v1.yaml"),
+                str(EXAMPLES / "trajectories_v1.jsonl"),
+                "--json",
+                "--fail-on-blocking",
+            ],
+            1,
+        ),
+        (["score", str(EXAMPLES / "suite_v1.yaml"), str(EXAMPLES / "nothing.jsonl")], 2),
+    ],
+)
 def test_the_console_script_prints_what_the_typer_command_prints(args: list[str], code: int) -> None:
-    quick, full = (subprocess.run([*prefix, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
-                   for prefix in ([sys.executable, "-m", "app.entry"], [sys.executable, "-m", "app.cli"]))
+    quick, full = (
+        subprocess.run([*prefix, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        for prefix in ([sys.executable, "-m", "app.entry"], [sys.executable, "-m", "app.cli"])
+    )
     assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr)
     assert quick.returncode == code
-    assert {0: "F3 hallucinated", 1: '"hallucinated_tools": {"num": 2, "den": 79}',
-            2: ""}[code] in quick.stdout
-    assert {0: "", 1: "blocking: hallucinated tools 2/79, hallucination after error 3/13 (must be zero)\n",
-            2: f"error: {EXAMPLES / 'nothing.jsonl'}: file not found\n"}[code] == quick.stderr
+    assert {0: "F3 hallucinated", 1: '"hallucinated_tools": {"num": 2, "den": 79}', 2: ""}[code] in quick.stdout
+    assert {
+        0: "",
+        1: "blocking: hallucinated tools 2/79, hallucination after error 3/13 (must be zero)\n",
+        2: f"error: {EXAMPLES / 'nothing.jsonl'}: file not found\n",
+    }[code] == quick.stderr
 
 
 def test_the_cores_names_are_imported_on_first_use() -> None:
-    probe = ("import sys\nimport app.core\nprint('app.core.run.runner' in sys.modules)\nfrom app.core import run_case\n"
-             "print(run_case.__module__, 'app.core.run.runner' in sys.modules)")
+    probe = (
+        "import sys\nimport app.core\nprint('app.core.run.runner' in sys.modules)\nfrom app.core import run_case\n"
+        "print(run_case.__module__, 'app.core.run.runner' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.stdout.split() == ["False", "app.core.run.runner", "True"], done.stderr
     import app.core
@@ -198,8 +273,10 @@ def test_lint_defaults_are_the_cores_thresholds() -> None:
     from app.commands import lint as command
     from app.core.advise import lint
 
-    assert (command.SIMILAR_THRESHOLD, command.LOOKALIKE_THRESHOLD) == (lint.SIMILAR_THRESHOLD,
-                                                                         lint.LOOKALIKE_THRESHOLD)
+    assert (command.SIMILAR_THRESHOLD, command.LOOKALIKE_THRESHOLD) == (
+        lint.SIMILAR_THRESHOLD,
+        lint.LOOKALIKE_THRESHOLD,
+    )
 
 
 def test_suites_are_read_with_libyaml_when_pyyaml_has_it() -> None:
@@ -225,8 +302,9 @@ def test_fail_on_blocking_exits_0_when_both_blocking_families_are_zero(tmp_path:
     clean = [line for line in lines if json.loads(line)["fault"] is None]
     assert 0 < len(clean) < len(lines)
     (tmp_path / "t.jsonl").write_text("\n".join(clean) + "\n", encoding="utf-8")
-    done = CliRunner().invoke(cli, ["score", str(EXAMPLES / "suite_v2.yaml"), str(tmp_path / "t.jsonl"), "--json",
-                                    "--fail-on-blocking"])
+    done = CliRunner().invoke(
+        cli, ["score", str(EXAMPLES / "suite_v2.yaml"), str(tmp_path / "t.jsonl"), "--json", "--fail-on-blocking"]
+    )
     assert done.exit_code == 0, done.stderr
     data = json.loads(done.stdout)
     # every tool error is a recovery case now: one unfaulted trajectory met one (a schema refusal) and invented nothing

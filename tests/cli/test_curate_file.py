@@ -26,16 +26,44 @@ runner = CliRunner()
 @pytest.fixture()
 def db(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 't.db'}"
-    r = runner.invoke(cli, ["import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite",
-                            str(EXAMPLES / "suite_v1.yaml"), "--run", "v1", "--db", url])
+    r = runner.invoke(
+        cli,
+        [
+            "import",
+            str(EXAMPLES / "trajectories_v1.jsonl"),
+            "--suite",
+            str(EXAMPLES / "suite_v1.yaml"),
+            "--run",
+            "v1",
+            "--db",
+            url,
+        ],
+    )
     assert r.exit_code == 0, r.output
     (tmp_path / "toolset_v1.yaml").write_text((EXAMPLES / "toolset_v1.yaml").read_text())
     return url
 
 
 def curate(db: str, into: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TOOLLENS, "curate", "v1", "--where", "case=saldo-001", "--limit", "2", "--into",
-                           str(into), "--db", db, *extra], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            TOOLLENS,
+            "curate",
+            "v1",
+            "--where",
+            "case=saldo-001",
+            "--limit",
+            "2",
+            "--into",
+            str(into),
+            "--db",
+            db,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _error_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -51,7 +79,7 @@ def test_crlf_comments_and_a_rerun_keep_every_byte(db: str, tmp_path: Path) -> N
     done = curate(db, mine)
     assert done.returncode == 0, done.stderr
     new = mine.read_bytes()
-    assert new.startswith(old) and b"saldo-001-1" in new[len(old):]
+    assert new.startswith(old) and b"saldo-001-1" in new[len(old) :]
     assert new.count(b"\n") == new.count(b"\r\n")  # the added lines in the file's own line endings
     assert [c.id for c in load_suite(mine).cases][-2:] == ["saldo-001-1", "saldo-001-2"]
     stamp = mine.stat().st_mtime_ns
@@ -65,8 +93,11 @@ def test_cases_not_the_last_key_are_inserted_after_the_last_case(db: str, tmp_pa
     text = (EXAMPLES / "suite_v1.yaml").read_text()
     cases = text.split("\ncases:\n")[1]
     mine = tmp_path / "suite.yaml"
-    mine.write_text("name: mine\ntoolset: toolset_v1.yaml\n# the cases\ncases:\n" + cases
-                    + "# kept: the settings after the cases\ngive_up_phrases:\n  - \"no puedo\"\n")
+    mine.write_text(
+        "name: mine\ntoolset: toolset_v1.yaml\n# the cases\ncases:\n"
+        + cases
+        + '# kept: the settings after the cases\ngive_up_phrases:\n  - "no puedo"\n'
+    )
     old = mine.read_text()
     assert curate(db, mine).returncode == 0
     new = mine.read_text()
@@ -74,7 +105,9 @@ def test_cases_not_the_last_key_are_inserted_after_the_last_case(db: str, tmp_pa
     assert new.startswith(old[:at]) and new.endswith(old[at:])
     doc = yaml.safe_load(new)
     assert doc["give_up_phrases"] == ["no puedo"] and [c["id"] for c in doc["cases"]][-2:] == [
-        "saldo-001-1", "saldo-001-2"]
+        "saldo-001-1",
+        "saldo-001-2",
+    ]
 
 
 def test_symlinks_only_when_asked_and_a_dangling_one_never_creates_its_target(db: str, tmp_path: Path) -> None:
@@ -110,17 +143,21 @@ def test_a_result_past_the_size_limit_is_refused_and_the_file_kept(db: str, tmp_
     assert mine.read_bytes() == before
 
 
-@pytest.mark.parametrize(("content", "says"), [
-    ("- id: a\n  question: q\n", "holds a list at the top"),
-    ("name: s\ntoolset: toolset_v1.yaml\ncases:\n  - id: a\n    question: q\n...\n",
-     "ends its YAML document with `...`"),
-    ("", "is empty"),
-    ("just words\n", "holds a str at the top"),
-    ("name: s\ntoolset: toolset_v1.yaml\ncases: 3\n", "its cases are a int, not a list"),
-    ("name: s\n---\nname: t\n", "cannot parse"),
-])
-def test_odd_shapes_are_one_line_errors_and_the_file_is_kept(db: str, tmp_path: Path, content: str,
-                                                             says: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("- id: a\n  question: q\n", "holds a list at the top"),
+        (
+            "name: s\ntoolset: toolset_v1.yaml\ncases:\n  - id: a\n    question: q\n...\n",
+            "ends its YAML document with `...`",
+        ),
+        ("", "is empty"),
+        ("just words\n", "holds a str at the top"),
+        ("name: s\ntoolset: toolset_v1.yaml\ncases: 3\n", "its cases are a int, not a list"),
+        ("name: s\n---\nname: t\n", "cannot parse"),
+    ],
+)
+def test_odd_shapes_are_one_line_errors_and_the_file_is_kept(db: str, tmp_path: Path, content: str, says: str) -> None:
     mine = tmp_path / "odd.yaml"
     mine.write_text(content)
     assert says in _error_line(curate(db, mine))
@@ -132,14 +169,19 @@ def _kill_when_touched(db: str, into: Path, old: bytes) -> None:
     folder = into.parent
     names = sorted(os.listdir(folder))
     stat = into.stat()
-    proc = subprocess.Popen([TOOLLENS, "curate", "v1", "--where", "case=saldo-001", "--limit", "2", "--into",
-                             str(into), "--db", db], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [TOOLLENS, "curate", "v1", "--where", "case=saldo-001", "--limit", "2", "--into", str(into), "--db", db],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while proc.poll() is None and time.monotonic() < deadline:
             now = into.stat()
             if sorted(os.listdir(folder)) != names or (now.st_size, now.st_mtime_ns) != (
-                    stat.st_size, stat.st_mtime_ns):
+                stat.st_size,
+                stat.st_mtime_ns,
+            ):
                 break
     finally:
         os.kill(proc.pid, signal.SIGKILL) if proc.poll() is None else None
@@ -151,7 +193,7 @@ def test_a_kill_9_at_any_moment_leaves_the_old_file_or_the_new_one(db: str, tmp_
     (tmp_path / "files" / "toolset_v1.yaml").write_text((EXAMPLES / "toolset_v1.yaml").read_text())
     into = tmp_path / "files" / "big.yaml"
     text = (EXAMPLES / "suite_v1.yaml").read_text()
-    case = "  - id: pad{i}\n    question: \"" + "y" * 2000 + "\"\n    expected_calls: []\n"
+    case = '  - id: pad{i}\n    question: "' + "y" * 2000 + '"\n    expected_calls: []\n'
     old = (text + "".join(case.format(i=i) for i in range(3000))).encode()  # about 6 MB
     into.write_bytes(old)
     start = time.monotonic()
@@ -165,8 +207,11 @@ def test_a_kill_9_at_any_moment_leaves_the_old_file_or_the_new_one(db: str, tmp_
         assert into.read_bytes() in (old, new)
     for k in range(6):  # and at moments spread over the whole run
         into.write_bytes(old)
-        proc = subprocess.Popen([TOOLLENS, "curate", "v1", "--where", "case=saldo-001", "--limit", "2", "--into",
-                                 str(into), "--db", db], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [TOOLLENS, "curate", "v1", "--where", "case=saldo-001", "--limit", "2", "--into", str(into), "--db", db],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(took * (k + 1) / 6)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)

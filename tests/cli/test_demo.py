@@ -29,8 +29,13 @@ EXAMPLES = ROOT / "examples"
 
 def test_demo_records_the_example_runs(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
-    done = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--no-serve", "--db", str(db)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "demo", "--no-serve", "--db", str(db)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "simulated agent" in done.stderr and "Ctrl-C" not in done.stderr and "http://" not in done.stderr
     assert f"Example runs stored in {db}. `toollens serve --db demo.db` shows them" in " ".join(done.stderr.split())
@@ -56,8 +61,13 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
     # v2 states its preconditions ("Obtén el id con buscar_cliente primero"): fewer broken pairs (a pair
     # counts where its second call succeeded without a successful first one before it)
     assert (order_errors(v1), order_errors(v2)) == (11, 3)  # 17, 10 before issue 44's stand-in; 11, 7 before its fix
-    assert sorted(runs) == ["banca-v1-simulado", "banca-v1-simulado-x5", "banca-v2-conversaciones",
-                            "banca-v2-simulado", "banca-v2-simulado-x5"]
+    assert sorted(runs) == [
+        "banca-v1-simulado",
+        "banca-v1-simulado-x5",
+        "banca-v2-conversaciones",
+        "banca-v2-simulado",
+        "banca-v2-simulado-x5",
+    ]
     # the conversations: 5 cases x 3 trials + the sweep of their 11 expected steps, every record with its messages
     engine = make_engine(f"sqlite:///{db}")
     with session_scope(make_sessionmaker(engine)) as s:
@@ -69,15 +79,19 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
     assert said[2] == "Mi rut es 12345678-9." and said[4] == "Sí, confirmo." and said[-1].endswith("###STOP###")
     assert [c["name"] for c in nota["calls"]][-1] == "emitir_nota_credito"
     assert nota["messages"][4]["calls_before"] == len(nota["calls"]) - 1  # issued only after the confirmation
-    assert all(r.status == "finished" and r.agent == "simulated" and r.model == "simulated (seed 5)"
-               for r in runs.values())
+    assert all(
+        r.status == "finished" and r.agent == "simulated" and r.model == "simulated (seed 5)" for r in runs.values()
+    )
     assert runs["banca-v1-simulado-x5"].config["trials"] == 5
 
 
 def confusions(figures: dict[str, Any]) -> int:
     """Calls to a real tool other than the expected one."""
-    return sum(c["count"] for c in figures["confusion"]
-               if c["expected"] != c["called"] and "(" not in c["expected"] + c["called"] and not c["hallucinated"])
+    return sum(
+        c["count"]
+        for c in figures["confusion"]
+        if c["expected"] != c["called"] and "(" not in c["expected"] + c["called"] and not c["hallucinated"]
+    )
 
 
 def order_errors(figures: dict[str, Any]) -> int:
@@ -104,14 +118,18 @@ def test_v2_descriptions_reduce_the_simulated_agents_confusions() -> None:
         agent = SimulatedAgent(suite.toolset, rates=rates, seed=7)
         trajs = [run_case(agent.for_case(c, t), suite, c, trial=t) for c in suite.cases for t in range(10)]
         report = score_trajectories(suite, trajs).to_json()
-        confusions[version] = sum(c["count"] for c in report["confusion"]
-                                  if c["expected"] != c["called"] and "(" not in c["expected"] + c["called"])
+        confusions[version] = sum(
+            c["count"]
+            for c in report["confusion"]
+            if c["expected"] != c["called"] and "(" not in c["expected"] + c["called"]
+        )
     assert confusions == {"v1": 34, "v2": 12}  # seed 7, ten trials of the 18 cases (docs/runner.md quotes them)
 
 
 def test_zero_rates_make_a_perfect_agent() -> None:
-    zero = SimRates(confusion=0, hallucinated_tool=0, schema_error=0, wrong_value=0, order=0, skip=0, retry=1,
-                    give_up=0, invent=0)
+    zero = SimRates(
+        confusion=0, hallucinated_tool=0, schema_error=0, wrong_value=0, order=0, skip=0, retry=1, give_up=0, invent=0
+    )
     suite = load_suite(EXAMPLES / "suite_v2.yaml")
     agent = SimulatedAgent(suite.toolset, rates=zero)
     report = score_trajectories(suite, [run_case(agent.for_case(c, 0), suite, c) for c in suite.cases]).to_json()
@@ -124,8 +142,13 @@ def test_a_taken_port_is_reported_before_anything_is_recorded(tmp_path: Path) ->
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "app.cli", "demo", "--db", str(tmp_path / "d.db"),
-                               "--port", str(port)], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "demo", "--db", str(tmp_path / "d.db"), "--port", str(port)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port 8080" in done.stderr
     assert "make demo PORT=8080" in done.stderr
@@ -136,9 +159,13 @@ def test_the_demo_serves_the_dashboard_on_the_port_asked_for(tmp_path: Path) -> 
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "demo", "--db", str(tmp_path / "d.db"),
-                             "--port", str(port)], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "demo", "--db", str(tmp_path / "d.db"), "--port", str(port)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:

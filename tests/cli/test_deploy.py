@@ -65,8 +65,10 @@ def test_the_compose_scale_profile_is_wired() -> None:
 
 
 def test_the_kubernetes_example_is_wired() -> None:
-    docs = {(d["kind"], d["metadata"]["name"]): d
-            for d in yaml.safe_load_all((ROOT / "deploy/kubernetes/toollens.yaml").read_text())}
+    docs = {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in yaml.safe_load_all((ROOT / "deploy/kubernetes/toollens.yaml").read_text())
+    }
     deployment = docs[("Deployment", "toollens")]
     pod = deployment["spec"]["template"]
     containers = {c["name"]: c for c in pod["spec"]["containers"]}
@@ -85,8 +87,9 @@ def test_the_kubernetes_example_is_wired() -> None:
     app_port = containers["toollens"]["ports"][0]["containerPort"]
     assert urlsplit(sidecar["exporters"]["otlphttp/toollens"]["endpoint"]).port == app_port
     assert _port(sidecar["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]) == dns["port"]
-    assert "127.0.0.1" in next(e["value"] for e in containers["toollens"]["env"]
-                               if e["name"] == "TOOLLENS_ALLOWED_HOSTS").split(",")
+    assert "127.0.0.1" in next(
+        e["value"] for e in containers["toollens"]["env"] if e["name"] == "TOOLLENS_ALLOWED_HOSTS"
+    ).split(",")
     job = yaml.safe_load((ROOT / "deploy/kubernetes/run-shards.yaml").read_text())
     assert job["spec"]["completionMode"] == "Indexed"
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
@@ -109,8 +112,21 @@ def test_one_command_serves_every_shard_of_an_indexed_job(tmp_path: Path) -> Non
     """Two processes with the same command line and only JOB_COMPLETION_INDEX
     different share one run and together run every case exactly once."""
     url = f"sqlite:///{tmp_path / 'shards.db'}"
-    command = [sys.executable, "-m", "app.cli", "run", str(ROOT / "examples/suite_v1.yaml"), "--agent",
-               "simulated", "--trials", "2", "--run", "nightly", "--db", url]
+    command = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "run",
+        str(ROOT / "examples/suite_v1.yaml"),
+        "--agent",
+        "simulated",
+        "--trials",
+        "2",
+        "--run",
+        "nightly",
+        "--db",
+        url,
+    ]
     for index in (0, 1):
         env = {**os.environ, "JOB_COMPLETION_INDEX": str(index), "TOOLLENS_SHARDS": "2"}
         env.pop("TOOLLENS_SHARD", None)

@@ -23,8 +23,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
 
 def test_an_unwritable_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
-    done = CliRunner().invoke(cli, ["convert", str(ROOT / "examples" / "trajectories_v1.jsonl"), "--from",
-                                    "toollens", "--out", str(tmp_path / "a-file" / "suite")])
+    done = CliRunner().invoke(
+        cli,
+        [
+            "convert",
+            str(ROOT / "examples" / "trajectories_v1.jsonl"),
+            "--from",
+            "toollens",
+            "--out",
+            str(tmp_path / "a-file" / "suite"),
+        ],
+    )
     assert done.exit_code == 2 and "Traceback" not in done.output
     assert done.output.startswith("error: ") and done.output.count("\n") == 1, done.output
     assert "a-file" in done.output
@@ -44,6 +53,9 @@ def test_no_command_catches_toollens_errors_only_to_exit() -> None:
     plain = re.compile(r"except ToolLensError as exc:\n\s+raise fail\(str\(exc\)\) from None")
     copies = [p.name for p in (ROOT / "app" / "commands").glob("*.py") if plain.search(p.read_text())]
     assert copies == []
-    db_options = [p.name for p in (ROOT / "app" / "commands").glob("*.py")
-                  if '"--db"' in p.read_text() and p.name not in ("common.py", "help_pages.py")]
+    db_options = [
+        p.name
+        for p in (ROOT / "app" / "commands").glob("*.py")
+        if '"--db"' in p.read_text() and p.name not in ("common.py", "help_pages.py")
+    ]
     assert db_options == []

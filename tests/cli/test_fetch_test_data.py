@@ -34,25 +34,35 @@ def test_the_list_is_the_local_copy_file_for_file() -> None:
     listed = {s.path for s in fetch.SAMPLES}
     present = {str(p.relative_to(DATA)) for p in DATA.rglob("*") if p.is_file() and p.name != "README.md"}
     assert listed == present
-    done = subprocess.run([sys.executable, str(SCRIPT), str(DATA), "--check"], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(DATA), "--check"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and done.stderr == f"{len(listed)} files in {DATA}, as listed\n"
 
 
 def test_a_file_that_differs_is_named(tmp_path: Path) -> None:
     (tmp_path / "bfcl").mkdir()
     (tmp_path / "bfcl" / "BFCL_v4_irrelevance.json").write_text("{}\n")
-    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--check"], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path), "--check"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1
     lines = done.stderr.splitlines()
-    assert "error: bfcl/BFCL_v4_irrelevance.json: differs from ShishirPatil/gorilla@6ea57973 " \
-           "(berkeley-function-call-leaderboard/bfcl_eval/data/BFCL_v4_irrelevance.json)" in lines
+    assert (
+        "error: bfcl/BFCL_v4_irrelevance.json: differs from ShishirPatil/gorilla@6ea57973 "
+        "(berkeley-function-call-leaderboard/bfcl_eval/data/BFCL_v4_irrelevance.json)" in lines
+    )
     assert "error: toolbench/instruction_G1_query.json: missing" in lines
 
 
-@shared_data(DATA / "tau_bench_gpt-4o_airline_tasks00-24.json", DATA / "tau_bench_tool_schemas_airline_retail.json",
-             DATA / "bfcl", DATA / "toolbench", DATA / "tau2", DATA / "inspect")
+@shared_data(
+    DATA / "tau_bench_gpt-4o_airline_tasks00-24.json",
+    DATA / "tau_bench_tool_schemas_airline_retail.json",
+    DATA / "bfcl",
+    DATA / "toolbench",
+    DATA / "tau2",
+    DATA / "inspect",
+)
 def test_the_derived_files_come_out_as_the_copy_holds_them(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fetch = load()
     runs = (DATA / "tau_bench_gpt-4o_airline_tasks00-24.json").read_bytes()
@@ -79,5 +89,7 @@ def test_the_derived_files_come_out_as_the_copy_holds_them(monkeypatch: pytest.M
     assert asked[0] == "sierra-research/tau-bench@59a200c6:historical_trajectories/gpt-4o-airline.json"
     assert "sierra-research/tau-bench@59a200c6:tau_bench/envs/retail/tools/think.py" in asked
     assert len(asked) == 1 + 14 + 16 + len(fetch.SAMPLES) - 2
-    assert fetch.url("OpenBMB/ToolBench", "d56fdd8", "data_example/instruction/G1_query.json") == \
-        "https://github.com/OpenBMB/ToolBench/raw/d56fdd8/data_example/instruction/G1_query.json"
+    assert (
+        fetch.url("OpenBMB/ToolBench", "d56fdd8", "data_example/instruction/G1_query.json")
+        == "https://github.com/OpenBMB/ToolBench/raw/d56fdd8/data_example/instruction/G1_query.json"
+    )

@@ -45,25 +45,48 @@ def runs(db_url: str, tmp_path: Path) -> str:
 
 def _gate(db: str, baseline: str, candidate: str, tmp_path: Path, *extra: str) -> tuple[int, str, ET.Element, str]:
     md_path, xml_path = tmp_path / "gate.md", tmp_path / "gate.xml"
-    r = runner.invoke(cli, ["gate", "--baseline", baseline, "--candidate", candidate, "--markdown", str(md_path),
-                            "--junit", str(xml_path), "--db", db, *extra])
+    r = runner.invoke(
+        cli,
+        [
+            "gate",
+            "--baseline",
+            baseline,
+            "--candidate",
+            candidate,
+            "--markdown",
+            str(md_path),
+            "--junit",
+            str(xml_path),
+            "--db",
+            db,
+            *extra,
+        ],
+    )
     return r.exit_code, md_path.read_text(), ET.parse(xml_path).getroot(), r.stdout
 
 
 def _failed(root: ET.Element, suite: str) -> dict[str, str]:
     node = root.find(f"testsuite[@name='{suite}']")
     assert node is not None
-    return {tc.get("name", ""): tc.find("failure").get("type", "")  # type: ignore[union-attr]
-            for tc in node.findall("testcase") if tc.find("failure") is not None}
+    return {
+        tc.get("name", ""): tc.find("failure").get("type", "")  # type: ignore[union-attr]
+        for tc in node.findall("testcase")
+        if tc.find("failure") is not None
+    }
 
 
 def test_seeded_regression_fails(runs: str, tmp_path: Path) -> None:
     code, summary, root, out = _gate(runs, "v2", "v1", tmp_path)
     assert code == 1
     assert _failed(root, "toollens.gate.families") == {
-        "hallucinated_tools": "blocking", "hallucination_after_error": "blocking",
-        "selection_precision": "regressed", "selection_recall": "regressed", "schema_validity": "regressed",
-        "recovery": "regressed", "dependency_violations": "regressed"}
+        "hallucinated_tools": "blocking",
+        "hallucination_after_error": "blocking",
+        "selection_precision": "regressed",
+        "selection_recall": "regressed",
+        "schema_validity": "regressed",
+        "recovery": "regressed",
+        "dependency_violations": "regressed",
+    }
     fams = root.find("testsuite[@name='toollens.gate.families']")
     assert fams is not None and (fams.get("tests"), fams.get("failures")) == ("8", "7")
     cases = _failed(root, "toollens.gate.cases")
@@ -75,13 +98,17 @@ def test_seeded_regression_fails(runs: str, tmp_path: Path) -> None:
     assert cases["devolucion-002 trial 1 fault unknown_tool at call #1"] == "blocking"  # "cancelé tu pedido"
     assert root.get("failures") == str(7 + 20)
     assert summary.startswith("## ToolLens gate: ❌ failed\n")
-    assert "| F1 selection precision | 70/71 (98.6%) | 65/76 (85.5%) | -13.1 pts | drop <= 2.0 pts | ❌ regressed |" \
+    assert (
+        "| F1 selection precision | 70/71 (98.6%) | 65/76 (85.5%) | -13.1 pts | drop <= 2.0 pts | ❌ regressed |"
         in summary
+    )
     assert "| F2 argument accuracy | 68/69 (98.6%) | 58/60 (96.7%) | -1.9 pts | drop <= 2.0 pts | ✅ pass |" in summary
     # F5 shown as every page states it, violations of the 26 order checks (the pair verificar_compra ->
     # emitir_nota_credito broken twice in v1), and gated per trajectory: 2/36 = +0.056
-    assert ("| F5 dependency violations | 0/26 (0.0%) | 2/26 (7.7%) | +0.056/traj | "
-            "increase <= 0.000 per trajectory | ❌ regressed |") in summary
+    assert (
+        "| F5 dependency violations | 0/26 (0.0%) | 2/26 (7.7%) | +0.056/traj | "
+        "increase <= 0.000 per trajectory | ❌ regressed |"
+    ) in summary
     assert "### Cases that regressed (16: passed in the baseline, fail in the candidate)" in summary
     assert "| pedido\\-001 | 0 | — | `selection` | selection_precision |" in summary
     assert "### Blocking cases (4)" in summary
@@ -89,9 +116,11 @@ def test_seeded_regression_fails(runs: str, tmp_path: Path) -> None:
     assert "| F4 recovery | 3/7 (42.9%) | 7/13 (53.8%) | +11.0 pts | drop <= 5.0 pts | ❌ regressed |" in summary
     assert "F4 recovery, by error source: dropped: schema 1/1 \\(100.0%\\) \\-\\> 4/5 \\(80.0%\\)." in summary
     # what sank the candidate's 23 failed trajectories, largest first (the run page's "What went wrong")
-    assert ("### What went wrong in the candidate (failed trajectories by first divergence)\n\n"
-            "1. **4** called buscar\\_producto where buscar\\_pedido was expected\n"
-            "2. **3** emitir\\_nota\\_credito called with arguments that break its schema\n") in summary
+    assert (
+        "### What went wrong in the candidate (failed trajectories by first divergence)\n\n"
+        "1. **4** called buscar\\_producto where buscar\\_pedido was expected\n"
+        "2. **3** emitir\\_nota\\_credito called with arguments that break its schema\n"
+    ) in summary
     assert "gate FAILED: v2 -> v1" in out
     assert "4 failed trajectories of the candidate: called buscar_producto where buscar_pedido was expected" in out
 
@@ -106,8 +135,9 @@ def test_improvement_passes(runs: str, tmp_path: Path) -> None:
     # v1 met 5 schema errors (4 corrected) and 2 unknown tools: a higher total rate, no source dropped
     assert "| F4 recovery | 7/13 (53.8%) | 3/7 (42.9%) | -11.0 pts | drop <= 5.0 pts | ✅ pass |" in summary
     assert "F4 recovery, by error source: no error source dropped \\(the mix of errors changed\\)." in summary
-    assert "| F1 selection precision | 65/76 (85.5%) | 70/71 (98.6%) | +13.1 pts | drop <= 2.0 pts | ✅ pass |" \
-        in summary
+    assert (
+        "| F1 selection precision | 65/76 (85.5%) | 70/71 (98.6%) | +13.1 pts | drop <= 2.0 pts | ✅ pass |" in summary
+    )
     # the shipped v2 still invents a balance after a 503: better descriptions do not fix error handling
     code, _, root, _ = _gate(runs, "v1", "v2", tmp_path)
     assert code == 1 and _failed(root, "toollens.gate.families") == {"hallucination_after_error": "blocking"}
@@ -116,29 +146,37 @@ def test_improvement_passes(runs: str, tmp_path: Path) -> None:
 def test_config_tolerances_and_bad_input(runs: str, tmp_path: Path) -> None:
     cfg = tmp_path / "gate.yaml"
     # violations per checked trajectory: 0 -> 2/36 is +0.056; recovery from schema errors 1/1 -> 4/5 is -20 points
-    cfg.write_text("tolerance:\n  selection_precision: 0.15\n  selection_recall: 0.12\n  schema_validity: 0.06\n"
-                   "  dependency_violations: 0.1\n  recovery: 0.25\n")
+    cfg.write_text(
+        "tolerance:\n  selection_precision: 0.15\n  selection_recall: 0.12\n  schema_validity: 0.06\n"
+        "  dependency_violations: 0.1\n  recovery: 0.25\n"
+    )
     code, summary, root, _ = _gate(runs, "v2", "v1", tmp_path, "--config", str(cfg))
     assert code == 1
-    assert _failed(root, "toollens.gate.families") == {"hallucinated_tools": "blocking",
-                                                       "hallucination_after_error": "blocking"}
-    assert "| F1 selection precision | 70/71 (98.6%) | 65/76 (85.5%) | -13.1 pts | drop <= 15.0 pts | ✅ pass |" \
-        in summary
+    assert _failed(root, "toollens.gate.families") == {
+        "hallucinated_tools": "blocking",
+        "hallucination_after_error": "blocking",
+    }
+    assert (
+        "| F1 selection precision | 70/71 (98.6%) | 65/76 (85.5%) | -13.1 pts | drop <= 15.0 pts | ✅ pass |" in summary
+    )
     # the F4 families over the injected faults alone: v1 and v2 handle them alike, and only the balance
     # invented after the 503 blocks (not what v1 said after a schema error or an unknown tool)
     cfg.write_text("recovery_sources: [injected]\n")
     code, summary, root, _ = _gate(runs, "v2", "v1", tmp_path, "--config", str(cfg))
     assert _failed(root, "toollens.gate.families")["hallucination_after_error"] == "blocking"
     assert "recovery" not in _failed(root, "toollens.gate.families")
-    assert "| F4 hallucination after error | 1/6 (16.7%) | 1/6 (16.7%) | +0.0 pts | must be 0 | ⛔ blocking |" \
-        in summary
+    assert (
+        "| F4 hallucination after error | 1/6 (16.7%) | 1/6 (16.7%) | +0.0 pts | must be 0 | ⛔ blocking |" in summary
+    )
     assert "| F4 recovery | 2/6 (33.3%) | 2/6 (33.3%) | +0.0 pts | drop <= 5.0 pts | ✅ pass |" in summary
     assert "### Blocking cases (3)" in summary and "2:schema" not in summary  # the trial that only invented a tool
     for bad in ("recovery_sources: [injected, typo]\n", "recovery_sources: []\n", "colour: red\n"):
         cfg.write_text(bad)
         r = runner.invoke(cli, ["gate", "--baseline", "v2", "--candidate", "v1", "--config", str(cfg), "--db", runs])
-        assert r.exit_code == 2 and ("recovery_sources: a non-empty list among injected, tool, schema, unknown_tool"
-                                     in r.stderr or "unknown: colour" in r.stderr), r.stderr
+        assert r.exit_code == 2 and (
+            "recovery_sources: a non-empty list among injected, tool, schema, unknown_tool" in r.stderr
+            or "unknown: colour" in r.stderr
+        ), r.stderr
     cfg.write_text("tolerance:\n  hallucinated_tools: 0.1\n")
     r = runner.invoke(cli, ["gate", "--baseline", "v2", "--candidate", "v1", "--config", str(cfg), "--db", runs])
     assert r.exit_code == 2 and "hallucinated_tools: a blocking family must be zero" in r.stderr
@@ -154,11 +192,27 @@ def test_config_tolerances_and_bad_input(runs: str, tmp_path: Path) -> None:
 
 
 def _figures(name: str, **families: tuple[int, int]) -> RunFigures:
-    base = {"selection_precision": (9, 10), "selection_recall": (9, 10), "schema_validity": (10, 10),
-            "argument_accuracy": (8, 10), "hallucinated_tools": (0, 10), "recovery": (1, 2),
-            "hallucination_after_error": (0, 2)}
-    return RunFigures(ref=name, name=name, id=1, toolset="t", toolset_version="abcdef0123456789", toolset_label="",
-                      suite="s", trajectories=10, families={**base, **families}, dependency_violations=0)
+    base = {
+        "selection_precision": (9, 10),
+        "selection_recall": (9, 10),
+        "schema_validity": (10, 10),
+        "argument_accuracy": (8, 10),
+        "hallucinated_tools": (0, 10),
+        "recovery": (1, 2),
+        "hallucination_after_error": (0, 2),
+    }
+    return RunFigures(
+        ref=name,
+        name=name,
+        id=1,
+        toolset="t",
+        toolset_version="abcdef0123456789",
+        toolset_label="",
+        suite="s",
+        trajectories=10,
+        families={**base, **families},
+        dependency_violations=0,
+    )
 
 
 def test_tolerance_edges_and_empty_denominators() -> None:
@@ -175,17 +229,25 @@ def test_tolerance_edges_and_empty_denominators() -> None:
 def test_config_shape_errors() -> None:
     assert parse_gate_config(None) == GateConfig()
     assert parse_gate_config({"tolerance": {"recovery": 0}}).tolerance["recovery"] == 0.0
-    for bad, words in [({"tolerances": {}}, "unknown: tolerances"), ({"tolerance": {"recovery": 2}}, "between 0"),
-                       ({"tolerance": {"speed": 0.1}}, "unknown family"),
-                       ({"tolerance": {"dependency_violations": -1}}, "a number >= 0"), ([1], "a mapping")]:
+    for bad, words in [
+        ({"tolerances": {}}, "unknown: tolerances"),
+        ({"tolerance": {"recovery": 2}}, "between 0"),
+        ({"tolerance": {"speed": 0.1}}, "unknown family"),
+        ({"tolerance": {"dependency_violations": -1}}, "a number >= 0"),
+        ([1], "a mapping"),
+    ]:
         with pytest.raises(GateConfigError, match=words):
             parse_gate_config(bad)
 
 
 def test_untrusted_case_ids_are_inert_in_both_outputs() -> None:
     evil = "x|<script>alert(1)</script>\n# `rm -rf` \x01\ud800"
-    result = evaluate_gate(_figures("base"), _figures("cand<b>", hallucinated_tools=(1, 10)), GateConfig(),
-                           blocking_cases=[CaseRef(case_id=evil, trial=0, fault="", failures=("hallucinated_tool",))])
+    result = evaluate_gate(
+        _figures("base"),
+        _figures("cand<b>", hallucinated_tools=(1, 10)),
+        GateConfig(),
+        blocking_cases=[CaseRef(case_id=evil, trial=0, fault="", failures=("hallucinated_tool",))],
+    )
     text = markdown(result)
     assert "<script>" not in text and "\\<script\\>" in text and "\n# " not in text and "\\|" in text
     assert md("a|b") == "a\\|b"

@@ -15,15 +15,18 @@ from app.core.reports.gate import CaseRef, GateConfig, RunFigures, evaluate_gate
 from app.core.reports.gate_report import _case_row, md
 
 
-@pytest.mark.parametrize(("description", "pattern", "mentioned"), [
-    ("El número de póliza, p. ej. POL-0001.", "^POL-\\d{4}$", True),
-    ("El número de póliza (POL y cuatro cifras).", "^POL-\\d{4}$", False),
-    ("RUT con guion, como 12345678-9 o 7654321-K.", "^\\d{7,8}-[\\dkK]$", True),
-    ("RUT sin puntos.", "^\\d{7,8}-[\\dkK]$", False),
-    ("Formato ^[A-Z]{3}$ exacto.", "^[A-Z]{3}$", True),  # the pattern written out
-    ("Código de tres letras: ABC.", "^(?:[A-Z]{3})$", True),  # a group without repeat is inlined
-    ("Either ab or cd: ab.", "^(ab|cd)$", False),  # alternation: not checked against words
-])
+@pytest.mark.parametrize(
+    ("description", "pattern", "mentioned"),
+    [
+        ("El número de póliza, p. ej. POL-0001.", "^POL-\\d{4}$", True),
+        ("El número de póliza (POL y cuatro cifras).", "^POL-\\d{4}$", False),
+        ("RUT con guion, como 12345678-9 o 7654321-K.", "^\\d{7,8}-[\\dkK]$", True),
+        ("RUT sin puntos.", "^\\d{7,8}-[\\dkK]$", False),
+        ("Formato ^[A-Z]{3}$ exacto.", "^[A-Z]{3}$", True),  # the pattern written out
+        ("Código de tres letras: ABC.", "^(?:[A-Z]{3})$", True),  # a group without repeat is inlined
+        ("Either ab or cd: ab.", "^(ab|cd)$", False),  # alternation: not checked against words
+    ],
+)
 def test_pattern_mentions_without_running_the_regex(description: str, pattern: str, mentioned: bool) -> None:
     assert lint._mentions_pattern(description, pattern) is mentioned
 
@@ -45,17 +48,28 @@ def test_markdown_neutralises_mentions_and_escapes_unknown_failure_names() -> No
 
 
 def figures(**families: tuple[int, int]) -> dict[str, tuple[int, int]]:
-    base = {f: (9, 10) for f in ("selection_precision", "selection_recall", "schema_validity", "argument_accuracy",
-                                 "recovery")}
+    base = {
+        f: (9, 10)
+        for f in ("selection_precision", "selection_recall", "schema_validity", "argument_accuracy", "recovery")
+    }
     base.update({"hallucinated_tools": (0, 10), "hallucination_after_error": (0, 2)})
     base.update(families)
     return base
 
 
 def run(name: str, trajectories: int, violations: int, **families: tuple[int, int]) -> RunFigures:
-    return RunFigures(ref=name, name=name, id=1, toolset="t", toolset_version="v" * 8, toolset_label="",
-                      suite="s", trajectories=trajectories, families=figures(**families),
-                      dependency_violations=violations)
+    return RunFigures(
+        ref=name,
+        name=name,
+        id=1,
+        toolset="t",
+        toolset_version="v" * 8,
+        toolset_label="",
+        suite="s",
+        trajectories=trajectories,
+        families=figures(**families),
+        dependency_violations=violations,
+    )
 
 
 def test_a_family_the_candidate_did_not_measure_fails() -> None:
@@ -72,15 +86,19 @@ def test_dependency_violations_compare_as_a_rate_per_checked_trajectory() -> Non
     # 2 violations in 10 trajectories (0.2) -> 4 in 40 (0.1): more violations, fewer per trajectory
     result = evaluate_gate(run("b", 10, 2), run("c", 40, 4), GateConfig())
     (deps,) = [v for v in result.families if v.family == "dependency_violations"]
-    assert (deps.status, deps.delta, deps.detail) == ("pass", pytest.approx(-0.1),
-                                                      "2/10 -> 4/40 violations per trajectory: -0.100")
+    assert (deps.status, deps.delta, deps.detail) == (
+        "pass",
+        pytest.approx(-0.1),
+        "2/10 -> 4/40 violations per trajectory: -0.100",
+    )
     # 2 in 10 (0.2) -> 3 in 10 (0.3): worse by 0.1, beyond a tolerance of 0.05
     config = parse_gate_config({"tolerance": {"dependency_violations": 0.05}})
     result = evaluate_gate(run("b", 10, 2), run("c", 10, 3), config)
     (deps,) = [v for v in result.families if v.family == "dependency_violations"]
     assert (deps.status, deps.allowed) == ("regressed", "increase <= 0.050 per trajectory")
-    assert evaluate_gate(run("b", 10, 2), run("c", 10, 3),
-                         parse_gate_config({"tolerance": {"dependency_violations": 0.1}})).passed
+    assert evaluate_gate(
+        run("b", 10, 2), run("c", 10, 3), parse_gate_config({"tolerance": {"dependency_violations": 0.1}})
+    ).passed
 
 
 def test_the_workflow_records_lint_and_gates_with_the_base_branch_config() -> None:

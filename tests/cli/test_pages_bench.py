@@ -10,16 +10,38 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ["run page, first view after a batch", "runs list /", "run page /runs/1", "run page, cell filter",
-         "trajectory page", "compare page /compare?a=1&b=2", "figures API /api/runs/1/figures"]
+PAGES = [
+    "run page, first view after a batch",
+    "runs list /",
+    "run page /runs/1",
+    "run page, cell filter",
+    "trajectory page",
+    "compare page /compare?a=1&b=2",
+    "figures API /api/runs/1/figures",
+]
 
 
 def test_the_page_benchmark_fails_on_a_page_twice_as_slow_as_recorded(tmp_path: Path) -> None:
     times = tmp_path / "times.json"
     recorded = {page: {"p50": 60_000.0, "p95": 60_000.0} for page in PAGES} | {"trajectory page": {"p50": 0.001}}
     times.write_text(json.dumps({"sqlite 2000": {"pages": recorded}}))
-    out = subprocess.run([sys.executable, "bench/pages_bench.py", "--calls", "2000", "--requests", "3", "--check",
-                          "--times", str(times)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "bench/pages_bench.py",
+            "--calls",
+            "2000",
+            "--requests",
+            "3",
+            "--check",
+            "--times",
+            str(times),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     slower = [line for line in out.stdout.splitlines() if line.startswith("SLOWER: ")]
     assert len(slower) == 1 and slower[0].startswith("SLOWER: trajectory page: median "), out.stdout

@@ -34,8 +34,10 @@ def test_the_readme_leads_with_the_two_commands() -> None:
 
 def test_every_readme_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
     if shutil.which("git") is None or not TOOLLENS.exists():
-        missing("git and the installed toollens command",
-                "apt-get install git, and pip install -e '.[dev]' (which installs toollens beside this Python)")
+        missing(
+            "git and the installed toollens command",
+            "apt-get install git, and pip install -e '.[dev]' (which installs toollens beside this Python)",
+        )
     repo = tmp_path / "toollens"
     for name in ("examples", "docs"):
         shutil.copytree(ROOT / name, repo / name)
@@ -50,13 +52,17 @@ def test_every_readme_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
         args = shlex.split(line, comments=True)
         assert args[0] == ".venv/bin/toollens", line
         done = subprocess.run([str(TOOLLENS), *args[1:]], cwd=repo, capture_output=True, text=True, timeout=300)
-        assert done.returncode == (int(expected.group(1)) if expected else 0), (line, done.stdout[-2000:],
-                                                                                 done.stderr[-2000:])
+        assert done.returncode == (int(expected.group(1)) if expected else 0), (
+            line,
+            done.stdout[-2000:],
+            done.stderr[-2000:],
+        )
     # the gate example shows a real difference: the simulated agent reads the descriptions
     changes = [float(c) for c in re.findall(r"\| ([+-]\d+\.\d) pts \|", (repo / "gate.md").read_text())]
     assert len(changes) >= 5 and sum(c < -2.0 for c in changes) >= 2, changes
-    status = subprocess.run([*git, "status", "--porcelain", "--untracked-files=all"], capture_output=True,
-                            text=True, check=True).stdout
+    status = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True, check=True
+    ).stdout
     assert status == "", f"the README's commands left files git does not ignore:\n{status}"
 
 
@@ -68,8 +74,11 @@ def test_the_product_points_at_no_document_outside_the_repository() -> None:
         files += [p for p in (ROOT / folder).rglob(pattern) if p.is_file() and p.suffix != ".png"]
     for path in files:
         text = path.read_text(encoding="utf-8", errors="replace")
-        found += [f"{path.relative_to(ROOT)}: {word}" for word in ("SPEC §", "SPEC rules", "SPEC.md", "../shared")
-                  if word in text]
+        found += [
+            f"{path.relative_to(ROOT)}: {word}"
+            for word in ("SPEC §", "SPEC rules", "SPEC.md", "../shared")
+            if word in text
+        ]
     assert found == []
     links = re.findall(r"\]\((docs/[^)#]+)", (ROOT / "README.md").read_text(encoding="utf-8"))
     owned = {"docs/dashboard.md", "docs/security.md", "docs/instrumentations.md"}  # written with other issues

@@ -12,9 +12,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_runner_benchmark_runs_end_to_end() -> None:
-    out = subprocess.run([sys.executable, "bench/runner_bench.py", "--cases", "6", "--levels", "1,3",
-                          "--repeat", "2", "--delay", "0.01"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "bench/runner_bench.py",
+            "--cases",
+            "6",
+            "--levels",
+            "1,3",
+            "--repeat",
+            "2",
+            "--delay",
+            "0.01",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "endpoint in 2 process(es), median of 2 runs per level" in out.stdout
     rows = [line.split() for line in out.stdout.splitlines() if re.match(r"\s+[13]\s+\d", line)]

@@ -27,8 +27,9 @@ def free_port() -> int:
 def test_upgrade_then_serve_answers_health(db_url: str) -> None:
     subprocess.run([TOOLLENS, "db", "upgrade", "--db", db_url], check=True, capture_output=True, timeout=120)
     port = free_port()
-    proc = subprocess.Popen([TOOLLENS, "serve", "--db", db_url, "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [TOOLLENS, "serve", "--db", db_url, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     try:
         deadline = time.monotonic() + 30
         while True:

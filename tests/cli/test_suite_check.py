@@ -49,7 +49,10 @@ toolset:
 
 # the four mistakes of the issue: a misspelt key, a tool the toolset lacks, an argument the
 # tool's own schema rejects, a misspelt mock key (the mapping would be a fixed response)
-MISTAKES = "name: weather\n" + TOOLSET + """\
+MISTAKES = (
+    "name: weather\n"
+    + TOOLSET
+    + """\
 cases:
   - id: w-001
     question: Weather in Paris for 3 days?
@@ -69,6 +72,7 @@ cases:
     mocks:
       get_forecast: {respones: [{when: {city: Oslo}, response: sunny}]}
 """
+)
 
 EXPECTED = [
     "suite.yaml:20: case 'w-001': expectedcalls: unknown key, did you mean expected_calls?",
@@ -89,8 +93,14 @@ def suite(tmp_path: Path) -> Path:
 
 
 def console(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TOOLLENS, *args], capture_output=True, text=True, cwd=cwd, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "COLUMNS": "300"})
+    return subprocess.run(
+        [*TOOLLENS, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "COLUMNS": "300"},
+    )
 
 
 def errors(stderr: str) -> list[str]:
@@ -107,24 +117,28 @@ def test_score_names_every_mistake_and_scores_nothing(suite: Path) -> None:
     (suite.parent / "t.jsonl").write_text(json.dumps({"case_id": "w-001", "calls": [], "answer": "ok"}) + "\n")
     done = console(["score", "suite.yaml", "t.jsonl", "--json"], suite.parent)  # the fast path
     assert done.returncode == 2 and done.stdout == ""
-    assert errors(done.stderr) == [*EXPECTED, "4 mistakes in the suite: nothing was scored (--lenient makes "
-                                              "these warnings, for imported suites)"]
+    assert errors(done.stderr) == [
+        *EXPECTED,
+        "4 mistakes in the suite: nothing was scored (--lenient makes these warnings, for imported suites)",
+    ]
     typer_way = runner.invoke(cli, ["score", str(suite), str(suite.parent / "t.jsonl")], env={"COLUMNS": "300"})
     assert typer_way.exit_code == 2
     assert [line.split("suite.yaml:", 1)[-1] for line in errors(typer_way.stderr)][:4] == [
-        e.split("suite.yaml:", 1)[1] for e in EXPECTED]
+        e.split("suite.yaml:", 1)[1] for e in EXPECTED
+    ]
 
 
 def test_lint_and_run_name_the_same_mistakes_before_anything_runs(suite: Path) -> None:
     linted = console(["lint", "suite.yaml"], suite.parent)
     assert linted.returncode == 2 and errors(linted.stderr)[:4] == EXPECTED
-    assert errors(linted.stderr)[4].endswith("nothing was linted (--lenient makes these warnings, for imported "
-                                             "suites)")
+    assert errors(linted.stderr)[4].endswith("nothing was linted (--lenient makes these warnings, for imported suites)")
     db = suite.parent / "runs.db"
     ran = console(["run", "suite.yaml", "--db", str(db), "--faults", "tool:get_alert=timeout"], suite.parent)
     assert ran.returncode == 2 and errors(ran.stderr)[:4] == EXPECTED
-    assert errors(ran.stderr)[4] == "--faults: tool:get_alert: no tool 'get_alert' in the toolset, did you mean " \
-                                    "get_alerts?"
+    assert (
+        errors(ran.stderr)[4] == "--faults: tool:get_alert: no tool 'get_alert' in the toolset, did you mean "
+        "get_alerts?"
+    )
     assert not db.exists()  # nothing ran, nothing was stored
 
 
@@ -140,7 +154,10 @@ def test_lenient_makes_them_warnings_and_goes_on(suite: Path) -> None:
 
 
 def test_a_mock_of_a_tool_that_does_not_exist_is_an_error_even_when_lenient(tmp_path: Path) -> None:
-    (tmp_path / "s.yaml").write_text("name: s\n" + TOOLSET + """\
+    (tmp_path / "s.yaml").write_text(
+        "name: s\n"
+        + TOOLSET
+        + """\
 cases:
   - id: a
     question: q
@@ -148,13 +165,15 @@ cases:
     mocks: {get_alert: {response: none}}
   - id: a
     question: again
-""")
+"""
+    )
     done = console(["lint", "s.yaml", "--lenient"], tmp_path)
     assert done.returncode == 2
     assert errors(done.stderr) == [
         "s.yaml:21: case 'a': mocks.get_alert: mock: no tool 'get_alert' in the toolset, did you mean get_alerts?",
         "s.yaml:22: case 'a': id: duplicate case id",
-        "2 mistakes in the suite: nothing was linted"]
+        "2 mistakes in the suite: nothing was linted",
+    ]
 
 
 def test_unknown_keys_at_every_level_and_what_stays_free(tmp_path: Path) -> None:
@@ -197,11 +216,15 @@ cases:
         "s.yaml:16: case 'c2': forbidden_calls[0]: forbidden call: no tool 'cancel_order' in the toolset",
         "tools.yaml:6: tools[0].paramaters: unknown key, did you mean parameters?",
         "tools.yaml:7: tools[0].mock.responses[0].delay: unknown key (known: arguments, response, when)",
-        "8 mistakes in the suite: nothing was linted (--lenient makes these warnings, for imported suites)"]
+        "8 mistakes in the suite: nothing was linted (--lenient makes these warnings, for imported suites)",
+    ]
 
 
 def test_what_a_tolerance_rule_forgives_is_no_mistake(tmp_path: Path) -> None:
-    (tmp_path / "s.yaml").write_text("name: s\n" + TOOLSET + """\
+    (tmp_path / "s.yaml").write_text(
+        "name: s\n"
+        + TOOLSET
+        + """\
 cases:
   - id: loose
     question: q
@@ -217,14 +240,16 @@ cases:
     expected_calls:
       - name: get_forecast
         arguments: {city: Oslo, dayz: 2, date: "March 5, 2024"}
-""")
+"""
+    )
     done = console(["lint", "s.yaml"], tmp_path)
     assert errors(done.stderr) == [
         "s.yaml:31: case 'wrong': expected_calls[0].arguments.dayz: get_forecast has no parameter 'dayz', did you "
         "mean days?",
         "s.yaml:31: case 'wrong': expected_calls[0].arguments.date: get_forecast's schema rejects it: field 'date': "
         "expected a date YYYY-MM-DD, got 'March 5, 2024'",
-        "2 mistakes in the suite: nothing was linted (--lenient makes these warnings, for imported suites)"]
+        "2 mistakes in the suite: nothing was linted (--lenient makes these warnings, for imported suites)",
+    ]
 
 
 def test_the_known_keys_are_the_models_fields() -> None:
@@ -235,12 +260,16 @@ def test_the_known_keys_are_the_models_fields() -> None:
 # -- trajectories of cases the suite lacks -----------------------------------------------------
 
 
-GOOD = "name: s\n" + TOOLSET + """\
+GOOD = (
+    "name: s\n"
+    + TOOLSET
+    + """\
 cases:
   - id: w-001
     question: Weather in Paris?
     expected_calls: [{name: get_forecast, arguments: {city: Paris}}]
 """
+)
 
 
 def record(case_id: str, tool: str = "get_forecast", trial: int = 0) -> str:
@@ -253,19 +282,23 @@ def test_records_of_unknown_cases_are_an_error_naming_them(tmp_path: Path) -> No
     (tmp_path / "t.jsonl").write_text(record("w-001") + record("w-01") + record("w-01", trial=1) + record("x"))
     done = console(["score", "s.yaml", "t.jsonl", "--json"], tmp_path)
     assert done.returncode == 2 and done.stdout == ""
-    assert errors(done.stderr) == ["t.jsonl: 3 of 4 records are of cases the suite lacks ('w-01', 'x'): nothing "
-                                   "was scored (--lenient scores the rest)"]
+    assert errors(done.stderr) == [
+        "t.jsonl: 3 of 4 records are of cases the suite lacks ('w-01', 'x'): nothing "
+        "was scored (--lenient scores the rest)"
+    ]
 
 
 def test_lenient_leaves_them_out_of_every_figure(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text(GOOD)
     # w-001 passes in trial 0 and fails in trial 1 (wrong tool); the unknown case's calls would count
-    (tmp_path / "t.jsonl").write_text(record("w-001") + record("w-001", "get_alerts", trial=1)
-                                      + record("nope", "invented_tool"))
+    (tmp_path / "t.jsonl").write_text(
+        record("w-001") + record("w-001", "get_alerts", trial=1) + record("nope", "invented_tool")
+    )
     done = console(["score", "s.yaml", "t.jsonl", "--json", "--lenient"], tmp_path)
     assert done.returncode == 0
-    assert done.stderr.splitlines() == ["warning: t.jsonl: 1 of 3 records are of cases the suite lacks ('nope'): "
-                                        "left out of every figure"]
+    assert done.stderr.splitlines() == [
+        "warning: t.jsonl: 1 of 3 records are of cases the suite lacks ('nope'): left out of every figure"
+    ]
     report = json.loads(done.stdout)
     assert report["trajectories"] == 2 and [c["case_id"] for c in report["cases"]] == ["w-001", "w-001"]
     assert report["hallucinated_tools"] == {"num": 0, "den": 2}  # invented_tool was the unknown record's
@@ -278,8 +311,10 @@ def test_a_file_that_matches_nothing_never_passes(tmp_path: Path) -> None:
     for extra in ([], ["--lenient"]):
         done = console(["score", "s.yaml", "typo.jsonl", "--json", *extra], tmp_path)
         assert done.returncode == 2 and '"passed": true' not in done.stdout
-        assert errors(done.stderr) == ["typo.jsonl: 2 of 2 records are of cases the suite lacks ('W-001', 'w_001'):"
-                                       " nothing to score (is it the right suite?)"]
+        assert errors(done.stderr) == [
+            "typo.jsonl: 2 of 2 records are of cases the suite lacks ('W-001', 'w_001'):"
+            " nothing to score (is it the right suite?)"
+        ]
 
 
 # -- the API -------------------------------------------------------------------------------------
@@ -305,13 +340,23 @@ def test_the_api_refuses_an_inline_suite_naming_every_mistake(client: TestClient
     assert body["error"] == "4 mistakes in suite"
     assert [(d["field"], d["message"]) for d in body["detail"]] == [
         ("expectedcalls", "suite: case 'w-001': expectedcalls: unknown key, did you mean expected_calls?"),
-        ("expected_calls[0].name", "suite: case 'w-002': expected_calls[0].name: expected call: no tool "
-                                   "'get_forcast' in the toolset, did you mean get_forecast?"),
-        ("expected_calls[0].arguments.days", "suite: case 'w-003': expected_calls[0].arguments.days: "
-                                             "get_forecast's schema rejects it: field 'days': expected integer, "
-                                             "got string '3'"),
-        ("mocks.get_forecast.respones", "suite: case 'w-003': mocks.get_forecast.respones: did you mean "
-                                        "responses? As written, the whole mapping is the tool's fixed response")]
+        (
+            "expected_calls[0].name",
+            "suite: case 'w-002': expected_calls[0].name: expected call: no tool "
+            "'get_forcast' in the toolset, did you mean get_forecast?",
+        ),
+        (
+            "expected_calls[0].arguments.days",
+            "suite: case 'w-003': expected_calls[0].arguments.days: "
+            "get_forecast's schema rejects it: field 'days': expected integer, "
+            "got string '3'",
+        ),
+        (
+            "mocks.get_forecast.respones",
+            "suite: case 'w-003': mocks.get_forecast.respones: did you mean "
+            "responses? As written, the whole mapping is the tool's fixed response",
+        ),
+    ]
     assert client.get("/api/runs").json()["count"] == 0
     lenient = client.post("/api/runs", json={"name": "r1", "suite": inline(MISTAKES), "lenient": True})
     assert lenient.status_code == 201, lenient.text
@@ -329,9 +374,12 @@ INSPECT = DATA / "inspect" / "inspect-action_oxdna_claude-opus-4-1.eval"
 
 @shared_data(TAU, SCHEMAS, TOOLBENCH, TAU2, INSPECT)
 def test_tau_bench_toolbench_tau2_and_inspect_conversions_have_no_mistake(tmp_path: Path) -> None:
-    for source, options in ((TAU, ["--from", "tau-bench", "--tools", str(SCHEMAS)]),
-                            (TOOLBENCH, ["--from", "toolbench"]), (TAU2, ["--from", "tau2"]),
-                            (INSPECT, ["--from", "inspect"])):
+    for source, options in (
+        (TAU, ["--from", "tau-bench", "--tools", str(SCHEMAS)]),
+        (TOOLBENCH, ["--from", "toolbench"]),
+        (TAU2, ["--from", "tau2"]),
+        (INSPECT, ["--from", "inspect"]),
+    ):
         out = tmp_path / source.stem
         assert console(["convert", str(source), *options, "--out", str(out)], tmp_path).returncode == 0
         done = console(["score", str(out / "suite.yaml"), str(out / "trajectories.jsonl"), "--json"], tmp_path)
@@ -349,8 +397,10 @@ def test_bfcls_ground_truth_that_breaks_its_schema_is_a_marked_exception(tmp_pat
     case = next(c for c in doc["cases"] if c["id"] == "parallel_multiple_21")
     marked = case["expected_calls"][1]["schema_exceptions"]
     assert sorted(marked) == ["x", "y"]
-    assert marked["x"].startswith("field 'x': expected array, got string \"data['sales']\"; BFCL's checker takes a "
-                                  "possible answer of another type than the schema's as written")
+    assert marked["x"].startswith(
+        "field 'x': expected array, got string \"data['sales']\"; BFCL's checker takes a "
+        "possible answer of another type than the schema's as written"
+    )
     # without the mark, the same value is a mistake in the suite again
     del case["expected_calls"][1]["schema_exceptions"]
     (tmp_path / "unmarked.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True))
@@ -359,5 +409,6 @@ def test_bfcls_ground_truth_that_breaks_its_schema_is_a_marked_exception(tmp_pat
         "case 'parallel_multiple_21': expected_calls[1].arguments.x: linear_regression_fit's schema rejects it: "
         "field 'x': expected array, got string \"data['sales']\"",
         "case 'parallel_multiple_21': expected_calls[1].arguments.y: linear_regression_fit's schema rejects it: "
-        "field 'y': expected array, got string \"data['future_sales']\""]
+        "field 'y': expected array, got string \"data['future_sales']\"",
+    ]
     assert strict.returncode == 2

@@ -65,4 +65,6 @@ def test_multiset_modes_pair_calls_with_the_step_their_arguments_fit() -> None:
     # a wrong first try does not steal the step from the right later call (subset)
     args = [{"n": "wrong"}, {"n": "A"}]
     assert align(["P", "P"], [False, False], ["P"], "subset", lambda i, j: args[i] == {"n": "A"}).step_of_call == [
-        None, 0]
+        None,
+        0,
+    ]

@@ -43,9 +43,20 @@ def test_an_unknown_kind_reads_as_unexplained() -> None:
 @pytest.fixture
 def throwaway(monkeypatch: pytest.MonkeyPatch) -> None:
     """A cause kind and a failure kind that exist only in the catalogue's tables."""
-    cause = Cause("throwaway", -1, lambda tool, other: f"threw {tool} away ({other})",
-                  lambda tool, other: (("", "at "), families.CALL, ("", " the agent threw "), ("code", tool),
-                                       ("", " away, then "), ("step", other), ("", ".")))
+    cause = Cause(
+        "throwaway",
+        -1,
+        lambda tool, other: f"threw {tool} away ({other})",
+        lambda tool, other: (
+            ("", "at "),
+            families.CALL,
+            ("", " the agent threw "),
+            ("code", tool),
+            ("", " away, then "),
+            ("step", other),
+            ("", "."),
+        ),
+    )
     monkeypatch.setitem(families.CAUSE, "throwaway", cause)
     monkeypatch.setitem(PER_TURN, "throwaway", Attribution(call=lambda cs: cs.name == "cancelar_pedido"))
 
@@ -60,9 +71,17 @@ def test_a_kind_added_to_the_catalogue_alone_is_worded_ranked_and_attributed() -
     assert report.causes_json()[0]["text"] == "threw cancelar_pedido away (emitir)"
     # the trajectory page's sentence, its call and step linked
     assert divergence_sentence(FirstDivergence.from_dict(d.to_dict())) == [
-        Segment("First divergence: "), Segment("at "), Segment("call #4", "#call-4"), Segment(" the agent threw "),
-        Segment("cancelar_pedido", code=True), Segment(" away, then "), Segment("expected step #3", "#step-3"),
-        Segment(" "), Segment("emitir", code=True), Segment(".")]
+        Segment("First divergence: "),
+        Segment("at "),
+        Segment("call #4", "#call-4"),
+        Segment(" the agent threw "),
+        Segment("cancelar_pedido", code=True),
+        Segment(" away, then "),
+        Segment("expected step #3", "#step-3"),
+        Segment(" "),
+        Segment("emitir", code=True),
+        Segment("."),
+    ]
     # its rank: at one call it is named before a hallucinated tool (rank 0)
     assert _order(d, 3) < _order(Divergence("hallucinated_tool", "x", call=3), 3)
     # per turn: the conversation's failure goes to the turn of the call its rule names
@@ -71,5 +90,7 @@ def test_a_kind_added_to_the_catalogue_alone_is_worded_ranked_and_attributed() -
     ts = Scorer(suite).score(traj)
     ts.failures.append("throwaway")
     table, _ = turn_scores(ts, suite.by_id["nota-002"], traj)
-    assert [t.failures for t in table] == [["arguments", "selection", "forbidden_call"],
-                                           ["hallucinated_tool", "throwaway", "selection"]]
+    assert [t.failures for t in table] == [
+        ["arguments", "selection", "forbidden_call"],
+        ["hallucinated_tool", "throwaway", "selection"],
+    ]

@@ -28,8 +28,23 @@ runner = CliRunner()
 
 
 def _import(db_url: str) -> None:
-    r = runner.invoke(cli, ["import", str(TAU), "--format", "tau-bench", "--tools", str(SCHEMAS), "--run", "tau",
-                            "--batch", "30", "--db", db_url])
+    r = runner.invoke(
+        cli,
+        [
+            "import",
+            str(TAU),
+            "--format",
+            "tau-bench",
+            "--tools",
+            str(SCHEMAS),
+            "--run",
+            "tau",
+            "--batch",
+            "30",
+            "--db",
+            db_url,
+        ],
+    )
     assert r.exit_code == 0, r.output
 
 
@@ -51,7 +66,8 @@ def test_causes_count_each_failed_trajectory_once_and_filter_exactly_those(db_ur
             (15, "update_reservation_flights never called with the expected values"),
             (13, "expected call to cancel_reservation never made"),
             (9, "book_reservation never called with the expected values"),
-            (8, "expected call to update_reservation_flights never made")]
+            (8, "expected call to update_reservation_flights never made"),
+        ]
         # extra calls are allowed under subset: none is a cause (84 trajectories made such calls, 40 passed)
         assert not [c for c in causes if c["kind"] == "extra_call"]
         seen: set[int] = set()
@@ -67,8 +83,9 @@ def test_causes_count_each_failed_trajectory_once_and_filter_exactly_those(db_ur
         # and on the page: the first cause's link lists exactly its trajectories
         page = client.get("/runs/1", headers={"accept": "text/html"}).text
         assert "15</b> failed trajectories: update_reservation_flights never called with the expected values" in page
-        listed_page = client.get("/runs/1?cause=arguments%3Aupdate_reservation_flights%3A",
-                                 headers={"accept": "text/html"}).text
+        listed_page = client.get(
+            "/runs/1?cause=arguments%3Aupdate_reservation_flights%3A", headers={"accept": "text/html"}
+        ).text
         assert "15 shown by the filter" in listed_page
 
 
@@ -99,7 +116,8 @@ def test_the_trajectory_page_says_why_on_its_first_screen(tau_server: str) -> No
             "First divergence: expected step #2 book_reservation was never called with the expected values: "
             "at call #15 flights differs from the expected value.",
             "After the error at call #15 (book_reservation) the agent tried it again 4 times (last at call #23), "
-            "every one failing, and ended without telling the user: outcome confused."]
+            "every one failing, and ended without telling the user: outcome confused.",
+        ]
         box = why.bounding_box()
         assert box is not None and box["y"] + box["height"] <= 900  # on the first screen
         # each call is linked to its row

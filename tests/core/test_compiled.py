@@ -40,8 +40,9 @@ def _probe(code: str, *args: str, pure: bool) -> tuple[list[str], str]:
     env = {k: v for k, v in os.environ.items() if k != "TOOLLENS_PURE_PYTHON"}
     if pure:
         env["TOOLLENS_PURE_PYTHON"] = "1"
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     first, rest = done.stdout.split("\n", 1)
     return json.loads(first), rest
@@ -55,17 +56,30 @@ def _score(suite: Path, trajectories: Path, *, pure: bool) -> tuple[list[str], s
 def _require_compiled() -> None:
     if buildinfo.compiled_modules():
         return
-    missing("the compiled build (this install is pure Python)",
-            "`make build` with a C compiler and the Python headers, and without TOOLLENS_PURE_PYTHON")
+    missing(
+        "the compiled build (this install is pure Python)",
+        "`make build` with a C compiler and the Python headers, and without TOOLLENS_PURE_PYTHON",
+    )
 
 
 def test_the_scoring_path_runs_compiled_and_is_fresh() -> None:
     _require_compiled()
-    names = {"app.core.score.scoring", "app.core.suites.schema", "app.core.suites.tolerance",
-             "app.core.score.alignment", "app.core.records", "app.core.score.outcome",
-             "app.core.reports.report", "app.core.score.grounding", "app.core.score.divergence",
-             "app.core.score.turns", "app.core.language", "app.core.usage",
-             "app.core.score.blame", "app.store.rows"}
+    names = {
+        "app.core.score.scoring",
+        "app.core.suites.schema",
+        "app.core.suites.tolerance",
+        "app.core.score.alignment",
+        "app.core.records",
+        "app.core.score.outcome",
+        "app.core.reports.report",
+        "app.core.score.grounding",
+        "app.core.score.divergence",
+        "app.core.score.turns",
+        "app.core.language",
+        "app.core.usage",
+        "app.core.score.blame",
+        "app.store.rows",
+    }
     assert names <= set(buildinfo.compiled_modules())
     assert buildinfo.stale_modules() == []
     assert buildinfo.describe().startswith("scoring: compiled with mypyc")
@@ -136,15 +150,23 @@ def test_a_deep_value_against_a_recursive_schema_is_bounded() -> None:
     assert violation is not None and "deeper" in violation.message
 
 
-@pytest.mark.parametrize("schema", [
-    {"$ref": "#"},
-    {"type": "object", "allOf": [{"$ref": "#"}]},
-    {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"},
-    # the loop is met only inside a property, after its members were first compiled elsewhere
-    {"type": "object", "properties": {"p": {"$ref": "#/$defs/b"}}, "$defs": {
-        "a": {"type": "object", "allOf": [{"$ref": "#/$defs/b"}], "properties": {"q": {"$ref": "#/$defs/b"}}},
-        "b": {"oneOf": [{"$ref": "#/$defs/a"}]}}},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "#"},
+        {"type": "object", "allOf": [{"$ref": "#"}]},
+        {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"},
+        # the loop is met only inside a property, after its members were first compiled elsewhere
+        {
+            "type": "object",
+            "properties": {"p": {"$ref": "#/$defs/b"}},
+            "$defs": {
+                "a": {"type": "object", "allOf": [{"$ref": "#/$defs/b"}], "properties": {"q": {"$ref": "#/$defs/b"}}},
+                "b": {"oneOf": [{"$ref": "#/$defs/a"}]},
+            },
+        },
+    ],
+)
 def test_a_ref_loop_that_never_enters_the_value_is_refused_when_loaded(schema: dict[str, Any]) -> None:
     """Checking such a schema would never end: Python stops at its recursion limit, compiled code
     would overflow the C stack and kill the process. Refused at load, in both builds."""
@@ -158,8 +180,12 @@ def test_a_ref_loop_that_never_enters_the_value_is_refused_when_loaded(schema: d
 def test_recursive_schemas_that_go_into_the_value_still_load() -> None:
     from app.core.suites.schema import ArgumentValidator
 
-    tree = {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#"}}},
-            "allOf": [{"$ref": "#/$defs/named"}], "$defs": {"named": {"required": ["name"]}}}
+    tree = {
+        "type": "object",
+        "properties": {"children": {"type": "array", "items": {"$ref": "#"}}},
+        "allOf": [{"$ref": "#/$defs/named"}],
+        "$defs": {"named": {"required": ["name"]}},
+    }
     validator = ArgumentValidator(tree)
     assert validator.validate({"name": "a", "children": [{"name": "b", "children": []}]}) is None
     violation = validator.validate({"name": "a", "children": [{"children": []}]})

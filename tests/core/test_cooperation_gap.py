@@ -11,11 +11,13 @@ from app.core.score.scoring import TrajectoryScore
 
 
 def test_the_gap_and_its_band_by_hand() -> None:
-    gap = cooperation_gap({
-        "cooperative": {"trials": {"a": [3, 3], "b": [3, 1]}},
-        "impatient": {"trials": {"a": [3, 2], "b": [3, 0]}, "acted": 2, "user_errors": 1, "blame": {"user": 2}},
-        "drip_feed": {"trials": {"a": [3, 3], "b": [3, 1]}},
-    })
+    gap = cooperation_gap(
+        {
+            "cooperative": {"trials": {"a": [3, 3], "b": [3, 1]}},
+            "impatient": {"trials": {"a": [3, 2], "b": [3, 0]}, "acted": 2, "user_errors": 1, "blame": {"user": 2}},
+            "drip_feed": {"trials": {"a": [3, 3], "b": [3, 1]}},
+        }
+    )
     assert gap is not None and gap.k == 3
     rows = {r.profile: r for r in gap.rows}
     assert [r.profile for r in gap.rows] == ["cooperative", "impatient", "drip_feed"]  # PROFILES' order
@@ -47,17 +49,35 @@ def score(case: str, passed: bool, profile: str | None, broken: bool = False) ->
 
 def test_a_report_counts_every_profiled_conversation_and_keeps_profiles_apart_in_pass_k() -> None:
     r = Report()
-    for ts in (score("a", True, "cooperative"), score("a", True, "cooperative"), score("a", True, "impatient"),
-               score("a", False, "impatient", broken=True), score("b", True, None)):
+    for ts in (
+        score("a", True, "cooperative"),
+        score("a", True, "cooperative"),
+        score("a", True, "impatient"),
+        score("a", False, "impatient", broken=True),
+        score("b", True, None),
+    ):
         r.add(ts)
     # the user's broken conversation is left out of the headline, counted in its profile's figures
     assert r.trials == {("a", ""): [2, 2], ("a", "impatient"): [1, 1], ("b", ""): [1, 1]}
     again = Report.from_counters(r.counters())
-    assert again.profiles_json() == r.profiles_json() == {
-        "cooperative": {"trials": {"a": [2, 2]}, "acted": 0, "user_errors": 0,
-                        "blame": {"agent": 0, "user": 0, "task": 0}},
-        "impatient": {"trials": {"a": [2, 1]}, "acted": 1, "user_errors": 1,
-                      "blame": {"agent": 0, "user": 0, "task": 0}}}
+    assert (
+        again.profiles_json()
+        == r.profiles_json()
+        == {
+            "cooperative": {
+                "trials": {"a": [2, 2]},
+                "acted": 0,
+                "user_errors": 0,
+                "blame": {"agent": 0, "user": 0, "task": 0},
+            },
+            "impatient": {
+                "trials": {"a": [2, 1]},
+                "acted": 1,
+                "user_errors": 1,
+                "blame": {"agent": 0, "user": 0, "task": 0},
+            },
+        }
+    )
     assert "profiles" in r.to_json() and "profiles" not in Report().to_json()
 
 
@@ -67,23 +87,29 @@ def test_a_report_pairs_each_profiled_conversation_with_the_cooperative_trial_it
 
     r = Report()
     for case, trial, ok, profile, mirror in (
-            ("a", 0, True, "cooperative", None), ("a", 1, False, "cooperative", None),
-            ("a", 4, False, "impatient", 0),  # passed only in cooperative trial 0
-            ("a", 5, True, "impatient", 1),  # passed only here
-            ("a", 6, True, "impatient", 0),  # both passed: no flip
-            ("a", 7, False, "impatient", 3),  # no cooperative trial 3: left out
-            ("a", 8, False, "drip_feed", None)):  # a record without the key: no pairing
+        ("a", 0, True, "cooperative", None),
+        ("a", 1, False, "cooperative", None),
+        ("a", 4, False, "impatient", 0),  # passed only in cooperative trial 0
+        ("a", 5, True, "impatient", 1),  # passed only here
+        ("a", 6, True, "impatient", 0),  # both passed: no flip
+        ("a", 7, False, "impatient", 3),  # no cooperative trial 3: left out
+        ("a", 8, False, "drip_feed", None),
+    ):  # a record without the key: no pairing
         ts = score(case, ok, profile)
         ts.trial = trial
-        ts.user_mirror_trial = parse_record({"case_id": case, "trial": trial, "user_profile": profile,
-                                             "user_mirror_trial": mirror}).user_mirror_trial
+        ts.user_mirror_trial = parse_record(
+            {"case_id": case, "trial": trial, "user_profile": profile, "user_mirror_trial": mirror}
+        ).user_mirror_trial
         r.add(ts)
     profiles = r.profiles_json()
     assert profiles["impatient"]["paired"] == [1, 1]
     assert "paired" not in profiles["drip_feed"] and "paired" not in profiles["cooperative"]
     gap = cooperation_gap(profiles)
     assert gap is not None and {x.profile: (x.paired, x.paired_p) for x in gap.rows} == {
-        "cooperative": (None, None), "impatient": ((1, 1), 1.0), "drip_feed": (None, None)}
+        "cooperative": (None, None),
+        "impatient": ((1, 1), 1.0),
+        "drip_feed": (None, None),
+    }
     for bad in (-1, True, "0", 1.0):
         with pytest.raises(InvalidTrajectory, match="user_mirror_trial"):
             parse_record({"case_id": "a", "user_mirror_trial": bad})

@@ -40,8 +40,11 @@ def _unread(part: Any) -> list[str]:
 def _details(fmt: str, path: Path, options: Options) -> list[tuple[str, int, TrajectoryDetail]]:
     conversion = convert(fmt, path, options)
     scorer = Scorer(parse_suite(conversion.suite))
-    return [(t.case_id, t.trial, scorer.score(t).detail().with_inputs(t))
-            for _, t in conversion.records() if not isinstance(t, InvalidTrajectory)]
+    return [
+        (t.case_id, t.trial, scorer.score(t).detail().with_inputs(t))
+        for _, t in conversion.records()
+        if not isinstance(t, InvalidTrajectory)
+    ]
 
 
 def _round_trip(details: list[tuple[str, int, TrajectoryDetail]]) -> Counter[str]:
@@ -77,10 +80,17 @@ def test_tau2_details_with_batches_round_trip() -> None:
     assert list(details[0][2].to_dict())[-3:] == ["step_turns", "messages", "batches"]
 
 
-OLD = {"has_reference": True, "fault": {"step": 1, "kind": "timeout"}, "missing_steps": [2],
-       "outcome": "gave_up", "outcome_evidence": {"give_up_phrase": "no puedo", "ungrounded_values": "x"},
-       "blame": {"blame": "user", "confidence": 0.9, "findings": []}, "stopped": "step_limit",
-       "messages": [{"role": "user", "content": "hola"}], "from_a_newer_toollens": {"a": 1}}
+OLD = {
+    "has_reference": True,
+    "fault": {"step": 1, "kind": "timeout"},
+    "missing_steps": [2],
+    "outcome": "gave_up",
+    "outcome_evidence": {"give_up_phrase": "no puedo", "ungrounded_values": "x"},
+    "blame": {"blame": "user", "confidence": 0.9, "findings": []},
+    "stopped": "step_limit",
+    "messages": [{"role": "user", "content": "hola"}],
+    "from_a_newer_toollens": {"a": 1},
+}
 
 
 def test_a_row_of_another_version_reads_and_writes_unchanged() -> None:

@@ -14,7 +14,8 @@ from tests.factories import FAIL_SALDO, OK_CLIENTE, OK_SALDO, SALDO_CASE, bankin
 NO_DATUM = {k: v for k, v in SALDO_CASE.items() if k != "expected_datum"}
 SUBSET = {**NO_DATUM, "id": "subset-001", "match": "subset"}
 NOTA = {
-    "id": "nota-001", "question": "Emite una nota de crédito de 45990 a Ana (12345678-9) por la compra C-9.",
+    "id": "nota-001",
+    "question": "Emite una nota de crédito de 45990 a Ana (12345678-9) por la compra C-9.",
     "expected_calls": [
         {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
         {"name": "verificar_compra", "arguments": {"id": 8812, "compra": "C-9"}},
@@ -23,8 +24,12 @@ NOTA = {
     "dependencies": [["verificar_compra", "emitir_nota_credito"]],
     "forbidden_calls": [{"name": "buscar_producto"}],
 }
-STATE = {**NOTA, "id": "nota-state", "expected_state": {"notas_credito": [{"id": 8812, "monto": 45990}]},
-         "forbidden_calls": []}
+STATE = {
+    **NOTA,
+    "id": "nota-state",
+    "expected_state": {"notas_credito": [{"id": 8812, "monto": 45990}]},
+    "forbidden_calls": [],
+}
 SUITE = banking_suite(NO_DATUM, SUBSET, NOTA, STATE, SALDO_CASE | {"id": "saldo-datum"})
 SCORER = Scorer(SUITE)
 
@@ -94,8 +99,9 @@ def test_a_call_before_the_one_it_depends_on() -> None:
 
 def test_an_extra_call_counts_only_where_the_case_allows_none() -> None:
     extra = call("buscar_producto", {"q": "saldo"})
-    assert divergence("saldo-001", [OK_CLIENTE, OK_SALDO, extra], "Tu saldo es $142.900.") == \
-        Divergence("extra_call", "buscar_producto", call=2)
+    assert divergence("saldo-001", [OK_CLIENTE, OK_SALDO, extra], "Tu saldo es $142.900.") == Divergence(
+        "extra_call", "buscar_producto", call=2
+    )
     # under subset the same extra call is allowed: the trajectory passes, no cause at all
     assert divergence("subset-001", [OK_CLIENTE, extra, OK_SALDO], "Tu saldo es $142.900.") is None
 
@@ -135,16 +141,18 @@ def test_with_a_reward_a_corrected_mistake_is_no_cause() -> None:
 
 
 def test_with_a_reward_arguments_that_differ_in_a_passed_trajectory_are_no_cause() -> None:
-    assert divergence("subset-001", [OK_CLIENTE, call("ver_saldo", {"id": 1}, '{"saldo": 5}')], "5",
-                      reward=1.0) is None
+    assert divergence("subset-001", [OK_CLIENTE, call("ver_saldo", {"id": 1}, '{"saldo": 5}')], "5", reward=1.0) is None
 
 
 def test_one_failed_trajectory_is_counted_once_under_its_first_divergence() -> None:
     report = Report()
     trajectories = [
         # wrong values at call #2, a tool that does not exist at call #3, a missing step after: one cause
-        record("nota-001", [OK_CLIENTE, call("verificar_compra", {"id": 1, "compra": "C-9"}, "{}"),
-                            call("anular_compra", {"id": 1})], "Listo."),
+        record(
+            "nota-001",
+            [OK_CLIENTE, call("verificar_compra", {"id": 1, "compra": "C-9"}, "{}"), call("anular_compra", {"id": 1})],
+            "Listo.",
+        ),
         record("nota-001", [OK_CLIENTE, call("verificar_compra", {"id": 1, "compra": "C-9"}, "{}"), NOTE], "Listo."),
         record("subset-001", [OK_CLIENTE, call("buscar_producto", {"q": "x"}), OK_SALDO], "Tu saldo es $142.900."),
         record("saldo-001", [OK_CLIENTE, OK_SALDO], "Tu saldo es $142.900."),
@@ -152,9 +160,16 @@ def test_one_failed_trajectory_is_counted_once_under_its_first_divergence() -> N
     for t in trajectories:
         report.add(SCORER.score(t))
     got = report.to_json()["causes"]
-    assert got == [{"text": "verificar_compra never called with the expected values", "count": 2,
-                    "filter": {"cause": "arguments:verificar_compra:"}, "kind": "arguments",
-                    "tool": "verificar_compra", "other": ""}]
+    assert got == [
+        {
+            "text": "verificar_compra never called with the expected values",
+            "count": 2,
+            "filter": {"cause": "arguments:verificar_compra:"},
+            "kind": "arguments",
+            "tool": "verificar_compra",
+            "other": "",
+        }
+    ]
     # counters carry them: a report rebuilt from them says the same
     assert Report.from_counters(report.counters()).to_json()["causes"] == got
 
@@ -170,8 +185,9 @@ def test_first_divergence_of_a_passed_score_is_none() -> None:
 
 
 def test_an_honest_give_up_that_the_reward_fails_names_the_error() -> None:
-    d = divergence("saldo-datum", [OK_CLIENTE, FAIL_SALDO], "No pude consultar el saldo, intenta más tarde.",
-                   reward=0.0)
+    d = divergence(
+        "saldo-datum", [OK_CLIENTE, FAIL_SALDO], "No pude consultar el saldo, intenta más tarde.", reward=0.0
+    )
     assert d == Divergence("recovery", "ver_saldo", "gave_up", call=1)
 
 

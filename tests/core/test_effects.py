@@ -20,7 +20,8 @@ NOTA_CASE = {
     "expected_state": {"notas_credito": [{"id": 8812, "monto": 15000}]},
 }
 SALDO_ONLY = {
-    "id": "solo-saldo", "question": "¿Mi saldo?",
+    "id": "solo-saldo",
+    "question": "¿Mi saldo?",
     "expected_calls": [{"name": "ver_saldo", "arguments": {"id": 8812}}],
     "forbidden_calls": ["emitir_nota_credito"],
 }
@@ -41,8 +42,9 @@ def test_expected_state_from_replay_of_declarative_effects() -> None:
 def test_saying_done_without_the_effect_fails_state() -> None:
     ts = score(NOTA_CASE, [VERIF], answer="Listo, emití la nota de crédito.")
     assert ts.final_state == {}
-    assert ts.state_mismatches == [{"key": "notas_credito", "expected": [{"id": 8812, "monto": 15000}],
-                                    "got": None, "note": "missing"}]
+    assert ts.state_mismatches == [
+        {"key": "notas_credito", "expected": [{"id": 8812, "monto": 15000}], "got": None, "note": "missing"}
+    ]
     assert ts.failures == ["selection", "state"]
 
 
@@ -87,12 +89,17 @@ def test_subset_and_superset_in_failures() -> None:
 
 
 def test_gave_up_without_fault_steps_taken_still_excuses_only_later_steps() -> None:
-    case = {"id": "s", "question": "q", "expected_calls": [
-        {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
-        {"name": "ver_saldo", "arguments": {"id": 8812}},
-    ]}
-    ts = score(case, [OK_CLIENTE, FAIL_SALDO], answer="No pude consultar el saldo",
-               fault={"step": 1, "kind": "http_503"})
+    case = {
+        "id": "s",
+        "question": "q",
+        "expected_calls": [
+            {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
+            {"name": "ver_saldo", "arguments": {"id": 8812}},
+        ],
+    }
+    ts = score(
+        case, [OK_CLIENTE, FAIL_SALDO], answer="No pude consultar el saldo", fault={"step": 1, "kind": "http_503"}
+    )
     assert ts.missing_steps == [] and ts.undone_steps == [1] and ts.failures == ["step_not_done"]
     failed_first = call("buscar_cliente", {"rut": "12345678-9"}, "ERROR 503", {"kind": "http_503", "injected": True})
     ts = score(case, [failed_first], answer="No pude encontrar al cliente", fault={"step": 0, "kind": "http_503"})

@@ -25,29 +25,51 @@ def figures(version: str) -> dict:  # type: ignore[type-arg]
 
 
 def ratios(data: dict) -> dict[str, tuple[int, int]]:  # type: ignore[type-arg]
-    keys = ("selection_precision", "selection_recall", "schema_validity", "argument_accuracy",
-            "hallucinated_tools", "recovery", "hallucination_after_error")
+    keys = (
+        "selection_precision",
+        "selection_recall",
+        "schema_validity",
+        "argument_accuracy",
+        "hallucinated_tools",
+        "recovery",
+        "hallucination_after_error",
+    )
     return {k: (data[k]["num"], data[k]["den"]) for k in keys}
 
 
 def test_v1_shows_every_failure_family() -> None:
     d = figures("v1")
     assert ratios(d) == {
-        "selection_precision": (65, 76), "selection_recall": (59, 69), "schema_validity": (72, 77),
-        "argument_accuracy": (58, 60), "hallucinated_tools": (2, 79), "recovery": (7, 13),
+        "selection_precision": (65, 76),
+        "selection_recall": (59, 69),
+        "schema_validity": (72, 77),
+        "argument_accuracy": (58, 60),
+        "hallucinated_tools": (2, 79),
+        "recovery": (7, 13),
         "hallucination_after_error": (3, 13),
     }
     assert d["outcomes"] == {"recovered": 7, "gave_up": 2, "hallucinated": 3, "confused": 1}
     # every error the agent saw is a recovery case: 6 injected faults, 5 calls the schema refused (four
     # corrected, one followed by "quedó emitida"), 2 calls to cancelar_pedido (one "cancelé tu pedido")
-    assert {k: (v["recovery"]["num"], v["hallucination_after_error"]["num"], v["recovery"]["den"])
-            for k, v in d["recovery_by_source"].items()} == {
-        "injected": (2, 1, 6), "tool": (0, 0, 0), "schema": (4, 1, 5), "unknown_tool": (1, 1, 2)}
+    assert {
+        k: (v["recovery"]["num"], v["hallucination_after_error"]["num"], v["recovery"]["den"])
+        for k, v in d["recovery_by_source"].items()
+    } == {"injected": (2, 1, 6), "tool": (0, 0, 0), "schema": (4, 1, 5), "unknown_tool": (1, 1, 2)}
     assert d["dependency_violations"] == [
-        {"before": "verificar_compra", "after": "emitir_nota_credito", "count": 2, "checked": 8}]
-    assert set(d["failures"]) == {"selection", "arguments", "schema", "hallucinated_tool", "dependency",
-                                  "forbidden_call", "state", "recovery_hallucinated", "recovery_confused",
-                                  "step_not_done"}
+        {"before": "verificar_compra", "after": "emitir_nota_credito", "count": 2, "checked": 8}
+    ]
+    assert set(d["failures"]) == {
+        "selection",
+        "arguments",
+        "schema",
+        "hallucinated_tool",
+        "dependency",
+        "forbidden_call",
+        "state",
+        "recovery_hallucinated",
+        "recovery_confused",
+        "step_not_done",
+    }
     hot = max((c for c in d["confusion"] if c["expected"] != c["called"]), key=lambda c: c["count"])
     assert (hot["expected"], hot["called"], hot["count"]) == ("buscar_pedido", "buscar_producto", 4)
     # an honest give-up after a fault no longer passes (the step was never done)
@@ -76,8 +98,10 @@ def test_suites_only_differ_in_descriptions(version: str) -> None:
 
 def test_unordered_case_in_the_other_order_passes() -> None:
     suite = load_suite(EXAMPLES / "suite_v1.yaml")
-    calls = [call("buscar_pedido", {"numero": "PED-20031"}, '{"estado": "pendiente"}'),
-             call("buscar_pedido", {"numero": "PED-12345"}, '{"estado": "despachado"}')]
+    calls = [
+        call("buscar_pedido", {"numero": "PED-20031"}, '{"estado": "pendiente"}'),
+        call("buscar_pedido", {"numero": "PED-12345"}, '{"estado": "despachado"}'),
+    ]
     ts = Scorer(suite).score(record("pedido-004", calls, "PED-20031 está pendiente y PED-12345 despachado."))
     assert ts.failures == [] and (ts.args_num, ts.args_den) == (2, 2)
 

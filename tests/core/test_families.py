@@ -106,8 +106,8 @@ def test_counter_slots_follow_the_catalogue() -> None:
 
 
 def test_the_report_and_its_public_model_list_the_ratio_families_in_order() -> None:
-    assert tuple(Report().to_json())[:len(RATIO_KEYS)] == RATIO_KEYS
-    assert tuple(FiguresPublic.model_fields)[:len(RATIO_KEYS)] == RATIO_KEYS
+    assert tuple(Report().to_json())[: len(RATIO_KEYS)] == RATIO_KEYS
+    assert tuple(FiguresPublic.model_fields)[: len(RATIO_KEYS)] == RATIO_KEYS
     assert all(FiguresPublic.model_fields[k].annotation.__name__ == "RatioPublic" for k in RATIO_KEYS)  # type: ignore[union-attr]
 
 
@@ -115,9 +115,10 @@ def test_scored_failures_are_plain_strings_a_batch_can_marshal() -> None:
     """Scores hold each failure's value, never the enum member: marshal (the
     scoring worker's pipe) writes exact ``str`` only."""
     suite = banking_suite()
-    trajs = [record(calls=[OK_CLIENTE, call("ver_saldo", {"id": "8812"}), call("cancelar_pedido", {})], answer="Listo"),
-             record(calls=[OK_CLIENTE, FAIL_SALDO], answer="Tu saldo es $142.900",
-                    fault={"step": 1, "kind": "http_503"})]
+    trajs = [
+        record(calls=[OK_CLIENTE, call("ver_saldo", {"id": "8812"}), call("cancelar_pedido", {})], answer="Listo"),
+        record(calls=[OK_CLIENTE, FAIL_SALDO], answer="Tu saldo es $142.900", fault={"step": 1, "kind": "http_503"}),
+    ]
     report = score_trajectories(suite, trajs)
     failures = [f for case in report.cases for f in case["failures"]]
     assert set(failures) == {"step_not_done", "schema", "hallucinated_tool", "recovery_hallucinated"}

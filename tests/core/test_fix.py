@@ -30,43 +30,107 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 runner = CliRunner()
 
-ES = Toolset.from_list([
-    {"name": "buscar_pedido", "description": "Busca información.",
-     "parameters": {"type": "object", "properties": {"numero": {"type": "string", "pattern": r"^PED-\d{5}$"}},
-                    "required": ["numero"]}},
-    {"name": "buscar_producto", "description": "Busca información por texto.",
-     "parameters": {"type": "object", "properties": {"consulta": {"type": "string"}}, "required": ["consulta"]}},
-    {"name": "buscar_cliente", "description": "Busca un cliente por su RUT.",
-     "parameters": {"type": "object", "properties": {"rut": {"type": "string"}}, "required": ["rut"]}},
-    {"name": "emitir_nota_credito", "description": "Emite una nota de crédito por un monto.",
-     "parameters": {"type": "object", "properties": {"id": {"type": "integer"}, "monto": {"type": "integer"},
-                                                      "fecha": {"type": "string", "format": "date"}},
-                    "required": ["id", "monto"]}},
-])
+ES = Toolset.from_list(
+    [
+        {
+            "name": "buscar_pedido",
+            "description": "Busca información.",
+            "parameters": {
+                "type": "object",
+                "properties": {"numero": {"type": "string", "pattern": r"^PED-\d{5}$"}},
+                "required": ["numero"],
+            },
+        },
+        {
+            "name": "buscar_producto",
+            "description": "Busca información por texto.",
+            "parameters": {"type": "object", "properties": {"consulta": {"type": "string"}}, "required": ["consulta"]},
+        },
+        {
+            "name": "buscar_cliente",
+            "description": "Busca un cliente por su RUT.",
+            "parameters": {"type": "object", "properties": {"rut": {"type": "string"}}, "required": ["rut"]},
+        },
+        {
+            "name": "emitir_nota_credito",
+            "description": "Emite una nota de crédito por un monto.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "integer"},
+                    "monto": {"type": "integer"},
+                    "fecha": {"type": "string", "format": "date"},
+                },
+                "required": ["id", "monto"],
+            },
+        },
+    ]
+)
 
-EN = Toolset.from_list([
-    {"name": "git_diff_staged", "description": "Shows changes that are staged for commit.",
-     "parameters": {"type": "object", "properties": {"repo_path": {"type": "string"}}, "required": ["repo_path"]}},
-    {"name": "git_diff_unstaged", "description": "Shows changes in the working directory that are not yet staged.",
-     "parameters": {"type": "object", "properties": {"repo_path": {"type": "string"}}, "required": ["repo_path"]}},
-    {"name": "git_log", "description": "Shows the commit logs.",
-     "parameters": {"type": "object", "properties": {
-         "repo_path": {"type": "string"},
-         "max_count": {"type": "integer", "description": "Maximum number of commits to show"}},
-         "required": ["repo_path"]}},
-])
+EN = Toolset.from_list(
+    [
+        {
+            "name": "git_diff_staged",
+            "description": "Shows changes that are staged for commit.",
+            "parameters": {
+                "type": "object",
+                "properties": {"repo_path": {"type": "string"}},
+                "required": ["repo_path"],
+            },
+        },
+        {
+            "name": "git_diff_unstaged",
+            "description": "Shows changes in the working directory that are not yet staged.",
+            "parameters": {
+                "type": "object",
+                "properties": {"repo_path": {"type": "string"}},
+                "required": ["repo_path"],
+            },
+        },
+        {
+            "name": "git_log",
+            "description": "Shows the commit logs.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "repo_path": {"type": "string"},
+                    "max_count": {"type": "integer", "description": "Maximum number of commits to show"},
+                },
+                "required": ["repo_path"],
+            },
+        },
+    ]
+)
 
 
-def traj(key: str, calls: list[CallFact], *, passed: bool = False, failures: tuple[str, ...] = ("selection",),
-         question: str = "") -> TrajectoryFact:
-    return TrajectoryFact(key=key, case_id=key.split("#")[0], question=question or f"q {key}", passed=passed,
-                          failures=() if passed else failures, calls=tuple(calls))
+def traj(
+    key: str,
+    calls: list[CallFact],
+    *,
+    passed: bool = False,
+    failures: tuple[str, ...] = ("selection",),
+    question: str = "",
+) -> TrajectoryFact:
+    return TrajectoryFact(
+        key=key,
+        case_id=key.split("#")[0],
+        question=question or f"q {key}",
+        passed=passed,
+        failures=() if passed else failures,
+        calls=tuple(calls),
+    )
 
 
 def confused(n: int) -> list[TrajectoryFact]:
     """n failed trajectories calling buscar_producto for an order, and one passed one that did too (not counted)."""
-    out = [traj(f"pedido-{i}#0", [CallFact("buscar_producto", {"consulta": "PED-12345"}, expected="buscar_pedido")],
-                question="¿Dónde está mi pedido PED-12345?") for i in range(n)]
+    out = [
+        traj(
+            f"pedido-{i}#0",
+            [CallFact("buscar_producto", {"consulta": "PED-12345"}, expected="buscar_pedido")],
+            question="¿Dónde está mi pedido PED-12345?",
+        )
+        for i in range(n)
+    ]
     out.append(traj("pedido-ok#0", [CallFact("buscar_producto", {}, expected="buscar_pedido")], passed=True))
     return out
 
@@ -77,29 +141,42 @@ def test_a_confused_pair_asks_for_negative_delimitation_and_distinct_description
     neg = by[("negative_delimitation", "buscar_producto")]
     assert neg.where == "tool_description" and neg.partner == "buscar_pedido"
     # the partner's name words and ONE fact that tells them apart: the argument it takes, with its format
-    assert neg.after == 'Busca información por texto. NO sirve para buscar pedido por número (formato "PED-12345"): ' \
+    assert (
+        neg.after == 'Busca información por texto. NO sirve para buscar pedido por número (formato "PED-12345"): '
         "usa buscar_pedido."
+    )
     assert neg.explains == 3 and neg.addresses.cells == {("buscar_pedido", "buscar_producto"): 3}
     assert neg.addresses.failures == {"selection": 3} and neg.addresses.cases == {"pedido-0", "pedido-1", "pedido-2"}
     # both descriptions are vague ("información"): each leads with its name's words and its argument's format
-    assert by[("distinct_names", "buscar_pedido")].after == \
-        'Buscar pedido (por número, formato "PED-12345"). Busca información.'
-    assert by[("distinct_names", "buscar_producto")].after == "Buscar producto (por consulta). " \
+    assert (
+        by[("distinct_names", "buscar_pedido")].after
+        == 'Buscar pedido (por número, formato "PED-12345"). Busca información.'
+    )
+    assert (
+        by[("distinct_names", "buscar_producto")].after == "Buscar producto (por consulta). "
         "Busca información por texto."
+    )
     assert [p.number for p in got] == [1, 2, 3]
 
 
 def test_a_tool_that_takes_the_partners_identifier_is_delimited_against_the_whole_action() -> None:
     # verificar_compra takes numero with buscar_pedido's pattern: both act on an order; what it is NOT for is
     # buscar_pedido's whole action, its object said ("para buscar" alone would say nothing a person would paste)
-    verificar = {"name": "verificar_compra", "description": "Verifica información del cliente.",
-                 "parameters": {"type": "object", "properties": {
-                     "id": {"type": "integer"}, "numero": {"type": "string", "pattern": r"^PED-\d{5}$"}},
-                     "required": ["id", "numero"]}}
+    verificar = {
+        "name": "verificar_compra",
+        "description": "Verifica información del cliente.",
+        "parameters": {
+            "type": "object",
+            "properties": {"id": {"type": "integer"}, "numero": {"type": "string", "pattern": r"^PED-\d{5}$"}},
+            "required": ["id", "numero"],
+        },
+    }
     shared = Toolset.from_list([*(t.document() for t in ES.tools), verificar])
-    wrong = [traj("nota#0", [CallFact("verificar_compra", {"id": 1, "numero": "PED-12345"}, expected="buscar_pedido")]),
-             traj("ver#0", [CallFact("buscar_pedido", {"numero": "PED-12345"}, expected="verificar_compra")]),
-             traj("cli#0", [CallFact("verificar_compra", {"id": 1, "numero": "PED-1"}, expected="buscar_cliente")])]
+    wrong = [
+        traj("nota#0", [CallFact("verificar_compra", {"id": 1, "numero": "PED-12345"}, expected="buscar_pedido")]),
+        traj("ver#0", [CallFact("buscar_pedido", {"numero": "PED-12345"}, expected="verificar_compra")]),
+        traj("cli#0", [CallFact("verificar_compra", {"id": 1, "numero": "PED-1"}, expected="buscar_cliente")]),
+    ]
     tails = {(p.tool, p.partner): p.tail for p in propose(shared, wrong) if p.pattern == "negative_delimitation"}
     assert tails == {
         ("verificar_compra", "buscar_pedido"): "NO sirve para buscar pedido: usa buscar_pedido.",
@@ -108,14 +185,24 @@ def test_a_tool_that_takes_the_partners_identifier_is_delimited_against_the_whol
         # never the description pasted)
         ("buscar_pedido", "verificar_compra"): "NO sirve para verificar compra: usa verificar_compra.",
         # rut is buscar_cliente's alone, spelled as its description writes it
-        ("verificar_compra", "buscar_cliente"): "NO sirve para buscar cliente por RUT: usa buscar_cliente."}
+        ("verificar_compra", "buscar_cliente"): "NO sirve para buscar cliente por RUT: usa buscar_cliente.",
+    }
     # and its own lead says what that identifier is: the object of the one tool that takes it alone
-    leads = {p.tool: p.lead for p in propose(shared, wrong[2:], examples={("verificar_compra", "numero"): "PED-12345"})
-             if p.pattern == "distinct_names"}
+    leads = {
+        p.tool: p.lead
+        for p in propose(shared, wrong[2:], examples={("verificar_compra", "numero"): "PED-12345"})
+        if p.pattern == "distinct_names"
+    }
     assert leads == {"verificar_compra": 'Verificar compra (por número de pedido, formato "PED-12345").'}
     # the partner's description is never pasted, whatever it says
-    described = Toolset.from_list([{**t.document(), "description": "Busca un pedido por su número."}
-                                   if t.name == "buscar_pedido" else t.document() for t in shared.tools])
+    described = Toolset.from_list(
+        [
+            {**t.document(), "description": "Busca un pedido por su número."}
+            if t.name == "buscar_pedido"
+            else t.document()
+            for t in shared.tools
+        ]
+    )
     (neg,) = [p for p in propose(described, wrong[:1]) if p.pattern == "negative_delimitation"]
     assert neg.after == "Verifica información del cliente. NO sirve para buscar pedido: usa buscar_pedido."
 
@@ -127,28 +214,57 @@ def test_the_run_cells_are_reported_but_only_failed_trajectories_are_counted() -
 
 
 def test_argument_failures_name_the_type_the_valid_value_and_the_wrong_values_sent() -> None:
-    calls = [CallFact("emitir_nota_credito", {"id": 8812, "monto": "15.000"}, expected="emitir_nota_credito",
-                      schema_field="monto", schema_message="field 'monto': expected integer, got string '15.000'"),
-             CallFact("emitir_nota_credito", {"id": 8812, "monto": 15000, "fecha": "el martes pasado"},
-                      expected="emitir_nota_credito", schema_field="fecha",
-                      schema_message="field 'fecha': 'el martes pasado' is not a date")]
+    calls = [
+        CallFact(
+            "emitir_nota_credito",
+            {"id": 8812, "monto": "15.000"},
+            expected="emitir_nota_credito",
+            schema_field="monto",
+            schema_message="field 'monto': expected integer, got string '15.000'",
+        ),
+        CallFact(
+            "emitir_nota_credito",
+            {"id": 8812, "monto": 15000, "fecha": "el martes pasado"},
+            expected="emitir_nota_credito",
+            schema_field="fecha",
+            schema_message="field 'fecha': 'el martes pasado' is not a date",
+        ),
+    ]
     # a schema error on a confused call is the selection's doing: no argument proposal for it
-    stray = CallFact("buscar_pedido", {"numero": "12345678-9"}, expected="buscar_cliente", schema_field="numero",
-                     schema_message="does not match")
-    got = propose(ES, [traj("nota-1#0", calls, failures=("schema",)),
-                       traj("nota-2#0", [calls[0]], failures=("schema",)), traj("x#0", [stray])],
-                  examples={("emitir_nota_credito", "monto"): 15000, ("emitir_nota_credito", "fecha"): "2024-03-12"})
+    stray = CallFact(
+        "buscar_pedido",
+        {"numero": "12345678-9"},
+        expected="buscar_cliente",
+        schema_field="numero",
+        schema_message="does not match",
+    )
+    got = propose(
+        ES,
+        [
+            traj("nota-1#0", calls, failures=("schema",)),
+            traj("nota-2#0", [calls[0]], failures=("schema",)),
+            traj("x#0", [stray]),
+        ],
+        examples={("emitir_nota_credito", "monto"): 15000, ("emitir_nota_credito", "fecha"): "2024-03-12"},
+    )
     fmt = {p.field: p for p in got if p.pattern == "argument_format"}
     assert set(fmt) == {"monto", "fecha"}
-    assert fmt["monto"].after == 'Emite una nota de crédito por un monto. monto: número entero (p. ej. 15000), ' \
-                                 'no "15.000".'
+    assert (
+        fmt["monto"].after == "Emite una nota de crédito por un monto. monto: número entero (p. ej. 15000), "
+        'no "15.000".'
+    )
     assert fmt["monto"].explains == 2 and fmt["fecha"].explains == 1
     assert fmt["fecha"].tail == 'fecha: texto, formato AAAA-MM-DD (p. ej. "2024-03-12"), no "el martes pasado".'
 
 
 def test_a_parameter_with_its_own_description_gets_the_edit_there_in_english() -> None:
-    call = CallFact("git_log", {"repo_path": "/r", "max_count": "ten"}, expected="git_log", schema_field="max_count",
-                    schema_message="field 'max_count': expected integer")
+    call = CallFact(
+        "git_log",
+        {"repo_path": "/r", "max_count": "ten"},
+        expected="git_log",
+        schema_field="max_count",
+        schema_message="field 'max_count': expected integer",
+    )
     got = propose(EN, [traj("log#0", [call], failures=("schema",))], examples={("git_log", "max_count"): 10})
     (p,) = got
     assert (p.where, p.tool, p.field) == ("parameter_description", "git_log", "max_count")
@@ -159,22 +275,30 @@ def test_a_parameter_with_its_own_description_gets_the_edit_there_in_english() -
 
 
 def test_english_pairs_get_english_templates() -> None:
-    trajectories = [traj(f"d{i}#0", [CallFact("git_diff_unstaged", {"repo_path": "/r"}, expected="git_diff_staged")])
-                    for i in range(2)]
+    trajectories = [
+        traj(f"d{i}#0", [CallFact("git_diff_unstaged", {"repo_path": "/r"}, expected="git_diff_staged")])
+        for i in range(2)
+    ]
     got = propose(EN, trajectories)
     (neg,) = [p for p in got if p.pattern == "negative_delimitation"]
     # both read and take the same argument: the partner's name words alone, never its description pasted
     assert neg.tail == "NOT for diff staged: use git_diff_staged."
     # "staged" is in git_diff_staged's description; "unstaged" is not in its own ("not yet staged")
-    assert [(p.tool, p.lead) for p in got if p.pattern == "distinct_names"] == \
-        [("git_diff_unstaged", "Diff unstaged.")]  # repo_path, which both take, sets nothing apart
+    assert [(p.tool, p.lead) for p in got if p.pattern == "distinct_names"] == [
+        ("git_diff_unstaged", "Diff unstaged.")
+    ]  # repo_path, which both take, sets nothing apart
 
 
 def test_a_broken_declared_pair_asks_for_the_precondition_with_what_flows_between_them() -> None:
-    call = CallFact("emitir_nota_credito", {"id": 8812, "monto": 100}, expected="emitir_nota_credito",
-                    dependency_before="buscar_cliente")
-    got = propose(ES, [traj("n#0", [call], failures=("dependency",))],
-                  flows={("buscar_cliente", "emitir_nota_credito"): {"id"}})
+    call = CallFact(
+        "emitir_nota_credito",
+        {"id": 8812, "monto": 100},
+        expected="emitir_nota_credito",
+        dependency_before="buscar_cliente",
+    )
+    got = propose(
+        ES, [traj("n#0", [call], failures=("dependency",))], flows={("buscar_cliente", "emitir_nota_credito"): {"id"}}
+    )
     (p,) = got
     assert (p.pattern, p.tool, p.partner) == ("precondition", "emitir_nota_credito", "buscar_cliente")
     assert p.tail == "Antes llama a buscar_cliente para obtener id."
@@ -183,23 +307,47 @@ def test_a_broken_declared_pair_asks_for_the_precondition_with_what_flows_betwee
 
 def test_an_invented_tool_name_is_for_the_system_prompt() -> None:
     call = CallFact("cancelar_pedido", {}, exists=False, expected="buscar_pedido")
-    got = propose(ES, [traj("p#0", [call], failures=("hallucinated_tool",)),
-                       traj("q#0", [call], failures=("hallucinated_tool",))], system_prompt="Eres un asistente.")
+    got = propose(
+        ES,
+        [traj("p#0", [call], failures=("hallucinated_tool",)), traj("q#0", [call], failures=("hallucinated_tool",))],
+        system_prompt="Eres un asistente.",
+    )
     (p,) = got
     assert (p.where, p.pattern, p.applies, p.explains) == ("system_prompt", "known_tools", False, 2)
     # cancelling is not looking up: no declared tool means it, whatever step was expected
-    assert p.after == ("Eres un asistente. La herramienta cancelar_pedido no existe. "
-                       "Usa solo las herramientas declaradas: buscar_pedido, buscar_producto, buscar_cliente, "
-                       "emitir_nota_credito.")
+    assert p.after == (
+        "Eres un asistente. La herramienta cancelar_pedido no existe. "
+        "Usa solo las herramientas declaradas: buscar_pedido, buscar_producto, buscar_cliente, "
+        "emitir_nota_credito."
+    )
 
 
 def test_a_blind_retry_after_a_lasting_error_is_for_the_error_message() -> None:
-    first = CallFact("buscar_cliente", {"rut": "1"}, expected="buscar_cliente", error_kind="not_found",
-                     error_message="ERROR 404: not found", reaction="retry_same", reaction_ok=False)
-    transient = CallFact("buscar_cliente", {"rut": "1"}, expected="buscar_cliente", error_kind="http_503",
-                         error_message="ERROR 503", reaction="retry_same", reaction_ok=True)
-    got = propose(ES, [traj("c#0", [first], failures=("recovery_confused",)),
-                       traj("d#0", [transient], failures=("recovery_confused",))])
+    first = CallFact(
+        "buscar_cliente",
+        {"rut": "1"},
+        expected="buscar_cliente",
+        error_kind="not_found",
+        error_message="ERROR 404: not found",
+        reaction="retry_same",
+        reaction_ok=False,
+    )
+    transient = CallFact(
+        "buscar_cliente",
+        {"rut": "1"},
+        expected="buscar_cliente",
+        error_kind="http_503",
+        error_message="ERROR 503",
+        reaction="retry_same",
+        reaction_ok=True,
+    )
+    got = propose(
+        ES,
+        [
+            traj("c#0", [first], failures=("recovery_confused",)),
+            traj("d#0", [transient], failures=("recovery_confused",)),
+        ],
+    )
     (p,) = got
     assert (p.where, p.tool, p.before) == ("error_message", "buscar_cliente", "ERROR 404: not found")
     assert p.after == "ERROR 404: not found. No repitas la misma llamada: confirma rut con el usuario."
@@ -225,8 +373,10 @@ def _without_descriptions(doc: Any) -> Any:
 @pytest.fixture()
 def v1_run(db_url: str) -> str:
     url = db_url
-    out = run_agent(Settings(database_url=url), RunRequest(agent="simulated", suite_path=EXAMPLES / "suite_v1.yaml",
-                                                           sweep=True, run_name="v1", seed=5))
+    out = run_agent(
+        Settings(database_url=url),
+        RunRequest(agent="simulated", suite_path=EXAMPLES / "suite_v1.yaml", sweep=True, run_name="v1", seed=5),
+    )
     assert out.finished
     return url
 
@@ -237,8 +387,20 @@ def test_fix_json_out_and_only_round_trip(v1_run: str, tmp_path: Path) -> None:
     data = json.loads(done.stdout)
     assert data["run"] == "v1" and data["failed_trajectories"] > 0 and data["proposals"]
     first = data["proposals"][0]
-    assert set(first) >= {"number", "where", "pattern", "tool", "field", "partner", "before", "after", "applies",
-                          "evidence", "addresses", "source"}
+    assert set(first) >= {
+        "number",
+        "where",
+        "pattern",
+        "tool",
+        "field",
+        "partner",
+        "before",
+        "after",
+        "applies",
+        "evidence",
+        "addresses",
+        "source",
+    }
     assert set(first["addresses"]) == {"failed_trajectories", "cells", "failures", "cases"}
     counts = [p["addresses"]["failed_trajectories"] for p in data["proposals"]]
     assert counts == sorted(counts, reverse=True)
@@ -250,8 +412,9 @@ def test_fix_json_out_and_only_round_trip(v1_run: str, tmp_path: Path) -> None:
     original = load_suite_document(EXAMPLES / "suite_v1.yaml")
     candidate = yaml.safe_load(out.read_text(encoding="utf-8"))
     # names, schemas, mocks and cases byte-identical; the label is new; only the picked descriptions changed
-    assert json.dumps(_without_descriptions(candidate), sort_keys=True) == \
-        json.dumps(_without_descriptions(original), sort_keys=True)
+    assert json.dumps(_without_descriptions(candidate), sort_keys=True) == json.dumps(
+        _without_descriptions(original), sort_keys=True
+    )
     assert json.dumps(candidate["cases"], sort_keys=True) == json.dumps(original["cases"], sort_keys=True)
     assert candidate["toolset"]["label"] == f"v1+fix{picked[0]},{picked[1]}"
     before = {t["name"]: t["description"] for t in original["toolset"]["tools"]}
@@ -267,11 +430,21 @@ def test_fix_json_out_and_only_round_trip(v1_run: str, tmp_path: Path) -> None:
 
 
 def test_candidate_suite_keeps_a_bare_tool_list_and_other_shapes() -> None:
-    doc = {"name": "s", "toolset": [{"type": "function", "function": {"name": "buscar_producto",
-                                                                      "description": "Busca información por texto.",
-                                                                      "parameters": {"type": "object"}}},
-                                    {"name": "buscar_pedido", "description": "Busca información.",
-                                     "input_schema": {"type": "object"}}], "cases": []}
+    doc = {
+        "name": "s",
+        "toolset": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "buscar_producto",
+                    "description": "Busca información por texto.",
+                    "parameters": {"type": "object"},
+                },
+            },
+            {"name": "buscar_pedido", "description": "Busca información.", "input_schema": {"type": "object"}},
+        ],
+        "cases": [],
+    }
     (neg,) = [p for p in propose(ES, confused(1)) if p.pattern == "negative_delimitation"]
     cand = candidate_suite(doc, [neg])
     assert cand["toolset"]["tools"][0]["function"]["description"].endswith("usa buscar_pedido.")
@@ -281,9 +454,26 @@ def test_candidate_suite_keeps_a_bare_tool_list_and_other_shapes() -> None:
 
 def test_verify_runs_the_candidate_with_the_same_settings_and_prints_the_ab(v1_run: str, tmp_path: Path) -> None:
     md = tmp_path / "pr.md"
-    done = subprocess.run([sys.executable, "-m", "app.cli", "fix", "v1", "--verify", "--markdown", str(md),
-                           "--db", v1_run, "--config", str(ROOT / "docs" / "gate.yaml")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "fix",
+            "v1",
+            "--verify",
+            "--markdown",
+            str(md),
+            "--db",
+            v1_run,
+            "--config",
+            str(ROOT / "docs" / "gate.yaml"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode in (0, 1), done.stderr
     out = done.stdout
     assert "candidate run 2 (v1-fix-1): 50 case runs, same agent settings, trials and seeds as v1" in out
@@ -293,9 +483,26 @@ def test_verify_runs_the_candidate_with_the_same_settings_and_prints_the_ab(v1_r
     assert re.search(r"cases whose failures drove the proposals \(\d+ cases\)", out) and "the other cases (" in out
     verdict = "gate passed" if done.returncode == 0 else "gate FAILED"
     assert f"{verdict}: v1 -> v1-fix-1" in out
-    gate = subprocess.run([sys.executable, "-m", "app.cli", "gate", "--baseline", "v1", "--candidate", "v1-fix-1",
-                           "--config", str(ROOT / "docs" / "gate.yaml"), "--db", v1_run], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    gate = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "gate",
+            "--baseline",
+            "v1",
+            "--candidate",
+            "v1-fix-1",
+            "--config",
+            str(ROOT / "docs" / "gate.yaml"),
+            "--db",
+            v1_run,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert gate.returncode == done.returncode  # the exit code of `toollens gate`
     body = md.read_text(encoding="utf-8")
     assert body.startswith("## Tool descriptions rewritten from run v1")
@@ -313,15 +520,33 @@ def test_verify_runs_the_candidate_with_the_same_settings_and_prints_the_ab(v1_r
     taken = runner.invoke(cli, ["fix", "v1", "--verify", "--verify-run", "v1-fix-1", "--db", v1_run])
     assert taken.exit_code == 2 and "--verify-run v1-fix-1: a run with that name exists already" in taken.output
     assert "--resume" not in taken.output
-    with_config = json.loads(subprocess.run([sys.executable, "-m", "app.cli", "fix", "v1-fix-1", "--json", "--db",
-                                             v1_run], cwd=ROOT, capture_output=True, text=True, timeout=120).stdout)
+    with_config = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "app.cli", "fix", "v1-fix-1", "--json", "--db", v1_run],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+    )
     assert with_config["run"] == "v1-fix-1"
 
 
 def test_verify_refuses_a_run_not_made_by_toollens_run(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'imp.db'}"
-    done = runner.invoke(cli, ["import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite",
-                               str(EXAMPLES / "suite_v1.yaml"), "--run", "imported", "--db", url])
+    done = runner.invoke(
+        cli,
+        [
+            "import",
+            str(EXAMPLES / "trajectories_v1.jsonl"),
+            "--suite",
+            str(EXAMPLES / "suite_v1.yaml"),
+            "--run",
+            "imported",
+            "--db",
+            url,
+        ],
+    )
     assert done.exit_code == 0, done.output
     done = runner.invoke(cli, ["fix", "imported", "--verify", "--db", url])
     assert done.exit_code == 2 and "was not made by `toollens run`" in done.output
@@ -332,9 +557,12 @@ B = {"name": "buscar_producto", "description": "Busca información por texto.", 
 
 
 def test_a_rewrite_is_accepted_only_when_it_keeps_the_rules() -> None:
-    good = {"descriptions": {"buscar_pedido": "Busca un pedido por numero PED-12345. NO para productos: usa "
-                                              "buscar_producto.",
-                             "buscar_producto": "Busca productos por texto. NO para pedidos: usa buscar_pedido."}}
+    good = {
+        "descriptions": {
+            "buscar_pedido": "Busca un pedido por numero PED-12345. NO para productos: usa buscar_producto.",
+            "buscar_producto": "Busca productos por texto. NO para pedidos: usa buscar_pedido.",
+        }
+    }
     assert accepted("Here: " + json.dumps(good), A, B) == good["descriptions"]
     renamed = {"descriptions": {"buscar_pedidos": "x buscar_producto", "buscar_producto": "y buscar_pedido"}}
     no_partner = {"descriptions": {"buscar_pedido": "Busca un pedido.", "buscar_producto": "y buscar_pedido"}}
@@ -344,23 +572,51 @@ def test_a_rewrite_is_accepted_only_when_it_keeps_the_rules() -> None:
     assert accepted("not json", A, B) is None
 
 
-def test_model_rewrites_the_worst_pair_and_the_templates_stand_when_it_breaks_the_rules(v1_run: str,
-                                                                                         tmp_path: Path) -> None:
+def test_model_rewrites_the_worst_pair_and_the_templates_stand_when_it_breaks_the_rules(
+    v1_run: str, tmp_path: Path
+) -> None:
     def rewrite(request: dict[str, Any]) -> Turn:
         prompt = request["messages"][1]["content"]
         names = re.findall(r'"name": "([a-z_]+)"', prompt)
         if "buscar_pedido" in names:  # a good rewrite of the pairs with buscar_pedido
             a, b = names
-            return Turn(text=json.dumps({"descriptions": {a: f"Para {a} solamente. NO para lo otro: usa {b}.",
-                                                          b: f"Para {b} solamente. NO para lo otro: usa {a}."}}))
+            return Turn(
+                text=json.dumps(
+                    {
+                        "descriptions": {
+                            a: f"Para {a} solamente. NO para lo otro: usa {b}.",
+                            b: f"Para {b} solamente. NO para lo otro: usa {a}.",
+                        }
+                    }
+                )
+            )
         return Turn(text=json.dumps({"descriptions": {n: "Sin nombrar a la otra." for n in names}}))
 
     app = FakeLLM(responder=rewrite)
     with serve(app) as base:
-        done = subprocess.run([sys.executable, "-m", "app.cli", "fix", "v1", "--json", "--model", "m-1", "--base-url",
-                               f"{base}/v1", "--db", v1_run, "--out", str(tmp_path / "m.yaml")], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120,
-                              env={"OPENAI_API_KEY": "k", "PATH": "/usr/bin:/bin"})
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "app.cli",
+                "fix",
+                "v1",
+                "--json",
+                "--model",
+                "m-1",
+                "--base-url",
+                f"{base}/v1",
+                "--db",
+                v1_run,
+                "--out",
+                str(tmp_path / "m.yaml"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"OPENAI_API_KEY": "k", "PATH": "/usr/bin:/bin"},
+        )
     assert done.returncode == 0, done.stderr
     proposals = json.loads(done.stdout)["proposals"]
     model = [p for p in proposals if p["source"] == "model"]
@@ -382,24 +638,37 @@ def test_a_description_that_names_its_tool_but_not_the_argument_that_sets_it_apa
     calls = [CallFact("buscar_pedido", {"numero": "12345678-9"}, expected="buscar_cliente")]
     got = propose(ES, [traj("c#0", calls)])
     assert [p.tool for p in got if p.pattern == "distinct_names"] == ["buscar_pedido"]  # "cliente … RUT" is said
-    vague = Toolset.from_list([{**t.document(), "description": "Busca un cliente."} if t.name == "buscar_cliente"
-                               else t.document() for t in ES.tools])
+    vague = Toolset.from_list(
+        [
+            {**t.document(), "description": "Busca un cliente."} if t.name == "buscar_cliente" else t.document()
+            for t in ES.tools
+        ]
+    )
     leads = {p.tool: p.lead for p in propose(vague, [traj("c#0", calls)]) if p.pattern == "distinct_names"}
     assert leads["buscar_cliente"] == "Buscar cliente (por rut)."
 
 
 def test_an_english_toolset_gets_english_proposals_end_to_end(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'git.db'}"
-    out = run_agent(Settings(database_url=url), RunRequest(agent="simulated", trials=5, seed=3, run_name="git",
-                                                           suite_path=ROOT / "tests/fixtures/mcp/git_cases.yaml"))
+    out = run_agent(
+        Settings(database_url=url),
+        RunRequest(
+            agent="simulated", trials=5, seed=3, run_name="git", suite_path=ROOT / "tests/fixtures/mcp/git_cases.yaml"
+        ),
+    )
     assert out.finished
     done = runner.invoke(cli, ["fix", "git", "--json", "--db", url])
     assert done.exit_code == 0, done.output
     proposals = json.loads(done.stdout)["proposals"]
     negative = [p for p in proposals if p["pattern"] == "negative_delimitation"]
-    assert negative and all(re.fullmatch(r"NOT for [a-z ]+( by [a-z_]+| \(that one (only reads|makes changes)\))?: "
-                                         r"use git_[a-z_]+\.",
-                                         p["after"][len(p["before"]):].lstrip(". ")) for p in negative)
+    assert negative and all(
+        re.fullmatch(
+            r"NOT for [a-z ]+( by [a-z_]+| \(that one (only reads|makes changes)\))?: "
+            r"use git_[a-z_]+\.",
+            p["after"][len(p["before"]) :].lstrip(". "),
+        )
+        for p in negative
+    )
     assert all(p["partner"] in p["after"] for p in negative)
     texts = " ".join(p["after"] for p in proposals)
     assert not re.search(r"\b(NO sirve|usa|entero|formato|Antes llama)\b", texts)  # nothing in Spanish
@@ -408,10 +677,24 @@ def test_an_english_toolset_gets_english_proposals_end_to_end(tmp_path: Path) ->
 def test_where_the_run_knows_what_sank_each_trajectory_a_proposal_explains_only_those() -> None:
     wrong = CallFact("buscar_producto", {"consulta": "PED-1"}, expected="buscar_pedido")
     unknown = CallFact("cancelar_pedido", {}, exists=False)
-    sunk_by_choice = TrajectoryFact("a#0", "a", "q", False, ("selection", "hallucinated_tool"), (wrong, unknown),
-                                    cause=("wrong_tool", "buscar_pedido", "buscar_producto"))
-    sunk_by_name = TrajectoryFact("b#0", "b", "q", False, ("selection", "hallucinated_tool"), (wrong, unknown),
-                                  cause=("hallucinated_tool", "cancelar_pedido", ""))
+    sunk_by_choice = TrajectoryFact(
+        "a#0",
+        "a",
+        "q",
+        False,
+        ("selection", "hallucinated_tool"),
+        (wrong, unknown),
+        cause=("wrong_tool", "buscar_pedido", "buscar_producto"),
+    )
+    sunk_by_name = TrajectoryFact(
+        "b#0",
+        "b",
+        "q",
+        False,
+        ("selection", "hallucinated_tool"),
+        (wrong, unknown),
+        cause=("hallucinated_tool", "cancelar_pedido", ""),
+    )
     got = {p.pattern: p for p in propose(ES, [sunk_by_choice, sunk_by_name])}
     assert got["negative_delimitation"].addresses.trajectories == {"a#0"}
     assert got["known_tools"].addresses.trajectories == {"b#0"}
@@ -419,13 +702,24 @@ def test_where_the_run_knows_what_sank_each_trajectory_a_proposal_explains_only_
 
 
 def test_no_format_proposal_where_the_description_already_states_it() -> None:
-    stated = Toolset.from_list([
-        {"name": "ver_saldo", "description": "Devuelve el saldo. Requiere el id interno (entero, por ejemplo 8812).",
-         "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
-        {"name": "emitir_nota_credito", "description": "Emite una nota de crédito.",
-         "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}}])
-    calls = [CallFact(n, {"id": "8812"}, expected=n, schema_field="id", schema_message="expected integer")
-             for n in ("ver_saldo", "emitir_nota_credito")]
+    stated = Toolset.from_list(
+        [
+            {
+                "name": "ver_saldo",
+                "description": "Devuelve el saldo. Requiere el id interno (entero, por ejemplo 8812).",
+                "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+            },
+            {
+                "name": "emitir_nota_credito",
+                "description": "Emite una nota de crédito.",
+                "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+            },
+        ]
+    )
+    calls = [
+        CallFact(n, {"id": "8812"}, expected=n, schema_field="id", schema_message="expected integer")
+        for n in ("ver_saldo", "emitir_nota_credito")
+    ]
     got = propose(stated, [traj("s#0", calls, failures=("schema",))])
     assert [(p.tool, p.tail) for p in got] == [("emitir_nota_credito", 'id: número entero, no "8812".')]
 
@@ -441,20 +735,25 @@ def test_pair_applies_the_edits_of_one_pair_as_the_run_page_shows_them(v1_run: s
     engine.dispose()
     assert name == "v1"
     out = tmp_path / "pair.json"
-    done = runner.invoke(cli, ["fix", "v1", "--json", "--pair", "buscar_pedido,buscar_cliente", "--out", str(out),
-                               "--db", v1_run])
+    done = runner.invoke(
+        cli, ["fix", "v1", "--json", "--pair", "buscar_pedido,buscar_cliente", "--out", str(out), "--db", v1_run]
+    )
     assert done.exit_code == 0, done.output
-    cli_pair = [p for p in json.loads(done.stdout)["proposals"] if p["pattern"] in
-                ("negative_delimitation", "distinct_names") and {p["tool"], p["partner"]} ==
-                {"buscar_pedido", "buscar_cliente"}]
+    cli_pair = [
+        p
+        for p in json.loads(done.stdout)["proposals"]
+        if p["pattern"] in ("negative_delimitation", "distinct_names")
+        and {p["tool"], p["partner"]} == {"buscar_pedido", "buscar_cliente"}
+    ]
     page_pair = [p for p in shown_on_page if {p.tool, p.partner} == {"buscar_pedido", "buscar_cliente"}]
     assert sorted((p["tool"], p["after"]) for p in cli_pair) == sorted((p.tool, p.after) for p in page_pair)
     written = {t["name"]: t["description"] for t in json.loads(out.read_text(encoding="utf-8"))["toolset"]["tools"]}
     v1 = load_suite_document(EXAMPLES / "suite_v1.yaml")
     original = {t["name"]: t["description"] for t in v1["toolset"]["tools"]}
     assert {n for n in written if written[n] != original[n]} == {p["tool"] for p in cli_pair}
-    bad = runner.invoke(cli, ["fix", "v1", "--pair", "ver_saldo,iniciar_devolucion", "--out", str(out), "--force",
-                               "--db", v1_run])
+    bad = runner.invoke(
+        cli, ["fix", "v1", "--pair", "ver_saldo,iniciar_devolucion", "--out", str(out), "--force", "--db", v1_run]
+    )
     assert bad.exit_code == 2 and "no description edit for that pair" in bad.output
 
 
@@ -489,8 +788,23 @@ TAU_TOOLS = DATA / "tau_bench_tool_schemas_airline_retail.json"
 @shared_data(TAU, TAU_TOOLS)
 def test_on_real_tau_bench_runs_only_the_blind_booking_retries_call_for_an_edit(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'tau.db'}"
-    done = runner.invoke(cli, ["import", str(TAU), "--format", "tau-bench", "--tools", str(TAU_TOOLS), "--domain",
-                               "airline", "--run", "tau", "--db", url])
+    done = runner.invoke(
+        cli,
+        [
+            "import",
+            str(TAU),
+            "--format",
+            "tau-bench",
+            "--tools",
+            str(TAU_TOOLS),
+            "--domain",
+            "airline",
+            "--run",
+            "tau",
+            "--db",
+            url,
+        ],
+    )
     assert done.exit_code == 0, done.output
     done = runner.invoke(cli, ["fix", "tau", "--json", "--db", url])
     assert done.exit_code == 0, done.output
@@ -501,13 +815,15 @@ def test_on_real_tau_bench_runs_only_the_blind_booking_retries_call_for_an_edit(
     (p,) = data["proposals"]
     assert (p["where"], p["tool"], p["addresses"]["failed_trajectories"]) == ("error_message", "book_reservation", 3)
     assert p["before"] == "Error: payment amount does not add up, total price is 1203, but paid 833"
-    assert p["after"].endswith("Do not repeat the same call: it fails again with the same arguments; change them "
-                               "or tell the user.")
+    assert p["after"].endswith(
+        "Do not repeat the same call: it fails again with the same arguments; change them or tell the user."
+    )
     assert p["addresses"]["cases"] == ["task-11", "task-8", "task-9"]
 
 
-def test_out_refuses_an_existing_file_or_a_symlink_and_writes_atomically(v1_run: str, tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_out_refuses_an_existing_file_or_a_symlink_and_writes_atomically(
+    v1_run: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mine = tmp_path / "suite.yaml"
     mine.write_text("# hand-written\n", encoding="utf-8")
     done = runner.invoke(cli, ["fix", "v1", "--out", str(mine), "--db", v1_run])
@@ -551,8 +867,14 @@ def test_control_characters_of_a_description_are_escaped_in_the_terminal() -> No
 
     from app.commands.fix import _print
 
-    hostile = Toolset.from_list([{**t.document(), "description": "Busca\x1b[2J información.\x07"}
-                                 if t.name == "buscar_producto" else t.document() for t in ES.tools])
+    hostile = Toolset.from_list(
+        [
+            {**t.document(), "description": "Busca\x1b[2J información.\x07"}
+            if t.name == "buscar_producto"
+            else t.document()
+            for t in ES.tools
+        ]
+    )
     console = Console(record=True, width=300, force_terminal=False)
     proposals = propose(hostile, confused(1))
     _print(console, "v1\x1b]0;x\x07", 1, proposals, len(proposals))

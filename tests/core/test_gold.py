@@ -112,6 +112,8 @@ def test_toolbench_verdicts_agree_with_the_hand_labels() -> None:
             reactions.append((err["reaction"], reaction.reaction))
     out_rate, out_classes = _agreement(outcomes)
     react_rate, react_classes = _agreement(reactions)
-    print(f"\nToolBench outcomes: {out_rate:.3f} over {len(outcomes)} runs {out_classes}; "
-          f"reactions: {react_rate:.3f} over {len(reactions)} errors {react_classes}")
+    print(
+        f"\nToolBench outcomes: {out_rate:.3f} over {len(outcomes)} runs {out_classes}; "
+        f"reactions: {react_rate:.3f} over {len(reactions)} errors {react_classes}"
+    )
     assert out_rate >= 0.9 and react_rate >= 0.9

@@ -30,8 +30,10 @@ FILES = {
     "claude-sonnet-4-6_airline_ironforge.json": ("tau2", DATA / "tau2" / "claude-sonnet-4-6_airline_ironforge.json"),
     "gpt-4o_telecom_pr17.json": ("tau2", DATA / "tau2" / "gpt-4o_telecom_pr17.json"),
     "toolorchestra_retail_gpt-4.1-mini.json": ("tau2", DATA / "tau2" / "toolorchestra_retail_gpt-4.1-mini.json"),
-    "inspect-action_oxdna_claude-opus-4-1.eval": ("inspect",
-                                                  DATA / "inspect" / "inspect-action_oxdna_claude-opus-4-1.eval"),
+    "inspect-action_oxdna_claude-opus-4-1.eval": (
+        "inspect",
+        DATA / "inspect" / "inspect-action_oxdna_claude-opus-4-1.eval",
+    ),
     "tau2_generated_recovery.json": ("tau2", FIXTURES / "tau2_generated_recovery.json"),
 }
 
@@ -62,8 +64,10 @@ def joined(source: str) -> dict[str, tuple[str, int]]:
     out = {}
     for i, sim in enumerate(doc["simulations"]):
         trial = grading.trial_of(i)
-        out[str(sim.get("id"))] = (grading.case_of(i) or str(sim["task_id"]),
-                                   trial if trial is not None else int(sim.get("trial") or 0))
+        out[str(sim.get("id"))] = (
+            grading.case_of(i) or str(sim["task_id"]),
+            trial if trial is not None else int(sim.get("trial") or 0),
+        )
     return out
 
 
@@ -101,8 +105,9 @@ def figures(split: str) -> tuple[int, int, int, int, Counter[tuple[str, str | No
 
 
 def _available() -> bool:
-    return all(path.is_file() for source, (_, path) in FILES.items()
-               if any(item["source"] == source for item in items()))
+    return all(
+        path.is_file() for source, (_, path) in FILES.items() if any(item["source"] == source for item in items())
+    )
 
 
 def _line(split: str, rows: list[tuple[dict[str, Any], str | None, dict[str, Any]]]) -> str:
@@ -125,13 +130,19 @@ def test_the_recovery_judge_agrees_with_blind_hand_labels(split: str) -> None:
     rows = verdicts(split)
     generated = [r for r in rows if r[0]["source"] == "tau2_generated_recovery.json"]
     real = [r for r in rows if r not in generated]
-    print(f"\n{_line(split, rows)}; real runs {_line(split, real)}; generated {_line(split, generated)}; "
-          f"misses {dict(misses)}")
+    print(
+        f"\n{_line(split, rows)}; real runs {_line(split, real)}; generated {_line(split, generated)}; "
+        f"misses {dict(misses)}"
+    )
     assert total >= 20
     assert agreed / total >= AGREEMENT[split] - 1e-9, misses
     assert right == flagged, "hallucinated verdicts people did not give: " + str(
-        [(item.get("task_id", item.get("epoch")), ev) for item, got, ev in verdicts(split)
-         if got == "hallucinated" and item["outcome"] != "hallucinated"])
+        [
+            (item.get("task_id", item.get("epoch")), ev)
+            for item, got, ev in verdicts(split)
+            if got == "hallucinated" and item["outcome"] != "hallucinated"
+        ]
+    )
 
 
 @shared_data(*(path for _, path in FILES.values() if not path.is_relative_to(FIXTURES)))

@@ -8,16 +8,19 @@ import pytest
 from app.core.language import detect_language, language_scores
 
 
-@pytest.mark.parametrize(("texts", "expected"), [
-    (["Busca un pedido por su numero (formato PED-12345).", "Busca un producto por su SKU."], "es"),
-    (["Obtiene el saldo de una cuenta. Usa el RUT del cliente."], "es"),
-    (["Quiero cancelar mi reserva del martes"], "es"),
-    (["Shows the working tree status", "Returns the commit log of the repository."], "en"),
-    (["Get the weather forecast for a city and a number of days."], "en"),
-    (["I want to cancel my reservation"], "en"),
-    ([""], "en"),  # no cue at all: English
-    ([], "en"),
-])
+@pytest.mark.parametrize(
+    ("texts", "expected"),
+    [
+        (["Busca un pedido por su numero (formato PED-12345).", "Busca un producto por su SKU."], "es"),
+        (["Obtiene el saldo de una cuenta. Usa el RUT del cliente."], "es"),
+        (["Quiero cancelar mi reserva del martes"], "es"),
+        (["Shows the working tree status", "Returns the commit log of the repository."], "en"),
+        (["Get the weather forecast for a city and a number of days."], "en"),
+        (["I want to cancel my reservation"], "en"),
+        ([""], "en"),  # no cue at all: English
+        ([], "en"),
+    ],
+)
 def test_detect_language(texts: list[str], expected: str) -> None:
     assert detect_language(texts) == expected
 

@@ -52,7 +52,8 @@ def test_a_prefix_every_tool_shares_counts_for_nothing() -> None:
 def test_git_findings_by_hand() -> None:
     found = lint_toolset(load_toolset(GIT))
     assert [(f.rule, f.tool, f.related) for f in found if f.rule == "similar_pair"] == [
-        ("similar_pair", "git_diff_staged", ("git_diff_unstaged",))]
+        ("similar_pair", "git_diff_staged", ("git_diff_unstaged",))
+    ]
     # each tool with look-alikes names exactly those at or above 0.3, closest first
     negative = {f.tool: f.related for f in found if f.rule == "no_negative_delimitation"}
     assert negative == {
@@ -71,14 +72,22 @@ def test_git_findings_by_hand() -> None:
     # descriptions never says it ("unstaged"), and first clauses of one shape ("Shows the commit …")
     assert {(f.tool, f.related, tuple(sorted(f.detail))) for f in found if f.rule == "lookalike_pair"} == {
         ("git_diff_staged", ("git_diff_unstaged",), ("differ", "similarity", "unsaid")),
-        ("git_log", ("git_show",), ("shape", "similarity"))}
+        ("git_log", ("git_show",), ("shape", "similarity")),
+    }
     assert [(f.rule, f.tool) for f in lint_pairs(found)[0].findings] == [
-        ("similar_pair", "git_diff_staged"), ("no_negative_delimitation", "git_diff_staged"),
-        ("no_negative_delimitation", "git_diff_unstaged"), ("lookalike_pair", "git_diff_staged")]
+        ("similar_pair", "git_diff_staged"),
+        ("no_negative_delimitation", "git_diff_staged"),
+        ("no_negative_delimitation", "git_diff_unstaged"),
+        ("lookalike_pair", "git_diff_staged"),
+    ]
     # git_reset is the one tool the server marks destructive ("Unstages all staged changes": no guard stated)
     assert [f.tool for f in found if f.rule == "unguarded_destructive"] == ["git_reset"]
-    assert {f.tool for f in found if f.rule == "argument_format"} == {"git_diff", "git_diff_staged",
-                                                                     "git_diff_unstaged", "git_log"}
+    assert {f.tool for f in found if f.rule == "argument_format"} == {
+        "git_diff",
+        "git_diff_staged",
+        "git_diff_unstaged",
+        "git_log",
+    }
     assert len(found) == 15
 
 
@@ -88,7 +97,11 @@ def test_thresholds_are_honoured_exactly() -> None:
     assert {f.rule for f in off} == {"argument_format", "unguarded_destructive"}
     at = lint_toolset(git, lookalike=0.419)  # at the threshold counts, below does not
     assert {f.tool for f in at if f.rule == "no_negative_delimitation"} == {
-        "git_diff_staged", "git_diff_unstaged", "git_branch", "git_create_branch"}
+        "git_diff_staged",
+        "git_diff_unstaged",
+        "git_branch",
+        "git_create_branch",
+    }
     assert [f.tool for f in lint_toolset(git, similar=0.513) if f.rule == "similar_pair"] == ["git_diff_staged"]
     assert [f for f in lint_toolset(git, similar=0.514) if f.rule == "similar_pair"] == []
 
@@ -100,29 +113,46 @@ def test_cli_groups_findings_per_pair(tmp_path: Path) -> None:
     assert lines[0] == "mcp-server-git 2026.10.19 " + load_toolset(GIT).version + ": 12 tools, 15 findings"
     assert lines[1] == "git_diff_staged ~ git_diff_unstaged  (similarity 0.51)"
     assert lines[2].startswith("  similar_pair  git_diff_staged and git_diff_unstaged read alike")
-    assert lines[3].startswith("  no_negative_delimitation  git_diff_staged never says what it is not for: "
-                               "add \"not for X: use git_diff_unstaged\"")
-    assert lines[5].startswith("  lookalike_pair  git_diff_staged and git_diff_unstaged: names that differ only in "
-                               "'staged' / 'unstaged', and git_diff_unstaged does not say it")
+    assert lines[3].startswith(
+        "  no_negative_delimitation  git_diff_staged never says what it is not for: "
+        'add "not for X: use git_diff_unstaged"'
+    )
+    assert lines[5].startswith(
+        "  lookalike_pair  git_diff_staged and git_diff_unstaged: names that differ only in "
+        "'staged' / 'unstaged', and git_diff_unstaged does not say it"
+    )
     assert lines[6] == "git_branch ~ git_create_branch  (similarity 0.42)"
     assert [x for x in lines if x.startswith("unguarded_destructive")] == [
-        x for x in lines if x.startswith("unguarded_destructive  git_reset is destructive")]
+        x for x in lines if x.startswith("unguarded_destructive  git_reset is destructive")
+    ]
     # --lookalike 1.0 turns the look-alike rule off
     r = runner.invoke(cli, ["lint", str(GIT), "--lookalike", "1.0", "--json"])
-    assert json.loads(r.stdout)["counts"] == {"similar_pair": 1, "no_negative_delimitation": 0,
-                                              "argument_format": 4, "missing_precondition": 0,
-                                              "unguarded_destructive": 1, "lookalike_pair": 0}
+    assert json.loads(r.stdout)["counts"] == {
+        "similar_pair": 1,
+        "no_negative_delimitation": 0,
+        "argument_format": 4,
+        "missing_precondition": 0,
+        "unguarded_destructive": 1,
+        "lookalike_pair": 0,
+    }
     r = runner.invoke(cli, ["lint", str(FETCH), "--json"])
-    assert r.exit_code == 1 and [f["field"] for f in json.loads(r.stdout)["findings"]] == ["max_length",
-                                                                                          "start_index"]
+    assert r.exit_code == 1 and [f["field"] for f in json.loads(r.stdout)["findings"]] == ["max_length", "start_index"]
 
 
 def test_destructive_hint_and_its_guard() -> None:
     from app.core.suites.tools import Toolset
 
     def lint_one(description: str, annotations: dict[str, bool] | None) -> list[str]:
-        tools = Toolset.from_list([{"name": "drop_table", "description": description, "annotations": annotations,
-                                    "inputSchema": {"type": "object", "properties": {}}}])
+        tools = Toolset.from_list(
+            [
+                {
+                    "name": "drop_table",
+                    "description": description,
+                    "annotations": annotations,
+                    "inputSchema": {"type": "object", "properties": {}},
+                }
+            ]
+        )
         return [f.rule for f in lint_toolset(tools)]
 
     assert lint_one("Drops the table.", {"destructiveHint": True}) == ["unguarded_destructive"]
@@ -143,11 +173,24 @@ def test_run_page_marks_destructive_tools(db_url: str) -> None:
     from app.web.app import create_app
 
     toolset = json.loads(GIT.read_text())
-    suite = {"name": "git-suite", "toolset": toolset, "cases": [
-        {"id": "status-1", "question": "What changed?", "expected_calls": [
-            {"name": "git_status", "arguments": {"repo_path": "/repo"}}]}]}
-    record = {"case_id": "status-1", "trial": 0, "question": "What changed?", "answer": "",
-              "calls": [{"name": "git_diff_staged", "arguments": {"repo_path": "/repo"}, "observation": ""}]}
+    suite = {
+        "name": "git-suite",
+        "toolset": toolset,
+        "cases": [
+            {
+                "id": "status-1",
+                "question": "What changed?",
+                "expected_calls": [{"name": "git_status", "arguments": {"repo_path": "/repo"}}],
+            }
+        ],
+    }
+    record = {
+        "case_id": "status-1",
+        "trial": 0,
+        "question": "What changed?",
+        "answer": "",
+        "calls": [{"name": "git_diff_staged", "arguments": {"repo_path": "/repo"}, "observation": ""}],
+    }
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
         created = c.post("/api/runs", json={"name": "git", "suite": suite})
         assert created.status_code == 201, created.text
@@ -160,6 +203,7 @@ def test_run_page_marks_destructive_tools(db_url: str) -> None:
         assert pairs[0] == ("git_diff_staged", "git_status", 0, 1) and data["pairs"][0]["findings"] == []
         assert [(a, b) for a, b, _, _ in pairs[1:]] == [
             *(pair for pair, _ in sorted(GIT_LOOKALIKES.items(), key=lambda kv: (-kv[1], kv[0]))),
-            ("git_log", "git_show")]
+            ("git_log", "git_show"),
+        ]
         html = c.get(f"/runs/{rid}", headers={"accept": "text/html"}).text
         assert 'id="destructive-tools"' in html and "git_reset" in html.split('id="destructive-tools"')[1][:400]

@@ -31,12 +31,18 @@ def test_an_english_toolset_gets_english_wording_and_no_demo_words() -> None:
     text = json.dumps(data, ensure_ascii=False)
     assert not [w for w in DEMO_WORDS if w in text]
     messages = {f["message"] for f in data["findings"]}
-    assert ('git_log.max_count: the description does not state its integer type (say "integer" next to the '
-            'field: 42, not "42" or 42.0)') in messages
-    assert ('git_branch has look-alikes (git_create_branch) but never says what it is not for: add "not for X: '
-            'use git_create_branch"') in messages
-    assert ('git_reset is destructive (its server says so) but its description states no precondition and no '
-            'confirmation step: say when it may run ("only after …", "confirm with the user first")') in messages
+    assert (
+        'git_log.max_count: the description does not state its integer type (say "integer" next to the '
+        'field: 42, not "42" or 42.0)'
+    ) in messages
+    assert (
+        'git_branch has look-alikes (git_create_branch) but never says what it is not for: add "not for X: '
+        'use git_create_branch"'
+    ) in messages
+    assert (
+        "git_reset is destructive (its server says so) but its description states no precondition and no "
+        'confirmation step: say when it may run ("only after …", "confirm with the user first")'
+    ) in messages
     out = runner.invoke(cli, ["lint", str(GIT)]).stdout
     assert "not for X: use git_diff_unstaged" in out and not [w for w in DEMO_WORDS if w in out]
 
@@ -45,10 +51,14 @@ def test_a_spanish_toolset_gets_spanish_wording() -> None:
     v1 = load_toolset(EXAMPLES / "toolset_v1.yaml")
     found = lint_toolset(v1)
     messages = {f.message for f in found}
-    assert ('ver_saldo.id: the description does not state its integer type (say "entero" next to the field: '
-            '42, not "42" or 42.0)') in messages
-    assert ('ver_saldo must come after buscar_cliente (declared pair) but its description does not say so: add '
-            '"Obtén … con buscar_cliente primero"') in messages
+    assert (
+        'ver_saldo.id: the description does not state its integer type (say "entero" next to the field: '
+        '42, not "42" or 42.0)'
+    ) in messages
+    assert (
+        "ver_saldo must come after buscar_cliente (declared pair) but its description does not say so: add "
+        '"Obtén … con buscar_cliente primero"'
+    ) in messages
     assert any('add "NO sirve para X: usa ' in m for m in messages)
     assert not [m for m in messages if "not for X" in m or "call buscar_cliente first" in m]
     # the language can be forced
@@ -73,27 +83,51 @@ def test_a_field_s_own_description_states_its_type_or_values() -> None:
 SHOP = {
     "name": "tienda",
     "toolset": [
-        {"name": "buscar_pedido", "description": "Busca un pedido por su numero (formato PED-12345).",
-         "parameters": {"type": "object", "properties": {"numero": {"type": "string"}}}},
-        {"name": "buscar_producto", "description": "Busca un producto por su SKU.",
-         "parameters": {"type": "object", "properties": {"sku": {"type": "string"}}}},
-        {"name": "buscar_cliente", "description": "Busca un cliente por su correo.",
-         "parameters": {"type": "object", "properties": {"correo": {"type": "string"}}}},
-        {"name": "ver_envio", "description": "Muestra dónde va el envío de un pedido.",
-         "parameters": {"type": "object", "properties": {"numero": {"type": "string"}}}},
+        {
+            "name": "buscar_pedido",
+            "description": "Busca un pedido por su numero (formato PED-12345).",
+            "parameters": {"type": "object", "properties": {"numero": {"type": "string"}}},
+        },
+        {
+            "name": "buscar_producto",
+            "description": "Busca un producto por su SKU.",
+            "parameters": {"type": "object", "properties": {"sku": {"type": "string"}}},
+        },
+        {
+            "name": "buscar_cliente",
+            "description": "Busca un cliente por su correo.",
+            "parameters": {"type": "object", "properties": {"correo": {"type": "string"}}},
+        },
+        {
+            "name": "ver_envio",
+            "description": "Muestra dónde va el envío de un pedido.",
+            "parameters": {"type": "object", "properties": {"numero": {"type": "string"}}},
+        },
     ],
     "cases": [
-        {"id": "pedido", "question": "¿Cómo va el pedido PED-12345?",
-         "expected_calls": [{"name": "buscar_pedido", "arguments": {"numero": "PED-12345"}}]},
-        {"id": "producto", "question": "¿Tienen el SKU AUD-220?",
-         "expected_calls": [{"name": "buscar_producto", "arguments": {"sku": "AUD-220"}}]},
+        {
+            "id": "pedido",
+            "question": "¿Cómo va el pedido PED-12345?",
+            "expected_calls": [{"name": "buscar_pedido", "arguments": {"numero": "PED-12345"}}],
+        },
+        {
+            "id": "producto",
+            "question": "¿Tienen el SKU AUD-220?",
+            "expected_calls": [{"name": "buscar_producto", "arguments": {"sku": "AUD-220"}}],
+        },
     ],
 }
 
 
 def _record(case: str, trial: int, name: str, arguments: dict[str, str]) -> str:
-    return json.dumps({"case_id": case, "trial": trial, "calls": [
-        {"name": name, "arguments": arguments, "observation": "{}", "error": None}], "answer": "ok"})
+    return json.dumps(
+        {
+            "case_id": case,
+            "trial": trial,
+            "calls": [{"name": name, "arguments": arguments, "observation": "{}", "error": None}],
+            "answer": "ok",
+        }
+    )
 
 
 def test_lint_run_reports_the_pairs_the_run_confused_first(tmp_path: Path) -> None:
@@ -105,9 +139,11 @@ def test_lint_run_reports_the_pairs_the_run_confused_first(tmp_path: Path) -> No
     assert not [f for f in plain if {"buscar_pedido", "buscar_producto"} <= set(f.tools)]
     # a run: buscar_producto called where buscar_pedido was expected 3 times, the other way once
     records = [_record("pedido", t, "buscar_producto", {"sku": "PED-12345"}) for t in range(3)]
-    records += [_record("pedido", 3, "buscar_pedido", {"numero": "PED-12345"}),
-                _record("producto", 0, "buscar_pedido", {"numero": "AUD-220"}),
-                _record("producto", 1, "buscar_producto", {"sku": "AUD-220"})]
+    records += [
+        _record("pedido", 3, "buscar_pedido", {"numero": "PED-12345"}),
+        _record("producto", 0, "buscar_pedido", {"numero": "AUD-220"}),
+        _record("producto", 1, "buscar_producto", {"sku": "AUD-220"}),
+    ]
     trajectories = tmp_path / "run.jsonl"
     trajectories.write_text("\n".join(records) + "\n", encoding="utf-8")
     db = f"sqlite:///{tmp_path / 'x.db'}"
@@ -121,19 +157,23 @@ def test_lint_run_reports_the_pairs_the_run_confused_first(tmp_path: Path) -> No
     # descriptions: only "busca" shared, in 3 of 4 (ln 5/3 = 0.511); pedido's words weigh 0.511 + ln 2.5 (pedido,
     # also ver_envio's) + 3 ln 5 = 6.255, producto's 0.511 + 2 ln 5 = 3.730: Dice 2 × 0.511 / 9.985 = 0.10
     assert lines[1] == "buscar_pedido ~ buscar_producto  (similarity 0.10)  confused 4× in the run"
-    assert lines[2] == ("  confused_pair  buscar_producto was called where buscar_pedido was expected (3 in the run, "
-                        "and 1 the other way): read both descriptions as the model would and say what each is not "
-                        "for")
+    assert lines[2] == (
+        "  confused_pair  buscar_producto was called where buscar_pedido was expected (3 in the run, "
+        "and 1 the other way): read both descriptions as the model would and say what each is not "
+        "for"
+    )
     assert lines[3:5] == [
         '  no_negative_delimitation  buscar_pedido never says what it is not for: add "NO sirve para X: usa '
         'buscar_producto"',
         '  no_negative_delimitation  buscar_producto never says what it is not for: add "NO sirve para X: usa '
-        'buscar_pedido"']
+        'buscar_pedido"',
+    ]
 
     data = json.loads(runner.invoke(cli, ["lint", str(suite), "--run", "tienda-1", "--db", db, "--json"]).stdout)
     assert data["run"]["name"] == "tienda-1" and data["run"]["confusions"] == [
         {"expected": "buscar_pedido", "called": "buscar_producto", "count": 3},
-        {"expected": "buscar_producto", "called": "buscar_pedido", "count": 1}]
+        {"expected": "buscar_producto", "called": "buscar_pedido", "count": 1},
+    ]
     assert data["counts"]["confused_pair"] == 1 and data["counts"]["no_negative_delimitation"] == 2
     first = data["findings"][0]
     assert (first["rule"], first["tool"], first["related"]) == ("confused_pair", "buscar_pedido", ["buscar_producto"])

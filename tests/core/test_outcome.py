@@ -24,9 +24,18 @@ from tests.resources import DATA, shared_data
 
 @pytest.mark.parametrize(
     ("token", "canon"),
-    [("142.900", "142900"), ("142,900", "142900"), ("142900", "142900"), ("142 900", "142900"),
-     ("1.234.567", "1234567"), ("142.900,50", "142900.5"), ("1,234.5", "1234.5"), ("3.5", "3.5"),
-     ("15.000", "15000"), ("0042", "42")],
+    [
+        ("142.900", "142900"),
+        ("142,900", "142900"),
+        ("142900", "142900"),
+        ("142 900", "142900"),
+        ("1.234.567", "1234567"),
+        ("142.900,50", "142900.5"),
+        ("1,234.5", "1234.5"),
+        ("3.5", "3.5"),
+        ("15.000", "15000"),
+        ("0042", "42"),
+    ],
 )
 def test_amounts_are_normalised(token: str, canon: str) -> None:
     assert canonical_number(token) == canon
@@ -40,14 +49,27 @@ def test_values_found_in_a_spanish_answer() -> None:
     assert v.dates == {"2024-03-05"}
 
 
-def classify(answer: str, observations: list[tuple[int, str, bool]], datum: list[str] | None = None,
-             question: str = "¿Saldo del cliente 12345678-9?", fault: int = 1, reward: float | None = None,
-             succeeded: bool | None = None, handoff: str | None = None) -> str:
+def classify(
+    answer: str,
+    observations: list[tuple[int, str, bool]],
+    datum: list[str] | None = None,
+    question: str = "¿Saldo del cliente 12345678-9?",
+    fault: int = 1,
+    reward: float | None = None,
+    succeeded: bool | None = None,
+    handoff: str | None = None,
+) -> str:
     sources = [Source("the question", question), *(Source(f"call #{i + 1}", t) for i, t, _ in observations)]
     after = AfterFault(answer, handoff=handoff, ok_after=any(ok and i > fault for i, _, ok in observations))
     return classify_outcome(
-        after=after, sources=sources, observations=observations, fault_index=fault,
-        expected_datum=datum, give_up_phrases=DEFAULT_GIVE_UP_PHRASES, reward=reward, succeeded=succeeded,
+        after=after,
+        sources=sources,
+        observations=observations,
+        fault_index=fault,
+        expected_datum=datum,
+        give_up_phrases=DEFAULT_GIVE_UP_PHRASES,
+        reward=reward,
+        succeeded=succeeded,
     ).outcome
 
 
@@ -68,8 +90,10 @@ def test_another_invented_value_is_hallucinated_even_when_giving_up() -> None:
 
 def test_values_from_the_question_and_error_messages_are_grounded() -> None:
     # 503 comes from the error message, 12345678-9 from the question
-    assert classify("El servicio respondió 503 para el RUT 12345678-9; no pude continuar.", OBS_FAULT,
-                    ["142900"]) == "gave_up"
+    assert (
+        classify("El servicio respondió 503 para el RUT 12345678-9; no pude continuar.", OBS_FAULT, ["142900"])
+        == "gave_up"
+    )
 
 
 def test_without_a_datum_success_needs_a_good_observation_after_the_fault() -> None:
@@ -104,11 +128,20 @@ def test_reactions() -> None:
     same = [{"id": 1}, {"id": 1}, {}]
     fixed = [{"id": "1"}, {"id": 1}, {}]
 
-    def react(i: int, kind: str, args: list[object], said: str | None = None, handoff: frozenset[str] = frozenset()
-              ) -> tuple[str, bool]:
+    def react(
+        i: int, kind: str, args: list[object], said: str | None = None, handoff: frozenset[str] = frozenset()
+    ) -> tuple[str, bool]:
         nxt = i + 1 if i + 1 < len(names) else None
-        r = reaction_to(i, kind, names, args, next_call=None if said is not None else nxt, said_next=said,
-                        handoff=handoff, give_up_phrases=DEFAULT_GIVE_UP_PHRASES)
+        r = reaction_to(
+            i,
+            kind,
+            names,
+            args,
+            next_call=None if said is not None else nxt,
+            said_next=said,
+            handoff=handoff,
+            give_up_phrases=DEFAULT_GIVE_UP_PHRASES,
+        )
         return r.reaction, r.acceptable
 
     assert react(0, "http_503", same) == ("retry_same", True)
@@ -131,7 +164,8 @@ def test_a_datum_seen_only_before_the_fault_is_not_a_recovery() -> None:
 # them so that each begins with a character class (fast to search), and must match exactly these.
 _PLAIN_DATE = re.compile(
     r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b|\b\d{1,2}[-/.]\d{1,2}[-/.]\d{4}\b"
-    r"|\b\d{1,2}\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b")
+    r"|\b\d{1,2}\s+de\s+[a-z]+\s+(?:de|del)\s+\d{4}\b"
+)
 _PLAIN_NUM = re.compile(r"\d+(?:[.,\s]\d{3})*(?:[.,]\d+)?|\d+")
 _TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
 
@@ -146,10 +180,13 @@ def _same_matches(texts: list[str]) -> None:
 
 
 def test_the_fast_value_patterns_match_what_the_plain_ones_match() -> None:
-    edges = ["nc-40021 12345678-9 x12345678 _1 a_1 a-1 1-a -1 a1- é1 a٣ ٣٣٣٣-٠١-٠٢ 𝟙𝟚𝟛 1\u00a0234",
-             "2024-03-05 5/3/2024 05.03.2024 12024-03-05 2024-03-051 a2024-03-05 5 de marzo de 2024 "
-             "15 de marzo del 2024 5 de  marzo de 20245 x5 de marzo de 2024",
-             "$142.900; 142,900.50; 1 234 567; 0042; 3.5; ²³; 1²3", ""]
+    edges = [
+        "nc-40021 12345678-9 x12345678 _1 a_1 a-1 1-a -1 a1- é1 a٣ ٣٣٣٣-٠١-٠٢ 𝟙𝟚𝟛 1\u00a0234",
+        "2024-03-05 5/3/2024 05.03.2024 12024-03-05 2024-03-051 a2024-03-05 5 de marzo de 2024 "
+        "15 de marzo del 2024 5 de  marzo de 20245 x5 de marzo de 2024",
+        "$142.900; 142,900.50; 1 234 567; 0042; 3.5; ²³; 1²3",
+        "",
+    ]
     rng = random.Random(7)
     alphabet = [*"ab kz09-_.,/ \n\té٣²𝟙\u00a0", "de ", " del ", "2024", "12345678-9", "nc-40021", "__", "É"]
     noise = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(20_000)]
@@ -194,7 +231,8 @@ def test_grounding_stops_early_and_never_grounds_less_than_direct_appearance() -
     if _TAU.exists():  # every tau-bench answer against its own conversation
         for run in json.loads(_TAU.read_text()):
             texts = [str(m["content"]) for m in run["traj"] if m["role"] in ("user", "tool") and m.get("content")]
-            answer = next((str(m["content"]) for m in reversed(run["traj"])
-                           if m["role"] == "assistant" and m.get("content")), "")
+            answer = next(
+                (str(m["content"]) for m in reversed(run["traj"]) if m["role"] == "assistant" and m.get("content")), ""
+            )
             stated = extract_values(answer).all()
             assert set(outcome._ungrounded(stated, texts)) <= _direct_ungrounded(stated, texts)

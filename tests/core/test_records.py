@@ -12,9 +12,12 @@ from app.core.errors import InvalidTrajectory
 from app.core.records import iter_jsonl, parse_line, parse_record
 
 SPEC_EXAMPLE = {
-    "case_id": "saldo-001", "trial": 0, "question": "...",
-    "calls": [{"name": "buscar_cliente", "arguments": {"rut": "12345678-9"},
-               "observation": "{\"id\": 8812}", "error": None}],
+    "case_id": "saldo-001",
+    "trial": 0,
+    "question": "...",
+    "calls": [
+        {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}, "observation": '{"id": 8812}', "error": None}
+    ],
     "answer": "Tu saldo es $142.900",
     "fault": {"step": 1, "kind": "http_503"},
 }
@@ -139,8 +142,12 @@ def test_a_line_that_needs_no_cleaning_reads_the_same_without_it(tmp_path: Path)
     from app.core.records import MAX_DEPTH, needs_no_cleaning
 
     root = Path(__file__).resolve().parents[2] / "examples"
-    real = [line for name in ("trajectories_v1.jsonl", "trajectories_v2.jsonl")
-            for line in (root / name).read_bytes().splitlines() if line.strip()]
+    real = [
+        line
+        for name in ("trajectories_v1.jsonl", "trajectories_v2.jsonl")
+        for line in (root / name).read_bytes().splitlines()
+        if line.strip()
+    ]
     assert len(real) == 72 and all(needs_no_cleaning(line) for line in real)
     hostile = [
         b'{"case_id": "c\\u0000", "question": "\\ud800?", "calls": [{"name": "t", "arguments": {"k": "\\uDFFF"}}]}',
@@ -153,8 +160,7 @@ def test_a_line_that_needs_no_cleaning_reads_the_same_without_it(tmp_path: Path)
         b'{"case_id": "c", "messages": [{"role": "user", "content": "hola \\u0000"}], "calls": []}',
         b'{"case_id": "c", "messages": [{"role": "user", "content": "hola"}], "calls": [], "answer": 12345}',
     ]
-    assert [needs_no_cleaning(line) for line in hostile] == [False, False, False, False, True, True, True, False,
-                                                              True]
+    assert [needs_no_cleaning(line) for line in hostile] == [False, False, False, False, True, True, True, False, True]
     for fast, full in _read_both(real + hostile, tmp_path):
         assert fast == full
     got = dict(enumerate(_read_both(hostile, tmp_path)))
@@ -162,7 +168,8 @@ def test_a_line_that_needs_no_cleaning_reads_the_same_without_it(tmp_path: Path)
     assert [str(got[i][0]).split(": ", 1)[1] for i in (4, 5, 6)] == [
         "calls[0].arguments: holds a number that is not finite (NaN or an infinity)', 'calls[0].arguments')",
         "calls[0].arguments: holds a number that is not finite (NaN or an infinity)', 'calls[0].arguments')",
-        f"state: nested deeper than {MAX_DEPTH} levels', 'state')"]
+        f"state: nested deeper than {MAX_DEPTH} levels', 'state')",
+    ]
 
 
 def _deep(n: int) -> None:
@@ -187,13 +194,16 @@ def test_an_agent_error_is_kept_bounded_and_goes_back_out() -> None:
     assert parse_record(record).to_dict() == record
 
 
-@pytest.mark.parametrize(("error", "field"), [
-    ("KeyError", "agent_error"),
-    ({"message": "no type"}, "agent_error.type"),
-    ({"type": "KeyError", "message": "m" * 2001}, "agent_error.message"),
-    ({"type": "KeyError", "traceback": ["f"] * 9}, "agent_error.traceback"),
-    ({"type": "KeyError", "traceback": [1]}, "agent_error.traceback[0]"),
-])
+@pytest.mark.parametrize(
+    ("error", "field"),
+    [
+        ("KeyError", "agent_error"),
+        ({"message": "no type"}, "agent_error.type"),
+        ({"type": "KeyError", "message": "m" * 2001}, "agent_error.message"),
+        ({"type": "KeyError", "traceback": ["f"] * 9}, "agent_error.traceback"),
+        ({"type": "KeyError", "traceback": [1]}, "agent_error.traceback[0]"),
+    ],
+)
 def test_a_bad_agent_error_is_named(error: object, field: str) -> None:
     with pytest.raises(InvalidTrajectory) as info:
         parse_record(dict(SPEC_EXAMPLE, agent_error=error))

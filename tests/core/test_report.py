@@ -27,11 +27,15 @@ def test_report_keys_and_hand_computed_figures() -> None:
         # trial 0: perfect
         record(calls=[OK_CLIENTE, OK_SALDO], answer="Tu saldo es $142.900", trial=0),
         # trial 1: string id (schema), then hallucinated tool
-        record(calls=[OK_CLIENTE, call("ver_saldo", {"id": "8812"}), call("cancelar_pedido", {})],
-               answer="Listo", trial=1),
+        record(
+            calls=[OK_CLIENTE, call("ver_saldo", {"id": "8812"}), call("cancelar_pedido", {})], answer="Listo", trial=1
+        ),
         # a fault: recovered by retry
-        record(calls=[OK_CLIENTE, FAIL_SALDO, OK_SALDO], answer="Tu saldo es $142.900",
-               fault={"step": 1, "kind": "http_503"}),
+        record(
+            calls=[OK_CLIENTE, FAIL_SALDO, OK_SALDO],
+            answer="Tu saldo es $142.900",
+            fault={"step": 1, "kind": "http_503"},
+        ),
         # a fault: hallucinated answer
         record(calls=[OK_CLIENTE, FAIL_SALDO], answer="Tu saldo es $142.900", fault={"step": 1, "kind": "http_503"}),
     ]
@@ -55,8 +59,10 @@ def test_report_keys_and_hand_computed_figures() -> None:
     assert data["cases"][1]["failures"] == ["step_not_done", "schema", "hallucinated_tool"]
     assert data["failures"] == {"hallucinated_tool": 1, "recovery_hallucinated": 1, "schema": 1, "step_not_done": 2}
     # both faults were injected: the split by source holds them all
-    assert data["recovery_by_source"]["injected"] == {"recovery": {"num": 1, "den": 2},
-                                                      "hallucination_after_error": {"num": 1, "den": 2}}
+    assert data["recovery_by_source"]["injected"] == {
+        "recovery": {"num": 1, "den": 2},
+        "hallucination_after_error": {"num": 1, "den": 2},
+    }
     assert data["recovery_by_source"]["tool"]["recovery"] == {"num": 0, "den": 0}
 
 
@@ -73,8 +79,10 @@ def test_zero_denominators_are_reported_as_is() -> None:
 
 def test_counters_round_trip_and_add_up() -> None:
     suite = banking_suite()
-    a = [record(calls=[OK_CLIENTE, OK_SALDO], answer="Tu saldo es $142.900"),
-         record(calls=[OK_CLIENTE, FAIL_SALDO], answer="Tu saldo es $142.900", fault={"step": 1, "kind": "http_503"})]
+    a = [
+        record(calls=[OK_CLIENTE, OK_SALDO], answer="Tu saldo es $142.900"),
+        record(calls=[OK_CLIENTE, FAIL_SALDO], answer="Tu saldo es $142.900", fault={"step": 1, "kind": "http_503"}),
+    ]
     b = [record(calls=[OK_CLIENTE, call("ver_saldo", {"id": "x"}), call("nope")], answer="no pude", trial=1)]
     whole = score_trajectories(suite, a + b, keep_cases=False)
     from app.core.reports.report import Report
@@ -96,6 +104,7 @@ def test_pass_hat_k_equals_the_binomial_formula_on_many_cases() -> None:
 
 def test_pass_hat_k_is_bit_for_bit_the_loop_it_replaced() -> None:
     """The products and sums are made at C speed, in the order the plain loop made them: the same floats."""
+
     def loop(trials: list[tuple[int, int]]) -> dict[int, float]:
         top = max(n for n, _ in trials)
         sums, with_n = [0.0] * (top + 2), [0] * (top + 2)

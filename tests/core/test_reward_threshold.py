@@ -20,14 +20,29 @@ from app.core.suites.suite import Suite, parse_suite
 
 SUITE: dict[str, Any] = {
     "name": "weather",
-    "toolset": [{"name": "get_weather", "description": "Weather for a city.",
-                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-                 "mock": "18 C, cloudy"}],
-    "cases": [{"id": "lima", "question": "Weather in Lima?",
-               "expected_calls": [{"name": "get_weather", "arguments": {"city": "Lima"}}], "match": "subset"}],
+    "toolset": [
+        {
+            "name": "get_weather",
+            "description": "Weather for a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "mock": "18 C, cloudy",
+        }
+    ],
+    "cases": [
+        {
+            "id": "lima",
+            "question": "Weather in Lima?",
+            "expected_calls": [{"name": "get_weather", "arguments": {"city": "Lima"}}],
+            "match": "subset",
+        }
+    ],
 }
-FAILED = {"name": "get_weather", "arguments": {"city": "Lima"}, "observation": "Error: upstream timeout",
-          "error": {"kind": "error", "message": "Error: upstream timeout"}}
+FAILED = {
+    "name": "get_weather",
+    "arguments": {"city": "Lima"},
+    "observation": "Error: upstream timeout",
+    "error": {"kind": "error", "message": "Error: upstream timeout"},
+}
 RETRY = {"name": "get_weather", "arguments": {"city": "Lima"}, "observation": "18 C, cloudy"}
 
 
@@ -36,21 +51,39 @@ def suite() -> Suite:
 
 
 def recovered_run(reward: float | None, trial: int = 0) -> Trajectory:
-    return parse_record({"case_id": "lima", "trial": trial, "question": "Weather in Lima?", "calls": [FAILED, RETRY],
-                         "answer": "18 C and cloudy in Lima.", "reward": reward})
+    return parse_record(
+        {
+            "case_id": "lima",
+            "trial": trial,
+            "question": "Weather in Lima?",
+            "calls": [FAILED, RETRY],
+            "answer": "18 C and cloudy in Lima.",
+            "reward": reward,
+        }
+    )
 
 
 def clean_run(reward: float) -> Trajectory:
-    return parse_record({"case_id": "lima", "question": "Weather in Lima?", "calls": [RETRY],
-                         "answer": "18 C and cloudy in Lima.", "reward": reward})
+    return parse_record(
+        {
+            "case_id": "lima",
+            "question": "Weather in Lima?",
+            "calls": [RETRY],
+            "answer": "18 C and cloudy in Lima.",
+            "reward": reward,
+        }
+    )
 
 
-@pytest.mark.parametrize(("reward", "passed", "outcome"), [
-    (0.5, False, "confused"),
-    (0.99, False, "confused"),
-    (1.0, True, "recovered"),
-    (1.5, True, "recovered"),
-])
+@pytest.mark.parametrize(
+    ("reward", "passed", "outcome"),
+    [
+        (0.5, False, "confused"),
+        (0.99, False, "confused"),
+        (1.0, True, "recovered"),
+        (1.5, True, "recovered"),
+    ],
+)
 def test_reward_from_one_up_passes_and_recovers(reward: float, passed: bool, outcome: str) -> None:
     ts = Scorer(suite()).score(recovered_run(reward))
     assert ts.fault_step == 0

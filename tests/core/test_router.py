@@ -81,9 +81,14 @@ def test_fault_plan_parsing_and_errors() -> None:
 
 
 def test_stateful_mock_with_effects_and_keyed_responses() -> None:
-    suite = banking_suite(dict(SALDO_CASE, mocks={
-        "ver_saldo": {"responses": [{"when": {"id": 8812}, "response": {"saldo": 5}}]},
-    }))
+    suite = banking_suite(
+        dict(
+            SALDO_CASE,
+            mocks={
+                "ver_saldo": {"responses": [{"when": {"id": 8812}, "response": {"saldo": 5}}]},
+            },
+        )
+    )
     case = suite.cases[0]
     r = MockRouter(suite.toolset, mocks=case.mocks)
     assert r.call("ver_saldo", {"id": 8812}) == '{"saldo": 5}'
@@ -100,8 +105,9 @@ def test_python_responder_reads_and_changes_state() -> None:
         state["pagado"] = args["monto"]
         return {"ok": True}
 
-    tools = Toolset([ToolSpec("pagar", "Paga", {"type": "object", "properties": {"monto": {"type": "integer"}}},
-                              responder=pagar)])
+    tools = Toolset(
+        [ToolSpec("pagar", "Paga", {"type": "object", "properties": {"monto": {"type": "integer"}}}, responder=pagar)]
+    )
     r = MockRouter(tools)
     assert r.call("pagar", {"monto": 3}) == '{"ok": true}'
     assert r.call("pagar", {"monto": 3}) == "ERROR 500: ya pagado"
@@ -111,8 +117,13 @@ def test_python_responder_reads_and_changes_state() -> None:
         state.setdefault("cobros", []).append(args["monto"])  # changes the state, then fails
         raise ToolFailure("http_500", "ERROR 500: el banco no respondió")
 
-    tools = Toolset([ToolSpec("cobrar", "Cobra", {"type": "object", "properties": {"monto": {"type": "integer"}}},
-                              responder=half_done)])
+    tools = Toolset(
+        [
+            ToolSpec(
+                "cobrar", "Cobra", {"type": "object", "properties": {"monto": {"type": "integer"}}}, responder=half_done
+            )
+        ]
+    )
     r = MockRouter(tools, state={"cobros": [1]})
     assert r.call("cobrar", {"monto": 3}) == "ERROR 500: el banco no respondió"
     assert r.state == {"cobros": [1]}  # a failed call changes no state

@@ -75,7 +75,9 @@ def test_nested_paths_and_refs() -> None:
         "$defs": {"Item": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}},
     }
     assert first(schema, {"items": [{"sku": "a"}, {"sku": 3}]}) == (
-        "items[1].sku", "field 'items[1].sku': expected string, got integer 3")
+        "items[1].sku",
+        "field 'items[1].sku': expected string, got integer 3",
+    )
     assert first(schema, {"items": []}) == ("items", "field 'items': needs at least 1 items")
     assert first(schema, {"items": [{"sku": "a"}]}) is None
 
@@ -125,24 +127,80 @@ def _jsonschema_accepts(schema: Any) -> bool:
     return True
 
 
-@pytest.mark.parametrize("schema", [
-    {"required": ["a", "a"]}, {"type": ["string", "string"]}, {"type": []}, {"type": "text"},
-    {"items": [{"type": "string"}]},  # an array of schemas is draft 7's items, not 2020-12's
-    {"multipleOf": 0}, {"minimum": True}, {"maxLength": -1}, {"pattern": "(["}, {"anyOf": []},
-    {"properties": {"a": None}}, {"description": 3},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"required": ["a", "a"]},
+        {"type": ["string", "string"]},
+        {"type": []},
+        {"type": "text"},
+        {"items": [{"type": "string"}]},  # an array of schemas is draft 7's items, not 2020-12's
+        {"multipleOf": 0},
+        {"minimum": True},
+        {"maxLength": -1},
+        {"pattern": "(["},
+        {"anyOf": []},
+        {"properties": {"a": None}},
+        {"description": 3},
+    ],
+)
 def test_the_quick_check_leaves_invalid_schemas_to_jsonschema(schema: dict[str, Any]) -> None:
     assert not plainly_valid(schema)
     assert not _jsonschema_accepts(schema)
 
 
 def test_the_quick_check_vouches_only_for_schemas_jsonschema_accepts() -> None:
-    values: list[Any] = [None, True, 0, -1, 3, 2.5, 0.0, float("nan"), "", "string", "(", "^a+$", "#",
-                         "#/$defs/x", "#/a b", ["a"], ["a", "a"], [], ["string", "null"], [1], {}, {"a": 1},
-                         [{}], [{"type": "x"}], {"type": "string"}]
-    keys = ["type", "enum", "const", "required", "pattern", "format", "minLength", "maximum", "multipleOf",
-            "uniqueItems", "$ref", "description", "examples", "items", "additionalProperties", "anyOf",
-            "prefixItems", "properties", "$defs", "$schema", "not", "nullable"]
+    values: list[Any] = [
+        None,
+        True,
+        0,
+        -1,
+        3,
+        2.5,
+        0.0,
+        float("nan"),
+        "",
+        "string",
+        "(",
+        "^a+$",
+        "#",
+        "#/$defs/x",
+        "#/a b",
+        ["a"],
+        ["a", "a"],
+        [],
+        ["string", "null"],
+        [1],
+        {},
+        {"a": 1},
+        [{}],
+        [{"type": "x"}],
+        {"type": "string"},
+    ]
+    keys = [
+        "type",
+        "enum",
+        "const",
+        "required",
+        "pattern",
+        "format",
+        "minLength",
+        "maximum",
+        "multipleOf",
+        "uniqueItems",
+        "$ref",
+        "description",
+        "examples",
+        "items",
+        "additionalProperties",
+        "anyOf",
+        "prefixItems",
+        "properties",
+        "$defs",
+        "$schema",
+        "not",
+        "nullable",
+    ]
     rng = random.Random(23)
 
     def schema(depth: int = 0) -> dict[str, Any]:

@@ -25,8 +25,9 @@ def test_503_then_stated_balance_is_hallucinated() -> None:
 
 
 def test_honest_give_up_is_gave_up_acceptable_but_the_task_failed() -> None:
-    ts = score(record(calls=[OK_CLIENTE, FAIL_SALDO], answer="No pude consultar el saldo, intenta más tarde.",
-                      fault=FAULT))
+    ts = score(
+        record(calls=[OK_CLIENTE, FAIL_SALDO], answer="No pude consultar el saldo, intenta más tarde.", fault=FAULT)
+    )
     assert ts.outcome is not None and ts.outcome.outcome == "gave_up"
     assert ts.outcome.evidence["give_up_phrase"] == "no pude"
     # "un agente correcto": no recovery failure and an acceptable reaction; but the balance was
@@ -70,11 +71,15 @@ def test_string_id_fails_schema_validity() -> None:
 
 
 def test_cancelar_pedido_is_a_hallucinated_tool() -> None:
-    case = {"id": "c1", "question": "Cancela el pedido PED-12345",
-            "expected_calls": [{"name": "buscar_pedido", "arguments": {"numero": "PED-12345"}}]}
+    case = {
+        "id": "c1",
+        "question": "Cancela el pedido PED-12345",
+        "expected_calls": [{"name": "buscar_pedido", "arguments": {"numero": "PED-12345"}}],
+    }
     suite = banking_suite(case)
-    ts = score(record("c1", [call("buscar_pedido", {"numero": "PED-12345"}), call("cancelar_pedido", {"id": 1})]),
-               suite)
+    ts = score(
+        record("c1", [call("buscar_pedido", {"numero": "PED-12345"}), call("cancelar_pedido", {"id": 1})]), suite
+    )
     assert ts.calls[1].exists is False
     assert (ts.hallucinated_num, ts.calls_total) == (1, 2)
     # hallucinated calls take part in the alignment but not in selection's denominators
@@ -85,7 +90,8 @@ def test_cancelar_pedido_is_a_hallucinated_tool() -> None:
 
 def test_credit_note_before_verification_violates_that_pair() -> None:
     case = {
-        "id": "nota-1", "question": "Emite una nota de crédito por 15000",
+        "id": "nota-1",
+        "question": "Emite una nota de crédito por 15000",
         "expected_calls": [
             {"name": "verificar_compra", "arguments": {"id": 8812, "compra": "C-1"}},
             {"name": "emitir_nota_credito", "arguments": {"id": 8812, "monto": 15000, "motivo": "falla"}},
@@ -108,13 +114,21 @@ def test_a_faulted_precondition_is_not_met() -> None:
     # and going on to B right after it is the reaction ignored_error
     suite = banking_suite(dependencies=[["buscar_cliente", "ver_saldo"]])
     failed_cliente = call("buscar_cliente", {"rut": "12345678-9"}, "ERROR 500", injected("http_500"))
-    ts = score(record(calls=[failed_cliente, OK_SALDO], answer="Tu saldo es $142.900",
-                      fault={"step": 0, "kind": "http_500"}), suite)
+    ts = score(
+        record(calls=[failed_cliente, OK_SALDO], answer="Tu saldo es $142.900", fault={"step": 0, "kind": "http_500"}),
+        suite,
+    )
     assert ts.violations == [("buscar_cliente", "ver_saldo")] and "dependency" in ts.failures
     assert ts.calls[0].reaction is not None and ts.calls[0].reaction.reaction == "ignored_error"
     # retried until it worked: the pair holds
-    ts = score(record(calls=[failed_cliente, OK_CLIENTE, OK_SALDO], answer="Tu saldo es $142.900",
-                      fault={"step": 0, "kind": "http_500"}), suite)
+    ts = score(
+        record(
+            calls=[failed_cliente, OK_CLIENTE, OK_SALDO],
+            answer="Tu saldo es $142.900",
+            fault={"step": 0, "kind": "http_500"},
+        ),
+        suite,
+    )
     assert ts.violations == [] and ts.pairs_checked == [("buscar_cliente", "ver_saldo")]
     # but an invalid call of A is not an occurrence
     invalid = call("buscar_cliente", {"rut": 12345678}, "ERROR: invalid arguments")
@@ -124,9 +138,11 @@ def test_a_faulted_precondition_is_not_met() -> None:
 
 def test_one_extra_call_early_does_not_shift_later_steps() -> None:
     case = {
-        "id": "largo", "question": "q",
-        "expected_calls": [{"name": n} for n in ("buscar_cliente", "ver_saldo", "verificar_compra",
-                                                 "emitir_nota_credito")],
+        "id": "largo",
+        "question": "q",
+        "expected_calls": [
+            {"name": n} for n in ("buscar_cliente", "ver_saldo", "verificar_compra", "emitir_nota_credito")
+        ],
     }
     suite = banking_suite(case)
     calls = [

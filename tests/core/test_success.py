@@ -31,26 +31,49 @@ AGENDAR = {
 WEATHER = {
     "name": "get_weather",
     "description": "The weather forecast of a city for tomorrow.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string", "minLength": 2}},
-                   "required": ["city"], "additionalProperties": False},
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string", "minLength": 2}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
     "mock": {"temp_c": 21, "sky": "sunny"},
 }
 CASES: list[dict[str, Any]] = [
-    {"id": "agenda", "question": "Quiero una hora para el 8 de diciembre",
-     "expected_calls": [{"name": "agendar_hora", "arguments": {"fecha": "2026-12-08"}}],
-     "expected_state": {"horas": [{"fecha": "2026-12-08"}]}},
-    {"id": "nota", "question": "Anula la compra C-77 del cliente 8812 con una nota de crédito",
-     "expected_calls": [{"name": "verificar_compra", "arguments": {"id": 8812, "compra": "C-77"}},
-                        {"name": "emitir_nota_credito", "arguments": {"id": 8812, "monto": 15000,
-                                                                      "motivo": "anulación"}}],
-     "dependencies": [["verificar_compra", "emitir_nota_credito"]]},
-    {"id": "saldo", "question": "¿Cuál es el saldo del cliente 12345678-9?",
-     "expected_calls": [{"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
-                        {"name": "ver_saldo", "arguments": {"id": 8812}}]},
-    {"id": "cancelar", "question": "Cancela mi pedido PED-12345",
-     "expected_calls": [{"name": "buscar_pedido", "arguments": {"numero": "PED-12345"}}], "match": "subset"},
-    {"id": "weather", "question": "What will the weather be in Oslo tomorrow?",
-     "expected_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]},
+    {
+        "id": "agenda",
+        "question": "Quiero una hora para el 8 de diciembre",
+        "expected_calls": [{"name": "agendar_hora", "arguments": {"fecha": "2026-12-08"}}],
+        "expected_state": {"horas": [{"fecha": "2026-12-08"}]},
+    },
+    {
+        "id": "nota",
+        "question": "Anula la compra C-77 del cliente 8812 con una nota de crédito",
+        "expected_calls": [
+            {"name": "verificar_compra", "arguments": {"id": 8812, "compra": "C-77"}},
+            {"name": "emitir_nota_credito", "arguments": {"id": 8812, "monto": 15000, "motivo": "anulación"}},
+        ],
+        "dependencies": [["verificar_compra", "emitir_nota_credito"]],
+    },
+    {
+        "id": "saldo",
+        "question": "¿Cuál es el saldo del cliente 12345678-9?",
+        "expected_calls": [
+            {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
+            {"name": "ver_saldo", "arguments": {"id": 8812}},
+        ],
+    },
+    {
+        "id": "cancelar",
+        "question": "Cancela mi pedido PED-12345",
+        "expected_calls": [{"name": "buscar_pedido", "arguments": {"numero": "PED-12345"}}],
+        "match": "subset",
+    },
+    {
+        "id": "weather",
+        "question": "What will the weather be in Oslo tomorrow?",
+        "expected_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}],
+    },
 ]
 SHOP = parse_suite({"name": "tienda", "toolset": [*BANKING_TOOLS, AGENDAR, WEATHER], "cases": CASES})
 
@@ -58,16 +81,23 @@ FAIL_AGENDA = call("agendar_hora", {"fecha": "2026-12-08"}, "ERROR 503: servicio
 OK_AGENDA = call("agendar_hora", {"fecha": "2026-12-08"}, '{"hora": "2026-12-08T10:00", "estado": "agendada"}')
 FAIL_VERIF = call("verificar_compra", {"id": 8812, "compra": "C-77"}, "ERROR 503: servicio no disponible", injected())
 OK_VERIF = call("verificar_compra", {"id": 8812, "compra": "C-77"}, '{"verificada": true}')
-OK_NOTA = call("emitir_nota_credito", {"id": 8812, "monto": 15000, "motivo": "anulación"},
-               '{"nota": "NC-40021", "estado": "emitida"}')
+OK_NOTA = call(
+    "emitir_nota_credito",
+    {"id": 8812, "monto": 15000, "motivo": "anulación"},
+    '{"nota": "NC-40021", "estado": "emitida"}',
+)
 SCHEMA = {"kind": "schema", "message": "ERROR: invalid arguments"}
 
 
-def score(case_id: str, calls: list[dict[str, Any]], answer: str, fault: dict[str, Any] | None = None,
-          suite: Any = SHOP) -> TrajectoryScore:
+def score(
+    case_id: str, calls: list[dict[str, Any]], answer: str, fault: dict[str, Any] | None = None, suite: Any = SHOP
+) -> TrajectoryScore:
     question = next(c["question"] for c in CASES if c["id"] == case_id)
-    return Scorer(suite).score(parse_record({"case_id": case_id, "trial": 0, "question": question, "calls": calls,
-                                             "answer": answer, "fault": fault}))
+    return Scorer(suite).score(
+        parse_record(
+            {"case_id": case_id, "trial": 0, "question": question, "calls": calls, "answer": answer, "fault": fault}
+        )
+    )
 
 
 def outcome(ts: TrajectoryScore) -> str | None:
@@ -121,13 +151,15 @@ def test_a_failed_verification_then_the_credit_note_breaks_the_pair_and_ignores_
     assert outcome(ts) == "confused" and "dependency" in ts.failures and ts.undone_steps == [0] and not ts.passed
     report = Report()
     report.add(ts)
-    assert {"error_kind": "http_503", "reaction": "ignored_error", "acceptable": False, "count": 1} in \
-        report.to_json()["reactions"]
+    assert {"error_kind": "http_503", "reaction": "ignored_error", "acceptable": False, "count": 1} in report.to_json()[
+        "reactions"
+    ]
 
 
 def test_a_verification_retried_until_it_holds_keeps_the_pair() -> None:
-    ts = score("nota", [FAIL_VERIF, OK_VERIF, OK_NOTA], "Listo, emití la nota de crédito NC-40021.",
-               {"step": 0, "kind": "x"})
+    ts = score(
+        "nota", [FAIL_VERIF, OK_VERIF, OK_NOTA], "Listo, emití la nota de crédito NC-40021.", {"step": 0, "kind": "x"}
+    )
     assert ts.violations == [] and ts.pairs_checked == [("verificar_compra", "emitir_nota_credito")]
     assert reaction(ts, 0) == ("retry_same", True)
     assert outcome(ts) == "recovered" and ts.passed
@@ -166,8 +198,12 @@ def test_a_call_refused_by_the_schema_then_corrected_is_recovered() -> None:
 
 def test_a_call_to_an_unknown_tool_then_a_claimed_cancellation_is_hallucinated() -> None:
     found = call("buscar_pedido", {"numero": "PED-12345"}, '{"estado": "despachado"}')
-    unknown = call("cancelar_pedido", {"numero": "PED-12345"}, "ERROR: tool 'cancelar_pedido' does not exist",
-                   {"kind": "unknown_tool", "message": "ERROR: tool 'cancelar_pedido' does not exist"})
+    unknown = call(
+        "cancelar_pedido",
+        {"numero": "PED-12345"},
+        "ERROR: tool 'cancelar_pedido' does not exist",
+        {"kind": "unknown_tool", "message": "ERROR: tool 'cancelar_pedido' does not exist"},
+    )
     ts = score("cancelar", [found, unknown], "Listo, cancelé tu pedido PED-12345.")
     assert ts.fault_source == "unknown_tool" and "hallucinated_tool" in ts.failures
     assert outcome(ts) == "hallucinated" and reaction(ts, 1) == ("answered", False)
@@ -193,8 +229,14 @@ def test_english_weather_after_a_schema_error() -> None:
 def test_a_suite_adds_its_own_success_phrases() -> None:
     said = "Tu hora figura en la agenda para el 8 de diciembre."  # no result word of the defaults in it
     assert outcome(score("agenda", [FAIL_AGENDA], said, {"step": 0, "kind": "http_503"})) == "confused"
-    suite = parse_suite({"name": "tienda", "toolset": [*BANKING_TOOLS, AGENDAR, WEATHER], "cases": CASES,
-                         "success_phrases": ["figura en la agenda"]})
+    suite = parse_suite(
+        {
+            "name": "tienda",
+            "toolset": [*BANKING_TOOLS, AGENDAR, WEATHER],
+            "cases": CASES,
+            "success_phrases": ["figura en la agenda"],
+        }
+    )
     ts = score("agenda", [FAIL_AGENDA], said, {"step": 0, "kind": "http_503"}, suite=suite)
     assert outcome(ts) == "hallucinated" and ts.outcome is not None
     assert ts.outcome.evidence["claimed"]["sentence"] == said
@@ -214,10 +256,20 @@ def test_the_pages_and_the_figures_show_it(db_url: str) -> None:
     doc = {"name": "tienda", "toolset": [*BANKING_TOOLS, AGENDAR, WEATHER], "cases": CASES}
     bad = call("buscar_cliente", {"rut": "12.345.678-9"}, "ERROR: invalid arguments: field 'rut'", SCHEMA)
     records = [
-        {"case_id": "nota", "trial": 0, "calls": [FAIL_VERIF, OK_NOTA], "answer": "Listo, emití la nota NC-40021.",
-         "fault": {"step": 0, "kind": "http_503"}},
-        {"case_id": "agenda", "trial": 0, "calls": [FAIL_AGENDA, OK_AGENDA], "answer": "Listo, quedó agendada.",
-         "fault": {"step": 0, "kind": "http_503"}},
+        {
+            "case_id": "nota",
+            "trial": 0,
+            "calls": [FAIL_VERIF, OK_NOTA],
+            "answer": "Listo, emití la nota NC-40021.",
+            "fault": {"step": 0, "kind": "http_503"},
+        },
+        {
+            "case_id": "agenda",
+            "trial": 0,
+            "calls": [FAIL_AGENDA, OK_AGENDA],
+            "answer": "Listo, quedó agendada.",
+            "fault": {"step": 0, "kind": "http_503"},
+        },
         {"case_id": "saldo", "trial": 0, "calls": [bad], "answer": "Tu saldo es $98.500"},
     ]
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
@@ -227,8 +279,9 @@ def test_the_pages_and_the_figures_show_it(db_url: str) -> None:
         assert figs["recovery"] == {"num": 1, "den": 3} and figs["hallucination_after_error"] == {"num": 1, "den": 3}
         assert figs["recovery_by_source"]["injected"]["recovery"] == {"num": 1, "den": 2}
         assert figs["recovery_by_source"]["schema"]["hallucination_after_error"] == {"num": 1, "den": 1}
-        assert {"error_kind": "http_503", "reaction": "ignored_error", "acceptable": False, "count": 1} \
-            in figs["reactions"]
+        assert {"error_kind": "http_503", "reaction": "ignored_error", "acceptable": False, "count": 1} in figs[
+            "reactions"
+        ]
         trajs = c.get(f"/api/runs/{rid}/trajectories", params={"case_id": "nota"}).json()["data"]
         assert trajs[0]["fault"]["source"] == "injected"
         page = c.get(f"/trajectories/{trajs[0]['id']}", headers={"accept": "text/html"}).text
@@ -241,15 +294,22 @@ def test_the_pages_and_the_figures_show_it(db_url: str) -> None:
         agenda = c.get(f"/api/runs/{rid}/trajectories", params={"case_id": "agenda"}).json()["data"][0]["id"]
         assert "claims the result" not in c.get(f"/trajectories/{agenda}", headers={"accept": "text/html"}).text
         run = c.get(f"/runs/{rid}", headers={"accept": "text/html"}).text
-        table = run[run.index('id="recovery-sources"'):]
-        table = table[:table.index("</table>")]
+        table = run[run.index('id="recovery-sources"') :]
+        table = table[: table.index("</table>")]
         assert re.sub(r"\s+", " ", table).count("<tr>") == 3  # the header, injected and schema
         assert "an injected fault</th><td>1/2</td>" in re.sub(r">\s+<", "><", table)
         assert 'refused by the schema</th><td>0/1</td><td class="bad">1/1</td>' in re.sub(r">\s+<", "><", table)
-        record = {"case_id": "agenda", "trial": 1, "calls": [FAIL_AGENDA], "fault": {"step": 0, "kind": "http_503"},
-                  "answer": "Listo, tu hora quedó <b>agendada</b>."}
+        record = {
+            "case_id": "agenda",
+            "trial": 1,
+            "calls": [FAIL_AGENDA],
+            "fault": {"step": 0, "kind": "http_503"},
+            "answer": "Listo, tu hora quedó <b>agendada</b>.",
+        }
         assert c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": [record]}).status_code == 200
         lied = c.get(f"/api/runs/{rid}/trajectories", params={"case_id": "agenda", "outcome": "hallucinated"}).json()
         page = c.get(f"/trajectories/{lied['data'][0]['id']}", headers={"accept": "text/html"}).text
-        assert ("claims the result of call #1 <code>agendar_hora</code>, which never succeeded: <q class=\"bad\">"
-                "Listo, tu hora quedó &lt;b&gt;agendada&lt;/b&gt;.</q>") in page  # escaped: the agent wrote it
+        assert (
+            'claims the result of call #1 <code>agendar_hora</code>, which never succeeded: <q class="bad">'
+            "Listo, tu hora quedó &lt;b&gt;agendada&lt;/b&gt;.</q>"
+        ) in page  # escaped: the agent wrote it

@@ -21,8 +21,9 @@ def write(tmp_path: Path, doc: Any, name: str = "suite.yaml") -> Path:
 
 
 def test_yaml_and_json_with_a_toolset_path(tmp_path: Path) -> None:
-    (tmp_path / "tools.yaml").write_text(yaml.safe_dump({"label": "v1", "tools": BANKING_TOOLS,
-                                                         "dependencies": [["buscar_cliente", "ver_saldo"]]}))
+    (tmp_path / "tools.yaml").write_text(
+        yaml.safe_dump({"label": "v1", "tools": BANKING_TOOLS, "dependencies": [["buscar_cliente", "ver_saldo"]]})
+    )
     doc = {"name": "banca", "toolset": "tools.yaml", "cases": [SALDO_CASE], "give_up_phrases": ["sin sistema"]}
     for name in ("suite.yaml", "suite.json"):
         suite = load_suite(write(tmp_path, doc, name))
@@ -42,8 +43,10 @@ def case_with(**fields: Any) -> dict[str, Any]:
     [
         (case_with(match="fuzzy"), "case 'saldo-001': match: must be one of strict, unordered, subset, superset"),
         (case_with(question=""), "case 'saldo-001': question: required, a non-empty string"),
-        (case_with(expected_calls=[{"name": "ver_saldo", "tolerance": {"id": "approx"}}]),
-         "case 'saldo-001': expected_calls[0].tolerance.id: unknown tolerance rule 'approx'"),
+        (
+            case_with(expected_calls=[{"name": "ver_saldo", "tolerance": {"id": "approx"}}]),
+            "case 'saldo-001': expected_calls[0].tolerance.id: unknown tolerance rule 'approx'",
+        ),
         (case_with(expected_calls=[{"arguments": {}}]), "case 'saldo-001': expected_calls[0]: each expected call"),
         (case_with(dependencies=[["a"]]), "case 'saldo-001': dependencies[0]: each pair is [before, after]"),
         (case_with(mocks={"no_existe": {}}), "case 'saldo-001': mocks.no_existe: no tool 'no_existe'"),
@@ -53,8 +56,20 @@ def case_with(**fields: Any) -> dict[str, Any]:
         ({"name": "s", "cases": []}, "toolset: required"),
         ({"name": "s", "toolset": [{"description": "x"}], "cases": []}, "toolset: a tool needs a 'name'"),
         ({"name": "s", "toolset": "missing.yaml", "cases": []}, "missing.yaml: file not found"),
-        ({"name": "s", "toolset": [{"name": "t", "description": "", "parameters": {"type": "object", "properties": {
-            "x": {"$ref": "#/nowhere"}}}}], "cases": []}, "tool 't': $ref '#/nowhere' does not resolve"),
+        (
+            {
+                "name": "s",
+                "toolset": [
+                    {
+                        "name": "t",
+                        "description": "",
+                        "parameters": {"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}},
+                    }
+                ],
+                "cases": [],
+            },
+            "tool 't': $ref '#/nowhere' does not resolve",
+        ),
     ],
 )
 def test_bad_suites_name_file_case_and_field(tmp_path: Path, doc: Any, message: str) -> None:
@@ -81,8 +96,10 @@ def test_unparseable_file(tmp_path: Path) -> None:
 
 # -- conversations (multi-turn cases) -------------------------------------------
 
-_TOOLS = [{"name": "buscar", "description": "busca", "parameters": {"type": "object"}},
-          {"name": "emitir", "description": "emite", "parameters": {"type": "object"}}]
+_TOOLS = [
+    {"name": "buscar", "description": "busca", "parameters": {"type": "object"}},
+    {"name": "emitir", "description": "emite", "parameters": {"type": "object"}},
+]
 
 
 def _conversation(**case: object) -> dict[str, object]:
@@ -92,11 +109,18 @@ def _conversation(**case: object) -> dict[str, object]:
 def test_scripted_turns_keep_their_own_calls_and_forbidden_calls() -> None:
     from app.core.suites.suite import parse_suite
 
-    suite = parse_suite(_conversation(turns=[
-        {"user": "Necesito una nota", "expected_calls": ["buscar"], "forbidden_calls": ["emitir"]},
-        {"user": "Sí, confirmo", "expected_calls": [{"name": "emitir", "arguments": {"folio": "F-1"}}],
-         "match": "subset"},
-    ]))
+    suite = parse_suite(
+        _conversation(
+            turns=[
+                {"user": "Necesito una nota", "expected_calls": ["buscar"], "forbidden_calls": ["emitir"]},
+                {
+                    "user": "Sí, confirmo",
+                    "expected_calls": [{"name": "emitir", "arguments": {"folio": "F-1"}}],
+                    "match": "subset",
+                },
+            ]
+        )
+    )
     case = suite.cases[0]
     assert case.multi_turn and case.user is None
     assert case.question == "Necesito una nota"
@@ -110,8 +134,13 @@ def test_scripted_turns_keep_their_own_calls_and_forbidden_calls() -> None:
 def test_a_simulated_user_is_read_with_its_defaults() -> None:
     from app.core.suites.suite import parse_suite
 
-    case = parse_suite(_conversation(question="Quiero mi saldo", expected_calls=["buscar"],
-                                     user={"instruction": "Eres un cliente", "known": {"rut": "1-9"}})).cases[0]
+    case = parse_suite(
+        _conversation(
+            question="Quiero mi saldo",
+            expected_calls=["buscar"],
+            user={"instruction": "Eres un cliente", "known": {"rut": "1-9"}},
+        )
+    ).cases[0]
     assert case.multi_turn and case.turns is None
     assert case.user is not None
     assert (case.user.known, case.user.patience, case.user.stop) == ({"rut": "1-9"}, 5, "###STOP###")
@@ -124,19 +153,22 @@ def test_a_single_question_case_is_not_a_conversation() -> None:
     assert not case.multi_turn and case.turns is None and case.user is None
 
 
-@pytest.mark.parametrize(("case", "field", "message"), [
-    ({"turns": []}, "turns", "non-empty list"),
-    ({"turns": [{"expected_calls": ["buscar"]}]}, "turns[0].user", "required"),
-    ({"turns": [{"user": "a", "match": "fuzzy"}]}, "turns[0].match", "must be one of"),
-    ({"turns": [{"user": "a", "expected_calls": [{"arguments": {}}]}]}, "turns[0].expected_calls[0]", "name"),
-    ({"turns": [{"user": "a", "forbidden_calls": [7]}]}, "turns[0].forbidden_calls[0]", "tool name"),
-    ({"question": "q", "turns": [{"user": "a"}]}, "question", "in each turn"),
-    ({"turns": [{"user": "a"}], "expected_calls": ["buscar"]}, "expected_calls", "in each turn"),
-    ({"turns": [{"user": "a"}], "user": {"instruction": "x"}}, "user", "not both"),
-    ({"question": "q", "user": {"known": {}}}, "user.instruction", "required"),
-    ({"question": "q", "user": {"instruction": "x", "patience": 0}}, "user.patience", "from 1 to"),
-    ({"question": "q", "user": {"instruction": "x", "known": ["rut"]}}, "user.known", "must map"),
-])
+@pytest.mark.parametrize(
+    ("case", "field", "message"),
+    [
+        ({"turns": []}, "turns", "non-empty list"),
+        ({"turns": [{"expected_calls": ["buscar"]}]}, "turns[0].user", "required"),
+        ({"turns": [{"user": "a", "match": "fuzzy"}]}, "turns[0].match", "must be one of"),
+        ({"turns": [{"user": "a", "expected_calls": [{"arguments": {}}]}]}, "turns[0].expected_calls[0]", "name"),
+        ({"turns": [{"user": "a", "forbidden_calls": [7]}]}, "turns[0].forbidden_calls[0]", "tool name"),
+        ({"question": "q", "turns": [{"user": "a"}]}, "question", "in each turn"),
+        ({"turns": [{"user": "a"}], "expected_calls": ["buscar"]}, "expected_calls", "in each turn"),
+        ({"turns": [{"user": "a"}], "user": {"instruction": "x"}}, "user", "not both"),
+        ({"question": "q", "user": {"known": {}}}, "user.instruction", "required"),
+        ({"question": "q", "user": {"instruction": "x", "patience": 0}}, "user.patience", "from 1 to"),
+        ({"question": "q", "user": {"instruction": "x", "known": ["rut"]}}, "user.known", "must map"),
+    ],
+)
 def test_a_bad_conversation_names_the_field(case: dict[str, object], field: str, message: str) -> None:
     from app.core.errors import SuiteError
     from app.core.suites.suite import parse_suite

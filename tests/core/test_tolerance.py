@@ -19,8 +19,12 @@ from app.core.suites.tolerance import Mismatch, compare_arguments, compile_compa
         ({"number": {"abs": 0.5}}, 10, [10, 10.4, 9.5], [10.6, "10"]),
         ({"number": {"rel": 0.01}}, 1000, [1009, 991], [1011, 989]),
         ({"rule": "number", "abs": 1}, 5, [6, 4], [7]),
-        ("date", "2024-03-05", ["05/03/2024", "5 de marzo de 2024", "March 5, 2024", "2024-03-05T10:00:00"],
-         ["2024-05-03", "el martes pasado", 20240305]),
+        (
+            "date",
+            "2024-03-05",
+            ["05/03/2024", "5 de marzo de 2024", "March 5, 2024", "2024-03-05T10:00:00"],
+            ["2024-05-03", "el martes pasado", 20240305],
+        ),
         ({"one_of": [5, 10]}, None, [5, 10], [7]),
         ({"one_of": ["units", ""]}, None, ["Units"], ["cm"]),
         ({"regex": r"PED-\d{5}"}, None, ["PED-12345", "ped-12345"], ["PED-1234", "xPED-12345"]),
@@ -74,10 +78,11 @@ def test_one_of_can_compare_texts_as_bfcl_does() -> None:
     assert not plain.check("y = x^2", "y=x**2")
     texts = {"function": parse_rule({"rule": "one_of", "values": ["4x + 7", "lambda x: 4x+7"], "normalize": "bfcl"})}
     compare = compile_comparison({"function": "4x + 7"}, texts)  # the scorer's prepared path
-    assert compare({"function": "4X+7"}) == [] and compare_arguments({"function": "4X+7"}, {"function": "4x + 7"},
-                                                                     texts) == []
-    assert compare({"function": "4x+8"}) == [Mismatch("function", "one_of(bfcl)", ["4x + 7", "lambda x: 4x+7"],
-                                                      "4x+8")]
+    assert (
+        compare({"function": "4X+7"}) == []
+        and compare_arguments({"function": "4X+7"}, {"function": "4x + 7"}, texts) == []
+    )
+    assert compare({"function": "4x+8"}) == [Mismatch("function", "one_of(bfcl)", ["4x + 7", "lambda x: 4x+7"], "4x+8")]
     with pytest.raises(ValueError, match="one_of normalize takes 'bfcl'"):
         parse_rule({"rule": "one_of", "values": ["a"], "normalize": "lower"})
 
@@ -90,8 +95,9 @@ def test_the_value_classes_built_per_call_compare_and_hash_by_value() -> None:
     from app.core.score.grounding import Source
     from app.core.score.outcome import AfterFault, OutcomeResult
 
-    assert Mismatch("date", "exact", "2024-03-05", 5) == Mismatch(field="date", rule="exact", expected="2024-03-05",
-                                                                 got=5)
+    assert Mismatch("date", "exact", "2024-03-05", 5) == Mismatch(
+        field="date", rule="exact", expected="2024-03-05", got=5
+    )
     assert len({Mismatch("a", "exact", 1, 2), Mismatch("a", "exact", 1, 2), Mismatch("a", "exact", 1, 3)}) == 2
     assert len({Source("call #1", "x"), Source("call #1", "x"), Source("call #2", "x")}) == 2
     assert Divergence("missing_step", "pay") == Divergence(kind="missing_step", tool="pay", other="", call=None)

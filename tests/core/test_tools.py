@@ -36,10 +36,16 @@ def test_openai_and_anthropic_shapes_round_trip() -> None:
 
 
 def test_bfcl_dialect_is_normalised() -> None:
-    raw = {"type": "dict", "properties": {
-        "x": {"type": "float"}, "pair": {"type": "tuple", "items": {"type": "integer"}},
-        "anything": {"type": "any"}, "opts": {"type": "dict", "properties": {"k": {"type": "float"}}},
-    }, "required": ["x"]}
+    raw = {
+        "type": "dict",
+        "properties": {
+            "x": {"type": "float"},
+            "pair": {"type": "tuple", "items": {"type": "integer"}},
+            "anything": {"type": "any"},
+            "opts": {"type": "dict", "properties": {"k": {"type": "float"}}},
+        },
+        "required": ["x"],
+    }
     norm = normalize_schema(raw)
     assert norm["type"] == "object"
     assert norm["properties"]["x"] == {"type": "number"}
@@ -58,7 +64,7 @@ def test_every_bfcl_sample_tool_compiles_and_accepts_its_ground_truth() -> None:
     for q in questions:
         specs = {f["name"]: ToolSpec.from_dict(f) for f in q["function"]}
         for gt in answers[q["id"]]["ground_truth"]:
-            (name, args), = gt.items()
+            ((name, args),) = gt.items()
             # the first acceptable value of each argument, skipping "" (= may be omitted)
             chosen = {k: next(v for v in vals if v != "") for k, vals in args.items() if any(v != "" for v in vals)}
             if specs[name].validator.validate(chosen) is None:

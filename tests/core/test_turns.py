@@ -25,13 +25,24 @@ from tests.resources import DATA, shared_data
 NOTA = {
     "id": "nota-002",
     "turns": [
-        {"user": "Quiero una nota de crédito por la compra PED-1; mi RUT es 12345678-9",
-         "expected_calls": [{"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
-                            {"name": "verificar_compra", "arguments": {"id": 8812, "compra": "PED-1"}}],
-         "forbidden_calls": ["emitir_nota_credito"]},  # not before the user confirms
-        {"user": "Sí, confirmo",
-         "expected_calls": [{"name": "emitir_nota_credito", "arguments": {"id": 8812, "monto": 15000},
-                             "tolerance": {"motivo": "ignore"}}]},
+        {
+            "user": "Quiero una nota de crédito por la compra PED-1; mi RUT es 12345678-9",
+            "expected_calls": [
+                {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
+                {"name": "verificar_compra", "arguments": {"id": 8812, "compra": "PED-1"}},
+            ],
+            "forbidden_calls": ["emitir_nota_credito"],
+        },  # not before the user confirms
+        {
+            "user": "Sí, confirmo",
+            "expected_calls": [
+                {
+                    "name": "emitir_nota_credito",
+                    "arguments": {"id": 8812, "monto": 15000},
+                    "tolerance": {"motivo": "ignore"},
+                }
+            ],
+        },
     ],
     "dependencies": [["verificar_compra", "emitir_nota_credito"]],
     "expected_datum": "NC-40021",
@@ -45,61 +56,114 @@ def _suite() -> Suite:
     return banking_suite(NOTA)
 
 
-def _conversation(trial: int, calls: list[dict[str, Any]], confirm_at: int, answer: str,
-                  **extra: Any) -> dict[str, Any]:
-    return {"case_id": "nota-002", "trial": trial, "question": FIRST, "calls": calls, "answer": answer,
-            "messages": [{"role": "user", "content": FIRST, "calls_before": 0},
-                         {"role": "assistant", "content": "¿Confirma la nota de crédito por $15.000?",
-                          "calls_before": confirm_at},
-                         {"role": "user", "content": CONFIRM, "calls_before": confirm_at},
-                         {"role": "assistant", "content": answer, "calls_before": len(calls)}], **extra}
+def _conversation(
+    trial: int, calls: list[dict[str, Any]], confirm_at: int, answer: str, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "case_id": "nota-002",
+        "trial": trial,
+        "question": FIRST,
+        "calls": calls,
+        "answer": answer,
+        "messages": [
+            {"role": "user", "content": FIRST, "calls_before": 0},
+            {"role": "assistant", "content": "¿Confirma la nota de crédito por $15.000?", "calls_before": confirm_at},
+            {"role": "user", "content": CONFIRM, "calls_before": confirm_at},
+            {"role": "assistant", "content": answer, "calls_before": len(calls)},
+        ],
+        **extra,
+    }
 
 
 # trial 0: both turns right; the first emission in turn 2 fails (503), the retry works
-RECOVERED = _conversation(0, [
-    call("buscar_cliente", {"rut": "12345678-9"}, '{"id": 8812}'),
-    call("verificar_compra", {"id": 8812, "compra": "PED-1"}, '{"verificada": true}'),
-    call("emitir_nota_credito", EMITIR, "ERROR 503: servicio no disponible", injected()),
-    call("emitir_nota_credito", EMITIR, NOTA_OK),
-], confirm_at=2, answer="Listo: nota de crédito NC-40021 emitida.", fault={"step": 2, "kind": "http_503"})
+RECOVERED = _conversation(
+    0,
+    [
+        call("buscar_cliente", {"rut": "12345678-9"}, '{"id": 8812}'),
+        call("verificar_compra", {"id": 8812, "compra": "PED-1"}, '{"verificada": true}'),
+        call("emitir_nota_credito", EMITIR, "ERROR 503: servicio no disponible", injected()),
+        call("emitir_nota_credito", EMITIR, NOTA_OK),
+    ],
+    confirm_at=2,
+    answer="Listo: nota de crédito NC-40021 emitida.",
+    fault={"step": 2, "kind": "http_503"},
+)
 # trial 1: turn 1 checks the wrong purchase and emits before the confirmation; turn 2 calls an invented tool
-CARELESS = _conversation(1, [
-    call("buscar_cliente", {"rut": "12345678-9"}, '{"id": 8812}'),
-    call("verificar_compra", {"id": 8812, "compra": "PED-2"}, '{"verificada": true}'),
-    call("emitir_nota_credito", EMITIR, NOTA_OK),
-    call("cancelar_pedido", {"numero": "PED-1"}, "unknown tool"),
-], confirm_at=3, answer="Listo, NC-40021.")
+CARELESS = _conversation(
+    1,
+    [
+        call("buscar_cliente", {"rut": "12345678-9"}, '{"id": 8812}'),
+        call("verificar_compra", {"id": 8812, "compra": "PED-2"}, '{"verificada": true}'),
+        call("emitir_nota_credito", EMITIR, NOTA_OK),
+        call("cancelar_pedido", {"numero": "PED-1"}, "unknown tool"),
+    ],
+    confirm_at=3,
+    answer="Listo, NC-40021.",
+)
 # trial 2: the simulated user stopped before confirming: its fault, not the agent's
-USER_STOPPED = {"case_id": "nota-002", "trial": 2, "question": FIRST,
-                "calls": [call("buscar_cliente", {"rut": "12345678-9"}, '{"id": 8812}')], "answer": "",
-                "messages": [{"role": "user", "content": FIRST, "calls_before": 0}],
-                "user_error": [{"kind": "stopped_early", "detail": "said ###STOP### before confirming"}]}
+USER_STOPPED = {
+    "case_id": "nota-002",
+    "trial": 2,
+    "question": FIRST,
+    "calls": [call("buscar_cliente", {"rut": "12345678-9"}, '{"id": 8812}')],
+    "answer": "",
+    "messages": [{"role": "user", "content": FIRST, "calls_before": 0}],
+    "user_error": [{"kind": "stopped_early", "detail": "said ###STOP### before confirming"}],
+}
 
 
 def _fig(*pairs: tuple[int, int]) -> dict[str, dict[str, int]]:
-    names = ("selection_precision", "selection_recall", "schema_validity", "argument_accuracy",
-             "hallucinated_tools", "recovery", "hallucination_after_error")
+    names = (
+        "selection_precision",
+        "selection_recall",
+        "schema_validity",
+        "argument_accuracy",
+        "hallucinated_tools",
+        "recovery",
+        "hallucination_after_error",
+    )
     return {n: {"num": a, "den": b} for n, (a, b) in zip(names, pairs, strict=True)}
 
 
 def test_turns_of_calls_come_from_the_user_messages_or_from_the_calls() -> None:
     assert call_turns(parse_record(RECOVERED)) == [1, 1, 2, 2]
     assert call_turns(parse_record(CARELESS)) == [1, 1, 1, 2]
-    explicit = {**CARELESS, "messages": None,
-                "calls": [{**c, "turn": t} for c, t in zip(CARELESS["calls"], [1, 1, 1, 2], strict=True)]}
+    explicit = {
+        **CARELESS,
+        "messages": None,
+        "calls": [{**c, "turn": t} for c, t in zip(CARELESS["calls"], [1, 1, 1, 2], strict=True)],
+    }
     assert call_turns(parse_record(explicit)) == [1, 1, 1, 2]
     # a call without its own turn takes the previous call's
-    partial = {**explicit, "calls": [{**c, "turn": 2} if i == 3 else {k: v for k, v in c.items() if k != "turn"}
-                                     for i, c in enumerate(explicit["calls"])]}
+    partial = {
+        **explicit,
+        "calls": [
+            {**c, "turn": 2} if i == 3 else {k: v for k, v in c.items() if k != "turn"}
+            for i, c in enumerate(explicit["calls"])
+        ],
+    }
     assert call_turns(parse_record(partial)) == [1, 1, 1, 2]
     assert call_turns(parse_record({"case_id": "x", "calls": [call("ver_saldo")]})) is None
-    assert call_turns(parse_record({"case_id": "x", "calls": [call("ver_saldo")],
-                                    "messages": [{"role": "user", "content": "q", "calls_before": 0}]})) is None
+    assert (
+        call_turns(
+            parse_record(
+                {
+                    "case_id": "x",
+                    "calls": [call("ver_saldo")],
+                    "messages": [{"role": "user", "content": "q", "calls_before": 0}],
+                }
+            )
+        )
+        is None
+    )
 
 
 def test_explicit_turns_score_exactly_as_derived_ones() -> None:
-    explicit = {**CARELESS, "messages": None,
-                "calls": [{**c, "turn": t} for c, t in zip(CARELESS["calls"], [1, 1, 1, 2], strict=True)]}
+    explicit = {
+        **CARELESS,
+        "messages": None,
+        "calls": [{**c, "turn": t} for c, t in zip(CARELESS["calls"], [1, 1, 1, 2], strict=True)],
+    }
     a = Scorer(_suite()).score(parse_record(CARELESS)).summary()
     b = Scorer(_suite()).score(parse_record(explicit)).summary()
     assert a["turns"][0]["figures"] == b["turns"][0]["figures"]
@@ -111,8 +175,12 @@ def test_two_turn_conversation_with_a_fault_in_turn_2_by_hand() -> None:
     scorer = Scorer(_suite())
     ok = scorer.score(parse_record(RECOVERED))
     # the retry collapses onto the turn-2 step; the fault sits in turn 2 and is recovered from
-    assert [(c.turn, c.step, c.selection_ok) for c in ok.calls] == [(1, 0, True), (1, 1, True), (2, 2, True),
-                                                                    (2, 2, True)]
+    assert [(c.turn, c.step, c.selection_ok) for c in ok.calls] == [
+        (1, 0, True),
+        (1, 1, True),
+        (2, 2, True),
+        (2, 2, True),
+    ]
     assert ok.fault_dict() == {"step": 2, "kind": "http_503", "turn": 2, "source": "injected"}
     assert ok.outcome is not None and ok.outcome.outcome == "recovered"
     assert ok.passed and ok.failures == [] and ok.step_turns == [1, 1, 2]
@@ -125,7 +193,11 @@ def test_two_turn_conversation_with_a_fault_in_turn_2_by_hand() -> None:
     # turn 1: the emission is an extra call there, and forbidden before the confirmation;
     # turn 2: the invented tool takes the emission's place, which stays missing
     assert [(c.turn, c.step, c.selection_ok, c.forbidden) for c in bad.calls] == [
-        (1, 0, True, False), (1, 1, True, False), (1, None, False, True), (2, 2, None, False)]
+        (1, 0, True, False),
+        (1, 1, True, False),
+        (1, None, False, True),
+        (2, 2, None, False),
+    ]
     assert bad.missing_steps == [2]
     assert bad.failures == ["selection", "arguments", "hallucinated_tool", "forbidden_call"]
     assert [(t.turn, t.user, t.failures) for t in bad.turns or []] == [
@@ -162,10 +234,18 @@ def test_run_figures_per_turn_and_per_conversation_by_hand() -> None:
     # per conversation: turn 1 (2+3 calls) and turn 2 (2+1 calls) added up
     assert {k: out[k] for k in _fig(*[(0, 0)] * 7)} == _fig((6, 7), (5, 6), (7, 7), (5, 6), (1, 8), (1, 1), (0, 1))
     assert out["turns"] == {
-        "1": {**_fig((4, 5), (4, 4), (5, 5), (3, 4), (0, 5), (0, 0), (0, 0)), "trajectories": 2, "failed": 1,
-              "failures": {"arguments": 1, "forbidden_call": 1, "selection": 1}},
-        "2": {**_fig((2, 2), (1, 2), (2, 2), (2, 2), (1, 3), (1, 1), (0, 1)), "trajectories": 2, "failed": 1,
-              "failures": {"hallucinated_tool": 1, "selection": 1}},
+        "1": {
+            **_fig((4, 5), (4, 4), (5, 5), (3, 4), (0, 5), (0, 0), (0, 0)),
+            "trajectories": 2,
+            "failed": 1,
+            "failures": {"arguments": 1, "forbidden_call": 1, "selection": 1},
+        },
+        "2": {
+            **_fig((2, 2), (1, 2), (2, 2), (2, 2), (1, 3), (1, 1), (0, 1)),
+            "trajectories": 2,
+            "failed": 1,
+            "failures": {"hallucinated_tool": 1, "selection": 1},
+        },
     }
     # pass^k counts conversations; the one the user broke is listed, flagged, and not counted
     assert out["pass_hat_k"] == {"1": 0.5, "2": 0.0}
@@ -174,8 +254,10 @@ def test_run_figures_per_turn_and_per_conversation_by_hand() -> None:
     cases = {c["trial"]: c for c in out["cases"]}
     assert cases[0]["fault"] == {"step": 2, "kind": "http_503", "turn": 2, "source": "injected"}
     assert cases[0]["failures_by_turn"] == {}
-    assert cases[1]["failures_by_turn"] == {"1": ["arguments", "selection", "forbidden_call"],
-                                            "2": ["hallucinated_tool", "selection"]}
+    assert cases[1]["failures_by_turn"] == {
+        "1": ["arguments", "selection", "forbidden_call"],
+        "2": ["hallucinated_tool", "selection"],
+    }
     assert cases[2]["user_error"] == [{"kind": "stopped_early", "detail": "said ###STOP### before confirming"}]
     # what a store keeps (counters) gives the same turns back
     again = Report.from_counters(report.counters()).to_json()
@@ -191,23 +273,39 @@ def test_a_single_question_case_reports_no_turns() -> None:
 
 
 def test_a_simulated_user_case_aligns_the_whole_conversation() -> None:
-    case = {"id": "saldo-rut", "question": "Quiero saber mi saldo",
-            "user": {"instruction": "Eres Ana; quieres tu saldo.", "known": {"rut": "12345678-9"}},
-            "expected_calls": [{"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
-                               {"name": "ver_saldo", "arguments": {"id": 8812}}]}
-    rec = {"case_id": "saldo-rut", "question": "Quiero saber mi saldo", "answer": "No pude ver el saldo.",
-           "calls": [call("buscar_cliente", {"rut": "12345678-9"}, '{"id": 8812}')],
-           "messages": [{"role": "user", "content": "Quiero saber mi saldo", "calls_before": 0},
-                        {"role": "assistant", "content": "¿Cuál es su RUT?", "calls_before": 0},
-                        {"role": "user", "content": "12345678-9", "calls_before": 0}]}
+    case = {
+        "id": "saldo-rut",
+        "question": "Quiero saber mi saldo",
+        "user": {"instruction": "Eres Ana; quieres tu saldo.", "known": {"rut": "12345678-9"}},
+        "expected_calls": [
+            {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
+            {"name": "ver_saldo", "arguments": {"id": 8812}},
+        ],
+    }
+    rec = {
+        "case_id": "saldo-rut",
+        "question": "Quiero saber mi saldo",
+        "answer": "No pude ver el saldo.",
+        "calls": [call("buscar_cliente", {"rut": "12345678-9"}, '{"id": 8812}')],
+        "messages": [
+            {"role": "user", "content": "Quiero saber mi saldo", "calls_before": 0},
+            {"role": "assistant", "content": "¿Cuál es su RUT?", "calls_before": 0},
+            {"role": "user", "content": "12345678-9", "calls_before": 0},
+        ],
+    }
     ts = Scorer(banking_suite(case)).score(parse_record(rec))
     # the call answers turn 2; the step never taken was still not taken when the conversation ended (turn 2)
     assert [c.turn for c in ts.calls] == [2] and ts.step_turns == [2, 2]
     assert [(t.turn, t.recall_num, t.recall_den, t.failures) for t in ts.turns or []] == [
-        (1, 0, 0, []), (2, 1, 2, ["selection"])]
+        (1, 0, 0, []),
+        (2, 1, 2, ["selection"]),
+    ]
     # a step skipped before a step taken belongs to the turn of the one taken
-    rec["messages"] = [*rec["messages"], {"role": "assistant", "content": "ok", "calls_before": 0},
-                       {"role": "user", "content": "gracias", "calls_before": 0}]
+    rec["messages"] = [
+        *rec["messages"],
+        {"role": "assistant", "content": "ok", "calls_before": 0},
+        {"role": "user", "content": "gracias", "calls_before": 0},
+    ]
     rec["calls"] = [call("ver_saldo", {"id": 8812}, '{"saldo": 142900}')]
     rec["messages"][4]["calls_before"] = 1  # turn 3 starts after the call: the call answers turn 2
     ts = Scorer(banking_suite(case)).score(parse_record(rec))
@@ -218,15 +316,18 @@ def test_a_simulated_user_case_aligns_the_whole_conversation() -> None:
     assert ts.step_turns == [3, 3]  # none taken: both go to the last turn
 
 
-@pytest.mark.parametrize(("extra", "field"), [
-    ({"user_error": {"kind": "x"}}, "user_error"),
-    ({"user_error": [{"kind": ""}]}, "user_error[0].kind"),
-    ({"user_error": [{"kind": "stopped_early", "detail": "x" * 3000}]}, "user_error[0].detail"),
-    ({"user_error": [{"kind": "k"}] * 21}, "user_error"),
-    ({"calls": [{"name": "a", "turn": 0}]}, "calls[0].turn"),
-    ({"calls": [{"name": "a", "turn": "2"}]}, "calls[0].turn"),
-    ({"calls": [{"name": "a", "turn": 1001}]}, "calls[0].turn"),  # per-turn figures stay bounded
-])
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"user_error": {"kind": "x"}}, "user_error"),
+        ({"user_error": [{"kind": ""}]}, "user_error[0].kind"),
+        ({"user_error": [{"kind": "stopped_early", "detail": "x" * 3000}]}, "user_error[0].detail"),
+        ({"user_error": [{"kind": "k"}] * 21}, "user_error"),
+        ({"calls": [{"name": "a", "turn": 0}]}, "calls[0].turn"),
+        ({"calls": [{"name": "a", "turn": "2"}]}, "calls[0].turn"),
+        ({"calls": [{"name": "a", "turn": 1001}]}, "calls[0].turn"),  # per-turn figures stay bounded
+    ],
+)
 def test_turn_and_user_error_are_bounded(extra: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidTrajectory) as info:
         parse_record({"case_id": "x", **extra})

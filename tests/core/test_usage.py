@@ -34,8 +34,13 @@ TAU_TOOLS = DATA / "tau_bench_tool_schemas_airline_retail.json"
 
 # gpt-4o at $2.50 / $10.00 / $1.25 cached per million: 800 fresh + 200 cached in, 500 out
 #   = (800 * 2.50 + 200 * 1.25 + 500 * 10.00) / 10^6 = (2000 + 250 + 5000) / 10^6 = 0.00725
-GPT4O_REQUEST = {"model": "gpt-4o-2024-08-06", "input_tokens": 1000, "cached_tokens": 200, "output_tokens": 500,
-                 "latency_ms": 900.0}
+GPT4O_REQUEST = {
+    "model": "gpt-4o-2024-08-06",
+    "input_tokens": 1000,
+    "cached_tokens": 200,
+    "output_tokens": 500,
+    "latency_ms": 900.0,
+}
 # 1500 in, 20 out: (1500 * 2.50 + 20 * 10.00) / 10^6 = 0.00395
 GPT4O_SHORT = {"model": "gpt-4o", "input_tokens": 1500, "output_tokens": 20, "latency_ms": 300.0}
 
@@ -72,8 +77,9 @@ def test_prices_match_dated_snapshots_and_providers_and_unknown_models_cost_noth
 
 def test_a_price_file_extends_the_bundled_table_and_bad_ones_are_named(tmp_path: Path, monkeypatch) -> None:
     f = tmp_path / "prices.yaml"
-    f.write_text("date: '2026-01-01'\nmodels:\n  my-llama: {input: 0.1, output: 0.2}\n"
-                 "  gpt-4o: {input: 5, output: 20}\n")
+    f.write_text(
+        "date: '2026-01-01'\nmodels:\n  my-llama: {input: 0.1, output: 0.2}\n  gpt-4o: {input: 5, output: 20}\n"
+    )
     table = load_prices(f)
     assert table.date == "2026-01-01"
     assert table.cost("my-llama", 1_000_000, 1_000_000) == pytest.approx(0.3)
@@ -90,10 +96,17 @@ def test_a_price_file_extends_the_bundled_table_and_bad_ones_are_named(tmp_path:
 
 
 def test_the_record_carries_usage_and_latency_and_absent_stays_absent() -> None:
-    t = record(calls=[{**OK_CLIENTE, "latency_ms": 12.5},
-                      {**OK_SALDO, "error": {"kind": "timeout", "message": "slow", "injected": True,
-                                             "delay_ms": 250}, "latency_ms": 251}],
-               model_calls=[GPT4O_REQUEST, {"total_tokens": 42}])
+    t = record(
+        calls=[
+            {**OK_CLIENTE, "latency_ms": 12.5},
+            {
+                **OK_SALDO,
+                "error": {"kind": "timeout", "message": "slow", "injected": True, "delay_ms": 250},
+                "latency_ms": 251,
+            },
+        ],
+        model_calls=[GPT4O_REQUEST, {"total_tokens": 42}],
+    )
     assert t.calls[0].latency_ms == 12.5 and t.calls[1].error is not None and t.calls[1].error.delay_ms == 250.0
     assert t.model_calls == [ModelCall("gpt-4o-2024-08-06", 1000, 500, 200, None, 900.0), ModelCall(total_tokens=42)]
     again = parse_record(json.loads(t.to_json()))
@@ -104,18 +117,21 @@ def test_the_record_carries_usage_and_latency_and_absent_stays_absent() -> None:
     assert "delay_ms" not in record(calls=[{**OK_SALDO, "error": "boom"}]).to_dict()["calls"][0]["error"]
 
 
-@pytest.mark.parametrize(("extra", "field"), [
-    ({"model_calls": {"input_tokens": 1}}, "model_calls"),
-    ({"model_calls": [{"input_tokens": -1}]}, "model_calls[0].input_tokens"),
-    ({"model_calls": [{"output_tokens": True}]}, "model_calls[0].output_tokens"),
-    ({"model_calls": [{"output_tokens": 1.5}]}, "model_calls[0].output_tokens"),
-    ({"model_calls": [{}, {"latency_ms": "fast"}]}, "model_calls[1].latency_ms"),
-    ({"model_calls": [{"model": 4}]}, "model_calls[0].model"),
-    ({"model_calls": [{"input_tokens": 2**60}]}, "model_calls[0].input_tokens"),
-    ({"calls": [{"name": "ver_saldo", "latency_ms": -3}]}, "calls[0].latency_ms"),
-    ({"calls": [{"name": "ver_saldo", "latency_ms": float("nan")}]}, "calls[0].latency_ms"),
-    ({"calls": [{"name": "ver_saldo", "error": {"kind": "timeout", "delay_ms": "1s"}}]}, "calls[0].error.delay_ms"),
-])
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"model_calls": {"input_tokens": 1}}, "model_calls"),
+        ({"model_calls": [{"input_tokens": -1}]}, "model_calls[0].input_tokens"),
+        ({"model_calls": [{"output_tokens": True}]}, "model_calls[0].output_tokens"),
+        ({"model_calls": [{"output_tokens": 1.5}]}, "model_calls[0].output_tokens"),
+        ({"model_calls": [{}, {"latency_ms": "fast"}]}, "model_calls[1].latency_ms"),
+        ({"model_calls": [{"model": 4}]}, "model_calls[0].model"),
+        ({"model_calls": [{"input_tokens": 2**60}]}, "model_calls[0].input_tokens"),
+        ({"calls": [{"name": "ver_saldo", "latency_ms": -3}]}, "calls[0].latency_ms"),
+        ({"calls": [{"name": "ver_saldo", "latency_ms": float("nan")}]}, "calls[0].latency_ms"),
+        ({"calls": [{"name": "ver_saldo", "error": {"kind": "timeout", "delay_ms": "1s"}}]}, "calls[0].error.delay_ms"),
+    ],
+)
 def test_bad_usage_is_refused_naming_the_field(extra: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidTrajectory) as err:
         parse_record({"case_id": "c", **extra}, index=3)
@@ -136,8 +152,12 @@ def tally_of(*trajectories: Row) -> UsageTally:
 def test_usage_figures_by_hand() -> None:
     u = tally_of(
         ([GPT4O_REQUEST, GPT4O_SHORT], [("buscar_cliente", 120.0), ("ver_saldo", 40.0)], True, None),
-        ([{"model": "my-llama", "input_tokens": 100, "output_tokens": 50, "latency_ms": 2000.0}],
-         [("ver_saldo", 2250.0)], False, "confused"),
+        (
+            [{"model": "my-llama", "input_tokens": 100, "output_tokens": 50, "latency_ms": 2000.0}],
+            [("ver_saldo", 2250.0)],
+            False,
+            "confused",
+        ),
         ([{"total_tokens": 1000}], [], True, "recovered"),
         (None, [("ver_saldo", 10.0)], True, None),
     ).to_json(bundled_prices())
@@ -150,19 +170,34 @@ def test_usage_figures_by_hand() -> None:
     # model latencies 300, 900, 2000: p50 rank 2, p95 rank 3; tools 10, 40, 120, 2250: ranks 2 and 4
     assert u["model_latency_ms"] == {"p50": 900.0, "p95": 2000.0}
     assert u["tool_latency_ms"] == {"p50": 40.0, "p95": 2250.0}
-    assert u["by_result"]["passed"] == {"trajectories": 3, "trajectories_with_usage": 2, "total_tokens": 4020,
-                                        "mean_tokens": 2010.0, "cost_usd": 0.0112, "trajectories_priced": 1}
-    assert u["by_result"]["failed"] == {"trajectories": 1, "trajectories_with_usage": 1, "total_tokens": 150,
-                                        "mean_tokens": 150.0, "cost_usd": None, "trajectories_priced": 0}
+    assert u["by_result"]["passed"] == {
+        "trajectories": 3,
+        "trajectories_with_usage": 2,
+        "total_tokens": 4020,
+        "mean_tokens": 2010.0,
+        "cost_usd": 0.0112,
+        "trajectories_priced": 1,
+    }
+    assert u["by_result"]["failed"] == {
+        "trajectories": 1,
+        "trajectories_with_usage": 1,
+        "total_tokens": 150,
+        "mean_tokens": 150.0,
+        "cost_usd": None,
+        "trajectories_priced": 0,
+    }
     assert [(g["outcome"], g["total_tokens"]) for g in u["by_outcome"]] == [("confused", 150), ("recovered", 1000)]
-    assert u["by_tool"] == [{"tool": "buscar_cliente", "calls": 1, "latency_ms": {"p50": 120.0, "p95": 120.0}},
-                            {"tool": "ver_saldo", "calls": 3, "latency_ms": {"p50": 40.0, "p95": 2250.0}}]
+    assert u["by_tool"] == [
+        {"tool": "buscar_cliente", "calls": 1, "latency_ms": {"p50": 120.0, "p95": 120.0}},
+        {"tool": "ver_saldo", "calls": 3, "latency_ms": {"p50": 40.0, "p95": 2250.0}},
+    ]
 
 
 def test_no_usage_is_null_never_zero() -> None:
     u = tally_of((None, [], True, None)).to_json(bundled_prices())
     assert {k: u[k] for k in ("input_tokens", "output_tokens", "total_tokens", "cost_usd")} == dict.fromkeys(
-        ("input_tokens", "output_tokens", "total_tokens", "cost_usd"))
+        ("input_tokens", "output_tokens", "total_tokens", "cost_usd")
+    )
     assert u["model_latency_ms"] == {"p50": None, "p95": None} == u["tool_latency_ms"]
     assert u["trajectories_with_usage"] == 0
 
@@ -170,42 +205,70 @@ def test_no_usage_is_null_never_zero() -> None:
 def test_a_run_costs_the_same_from_its_per_model_sums() -> None:
     calls = [ModelCall(**GPT4O_REQUEST), ModelCall(**GPT4O_SHORT)]
     cost, whole = trajectory_cost(calls, bundled_prices())
-    sums = {"gpt-4o-2024-08-06": {"input_tokens": 1000, "output_tokens": 500, "cached_tokens": 200},
-            "gpt-4o": {"input_tokens": 1500, "output_tokens": 20}, "": {"unsplit_tokens": 7}}
+    sums = {
+        "gpt-4o-2024-08-06": {"input_tokens": 1000, "output_tokens": 500, "cached_tokens": 200},
+        "gpt-4o": {"input_tokens": 1500, "output_tokens": 20},
+        "": {"unsplit_tokens": 7},
+    }
     assert whole and totals_by_model(sums, bundled_prices()) == (3027, round(cost or 0, 6))
     assert totals_by_model({}, bundled_prices()) == (None, None)
 
 
 def test_provider_usage_shapes() -> None:
-    openai = {"model": "gpt-4o-2024-08-06", "usage": {"prompt_tokens": 1000, "completion_tokens": 500,
-                                                     "prompt_tokens_details": {"cached_tokens": 200}}}
+    openai = {
+        "model": "gpt-4o-2024-08-06",
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 500, "prompt_tokens_details": {"cached_tokens": 200}},
+    }
     assert openai_model_call(openai, "gpt-4o", 12.3456) == ModelCall("gpt-4o-2024-08-06", 1000, 500, 200, None, 12.346)
-    anthropic = {"model": "claude-sonnet-4-20250514", "usage": {"input_tokens": 300, "output_tokens": 40,
-                                                               "cache_read_input_tokens": 700,
-                                                               "cache_creation_input_tokens": 0}}
+    anthropic = {
+        "model": "claude-sonnet-4-20250514",
+        "usage": {
+            "input_tokens": 300,
+            "output_tokens": 40,
+            "cache_read_input_tokens": 700,
+            "cache_creation_input_tokens": 0,
+        },
+    }
     # Anthropic counts cache reads beside input_tokens: the record's input is the whole prompt
     assert anthropic_model_call(anthropic) == ModelCall("claude-sonnet-4-20250514", 1000, 40, 700)
     assert logged_model_call({"role": "assistant", "content": "x"}) is None
     assert logged_model_call({"role": "assistant", **openai, "latency_ms": 5}) == ModelCall(
-        "gpt-4o-2024-08-06", 1000, 500, 200, None, 5.0)
+        "gpt-4o-2024-08-06", 1000, 500, 200, None, 5.0
+    )
     assert openai_model_call({"usage": {"prompt_tokens": "many"}}, "m") == ModelCall("m")
 
 
 def test_message_logs_that_carry_usage_import_it(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
-    log.write_text(json.dumps([
-        {"role": "user", "content": "saldo?"},
-        {"role": "assistant", "content": None, "model": "gpt-4o",
-         "usage": {"prompt_tokens": 80, "completion_tokens": 9},
-         "tool_calls": [{"id": "a", "type": "function", "function": {"name": "ver_saldo", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "a", "content": "{}"},
-        {"role": "assistant", "content": "listo", "model": "gpt-4o",
-         "usage": {"prompt_tokens": 120, "completion_tokens": 3}},
-    ]) + "\n")
+    log.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "saldo?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "model": "gpt-4o",
+                    "usage": {"prompt_tokens": 80, "completion_tokens": 9},
+                    "tool_calls": [
+                        {"id": "a", "type": "function", "function": {"name": "ver_saldo", "arguments": "{}"}}
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "a", "content": "{}"},
+                {
+                    "role": "assistant",
+                    "content": "listo",
+                    "model": "gpt-4o",
+                    "usage": {"prompt_tokens": 120, "completion_tokens": 3},
+                },
+            ]
+        )
+        + "\n"
+    )
     recs = list(trajectories(convert("openai-messages", log)))
     assert [m.to_dict() for m in recs[0].model_calls] == [  # type: ignore[union-attr]
         {"model": "gpt-4o", "input_tokens": 80, "output_tokens": 9},
-        {"model": "gpt-4o", "input_tokens": 120, "output_tokens": 3}]
+        {"model": "gpt-4o", "input_tokens": 120, "output_tokens": 3},
+    ]
 
 
 def _span(name: str, attrs: dict[str, Any], start_ms: float, end_ms: float, sid: str) -> Span:
@@ -215,23 +278,62 @@ def _span(name: str, attrs: dict[str, Any], start_ms: float, end_ms: float, sid:
 def test_otel_model_spans_give_model_calls_and_tool_spans_their_duration() -> None:
     t0 = 1_700_000_000_000.0  # ms since the epoch
     spans = [
-        _span("invoke_agent", {"gen_ai.operation.name": "invoke_agent", "gen_ai.usage.input_tokens": 999,
-                               "toollens.case_id": "saldo-001"}, t0, t0 + 5000, "root"),
-        _span("chat gpt-4o", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
-                              "gen_ai.response.model": "gpt-4o-2024-08-06", "gen_ai.usage.input_tokens": 1000,
-                              "gen_ai.usage.output_tokens": 500}, t0 + 10, t0 + 910, "a"),
-        _span("execute_tool ver_saldo", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ver_saldo",
-                                         "gen_ai.tool.call.arguments": '{"id": 8812}'}, t0 + 920, t0 + 960.5, "b"),
-        _span("ChatCompletion", {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini",
-                                 "llm.token_count.prompt": 1200, "llm.token_count.completion": 30,
-                                 "llm.token_count.prompt_details.cache_read": 1024}, t0 + 970, t0 + 1270, "c"),
+        _span(
+            "invoke_agent",
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.usage.input_tokens": 999,
+                "toollens.case_id": "saldo-001",
+            },
+            t0,
+            t0 + 5000,
+            "root",
+        ),
+        _span(
+            "chat gpt-4o",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.response.model": "gpt-4o-2024-08-06",
+                "gen_ai.usage.input_tokens": 1000,
+                "gen_ai.usage.output_tokens": 500,
+            },
+            t0 + 10,
+            t0 + 910,
+            "a",
+        ),
+        _span(
+            "execute_tool ver_saldo",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "ver_saldo",
+                "gen_ai.tool.call.arguments": '{"id": 8812}',
+            },
+            t0 + 920,
+            t0 + 960.5,
+            "b",
+        ),
+        _span(
+            "ChatCompletion",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.model_name": "gpt-4o-mini",
+                "llm.token_count.prompt": 1200,
+                "llm.token_count.completion": 30,
+                "llm.token_count.prompt_details.cache_read": 1024,
+            },
+            t0 + 970,
+            t0 + 1270,
+            "c",
+        ),
         _span("legacy", {"llm.token_count.total": 77}, t0 + 1300, t0 + 1301, "d"),
     ]
     rec = trajectory_record(spans)
     assert rec["model_calls"] == [  # the agent span's own sum is not a request: not counted twice
         {"model": "gpt-4o-2024-08-06", "input_tokens": 1000, "output_tokens": 500, "latency_ms": 900.0},
         {"model": "gpt-4o-mini", "input_tokens": 1200, "output_tokens": 30, "cached_tokens": 1024, "latency_ms": 300.0},
-        {"total_tokens": 77, "latency_ms": 1.0}]
+        {"total_tokens": 77, "latency_ms": 1.0},
+    ]
     assert rec["calls"][0]["latency_ms"] == 40.5
     assert parse_record(rec).model_calls is not None
 
@@ -240,9 +342,11 @@ def test_score_json_has_usage_and_prices_from_a_file(tmp_path: Path) -> None:
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps({"name": "banca", "toolset": BANKING_TOOLS, "cases": [SALDO_CASE]}))
     lines = tmp_path / "t.jsonl"
-    rec = record(calls=[{**OK_CLIENTE, "latency_ms": 100.0}, {**OK_SALDO, "latency_ms": 300.0}],
-                 answer="Tu saldo es $142.900", model_calls=[GPT4O_REQUEST, {"model": "my-llama", "input_tokens": 10,
-                                                                            "output_tokens": 10}])
+    rec = record(
+        calls=[{**OK_CLIENTE, "latency_ms": 100.0}, {**OK_SALDO, "latency_ms": 300.0}],
+        answer="Tu saldo es $142.900",
+        model_calls=[GPT4O_REQUEST, {"model": "my-llama", "input_tokens": 10, "output_tokens": 10}],
+    )
     lines.write_text(rec.to_json() + "\n")
     runner = CliRunner()
     out = runner.invoke(cli, ["score", str(suite), str(lines), "--json"])

@@ -18,23 +18,39 @@ import pytest
 from app.importers import Options, convert
 from tests.resources import DATA, require_module, shared_data
 
-require_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker",
-               "pip install --no-deps bfcl-eval==2026.3.23 mpmath (docs/importers.md#bfcl)")
+require_module(
+    "bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker",
+    "pip install --no-deps bfcl-eval==2026.3.23 mpmath (docs/importers.md#bfcl)",
+)
 
 BFCL = DATA / "bfcl"
 RESULTS = BFCL / "results" / "AIREV-Agent-0.8B"
 REFERENCE = Path(__file__).with_name("bfcl_reference.py")
 # category -> (items, BFCL's passes), counted by bfcl-eval's checker on these files
-EXPECTED = {"simple_python": (400, 299), "parallel_multiple": (200, 112), "irrelevance": (240, 123),
-            "multi_turn_base": (200, 3)}
+EXPECTED = {
+    "simple_python": (400, 299),
+    "parallel_multiple": (200, 112),
+    "irrelevance": (240, 123),
+    "multi_turn_base": (200, 3),
+}
 
 
 @functools.cache
 def bfcl_verdicts(category: str) -> dict[str, list[object]]:
     answers = BFCL / f"BFCL_v4_{category}.possible_answer.json"
-    done = subprocess.run([sys.executable, str(REFERENCE), str(RESULTS / f"BFCL_v4_{category}_result.json"),
-                           str(BFCL / f"BFCL_v4_{category}.json"), str(answers) if answers.is_file() else ""],
-                          capture_output=True, text=True, check=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REFERENCE),
+            str(RESULTS / f"BFCL_v4_{category}_result.json"),
+            str(BFCL / f"BFCL_v4_{category}.json"),
+            str(answers) if answers.is_file() else "",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     verdicts: dict[str, list[object]] = json.loads(done.stdout)
     return verdicts
 

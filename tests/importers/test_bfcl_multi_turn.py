@@ -24,8 +24,15 @@ from tests.resources import DATA, shared_data
 
 BFCL = DATA / "bfcl"
 SOURCE = BFCL / "BFCL_v4_multi_turn_base.json"
-FAMILIES = ("selection_precision", "selection_recall", "schema_validity", "argument_accuracy",
-            "hallucinated_tools", "recovery", "hallucination_after_error")
+FAMILIES = (
+    "selection_precision",
+    "selection_recall",
+    "schema_validity",
+    "argument_accuracy",
+    "hallucinated_tools",
+    "recovery",
+    "hallucination_after_error",
+)
 
 
 @functools.cache
@@ -41,8 +48,9 @@ def played_back(case: Case) -> Trajectory:
     for turn in case.turns or []:
         messages.append({"role": "user", "content": turn.user, "calls_before": len(calls)})
         calls += [{"name": e.name, "arguments": e.arguments, "observation": "{}"} for e in turn.expected_calls or []]
-    return parse_record({"case_id": case.id, "question": case.question, "calls": calls, "messages": messages,
-                         "answer": "done"})
+    return parse_record(
+        {"case_id": case.id, "question": case.question, "calls": calls, "messages": messages, "answer": "done"}
+    )
 
 
 @shared_data(SOURCE)
@@ -60,7 +68,8 @@ def test_one_case_per_question_one_turn_per_user_turn() -> None:
     assert (first.turns or [])[0].user.startswith("Move 'final_report.pdf' within document directory")
     # "sort('final_report.pdf')": the positional argument takes the schema's first property
     assert [(e.name, e.arguments) for e in (first.turns or [])[2].expected_calls or []] == [
-        ("sort", {"file_name": "final_report.pdf"})]
+        ("sort", {"file_name": "final_report.pdf"})
+    ]
     suite0 = suites[0]
     assert suite0.toolset.label == "GorillaFileSystem+TwitterAPI without cp"
     assert "cp" not in suite0.toolset and "post_tweet" in suite0.toolset and "mv" in suite0.toolset
@@ -82,19 +91,30 @@ def test_ground_truth_scores_one_on_every_family_and_turn() -> None:
                 for family in FAMILIES[:4]:
                     assert scope[family]["num"] == scope[family]["den"], (suite.name, family)
         for scope in scopes:
-            assert scope["hallucinated_tools"]["num"] == 0 and scope["argument_accuracy"]["num"] == scope[
-                "argument_accuracy"]["den"]
+            assert (
+                scope["hallucinated_tools"]["num"] == 0
+                and scope["argument_accuracy"]["num"] == scope["argument_accuracy"]["den"]
+            )
     assert failing == {"multi_turn_base_173": {"4": ["schema"]}}
     # the break is written into the suite as a marked exception, with the reason BFCL accepts it
-    doc = next(d for d in [conversion.suite, *conversion.extra_suites]
-               if any(c["id"] == "multi_turn_base_173" for c in d["cases"]))
+    doc = next(
+        d
+        for d in [conversion.suite, *conversion.extra_suites]
+        if any(c["id"] == "multi_turn_base_173" for c in d["cases"])
+    )
     turn = next(c for c in doc["cases"] if c["id"] == "multi_turn_base_173")["turns"][3]
-    assert turn["expected_calls"][0]["schema_exceptions"] == {"ticket_id": (
-        "field 'ticket_id': expected integer, got string 'ticket_001'; BFCL runs multi-turn calls on its own Python "
-        "classes and compares state and results: the schema's types are not checked")}
+    assert turn["expected_calls"][0]["schema_exceptions"] == {
+        "ticket_id": (
+            "field 'ticket_id': expected integer, got string 'ticket_001'; "
+            "BFCL runs multi-turn calls on its own Python "
+            "classes and compares state and results: the schema's types are not checked"
+        )
+    }
     marked = [n for n in conversion.notes if "written as a marked exception" in n]
-    assert marked == ["multi_turn_base_173: turn 4: the ground truth breaks its tool's own schema (written as a "
-                      "marked exception): close_ticket: field 'ticket_id': expected integer, got string 'ticket_001'"]
+    assert marked == [
+        "multi_turn_base_173: turn 4: the ground truth breaks its tool's own schema (written as a "
+        "marked exception): close_ticket: field 'ticket_id': expected integer, got string 'ticket_001'"
+    ]
 
 
 @shared_data(SOURCE)
@@ -122,16 +142,40 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
 def _tiny(tmp_path: Path, truth: list[list[str]], **question: Any) -> Path:
     docs = tmp_path / "multi_turn_func_doc"
     docs.mkdir(exist_ok=True)
-    write_jsonl(docs / "math_api.json", [
-        {"name": "add", "description": "a + b", "parameters": {"type": "dict", "properties": {
-            "a": {"type": "float"}, "b": {"type": "float"}}, "required": ["a", "b"]}},
-        {"name": "sqrt", "description": "square root", "parameters": {"type": "dict", "properties": {
-            "number": {"type": "float"}}, "required": ["number"]}}])
-    src = write_jsonl(tmp_path / "BFCL_v4_multi_turn_tiny.json", [
-        {"id": "multi_turn_tiny_0", "question": [[{"role": "user", "content": f"turn {i}"}] for i in range(len(truth))],
-         "involved_classes": ["MathAPI"], "initial_config": {}, **question}])
-    write_jsonl(tmp_path / "BFCL_v4_multi_turn_tiny.possible_answer.json",
-                [{"id": "multi_turn_tiny_0", "ground_truth": truth}])
+    write_jsonl(
+        docs / "math_api.json",
+        [
+            {
+                "name": "add",
+                "description": "a + b",
+                "parameters": {
+                    "type": "dict",
+                    "properties": {"a": {"type": "float"}, "b": {"type": "float"}},
+                    "required": ["a", "b"],
+                },
+            },
+            {
+                "name": "sqrt",
+                "description": "square root",
+                "parameters": {"type": "dict", "properties": {"number": {"type": "float"}}, "required": ["number"]},
+            },
+        ],
+    )
+    src = write_jsonl(
+        tmp_path / "BFCL_v4_multi_turn_tiny.json",
+        [
+            {
+                "id": "multi_turn_tiny_0",
+                "question": [[{"role": "user", "content": f"turn {i}"}] for i in range(len(truth))],
+                "involved_classes": ["MathAPI"],
+                "initial_config": {},
+                **question,
+            }
+        ],
+    )
+    write_jsonl(
+        tmp_path / "BFCL_v4_multi_turn_tiny.possible_answer.json", [{"id": "multi_turn_tiny_0", "ground_truth": truth}]
+    )
     return src
 
 
@@ -145,14 +189,15 @@ def test_calls_are_parsed_never_run(tmp_path: Path) -> None:
     assert not (tmp_path / "pwned").exists()
     props = {"add": ["a", "b"]}
     assert parse_call("add(-1, b=[1, {'k': (2,)}])", props, "") == {
-        "name": "add", "arguments": {"a": -1, "b": [1, {"k": (2,)}]}}
+        "name": "add",
+        "arguments": {"a": -1, "b": [1, {"k": (2,)}]},
+    }
     with pytest.raises(SuiteError, match="takes 2 arguments by position"):
         parse_call("add(1, 2, 3)", props, "")
 
 
 def test_excluded_functions_leave_the_toolset_and_a_missed_one_is_noted(tmp_path: Path) -> None:
-    src = _tiny(tmp_path, [["add(a=1.0, b=2.0)"], []], excluded_function=["sqrt"],
-                missed_function={"1": ["add"]})
+    src = _tiny(tmp_path, [["add(a=1.0, b=2.0)"], []], excluded_function=["sqrt"], missed_function={"1": ["add"]})
     conversion = convert("bfcl", src)
     suite = parse_suite(conversion.suite)
     assert [t.name for t in suite.toolset] == ["add"]

@@ -26,10 +26,15 @@ BFCL = DATA / "bfcl"
 GOLD = yaml.safe_load((Path(__file__).parents[1] / "gold" / "bfcl.yaml").read_text())["schema_breaks"]
 # Ground truths that break their question's own schema, labelled by hand in
 # tests/gold/bfcl.yaml, and which picked answers break it.
-SCHEMA_BREAKS = {name: {qid for qid in GOLD if qid.startswith(name)}
-                 for name in ("simple_python", "parallel_multiple", "irrelevance")}
-FAILING = {(name, pick): {qid for qid in SCHEMA_BREAKS[name] if pick in GOLD[qid]["fails_when"]}
-           for name in SCHEMA_BREAKS for pick in ("first", "last")}
+SCHEMA_BREAKS = {
+    name: {qid for qid in GOLD if qid.startswith(name)}
+    for name in ("simple_python", "parallel_multiple", "irrelevance")
+}
+FAILING = {
+    (name, pick): {qid for qid in SCHEMA_BREAKS[name] if pick in GOLD[qid]["fails_when"]}
+    for name in SCHEMA_BREAKS
+    for pick in ("first", "last")
+}
 
 
 need = require_data  # the shared sample files (tests/resources.py says how to get them)
@@ -58,7 +63,7 @@ def _resolve(value: Any, last: bool) -> Any:
 def ground_truth_calls(entries: list[Any], last: bool) -> list[dict[str, Any]]:
     calls = []
     for entry in entries:
-        (name, params), = entry.items()
+        ((name, params),) = entry.items()
         calls.append({"name": name, "arguments": {k: _pick(v, last) for k, v in params.items() if _keep(v, last)}})
     return calls
 
@@ -89,8 +94,12 @@ def _check_pick(name: str, pick: str, suites: list[Suite], answers: dict[str, An
     failing: dict[str, list[str]] = {}
     cases = 0
     for suite in suites:
-        trajs = [parse_record({"case_id": c.id, "calls": ground_truth_calls(answers.get(c.id, []), pick == "last"),
-                               "answer": "done"}) for c in suite.cases]
+        trajs = [
+            parse_record(
+                {"case_id": c.id, "calls": ground_truth_calls(answers.get(c.id, []), pick == "last"), "answer": "done"}
+            )
+            for c in suite.cases
+        ]
         report = score_trajectories(suite, trajs).to_json()
         cases += len(report["cases"])
         failing.update({c["case_id"]: c["failures"] for c in report["cases"] if not c["passed"]})
@@ -110,11 +119,17 @@ def test_nested_possible_answers_become_nested_one_of() -> None:
     case = next(c for c in conversion.suite["cases"] if c["id"] == "simple_python_96")
     (call,) = case["expected_calls"]
     # conditions: [[{"field": ["age"], "operation": [">"], "value": ["25"]}, {"field": ["job"], ...}]]
-    assert call["arguments"]["conditions"] == [{"field": "age", "operation": ">", "value": "25"},
-                                               {"field": "job", "operation": "=", "value": "engineer"}]
-    assert call["tolerance"]["conditions"]["items"][0] == {"fields": {
-        "field": {"rule": "one_of", "values": ["age"]}, "operation": {"rule": "one_of", "values": [">"]},
-        "value": {"rule": "one_of", "values": ["25"]}}}
+    assert call["arguments"]["conditions"] == [
+        {"field": "age", "operation": ">", "value": "25"},
+        {"field": "job", "operation": "=", "value": "engineer"},
+    ]
+    assert call["tolerance"]["conditions"]["items"][0] == {
+        "fields": {
+            "field": {"rule": "one_of", "values": ["age"]},
+            "operation": {"rule": "one_of", "values": [">"]},
+            "value": {"rule": "one_of", "values": ["25"]},
+        }
+    }
     suite = next(s for s in suites if "simple_python_89" in s.by_id)
     # conditions: [{"department": ["Science"], "school": ["Bluebird High School", "Bluebird HS"]}]
     exp = suite.by_id["simple_python_89"].expected_calls[0]  # type: ignore[index]
@@ -122,27 +137,46 @@ def test_nested_possible_answers_become_nested_one_of() -> None:
     base = dict(exp.arguments)
     assert compare({**base, "conditions": {"department": "science", "school": "Bluebird HS"}}) == []
     assert compare({**base, "conditions": {"department": "Science", "school": "Bluebird Elementary"}}) == [
-        Mismatch("conditions.school", "one_of", ["Bluebird High School", "Bluebird HS"], "Bluebird Elementary")]
+        Mismatch("conditions.school", "one_of", ["Bluebird High School", "Bluebird HS"], "Bluebird Elementary")
+    ]
 
 
 def test_nested_rules_by_hand() -> None:
-    rule = parse_rule({"items": [{"fields": {"a": {"one_of": [1, 2]}, "b": {"one_of": ["x", ""]}}},
-                                 {"fields": {"a": {"one_of": [3]}}}], "optional": True})
+    rule = parse_rule(
+        {
+            "items": [
+                {"fields": {"a": {"one_of": [1, 2]}, "b": {"one_of": ["x", ""]}}},
+                {"fields": {"a": {"one_of": [3]}}},
+            ],
+            "optional": True,
+        }
+    )
     rules = {"p": rule}
     expected = {"p": [{"a": 1, "b": "x"}, {"a": 3}]}
     assert compare_arguments({"p": [{"a": 2}, {"a": 3}]}, expected, rules) == []  # b may be left out
     assert compare_arguments({}, expected, rules) == []  # optional: the whole list may be left out
     assert compare_arguments({"p": [{"a": 1, "b": "y"}, {"a": 3}]}, expected, rules) == [
-        Mismatch("p[0].b", "one_of", ["x", ""], "y")]
+        Mismatch("p[0].b", "one_of", ["x", ""], "y")
+    ]
     assert compare_arguments({"p": [{"a": 1}, {"a": 3, "c": 0}]}, expected, rules) == [
-        Mismatch("p[1].c", "fields", None, 0)]  # a key the answer does not name
+        Mismatch("p[1].c", "fields", None, 0)
+    ]  # a key the answer does not name
     assert compare_arguments({"p": [{"a": 1}]}, expected, rules) == [
-        Mismatch("p", "items", expected["p"], [{"a": 1}])]  # one element short
-    assert compare_arguments({"p": [{"a": 1}, {"a": 4}]}, expected, rules) == (
-        compile_comparison(expected, rules)({"p": [{"a": 1}, {"a": 4}]})) == [Mismatch("p[1].a", "one_of", [3], 4)]
+        Mismatch("p", "items", expected["p"], [{"a": 1}])
+    ]  # one element short
+    assert (
+        compare_arguments({"p": [{"a": 1}, {"a": 4}]}, expected, rules)
+        == (compile_comparison(expected, rules)({"p": [{"a": 1}, {"a": 4}]}))
+        == [Mismatch("p[1].a", "one_of", [3], 4)]
+    )
     assert not parse_rule({"fields": {"a": "exact"}}).check(None, {"a": 1})
-    for bad in ({"fields": [1]}, {"items": {}}, {"fields": {}, "optional": "yes"}, {"fields": {"a": "fuzzy"}},
-                {"fields": {}, "extra": 1}):
+    for bad in (
+        {"fields": [1]},
+        {"items": {}},
+        {"fields": {}, "optional": "yes"},
+        {"fields": {"a": "fuzzy"}},
+        {"fields": {}, "extra": 1},
+    ):
         with pytest.raises(ValueError):
             parse_rule(bad)
     deep: Any = "exact"
@@ -157,22 +191,37 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
     return path
 
 
-TOOL = {"name": "f", "description": "d", "parameters": {"type": "dict", "properties": {
-    "x": {"type": "integer"}, "y": {"type": "dict", "properties": {"z": {"type": "string"}}}},
-    "required": ["x"]}}
+TOOL = {
+    "name": "f",
+    "description": "d",
+    "parameters": {
+        "type": "dict",
+        "properties": {"x": {"type": "integer"}, "y": {"type": "dict", "properties": {"z": {"type": "string"}}}},
+        "required": ["x"],
+    },
+}
 
 
 def test_empty_possible_answers_and_several_objects_are_warnings(tmp_path: Path) -> None:
-    src = write_jsonl(tmp_path / "BFCL_v4_simple.json", [
-        {"id": "simple_0", "question": [[{"role": "user", "content": "q"}]], "function": [TOOL]},
-        {"id": "simple_1", "question": [[{"role": "user", "content": "q"}]], "function": [TOOL]}])
-    write_jsonl(tmp_path / "BFCL_v4_simple.possible_answer.json", [
-        {"id": "simple_0", "ground_truth": [{"f": {"x": []}}]},
-        {"id": "simple_1", "ground_truth": [{"f": {"x": [1], "y": [{"z": ["a"]}, {"z": ["b"]}]}}]}])
+    src = write_jsonl(
+        tmp_path / "BFCL_v4_simple.json",
+        [
+            {"id": "simple_0", "question": [[{"role": "user", "content": "q"}]], "function": [TOOL]},
+            {"id": "simple_1", "question": [[{"role": "user", "content": "q"}]], "function": [TOOL]},
+        ],
+    )
+    write_jsonl(
+        tmp_path / "BFCL_v4_simple.possible_answer.json",
+        [
+            {"id": "simple_0", "ground_truth": [{"f": {"x": []}}]},
+            {"id": "simple_1", "ground_truth": [{"f": {"x": [1], "y": [{"z": ["a"]}, {"z": ["b"]}]}}]},
+        ],
+    )
     conversion = convert("bfcl", src)
     assert conversion.notes == [
         "simple_0: f.x: the possible answers are an empty list: no value is acceptable, the argument is not checked",
-        "simple_1: f.y: 2 acceptable nested values: only the first is accepted"]
+        "simple_1: f.y: 2 acceptable nested values: only the first is accepted",
+    ]
     first = conversion.suite["cases"][0]["expected_calls"][0]
     assert first == {"name": "f", "arguments": {}}  # not a silent one_of: []
     second = conversion.suite["cases"][1]["expected_calls"][0]
@@ -182,20 +231,47 @@ def test_empty_possible_answers_and_several_objects_are_warnings(tmp_path: Path)
 def test_the_issue_example_optional_nested_field(tmp_path: Path) -> None:
     """{"params": [{"fabric": ["network222"], "insightsGroup": ["", "default"]}]}: insightsGroup may be
     left out or be "default"; fabric must be network222."""
-    tool = {"name": "get_nodes", "description": "d", "parameters": {"type": "dict", "properties": {
-        "params": {"type": "dict", "properties": {"fabric": {"type": "string"}, "insightsGroup": {"type": "string"}}}},
-        "required": ["params"]}}
-    src = write_jsonl(tmp_path / "BFCL_v4_live_simple.json", [
-        {"id": "live_simple_0", "question": [[{"role": "user", "content": "q"}]], "function": [tool]}])
-    write_jsonl(tmp_path / "BFCL_v4_live_simple.possible_answer.json", [{"id": "live_simple_0", "ground_truth": [
-        {"get_nodes": {"params": [{"fabric": ["network222"], "insightsGroup": ["", "default"]}]}}]}])
+    tool = {
+        "name": "get_nodes",
+        "description": "d",
+        "parameters": {
+            "type": "dict",
+            "properties": {
+                "params": {
+                    "type": "dict",
+                    "properties": {"fabric": {"type": "string"}, "insightsGroup": {"type": "string"}},
+                }
+            },
+            "required": ["params"],
+        },
+    }
+    src = write_jsonl(
+        tmp_path / "BFCL_v4_live_simple.json",
+        [{"id": "live_simple_0", "question": [[{"role": "user", "content": "q"}]], "function": [tool]}],
+    )
+    write_jsonl(
+        tmp_path / "BFCL_v4_live_simple.possible_answer.json",
+        [
+            {
+                "id": "live_simple_0",
+                "ground_truth": [
+                    {"get_nodes": {"params": [{"fabric": ["network222"], "insightsGroup": ["", "default"]}]}}
+                ],
+            }
+        ],
+    )
     conversion = convert("bfcl", src)
     assert conversion.notes == []
     suite = parse_suite(conversion.suite)
 
     def passed(params: dict[str, Any]) -> bool:
-        traj = parse_record({"case_id": "live_simple_0", "calls": [{"name": "get_nodes", "arguments": {
-            "params": params}}], "answer": "ok"})
+        traj = parse_record(
+            {
+                "case_id": "live_simple_0",
+                "calls": [{"name": "get_nodes", "arguments": {"params": params}}],
+                "answer": "ok",
+            }
+        )
         return bool(score_trajectories(suite, [traj]).to_json()["cases"][0]["passed"])
 
     assert passed({"fabric": "network222"}) and passed({"fabric": "network222", "insightsGroup": "default"})
@@ -207,9 +283,13 @@ def test_a_possible_answer_nested_too_deep_is_refused(tmp_path: Path) -> None:
     deep: Any = "x"
     for _ in range(40):
         deep = [{"y": [deep]}]
-    src = write_jsonl(tmp_path / "BFCL_v4_simple.json", [
-        {"id": "simple_0", "question": [[{"role": "user", "content": "q"}]], "function": [TOOL]}])
-    write_jsonl(tmp_path / "BFCL_v4_simple.possible_answer.json", [{"id": "simple_0", "ground_truth": [
-        {"f": {"x": [1], "y": deep}}]}])
+    src = write_jsonl(
+        tmp_path / "BFCL_v4_simple.json",
+        [{"id": "simple_0", "question": [[{"role": "user", "content": "q"}]], "function": [TOOL]}],
+    )
+    write_jsonl(
+        tmp_path / "BFCL_v4_simple.possible_answer.json",
+        [{"id": "simple_0", "ground_truth": [{"f": {"x": [1], "y": deep}}]}],
+    )
     with pytest.raises(SuiteError, match=r"simple_0: f\.y(\.y\[0\])+: a possible answer nested deeper than 16"):
         convert("bfcl", src)

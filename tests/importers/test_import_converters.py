@@ -50,8 +50,12 @@ def test_tau_bench_sample_counts_and_domain() -> None:
     assert len(trajs) == 100
     assert sum(len(t.calls) for t in trajs) == 621
     assert sum(1 for t in trajs for call in t.calls if call.error is not None) == 63
-    assert all(call.error.message.startswith("Error:") and not call.error.injected
-               for t in trajs for call in t.calls if call.error is not None)
+    assert all(
+        call.error.message.startswith("Error:") and not call.error.injected
+        for t in trajs
+        for call in t.calls
+        if call.error is not None
+    )
     assert c.suite["toolset"]["name"] == "airline"  # picked from the calls
     assert len(c.suite["toolset"]["tools"]) == 14
     assert len(c.suite["cases"]) == 25
@@ -94,8 +98,9 @@ def test_tau_bench_domain_choice_and_errors(tmp_path: Path) -> None:
 
 
 @shared_data(BFCL)
-@pytest.mark.parametrize(("name", "questions"), [("simple_python", 400), ("parallel_multiple", 200),
-                                                 ("irrelevance", 240)])
+@pytest.mark.parametrize(
+    ("name", "questions"), [("simple_python", 400), ("parallel_multiple", 200), ("irrelevance", 240)]
+)
 def test_bfcl_every_question_becomes_a_case(name: str, questions: int, tmp_path: Path) -> None:
     r = runner.invoke(cli, ["convert", "--from", "bfcl", str(BFCL / f"BFCL_v4_{name}.json"), "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
@@ -126,18 +131,24 @@ def test_bfcl_hand_written_answers() -> None:
     suite, case = bfcl_suite("simple_python", "simple_python_0")
     # ground truth: base [10], height [5], unit ["units", ""] (may be left out)
     assert case.expected_calls[0].arguments == {"base": 10, "height": 5, "unit": "units"}
-    right = score_one(suite, "simple_python_0", [{"name": "calculate_triangle_area",
-                                                  "arguments": {"base": 10, "height": 5}}])
+    right = score_one(
+        suite, "simple_python_0", [{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}]
+    )
     assert right["cases"][0]["passed"] is True
     assert right["argument_accuracy"] == {"num": 1, "den": 1}
-    with_unit = score_one(suite, "simple_python_0", [{"name": "calculate_triangle_area",
-                                                      "arguments": {"base": 10, "height": 5, "unit": "units"}}])
+    with_unit = score_one(
+        suite,
+        "simple_python_0",
+        [{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5, "unit": "units"}}],
+    )
     assert with_unit["cases"][0]["passed"] is True
-    wrong_value = score_one(suite, "simple_python_0", [{"name": "calculate_triangle_area",
-                                                        "arguments": {"base": 10, "height": 6}}])
+    wrong_value = score_one(
+        suite, "simple_python_0", [{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 6}}]
+    )
     assert wrong_value["cases"][0]["failures"] == ["arguments"]
-    wrong_type = score_one(suite, "simple_python_0", [{"name": "calculate_triangle_area",
-                                                       "arguments": {"base": "10", "height": 5}}])
+    wrong_type = score_one(
+        suite, "simple_python_0", [{"name": "calculate_triangle_area", "arguments": {"base": "10", "height": 5}}]
+    )
     assert wrong_type["schema_validity"] == {"num": 0, "den": 1}
     assert "schema" in wrong_type["cases"][0]["failures"]
     assert wrong_type["schema_errors"] == [{"tool": "calculate_triangle_area", "field": "base", "count": 1}]
@@ -147,16 +158,21 @@ def test_bfcl_hand_written_answers() -> None:
 def test_bfcl_parallel_is_unordered_and_irrelevance_expects_no_call() -> None:
     suite, case = bfcl_suite("parallel_multiple", "parallel_multiple_0")
     assert case.match == "unordered"
-    swapped = [{"name": "math_toolkit.product_of_primes", "arguments": {"count": 5}},
-               {"name": "math_toolkit.sum_of_multiples",
-                "arguments": {"lower_limit": 1, "upper_limit": 1000, "multiples": [3, 5]}}]
+    swapped = [
+        {"name": "math_toolkit.product_of_primes", "arguments": {"count": 5}},
+        {
+            "name": "math_toolkit.sum_of_multiples",
+            "arguments": {"lower_limit": 1, "upper_limit": 1000, "multiples": [3, 5]},
+        },
+    ]
     report = score_one(suite, "parallel_multiple_0", swapped)
     assert report["cases"][0]["passed"] is True and report["selection_recall"] == {"num": 2, "den": 2}
     suite, case = bfcl_suite("irrelevance", "irrelevance_0")
     assert case.expected_calls == []
     assert score_one(suite, "irrelevance_0", [])["cases"][0]["passed"] is True
-    called = score_one(suite, "irrelevance_0", [{"name": "determine_body_mass_index",
-                                                 "arguments": {"weight": 70.0, "height": 1.75}}])
+    called = score_one(
+        suite, "irrelevance_0", [{"name": "determine_body_mass_index", "arguments": {"weight": 70.0, "height": 1.75}}]
+    )
     assert called["cases"][0]["failures"] == ["selection"]
     assert called["confusion"][0]["expected"] == "(extra)"
 
@@ -171,26 +187,52 @@ def test_bfcl_without_answers_names_the_question(tmp_path: Path) -> None:
 
 # -- chat logs --------------------------------------------------------------------
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
-                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                          "required": ["city"], "additionalProperties": False}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+    }
+]
 
-OPENAI_CONVERSATION = {"id": "c1", "tools": TOOLS, "messages": [
-    {"role": "system", "content": "be brief"},
-    {"role": "user", "content": "Weather in Lima?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": 7}"}}]},
-    {"role": "tool", "tool_call_id": "a", "content": "Error: city must be a string"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "b", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Lima\"}"}},
-        {"id": "c", "type": "function", "function": {"name": "get_forecast", "arguments": "{\"city\": \"Lima\"}"}}]},
-    {"role": "tool", "tool_call_id": "c", "content": "{\"error\": \"no such tool\"}"},
-    {"role": "tool", "tool_call_id": "b", "content": "18 C, cloudy"},
-    {"role": "assistant", "content": "18 C and cloudy in Lima."},
-]}
+OPENAI_CONVERSATION = {
+    "id": "c1",
+    "tools": TOOLS,
+    "messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "Weather in Lima?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": 7}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "Error: city must be a string"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "b", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lima"}'}},
+                {"id": "c", "type": "function", "function": {"name": "get_forecast", "arguments": '{"city": "Lima"}'}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": '{"error": "no such tool"}'},
+        {"role": "tool", "tool_call_id": "b", "content": "18 C, cloudy"},
+        {"role": "assistant", "content": "18 C and cloudy in Lima."},
+    ],
+}
 LEGACY = [
     {"role": "user", "content": "Weather in Quito?"},
-    {"role": "assistant", "content": "", "function_call": {"name": "get_weather", "arguments": "{\"city\": \"Quito\""}},
+    {"role": "assistant", "content": "", "function_call": {"name": "get_weather", "arguments": '{"city": "Quito"'}},
     {"role": "function", "name": "get_weather", "content": "12 C"},
     {"role": "assistant", "content": "12 C."},
 ]
@@ -204,17 +246,19 @@ def test_openai_messages_calls_results_errors_and_legacy(tmp_path: Path) -> None
     assert [(x.name, x.arguments, x.observation) for x in first.calls] == [
         ("get_weather", {"city": 7}, "Error: city must be a string"),
         ("get_weather", {"city": "Lima"}, "18 C, cloudy"),  # matched by id, not by order
-        ("get_forecast", {"city": "Lima"}, "{\"error\": \"no such tool\"}"),
+        ("get_forecast", {"city": "Lima"}, '{"error": "no such tool"}'),
     ]
     assert [x.error is not None for x in first.calls] == [True, False, True]
-    assert second.case_id == "line-2" and second.calls[0].arguments == "{\"city\": \"Quito\""  # kept verbatim
+    assert second.case_id == "line-2" and second.calls[0].arguments == '{"city": "Quito"'  # kept verbatim
     assert second.calls[0].observation == "12 C"
     # the declared tools are the toolset: reference-free metrics hold
     report = score_trajectories(parse_suite(c.suite), [first, second]).to_json()
     assert report["hallucinated_tools"] == {"num": 1, "den": 4}
     assert report["schema_validity"] == {"num": 1, "den": 3}  # city 7, and the unparsable string, fail
-    assert report["schema_errors"] == [{"tool": "get_weather", "field": "", "count": 1},  # not JSON at all
-                                       {"tool": "get_weather", "field": "city", "count": 1}]
+    assert report["schema_errors"] == [
+        {"tool": "get_weather", "field": "", "count": 1},  # not JSON at all
+        {"tool": "get_weather", "field": "city", "count": 1},
+    ]
     assert report["recovery"]["den"] == 1  # the first conversation had a tool error
     assert report["reactions"] == [
         {"error_kind": "error", "reaction": "answered", "acceptable": True, "count": 1},  # after get_forecast
@@ -233,30 +277,55 @@ def test_openai_messages_array_file_is_the_same_as_lines(tmp_path: Path) -> None
     assert from_array[1].case_id.startswith("line-")
     bare = write_jsonl(tmp_path / "bare.jsonl", [OPENAI_CONVERSATION["messages"], LEGACY])  # a message list a line
     assert [(t.case_id, t.calls) for t in good(convert("openai-messages", bare))] == [
-        ("line-1", lines[0].calls), ("line-2", lines[1].calls)]
+        ("line-1", lines[0].calls),
+        ("line-2", lines[1].calls),
+    ]
 
 
 def test_anthropic_messages_tool_use_and_is_error(tmp_path: Path) -> None:
-    conv = {"id": "a1", "messages": [
-        {"role": "user", "content": "Weather in Lima?"},
-        {"role": "assistant", "content": [{"type": "text", "text": "Checking."},
-                                          {"type": "tool_use", "id": "t1", "name": "get_weather",
-                                           "input": {"city": "Lima"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
-                                      "content": [{"type": "text", "text": "upstream timeout"}]}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "get_weather",
-                                           "input": {"city": "Lima"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "18 C"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "18 C in Lima."}]},
-    ]}
+    conv = {
+        "id": "a1",
+        "messages": [
+            {"role": "user", "content": "Weather in Lima?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Lima"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "is_error": True,
+                        "content": [{"type": "text", "text": "upstream timeout"}],
+                    }
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t2", "name": "get_weather", "input": {"city": "Lima"}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "18 C"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "18 C in Lima."}]},
+        ],
+    }
     tools = tmp_path / "tools.json"
-    tools.write_text(json.dumps([{"name": "get_weather", "description": "Weather.",
-                                  "input_schema": TOOLS[0]["function"]["parameters"]}]))
+    tools.write_text(
+        json.dumps(
+            [{"name": "get_weather", "description": "Weather.", "input_schema": TOOLS[0]["function"]["parameters"]}]
+        )
+    )
     c = convert("anthropic-messages", write_jsonl(tmp_path / "a.jsonl", [conv]), Options(tools=tools))
     (t,) = good(c)
     assert (t.question, t.answer) == ("Weather in Lima?", "18 C in Lima.")
     assert [(x.observation, x.error.message if x.error else None) for x in t.calls] == [
-        ("upstream timeout", "upstream timeout"), ("18 C", None)]
+        ("upstream timeout", "upstream timeout"),
+        ("18 C", None),
+    ]
     report = score_trajectories(parse_suite(c.suite), [t]).to_json()
     assert report["reactions"][0]["reaction"] == "retry_same"
 
@@ -270,8 +339,15 @@ def attr(key: str, value: Any) -> dict[str, Any]:
 
 
 def span(trace: str, sid: str, parent: str, name: str, start: int, attrs: list[Any], error: str = "") -> dict[str, Any]:
-    s = {"traceId": trace, "spanId": sid, "parentSpanId": parent, "name": name,
-         "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 5), "attributes": attrs}
+    s = {
+        "traceId": trace,
+        "spanId": sid,
+        "parentSpanId": parent,
+        "name": name,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 5),
+        "attributes": attrs,
+    }
     if error:
         s["status"] = {"code": 2, "message": error}
     return s
@@ -289,32 +365,81 @@ def test_otel_file_genai_and_openinference_spans(tmp_path: Path) -> None:
     user = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Weather in Lima?"}]}])
     said = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "18 C."}]}])
     line1 = export(  # trace 1's tools, in reverse order, before its root
-        span(T1, "b2", "a1", "execute_tool get_weather", 300,
-             [attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.name", "get_weather"),
-              attr("gen_ai.tool.call.arguments", "{\"city\": \"Lima\"}"),
-              attr("gen_ai.tool.call.result", "18 C")]),
-        span(T1, "b1", "a1", "execute_tool get_weather", 100,
-             [attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.name", "get_weather"),
-              attr("gen_ai.tool.call.arguments", "{\"city\": 7}")], error="city must be a string"),
-        span(T2, "d1", "", "agent", 50, [attr("openinference.span.kind", "AGENT"), attr("input.value", "Hi"),
-                                         attr("output.value", "Bye"), attr("session.id", "s-9")]),
-        span(T2, "d2", "d1", "lookup", 60, [attr("openinference.span.kind", "TOOL"), attr("tool.name", "lookup"),
-                                            attr("input.value", "{\"q\": \"x\"}"), attr("output.value", "found")]),
+        span(
+            T1,
+            "b2",
+            "a1",
+            "execute_tool get_weather",
+            300,
+            [
+                attr("gen_ai.operation.name", "execute_tool"),
+                attr("gen_ai.tool.name", "get_weather"),
+                attr("gen_ai.tool.call.arguments", '{"city": "Lima"}'),
+                attr("gen_ai.tool.call.result", "18 C"),
+            ],
+        ),
+        span(
+            T1,
+            "b1",
+            "a1",
+            "execute_tool get_weather",
+            100,
+            [
+                attr("gen_ai.operation.name", "execute_tool"),
+                attr("gen_ai.tool.name", "get_weather"),
+                attr("gen_ai.tool.call.arguments", '{"city": 7}'),
+            ],
+            error="city must be a string",
+        ),
+        span(
+            T2,
+            "d1",
+            "",
+            "agent",
+            50,
+            [
+                attr("openinference.span.kind", "AGENT"),
+                attr("input.value", "Hi"),
+                attr("output.value", "Bye"),
+                attr("session.id", "s-9"),
+            ],
+        ),
+        span(
+            T2,
+            "d2",
+            "d1",
+            "lookup",
+            60,
+            [
+                attr("openinference.span.kind", "TOOL"),
+                attr("tool.name", "lookup"),
+                attr("input.value", '{"q": "x"}'),
+                attr("output.value", "found"),
+            ],
+        ),
     )
     line2 = export(
-        span(T1, "c1", "a1", "chat", 50, [attr("gen_ai.operation.name", "chat"),
-                                          attr("gen_ai.input.messages", user)]),
-        span(T1, "c2", "a1", "chat", 400, [attr("gen_ai.operation.name", "chat"),
-                                           attr("gen_ai.output.messages", said)]),
-        span(T1, "a1", "", "invoke_agent", 10, [attr("gen_ai.operation.name", "invoke_agent"),
-                                                attr("toollens.reward", 1.0)]),
+        span(T1, "c1", "a1", "chat", 50, [attr("gen_ai.operation.name", "chat"), attr("gen_ai.input.messages", user)]),
+        span(
+            T1, "c2", "a1", "chat", 400, [attr("gen_ai.operation.name", "chat"), attr("gen_ai.output.messages", said)]
+        ),
+        span(
+            T1,
+            "a1",
+            "",
+            "invoke_agent",
+            10,
+            [attr("gen_ai.operation.name", "invoke_agent"), attr("toollens.reward", 1.0)],
+        ),
     )
     src = write_jsonl(tmp_path / "traces.jsonl", [line1, line2])
     c = convert("otel", src)
     t1, t2 = good(c)
     assert t1.case_id == T1 and t1.question == "Weather in Lima?" and t1.answer == "18 C." and t1.reward == 1.0
     assert [(x.name, x.arguments, x.error.message if x.error else None, x.observation) for x in t1.calls] == [
-        ("get_weather", {"city": 7}, "city must be a string", None), ("get_weather", {"city": "Lima"}, None, "18 C")]
+        ("get_weather", {"city": 7}, "city must be a string", None),
+        ("get_weather", {"city": "Lima"}, None, "18 C"),
+    ]
     assert (t2.case_id, t2.question, t2.answer) == ("s-9", "Hi", "Bye")
     assert [(x.name, x.arguments, x.observation) for x in t2.calls] == [("lookup", {"q": "x"}, "found")]
     # one pretty-printed export request is read too
@@ -348,13 +473,14 @@ def test_truncated_array_names_the_line(tmp_path: Path) -> None:
     items = list(iter_json_values(src))
     assert [type(v).__name__ for _, v in items] == ["dict", "list", "InvalidTrajectory"]
     line, err = items[-1]
-    third = whole.count("\n", 0, whole.rindex("{\n  \"id\": \"c1\"")) + 1
+    third = whole.count("\n", 0, whole.rindex('{\n  "id": "c1"')) + 1
     assert line == third and "truncated file" in str(err) and f"cut.json:{third}" in str(err)
 
 
 def test_unknown_format_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(UnknownFormat, match=r"unknown format 'csv' \(known: toollens, openai-messages"):
         convert("csv", tmp_path / "x")
-    r = runner.invoke(cli, ["convert", "--from", "openai-messages", str(tmp_path / "missing.jsonl"),
-                            "--out", str(tmp_path)])
+    r = runner.invoke(
+        cli, ["convert", "--from", "openai-messages", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path)]
+    )
     assert r.exit_code == 2 and "missing.jsonl: file not found" in r.stderr

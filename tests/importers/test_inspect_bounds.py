@@ -47,8 +47,10 @@ def test_the_import_budget_counts_every_sample_converted(tmp_path: Path, monkeyp
     refused = [t for _, t in got if isinstance(t, InvalidTrajectory)]
     assert kept == ["s0", "s1"]  # 4,000 characters; a third sample would make 6,000
     assert len(refused) == 3
-    assert "sample 's2' epoch 1: attachment 'big': the log's attachment references expand to more than 4500 " \
-           "characters (TOOLLENS_IMPORT_MAX_ATTACHMENT_CHARS_TOTAL" in str(refused[0])
+    assert (
+        "sample 's2' epoch 1: attachment 'big': the log's attachment references expand to more than 4500 "
+        "characters (TOOLLENS_IMPORT_MAX_ATTACHMENT_CHARS_TOTAL" in str(refused[0])
+    )
     # within the budgets every reference is resolved
     monkeypatch.delenv("TOOLLENS_IMPORT_MAX_ATTACHMENT_CHARS_TOTAL")
     got = list(convert(path, Options(), use_inspect_ai=False).records())
@@ -59,11 +61,11 @@ def test_the_import_budget_counts_every_sample_converted(tmp_path: Path, monkeyp
 def test_a_member_of_a_quarter_gigabyte_of_tiny_values_is_refused(item: bytes, tmp_path: Path) -> None:
     path = values_bomb(tmp_path / "values.eval", item=item)  # 250 MiB inflated, under the 256 MiB member bound
     assert path.stat().st_size < 1 << 20
-    base, peak, code, err = peak_import(["import", str(path), "--format", "inspect", "--run", "r",
-                                         "--db", str(tmp_path / "t.db")])
+    base, peak, code, err = peak_import(
+        ["import", str(path), "--format", "inspect", "--run", "r", "--db", str(tmp_path / "t.db")]
+    )
     assert code != 0
-    assert "samples/s_epoch_1.json: would build more than 10000000 JSON values (TOOLLENS_IMPORT_MAX_JSON_VALUES)" \
-        in err
+    assert "samples/s_epoch_1.json: would build more than 10000000 JSON values (TOOLLENS_IMPORT_MAX_JSON_VALUES)" in err
     # refused while it is inflated, at 10 million values: ~30 MB of `{},`, ~210 MB of integers (was 8.1 / 7.2 GB)
     assert peak - base < (60 if item == b"{}," else 300), (base, peak)
 
@@ -71,8 +73,11 @@ def test_a_member_of_a_quarter_gigabyte_of_tiny_values_is_refused(item: bytes, t
 def test_the_bounds_are_set_by_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = eval_log(tmp_path / "new.eval", 8)
     monkeypatch.setenv("TOOLLENS_IMPORT_MAX_JSON_VALUES", "100")  # a real sample holds a few hundred
-    with pytest.raises(InvalidTrajectory, match=r"samples/task-1_epoch_1\.json: would build more than 100 JSON "
-                                                r"values \(TOOLLENS_IMPORT_MAX_JSON_VALUES\)"):
+    with pytest.raises(
+        InvalidTrajectory,
+        match=r"samples/task-1_epoch_1\.json: would build more than 100 JSON "
+        r"values \(TOOLLENS_IMPORT_MAX_JSON_VALUES\)",
+    ):
         convert(path, Options(), use_inspect_ai=False)
     monkeypatch.setenv("TOOLLENS_IMPORT_MAX_JSON_VALUES", "lots")
     with pytest.raises(SettingsError, match="TOOLLENS_IMPORT_MAX_JSON_VALUES"):
@@ -90,8 +95,10 @@ def test_a_json_log_is_read_as_a_stream(tmp_path: Path) -> None:
 
 
 def test_a_json_log_in_another_order_is_read_in_the_datasets_order(tmp_path: Path) -> None:
-    doc = {**header(2, ["b", "a"], 2), "samples": [{**new_sample(e, 1), "id": sid}
-                                                 for sid, e in (("a", 2), ("a", 1), ("b", 2), ("b", 1))]}
+    doc = {
+        **header(2, ["b", "a"], 2),
+        "samples": [{**new_sample(e, 1), "id": sid} for sid, e in (("a", 2), ("a", 1), ("b", 2), ("b", 1))],
+    }
     (tmp_path / "log.json").write_text("\ufeff" + json.dumps(doc, ensure_ascii=False) + "\n", encoding="utf-8")
     got = [t for _, t in convert(tmp_path / "log.json", Options(), use_inspect_ai=False).records()]
     assert [(t.case_id, t.trial) for t in got] == [("b", 0), ("b", 1), ("a", 0), ("a", 1)]  # type: ignore[union-attr]
@@ -100,11 +107,14 @@ def test_a_json_log_in_another_order_is_read_in_the_datasets_order(tmp_path: Pat
 def test_a_json_log_that_is_cut_short_or_too_big_says_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     doc = {**header(2, ["task-1"], 2), "samples": [new_sample(1, 1), new_sample(2, 1)]}
     text = json.dumps(doc)
-    (tmp_path / "cut.json").write_text(text[:len(text) - 2000])
+    (tmp_path / "cut.json").write_text(text[: len(text) - 2000])
     with pytest.raises(InvalidTrajectory, match="truncated file"):
         convert(tmp_path / "cut.json", Options(), use_inspect_ai=False)
     (tmp_path / "ok.json").write_text(text)
     monkeypatch.setenv("TOOLLENS_IMPORT_MAX_MEMBER_BYTES", "1000")  # a sample is some 4 KB
-    with pytest.raises(InvalidTrajectory, match=r"samples\[\] at byte \d+ is larger than 1000 characters "
-                                                r"\(TOOLLENS_IMPORT_MAX_MEMBER_BYTES\)"):
+    with pytest.raises(
+        InvalidTrajectory,
+        match=r"samples\[\] at byte \d+ is larger than 1000 characters "
+        r"\(TOOLLENS_IMPORT_MAX_MEMBER_BYTES\)",
+    ):
         convert(tmp_path / "ok.json", Options(), use_inspect_ai=False)

@@ -72,7 +72,8 @@ def test_the_default_reader_is_toollens_own_for_a_known_version(logs: dict[str, 
 
 
 def test_inspect_ais_reader_resolves_references_within_the_same_budgets(
-        logs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The package's reader leaves ``attachment://`` references to ToolLens,
     which counts them against the attachment budgets (issue 46)."""
     from app.importers.evalzip import read_member
@@ -93,6 +94,9 @@ def test_inspect_ais_reader_resolves_references_within_the_same_budgets(
     trajs = [t for _, t in convert(out, Options(), use_inspect_ai=True).records()]
     assert [c.observation for t in trajs for c in t.calls] == [text] * 4  # type: ignore[union-attr]
     monkeypatch.setenv("TOOLLENS_IMPORT_MAX_ATTACHMENT_CHARS", "1000")  # two references: 1,320 characters
-    with pytest.raises(InvalidTrajectory, match="sample 'retry' epoch 1: attachment 'abc123': the sample's "
-                                                "attachment references expand to more than 1000 characters"):
+    with pytest.raises(
+        InvalidTrajectory,
+        match="sample 'retry' epoch 1: attachment 'abc123': the sample's "
+        "attachment references expand to more than 1000 characters",
+    ):
         convert(out, Options(), use_inspect_ai=True)

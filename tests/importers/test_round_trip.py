@@ -30,23 +30,76 @@ def otel_traces(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     user = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Weather in Lima?"}]}])
     line1 = export(
-        span(T1, "b2", "a1", "execute_tool get_weather", 300,
-             [attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.name", "get_weather"),
-              attr("gen_ai.tool.call.arguments", "{\"city\": \"Lima\"}"), attr("gen_ai.tool.call.result", "18 C")]),
-        span(T1, "b1", "a1", "execute_tool get_weather", 100,
-             [attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.name", "get_weather"),
-              attr("gen_ai.tool.call.arguments", "{\"city\": 7}")], error="city must be a string"),
-        span(T2, "d1", "", "agent", 50, [attr("openinference.span.kind", "AGENT"), attr("input.value", "Hi"),
-                                         attr("output.value", "Bye"), attr("session.id", "s-9")]),
-        span(T2, "d2", "d1", "lookup", 60, [attr("openinference.span.kind", "TOOL"), attr("tool.name", "lookup"),
-                                            attr("input.value", "{\"q\": \"x\"}"), attr("output.value", "found")]),
+        span(
+            T1,
+            "b2",
+            "a1",
+            "execute_tool get_weather",
+            300,
+            [
+                attr("gen_ai.operation.name", "execute_tool"),
+                attr("gen_ai.tool.name", "get_weather"),
+                attr("gen_ai.tool.call.arguments", '{"city": "Lima"}'),
+                attr("gen_ai.tool.call.result", "18 C"),
+            ],
+        ),
+        span(
+            T1,
+            "b1",
+            "a1",
+            "execute_tool get_weather",
+            100,
+            [
+                attr("gen_ai.operation.name", "execute_tool"),
+                attr("gen_ai.tool.name", "get_weather"),
+                attr("gen_ai.tool.call.arguments", '{"city": 7}'),
+            ],
+            error="city must be a string",
+        ),
+        span(
+            T2,
+            "d1",
+            "",
+            "agent",
+            50,
+            [
+                attr("openinference.span.kind", "AGENT"),
+                attr("input.value", "Hi"),
+                attr("output.value", "Bye"),
+                attr("session.id", "s-9"),
+            ],
+        ),
+        span(
+            T2,
+            "d2",
+            "d1",
+            "lookup",
+            60,
+            [
+                attr("openinference.span.kind", "TOOL"),
+                attr("tool.name", "lookup"),
+                attr("input.value", '{"q": "x"}'),
+                attr("output.value", "found"),
+            ],
+        ),
     )
-    line2 = export(span(T1, "c1", "a1", "chat", 50, [attr("gen_ai.operation.name", "chat"),
-                                                     attr("gen_ai.input.messages", user),
-                                                     attr("gen_ai.response.model", "gpt-4o"),
-                                                     attr("gen_ai.usage.input_tokens", 1000),
-                                                     attr("gen_ai.usage.output_tokens", 100)]),
-                   span(T1, "a1", "", "invoke_agent", 10, [attr("gen_ai.operation.name", "invoke_agent")]))
+    line2 = export(
+        span(
+            T1,
+            "c1",
+            "a1",
+            "chat",
+            50,
+            [
+                attr("gen_ai.operation.name", "chat"),
+                attr("gen_ai.input.messages", user),
+                attr("gen_ai.response.model", "gpt-4o"),
+                attr("gen_ai.usage.input_tokens", 1000),
+                attr("gen_ai.usage.output_tokens", 100),
+            ],
+        ),
+        span(T1, "a1", "", "invoke_agent", 10, [attr("gen_ai.operation.name", "invoke_agent")]),
+    )
     path.write_text(json.dumps(line1) + "\n" + json.dumps(line2) + "\n", encoding="utf-8")
     return path
 
@@ -101,8 +154,7 @@ def test_score_a_folder_scores_every_suite_with_its_trajectories(tmp_path: Path)
     assert data["trajectories"] == len(data["cases"]) == 200
     assert [c["case_id"] for c in data["cases"] if not c["passed"]] == ["multi_turn_base_173"]  # its marked value
     assert len(data["suites"]) == 32 and sum(s["trajectories"] for s in data["suites"]) == 200
-    assert data["suites"][0] == {"file": "suite.yaml", "name": "BFCL_v4_multi_turn_base", "cases": 2,
-                                 "trajectories": 2}
+    assert data["suites"][0] == {"file": "suite.yaml", "name": "BFCL_v4_multi_turn_base", "cases": 2, "trajectories": 2}
     assert [s["file"] for s in data["suites"][:3]] == ["suite.yaml", "suite-2.yaml", "suite-3.yaml"]
     assert data["selection_recall"]["num"] == data["selection_recall"]["den"] == 1142
     text = invoke("score", out)
@@ -117,8 +169,10 @@ def test_score_a_folder_refuses_what_is_not_one(tmp_path: Path) -> None:
     r = invoke("score", tmp_path)
     assert r.exit_code == 2 and "no suite.yaml in this folder" in r.stderr
     suite = tmp_path / "suite.yaml"
-    suite.write_text("name: s\ntoolset: {name: t, tools: [{name: a, description: A., parameters: {type: object}}]}\n"
-                     "cases: [{id: c1, question: q}]\n")
+    suite.write_text(
+        "name: s\ntoolset: {name: t, tools: [{name: a, description: A., parameters: {type: object}}]}\n"
+        "cases: [{id: c1, question: q}]\n"
+    )
     r = invoke("score", suite)
     assert r.exit_code == 2 and "give the trajectories file too" in r.stderr
     (tmp_path / "suite-2.yaml").write_text(suite.read_text())
@@ -136,12 +190,14 @@ Build = Callable[[Path], Made | None]  # None: the sample needs what this machin
 
 def real(relative: str, *options: str) -> Build:
     """A file (or folder) of the shared data; ``options`` may name other shared files as ``DATA/…``."""
+
     def build(_: Path) -> Made | None:
         source = DATA / relative
         given = [str(DATA / o[5:]) if o.startswith("DATA/") else o for o in options]
         if not source.exists() or any(o.startswith("DATA/") and not (DATA / o[5:]).exists() for o in options):
             return None
         return source, given
+
     return build
 
 
@@ -151,6 +207,7 @@ def written(name: str, text: Callable[[], str], *options: str) -> Build:
         path = folder / name
         path.write_text(text(), encoding="utf-8")
         return path, list(options)
+
     return build
 
 
@@ -168,43 +225,82 @@ def with_tools(build: Build) -> Build:
     def inner(folder: Path) -> Made | None:
         made = build(folder)
         return None if made is None else (made[0], [*made[1], "--tools", tools_file(folder)])
+
     return inner
 
 
-ANTHROPIC = {"id": "a1", "messages": [
-    {"role": "user", "content": "Weather in Lima?"},
-    {"role": "assistant", "content": [
-        {"type": "text", "text": "Checking."},
-        {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Lima"}}]},
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
-                                  "content": [{"type": "text", "text": "upstream timeout"}]}]},
-    {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "get_weather", "input": {"city": 7}}]},
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "18 C"}]},
-    {"role": "assistant", "content": [{"type": "text", "text": "18 C in Lima."}]},
-]}
+ANTHROPIC = {
+    "id": "a1",
+    "messages": [
+        {"role": "user", "content": "Weather in Lima?"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "Lima"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "is_error": True,
+                    "content": [{"type": "text", "text": "upstream timeout"}],
+                }
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t2", "name": "get_weather", "input": {"city": 7}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "18 C"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "18 C in Lima."}]},
+    ],
+}
 
 
 def tau_bench_run(task_id: int, trial: int, reward: float, actions: list[dict[str, Any]]) -> dict[str, Any]:
     """A tau-bench run of our own: the task's actions, and a conversation whose one call looks the user up."""
-    return {"task_id": task_id, "trial": trial, "reward": reward,
-            "info": {"task": {"instruction": "Cancel my trip.", "actions": actions}},
-            "traj": [{"role": "system", "content": "policy"}, {"role": "user", "content": "Cancel my trip."},
-                     {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function", "function": {
-                         "name": "get_user_details", "arguments": "{\"user_id\": \"u1\"}"}}]},
-                     {"role": "tool", "tool_call_id": "a", "content": "{\"name\": \"U\"}"},
-                     {"role": "assistant", "content": "Done."}]}
+    return {
+        "task_id": task_id,
+        "trial": trial,
+        "reward": reward,
+        "info": {"task": {"instruction": "Cancel my trip.", "actions": actions}},
+        "traj": [
+            {"role": "system", "content": "policy"},
+            {"role": "user", "content": "Cancel my trip."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "a",
+                        "type": "function",
+                        "function": {"name": "get_user_details", "arguments": '{"user_id": "u1"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "a", "content": '{"name": "U"}'},
+            {"role": "assistant", "content": "Done."},
+        ],
+    }
 
 
-TAU_OWN = [tau_bench_run(0, 0, 1.0, [{"name": "get_user_details", "kwargs": {"user_id": "u1"}}]),
-           tau_bench_run(0, 1, 0.0, [{"name": "get_user_details", "kwargs": {"user_id": "u1"}}]),
-           # an action on a tool no run called
-           tau_bench_run(1, 0, 0.0, [{"name": "cancel_reservation", "kwargs": {"reservation_id": "R1"}}])]
+TAU_OWN = [
+    tau_bench_run(0, 0, 1.0, [{"name": "get_user_details", "kwargs": {"user_id": "u1"}}]),
+    tau_bench_run(0, 1, 0.0, [{"name": "get_user_details", "kwargs": {"user_id": "u1"}}]),
+    # an action on a tool no run called
+    tau_bench_run(1, 0, 0.0, [{"name": "cancel_reservation", "kwargs": {"reservation_id": "R1"}}]),
+]
 
 
 def tau_bench_subset(folder: Path) -> Made | None:
     """Generated: the first 9 runs of the real file as JSON Lines, with the real schemas."""
-    made = real("tau_bench_gpt-4o_airline_tasks00-24.json", "--tools",
-                "DATA/tau_bench_tool_schemas_airline_retail.json")(folder)
+    made = real(
+        "tau_bench_gpt-4o_airline_tasks00-24.json", "--tools", "DATA/tau_bench_tool_schemas_airline_retail.json"
+    )(folder)
     if made is None:
         return None
     folder.mkdir(parents=True, exist_ok=True)
@@ -216,8 +312,9 @@ def tau_bench_subset(folder: Path) -> Made | None:
 def otel_grouped(folder: Path) -> Made:
     from tests.importers.test_otel_llm_spans import export_request, openinference_attributes
 
-    per_call = [(f"{t:032x}", f"{t:016x}", {**openinference_attributes(t), "session.id": "conv-1"})
-                for t in range(1, 5)]
+    per_call = [
+        (f"{t:032x}", f"{t:016x}", {**openinference_attributes(t), "session.id": "conv-1"}) for t in range(1, 5)
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "grouped.jsonl"
     path.write_text("\n".join(json.dumps(export_request([c], {}, 10 * i)) for i, c in enumerate(per_call)) + "\n")
@@ -227,17 +324,29 @@ def otel_grouped(folder: Path) -> Made:
 def bfcl_single_turn(folder: Path) -> Made:
     """Generated: possible answers that break their own schema each way (a variable's name for an
     array, a value outside the enum, a required argument that may be omitted), and one that does not."""
-    schema = {"type": "dict", "properties": {"x": {"type": "array", "items": {"type": "float"}},
-                                             "unit": {"type": "string", "enum": ["meter", "feet"]},
-                                             "n": {"type": "integer"}}, "required": ["x", "n"]}
+    schema = {
+        "type": "dict",
+        "properties": {
+            "x": {"type": "array", "items": {"type": "float"}},
+            "unit": {"type": "string", "enum": ["meter", "feet"]},
+            "n": {"type": "integer"},
+        },
+        "required": ["x", "n"],
+    }
     fn = [{"name": "fit", "description": "Fit a line.", "parameters": schema}]
     question = [[{"role": "user", "content": "Fit it."}]]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "BFCL_v4_simple_tiny.json"
     path.write_text(lines(*({"id": f"simple_tiny_{i}", "question": question, "function": fn} for i in range(2)))())
-    (folder / "BFCL_v4_simple_tiny.possible_answer.json").write_text(lines(
-        {"id": "simple_tiny_0", "ground_truth": [{"fit": {"x": ["data['x']"], "unit": ["ft", "feet"], "n": ["", 3]}}]},
-        {"id": "simple_tiny_1", "ground_truth": [{"fit": {"x": [[1.0, 2.0]], "unit": ["meter"], "n": [3]}}]})())
+    (folder / "BFCL_v4_simple_tiny.possible_answer.json").write_text(
+        lines(
+            {
+                "id": "simple_tiny_0",
+                "ground_truth": [{"fit": {"x": ["data['x']"], "unit": ["ft", "feet"], "n": ["", 3]}}],
+            },
+            {"id": "simple_tiny_1", "ground_truth": [{"fit": {"x": [[1.0, 2.0]], "unit": ["meter"], "n": [3]}}]},
+        )()
+    )
     return path, []
 
 
@@ -252,11 +361,20 @@ def bfcl_multi_turn(folder: Path) -> Made:
 def toolbench_lines(folder: Path) -> Made:
     from tests.importers.test_toolbench import run
 
-    messages = [{"role": "system", "content": "You are AutoGPT"}, {"role": "user", "content": "Find x"},
-                {"role": "assistant", "content": None, "function_call": {"name": "lookup", "arguments": "{\"q\": 1}"}},
-                {"role": "function", "name": "lookup", "content": json.dumps({"error": "", "response": "x is 4"})},
-                {"role": "assistant", "content": None, "function_call": {
-                    "name": "Finish", "arguments": json.dumps({"return_type": "give_answer", "final_answer": "4"})}}]
+    messages = [
+        {"role": "system", "content": "You are AutoGPT"},
+        {"role": "user", "content": "Find x"},
+        {"role": "assistant", "content": None, "function_call": {"name": "lookup", "arguments": '{"q": 1}'}},
+        {"role": "function", "name": "lookup", "content": json.dumps({"error": "", "response": "x is 4"})},
+        {
+            "role": "assistant",
+            "content": None,
+            "function_call": {
+                "name": "Finish",
+                "arguments": json.dumps({"return_type": "give_answer", "final_answer": "4"}),
+            },
+        },
+    ]
     return written("answers.jsonl", lines(run(messages, win=True), run(messages[:3])))(folder)
 
 
@@ -266,6 +384,7 @@ def tau2_own(**changes: Any) -> Build:
 
         folder.mkdir(parents=True, exist_ok=True)
         return results_file(folder, **changes), []
+
     return build
 
 
@@ -300,6 +419,7 @@ def inspect_generated(log_format: str) -> Build:
             return None
         folder.mkdir(parents=True, exist_ok=True)
         return make_log(folder, log_format), []
+
     return build
 
 
@@ -318,8 +438,12 @@ SAMPLES: dict[str, list[tuple[str, Build]]] = {
         ("with-tools", with_tools(written("a.jsonl", lines(ANTHROPIC)))),
     ],
     "tau-bench": [
-        ("real-with-schemas", real("tau_bench_gpt-4o_airline_tasks00-24.json", "--tools",
-                                   "DATA/tau_bench_tool_schemas_airline_retail.json")),
+        (
+            "real-with-schemas",
+            real(
+                "tau_bench_gpt-4o_airline_tasks00-24.json", "--tools", "DATA/tau_bench_tool_schemas_airline_retail.json"
+            ),
+        ),
         ("real-inferred", real("tau_bench_gpt-4o_airline_tasks00-24.json")),
         ("subset-as-lines", tau_bench_subset),
         ("own", written("runs.json", lambda: json.dumps(TAU_OWN))),
@@ -333,9 +457,13 @@ SAMPLES: dict[str, list[tuple[str, Build]]] = {
         ("real-parallel-multiple", real("bfcl/BFCL_v4_parallel_multiple.json")),
         ("real-irrelevance", real("bfcl/BFCL_v4_irrelevance.json")),
         ("real-multi-turn", real("bfcl/BFCL_v4_multi_turn_base.json")),
-        *((f"real-results-{c}", real(f"bfcl/results/AIREV-Agent-0.8B/BFCL_v4_{c}_result.json", "--questions",
-                                     "DATA/bfcl"))
-          for c in ("simple_python", "parallel_multiple", "irrelevance", "multi_turn_base")),
+        *(
+            (
+                f"real-results-{c}",
+                real(f"bfcl/results/AIREV-Agent-0.8B/BFCL_v4_{c}_result.json", "--questions", "DATA/bfcl"),
+            )
+            for c in ("simple_python", "parallel_multiple", "irrelevance", "multi_turn_base")
+        ),
         ("generated-single-turn", bfcl_single_turn),
         ("generated-multi-turn", bfcl_multi_turn),
     ],
@@ -348,8 +476,14 @@ SAMPLES: dict[str, list[tuple[str, Build]]] = {
         ("real-telecom", real("tau2/gpt-4o_telecom_pr17.json")),
         ("real-airline", real("tau2/claude-sonnet-4-6_airline_ironforge.json")),
         ("real-retail", real("tau2/toolorchestra_retail_gpt-4.1-mini.json")),
-        ("real-retail-with-schemas", real("tau2/toolorchestra_retail_gpt-4.1-mini.json", "--tools",
-                                          "DATA/tau_bench_tool_schemas_airline_retail.json")),
+        (
+            "real-retail-with-schemas",
+            real(
+                "tau2/toolorchestra_retail_gpt-4.1-mini.json",
+                "--tools",
+                "DATA/tau_bench_tool_schemas_airline_retail.json",
+            ),
+        ),
         ("retail-declared-tool-defs", tau2_declared_tools),
         ("own", tau2_own()),
         ("graded-on-another-task", tau2_graded_elsewhere()),
@@ -369,11 +503,21 @@ def played_back(case: dict[str, Any]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     for turn in case.get("turns") or [{"user": case.get("question", ""), "expected_calls": case.get("expected_calls")}]:
         messages.append({"role": "user", "content": turn["user"], "calls_before": len(calls)})
-        calls += [{"name": e["name"] if isinstance(e, dict) else e, "observation": "{}",
-                   "arguments": e.get("arguments", {}) if isinstance(e, dict) else {}}
-                  for e in turn.get("expected_calls") or []]
-    return {"case_id": case["id"], "question": messages[0]["content"] or case["id"], "calls": calls,
-            "messages": messages, "answer": "done"}
+        calls += [
+            {
+                "name": e["name"] if isinstance(e, dict) else e,
+                "observation": "{}",
+                "arguments": e.get("arguments", {}) if isinstance(e, dict) else {},
+            }
+            for e in turn.get("expected_calls") or []
+        ]
+    return {
+        "case_id": case["id"],
+        "question": messages[0]["content"] or case["id"],
+        "calls": calls,
+        "messages": messages,
+        "answer": "done",
+    }
 
 
 def ok(result: Any, what: str) -> Any:
@@ -398,8 +542,9 @@ def round_trip(fmt: str, source: Path, options: list[str], folder: Path) -> None
     data = json.loads(ok(invoke("score", out, "--json"), f"score {out}").stdout)
     assert data["trajectories"] == len(data["cases"]) == len(records)
     if len(suites) == 1:
-        assert json.loads(ok(invoke("score", suites[0], trajectories, "--json"), "score").stdout)["cases"] == \
-            data["cases"]
+        assert (
+            json.loads(ok(invoke("score", suites[0], trajectories, "--json"), "score").stdout)["cases"] == data["cases"]
+        )
     db = f"sqlite:///{folder / 'store.db'}"
     first = yaml.safe_load(suites[0].read_text(encoding="utf-8"))
     own = {c["id"] for c in first["cases"]}
@@ -412,8 +557,13 @@ def round_trip(fmt: str, source: Path, options: list[str], folder: Path) -> None
         assert f"stored {len(records)} trajectories" in r.stderr
 
 
-ALSO_SAMPLED = {"real-with-schemas", "real-retail-with-schemas", "retail-declared-tool-defs", "array-with-tools",
-                "with-tools"}
+ALSO_SAMPLED = {
+    "real-with-schemas",
+    "real-retail-with-schemas",
+    "retail-declared-tool-defs",
+    "array-with-tools",
+    "with-tools",
+}
 SLICES = {"first-3": slice(0, 3), "every-3rd": slice(1, None, 3)}
 
 
@@ -435,8 +585,9 @@ def variants(fmt: str, source: Path, options: list[str], folder: Path) -> list[t
     elif not all(row.lstrip().startswith("{") and row.rstrip().endswith("}") for row in rows):
         return []  # one pretty-printed object (a ToolBench answer file): nothing to part
     out = []
-    parts: list[tuple[str, list[Any]]] = [(label, rows[part]) for label, part in SLICES.items()
-                                          if fmt != "bfcl" or label != "every-3rd"]  # its lint is the slow part
+    parts: list[tuple[str, list[Any]]] = [
+        (label, rows[part]) for label, part in SLICES.items() if fmt != "bfcl" or label != "every-3rd"
+    ]  # its lint is the slow part
     if FORMATS[fmt].runs and fmt != "toollens":  # every run twice, ids and trials alike (ToolLens's own
         # records are taken as they are: a repeat there is the import's to name)
         parts.append(("twice", rows + rows))
@@ -453,8 +604,10 @@ def variants(fmt: str, source: Path, options: list[str], folder: Path) -> list[t
         else:
             target.write_text(json.dumps(kept), encoding="utf-8")
         if fmt == "bfcl":  # the possible answers and the multi-turn tool docs beside it
-            for beside in (source.with_name(f"{source.stem}.possible_answer{source.suffix}"),
-                           source.parent / "multi_turn_func_doc"):
+            for beside in (
+                source.with_name(f"{source.stem}.possible_answer{source.suffix}"),
+                source.parent / "multi_turn_func_doc",
+            ):
                 if beside.is_dir():
                     shutil.copytree(beside, where / beside.name, dirs_exist_ok=True)
                 elif beside.exists():
@@ -493,12 +646,16 @@ def test_a_case_repeated_without_its_trial_takes_the_next_free_one(tmp_path: Pat
     for _ in range(2):  # every pass numbers alike (import reads twice)
         got = [(t.case_id, t.trial) for _, t in conversion.records() if isinstance(t, Trajectory)]
         assert got == [("c1", 0), ("line-2", 0), ("c1", 1), ("c1", 2)]
-    assert conversion.notes.count("2 records repeat a case and trial of an earlier one (the source does not tell "
-                                  "them apart): each takes the next free trial") == 1
+    assert (
+        conversion.notes.count(
+            "2 records repeat a case and trial of an earlier one (the source does not tell "
+            "them apart): each takes the next free trial"
+        )
+        == 1
+    )
 
 
-def test_a_stored_run_of_traces_says_no_reference_on_its_page_and_in_its_figures(db_url: str,
-                                                                               tmp_path: Path) -> None:
+def test_a_stored_run_of_traces_says_no_reference_on_its_page_and_in_its_figures(db_url: str, tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
     from app.settings import Settings
@@ -506,8 +663,9 @@ def test_a_stored_run_of_traces_says_no_reference_on_its_page_and_in_its_figures
 
     r = invoke("import", otel_traces(tmp_path / "traces.jsonl"), "--format", "otel", "--run", "prod", "--db", db_url)
     assert r.exit_code == 0, r.output
-    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False)),
-                    base_url="http://127.0.0.1") as client:
+    with TestClient(
+        create_app(Settings(database_url=db_url, auto_migrate=False)), base_url="http://127.0.0.1"
+    ) as client:
         run = client.get("/api/runs").json()["data"][0]
         figures = client.get(f"/api/runs/{run['id']}/figures").json()
         page = client.get(f"/runs/{run['id']}").text

@@ -63,7 +63,8 @@ def test_the_folder_is_one_suite_and_its_runs() -> None:
     assert conversion.notes == [
         "1 files hold no ToolBench answer and were passed over: instruction_G1_query.json",
         "2 called tool names are not among the tools offered (they count as hallucinated tools): "
-        "authenticate_currents_news, authenticate_for_currents_news"]
+        "authenticate_currents_news, authenticate_for_currents_news",
+    ]
     tools = [t["name"] for t in conversion.suite["toolset"]["tools"]]
     assert len(tools) == 14 and "Finish" not in tools  # 2 + 10 + 2 offered, Finish left out
     suite = parse_suite(conversion.suite)
@@ -71,7 +72,12 @@ def test_the_folder_is_one_suite_and_its_runs() -> None:
     report = score_trajectories(suite, trajs).to_json()
     assert report["hallucinated_tools"] == {"num": 3, "den": 16}  # the three invented names of run 69
     assert [c["passed"] for c in sorted(report["cases"], key=lambda c: c["case_id"])] == [
-        True, True, True, True, False]  # win is the reward: 69 lost
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]  # win is the reward: 69 lost
 
 
 def test_json_lines_of_runs_read_the_same(tmp_path: Path) -> None:
@@ -86,22 +92,38 @@ def test_json_lines_of_runs_read_the_same(tmp_path: Path) -> None:
 
 def run(messages: list[Any], *, win: bool = False) -> dict[str, Any]:
     finish = {"name": "Finish", "description": "end", "parameters": {"type": "object", "properties": {}}}
-    tool = {"name": "lookup", "description": "Look up.", "parameters": {
-        "type": "object", "properties": {"q": {"type": "string", "example_value": "x"}}, "required": ["q"],
-        "optional": []}}
-    return {"win": win, "answer_generation": {"query": "Find x", "function": [tool, finish], "final_answer": "",
-                                              "train_messages": [messages[:2], messages]}}
+    tool = {
+        "name": "lookup",
+        "description": "Look up.",
+        "parameters": {
+            "type": "object",
+            "properties": {"q": {"type": "string", "example_value": "x"}},
+            "required": ["q"],
+            "optional": [],
+        },
+    }
+    return {
+        "win": win,
+        "answer_generation": {
+            "query": "Find x",
+            "function": [tool, finish],
+            "final_answer": "",
+            "train_messages": [messages[:2], messages],
+        },
+    }
 
 
 def test_give_up_truncated_observation_and_question(tmp_path: Path) -> None:
     messages = [
         {"role": "system", "content": "You are AutoGPT"},
         {"role": "user", "content": "Find x"},
-        {"role": "assistant", "content": None, "function_call": {"name": "lookup", "arguments": "{\"q\": \"x\"}"}},
-        {"role": "function", "name": "lookup", "content": "{\"error\": \"Timeout error...\", \"response\": \"{'a"
-                                                          ": [1, 2..."},
-        {"role": "assistant", "content": "The service times out; I cannot find x.", "function_call": {
-            "name": "Finish", "arguments": "{\"return_type\": \"give_up_and_restart\"}"}},
+        {"role": "assistant", "content": None, "function_call": {"name": "lookup", "arguments": '{"q": "x"}'}},
+        {"role": "function", "name": "lookup", "content": '{"error": "Timeout error...", "response": "{\'a: [1, 2...'},
+        {
+            "role": "assistant",
+            "content": "The service times out; I cannot find x.",
+            "function_call": {"name": "Finish", "arguments": '{"return_type": "give_up_and_restart"}'},
+        },
     ]
     src = tmp_path / "7_ChatGPT_DFS.json"
     src.write_text(json.dumps(run(messages), indent=2))

@@ -43,19 +43,30 @@ def _need(what: str, missing: str | None) -> None:
 
 def _inspector() -> Path:
     if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.skip("the MCP Inspector CLI runs on Node.js, and this machine has no node/npm (Node.js is not a "
-                    "dependency of ToolLens; install it to run this test)")
-    _need("the MCP Inspector CLI", None if INSPECTOR.is_file() else
-          f"not installed: npm install --prefix .ci/node @modelcontextprotocol/inspector@{INSPECTOR_VERSION} "
-          "(.ci/run does it)")
+        pytest.skip(
+            "the MCP Inspector CLI runs on Node.js, and this machine has no node/npm (Node.js is not a "
+            "dependency of ToolLens; install it to run this test)"
+        )
+    _need(
+        "the MCP Inspector CLI",
+        None
+        if INSPECTOR.is_file()
+        else f"not installed: npm install --prefix .ci/node @modelcontextprotocol/inspector@{INSPECTOR_VERSION} "
+        "(.ci/run does it)",
+    )
     return INSPECTOR
 
 
 def _inspect(url: str, *method: str) -> subprocess.CompletedProcess[str]:
-    serve = [sys.executable, "-m", "app.cli", "mcp-serve", SUITE, "--case", "saldo-001", "--run", "insp",
-             "--db", url]
-    return subprocess.run([str(_inspector()), "--cli", *serve, "--method", *method], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    serve = [sys.executable, "-m", "app.cli", "mcp-serve", SUITE, "--case", "saldo-001", "--run", "insp", "--db", url]
+    return subprocess.run(
+        [str(_inspector()), "--cli", *serve, "--method", *method],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_inspector_cli_one_server_per_command(sqlite_url: str) -> None:
@@ -70,7 +81,9 @@ def test_inspector_cli_one_server_per_command(sqlite_url: str) -> None:
     assert '"name": "ver_saldo"' in listed.stdout
     records = exported(sqlite_url, "insp")
     assert [(r["trial"], [c["name"] for c in r["calls"]]) for r in records] == [
-        (0, ["buscar_cliente"]), (1, [])]  # a session that only listed the tools is a trajectory too
+        (0, ["buscar_cliente"]),
+        (1, []),
+    ]  # a session that only listed the tools is a trajectory too
     r = runner.invoke(cli, ["finish", "insp", "--db", sqlite_url])
     assert r.exit_code == 0 and "run 1 (insp): finished" in r.stderr
     refused = _inspect(sqlite_url, "tools/list")
@@ -107,8 +120,11 @@ def test_python_client_sessions_without_an_id(sqlite_url: str, stop: list[Any]) 
     assert "stored 3 more trajectories at shutdown; run finished" in err
     records = exported(sqlite_url, "sdk")
     assert [(r["trial"], r["answer"], [c["name"] for c in r["calls"]]) for r in records] == [
-        (0, "Su saldo es 142900", []), (1, "", ["buscar_cliente", "ver_saldo"]), (2, "", ["buscar_cliente"]),
-        (3, "", [])]
+        (0, "Su saldo es 142900", []),
+        (1, "", ["buscar_cliente", "ver_saldo"]),
+        (2, "", ["buscar_cliente"]),
+        (3, "", []),
+    ]
 
 
 def test_a_port_already_taken_touches_no_run(sqlite_url: str) -> None:
@@ -116,8 +132,23 @@ def test_a_port_already_taken_touches_no_run(sqlite_url: str) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        r = runner.invoke(cli, ["mcp-serve", SUITE, "--case", "saldo-001", "--transport", "http", "--port",
-                                str(port), "--run", "retry", "--db", sqlite_url])
+        r = runner.invoke(
+            cli,
+            [
+                "mcp-serve",
+                SUITE,
+                "--case",
+                "saldo-001",
+                "--transport",
+                "http",
+                "--port",
+                str(port),
+                "--run",
+                "retry",
+                "--db",
+                sqlite_url,
+            ],
+        )
     assert r.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr
     assert rows(sqlite_url, Run.id) == []  # so a retry with the same --run is not refused
 
@@ -125,8 +156,12 @@ def test_a_port_already_taken_touches_no_run(sqlite_url: str) -> None:
 def _unshare_reason() -> str | None:
     if shutil.which("unshare") is None:
         return "no unshare(1) on this machine (util-linux)"
-    probe = subprocess.run(["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c",
-                            "import os; print(os.getpid())"], capture_output=True, text=True, timeout=30)
+    probe = subprocess.run(
+        ["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if probe.returncode != 0 or probe.stdout.strip() != "1":
         return f"cannot make a PID namespace here (needs root or CAP_SYS_ADMIN): {probe.stderr.strip()[:200]}"
     return None
@@ -134,8 +169,9 @@ def _unshare_reason() -> str | None:
 
 def _serve_as_pid_1(url: str, port: int) -> subprocess.Popen[str]:
     """mcp-serve as PID 1 of a new PID namespace (killed with unshare if the test fails)."""
-    return serve_http(url, port, "saldo-001", "ns", prefix=("unshare", "-p", "-f", "--kill-child", "--mount-proc"),
-                      wait=60)
+    return serve_http(
+        url, port, "saldo-001", "ns", prefix=("unshare", "-p", "-f", "--kill-child", "--mount-proc"), wait=60
+    )
 
 
 def _server_of(unshare: subprocess.Popen[str]) -> int:
@@ -172,14 +208,17 @@ def test_a_killed_server_restarted_with_the_same_pid_loses_nothing(sqlite_url: s
     assert "stored 1 more trajectories at shutdown; run finished" in err
     records = exported(sqlite_url, "ns")
     assert [(r["trial"], [c["name"] for c in r["calls"]]) for r in records] == [
-        (0, ["buscar_cliente"]), (1, ["ver_saldo"])]
+        (0, ["buscar_cliente"]),
+        (1, ["ver_saldo"]),
+    ]
 
 
 SERVER_WITH_EXTRAS = FIXTURE_SERVER.replace(
     'types.Tool(name="abrir_siniestro", description=None,',
     'types.Tool(name="abrir_siniestro", description=None, title="Abrir siniestro", '
-    'annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True), '
-    'output_schema={"type": "object", "properties": {"folio": {"type": "string"}}},')
+    "annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True), "
+    'output_schema={"type": "object", "properties": {"folio": {"type": "string"}}},',
+)
 
 
 def test_snapshots_keep_title_annotations_and_output_schema(tmp_path: Path, sqlite_url: str) -> None:
@@ -202,13 +241,17 @@ def test_snapshots_keep_title_annotations_and_output_schema(tmp_path: Path, sqli
     assert doc["label"] == "first"
     siniestro = doc["tools"][1]
     assert (siniestro["title"], siniestro["annotations"], siniestro["output_schema"]) == (
-        "Abrir siniestro", {"readOnlyHint": False, "destructiveHint": True},
-        {"type": "object", "properties": {"folio": {"type": "string"}}})
+        "Abrir siniestro",
+        {"readOnlyHint": False, "destructiveHint": True},
+        {"type": "object", "properties": {"folio": {"type": "string"}}},
+    )
     assert load_toolset(out).version == rows(sqlite_url, ToolsetVersion.hash)[0][0]
     assert load_toolset(out).get("abrir_siniestro").destructive  # type: ignore[union-attr]
     # a new toolset name stores the extras with the version
-    r = runner.invoke(cli, ["toolset", "import-mcp", "--name", "seguros2", "--command",
-                            f"{sys.executable} {extras}", "--db", sqlite_url])
+    r = runner.invoke(
+        cli,
+        ["toolset", "import-mcp", "--name", "seguros2", "--command", f"{sys.executable} {extras}", "--db", sqlite_url],
+    )
     assert r.exit_code == 0, r.output
     stored = dict(rows(sqlite_url, ToolsetVersion.toolset, ToolsetVersion.tools))["seguros2"]
     assert stored[1]["annotations"] == {"readOnlyHint": False, "destructiveHint": True}
@@ -219,8 +262,11 @@ async def _time_client(suite: Path, url: str, errlog: Any) -> tuple[list[Any], A
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), args=[
-        "-m", "app.cli", "mcp-serve", str(suite), "--case", "now", "--run", "time", "--db", url])
+    params = StdioServerParameters(
+        command=sys.executable,
+        cwd=str(ROOT),
+        args=["-m", "app.cli", "mcp-serve", str(suite), "--case", "now", "--run", "time", "--db", url],
+    )
     async with Client(stdio_client(params, errlog=errlog)) as client:
         listed = (await client.list_tools()).tools
         result = await client.call_tool("get_current_time", {"timezone": "America/Santiago"})
@@ -236,13 +282,29 @@ def test_the_mocked_server_shows_what_the_real_one_declares(tmp_path: Path, sqli
     from tests.core.test_lint_mcp_servers import TIME
 
     real = json.loads(TIME.read_text())
-    now = {"timezone": "America/Santiago", "datetime": "2026-10-19T09:30:00-03:00", "day_of_week": "Monday",
-           "is_dst": True}
+    now = {
+        "timezone": "America/Santiago",
+        "datetime": "2026-10-19T09:30:00-03:00",
+        "day_of_week": "Monday",
+        "is_dst": True,
+    }
     tools = [{**t, "mock": {"response": now}} if t["name"] == "get_current_time" else t for t in real["tools"]]
     suite = tmp_path / "time.json"
-    suite.write_text(json.dumps({"name": "time", "toolset": {"name": "time", "tools": tools}, "cases": [
-        {"id": "now", "question": "What time is it in Santiago?",
-         "expected_calls": [{"name": "get_current_time", "arguments": {"timezone": "America/Santiago"}}]}]}))
+    suite.write_text(
+        json.dumps(
+            {
+                "name": "time",
+                "toolset": {"name": "time", "tools": tools},
+                "cases": [
+                    {
+                        "id": "now",
+                        "question": "What time is it in Santiago?",
+                        "expected_calls": [{"name": "get_current_time", "arguments": {"timezone": "America/Santiago"}}],
+                    }
+                ],
+            }
+        )
+    )
     with (tmp_path / "server.err").open("w") as errlog:
         listed, result = anyio.run(_time_client, suite, sqlite_url, errlog)
     served = {t.name: t for t in listed}

@@ -64,8 +64,9 @@ def test_calls_past_the_limit_get_an_mcp_error(recorder: CaseRecorder, monkeypat
     assert len(record["calls"]) == 2  # the refused call was not recorded
 
 
-def test_a_bad_pending_record_does_not_fail_the_others(recorder: CaseRecorder,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_pending_record_does_not_fail_the_others(
+    recorder: CaseRecorder, capsys: pytest.CaptureFixture[str]
+) -> None:
     recorder.call("good", "buscar_cliente", {"rut": "12345678-9"})
     recorder.call("bad", "buscar_cliente", {"rut": "12345678-9"})
     with session_scope(recorder.sessions, write=True) as s:  # a record left by an older server: 5001 calls
@@ -77,7 +78,8 @@ def test_a_bad_pending_record_does_not_fail_the_others(recorder: CaseRecorder,
     assert len(recorder.flush_errors) == 1 and "more than 5000 calls" in recorder.flush_errors[0]
     with session_scope(recorder.sessions) as s:
         assert [r.case_id for r in s.query(TrajectoryRow).where(TrajectoryRow.run_id == recorder.run_id)] == [
-            "saldo-001"]
+            "saldo-001"
+        ]
         assert list(live.pending(s, recorder.run_id)) == [f"bad@{recorder.owner}"]  # kept, not lost
     # the command's shutdown: one line on stderr, exit 2, the run left open
     with pytest.raises(typer.Exit) as exit_:
@@ -114,11 +116,13 @@ def test_a_save_writes_only_its_own_sessions_key(recorder: CaseRecorder) -> None
     with session_scope(recorder.sessions) as s:
         waiting = live.pending(s, recorder.run_id)
     assert {k.split("@")[0]: [c["name"] for c in r["calls"]] for k, r in waiting.items()} == {
-        "other": ["buscar_cliente"], "mine": ["buscar_cliente", "ver_saldo"]}
+        "other": ["buscar_cliente"],
+        "mine": ["buscar_cliente", "ver_saldo"],
+    }
     assert recorder.end_all() == 2
 
 
-ENDLESS_SERVER = '''
+ENDLESS_SERVER = """
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel.server import Server
@@ -135,11 +139,12 @@ async def main():
         await server.run(r, w, server.create_initialization_options())
 
 anyio.run(main)
-'''
+"""
 
 
-def test_a_snapshot_past_the_page_limit_is_refused_not_truncated(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_snapshot_past_the_page_limit_is_refused_not_truncated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from app.mcp import snapshot
 
     script = tmp_path / "endless.py"
@@ -169,8 +174,9 @@ def test_import_mcp_writes_out_only_after_registering(tmp_path: Path) -> None:
     assert "FileNotFoundError" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_the_last_server_finishes_the_run_and_only_toollens_finish_seals_it(recorder: CaseRecorder,
-                                                                           db_url: str) -> None:
+def test_the_last_server_finishes_the_run_and_only_toollens_finish_seals_it(
+    recorder: CaseRecorder, db_url: str
+) -> None:
     from typer.testing import CliRunner
 
     from app.cli import cli

@@ -51,8 +51,11 @@ def raw_post(port: int, path: str, head: dict[str, str], chunks: list[bytes] = (
     return status, answer.partition(b"\r\n\r\n")[2]
 
 
-def test_side_endpoints_take_writes_as_the_api_does(sqlite_url: str, stop: list[Any],  # noqa: F811
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_side_endpoints_take_writes_as_the_api_does(
+    sqlite_url: str,  # noqa: F811
+    stop: list[Any],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("TOOLLENS_API_TOKEN", TOKEN)
     port = free_port()
     proc = serve_http(sqlite_url, port, "saldo-001", "side")
@@ -62,21 +65,29 @@ def test_side_endpoints_take_writes_as_the_api_does(sqlite_url: str, stop: list[
     forged = json.dumps({"trajectory": "t1", "answer": "forged"})
 
     # the review's probe: another site, through DNS rebinding, with text/plain (no preflight)
-    r = httpx.post(f"{base}/toollens/end", content=forged, timeout=10, headers={
-        "host": f"evil.example:{port}", "origin": "http://evil.example", "content-type": "text/plain"})
+    r = httpx.post(
+        f"{base}/toollens/end",
+        content=forged,
+        timeout=10,
+        headers={"host": f"evil.example:{port}", "origin": "http://evil.example", "content-type": "text/plain"},
+    )
     assert r.status_code == 400 and "evil.example" in r.json()["error"]
     # the right Host, but a page of another site: refused even with the token
-    r = httpx.post(f"{base}/toollens/end", content=forged, timeout=10, headers={
-        **auth, "origin": "http://evil.example", "content-type": "application/json"})
+    r = httpx.post(
+        f"{base}/toollens/end",
+        content=forged,
+        timeout=10,
+        headers={**auth, "origin": "http://evil.example", "content-type": "application/json"},
+    )
     assert r.status_code == 403 and "same-origin" in r.json()["error"]
-    r = httpx.post(f"{base}/toollens/message", content=forged, timeout=10,
-                   headers={**auth, "content-type": "text/plain"})
+    r = httpx.post(
+        f"{base}/toollens/message", content=forged, timeout=10, headers={**auth, "content-type": "text/plain"}
+    )
     assert r.status_code == 415 and "application/json" in r.json()["error"]
     r = httpx.post(f"{base}/toollens/end", json={"trajectory": "t1", "answer": "forged"}, timeout=10)
     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
     # /mcp keeps its own Host check
-    assert httpx.post(f"{base}/mcp", json={}, timeout=10, headers={"host": f"evil.example:{port}"}
-                      ).status_code == 421
+    assert httpx.post(f"{base}/mcp", json={}, timeout=10, headers={"host": f"evil.example:{port}"}).status_code == 421
 
     # bounded bodies: a declared 300 MB is refused before a byte of it is read; one streamed
     # without a length is read up to the bound (2 MiB), and the server's memory stays put
@@ -91,8 +102,9 @@ def test_side_endpoints_take_writes_as_the_api_does(sqlite_url: str, stop: list[
     assert rss_mb(proc.pid) - before < 30
 
     # what the rules let through is stored
-    r = httpx.post(f"{base}/toollens/end", json={"trajectory": "t1", "answer": "Su saldo es 142900"},
-                   headers=auth, timeout=10)
+    r = httpx.post(
+        f"{base}/toollens/end", json={"trajectory": "t1", "answer": "Su saldo es 142900"}, headers=auth, timeout=10
+    )
     assert r.json() == {"stored": 1}
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=30)
@@ -101,6 +113,7 @@ def test_side_endpoints_take_writes_as_the_api_does(sqlite_url: str, stop: list[
 
 def _timed_calls(url: str, until: threading.Event, took: list[float]) -> None:
     """Another session calling a tool over and over while the harness talks (its latencies)."""
+
     async def go() -> None:
         from mcp import Client
 
@@ -131,8 +144,10 @@ def test_a_message_is_appended_not_the_record_rewritten(db_url: str, stop: list[
             for i in range(250):
                 content = f"{i:04d}" + "é" * 50_000  # 100 KB of UTF-8
                 started = time.perf_counter()
-                r = harness.post("/toollens/message", json={"trajectory": "long", "role": "user" if i % 2 else
-                                                            "assistant", "content": content})
+                r = harness.post(
+                    "/toollens/message",
+                    json={"trajectory": "long", "role": "user" if i % 2 else "assistant", "content": content},
+                )
                 took.append(time.perf_counter() - started)
                 assert r.json() == {"recorded": True}, r.text
             [(config,)] = rows(db_url, Run.config)
@@ -142,8 +157,10 @@ def test_a_message_is_appended_not_the_record_rewritten(db_url: str, stop: list[
         until.set()
         other.join(60)
     first, last = statistics.median(took[:25]), statistics.median(took[-25:])
-    print(f"\nper message: first 25 {first * 1000:.1f} ms, last 25 {last * 1000:.1f} ms; "
-          f"other session's call: median {statistics.median(calls) * 1000:.1f} ms over {len(calls)}")
+    print(
+        f"\nper message: first 25 {first * 1000:.1f} ms, last 25 {last * 1000:.1f} ms; "
+        f"other session's call: median {statistics.median(calls) * 1000:.1f} ms over {len(calls)}"
+    )
     assert last < max(3 * first, 0.1)  # the 250th message costs what the first did (rewriting: 298 ms)
     assert len(calls) > 5 and statistics.median(calls) < 0.1  # (rewriting: 451 ms)
     proc.send_signal(signal.SIGTERM)
@@ -165,12 +182,15 @@ def test_long_trajectory_keys_are_compared_whole(sqlite_url: str, stop: list[Any
     alice, bob = "s" * 100 + "-alice", "s" * 100 + "-bob"
     with httpx.Client(base_url=base, timeout=30) as harness:
         for key, said in ((alice, "soy alice"), (bob, "soy bob")):
-            assert harness.post("/toollens/message", json={"trajectory": key, "role": "user",
-                                                           "content": said}).json() == {"recorded": True}
+            assert harness.post(
+                "/toollens/message", json={"trajectory": key, "role": "user", "content": said}
+            ).json() == {"recorded": True}
         assert harness.post("/toollens/end", json={"trajectory": alice, "answer": "a"}).json() == {"stored": 1}
         assert harness.post("/toollens/end", json={"trajectory": bob, "answer": "b"}).json() == {"stored": 1}
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=30)
     records = exported(sqlite_url, "keys")
     assert sorted((r["answer"], r["messages"][-1]["content"]) for r in records) == [
-        ("a", "soy alice"), ("b", "soy bob")]
+        ("a", "soy alice"),
+        ("b", "soy bob"),
+    ]

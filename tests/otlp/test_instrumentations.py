@@ -31,15 +31,33 @@ from tests.instrumented_agent import ANSWER, QUESTION, TOOLS
 from tests.servers import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = {"openai-v2": "opentelemetry.instrumentation.openai_v2",
-           "openinference": "openinference.instrumentation.openai", "traceloop": "traceloop.sdk",
-           "agents-openinference": "openinference.instrumentation.openai_agents"}
+MODULES = {
+    "openai-v2": "opentelemetry.instrumentation.openai_v2",
+    "openinference": "openinference.instrumentation.openai",
+    "traceloop": "traceloop.sdk",
+    "agents-openinference": "openinference.instrumentation.openai_agents",
+}
 CONTRIB = "opentelemetry-instrumentation-openai-agents-v2==0.1.0"
-EXPECTED = [("buscar_cliente", {"rut": "12345678-9"}, None),
-            ("ver_saldo", {"id": "8812"}, "Error: id must be an integer"), ("ver_saldo", {"id": 8812}, None)]
-SUITE = {"name": "banca", "cases": [], "toolset": {"name": "banca", "tools": [
-    {"name": t["function"]["name"], "description": t["function"]["description"],  # type: ignore[index]
-     "parameters": t["function"]["parameters"]} for t in TOOLS]}}  # type: ignore[index]
+EXPECTED = [
+    ("buscar_cliente", {"rut": "12345678-9"}, None),
+    ("ver_saldo", {"id": "8812"}, "Error: id must be an integer"),
+    ("ver_saldo", {"id": 8812}, None),
+]
+SUITE = {
+    "name": "banca",
+    "cases": [],
+    "toolset": {
+        "name": "banca",
+        "tools": [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"]["description"],  # type: ignore[index]
+                "parameters": t["function"]["parameters"],
+            }
+            for t in TOOLS
+        ],
+    },
+}  # type: ignore[index]
 
 
 def _missing(module: str) -> str | None:
@@ -60,25 +78,38 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     """The app (SQLite) and the scripted model, each on a loopback port."""
     url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'toollens.db'}"
     upgrade(url)
-    llm = FakeLLM(scripts={QUESTION: [Turn(calls=[("buscar_cliente", {"rut": "12345678-9"})]),
-                                      Turn(calls=[("ver_saldo", {"id": "8812"})]),
-                                      Turn(calls=[("ver_saldo", {"id": 8812})]), Turn(text=ANSWER)]})
+    llm = FakeLLM(
+        scripts={
+            QUESTION: [
+                Turn(calls=[("buscar_cliente", {"rut": "12345678-9"})]),
+                Turn(calls=[("ver_saldo", {"id": "8812"})]),
+                Turn(calls=[("ver_saldo", {"id": 8812})]),
+                Turn(text=ANSWER),
+            ]
+        }
+    )
     app = create_app(Settings(database_url=url, auto_migrate=False))
     with serve_llm(llm) as model, serve_in_thread(app) as base:
         yield base, f"{model}/v1", app
 
 
-def run_agent(served: tuple[str, str, Any], emitter: str, run: str, *args: str, query: str = "",
-              pythonpath: str = "") -> list[dict[str, Any]]:
+def run_agent(
+    served: tuple[str, str, Any], emitter: str, run: str, *args: str, query: str = "", pythonpath: str = ""
+) -> list[dict[str, Any]]:
     """Run the instrumented agent into a new run; the run's stored trajectories."""
     base, model, app = served
     r = httpx.post(f"{base}/api/runs", json={"name": run, "suite": SUITE})
     assert r.status_code == 201, r.text
     run_id = r.json()["id"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (pythonpath, str(ROOT)) if p)}
-    done = subprocess.run([sys.executable, "-m", "tests.instrumented_agent", emitter, model,
-                           f"{base}/v1/traces?run={run}{query}", *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.instrumented_agent", emitter, model, f"{base}/v1/traces?run={run}{query}", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     print(done.stderr[-3000:])  # shown if the test fails: what the instrumentation or its exporter said
     app.state.otlp.store_ready(everything=True)  # every span is in (exported as each span ended)
@@ -92,11 +123,20 @@ def run_agent(served: tuple[str, str, Any], emitter: str, run: str, *args: str, 
 
 def assert_the_banking_trajectory(records: list[dict[str, Any]]) -> None:
     (record,) = records
-    calls = [(c["name"], json.loads(c["arguments"]) if isinstance(c["arguments"], str) else c["arguments"],
-              c["error"]["message"] if c["error"] else None) for c in record["calls"]]
+    calls = [
+        (
+            c["name"],
+            json.loads(c["arguments"]) if isinstance(c["arguments"], str) else c["arguments"],
+            c["error"]["message"] if c["error"] else None,
+        )
+        for c in record["calls"]
+    ]
     assert calls == EXPECTED
     assert [c["observation"] for c in record["calls"]] == [
-        '{"id": 8812}', "Error: id must be an integer", '{"saldo": 142900}']
+        '{"id": 8812}',
+        "Error: id must be an integer",
+        '{"saldo": 142900}',
+    ]
     assert record["question"] == QUESTION
     assert record["answer"] == ANSWER
 
@@ -122,8 +162,9 @@ def test_a_plain_loop_without_a_span_around_it_is_one_trajectory_per_session(ser
     assert records[0]["case_id"] == "conversacion-1"
 
 
-def test_the_contrib_agents_instrumentation_installed_apart(served: tuple[str, str, Any],
-                                                            tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_the_contrib_agents_instrumentation_installed_apart(
+    served: tuple[str, str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """``opentelemetry-instrumentation-openai-agents-v2`` ships the module
     ``opentelemetry.instrumentation.openai_agents``, as Traceloop's
     ``opentelemetry-instrumentation-openai-agents`` does: one venv holds one of them."""
@@ -131,8 +172,23 @@ def test_the_contrib_agents_instrumentation_installed_apart(served: tuple[str, s
     if reason:
         pytest.skip(reason)
     folder = tmp_path_factory.mktemp("contrib")
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
-                          "--target", str(folder), CONTRIB], capture_output=True, text=True, timeout=120)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--target",
+            str(folder),
+            CONTRIB,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if pip.returncode != 0:
         reason = f"{CONTRIB} could not be installed: {pip.stderr.strip()[-300:]}"
         if os.environ.get("CI"):

@@ -20,28 +20,60 @@ from app.web.app import create_app
 from tests.servers import serve_in_thread
 
 TOOLS = [
-    {"name": "buscar_cliente", "description": "Busca un cliente por RUT.",
-     "parameters": {"type": "object", "properties": {"rut": {"type": "string"}}, "required": ["rut"],
-                    "additionalProperties": False}},
-    {"name": "ver_saldo", "description": "Saldo por id interno.",
-     "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
-                    "additionalProperties": False}},
+    {
+        "name": "buscar_cliente",
+        "description": "Busca un cliente por RUT.",
+        "parameters": {
+            "type": "object",
+            "properties": {"rut": {"type": "string"}},
+            "required": ["rut"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": "ver_saldo",
+        "description": "Saldo por id interno.",
+        "parameters": {
+            "type": "object",
+            "properties": {"id": {"type": "integer"}},
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    },
 ]
 SUITE = {"name": "prod", "toolset": {"name": "banca", "tools": TOOLS}, "cases": []}
 
 CONVERSATION = [
     {"role": "user", "content": "¿Cuál es el saldo del RUT 12345678-9?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "1", "type": "function",
-         "function": {"name": "buscar_cliente", "arguments": "{\"rut\": \"12345678-9\"}"}}]},
-    {"role": "tool", "tool_call_id": "1", "content": "{\"id\": 8812}"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "2", "type": "function", "function": {"name": "ver_saldo", "arguments": "{\"id\": \"8812\"}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "1",
+                "type": "function",
+                "function": {"name": "buscar_cliente", "arguments": '{"rut": "12345678-9"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "1", "content": '{"id": 8812}'},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "2", "type": "function", "function": {"name": "ver_saldo", "arguments": '{"id": "8812"}'}}
+        ],
+    },
     {"role": "tool", "tool_call_id": "2", "content": "Error: id must be an integer"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "3", "type": "function", "function": {"name": "ver_saldo", "arguments": "{\"id\": 8812}"}},
-        {"id": "4", "type": "function", "function": {"name": "cancelar_pedido", "arguments": "{}"}}]},
-    {"role": "tool", "tool_call_id": "3", "content": "{\"saldo\": 142900}"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "3", "type": "function", "function": {"name": "ver_saldo", "arguments": '{"id": 8812}'}},
+            {"id": "4", "type": "function", "function": {"name": "cancelar_pedido", "arguments": "{}"}},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "3", "content": '{"saldo": 142900}'},
     {"role": "tool", "tool_call_id": "4", "content": "ok"},
     {"role": "assistant", "content": "Tu saldo es $142.900"},
 ]
@@ -92,8 +124,7 @@ def test_sdk_exporter_spans_arrive_as_a_trajectory(served: tuple[str, Any]) -> N
     run_id = new_run(base, "prod")
     # small export batches: the trace's spans come in several requests, the root last
     provider = sdk_provider(f"{base}/v1/traces?run=prod", max_export_batch_size=2, schedule_delay_millis=50)
-    n = replay_openai_messages(provider.get_tracer("test"), CONVERSATION,
-                               attributes={"toollens.case_id": "saldo-001"})
+    n = replay_openai_messages(provider.get_tracer("test"), CONVERSATION, attributes={"toollens.case_id": "saldo-001"})
     assert n == 1 + 4 + 4  # root, four chat spans, four tool spans
     assert provider.force_flush(10_000)
     provider.shutdown()
@@ -103,11 +134,18 @@ def test_sdk_exporter_spans_arrive_as_a_trajectory(served: tuple[str, Any]) -> N
     assert record["question"] == "¿Cuál es el saldo del RUT 12345678-9?"
     assert record["answer"] == "Tu saldo es $142.900"
     assert [(c["name"], c["arguments"]) for c in record["calls"]] == [
-        ("buscar_cliente", "{\"rut\": \"12345678-9\"}"), ("ver_saldo", "{\"id\": \"8812\"}"),
-        ("ver_saldo", "{\"id\": 8812}"), ("cancelar_pedido", "{}")]
+        ("buscar_cliente", '{"rut": "12345678-9"}'),
+        ("ver_saldo", '{"id": "8812"}'),
+        ("ver_saldo", '{"id": 8812}'),
+        ("cancelar_pedido", "{}"),
+    ]
     assert [c["error"] for c in record["calls"]] == [
-        None, {"kind": "error", "message": "Error: id must be an integer", "injected": False}, None, None]
-    assert record["calls"][2]["observation"] == "{\"saldo\": 142900}"
+        None,
+        {"kind": "error", "message": "Error: id must be an integer", "injected": False},
+        None,
+        None,
+    ]
+    assert record["calls"][2]["observation"] == '{"saldo": 142900}'
     figures = httpx.get(f"{base}/api/runs/{run_id}/figures").json()
     assert figures["hallucinated_tools"] == {"num": 1, "den": 4}  # cancelar_pedido
     assert figures["schema_validity"] == {"num": 2, "den": 3}  # "8812" for an integer
@@ -118,13 +156,21 @@ def attr(key: str, value: Any) -> dict[str, Any]:
     return {"key": key, "value": {"intValue": str(value)} if isinstance(value, int) else {"stringValue": value}}
 
 
-def span(trace: str, sid: str, parent: str, start: int, tool: str = "", error: str = "",
-         attrs: dict[str, Any] | None = None) -> Any:
+def span(
+    trace: str, sid: str, parent: str, start: int, tool: str = "", error: str = "", attrs: dict[str, Any] | None = None
+) -> Any:
     a = [attr(k, v) for k, v in (attrs or {}).items()]
     if tool:
         a += [attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.name", tool)]
-    s = {"traceId": trace, "spanId": sid, "parentSpanId": parent, "name": tool or "agent",
-         "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 1), "attributes": a}
+    s = {
+        "traceId": trace,
+        "spanId": sid,
+        "parentSpanId": parent,
+        "name": tool or "agent",
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 1),
+        "attributes": a,
+    }
     if error:
         s["status"] = {"code": "STATUS_CODE_ERROR", "message": error}
     return s
@@ -141,16 +187,34 @@ OTHER = "0af7651916cd43dd8448eb211c80319c"
 def test_json_batches_of_one_trace_make_one_trajectory(db_url: str) -> None:
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
-        first = body(span(TRACE, "02", "01", 30, tool="ver_saldo", error="timeout",
-                          attrs={"gen_ai.tool.call.arguments": "{\"id\": 8812}"}))
+        first = body(
+            span(
+                TRACE,
+                "02",
+                "01",
+                30,
+                tool="ver_saldo",
+                error="timeout",
+                attrs={"gen_ai.tool.call.arguments": '{"id": 8812}'},
+            )
+        )
         assert client.post("/v1/traces", json=first).json() == {}  # default run: "otlp"
-        second = body(span(TRACE, "03", "01", 20, tool="buscar_cliente",
-                           attrs={"gen_ai.tool.call.arguments": "{\"rut\": \"1-9\"}",
-                                  "gen_ai.tool.call.result": "{\"id\": 8812}"}),
-                      span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-7"}))
-        r = client.post("/v1/traces", content=gzip.compress(json.dumps(second).encode()),
-                        headers={"content-type": "application/json", "content-encoding": "gzip",
-                                 "x-toollens-run": "otlp"})
+        second = body(
+            span(
+                TRACE,
+                "03",
+                "01",
+                20,
+                tool="buscar_cliente",
+                attrs={"gen_ai.tool.call.arguments": '{"rut": "1-9"}', "gen_ai.tool.call.result": '{"id": 8812}'},
+            ),
+            span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-7"}),
+        )
+        r = client.post(
+            "/v1/traces",
+            content=gzip.compress(json.dumps(second).encode()),
+            headers={"content-type": "application/json", "content-encoding": "gzip", "x-toollens-run": "otlp"},
+        )
         assert r.status_code == 200, r.text
         client.app.state.otlp.store_ready(everything=True)  # type: ignore[attr-defined]
         # the exporter retries a request it did not see answered: the same spans again are not stored twice
@@ -162,8 +226,10 @@ def test_json_batches_of_one_trace_make_one_trajectory(db_url: str) -> None:
         assert client.post(f"/api/runs/{run_id}/finish").status_code == 200
         r = client.post("/v1/traces", json=first)  # a finished run: refused, not silently dropped
         assert r.status_code == 409 and "is finished" in r.json()["error"]
-    assert [(r["case_id"], [(c["name"], c["error"]["message"] if c["error"] else None) for c in r["calls"]])
-            for r in records] == [("c-7", [("buscar_cliente", None), ("ver_saldo", "timeout")])]
+    assert [
+        (r["case_id"], [(c["name"], c["error"]["message"] if c["error"] else None) for c in r["calls"]])
+        for r in records
+    ] == [("c-7", [("buscar_cliente", None), ("ver_saldo", "timeout")])]
 
 
 def test_unknown_run_bad_body_and_shutdown_flush(db_url: str) -> None:
@@ -195,10 +261,13 @@ def test_a_refused_request_stages_nothing(db_url: str) -> None:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
         engine = app.state.sessions.kw["bind"]
         assert client.post("/v1/traces?run=nope", json=body(span(TRACE, "01", "", 1))).status_code == 404
-        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, max_spans=2,
-                                                 background=False)
-        assert client.post("/v1/traces", json=body(span(TRACE, "02", "", 1), span(TRACE, "03", "02", 2))
-                           ).status_code == 200
+        receiver = app.state.otlp = OtlpReceiver(
+            app.state.sessions, app.state.scorers, settle=3600, max_spans=2, background=False
+        )
+        assert (
+            client.post("/v1/traces", json=body(span(TRACE, "02", "", 1), span(TRACE, "03", "02", 2))).status_code
+            == 200
+        )
         assert len(_staged(engine)[0]) == 1
         full = client.post("/v1/traces", json=body(span("ab" * 16, "04", "", 3)))
         assert full.status_code == 503 and full.headers["retry-after"] == "1"
@@ -210,8 +279,9 @@ def test_a_refused_request_stages_nothing(db_url: str) -> None:
         assert _staged(engine) == ([], [])
 
 
-def test_a_request_of_repeats_leaves_staging_once_the_database_lets_it(db_url: str,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_request_of_repeats_leaves_staging_once_the_database_lets_it(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A request whose spans are all buffered already (the exporter's retry) holds nothing to
     store: its staged copy is deleted. When the database refuses that, the request is still
     answered (its spans are safe in the first copy) and a later storing round deletes it; a
@@ -225,8 +295,10 @@ def test_a_request_of_repeats_leaves_staging_once_the_database_lets_it(db_url: s
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
         receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, background=False)
         engine = app.state.sessions.kw["bind"]
-        first = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
-                     span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+        first = body(
+            span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+            span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}),
+        )
         assert client.post("/v1/traces", json=first).status_code == 200
         finish = otlp_staging.finish
 
@@ -269,10 +341,14 @@ def protobuf_body(request: dict[str, Any]) -> bytes:
     out = ExportTraceServiceRequest()
     scope = out.resource_spans.add().scope_spans.add()
     for s in request["resourceSpans"][0]["scopeSpans"][0]["spans"]:
-        pb = scope.spans.add(trace_id=bytes.fromhex(s["traceId"]), span_id=bytes.fromhex(s["spanId"]),
-                             parent_span_id=bytes.fromhex(s["parentSpanId"]), name=s["name"],
-                             start_time_unix_nano=int(s["startTimeUnixNano"]),
-                             end_time_unix_nano=int(s["endTimeUnixNano"]))
+        pb = scope.spans.add(
+            trace_id=bytes.fromhex(s["traceId"]),
+            span_id=bytes.fromhex(s["spanId"]),
+            parent_span_id=bytes.fromhex(s["parentSpanId"]),
+            name=s["name"],
+            start_time_unix_nano=int(s["startTimeUnixNano"]),
+            end_time_unix_nano=int(s["endTimeUnixNano"]),
+        )
         for kv in s["attributes"]:
             a = pb.attributes.add(key=kv["key"])
             if "intValue" in kv["value"]:
@@ -298,8 +374,10 @@ def _staged(engine: Any) -> tuple[list[tuple[str, bytes]], list[tuple[int, str]]
     from app.store.models import OtlpBatch, OtlpBatchDone
 
     with engine.connect() as conn:
-        return ([tuple(r) for r in conn.execute(select(OtlpBatch.format, OtlpBatch.body))],
-                [tuple(r) for r in conn.execute(select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id))])
+        return (
+            [tuple(r) for r in conn.execute(select(OtlpBatch.format, OtlpBatch.body))],
+            [tuple(r) for r in conn.execute(select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id))],
+        )
 
 
 @pytest.mark.parametrize("form", ["json", "protobuf"])
@@ -313,9 +391,10 @@ def test_acknowledged_spans_survive_a_crash(db_url: str, form: str, caplog: pyte
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
     # a receiver acknowledges spans (staged and buffered) and its process dies before storing them
     engine, crashed = _crashed_receiver(db_url, settle=60)
-    request = body(span(TRACE, "02", "01", 20, tool="ver_saldo",
-                        attrs={"gen_ai.tool.call.arguments": "{\"id\": 8812}"}),
-                   span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-9"}))
+    request = body(
+        span(TRACE, "02", "01", 20, tool="ver_saldo", attrs={"gen_ai.tool.call.arguments": '{"id": 8812}'}),
+        span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-9"}),
+    )
     if form == "protobuf":
         staged, spans = protobuf_body(request), span_refs_from_protobuf(protobuf_body(request))
         kind = BATCH_PROTOBUF
@@ -335,7 +414,8 @@ def test_acknowledged_spans_survive_a_crash(db_url: str, form: str, caplog: pyte
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
     assert [(r["case_id"], [(c["name"], c["arguments"]) for c in r["calls"]]) for r in records] == [
-        ("c-9", [("ver_saldo", "{\"id\": 8812}")])]
+        ("c-9", [("ver_saldo", '{"id": 8812}')])
+    ]
     assert _staged(engine) == ([], [])  # stored and unstaged together
     engine.dispose()
 
@@ -349,9 +429,13 @@ def test_a_crash_between_two_traces_of_one_request_stores_each_once(db_url: str)
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
     engine, crashed = _crashed_receiver(db_url, settle=0, idle=3600)
-    staged = protobuf_body(body(span(TRACE, "01", "", 10, attrs={"toollens.case_id": "first"}),
-                                span(TRACE, "02", "01", 20, tool="ver_saldo"),
-                                span(OTHER, "02", "01", 20, tool="buscar_cliente")))  # its root comes later
+    staged = protobuf_body(
+        body(
+            span(TRACE, "01", "", 10, attrs={"toollens.case_id": "first"}),
+            span(TRACE, "02", "01", 20, tool="ver_saldo"),
+            span(OTHER, "02", "01", 20, tool="buscar_cliente"),
+        )
+    )  # its root comes later
     assert crashed.accept(run_id, BATCH_PROTOBUF, staged, span_refs_from_protobuf(staged))
     assert crashed.store_ready() == 1  # the first trace: complete; the other waits for its root
     batches, done = _staged(engine)
@@ -361,8 +445,9 @@ def test_a_crash_between_two_traces_of_one_request_stores_each_once(db_url: str)
         pass  # recovers the other trace's span, stores it at shutdown
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
-    assert sorted((r["case_id"], [c["name"] for c in r["calls"]]) for r in records) == sorted([
-        ("first", ["ver_saldo"]), (OTHER, ["buscar_cliente"])])
+    assert sorted((r["case_id"], [c["name"] for c in r["calls"]]) for r in records) == sorted(
+        [("first", ["ver_saldo"]), (OTHER, ["buscar_cliente"])]
+    )
     assert _staged(engine) == ([], [])
     engine.dispose()
 
@@ -380,12 +465,16 @@ def test_spans_staged_by_an_older_version_are_carried_over_by_the_migration(db_u
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
     command.downgrade(_alembic_config(db_url), "0003")
     engine = make_engine(db_url)
-    spans = spans_from_json(body(span(TRACE, "01", "", 10, attrs={"toollens.case_id": "old"}),
-                                 span(TRACE, "02", "01", 20, tool="ver_saldo")))
+    spans = spans_from_json(
+        body(
+            span(TRACE, "01", "", 10, attrs={"toollens.case_id": "old"}), span(TRACE, "02", "01", 20, tool="ver_saldo")
+        )
+    )
     with engine.begin() as conn:
         for s in spans:
-            conn.execute(text("INSERT INTO otlp_spans (run_id, span) VALUES (:r, :s)"),
-                         {"r": run_id, "s": span_to_json(s)})
+            conn.execute(
+                text("INSERT INTO otlp_spans (run_id, span) VALUES (:r, :s)"), {"r": run_id, "s": span_to_json(s)}
+            )
     upgrade(db_url)
     assert sorted(_staged(engine)[0]) == sorted(("lines", span_to_json(s).encode()) for s in spans)
     # a request staged now takes an id after the carried ones (PostgreSQL: the sequence was moved on)
@@ -401,7 +490,9 @@ def test_spans_staged_by_an_older_version_are_carried_over_by_the_migration(db_u
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         records = [json.loads(x) for x in client.get(f"/api/runs/{run_id}/trajectories.jsonl").text.splitlines()]
     assert sorted((r["case_id"], [c["name"] for c in r["calls"]]) for r in records) == [
-        ("new", []), ("old", ["ver_saldo"])]
+        ("new", []),
+        ("old", ["ver_saldo"]),
+    ]
     assert _staged(engine) == ([], [])
     # nor is a staged request lost to a downgrade: it is refused until a server has stored it
     _, crashed = _crashed_receiver(db_url, settle=60)

@@ -66,8 +66,11 @@ def attr(key: str, value: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_resent_request_before_its_trace_is_stored_records_every_call_once(client: TestClient) -> None:
     run_id = new_run(client, "otlp")
-    request = body(span(TRACE, "02", "01", 20, tool="buscar_cliente"), span(TRACE, "03", "01", 30, tool="ver_saldo"),
-                   span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+    request = body(
+        span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+        span(TRACE, "03", "01", 30, tool="ver_saldo"),
+        span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}),
+    )
     assert client.post("/v1/traces", json=request).status_code == 200
     assert client.post("/v1/traces", json=request).status_code == 200  # the exporter's retry, same spans
     status = client.get("/v1/traces/status").json()
@@ -84,8 +87,9 @@ def test_a_resent_request_before_its_trace_is_stored_records_every_call_once(cli
 def test_the_store_drops_repeats_inside_one_buffered_trace(client: TestClient) -> None:
     """Spans recovered from staging (or given back after a failure) may repeat one another."""
     run_id = new_run(client, "otlp")
-    lines, spans = lines_batch(spans_from_json(body(span(TRACE, "02", "01", 20, tool="ver_saldo"),
-                                                    span(TRACE, "01", "", 10))))
+    lines, spans = lines_batch(
+        spans_from_json(body(span(TRACE, "02", "01", 20, tool="ver_saldo"), span(TRACE, "01", "", 10)))
+    )
     r = receiver(client)
     r.accept(run_id, BATCH_LINES, lines, spans)
     (pending,) = r.buffer.pending.values()
@@ -99,16 +103,22 @@ def test_the_store_drops_repeats_inside_one_buffered_trace(client: TestClient) -
 
 def test_attributes_a_trace_gets_wrong_are_ignored_and_the_trace_stored(client: TestClient) -> None:
     run_id = new_run(client, "otlp")
-    bad = [("x", {"stringValue": "x"}, {"stringValue": "lots"}),
-           ("-3", {"intValue": "-3"}, {"boolValue": True}),
-           ("1.5", {"doubleValue": 1.5}, {"stringValue": "0.5"})]
+    bad = [
+        ("x", {"stringValue": "x"}, {"stringValue": "lots"}),
+        ("-3", {"intValue": "-3"}, {"boolValue": True}),
+        ("1.5", {"doubleValue": 1.5}, {"stringValue": "0.5"}),
+    ]
     for n, (_, trial, reward) in enumerate(bad):
         trace = f"{n + 1:032x}"
         root = span(trace, "01", "", 10)
-        root["attributes"] = [attr("toollens.case_id", {"stringValue": f"case-{n}"}),
-                              attr("toollens.trial", trial), attr("toollens.reward", reward)]
-        assert client.post("/v1/traces", json=body(root, span(trace, "02", "01", 20, tool="ver_saldo"))
-                           ).status_code == 200
+        root["attributes"] = [
+            attr("toollens.case_id", {"stringValue": f"case-{n}"}),
+            attr("toollens.trial", trial),
+            attr("toollens.reward", reward),
+        ]
+        assert (
+            client.post("/v1/traces", json=body(root, span(trace, "02", "01", 20, tool="ver_saldo"))).status_code == 200
+        )
     assert receiver(client).store_ready(everything=True) == 3
     got = sorted((r["case_id"], r["trial"], r.get("reward")) for r in records(client, run_id))
     assert got == [("case-0", 0, None), ("case-1", 0, None), ("case-2", 0, None)]
@@ -131,17 +141,26 @@ def test_a_trace_over_the_call_limit_is_refused_before_it_is_acknowledged(client
     assert staged(client) == 0
 
 
-@pytest.mark.parametrize(("payload", "where"), [
-    ({"resourceSpans": ["x"]}, "resourceSpans[0]: expected an object"),
-    ({"resourceSpans": [{"scopeSpans": ["y"]}]}, "resourceSpans[0].scopeSpans[0]: expected an object"),
-    ({"resourceSpans": "x"}, "resourceSpans: expected a list"),
-    (body({"traceId": TRACE, "spanId": "01", "status": "bad"}),
-     "resourceSpans[0].scopeSpans[0].spans[0].status: expected an object"),
-    (body({"traceId": TRACE, "spanId": "01", "attributes": [{"key": "k", "value": {"arrayValue": [1]}}]}),
-     "resourceSpans[0].scopeSpans[0].spans[0].attributes[0].value.arrayValue: expected an object"),
-    (body({"traceId": TRACE, "spanId": "01", "startTimeUnixNano": "soon"}),
-     "spans[0].startTimeUnixNano: not an integer"),
-])
+@pytest.mark.parametrize(
+    ("payload", "where"),
+    [
+        ({"resourceSpans": ["x"]}, "resourceSpans[0]: expected an object"),
+        ({"resourceSpans": [{"scopeSpans": ["y"]}]}, "resourceSpans[0].scopeSpans[0]: expected an object"),
+        ({"resourceSpans": "x"}, "resourceSpans: expected a list"),
+        (
+            body({"traceId": TRACE, "spanId": "01", "status": "bad"}),
+            "resourceSpans[0].scopeSpans[0].spans[0].status: expected an object",
+        ),
+        (
+            body({"traceId": TRACE, "spanId": "01", "attributes": [{"key": "k", "value": {"arrayValue": [1]}}]}),
+            "resourceSpans[0].scopeSpans[0].spans[0].attributes[0].value.arrayValue: expected an object",
+        ),
+        (
+            body({"traceId": TRACE, "spanId": "01", "startTimeUnixNano": "soon"}),
+            "spans[0].startTimeUnixNano: not an integer",
+        ),
+    ],
+)
 def test_malformed_json_shapes_answer_400_naming_the_place(client: TestClient, payload: Any, where: str) -> None:
     new_run(client, "otlp")
     r = client.post("/v1/traces", json=payload)
@@ -159,12 +178,19 @@ def test_an_empty_export_is_accepted_and_stores_nothing(client: TestClient) -> N
 
 def test_a_deleted_run_does_not_block_the_other_runs(client: TestClient) -> None:
     gone, kept = new_run(client, "gone"), new_run(client, "kept")
-    assert client.post("/v1/traces?run=gone", json=body(span(TRACE, "01", "", 10),
-                                                         span(TRACE, "02", "01", 20, tool="ver_saldo"))
-                       ).status_code == 200
-    assert client.post("/v1/traces?run=kept", json=body(span(OTHER, "01", "", 10),
-                                                         span(OTHER, "02", "01", 20, tool="buscar_cliente"))
-                       ).status_code == 200
+    assert (
+        client.post(
+            "/v1/traces?run=gone", json=body(span(TRACE, "01", "", 10), span(TRACE, "02", "01", 20, tool="ver_saldo"))
+        ).status_code
+        == 200
+    )
+    assert (
+        client.post(
+            "/v1/traces?run=kept",
+            json=body(span(OTHER, "01", "", 10), span(OTHER, "02", "01", 20, tool="buscar_cliente")),
+        ).status_code
+        == 200
+    )
     r = receiver(client)
     with session_scope(r.sessions, write=True) as s:
         delete_run(s, gone)
@@ -189,9 +215,17 @@ def test_a_trace_that_keeps_failing_is_rejected_after_n_attempts(client: TestCli
             return super().add(run_id, trajectories, traces, release)
 
     r.lander.store = Poisoned(r.sessions, app_state(client).scorers)
-    assert client.post("/v1/traces", json=body(span(TRACE, "01", "", 10, attrs={"toollens.case_id": "poison"}),
-                                               span(OTHER, "01", "", 10, attrs={"toollens.case_id": "good"}),
-                                               span(OTHER, "02", "01", 20, tool="ver_saldo"))).status_code == 200
+    assert (
+        client.post(
+            "/v1/traces",
+            json=body(
+                span(TRACE, "01", "", 10, attrs={"toollens.case_id": "poison"}),
+                span(OTHER, "01", "", 10, attrs={"toollens.case_id": "good"}),
+                span(OTHER, "02", "01", 20, tool="ver_saldo"),
+            ),
+        ).status_code
+        == 200
+    )
     assert r.store_ready(everything=True) == 1  # the good trace is not held up by the poisoned one
     assert [x["case_id"] for x in records(client, run_id)] == ["good"]
     for _ in range(MAX_ATTEMPTS - 1):
@@ -253,19 +287,21 @@ def staged_rows(r: OtlpReceiver) -> tuple[list[int], list[tuple[int, str]]]:
     from app.store.models import OtlpBatchDone
 
     with session_scope(r.sessions) as s:
-        return (list(s.scalars(select(OtlpBatch.id).order_by(OtlpBatch.id))),
-                [(int(b), str(t)) for b, t in s.execute(select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id))])
+        return (
+            list(s.scalars(select(OtlpBatch.id).order_by(OtlpBatch.id))),
+            [(int(b), str(t)) for b, t in s.execute(select(OtlpBatchDone.batch_id, OtlpBatchDone.trace_id))],
+        )
 
 
-def test_a_span_resent_beside_another_trace_is_not_stored_again_after_a_crash(client: TestClient,
-                                                                              db_url: str) -> None:
+def test_a_span_resent_beside_another_trace_is_not_stored_again_after_a_crash(client: TestClient, db_url: str) -> None:
     """The second request repeats a span of T and brings a trace still waiting for its root:
     storing T must mark it done in that request too, or a restart would store T a second time."""
     run_id = new_run(client, "otlp")
     r = fresh_receiver(db_url, settle=0, idle=3600)
     assert send(r, run_id, span(TRACE, "02", "01", 20, tool="ver_saldo"))
-    assert send(r, run_id, span(TRACE, "02", "01", 20, tool="ver_saldo"), span(LATE, "02", "01", 20,
-                                                                                tool="buscar_cliente"))
+    assert send(
+        r, run_id, span(TRACE, "02", "01", 20, tool="ver_saldo"), span(LATE, "02", "01", 20, tool="buscar_cliente")
+    )
     assert send(r, run_id, span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c"}))
     assert r.store_ready() == 1  # T; the other waits for its root
     batches, done = staged_rows(r)
@@ -274,20 +310,28 @@ def test_a_span_resent_beside_another_trace_is_not_stored_again_after_a_crash(cl
     restarted = fresh_receiver(db_url)  # the process died; the next one recovers what is left
     assert restarted.recover() == 1 and restarted.store_ready(everything=True) == 1
     assert sorted((x["case_id"], x["trial"], [c["name"] for c in x["calls"]]) for x in records(client, run_id)) == [
-        (LATE, 0, ["buscar_cliente"]), ("c", 0, ["ver_saldo"])]
+        (LATE, 0, ["buscar_cliente"]),
+        ("c", 0, ["ver_saldo"]),
+    ]
     assert staged_rows(restarted) == ([], [])
 
 
-def test_a_round_that_fails_midway_gives_back_only_what_it_did_not_store(client: TestClient, db_url: str,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_round_that_fails_midway_gives_back_only_what_it_did_not_store(
+    client: TestClient, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Run a's trace is stored, then the database fails on run b's chunk: only run b's trace
     goes back to the buffer, and the next round stores it (nothing marked twice, no count drift)."""
     from sqlalchemy.exc import OperationalError
 
     a, b = new_run(client, "a"), new_run(client, "b")
     r = fresh_receiver(db_url, settle=0, idle=3600)
-    assert send(r, a, span(TRACE, "01", "", 10), span(TRACE, "02", "01", 20, tool="ver_saldo"),
-                span(LATE, "02", "01", 20, tool="ver_saldo"))  # with a trace that waits: the request stays staged
+    assert send(
+        r,
+        a,
+        span(TRACE, "01", "", 10),
+        span(TRACE, "02", "01", 20, tool="ver_saldo"),
+        span(LATE, "02", "01", 20, tool="ver_saldo"),
+    )  # with a trace that waits: the request stays staged
     assert send(r, b, span(OTHER, "01", "", 10), span(OTHER, "02", "01", 20, tool="ver_saldo"))
     real, calls = r.lander.items, []
 
@@ -306,16 +350,20 @@ def test_a_round_that_fails_midway_gives_back_only_what_it_did_not_store(client:
     assert (r.stats.stored_traces, r.stats.duplicate_spans, r.buffered_spans) == (2, 0, 1)  # the waiting span
 
 
-def test_a_deleted_run_whose_request_also_held_a_waiting_trace_blocks_nothing(client: TestClient,
-                                                                             db_url: str) -> None:
+def test_a_deleted_run_whose_request_also_held_a_waiting_trace_blocks_nothing(client: TestClient, db_url: str) -> None:
     """A stored trace resent with a trace that waits, then the run deleted (its staged requests go
     with it): releasing the resent trace marks nothing, and the other run's trace is stored."""
     gone, kept = new_run(client, "gone"), new_run(client, "kept")
     r = fresh_receiver(db_url, settle=0, idle=3600)
     assert send(r, gone, span(TRACE, "01", "", 10), span(TRACE, "02", "01", 20, tool="ver_saldo"))
     assert r.store_ready() == 1
-    assert send(r, gone, span(TRACE, "01", "", 10), span(TRACE, "02", "01", 20, tool="ver_saldo"),
-                span(LATE, "02", "01", 20, tool="ver_saldo"))
+    assert send(
+        r,
+        gone,
+        span(TRACE, "01", "", 10),
+        span(TRACE, "02", "01", 20, tool="ver_saldo"),
+        span(LATE, "02", "01", 20, tool="ver_saldo"),
+    )
     assert send(r, kept, span(OTHER, "01", "", 10), span(OTHER, "02", "01", 20, tool="buscar_cliente"))
     with session_scope(r.sessions, write=True) as s:
         delete_run(s, gone)
@@ -344,8 +392,9 @@ def test_a_request_staged_while_its_batch_id_is_freed_is_not_lost(client: TestCl
                 def late_request_then_committed() -> None:
                     import threading
 
-                    t = threading.Thread(target=send, args=(r, run_id, span(TRACE, "03", "01", 30,
-                                                                             tool="buscar_cliente")))
+                    t = threading.Thread(
+                        target=send, args=(r, run_id, span(TRACE, "03", "01", 30, tool="buscar_cliente"))
+                    )
                     t.start()
                     t.join()
                     committed()
@@ -360,5 +409,7 @@ def test_a_request_staged_while_its_batch_id_is_freed_is_not_lost(client: TestCl
     (second,), _ = staged_rows(r)
     assert second > first and list(r.buffer.batches) == [second]
     assert r.store_ready(everything=True) == 1 and r.stats.rejected_traces == 0
-    assert sorted([c["name"] for c in x["calls"]] for x in records(client, run_id)) == [["buscar_cliente"],
-                                                                                         ["ver_saldo"]]
+    assert sorted([c["name"] for c in x["calls"]] for x in records(client, run_id)) == [
+        ["buscar_cliente"],
+        ["ver_saldo"],
+    ]

@@ -27,15 +27,25 @@ ARGS = "gen_ai.tool.call.arguments"
 def conversation_batch(conversation: str, first: int, n: int) -> bytes:
     """``n`` tool spans of one conversation (``session.id``), each its own trace, as a harness
     tracing one call per request would send them."""
-    spans = [span(f"{i:032x}", f"{i:016x}", "", 10 + i, tool="buscar_cliente",
-                  attrs={"session.id": conversation, ARGS: "{\"rut\": \"1-9\"}"}) for i in range(first, first + n)]
+    spans = [
+        span(
+            f"{i:032x}",
+            f"{i:016x}",
+            "",
+            10 + i,
+            tool="buscar_cliente",
+            attrs={"session.id": conversation, ARGS: '{"rut": "1-9"}'},
+        )
+        for i in range(first, first + n)
+    ]
     return json.dumps(body(*spans)).encode()
 
 
 def post(base: str, data: bytes, run: str, group: bool = True) -> httpx.Response:
     query = f"?run={run}" + ("&group_by=session.id" if group else "")
-    return httpx.post(f"{base}/v1/traces{query}", content=data, headers={"content-type": "application/json"},
-                      timeout=60)
+    return httpx.post(
+        f"{base}/v1/traces{query}", content=data, headers={"content-type": "application/json"}, timeout=60
+    )
 
 
 def calls_stored(db_url: str, run: str) -> list[tuple[str, int]]:
@@ -43,17 +53,24 @@ def calls_stored(db_url: str, run: str) -> list[tuple[str, int]]:
     try:
         with engine.connect() as conn:
             run_id = conn.scalar(select(Run.id).where(Run.name == run))
-            return sorted((str(c), int(n)) for c, n in conn.execute(
-                select(TrajectoryRow.case_id, TrajectoryRow.n_calls)
-                .where(TrajectoryRow.run_id == run_id)))
+            return sorted(
+                (str(c), int(n))
+                for c, n in conn.execute(
+                    select(TrajectoryRow.case_id, TrajectoryRow.n_calls).where(TrajectoryRow.run_id == run_id)
+                )
+            )
     finally:
         engine.dispose()
 
 
 @pytest.mark.parametrize("spans_bound", [6_000])
 def test_one_open_conversation_is_bounded_and_nothing_acknowledged_is_dropped(
-        db_url: str, tmp_path: Path, servers: list[Server], monkeypatch: pytest.MonkeyPatch,  # noqa: F811
-        spans_bound: int) -> None:
+    db_url: str,
+    tmp_path: Path,
+    servers: list[Server],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    spans_bound: int,
+) -> None:
     monkeypatch.setenv("TOOLLENS_OTLP_MAX_TRACE_SPANS", str(spans_bound))
     monkeypatch.setenv("TOOLLENS_OTLP_MAX_BUFFERED_SPANS", "20000")
     server = Server(db_url, free_port(), tmp_path / "serve.log", warm=False)
@@ -78,8 +95,9 @@ def test_one_open_conversation_is_bounded_and_nothing_acknowledged_is_dropped(
     r = post(base, json.dumps(body(*chat)).encode(), "talk")
     assert r.status_code == 413 and "TOOLLENS_OTLP_MAX_TRACE_SPANS" in r.json()["error"], r.text
     # meanwhile a normal 512-span batch to another run is taken
-    normal = [span(f"{i + 1:032x}", "01", "", i, tool="ver_saldo", attrs={"toollens.case_id": "c-normal"})
-              for i in range(512)]
+    normal = [
+        span(f"{i + 1:032x}", "01", "", i, tool="ver_saldo", attrs={"toollens.case_id": "c-normal"}) for i in range(512)
+    ]
     assert post(base, json.dumps(body(*normal)).encode(), "other", group=False).status_code == 200
     status = httpx.get(f"{base}/v1/traces/status", timeout=10).json()
     assert status["accepted_spans"] == MAX_CALLS + 512 and status["refused_requests"] == 3
@@ -90,8 +108,12 @@ def test_one_open_conversation_is_bounded_and_nothing_acknowledged_is_dropped(
     assert len(calls_stored(db_url, "other")) == 512
 
 
-def test_many_conversations_meet_the_global_bound(db_url: str, tmp_path: Path, servers: list[Server],  # noqa: F811
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_many_conversations_meet_the_global_bound(
+    db_url: str,
+    tmp_path: Path,
+    servers: list[Server],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("TOOLLENS_OTLP_MAX_TRACES", "2000")
     server = Server(db_url, free_port(), tmp_path / "serve.log", warm=False)
     servers.append(server)
@@ -99,8 +121,10 @@ def test_many_conversations_meet_the_global_bound(db_url: str, tmp_path: Path, s
     assert httpx.post(f"{base}/api/runs", json={"name": "many", "suite": SUITE}, timeout=30).status_code == 201
     answers = []
     for i in range(6):  # 500 distinct conversations per request
-        spans = [span(f"{j:032x}", "01", "", j, tool="buscar_cliente", attrs={"session.id": f"conv-{j}"})
-                 for j in range(500 * i, 500 * i + 500)]
+        spans = [
+            span(f"{j:032x}", "01", "", j, tool="buscar_cliente", attrs={"session.id": f"conv-{j}"})
+            for j in range(500 * i, 500 * i + 500)
+        ]
         answers.append(post(base, json.dumps(body(*spans)).encode(), "many"))
     assert [r.status_code for r in answers] == [200, 200, 200, 200, 503, 503]
     assert "TOOLLENS_OTLP_MAX_TRACES" in answers[-1].json()["error"] and answers[-1].headers["retry-after"] == "1"

@@ -134,11 +134,14 @@ def test_a_trace_past_the_calls_a_trajectory_holds_is_refused_with_413() -> None
     assert refused.value.status == 413 and f"the {MAX_CALLS} one trajectory holds" in refused.value.error
 
 
-@pytest.mark.parametrize(("bounds", "setting"), [
-    ({"max_spans": 3}, "TOOLLENS_OTLP_MAX_BUFFERED_SPANS"),
-    ({"max_traces": 1}, "TOOLLENS_OTLP_MAX_TRACES"),
-    ({"max_bytes": 15}, "TOOLLENS_OTLP_MAX_BUFFERED_BYTES"),
-])
+@pytest.mark.parametrize(
+    ("bounds", "setting"),
+    [
+        ({"max_spans": 3}, "TOOLLENS_OTLP_MAX_BUFFERED_SPANS"),
+        ({"max_traces": 1}, "TOOLLENS_OTLP_MAX_TRACES"),
+        ({"max_bytes": 15}, "TOOLLENS_OTLP_MAX_BUFFERED_BYTES"),
+    ],
+)
 def test_a_full_buffer_refuses_with_503_and_takes_again_once_emptied(bounds: dict[str, int], setting: str) -> None:
     clock = Clock()
     b = buffer(clock, **bounds)

@@ -27,14 +27,18 @@ def resource_batch(value: Any, trace: int, start: int, tool: str = "buscar_clien
     """One tool span whose resource carries the conversation value (any OTLP type)."""
     kind = "intValue" if isinstance(value, int) else "stringValue"
     resource = {"attributes": [{"key": "session.id", "value": {kind: str(value) if kind == "intValue" else value}}]}
-    one = span(f"{trace:032x}", f"{trace:016x}", "", start, tool=tool, attrs={ARGS: "{\"rut\": \"1-9\"}"})
+    one = span(f"{trace:032x}", f"{trace:016x}", "", start, tool=tool, attrs={ARGS: '{"rut": "1-9"}'})
     return json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [one]}]}]}).encode()
 
 
 def post(base: str, data: bytes) -> int:
     try:
-        return httpx.post(f"{base}/v1/traces?run=talk&group_by=session.id", content=data, timeout=30,
-                          headers={"content-type": "application/json"}).status_code
+        return httpx.post(
+            f"{base}/v1/traces?run=talk&group_by=session.id",
+            content=data,
+            timeout=30,
+            headers={"content-type": "application/json"},
+        ).status_code
     except httpx.HTTPError:
         return 0
 
@@ -44,9 +48,14 @@ def trajectories(db_url: str) -> list[tuple[str, int, int]]:
     try:
         with engine.connect() as conn:
             run_id = conn.scalar(select(Run.id).where(Run.name == "talk"))
-            return sorted((str(c), int(t), int(n)) for c, t, n in conn.execute(
-                select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.n_calls)
-                .where(TrajectoryRow.run_id == run_id)))
+            return sorted(
+                (str(c), int(t), int(n))
+                for c, t, n in conn.execute(
+                    select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.n_calls).where(
+                        TrajectoryRow.run_id == run_id
+                    )
+                )
+            )
     finally:
         engine.dispose()
 
@@ -75,8 +84,11 @@ def test_conversation_values_are_compared_whole(db_url: str, tmp_path: Path, ser
     assert {len(k) for k, _, _ in expected} <= {2, 6, 256}
 
 
-def test_a_conversation_killed_midway_continues_as_one_trajectory(db_url: str, tmp_path: Path,
-                                                                  servers: list[Server]) -> None:  # noqa: F811
+def test_a_conversation_killed_midway_continues_as_one_trajectory(
+    db_url: str,
+    tmp_path: Path,
+    servers: list[Server],  # noqa: F811
+) -> None:
     port = free_port()
     base = start(db_url, port, tmp_path / "a.log", servers)
     assert httpx.post(f"{base}/api/runs", json={"name": "talk", "suite": SUITE}, timeout=30).status_code == 201

@@ -86,6 +86,7 @@ def test_the_lease_thread_stops_when_the_tables_are_dropped_under_it(db_url: str
     assert not thread.is_alive()
     assert [rec.getMessage() for rec in caplog.records] == [
         "the OTLP staging lease stops: the database no longer holds its tables (ProgrammingError)"
-        if db_url.startswith("postgresql") else
-        "the OTLP staging lease stops: the database no longer holds its tables (OperationalError)"]
+        if db_url.startswith("postgresql")
+        else "the OTLP staging lease stops: the database no longer holds its tables (OperationalError)"
+    ]
     assert all(rec.exc_info is None for rec in caplog.records)  # no traceback formatted in a background thread

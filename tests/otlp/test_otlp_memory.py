@@ -34,9 +34,12 @@ def server(tmp_path: Path) -> Iterator[tuple[str, int]]:
     if not Path("/proc/self/status").exists():
         pytest.skip("reads resident memory from /proc (Linux)")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app.entry", "serve", "--port", str(port),
-                             "--db", f"sqlite:///{tmp_path / 'm.db'}"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=(tmp_path / "serve.log").open("w"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.entry", "serve", "--port", str(port), "--db", f"sqlite:///{tmp_path / 'm.db'}"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "serve.log").open("w"),
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -63,10 +66,20 @@ def burst(base: str, traces: range) -> int:
             for t in range(first, first + PER_REQUEST):
                 trace = f"{t + 1:032x}"
                 spans.append(span(trace, f"{1:016x}", "", 10, attrs={"toollens.case_id": f"c-{t}"}))
-                spans += [span(trace, f"{k + 2:016x}", f"{1:016x}", 20 + k, tool="ver_saldo",
-                               attrs={"gen_ai.tool.call.arguments": f"{{\"id\": {t}}}",
-                                      "gen_ai.tool.call.result": "{\"saldo\": " + str(1000 * t + k) + "}"})
-                          for k in range(5)]
+                spans += [
+                    span(
+                        trace,
+                        f"{k + 2:016x}",
+                        f"{1:016x}",
+                        20 + k,
+                        tool="ver_saldo",
+                        attrs={
+                            "gen_ai.tool.call.arguments": f'{{"id": {t}}}',
+                            "gen_ai.tool.call.result": '{"saldo": ' + str(1000 * t + k) + "}",
+                        },
+                    )
+                    for k in range(5)
+                ]
             r = client.post(f"{base}/v1/traces?run=prod", json=body(*spans))
             assert r.status_code == 200, r.text
             sent += len(spans)
@@ -102,8 +115,9 @@ def test_a_burst_s_memory_is_given_back_once_it_ended(server: tuple[str, int]) -
     sampler.start()
     try:
         with ThreadPoolExecutor(SENDERS) as pool:  # senders at once: traces pile up in the buffer
-            sent = sum(pool.map(burst, [base] * SENDERS, [range(TRACES * (k + 1), TRACES * (k + 2))
-                                                           for k in range(SENDERS)]))
+            sent = sum(
+                pool.map(burst, [base] * SENDERS, [range(TRACES * (k + 1), TRACES * (k + 2)) for k in range(SENDERS)])
+            )
         status = given_back(base, 2)
     finally:
         stop.set()

@@ -38,7 +38,9 @@ def _fill_value(v: AnyValue, rng: random.Random, depth: int) -> None:
     elif kind == "b":
         v.bool_value = rng.random() < 0.5
     elif kind == "i":
-        v.int_value = rng.choice([0, 1, -1, 127, 128, 2**31, -(2**31), 2**63 - 1, -(2**63), rng.randint(-9**18, 9**18)])
+        v.int_value = rng.choice(
+            [0, 1, -1, 127, 128, 2**31, -(2**31), 2**63 - 1, -(2**63), rng.randint(-(9**18), 9**18)]
+        )
     elif kind == "d":
         v.double_value = rng.choice([0.0, -0.0, 1.5, -2.25e300, float("inf"), rng.uniform(-1e6, 1e6)])
     elif kind == "bytes":
@@ -120,8 +122,13 @@ def test_tool_spans_are_found_in_the_bytes_as_is_tool_span_finds_them() -> None:
     from app.otlp.spans import is_tool_span
 
     rng = random.Random(5)
-    marks = [("gen_ai.operation.name", "execute_tool"), ("openinference.span.kind", "TOOL"),
-             ("traceloop.span.kind", "tool"), ("role", "tool"), ("gen_ai.operation.name", "chat")]
+    marks = [
+        ("gen_ai.operation.name", "execute_tool"),
+        ("openinference.span.kind", "TOOL"),
+        ("traceloop.span.kind", "tool"),
+        ("role", "tool"),
+        ("gen_ai.operation.name", "chat"),
+    ]
     tools = seen = 0
     for _ in range(300):
         request = ExportTraceServiceRequest()
@@ -155,10 +162,17 @@ def test_spans_the_sdk_encoded_read_as_the_runtime_reads_them() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("t")
-    tool_attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.arguments": '{"id": "u1"}',
-                       "flags": [True, False], "sizes": [1, 2, 3], "ratios": [0.5]}
-    with (tracer.start_as_current_span("invoke_agent", attributes={"toollens.trial": 2, "toollens.reward": 0.5}),
-          tracer.start_as_current_span("execute_tool get_user", attributes=tool_attributes) as span):
+    tool_attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.call.arguments": '{"id": "u1"}',
+        "flags": [True, False],
+        "sizes": [1, 2, 3],
+        "ratios": [0.5],
+    }
+    with (
+        tracer.start_as_current_span("invoke_agent", attributes={"toollens.trial": 2, "toollens.reward": 0.5}),
+        tracer.start_as_current_span("execute_tool get_user", attributes=tool_attributes) as span,
+    ):
         span.add_event("exception", {"exception.message": "boom"})
         span.set_status(Status(StatusCode.ERROR, "boom"))
     body = encode_spans(memory.get_finished_spans()).SerializeToString()
@@ -207,27 +221,38 @@ def request_of(*spans: bytes) -> bytes:
     return ld(1, ld(2, b"".join(ld(2, sp) for sp in spans)))
 
 
-RULES_SPAN = b"".join([
-    ld(1, bytes(range(16))), ld(2, b"\x01" * 8),
-    ld(5, s("first")), ld(5, s("second")),  # the last value of a field wins
-    ld(15, tag(3, 0) + varint(2)), ld(15, ld(2, s("boom"))),  # a message given twice merges
-    ld(15, tag(3, 0) + varint(-1)),  # an enum as a negative int32: ten bytes on the wire
-    tag(7, 1) + struct.pack("<Q", 2**64 - 1), tag(8, 0) + varint(5),  # end time as a varint: an unknown field
-    ld(9, kv("dup", ld(1, s("one")))), ld(9, kv("dup", tag(3, 0) + varint(-5))),  # a later key replaces
-    ld(9, kv("merged", ld(5, array(ld(1, s("a")))) + ld(5, array(tag(2, 0) + varint(1))))),  # arrays merge
-    ld(9, kv("switched", ld(5, array(ld(1, s("a")))) + ld(1, s("now a string")))),  # the last oneof member wins
-    ld(9, kv("fresh", ld(5, array(ld(1, s("a")))) + ld(1, s("x")) + ld(5, array(ld(1, s("b")))))),
-    ld(9, kv("twice", ld(6, ld(1, kv("a", ld(1, s("1"))))), ld(6, ld(1, kv("b", ld(1, s("2"))))))),  # merged
-    ld(9, kv("big", tag(3, 0) + b"\xff" * 9 + b"\x7f")),  # beyond 64 bits: the low 64 kept
-    ld(9, kv("double", tag(4, 1) + struct.pack("<d", -2.5))),
-    ld(9, kv("bytes", ld(7, b"\x00\xff"))),
-    ld(9, kv("empty")), ld(9, ld(2, ld(1, s("no key")))),
-    ld(9, tag(1, 0) + varint(3) + ld(2, ld(1, s("keyless")))),  # a key with the wrong wire type: unknown
-    tag(9, 0) + varint(1),  # attributes with the wrong wire type: unknown
-    tag(99, 0) + varint(300), tag(98, 5) + b"\0\0\0\0", tag(97, 1) + b"\0" * 8, ld(96, b"xyz"),
-    tag(95, 3) + tag(1, 0) + varint(1) + ld(2, b"in a group") + tag(95, 4),  # an unknown group
-    ld(11, ld(2, s("exception")) + ld(3, kv("exception.message", ld(1, s("m")))) + tag(1, 1) + b"\0" * 8),
-])
+RULES_SPAN = b"".join(
+    [
+        ld(1, bytes(range(16))),
+        ld(2, b"\x01" * 8),
+        ld(5, s("first")),
+        ld(5, s("second")),  # the last value of a field wins
+        ld(15, tag(3, 0) + varint(2)),
+        ld(15, ld(2, s("boom"))),  # a message given twice merges
+        ld(15, tag(3, 0) + varint(-1)),  # an enum as a negative int32: ten bytes on the wire
+        tag(7, 1) + struct.pack("<Q", 2**64 - 1),
+        tag(8, 0) + varint(5),  # end time as a varint: an unknown field
+        ld(9, kv("dup", ld(1, s("one")))),
+        ld(9, kv("dup", tag(3, 0) + varint(-5))),  # a later key replaces
+        ld(9, kv("merged", ld(5, array(ld(1, s("a")))) + ld(5, array(tag(2, 0) + varint(1))))),  # arrays merge
+        ld(9, kv("switched", ld(5, array(ld(1, s("a")))) + ld(1, s("now a string")))),  # the last oneof member wins
+        ld(9, kv("fresh", ld(5, array(ld(1, s("a")))) + ld(1, s("x")) + ld(5, array(ld(1, s("b")))))),
+        ld(9, kv("twice", ld(6, ld(1, kv("a", ld(1, s("1"))))), ld(6, ld(1, kv("b", ld(1, s("2"))))))),  # merged
+        ld(9, kv("big", tag(3, 0) + b"\xff" * 9 + b"\x7f")),  # beyond 64 bits: the low 64 kept
+        ld(9, kv("double", tag(4, 1) + struct.pack("<d", -2.5))),
+        ld(9, kv("bytes", ld(7, b"\x00\xff"))),
+        ld(9, kv("empty")),
+        ld(9, ld(2, ld(1, s("no key")))),
+        ld(9, tag(1, 0) + varint(3) + ld(2, ld(1, s("keyless")))),  # a key with the wrong wire type: unknown
+        tag(9, 0) + varint(1),  # attributes with the wrong wire type: unknown
+        tag(99, 0) + varint(300),
+        tag(98, 5) + b"\0\0\0\0",
+        tag(97, 1) + b"\0" * 8,
+        ld(96, b"xyz"),
+        tag(95, 3) + tag(1, 0) + varint(1) + ld(2, b"in a group") + tag(95, 4),  # an unknown group
+        ld(11, ld(2, s("exception")) + ld(3, kv("exception.message", ld(1, s("m")))) + tag(1, 1) + b"\0" * 8),
+    ]
+)
 
 
 def test_the_protobuf_rules_are_the_runtimes() -> None:
@@ -265,14 +290,18 @@ def test_what_the_wire_reader_refuses_the_runtime_reads() -> None:
     assert runtime_spans(body)[0].name == "span"
 
 
-@pytest.mark.parametrize(("extra", "readable"), [
-    (tag(0, 0) + varint(1), False),  # field number 0
-    (tag(50, 4), False),  # the end of a group that never began
-    (tag(50, 3) + tag(51, 4), False),  # a group ended by another field's end
-    (tag(50, 3) + tag(1, 0) + varint(1), False),  # a group never ended
-    (tag(50, 6), False), (tag(50, 7), False),  # wire types that do not exist
-    (tag(50, 3) * 3 + tag(50, 4) * 3, True),  # groups in groups
-])
+@pytest.mark.parametrize(
+    ("extra", "readable"),
+    [
+        (tag(0, 0) + varint(1), False),  # field number 0
+        (tag(50, 4), False),  # the end of a group that never began
+        (tag(50, 3) + tag(51, 4), False),  # a group ended by another field's end
+        (tag(50, 3) + tag(1, 0) + varint(1), False),  # a group never ended
+        (tag(50, 6), False),
+        (tag(50, 7), False),  # wire types that do not exist
+        (tag(50, 3) * 3 + tag(50, 4) * 3, True),  # groups in groups
+    ],
+)
 def test_what_the_runtime_refuses_the_wire_reader_refuses(extra: bytes, readable: bool) -> None:
     body = request_of(ld(5, s("span")) + extra)
     if readable:
@@ -284,20 +313,26 @@ def test_what_the_runtime_refuses_the_wire_reader_refuses(extra: bytes, readable
         wire_spans(body, None)
 
 
-@pytest.mark.parametrize("hex_body", [
-    "0a10120e120c4a0a0a016b12050a01734001",  # a string, then string_value_strindex: no value
-    "0a121210120e4a0c0a016b12030a017312024001",  # the same in two occurrences of KeyValue.value
-    "0a1b121912174a150a016b12102a050a030a016140012a050a030a0162",  # an array, strindex, an array: a new array
-])
+@pytest.mark.parametrize(
+    "hex_body",
+    [
+        "0a10120e120c4a0a0a016b12050a01734001",  # a string, then string_value_strindex: no value
+        "0a121210120e4a0c0a016b12030a017312024001",  # the same in two occurrences of KeyValue.value
+        "0a1b121912174a150a016b12102a050a030a016140012a050a030a0162",  # an array, strindex, an array: a new array
+    ],
+)
 def test_string_value_strindex_is_a_oneof_member(hex_body: str) -> None:
     body = bytes.fromhex(hex_body)
     assert wire_spans(body, None) == runtime_spans(body)
 
 
-@pytest.mark.parametrize("hex_body", [
-    "0a0c120a1208aa80808080000178",  # a tag written in 6 bytes
-    "0a10120e120c2a8180808080808080800078",  # a length written in 10 bytes
-])
+@pytest.mark.parametrize(
+    "hex_body",
+    [
+        "0a0c120a1208aa80808080000178",  # a tag written in 6 bytes
+        "0a10120e120c2a8180808080808080800078",  # a length written in 10 bytes
+    ],
+)
 def test_tags_and_lengths_beyond_the_runtimes_limits_are_refused(hex_body: str) -> None:
     body = bytes.fromhex(hex_body)
     with pytest.raises(ValueError):

@@ -49,9 +49,16 @@ def tau_request() -> Any:
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer, clock = provider.get_tracer("test"), [1_700_000_000_000_000_000]
     for r in json.loads(TAU.read_text()):
-        replay_openai_messages(tracer, r["traj"], clock=clock, attributes={
-            "toollens.case_id": f"task-{r['task_id']}", "toollens.trial": int(r["trial"]),
-            "toollens.reward": r["reward"]})
+        replay_openai_messages(
+            tracer,
+            r["traj"],
+            clock=clock,
+            attributes={
+                "toollens.case_id": f"task-{r['task_id']}",
+                "toollens.trial": int(r["trial"]),
+                "toollens.reward": r["reward"],
+            },
+        )
     return encode_spans(memory.get_finished_spans())
 
 
@@ -87,13 +94,29 @@ def test_a_staged_batch_decodes_to_the_spans_the_request_held() -> None:
 
     request = ExportTraceServiceRequest()
     spans = request.resource_spans.add().scope_spans.add().spans
-    root = spans.add(trace_id=bytes(range(16)), span_id=b"\x01" * 8, name="agent", start_time_unix_nano=10,
-                     end_time_unix_nano=2**63 + 5)
-    tool = spans.add(trace_id=bytes(range(16)), span_id=b"\x02" * 8, parent_span_id=b"\x01" * 8,
-                     name="execute_tool ver_saldo", start_time_unix_nano=11, end_time_unix_nano=12)
+    root = spans.add(
+        trace_id=bytes(range(16)),
+        span_id=b"\x01" * 8,
+        name="agent",
+        start_time_unix_nano=10,
+        end_time_unix_nano=2**63 + 5,
+    )
+    tool = spans.add(
+        trace_id=bytes(range(16)),
+        span_id=b"\x02" * 8,
+        parent_span_id=b"\x01" * 8,
+        name="execute_tool ver_saldo",
+        start_time_unix_nano=11,
+        end_time_unix_nano=12,
+    )
     tool.status.code, tool.status.message = 2, "tool failed: ñandú"
-    for key, field, value in [("s", "string_value", "sí"), ("i", "int_value", -2**62), ("d", "double_value", 0.5),
-                              ("b", "bool_value", True), ("raw", "bytes_value", b"\x00\xff")]:
+    for key, field, value in [
+        ("s", "string_value", "sí"),
+        ("i", "int_value", -(2**62)),
+        ("d", "double_value", 0.5),
+        ("b", "bool_value", True),
+        ("raw", "bytes_value", b"\x00\xff"),
+    ]:
         setattr(tool.attributes.add(key=key).value, field, value)
     tool.attributes.add(key="list").value.array_value.values.add(string_value="a")
     kv = tool.attributes.add(key="kv").value.kvlist_value.values.add(key="inner")
@@ -105,18 +128,28 @@ def test_a_staged_batch_decodes_to_the_spans_the_request_held() -> None:
 
     refs, direct = span_refs_from_protobuf(body), spans_from_protobuf(body)
     assert [(s.trace_id, s.span_id, s.is_root, s.index) for s in refs] == [
-        (d.trace_id, d.span_id, d.is_root, i) for i, d in enumerate(direct)]
-    assert direct[1].attributes == {"s": "sí", "i": -2**62, "d": 0.5, "b": True, "raw": "AP8=", "list": ["a"],
-                                    "kv": {"inner": 3}}
+        (d.trace_id, d.span_id, d.is_root, i) for i, d in enumerate(direct)
+    ]
+    assert direct[1].attributes == {
+        "s": "sí",
+        "i": -(2**62),
+        "d": 0.5,
+        "b": True,
+        "raw": "AP8=",
+        "list": ["a"],
+        "kv": {"inner": 3},
+    }
     assert (direct[1].status_code, direct[1].events) == (2, [("exception", {"exception.message": "boom"})])
     lines, line_refs = lines_batch(direct)  # the form OTLP/JSON requests are staged in
     batches = {3: (BATCH_PROTOBUF, body), 9: (BATCH_LINES, lines)}
     assert spans_of(batches, [[(3, 1), (3, 0)], [(9, 0), (9, 1)], [(3, 1)]]) == [
-        [direct[1], direct[0]], direct, [direct[1]]]
+        [direct[1], direct[0]],
+        direct,
+        [direct[1]],
+    ]
     assert batch_refs(BATCH_LINES, lines) == line_refs and batch_refs(BATCH_PROTOBUF, body) == refs
     # what cannot be read is said per trace, and does not stop the others
-    damaged = {**batches, 4: (BATCH_LINES, b"pb:not base64!"), 5: (BATCH_PROTOBUF, b"\xff\xff\xff"),
-               6: ("zip", b"")}
+    damaged = {**batches, 4: (BATCH_LINES, b"pb:not base64!"), 5: (BATCH_PROTOBUF, b"\xff\xff\xff"), 6: ("zip", b"")}
     got = spans_of(damaged, [[(3, 0)], [(4, 0)], [(5, 0)], [(6, 0)], [(3, 7)], [(8, 0)]])
     assert got[0] == [direct[0]] and all(isinstance(g, str) for g in got[1:])
     assert "staged batch 3 has no span 7" in got[4] and "staged batch 8 cannot be read" in got[5]
@@ -128,8 +161,9 @@ def test_a_staged_batch_decodes_to_the_spans_the_request_held() -> None:
 def _stored(db_url: str, suite: dict[str, Any], body: bytes, worker: bool) -> tuple[list[str], bool]:
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
-        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
-                                                 worker=worker, background=False)
+        receiver = app.state.otlp = OtlpReceiver(
+            app.state.sessions, app.state.scorers, settle=3600, idle=3600, worker=worker, background=False
+        )
         name = f"w{int(worker)}"
         run_id = client.post("/api/runs", json={"name": name, "suite": suite}).json()["id"]
         accept(receiver, name, body)
@@ -140,8 +174,9 @@ def _stored(db_url: str, suite: dict[str, Any], body: bytes, worker: bool) -> tu
     return [*sorted(exported), json.dumps(figures, sort_keys=True)], used
 
 
-def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tuple[dict[str, Any], bytes],
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_worker_stores_what_the_in_process_path_stores(
+    db_url: str, tau: tuple[dict[str, Any], bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
     suite, body = tau
     monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     assert MIN_TRACES <= 100  # the sample's 100 traces make one batch large enough for the worker
@@ -152,18 +187,19 @@ def test_the_worker_stores_what_the_in_process_path_stores(db_url: str, tau: tup
     assert len(in_process) == 101
 
 
-
-def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any], bytes],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_dies_costs_nothing(
+    db_url: str, tau: tuple[dict[str, Any], bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The batch it held is stored in-process, and the next batch gets a new worker."""
     suite, body = tau
     monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
     traces = sorted({s.trace_id for s in span_refs_from_protobuf(body)})
-    first = set(traces[:len(traces) // 2])
+    first = set(traces[: len(traces) // 2])
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
-        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
-                                                 batch=50, background=False)
+        receiver = app.state.otlp = OtlpReceiver(
+            app.state.sessions, app.state.scorers, settle=3600, idle=3600, batch=50, background=False
+        )
         run_id = client.post("/api/runs", json={"name": "dies", "suite": suite}).json()["id"]
         accept(receiver, "dies", only(body, first))
         receiver.scoring.worker = ScoringWorker()
@@ -176,7 +212,8 @@ def test_a_worker_that_dies_costs_nothing(db_url: str, tau: tuple[dict[str, Any]
 
 
 def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
-        db_url: str, tau: tuple[dict[str, Any], bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    db_url: str, tau: tuple[dict[str, Any], bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Right after a kill the pool may answer "cannot schedule new futures after shutdown"
     rather than BrokenProcessPool: the batch is stored in-process all the same, the worker dropped."""
     suite, body = tau
@@ -184,8 +221,9 @@ def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
     first = set(sorted({s.trace_id for s in span_refs_from_protobuf(body)})[:50])
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
-        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=3600, idle=3600,
-                                                 batch=50, background=False)
+        receiver = app.state.otlp = OtlpReceiver(
+            app.state.sessions, app.state.scorers, settle=3600, idle=3600, batch=50, background=False
+        )
         client.post("/api/runs", json={"name": "refuses", "suite": suite}).raise_for_status()
         accept(receiver, "refuses", only(body, first))
         worker = receiver.scoring.worker = ScoringWorker()
@@ -203,8 +241,9 @@ def test_a_killed_worker_whose_pool_refuses_before_it_knows_is_replaced(
         assert receiver.stats.worker_traces == 0 and receiver.stats.stored_traces == 50
 
 
-def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any], bytes],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stuck_worker_holds_nothing_back(
+    db_url: str, tau: tuple[dict[str, Any], bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A batch the worker does not finish within WORKER_TIMEOUT is stored in-process
     by the normal storing round (no shutdown needed), and that worker is stopped."""
     suite, body = tau
@@ -224,8 +263,9 @@ def test_a_stuck_worker_holds_nothing_back(db_url: str, tau: tuple[dict[str, Any
 
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         app: Any = client.app
-        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=0, idle=0,
-                                                 background=False, start_worker=StuckWorker)
+        receiver = app.state.otlp = OtlpReceiver(
+            app.state.sessions, app.state.scorers, settle=0, idle=0, background=False, start_worker=StuckWorker
+        )
         receiver.scoring.timeout = 0.3
         run_id = client.post("/api/runs", json={"name": "stuck", "suite": suite}).json()["id"]
         accept(receiver, "stuck", body)
@@ -279,21 +319,26 @@ def test_a_server_process_collects_cycles_rarely() -> None:
     import subprocess
     import sys
 
-    probe = ("import gc\nfrom app.commands.serve import collect_cycles_rarely\nbefore = gc.get_freeze_count()\n"
-             "collect_cycles_rarely()\nprint(gc.get_threshold(), before == 0 and gc.get_freeze_count() > 1000)")
+    probe = (
+        "import gc\nfrom app.commands.serve import collect_cycles_rarely\nbefore = gc.get_freeze_count()\n"
+        "collect_cycles_rarely()\nprint(gc.get_threshold(), before == 0 and gc.get_freeze_count() > 1000)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["(20000,", "20,", "20)", "True"]
 
 
-def test_a_worker_that_cannot_start_with_the_server_does_not_stop_it(db_url: str,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_cannot_start_with_the_server_does_not_stop_it(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Spawning fails in a script without the ``__main__`` guard: the app still starts (the
     receiver falls back to the lazy start, or to scoring in-process)."""
     monkeypatch.setattr("app.store.scoring_worker.ScoringWorker.pays", staticmethod(lambda: True))
 
     def cannot(self: object) -> None:
-        raise RuntimeError("An attempt has been made to start a new process before the current process has "
-                           "finished its bootstrapping phase.")
+        raise RuntimeError(
+            "An attempt has been made to start a new process before the current process has "
+            "finished its bootstrapping phase."
+        )
 
     monkeypatch.setattr(ScoringWorker, "__init__", cannot)
     with TestClient(create_app(Settings(database_url=db_url, otlp_warm_start=True))) as client:
@@ -302,8 +347,9 @@ def test_a_worker_that_cannot_start_with_the_server_does_not_stop_it(db_url: str
 
 
 @contextmanager
-def _early(db_url: str, monkeypatch: pytest.MonkeyPatch,
-           settle: float) -> Iterator[tuple[TestClient, int, OtlpReceiver]]:
+def _early(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, settle: float
+) -> Iterator[tuple[TestClient, int, OtlpReceiver]]:
     """An app with a run ``otlp`` and a receiver whose worker is up, storing only when told to."""
     from tests.otlp.test_otlp import SUITE
 
@@ -311,8 +357,9 @@ def _early(db_url: str, monkeypatch: pytest.MonkeyPatch,
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         run_id = client.post("/api/runs", json={"name": "otlp", "suite": SUITE}).json()["id"]
         app: Any = client.app
-        receiver = app.state.otlp = OtlpReceiver(app.state.sessions, app.state.scorers, settle=settle, idle=3600,
-                                                 background=False)
+        receiver = app.state.otlp = OtlpReceiver(
+            app.state.sessions, app.state.scorers, settle=settle, idle=3600, background=False
+        )
         receiver.warm_up()  # its worker started now
         assert receiver.scoring.worker is not None
         receiver.scoring.worker.ready.result(timeout=60)
@@ -323,8 +370,9 @@ def _first_request() -> dict[str, Any]:
     """A trace's root and its first tool call, in one export request."""
     from tests.otlp.test_otlp import TRACE, body, span
 
-    return body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
-                span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}))
+    return body(
+        span(TRACE, "02", "01", 20, tool="buscar_cliente"), span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"})
+    )
 
 
 def _records(client: TestClient, run_id: int) -> list[dict[str, Any]]:
@@ -350,7 +398,8 @@ def _until_stored(receiver: OtlpReceiver, traces: int) -> None:
 
 
 def test_a_trace_scored_early_is_stored_once_settled_with_the_spans_that_came_meanwhile(
-        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """While the worker runs, a trace is scored as soon as its root came (and a fifth of
     ``settle`` passed), and stored only once it settled. A span of it that comes before then
     (here a tool call that ended after the root, in the next export request) sends the scored
@@ -369,13 +418,13 @@ def test_a_trace_scored_early_is_stored_once_settled_with_the_spans_that_came_me
         _until_stored(receiver, 1)
         records = _records(client, run_id)
         assert [(r["case_id"], r["trial"], [c["name"] for c in r["calls"]]) for r in records] == [
-            ("c-1", 0, ["buscar_cliente", "ver_saldo"])]
+            ("c-1", 0, ["buscar_cliente", "ver_saldo"])
+        ]
         assert (receiver.stats.stored_spans, receiver.stats.worker_traces, receiver.buffered_spans) == (3, 1, 0)
         assert client.get("/v1/traces/status").json()["stored_spans"] == 3
 
 
-def test_spans_that_come_after_a_trace_settled_make_another_trial(db_url: str,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_spans_that_come_after_a_trace_settled_make_another_trial(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Scoring early changes nothing for spans that come once a trace settled: stored as
     another trial of it, even when the first was not stored yet when they came."""
     from tests.otlp.test_otlp import TRACE, body, span
@@ -391,11 +440,14 @@ def test_spans_that_come_after_a_trace_settled_make_another_trial(db_url: str,
         assert receiver.store_ready(everything=True) == 1  # the late span (no root: stored at shutdown)
         records = _records(client, run_id)
         assert sorted((r["trial"], [c["name"] for c in r["calls"]]) for r in records) == [
-            (0, ["buscar_cliente"]), (1, ["ver_saldo"])]
+            (0, ["buscar_cliente"]),
+            (1, ["ver_saldo"]),
+        ]
 
 
 def test_a_trace_taken_early_that_the_worker_refuses_is_stored_in_process_once_settled(
-        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with _early(db_url, monkeypatch, settle=1.0) as (client, run_id, receiver):
 
         def refuse(*args: object, **kwargs: object) -> None:
@@ -421,13 +473,27 @@ def test_only_the_traces_that_grew_go_back(db_url: str, monkeypatch: pytest.Monk
 
     with _early(db_url, monkeypatch, settle=2.0) as (client, run_id, receiver):
         t0 = time.monotonic()
-        assert client.post("/v1/traces", json=body(span(OTHER, "12", "11", 20, tool="buscar_cliente"),
-                                                   span(OTHER, "11", "", 10, attrs={"toollens.case_id": "t2"}))
-                           ).status_code == 200
+        assert (
+            client.post(
+                "/v1/traces",
+                json=body(
+                    span(OTHER, "12", "11", 20, tool="buscar_cliente"),
+                    span(OTHER, "11", "", 10, attrs={"toollens.case_id": "t2"}),
+                ),
+            ).status_code
+            == 200
+        )
         time.sleep(max(0.0, t0 + 0.3 - time.monotonic()))
-        assert client.post("/v1/traces", json=body(span(TRACE, "02", "01", 20, tool="buscar_cliente"),
-                                                   span(TRACE, "01", "", 10, attrs={"toollens.case_id": "t1"}))
-                           ).status_code == 200
+        assert (
+            client.post(
+                "/v1/traces",
+                json=body(
+                    span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+                    span(TRACE, "01", "", 10, attrs={"toollens.case_id": "t1"}),
+                ),
+            ).status_code
+            == 200
+        )
         time.sleep(max(0.0, t0 + 0.8 - time.monotonic()))
         _scored_early(receiver)
         chunk = receiver.scoring.flights[0].chunk
@@ -442,13 +508,17 @@ def test_only_the_traces_that_grew_go_back(db_url: str, monkeypatch: pytest.Monk
         assert receiver.store_ready(everything=True) == 1  # t2's late span (no root: at shutdown)
         records = _records(client, run_id)
         assert sorted((r["trial"], [c["name"] for c in r["calls"]]) for r in records) == [
-            (0, ["buscar_cliente"]), (0, ["buscar_cliente", "ver_saldo"]), (1, ["ver_saldo"])]
+            (0, ["buscar_cliente"]),
+            (0, ["buscar_cliente", "ver_saldo"]),
+            (1, ["ver_saldo"]),
+        ]
         s = receiver.stats
         assert (s.accepted_spans, s.stored_spans, s.duplicate_spans, receiver.buffered_spans) == (6, 6, 0, 0)
 
 
-def test_a_request_sent_again_while_its_trace_settles_keeps_it_open(db_url: str,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_request_sent_again_while_its_trace_settles_keeps_it_open(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """As for a buffered trace, a request sent again keeps a trace scored early open: it goes
     back, is stored once, and the repeats are counted once."""
     with _early(db_url, monkeypatch, settle=1.0) as (client, run_id, receiver):
@@ -472,21 +542,28 @@ def test_repeats_are_counted_once_when_a_trace_goes_back(db_url: str, monkeypatc
     from tests.otlp.test_otlp import TRACE, body, span
 
     with _early(db_url, monkeypatch, settle=1.5) as (client, run_id, receiver):
-        first = [span(TRACE, "02", "01", 20, tool="buscar_cliente"),
-                 span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"})]
+        first = [
+            span(TRACE, "02", "01", 20, tool="buscar_cliente"),
+            span(TRACE, "01", "", 10, attrs={"toollens.case_id": "c-1"}),
+        ]
         assert client.post("/v1/traces", json=body(*first)).status_code == 200
         assert receiver.store_ready(everything=True) == 1
-        assert client.post("/v1/traces", json=body(*first, span(TRACE, "03", "01", 30, tool="ver_saldo"))
-                           ).status_code == 200
+        assert (
+            client.post("/v1/traces", json=body(*first, span(TRACE, "03", "01", 30, tool="ver_saldo"))).status_code
+            == 200
+        )
         _scored_early(receiver)  # the stored spans are found again when it is taken: 2 repeats
         assert receiver.stats.duplicate_spans == 2
-        assert client.post("/v1/traces", json=body(span(TRACE, "04", "01", 40, tool="buscar_cliente"))
-                           ).status_code == 200
+        assert (
+            client.post("/v1/traces", json=body(span(TRACE, "04", "01", 40, tool="buscar_cliente"))).status_code == 200
+        )
         time.sleep(max(0.0, receiver.scoring.flights[0].settles_at - time.monotonic()) + 0.05)
         assert receiver.store_ready() == 0 and receiver.buffered_spans == 2  # went back, without the repeats
         _until_stored(receiver, 2)
         records = _records(client, run_id)
         assert sorted((r["trial"], [c["name"] for c in r["calls"]]) for r in records) == [
-            (0, ["buscar_cliente"]), (1, ["ver_saldo", "buscar_cliente"])]
+            (0, ["buscar_cliente"]),
+            (1, ["ver_saldo", "buscar_cliente"]),
+        ]
         s = receiver.stats
         assert (s.accepted_spans, s.stored_spans, s.duplicate_spans, receiver.buffered_spans) == (6, 4, 2, 0)

@@ -27,8 +27,10 @@ def tools_part(traces: list[str]) -> bytes:
     """The tool spans of these traces (two each): the first request of a trace."""
     spans = []
     for t in traces:
-        spans += [span(t, "02", "01", 20, tool="buscar_cliente", attrs={ARGS: "{\"rut\": \"1-9\"}"}),
-                  span(t, "03", "01", 30, tool="ver_saldo", attrs={ARGS: "{\"id\": 8812}"})]
+        spans += [
+            span(t, "02", "01", 20, tool="buscar_cliente", attrs={ARGS: '{"rut": "1-9"}'}),
+            span(t, "03", "01", 30, tool="ver_saldo", attrs={ARGS: '{"id": 8812}'}),
+        ]
     return json.dumps(body(*spans)).encode()
 
 
@@ -42,8 +44,11 @@ def route(trace: str, alive: list[Server]) -> Server:
     return alive[int(trace, 16) % len(alive)]
 
 
-def test_replicas_behind_a_router_store_every_acknowledged_span_once(pg_url: str, tmp_path: Path,
-                                                                      servers: list[Server]) -> None:  # noqa: F811
+def test_replicas_behind_a_router_store_every_acknowledged_span_once(
+    pg_url: str,
+    tmp_path: Path,
+    servers: list[Server],  # noqa: F811
+) -> None:
     a = Server(pg_url, free_port(), tmp_path / "a.log")
     b = Server(pg_url, free_port(), tmp_path / "b.log")
     servers += [a, b]
@@ -56,7 +61,7 @@ def test_replicas_behind_a_router_store_every_acknowledged_span_once(pg_url: str
     alive = [a, b]
     traces = [f"{i:032x}" for i in range(1, 241)]
     for n, start in enumerate(range(0, len(traces), 20)):
-        group = traces[start:start + 20]
+        group = traces[start : start + 20]
         by_server: dict[int, list[str]] = {}
         for t in group:
             by_server.setdefault(id(route(t, alive)), []).append(t)
@@ -88,8 +93,10 @@ def test_replicas_behind_a_router_store_every_acknowledged_span_once(pg_url: str
         if status["buffered_spans"] == 0 and sum(by_trace.values()) >= sum(acked_tools.values()):
             break
         if time.monotonic() > deadline:
-            pytest.fail(f"not all stored: {sum(by_trace.values())} of {sum(acked_tools.values())} tool spans; "
-                        f"{status}\n{b.output()[-3000:]}")
+            pytest.fail(
+                f"not all stored: {sum(by_trace.values())} of {sum(acked_tools.values())} tool spans; "
+                f"{status}\n{b.output()[-3000:]}"
+            )
         time.sleep(1)
     # every acknowledged tool span stored exactly once, across however many trials
     assert sum(by_trace.values()) == sum(acked_tools.values())

@@ -13,8 +13,10 @@ from app.runner.session import RunRequest, RunSetupError, check_agent
 
 
 def test_the_help_lists_every_registered_agent_then_the_callable_shapes() -> None:
-    assert AGENT_HELP == ("openai | anthropic | simulated | module:function (a module in the working directory or on "
-                          "PYTHONPATH) | path/to/file.py:function (the core's agent protocol)")
+    assert AGENT_HELP == (
+        "openai | anthropic | simulated | module:function (a module in the working directory or on "
+        "PYTHONPATH) | path/to/file.py:function (the core's agent protocol)"
+    )
     assert all(f"{name} | " in AGENT_HELP for name in AGENTS)
 
 
@@ -30,8 +32,11 @@ def test_each_agent_checks_its_own_options() -> None:
         check_agent(RunRequest(agent="anthropic"))
     with pytest.raises(RunSetupError, match="--sim-rates"):
         check_agent(RunRequest(agent="simulated", sim_rates="confusion=lots"))
-    with pytest.raises(AgentSpecError, match=r"expected one of openai, anthropic, simulated, module:function, "
-                                               r"path/to/file\.py:function"):
+    with pytest.raises(
+        AgentSpecError,
+        match=r"expected one of openai, anthropic, simulated, module:function, "
+        r"path/to/file\.py:function",
+    ):
         check_agent(RunRequest(agent="gpt-4o"))
 
 

@@ -33,8 +33,11 @@ from tests.fake_llm import FakeLLM, Turn, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "examples" / "conversaciones_v2.yaml"
-SPEC = UserSpec(instruction="Eres Ana Rojas y quieres saber el saldo de tu cuenta. Das tu RUT solo si te lo piden.",
-                known={"rut": "12345678-9"}, patience=3)
+SPEC = UserSpec(
+    instruction="Eres Ana Rojas y quieres saber el saldo de tu cuenta. Das tu RUT solo si te lo piden.",
+    known={"rut": "12345678-9"},
+    patience=3,
+)
 
 
 def msgs(*pairs: tuple[str, str, int]) -> list[Message]:
@@ -49,9 +52,13 @@ def test_a_fault_plan_reads_turn_rules() -> None:
     assert plan.by_index == {3: "timeout"}
     assert plan.by_turn == {(2, 0): "http_503", (2, 1): "not_found", (3, 0): "http_503"}
     assert plan.seed == 4 and not plan.empty
-    for bad, said in (("turn:2", "needs an index"), ("turn:2,turn:3,index:0", "needs an index"),
-                      ("turn:0,index:0", "numbered from 1"), ("turn:x,index:0", "cannot read"),
-                      ("turn:2,index:0=oops", "unknown fault kind")):
+    for bad, said in (
+        ("turn:2", "needs an index"),
+        ("turn:2,turn:3,index:0", "needs an index"),
+        ("turn:0,index:0", "numbered from 1"),
+        ("turn:x,index:0", "cannot read"),
+        ("turn:2,index:0=oops", "unknown fault kind"),
+    ):
         with pytest.raises(FaultSpecError, match=said):
             FaultPlan.parse(bad)
 
@@ -106,15 +113,22 @@ def test_a_scripted_conversation_with_a_fault_in_turn_2_makes_one_record() -> No
     traj = run_case(scripted_agent, suite, case, trial=1, faults=FaultPlan.parse("turn:2,index:0=http_503"))
     record = traj.to_dict()
     assert [(c["name"], c["error"]["kind"] if c["error"] else None) for c in record["calls"]] == [
-        ("buscar_cliente", None), ("verificar_compra", None), ("emitir_nota_credito", "http_503"),
-        ("emitir_nota_credito", None)]
+        ("buscar_cliente", None),
+        ("verificar_compra", None),
+        ("emitir_nota_credito", "http_503"),
+        ("emitir_nota_credito", None),
+    ]
     assert record["fault"] == {"step": 2, "kind": "http_503"}  # the first call of turn 2 is call 2 of the trajectory
     assert record["messages"] == [
         {"role": "user", "content": case.turns[0].user, "calls_before": 0},  # type: ignore[index]
-        {"role": "assistant", "content": "La compra está verificada. ¿Confirmas la nota de crédito por $45.990?",
-         "calls_before": 2},
+        {
+            "role": "assistant",
+            "content": "La compra está verificada. ¿Confirmas la nota de crédito por $45.990?",
+            "calls_before": 2,
+        },
         {"role": "user", "content": "Sí, confirmo: emite la nota de crédito.", "calls_before": 2},
-        {"role": "assistant", "content": "Listo: nota NC-40021.", "calls_before": 4}]
+        {"role": "assistant", "content": "Listo: nota NC-40021.", "calls_before": 4},
+    ]
     assert record["question"] == case.question and record["answer"] == "Listo: nota NC-40021."
     assert record["state"] == {"notas_credito": [{"id": 8812, "monto": 45990, "motivo": "cobro duplicado"}]}
     assert "user_error" not in record  # a scripted user makes no user errors
@@ -159,9 +173,12 @@ def test_a_simulated_user_gives_the_rut_only_when_asked_and_stops_when_served() 
         ("assistant", "¿Me indicas tu RUT?", 0),
         ("user", "Mi rut es 12345678-9.", 0),
         ("assistant", "Tu saldo es 142900 (lo pediste en: Hola, quiero saber mi saldo.)", 2),
-        ("user", "Gracias, eso es todo. ###STOP###", 2)]
-    assert traj.answer.startswith("Tu saldo es 142900") and [c.name for c in traj.calls] == ["buscar_cliente",
-                                                                                                "ver_saldo"]
+        ("user", "Gracias, eso es todo. ###STOP###", 2),
+    ]
+    assert traj.answer.startswith("Tu saldo es 142900") and [c.name for c in traj.calls] == [
+        "buscar_cliente",
+        "ver_saldo",
+    ]
     with pytest.raises(NoUser, match="conv-saldo-001"):
         run_case(agent, suite, case)
 
@@ -203,13 +220,23 @@ def test_the_rule_user_gives_facts_when_asked_confirms_stops_and_gives_up() -> N
     assert user.reply(SPEC, msgs(q, ("assistant", "Hola. ¿En qué te ayudo?", 0))) == "No tengo ese dato."
     assert user.reply(SPEC, msgs(q, ("assistant", "¿Confirmas que emita la nota?", 0))) == "Sí, confirmo."
     assert user.reply(SPEC, msgs(q, ("assistant", "Tu saldo es 142900.", 2))) == "Gracias, eso es todo. ###STOP###"
-    late = msgs(q, ("assistant", "¿Algo?", 0), ("user", "No tengo ese dato.", 0), ("assistant", "¿Algo?", 0),
-                ("user", "No tengo ese dato.", 0), ("assistant", "¿Y algo más?", 0))  # its third reply: patience 3
+    late = msgs(
+        q,
+        ("assistant", "¿Algo?", 0),
+        ("user", "No tengo ese dato.", 0),
+        ("assistant", "¿Algo?", 0),
+        ("user", "No tengo ese dato.", 0),
+        ("assistant", "¿Y algo más?", 0),
+    )  # its third reply: patience 3
     assert user.reply(SPEC, late) == "Lo dejo aquí, gracias. ###STOP###"
-    english = UserSpec(instruction="You want your balance and you give your id only when the agent asks.",
-                       known={"customer_id": "C-1234"})
-    assert user.reply(english, msgs(("user", "hi", 0), ("assistant", "What is your customer id?", 0))) == \
-        "My customer id is C-1234."
+    english = UserSpec(
+        instruction="You want your balance and you give your id only when the agent asks.",
+        known={"customer_id": "C-1234"},
+    )
+    assert (
+        user.reply(english, msgs(("user", "hi", 0), ("assistant", "What is your customer id?", 0)))
+        == "My customer id is C-1234."
+    )
 
 
 def test_asking_for_a_fact_means_asking_and_naming_it() -> None:
@@ -220,31 +247,45 @@ def test_asking_for_a_fact_means_asking_and_naming_it() -> None:
 
 
 def test_a_well_behaved_user_makes_no_user_error() -> None:
-    talk = msgs(("user", "Hola, quiero saber mi saldo.", 0), ("assistant", "¿Me indicas tu RUT?", 0),
-                ("user", "Mi RUT es 12.345.678-9.", 0), ("assistant", "Tu saldo es 142900.", 2),
-                ("user", "Gracias ###STOP###", 2))
+    talk = msgs(
+        ("user", "Hola, quiero saber mi saldo.", 0),
+        ("assistant", "¿Me indicas tu RUT?", 0),
+        ("user", "Mi RUT es 12.345.678-9.", 0),
+        ("assistant", "Tu saldo es 142900.", 2),
+        ("user", "Gracias ###STOP###", 2),
+    )
     assert check_user(SPEC, talk) == []
 
 
 def test_leaking_the_instruction_is_a_user_error() -> None:
-    copied = msgs(("user", "Hola", 0), ("assistant", "¿En qué te ayudo?", 0),
-                  ("user", "Eres Ana Rojas y quieres saber el saldo de tu cuenta.", 0))
+    copied = msgs(
+        ("user", "Hola", 0),
+        ("assistant", "¿En qué te ayudo?", 0),
+        ("user", "Eres Ana Rojas y quieres saber el saldo de tu cuenta.", 0),
+    )
     assert check_user(SPEC, copied) == [
-        {"kind": "leaked_instruction", "detail": "message 3 copies 8+ words of the instruction"}]
-    unasked = msgs(("user", "Hola", 0), ("assistant", "¿En qué te ayudo?", 0),
-                   ("user", "Quiero mi saldo, mi RUT es 12345678-9", 0))
+        {"kind": "leaked_instruction", "detail": "message 3 copies 8+ words of the instruction"}
+    ]
+    unasked = msgs(
+        ("user", "Hola", 0), ("assistant", "¿En qué te ayudo?", 0), ("user", "Quiero mi saldo, mi RUT es 12345678-9", 0)
+    )
     assert check_user(SPEC, unasked) == [
-        {"kind": "leaked_instruction", "detail": "message 3 gives rut before the agent asked for it"}]
-    given_in_the_question = msgs(("user", "Soy 12345678-9", 0), ("assistant", "¿Qué necesitas?", 0),
-                                 ("user", "Mi saldo; RUT 12345678-9", 0))
+        {"kind": "leaked_instruction", "detail": "message 3 gives rut before the agent asked for it"}
+    ]
+    given_in_the_question = msgs(
+        ("user", "Soy 12345678-9", 0), ("assistant", "¿Qué necesitas?", 0), ("user", "Mi saldo; RUT 12345678-9", 0)
+    )
     assert check_user(SPEC, given_in_the_question) == []  # the suite's own question gave it first
 
 
 def test_stopping_early_is_a_user_error() -> None:
     waiting = msgs(("user", "Hola", 0), ("assistant", "¿Me indicas tu RUT?", 0), ("user", "###STOP###", 0))
-    assert check_user(SPEC, waiting) == [{"kind": "stopped_early",
-                                          "detail": "message 3 ends the conversation while the agent waits for "
-                                                    "the user's answer"}]
+    assert check_user(SPEC, waiting) == [
+        {
+            "kind": "stopped_early",
+            "detail": "message 3 ends the conversation while the agent waits for the user's answer",
+        }
+    ]
     silent = msgs(("user", "Hola", 0), ("assistant", "", 0), ("user", "Chao ###STOP###", 0))
     assert check_user(SPEC, silent)[0]["detail"].endswith("has neither called a tool nor answered")
     answered = msgs(("user", "Hola", 0), ("assistant", "No atendemos hoy.", 0), ("user", "Ok ###STOP###", 0))
@@ -253,8 +294,9 @@ def test_stopping_early_is_a_user_error() -> None:
 
 def test_contradicting_a_known_fact_is_a_user_error() -> None:
     talk = msgs(("user", "Hola", 0), ("assistant", "¿Me indicas tu RUT?", 0), ("user", "Mi RUT es 12345678-0", 0))
-    assert check_user(SPEC, talk) == [{"kind": "contradicted_known",
-                                       "detail": "message 3 says '12345678-0' for rut, known as '12345678-9'"}]
+    assert check_user(SPEC, talk) == [
+        {"kind": "contradicted_known", "detail": "message 3 says '12345678-0' for rut, known as '12345678-9'"}
+    ]
 
 
 def test_the_runner_writes_user_errors_into_the_record() -> None:
@@ -268,10 +310,14 @@ def test_the_runner_writes_user_errors_into_the_record() -> None:
     traj = run_case(lambda q, box: "Hola, ¿en qué te ayudo?", suite, case, user=Leaky())  # type: ignore[arg-type]
     record = traj.to_dict()
     assert record["user_error"] == [
-        {"kind": "leaked_instruction", "detail": "message 3 gives rut before the agent asked for it"}]
+        {"kind": "leaked_instruction", "detail": "message 3 gives rut before the agent asked for it"}
+    ]
     assert parse_record(record).user_error == traj.user_error  # the record reads back as written
     assert traj.messages is not None and traj.messages[-1].to_dict() == {
-        "role": "user", "content": "Mi RUT es 12345678-9 ###STOP###", "calls_before": 0}
+        "role": "user",
+        "content": "Mi RUT es 12345678-9 ###STOP###",
+        "calls_before": 0,
+    }
     traj = run_case(lambda q, box: "Listo, nada más.", suite, case, user=RuleUser())  # type: ignore[arg-type]
     assert traj.user_error is None and "user_error" not in traj.to_dict()  # no user error: nothing to write
 
@@ -304,8 +350,10 @@ def suite_file(tmp_path: Path) -> Path:
     head, _, rest = text.partition("cases:\n")
     case = rest.split("\n\n")[0]
     path = tmp_path / "one.yaml"
-    path.write_text(f"{head}cases:\n{case}\n".replace("toolset_v2.yaml", str(ROOT / "examples" / "toolset_v2.yaml")),
-                    encoding="utf-8")
+    path.write_text(
+        f"{head}cases:\n{case}\n".replace("toolset_v2.yaml", str(ROOT / "examples" / "toolset_v2.yaml")),
+        encoding="utf-8",
+    )
     assert [c.id for c in load_suite(path).cases] == ["conv-saldo-001"]
     return path
 
@@ -324,15 +372,41 @@ def test_toollens_run_drives_agent_and_user_models_through_a_conversation(tmp_pa
     app = FakeLLM(responder=agent_and_user)
     url = f"sqlite:///{tmp_path / 'conv.db'}"
     with serve(app) as base:
-        done = subprocess.run([sys.executable, "-m", "app.cli", "run", str(suite_file(tmp_path)), "--agent", "openai",
-                               "--model", "agent-m", "--user-model", "user-m", "--base-url", f"{base}/v1",
-                               "--run", "conv", "--db", url], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=120, env={**os.environ, "OPENAI_API_KEY": "k"})
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "app.cli",
+                "run",
+                str(suite_file(tmp_path)),
+                "--agent",
+                "openai",
+                "--model",
+                "agent-m",
+                "--user-model",
+                "user-m",
+                "--base-url",
+                f"{base}/v1",
+                "--run",
+                "conv",
+                "--db",
+                url,
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "OPENAI_API_KEY": "k"},
+        )
     assert done.returncode == 0, done.stderr
     [record] = records(url, "conv")
     assert [(m["role"], m["content"], m["calls_before"]) for m in record["messages"]] == [
-        ("user", QUESTION, 0), ("assistant", "¿Me indicas tu RUT?", 0), ("user", "Mi RUT es 12345678-9.", 0),
-        ("assistant", "Tu saldo es $142.900.", 2), ("user", "Gracias. ###STOP###", 2)]
+        ("user", QUESTION, 0),
+        ("assistant", "¿Me indicas tu RUT?", 0),
+        ("user", "Mi RUT es 12345678-9.", 0),
+        ("assistant", "Tu saldo es $142.900.", 2),
+        ("user", "Gracias. ###STOP###", 2),
+    ]
     assert [c["name"] for c in record["calls"]] == ["buscar_cliente", "ver_saldo"]
     assert record["answer"] == "Tu saldo es $142.900."
     agent_calls = [r for r in app.requests if r["model"] == "agent-m"]
@@ -344,10 +418,10 @@ def test_toollens_run_drives_agent_and_user_models_through_a_conversation(tmp_pa
     assert last[1]["content"] == "¿Me indicas tu RUT?" and last[2]["content"] == "Mi RUT es 12345678-9."
     # the user model sees the conversation from its side: its instruction and facts, the agent as "user"
     prompt = user_calls[0]["messages"]
-    assert prompt[0]["role"] == "system" and "12345678-9" in prompt[0]["content"] and "###STOP###" in prompt[0][
-        "content"]
-    assert [(m["role"], m["content"]) for m in prompt[1:]] == [("assistant", QUESTION),
-                                                               ("user", "¿Me indicas tu RUT?")]
+    assert (
+        prompt[0]["role"] == "system" and "12345678-9" in prompt[0]["content"] and "###STOP###" in prompt[0]["content"]
+    )
+    assert [(m["role"], m["content"]) for m in prompt[1:]] == [("assistant", QUESTION), ("user", "¿Me indicas tu RUT?")]
     assert "tools" not in user_calls[0]
 
 
@@ -356,8 +430,16 @@ def test_resume_runs_a_half_done_conversation_again_whole(tmp_path: Path) -> Non
     app.errors[QUESTION] = [0, 500, 500]  # the agent's first turn answers; its second turn keeps failing
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'half.db'}")
     with serve(app) as base:
-        request = RunRequest(agent="openai", model="agent-m", user_model="user-m", base_url=f"{base}/v1",
-                             suite_path=suite_file(tmp_path), run_name="half", attempts=2, backoff=0.01)
+        request = RunRequest(
+            agent="openai",
+            model="agent-m",
+            user_model="user-m",
+            base_url=f"{base}/v1",
+            suite_path=suite_file(tmp_path),
+            run_name="half",
+            attempts=2,
+            backoff=0.01,
+        )
         out = run_agent(settings, request)
         assert out.summary.infra_errors == 1 and out.summary.stored == 0 and not out.finished
         assert records(settings.database_url, "half") == []  # nothing of the half-done conversation is stored
@@ -386,8 +468,11 @@ def test_a_user_model_is_an_openai_compatible_client() -> None:
 def anthropic_agent_turns(request: dict[str, Any]) -> Turn:
     """Asks for the RUT; once told, looks the customer up and answers."""
     messages = request["messages"]
-    results = sum(1 for m in messages if isinstance(m["content"], list)
-                  and any(b.get("type") == "tool_result" for b in m["content"]))
+    results = sum(
+        1
+        for m in messages
+        if isinstance(m["content"], list) and any(b.get("type") == "tool_result" for b in m["content"])
+    )
     if results:
         return Turn(text="Pedro Soto, tu saldo es $38.500.")
     if "9876543-K" in str(messages[-1]["content"]):
@@ -405,14 +490,22 @@ def test_the_anthropic_agent_sends_the_whole_conversation_every_turn() -> None:
     with serve(app) as base:
         traj = run_case(AnthropicAgent(model="m", base_url=base, api_key="k"), suite, case)
     assert [m.content for m in traj.messages or []] == [
-        "Hola, ¿me ayudas a ver mi saldo?", "¿Me das tu RUT?", "Claro, mi RUT es 9876543-K.",
-        "Pedro Soto, tu saldo es $38.500."]
+        "Hola, ¿me ayudas a ver mi saldo?",
+        "¿Me das tu RUT?",
+        "Claro, mi RUT es 9876543-K.",
+        "Pedro Soto, tu saldo es $38.500.",
+    ]
     assert [c.name for c in traj.calls] == ["buscar_cliente"] and traj.calls[0].error is None
     last = app.requests[-1]["messages"]
-    assert [(m["role"], m["content"] if isinstance(m["content"], str) else [b["type"] for b in m["content"]])
-            for m in last] == [
-        ("user", "Hola, ¿me ayudas a ver mi saldo?"), ("assistant", ["text"]), ("user", "Claro, mi RUT es 9876543-K."),
-        ("assistant", ["tool_use"]), ("user", ["tool_result"])]
+    assert [
+        (m["role"], m["content"] if isinstance(m["content"], str) else [b["type"] for b in m["content"]]) for m in last
+    ] == [
+        ("user", "Hola, ¿me ayudas a ver mi saldo?"),
+        ("assistant", ["text"]),
+        ("user", "Claro, mi RUT es 9876543-K."),
+        ("assistant", ["tool_use"]),
+        ("user", ["tool_result"]),
+    ]
 
 
 def test_an_agent_reads_the_conversation_so_far_on_the_toolbox() -> None:
@@ -424,10 +517,14 @@ def test_an_agent_reads_the_conversation_so_far_on_the_toolbox() -> None:
         return f"eco {len(seen)}"
 
     run_case(agent, suite, suite.case("conv-saldo-002"))  # type: ignore[arg-type]
-    assert seen == [[{"role": "user", "content": "Hola, ¿me ayudas a ver mi saldo?"}],
-                    [{"role": "user", "content": "Hola, ¿me ayudas a ver mi saldo?"},
-                     {"role": "assistant", "content": "eco 1"},
-                     {"role": "user", "content": "Claro, mi RUT es 9876543-K."}]]
+    assert seen == [
+        [{"role": "user", "content": "Hola, ¿me ayudas a ver mi saldo?"}],
+        [
+            {"role": "user", "content": "Hola, ¿me ayudas a ver mi saldo?"},
+            {"role": "assistant", "content": "eco 1"},
+            {"role": "user", "content": "Claro, mi RUT es 9876543-K."},
+        ],
+    ]
     single = load_suite(ROOT / "examples" / "suite_v2.yaml")
     run_case(agent, single, single.cases[0])
     assert seen[-1] == [{"role": "user", "content": single.cases[0].question}]

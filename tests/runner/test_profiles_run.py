@@ -55,20 +55,39 @@ def agent(question, toolbox):
 """
 SUITE: dict[str, Any] = {
     "name": "perfiles",
-    "toolset": [{"name": "buscar_pedido", "description": "Busca un pedido por RUT y número.",
-                 "parameters": {"type": "object", "properties": {"rut": {"type": "string"},
-                                                                 "numero": {"type": "string"}},
-                                "required": ["rut", "numero"]},
-                 "mock": {"responses": [{"when": {"rut": "12345678-9", "numero": "PED-12345"},
-                                         "response": {"estado": "en camino"}}]}}],
-    "cases": [{"id": "pedido", "question": "Hola, ¿dónde está mi pedido?",
-               "user": {"instruction": "Eres Ana Rojas y quieres saber dónde está tu pedido.",
-                        "known": {"rut": "12345678-9", "pedido": "PED-12345"}, "patience": 4},
-               "expected_calls": [{"name": "buscar_pedido", "arguments": {"rut": "12345678-9",
-                                                                          "numero": "PED-12345"}}]},
-              {"id": "solo", "question": "¿Dónde está el pedido PED-12345 del RUT 12345678-9?",
-               "expected_calls": [{"name": "buscar_pedido", "arguments": {"rut": "12345678-9",
-                                                                          "numero": "PED-12345"}}]}],
+    "toolset": [
+        {
+            "name": "buscar_pedido",
+            "description": "Busca un pedido por RUT y número.",
+            "parameters": {
+                "type": "object",
+                "properties": {"rut": {"type": "string"}, "numero": {"type": "string"}},
+                "required": ["rut", "numero"],
+            },
+            "mock": {
+                "responses": [
+                    {"when": {"rut": "12345678-9", "numero": "PED-12345"}, "response": {"estado": "en camino"}}
+                ]
+            },
+        }
+    ],
+    "cases": [
+        {
+            "id": "pedido",
+            "question": "Hola, ¿dónde está mi pedido?",
+            "user": {
+                "instruction": "Eres Ana Rojas y quieres saber dónde está tu pedido.",
+                "known": {"rut": "12345678-9", "pedido": "PED-12345"},
+                "patience": 4,
+            },
+            "expected_calls": [{"name": "buscar_pedido", "arguments": {"rut": "12345678-9", "numero": "PED-12345"}}],
+        },
+        {
+            "id": "solo",
+            "question": "¿Dónde está el pedido PED-12345 del RUT 12345678-9?",
+            "expected_calls": [{"name": "buscar_pedido", "arguments": {"rut": "12345678-9", "numero": "PED-12345"}}],
+        },
+    ],
 }
 
 
@@ -76,8 +95,18 @@ def run(tmp_path: Path, db_url: str, name: str, *profiles: str, agent: str = "ha
     (tmp_path / "hasty.py").write_text(HASTY, encoding="utf-8")
     (tmp_path / "slow.py").write_text(SLOW, encoding="utf-8")
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump(SUITE, allow_unicode=True), encoding="utf-8")
-    args = ["run", str(tmp_path / "suite.yaml"), "--agent", f"{tmp_path / agent}.py:agent", "--trials", str(trials),
-            "--run", name, "--db", db_url]
+    args = [
+        "run",
+        str(tmp_path / "suite.yaml"),
+        "--agent",
+        f"{tmp_path / agent}.py:agent",
+        "--trials",
+        str(trials),
+        "--run",
+        name,
+        "--db",
+        db_url,
+    ]
     for p in profiles:
         args += ["--user-profile", p]
     return runner.invoke(cli, args)
@@ -101,7 +130,10 @@ def test_run_with_two_profiles_measures_the_gap_by_hand(tmp_path: Path, db_url: 
     finally:
         engine.dispose()
     assert {p: f["trials"] for p, f in figures.items()} == {
-        "cooperative": {"pedido": [2, 2]}, "impatient": {"pedido": [2, 2]}, "drip_feed": {"pedido": [2, 0]}}
+        "cooperative": {"pedido": [2, 2]},
+        "impatient": {"pedido": [2, 2]},
+        "drip_feed": {"pedido": [2, 0]},
+    }
     # impatient never leaves: the agent asks once, at the user's first reply; drip_feed holds back every time
     assert (figures["drip_feed"]["acted"], figures["impatient"]["acted"]) == (2, 0)
     gap = cooperation_gap(figures)
@@ -119,10 +151,12 @@ def test_run_with_two_profiles_measures_the_gap_by_hand(tmp_path: Path, db_url: 
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         page = client.get(f"/runs/{run_id}", headers={"accept": "text/html"})
         assert page.status_code == 200
-        section = page.text[page.text.index('<section id="cooperation"'):]
-        section = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section[:section.index("</section>")]))
-        assert "pass^2 under the cooperative user 100.0%; under the other 2 profiles from 0.0% to 100.0% " \
-               "(gap −100.0 pts to +0.0 pts); the largest drop: drip_feed" in section
+        section = page.text[page.text.index('<section id="cooperation"') :]
+        section = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section[: section.index("</section>")]))
+        assert (
+            "pass^2 under the cooperative user 100.0%; under the other 2 profiles from 0.0% to 100.0% "
+            "(gap −100.0 pts to +0.0 pts); the largest drop: drip_feed" in section
+        )
         assert "drip feed 1 2 0.0% 0.0% −100.0 pts" in section  # rate, conversations, pass^1, pass^2, gap
         assert "−100.0 pts 2 / 0 (p 0.5) 2 2 (0) 0" in section  # gap pass^2, paired, act fired, failed, broken
         assert "drip feed user" in page.text  # the trajectory list marks a profile's conversations
@@ -133,7 +167,10 @@ def test_run_with_two_profiles_measures_the_gap_by_hand(tmp_path: Path, db_url: 
         text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", one))
         assert "The simulated user played the drip_feed profile" in text and "held_back message 3: gives" in text
         assert set(client.get(f"/api/runs/{run_id}/figures").json()["profiles"]) == {
-            "cooperative", "impatient", "drip_feed"}
+            "cooperative",
+            "impatient",
+            "drip_feed",
+        }
 
 
 def test_compare_sets_two_runs_profile_by_profile(tmp_path: Path, db_url: str) -> None:
@@ -142,15 +179,20 @@ def test_compare_sets_two_runs_profile_by_profile(tmp_path: Path, db_url: str) -
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         data = client.get("/api/compare", params={"a": 1, "b": 2}).json()["cooperation"]
         assert [(r["profile"], r["a"], r["b"], r["delta"]) for r in data["profiles"]] == [
-            ("cooperative", 1.0, 1.0, 0.0), ("drip_feed", 0.0, 0.0, 0.0), ("impatient", None, 1.0, None)]
+            ("cooperative", 1.0, 1.0, 0.0),
+            ("drip_feed", 0.0, 0.0, 0.0),
+            ("impatient", None, 1.0, None),
+        ]
         assert data["same_profiles"] is False and data["delta_band"] == [0.0, 0.0]
         html = client.get("/compare", params={"a": 1, "b": 2}, headers={"accept": "text/html"}).text
         text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
         assert "the runs ran different profiles: only the rows both hold compare" in text
         assert "drip feed 0.0% 0.0% +0.0 pts −100.0 pts −100.0 pts" in text
     gated = runner.invoke(cli, ["gate", "--baseline", "a", "--candidate", "b", "--db", db_url], env={"COLUMNS": "300"})
-    assert "cooperation gap (A baseline, B candidate): B − A at pass^2: +0.0 pts under the cooperative user" in \
-        gated.output
+    assert (
+        "cooperation gap (A baseline, B candidate): B − A at pass^2: +0.0 pts under the cooperative user"
+        in gated.output
+    )
 
 
 def test_a_bad_profile_is_refused_before_anything_runs(tmp_path: Path, db_url: str) -> None:
@@ -210,11 +252,33 @@ def test_paired_flips_are_the_same_from_the_store_the_export_and_its_import(tmp_
     from app.store.models import TrajectoryRow
 
     suite = str(Path(__file__).parents[2] / "examples" / "conversaciones_v2.yaml")
-    made = runner.invoke(cli, ["run", suite, "--agent", "simulated", "--trials", "2", "--user-profile", "all",
-                               "--seed", "11", "--run", "r", "--db", db_url])
+    made = runner.invoke(
+        cli,
+        [
+            "run",
+            suite,
+            "--agent",
+            "simulated",
+            "--trials",
+            "2",
+            "--user-profile",
+            "all",
+            "--seed",
+            "11",
+            "--run",
+            "r",
+            "--db",
+            db_url,
+        ],
+    )
     assert made.exit_code == 0, made.output
-    want = {"impatient": [2, 0], "drip_feed": [0, 0], "wrong_assumption": [0, 0], "omits_detail": [2, 0],
-            "changes_mind": [1, 0]}
+    want = {
+        "impatient": [2, 0],
+        "drip_feed": [0, 0],
+        "wrong_assumption": [0, 0],
+        "omits_detail": [2, 0],
+        "changes_mind": [1, 0],
+    }
     out = tmp_path / "r.jsonl"
     assert runner.invoke(cli, ["export", "r", "--out", str(out), "--db", db_url]).exit_code == 0
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
@@ -227,8 +291,13 @@ def test_paired_flips_are_the_same_from_the_store_the_export_and_its_import(tmp_
     assert {p: f["paired"] for p, f in profiles.items() if "paired" in f} == want
     gap = cooperation_gap(profiles)
     assert gap is not None and {r.profile: r.paired_p for r in gap.rows} == {
-        "cooperative": None, "impatient": 0.5, "drip_feed": 1.0, "wrong_assumption": 1.0, "omits_detail": 0.5,
-        "changes_mind": 1.0}
+        "cooperative": None,
+        "impatient": 0.5,
+        "drip_feed": 1.0,
+        "wrong_assumption": 1.0,
+        "omits_detail": 0.5,
+        "changes_mind": 1.0,
+    }
     imported = runner.invoke(cli, ["import", str(out), "--run", "imp", "--suite", suite, "--db", db_url])
     assert imported.exit_code == 0, imported.output
     engine = make_engine(db_url)
@@ -238,7 +307,9 @@ def test_paired_flips_are_the_same_from_the_store_the_export_and_its_import(tmp_
             assert not (s.get(Run, ids["imp"]).config or {}).get("user_profiles")  # type: ignore[union-attr]
             assert paired_flips(s, ids["r"]) == want and paired_flips(s, ids["imp"]) == want
             assert {r.profile: r.paired for r in run_gap(s, ids["imp"]).rows} == {  # type: ignore[union-attr]
-                "cooperative": None, **{p: tuple(v) for p, v in want.items()}}
+                "cooperative": None,
+                **{p: tuple(v) for p, v in want.items()},
+            }
             for row in s.query(TrajectoryRow).filter(TrajectoryRow.detail.is_not(None)):
                 row.detail = {k: v for k, v in row.detail.items() if k != "user_mirror_trial"}  # stored before it
             s.commit()

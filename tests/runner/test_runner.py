@@ -40,9 +40,14 @@ def _rows(url: str, run_name: str) -> list[tuple[str, int, str]]:
     try:
         with session_scope(make_sessionmaker(engine)) as s:
             run_id = s.scalar(select(Run.id).where(Run.name == run_name))
-            return [tuple(r) for r in s.execute(  # type: ignore[misc]
-                select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key)
-                .where(TrajectoryRow.run_id == run_id))]
+            return [
+                tuple(r)
+                for r in s.execute(  # type: ignore[misc]
+                    select(TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key).where(
+                        TrajectoryRow.run_id == run_id
+                    )
+                )
+            ]
     finally:
         engine.dispose()
 
@@ -85,8 +90,9 @@ def test_still_missing_goes_by_case_and_trial_whatever_the_fault() -> None:
 
 def test_simulated_run_stores_every_case_run_and_resume_adds_nothing(db_url: str) -> None:
     settings = _settings(db_url)
-    out = run_agent(settings, RunRequest(agent="simulated", suite_path=SUITE, trials=2, sweep=True,
-                                         run_name="sim", concurrency=8))
+    out = run_agent(
+        settings, RunRequest(agent="simulated", suite_path=SUITE, trials=2, sweep=True, run_name="sim", concurrency=8)
+    )
     assert out.finished and out.planned == CASES * 2 + SWEEP_ITEMS
     assert out.summary.stored == out.planned and out.summary.infra_errors == 0
     rows = _rows(db_url, "sim")
@@ -104,8 +110,15 @@ def test_the_same_seed_gives_the_same_trajectories(tmp_path: Path) -> None:
         run_agent(_settings(url), RunRequest(agent="simulated", suite_path=SUITE, run_name="r", seed=4))
         engine = make_engine(url)
         with session_scope(make_sessionmaker(engine)) as s:
-            answers.append(list(s.execute(select(TrajectoryRow.case_id, TrajectoryRow.answer, TrajectoryRow.passed)
-                                          .order_by(TrajectoryRow.case_id))))
+            answers.append(
+                list(
+                    s.execute(
+                        select(TrajectoryRow.case_id, TrajectoryRow.answer, TrajectoryRow.passed).order_by(
+                            TrajectoryRow.case_id
+                        )
+                    )
+                )
+            )
         engine.dispose()
     assert answers[0] == answers[1]
 
@@ -130,8 +143,16 @@ def test_endpoint_failures_are_infrastructure_errors_and_resume_retries_them(db_
     app.errors[broken] = [500] * 2  # both attempts of the first run fail; the resumed run gets through
     settings = _settings(db_url)
     with serve(app) as url:
-        req = RunRequest(agent="openai", model="m", base_url=f"{url}/v1", suite_path=SUITE, run_name="flaky",
-                         attempts=2, backoff=0.01, concurrency=4)
+        req = RunRequest(
+            agent="openai",
+            model="m",
+            base_url=f"{url}/v1",
+            suite_path=SUITE,
+            run_name="flaky",
+            attempts=2,
+            backoff=0.01,
+            concurrency=4,
+        )
         out = run_agent(settings, req)
         assert out.summary.infra_errors == 1 and out.summary.stored == CASES - 1 and not out.finished
         engine = make_engine(db_url)
@@ -144,8 +165,9 @@ def test_endpoint_failures_are_infrastructure_errors_and_resume_retries_them(db_
         assert again.planned == 1 and again.summary.stored == 1 and again.finished
         with session_scope(make_sessionmaker(engine)) as s:
             assert infra_errors(s, run_id) == []  # type: ignore[arg-type]
-            assert s.scalar(select(func.count()).select_from(TrajectoryRow).where(TrajectoryRow.run_id == run_id)) \
-                == CASES
+            assert (
+                s.scalar(select(func.count()).select_from(TrajectoryRow).where(TrajectoryRow.run_id == run_id)) == CASES
+            )
         engine.dispose()
         assert req.config()["base_url"] == f"{url}/v1"  # a resumed run finds its endpoint; keys are never kept
     assert not any("key" in k for k in req.config())
@@ -156,8 +178,27 @@ def test_a_run_killed_midway_resumes_with_every_case_once(tmp_path: Path) -> Non
     app = FakeLLM(delay=0.15, default=Turn(text="Listo."))
     env = {**os.environ, "OPENAI_API_KEY": "k"}
     with serve(app) as base:
-        cmd = [sys.executable, "-m", "app.cli", "run", str(SUITE), "--agent", "openai", "--model", "m",
-               "--base-url", f"{base}/v1", "--run", "killed", "--trials", "3", "--concurrency", "2", "--db", url]
+        cmd = [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "run",
+            str(SUITE),
+            "--agent",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            f"{base}/v1",
+            "--run",
+            "killed",
+            "--trials",
+            "3",
+            "--concurrency",
+            "2",
+            "--db",
+            url,
+        ]
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -171,8 +212,14 @@ def test_a_run_killed_midway_resumes_with_every_case_once(tmp_path: Path) -> Non
         proc.wait(timeout=10)
         before = _rows(url, "killed")
         assert 5 <= len(before) < CASES * 3
-        resumed = subprocess.run([sys.executable, "-m", "app.cli", "run", "--resume", "killed", "--concurrency", "8",
-                                  "--db", url], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        resumed = subprocess.run(
+            [sys.executable, "-m", "app.cli", "run", "--resume", "killed", "--concurrency", "8", "--db", url],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert resumed.returncode == 0, resumed.stderr
     after = _rows(url, "killed")
     assert len(after) == len(set(after)) == CASES * 3
@@ -180,20 +227,25 @@ def test_a_run_killed_midway_resumes_with_every_case_once(tmp_path: Path) -> Non
     assert "run finished" in resumed.stderr
 
 
-AGENT_SOURCE = '''
+AGENT_SOURCE = """
 def agent(question, toolbox):
     if "PED-" in question:
         raise RuntimeError("boom")
     toolbox.call("buscar_cliente", {"rut": "12345678-9"})
     return "listo"
-'''
+"""
 
 
 def test_a_python_agent_by_module_and_function_and_its_crashes(tmp_path: Path) -> None:
     (tmp_path / "my_agent.py").write_text(AGENT_SOURCE)
     url = f"sqlite:///{tmp_path / 'py.db'}"
-    done = subprocess.run([sys.executable, "-m", "app.cli", "run", str(SUITE), "--agent", "my_agent:agent",
-                           "--run", "py", "--db", url], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run", str(SUITE), "--agent", "my_agent:agent", "--run", "py", "--db", url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     crashing = sum(1 for c in load_suite(SUITE).cases if "PED-" in c.question)
     assert f"stored {CASES} of {CASES} case runs" in done.stderr
@@ -205,8 +257,13 @@ def test_a_python_agent_by_module_and_function_and_its_crashes(tmp_path: Path) -
         stopped = [t.detail.get("stopped") for t in s.scalars(select(TrajectoryRow))]
     engine.dispose()
     assert stopped.count("agent_error") == crashing
-    missing = subprocess.run([sys.executable, "-m", "app.cli", "run", str(SUITE), "--agent", "nope:agent",
-                              "--run", "py2", "--db", url], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    missing = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run", str(SUITE), "--agent", "nope:agent", "--run", "py2", "--db", url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 2 and "cannot import 'nope'" in missing.stderr
     assert "Traceback" not in missing.stderr
     engine = make_engine(url)
@@ -218,8 +275,10 @@ def test_a_python_agent_by_module_and_function_and_its_crashes(tmp_path: Path) -
 def test_faults_with_the_sweep_store_every_case_run(db_url: str) -> None:
     """A plain trial whose fault falls on a sweep's step is another case run, not a duplicate."""
     settings = _settings(db_url)
-    out = run_agent(settings, RunRequest(agent="simulated", suite_path=SUITE, faults="index:1=http_503", sweep=True,
-                                         run_name="both"))
+    out = run_agent(
+        settings,
+        RunRequest(agent="simulated", suite_path=SUITE, faults="index:1=http_503", sweep=True, run_name="both"),
+    )
     assert out.summary.stored == CASES + SWEEP_ITEMS and out.summary.duplicates == 0 and out.finished
 
 
@@ -227,8 +286,17 @@ def test_a_plan_whose_fault_moves_still_resumes_to_nothing(tmp_path: Path) -> No
     """With schema errors the router skips a planned fault and the next index
     fires: the stored fault differs from the plan's first, yet resume is whole."""
     settings = _settings(f"sqlite:///{tmp_path / 'm.db'}")
-    out = run_agent(settings, RunRequest(agent="simulated", suite_path=SUITE, trials=3, run_name="m",
-                                         faults="index:1=http_503,index:2=timeout", sim_rates="schema_error=0.5"))
+    out = run_agent(
+        settings,
+        RunRequest(
+            agent="simulated",
+            suite_path=SUITE,
+            trials=3,
+            run_name="m",
+            faults="index:1=http_503,index:2=timeout",
+            sim_rates="schema_error=0.5",
+        ),
+    )
     assert out.finished and out.summary.stored == CASES * 3
     assert {k for _, _, k in _rows(settings.database_url, "m")} >= {"1:http_503", "2:timeout"}
     again = run_agent(settings, RunRequest(resume="m"))
@@ -267,14 +335,34 @@ def test_shards_started_together_join_one_run(db_url: str) -> None:
 def test_only_runs_of_the_runner_resume_and_bad_options_store_nothing(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     settings = _settings(url)
-    done = subprocess.run([sys.executable, "-m", "app.cli", "import", str(ROOT / "examples" / "trajectories_v1.jsonl"),
-                           "--suite", str(SUITE), "--run", "imported", "--db", url], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "import",
+            str(ROOT / "examples" / "trajectories_v1.jsonl"),
+            "--suite",
+            str(SUITE),
+            "--run",
+            "imported",
+            "--db",
+            url,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     with pytest.raises(RunSetupError, match="not made by `toollens run`"):
         run_agent(settings, RunRequest(resume="imported"))
-    for bad, message in (({"faults": "index:x"}, "--faults"), ({"shard": "0/2"}, "--shard"),
-                         ({"sweep_kind": "bogus"}, "--sweep-kind"), ({"trials": 0}, "--trials")):
+    for bad, message in (
+        ({"faults": "index:x"}, "--faults"),
+        ({"shard": "0/2"}, "--shard"),
+        ({"sweep_kind": "bogus"}, "--sweep-kind"),
+        ({"trials": 0}, "--trials"),
+    ):
         with pytest.raises(ToolLensError, match=message):
             run_agent(settings, RunRequest(agent="simulated", suite_path=SUITE, run_name="bad", **bad))  # type: ignore[arg-type]
     engine = make_engine(url)
@@ -305,15 +393,23 @@ def test_a_failing_writer_stops_the_agents(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(ingest, "add_trajectories", flaky)
     CALLS.clear()
     with pytest.raises(RuntimeError, match="disk full"):
-        run_agent(_settings(f"sqlite:///{tmp_path / 'w.db'}"),
-                  RunRequest(agent="tests.runner.test_runner:counting_agent", suite_path=SUITE, trials=20, run_name="w",
-                             concurrency=2))
+        run_agent(
+            _settings(f"sqlite:///{tmp_path / 'w.db'}"),
+            RunRequest(
+                agent="tests.runner.test_runner:counting_agent",
+                suite_path=SUITE,
+                trials=20,
+                run_name="w",
+                concurrency=2,
+            ),
+        )
     assert 2 <= len(CALLS) < 40  # not the 360 case runs of the whole run
 
 
 def test_nul_characters_from_an_agent_are_stored_on_both_databases(db_url: str) -> None:
-    out = run_agent(_settings(db_url), RunRequest(agent="tests.runner.test_runner:counting_agent", suite_path=SUITE,
-                                                  run_name="nul"))
+    out = run_agent(
+        _settings(db_url), RunRequest(agent="tests.runner.test_runner:counting_agent", suite_path=SUITE, run_name="nul")
+    )
     assert out.summary.stored == CASES and out.summary.infra_errors == 0
     engine = make_engine(db_url)
     with session_scope(make_sessionmaker(engine)) as s:

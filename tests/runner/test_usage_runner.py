@@ -62,15 +62,20 @@ def _tokens(traj: Trajectory) -> list[tuple[str | None, int | None, int | None, 
 
 def test_the_openai_loop_records_every_request(fake, suite) -> None:
     _, url = fake
-    agent = OpenAIChatAgent(model="fake-model", base_url=f"{url}/v1", api_key="k",
-                            retry=RetryPolicy(attempts=2, base=0.01))
+    agent = OpenAIChatAgent(
+        model="fake-model", base_url=f"{url}/v1", api_key="k", retry=RetryPolicy(attempts=2, base=0.01)
+    )
     traj = _run(agent, suite)
-    assert _tokens(traj) == [("fake-model", 300, 12, 0), ("fake-model", 420, 9, 256),
-                             ("fake-model", 530, 14, 384)]
+    assert _tokens(traj) == [("fake-model", 300, 12, 0), ("fake-model", 420, 9, 256), ("fake-model", 530, 14, 384)]
     assert all(m.latency_ms is not None and 30 <= m.latency_ms < 5000 for m in traj.model_calls or [])
     assert all(c.latency_ms is not None and 0 <= c.latency_ms < 1000 for c in traj.calls)
-    assert traj.to_dict()["model_calls"][0] == {"model": "fake-model", "input_tokens": 300, "output_tokens": 12,
-                                                "cached_tokens": 0, "latency_ms": traj.model_calls[0].latency_ms}
+    assert traj.to_dict()["model_calls"][0] == {
+        "model": "fake-model",
+        "input_tokens": 300,
+        "output_tokens": 12,
+        "cached_tokens": 0,
+        "latency_ms": traj.model_calls[0].latency_ms,
+    }
 
 
 def test_the_anthropic_loop_counts_cache_reads_into_the_prompt(fake, suite) -> None:
@@ -78,15 +83,15 @@ def test_the_anthropic_loop_counts_cache_reads_into_the_prompt(fake, suite) -> N
     agent = AnthropicAgent(model="claude-fake", base_url=url, api_key="k", retry=RetryPolicy(attempts=2, base=0.01))
     traj = _run(agent, suite)
     # the fake answers input_tokens 420 - 256 = 164 and cache_read_input_tokens 256: the record's input is 420
-    assert _tokens(traj) == [("claude-fake", 300, 12, 0), ("claude-fake", 420, 9, 256),
-                             ("claude-fake", 530, 14, 384)]
+    assert _tokens(traj) == [("claude-fake", 300, 12, 0), ("claude-fake", 420, 9, 256), ("claude-fake", 530, 14, 384)]
     assert all(m.latency_ms is not None and m.latency_ms >= 30 for m in traj.model_calls or [])
 
 
 def test_an_injected_delay_is_slept_and_recorded_in_the_async_loop(fake, suite) -> None:
     _, url = fake
-    agent = OpenAIChatAgent(model="fake-model", base_url=f"{url}/v1", api_key="k",
-                            retry=RetryPolicy(attempts=2, base=0.01))
+    agent = OpenAIChatAgent(
+        model="fake-model", base_url=f"{url}/v1", api_key="k", retry=RetryPolicy(attempts=2, base=0.01)
+    )
     traj = _run(agent, suite, FaultPlan.parse("index:0=timeout,delay:80"))
     first = traj.calls[0]
     assert first.error is not None and first.error.injected and first.error.delay_ms == 80.0

@@ -34,8 +34,23 @@ runner = CliRunner()
 
 
 def _import(db_url: str, name: str) -> None:
-    r = runner.invoke(toollens, ["import", str(TAU), "--format", "tau-bench", "--tools", str(SCHEMAS), "--run", name,
-                                 "--batch", "30", "--db", db_url])
+    r = runner.invoke(
+        toollens,
+        [
+            "import",
+            str(TAU),
+            "--format",
+            "tau-bench",
+            "--tools",
+            str(SCHEMAS),
+            "--run",
+            name,
+            "--batch",
+            "30",
+            "--db",
+            db_url,
+        ],
+    )
     assert r.exit_code == 0, r.output
 
 
@@ -54,12 +69,19 @@ def _stored(db_url: str, run_id: int) -> tuple[int, int, int]:
     """The run's cause counters summed, its cause tags, its trajectories with a divergence."""
     engine = make_engine(db_url)
     with session_scope(make_sessionmaker(engine)) as s:
-        counted = s.scalar(select(func.sum(RunCounter.value)).where(RunCounter.run_id == run_id,
-                                                                    RunCounter.kind == "cause"))
-        tags = s.scalar(select(func.count()).select_from(TrajectoryTag).where(TrajectoryTag.run_id == run_id,
-                                                                              TrajectoryTag.kind == "cause"))
-        diverged = sum(1 for d in s.scalars(select(TrajectoryRow.detail).where(TrajectoryRow.run_id == run_id))
-                       if "divergence" in d)
+        counted = s.scalar(
+            select(func.sum(RunCounter.value)).where(RunCounter.run_id == run_id, RunCounter.kind == "cause")
+        )
+        tags = s.scalar(
+            select(func.count())
+            .select_from(TrajectoryTag)
+            .where(TrajectoryTag.run_id == run_id, TrajectoryTag.kind == "cause")
+        )
+        diverged = sum(
+            1
+            for d in s.scalars(select(TrajectoryRow.detail).where(TrajectoryRow.run_id == run_id))
+            if "divergence" in d
+        )
     engine.dispose()
     return int(counted or 0), int(tags or 0), diverged
 
@@ -93,8 +115,10 @@ def test_an_old_run_says_it_needs_the_backfill_which_gives_it_the_causes_of_a_fr
     assert shown.exit_code == 0 and "toollens db backfill" in " ".join(shown.output.split()), shown.output
     assert "69 failed trajectories have no cause" in " ".join(shown.output.split())
     gated = runner.invoke(toollens, ["gate", "--baseline", "fresh", "--candidate", "old", "--db", db_url])
-    assert "69 failed trajectories of the candidate (old) have no cause: the run was stored before ToolLens kept " \
-           "causes; `toollens db backfill` counts them" in " ".join(gated.output.split()), gated.output
+    assert (
+        "69 failed trajectories of the candidate (old) have no cause: the run was stored before ToolLens kept "
+        "causes; `toollens db backfill` counts them" in " ".join(gated.output.split())
+    ), gated.output
     assert _stored(db_url, OLD) == (0, 0, 0)
     assert "run 1 (old): 69 causes counted" in _backfill(db_url, "--run", "old")
     assert _stored(db_url, OLD) == (69, 69, 69)
@@ -110,8 +134,10 @@ def test_an_old_run_says_it_needs_the_backfill_which_gives_it_the_causes_of_a_fr
             assert one["detail"]["divergence"]["key"] == c["filter"]["cause"]
     assert "0 of 2 runs backfilled" in _backfill(db_url)
     assert "no cause" not in runner.invoke(toollens, ["show", "old", "--db", db_url]).output
-    assert "no cause" not in runner.invoke(toollens, ["gate", "--baseline", "fresh", "--candidate", "old",
-                                                      "--db", db_url]).output
+    assert (
+        "no cause"
+        not in runner.invoke(toollens, ["gate", "--baseline", "fresh", "--candidate", "old", "--db", db_url]).output
+    )
     assert _stored(db_url, OLD) == (69, 69, 69)  # kept: nothing counted again
 
 
@@ -145,11 +171,16 @@ def test_a_trajectory_stored_as_failed_keeps_its_verdict_when_rescoring_finds_no
     _make_old(db_url, OLD)
     engine = make_engine(db_url)
     with session_scope(make_sessionmaker(engine), write=True) as s:  # as if an older rule had failed a passed one
-        t = s.scalars(select(TrajectoryRow).where(TrajectoryRow.run_id == OLD, TrajectoryRow.passed)
-                      .order_by(TrajectoryRow.id).limit(1)).one()
+        t = s.scalars(
+            select(TrajectoryRow)
+            .where(TrajectoryRow.run_id == OLD, TrajectoryRow.passed)
+            .order_by(TrajectoryRow.id)
+            .limit(1)
+        ).one()
         t.passed = False
-        counter = s.scalars(select(RunCounter).where(RunCounter.run_id == OLD, RunCounter.kind == "passes",
-                                                     RunCounter.a == t.case_id)).one()
+        counter = s.scalars(
+            select(RunCounter).where(RunCounter.run_id == OLD, RunCounter.kind == "passes", RunCounter.a == t.case_id)
+        ).one()
         counter.value -= 1
     backfill.backfill_causes(make_sessionmaker(engine), OLD)
     with session_scope(make_sessionmaker(engine)) as s:
@@ -167,8 +198,10 @@ def test_fix_on_an_old_run_asks_for_the_backfill_then_explains_what_it_explains_
     from app.store.fix import run_fix
 
     examples = Path(__file__).resolve().parents[2] / "examples"
-    assert run_agent(Settings(database_url=db_url), RunRequest(agent="simulated", suite_path=examples / "suite_v1.yaml",
-                                                                sweep=True, run_name="v1", seed=5)).finished
+    assert run_agent(
+        Settings(database_url=db_url),
+        RunRequest(agent="simulated", suite_path=examples / "suite_v1.yaml", sweep=True, run_name="v1", seed=5),
+    ).finished
     engine = make_engine(db_url)
     with session_scope(make_sessionmaker(engine)) as s:
         fresh = [(p.tool, p.where, p.explains) for p in run_fix(s, "v1").proposals]

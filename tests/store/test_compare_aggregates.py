@@ -18,13 +18,19 @@ from app.web.app import create_app
 from tests.store.test_usage_store import CLIENTE, FAILING, NO_USAGE, PASSING, store
 
 # B: the passing trajectory again with other usage, and the failing one passing now
-B_PASSING = {**PASSING, "model_calls": [{"model": "gpt-4o", "input_tokens": 3000, "output_tokens": 40,
-                                         "cached_tokens": 1000, "latency_ms": 450.0}],
-             "calls": [{**PASSING["calls"][0], "latency_ms": 60.0}, {**PASSING["calls"][1], "latency_ms": 20.0}]}
+B_PASSING = {
+    **PASSING,
+    "model_calls": [
+        {"model": "gpt-4o", "input_tokens": 3000, "output_tokens": 40, "cached_tokens": 1000, "latency_ms": 450.0}
+    ],
+    "calls": [{**PASSING["calls"][0], "latency_ms": 60.0}, {**PASSING["calls"][1], "latency_ms": 20.0}],
+}
 B_FIXED = {**PASSING, "trial": 1, "model_calls": [{"model": "my-llama", "input_tokens": 2000, "latency_ms": 700.0}]}
 # trial 2 passed in A, fails in B: it calls a tool the toolset does not have
-B_WRONG = {**NO_USAGE, "calls": [CLIENTE, {"name": "cancelar_pedido", "arguments": {}, "observation": "ok",
-                                            "error": None}]}
+B_WRONG = {
+    **NO_USAGE,
+    "calls": [CLIENTE, {"name": "cancelar_pedido", "arguments": {}, "observation": "ok", "error": None}],
+}
 
 
 @pytest.fixture()
@@ -52,8 +58,11 @@ def test_finishing_keeps_the_usage_before_prices(client: TestClient) -> None:
     assert kept["model_latency_ms"] == {"p50": 900.0, "p95": 1500.0}
     assert kept["tool_latency_ms"] == {"p50": 80.0, "p95": 251.0}
     # per model, requests that split their tokens: fresh input (cached ones apart), cached input, output
-    assert sorted(kept["spent"]) == [["gpt-4o", 1500, 0, 20], ["gpt-4o-2024-08-06", 800, 200, 500],
-                                     ["my-llama", 4000, 0, 100]]
+    assert sorted(kept["spent"]) == [
+        ["gpt-4o", 1500, 0, 20],
+        ["gpt-4o-2024-08-06", 800, 200, 500],
+        ["my-llama", 4000, 0, 100],
+    ]
 
 
 def test_kept_comparison_equals_the_one_read_from_every_trajectory(client: TestClient) -> None:
@@ -61,8 +70,10 @@ def test_kept_comparison_equals_the_one_read_from_every_trajectory(client: TestC
     sessions = client.app.state.sessions  # type: ignore[attr-defined]
     with session_scope(sessions) as s:
         # finishing B paired it with A (finished before it, same suite), both ways
-        kept = {(p.a_id, p.b_id): (p.a_trajectories, p.b_trajectories, p.shared, p.only_a, p.only_b, len(p.flipped))
-                for p in s.scalars(select(RunPairing))}
+        kept = {
+            (p.a_id, p.b_id): (p.a_trajectories, p.b_trajectories, p.shared, p.only_a, p.only_b, len(p.flipped))
+            for p in s.scalars(select(RunPairing))
+        }
         fast = comparing.compare_runs(s, a, b)
         back = comparing.compare_runs(s, b, a)
     # shared: trials 0 and 2 without a fault, trial 1 with the timeout; trial 2 passed only in A
@@ -114,10 +125,16 @@ def test_a_run_finished_before_aggregates_were_kept_gets_them_from_the_backfill(
 
     def rows() -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
         with session_scope(sessions) as s:
-            return ([(r.run_id, r.trajectories, r.usage) for r in s.scalars(select(RunAggregate)
-                                                                              .order_by(RunAggregate.run_id))],
-                    [(p.a_id, p.b_id, p.a_trajectories, p.b_trajectories, p.shared, p.only_a, p.only_b, p.flipped)
-                     for p in s.scalars(select(RunPairing).order_by(RunPairing.a_id, RunPairing.b_id))])
+            return (
+                [
+                    (r.run_id, r.trajectories, r.usage)
+                    for r in s.scalars(select(RunAggregate).order_by(RunAggregate.run_id))
+                ],
+                [
+                    (p.a_id, p.b_id, p.a_trajectories, p.b_trajectories, p.shared, p.only_a, p.only_b, p.flipped)
+                    for p in s.scalars(select(RunPairing).order_by(RunPairing.a_id, RunPairing.b_id))
+                ],
+            )
 
     at_finish = rows()
     with session_scope(sessions) as s:

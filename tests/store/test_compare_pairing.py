@@ -29,8 +29,9 @@ def client(db_url: str) -> Iterator[TestClient]:
 def _run(trials: range, passes: Callable[[int], bool], faulted: Collection[int] = ()) -> list[dict[str, Any]]:
     """One trajectory per trial: passing or failing (a wrong tool) as ``passes`` says; ``faulted``
     trials carry an injected timeout instead (another fault key: paired only with the same fault)."""
-    return [{**FAILING, "trial": t} if t in faulted else {**(PASSING if passes(t) else B_WRONG), "trial": t}
-            for t in trials]
+    return [
+        {**FAILING, "trial": t} if t in faulted else {**(PASSING if passes(t) else B_WRONG), "trial": t} for t in trials
+    ]
 
 
 def _three(client: TestClient) -> tuple[int, int, int]:
@@ -45,17 +46,31 @@ def _three(client: TestClient) -> tuple[int, int, int]:
 
 def by_hand(s: Any, a: int, b: int, limit: int) -> pairing.Pairing:
     """Both runs' trajectories read whole and paired in Python."""
+
     def rows(rid: int) -> dict[tuple[str, int, str], tuple[int, bool]]:
-        return {(c, t, f): (i, bool(p)) for c, t, f, i, p in s.execute(select(
-            TrajectoryRow.case_id, TrajectoryRow.trial, TrajectoryRow.fault_key, TrajectoryRow.id,
-            TrajectoryRow.passed).where(TrajectoryRow.run_id == rid))}
+        return {
+            (c, t, f): (i, bool(p))
+            for c, t, f, i, p in s.execute(
+                select(
+                    TrajectoryRow.case_id,
+                    TrajectoryRow.trial,
+                    TrajectoryRow.fault_key,
+                    TrajectoryRow.id,
+                    TrajectoryRow.passed,
+                ).where(TrajectoryRow.run_id == rid)
+            )
+        }
 
     ra, rb = rows(a), rows(b)
     both = [(k, ra[k], rb[k]) for k in ra.keys() & rb.keys()]
     flips = sorted((k[0], k[1], k[2], ia, ib, pa, pb) for k, (ia, pa), (ib, pb) in both if pa != pb)
     flips.sort(key=lambda f: f[3])
-    return pairing.Pairing(len(both), sum(pa and not pb for _, (_, pa), (_, pb) in both),
-                           sum(pb and not pa for _, (_, pa), (_, pb) in both), flips[:limit])
+    return pairing.Pairing(
+        len(both),
+        sum(pa and not pb for _, (_, pa), (_, pb) in both),
+        sum(pb and not pa for _, (_, pa), (_, pb) in both),
+        flips[:limit],
+    )
 
 
 def test_any_pair_equals_the_pairing_by_hand(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,9 +80,16 @@ def test_any_pair_equals_the_pairing_by_hand(client: TestClient, monkeypatch: py
         # when t % 3, b when t is even: 5 passed only in a, 3 only in b
         got = pairing.joined(s, a, b, 200)
         assert (got.shared, got.only_a, got.only_b, len(got.flipped)) == (15, 5, 3, 8)
-        assert [(f[1], f[5], f[6]) for f in got.flipped] == [(5, True, False), (6, False, True), (11, True, False),
-                                                             (12, False, True), (13, True, False), (17, True, False),
-                                                             (18, False, True), (19, True, False)]
+        assert [(f[1], f[5], f[6]) for f in got.flipped] == [
+            (5, True, False),
+            (6, False, True),
+            (11, True, False),
+            (12, False, True),
+            (13, True, False),
+            (17, True, False),
+            (18, False, True),
+            (19, True, False),
+        ]
         for walk in (1, 10**9):  # the flips found walking A in id order, and among every pair
             monkeypatch.setattr(pairing, "WALK", walk)
             for x, y in ((a, b), (b, a), (a, c), (c, a), (b, c), (a, a)):
@@ -96,8 +118,9 @@ def test_sqlite_reads_both_runs_from_the_compare_index(client: TestClient) -> No
 
         def plan(sql: str, *, walk: bool) -> str:
             stmt = pairing._statement(sql, s, a_by_key=not walk)
-            return "\n".join(str(r[-1]) for r in s.execute(text(f"EXPLAIN QUERY PLAN {stmt.text}"),
-                                                          {"a": 1, "b": 2, "n": 200}))
+            return "\n".join(
+                str(r[-1]) for r in s.execute(text(f"EXPLAIN QUERY PLAN {stmt.text}"), {"a": 1, "b": 2, "n": 200})
+            )
 
         counts = plan(pairing._COUNTS, walk=False)
         assert counts.count("COVERING INDEX ix_traj_run_key_passed") == 2 and "autoindex" not in counts, counts

@@ -32,7 +32,7 @@ def writer(url: str, run_id: int, part: int) -> None:
     for start in range(0, len(mine), 2):
         with session_scope(sessions, write=True) as s:
             run = ingest.get_run_row(s, run_id)
-            ingest.add_trajectories(s, run=run, scorer=scorer, trajectories=mine[start:start + 2])
+            ingest.add_trajectories(s, run=run, scorer=scorer, trajectories=mine[start : start + 2])
     engine.dispose()
 
 
@@ -50,11 +50,13 @@ def test_two_processes_write_one_run(db_url: str) -> None:
         stored = client.get(f"/api/runs/{run_id}/figures", params={"cases_limit": 500}).json()
         stored.pop("cases_total")
         usage = UsageTally()  # as `toollens score --json` builds it
-        expected = score_trajectories(load_suite(EXAMPLES / "suite_v1.yaml"),
-                                      read_jsonl(EXAMPLES / "trajectories_v1.jsonl"), usage=usage).to_json()
+        expected = score_trajectories(
+            load_suite(EXAMPLES / "suite_v1.yaml"), read_jsonl(EXAMPLES / "trajectories_v1.jsonl"), usage=usage
+        ).to_json()
         expected["usage"] = usage.to_json(bundled_prices())
         # every row once: the counters and the per-case rows match a single scoring of the file
         assert stored["trajectories"] == 36
         assert {k: v for k, v in stored.items() if k != "cases"} == {k: v for k, v in expected.items() if k != "cases"}
         assert sorted((c["case_id"], c["trial"]) for c in stored["cases"]) == sorted(
-            (c["case_id"], c["trial"]) for c in expected["cases"])
+            (c["case_id"], c["trial"]) for c in expected["cases"]
+        )

@@ -52,24 +52,47 @@ def _rows(url: str, run: str) -> dict[str, list[tuple[object, ...]]]:
     out = {}
     with engine.connect() as conn:
         rid = conn.execute(text("SELECT id FROM runs WHERE name = :n"), {"n": run}).scalar_one()
-        out["trajectories"] = [tuple(r) for r in conn.execute(text(
-            "SELECT case_id, trial, fault_key, outcome, passed, failures, detail, n_calls FROM trajectories "
-            "WHERE run_id = :r ORDER BY id"), {"r": rid})]
-        out["calls"] = [tuple(r) for r in conn.execute(text(
-            "SELECT idx, name, arguments, arguments_raw, observation, error_kind, \"exists\", schema_field, step, "
-            "expected_name, selection_ok, mismatches, dependency_before, forbidden, reaction, reaction_ok "
-            "FROM calls WHERE run_id = :r ORDER BY id"), {"r": rid})]
-        out["tags"] = sorted(tuple(r) for r in conn.execute(text(
-            "SELECT t.case_id, t.trial, g.kind, g.value FROM trajectory_tags g JOIN trajectories t "
-            "ON t.id = g.trajectory_id WHERE g.run_id = :r"), {"r": rid}))
-        out["counters"] = sorted(tuple(r) for r in conn.execute(text(
-            "SELECT kind, a, b, c, value FROM run_counters WHERE run_id = :r"), {"r": rid}))
+        out["trajectories"] = [
+            tuple(r)
+            for r in conn.execute(
+                text(
+                    "SELECT case_id, trial, fault_key, outcome, passed, failures, detail, n_calls FROM trajectories "
+                    "WHERE run_id = :r ORDER BY id"
+                ),
+                {"r": rid},
+            )
+        ]
+        out["calls"] = [
+            tuple(r)
+            for r in conn.execute(
+                text(
+                    "SELECT idx, name, arguments, arguments_raw, observation, error_kind, "
+                    '"exists", schema_field, step, '
+                    "expected_name, selection_ok, mismatches, dependency_before, forbidden, reaction, reaction_ok "
+                    "FROM calls WHERE run_id = :r ORDER BY id"
+                ),
+                {"r": rid},
+            )
+        ]
+        out["tags"] = sorted(
+            tuple(r)
+            for r in conn.execute(
+                text(
+                    "SELECT t.case_id, t.trial, g.kind, g.value FROM trajectory_tags g JOIN trajectories t "
+                    "ON t.id = g.trajectory_id WHERE g.run_id = :r"
+                ),
+                {"r": rid},
+            )
+        )
+        out["counters"] = sorted(
+            tuple(r)
+            for r in conn.execute(text("SELECT kind, a, b, c, value FROM run_counters WHERE run_id = :r"), {"r": rid})
+        )
     engine.dispose()
     return out
 
 
-def test_pipelined_and_single_process_imports_store_the_same_rows(
-        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pipelined_and_single_process_imports_store_the_same_rows(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     src, suite = EXAMPLES / "trajectories_v2.jsonl", EXAMPLES / "suite_v2.yaml"
     r = runner.invoke(cli, ["import", str(src), "--suite", str(suite), "--run", "one", "--batch", "5", "--db", db_url])
     assert r.exit_code == 0, r.output
@@ -88,13 +111,25 @@ def test_a_new_run_checked_while_stored_is_removed_when_a_late_line_is_bad(db_ur
     lines = (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()
     src = tmp_path / "late.jsonl"
     src.write_text("\n".join([*lines, "{truncated", lines[3]]) + "\n")
-    args = ["import", str(src), "--suite", str(EXAMPLES / "suite_v1.yaml"), "--run", "late", "--batch", "5",
-            "--db", db_url]
+    args = [
+        "import",
+        str(src),
+        "--suite",
+        str(EXAMPLES / "suite_v1.yaml"),
+        "--run",
+        "late",
+        "--batch",
+        "5",
+        "--db",
+        db_url,
+    ]
     r = runner.invoke(cli, args)
     assert r.exit_code == 2
     n = len(lines)
-    assert (f"2 bad lines, nothing stored (--skip-bad stores the rest): line {n + 1}: not valid JSON" in r.stderr
-            and f"line {n + 2}: same case, trial and fault as line 4" in r.stderr)
+    assert (
+        f"2 bad lines, nothing stored (--skip-bad stores the rest): line {n + 1}: not valid JSON" in r.stderr
+        and f"line {n + 2}: same case, trial and fault as line 4" in r.stderr
+    )
     engine = create_engine(db_url)
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM runs")).scalar_one() == 0
@@ -108,7 +143,8 @@ def test_a_new_run_checked_while_stored_is_removed_when_a_late_line_is_bad(db_ur
 
 @pytest.mark.usefixtures("pipelined")
 def test_a_run_created_by_another_writer_during_a_checked_later_import_is_not_touched(
-        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     src, suite = EXAMPLES / "trajectories_v1.jsonl", str(EXAMPLES / "suite_v1.yaml")
     real = pipeline.ScoringPipeline.__init__
     raced: list[bool] = []
@@ -118,8 +154,20 @@ def test_a_run_created_by_another_writer_during_a_checked_later_import_is_not_to
         if raced:  # the other writer's own import
             return
         raced.append(True)
-        r = runner.invoke(cli, ["import", str(EXAMPLES / "trajectories_v2.jsonl"), "--suite",
-                                str(EXAMPLES / "suite_v2.yaml"), "--run", "race", "--keep-open", "--db", db_url])
+        r = runner.invoke(
+            cli,
+            [
+                "import",
+                str(EXAMPLES / "trajectories_v2.jsonl"),
+                "--suite",
+                str(EXAMPLES / "suite_v2.yaml"),
+                "--run",
+                "race",
+                "--keep-open",
+                "--db",
+                db_url,
+            ],
+        )
         assert r.exit_code == 0, r.output
 
     monkeypatch.setattr(pipeline.ScoringPipeline, "__init__", meanwhile)
@@ -135,8 +183,9 @@ def test_a_run_created_by_another_writer_during_a_checked_later_import_is_not_to
 
 
 @pytest.mark.usefixtures("pipelined")
-def test_nothing_of_a_file_is_visible_until_all_of_it_is_stored(db_url: str, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nothing_of_a_file_is_visible_until_all_of_it_is_stored(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Batches stored so far are in the import's one transaction: another connection sees
     neither the run nor any of its trajectories until the end; a bad line at the end rolls
     all of it back."""
@@ -154,8 +203,12 @@ def test_nothing_of_a_file_is_visible_until_all_of_it_is_stored(db_url: str, tmp
             yield item
             if n == 1:  # two batches stored: what another connection sees meanwhile
                 with engine.connect() as conn:
-                    seen.append((conn.execute(text("SELECT count(*) FROM runs")).scalar_one(),
-                                 conn.execute(text("SELECT count(*) FROM trajectories")).scalar_one()))
+                    seen.append(
+                        (
+                            conn.execute(text("SELECT count(*) FROM runs")).scalar_one(),
+                            conn.execute(text("SELECT count(*) FROM trajectories")).scalar_one(),
+                        )
+                    )
 
     monkeypatch.setattr(pipeline.ScoringPipeline, "batches", look)
     r = runner.invoke(cli, ["import", str(bad), "--suite", suite, "--run", "all", "--batch", "5", "--db", db_url])

@@ -21,13 +21,20 @@ SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
 BFCL_IRRELEVANCE = DATA / "bfcl" / "BFCL_v4_irrelevance.json"
 runner = CliRunner()
 
-CHAT = {"id": "c1", "messages": [
-    {"role": "user", "content": "Weather in Lima?"},
-    {"role": "assistant", "tool_calls": [
-        {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Lima\"}"}}]},
-    {"role": "tool", "tool_call_id": "a", "content": "Error: upstream timeout"},
-    {"role": "assistant", "content": "I could not get the weather."},
-]}
+CHAT = {
+    "id": "c1",
+    "messages": [
+        {"role": "user", "content": "Weather in Lima?"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lima"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "Error: upstream timeout"},
+        {"role": "assistant", "content": "I could not get the weather."},
+    ],
+}
 
 
 def counts(url: str) -> tuple[int, int, int]:
@@ -40,8 +47,25 @@ def counts(url: str) -> tuple[int, int, int]:
 
 @shared_data(TAU, SCHEMAS)
 def test_tau_bench_imports_in_one_step(db_url: str) -> None:
-    r = runner.invoke(cli, ["import", str(TAU), "--format", "tau-bench", "--tools", str(SCHEMAS), "--run", "tau",
-                            "--model", "gpt-4o", "--batch", "30", "--db", db_url])
+    r = runner.invoke(
+        cli,
+        [
+            "import",
+            str(TAU),
+            "--format",
+            "tau-bench",
+            "--tools",
+            str(SCHEMAS),
+            "--run",
+            "tau",
+            "--model",
+            "gpt-4o",
+            "--batch",
+            "30",
+            "--db",
+            db_url,
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "stored 100 trajectories, 621 calls; skipped 0 lines" in r.stderr
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
@@ -55,18 +79,40 @@ def test_tau_bench_imports_in_one_step(db_url: str) -> None:
 
 def test_plain_traces_get_reference_free_metrics(db_url: str, tmp_path: Path) -> None:
     src = tmp_path / "chat.jsonl"
-    other = {**CHAT, "id": "c2", "messages": [
-        {"role": "user", "content": "Weather?"},
-        {"role": "assistant", "tool_calls": [
-            {"id": "x", "type": "function", "function": {"name": "get_wether", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "x", "content": "unknown tool"}]}
+    other = {
+        **CHAT,
+        "id": "c2",
+        "messages": [
+            {"role": "user", "content": "Weather?"},
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "x", "type": "function", "function": {"name": "get_wether", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "x", "content": "unknown tool"},
+        ],
+    }
     src.write_text(json.dumps(CHAT) + "\n" + json.dumps(other) + "\n")
     tools = tmp_path / "tools.json"
-    tools.write_text(json.dumps({"tools": [{"name": "get_weather", "description": "Weather for a city.",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                           "required": ["city"]}}]}))
-    r = runner.invoke(cli, ["import", str(src), "--format", "openai-messages", "--tools", str(tools),
-                            "--run", "prod", "--db", db_url])
+    tools.write_text(
+        json.dumps(
+            {
+                "tools": [
+                    {
+                        "name": "get_weather",
+                        "description": "Weather for a city.",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"city": {"type": "string"}},
+                            "required": ["city"],
+                        },
+                    }
+                ]
+            }
+        )
+    )
+    r = runner.invoke(
+        cli, ["import", str(src), "--format", "openai-messages", "--tools", str(tools), "--run", "prod", "--db", db_url]
+    )
     assert r.exit_code == 0, r.output
     assert "stored 2 trajectories, 2 calls" in r.stderr
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
@@ -76,21 +122,24 @@ def test_plain_traces_get_reference_free_metrics(db_url: str, tmp_path: Path) ->
     assert f["schema_validity"] == {"num": 1, "den": 1}
     assert f["selection_precision"] == {"num": 0, "den": 0, "no_reference": True}  # not computed, and said
     assert f["recovery"]["den"] == 1 and f["outcomes"]["gave_up"] == 1
-    assert f["reactions"] == [{"error_kind": "error", "reaction": "gave_up", "acceptable": True, "count": 1},
-                              # the second conversation ends on the error, saying nothing
-                              {"error_kind": "unknown_tool", "reaction": "stopped", "acceptable": False, "count": 1}]
+    assert f["reactions"] == [
+        {"error_kind": "error", "reaction": "gave_up", "acceptable": True, "count": 1},
+        # the second conversation ends on the error, saying nothing
+        {"error_kind": "unknown_tool", "reaction": "stopped", "acceptable": False, "count": 1},
+    ]
 
 
 def test_bad_lines_store_nothing_unless_skipped(db_url: str, tmp_path: Path) -> None:
     src = tmp_path / "chat.jsonl"
-    src.write_text(json.dumps(CHAT) + "\n" + json.dumps({**CHAT, "id": "c2"}) + "\n{\"messages\": [")
+    src.write_text(json.dumps(CHAT) + "\n" + json.dumps({**CHAT, "id": "c2"}) + '\n{"messages": [')
     r = runner.invoke(cli, ["import", str(src), "--format", "openai-messages", "--run", "r", "--db", db_url])
     assert r.exit_code == 2
     assert "1 bad lines, nothing stored" in r.stderr
     assert "line 3: not valid JSON: Expecting value at the end of the line (truncated?)" in r.stderr
     assert counts(db_url) == (0, 0, 0)
-    r = runner.invoke(cli, ["import", str(src), "--format", "openai-messages", "--run", "r", "--skip-bad",
-                            "--db", db_url])
+    r = runner.invoke(
+        cli, ["import", str(src), "--format", "openai-messages", "--run", "r", "--skip-bad", "--db", db_url]
+    )
     assert r.exit_code == 0, r.output
     assert f"skipped {src}:3" in r.stderr and "stored 2 trajectories, 2 calls; skipped 1 lines" in r.stderr
     assert counts(db_url) == (1, 2, 2)
@@ -101,13 +150,13 @@ def test_truncated_array_and_unknown_format_store_nothing(db_url: str, tmp_path:
     src = tmp_path / "tau.json"
     text = TAU.read_text()
     src.write_text(text[: len(text) // 2])
-    r = runner.invoke(cli, ["import", str(src), "--format", "tau-bench", "--tools", str(SCHEMAS), "--run", "t",
-                            "--db", db_url])
+    r = runner.invoke(
+        cli, ["import", str(src), "--format", "tau-bench", "--tools", str(SCHEMAS), "--run", "t", "--db", db_url]
+    )
     assert r.exit_code == 2 and "truncated file" in r.stderr and "nothing stored" in r.stderr
     r = runner.invoke(cli, ["import", str(src), "--format", "langsmith", "--run", "t", "--db", db_url])
     assert r.exit_code == 2 and "unknown format 'langsmith'" in r.stderr
-    r = runner.invoke(cli, ["import", str(BFCL_IRRELEVANCE), "--format", "bfcl",
-                            "--run", "t", "--db", db_url])
+    r = runner.invoke(cli, ["import", str(BFCL_IRRELEVANCE), "--format", "bfcl", "--run", "t", "--db", db_url])
     assert r.exit_code == 2 and "holds questions, no runs" in r.stderr
     assert counts(db_url) == (0, 0, 0)
 

@@ -36,8 +36,12 @@ class Server:
         self.base, self.log = f"http://127.0.0.1:{port}", log
         self._out: IO[bytes] = log.open("ab")
         env = {**os.environ, **({} if warm else {"TOOLLENS_OTLP_WARM_START": "0"})}  # cold: a quicker start
-        self.proc = subprocess.Popen([TOOLLENS, "serve", "--db", db_url, "--port", str(port)],
-                                     stdout=self._out, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(
+            [TOOLLENS, "serve", "--db", db_url, "--port", str(port)],
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
 
     def wait_up(self) -> Server:
         deadline = time.monotonic() + 90
@@ -80,17 +84,20 @@ def export(traces: list[str]) -> bytes:
     spans = []
     args = "gen_ai.tool.call.arguments"
     for t in traces:
-        spans += [span(t, "01", "", 10, attrs={"toollens.case_id": t}),
-                  span(t, "02", "01", 20, tool="buscar_cliente", attrs={args: "{\"rut\": \"1-9\"}"}),
-                  span(t, "03", "01", 30, tool="ver_saldo", attrs={args: "{\"id\": 8812}"})]
+        spans += [
+            span(t, "01", "", 10, attrs={"toollens.case_id": t}),
+            span(t, "02", "01", 20, tool="buscar_cliente", attrs={args: '{"rut": "1-9"}'}),
+            span(t, "03", "01", 30, tool="ver_saldo", attrs={args: '{"id": 8812}'}),
+        ]
     return json.dumps(body(*spans)).encode()
 
 
 def post(base: str, data: bytes) -> bool:
     """Whether the receiver acknowledged the request."""
     try:
-        r = httpx.post(f"{base}/v1/traces?run=otlp", content=data, headers={"content-type": "application/json"},
-                       timeout=30)
+        r = httpx.post(
+            f"{base}/v1/traces?run=otlp", content=data, headers={"content-type": "application/json"}, timeout=30
+        )
     except httpx.HTTPError:
         return False
     return r.status_code == 200
@@ -104,7 +111,8 @@ def stored(base: str, run_id: int) -> Counter[str]:
 
 
 def test_a_server_killed_mid_burst_beside_a_live_one_loses_nothing_and_stores_nothing_twice(
-        db_url: str, tmp_path: Path, servers: list[Server]) -> None:
+    db_url: str, tmp_path: Path, servers: list[Server]
+) -> None:
     a = Server(db_url, free_port(), tmp_path / "a.log")
     b = Server(db_url, free_port(), tmp_path / "b.log")
     servers += [a, b]
@@ -170,7 +178,10 @@ def test_a_server_killed_mid_burst_beside_a_live_one_loses_nothing_and_stores_no
             break
         time.sleep(0.5)
     assert (status["accepted_spans"], status["duplicate_spans"], status["stored_spans"]) == (
-        30 * len(resent), 30 * len(resent), 0)
+        30 * len(resent),
+        30 * len(resent),
+        0,
+    )
     assert stored(a2.base, run_id) == counts
 
 
@@ -262,6 +273,12 @@ def _storing(engine: Any, db_url: str, name: str) -> bool:
         wal = Path(db_url.removeprefix("sqlite:///") + "-wal")
         return wal.is_file() and wal.stat().st_size > 2 << 20
     with engine.connect() as conn:
-        return bool(conn.execute(text(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = :name AND backend_xid IS NOT NULL "
-            "AND xact_start < now() - interval '1 second'"), {"name": name}).scalar_one())
+        return bool(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = :name AND backend_xid IS NOT NULL "
+                    "AND xact_start < now() - interval '1 second'"
+                ),
+                {"name": name},
+            ).scalar_one()
+        )

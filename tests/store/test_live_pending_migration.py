@@ -25,9 +25,11 @@ def test_pending_records_in_a_runs_config_are_carried_over_and_back(db_url: str)
     command.downgrade(_alembic_config(db_url), "0011")
     engine = make_engine(db_url)
     sessions = make_sessionmaker(engine)
-    waiting = {"con:1@aa": _record("saldo-001", 0, "buscar_cliente"),
-               "con:2@bb": _record("saldo-001", 3, "buscar_cliente", "ver_saldo"),
-               "http:x@aa": _record("saldo-002", 1)}
+    waiting = {
+        "con:1@aa": _record("saldo-001", 0, "buscar_cliente"),
+        "con:2@bb": _record("saldo-001", 3, "buscar_cliente", "ver_saldo"),
+        "http:x@aa": _record("saldo-002", 1),
+    }
     servers = {"aa": {"host": "h", "pid": 1}}
     with session_scope(sessions, write=True) as s:  # as mcp-serve kept them before 0012
         suite_row = ingest.ensure_suite(s, load_suite_document(SUITE))
@@ -39,7 +41,8 @@ def test_pending_records_in_a_runs_config_are_carried_over_and_back(db_url: str)
         live_id, idle_id, batch_id = (ingest.find_run(s, n).id for n in ("live", "idle", "batch"))
         assert live.pending(s, live_id) == waiting and live.pending(s, idle_id) == {}
         assert [s.get(Run, i).config for i in (live_id, idle_id, batch_id)] == [  # type: ignore[union-attr]
-            {"faults": None, "live_servers": servers}] * 3
+            {"faults": None, "live_servers": servers}
+        ] * 3
         assert live.next_trial(s, live_id, "saldo-001") == 4 and live.next_trial(s, live_id, "saldo-003") == 0
         run = ingest.get_run_row(s, live_id)
         assert live.flush_pending(s, live_id, Scorer(ingest.suite_for_run(s, run)), ["con:1@aa"]) == 1
@@ -47,6 +50,9 @@ def test_pending_records_in_a_runs_config_are_carried_over_and_back(db_url: str)
     with session_scope(sessions) as s:
         configs = {r.name: r.config for r in s.query(Run)}
     engine.dispose()
-    assert configs["live"] == {"faults": None, "live_servers": servers,
-                               "live_pending": {k: v for k, v in waiting.items() if k != "con:1@aa"}}
+    assert configs["live"] == {
+        "faults": None,
+        "live_servers": servers,
+        "live_pending": {k: v for k, v in waiting.items() if k != "con:1@aa"},
+    }
     assert configs["idle"] == configs["batch"] == {"faults": None, "live_servers": servers}

@@ -26,8 +26,10 @@ SCHEMAS = DATA / "tau_bench_tool_schemas_airline_retail.json"
 
 def _store(db_url: str) -> Engine:
     for name in ("a", "b"):
-        r = CliRunner().invoke(toollens, ["import", str(TAU), "--format", "tau-bench", "--tools", str(SCHEMAS),
-                                          "--run", name, "--db", db_url])
+        r = CliRunner().invoke(
+            toollens,
+            ["import", str(TAU), "--format", "tau-bench", "--tools", str(SCHEMAS), "--run", name, "--db", db_url],
+        )
         assert r.exit_code == 0, r.output
     return make_engine(db_url)
 
@@ -62,9 +64,17 @@ def test_the_run_pages_examples_walk_the_runs_calls_in_id_order_from_an_index(db
     with engine.connect() as conn:
         # 110 of the run's 621 calls are on the expected tool, valid and without an error: the same as
         # the filter the query used before selection_ok (the tool exists and is the one expected)
-        older = select(func.count()).select_from(CallRow).where(
-            CallRow.run_id == 2, CallRow.schema_field.is_(None), CallRow.exists.is_(True),
-            CallRow.expected_name == CallRow.name, CallRow.error_kind.is_(None))
+        older = (
+            select(func.count())
+            .select_from(CallRow)
+            .where(
+                CallRow.run_id == 2,
+                CallRow.schema_field.is_(None),
+                CallRow.exists.is_(True),
+                CallRow.expected_name == CallRow.name,
+                CallRow.error_kind.is_(None),
+            )
+        )
         assert conn.scalar(older) == 110
         assert len(conn.execute(examples_query(2)).all()) == 110
     _copy(engine, 4)
@@ -73,9 +83,16 @@ def test_the_run_pages_examples_walk_the_runs_calls_in_id_order_from_an_index(db
         for run_id in (1, 2):
             assert_indexed(plan(conn, examples_query(run_id)), "ix_calls_run_order")
         got = conn.execute(examples_query(2, limit=300)).all()
-        every = conn.execute(select(CallRow.name, CallRow.arguments, CallRow.mismatches).where(
-            CallRow.run_id == 2, CallRow.selection_ok.is_(True), CallRow.schema_field.is_(None),
-            CallRow.error_kind.is_(None)).order_by(CallRow.id)).all()
+        every = conn.execute(
+            select(CallRow.name, CallRow.arguments, CallRow.mismatches)
+            .where(
+                CallRow.run_id == 2,
+                CallRow.selection_ok.is_(True),
+                CallRow.schema_field.is_(None),
+                CallRow.error_kind.is_(None),
+            )
+            .order_by(CallRow.id)
+        ).all()
         assert len(every) == 110 * 16 and got == every[:300]
     engine.dispose()
 
@@ -87,15 +104,24 @@ def test_the_usage_of_trajectories_without_model_requests_is_counted_by_the_data
     as adding them one by one."""
     engine = _store(db_url)
     with Session(engine) as s:
-        held = s.execute(select(TrajectoryRow.id, TrajectoryRow.passed, TrajectoryRow.failures, TrajectoryRow.outcome,
-                                TrajectoryRow.model_calls).where(TrajectoryRow.run_id == 2)
-                         .order_by(TrajectoryRow.id)).all()
+        held = s.execute(
+            select(
+                TrajectoryRow.id,
+                TrajectoryRow.passed,
+                TrajectoryRow.failures,
+                TrajectoryRow.outcome,
+                TrajectoryRow.model_calls,
+            )
+            .where(TrajectoryRow.run_id == 2)
+            .order_by(TrajectoryRow.id)
+        ).all()
         assert len(held) == 100 and all(m is None for *_, m in held)
         one_by_one = UsageTally()
         for _, passed, failures, outcome, _ in held:
             one_by_one.add(None, (), passed=passed, failures=failures, outcome=outcome)
-        latency = s.execute(select(CallRow.name, CallRow.latency_ms).where(
-            CallRow.run_id == 2, CallRow.latency_ms.is_not(None))).all()
+        latency = s.execute(
+            select(CallRow.name, CallRow.latency_ms).where(CallRow.run_id == 2, CallRow.latency_ms.is_not(None))
+        ).all()
         one_by_one.add_tool_latency(latency)
         got = queries.usage_so_far(s, 2)
         prices = current_prices()

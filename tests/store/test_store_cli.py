@@ -29,18 +29,35 @@ def count(url: str, model: type) -> int:  # type: ignore[type-arg]
 
 def test_import_then_export_gives_the_same_records(db_url: str, tmp_path: Path) -> None:
     src = EXAMPLES / "trajectories_v1.jsonl"
-    r = runner.invoke(cli, ["import", str(src), "--suite", str(EXAMPLES / "suite_v1.yaml"), "--run", "v1",
-                            "--model", "sim", "--batch", "7", "--db", db_url])
+    r = runner.invoke(
+        cli,
+        [
+            "import",
+            str(src),
+            "--suite",
+            str(EXAMPLES / "suite_v1.yaml"),
+            "--run",
+            "v1",
+            "--model",
+            "sim",
+            "--batch",
+            "7",
+            "--db",
+            db_url,
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "stored 36 trajectories, 79 calls; skipped 0 lines" in r.stderr
     out = tmp_path / "out.jsonl"
     r = runner.invoke(cli, ["export", "v1", "--out", str(out), "--db", db_url])
     assert r.exit_code == 0, r.output
     assert [json.loads(x) for x in out.read_text().splitlines()] == [
-        json.loads(x) for x in src.read_text().splitlines()]
+        json.loads(x) for x in src.read_text().splitlines()
+    ]
     # the run was finished by the import: a second import into it is refused
-    r = runner.invoke(cli, ["import", str(src), "--suite", str(EXAMPLES / "suite_v1.yaml"), "--run", "v1",
-                            "--db", db_url])
+    r = runner.invoke(
+        cli, ["import", str(src), "--suite", str(EXAMPLES / "suite_v1.yaml"), "--run", "v1", "--db", db_url]
+    )
     assert r.exit_code == 2 and "finished" in r.stderr
 
 
@@ -94,8 +111,19 @@ def test_an_upgrade_over_stored_runs_names_the_backfill_once(db_url: str) -> Non
 
     from app.store.db import _alembic_config
 
-    r = runner.invoke(cli, ["import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite",
-                            str(EXAMPLES / "suite_v1.yaml"), "--run", "v1", "--db", db_url])
+    r = runner.invoke(
+        cli,
+        [
+            "import",
+            str(EXAMPLES / "trajectories_v1.jsonl"),
+            "--suite",
+            str(EXAMPLES / "suite_v1.yaml"),
+            "--run",
+            "v1",
+            "--db",
+            db_url,
+        ],
+    )
     assert r.exit_code == 0, r.output
     command.downgrade(_alembic_config(db_url), "0013")  # as an older ToolLens left it
     r = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
@@ -130,8 +158,10 @@ def test_a_file_made_with_other_pages_keeps_them(tmp_path: Path) -> None:
 
 def test_bad_database_url_is_a_clear_error() -> None:
     r = runner.invoke(cli, ["db", "upgrade", "--db", "mysql://x"])
-    assert r.exit_code == 2 and r.stderr == ("error: --db (or TOOLLENS_DATABASE_URL): must be a SQLite file's path, "
-                                             "or a sqlite:/// or postgresql+psycopg:// URL, not 'mysql://x'\n")
+    assert r.exit_code == 2 and r.stderr == (
+        "error: --db (or TOOLLENS_DATABASE_URL): must be a SQLite file's path, "
+        "or a sqlite:/// or postgresql+psycopg:// URL, not 'mysql://x'\n"
+    )
 
 
 def test_migrations_match_the_models(db_url: str) -> None:
@@ -148,7 +178,8 @@ def test_migrations_match_the_models(db_url: str) -> None:
 
 
 def test_appending_checks_stored_keys_and_a_failed_import_leaves_nothing(
-        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lines = (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
     first.write_text("\n".join(lines[:5]) + "\n")
@@ -173,8 +204,21 @@ def test_appending_checks_stored_keys_and_a_failed_import_leaves_nothing(
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ingest, "add_trajectories", flaky)
-    r = runner.invoke(cli, ["import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite", suite, "--run", "new",
-                            "--batch", "10", "--db", db_url])
+    r = runner.invoke(
+        cli,
+        [
+            "import",
+            str(EXAMPLES / "trajectories_v1.jsonl"),
+            "--suite",
+            suite,
+            "--run",
+            "new",
+            "--batch",
+            "10",
+            "--db",
+            db_url,
+        ],
+    )
     assert r.exit_code != 0
     assert count(db_url, TrajectoryRow) == 5  # only the first import's rows
 
@@ -194,11 +238,14 @@ def test_sqlite_binds_none_and_bools_directly_and_stores_what_it_always_stored(t
 
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE t (a, b, c, d, e)")
-        conn.exec_driver_sql("INSERT INTO t VALUES (?, ?, ?, ?, ?)",
-                             [(None, True, False, Flag(7), "x"), (1.5, None, None, 2**62, None)])
+        conn.exec_driver_sql(
+            "INSERT INTO t VALUES (?, ?, ?, ?, ?)", [(None, True, False, Flag(7), "x"), (1.5, None, None, 2**62, None)]
+        )
         rows = conn.exec_driver_sql(
-            "SELECT typeof(a), a, typeof(b), b, typeof(c), c, typeof(d), d, typeof(e), e FROM t ORDER BY rowid").all()
+            "SELECT typeof(a), a, typeof(b), b, typeof(c), c, typeof(d), d, typeof(e), e FROM t ORDER BY rowid"
+        ).all()
     engine.dispose()
     assert [tuple(r) for r in rows] == [
         ("null", None, "integer", 1, "integer", 0, "integer", 7, "text", "x"),
-        ("real", 1.5, "null", None, "null", None, "integer", 2**62, "null", None)]
+        ("real", 1.5, "null", None, "null", None, "integer", 2**62, "null", None),
+    ]

@@ -48,7 +48,8 @@ def test_twenty_writers_adding_to_one_version_at_once_chain_their_versions(db_ur
             assert [s["cases"] for s in versions] == list(range(18, 18 + WRITERS + 1))
             last = h.get(f"/api/suites/{versions[-1]['id']}").json()["document"]
             assert sorted(x["id"] for x in last["cases"] if x["id"].startswith("w")) == [
-                f"w{i:02d}" for i in range(WRITERS)]
+                f"w{i:02d}" for i in range(WRITERS)
+            ]
             for older, newer in itertools.pairwise(versions):
                 a = [x["id"] for x in h.get(f"/api/suites/{older['id']}").json()["document"]["cases"]]
                 b = [x["id"] for x in h.get(f"/api/suites/{newer['id']}").json()["document"]["cases"]]
@@ -58,8 +59,11 @@ def test_twenty_writers_adding_to_one_version_at_once_chain_their_versions(db_ur
 def _suite(name: str, cases: int, pad: int = 0) -> dict[str, Any]:
     doc = load_suite_document(EXAMPLES / "suite_v1.yaml")
     case = doc["cases"][0]
-    return {**doc, "name": name, "cases": [{**case, "id": f"c{i}", "question": f"{i} " + "x" * pad}
-                                           for i in range(cases)]}
+    return {
+        **doc,
+        "name": name,
+        "cases": [{**case, "id": f"c{i}", "question": f"{i} " + "x" * pad} for i in range(cases)],
+    }
 
 
 def _stored_bytes(url: str) -> int:
@@ -67,8 +71,9 @@ def _stored_bytes(url: str) -> int:
     size = "length(CAST({} AS TEXT))"
     with engine.connect() as conn:
         parts = conn.execute(sa.text(f"SELECT coalesce(sum({size.format('document')}), 0) FROM suite_parts")).scalar()
-        rows = conn.execute(sa.text(f"SELECT sum({size.format('document')} + coalesce({size.format('parts')}, 0)) "
-                                    "FROM suites")).scalar()
+        rows = conn.execute(
+            sa.text(f"SELECT sum({size.format('document')} + coalesce({size.format('parts')}, 0)) FROM suites")
+        ).scalar()
     engine.dispose()
     return int(parts or 0) + int(rows or 0)
 
@@ -128,15 +133,25 @@ def test_the_migration_numbers_duplicates_again_and_keeps_every_document_whole(t
     url = f"sqlite:///{tmp_path / 'old.db'}"
     upgrade(url, "0009")
     engine = make_engine(url)
-    docs = {sid: {"name": "s", "toolset": {"tools": []}, "cases": [{"id": "same"}, {"id": f"own{sid}"}]}
-            for sid in (1, 2, 3)}
+    docs = {
+        sid: {"name": "s", "toolset": {"tools": []}, "cases": [{"id": "same"}, {"id": f"own{sid}"}]}
+        for sid in (1, 2, 3)
+    }
     with engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO toolset_versions (id, toolset, hash, label, tools, created_at) "
-                             "VALUES (1, 't', 'h', '', '[]', '2026-01-01')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO toolset_versions (id, toolset, hash, label, tools, created_at) "
+                "VALUES (1, 't', 'h', '', '[]', '2026-01-01')"
+            )
+        )
         for sid, version in [(1, 1), (2, 2), (3, 2)]:  # two writers took number 2
-            conn.execute(sa.text("INSERT INTO suites (id, name, hash, document, toolset_version_id, created_at, "
-                                 "version) VALUES (:id, 's', :hash, :doc, 1, '2026-01-01', :v)"),
-                         {"id": sid, "hash": f"h{sid}", "doc": json.dumps(docs[sid]), "v": version})
+            conn.execute(
+                sa.text(
+                    "INSERT INTO suites (id, name, hash, document, toolset_version_id, created_at, "
+                    "version) VALUES (:id, 's', :hash, :doc, 1, '2026-01-01', :v)"
+                ),
+                {"id": sid, "hash": f"h{sid}", "doc": json.dumps(docs[sid]), "v": version},
+            )
     upgrade(url)
     with session_scope(make_sessionmaker(engine)) as session:
         rows = list(session.scalars(sa.select(SuiteRow).order_by(SuiteRow.id)))

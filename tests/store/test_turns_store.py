@@ -35,8 +35,9 @@ def test_stored_conversations_read_like_a_scored_file(run: tuple[TestClient, int
     c, rid = run
     stored = c.get(f"/api/runs/{rid}/figures").json()
     usage = UsageTally()  # as `toollens score --json` builds it
-    scored = score_trajectories(_suite(), [parse_record(r) for r in (RECOVERED, CARELESS, USER_STOPPED)],
-                                usage=usage).to_json()
+    scored = score_trajectories(
+        _suite(), [parse_record(r) for r in (RECOVERED, CARELESS, USER_STOPPED)], usage=usage
+    ).to_json()
     scored["usage"] = usage.to_json(bundled_prices())
     assert stored.pop("cases_total") == 3
     assert stored == scored
@@ -49,8 +50,10 @@ def test_a_conversation_the_user_broke_counts_as_its_row_says_in_the_pass_filter
     broken_but_passed = {**RECOVERED, "trial": 3, "user_error": USER_STOPPED["user_error"]}  # outside pass^k
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
         rid = c.post("/api/runs", json={"name": "conv", "suite": SUITE}).json()["id"]
-        r = c.post(f"/api/runs/{rid}/trajectories",
-                   json={"trajectories": [RECOVERED, CARELESS, USER_STOPPED, broken_but_passed]})
+        r = c.post(
+            f"/api/runs/{rid}/trajectories",
+            json={"trajectories": [RECOVERED, CARELESS, USER_STOPPED, broken_but_passed]},
+        )
         assert r.status_code == 200, r.text
         for passed, trials in (("true", {0, 3}), ("false", {1, 2})):
             page = c.get(f"/api/runs/{rid}/trajectories", params={"passed": passed})
@@ -63,9 +66,16 @@ def test_calls_and_expected_steps_carry_their_turn(run: tuple[TestClient, int]) 
     ids = {t["trial"]: t["id"] for t in c.get(f"/api/runs/{rid}/trajectories").json()["data"]}
     t = c.get(f"/api/trajectories/{ids[1]}").json()
     assert [(x["name"], x["turn"]) for x in t["calls"]] == [
-        ("buscar_cliente", 1), ("verificar_compra", 1), ("emitir_nota_credito", 1), ("cancelar_pedido", 2)]
+        ("buscar_cliente", 1),
+        ("verificar_compra", 1),
+        ("emitir_nota_credito", 1),
+        ("cancelar_pedido", 2),
+    ]
     assert [(e["name"], e["turn"]) for e in t["expected_calls"]] == [
-        ("buscar_cliente", 1), ("verificar_compra", 1), ("emitir_nota_credito", 2)]
+        ("buscar_cliente", 1),
+        ("verificar_compra", 1),
+        ("emitir_nota_credito", 2),
+    ]
     assert [x["user"] for x in t["detail"]["turns"]] == [NOTA["turns"][0]["user"], "Sí, confirmo"]  # type: ignore[index]
 
 

@@ -30,25 +30,50 @@ HTML = {"accept": "text/html"}
 SUITE = {"name": "banca", "toolset": BANKING_TOOLS, "cases": [SALDO_CASE]}
 CLIENTE = {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}, "observation": '{"id": 8812}', "error": None}
 SALDO = {"name": "ver_saldo", "arguments": {"id": 8812}, "observation": '{"saldo": 142900}', "error": None}
-TIMEOUT = {"name": "ver_saldo", "arguments": {"id": 8812}, "observation": "ERROR: timeout",
-           "error": {"kind": "timeout", "message": "ERROR: timeout", "injected": True, "delay_ms": 250.0}}
+TIMEOUT = {
+    "name": "ver_saldo",
+    "arguments": {"id": 8812},
+    "observation": "ERROR: timeout",
+    "error": {"kind": "timeout", "message": "ERROR: timeout", "injected": True, "delay_ms": 250.0},
+}
 # cost of each request, gpt-4o at $2.50 in / $10.00 out / $1.25 cached per million tokens:
 #   (800 * 2.50 + 200 * 1.25 + 500 * 10) / 10^6 = 0.00725 and (1500 * 2.50 + 20 * 10) / 10^6 = 0.00395
 PASSING = {
-    "case_id": "saldo-001", "trial": 0, "question": "q", "answer": "Tu saldo es $142.900", "fault": None,
+    "case_id": "saldo-001",
+    "trial": 0,
+    "question": "q",
+    "answer": "Tu saldo es $142.900",
+    "fault": None,
     "calls": [{**CLIENTE, "latency_ms": 120.0}, {**SALDO, "latency_ms": 40.5}],
-    "model_calls": [{"model": "gpt-4o-2024-08-06", "input_tokens": 1000, "output_tokens": 500, "cached_tokens": 200,
-                     "latency_ms": 900.0},
-                    {"model": "gpt-4o", "input_tokens": 1500, "output_tokens": 20, "latency_ms": 300.0}],
+    "model_calls": [
+        {
+            "model": "gpt-4o-2024-08-06",
+            "input_tokens": 1000,
+            "output_tokens": 500,
+            "cached_tokens": 200,
+            "latency_ms": 900.0,
+        },
+        {"model": "gpt-4o", "input_tokens": 1500, "output_tokens": 20, "latency_ms": 300.0},
+    ],
 }
 # a recovery that invents nothing but never gets the datum: fails (recovery_confused); an unknown model
 FAILING = {
-    "case_id": "saldo-001", "trial": 1, "question": "q", "answer": "Listo.", "fault": {"step": 1, "kind": "timeout"},
+    "case_id": "saldo-001",
+    "trial": 1,
+    "question": "q",
+    "answer": "Listo.",
+    "fault": {"step": 1, "kind": "timeout"},
     "calls": [{**CLIENTE, "latency_ms": 80.0}, {**TIMEOUT, "latency_ms": 251.0}],
     "model_calls": [{"model": "my-llama", "input_tokens": 4000, "output_tokens": 100, "latency_ms": 1500.0}],
 }
-NO_USAGE = {"case_id": "saldo-001", "trial": 2, "question": "q", "answer": "Tu saldo es $142.900", "fault": None,
-            "calls": [CLIENTE, SALDO]}
+NO_USAGE = {
+    "case_id": "saldo-001",
+    "trial": 2,
+    "question": "q",
+    "answer": "Tu saldo es $142.900",
+    "fault": None,
+    "calls": [CLIENTE, SALDO],
+}
 
 
 def store(c: TestClient, name: str, *records: dict[str, Any], model: str = "gpt-4o") -> int:
@@ -76,8 +101,14 @@ def test_figures_usage_by_hand(client: TestClient) -> None:
     # tools 40.5, 80, 120, 251 (NO_USAGE's calls have no latency): ranks 2 and 4
     assert u["tool_latency_ms"] == {"p50": 80.0, "p95": 251.0}
     assert u["by_result"]["passed"]["trajectories"] == 2 and u["by_result"]["passed"]["total_tokens"] == 3020
-    assert u["by_result"]["failed"] == {"trajectories": 1, "trajectories_with_usage": 1, "total_tokens": 4100,
-                                        "mean_tokens": 4100.0, "cost_usd": None, "trajectories_priced": 0}
+    assert u["by_result"]["failed"] == {
+        "trajectories": 1,
+        "trajectories_with_usage": 1,
+        "total_tokens": 4100,
+        "mean_tokens": 4100.0,
+        "cost_usd": None,
+        "trajectories_priced": 0,
+    }
     assert u["by_tool"][1] == {"tool": "ver_saldo", "calls": 2, "latency_ms": {"p50": 40.5, "p95": 251.0}}
     run = client.get(f"/api/runs/{rid}").json()
     assert (run["total_tokens"], run["cost_usd"]) == (7120, 0.0112)
@@ -108,8 +139,16 @@ def test_the_trajectory_keeps_its_requests_and_latencies_and_exports_them(client
     assert [c["latency_ms"] for c in failing["calls"]] == [80.0, 251.0]
     assert failing["calls"][1]["error"]["delay_ms"] == 250.0
     assert failing["model_calls"] == FAILING["model_calls"]
-    assert failing["usage"] == {"requests": 1, "input_tokens": 4000, "output_tokens": 100, "cached_tokens": None,
-                                "total_tokens": 4100, "cost_usd": None, "priced": False, "model_latency_ms": 1500.0}
+    assert failing["usage"] == {
+        "requests": 1,
+        "input_tokens": 4000,
+        "output_tokens": 100,
+        "cached_tokens": None,
+        "total_tokens": 4100,
+        "cost_usd": None,
+        "priced": False,
+        "model_latency_ms": 1500.0,
+    }
     exported = [json.loads(x) for x in client.get(f"/api/runs/{rid}/trajectories.jsonl").text.splitlines()]
     assert exported == [PASSING, FAILING, NO_USAGE]  # what came in, key for key: nothing invented
 
@@ -170,8 +209,7 @@ def test_pages_show_cost_and_latency(client: TestClient) -> None:
     assert "failed 1 4,100 4,100 —" in section(run, "usage-groups").text
     listed = section(run, "trajectory-list").text
     assert "3,020" in listed and "4,100" in listed  # the stored sums, per trajectory
-    assert [t["total_tokens"] for t in client.get(f"/api/runs/{rid}/trajectories").json()["data"]] == [
-        3020, 4100, None]
+    assert [t["total_tokens"] for t in client.get(f"/api/runs/{rid}/trajectories").json()["data"]] == [3020, 4100, None]
     runs = section(client.get("/", headers=HTML).text, "runs-table").text
     assert "7,120 $0.0112" in runs
     tid = client.get(f"/api/runs/{rid}/trajectories").json()["data"][1]["id"]
@@ -242,8 +280,7 @@ def test_the_migration_adds_and_removes_the_usage_columns(tmp_path: Path) -> Non
     upgrade(url)
     engine = create_engine(url)
     cols = {c["name"] for c in inspect(engine).get_columns("trajectories")}
-    assert {"model_calls", "input_tokens", "output_tokens", "cached_tokens", "total_tokens",
-            "model_latency_ms"} <= cols
+    assert {"model_calls", "input_tokens", "output_tokens", "cached_tokens", "total_tokens", "model_latency_ms"} <= cols
     assert {"latency_ms", "delay_ms"} <= {c["name"] for c in inspect(engine).get_columns("calls")}
     command.downgrade(_alembic_config(url), "0005")
     engine.dispose()
@@ -260,19 +297,60 @@ def test_otlp_model_spans_reach_the_figures(client: TestClient) -> None:
     t0 = 1_700_000_000_000_000_000  # ns
 
     def timed(sid: str, parent: str, start_ms: float, end_ms: float, **attrs: Any) -> dict[str, Any]:
-        return {"traceId": TRACE, "spanId": sid, "parentSpanId": parent, "name": sid,
-                "startTimeUnixNano": str(t0 + int(start_ms * 1e6)), "endTimeUnixNano": str(t0 + int(end_ms * 1e6)),
-                "attributes": [attr(k, v) for k, v in attrs.items()]}
+        return {
+            "traceId": TRACE,
+            "spanId": sid,
+            "parentSpanId": parent,
+            "name": sid,
+            "startTimeUnixNano": str(t0 + int(start_ms * 1e6)),
+            "endTimeUnixNano": str(t0 + int(end_ms * 1e6)),
+            "attributes": [attr(k, v) for k, v in attrs.items()],
+        }
 
     spans = body(
-        timed("01", "", 0, 3000, **{"toollens.case_id": "c-1", "gen_ai.operation.name": "invoke_agent",
-                                   "gen_ai.usage.input_tokens": 5000}),
-        timed("02", "01", 10, 910, **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
-                                      "gen_ai.usage.input_tokens": 1000, "gen_ai.usage.output_tokens": 500}),
-        timed("03", "01", 920, 1040, **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ver_saldo",
-                                        "gen_ai.tool.call.arguments": '{"id": 8812}'}),
-        timed("04", "01", 1050, 1350, **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
-                                         "gen_ai.usage.input_tokens": 1500, "gen_ai.usage.output_tokens": 20}))
+        timed(
+            "01",
+            "",
+            0,
+            3000,
+            **{"toollens.case_id": "c-1", "gen_ai.operation.name": "invoke_agent", "gen_ai.usage.input_tokens": 5000},
+        ),
+        timed(
+            "02",
+            "01",
+            10,
+            910,
+            **{
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.usage.input_tokens": 1000,
+                "gen_ai.usage.output_tokens": 500,
+            },
+        ),
+        timed(
+            "03",
+            "01",
+            920,
+            1040,
+            **{
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "ver_saldo",
+                "gen_ai.tool.call.arguments": '{"id": 8812}',
+            },
+        ),
+        timed(
+            "04",
+            "01",
+            1050,
+            1350,
+            **{
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.usage.input_tokens": 1500,
+                "gen_ai.usage.output_tokens": 20,
+            },
+        ),
+    )
     assert client.post("/v1/traces", json=spans).status_code == 200
     client.app.state.otlp.store_ready(everything=True)  # type: ignore[attr-defined]
     u = client.get("/api/runs/1/figures").json()["usage"]

@@ -43,8 +43,14 @@ def big_file(path: Path, copies: int) -> Path:
 
 
 def python(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
 
 
 def last_line(err: str) -> str:
@@ -53,8 +59,15 @@ def last_line(err: str) -> str:
 
 def race(src: Path, url: str, n: int) -> Counter[tuple[int, str]]:
     """``n`` imports of ``src`` into one run name at once: (exit code, last line) of each."""
-    procs = [subprocess.Popen([TOOLLENS, "import", str(src), "--suite", SUITE, "--run", "samename", "--db", url],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            [TOOLLENS, "import", str(src), "--suite", SUITE, "--run", "samename", "--db", url],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(n)
+    ]
     said: Counter[tuple[int, str]] = Counter()
     for p in procs:
         _, err = p.communicate(timeout=120)  # a hang fails here
@@ -62,8 +75,10 @@ def race(src: Path, url: str, n: int) -> Counter[tuple[int, str]]:
     return said
 
 
-TRUTHS = {"error: run 'samename' was created by another writer during this import: import again to append to it",
-          "error: run 'samename' is finished: it takes no new trajectories"}
+TRUTHS = {
+    "error: run 'samename' was created by another writer during this import: import again to append to it",
+    "error: run 'samename' is finished: it takes no new trajectories",
+}
 
 
 def check_one_stored(said: Counter[tuple[int, str]], url: str) -> None:
@@ -161,8 +176,22 @@ def test_a_process_meeting_a_migration_in_progress_waits_for_it(db_url: str, tmp
     migration = python(HOLD_A_MIGRATION, db_url, head, "2")
     assert migration.stdout is not None and migration.stdout.readline().strip() == "migrating"
     started = time.monotonic()
-    done = subprocess.run([TOOLLENS, "import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite", SUITE,
-                           "--run", "after", "--db", db_url], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            TOOLLENS,
+            "import",
+            str(EXAMPLES / "trajectories_v1.jsonl"),
+            "--suite",
+            SUITE,
+            "--run",
+            "after",
+            "--db",
+            db_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     waited = time.monotonic() - started
     migration.communicate(timeout=30)
     assert done.returncode == 0, done.stderr  # was: the database schema (0008) is older than this code
@@ -173,8 +202,12 @@ def test_a_process_meeting_a_migration_in_progress_waits_for_it(db_url: str, tmp
     with engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '0008'"))
     engine.dispose()
-    old = subprocess.run([TOOLLENS, "import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite", SUITE,
-                          "--run", "old", "--db", db_url], capture_output=True, text=True, timeout=60)
+    old = subprocess.run(
+        [TOOLLENS, "import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite", SUITE, "--run", "old", "--db", db_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert old.returncode == 2 and f"the database schema (0008) is older than this code ({head})" in old.stderr
 
 
@@ -205,17 +238,34 @@ def test_a_lock_past_the_busy_timeout_is_said_so(tmp_path: Path, monkeypatch: py
             assert r.headers["retry-after"] == "2"
             body = r.json()
             assert set(body) == {"error", "detail"} and body["detail"] == []
-            assert "stayed locked by another writer for 2 s (the busy timeout, TOOLLENS_DB_BUSY_TIMEOUT)" \
-                in body["error"]
+            assert (
+                "stayed locked by another writer for 2 s (the busy timeout, TOOLLENS_DB_BUSY_TIMEOUT)" in body["error"]
+            )
             assert 1.4 < waited < 5
             assert client.get("/api/runs").status_code == 200  # readers are not held up
             started = time.monotonic()
-            imp = subprocess.run([TOOLLENS, "import", str(EXAMPLES / "trajectories_v1.jsonl"), "--suite", SUITE,
-                                  "--run", "imp", "--db", url], capture_output=True, text=True, timeout=60,
-                                 env={**os.environ, "TOOLLENS_DB_BUSY_TIMEOUT": "1.5"})
+            imp = subprocess.run(
+                [
+                    TOOLLENS,
+                    "import",
+                    str(EXAMPLES / "trajectories_v1.jsonl"),
+                    "--suite",
+                    SUITE,
+                    "--run",
+                    "imp",
+                    "--db",
+                    url,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, "TOOLLENS_DB_BUSY_TIMEOUT": "1.5"},
+            )
             assert imp.returncode == 2
-            assert "stayed locked by another writer for 2 s (the busy timeout, TOOLLENS_DB_BUSY_TIMEOUT): try " \
-                   "again once that writer is done" in imp.stderr, imp.stderr
+            assert (
+                "stayed locked by another writer for 2 s (the busy timeout, TOOLLENS_DB_BUSY_TIMEOUT): try "
+                "again once that writer is done" in imp.stderr
+            ), imp.stderr
         finally:
             holder.kill()
             holder.communicate()
@@ -229,8 +279,9 @@ def test_an_unexpected_error_is_a_json_body(tmp_path: Path, monkeypatch: pytest.
         raise RuntimeError("boom")
 
     monkeypatch.setattr(queries, "list_runs", broken)
-    with TestClient(create_app(Settings(database_url=f"sqlite:///{tmp_path / 't.db'}")),
-                    raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(Settings(database_url=f"sqlite:///{tmp_path / 't.db'}")), raise_server_exceptions=False
+    ) as client:
         r = client.get("/api/runs")
     assert r.status_code == 500
     assert r.json() == {"error": "something went wrong on the server: the error is in its log", "detail": []}

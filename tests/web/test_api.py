@@ -53,8 +53,9 @@ def test_stored_run_reads_like_a_scored_file(client: TestClient) -> None:
     assert ingest(client, run, recs[20:]) == {"run_id": run, "stored": 16, "calls": 35, "trajectories_total": 36}
     stored = client.get(f"/api/runs/{run}/figures", params={"cases_limit": 500}).json()
     usage = UsageTally()  # as `toollens score --json` builds it
-    scored = score_trajectories(load_suite(EXAMPLES / "suite_v1.yaml"),
-                                read_jsonl(EXAMPLES / "trajectories_v1.jsonl"), usage=usage).to_json()
+    scored = score_trajectories(
+        load_suite(EXAMPLES / "suite_v1.yaml"), read_jsonl(EXAMPLES / "trajectories_v1.jsonl"), usage=usage
+    ).to_json()
     scored["usage"] = usage.to_json(bundled_prices())
     assert stored.pop("cases_total") == 36
     assert stored == scored
@@ -220,8 +221,9 @@ def test_compare_two_runs(client: TestClient) -> None:
     assert len(c["description_changes"]) == 7 and not any(d["parameters_changed"] for d in c["description_changes"])
     tool = next(t for t in c["tools"] if t["tool"] == "buscar_pedido")
     assert tool["a_recall"]["num"] < tool["a_recall"]["den"]
-    pair = client.get("/api/compare/trajectories", params={"a": c["flipped"][0]["a_trajectory"],
-                                                          "b": c["flipped"][0]["b_trajectory"]}).json()
+    pair = client.get(
+        "/api/compare/trajectories", params={"a": c["flipped"][0]["a_trajectory"], "b": c["flipped"][0]["b_trajectory"]}
+    ).json()
     assert pair["a"]["case_id"] == pair["b"]["case_id"] and pair["rows"]
 
 
@@ -299,8 +301,11 @@ def test_compare_reads_changes_with_the_interval_of_the_difference(client: TestC
     lo, hi = fam["selection_recall"]["delta_ci"]
     assert 0 < lo < hi
     # the call-level diff pairs calls by tool, not by position
-    flip = next(f for f in client.get("/api/compare", params={"a": a, "b": b}).json()["flipped"]
-                if f["case_id"] == "saldo-001" and f["trial"] == 1)
+    flip = next(
+        f
+        for f in client.get("/api/compare", params={"a": a, "b": b}).json()["flipped"]
+        if f["case_id"] == "saldo-001" and f["trial"] == 1
+    )
     pair = client.get("/api/compare/trajectories", params={"a": flip["a_trajectory"], "b": flip["b_trajectory"]})
     names = [(r["a"]["name"] if r["a"] else None, r["b"]["name"] if r["b"] else None) for r in pair.json()["rows"]]
     assert names[0] == ("buscar_cliente", "buscar_cliente")

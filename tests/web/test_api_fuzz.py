@@ -59,7 +59,10 @@ def check(case: Any) -> None:
     # Inline suites and trajectory records are checked by the core beyond what
     # a JSON Schema says: a schema-valid body may still be refused with a 422.
     domain_checked = case.method == "POST" and case.path in (
-        "/api/runs", "/api/runs/{run_id}/trajectories", "/api/suites/{suite_id}/cases")
+        "/api/runs",
+        "/api/runs/{run_id}/trajectories",
+        "/api/suites/{suite_id}/cases",
+    )
     excluded = [positive_data_acceptance] if domain_checked else []
     if response.status_code == 413:  # refused for its size before its content is read: invalid data is refused too
         excluded.append(negative_data_rejection)
@@ -75,8 +78,9 @@ def test_api_conforms_to_its_schema(api_schema: Any, mode: Any) -> None:
         if mode == schemathesis.GenerationMode.NEGATIVE and not list(op.iter_parameters()) and not op.body:
             continue  # nothing to make invalid (GET /api/health)
 
-        @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
-                  database=None)
+        @settings(
+            max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None
+        )
         @given(case=op.as_strategy(generation_mode=mode))
         def run(case: Any) -> None:
             check(case)

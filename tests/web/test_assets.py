@@ -86,8 +86,15 @@ def test_favicon(client: TestClient) -> None:
 def test_links_start_with_the_root_path_and_name_no_host(tmp_path: Path) -> None:
     with TestClient(create_app(Settings(database_url=f"sqlite:///{tmp_path / 'r.db'}")), root_path="/tl") as c:
         load_examples(c)
-        for path in ("/", "/runs/1", "/trajectories/1", "/compare?a=1&b=2", "/toolsets/atencion_cliente",
-                     "/compare/trajectories?a=1&b=40", "/runs/999"):
+        for path in (
+            "/",
+            "/runs/1",
+            "/trajectories/1",
+            "/compare?a=1&b=2",
+            "/toolsets/atencion_cliente",
+            "/compare/trajectories?a=1&b=40",
+            "/runs/999",
+        ):
             text = c.get(path, headers=HTML).text
             links = LINK.findall(text)
             assert links, path

@@ -20,8 +20,11 @@ from app.web.app import create_app
 from tests.servers import serve_in_thread
 
 runner = CliRunner()
-INSTRUCTIONS = {"known_info": "You are ana_lima_4410.", "reason_for_call": "Cancel order #W7000001.",
-                "task_instructions": "If asked, the reason is: no longer needed."}
+INSTRUCTIONS = {
+    "known_info": "You are ana_lima_4410.",
+    "reason_for_call": "Cancel order #W7000001.",
+    "task_instructions": "If asked, the reason is: no longer needed.",
+}
 
 
 def msg(role: str, content: str | None = None, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -29,31 +32,76 @@ def msg(role: str, content: str | None = None, calls: list[dict[str, Any]] | Non
 
 
 def cancel(order: str) -> list[dict[str, Any]]:
-    return [msg("assistant", None, [{"id": "a1", "name": "cancel_order", "requestor": "assistant",
-                                     "arguments": {"order_id": order, "reason": "no longer needed"}}]),
-            {"id": "a1", "role": "tool", "content": '{"status": "cancelled"}', "requestor": "assistant"}]
+    return [
+        msg(
+            "assistant",
+            None,
+            [
+                {
+                    "id": "a1",
+                    "name": "cancel_order",
+                    "requestor": "assistant",
+                    "arguments": {"order_id": order, "reason": "no longer needed"},
+                }
+            ],
+        ),
+        {"id": "a1", "role": "tool", "content": '{"status": "cancelled"}', "requestor": "assistant"},
+    ]
 
 
-OPEN = [msg("assistant", "Hi! How can I help?"), msg("user", "Hello, I am ana_lima_4410."),
-        msg("assistant", "What can I do for you?")]
-PASSES = [*OPEN, msg("user", "Cancel #W7000001, it is no longer needed."), *cancel("#W7000001"),
-          msg("assistant", "Done."), msg("user", "Thanks! ###STOP###")]
-USER_QUITS = [*OPEN, msg("user", "Cancel #W7000001 <b>now</b>, it is no longer needed."),
-              msg("assistant", "Sure, one moment."), msg("user", "###TRANSFER###")]
-AGENT_WRONG = [*OPEN, msg("user", "Cancel #W7000001, it is no longer needed."), *cancel("#W7000009"),
-               msg("assistant", "Done."), msg("user", "Thanks! ###STOP###")]
+OPEN = [
+    msg("assistant", "Hi! How can I help?"),
+    msg("user", "Hello, I am ana_lima_4410."),
+    msg("assistant", "What can I do for you?"),
+]
+PASSES = [
+    *OPEN,
+    msg("user", "Cancel #W7000001, it is no longer needed."),
+    *cancel("#W7000001"),
+    msg("assistant", "Done."),
+    msg("user", "Thanks! ###STOP###"),
+]
+USER_QUITS = [
+    *OPEN,
+    msg("user", "Cancel #W7000001 <b>now</b>, it is no longer needed."),
+    msg("assistant", "Sure, one moment."),
+    msg("user", "###TRANSFER###"),
+]
+AGENT_WRONG = [
+    *OPEN,
+    msg("user", "Cancel #W7000001, it is no longer needed."),
+    *cancel("#W7000009"),
+    msg("assistant", "Done."),
+    msg("user", "Thanks! ###STOP###"),
+]
 
 
 def results(path: Path, model: str, sims: dict[str, tuple[list[dict[str, Any]], float]]) -> Path:
-    tasks = [{"id": t, "user_scenario": {"instructions": INSTRUCTIONS},
-              "evaluation_criteria": {"actions": [{"action_id": f"{t}0", "requestor": "assistant",
-                                                   "name": "cancel_order",
-                                                   "arguments": {"order_id": "#W7000001",
-                                                                 "reason": "no longer needed"}}]}}
-             for t in sims]
-    doc = {"info": {"agent_info": {"llm": model}, "environment_info": {"domain_name": "shop"}}, "tasks": tasks,
-           "simulations": [{"id": f"s-{t}", "task_id": t, "trial": 0, "messages": m,
-                            "reward_info": {"reward": r}} for t, (m, r) in sims.items()]}
+    tasks = [
+        {
+            "id": t,
+            "user_scenario": {"instructions": INSTRUCTIONS},
+            "evaluation_criteria": {
+                "actions": [
+                    {
+                        "action_id": f"{t}0",
+                        "requestor": "assistant",
+                        "name": "cancel_order",
+                        "arguments": {"order_id": "#W7000001", "reason": "no longer needed"},
+                    }
+                ]
+            },
+        }
+        for t in sims
+    ]
+    doc = {
+        "info": {"agent_info": {"llm": model}, "environment_info": {"domain_name": "shop"}},
+        "tasks": tasks,
+        "simulations": [
+            {"id": f"s-{t}", "task_id": t, "trial": 0, "messages": m, "reward_info": {"reward": r}}
+            for t, (m, r) in sims.items()
+        ],
+    }
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
 
@@ -63,8 +111,21 @@ def served(db_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     base_sims = {"ok": (PASSES, 1.0), "quits": (USER_QUITS, 0.0), "wrong": (AGENT_WRONG, 0.0)}
     cand_sims = {"ok": (USER_QUITS, 0.0), "quits": (USER_QUITS, 0.0), "wrong": (AGENT_WRONG, 0.0)}
     for name, model, sims in (("base", "model-a", base_sims), ("cand", "model-b", cand_sims)):
-        r = runner.invoke(cli, ["import", str(results(tmp_path / f"{name}.json", model, sims)), "--format", "tau2",
-                                "--run", name, "--model", model, "--db", db_url])
+        r = runner.invoke(
+            cli,
+            [
+                "import",
+                str(results(tmp_path / f"{name}.json", model, sims)),
+                "--format",
+                "tau2",
+                "--run",
+                name,
+                "--model",
+                model,
+                "--db",
+                db_url,
+            ],
+        )
         assert r.exit_code == 0, r.output
     with serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as base:
         yield base, db_url
@@ -90,8 +151,9 @@ def test_run_figures_column_filter_and_trajectory_page(served: tuple[str, str]) 
         assert http.get(f"/api/runs/{rid}/trajectories", params={"blame": "nobody"}).status_code == 422
         cases = {c["case_id"]: c for c in http.get(f"/api/runs/{rid}/figures").json()["cases"]}  # as score --json
         assert (cases["quits"]["blame"], cases["quits"]["blame_confidence"]) == ("user", 0.85)
-        assert cases["quits"]["blame_evidence"] == ("the user ends with ###TRANSFER### though the agent never "
-                                                    'transferred: "###TRANSFER###"')
+        assert cases["quits"]["blame_evidence"] == (
+            'the user ends with ###TRANSFER### though the agent never transferred: "###TRANSFER###"'
+        )
         assert "blame" not in cases["ok"]
         # the stored counters, as score --json counts them: every-model-fails is the store's (/blame above)
         assert http.get(f"/api/runs/{rid}/figures").json()["blame"] == {"agent": 1, "user": 1, "task": 0}
@@ -124,8 +186,9 @@ def test_compare_and_gate_give_no_verdict_the_simulator_explains(served: tuple[s
         ids = {r["name"]: r["id"] for r in http.get("/api/runs").json()["data"]}
         c = http.get("/api/compare", params={"a": ids["base"], "b": ids["cand"]}).json()
         assert [f["case_id"] for f in c["flipped"]] == ["ok"] and c["flipped_blamed_on_user"] == 1
-        assert c["simulator_note"].startswith("1 of the 1 failures this change turns on or off (100%) are blamed "
-                                              "on the simulated user")
+        assert c["simulator_note"].startswith(
+            "1 of the 1 failures this change turns on or off (100%) are blamed on the simulated user"
+        )
         page = http.get("/compare", params={"a": ids["base"], "b": ids["cand"]}).text
         assert 'id="simulator-note"' in page and "no verdict: 1 of the 1 failures" in page
     r = runner.invoke(cli, ["gate", "--baseline", "base", "--candidate", "cand", "--db", db_url])

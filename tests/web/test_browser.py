@@ -41,27 +41,50 @@ def evil_suite() -> dict[str, Any]:
     text = " ".join(PAYLOADS)
     return {
         "name": "xss",
-        "toolset": {"name": "xss-tools", "label": "evil", "tools": [
-            {"name": "buscar", "description": f"Busca. {text}",
-             "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}, "mock": text},
-        ]},
-        "cases": [{"id": f"xss-{text}", "question": text,
-                   "expected_calls": [{"name": "buscar", "arguments": {"q": text}}], "expected_datum": text}],
+        "toolset": {
+            "name": "xss-tools",
+            "label": "evil",
+            "tools": [
+                {
+                    "name": "buscar",
+                    "description": f"Busca. {text}",
+                    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+                    "mock": text,
+                },
+            ],
+        },
+        "cases": [
+            {
+                "id": f"xss-{text}",
+                "question": text,
+                "expected_calls": [{"name": "buscar", "arguments": {"q": text}}],
+                "expected_datum": text,
+            }
+        ],
     }
 
 
 def evil_records() -> list[dict[str, Any]]:
     text = " ".join(PAYLOADS)
     case_id = f"xss-{text}"
-    return [{
-        "case_id": case_id, "trial": 0, "question": text,
-        "calls": [
-            {"name": "buscar", "arguments": {"q": text, PAYLOADS[2]: PAYLOADS[0]}, "observation": text,
-             "error": {"kind": "http_503", "message": text, "injected": True}},
-            {"name": EVIL_TOOL, "arguments": text, "observation": text, "error": None},
-        ],
-        "answer": text, "fault": {"step": 0, "kind": "http_503"},
-    }]
+    return [
+        {
+            "case_id": case_id,
+            "trial": 0,
+            "question": text,
+            "calls": [
+                {
+                    "name": "buscar",
+                    "arguments": {"q": text, PAYLOADS[2]: PAYLOADS[0]},
+                    "observation": text,
+                    "error": {"kind": "http_503", "message": text, "injected": True},
+                },
+                {"name": EVIL_TOOL, "arguments": text, "observation": text, "error": None},
+            ],
+            "answer": text,
+            "fault": {"step": 0, "kind": "http_503"},
+        }
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -206,8 +229,12 @@ def test_a_person_adds_a_trajectory_to_a_new_suite_from_its_page(server: str, pa
     doc = page.request.get(server + page.locator("#curate p.ok a").get_attribute("href")).json()["document"]
     assert doc["cases"][0]["expected_calls"] == [
         {"name": "buscar_cliente", "arguments": {"rut": "12345678-9"}},
-        {"name": "emitir_nota_credito", "arguments": {"id": 8812, "monto": 45990, "motivo": "cobro duplicado"},
-         "tolerance": {"monto": {"number": {"abs": 100.0}}, "motivo": "ignore"}}]
+        {
+            "name": "emitir_nota_credito",
+            "arguments": {"id": 8812, "monto": 45990, "motivo": "cobro duplicado"},
+            "tolerance": {"monto": {"number": {"abs": 100.0}}, "motivo": "ignore"},
+        },
+    ]
 
 
 def test_compare_page_shows_flips_and_description_diff(server: str, page: Any) -> None:

@@ -41,20 +41,23 @@ def test_threshold_zero_above_zero_in_b_is_blocking(client: TestClient) -> None:
 
 def test_order_links_and_folded_descriptions(client: TestClient) -> None:
     text = client.get("/compare?a=1&b=2", headers=HTML).text
-    order = [text.index(marker) for marker in ('id="deltas"', 'id="flipped"', 'id="confusion-diff"',
-                                               'id="description-diff"')]
+    order = [
+        text.index(marker) for marker in ('id="deltas"', 'id="flipped"', 'id="confusion-diff"', 'id="description-diff"')
+    ]
     assert order == sorted(order)
     flipped = re.search(r'<table class="trajectories" id="flipped">.*?</table>', text, re.S)
     assert flipped is not None
     first = re.findall(r"<tr><td>(.*?)</tr>", flipped.group(0), re.S)[0]
     links = re.findall(r'href="([^"]+)"', first)
-    a, b = client.get("/api/compare?a=1&b=2").json()["flipped"][0]["a_trajectory"], \
-        client.get("/api/compare?a=1&b=2").json()["flipped"][0]["b_trajectory"]
+    a, b = (
+        client.get("/api/compare?a=1&b=2").json()["flipped"][0]["a_trajectory"],
+        client.get("/api/compare?a=1&b=2").json()["flipped"][0]["b_trajectory"],
+    )
     assert links == [f"/trajectories/{a}", f"/trajectories/{b}", f"/compare/trajectories?a={a}&b={b}"]
     # the seven changed descriptions, each once, folded under a count
     folded = re.search(r'<details id="description-diff"[^>]*>(.*?)</details>', text, re.S)
     assert folded is not None and "open" not in folded.group(0)[:60]
-    assert "Tool descriptions that changed <small class=\"muted\">7;" in folded.group(1)
+    assert 'Tool descriptions that changed <small class="muted">7;' in folded.group(1)
     assert folded.group(1).count('<article class="desc-diff">') == 7
     assert folded.group(1).count('class="worddiff"') == 7 and 'class="side"' not in folded.group(1)
 
@@ -73,10 +76,13 @@ def test_the_page_opens_with_both_pass_rates_and_mcnemar(client: TestClient) -> 
     head = re.search(r'<div class="run-head" id="pass">(.*?)</div>', text, re.S)
     assert head is not None and text.index('id="pass"') < text.index('id="deltas"')
     words = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", head.group(1))).strip()
-    assert words.startswith("A passed 36.1% 13/36 pass^6 0.00 B passed 80.6% 29/36 pass^6 0.00 B − A +44.4 pts "
-                             "+21.9 pts to +61.2 pts")  # Newcombe's 95% interval, as the families' rows
-    assert words.endswith("B passes more, unlikely to be noise: of 36 shared trajectories, 0 passed only in A "
-                          "and 16 only in B (exact McNemar p = 3.05e-05)")
+    assert words.startswith(
+        "A passed 36.1% 13/36 pass^6 0.00 B passed 80.6% 29/36 pass^6 0.00 B − A +44.4 pts +21.9 pts to +61.2 pts"
+    )  # Newcombe's 95% interval, as the families' rows
+    assert words.endswith(
+        "B passes more, unlikely to be noise: of 36 shared trajectories, 0 passed only in A "
+        "and 16 only in B (exact McNemar p = 3.05e-05)"
+    )
     assert 'class="badge ok"' in head.group(1)
     back = client.get("/compare?a=2&b=1", headers=HTML).text
     assert "B − A</span> <b>-44.4 pts</b>" in back and "B fails more, unlikely to be noise" in back

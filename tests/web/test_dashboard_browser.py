@@ -63,7 +63,7 @@ def page(browser: Any, server: str) -> Iterator[Any]:
         p.requested.append(route.request.url)  # type: ignore[attr-defined]
         url = route.request.url
         if url.startswith(server + PREFIX + "/") or url == server + PREFIX:
-            route.continue_(url=server + url[len(server + PREFIX):])
+            route.continue_(url=server + url[len(server + PREFIX) :])
         else:  # the app linked outside its prefix
             p.failed.append(url)  # type: ignore[attr-defined]
             route.abort()

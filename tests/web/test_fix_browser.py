@@ -30,8 +30,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"sqlite:///{tmp_path_factory.mktemp('fix') / 'ui.db'}"
     upgrade(url)
     settings = Settings(database_url=url, auto_migrate=False)
-    run_agent(settings, RunRequest(agent="simulated", suite_path=EXAMPLES / "suite_v1.yaml", sweep=True,
-                                   run_name="v1 run", seed=5))
+    run_agent(
+        settings,
+        RunRequest(agent="simulated", suite_path=EXAMPLES / "suite_v1.yaml", sweep=True, run_name="v1 run", seed=5),
+    )
     done = CliRunner().invoke(cli, ["fix", "v1 run", "--verify", "--db", url])
     assert done.exit_code in (0, 1), done.output
     with serve_in_thread(create_app(settings)) as base:

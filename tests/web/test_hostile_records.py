@@ -44,10 +44,15 @@ def _get_urls(client: TestClient, ids: dict[str, int]) -> dict[str, list[str]]:
     }
     for suffix in per_run:
         urls["/api/runs/{run_id}" + suffix] = [f"/api/runs/{r}{suffix}" for r in runs]
-    urls["/api/runs/{run_id}/trajectories"] += [f"/api/runs/{r}/trajectories?case_id=x%00&called=t%00"
-                                                for r in runs]
-    urls["pages"] = ["/", *[f"/runs/{r}" for r in runs], *[f"/trajectories/{t}" for t in trajectories],
-                     f"/compare?a={runs[0]}&b={runs[2]}", f"/compare/trajectories?a={a}&b={b}", f"/toolsets/{name}"]
+    urls["/api/runs/{run_id}/trajectories"] += [f"/api/runs/{r}/trajectories?case_id=x%00&called=t%00" for r in runs]
+    urls["pages"] = [
+        "/",
+        *[f"/runs/{r}" for r in runs],
+        *[f"/trajectories/{t}" for t in trajectories],
+        f"/compare?a={runs[0]}&b={runs[2]}",
+        f"/compare/trajectories?a={a}&b={b}",
+        f"/toolsets/{name}",
+    ]
     return urls
 
 
@@ -121,8 +126,11 @@ def test_what_the_rule_refuses_is_a_422_naming_the_field(db_url: str) -> None:
             body = f'{{"trajectories": [{{"case_id": "{case}", "trial": 9, "reward": {literal}}}]}}'
             r = client.post(f"/api/runs/{run}/trajectories", content=body, headers={"content-type": "application/json"})
             assert r.status_code == 422 and r.json()["detail"][0]["field"] == "reward", (literal, r.text)
-        r = client.post("/api/runs", content='{"name": "c", "suite_id": 1, "config": {"x": NaN}}',
-                        headers={"content-type": "application/json"})
+        r = client.post(
+            "/api/runs",
+            content='{"name": "c", "suite_id": 1, "config": {"x": NaN}}',
+            headers={"content-type": "application/json"},
+        )
         assert r.status_code == 422 and r.json()["detail"][0]["field"] == "config", r.text
         r = post_json(client, "/api/runs", {"name": "d", "suite_id": 1, "config": {"x": nested(MAX_DEPTH)}})
         assert r.status_code == 422 and r.json()["detail"][0]["field"] == "config", r.text

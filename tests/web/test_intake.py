@@ -36,8 +36,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "TOOLLENS_ALLOWED_HOSTS"}  # the default: loopback + --host
     env["TOOLLENS_API_TOKEN"] = TOKEN
-    proc = subprocess.Popen([TOOLLENS, "serve", "--db", db, "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [TOOLLENS, "serve", "--db", db, "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -89,6 +93,7 @@ def _gzipped(make: Callable[[], bytes], limit: int) -> Callable[[], bytes]:
         body = gzip.compress(make(), 9)
         assert len(body) < limit
         return body
+
     return build
 
 
@@ -97,12 +102,23 @@ _GZ_JSON = {"content-type": "application/json", "content-encoding": "gzip", **AU
 HOSTILE: dict[str, tuple[dict[str, str], Callable[[], bytes], int, str]] = {
     "63 MB JSON, no token": ({"content-type": "application/json"}, _big_json, 401, "bearer token"),
     "gzip JSON, 2 million empty spans": (
-        _GZ_JSON, _gzipped(lambda: _otlp_json_empty_spans(2_000_000), 8_000), 413, f"{MAX_JSON_VALUES} JSON values"),
+        _GZ_JSON,
+        _gzipped(lambda: _otlp_json_empty_spans(2_000_000), 8_000),
+        413,
+        f"{MAX_JSON_VALUES} JSON values",
+    ),
     "gzip JSON, 20 million empty spans": (
-        _GZ_JSON, _gzipped(lambda: _otlp_json_empty_spans(20_000_000), 80_000), 413, f"{MAX_JSON_VALUES} JSON values"),
+        _GZ_JSON,
+        _gzipped(lambda: _otlp_json_empty_spans(20_000_000), 80_000),
+        413,
+        f"{MAX_JSON_VALUES} JSON values",
+    ),
     "gzip protobuf, 2 million empty spans": (
         {"content-type": "application/x-protobuf", "content-encoding": "gzip", **AUTH},
-        _gzipped(lambda: _otlp_protobuf_empty_spans(2_000_000), 8_000), 413, f"more than {MAX_SPANS} spans"),
+        _gzipped(lambda: _otlp_protobuf_empty_spans(2_000_000), 8_000),
+        413,
+        f"more than {MAX_SPANS} spans",
+    ),
 }
 
 
@@ -122,15 +138,19 @@ while time.monotonic() < deadline:
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_health_answers_within_100_ms_while_a_hostile_body_is_refused(server: str, name: str,
-                                                                       tmp_path: Path) -> None:
+def test_health_answers_within_100_ms_while_a_hostile_body_is_refused(server: str, name: str, tmp_path: Path) -> None:
     headers, make, status, words = HOSTILE[name]
     (tmp_path / "body").write_bytes(make())
     path = "/api/runs/1/trajectories" if status == 401 else "/v1/traces?run=otlp"
     # two attackers in processes of their own: this process only measures
-    attackers = [subprocess.Popen([sys.executable, "-c", ATTACK, server + path, json.dumps(headers),
-                                   str(tmp_path / "body"), "4"], stdout=subprocess.PIPE, text=True)
-                 for _ in range(2)]
+    attackers = [
+        subprocess.Popen(
+            [sys.executable, "-c", ATTACK, server + path, json.dumps(headers), str(tmp_path / "body"), "4"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     try:
         latencies = _health_latencies(server, lambda: any(a.poll() is None for a in attackers), wait=0.5)
     finally:
@@ -143,9 +163,11 @@ def test_health_answers_within_100_ms_while_a_hostile_body_is_refused(server: st
     end = time.monotonic() + 2
     quiet = _health_latencies(server, lambda: time.monotonic() < end)  # the machine's own noise, for the record
     median, p90 = statistics.median(latencies), latencies[int(len(latencies) * 0.9)]
-    print(f"{name}: {len(answers)} refused; health median {median * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms, "
-          f"max {latencies[-1] * 1000:.1f} ms over {len(latencies)} requests (unattacked: median "
-          f"{statistics.median(quiet) * 1000:.1f} ms, p90 {quiet[int(len(quiet) * 0.9)] * 1000:.1f} ms)")
+    print(
+        f"{name}: {len(answers)} refused; health median {median * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms, "
+        f"max {latencies[-1] * 1000:.1f} ms over {len(latencies)} requests (unattacked: median "
+        f"{statistics.median(quiet) * 1000:.1f} ms, p90 {quiet[int(len(quiet) * 0.9)] * 1000:.1f} ms)"
+    )
     # 100 ms, plus what the machine adds to an unattacked request (it is shared and often loaded)
     allowance = 0.100 + quiet[int(len(quiet) * 0.9)]
     assert median < 0.100 and p90 < allowance, f"health median {median * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms"
@@ -196,8 +218,10 @@ def test_a_real_server_refuses_hosts_types_and_sizes_before_the_body(server: str
     assert r.status_code == 415
     for path, kind in [("/api/runs", "application/json"), ("/trajectories/1/label", "text/plain")]:
         with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as s:  # a gigabyte declared, none sent
-            s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
-                      f"Content-Type: {kind}\r\nContent-Length: 1000000000\r\n\r\n".encode())
+            s.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+                f"Content-Type: {kind}\r\nContent-Length: 1000000000\r\n\r\n".encode()
+            )
             head = _read_response(s)
         assert head.startswith("HTTP/1.1 413") and "TOOLLENS_MAX_BODY_BYTES" in head, (path, head)
     r = httpx.get(f"{server}/api/health")

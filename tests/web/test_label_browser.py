@@ -45,14 +45,18 @@ def one_line(page: Any, selector: str) -> dict[str, Any]:
     """The label's box, its line height, and its title."""
     return page.locator(selector).first.evaluate(
         "e => ({height: e.getBoundingClientRect().height, line: parseFloat(getComputedStyle(e).lineHeight) || "
-        "1.2 * parseFloat(getComputedStyle(e).fontSize), title: e.title, cut: e.scrollWidth > e.clientWidth})")
+        "1.2 * parseFloat(getComputedStyle(e).fontSize), title: e.title, cut: e.scrollWidth > e.clientWidth})"
+    )
 
 
 def test_a_long_toolset_label_stays_on_one_line(server: str) -> None:
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1366, "height": 900})
-        where = (("/", "#runs-table tr:has(input[aria-label='compare fixed']) code.tlabel"),
-                 ("/runs/2", "p.meta code.tlabel"), ("/compare?a=1&b=2", "p.meta code.tlabel >> nth=1"))
+        where = (
+            ("/", "#runs-table tr:has(input[aria-label='compare fixed']) code.tlabel"),
+            ("/runs/2", "p.meta code.tlabel"),
+            ("/compare?a=1&b=2", "p.meta code.tlabel >> nth=1"),
+        )
         for path, selector in where:
             page.goto(server + path)
             box = one_line(page, selector)

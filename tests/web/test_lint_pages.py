@@ -69,22 +69,38 @@ def _run(c: TestClient, suite: str, trajectories: str, name: str) -> int:
 @pytest.fixture()
 def client(db_url: str) -> Iterator[tuple[TestClient, int, int]]:
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
-        yield c, _run(c, "suite_v1.yaml", "trajectories_v1.jsonl", "v1"), _run(
-            c, "suite_v2.yaml", "trajectories_v2.jsonl", "v2")
+        yield (
+            c,
+            _run(c, "suite_v1.yaml", "trajectories_v1.jsonl", "v1"),
+            _run(c, "suite_v2.yaml", "trajectories_v2.jsonl", "v2"),
+        )
 
 
 def test_run_page_puts_findings_beside_the_confused_cells(client: tuple[TestClient, int, int]) -> None:
     c, v1, _ = client
     data = c.get(f"/api/runs/{v1}/lint").json()
-    assert data["counts"] == {"similar_pair": 4, "no_negative_delimitation": 4, "argument_format": 9,
-                              "missing_precondition": 4, "unguarded_destructive": 0, "lookalike_pair": 4}
+    assert data["counts"] == {
+        "similar_pair": 4,
+        "no_negative_delimitation": 4,
+        "argument_format": 9,
+        "missing_precondition": 4,
+        "unguarded_destructive": 0,
+        "lookalike_pair": 4,
+    }
     top = data["pairs"][0]
     # the seed's hot cell: buscar_producto called where buscar_pedido was expected, 4 times, and they read alike
-    assert (top["a"], top["b"], top["a_called_as_b"], top["b_called_as_a"]) == ("buscar_pedido", "buscar_producto", 4,
-                                                                                0)
+    assert (top["a"], top["b"], top["a_called_as_b"], top["b_called_as_a"]) == (
+        "buscar_pedido",
+        "buscar_producto",
+        4,
+        0,
+    )
     assert [(f["rule"], f["tool"]) for f in top["findings"]] == [
-        ("similar_pair", "buscar_pedido"), ("no_negative_delimitation", "buscar_pedido"),
-        ("no_negative_delimitation", "buscar_producto"), ("lookalike_pair", "buscar_pedido")]
+        ("similar_pair", "buscar_pedido"),
+        ("no_negative_delimitation", "buscar_pedido"),
+        ("no_negative_delimitation", "buscar_producto"),
+        ("lookalike_pair", "buscar_pedido"),
+    ]
     pairs = {(p["a"], p["b"]): p for p in data["pairs"]}
     both = pairs[("emitir_nota_credito", "verificar_compra")]  # confused both ways, and a declared precondition
     assert (both["a_called_as_b"], both["b_called_as_a"]) == (1, 1)
@@ -110,7 +126,8 @@ def test_run_page_of_the_rewritten_toolset(client: tuple[TestClient, int, int]) 
     data = c.get(f"/api/runs/{v2}/lint").json()
     assert data["findings"] == [] and data["fields"] == []
     assert [(p["a"], p["b"], p["a_called_as_b"], p["b_called_as_a"]) for p in data["pairs"]] == [
-        ("buscar_pedido", "buscar_producto", 1, 0)]  # the one confusion v2 keeps, and nothing reads alike
+        ("buscar_pedido", "buscar_producto", 1, 0)
+    ]  # the one confusion v2 keeps, and nothing reads alike
     assert "0 findings" in c.get(f"/runs/{v2}", headers=HTML).text
 
 
@@ -134,8 +151,13 @@ def test_toolset_page_diffs_any_two_versions(client: tuple[TestClient, int, int]
     # about its own description, ranked by score: 2 similar pairs (0.773 with buscar_cliente, 0.617 with
     # buscar_producto), no negative delimitation (0.773, its closest look-alike), its numero format, and the
     # look-alike name buscar_pedido / buscar_producto (no score)
-    assert [f["rule"] for f in pedido["findings_a"]] == ["similar_pair", "no_negative_delimitation", "similar_pair",
-                                                         "argument_format", "lookalike_pair"]
+    assert [f["rule"] for f in pedido["findings_a"]] == [
+        "similar_pair",
+        "no_negative_delimitation",
+        "similar_pair",
+        "argument_format",
+        "lookalike_pair",
+    ]
     assert pedido["findings_b"] == []
     # the page, versions picked by query parameters, in either order
     html = c.get("/toolsets/atencion_cliente", params={"a": "v2", "b": "v1"}, headers=HTML).text
@@ -158,10 +180,19 @@ def test_schema_changes_and_a_single_version(client: tuple[TestClient, int, int]
     detail = c.get("/api/toolsets/atencion_cliente/versions", params={"a": "v2", "b": "v2-string-id"}).json()
     saldo = next(t for t in detail["tools"] if t["name"] == "ver_saldo")
     assert saldo["change"] == "changed" and saldo["schema_changes"] == [
-        {"path": "/properties/id/type", "op": "changed", "a": '"integer"', "b": '"string"'}]
-    one = {"name": "solo", "toolset": {"name": "solo-tools", "tools": [
-        {"name": "buscar", "description": "Busca <b>información</b>."},
-        {"name": "consultar", "description": "Busca información."}]}, "cases": []}
+        {"path": "/properties/id/type", "op": "changed", "a": '"integer"', "b": '"string"'}
+    ]
+    one = {
+        "name": "solo",
+        "toolset": {
+            "name": "solo-tools",
+            "tools": [
+                {"name": "buscar", "description": "Busca <b>información</b>."},
+                {"name": "consultar", "description": "Busca información."},
+            ],
+        },
+        "cases": [],
+    }
     assert c.post("/api/runs", json={"name": "solo", "suite": one}).status_code == 201
     html = c.get("/toolsets/solo-tools", headers=HTML).text
     assert "buscar and consultar read alike" in html and "<b>información</b>" not in html

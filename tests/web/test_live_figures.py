@@ -29,9 +29,16 @@ CLIENTS = 8
 
 def records(first_trial: int, n: int) -> list[dict[str, Any]]:
     base = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
-    return [{**base[i % len(base)], "trial": first_trial + i, "model_calls": [
-        {"model": "gpt-4o", "input_tokens": 1000 + i, "output_tokens": 100, "latency_ms": 300.0 + i}]}
-        for i in range(n)]
+    return [
+        {
+            **base[i % len(base)],
+            "trial": first_trial + i,
+            "model_calls": [
+                {"model": "gpt-4o", "input_tokens": 1000 + i, "output_tokens": 100, "latency_ms": 300.0 + i}
+            ],
+        }
+        for i in range(n)
+    ]
 
 
 def _writer(base: str, run_id: int, first: int, stop: Any, stored: Any) -> None:
@@ -45,8 +52,9 @@ def _writer(base: str, run_id: int, first: int, stop: Any, stored: Any) -> None:
             time.sleep(0.05)
 
 
-def test_eight_clients_on_a_receiving_run_share_a_computation_per_interval(db_url: str,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_eight_clients_on_a_receiving_run_share_a_computation_per_interval(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[tuple[float, float]] = []  # (start, end) of every computation
     running = [0, 0]  # now, most at once
     guard = threading.Lock()
@@ -125,4 +133,5 @@ def test_eight_clients_on_a_receiving_run_share_a_computation_per_interval(db_ur
         engine.dispose()
         assert final["usage"] == full
         assert final["usage"]["input_tokens"] == sum(1000 + i for i in range(500)) * 4 + sum(
-            sum(1000 + i for i in range(10)) for _ in range((stored.value - 2000) // 10))
+            sum(1000 + i for i in range(10)) for _ in range((stored.value - 2000) // 10)
+        )

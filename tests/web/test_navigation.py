@@ -13,8 +13,17 @@ from fastapi.testclient import TestClient
 from tests.factories import examples_client
 
 HTML = {"accept": "text/html"}
-PAGES = ("/", "/runs/1", "/trajectories/1", "/compare", "/compare?a=1&b=2", "/compare/trajectories?a=1&b=40",
-         "/toolsets", "/toolsets/atencion_cliente", "/runs/4242")
+PAGES = (
+    "/",
+    "/runs/1",
+    "/trajectories/1",
+    "/compare",
+    "/compare?a=1&b=2",
+    "/compare/trajectories?a=1&b=40",
+    "/toolsets",
+    "/toolsets/atencion_cliente",
+    "/runs/4242",
+)
 
 
 @pytest.fixture()
@@ -29,7 +38,10 @@ def test_every_page_has_the_header_and_a_breadcrumb(client: TestClient) -> None:
         nav = re.search(r'<nav aria-label="main"[^>]*>(.*?)</nav>', text, re.S)
         assert nav is not None, path
         assert re.findall(r'href="([^"]+)">([^<]+)</a>', nav.group(1)) == [
-            ("/", "Runs"), ("/toolsets", "Toolsets"), ("/compare", "Compare")], path
+            ("/", "Runs"),
+            ("/toolsets", "Toolsets"),
+            ("/compare", "Compare"),
+        ], path
         assert re.search(r'<p class="crumbs">', text), path
     crumbs = re.search(r'<p class="crumbs">(.*?)</p>', client.get("/trajectories/1", headers=HTML).text, re.S)
     assert crumbs is not None
@@ -41,8 +53,9 @@ def test_every_page_has_the_header_and_a_breadcrumb(client: TestClient) -> None:
 
 def test_toolsets_list(client: TestClient) -> None:
     text = client.get("/toolsets", headers=HTML).text
-    row = re.search(r'<tr><th scope="row"><a href="/toolsets/atencion_cliente">atencion_cliente</a></th>(.*?)</tr>',
-                    text, re.S)
+    row = re.search(
+        r'<tr><th scope="row"><a href="/toolsets/atencion_cliente">atencion_cliente</a></th>(.*?)</tr>', text, re.S
+    )
     assert row is not None
     cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row.group(1), re.S)]
     assert cells == ["v1 · v2", "7", "2"]  # two versions, 7 tools in the newest, 2 runs
@@ -73,6 +86,6 @@ def test_runs_list_f5_has_a_denominator(client: TestClient) -> None:
     # banca v1: 2 violations (verificar_compra before emitir_nota_credito, 2 of its 8 checks) of the 26
     # order checks over all the suite's dependency pairs (a pair is checked where its second call succeeded:
     # two of the 28 calls that used to be checked failed)
-    assert '<b>7.7%</b> <small>2/26</small>' in v1.group(0)
+    assert "<b>7.7%</b> <small>2/26</small>" in v1.group(0)
     checked = client.get("/api/runs/1/figures").json()["dependency_violations"]
     assert [(d["count"], d["checked"]) for d in checked] == [(2, 8)]

@@ -27,13 +27,16 @@ def _slowed(real: Callable[..., Any], entered: threading.Event, release: threadi
     return slow
 
 
-@pytest.mark.parametrize(("module", "name", "path", "form"), [
-    (labels, "set_label", "label", {"label": "recovered", "author": "ana"}),
-    (curation, "add_case", "curate", {"case_id": "slow-1", "suite": "1", "keep.0": "on"}),
-])
+@pytest.mark.parametrize(
+    ("module", "name", "path", "form"),
+    [
+        (labels, "set_label", "label", {"label": "recovered", "author": "ana"}),
+        (curation, "add_case", "curate", {"case_id": "slow-1", "suite": "1", "keep.0": "on"}),
+    ],
+)
 def test_a_form_waiting_on_the_store_does_not_block_other_requests(
-        db_url: str, monkeypatch: pytest.MonkeyPatch, module: Any, name: str, path: str,
-        form: dict[str, str]) -> None:
+    db_url: str, monkeypatch: pytest.MonkeyPatch, module: Any, name: str, path: str, form: dict[str, str]
+) -> None:
     entered, release = threading.Event(), threading.Event()
     monkeypatch.setattr(module, name, _slowed(getattr(module, name), entered, release))
     with examples_client(db_url, "v1") as c:

@@ -52,8 +52,12 @@ def client(db_url: str) -> Iterator[TestClient]:
         doc = load_suite_document(EXAMPLES / "suite_v1.yaml")
         rid = c.post("/api/runs", json={"name": "v1", "suite": doc}).json()["id"]
         recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
-        evil = dict(recs[0], trial=99, answer="<script>alert(1)</script>",
-                    calls=[dict(recs[0]["calls"][0], observation='"><img src=x onerror=alert(2)>')])
+        evil = dict(
+            recs[0],
+            trial=99,
+            answer="<script>alert(1)</script>",
+            calls=[dict(recs[0]["calls"][0], observation='"><img src=x onerror=alert(2)>')],
+        )
         c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": [*recs, evil]})
         yield c
 
@@ -99,8 +103,11 @@ def test_odd_ids_and_names_never_500(client: TestClient) -> None:
         assert r.status_code in (404, 422), path
         assert r.headers["content-type"].startswith("text/html"), path
     # a toolset name with a slash in it still has working links
-    suite = {"name": "slash", "toolset": {"name": "team/tools", "tools": [{"name": "t", "description": "d"}]},
-             "cases": [{"id": "c", "question": "q"}]}
+    suite = {
+        "name": "slash",
+        "toolset": {"name": "team/tools", "tools": [{"name": "t", "description": "d"}]},
+        "cases": [{"id": "c", "question": "q"}],
+    }
     assert client.post("/api/runs", json={"name": "slash", "suite": suite}).status_code == 201
     assert client.get("/toolsets/team/tools", headers=HTML).status_code == 200
     assert client.get("/api/toolsets/team/tools").json()["name"] == "team/tools"
@@ -125,11 +132,11 @@ def test_runs_list_shows_each_runs_pass_rate_and_pass_hat_k(client: TestClient) 
     assert (run["scored"], run["passed"], run["max_trials"]) == (6, 5, 3)
     assert run["pass_hat_k"] == {"1": 0.8333, "2": 0.6667, "3": 0.5}  # (1 + 1/3) / 2 at k=2
     text = client.get("/", headers=HTML).text
-    row = text[text.index('aria-label="compare k3"'):]
-    row = row[:row.index("</tr>")]
+    row = text[text.index('aria-label="compare k3"') :]
+    row = row[: row.index("</tr>")]
     assert "<b>83.3%</b> <small>5/6</small>" in row and "pass^3 0.50" in row
-    v1 = text[text.index('aria-label="compare v1"'):]
-    v1 = v1[:v1.index("</tr>")]
+    v1 = text[text.index('aria-label="compare v1"') :]
+    v1 = v1[: v1.index("</tr>")]
     # v1: 13 of its 36 trajectories pass and the hostile copy of saldo-001 fails; 7 trials of saldo-001, 3 pass
     assert "<b>35.1%</b> <small>13/37</small>" in v1 and "pass^7 0.00" in v1
 
@@ -141,38 +148,50 @@ def test_pages_count_calls_from_one_and_state_f5_over_the_order_checks(client: T
     assert "injected http_503 at call #2" in client.get(f"/trajectories/{tid}", headers=HTML).text
     run = client.get("/runs/1", params={"fault_kind": "http_503"}, headers=HTML).text
     assert "http_503 at call #2" in run and "@ call" not in run
-    card = run[run.index("of the order checks"):]
+    card = run[run.index("of the order checks") :]
     assert card.index("<b>7.7%</b> <small>2/26</small>") < card.index("</article>")
     row = client.get("/", headers=HTML).text
-    row = row[row.index('aria-label="compare v1"'):]
-    assert "<b>7.7%</b> <small>2/26</small>" in row[:row.index("</tr>")]  # the runs list's F5 cell, the same
+    row = row[row.index('aria-label="compare v1"') :]
+    assert "<b>7.7%</b> <small>2/26</small>" in row[: row.index("</tr>")]  # the runs list's F5 cell, the same
 
 
 def test_the_agents_exception_on_its_page_in_the_api_and_on_the_run(client: TestClient) -> None:
     """Two records of a run whose agent raised (one KeyError, escaped; one whose source said only that it
     raised): the trajectory page shows type, message and frames; the API has them; the run counts by type."""
     recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
-    raised = dict(recs[0], calls=[], answer="", stopped="agent_error", agent_error={
-        "type": "KeyError", "message": "'<b>saldo</b>'", "traceback": ["agent.py:7 in agent: return t['saldo']"]})
+    raised = dict(
+        recs[0],
+        calls=[],
+        answer="",
+        stopped="agent_error",
+        agent_error={
+            "type": "KeyError",
+            "message": "'<b>saldo</b>'",
+            "traceback": ["agent.py:7 in agent: return t['saldo']"],
+        },
+    )
     unsaid = dict(recs[1], calls=[], answer="", stopped="agent_error")
-    rid = client.post("/api/runs", json={"name": "crashy", "suite": load_suite_document(EXAMPLES / "suite_v1.yaml")}
-                      ).json()["id"]
+    rid = client.post(
+        "/api/runs", json={"name": "crashy", "suite": load_suite_document(EXAMPLES / "suite_v1.yaml")}
+    ).json()["id"]
     assert client.post(f"/api/runs/{rid}/trajectories", json={"trajectories": [raised, unsaid]}).status_code == 200
     ids = [t["id"] for t in client.get(f"/api/runs/{rid}/trajectories").json()["data"]]
     api = client.get(f"/api/trajectories/{ids[0]}").json()
     assert api["agent_error"] == raised["agent_error"]
     assert client.get(f"/api/runs/{rid}/figures").json()["agent_errors"] == {"(not recorded)": 1, "KeyError": 1}
     page = client.get(f"/trajectories/{ids[0]}", headers=HTML).text
-    section = page[page.index('id="agent-error"'):page.index("</section>", page.index('id="agent-error"'))]
-    assert "The agent raised <code>KeyError</code>: <span class=\"msg\">&#39;&lt;b&gt;saldo&lt;/b&gt;&#39;</span>" \
-        in section
+    section = page[page.index('id="agent-error"') : page.index("</section>", page.index('id="agent-error"'))]
+    assert (
+        'The agent raised <code>KeyError</code>: <span class="msg">&#39;&lt;b&gt;saldo&lt;/b&gt;&#39;</span>' in section
+    )
     assert "the last 1 frame of its traceback" in section
     assert "agent.py:7 in agent: return t[&#39;saldo&#39;]" in section
     assert "the record says the agent raised, not what" in client.get(f"/trajectories/{ids[1]}", headers=HTML).text
     run = client.get(f"/runs/{rid}", headers=HTML).text
-    line = run[run.index('id="agent-errors"'):run.index("</p>", run.index('id="agent-errors"'))]
-    assert "2 trajectories ended with the agent raising: <code>(not recorded)</code> 1 · <code>KeyError</code> 1" \
-        in line
+    line = run[run.index('id="agent-errors"') : run.index("</p>", run.index('id="agent-errors"'))]
+    assert (
+        "2 trajectories ended with the agent raising: <code>(not recorded)</code> 1 · <code>KeyError</code> 1" in line
+    )
     exported = client.get(f"/api/runs/{rid}/trajectories.jsonl").text.splitlines()
     assert [json.loads(x).get("agent_error") for x in exported] == [raised["agent_error"], None]
 
@@ -188,9 +207,16 @@ def test_every_route_a_person_opens_answers_a_browser_with_a_page(db_url: str) -
     app.add_api_route("/boom", boom)
     browser = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
     with TestClient(app, raise_server_exceptions=False) as c:
-        for path, status in (("/runs/999", 404), ("/trajectories/999", 404), ("/toolsets/nope", 404),
-                             ("/compare?a=1&b=999", 404), ("/compare?a=1&b=x", 422), ("/runz", 404),
-                             ("/runs/1?limit=99999", 422), ("/boom", 500)):
+        for path, status in (
+            ("/runs/999", 404),
+            ("/trajectories/999", 404),
+            ("/toolsets/nope", 404),
+            ("/compare?a=1&b=999", 404),
+            ("/compare?a=1&b=x", 422),
+            ("/runz", 404),
+            ("/runs/1?limit=99999", 422),
+            ("/boom", 500),
+        ):
             r = c.get(path, headers=browser)
             assert (r.status_code, r.headers["content-type"].split(";")[0]) == (status, "text/html"), path
             assert "<h1>" in r.text and "secret detail" not in r.text, path

@@ -26,9 +26,9 @@ def _record(case_id: str, model_calls: list[dict[str, object]], trial: int = 0) 
     return {**rec, "case_id": case_id, "trial": trial, "model_calls": model_calls}
 
 
-def test_a_price_file_gone_bad_after_start_keeps_the_last_good_table(db_url: str, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch,
-                                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_a_price_file_gone_bad_after_start_keeps_the_last_good_table(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     price_file = tmp_path / "secret-prices.yaml"
     price_file.write_text('date: "2026-02-01"\nmodels:\n  modelo-casa: {input: 1000, output: 2000}\n')
     monkeypatch.setenv(prices.ENV, str(price_file))
@@ -37,8 +37,11 @@ def test_a_price_file_gone_bad_after_start_keeps_the_last_good_table(db_url: str
         rid = run.json()["id"]
         rec = _record("saldo-001", [{"model": "modelo-casa", "input_tokens": 1000, "output_tokens": 500}])
         assert c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": [rec]}).status_code == 200
-    with serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as base, \
-            httpx.Client(base_url=base) as h:
+    with (
+        serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as base,
+        httpx.Client(base_url=base) as h,
+    ):
+
         def cost() -> object:
             r = h.get(f"/api/runs/{rid}/figures")
             assert r.status_code == 200, r.text
@@ -64,8 +67,9 @@ def test_a_price_file_gone_bad_after_start_keeps_the_last_good_table(db_url: str
         assert cost() == pytest.approx((1000 * 2000 + 500 * 2000) / 1e6)  # a good file again: read again
 
 
-def test_a_bad_price_file_from_the_start_serves_the_bundled_table(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_price_file_from_the_start_serves_the_bundled_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bad = tmp_path / "p.yaml"
     bad.write_text("models: 3\n")
     monkeypatch.setenv(prices.ENV, str(bad))

@@ -54,18 +54,28 @@ def _store(db_url: str) -> tuple[tuple[int, int], int, int]:
             recs = [json.loads(x) for x in (EXAMPLES / f"trajectories_{version}.jsonl").read_text().splitlines()]
             assert c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": recs}).status_code == 200
             assert c.post(f"/api/runs/{rid}/finish").status_code == 200
-    assert run_agent(Settings(database_url=db_url), RunRequest(
-        agent="simulated", suite_path=EXAMPLES / "conversaciones_v2.yaml", run_name="conversations", seed=5)).finished
+    assert run_agent(
+        Settings(database_url=db_url),
+        RunRequest(agent="simulated", suite_path=EXAMPLES / "conversaciones_v2.yaml", run_name="conversations", seed=5),
+    ).finished
     engine = make_engine(db_url)
     with session_scope(make_sessionmaker(engine), write=True) as s:  # run OLD as an older ToolLens stored it
         s.execute(delete(RunCounter).where(RunCounter.run_id == OLD, RunCounter.kind == "cause"))
         s.execute(delete(TrajectoryTag).where(TrajectoryTag.run_id == OLD, TrajectoryTag.kind == "cause"))
         for t in s.scalars(select(TrajectoryRow).where(TrajectoryRow.run_id == OLD)):
             t.detail = {k: v for k, v in t.detail.items() if k != "divergence"}
-        old = dict(s.execute(select(TrajectoryRow.case_id, TrajectoryRow.id).where(TrajectoryRow.run_id == OLD)
-                             .order_by(TrajectoryRow.id.desc())).all())
-        new = s.execute(select(TrajectoryRow.case_id, TrajectoryRow.id).where(TrajectoryRow.run_id == NEW)
-                        .order_by(TrajectoryRow.id)).all()
+        old = dict(
+            s.execute(
+                select(TrajectoryRow.case_id, TrajectoryRow.id)
+                .where(TrajectoryRow.run_id == OLD)
+                .order_by(TrajectoryRow.id.desc())
+            ).all()
+        )
+        new = s.execute(
+            select(TrajectoryRow.case_id, TrajectoryRow.id)
+            .where(TrajectoryRow.run_id == NEW)
+            .order_by(TrajectoryRow.id)
+        ).all()
         pair = next((old[case], tid) for case, tid in new if case in old)
         conversation = s.scalar(select(TrajectoryRow.id).where(TrajectoryRow.run_id == CONVERSATIONS).limit(1))
         failed = s.scalar(select(TrajectoryRow.id).where(TrajectoryRow.run_id == OLD, ~TrajectoryRow.passed).limit(1))
@@ -78,8 +88,9 @@ def _store(db_url: str) -> tuple[tuple[int, int], int, int]:
 def served(db_url: str, tmp_path: Path) -> Iterator[Served]:
     pair, conversation, failed = _store(db_url)
     if not db_url.startswith("sqlite"):
-        yield Served(db_url.replace("?options=", "?options=-cdefault_transaction_read_only%3Don%20"), pair,
-                     conversation, failed)
+        yield Served(
+            db_url.replace("?options=", "?options=-cdefault_transaction_read_only%3Don%20"), pair, conversation, failed
+        )
         return
     folder = tmp_path / "read-only"
     folder.mkdir()
@@ -114,7 +125,8 @@ def get_routes(app: FastAPI, s: Served) -> list[tuple[str, str, dict[str, Any]]]
     A route whose parameters are not known here fails the test: a new route gets a value here."""
     pages = {"run_id": OLD, "trajectory_id": s.pair[0], "name": "atencion_cliente", "suite_id": 1}
     queries: dict[str, dict[str, Any]] = {
-        "/api/compare": {"a": OLD, "b": NEW}, "/compare": {"a": OLD, "b": NEW},
+        "/api/compare": {"a": OLD, "b": NEW},
+        "/compare": {"a": OLD, "b": NEW},
         "/api/compare/trajectories": {"a": s.pair[0], "b": s.pair[1]},
         "/compare/trajectories": {"a": s.pair[0], "b": s.pair[1]},
         "/api/toolsets/{name:path}/diff": {"a": "v1", "b": "v2"},
@@ -128,8 +140,9 @@ def get_routes(app: FastAPI, s: Served) -> list[tuple[str, str, dict[str, Any]]]
             continue
         values = {**pages, **assets.get(rc.path, {})}
         dependant = getattr(rc.original_route, "dependant", None)  # None: Starlette's own routes (the docs)
-        needed, required = _params(dependant) if dependant is not None else (set(re.findall(r"\{(\w+)", rc.path)),
-                                                                             set())
+        needed, required = (
+            _params(dependant) if dependant is not None else (set(re.findall(r"\{(\w+)", rc.path)), set())
+        )
         assert needed <= set(values), f"{rc.path}: no value for {needed - set(values)}"
         query = queries.get(rc.path, {})
         assert required <= set(query), f"{rc.path}: no value for {required - set(query)}"
@@ -151,8 +164,11 @@ class Statements:
     def writes(self) -> list[str]:
         """The writes, but for the OTLP receiver's: it tries to take its lease in the background (a
         server that may accept spans), which a read-only database refuses; no request waits on it."""
-        return [s for s in self.seen if s.split(" ", 1)[0].upper() in ("INSERT", "UPDATE", "DELETE")
-                and "otlp_leases" not in s]
+        return [
+            s
+            for s in self.seen
+            if s.split(" ", 1)[0].upper() in ("INSERT", "UPDATE", "DELETE") and "otlp_leases" not in s
+        ]
 
     def count(self, table: str) -> int:
         """Statements that read one row of ``table`` by its id."""
@@ -168,7 +184,8 @@ def test_every_get_route_answers_over_a_database_it_cannot_write(served: Served)
         extra = [(f"/runs/{r}", f"/runs/{r}", {}) for r in (NEW, CONVERSATIONS)] + [
             ("/runs/{run_id}", f"/runs/{OLD}", {"passed": "false"}),
             ("/trajectories/{trajectory_id}", f"/trajectories/{served.conversation}", {}),
-            ("/toolsets/{name:path}", "/toolsets/atencion_cliente", {"a": "v1", "b": "v2"})]
+            ("/toolsets/{name:path}", "/toolsets/atencion_cliente", {"a": "v1", "b": "v2"}),
+        ]
         seen.seen.clear()
         for path, url, query in routes + extra:
             r = c.get(url, params=query, headers=HTML if not url.startswith(("/api", "/v1")) else {})
@@ -188,22 +205,33 @@ def test_every_get_route_answers_over_a_database_it_cannot_write(served: Served)
 
 
 def test_the_otlp_receiver_says_once_that_a_read_only_database_takes_no_spans(
-        served: Served, caplog: pytest.LogCaptureFixture) -> None:
-    span = {"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "02", "name": "agent",
-            "startTimeUnixNano": "1", "endTimeUnixNano": "2", "attributes": []}
-    with caplog.at_level(logging.WARNING, logger="toollens.otlp"), \
-            TestClient(create_app(Settings(database_url=served.url, auto_migrate=False))) as c:
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "02",
+        "name": "agent",
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
+        "attributes": [],
+    }
+    with (
+        caplog.at_level(logging.WARNING, logger="toollens.otlp"),
+        TestClient(create_app(Settings(database_url=served.url, auto_migrate=False))) as c,
+    ):
         r = c.post("/v1/traces", json={"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
         assert r.status_code == 503 and "the database is read-only" in r.text, r.text
         assert c.get("/api/runs").status_code == 200
     said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "toollens.otlp"]
-    assert said[0] == ("WARNING", "the database is read-only: the OTLP receiver stores no spans (a request gets "
-                                  "503) until the server is started on a writable one"), said
+    assert said[0] == (
+        "WARNING",
+        "the database is read-only: the OTLP receiver stores no spans (a request gets "
+        "503) until the server is started on a writable one",
+    ), said
     assert not any(level == "ERROR" for level, _ in said), said
 
 
-def test_each_request_resolves_its_run_once_and_the_trajectory_page_loads_its_trajectory_once(
-        served: Served) -> None:
+def test_each_request_resolves_its_run_once_and_the_trajectory_page_loads_its_trajectory_once(served: Served) -> None:
     app = create_app(Settings(database_url=served.url, auto_migrate=False))
     seen = Statements(app)
     with TestClient(app) as c:

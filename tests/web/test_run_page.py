@@ -28,16 +28,20 @@ def test_causes_are_ranked_and_link_to_exactly_their_trajectories(client: TestCl
         page = run_page.run_page(s, 1, filters={}, limit=50, offset=0)
     got = [(c.count, c.href) for c in page.causes]
     # 23 of 36 failed; each counted once, under its first divergence (ties by name)
-    assert got == [(4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto#trajectories"),
-                   (3, "?cause=schema%3Aemitir_nota_credito%3A#trajectories"),
-                   (2, "?cause=hallucinated_tool%3Acancelar_pedido%3A#trajectories"),
-                   (1, "?cause=arguments%3Aemitir_nota_credito%3A#trajectories"),
-                   (1, "?cause=arguments%3Ainiciar_devolucion%3A#trajectories")]
+    assert got == [
+        (4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto#trajectories"),
+        (3, "?cause=schema%3Aemitir_nota_credito%3A#trajectories"),
+        (2, "?cause=hallucinated_tool%3Acancelar_pedido%3A#trajectories"),
+        (1, "?cause=arguments%3Aemitir_nota_credito%3A#trajectories"),
+        (1, "?cause=arguments%3Ainiciar_devolucion%3A#trajectories"),
+    ]
     assert page.causes[0].sentence.startswith(
         "4 failed trajectories: called buscar_producto where buscar_pedido was expected — "
-        "buscar_pedido and buscar_producto read alike (descriptions, similarity 0.62)")
+        "buscar_pedido and buscar_producto read alike (descriptions, similarity 0.62)"
+    )
     assert page.causes[1].sentence == (
-        "3 failed trajectories: emitir_nota_credito called with arguments that break its schema")
+        "3 failed trajectories: emitir_nota_credito called with arguments that break its schema"
+    )
     # each link lists as many trajectories as the cause says, every one of them failed
     for cause in page.causes:
         text = client.get("/runs/1" + cause.href.split("#")[0], headers=HTML).text
@@ -61,8 +65,12 @@ def test_heatmap_tones_agreement_apart_from_errors(client: TestClient) -> None:
     cols = [c for c, _ in heat.called]
     row = next(r for r in heat.rows if r.expected == "buscar_pedido")  # 10 right, 4 + 1 + 1 wrong, of 16
     tones = {cols[i]: (c.count, c.tone) for i, c in enumerate(row.cells) if c.count}
-    assert tones == {"buscar_pedido": (10, "agree-3"), "buscar_producto": (4, "err-2"),
-                     "cancelar_pedido": (1, "err-1"), "(missing)": (1, "err-1")}
+    assert tones == {
+        "buscar_pedido": (10, "agree-3"),
+        "buscar_producto": (4, "err-2"),
+        "cancelar_pedido": (1, "err-1"),
+        "(missing)": (1, "err-1"),
+    }
     assert dict(heat.called)["cancelar_pedido"] == "hallucinated"
     assert dict(heat.called)["(missing)"] == "missing"
     cell = row.cells[cols.index("buscar_producto")]
@@ -79,8 +87,10 @@ def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client
         return [(c.count, c.href.split("#")[0]) for c in page.causes]
 
     first = causes()
-    assert first[:2] == [(4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto"),
-                         (3, "?cause=schema%3Aemitir_nota_credito%3A")]
+    assert first[:2] == [
+        (4, "?cause=wrong_tool%3Abuscar_pedido%3Abuscar_producto"),
+        (3, "?cause=schema%3Aemitir_nota_credito%3A"),
+    ]
     assert causes() == first
     # the same 36 trajectories again as new trials: every cause sinks twice as many
     recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
@@ -90,7 +100,8 @@ def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client
 
 
 def test_the_rewrites_are_computed_once_per_batch_and_equal_the_uncached_ones(
-        client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = client.app.state.figures  # type: ignore[attr-defined]
     made: list[int] = []
     proposals = run_page.run_pair_proposals
@@ -106,8 +117,11 @@ def test_the_rewrites_are_computed_once_per_batch_and_equal_the_uncached_ones(
             return run_page.run_page(s, 1, filters={}, limit=50, offset=0, cache=cache if cached else None).rewrites
 
     first = rewrites(True)
-    assert list(first) == [("buscar_pedido", "buscar_producto"), ("buscar_pedido", "verificar_compra"),
-                          ("emitir_nota_credito", "verificar_compra")] and made == [1]
+    assert list(first) == [
+        ("buscar_pedido", "buscar_producto"),
+        ("buscar_pedido", "verificar_compra"),
+        ("emitir_nota_credito", "verificar_compra"),
+    ] and made == [1]
     assert rewrites(True) == first and made == [1]  # the second view reads no call
     assert rewrites(False) == first and made == [1, 1]
     recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
@@ -118,8 +132,13 @@ def test_the_rewrites_are_computed_once_per_batch_and_equal_the_uncached_ones(
 
 def test_a_cause_named_by_the_agent_is_bounded_escaped_and_filtered_exactly(client: TestClient) -> None:
     name = "<img src=x onerror=alert(1)>:" + "x" * 220  # 250 characters: the records allow 256
-    rec = {"case_id": "saldo-001", "trial": 99, "question": "?", "answer": "listo",
-           "calls": [{"name": name, "arguments": {}, "observation": "{}"}]}
+    rec = {
+        "case_id": "saldo-001",
+        "trial": 99,
+        "question": "?",
+        "answer": "listo",
+        "calls": [{"name": name, "arguments": {}, "observation": "{}"}],
+    }
     assert client.post("/api/runs/1/trajectories", json={"trajectories": [rec]}).status_code == 200
     causes = client.get("/api/runs/1/figures", params={"cases_limit": 1}).json()["causes"]
     mine = next(c for c in causes if c["kind"] == "hallucinated_tool" and c["tool"].startswith("<img"))
@@ -128,7 +147,7 @@ def test_a_cause_named_by_the_agent_is_bounded_escaped_and_filtered_exactly(clie
     listed = client.get("/api/runs/1/trajectories", params=mine["filter"]).json()
     assert [t["trial"] for t in listed["data"]] == [99]
     page = client.get(f"/trajectories/{listed['data'][0]['id']}", headers=HTML).text
-    why = page[page.index('id="why"'):page.index("</div>", page.index('id="why"'))]
+    why = page[page.index('id="why"') : page.index("</div>", page.index('id="why"'))]
     assert "<img" not in why and "&lt;img src=x onerror=alert(1)&gt;" in why
     assert 'href="#call-1"' in why
 
@@ -139,22 +158,26 @@ def _why(client: TestClient, case_id: str, trial: int, **params: str) -> str:
     page = client.get(f"/trajectories/{tid}", headers=HTML).text
     if 'id="why"' not in page:
         return ""
-    block = page[page.index('id="why"'):page.index("</div>", page.index('id="why"'))]
+    block = page[page.index('id="why"') : page.index("</div>", page.index('id="why"'))]
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", block.split(">", 1)[1])).strip()
 
 
 def test_the_trajectory_page_says_why_in_a_sentence_or_two(client: TestClient) -> None:
-    assert _why(client, "pedido-002", 0) == ("First divergence: at call #1 the agent called buscar_producto where "
-                                            "expected step #1 buscar_pedido was expected.")
+    assert _why(client, "pedido-002", 0) == (
+        "First divergence: at call #1 the agent called buscar_producto where "
+        "expected step #1 buscar_pedido was expected."
+    )
     assert _why(client, "saldo-004", 1) == "First divergence: expected step #3 buscar_pedido: no call was made for it."
     # the fault met badly: one sentence, the evidence in it
     assert _why(client, "saldo-001", 2, outcome="hallucinated") == (
         "First divergence: after the error at call #2 (ver_saldo) the agent stated values that no call returned "
-        "(142900): outcome hallucinated.")
+        "(142900): outcome hallucinated."
+    )
     # passed after a fault: no divergence, the outcome with its evidence
     assert _why(client, "saldo-001", 0, outcome="recovered") == (
         "After the error at call #2 (ver_saldo) the agent tried it again once (at call #3), and gave the expected "
-        "datum 142900: outcome recovered.")
+        "datum 142900: outcome recovered."
+    )
     assert _why(client, "saldo-003", 0) == ""  # passed, no fault: nothing to explain
 
 

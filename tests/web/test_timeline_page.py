@@ -49,15 +49,17 @@ def test_error_texts_read_as_the_agent_saw_them(client: TestClient) -> None:
     text = client.get(f"/trajectories/{trajectory(client, 'saldo-002', 0)}", headers=HTML).text
     assert "does not match pattern &#39;^\\d{7,8}-[\\dkK]$&#39;" in text
     assert "\\\\d" not in text
-    validator = ArgumentValidator({"type": "object", "properties": {"id": {"type": "string",
-                                                                         "pattern": r"^PED-\d{5}$"}}})
+    validator = ArgumentValidator(
+        {"type": "object", "properties": {"id": {"type": "string", "pattern": r"^PED-\d{5}$"}}}
+    )
     violation = validator.validate({"id": "x"})
     assert violation is not None and violation.message == "field 'id': 'x' does not match pattern '^PED-\\d{5}$'"
 
 
 def test_previous_and_next_failing(client: TestClient) -> None:
-    failing = [t["id"] for t in client.get("/api/runs/1/trajectories", params={"passed": "false", "limit": 100})
-               .json()["data"]]
+    failing = [
+        t["id"] for t in client.get("/api/runs/1/trajectories", params={"passed": "false", "limit": 100}).json()["data"]
+    ]
     middle = failing[3]
     text = client.get(f"/trajectories/{middle}", headers=HTML).text
     assert f'href="/trajectories/{failing[2]}" rel="prev"' in text
@@ -78,6 +80,7 @@ def test_final_state_only_where_declared(client: TestClient) -> None:
 
 def test_faulted_call_chart_counts_calls_from_one(client: TestClient) -> None:
     text = client.get("/runs/1", headers=HTML).text
-    fig = json.loads(re.search(r'<script type="application/json" id="outcomes-step-data">(.*?)</script>',
-                               text, re.S).group(1))  # type: ignore[union-attr]
+    fig = json.loads(
+        re.search(r'<script type="application/json" id="outcomes-step-data">(.*?)</script>', text, re.S).group(1)
+    )  # type: ignore[union-attr]
     assert fig["data"][0]["x"] == ["call #1", "call #2", "call #3"]

@@ -31,8 +31,10 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"sqlite:///{tmp_path_factory.mktemp('turns') / 'ui.db'}"
     upgrade(url)
     app = create_app(Settings(database_url=url, auto_migrate=False))
-    careless = {**CARELESS, "messages": [m if m["content"] != "Sí, confirmo" else {**m, "content": EVIL}
-                                         for m in CARELESS["messages"]]}
+    careless = {
+        **CARELESS,
+        "messages": [m if m["content"] != "Sí, confirmo" else {**m, "content": EVIL} for m in CARELESS["messages"]],
+    }
     with TestClient(app) as client:
         rid = client.post("/api/runs", json={"name": "conversaciones", "suite": SUITE}).json()["id"]
         r = client.post(f"/api/runs/{rid}/trajectories", json={"trajectories": [RECOVERED, careless, USER_STOPPED]})
@@ -65,7 +67,8 @@ def test_the_timeline_reads_turn_by_turn(browser: Any, base: str) -> None:
         assert "forbidden call" in turns.nth(0).inner_text()
         # what the agent said closes its turn: the confirmation it asked for (after emitting already)
         assert turns.nth(0).locator("blockquote.agent-says").all_inner_texts() == [
-            "AGENT ¿Confirma la nota de crédito por $15.000?"]
+            "AGENT ¿Confirma la nota de crédito por $15.000?"
+        ]
         assert turns.nth(1).locator("blockquote.agent-says").all_inner_texts() == ["AGENT Listo, NC-40021."]
         box_agent = turns.nth(0).locator("blockquote.agent-says").bounding_box()
         assert box_agent["y"] >= turns.nth(0).locator("li.step").last.bounding_box()["y"]

@@ -21,7 +21,7 @@ from tests.core.test_turns import CARELESS, RECOVERED, USER_STOPPED
 from tests.store.test_turns_store import SUITE
 
 HTML = {"accept": "text/html"}
-EVIL = '<img src=x onerror=alert(1)> Sí, confirmo'
+EVIL = "<img src=x onerror=alert(1)> Sí, confirmo"
 
 
 class Turns(HTMLParser):
@@ -79,9 +79,11 @@ def turns_of(text: str) -> Turns:
 @pytest.fixture()
 def client(db_url: str) -> Iterator[TestClient]:
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as c:
-        evil = {**CARELESS, "trial": 3,
-                "messages": [m if m["content"] != "Sí, confirmo" else {**m, "content": EVIL}
-                             for m in CARELESS["messages"]]}
+        evil = {
+            **CARELESS,
+            "trial": 3,
+            "messages": [m if m["content"] != "Sí, confirmo" else {**m, "content": EVIL} for m in CARELESS["messages"]],
+        }
         for name, recs in (("conv", [RECOVERED, CARELESS, USER_STOPPED, evil]), ("conv-b", [RECOVERED])):
             rid = c.post("/api/runs", json={"name": name, "suite": SUITE}).json()["id"]
             assert c.post(f"/api/runs/{rid}/trajectories", json={"trajectories": recs}).status_code == 200
@@ -103,7 +105,12 @@ def test_the_timeline_groups_calls_under_each_user_turn(client: TestClient) -> N
     # turn 1: the two lookups and the emission made before the confirmation; turn 2: the invented tool,
     # and the emission expected there never done
     assert [c for c in first["calls"] if c in ("buscar_cliente", "verificar_compra", "emitir_nota_credito")] == [
-        "buscar_cliente", "buscar_cliente", "verificar_compra", "verificar_compra", "emitir_nota_credito"]
+        "buscar_cliente",
+        "buscar_cliente",
+        "verificar_compra",
+        "verificar_compra",
+        "emitir_nota_credito",
+    ]
     assert "cancelar_pedido" in second["calls"] and "emitir_nota_credito" in second["calls"]
     assert "forbidden_call" in first["h"] and "hallucinated_tool" in second["h"] and "forbidden_call" not in second["h"]
 
@@ -124,7 +131,7 @@ def test_a_user_error_is_flagged_on_the_timeline_and_the_run(client: TestClient)
 def test_the_run_page_shows_where_failures_happen_by_turn(client: TestClient) -> None:
     run = client.get("/runs/1", headers=HTML).text
     assert 'id="turns"' in run and 'href="#turns"' in run
-    table = run[run.index('id="turns"'):run.index("</section>", run.index('id="turns"'))]
+    table = run[run.index('id="turns"') : run.index("</section>", run.index('id="turns"'))]
     rows = table.split("<tr>")[2:]
     # conversations 2 (CARELESS and its escaped copy) failed in both turns; RECOVERED in none
     two_of_three = '<meter min="0" max="3" low="0" high="0" optimum="0" value="2"></meter> 2'
@@ -133,7 +140,7 @@ def test_the_run_page_shows_where_failures_happen_by_turn(client: TestClient) ->
     # turn 2: recovered 1 of 1 (RECOVERED's 503)
     assert 'title="1 of 1"' in rows[1]
     compare = client.get("/compare", params={"a": 1, "b": 2}, headers=HTML).text
-    section = compare[compare.index('id="turns"'):compare.index("</section>", compare.index('id="turns"'))]
+    section = compare[compare.index('id="turns"') : compare.index("</section>", compare.index('id="turns"'))]
     assert "2 of 3" in section and "0 of 1" in section
 
 
@@ -151,14 +158,20 @@ def test_pages_without_conversations_show_no_turns(db_url: str) -> None:
 def test_turns_where_nothing_happened_fold_into_one_line(client: TestClient) -> None:
     """RECOVERED, then four more exchanges of thanks without a call: turns 1 and 2 as before, turns
     3 to 6 (no call, no failure) one line; a lone quiet turn between two busy ones stays a row."""
-    thanks = [m for i in range(4) for m in ({"role": "user", "content": f"gracias {i}", "calls_before": 4},
-                                            {"role": "assistant", "content": "de nada", "calls_before": 4})]
+    thanks = [
+        m
+        for i in range(4)
+        for m in (
+            {"role": "user", "content": f"gracias {i}", "calls_before": 4},
+            {"role": "assistant", "content": "de nada", "calls_before": 4},
+        )
+    ]
     chatty = {**RECOVERED, "messages": [*RECOVERED["messages"], *thanks]}
     rid = client.post("/api/runs", json={"name": "chatty", "suite": SUITE}).json()["id"]
     assert client.post(f"/api/runs/{rid}/trajectories", json={"trajectories": [chatty]}).status_code == 200
     assert sorted(client.get(f"/api/runs/{rid}/figures").json()["turns"], key=int) == ["1", "2", "3", "4", "5", "6"]
     run = client.get(f"/runs/{rid}", headers=HTML).text
-    table = run[run.index('id="turns"'):run.index("</section>", run.index('id="turns"'))]
+    table = run[run.index('id="turns"') : run.index("</section>", run.index('id="turns"'))]
     heads = re.findall(r'<th scope="row">(.*?)</th>', table)
     assert heads == ["1", "2", "3–6"]
     quiet = re.search(r'<tr class="quiet">(.*?)</tr>', table, re.S)
@@ -173,10 +186,24 @@ def test_fold_turns_keeps_a_lone_quiet_turn_and_says_who_reached_a_stretch() -> 
     def turn(n: int, families: dict[str, RatioPublic], conversations: int = 3, failed: int = 0) -> TurnFigures:
         return TurnFigures(turn=n, trajectories=conversations, failed=failed, families=families, failures={})
 
-    rows = fold_turns([turn(1, busy), turn(2, zero), turn(3, busy), turn(4, zero), turn(5, zero, 2),
-                       turn(6, zero, 1), turn(7, zero, 1, failed=1)])
+    rows = fold_turns(
+        [
+            turn(1, busy),
+            turn(2, zero),
+            turn(3, busy),
+            turn(4, zero),
+            turn(5, zero, 2),
+            turn(6, zero, 1),
+            turn(7, zero, 1, failed=1),
+        ]
+    )
     assert [(r.first, r.last, r.turn is None, r.conversations) for r in rows] == [
-        (1, 1, False, ""), (2, 2, False, ""), (3, 3, False, ""), (4, 6, True, "3 → 1"), (7, 7, False, "")]
+        (1, 1, False, ""),
+        (2, 2, False, ""),
+        (3, 3, False, ""),
+        (4, 6, True, "3 → 1"),
+        (7, 7, False, ""),
+    ]
 
 
 def test_the_pass_rate_reads_the_same_on_the_runs_list_and_the_run_page(client: TestClient) -> None:
@@ -188,5 +215,5 @@ def test_the_pass_rate_reads_the_same_on_the_runs_list_and_the_run_page(client: 
     assert '<a href="?passed=true#trajectories">1</a> of 3 trajectories' in page
     assert "1 broken by the simulated user, left out" in page
     runs = client.get("/", headers=HTML).text
-    row = runs[runs.index('aria-label="compare conv"'):]
-    assert "<b>33.3%</b> <small>1/3</small>" in row[:row.index("</tr>")]
+    row = runs[runs.index('aria-label="compare conv"') :]
+    assert "<b>33.3%</b> <small>1/3</small>" in row[: row.index("</tr>")]

@@ -40,8 +40,14 @@ def page(server: str) -> Iterator[Any]:
     with chromium() as b:
         p = b.new_page(viewport={"width": 1280, "height": 900})
         p.refused = []  # type: ignore[attr-defined]
-        p.on("console", lambda m: p.refused.append(m.text)  # type: ignore[attr-defined]
-             if "Content Security Policy" in m.text else None)
+        p.on(
+            "console",
+            lambda m: (
+                p.refused.append(m.text)  # type: ignore[attr-defined]
+                if "Content Security Policy" in m.text
+                else None
+            ),
+        )
         yield p
 
 

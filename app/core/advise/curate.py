@@ -92,8 +92,11 @@ def draft(traj: Trajectory, toolset: Toolset) -> Draft:
     """The case that reproduces ``traj`` before any edit."""
     texts, starts = _turn_starts(traj)
     taking = [i for i, c in enumerate(traj.calls) if c.name not in toolset.transparent]
-    left = [LeftOut(i, c.name, "only thinks: not aligned") for i, c in enumerate(traj.calls)
-            if c.name in toolset.transparent]
+    left = [
+        LeftOut(i, c.name, "only thinks: not aligned")
+        for i, c in enumerate(traj.calls)
+        if c.name in toolset.transparent
+    ]
 
     def valid(i: int) -> bool:
         tool, args = toolset.get(traj.calls[i].name), traj.calls[i].arguments
@@ -153,8 +156,7 @@ def _mocks(traj: Trajectory, toolset: Toolset) -> dict[str, Any]:
     return {name: {"responses": sorted(keyed, key=lambda k: -len(k["when"]))} for name, keyed in out.items()}
 
 
-def case_document(traj: Trajectory, toolset: Toolset, edits: Edits, *,
-                  source: Toolset | None = None) -> dict[str, Any]:
+def case_document(traj: Trajectory, toolset: Toolset, edits: Edits, *, source: Toolset | None = None) -> dict[str, Any]:
     """The case, edits applied and checked against the ``toolset`` of the suite
     it goes to. ``source``: the toolset the trajectory ran with (default the
     same), which tells the calls to invented tools, left out, from the calls
@@ -194,8 +196,10 @@ def _expected(step: Step, edit: CallEdit, toolset: Toolset) -> dict[str, Any]:
         raise SuiteError(f"no tool {step.name!r} in the suite's toolset", field=f"{where}.name")
     if step.arguments is None and not edit.arguments:
         if edit.tolerance:
-            raise SuiteError("no attempt passed the schema, the step checks the name only: give its arguments "
-                             "first", field=f"{where}.tolerance")
+            raise SuiteError(
+                "no attempt passed the schema, the step checks the name only: give its arguments first",
+                field=f"{where}.tolerance",
+            )
         return {"name": step.name}
     args = dict(step.arguments or {})
     for key, value in edit.arguments.items():
@@ -226,8 +230,7 @@ def _expected(step: Step, edit: CallEdit, toolset: Toolset) -> dict[str, Any]:
     return out
 
 
-def add_cases(document: Mapping[str, Any], cases: list[dict[str, Any]], *,
-              base: Path | None = None) -> dict[str, Any]:
+def add_cases(document: Mapping[str, Any], cases: list[dict[str, Any]], *, base: Path | None = None) -> dict[str, Any]:
     """A copy of the suite document with ``cases`` added, checked whole (a
     toolset given as a path is read from ``base``, the suite file's folder)."""
     have = {str(c.get("id")) for c in document.get("cases") or [] if isinstance(c, Mapping)}

@@ -45,16 +45,24 @@ from app.core.language import Language, detect_language, fold
 from app.core.records import TRANSIENT_KINDS
 from app.core.suites.tools import Toolset, ToolSpec
 
-PATTERNS = ("distinct_names", "negative_delimitation", "argument_format", "precondition", "known_tools",
-            "error_message")
+PATTERNS = (
+    "distinct_names",
+    "negative_delimitation",
+    "argument_format",
+    "precondition",
+    "known_tools",
+    "error_message",
+)
 TARGETS = ("tool_description", "parameter_description", "system_prompt", "error_message")
 APPLIED = ("tool_description", "parameter_description")  # what --out writes into a suite
 MAX_SHOWN = 40  # characters of a value quoted in a proposal
 MAX_TOOLS_LISTED = 12  # a system prompt lists the tools when there are at most this many
 MAX_QUESTION = 200  # characters of a question quoted in a pair's evidence (a longer one is not quoted, never cut)
 # a description that names the other tool with one of these says the order already (the linter's words)
-_STATES_ORDER = re.compile(r"\b(primero|antes|despues|requiere|precondicion|previamente|first|before|after|"
-                           r"requires?|prerequisite|precondition)\b")
+_STATES_ORDER = re.compile(
+    r"\b(primero|antes|despues|requiere|precondicion|previamente|first|before|after|"
+    r"requires?|prerequisite|precondition)\b"
+)
 
 
 @dataclass(frozen=True)
@@ -139,9 +147,18 @@ class Proposal:
     def to_dict(self) -> dict[str, Any]:
         a = self.addresses
         return {
-            "number": self.number, "where": self.where, "pattern": self.pattern, "tool": self.tool,
-            "field": self.field, "partner": self.partner, "before": self.before, "after": self.after,
-            "applies": self.applies, "advice": self.advice, "source": self.source, "evidence": self.evidence,
+            "number": self.number,
+            "where": self.where,
+            "pattern": self.pattern,
+            "tool": self.tool,
+            "field": self.field,
+            "partner": self.partner,
+            "before": self.before,
+            "after": self.after,
+            "applies": self.applies,
+            "advice": self.advice,
+            "source": self.source,
+            "evidence": self.evidence,
             "addresses": {
                 "failed_trajectories": len(a.trajectories),
                 "cells": [{"expected": e, "called": c, "count": n} for (e, c), n in sorted(a.cells.items())],
@@ -154,13 +171,26 @@ class Proposal:
 # -- templates, in the toolset's language ------------------------------------------------------------------
 
 _KIND: dict[Language, dict[str, str]] = {
-    "es": {"integer": "número entero", "number": "número", "string": "texto",
-           "boolean": "booleano (true o false)", "array": "lista", "object": "objeto"},
-    "en": {"integer": "an integer", "number": "a number", "string": "a string",
-           "boolean": "a boolean (true or false)", "array": "a list", "object": "an object"},
+    "es": {
+        "integer": "número entero",
+        "number": "número",
+        "string": "texto",
+        "boolean": "booleano (true o false)",
+        "array": "lista",
+        "object": "objeto",
+    },
+    "en": {
+        "integer": "an integer",
+        "number": "a number",
+        "string": "a string",
+        "boolean": "a boolean (true or false)",
+        "array": "a list",
+        "object": "an object",
+    },
 }
 _DATE: dict[str, dict[Language, str]] = {
-    "date": {"es": "AAAA-MM-DD", "en": "YYYY-MM-DD"}, "date-time": {"es": "ISO 8601", "en": "ISO 8601"},
+    "date": {"es": "AAAA-MM-DD", "en": "YYYY-MM-DD"},
+    "date-time": {"es": "ISO 8601", "en": "ISO 8601"},
     "time": {"es": "HH:MM", "en": "HH:MM"},
 }
 _T: dict[Language, dict[str, str]] = {
@@ -189,7 +219,7 @@ _T: dict[Language, dict[str, str]] = {
         "retry_schema": "No repitas la misma llamada: corrige {field} ({kind}{fmt}).",
         "retry_not_found": "No repitas la misma llamada: confirma {args} con el usuario.",
         "retry_other": "No repitas la misma llamada: con los mismos argumentos vuelve a fallar; corrígelos o avisa "
-                       "al usuario.",
+        "al usuario.",
         "or": " o ",
     },
     "en": {
@@ -217,7 +247,7 @@ _T: dict[Language, dict[str, str]] = {
         "retry_schema": "Do not repeat the same call: fix {field} ({kind}{fmt}).",
         "retry_not_found": "Do not repeat the same call: check {args} with the user.",
         "retry_other": "Do not repeat the same call: it fails again with the same arguments; change them or tell "
-                       "the user.",
+        "the user.",
         "or": " or ",
     },
 }
@@ -226,7 +256,7 @@ _T: dict[Language, dict[str, str]] = {
 def shown(value: Any) -> str:
     """A value as the agent sent it, JSON-quoted and clipped (``"15.000"`` is not ``15000``)."""
     text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN - 1] + "…"
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
 
 def toolset_language(toolset: Toolset) -> Language:
@@ -253,6 +283,7 @@ def _required(tool: ToolSpec) -> list[str]:
 
 def _name_words(name: str, toolset: Toolset) -> list[str]:
     """A tool name's words, less a prefix every tool shares (``git_``)."""
+
     def split(n: str) -> list[str]:
         return [w.lower() for w in re.split(r"[_\-.\s]+|(?<=[a-z])(?=[A-Z])", n) if w]
 
@@ -273,8 +304,11 @@ def _format_phrase(schema: Mapping[str, Any], example: Any, lang: Language, *, w
     if isinstance(fmt, str):
         out += t["with_format"].format(f=_DATE.get(fmt, {}).get(lang, fmt))
     elif isinstance(pattern, str):
-        out += t["with_format"].format(f=example) if isinstance(example, str) and with_example \
+        out += (
+            t["with_format"].format(f=example)
+            if isinstance(example, str) and with_example
             else t["with_pattern"].format(p=pattern)
+        )
     if isinstance(enum, list) and enum:
         out += t["one_of"].format(values=", ".join(shown(v) if not isinstance(v, str) else v for v in enum[:12]))
     return out
@@ -297,8 +331,13 @@ def _identified(tool: ToolSpec, field: str, toolset: Toolset) -> list[str]:
     pattern = schema.get("pattern") if isinstance(schema, Mapping) else None
     if not isinstance(pattern, str):
         return []
-    owners = [t for t in toolset.tools if _required(t) == [field]
-              and isinstance(_properties(t).get(field), Mapping) and _properties(t)[field].get("pattern") == pattern]
+    owners = [
+        t
+        for t in toolset.tools
+        if _required(t) == [field]
+        and isinstance(_properties(t).get(field), Mapping)
+        and _properties(t)[field].get("pattern") == pattern
+    ]
     if not [t for t in owners if t.name != tool.name]:
         return []
     last = {(_name_words(t.name, toolset) or [""])[-1] for t in owners}
@@ -322,6 +361,7 @@ def compose(text: str, lead: Iterable[str] = (), tail: Iterable[str] = ()) -> st
 
 
 # -- the evidence ------------------------------------------------------------------------------------------
+
 
 def _has_reference(t: TrajectoryFact) -> bool:
     return any(c.expected is not None for c in t.calls)
@@ -355,11 +395,16 @@ def _note(a: Addresses, t: TrajectoryFact) -> None:
             a.questions.append(t.question)
 
 
-def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
-            cells: Mapping[tuple[str, str], int] | None = None,
-            examples: Mapping[tuple[str, str], Any] | None = None,
-            flows: Mapping[tuple[str, str], set[str]] | None = None,
-            system_prompt: str = "", language: Language | None = None) -> list[Proposal]:
+def propose(
+    toolset: Toolset,
+    trajectories: Iterable[TrajectoryFact],
+    *,
+    cells: Mapping[tuple[str, str], int] | None = None,
+    examples: Mapping[tuple[str, str], Any] | None = None,
+    flows: Mapping[tuple[str, str], set[str]] | None = None,
+    system_prompt: str = "",
+    language: Language | None = None,
+) -> list[Proposal]:
     """Every proposal the run's FAILED trajectories call for, ranked by how
     many of them each explains (then by the confusion calls it addresses).
     ``cells``: the run's confusion counts ``(expected, called) -> calls``
@@ -429,44 +474,78 @@ def propose(toolset: Toolset, trajectories: Iterable[TrajectoryFact], *,
     case_of = {t.key: t.case_id for t in failed}
     if causes:  # the run knows what sank each trajectory: a proposal explains those its edit is about
         for p in out:
-            p.addresses.trajectories = {k for k in p.addresses.trajectories
-                                        if k not in causes or _about(p, causes[k])}
+            p.addresses.trajectories = {k for k in p.addresses.trajectories if k not in causes or _about(p, causes[k])}
             p.addresses.cases = {case_of[k] for k in p.addresses.trajectories}
     failures = {t.key: t.failures for t in failed}
     for p in out:
         p.addresses.failures = Counter(f for key in p.addresses.trajectories for f in failures.get(key, ()))
     order = {p: i for i, p in enumerate(PATTERNS)}
-    out.sort(key=lambda p: (-p.explains, -sum(p.addresses.cells.values()), order[p.pattern], p.tool or "",
-                            p.partner or "", p.field or ""))
+    out.sort(
+        key=lambda p: (
+            -p.explains,
+            -sum(p.addresses.cells.values()),
+            order[p.pattern],
+            p.tool or "",
+            p.partner or "",
+            p.field or "",
+        )
+    )
     for i, p in enumerate(out, 1):
         p.number = i
     return out
 
 
-def pair_proposals(toolset: Toolset, cells: Mapping[tuple[str, str], int], *,
-                   examples: Mapping[tuple[str, str], Any] | None = None,
-                   language: Language | None = None) -> list[Proposal]:
+def pair_proposals(
+    toolset: Toolset,
+    cells: Mapping[tuple[str, str], int],
+    *,
+    examples: Mapping[tuple[str, str], Any] | None = None,
+    language: Language | None = None,
+) -> list[Proposal]:
     """The description edits of every confused pair, from the run's confusion
     cells alone (no trajectory read: what a run page shows beside each pair).
     Same texts as ``propose`` writes for those pairs; nothing counted."""
-    confused = {(e, c): Addresses() for (e, c), n in cells.items()
-                if n and e != c and e in toolset and c in toolset}
-    return _pair_proposals(toolset, confused, cells, _valid_examples(toolset, examples or {}),
-                           language or toolset_language(toolset), {})
+    confused = {(e, c): Addresses() for (e, c), n in cells.items() if n and e != c and e in toolset and c in toolset}
+    return _pair_proposals(
+        toolset, confused, cells, _valid_examples(toolset, examples or {}), language or toolset_language(toolset), {}
+    )
 
 
 def for_pairs(proposals: Iterable[Proposal], pairs: Iterable[tuple[str, str]]) -> list[Proposal]:
     """The description edits of the given pairs of tools (either order)."""
     wanted = {frozenset(p) for p in pairs}
-    return [p for p in proposals if p.pattern in ("negative_delimitation", "distinct_names") and p.tool
-            and any(frozenset(cell) in wanted and p.tool in cell for cell in p.addresses.cells)]
+    return [
+        p
+        for p in proposals
+        if p.pattern in ("negative_delimitation", "distinct_names")
+        and p.tool
+        and any(frozenset(cell) in wanted and p.tool in cell for cell in p.addresses.cells)
+    ]
 
 
-def _tool_edit(tool: ToolSpec, pattern: str, partner: str | None, a: Addresses, evidence: list[str], *,
-               lead: str = "", tail: str = "") -> Proposal:
-    return Proposal(where="tool_description", pattern=pattern, tool=tool.name, field=None, partner=partner,
-                    before=tool.description, after=compose(tool.description, [lead], [tail]), addresses=a,
-                    evidence=evidence, lead=lead, tail=tail)
+def _tool_edit(
+    tool: ToolSpec,
+    pattern: str,
+    partner: str | None,
+    a: Addresses,
+    evidence: list[str],
+    *,
+    lead: str = "",
+    tail: str = "",
+) -> Proposal:
+    return Proposal(
+        where="tool_description",
+        pattern=pattern,
+        tool=tool.name,
+        field=None,
+        partner=partner,
+        before=tool.description,
+        after=compose(tool.description, [lead], [tail]),
+        addresses=a,
+        evidence=evidence,
+        lead=lead,
+        tail=tail,
+    )
 
 
 # the word of an identifier's name that says it is one ("ticket_id"), and how a description says so
@@ -476,7 +555,7 @@ _ID_SAID = re.compile(r"\b(id|ids|identifier|identificador|number|numero|code|co
 
 
 def _stem(word: str, verb: bool = False) -> str:
-    return fold(word)[:4 if verb else 5]
+    return fold(word)[: 4 if verb else 5]
 
 
 def _patterned(tool: ToolSpec, name: str) -> bool:
@@ -484,8 +563,9 @@ def _patterned(tool: ToolSpec, name: str) -> bool:
     return isinstance(schema, Mapping) and isinstance(schema.get("pattern") or schema.get("format"), str)
 
 
-def _arg_fact(tool: ToolSpec, name: str, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
-              lang: Language) -> tuple[str, str]:
+def _arg_fact(
+    tool: ToolSpec, name: str, toolset: Toolset, ex: Mapping[tuple[str, str], Any], lang: Language
+) -> tuple[str, str]:
     """An argument as a description would name it (``RUT``, ``numero de pedido``) and its format, if any."""
     label = spelled_word(name, description_texts(toolset), spanish=lang == "es") if "_" not in name else name
     thing = " ".join(w for w in _identified(tool, name, toolset) if w not in _name_words(tool.name, toolset))
@@ -526,9 +606,15 @@ def _distinct_lead(tool: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str]
     objects = words[1:] or words  # the verb may be conjugated or a synonym: the object must be said
     name_said = all(_stem(w) in text for w in objects if len(w) > 2)
     arg = _telling_arg(tool, toolset, patterned_only=name_said)
-    arg_said = arg is None or all(_stem(w) in text or (w in _ID_WORDS and _ID_SAID.search(text))
-                                  for w in re.split(r"[_\-\s]+", fold(arg)) if len(w) > 1) \
-        or any(_stem(w) in text for w in _identified(tool, arg, toolset))  # "del pedido" says what numero is
+    arg_said = (
+        arg is None
+        or all(
+            _stem(w) in text or (w in _ID_WORDS and _ID_SAID.search(text))
+            for w in re.split(r"[_\-\s]+", fold(arg))
+            if len(w) > 1
+        )
+        or any(_stem(w) in text for w in _identified(tool, arg, toolset))
+    )  # "del pedido" says what numero is
     if name_said and arg_said:
         return ""
     phrase = spelled(words, toolset)
@@ -541,8 +627,9 @@ def _distinct_lead(tool: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str]
     return t["distinct"].format(words=phrase, args=label + (t["with_format"].format(f=fmt) if fmt else ""))
 
 
-def _telling_fact(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
-                  lang: Language) -> str:
+def _telling_fact(
+    tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str], Any], lang: Language
+) -> str:
     """One fact that tells the partner from the tool: an argument the partner
     requires and the tool lacks (its format first), else what each does (one
     reads, the other writes), else an argument the partner requires and no
@@ -597,8 +684,9 @@ def _english_action(phrase: str, toolset: Toolset, *, ing: bool = True) -> str:
     return f"{verb} the {nouns[0]} of {obj}" if len(nouns) == 2 else f"{verb} {obj}"
 
 
-def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str], Any],
-                       lang: Language) -> str:
+def _negative_sentence(
+    tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: Mapping[tuple[str, str], Any], lang: Language
+) -> str:
     """``NO sirve para <what the partner does><one fact>: usa <partner>.``: the
     partner's name words as the toolset spells them and ONE fact that tells
     the two apart (``_telling_fact``): never the partner's description pasted;
@@ -608,12 +696,16 @@ def _negative_sentence(tool: ToolSpec, partner: ToolSpec, toolset: Toolset, ex: 
     phrase = spelled(words, toolset)
     if lang == "en":  # "NOT for cancelling a ticket", not "NOT for cancel ticket"
         phrase = _english_action(phrase, toolset)
-    return _T[lang]["negative"].format(words=phrase, partner=partner.name,
-                                       fact=_telling_fact(tool, partner, toolset, ex, lang))
+    return _T[lang]["negative"].format(
+        words=phrase, partner=partner.name, fact=_telling_fact(tool, partner, toolset, ex, lang)
+    )
 
 
-_DATE_SHAPES = {"date": r"\d{4}-\d{2}-\d{2}", "date-time": r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*",
-                "time": r"\d{2}:\d{2}(:\d{2})?.*"}
+_DATE_SHAPES = {
+    "date": r"\d{4}-\d{2}-\d{2}",
+    "date-time": r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*",
+    "time": r"\d{2}:\d{2}(:\d{2})?.*",
+}
 
 
 def _attempt(value: Any, example: Any) -> bool:
@@ -667,9 +759,14 @@ def _calls(n: int) -> str:
     return f"{n} call" if n == 1 else f"{n} calls"
 
 
-def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses],
-                    cells: Mapping[tuple[str, str], int], ex: Mapping[tuple[str, str], Any],
-                    lang: Language, asked: Mapping[tuple[str, str], Iterable[str]]) -> list[Proposal]:
+def _pair_proposals(
+    toolset: Toolset,
+    confused: dict[tuple[str, str], Addresses],
+    cells: Mapping[tuple[str, str], int],
+    ex: Mapping[tuple[str, str], Any],
+    lang: Language,
+    asked: Mapping[tuple[str, str], Iterable[str]],
+) -> list[Proposal]:
     t = _T[lang]
     out: list[Proposal] = []
     distinct_done: dict[str, Proposal | None] = {}
@@ -679,18 +776,25 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
             continue
         n = cells.get((expected, called), 0) or len(found.trajectories)
         question = quoted_question(asked.get((expected, called), ()))
-        evidence = [f"{called} called where {expected} was expected: {_calls(n)}"
-                    + (f", as in {json.dumps(question, ensure_ascii=False)}" if question else "")]
+        evidence = [
+            f"{called} called where {expected} was expected: {_calls(n)}"
+            + (f", as in {json.dumps(question, ensure_ascii=False)}" if question else "")
+        ]
         if fold(expected) not in fold(b_tool.description):
             sentence = _negative_sentence(b_tool, a_tool, toolset, ex, lang)
-            a = Addresses(cells={(expected, called): n}, trajectories=set(found.trajectories), cases=set(found.cases),
-                          questions=list(found.questions))
+            a = Addresses(
+                cells={(expected, called): n},
+                trajectories=set(found.trajectories),
+                cases=set(found.cases),
+                questions=list(found.questions),
+            )
             out.append(_tool_edit(b_tool, "negative_delimitation", expected, a, evidence, tail=sentence))
         for tool, partner in ((a_tool, b_tool), (b_tool, a_tool)):
             if tool.name not in distinct_done:  # one lead per tool, whatever the pair: the same on every page
                 lead = _distinct_lead(tool, toolset, ex, t)
-                distinct_done[tool.name] = _tool_edit(tool, "distinct_names", partner.name, Addresses(), [],
-                                                      lead=lead) if lead else None
+                distinct_done[tool.name] = (
+                    _tool_edit(tool, "distinct_names", partner.name, Addresses(), [], lead=lead) if lead else None
+                )
                 if lead:
                     out.append(distinct_done[tool.name])  # type: ignore[arg-type]
             p = distinct_done[tool.name]
@@ -701,13 +805,19 @@ def _pair_proposals(toolset: Toolset, confused: dict[tuple[str, str], Addresses]
                 p.addresses.trajectories.add(key)
             p.addresses.cases |= found.cases
             p.addresses.questions.extend(q for q in found.questions if q not in p.addresses.questions)
-            p.evidence.append(f"{called} called where {expected} was expected: {_calls(n)}; the description "
-                              f"does not say what sets {tool.name} apart")
+            p.evidence.append(
+                f"{called} called where {expected} was expected: {_calls(n)}; the description "
+                f"does not say what sets {tool.name} apart"
+            )
     return out
 
 
-def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addresses, Counter[str], list[Any]]],
-                     ex: Mapping[tuple[str, str], Any], lang: Language) -> list[Proposal]:
+def _field_proposals(
+    toolset: Toolset,
+    fields: dict[tuple[str, str], tuple[Addresses, Counter[str], list[Any]]],
+    ex: Mapping[tuple[str, str], Any],
+    lang: Language,
+) -> list[Proposal]:
     t = _T[lang]
     out: list[Proposal] = []
     unstated = {(f.tool, f.field) for f in lint_toolset(toolset) if f.rule == "argument_format"} if fields else set()
@@ -716,8 +826,12 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
         schema = _properties(tool).get(fname) if tool is not None else None
         if tool is None or not isinstance(schema, Mapping):
             continue
-        shaped = bool(schema.get("format") or schema.get("pattern") or schema.get("enum")
-                      or schema.get("type") in ("integer", "number", "boolean"))
+        shaped = bool(
+            schema.get("format")
+            or schema.get("pattern")
+            or schema.get("enum")
+            or schema.get("type") in ("integer", "number", "boolean")
+        )
         if not shaped and set(kinds) <= {"value"} and kinds:
             continue  # a wrong value of a free text: no format to state
         own = schema.get("description")
@@ -730,20 +844,40 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
         values = list(dict.fromkeys(shown(v) for v in wrong))
         if example is not None:
             values = [v for v in values if v != shown(example)]
-        shape = shown(example) if isinstance(example, str) and isinstance(schema.get("pattern"), str) \
-            and not isinstance(schema.get("format"), str) else None  # the example is the pattern's shape
+        shape = (
+            shown(example)
+            if isinstance(example, str)
+            and isinstance(schema.get("pattern"), str)
+            and not isinstance(schema.get("format"), str)
+            else None
+        )  # the example is the pattern's shape
         sentence = t["format"].format(
-            field=fname, kind=_kind(schema, lang), fmt=_format_phrase(schema, shape, lang),
+            field=fname,
+            kind=_kind(schema, lang),
+            fmt=_format_phrase(schema, shape, lang),
             example=t["example"].format(v=shown(example)) if example is not None and shape is None else "",
             wrong=(t["wrong"].format(values=t["or"].join(values[:2])) if values else "")
-            + (t["missing"] if kinds.get("missing") else ""))
-        said_wrong = ([f"sent {', '.join(values[:3])}"] if values else []) \
-            + ([f"left out {kinds['missing']} times"] if kinds.get("missing") else [])
+            + (t["missing"] if kinds.get("missing") else ""),
+        )
+        said_wrong = ([f"sent {', '.join(values[:3])}"] if values else []) + (
+            [f"left out {kinds['missing']} times"] if kinds.get("missing") else []
+        )
         evidence = [f"{name}.{fname}: " + ("; ".join(said_wrong) or "a value of another shape")]
         if isinstance(own, str) and own.strip():
-            out.append(Proposal(where="parameter_description", pattern="argument_format", tool=name, field=fname,
-                                partner=None, before=own, after=compose(own, (), [sentence]), addresses=a,
-                                evidence=evidence, tail=sentence))
+            out.append(
+                Proposal(
+                    where="parameter_description",
+                    pattern="argument_format",
+                    tool=name,
+                    field=fname,
+                    partner=None,
+                    before=own,
+                    after=compose(own, (), [sentence]),
+                    addresses=a,
+                    evidence=evidence,
+                    tail=sentence,
+                )
+            )
         else:
             p = _tool_edit(tool, "argument_format", None, a, evidence, tail=sentence)
             p.field = fname
@@ -751,8 +885,12 @@ def _field_proposals(toolset: Toolset, fields: dict[tuple[str, str], tuple[Addre
     return out
 
 
-def _precondition_proposals(toolset: Toolset, broken: dict[tuple[str, str], Addresses],
-                            flows: Mapping[tuple[str, str], set[str]], lang: Language) -> list[Proposal]:
+def _precondition_proposals(
+    toolset: Toolset,
+    broken: dict[tuple[str, str], Addresses],
+    flows: Mapping[tuple[str, str], set[str]],
+    lang: Language,
+) -> list[Proposal]:
     t = _T[lang]
     out: list[Proposal] = []
     for (before, after), a in sorted(broken.items()):
@@ -764,35 +902,68 @@ def _precondition_proposals(toolset: Toolset, broken: dict[tuple[str, str], Addr
             continue
         given = flows.get((before, after), set())
         needed = [f for f in _required(tool) if f in given]
-        sentence = t["precondition"].format(before=before, args=", ".join(needed)) if needed else \
-            t["precondition_noargs"].format(before=before)
-        out.append(_tool_edit(tool, "precondition", before, a,
-                              [f"{after} called before {before} (declared pair)"], lead="", tail=sentence))
+        sentence = (
+            t["precondition"].format(before=before, args=", ".join(needed))
+            if needed
+            else t["precondition_noargs"].format(before=before)
+        )
+        out.append(
+            _tool_edit(
+                tool,
+                "precondition",
+                before,
+                a,
+                [f"{after} called before {before} (declared pair)"],
+                lead="",
+                tail=sentence,
+            )
+        )
     return out
 
 
-def _unknown_proposals(toolset: Toolset, unknown: dict[str, tuple[Addresses, Counter[str]]], system_prompt: str,
-                       lang: Language) -> list[Proposal]:
+def _unknown_proposals(
+    toolset: Toolset, unknown: dict[str, tuple[Addresses, Counter[str]]], system_prompt: str, lang: Language
+) -> list[Proposal]:
     t = _T[lang]
     names = [x.name for x in toolset.tools]
-    only = t["only"].format(tools=", ".join(names)) if len(names) <= MAX_TOOLS_LISTED else \
-        t["only_many"].format(n=len(names))
+    only = (
+        t["only"].format(tools=", ".join(names))
+        if len(names) <= MAX_TOOLS_LISTED
+        else t["only_many"].format(n=len(names))
+    )
     out = []
     for name, (a, expected) in sorted(unknown.items()):
         target = meaning_match(name, toolset)  # what the name means, never merely the step that was expected
-        sentence = t["unknown"].format(name=name, expected=target) if target else \
-            t["unknown_noexpected"].format(name=name)
-        out.append(Proposal(where="system_prompt", pattern="known_tools", tool=None, field=None, partner=target,
-                            before=system_prompt, after=compose(system_prompt, (), [sentence, only]), addresses=a,
-                            evidence=[f"{name} called, not in the toolset"
-                                      + (f"; its name means {target}" if target else "; no declared tool means it")
-                                      + (f" (the step expected {expected.most_common(1)[0][0]})" if expected else "")],
-                            tail=f"{sentence} {only}"))
+        sentence = (
+            t["unknown"].format(name=name, expected=target) if target else t["unknown_noexpected"].format(name=name)
+        )
+        out.append(
+            Proposal(
+                where="system_prompt",
+                pattern="known_tools",
+                tool=None,
+                field=None,
+                partner=target,
+                before=system_prompt,
+                after=compose(system_prompt, (), [sentence, only]),
+                addresses=a,
+                evidence=[
+                    f"{name} called, not in the toolset"
+                    + (f"; its name means {target}" if target else "; no declared tool means it")
+                    + (f" (the step expected {expected.most_common(1)[0][0]})" if expected else "")
+                ],
+                tail=f"{sentence} {only}",
+            )
+        )
     return out
 
 
-def _retry_proposals(toolset: Toolset, retries: dict[tuple[str, str], tuple[Addresses, Counter[str], Counter[str]]],
-                     ex: Mapping[tuple[str, str], Any], lang: Language) -> list[Proposal]:
+def _retry_proposals(
+    toolset: Toolset,
+    retries: dict[tuple[str, str], tuple[Addresses, Counter[str], Counter[str]]],
+    ex: Mapping[tuple[str, str], Any],
+    lang: Language,
+) -> list[Proposal]:
     t = _T[lang]
     out = []
     for (name, kind), (a, messages, flds) in sorted(retries.items()):
@@ -807,19 +978,33 @@ def _retry_proposals(toolset: Toolset, retries: dict[tuple[str, str], tuple[Addr
             schema = schema if isinstance(schema, Mapping) else {}
             example = ex.get((name, fname))
             sentence = t["retry_schema"].format(
-                field=fname, kind=_kind(schema, lang),
-                fmt=_format_phrase(schema, shown(example) if isinstance(example, str) else None, lang))
+                field=fname,
+                kind=_kind(schema, lang),
+                fmt=_format_phrase(schema, shown(example) if isinstance(example, str) else None, lang),
+            )
         elif kind == "not_found":
             sentence = t["retry_not_found"].format(args=", ".join(_required(tool)) or name)
         else:
             sentence = t["retry_other"].format(tool=name)
-        out.append(Proposal(where="error_message", pattern="error_message", tool=name, field=None, partner=None,
-                            before=message, after=compose(message, (), [sentence]), addresses=a,
-                            evidence=[f"{name}: the same call repeated after its {error}"], tail=sentence))
+        out.append(
+            Proposal(
+                where="error_message",
+                pattern="error_message",
+                tool=name,
+                field=None,
+                partner=None,
+                before=message,
+                after=compose(message, (), [sentence]),
+                addresses=a,
+                evidence=[f"{name}: the same call repeated after its {error}"],
+                tail=sentence,
+            )
+        )
     return out
 
 
 # -- applying ------------------------------------------------------------------------------------------------
+
 
 def select(proposals: Sequence[Proposal], only: Iterable[int] | None) -> list[Proposal]:
     """The proposals numbered in ``only`` (all when None); an unknown number is an error."""
@@ -866,8 +1051,9 @@ def apply_proposals(tools: Sequence[Mapping[str, Any]], proposals: Iterable[Prop
             for fname in dict.fromkeys(p.field for p in params):
                 prop = props.get(fname)
                 if isinstance(prop, dict):
-                    prop["description"] = _edited(str(prop.get("description") or ""),
-                                                  [p for p in params if p.field == fname])
+                    prop["description"] = _edited(
+                        str(prop.get("description") or ""), [p for p in params if p.field == fname]
+                    )
             new_body[schema_key] = schema
         out.append({**doc, "function": new_body} if body is not doc else new_body)
     return out
@@ -895,8 +1081,9 @@ def _edited(text: str, edits: Sequence[Proposal]) -> str:
     base = replaced[0] if replaced else text
     order = {p: i for i, p in enumerate(PATTERNS)}
     ranked = sorted(edits, key=lambda p: order[p.pattern])
-    return compose(base, [p.lead for p in ranked if p.lead and not p.replace],
-                   [p.tail for p in ranked if p.tail and not p.replace])
+    return compose(
+        base, [p.lead for p in ranked if p.lead and not p.replace], [p.tail for p in ranked if p.tail and not p.replace]
+    )
 
 
 def candidate_label(label: str, proposals: Sequence[Proposal]) -> str:
@@ -908,6 +1095,7 @@ def candidate_label(label: str, proposals: Sequence[Proposal]) -> str:
 def changed_descriptions(before: Any, after: Any) -> list[tuple[str, str, str]]:
     """Every description that differs between two toolset documents, tool by
     tool: ``(tool, old, new)`` and ``(tool.field, old, new)`` for a parameter's."""
+
     def texts(raw: Any) -> dict[str, str]:
         tools = raw.get("tools") if isinstance(raw, Mapping) else raw
         out: dict[str, str] = {}

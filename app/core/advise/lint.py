@@ -58,8 +58,14 @@ from app.core.language import Language, detect_language
 from app.core.suites.suite import load_suite, load_toolset
 from app.core.suites.tools import Toolset, ToolSpec
 
-RULES = ("similar_pair", "no_negative_delimitation", "argument_format", "missing_precondition", "unguarded_destructive",
-         "lookalike_pair")
+RULES = (
+    "similar_pair",
+    "no_negative_delimitation",
+    "argument_format",
+    "missing_precondition",
+    "unguarded_destructive",
+    "lookalike_pair",
+)
 CONFUSED = "confused_pair"  # a rule of observed confusions: only given a run's cells (counted apart from RULES)
 SIMILAR_THRESHOLD = 0.5  # a pair at or above reads alike (finding)
 LOOKALIKE_THRESHOLD = 0.3  # a pair at or above needs a negative delimitation
@@ -97,8 +103,7 @@ _CONFIRMATION = re.compile(
     r"only\s+(if|when)|solo\s+(si|cuando))\b",
     re.IGNORECASE,
 )
-_INTEGER_WORDS = re.compile(r"\b(entero|enteros|integer|integers|int|numerico|numeric|whole\s+number)\b",
-                            re.IGNORECASE)
+_INTEGER_WORDS = re.compile(r"\b(entero|enteros|integer|integers|int|numerico|numeric|whole\s+number)\b", re.IGNORECASE)
 _NUMBER_WORDS = re.compile(r"\b(numero|number|decimal|float|numerico|numeric|entero|integer)\b", re.IGNORECASE)
 _FORMAT_HINTS: dict[str, tuple[str, ...]] = {
     "date": ("yyyy-mm-dd", "aaaa-mm-dd", "iso 8601", "iso-8601"),
@@ -118,36 +123,46 @@ _FORMAT_EXAMPLES = {
 # Messages are in English, as every page and command of the product; the wording they suggest
 # for a description is in the toolset's language.
 _HINTS: dict[Language, dict[str, str]] = {
-    "en": {"delimit": "not for X: use {other}", "precondition": "call {before} first",
-           "guard": "\"only after …\", \"confirm with the user first\"", "integer": "integer", "number": "number",
-           "wrong_number": "1,500.50"},
-    "es": {"delimit": "NO sirve para X: usa {other}", "precondition": "Obtén … con {before} primero",
-           "guard": "\"solo si …\", \"confirma con el usuario antes\"", "integer": "entero", "number": "número",
-           "wrong_number": "1.500,50"},
+    "en": {
+        "delimit": "not for X: use {other}",
+        "precondition": "call {before} first",
+        "guard": '"only after …", "confirm with the user first"',
+        "integer": "integer",
+        "number": "number",
+        "wrong_number": "1,500.50",
+    },
+    "es": {
+        "delimit": "NO sirve para X: usa {other}",
+        "precondition": "Obtén … con {before} primero",
+        "guard": '"solo si …", "confirma con el usuario antes"',
+        "integer": "entero",
+        "number": "número",
+        "wrong_number": "1.500,50",
+    },
 }
 _TEXT = {
     "similar": "{a} and {b} read alike ({what}, similarity {score:.2f}): say what each is for and what it is not for",
-    "delimit": "{tool} has look-alikes ({tools}) but never says what it is not for: add \"{hint}\"",
-    "delimit_pair": "{tool} never says what it is not for: add \"{hint}\"",
+    "delimit": '{tool} has look-alikes ({tools}) but never says what it is not for: add "{hint}"',
+    "delimit_pair": '{tool} never says what it is not for: add "{hint}"',
     "field": "{tool}.{field}: the description does not state its {missing}",
     "pattern": "pattern {pattern} (give an example that matches it)",
     "format": "format {fmt} (say it, e.g. {example})",
     "enum": "allowed values {values}",
-    "integer": "integer type (say \"{word}\" next to the field: 42, not \"42\" or 42.0)",
-    "number": "number type (say \"{word}\" next to the field: 1500.5, not \"{wrong}\")",
+    "integer": 'integer type (say "{word}" next to the field: 42, not "42" or 42.0)',
+    "number": 'number type (say "{word}" next to the field: 1500.5, not "{wrong}")',
     "precondition": "{after} must come after {before} (declared pair) but its description does not say so: "
-                    "add \"{hint}\"",
+    'add "{hint}"',
     "destructive": "{tool} is destructive (its server says so) but its description states no precondition and no "
-                   "confirmation step: say when it may run ({hint})",
+    "confirmation step: say when it may run ({hint})",
     "lookalike_names": "{a} and {b}: names that differ only in {x!r} / {y!r}, and {which} does not say it: "
-                       "a model will take one for the other; say what each is for and what it is not for",
+    "a model will take one for the other; say what each is for and what it is not for",
     "lookalike_keys": "{a} and {b}: names that differ only in {x!r} / {y!r}, and neither description shows what "
-                      "its {ka} / {kb} looks like: a question's value cannot tell them apart; give an example "
-                      "of each and say what each is not for",
+    "its {ka} / {kb} looks like: a question's value cannot tell them apart; give an example "
+    "of each and say what each is not for",
     "lookalike_shape": "{a} and {b}: descriptions of one shape ({shape}) that never say what sets them apart: "
-                       "say what each is for and what it is not for, naming the other",
+    "say what each is for and what it is not for, naming the other",
     "confused": "{called} was called where {expected} was expected ({n} in the run{back}): read both descriptions "
-                "as the model would and say what each is not for",
+    "as the model would and say what each is not for",
     "back": ", and {n} the other way",
 }
 
@@ -177,8 +192,9 @@ def content_stems(text: str, ignore: Iterable[str] = ()) -> frozenset[str]:
     ``ignore`` words (other tools' names) left out."""
     skip = {fold(w) for w in ignore}
     words = re.findall(r"\w+", fold(text))
-    return frozenset(_stem(w) for w in words if w not in _STOPWORDS and w not in skip and not w.isdigit()
-                     and len(w) > 1)
+    return frozenset(
+        _stem(w) for w in words if w not in _STOPWORDS and w not in skip and not w.isdigit() and len(w) > 1
+    )
 
 
 def name_tokens(name: str) -> frozenset[str]:
@@ -194,7 +210,7 @@ def _positive(text: str) -> str:
     kept = []
     for sentence in re.split(r"(?<=[.;!?])\s+", text):
         m = _NEGATION.search(fold(sentence))
-        kept.append(sentence[:m.start()] if m else sentence)
+        kept.append(sentence[: m.start()] if m else sentence)
     return " ".join(kept)
 
 
@@ -263,8 +279,15 @@ class Finding:
         return (self.tool, *self.related)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "tool": self.tool, "related": list(self.related), "field": self.field,
-                "score": self.score, "message": self.message, "detail": self.detail}
+        return {
+            "rule": self.rule,
+            "tool": self.tool,
+            "related": list(self.related),
+            "field": self.field,
+            "score": self.score,
+            "message": self.message,
+            "detail": self.detail,
+        }
 
 
 def states_precondition(tool: ToolSpec, before: str) -> bool:
@@ -292,10 +315,12 @@ MAX_WORDS = 1000  # distinct description words checked
 
 CharTest = Callable[[str], bool]
 _CATEGORIES: dict[Any, CharTest] = {
-    sre_c.CATEGORY_DIGIT: str.isdigit, sre_c.CATEGORY_NOT_DIGIT: lambda c: not c.isdigit(),
+    sre_c.CATEGORY_DIGIT: str.isdigit,
+    sre_c.CATEGORY_NOT_DIGIT: lambda c: not c.isdigit(),
     sre_c.CATEGORY_WORD: lambda c: c.isalnum() or c == "_",
     sre_c.CATEGORY_NOT_WORD: lambda c: not (c.isalnum() or c == "_"),
-    sre_c.CATEGORY_SPACE: str.isspace, sre_c.CATEGORY_NOT_SPACE: lambda c: not c.isspace(),
+    sre_c.CATEGORY_SPACE: str.isspace,
+    sre_c.CATEGORY_NOT_SPACE: lambda c: not c.isspace(),
 }
 _ANCHORS = {sre_c.AT_BEGINNING, sre_c.AT_BEGINNING_STRING, sre_c.AT_END, sre_c.AT_END_STRING}
 _REPEATS = {sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, getattr(sre_c, "POSSESSIVE_REPEAT", sre_c.MAX_REPEAT)}
@@ -352,7 +377,7 @@ def _flat(items: Any, out: list[tuple[CharTest, int, int]]) -> None:
             lo, hi, sub = av
             if len(sub) != 1:
                 raise _Unsupported
-            (sop, sav), = list(sub)
+            ((sop, sav),) = list(sub)
             out.append((_char_test(sop, sav), lo, min(hi, MAX_TOKEN)))
         elif op is sre_c.SUBPATTERN:
             _flat(av[-1], out)
@@ -454,11 +479,15 @@ def _field_findings(tool: ToolSpec, lang: Language) -> list[Finding]:
         elif kind == "number" and not _says_type(_NUMBER_WORDS, tool.description, str(fname), own):
             missing.append(m["number"].format(word=words["number"], wrong=words["wrong_number"]))
         if missing:
-            out.append(Finding(
-                rule="argument_format", tool=tool.name, field=str(fname),
-                message=m["field"].format(tool=tool.name, field=fname, missing="; ".join(missing)),
-                detail={"missing": missing},
-            ))
+            out.append(
+                Finding(
+                    rule="argument_format",
+                    tool=tool.name,
+                    field=str(fname),
+                    message=m["field"].format(tool=tool.name, field=fname, missing="; ".join(missing)),
+                    detail={"missing": missing},
+                )
+            )
     return out
 
 
@@ -492,14 +521,14 @@ def _shape(a: list[str], b: list[str], common: Callable[[str], bool]) -> tuple[f
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     blocks = [m for m in matcher.get_matching_blocks() if m.size]
     shared = sum(m.size for m in blocks)
-    if shared < 3 or not any(w not in _STOPWORDS and not common(w) for m in blocks for w in a[m.a:m.a + m.size]):
+    if shared < 3 or not any(w not in _STOPWORDS and not common(w) for m in blocks for w in a[m.a : m.a + m.size]):
         return 0.0, ""
     out: list[str] = []
     i = 0
     for m in blocks:
         if m.a > i:
             out.append("X")
-        out.extend(a[m.a:m.a + m.size])
+        out.extend(a[m.a : m.a + m.size])
         i = m.a + m.size
     if i < len(a) or blocks[-1].b + blocks[-1].size < len(b):
         out.append("X")
@@ -519,7 +548,7 @@ def _differ_in_one_part(a: list[str], b: list[str]) -> tuple[list[str], list[str
     tail = 0
     while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
-    x, y = a[head:len(a) - tail], b[head:len(b) - tail]
+    x, y = a[head : len(a) - tail], b[head : len(b) - tail]
     if not x or not y or head + tail == 0:
         return None
     return x, y
@@ -643,9 +672,14 @@ def lookalike_pairs(toolset: Toolset) -> list[tuple[str, str, float, dict[str, A
             if len(xs) <= 2 and len(ys) <= 2 and telling and unsaid:
                 detail.update({"differ": ["_".join(xs), "_".join(ys)], "unsaid": unsaid})
                 score = 1.0 - 1.0 / (len(shared) + 1)
-            elif (len(xs) == 1 and len(ys) == 1 and any(df[w] <= common for w in shared)
-                  and not _leads_with(ta.description, xs[0]) and not _leads_with(tb.description, ys[0])
-                  and _keys_look_alike(ta, tb)):
+            elif (
+                len(xs) == 1
+                and len(ys) == 1
+                and any(df[w] <= common for w in shared)
+                and not _leads_with(ta.description, xs[0])
+                and not _leads_with(tb.description, ys[0])
+                and _keys_look_alike(ta, tb)
+            ):
                 detail.update({"differ": [xs[0], ys[0]], "keys": [_keys(ta), _keys(tb)]})
                 score = 1.0 - 1.0 / (len(shared) + 1)
         ratio, shape = _shape(shapes[a], shapes[b], on_most)
@@ -657,10 +691,15 @@ def lookalike_pairs(toolset: Toolset) -> list[tuple[str, str, float, dict[str, A
     return out
 
 
-def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (), *,
-                 similar: float = SIMILAR_THRESHOLD, lookalike: float = LOOKALIKE_THRESHOLD,
-                 confusions: Mapping[tuple[str, str], int] | None = None,
-                 language: Language | None = None) -> list[Finding]:
+def lint_toolset(
+    toolset: Toolset,
+    dependencies: Iterable[tuple[str, str]] = (),
+    *,
+    similar: float = SIMILAR_THRESHOLD,
+    lookalike: float = LOOKALIKE_THRESHOLD,
+    confusions: Mapping[tuple[str, str], int] | None = None,
+    language: Language | None = None,
+) -> list[Finding]:
     """Every finding of the rules, ranked: by score (highest first; findings
     without a score after), then rule, tool, related tools and field.
     ``dependencies`` adds pairs to the toolset's own (a suite's and its
@@ -690,44 +729,69 @@ def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (),
             lookalikes[b].append((a, sim.score))
         if sim.score >= similar:
             what = "descriptions" if sim.description >= sim.name else "names"
-            findings.append(Finding(
-                rule="similar_pair", tool=a, related=(b,), score=sim.score,
-                message=m["similar"].format(a=a, b=b, what=what, score=sim.score),
-                detail={"name_similarity": sim.name, "description_similarity": sim.description},
-            ))
+            findings.append(
+                Finding(
+                    rule="similar_pair",
+                    tool=a,
+                    related=(b,),
+                    score=sim.score,
+                    message=m["similar"].format(a=a, b=b, what=what, score=sim.score),
+                    detail={"name_similarity": sim.name, "description_similarity": sim.description},
+                )
+            )
         if (a, b) in confused:
             cells = confusions or {}
             ab, ba = cells.get((a, b), 0), cells.get((b, a), 0)
             expected, called = (a, b) if ab >= ba else (b, a)
             back = m["back"].format(n=min(ab, ba)) if min(ab, ba) else ""
-            findings.append(Finding(
-                rule=CONFUSED, tool=expected, related=(called,), score=sim.score,
-                message=m["confused"].format(called=called, expected=expected, n=max(ab, ba), back=back),
-                detail={"confusions": ab + ba, "a_called_as_b": ab, "b_called_as_a": ba,
-                        "name_similarity": sim.name, "description_similarity": sim.description},
-            ))
+            findings.append(
+                Finding(
+                    rule=CONFUSED,
+                    tool=expected,
+                    related=(called,),
+                    score=sim.score,
+                    message=m["confused"].format(called=called, expected=expected, n=max(ab, ba), back=back),
+                    detail={
+                        "confusions": ab + ba,
+                        "a_called_as_b": ab,
+                        "b_called_as_a": ba,
+                        "name_similarity": sim.name,
+                        "description_similarity": sim.description,
+                    },
+                )
+            )
     for a, b, score, detail in lookalike_pairs(toolset) if lookalike < 1.0 else []:
         if "shape" in detail:
             message = m["lookalike_shape"].format(a=a, b=b, shape=repr(detail["shape"]))
         elif "keys" in detail:
             x, y = detail["differ"]
-            message = m["lookalike_keys"].format(a=a, b=b, x=x, y=y, ka=", ".join(detail["keys"][0]),
-                                                 kb=", ".join(detail["keys"][1]))
+            message = m["lookalike_keys"].format(
+                a=a, b=b, x=x, y=y, ka=", ".join(detail["keys"][0]), kb=", ".join(detail["keys"][1])
+            )
         else:
             x, y = detail["differ"]
             message = m["lookalike_names"].format(a=a, b=b, x=x, y=y, which=" and ".join(detail["unsaid"]))
-        findings.append(Finding(rule="lookalike_pair", tool=a, related=(b,), message=message,
-                                detail={**detail, "similarity": score}))
+        findings.append(
+            Finding(
+                rule="lookalike_pair", tool=a, related=(b,), message=message, detail={**detail, "similarity": score}
+            )
+        )
     for t in sorted(tools, key=lambda t: t.name):
         alike = sorted(lookalikes[t.name], key=lambda x: (-x[1], x[0]))
         if alike and not _negative_delimitation(t, [n for n in names if n != t.name]):
             top = [n for n, _ in alike]
-            findings.append(Finding(
-                rule="no_negative_delimitation", tool=t.name, related=tuple(top), score=alike[0][1],
-                detail={"similarity": dict(alike)},
-                message=m["delimit"].format(tool=t.name, tools=", ".join(top),
-                                            hint=hints["delimit"].format(other=top[0])),
-            ))
+            findings.append(
+                Finding(
+                    rule="no_negative_delimitation",
+                    tool=t.name,
+                    related=tuple(top),
+                    score=alike[0][1],
+                    detail={"similarity": dict(alike)},
+                    message=m["delimit"].format(
+                        tool=t.name, tools=", ".join(top), hint=hints["delimit"].format(other=top[0])
+                    ),
+                )
+            )
     for t in sorted(tools, key=lambda t: t.name):
         findings.extend(_field_findings(t, lang))
     pairs = dict.fromkeys([*toolset.dependencies, *dependencies])
@@ -736,45 +800,73 @@ def lint_toolset(toolset: Toolset, dependencies: Iterable[tuple[str, str]] = (),
         if tool is None or before not in toolset:
             continue
         if not states_precondition(tool, before):
-            findings.append(Finding(
-                rule="missing_precondition", tool=after, related=(before,),
-                message=m["precondition"].format(after=after, before=before,
-                                                 hint=hints["precondition"].format(before=before)),
-            ))
+            findings.append(
+                Finding(
+                    rule="missing_precondition",
+                    tool=after,
+                    related=(before,),
+                    message=m["precondition"].format(
+                        after=after, before=before, hint=hints["precondition"].format(before=before)
+                    ),
+                )
+            )
     for t in sorted(tools, key=lambda t: t.name):
         text = fold(t.description)
         if t.destructive and not (_PRECONDITION.search(text) or _CONFIRMATION.search(text)):
-            findings.append(Finding(
-                rule="unguarded_destructive", tool=t.name,
-                message=m["destructive"].format(tool=t.name, hint=hints["guard"]),
-                detail={"annotations": dict(t.annotations or {})},
-            ))
+            findings.append(
+                Finding(
+                    rule="unguarded_destructive",
+                    tool=t.name,
+                    message=m["destructive"].format(tool=t.name, hint=hints["guard"]),
+                    detail={"annotations": dict(t.annotations or {})},
+                )
+            )
     order = {r: i for i, r in enumerate((CONFUSED, *RULES))}
 
     def observed(f: Finding) -> int:
         return max([confused.get((min(f.tool, r), max(f.tool, r)), 0) for r in f.related] or [0])
 
-    findings.sort(key=lambda f: (-observed(f), f.score is None, -(f.score or 0.0), order[f.rule], f.tool,
-                                 f.related, f.field or ""))
+    findings.sort(
+        key=lambda f: (
+            -observed(f),
+            f.score is None,
+            -(f.score or 0.0),
+            order[f.rule],
+            f.tool,
+            f.related,
+            f.field or "",
+        )
+    )
     return findings[:MAX_FINDINGS]
 
 
-def lint_json(toolset: Toolset, findings: Sequence[Finding], *, language: Language | None = None,
-              run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def lint_json(
+    toolset: Toolset,
+    findings: Sequence[Finding],
+    *,
+    language: Language | None = None,
+    run: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The ``toollens lint --json`` object (a public contract: keys are added, never renamed)::
 
-        {"toolset": str, "version": str, "label": str, "tools": int, "language": "es"|"en",
-         "counts": {rule: int for each of RULES (+ "confused_pair" with a run)},
-         "findings": [{"rule", "tool", "related": [str], "field": str|null,
-                       "score": float|null, "message": str, "detail": {}}],
-         "run": {...}  (only with a run: what ``run`` holds)}
+    {"toolset": str, "version": str, "label": str, "tools": int, "language": "es"|"en",
+     "counts": {rule: int for each of RULES (+ "confused_pair" with a run)},
+     "findings": [{"rule", "tool", "related": [str], "field": str|null,
+                   "score": float|null, "message": str, "detail": {}}],
+     "run": {...}  (only with a run: what ``run`` holds)}
     """
     counts = {r: 0 for r in (*RULES, *((CONFUSED,) if run is not None else ()))}
     for f in findings:
         counts[f.rule] = counts.get(f.rule, 0) + 1
-    out = {"toolset": toolset.name, "version": toolset.version, "label": toolset.label, "tools": len(toolset),
-           "language": language or toolset_language(toolset), "counts": counts,
-           "findings": [f.to_dict() for f in findings]}
+    out = {
+        "toolset": toolset.name,
+        "version": toolset.version,
+        "label": toolset.label,
+        "tools": len(toolset),
+        "language": language or toolset_language(toolset),
+        "counts": counts,
+        "findings": [f.to_dict() for f in findings],
+    }
     if run is not None:
         out["run"] = dict(run)
     return out
@@ -828,8 +920,9 @@ class LintPair(Generic[F]):
         return max([pair_score(f, self.b if f.tool == self.a else self.a) for f in self.findings] or [0.0])
 
 
-def lint_pairs(findings: Iterable[F], confusions: Mapping[tuple[str, str], int] | None = None,
-               tools: Iterable[str] = ()) -> list[LintPair[F]]:
+def lint_pairs(
+    findings: Iterable[F], confusions: Mapping[tuple[str, str], int] | None = None, tools: Iterable[str] = ()
+) -> list[LintPair[F]]:
     """Every finding about a pair of tools filed under that pair (a finding
     naming several tools under each of its pairs), beside the confusion
     cells ``(expected, called) -> count`` of the pair in both directions; a

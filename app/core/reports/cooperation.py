@@ -79,19 +79,36 @@ def gap_view(gap: CooperationGap | None) -> GapView | None:
     rows = []
     for r in gap.rows:
         ci = r.gap_1_ci
-        rows.append(GapRow(
-            r.profile, r.summary, f"{r.rate:g}", r.conversations, pct(r.at(1)), pct(r.at(k)), pts(r.gap_1),
-            "" if ci is None else f"{pts(ci[0])} to {pts(ci[1])}", pts(r.gap_k), r.acted, r.user_errors, r.failed,
-            r.blamed_on_user, "bad" if costs(r) else "", WIDTH * (r.at(k) or 0.0),
-            "" if r.paired is None else f"{r.paired[0]} / {r.paired[1]} (p {r.paired_p:.2g})"))
+        rows.append(
+            GapRow(
+                r.profile,
+                r.summary,
+                f"{r.rate:g}",
+                r.conversations,
+                pct(r.at(1)),
+                pct(r.at(k)),
+                pts(r.gap_1),
+                "" if ci is None else f"{pts(ci[0])} to {pts(ci[1])}",
+                pts(r.gap_k),
+                r.acted,
+                r.user_errors,
+                r.failed,
+                r.blamed_on_user,
+                "bad" if costs(r) else "",
+                WIDTH * (r.at(k) or 0.0),
+                "" if r.paired is None else f"{r.paired[0]} / {r.paired[1]} (p {r.paired_p:.2g})",
+            )
+        )
     coop = gap.cooperative
     sentence = "only the cooperative user ran: `toollens run --user-profile all` measures the gap"
     if gap.band_k is not None and gap.band_gap is not None and coop is not None:
         worst = min(gap.others, key=lambda r: r.gap_k if r.gap_k is not None else 0.0)
         drop = f"; the largest drop: {worst.profile}" if worst.gap_k is not None and worst.gap_k < -1e-12 else ""
-        sentence = (f"pass^{k} under the cooperative user {pct(coop.at(k))}; under the other "
-                    f"{len(gap.others)} profiles from {pct(gap.band_k[0])} to {pct(gap.band_k[1])} "
-                    f"(gap {pts(gap.band_gap[0])} to {pts(gap.band_gap[1])}){drop}")
+        sentence = (
+            f"pass^{k} under the cooperative user {pct(coop.at(k))}; under the other "
+            f"{len(gap.others)} profiles from {pct(gap.band_k[0])} to {pct(gap.band_k[1])} "
+            f"(gap {pts(gap.band_gap[0])} to {pts(gap.band_gap[1])}){drop}"
+        )
     band = None if gap.band_k is None else (WIDTH * gap.band_k[0], WIDTH * gap.band_k[1])
     cx = None if coop is None or coop.at(k) is None else WIDTH * (coop.at(k) or 0.0)
     return GapView(k, rows, band, cx, sentence)
@@ -121,20 +138,35 @@ def compare_gap(data: dict[str, Any] | None) -> CompareGap | None:
     if not data or not data.get("profiles") or (len(data["profiles"]) < 2 and data.get("same_profiles")):
         return None
     k = int(data["k"])
-    rows = [CompareGapRow(r["profile"], pct(r["a"]), pct(r["b"]), pts(r["delta"]), pts(r["a_gap"]),
-                          pts(r["b_gap"]), "" if r["delta"] is None or abs(r["delta"]) < 1e-12
-                          else "ok" if r["delta"] > 0 else "bad") for r in data["profiles"]]
+    rows = [
+        CompareGapRow(
+            r["profile"],
+            pct(r["a"]),
+            pct(r["b"]),
+            pts(r["delta"]),
+            pts(r["a_gap"]),
+            pts(r["b_gap"]),
+            "" if r["delta"] is None or abs(r["delta"]) < 1e-12 else "ok" if r["delta"] > 0 else "bad",
+        )
+        for r in data["profiles"]
+    ]
     band = data.get("delta_band")
     coop = data.get("delta_cooperative")
     if band is None:
         sentence = "no profile but the cooperative one ran in both runs: run both with the same --user-profile"
     else:
-        holds = ("B ahead under every profile" if data["b_behind"] == 0 and data["b_ahead"] == data["compared"]
-                 else "B behind under every profile" if data["b_ahead"] == 0 and data["b_behind"] == data["compared"]
-                 else f"B ahead under {data['b_ahead']}, behind under {data['b_behind']} of {data['compared']} "
-                      "profiles: the change does not hold for every user")
-        sentence = (f"B − A at pass^{k}: {pts(coop)} under the cooperative user, {pts(band[0])} to {pts(band[1])} "
-                    f"under the others; {holds}")
+        holds = (
+            "B ahead under every profile"
+            if data["b_behind"] == 0 and data["b_ahead"] == data["compared"]
+            else "B behind under every profile"
+            if data["b_ahead"] == 0 and data["b_behind"] == data["compared"]
+            else f"B ahead under {data['b_ahead']}, behind under {data['b_behind']} of {data['compared']} "
+            "profiles: the change does not hold for every user"
+        )
+        sentence = (
+            f"B − A at pass^{k}: {pts(coop)} under the cooperative user, {pts(band[0])} to {pts(band[1])} "
+            f"under the others; {holds}"
+        )
     if not data.get("same_profiles"):
         sentence += " · the runs ran different profiles: only the rows both hold compare"
     return CompareGap(k, rows, sentence, bool(data.get("same_profiles")))

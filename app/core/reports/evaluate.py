@@ -11,16 +11,23 @@ from app.core.suites.suite import Suite
 from app.core.usage import UsageTally
 
 
-def score_trajectories(suite: Suite, trajectories: Iterable[Trajectory], *, keep_cases: bool = True,
-                       usage: UsageTally | None = None) -> Report:
+def score_trajectories(
+    suite: Suite, trajectories: Iterable[Trajectory], *, keep_cases: bool = True, usage: UsageTally | None = None
+) -> Report:
     """Score a stream of trajectories against a suite; the stream is consumed
     once and nothing but the counters (and the per-case list) is kept, and,
     into ``usage`` when given, each trajectory's model requests and tool latencies."""
     return score_across([suite], trajectories, keep_cases=keep_cases, usage=usage)
 
 
-def score_across(suites: Sequence[Suite], trajectories: Iterable[Trajectory], *, keep_cases: bool = True,
-                 usage: UsageTally | None = None, per_suite: dict[int, int] | None = None) -> Report:
+def score_across(
+    suites: Sequence[Suite],
+    trajectories: Iterable[Trajectory],
+    *,
+    keep_cases: bool = True,
+    usage: UsageTally | None = None,
+    per_suite: dict[int, int] | None = None,
+) -> Report:
     """The same over several suites (a folder ``convert`` wrote): each trajectory is scored
     against the suite that holds its case (the first suite when none does), into one report;
     ``per_suite``, when given, counts the trajectories scored on each suite (by index)."""
@@ -38,7 +45,11 @@ def score_across(suites: Sequence[Suite], trajectories: Iterable[Trajectory], *,
         ts = scorers[i].score(traj)
         report.add(ts)
         if usage is not None:
-            usage.add(traj.model_calls, [(c.name, c.latency_ms) for c in traj.calls if c.latency_ms is not None],
-                      passed=ts.passed, failures=ts.failures,
-                      outcome=None if ts.outcome is None else ts.outcome.outcome)
+            usage.add(
+                traj.model_calls,
+                [(c.name, c.latency_ms) for c in traj.calls if c.latency_ms is not None],
+                passed=ts.passed,
+                failures=ts.failures,
+                outcome=None if ts.outcome is None else ts.outcome.outcome,
+            )
     return report

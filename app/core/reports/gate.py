@@ -83,8 +83,10 @@ def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
         return GateConfig()
     if not isinstance(raw, Mapping) or set(raw) - _TOP_KEYS:
         extra = sorted(set(raw) - _TOP_KEYS) if isinstance(raw, Mapping) else []
-        raise GateConfigError(f"{path}: expected a mapping with 'tolerance' (and 'recovery_sources')"
-                              + (f" (unknown: {', '.join(map(str, extra))})" if extra else ""))
+        raise GateConfigError(
+            f"{path}: expected a mapping with 'tolerance' (and 'recovery_sources')"
+            + (f" (unknown: {', '.join(map(str, extra))})" if extra else "")
+        )
     sources = raw.get("recovery_sources", list(ERROR_SOURCES))
     if not isinstance(sources, list) or not sources or not all(s in ERROR_SOURCES for s in sources):
         raise GateConfigError(f"{path}: recovery_sources: a non-empty list among {', '.join(ERROR_SOURCES)}")
@@ -101,30 +103,41 @@ def parse_gate_config(raw: Any, *, path: str = "gate.yaml") -> GateConfig:
             raise GateConfigError(f"{path}: tolerance.{key}: a blocking family must be zero; it takes no tolerance")
         elif key == "dependency_violations":
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1000:
-                raise GateConfigError(f"{path}: tolerance.{key}: an allowed increase in violations per checked "
-                                      "trajectory (a number >= 0, e.g. 0.05)")
+                raise GateConfigError(
+                    f"{path}: tolerance.{key}: an allowed increase in violations per checked "
+                    "trajectory (a number >= 0, e.g. 0.05)"
+                )
             deps = float(value)
         elif key in TOLERATED:
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
                 raise GateConfigError(f"{path}: tolerance.{key}: a drop in ratio points between 0 and 1")
             tolerance[str(key)] = float(value)
         else:
-            raise GateConfigError(f"{path}: tolerance.{key}: unknown family (known: "
-                                  f"{', '.join([*TOLERATED, 'dependency_violations', *USAGE_TOLERATED])})")
+            raise GateConfigError(
+                f"{path}: tolerance.{key}: unknown family (known: "
+                f"{', '.join([*TOLERATED, 'dependency_violations', *USAGE_TOLERATED])})"
+            )
     share = raw.get("simulator_share", DEFAULT_SIMULATOR_SHARE)
     if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 <= share <= 1:
-        raise GateConfigError(f"{path}: simulator_share: the largest share (0 to 1) of the flipped cases' "
-                              "failures blamed on the simulated user before the gate gives no verdict")
-    return GateConfig(tolerance=tolerance, dependency_violations=deps, usage=usage,
-                      recovery_sources=tuple(s for s in ERROR_SOURCES if s in sources),
-                      simulator_share=float(share))
+        raise GateConfigError(
+            f"{path}: simulator_share: the largest share (0 to 1) of the flipped cases' "
+            "failures blamed on the simulated user before the gate gives no verdict"
+        )
+    return GateConfig(
+        tolerance=tolerance,
+        dependency_violations=deps,
+        usage=usage,
+        recovery_sources=tuple(s for s in ERROR_SOURCES if s in sources),
+        simulator_share=float(share),
+    )
 
 
 _TOP_KEYS = frozenset({"tolerance", "recovery_sources", "simulator_share"})
 
 
-def recovery_families(by_source: Mapping[str, Mapping[str, Mapping[str, int]]],
-                      sources: Sequence[str]) -> dict[str, tuple[int, int]]:
+def recovery_families(
+    by_source: Mapping[str, Mapping[str, Mapping[str, int]]], sources: Sequence[str]
+) -> dict[str, tuple[int, int]]:
     """Recovery and hallucination after error over the chosen error sources
     (``recovery_by_source`` of the figures)."""
     out: dict[str, tuple[int, int]] = {}
@@ -251,12 +264,14 @@ def _usage_verdict(key: str, b: float | None, c: float | None, tol: float) -> Fa
         return FamilyVerdict(key, b, c, None, allowed, "regressed", "not measured in candidate")
     delta = (c - b) / b if b else (0.0 if c == 0 else float("inf"))
     regressed = delta > tol + 1e-12
-    return FamilyVerdict(key, b, c, delta, allowed, "regressed" if regressed else "pass",
-                         f"{b:g} -> {c:g}: {100 * delta:+.1f}%")
+    return FamilyVerdict(
+        key, b, c, delta, allowed, "regressed" if regressed else "pass", f"{b:g} -> {c:g}: {100 * delta:+.1f}%"
+    )
 
 
-def _recovery_by_source(baseline: RunFigures, candidate: RunFigures, config: GateConfig, tol: float,
-                        detail: str) -> tuple[bool, str]:
+def _recovery_by_source(
+    baseline: RunFigures, candidate: RunFigures, config: GateConfig, tol: float, detail: str
+) -> tuple[bool, str]:
     """Recovery is compared error source by error source (injected, tool,
     schema, unknown tool), over the sources both runs met: a candidate that
     meets fewer easy errors (a schema error it corrects) is not worse for it."""
@@ -273,10 +288,17 @@ def _recovery_by_source(baseline: RunFigures, candidate: RunFigures, config: Gat
     return False, detail
 
 
-def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfig, *,
-                  regressed_cases: Sequence[CaseRef] = (), blocking_cases: Sequence[CaseRef] = (),
-                  regressed_count: int | None = None, shared_cases: int = 0,
-                  simulator: tuple[int, int] = (0, 0)) -> GateResult:
+def evaluate_gate(
+    baseline: RunFigures,
+    candidate: RunFigures,
+    config: GateConfig,
+    *,
+    regressed_cases: Sequence[CaseRef] = (),
+    blocking_cases: Sequence[CaseRef] = (),
+    regressed_count: int | None = None,
+    shared_cases: int = 0,
+    simulator: tuple[int, int] = (0, 0),
+) -> GateResult:
     """Decide family by family; the cases are reported, the families decide. ``simulator``: of the
     flipped cases' failing sides, (blamed on the simulated user, all): above the configured share,
     the regressions are no verdict and the result says so."""
@@ -284,9 +306,17 @@ def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfi
     for fam in BLOCKING:
         b, c = baseline.families[fam], candidate.families[fam]
         rb, rc = _rate(b), _rate(c)
-        verdicts.append(FamilyVerdict(
-            fam, b, c, None if rb is None or rc is None else rc - rb, "must be 0",
-            "blocking" if c[0] > 0 else "pass", f"{_pct(c)} in the candidate: must be zero" if c[0] else "zero"))
+        verdicts.append(
+            FamilyVerdict(
+                fam,
+                b,
+                c,
+                None if rb is None or rc is None else rc - rb,
+                "must be 0",
+                "blocking" if c[0] > 0 else "pass",
+                f"{_pct(c)} in the candidate: must be zero" if c[0] else "zero",
+            )
+        )
     for fam in TOLERATED:
         b, c = baseline.families[fam], candidate.families[fam]
         rb, rc = _rate(b), _rate(c)
@@ -296,8 +326,9 @@ def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfi
             verdicts.append(FamilyVerdict(fam, b, c, None, allowed, "n/a", "no denominator in the baseline"))
             continue
         if rc is None:  # measured before, not now: the candidate cannot pass on what it did not exercise
-            verdicts.append(FamilyVerdict(fam, b, c, None, allowed, "regressed",
-                                          f"not measured in candidate (baseline {_pct(b)})"))
+            verdicts.append(
+                FamilyVerdict(fam, b, c, None, allowed, "regressed", f"not measured in candidate (baseline {_pct(b)})")
+            )
             continue
         delta = rc - rb
         regressed = delta < -tol - 1e-12
@@ -316,23 +347,48 @@ def evaluate_gate(baseline: RunFigures, candidate: RunFigures, config: GateConfi
         # shown as everywhere else, violations of the order checks; gated per trajectory (docs/gate.md)
         bd, cd = (bd[0], b_checks), (cd[0], c_checks)
         detail = f"{fraction(*bd)} -> {fraction(*cd)} of the order checks; {detail}"
-    verdicts.append(FamilyVerdict(
-        "dependency_violations", bd, cd, delta, f"increase <= {config.dependency_violations:.3f} per trajectory",
-        "regressed" if delta > config.dependency_violations + 1e-12 else "pass", detail, of_checks))
-    verdicts.extend(_usage_verdict(key, baseline.usage.get(key), candidate.usage.get(key), tol)
-                    for key, tol in config.usage.items())
+    verdicts.append(
+        FamilyVerdict(
+            "dependency_violations",
+            bd,
+            cd,
+            delta,
+            f"increase <= {config.dependency_violations:.3f} per trajectory",
+            "regressed" if delta > config.dependency_violations + 1e-12 else "pass",
+            detail,
+            of_checks,
+        )
+    )
+    verdicts.extend(
+        _usage_verdict(key, baseline.usage.get(key), candidate.usage.get(key), tol) for key, tol in config.usage.items()
+    )
     notes = []
     if baseline.suite != candidate.suite:
-        notes.append(f"the runs used different suites ({baseline.suite} and {candidate.suite}); "
-                     f"{shared_cases} case trials in common")
+        notes.append(
+            f"the runs used different suites ({baseline.suite} and {candidate.suite}); "
+            f"{shared_cases} case trials in common"
+        )
     if baseline.toolset_version != candidate.toolset_version:
-        notes.append(f"toolset version changed: {baseline.toolset_label or baseline.toolset_version[:8]} -> "
-                     f"{candidate.toolset_label or candidate.toolset_version[:8]}")
+        notes.append(
+            f"toolset version changed: {baseline.toolset_label or baseline.toolset_version[:8]} -> "
+            f"{candidate.toolset_label or candidate.toolset_version[:8]}"
+        )
     note = simulator_note(simulator[0], simulator[1], config.simulator_share)
     if note is not None:  # a regression the simulator may explain is not called one
-        verdicts = [replace(v, status="no verdict", detail=f"{v.detail}; no verdict: the simulated user")
-                    if v.status == "regressed" else v for v in verdicts]
-    return GateResult(baseline=baseline, candidate=candidate, families=verdicts,
-                      regressed_cases=list(regressed_cases), blocking_cases=list(blocking_cases),
-                      regressed_count=len(regressed_cases) if regressed_count is None else regressed_count,
-                      shared_cases=shared_cases, notes=notes, simulator_note=note)
+        verdicts = [
+            replace(v, status="no verdict", detail=f"{v.detail}; no verdict: the simulated user")
+            if v.status == "regressed"
+            else v
+            for v in verdicts
+        ]
+    return GateResult(
+        baseline=baseline,
+        candidate=candidate,
+        families=verdicts,
+        regressed_cases=list(regressed_cases),
+        blocking_cases=list(blocking_cases),
+        regressed_count=len(regressed_cases) if regressed_count is None else regressed_count,
+        shared_cases=shared_cases,
+        notes=notes,
+        simulator_note=note,
+    )

@@ -52,8 +52,13 @@ def _delta(v: FamilyVerdict) -> str:
     return f"{100 * v.delta:+.1f} pts"
 
 
-_STATUS_MD = {"pass": "✅ pass", "regressed": "❌ regressed", "blocking": "⛔ blocking", "n/a": "➖ n/a",
-              "no verdict": "⚠️ no verdict"}
+_STATUS_MD = {
+    "pass": "✅ pass",
+    "regressed": "❌ regressed",
+    "blocking": "⛔ blocking",
+    "n/a": "➖ n/a",
+    "no verdict": "⚠️ no verdict",
+}
 
 
 def _case_row(c: CaseRef) -> str:
@@ -89,10 +94,12 @@ def markdown(result: GateResult, *, families: bool = True) -> str:
     if families:
         lines += ["| family | baseline | candidate | change | allowed | result |", "|---|---|---|---|---|---|"]
     for v in result.families if families else ():
-        lines.append(f"| {v.title} | {_ratio(v.baseline, v.family, v.of_checks)} | "
-                     f"{_ratio(v.candidate, v.family, v.of_checks)} | {_delta(v)} | "
-                     f"{v.allowed} | "
-                     f"{_STATUS_MD[v.status]} |")
+        lines.append(
+            f"| {v.title} | {_ratio(v.baseline, v.family, v.of_checks)} | "
+            f"{_ratio(v.candidate, v.family, v.of_checks)} | {_delta(v)} | "
+            f"{v.allowed} | "
+            f"{_STATUS_MD[v.status]} |"
+        )
     split = [v for v in result.families if v.family == "recovery" and "; " in v.detail] if families else []
     for v in split:  # compared error source by error source: say which dropped, or that none did
         lines += ["", f"{v.title}, by error source: {md(v.detail.split('; ', 1)[1], 400)}."]
@@ -103,8 +110,11 @@ def markdown(result: GateResult, *, families: bool = True) -> str:
     if result.blocking_cases:
         lines += ["", f"### Blocking cases ({len(result.blocking_cases)})", "", head, "|---|---|---|---|---|"]
         lines += [_case_row(x) for x in result.blocking_cases[:MAX_LISTED]]
-    lines += ["", f"### Cases that regressed ({result.regressed_count}: passed in the baseline, fail in the "
-                  "candidate)", ""]
+    lines += [
+        "",
+        f"### Cases that regressed ({result.regressed_count}: passed in the baseline, fail in the candidate)",
+        "",
+    ]
     if result.regressed_cases:
         lines += [head, "|---|---|---|---|---|"] + [_case_row(x) for x in result.regressed_cases[:MAX_LISTED]]
         if result.regressed_count > MAX_LISTED:
@@ -148,8 +158,9 @@ def junit(result: GateResult) -> str:
         n_cases += 1
         name = f"{case.case_id} trial {case.trial}" + (f" fault {fault_key_text(case.fault)}" if case.fault else "")
         tc = ET.SubElement(cases, "testcase", classname=f"toollens.gate.cases.{why}", name=_xml_text(name))
-        message = (f"{why}: fails in the candidate with {', '.join(case.failures) or 'no failure name'}"
-                   + ("" if why == "blocking" else " (passed in the baseline)"))
+        message = f"{why}: fails in the candidate with {', '.join(case.failures) or 'no failure name'}" + (
+            "" if why == "blocking" else " (passed in the baseline)"
+        )
         if why == "blocking" or not result.passed:
             n_case_fail += 1
             ET.SubElement(tc, "failure", message=_xml_text(message), type=why).text = _xml_text(message)

@@ -32,16 +32,37 @@ class Profile:
 
 PROFILES: tuple[Profile, ...] = (
     Profile(COOPERATIVE, "gives each known fact when asked, confirms when asked, leaves when served", 1.0, 0),
-    Profile("impatient", "from its 2nd reply on, leaves (goodbye and stop) when the agent asks instead of "
-            "serving, with probability 0.5 at each such turn", 0.5, 1),
-    Profile("drip_feed", "gives at most one fact per reply: other facts asked together come one per later reply",
-            1.0, 2),
-    Profile("wrong_assumption", "the first fact it gives is wrong (one character changed), corrected at the "
-            "start of its next reply; in a conversation with probability 0.5", 0.5, 3),
-    Profile("omits_detail", "the first time it is asked for a fact, says it does not have it at hand; gives it "
-            "when asked again; in a conversation with probability 0.5", 0.5, 4),
-    Profile("changes_mind", "declines the first confirmation it is asked for, then takes that back in its next "
-            "reply and confirms; in a conversation with probability 0.5", 0.5, 5),
+    Profile(
+        "impatient",
+        "from its 2nd reply on, leaves (goodbye and stop) when the agent asks instead of "
+        "serving, with probability 0.5 at each such turn",
+        0.5,
+        1,
+    ),
+    Profile(
+        "drip_feed", "gives at most one fact per reply: other facts asked together come one per later reply", 1.0, 2
+    ),
+    Profile(
+        "wrong_assumption",
+        "the first fact it gives is wrong (one character changed), corrected at the "
+        "start of its next reply; in a conversation with probability 0.5",
+        0.5,
+        3,
+    ),
+    Profile(
+        "omits_detail",
+        "the first time it is asked for a fact, says it does not have it at hand; gives it "
+        "when asked again; in a conversation with probability 0.5",
+        0.5,
+        4,
+    ),
+    Profile(
+        "changes_mind",
+        "declines the first confirmation it is asked for, then takes that back in its next "
+        "reply and confirms; in a conversation with probability 0.5",
+        0.5,
+        5,
+    ),
 )
 BY_NAME = {p.name: p for p in PROFILES}
 NAMES = tuple(p.name for p in PROFILES)
@@ -128,15 +149,31 @@ class CooperationGap:
         return None if self.band_k is None else self.band_k[1] - self.band_k[0]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"k": self.k, "band_k": None if self.band_k is None else list(self.band_k),
-                "band_gap": None if self.band_gap is None else list(self.band_gap), "spread": self.spread,
-                "profiles": [{"profile": r.profile, "rate": r.rate, "conversations": r.conversations,
-                              "passed": r.passed, "cases": r.cases,
-                              "pass_hat_k": {str(k): round(v, 4) for k, v in r.pass_hat_k.items()},
-                              "acted": r.acted, "user_errors": r.user_errors, "blame": dict(r.blame),
-                              "gap_1": r.gap_1, "gap_1_ci": None if r.gap_1_ci is None else list(r.gap_1_ci),
-                              "gap_k": r.gap_k, "paired": None if r.paired is None else list(r.paired),
-                              "paired_p": r.paired_p} for r in self.rows]}
+        return {
+            "k": self.k,
+            "band_k": None if self.band_k is None else list(self.band_k),
+            "band_gap": None if self.band_gap is None else list(self.band_gap),
+            "spread": self.spread,
+            "profiles": [
+                {
+                    "profile": r.profile,
+                    "rate": r.rate,
+                    "conversations": r.conversations,
+                    "passed": r.passed,
+                    "cases": r.cases,
+                    "pass_hat_k": {str(k): round(v, 4) for k, v in r.pass_hat_k.items()},
+                    "acted": r.acted,
+                    "user_errors": r.user_errors,
+                    "blame": dict(r.blame),
+                    "gap_1": r.gap_1,
+                    "gap_1_ci": None if r.gap_1_ci is None else list(r.gap_1_ci),
+                    "gap_k": r.gap_k,
+                    "paired": None if r.paired is None else list(r.paired),
+                    "paired_p": r.paired_p,
+                }
+                for r in self.rows
+            ],
+        }
 
 
 def cooperation_gap(profiles: Mapping[str, Mapping[str, Any]]) -> CooperationGap | None:
@@ -149,12 +186,20 @@ def cooperation_gap(profiles: Mapping[str, Mapping[str, Any]]) -> CooperationGap
         data = profiles[name]
         trials = {str(c): (int(v[0]), int(v[1])) for c, v in (data.get("trials") or {}).items()}
         known = BY_NAME.get(name)
-        rows.append(ProfileRow(
-            profile=name, summary=known.summary if known else "", rate=known.rate if known else 0.0,
-            conversations=sum(n for n, _ in trials.values()), passed=sum(c for _, c in trials.values()),
-            cases=len(trials), pass_hat_k=pass_hat_k(trials.values()), acted=int(data.get("acted") or 0),
-            user_errors=int(data.get("user_errors") or 0),
-            blame={str(b): int(v) for b, v in (data.get("blame") or {}).items() if v}))
+        rows.append(
+            ProfileRow(
+                profile=name,
+                summary=known.summary if known else "",
+                rate=known.rate if known else 0.0,
+                conversations=sum(n for n, _ in trials.values()),
+                passed=sum(c for _, c in trials.values()),
+                cases=len(trials),
+                pass_hat_k=pass_hat_k(trials.values()),
+                acted=int(data.get("acted") or 0),
+                user_errors=int(data.get("user_errors") or 0),
+                blame={str(b): int(v) for b, v in (data.get("blame") or {}).items() if v},
+            )
+        )
         pair = data.get("paired")
         if isinstance(pair, (list, tuple)) and len(pair) == 2:
             rows[-1].paired = (int(pair[0]), int(pair[1]))

@@ -58,7 +58,7 @@ def pass_hat_k(trials: Iterable[tuple[int, int]]) -> dict[int, float]:
         m = min(c, n)
         if m > 0:  # ratio_k = ratio_(k-1) * (c-k+1)/(n-k+1) and sums[k] += ratio_k, k = 1..m: the same
             ratios = accumulate(map(truediv, range(c, c - m, -1), range(n, n - m, -1)), mul)  # operations in
-            sums[1:m + 1] = map(add, sums[1:m + 1], ratios)  # the same order as a loop, at C speed
+            sums[1 : m + 1] = map(add, sums[1 : m + 1], ratios)  # the same order as a loop, at C speed
     out: dict[int, float] = {}
     eligible = 0
     for k in range(top, 0, -1):
@@ -70,8 +70,10 @@ def pass_hat_k(trials: Iterable[tuple[int, int]]) -> dict[int, float]:
 try:  # what Counter.update runs for an iterable, without its per-call Mapping check
     from _collections import _count_elements as _count  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - other Python implementations
+
     def _count(counter: Counter[Any], items: Iterable[Any]) -> None:
         counter.update(items)
+
 
 # A turn's totals, in the order Report.turn_n keeps them: each family's num and den, then two counts.
 TURN_KEYS = (*counter_keys(RATIO_FAMILIES), "trajectories", "failed")
@@ -215,9 +217,11 @@ class Report:
             entry = out.get(profile)
             if entry is None:
                 entry = out[profile] = {
-                    "trials": {}, "acted": c[f"profile.{profile}.acted"],
+                    "trials": {},
+                    "acted": c[f"profile.{profile}.acted"],
                     "user_errors": c[f"profile.{profile}.user_errors"],
-                    "blame": {b: c[f"profile.{profile}.blame.{b}"] for b in BLAMES}}
+                    "blame": {b: c[f"profile.{profile}.blame.{b}"] for b in BLAMES},
+                }
             entry["trials"][case_id] = [n, passed]
         for profile, pair in pairs.items():
             if profile in out:
@@ -232,7 +236,7 @@ class Report:
         per = self.turn_n
         counts = table.counts
         for t in range(1, table.n + 1):
-            part = counts[(t - 1) * _WIDTH:t * _WIDTH]
+            part = counts[(t - 1) * _WIDTH : t * _WIDTH]
             row = per.get(t)
             if row is None:
                 per[t] = part
@@ -359,9 +363,18 @@ class Report:
     def causes_json(self) -> list[dict[str, Any]]:
         """``causes``: each failed trajectory counted once, under its first
         divergence, largest first; ``filter`` lists exactly those trajectories."""
-        return [{"text": cause_text(kind, tool, other), "count": n, "filter": {"cause": cause_key(kind, tool, other)},
-                 "kind": kind, "tool": tool, "other": other}
-                for (kind, tool, other), n in sorted(self.causes.items(), key=lambda kv: (-kv[1], kv[0])) if n]
+        return [
+            {
+                "text": cause_text(kind, tool, other),
+                "count": n,
+                "filter": {"cause": cause_key(kind, tool, other)},
+                "kind": kind,
+                "tool": tool,
+                "other": other,
+            }
+            for (kind, tool, other), n in sorted(self.causes.items(), key=lambda kv: (-kv[1], kv[0]))
+            if n
+        ]
 
     def ratio(self, family: str) -> Ratio:
         self._settle()
@@ -371,10 +384,16 @@ class Report:
         """Recovery and hallucination after error split by what made the
         faulted call fail (``ERROR_SOURCES``): the parts add up to the whole."""
         c = self.counts
-        return {source: {"recovery": {"num": c[f"recovery.{source}.num"], "den": c[f"recovery.{source}.den"]},
-                         "hallucination_after_error": {"num": c[f"hallucination_after_error.{source}.num"],
-                                                       "den": c[f"recovery.{source}.den"]}}
-                for source in ERROR_SOURCES}
+        return {
+            source: {
+                "recovery": {"num": c[f"recovery.{source}.num"], "den": c[f"recovery.{source}.den"]},
+                "hallucination_after_error": {
+                    "num": c[f"hallucination_after_error.{source}.num"],
+                    "den": c[f"recovery.{source}.den"],
+                },
+            }
+            for source in ERROR_SOURCES
+        }
 
     def pass_hat_k(self) -> dict[int, float]:
         return pass_hat_k((n, c) for n, c in self.trials.values())

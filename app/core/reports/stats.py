@@ -58,8 +58,7 @@ def cohen_kappa(pairs: list[tuple[str, str]]) -> float | None:
         return None
     observed = sum(1 for a, b in pairs if a == b) / n
     labels = {a for a, _ in pairs} | {b for _, b in pairs}
-    expected = sum((sum(1 for a, _ in pairs if a == x) / n) * (sum(1 for _, b in pairs if b == x) / n)
-                   for x in labels)
+    expected = sum((sum(1 for a, _ in pairs if a == x) / n) * (sum(1 for _, b in pairs if b == x) / n) for x in labels)
     if expected >= 1.0:
         return 1.0 if observed == 1.0 else 0.0
     return (observed - expected) / (1 - expected)

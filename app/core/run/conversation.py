@@ -29,8 +29,27 @@ class SimulatedUser(Protocol):
     def reply(self, spec: UserSpec, transcript: Sequence[Message], /) -> str | Awaitable[str]: ...
 
 
-_GENERIC = frozenset({"numero", "number", "num", "nro", "id", "the", "del", "de", "el", "la", "los", "las", "your",
-                      "tu", "su", "code", "codigo"})
+_GENERIC = frozenset(
+    {
+        "numero",
+        "number",
+        "num",
+        "nro",
+        "id",
+        "the",
+        "del",
+        "de",
+        "el",
+        "la",
+        "los",
+        "las",
+        "your",
+        "tu",
+        "su",
+        "code",
+        "codigo",
+    }
+)
 # what people call a fact besides its name (folded, lower case)
 SYNONYMS: dict[str, tuple[str, ...]] = {
     "rut": ("rut", "run", "cedula", "identificacion"),
@@ -44,10 +63,32 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "nombre": ("nombre", "name"),
     "name": ("nombre", "name"),
 }
-_ASKING = ("?", "necesito", "indica", "dime", "proporciona", "entrega", "ingresa", "please provide", "could you",
-           "can you", "i need", "tell me", "what is")
-_CONFIRM = ("confirm", "procedo", "proceed", "autoriza", "de acuerdo", "shall i", "should i", "quieres que",
-            "deseas que")
+_ASKING = (
+    "?",
+    "necesito",
+    "indica",
+    "dime",
+    "proporciona",
+    "entrega",
+    "ingresa",
+    "please provide",
+    "could you",
+    "can you",
+    "i need",
+    "tell me",
+    "what is",
+)
+_CONFIRM = (
+    "confirm",
+    "procedo",
+    "proceed",
+    "autoriza",
+    "de acuerdo",
+    "shall i",
+    "should i",
+    "quieres que",
+    "deseas que",
+)
 
 
 def fold(text: str) -> str:
@@ -125,7 +166,7 @@ def check_user(spec: UserSpec, messages: Sequence[Message]) -> list[dict[str, st
             errors.append({"kind": kind, "detail": detail[:500]})
 
     instruction = _words(spec.instruction)
-    spans = {" ".join(instruction[i:i + LEAK_WORDS]) for i in range(len(instruction) - LEAK_WORDS + 1)}
+    spans = {" ".join(instruction[i : i + LEAK_WORDS]) for i in range(len(instruction) - LEAK_WORDS + 1)}
     known = {k: str(v) for k, v in spec.known.items()}
     said: set[str] = set()
     asked: set[str] = set()
@@ -139,7 +180,7 @@ def check_user(spec: UserSpec, messages: Sequence[Message]) -> list[dict[str, st
             said |= {k for k, v in known.items() if says_value(v, message.content)}
             continue
         words = _words(message.content)
-        if any(" ".join(words[j:j + LEAK_WORDS]) in spans for j in range(len(words) - LEAK_WORDS + 1)):
+        if any(" ".join(words[j : j + LEAK_WORDS]) in spans for j in range(len(words) - LEAK_WORDS + 1)):
             add("leaked_instruction", f"message {i + 1} copies {LEAK_WORDS}+ words of the instruction")
         for fact, value in known.items():
             if says_value(value, message.content) and fact not in asked and fact not in said:
@@ -149,9 +190,13 @@ def check_user(spec: UserSpec, messages: Sequence[Message]) -> list[dict[str, st
                 add("contradicted_known", f"message {i + 1} says {found!r} for {fact}, known as {value!r}")
         if spec.stop in message.content:
             prev = messages[i - 1] if messages[i - 1].role == "assistant" else None
-            pending = prev is not None and (asks_to_confirm(prev.content) or any(
-                asked_for(k, prev.content) for k in known))
+            pending = prev is not None and (
+                asks_to_confirm(prev.content) or any(asked_for(k, prev.content) for k in known)
+            )
             if pending or (calls_so_far == 0 and (prev is None or not prev.content.strip())):
-                add("stopped_early", f"message {i + 1} ends the conversation while the agent "
-                    + ("waits for the user's answer" if pending else "has neither called a tool nor answered"))
+                add(
+                    "stopped_early",
+                    f"message {i + 1} ends the conversation while the agent "
+                    + ("waits for the user's answer" if pending else "has neither called a tool nor answered"),
+                )
     return errors

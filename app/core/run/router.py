@@ -249,8 +249,16 @@ class MockRouter:
         latency = (time.perf_counter() - self._started) * 1000
         if not self._wait and error is not None and error.delay_ms is not None:
             latency += error.delay_ms  # the caller sleeps it
-        self.log.append(Call(name=name, arguments=args, observation=observation, error=error,
-                             raw_arguments=self._raw, latency_ms=round(latency, 3)))
+        self.log.append(
+            Call(
+                name=name,
+                arguments=args,
+                observation=observation,
+                error=error,
+                raw_arguments=self._raw,
+                latency_ms=round(latency, 3),
+            )
+        )
         return observation
 
 

@@ -146,8 +146,16 @@ async def _ask(agent: Any, message: str, toolbox: Toolbox, router: MockRouter, r
     return answer
 
 
-async def _converse(agent: Any, case: Case, trial: int, router: MockRouter, toolbox: Toolbox,
-                    faults: FaultPlan | None, record_crash: bool, user: SimulatedUser | None) -> Trajectory:
+async def _converse(
+    agent: Any,
+    case: Case,
+    trial: int,
+    router: MockRouter,
+    toolbox: Toolbox,
+    faults: FaultPlan | None,
+    record_crash: bool,
+    user: SimulatedUser | None,
+) -> Trajectory:
     """Every turn of a conversation: the agent answers each user message; the
     next one is the script's, or the simulated user's reply (until it says its
     stop string or nothing, or has replied ``patience`` times). A turn that ends the
@@ -192,14 +200,20 @@ async def _converse(agent: Any, case: Case, trial: int, router: MockRouter, tool
 
 
 def run_case(
-    agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, trial: int = 0, faults: FaultPlan | None = None,
+    agent: Agent | Callable[..., Any],
+    suite: Suite,
+    case: Case,
+    *,
+    trial: int = 0,
+    faults: FaultPlan | None = None,
     user: SimulatedUser | None = None,
 ) -> Trajectory:
     """Run one case once, synchronously (an async agent gets its own loop, and
     its ``aclose()``, when it has one, before that loop ends)."""
     if case.multi_turn:
-        traj: Trajectory = asyncio.run(_await(arun_case(agent, suite, case, trial=trial, faults=faults, user=user),
-                                              agent))
+        traj: Trajectory = asyncio.run(
+            _await(arun_case(agent, suite, case, trial=trial, faults=faults, user=user), agent)
+        )
         return traj
     router = _router(suite, case, faults)
     toolbox = Toolbox(router)
@@ -223,20 +237,30 @@ def sweep_plans(case: Case, kind: str = "http_503", *, clear_on_retry: bool = Fa
     """One fault plan per expected step i, failing the i-th call; in a scripted
     conversation, step j of turn t fails the j-th call of that turn."""
     if case.turns is not None:
-        return [FaultPlan(by_turn={(t, j): kind}, clear_on_retry=clear_on_retry)
-                for t, turn in enumerate(case.turns, start=1) for j in range(len(turn.expected_calls or []))]
+        return [
+            FaultPlan(by_turn={(t, j): kind}, clear_on_retry=clear_on_retry)
+            for t, turn in enumerate(case.turns, start=1)
+            for j in range(len(turn.expected_calls or []))
+        ]
     steps = len(case.expected_calls or [])
     return [FaultPlan(by_index={i: kind}, clear_on_retry=clear_on_retry) for i in range(steps)]
 
 
 def recovery_sweep(
-    agent: Agent | Callable[..., Any], suite: Suite, case: Case, *, kind: str = "http_503", trial: int = 0,
+    agent: Agent | Callable[..., Any],
+    suite: Suite,
+    case: Case,
+    *,
+    kind: str = "http_503",
+    trial: int = 0,
     user: SimulatedUser | None = None,
 ) -> list[Trajectory]:
     """Run the case once per expected step i, failing that step's call; run i
     is trial ``trial + i``, so each run of the sweep has a trial of its own."""
-    return [run_case(agent, suite, case, trial=trial + i, faults=plan, user=user)
-            for i, plan in enumerate(sweep_plans(case, kind))]
+    return [
+        run_case(agent, suite, case, trial=trial + i, faults=plan, user=user)
+        for i, plan in enumerate(sweep_plans(case, kind))
+    ]
 
 
 def run_suite(

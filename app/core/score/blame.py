@@ -58,37 +58,74 @@ _LEAVING = re.compile(
     r"|reach out (?:again|later|soon|when)"
     r"|i'?ll (?:check|look|find|handle|deal with|sort)\b.{0,40}\b(?:later|back|first|soon)"
     r"|that'?s all (?:i need|for now|for today)|that'?s everything|nothing else|no,? that'?s all"
-    r"|have a (?:great|good|nice|wonderful) (?:day|one|evening))", re.I)
+    r"|have a (?:great|good|nice|wonderful) (?:day|one|evening))",
+    re.I,
+)
 _REFUSAL = re.compile(
     r"(?=[ucniadrspth])\b(unable to|can ?not|can't|cannot|not able to|not possible|isn't possible|is not possible"
     r"|not allowed"
     r"|not eligible|unfortunately|i'?m sorry, but|against (?:the |our )?policy|does not allow|doesn't allow"
-    r"|(?:recommend|suggest|need to|should|please) contact(?:ing)?|transfer(?:ring)? you|human agent)", re.I)
+    r"|(?:recommend|suggest|need to|should|please) contact(?:ing)?|transfer(?:ring)? you|human agent)",
+    re.I,
+)
 _REQUEST = re.compile(
     r"(?=[pglyia])\b(please (?:go ahead|proceed|process|apply|cancel|update|book|make|submit|confirm)"
     r"|go ahead (?:and|with)"
-    r"|let me know once|proceed (?:with|as)|yes,? please|i confirm|approve)", re.I)
+    r"|let me know once|proceed (?:with|as)|yes,? please|i confirm|approve)",
+    re.I,
+)
 _ASKS_HUMAN = re.compile(
     r"(?=[hrltsc])\b(human (?:agent|representative|being)|real person|live (?:agent|person)|transfer me"
     r"|speak (?:to|with) "
     r"(?:a |an )?(?:person|representative|supervisor|manager|someone)|connect me (?:to|with) (?:a |an )?"
-    r"(?:human|person|representative|agent|supervisor))", re.I)
+    r"(?:human|person|representative|agent|supervisor))",
+    re.I,
+)
 _INSTRUCTED_HUMAN = re.compile(r"\b(human|transfer|representative|supervisor|manager)", re.I)
 _OFFERS_TRANSFER = re.compile(r"(?=[thc])\b(transfer you|human agent|connect you)", re.I)
-_MIND_CHANGE = re.compile(r"(?=[cornud])\b(changed? my mind|on second thought|roll (?:it |that |my \w+ )?back"
-                          r"|undo (?:it|that|the)|(?:no longer|don'?t) want to (?:proceed|go ahead|keep))", re.I)
+_MIND_CHANGE = re.compile(
+    r"(?=[cornud])\b(changed? my mind|on second thought|roll (?:it |that |my \w+ )?back"
+    r"|undo (?:it|that|the)|(?:no longer|don'?t) want to (?:proceed|go ahead|keep))",
+    re.I,
+)
 _INSTRUCTED_CHANGE = re.compile(r"\b(regret|change (?:your|of) mind|changes? (?:your|her|his) mind|rethink)", re.I)
-_DONT_HAVE = re.compile(r"(?=[dcfln])(?:\b(don'?t|do not|can'?t|cannot) (?:have|remember|recall|find|know)"
-                        r"|(?:forgot|lost) (?:my|it)|not (?:with me|handy|sure what))", re.I)
+_DONT_HAVE = re.compile(
+    r"(?=[dcfln])(?:\b(don'?t|do not|can'?t|cannot) (?:have|remember|recall|find|know)"
+    r"|(?:forgot|lost) (?:my|it)|not (?:with me|handy|sure what))",
+    re.I,
+)
 _OTHER_ID = re.compile(r"(?=[robc])\b(reservation|order|booking|confirmation) (?:id|number|code)\b", re.I)
 
 
-
 # A word each pattern cannot match without (lower case): ASCII text holding none is not searched.
-_LEAVING_WORDS = ("bye", "talk ", "get back to you", "be in touch", "reach out ", "ll ", "that's", "thats",
-                  "nothing else", "have a ")
-_REFUSAL_WORDS = ("unable to", "cannot", "can not", "can't", "not able", "not eligible", "possible", "unfortunately",
-                  "sorry, but", "against ", "allow", " contact", "transfer", "human agent")
+_LEAVING_WORDS = (
+    "bye",
+    "talk ",
+    "get back to you",
+    "be in touch",
+    "reach out ",
+    "ll ",
+    "that's",
+    "thats",
+    "nothing else",
+    "have a ",
+)
+_REFUSAL_WORDS = (
+    "unable to",
+    "cannot",
+    "can not",
+    "can't",
+    "not able",
+    "not eligible",
+    "possible",
+    "unfortunately",
+    "sorry, but",
+    "against ",
+    "allow",
+    " contact",
+    "transfer",
+    "human agent",
+)
 _MIND_CHANGE_WORDS = ("my mind", "on second thought", "roll ", "undo ", "want to ")
 _DONT_HAVE_WORDS = (" have", " remember", " recall", " find", " know", "forgot ", "lost ", "not ")
 
@@ -126,25 +163,62 @@ def takes_back(text: str) -> bool:
     return _may(text, _MIND_CHANGE_WORDS) and bool(_MIND_CHANGE.search(text))
 
 
-READ_PREFIXES = ("get_", "search_", "list_", "find_", "check_", "lookup", "look_up", "fetch_", "read_", "query_",
-                 "show_", "view_", "calculate", "think", "can_", "run_speed_test")
+READ_PREFIXES = (
+    "get_",
+    "search_",
+    "list_",
+    "find_",
+    "check_",
+    "lookup",
+    "look_up",
+    "fetch_",
+    "read_",
+    "query_",
+    "show_",
+    "view_",
+    "calculate",
+    "think",
+    "can_",
+    "run_speed_test",
+)
 
 # -- facts: ids, emails, dates, amounts ----------------------------------------
 
-_MONTHS = {m: i + 1 for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july",
-                                           "august", "september", "october", "november", "december"))}
+_MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        )
+    )
+}
 _MONTH_NAMES = list(_MONTHS)
 _MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
 _DATE_NAMED = re.compile(  # a month's name (possessive, as _ID_KINDS below)
-    r"(?=[A-Za-z])\b([A-Za-z]{3,9}+)\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?\b")
+    r"(?=[A-Za-z])\b([A-Za-z]{3,9}+)\.?\s+(\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(\d{4}))?\b"
+)
 _DIGIT = re.compile(r"\d")
 _DATE_ISO = re.compile(r"(?=\d)\b(\d{4})-(\d{2})-(\d{2})\b")
 # The three kinds of id (a user id, an order number, an email), one alternation (possessive
 # quantifiers, ``++``, where giving a letter or a digit back can never lead to a match). A text is searched
 # for the kinds it may hold (a user id needs "_" and three digits, an order "#W", an email "@"), in
 # this order: the same matches, as a kind that cannot match anywhere changes nothing.
-_ID_KINDS = (r"(?=[A-Za-z])\b[A-Za-z]++(?:_[A-Za-z]++)++_\d{3,}+\b", r"#W\d{5,}\b",
-             r"[\w.]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b")
+_ID_KINDS = (
+    r"(?=[A-Za-z])\b[A-Za-z]++(?:_[A-Za-z]++)++_\d{3,}+\b",
+    r"#W\d{5,}\b",
+    r"[\w.]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b",
+)
 _USER_ID_HINT = re.compile(r"_\d{3}")
 _CODE = re.compile(r"(?=[A-Z0-9])\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}\b")  # reservation-style codes
 _MONTH_HINT = re.compile("|".join(m[:3] for m in _MONTH_NAMES))  # every month's name _DATE_NAMED reads holds one
@@ -231,8 +305,14 @@ def _known(fact: str, text: str, known: set[str]) -> bool:
         return True  # a date without a year: any year's
     month = _MONTH_NAMES[int(m.group(2)) - 1] if 1 <= int(m.group(2)) <= 12 else ""
     day = str(int(m.group(3)))
-    return bool(month) and any(_said_date(text, f"{name}{dot} {day}")  # said in words before
-                               for name in (month, month[:3]) for dot in ("", "."))
+    return (
+        bool(month)
+        and any(
+            _said_date(text, f"{name}{dot} {day}")  # said in words before
+            for name in (month, month[:3])
+            for dot in ("", ".")
+        )
+    )
 
 
 def _said_date(text: str, words: str) -> bool:
@@ -240,7 +320,7 @@ def _said_date(text: str, words: str) -> bool:
     at = text.find(words)
     while at >= 0:
         before = text[at - 1] if at else " "
-        rest = text[at + len(words):at + len(words) + 3]
+        rest = text[at + len(words) : at + len(words) + 3]
         rest = rest[2:] if rest[:2] in ("st", "nd", "rd", "th") else rest
         if not before.isalnum() and not (rest[:1].isalnum()):
             return True
@@ -263,8 +343,14 @@ class Finding:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"detector": self.detector, "who": self.who, "confidence": self.confidence, "at": self.at,
-                "quote": self.quote, "detail": self.detail}
+        return {
+            "detector": self.detector,
+            "who": self.who,
+            "confidence": self.confidence,
+            "at": self.at,
+            "quote": self.quote,
+            "detail": self.detail,
+        }
 
 
 @dataclass
@@ -281,14 +367,21 @@ class Blame:
     notes: list[Finding] = field(default_factory=list)  # recorded, never a blame (too cooperative)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"blame": self.blame, "confidence": self.confidence, "detector": self.detector,
-                "evidence": self.evidence, "at": self.at, "quote": self.quote,
-                "findings": [f.to_dict() for f in self.findings], "notes": [n.to_dict() for n in self.notes]}
+        return {
+            "blame": self.blame,
+            "confidence": self.confidence,
+            "detector": self.detector,
+            "evidence": self.evidence,
+            "at": self.at,
+            "quote": self.quote,
+            "findings": [f.to_dict() for f in self.findings],
+            "notes": [n.to_dict() for n in self.notes],
+        }
 
 
 def _quote(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= MAX_QUOTE else text[:MAX_QUOTE - 1] + "…"
+    return text if len(text) <= MAX_QUOTE else text[: MAX_QUOTE - 1] + "…"
 
 
 @lru_cache(maxsize=4096)
@@ -376,14 +469,17 @@ def _instructions(case: Case | None, noted: str) -> str:
 def _read_notes(notes: tuple[str, ...]) -> tuple[str, datetime | None, tuple[str, ...]]:
     """What a case's notes tell the blame, read once per case (not per trial): the user's
     instructions, the policy's current time, the actions the user must take on its device."""
-    return (_notes_value(notes, INSTRUCTIONS_NOTE), _policy_time(_notes_value(notes, POLICY_TIME_NOTE)),
-            tuple(m.group(1) for n in notes for m in [USER_ACTION_NOTE.match(n)] if m is not None))
+    return (
+        _notes_value(notes, INSTRUCTIONS_NOTE),
+        _policy_time(_notes_value(notes, POLICY_TIME_NOTE)),
+        tuple(m.group(1) for n in notes for m in [USER_ACTION_NOTE.match(n)] if m is not None),
+    )
 
 
 def _notes_value(notes: tuple[str, ...], prefix: str) -> str:
     for note in notes:
         if note.startswith(prefix):
-            return note[len(prefix):]
+            return note[len(prefix) :]
     return ""
 
 
@@ -415,8 +511,18 @@ def _view(traj: Trajectory, case: Case | None, score: Any) -> _View:
             break
     msgs = [(i, m.role, m.content[:MAX_TEXT], m.calls_before) for i, m in enumerate((traj.messages or [])[:MAX_SCAN])]
     notes = _read_notes(tuple(case.notes) if case is not None else ())
-    return _View(traj, case, _instructions(case, notes[0]), notes[1], list(notes[2]), msgs,
-                 missing, wrong, bool(expected) and not undone, list(getattr(score, "failures", []) or []))
+    return _View(
+        traj,
+        case,
+        _instructions(case, notes[0]),
+        notes[1],
+        list(notes[2]),
+        msgs,
+        missing,
+        wrong,
+        bool(expected) and not undone,
+        list(getattr(score, "failures", []) or []),
+    )
 
 
 # -- user detectors ------------------------------------------------------------
@@ -435,11 +541,23 @@ def early_stop(v: _View) -> Finding | None:
     transferred = any(c.name == "transfer_to_human_agents" for c in v.traj.calls)
     for i, text, _ in users:
         if TRANSFER_TOKEN in text and not transferred:
-            return Finding("early_stop", USER, 0.85, i, _quote(text),
-                           "the user ends with ###TRANSFER### though the agent never transferred")
+            return Finding(
+                "early_stop",
+                USER,
+                0.85,
+                i,
+                _quote(text),
+                "the user ends with ###TRANSFER### though the agent never transferred",
+            )
         if "###" in text and any(t in text for t in STOP_TOKENS) and _REQUEST.search(text) and v.missing_writes:
-            return Finding("early_stop", USER, 0.85, i, _quote(text),
-                           "the user asks for writes and ends the conversation in the same message")
+            return Finding(
+                "early_stop",
+                USER,
+                0.85,
+                i,
+                _quote(text),
+                "the user asks for writes and ends the conversation in the same message",
+            )
     if not v.missing_writes:
         return None
     agent = v.agent_messages()
@@ -453,8 +571,14 @@ def early_stop(v: _View) -> Finding | None:
         return None  # the agent refused something: leaving is the user's right
     if any(j < i and leaves(t) for j, t, _ in agent):
         return None  # the agent said goodbye first
-    return Finding("early_stop", USER, 0.7, i, _quote(text),
-                   "the user leaves while an expected write is not done and nothing was refused")
+    return Finding(
+        "early_stop",
+        USER,
+        0.7,
+        i,
+        _quote(text),
+        "the user leaves while an expected write is not done and nothing was refused",
+    )
 
 
 def _write_calls(v: _View) -> list[int]:
@@ -481,9 +605,14 @@ def _own_withholds(v: _View) -> Finding | None:
         replies = [(i, t) for i, t, _ in users if i > asks[0]]
         found = _unanswered(asks, replies, _denies)
         if found is not None:
-            return Finding("withholds", USER, 0.7, found[0], _quote(found[1]),
-                           f"asked {len(asks)} time(s) for {name}, which the user knows ({value}), the user "
-                           "never says it")
+            return Finding(
+                "withholds",
+                USER,
+                0.7,
+                found[0],
+                _quote(found[1]),
+                f"asked {len(asks)} time(s) for {name}, which the user knows ({value}), the user never says it",
+            )
     return None
 
 
@@ -494,12 +623,16 @@ def _denies(text: str) -> bool:
 
 def _denies_kind(words: tuple[str, ...], text: str) -> bool:
     """A reply denying this kind of fact (``words`` name it), not another one asked in the same breath."""
-    return bool(_may(text, _DONT_HAVE_WORDS) and _DONT_HAVE.search(text)
-                and (any(w in text.lower() for w in words) or not _OTHER_ID.search(text)))
+    return bool(
+        _may(text, _DONT_HAVE_WORDS)
+        and _DONT_HAVE.search(text)
+        and (any(w in text.lower() for w in words) or not _OTHER_ID.search(text))
+    )
 
 
-def _unanswered(asks: list[int], replies: list[tuple[int, str]],
-                denies: Callable[[str], bool]) -> tuple[int, str] | None:
+def _unanswered(
+    asks: list[int], replies: list[tuple[int, str]], denies: Callable[[str], bool]
+) -> tuple[int, str] | None:
     """Where a fact asked for (at ``asks``) went unsaid: the first reply that ``denies`` having it,
     else, after two asks or more, the first reply (or the first ask); None after one ask unanswered."""
     denial = next(((i, t) for i, t in replies if denies(t)), None)
@@ -518,8 +651,9 @@ def withholds(v: _View) -> Finding | None:
         return None
     said: str | None = None
     agent: list[tuple[int, str]] | None = None
-    for held, words in zip(_held_ids(v.instructions), (("user id", "user_id", "userid"), ("email", "e-mail")),
-                           strict=True):
+    for held, words in zip(
+        _held_ids(v.instructions), (("user id", "user_id", "userid"), ("email", "e-mail")), strict=True
+    ):
         if not held:
             continue
         said = v.said() if said is None else said
@@ -533,9 +667,15 @@ def withholds(v: _View) -> Finding | None:
         # a denial counts when it is about this kind of fact, not another one asked in the same breath
         found = _unanswered(asks, replies, partial(_denies_kind, words))
         if found is not None:
-            return Finding("withholds", USER, 0.7, found[0], _quote(found[1]),
-                           f"asked {len(asks)} time(s) for {words[0]}, which its instructions give ({held[0]}), "
-                           "the user never says it")
+            return Finding(
+                "withholds",
+                USER,
+                0.7,
+                found[0],
+                _quote(found[1]),
+                f"asked {len(asks)} time(s) for {words[0]}, which its instructions give ({held[0]}), "
+                "the user never says it",
+            )
     return None
 
 
@@ -547,8 +687,11 @@ def unfounded_fact(v: _View) -> Finding | None:
     instructions = _searchable(v.instructions)
     held = _facts_of(v.instructions)
     # the facts the instructions do not hold already: most conversations have none, and stop here
-    stated = [(i, text, f) for i, text, _ in v.user_messages()
-              if (f := {x for x in _user_facts(v, i, text) if not _known(x, instructions, held)})]
+    stated = [
+        (i, text, f)
+        for i, text, _ in v.user_messages()
+        if (f := {x for x in _user_facts(v, i, text) if not _known(x, instructions, held)})
+    ]
     if not stated:
         return None
     # the text so far, lower-cased, commas dropped (bounded: past MAX_HAY, facts only), in pieces
@@ -581,9 +724,15 @@ def unfounded_fact(v: _View) -> Finding | None:
             hay[:] = ["".join(hay)]
             new = sorted(f[:60] for f in candidates if not _known(f, hay[0], known))
             if new:
-                return Finding("unfounded_fact", USER, 0.7, i, _quote(text),
-                               f"the user states {', '.join(new[:3])}, which neither its instructions nor the "
-                               "conversation so far holds")
+                return Finding(
+                    "unfounded_fact",
+                    USER,
+                    0.7,
+                    i,
+                    _quote(text),
+                    f"the user states {', '.join(new[:3])}, which neither its instructions nor the "
+                    "conversation so far holds",
+                )
             nxt = next(todo, None)
             if nxt is None:
                 return None
@@ -606,8 +755,10 @@ def _instructed(instructions: str, what: str) -> bool:
 @lru_cache(maxsize=512)
 def _held_ids(instructions: str) -> tuple[list[str], list[str]]:
     """The user ids and the emails a case's instructions hold."""
-    return ([m.group(0).lower() for m in _USER_ID.finditer(instructions)],
-            [m.group(0).lower() for m in _EMAIL.finditer(instructions)])
+    return (
+        [m.group(0).lower() for m in _USER_ID.finditer(instructions)],
+        [m.group(0).lower() for m in _EMAIL.finditer(instructions)],
+    )
 
 
 @lru_cache(maxsize=512)
@@ -634,8 +785,14 @@ def asks_human(v: _View) -> Finding | None:
         if role == "assistant":
             last_agent = text
         elif role == "user" and asks_for_human(text) and not _OFFERS_TRANSFER.search(last_agent):
-            return Finding("asks_human", USER, 0.75, i, _quote(text),
-                           "the user asks for a human, which its instructions never mention")
+            return Finding(
+                "asks_human",
+                USER,
+                0.75,
+                i,
+                _quote(text),
+                "the user asks for a human, which its instructions never mention",
+            )
     return None
 
 
@@ -654,8 +811,14 @@ def changes_mind(v: _View) -> Finding | None:
         while confirm is not None and v.messages[confirm][1] != "user":
             confirm -= 1
         at = confirm if confirm is not None else i
-        return Finding("changes_mind", USER, 0.7, at, _quote(v.messages[at][2]),
-                       f"the user confirms a write, then takes it back: {_quote(text)[:120]}")
+        return Finding(
+            "changes_mind",
+            USER,
+            0.7,
+            at,
+            _quote(v.messages[at][2]),
+            f"the user confirms a write, then takes it back: {_quote(text)[:120]}",
+        )
     return None
 
 
@@ -674,23 +837,36 @@ def user_action_missing(v: _View) -> tuple[Finding | None, Finding | None]:
         if name in done:
             continue
         words = [w for w in name.split("_") if w not in ("toggle", "set", "check", "reset", "get", "make", "run")]
-        asked = [(i, t) for i, t, _ in v.agent_messages() if name in t or any(
-            _asks_action(w).search(t) for w in words)]
+        asked = [(i, t) for i, t, _ in v.agent_messages() if name in t or any(_asks_action(w).search(t) for w in words)]
         if asked:
             i, t = asked[0]
-            return Finding("user_action_missing", USER, 0.75, i, _quote(t),
-                           f"the agent asks for {name}, which the user's instructions need, and the user never "
-                           "makes it"), None
-        return None, Finding("user_action_missing", AGENT, 0.6, None, "",
-                             f"the user must call {name} on its own device; the agent never asks for it")
+            return Finding(
+                "user_action_missing",
+                USER,
+                0.75,
+                i,
+                _quote(t),
+                f"the agent asks for {name}, which the user's instructions need, and the user never makes it",
+            ), None
+        return None, Finding(
+            "user_action_missing",
+            AGENT,
+            0.6,
+            None,
+            "",
+            f"the user must call {name} on its own device; the agent never asks for it",
+        )
     return None, None
 
 
 @lru_cache(maxsize=256)
 def _asks_action(word: str) -> re.Pattern[str]:
     """The agent asking the user to turn ``word`` on (compiled once per word)."""
-    return re.compile(rf"\b(?:turn on|switch on|enable|toggle|activate)\b[^.\n]{{0,40}}\b{word}\b[^.\n]{{0,60}}"
-                      r"\b(?:your (?:phone|device)|on your)", re.I)
+    return re.compile(
+        rf"\b(?:turn on|switch on|enable|toggle|activate)\b[^.\n]{{0,40}}\b{word}\b[^.\n]{{0,60}}"
+        r"\b(?:your (?:phone|device)|on your)",
+        re.I,
+    )
 
 
 def too_cooperative(v: _View) -> Finding | None:
@@ -704,8 +880,14 @@ def too_cooperative(v: _View) -> Finding | None:
         return None
     first = v.message_facts(users[0][0], users[0][1]) & held
     if len(first) >= 3 and len(first) * 2 >= len(held):
-        return Finding("too_cooperative", USER, 0.5, users[0][0], _quote(users[0][1]),
-                       f"the first message gives {len(first)} of the {len(held)} facts the instructions hold")
+        return Finding(
+            "too_cooperative",
+            USER,
+            0.5,
+            users[0][0],
+            _quote(users[0][1]),
+            f"the first message gives {len(first)} of the {len(held)} facts the instructions hold",
+        )
     return None
 
 
@@ -744,8 +926,9 @@ def _needles(key: str, values: set[str]) -> tuple[str, ...]:
     return tuple(n for x in values for n in (f'"{key}": "{x}"', f'"{key}":"{x}"'))
 
 
-def _reservations_and_flights(v: _View, wanted: set[str], numbers: set[str]) -> tuple[
-        dict[str, dict[str, Any]], dict[str, tuple[str, str]]]:
+def _reservations_and_flights(
+    v: _View, wanted: set[str], numbers: set[str]
+) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, str]]]:
     """The reservations named in ``wanted`` as the agent read them, and the routes of the
     flights in ``numbers`` it saw (only the outputs that name one are parsed)."""
     reservations: dict[str, dict[str, Any]] = {}
@@ -775,14 +958,22 @@ def reference_against_policy(v: _View) -> Finding | None:
     more than 24 hours before the policy's current time, whose flights the
     airline did not cancel. Read from the reservations the agent looked up."""
     case = v.case
-    if case is None or not any(s.name in ("update_reservation_flights", "cancel_reservation")
-                               for s in case.expected_calls or ()):
+    if case is None or not any(
+        s.name in ("update_reservation_flights", "cancel_reservation") for s in case.expected_calls or ()
+    ):
         return None
-    wanted = {str(s.arguments.get("reservation_id")) for s in case.expected_calls or ()
-              if isinstance(s.arguments, dict) and s.name in ("update_reservation_flights", "cancel_reservation")}
-    numbers = {str(f.get("flight_number")) for s in case.expected_calls or ()
-               if s.name == "update_reservation_flights" and isinstance(s.arguments, dict)
-               for f in s.arguments.get("flights") or () if isinstance(f, dict)}
+    wanted = {
+        str(s.arguments.get("reservation_id"))
+        for s in case.expected_calls or ()
+        if isinstance(s.arguments, dict) and s.name in ("update_reservation_flights", "cancel_reservation")
+    }
+    numbers = {
+        str(f.get("flight_number"))
+        for s in case.expected_calls or ()
+        if s.name == "update_reservation_flights" and isinstance(s.arguments, dict)
+        for f in s.arguments.get("flights") or ()
+        if isinstance(f, dict)
+    }
     reservations, flights = _reservations_and_flights(v, wanted, numbers)
     for step in case.expected_calls or ():
         args = step.arguments if isinstance(step.arguments, dict) else {}
@@ -795,18 +986,36 @@ def reference_against_policy(v: _View) -> Finding | None:
                 ends = {a for r in routes if r for a in r}
                 dest = res.get("destination")
                 if isinstance(dest, str) and dest not in ends:
-                    return Finding("reference_against_policy", TASK, 0.8, None, "",
-                                   f"the reference changes reservation {res['reservation_id']} to flights that "
-                                   f"never reach its destination {dest}: the policy forbids changing it")
+                    return Finding(
+                        "reference_against_policy",
+                        TASK,
+                        0.8,
+                        None,
+                        "",
+                        f"the reference changes reservation {res['reservation_id']} to flights that "
+                        f"never reach its destination {dest}: the policy forbids changing it",
+                    )
         if step.name == "cancel_reservation" and v.policy_time is not None:
             created = _when(res.get("created_at"))
-            airline_cancelled = any(isinstance(f, dict) and f.get("status") == "cancelled"
-                                    for f in res.get("flights") or ())
-            if (created is not None and res.get("cabin") != "business" and res.get("insurance") == "no"
-                    and v.policy_time - created > timedelta(hours=24) and not airline_cancelled):
-                return Finding("reference_against_policy", TASK, 0.8, None, "",
-                               f"the reference cancels reservation {res['reservation_id']} ({res.get('cabin')}, "
-                               f"no insurance, made {res.get('created_at')}): the policy forbids it")
+            airline_cancelled = any(
+                isinstance(f, dict) and f.get("status") == "cancelled" for f in res.get("flights") or ()
+            )
+            if (
+                created is not None
+                and res.get("cabin") != "business"
+                and res.get("insurance") == "no"
+                and v.policy_time - created > timedelta(hours=24)
+                and not airline_cancelled
+            ):
+                return Finding(
+                    "reference_against_policy",
+                    TASK,
+                    0.8,
+                    None,
+                    "",
+                    f"the reference cancels reservation {res['reservation_id']} ({res.get('cabin')}, "
+                    f"no insurance, made {res.get('created_at')}): the policy forbids it",
+                )
     return None
 
 
@@ -831,15 +1040,23 @@ def reference_unstated_choice(v: _View) -> Finding | None:
         step = case.expected_calls[j]
         args = step.arguments if isinstance(step.arguments, dict) else {}
         for key, want in args.items():
-            if not (isinstance(want, str) and " " in want.strip() and len(want) <= 40
-                    and _WORDING.fullmatch(want)) or want.lower() in low:
+            if (
+                not (isinstance(want, str) and " " in want.strip() and len(want) <= 40 and _WORDING.fullmatch(want))
+                or want.lower() in low
+            ):
                 continue
             for c in v.traj.calls:
                 got = c.arguments.get(key) if c.name == step.name and isinstance(c.arguments, dict) else None
                 if isinstance(got, str) and got.lower() != want.lower() and got.lower() in said:
-                    return Finding("reference_unstated_choice", TASK, 0.65, None, "",
-                                   f"the reference's {step.name} needs {key}={want!r}, which the user's "
-                                   f"instructions never give; the user said {got!r}")
+                    return Finding(
+                        "reference_unstated_choice",
+                        TASK,
+                        0.65,
+                        None,
+                        "",
+                        f"the reference's {step.name} needs {key}={want!r}, which the user's "
+                        f"instructions never give; the user said {got!r}",
+                    )
     return None
 
 
@@ -848,8 +1065,14 @@ def reward_without_fault(v: _View) -> Finding | None:
     failure found, and still reward 0: the grader checks what the reference
     does not show."""
     if v.steps_done and v.wrong_write is None and not v.failures and v.traj.reward is not None:
-        return Finding("reward_without_fault", TASK, 0.6, None, "",
-                       "every expected step is done and nothing else is wrong, yet the reward is 0")
+        return Finding(
+            "reward_without_fault",
+            TASK,
+            0.6,
+            None,
+            "",
+            "every expected step is done and nothing else is wrong, yet the reward is 0",
+        )
     return None
 
 
@@ -867,16 +1090,27 @@ def blame_of(traj: Trajectory, case: Case | None, score: Any) -> Blame | None:
     findings: list[Finding] = []
     if own_user:
         first = own_user[0]
-        findings.append(Finding("simulator_error", USER, 0.9, None, _quote(str(first.get("detail", ""))),
-                                f"the simulated user's own fault: {first.get('kind')}"))
+        findings.append(
+            Finding(
+                "simulator_error",
+                USER,
+                0.9,
+                None,
+                _quote(str(first.get("detail", ""))),
+                f"the simulated user's own fault: {first.get('kind')}",
+            )
+        )
     for detector in (reference_against_policy, reference_unstated_choice, reward_without_fault):
         found = detector(v)
         if found is not None:
             findings.append(found)
     user_missing, agent_missing = user_action_missing(v)
     # at one message, the plainer act first: a stop, a request for a human, a withheld id, a fact last
-    user_found = [f for f in (early_stop(v), asks_human(v), withholds(v), changes_mind(v), user_missing,
-                              unfounded_fact(v)) if f is not None]
+    user_found = [
+        f
+        for f in (early_stop(v), asks_human(v), withholds(v), changes_mind(v), user_missing, unfounded_fact(v))
+        if f is not None
+    ]
     findings.extend(sorted(user_found, key=lambda f: f.at if f.at is not None else 10**9))
     agent = _agent_finding(v, agent_missing)
     findings.append(agent)
@@ -919,8 +1153,12 @@ def blame_fields(b: Blame | None) -> dict[str, Any]:
     """The keys a failed case gains in ``score --json`` (docs/formats.md)."""
     if b is None:
         return {}
-    return {"blame": b.blame, "blame_evidence": b.evidence, "blame_confidence": b.confidence,
-            "blame_detector": b.detector}
+    return {
+        "blame": b.blame,
+        "blame_evidence": b.evidence,
+        "blame_confidence": b.confidence,
+        "blame_detector": b.detector,
+    }
 
 
 DEFAULT_SIMULATOR_SHARE = 0.10  # gate and compare: above this share of flipped failures, no verdict
@@ -932,7 +1170,9 @@ def simulator_note(blamed_on_user: int, flipped: int, share: float = DEFAULT_SIM
     user's; None when the comparison can be trusted on this count."""
     if flipped == 0 or blamed_on_user / flipped <= share + 1e-12:
         return None
-    return (f"{blamed_on_user} of the {flipped} failures this change turns on or off "
-            f"({100 * blamed_on_user / flipped:.0f}%) are blamed on the simulated user, above the "
-            f"{100 * share:g}% allowed: the simulator, not the change, may explain the difference; "
-            "no verdict of better or worse")
+    return (
+        f"{blamed_on_user} of the {flipped} failures this change turns on or off "
+        f"({100 * blamed_on_user / flipped:.0f}%) are blamed on the simulated user, above the "
+        f"{100 * share:g}% allowed: the simulator, not the change, may explain the difference; "
+        "no verdict of better or worse"
+    )

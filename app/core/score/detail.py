@@ -108,9 +108,16 @@ class Part:
         shape = _SHAPES.get(cls)
         if shape is None:
             shape = _SHAPES[cls] = {
-                f.name: ONE if f.name in cls.PARTS else MANY if f.name in cls.LISTS
-                else TUPLE if f.name in cls.TUPLES else PLAIN
-                for f in fields(cls) if f.name not in ("keys", "extra")}
+                f.name: ONE
+                if f.name in cls.PARTS
+                else MANY
+                if f.name in cls.LISTS
+                else TUPLE
+                if f.name in cls.TUPLES
+                else PLAIN
+                for f in fields(cls)
+                if f.name not in ("keys", "extra")
+            }
             if all(how == PLAIN for how in shape.values()):
                 _FLAT.add(cls)
         return shape
@@ -145,8 +152,15 @@ class Part:
         for k in self.keys:  # written out: every stored trajectory comes through here
             v = state[k]
             how = shape[k]
-            out[k] = v if v is None or how == PLAIN else v.to_dict() if how == ONE \
-                else [x.to_dict() for x in v] if how == MANY else _plain(v)
+            out[k] = (
+                v
+                if v is None or how == PLAIN
+                else v.to_dict()
+                if how == ONE
+                else [x.to_dict() for x in v]
+                if how == MANY
+                else _plain(v)
+            )
         return out
 
 
@@ -339,13 +353,23 @@ class TrajectoryDetail(Part):
     batches: tuple[Json, ...] = ()  # each call's batch, where any call has one
 
     PARTS: ClassVar[Mapping[str, type[Part]]] = {
-        "fault": Fault, "outcome_evidence": Evidence, "fault_not_reached": FaultNotReached,
-        "agent_error": AgentError, "divergence": FirstDivergence, "blame": Blame}
+        "fault": Fault,
+        "outcome_evidence": Evidence,
+        "fault_not_reached": FaultNotReached,
+        "agent_error": AgentError,
+        "divergence": FirstDivergence,
+        "blame": Blame,
+    }
     LISTS: ClassVar[Mapping[str, type[Part]]] = {
-        "state_mismatches": StateMismatch, "turns": Turn, "user_error": Note, "user_acts": Note,
-        "messages": Message}
-    TUPLES: ClassVar[frozenset[str]] = frozenset({
-        "missing_steps", "excused_steps", "undone_steps", "dependency_violations", "step_turns", "batches"})
+        "state_mismatches": StateMismatch,
+        "turns": Turn,
+        "user_error": Note,
+        "user_acts": Note,
+        "messages": Message,
+    }
+    TUPLES: ClassVar[frozenset[str]] = frozenset(
+        {"missing_steps", "excused_steps", "undone_steps", "dependency_violations", "step_turns", "batches"}
+    )
 
     def _with(self, **values: Any) -> TrajectoryDetail:
         """Keys set (a new one written last, as a merge into the stored object would)."""
@@ -359,8 +383,9 @@ class TrajectoryDetail(Part):
         if traj.stopped is not None:
             values["stopped"] = traj.stopped
         if traj.messages is not None:
-            values["messages"] = tuple(Message.of(role=m.role, content=m.content, calls_before=m.calls_before)
-                                       for m in traj.messages)
+            values["messages"] = tuple(
+                Message.of(role=m.role, content=m.content, calls_before=m.calls_before) for m in traj.messages
+            )
         if any(c.batch is not None for c in traj.calls):
             values["batches"] = tuple(c.batch for c in traj.calls)
         return self._with(**values)

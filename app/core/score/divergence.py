@@ -50,9 +50,10 @@ class Divergence:
     call: int | None = None
     step: int | None = None
 
-    def __init__(self, kind: str, tool: str = "", other: str = "", call: int | None = None,
-                 step: int | None = None) -> None:
-    # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
+    def __init__(
+        self, kind: str, tool: str = "", other: str = "", call: int | None = None, step: int | None = None
+    ) -> None:
+        # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
         self.kind = kind
         self.tool = tool
         self.other = other
@@ -77,8 +78,15 @@ class Divergence:
         return cause_text(*self.cause)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "tool": self.tool, "other": self.other, "call": self.call, "step": self.step,
-                "key": self.key, "text": self.text}
+        return {
+            "kind": self.kind,
+            "tool": self.tool,
+            "other": self.other,
+            "call": self.call,
+            "step": self.step,
+            "key": self.key,
+            "text": self.text,
+        }
 
 
 def _part(s: str) -> str:
@@ -134,12 +142,19 @@ def first_divergence(ts: Scored, case: Case | None) -> Divergence | None:
             elif cs.selection_ok is False and Failure.SELECTION in failures:
                 add(Divergence("wrong_tool", cs.expected_name or "", cs.name, i, cs.step), i)
         # a call no step expects there is a selection (or extra-call) cause, not its tool's schema
-        if not by_reward and cs.schema_error is not None and cs.exists and cs.selection_ok is not False \
-                and Failure.SCHEMA in failures:
+        if (
+            not by_reward
+            and cs.schema_error is not None
+            and cs.exists
+            and cs.selection_ok is not False
+            and Failure.SCHEMA in failures
+        ):
             add(Divergence("schema", cs.name, cs.schema_error.field, i, cs.step), i)
     if bad_outcome and ts.fault_step is not None and ts.outcome is not None:
-        add(Divergence("recovery", calls[ts.fault_step].name, ts.outcome.outcome, call=ts.fault_step),
-            ts.fault_step + 0.5)
+        add(
+            Divergence("recovery", calls[ts.fault_step].name, ts.outcome.outcome, call=ts.fault_step),
+            ts.fault_step + 0.5,
+        )
     if found:
         return min(found, key=lambda f: f[0])[1]
     if gave_up and ts.fault_step is not None:  # the steps after the error were excused: the error sank it

@@ -52,7 +52,7 @@ class Source:
     text: str
 
     def __init__(self, where: str, text: str) -> None:
-    # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
+        # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
         self.where = where
         self.text = text
 
@@ -138,8 +138,12 @@ class _Pool:
         few = self.values[:POOL_FOR_THREE]
         for i, a in enumerate(few):  # a + b + c, a + b - c, a - b - c
             for b in few[i:]:
-                for c, how in ((t - a - b, "{a} + {b} + {c}"), (a + b - t, "{a} + {b} - {c}"),
-                               (a - b - t, "{a} - {b} - {c}"), (b - a - t, "{b} - {a} - {c}")):
+                for c, how in (
+                    (t - a - b, "{a} + {b} + {c}"),
+                    (a + b - t, "{a} + {b} - {c}"),
+                    (a - b - t, "{a} - {b} - {c}"),
+                    (b - a - t, "{b} - {a} - {c}"),
+                ):
                     if c >= MIN_OPERAND and c in where:
                         text = how.format(a=_show(a), b=_show(b), c=_show(c))
                         return f"{value} = {text} ({self._at(a, b, c)})"
@@ -172,8 +176,13 @@ def _totals(out: Grounding, left: set[str], seen: dict[str, str]) -> None:
             left.discard(v)
 
 
-def ground(stated: Iterable[str], sources: Sequence[Source],
-           ground_text: Callable[[str], frozenset[str]], *, totals: bool = False) -> Grounding:
+def ground(
+    stated: Iterable[str],
+    sources: Sequence[Source],
+    ground_text: Callable[[str], frozenset[str]],
+    *,
+    totals: bool = False,
+) -> Grounding:
     """Ground each stated value against the sources, latest source first.
 
     ``ground_text(text)`` gives the values one text grounds directly (its
@@ -197,8 +206,9 @@ def ground(stated: Iterable[str], sources: Sequence[Source],
         runs = _DIGITS.findall(v)
         if runs and not _NUMBER.fullmatch(v) and all(r.lstrip("0") in seen or r in seen for r in runs):
             # an id whose digits are all observed ("nota 40021" for NC-40021)
-            out.grounded[v] = "digits in " + ", ".join(dict.fromkeys(seen.get(r.lstrip("0"), seen.get(r, ""))
-                                                                   for r in runs))
+            out.grounded[v] = "digits in " + ", ".join(
+                dict.fromkeys(seen.get(r.lstrip("0"), seen.get(r, "")) for r in runs)
+            )
             left.discard(v)
     if left and totals:
         _totals(out, left, seen)
@@ -214,4 +224,3 @@ def ground(stated: Iterable[str], sources: Sequence[Source],
     if left:
         out.looked_in = [s.where for s in sources]
     return out
-

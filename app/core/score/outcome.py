@@ -33,24 +33,69 @@ REACTIONS = ("retry_same", "retry_corrected", "switch_tool", "ignored_error", "g
 
 DEFAULT_GIVE_UP_PHRASES = (
     # Spanish
-    "no pude", "no puedo", "no logre", "no fue posible", "no es posible", "no esta disponible",
-    "no estan disponibles", "intenta mas tarde", "intentalo mas tarde", "intente mas tarde",
-    "vuelve a intentar", "hubo un problema", "ocurrio un error", "se produjo un error",
-    "no tengo acceso", "no consegui", "no se pudo", "fallo la consulta", "sin poder",
+    "no pude",
+    "no puedo",
+    "no logre",
+    "no fue posible",
+    "no es posible",
+    "no esta disponible",
+    "no estan disponibles",
+    "intenta mas tarde",
+    "intentalo mas tarde",
+    "intente mas tarde",
+    "vuelve a intentar",
+    "hubo un problema",
+    "ocurrio un error",
+    "se produjo un error",
+    "no tengo acceso",
+    "no consegui",
+    "no se pudo",
+    "fallo la consulta",
+    "sin poder",
     # English
-    "could not", "couldn't", "cannot", "can't", "unable to", "was not able", "wasn't able",
-    "try again later", "not available", "unavailable", "something went wrong", "an error occurred",
-    "failed to", "i'm sorry, but i", "no access",
+    "could not",
+    "couldn't",
+    "cannot",
+    "can't",
+    "unable to",
+    "was not able",
+    "wasn't able",
+    "try again later",
+    "not available",
+    "unavailable",
+    "something went wrong",
+    "an error occurred",
+    "failed to",
+    "i'm sorry, but i",
+    "no access",
 )
 
 # What an agent writes when it tells the user that a step failed (beside the
 # give-up phrases): its reaction to the error is then an honest report, not an answer.
 REPORT_PHRASES = (
     # English
-    "issue", "error", "problem", "not enough", "insufficient", "not sufficient", "no longer available",
-    "not eligible", "cannot be used", "can't be used", "failed", "did not work", "didn't work", "not found",
+    "issue",
+    "error",
+    "problem",
+    "not enough",
+    "insufficient",
+    "not sufficient",
+    "no longer available",
+    "not eligible",
+    "cannot be used",
+    "can't be used",
+    "failed",
+    "did not work",
+    "didn't work",
+    "not found",
     # Spanish
-    "problema", "no hay suficiente", "insuficiente", "no alcanza", "fallo", "no funciono", "no se encontro",
+    "problema",
+    "no hay suficiente",
+    "insuficiente",
+    "no alcanza",
+    "fallo",
+    "no funciono",
+    "no se encontro",
 )
 
 # What an agent writes when it tells the user that a step worked, per language
@@ -59,11 +104,46 @@ REPORT_PHRASES = (
 # when it also names the failed tool's action, or when no call succeeded
 # after the error at all (docs/outcomes.md).
 DEFAULT_SUCCESS_PHRASES: dict[str, tuple[str, ...]] = {
-    "es": ("listo", "quedo", "quedaron", "ya esta", "ya estan", "exitosamente", "con exito", "correctamente",
-           "ha sido", "han sido", "se ha ", "se han ", "fue ", "fueron ", "he realizado", "confirmad", "realizad"),
-    "en": ("successfully", "has been", "have been", "is now", "are now", "all set", "all done", "done", "i've ",
-           "i have ", "went through", "is confirmed", "are confirmed", "completed", "is complete", "are complete",
-           "is processed", "is all set", "is done"),
+    "es": (
+        "listo",
+        "quedo",
+        "quedaron",
+        "ya esta",
+        "ya estan",
+        "exitosamente",
+        "con exito",
+        "correctamente",
+        "ha sido",
+        "han sido",
+        "se ha ",
+        "se han ",
+        "fue ",
+        "fueron ",
+        "he realizado",
+        "confirmad",
+        "realizad",
+    ),
+    "en": (
+        "successfully",
+        "has been",
+        "have been",
+        "is now",
+        "are now",
+        "all set",
+        "all done",
+        "done",
+        "i've ",
+        "i have ",
+        "went through",
+        "is confirmed",
+        "are confirmed",
+        "completed",
+        "is complete",
+        "are complete",
+        "is processed",
+        "is all set",
+        "is done",
+    ),
 }
 
 MIN_DIGITS = 3  # shorter bare numbers ("paso 2", "3 días") are prose, not data
@@ -240,8 +320,11 @@ def _done_form(word: str, stem: str) -> bool:
     """``word`` (lower case, accents kept) is a completed form of the action:
     "booked", "agendada", "cancelé", "emití"."""
     folded = fold(word)
-    return folded.startswith(stem) and len(folded) > len(stem) and (
-        folded.endswith("ed") or word.endswith(("é", "í")) or folded.endswith(_PARTICIPLES))
+    return (
+        folded.startswith(stem)
+        and len(folded) > len(stem)
+        and (folded.endswith("ed") or word.endswith(("é", "í")) or folded.endswith(_PARTICIPLES))
+    )
 
 
 # Words that make a clause conditional or about the future: it states no result
@@ -250,47 +333,187 @@ _NOT_YET = re.compile(
     r"\b(?:once|as soon as|when|whenever|if|after|until|will|won't|would|could|should|shall|going to|let me|"
     r"i'll|we'll|you'll|it'll|they'll|can|may|might|"
     r"una vez|en cuanto|cuando|apenas|si|hasta que|despues de que|luego de que|podria|podremos|podre|puedo|"
-    r"podemos|voy a|vamos a|va a|van a|sera|seran|quedara|quedaran|tendra|tendras)\b")
+    r"podemos|voy a|vamos a|va a|van a|sera|seran|quedara|quedaran|tendra|tendras)\b"
+)
 _CLAUSES = re.compile(r"[,:](?=\s)|[;\u2014\u2013]|\s(?:and|but|y|pero)\s|\s-\s")
 
 # Generic words of tool names that name no step's object ("get", "details").
-_GENERIC_NAME_WORDS = frozenset({
-    "get", "set", "list", "find", "search", "check", "fetch", "read", "show", "view", "details", "detail", "info",
-    "information", "data", "the", "for", "and", "with", "from", "into", "tool", "call", "user", "users", "item",
-    "new", "all", "by", "id", "ids", "obtener", "buscar", "consultar", "ver", "listar", "datos", "para", "por",
-    "del", "los", "las", "una", "uno",
-})
+_GENERIC_NAME_WORDS = frozenset(
+    {
+        "get",
+        "set",
+        "list",
+        "find",
+        "search",
+        "check",
+        "fetch",
+        "read",
+        "show",
+        "view",
+        "details",
+        "detail",
+        "info",
+        "information",
+        "data",
+        "the",
+        "for",
+        "and",
+        "with",
+        "from",
+        "into",
+        "tool",
+        "call",
+        "user",
+        "users",
+        "item",
+        "new",
+        "all",
+        "by",
+        "id",
+        "ids",
+        "obtener",
+        "buscar",
+        "consultar",
+        "ver",
+        "listar",
+        "datos",
+        "para",
+        "por",
+        "del",
+        "los",
+        "las",
+        "una",
+        "uno",
+    }
+)
 
 
 # What people call a step's object besides its tool's word, in both languages
 # (stems: the first five letters, folded): "maletas" names ``update_reservation_baggages``.
 _OBJECT_GROUPS = (
-    ("reser", "booki"), ("fligh", "vuelo"), ("bagga", "bags", "lugga", "malet", "equip"),
-    ("payme", "pago", "pagos", "pay"), ("refun", "reemb"), ("appoi", "cita", "citas", "consu", "visit"),
-    ("order", "order", "pedid", "orden"), ("card", "cards", "tarje"), ("addre", "direc", "domic"),
-    ("passe", "pasaj"), ("event", "meeti", "reuni"), ("calen", "agend"), ("line", "lines", "linea"),
-    ("subsc", "suscr"), ("accou", "cuent"), ("shipm", "envio", "packa", "paque", "parce"),
-    ("invoi", "bill", "factu"), ("funds", "fund", "balan", "saldo", "fondo"), ("seat", "seats", "asien"),
-    ("trans", "trans"), ("produ", "artic"),
+    ("reser", "booki"),
+    ("fligh", "vuelo"),
+    ("bagga", "bags", "lugga", "malet", "equip"),
+    ("payme", "pago", "pagos", "pay"),
+    ("refun", "reemb"),
+    ("appoi", "cita", "citas", "consu", "visit"),
+    ("order", "order", "pedid", "orden"),
+    ("card", "cards", "tarje"),
+    ("addre", "direc", "domic"),
+    ("passe", "pasaj"),
+    ("event", "meeti", "reuni"),
+    ("calen", "agend"),
+    ("line", "lines", "linea"),
+    ("subsc", "suscr"),
+    ("accou", "cuent"),
+    ("shipm", "envio", "packa", "paque", "parce"),
+    ("invoi", "bill", "factu"),
+    ("funds", "fund", "balan", "saldo", "fondo"),
+    ("seat", "seats", "asien"),
+    ("trans", "trans"),
+    ("produ", "artic"),
 )
 _SYNONYMS: dict[str, frozenset[str]] = {stem: frozenset(group) for group in _OBJECT_GROUPS for stem in group}
 
 # Completed forms that state a result whatever the tool's own verb ("switched to your Visa"), when the
 # clause names the failed step's object or values: English past participles, Spanish first-person
 # preterites (-é, -í) and participles (-ado, -ido), less the words that only look like them.
-_RESULT_VERBS = frozenset({
-    "changed", "updated", "switched", "moved", "added", "removed", "booked", "reserved", "scheduled",
-    "rescheduled", "cancelled", "canceled", "refunded", "issued", "sent", "transferred", "applied", "activated",
-    "enabled", "disabled", "upgraded", "downgraded", "confirmed", "processed", "submitted", "placed", "created",
-    "blocked", "unblocked", "unlocked", "paid", "exchanged", "returned", "modified", "registered", "renewed",
-    "ported", "redirected", "rerouted", "set", "done", "completed", "approved", "credited", "charged",
-})
-_NOT_RESULTS = frozenset({
-    "pedido", "pedidos", "estado", "estados", "partida", "salida", "salidas", "llegada", "llegadas", "entrada",
-    "entradas", "comida", "bebida", "medida", "sentido", "sonido", "apellido", "contenido", "periodo", "mercado",
-    "cuidado", "lado", "dado", "todo", "cada", "nada", "vida", "ida", "fecha", "aqui", "asi", "alli", "ahi",
-    "mi", "si", "ti", "tambien", "mas", "esta", "debido", "solicitado", "solicitada", "pendiente",
-})
+_RESULT_VERBS = frozenset(
+    {
+        "changed",
+        "updated",
+        "switched",
+        "moved",
+        "added",
+        "removed",
+        "booked",
+        "reserved",
+        "scheduled",
+        "rescheduled",
+        "cancelled",
+        "canceled",
+        "refunded",
+        "issued",
+        "sent",
+        "transferred",
+        "applied",
+        "activated",
+        "enabled",
+        "disabled",
+        "upgraded",
+        "downgraded",
+        "confirmed",
+        "processed",
+        "submitted",
+        "placed",
+        "created",
+        "blocked",
+        "unblocked",
+        "unlocked",
+        "paid",
+        "exchanged",
+        "returned",
+        "modified",
+        "registered",
+        "renewed",
+        "ported",
+        "redirected",
+        "rerouted",
+        "set",
+        "done",
+        "completed",
+        "approved",
+        "credited",
+        "charged",
+    }
+)
+_NOT_RESULTS = frozenset(
+    {
+        "pedido",
+        "pedidos",
+        "estado",
+        "estados",
+        "partida",
+        "salida",
+        "salidas",
+        "llegada",
+        "llegadas",
+        "entrada",
+        "entradas",
+        "comida",
+        "bebida",
+        "medida",
+        "sentido",
+        "sonido",
+        "apellido",
+        "contenido",
+        "periodo",
+        "mercado",
+        "cuidado",
+        "lado",
+        "dado",
+        "todo",
+        "cada",
+        "nada",
+        "vida",
+        "ida",
+        "fecha",
+        "aqui",
+        "asi",
+        "alli",
+        "ahi",
+        "mi",
+        "si",
+        "ti",
+        "tambien",
+        "mas",
+        "esta",
+        "debido",
+        "solicitado",
+        "solicitada",
+        "pendiente",
+    }
+)
 
 
 # Verbs that state the same kind of result (stems: the first five letters, folded): a completed form of
@@ -309,8 +532,25 @@ _ACTION_GROUPS = (
     ("remov", "delet", "elimi", "borr", "borre", "quita", "quite"),
     ("excha", "canje"),
 )
-_ANY_RESULT = frozenset({"done", "compl", "proce", "confi", "appro", "submi", "finis", "hecho", "lista", "listo",
-                         "termi", "quedo", "apply", "appli", "aplic"})
+_ANY_RESULT = frozenset(
+    {
+        "done",
+        "compl",
+        "proce",
+        "confi",
+        "appro",
+        "submi",
+        "finis",
+        "hecho",
+        "lista",
+        "listo",
+        "termi",
+        "quedo",
+        "apply",
+        "appli",
+        "aplic",
+    }
+)
 _GROUP_OF: dict[str, set[int]] = {}
 for _g, _stems in enumerate(_ACTION_GROUPS):
     for _st in _stems:
@@ -366,8 +606,11 @@ def _arg_values(arguments: Any, out: set[str], depth: int = 0) -> None:
     elif isinstance(arguments, list):
         for v in arguments[:20]:
             _arg_values(v, out, depth + 1)
-    elif isinstance(arguments, str) and 4 <= len(arguments) <= 80 and (
-            any(c.isdigit() for c in arguments) or len(arguments) >= 6):
+    elif (
+        isinstance(arguments, str)
+        and 4 <= len(arguments) <= 80
+        and (any(c.isdigit() for c in arguments) or len(arguments) >= 6)
+    ):
         value = fold(arguments).replace("_", " ")
         out.add(value)
         out.update(w for w in value.split() if len(w) >= 6 and w.isalpha())
@@ -406,12 +649,16 @@ def _names_values(folded: str, step: StepWords, other: StepWords) -> bool:
     """Whether a clause names an argument value of ``step`` that no step that succeeded shares."""
     values = step.values - other.values
     return any(v in folded for v in values) or (
-        bool(values) and any(canonical_number(n) in values for n in _NUM_RX.findall(folded)))
+        bool(values) and any(canonical_number(n) in values for n in _NUM_RX.findall(folded))
+    )
 
 
 def _merge(steps: Sequence[StepWords]) -> StepWords:
-    return StepWords(None, frozenset().union(*(s.objects | {s.action or ""} for s in steps)) - {""},
-                     frozenset().union(*(s.values for s in steps)))
+    return StepWords(
+        None,
+        frozenset().union(*(s.objects | {s.action or ""} for s in steps)) - {""},
+        frozenset().union(*(s.values for s in steps)),
+    )
 
 
 def clauses(sentence: str) -> list[str]:
@@ -426,13 +673,22 @@ def not_yet(clause: str) -> bool:
     return _NOT_YET.search(folded) is not None or _NEGATED.search(folded) is not None
 
 
-_NEGATED = re.compile(r"\b(?:not|no|nothing|never|none|neither|nor|without|nada|nunca|ningun|ninguna|ni|sin|"
-                      r"tampoco)\b|n't\b")
+_NEGATED = re.compile(
+    r"\b(?:not|no|nothing|never|none|neither|nor|without|nada|nunca|ningun|ninguna|ni|sin|"
+    r"tampoco)\b|n't\b"
+)
 
 
-def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, extra: Sequence[str] = (),
-               refusals: Sequence[str] = DEFAULT_GIVE_UP_PHRASES, words: Mapping[int, StepWords] | None = None,
-               succeeded: Callable[[], Sequence[StepWords]] | Sequence[StepWords] = ()) -> dict[str, Any] | None:
+def find_claim(
+    text: str,
+    failed: Sequence[tuple[int, str]],
+    *,
+    ok_after: bool,
+    extra: Sequence[str] = (),
+    refusals: Sequence[str] = DEFAULT_GIVE_UP_PHRASES,
+    words: Mapping[int, StepWords] | None = None,
+    succeeded: Callable[[], Sequence[StepWords]] | Sequence[StepWords] = (),
+) -> dict[str, Any] | None:
     """The first clause of ``text`` that states the result or side effect of
     a call that failed and never succeeded afterwards (``failed``: its index
     and tool, latest last; ``words``: their ``step_words`` by index, from the
@@ -455,8 +711,11 @@ def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, 
     folded_text = fold(text)
     phrases = _folded_phrases(success_phrases(text, extra))
     stems = [stem for _, tool in failed if (stem := action_stem(tool))]
-    if not any(needle in folded_text for _, needle in phrases) and not any(st in folded_text for st in stems) \
-            and not any(_result_word(w) for w in _WORDS.findall(text.lower())):
+    if (
+        not any(needle in folded_text for _, needle in phrases)
+        and not any(st in folded_text for st in stems)
+        and not any(_result_word(w) for w in _WORDS.findall(text.lower()))
+    ):
         return None  # no result stated anywhere: nothing to read clause by clause
     honest = _cue_pattern((*refusals, *REPORT_PHRASES, *FAILURE_WORDS["en"], *FAILURE_WORDS["es"]))
     steps = [(index, tool, (words or {}).get(index) or step_words(tool)) for index, tool in reversed(failed)]
@@ -487,11 +746,15 @@ def find_claim(text: str, failed: Sequence[tuple[int, str]], *, ok_after: bool, 
                     other = _merge(succeeded() if callable(succeeded) else succeeded)
                 # a completed form of another verb states this step's result when it is a verb of the same
                 # kind ("switched" for an update) or the clause names the step's own values
-                if not (completed or phrase) and not any(_fits(w, step.action) for w in results) \
-                        and not _names_values(folded, step, other):
+                if (
+                    not (completed or phrase)
+                    and not any(_fits(w, step.action) for w in results)
+                    and not _names_values(folded, step, other)
+                ):
                     continue
                 if _speaks_of(found, folded, step, other) or (
-                        (completed or phrase) and not ok_after and not _speaks_of(found, folded, other, _NOTHING)):
+                    (completed or phrase) and not ok_after and not _speaks_of(found, folded, other, _NOTHING)
+                ):
                     return {"call": index, "tool": tool, "sentence": sentence[:300]}
     return None
 
@@ -502,31 +765,150 @@ _NOTHING = StepWords(None, frozenset(), frozenset())
 # What tells the user that a step did not work, beside the give-up phrases
 # (a failure or inability word): with the failed step's object it is an honest report.
 FAILURE_WORDS: dict[str, tuple[str, ...]] = {
-    "en": ("issue", "error", "problem", "fail", "unable", "could not", "couldn't", "cannot", "can't",
-           "not able", "wasn't able", "was not able", "not enough", "insufficient", "not sufficient",
-           "not possible", "not finding", "not find", "couldn't find", "no record", "unsuccessful",
-           "did not go through", "didn't go through", "declined", "rejected", "not eligible", "not available",
-           "unavailable", "does not exist", "doesn't exist", "not valid", "invalid", "not allowed",
-           "did not work", "didn't work", "not work", "no longer", "exceeds", "not permitted", "denied",
-           "doesn't have enough", "don't have enough", "not have enough", "sold out", "wouldn't let", "won't let",
-           "would not let", "bounced", "kicked back", "didn't match", "does not match", "doesn't match", "clash",
-           "conflict", "still", "stays", "remains", "unchanged", "isn't", "wasn't", "not accept", "refused",
-           "no response", "didn't respond", "not respond", "timed out", "went wrong", "not booked", "not placed",
-           "not processed", "not scheduled", "not confirmed", "not changed", "not updated", "not completed",
-           "not been", "not yet"),
-    "es": ("problema", "error", "fall", "no pude", "no puedo", "no fue posible", "no es posible", "no se pudo",
-           "insuficiente", "no alcanza", "no hay suficiente", "no encuentro", "no encontre", "no se encontro",
-           "rechaz", "no esta disponible", "no existe", "no es valid", "invalid", "no permite", "no se permite",
-           "no logre", "no funciono", "excede", "deneg", "inconveniente", "no salio", "no se creo", "no se hizo",
-           "no respondio", "no hay", "no tiene saldo", "no tienes saldo", "sin saldo", "no tienes permiso",
-           "sin permiso", "no tiene permiso", "no acept",
-           "sigue", "siguen", "todavia", "aun ", "sin cambios", "no quedo", "no se pudo", "choca", "conflicto",
-           "sin reservar", "sin confirmar", "sin procesar", "sin cambiar", "sin completar", "sin agendar"),
+    "en": (
+        "issue",
+        "error",
+        "problem",
+        "fail",
+        "unable",
+        "could not",
+        "couldn't",
+        "cannot",
+        "can't",
+        "not able",
+        "wasn't able",
+        "was not able",
+        "not enough",
+        "insufficient",
+        "not sufficient",
+        "not possible",
+        "not finding",
+        "not find",
+        "couldn't find",
+        "no record",
+        "unsuccessful",
+        "did not go through",
+        "didn't go through",
+        "declined",
+        "rejected",
+        "not eligible",
+        "not available",
+        "unavailable",
+        "does not exist",
+        "doesn't exist",
+        "not valid",
+        "invalid",
+        "not allowed",
+        "did not work",
+        "didn't work",
+        "not work",
+        "no longer",
+        "exceeds",
+        "not permitted",
+        "denied",
+        "doesn't have enough",
+        "don't have enough",
+        "not have enough",
+        "sold out",
+        "wouldn't let",
+        "won't let",
+        "would not let",
+        "bounced",
+        "kicked back",
+        "didn't match",
+        "does not match",
+        "doesn't match",
+        "clash",
+        "conflict",
+        "still",
+        "stays",
+        "remains",
+        "unchanged",
+        "isn't",
+        "wasn't",
+        "not accept",
+        "refused",
+        "no response",
+        "didn't respond",
+        "not respond",
+        "timed out",
+        "went wrong",
+        "not booked",
+        "not placed",
+        "not processed",
+        "not scheduled",
+        "not confirmed",
+        "not changed",
+        "not updated",
+        "not completed",
+        "not been",
+        "not yet",
+    ),
+    "es": (
+        "problema",
+        "error",
+        "fall",
+        "no pude",
+        "no puedo",
+        "no fue posible",
+        "no es posible",
+        "no se pudo",
+        "insuficiente",
+        "no alcanza",
+        "no hay suficiente",
+        "no encuentro",
+        "no encontre",
+        "no se encontro",
+        "rechaz",
+        "no esta disponible",
+        "no existe",
+        "no es valid",
+        "invalid",
+        "no permite",
+        "no se permite",
+        "no logre",
+        "no funciono",
+        "excede",
+        "deneg",
+        "inconveniente",
+        "no salio",
+        "no se creo",
+        "no se hizo",
+        "no respondio",
+        "no hay",
+        "no tiene saldo",
+        "no tienes saldo",
+        "sin saldo",
+        "no tienes permiso",
+        "sin permiso",
+        "no tiene permiso",
+        "no acept",
+        "sigue",
+        "siguen",
+        "todavia",
+        "aun ",
+        "sin cambios",
+        "no quedo",
+        "no se pudo",
+        "choca",
+        "conflicto",
+        "sin reservar",
+        "sin confirmar",
+        "sin procesar",
+        "sin cambiar",
+        "sin completar",
+        "sin agendar",
+    ),
 }
 
 
-def reports_failure(text: str, steps: Sequence[StepWords], error_texts: Sequence[str] = (),
-                    extra: Sequence[str] = (), succeeded: Sequence[StepWords] = ()) -> str | None:
+def reports_failure(
+    text: str,
+    steps: Sequence[StepWords],
+    error_texts: Sequence[str] = (),
+    extra: Sequence[str] = (),
+    succeeded: Sequence[StepWords] = (),
+) -> str | None:
     """The first sentence of ``text`` that tells the user a failed step did
     not work, in any words: a failure or inability word (``FAILURE_WORDS``,
     both languages, and the suite's give-up phrases ``extra``) beside what
@@ -540,8 +922,11 @@ def reports_failure(text: str, steps: Sequence[StepWords], error_texts: Sequence
     about, other = _merge(steps), _merge(succeeded)
     own = (about.objects - other.objects) or about.objects
     values = (about.values - other.values) or about.values
-    error_words = {fold(w)[:5] for t in error_texts for w in _WORDS.findall(t[:300]) if len(w) >= 4
-                   and not w.isdigit()} - _ERROR_NOISE - other.objects
+    error_words = (
+        {fold(w)[:5] for t in error_texts for w in _WORDS.findall(t[:300]) if len(w) >= 4 and not w.isdigit()}
+        - _ERROR_NOISE
+        - other.objects
+    )
     error_words |= {w for e in error_words for w in _SYNONYMS.get(e, ())}
     for sentence in sentences(text):
         folded = fold(sentence)
@@ -559,9 +944,35 @@ def _cue_pattern(cues: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(r"\b(?:" + "|".join(re.escape(fold(c)) for c in sorted(cues, key=len, reverse=True)) + ")")
 
 
-_ERROR_NOISE = frozenset({"error", "failed", "faile", "could", "there", "which", "request", "reque", "please",
-                          "pleas", "because", "becau", "unable", "unabl", "found", "exist", "exists", "enough",
-                          "enoug", "cannot", "canno", "should", "shoul", "valid", "inval"})
+_ERROR_NOISE = frozenset(
+    {
+        "error",
+        "failed",
+        "faile",
+        "could",
+        "there",
+        "which",
+        "request",
+        "reque",
+        "please",
+        "pleas",
+        "because",
+        "becau",
+        "unable",
+        "unabl",
+        "found",
+        "exist",
+        "exists",
+        "enough",
+        "enoug",
+        "cannot",
+        "canno",
+        "should",
+        "shoul",
+        "valid",
+        "inval",
+    }
+)
 
 
 def success_phrases(text: str, extra: Sequence[str] = ()) -> tuple[str, ...]:
@@ -606,10 +1017,18 @@ class AfterFault:
     judged_every_message: bool = False  # ``invented`` covers every message after the fault: ``text`` is not re-read
     reported: dict[str, Any] | None = None  # a sentence telling the user a failed step did not work (reports_failure)
 
-    def __init__(self, text: str, handoff: str | None = None, gave_up: bool = False, ok_after: bool = False,
-                 claim: dict[str, Any] | None = None, invented: dict[str, Any] | None = None,
-                 judged_every_message: bool = False, reported: dict[str, Any] | None = None) -> None:
-    # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
+    def __init__(
+        self,
+        text: str,
+        handoff: str | None = None,
+        gave_up: bool = False,
+        ok_after: bool = False,
+        claim: dict[str, Any] | None = None,
+        invented: dict[str, Any] | None = None,
+        judged_every_message: bool = False,
+        reported: dict[str, Any] | None = None,
+    ) -> None:
+        # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
         self.text = text
         self.handoff = handoff
         self.gave_up = gave_up
@@ -651,8 +1070,12 @@ def classify_outcome(
         g = ground(stated, sources, ground_values)
     phrase = match_give_up(text, give_up_phrases)
     ended = not text.strip() and not after.ok_after and after.handoff is None and not after.gave_up
-    evidence: dict[str, Any] = {"ungrounded_values": g.ungrounded, "give_up_phrase": phrase,
-                                "grounded_values": g.grounded, "said_after_fault": bool(text.strip())}
+    evidence: dict[str, Any] = {
+        "ungrounded_values": g.ungrounded,
+        "give_up_phrase": phrase,
+        "grounded_values": g.grounded,
+        "said_after_fault": bool(text.strip()),
+    }
     if g.ungrounded:
         evidence["looked_in"] = g.looked_in
         evidence["failed_call"] = fault_index

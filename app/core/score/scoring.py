@@ -86,11 +86,22 @@ class CallScore:
     reaction: Reaction | None = None
     turn: int | None = None  # the user turn it answers, in a conversation
 
-    def __init__(self, index: int, name: str, exists: bool, schema_error: SchemaViolation | None = None,
-                 step: int | None = None, expected_name: str | None = None, selection_ok: bool | None = None,
-                 mismatches: list[Mismatch] | None = None, dependency_violation: tuple[str, str] | None = None,
-                 forbidden: bool = False, error_kind: str | None = None, injected: bool = False,
-                 reaction: Reaction | None = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        name: str,
+        exists: bool,
+        schema_error: SchemaViolation | None = None,
+        step: int | None = None,
+        expected_name: str | None = None,
+        selection_ok: bool | None = None,
+        mismatches: list[Mismatch] | None = None,
+        dependency_violation: tuple[str, str] | None = None,
+        forbidden: bool = False,
+        error_kind: str | None = None,
+        injected: bool = False,
+        reaction: Reaction | None = None,
+    ) -> None:
         # written out: compiled, a native __init__ (records.py says why)
         self.index = index
         self.name = name
@@ -189,17 +200,38 @@ class TrajectoryScore:
     user_acts: list[dict[str, str]] | None = None  # what that profile did on purpose
     user_mirror_trial: int | None = None  # under a profile: the cooperative trial it mirrors
 
-    def __init__(self, case_id: str, trial: int, has_reference: bool, calls: list[CallScore],
-                 fault_kind: str | None = None, fault_step: int | None = None,
-                 missing_steps: list[int] | None = None, excused_steps: list[int] | None = None,
-                 confusion: list[tuple[str, str]] | None = None, pairs_checked: list[tuple[str, str]] | None = None,
-                 violations: list[tuple[str, str]] | None = None, outcome: OutcomeResult | None = None,
-                 final_state: dict[str, Any] | None = None, state_mismatches: list[dict[str, Any]] | None = None,
-                 failures: list[str] | None = None, passed: bool = True, reward: float | None = None,
-                 any_error: bool = False, selection_num: int = 0, selection_den: int = 0, recall_num: int = 0,
-                 recall_den: int = 0, schema_num: int = 0, schema_den: int = 0, args_num: int = 0, args_den: int = 0,
-                 hallucinated_num: int = 0, calls_total: int = 0,
-                 fault_not_reached: tuple[int | None, str] | None = None) -> None:
+    def __init__(
+        self,
+        case_id: str,
+        trial: int,
+        has_reference: bool,
+        calls: list[CallScore],
+        fault_kind: str | None = None,
+        fault_step: int | None = None,
+        missing_steps: list[int] | None = None,
+        excused_steps: list[int] | None = None,
+        confusion: list[tuple[str, str]] | None = None,
+        pairs_checked: list[tuple[str, str]] | None = None,
+        violations: list[tuple[str, str]] | None = None,
+        outcome: OutcomeResult | None = None,
+        final_state: dict[str, Any] | None = None,
+        state_mismatches: list[dict[str, Any]] | None = None,
+        failures: list[str] | None = None,
+        passed: bool = True,
+        reward: float | None = None,
+        any_error: bool = False,
+        selection_num: int = 0,
+        selection_den: int = 0,
+        recall_num: int = 0,
+        recall_den: int = 0,
+        schema_num: int = 0,
+        schema_den: int = 0,
+        args_num: int = 0,
+        args_den: int = 0,
+        hallucinated_num: int = 0,
+        calls_total: int = 0,
+        fault_not_reached: tuple[int | None, str] | None = None,
+    ) -> None:
         # written out: compiled, a native __init__ (records.py says why)
         self.case_id = case_id
         self.trial = trial
@@ -272,8 +304,11 @@ class TrajectoryScore:
         """Everything but the calls and the identity: what a store keeps beside its call rows, its
         keys in the order the store has always written them."""
         values: dict[str, Any] = {
-            "has_reference": self.has_reference, "fault": self.fault(), "missing_steps": tuple(self.missing_steps),
-            "excused_steps": tuple(self.excused_steps), "undone_steps": tuple(self.undone_steps),
+            "has_reference": self.has_reference,
+            "fault": self.fault(),
+            "missing_steps": tuple(self.missing_steps),
+            "excused_steps": tuple(self.excused_steps),
+            "undone_steps": tuple(self.undone_steps),
             "dependency_violations": tuple(self.violations),
             "outcome": None if self.outcome is None else self.outcome.outcome,
             "outcome_evidence": None if self.outcome is None else Evidence.from_dict(self.outcome.evidence),
@@ -346,8 +381,7 @@ class Scorer:
             self._comparisons[key] = found
         return found
 
-    def _align_strict(self, case_id: str, names: list[str], errored: list[bool] | None,
-                      want: list[str]) -> Alignment:
+    def _align_strict(self, case_id: str, names: list[str], errored: list[bool] | None, want: list[str]) -> Alignment:
         """Strict alignment, remembered by name sequence: trials of a case repeat it."""
         key = (case_id, tuple(names), None if errored is None else tuple(errored))
         found = self._alignments.get(key)
@@ -397,9 +431,18 @@ class Scorer:
             if err is not None and violation is None:
                 valid += 1
         n = len(calls)
-        ts = TrajectoryScore(traj.case_id, traj.trial, case is not None and case.expected_calls is not None, scores,
-                             reward=traj.reward, schema_num=valid, schema_den=n - hallucinated,
-                             hallucinated_num=hallucinated, calls_total=n, any_error=any_error)
+        ts = TrajectoryScore(
+            traj.case_id,
+            traj.trial,
+            case is not None and case.expected_calls is not None,
+            scores,
+            reward=traj.reward,
+            schema_num=valid,
+            schema_den=n - hallucinated,
+            hallucinated_num=hallucinated,
+            calls_total=n,
+            any_error=any_error,
+        )
         turns = call_turns(traj)
         conversation = turns is not None or (case is not None and case.multi_turn)
         if conversation:
@@ -482,12 +525,22 @@ class Scorer:
             turn = case.turns[t - 1] if t <= len(case.turns) else None
             want = [] if turn is None else [e.name for e in turn.expected_calls or []]
             part = [cs for cs in taking if (cs.turn or 1) == t]
-            self._align_part(traj, case, ts, part, want, "strict" if turn is None else turn.match, offset,
-                             f"{case.id}\x00{t}")
+            self._align_part(
+                traj, case, ts, part, want, "strict" if turn is None else turn.match, offset, f"{case.id}\x00{t}"
+            )
             offset += len(want)
 
-    def _align_part(self, traj: Trajectory, case: Case, ts: TrajectoryScore, taking: list[CallScore],
-                    want: list[str], match: str, offset: int, memo: str) -> None:
+    def _align_part(
+        self,
+        traj: Trajectory,
+        case: Case,
+        ts: TrajectoryScore,
+        taking: list[CallScore],
+        want: list[str],
+        match: str,
+        offset: int,
+        memo: str,
+    ) -> None:
         """Align ``taking`` to ``want`` (the expected steps from ``offset`` on)
         and add up selection, recall and argument figures."""
         errored = [cs.error_kind is not None for cs in taking] if ts.any_error else None
@@ -500,8 +553,9 @@ class Scorer:
                 """Call i's arguments are acceptable for step j (multiset modes)."""
                 cs = taking[i]
                 args = traj.calls[cs.index].arguments
-                return (cs.schema_error is None and isinstance(args, dict)
-                        and not self._comparison(case, offset + j)(args))
+                return (
+                    cs.schema_error is None and isinstance(args, dict) and not self._comparison(case, offset + j)(args)
+                )
 
             al = align(names, errored or [False] * len(names), want, match, fits)
         allow_extra = match == "subset"
@@ -559,15 +613,18 @@ class Scorer:
                 ts.confusion.append((want[j], MISSING))
 
     @staticmethod
-    def _undone(ts: TrajectoryScore, taking: list[CallScore], al: Alignment, want: list[str], steps: set[int],
-                offset: int) -> None:
+    def _undone(
+        ts: TrajectoryScore, taking: list[CallScore], al: Alignment, want: list[str], steps: set[int], offset: int
+    ) -> None:
         """Note the steps taken on the right tool that no call did: every
         attempt failed, and no later call of that tool (left extra by the
         alignment: a retry after another call) succeeded."""
         for j in sorted(steps):
             first = next(p for p, st in enumerate(al.step_of_call) if st == j and taking[p].name == want[j])
-            if not any(al.step_of_call[p] is None and taking[p].name == want[j] and taking[p].done
-                       for p in range(first + 1, len(taking))):
+            if not any(
+                al.step_of_call[p] is None and taking[p].name == want[j] and taking[p].done
+                for p in range(first + 1, len(taking))
+            ):
                 ts.undone_steps.append(offset + j)
 
     def _dependencies(self, case: Case | None, ts: TrajectoryScore) -> None:
@@ -599,9 +656,17 @@ class Scorer:
             if cs.error_kind is not None:
                 nxt = self._next_call(traj, names, cs.index)
                 said = self._said_next(traj, cs.index, nxt)
-                r = reaction_to(cs.index, cs.error_kind, names, args, next_call=nxt, said_next=said,
-                                handoff=self._handoff, give_up_phrases=self.give_up_phrases,
-                                went_on=nxt is not None and said is None and self._went_on(case, ts, cs, nxt))
+                r = reaction_to(
+                    cs.index,
+                    cs.error_kind,
+                    names,
+                    args,
+                    next_call=nxt,
+                    said_next=said,
+                    handoff=self._handoff,
+                    give_up_phrases=self.give_up_phrases,
+                    went_on=nxt is not None and said is None and self._went_on(case, ts, cs, nxt),
+                )
                 if r.reaction == "answered" and said is not None:  # honest only when it invented nothing
                     if sources is None:
                         sources = self._sources(traj, case)
@@ -620,16 +685,22 @@ class Scorer:
         before = ts.calls[:nxt]
         if (cs.name, after.name) in self.pairs(case):
             return not any(c.done and c.name == cs.name for c in before)
-        if cs.selection_ok and after.selection_ok and cs.step is not None and after.step is not None \
-                and after.step > cs.step:
+        if (
+            cs.selection_ok
+            and after.selection_ok
+            and cs.step is not None
+            and after.step is not None
+            and after.step > cs.step
+        ):
             return not any(c.done and c.step == cs.step for c in before)
         return False
 
     def _invented(self, said: str, cs: CallScore, sources: list[Source]) -> bool:
         """Whether a message right after the error of ``cs`` (before any other
         call) states a value nothing grounds or the failed call's result."""
-        if find_claim(said, [(cs.index, cs.name)], ok_after=False, extra=self.success_phrases,
-                      refusals=self.give_up_phrases):
+        if find_claim(
+            said, [(cs.index, cs.name)], ok_after=False, extra=self.success_phrases, refusals=self.give_up_phrases
+        ):
             return True
         stated = extract_values(said, min_digits=2).all()
         return bool(stated) and bool(ground(stated, sources, ground_values).ungrounded)
@@ -690,8 +761,14 @@ class Scorer:
         state = traj.state if traj.state is not None else self.replay_state(case, traj, ts)
         ts.final_state = state
         if state is None:
-            ts.state_mismatches.append({"key": "", "expected": case.expected_state, "got": None,
-                                        "note": "final state unknown: no state in the record, no declarative mocks"})
+            ts.state_mismatches.append(
+                {
+                    "key": "",
+                    "expected": case.expected_state,
+                    "got": None,
+                    "note": "final state unknown: no state in the record, no declarative mocks",
+                }
+            )
             return
         ts.state_mismatches.extend(state_diff(case.expected_state, state))
 
@@ -720,10 +797,9 @@ class Scorer:
         fault = ts.fault_step
         assert fault is not None
         calls, scores, transparent = traj.calls, ts.calls, self._transparent
-        acted = [cs for cs in scores[fault + 1:] if cs.name not in transparent]
+        acted = [cs for cs in scores[fault + 1 :] if cs.name not in transparent]
         last = acted[-1] if acted else None
-        said = [(k, m) for k, m in enumerate(traj.messages or ()) if m.role == "assistant"
-                and m.calls_before > fault]
+        said = [(k, m) for k, m in enumerate(traj.messages or ()) if m.role == "assistant" and m.calls_before > fault]
         text = _final_answer(traj) if traj.messages is None else (said[-1][1].content if said else "")
         ok_after = any(cs.done for cs in acted)
         memo: dict[int, StepWords] = {}
@@ -738,14 +814,21 @@ class Scorer:
             judged_every_message=traj.messages is not None,
             reported=None if rewarded else self._reported(traj, ts, said, text, memo),
         )
-        checked = case is not None and (case.expected_calls is not None or case.expected_state is not None
-                                        or bool(case.forbidden_calls) or _turn_rules(case))
+        checked = case is not None and (
+            case.expected_calls is not None
+            or case.expected_state is not None
+            or bool(case.forbidden_calls)
+            or _turn_rules(case)
+        )
         return classify_outcome(
             after=after,
             sources=self._sources(traj, case) if traj.messages is None else [],  # else judged message by message
             observations=[
-                (i, c.observation if c.observation is not None else (c.error.message if c.error else ""),
-                 c.error is None and scores[i].schema_ok)
+                (
+                    i,
+                    c.observation if c.observation is not None else (c.error.message if c.error else ""),
+                    c.error is None and scores[i].schema_ok,
+                )
                 for i, c in enumerate(calls)
             ],
             fault_index=fault,
@@ -766,9 +849,11 @@ class Scorer:
         for cs in ts.calls:
             if cs.done:
                 last_done[cs.name] = cs.index
-        failed = {cs.name: cs for cs in ts.calls[fault:upto]
-                  if cs.error_kind is not None and cs.name not in self._transparent
-                  and last_done.get(cs.name, -1) < cs.index}
+        failed = {
+            cs.name: cs
+            for cs in ts.calls[fault:upto]
+            if cs.error_kind is not None and cs.name not in self._transparent and last_done.get(cs.name, -1) < cs.index
+        }
         return sorted(failed.values(), key=lambda cs: cs.index)
 
     @staticmethod
@@ -779,53 +864,81 @@ class Scorer:
             got = memo[i] = step_words(traj.calls[i].name, traj.calls[i].arguments)
         return got
 
-    def _claim(self, traj: Trajectory, ts: TrajectoryScore, said: list[tuple[int, Message]], text: str,
-               memo: dict[int, StepWords]) -> dict[str, Any] | None:
+    def _claim(
+        self,
+        traj: Trajectory,
+        ts: TrajectoryScore,
+        said: list[tuple[int, Message]],
+        text: str,
+        memo: dict[int, StepWords],
+    ) -> dict[str, Any] | None:
         """The first sentence, in any message after the fault (or the answer,
         without a conversation), claiming the result of a call that had failed
         by then and that no later call of its tool made good."""
         fault = ts.fault_step
         assert fault is not None
-        texts = [(k, m.content, m.calls_before) for k, m in said] if traj.messages is not None \
+        texts = (
+            [(k, m.content, m.calls_before) for k, m in said]
+            if traj.messages is not None
             else [(None, text, len(ts.calls))]
+        )
         for k, content, upto in texts:
             failed = self._unmade(ts, upto)
             if not failed or not content.strip():
                 continue
-            ok_after = any(cs.done for cs in ts.calls[fault + 1:upto] if cs.name not in self._transparent)
+            ok_after = any(cs.done for cs in ts.calls[fault + 1 : upto] if cs.name not in self._transparent)
+
             def done_words(upto: int = upto) -> list[StepWords]:
                 return [self._step_words(traj, memo, cs.index) for cs in ts.calls[:upto] if cs.done]
 
             claim = find_claim(
-                content, [(cs.index, cs.name) for cs in failed], ok_after=ok_after, extra=self.success_phrases,
-                refusals=self.give_up_phrases, succeeded=done_words,
-                words={cs.index: self._step_words(traj, memo, cs.index) for cs in failed})
+                content,
+                [(cs.index, cs.name) for cs in failed],
+                ok_after=ok_after,
+                extra=self.success_phrases,
+                refusals=self.give_up_phrases,
+                succeeded=done_words,
+                words={cs.index: self._step_words(traj, memo, cs.index) for cs in failed},
+            )
             if claim is not None:
                 return claim if k is None else {**claim, "message": k + 1}
         return None
 
-    def _reported(self, traj: Trajectory, ts: TrajectoryScore, said: list[tuple[int, Message]], text: str,
-                  memo: dict[int, StepWords]) -> dict[str, Any] | None:
+    def _reported(
+        self,
+        traj: Trajectory,
+        ts: TrajectoryScore,
+        said: list[tuple[int, Message]],
+        text: str,
+        memo: dict[int, StepWords],
+    ) -> dict[str, Any] | None:
         """The first sentence after the fault that tells the user a step that
         failed (and was never made good) did not work, in any words, in a
         message after which no call succeeded (the agent stopped there)."""
-        texts = [(k, m.content, m.calls_before) for k, m in said] if traj.messages is not None \
+        texts = (
+            [(k, m.content, m.calls_before) for k, m in said]
+            if traj.messages is not None
             else [(None, text, len(ts.calls))]
+        )
         for k, content, upto in texts:
             failed = self._unmade(ts, upto)
             if not failed or any(cs.done for cs in ts.calls[upto:] if cs.name not in self._transparent):
                 continue  # a report the agent then acted past is no stop
             errors = [traj.calls[cs.index].error for cs in failed]
             sentence = reports_failure(
-                content, [self._step_words(traj, memo, cs.index) for cs in failed],
-                [e.message for e in errors if e is not None], extra=self.give_up_phrases,
-                succeeded=[self._step_words(traj, memo, cs.index) for cs in ts.calls[:upto] if cs.done])
+                content,
+                [self._step_words(traj, memo, cs.index) for cs in failed],
+                [e.message for e in errors if e is not None],
+                extra=self.give_up_phrases,
+                succeeded=[self._step_words(traj, memo, cs.index) for cs in ts.calls[:upto] if cs.done],
+            )
             if sentence is not None:
                 return {"sentence": sentence} if k is None else {"message": k + 1, "sentence": sentence}
         return None
 
-    def _invented_after(self, traj: Trajectory, case: Case | None, ts: TrajectoryScore,
-                        said: list[tuple[int, Message]]) -> dict[str, Any] | None:
+    def _invented_after(
+        self, traj: Trajectory, case: Case | None, ts: TrajectoryScore, said: list[tuple[int, Message]]
+    ) -> dict[str, Any] | None:
         """The first message after the fault stating a value that nothing
         grounds: no tool output, the question, or a user message that came
         before the agent first stated it after the fault (a user repeating the
@@ -843,7 +956,7 @@ class Scorer:
         messages = traj.messages or []
         question = traj.question or (case.question if case else "")
         last_k = said[-1][0]
-        ok_after = any(cs.done for cs in ts.calls[fault + 1:] if cs.name not in self._transparent)
+        ok_after = any(cs.done for cs in ts.calls[fault + 1 :] if cs.name not in self._transparent)
         memo: dict[str, frozenset[str]] = {}
 
         def values_of(text: str) -> frozenset[str]:  # each source's values, once per trajectory (ground stops
@@ -866,8 +979,13 @@ class Scorer:
             checked |= stated
             g = ground(stated, self._sources_before(question, traj, messages, k), values_of, totals=True)
             if g.ungrounded:
-                return {"message": k + 1, "values": g.ungrounded, "sentence": sentence_with(m.content, g.ungrounded),
-                        "looked_in": g.looked_in, "failed_call": fault}
+                return {
+                    "message": k + 1,
+                    "values": g.ungrounded,
+                    "sentence": sentence_with(m.content, g.ungrounded),
+                    "looked_in": g.looked_in,
+                    "failed_call": fault,
+                }
         return None
 
     @staticmethod
@@ -905,8 +1023,9 @@ class Scorer:
         out.extend(Source(f"user message {k + 1}", m.content) for k, m in enumerate(users[u:], start=u))
         return out
 
-    def _base_failures(self, case: Case | None, ts: TrajectoryScore, gave_up: bool = False,
-                       skip: frozenset[int] | None = None) -> list[str]:
+    def _base_failures(
+        self, case: Case | None, ts: TrajectoryScore, gave_up: bool = False, skip: frozenset[int] | None = None
+    ) -> list[str]:
         """The failures of every family but recovery (after an honest give-up,
         the excused steps are not missing, the hand-off it ended with is no
         wrong selection, and the state is not judged). ``skip``: calls whose
@@ -917,12 +1036,15 @@ class Scorer:
         if ts.has_reference and case is not None:
             missing = [j for j in ts.missing_steps if j not in ts.excused_steps]
             # a counted call on another tool than its step's
-            wrong = ts.selection_num < ts.selection_den if skip is None else any(
-                cs.selection_ok is False for cs in others)
+            wrong = (
+                ts.selection_num < ts.selection_den if skip is None else any(cs.selection_ok is False for cs in others)
+            )
             if wrong and gave_up:
                 after = ts.fault_step if ts.fault_step is not None else len(ts.calls)
-                wrong = any(cs.selection_ok is False and not (cs.step is None and cs.index > after
-                                                                and cs.name in self._handoff) for cs in ts.calls)
+                wrong = any(
+                    cs.selection_ok is False and not (cs.step is None and cs.index > after and cs.name in self._handoff)
+                    for cs in ts.calls
+                )
             if case.turns is not None:  # a missing step of a superset turn is no failure
                 lenient = superset_steps(case)
                 missing = [j for j in missing if j not in lenient]
@@ -933,8 +1055,11 @@ class Scorer:
                 f.append(Failure.ARGUMENTS.value)
             if _not_done(case, ts):
                 f.append(Failure.STEP_NOT_DONE.value)
-        if ts.schema_num < ts.schema_den if skip is None else any(
-                cs.schema_error is not None and cs.exists for cs in others):
+        if (
+            ts.schema_num < ts.schema_den
+            if skip is None
+            else any(cs.schema_error is not None and cs.exists for cs in others)
+        ):
             f.append(Failure.SCHEMA.value)
         if ts.hallucinated_num if skip is None else any(not cs.exists for cs in others):
             f.append(Failure.HALLUCINATED_TOOL.value)

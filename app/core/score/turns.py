@@ -152,8 +152,14 @@ class TurnTable:
         for i in range(self.n):
             at = i * WIDTH
             figures = {key: {"num": counts[at + num], "den": counts[at + den]} for key, num, den in _FIGURES}
-            out.append({"turn": i + 1, "user": self.users[i], "figures": figures,
-                        "failures": list(self.failures.get(i + 1, ()))})
+            out.append(
+                {
+                    "turn": i + 1,
+                    "user": self.users[i],
+                    "figures": figures,
+                    "failures": list(self.failures.get(i + 1, ())),
+                }
+            )
         return out
 
 
@@ -163,8 +169,9 @@ def turn_scores(ts: Scored, case: Case | None, traj: Trajectory) -> tuple[TurnTa
     scripted = [] if case is None or case.turns is None else [t.user for t in case.turns]
     n = max(len(scripted), len(said), max((cs.turn or 1 for cs in ts.calls), default=1))
     steps = step_turns(ts, case, n)
-    users = said[:n] if len(said) >= n else said + [scripted[t] if t < len(scripted) else ""
-                                                      for t in range(len(said), n)]
+    users = (
+        said[:n] if len(said) >= n else said + [scripted[t] if t < len(scripted) else "" for t in range(len(said), n)]
+    )
     counts = [0] * (n * WIDTH)
     for t in range(n):
         counts[t * WIDTH + TRAJECTORIES] = 1

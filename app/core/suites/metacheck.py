@@ -54,19 +54,31 @@ _VALUES: dict[str, Callable[[Any], bool]] = {
     "required": _strings,
     "pattern": _regex,
     "format": lambda v: type(v) is str,
-    "minLength": _count, "maxLength": _count, "minItems": _count, "maxItems": _count,
-    "minProperties": _count, "maxProperties": _count,
-    "minimum": _number, "maximum": _number, "exclusiveMinimum": _number, "exclusiveMaximum": _number,
+    "minLength": _count,
+    "maxLength": _count,
+    "minItems": _count,
+    "maxItems": _count,
+    "minProperties": _count,
+    "maxProperties": _count,
+    "minimum": _number,
+    "maximum": _number,
+    "exclusiveMinimum": _number,
+    "exclusiveMaximum": _number,
     "multipleOf": lambda v: _number(v) and v > 0,
     "uniqueItems": lambda v: type(v) is bool,
     "$ref": lambda v: type(v) is str and _LOCAL_REF.fullmatch(v) is not None,
-    "title": lambda v: type(v) is str, "description": lambda v: type(v) is str,
+    "title": lambda v: type(v) is str,
+    "description": lambda v: type(v) is str,
     "$comment": lambda v: type(v) is str,
-    "default": lambda v: True, "examples": lambda v: type(v) is list,
-    "readOnly": lambda v: type(v) is bool, "writeOnly": lambda v: type(v) is bool,
+    "default": lambda v: True,
+    "examples": lambda v: type(v) is list,
+    "readOnly": lambda v: type(v) is bool,
+    "writeOnly": lambda v: type(v) is bool,
     "deprecated": lambda v: type(v) is bool,
     # not JSON Schema keywords: any value is valid
-    "example": lambda v: True, "nullable": lambda v: True, "optional": lambda v: True,
+    "example": lambda v: True,
+    "nullable": lambda v: True,
+    "optional": lambda v: True,
     "discriminator": lambda v: True,
 }
 _ONE = frozenset({"items", "additionalProperties"})
@@ -86,8 +98,7 @@ def plainly_valid(schema: Any, depth: int = 0) -> bool:
         elif key in _MANY:
             ok = type(value) is list and len(value) > 0 and all(plainly_valid(s, depth + 1) for s in value)
         elif key in _NAMED:
-            ok = type(value) is dict and all(type(k) is str and plainly_valid(s, depth + 1)
-                                             for k, s in value.items())
+            ok = type(value) is dict and all(type(k) is str and plainly_valid(s, depth + 1) for k, s in value.items())
         else:
             test = _VALUES.get(key)
             ok = test is not None and test(value)

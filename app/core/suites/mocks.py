@@ -115,4 +115,3 @@ def render_observation(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
-

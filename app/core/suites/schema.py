@@ -77,9 +77,7 @@ def _is_type(value: Any, name: str) -> bool:
     if name == "integer":
         return type(value) is int
     if name == "number":
-        return type(value) in (int, float) and not (
-            type(value) is float and (math.isnan(value) or math.isinf(value))
-        )
+        return type(value) in (int, float) and not (type(value) is float and (math.isnan(value) or math.isinf(value)))
     if name == "string":
         return type(value) is str
     if name == "boolean":
@@ -134,14 +132,49 @@ _FORMATS: dict[str, tuple[Callable[[str], bool], str]] = {
 
 # Keywords the compiler understands; annotations are ignored on purpose.
 _ANNOTATIONS = {
-    "title", "description", "default", "examples", "example", "$schema", "$id", "$comment",
-    "readOnly", "writeOnly", "deprecated", "discriminator", "nullable", "optional",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "example",
+    "$schema",
+    "$id",
+    "$comment",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "discriminator",
+    "nullable",
+    "optional",
 }
 _SUPPORTED = _ANNOTATIONS | {
-    "type", "properties", "required", "additionalProperties", "enum", "const", "pattern",
-    "format", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "multipleOf", "items", "minItems", "maxItems", "uniqueItems",
-    "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "minProperties", "maxProperties",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "enum",
+    "const",
+    "pattern",
+    "format",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "items",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "$ref",
+    "$defs",
+    "definitions",
+    "minProperties",
+    "maxProperties",
     "prefixItems",
 }
 
@@ -380,8 +413,10 @@ class _Compiler:
             if passed > 1:
                 return SchemaViolation(p, f"{_label(p)}: matches more than one allowed shape")
             first = next(e for e in errors if e is not None)
-            return first if len(branches) == 1 else SchemaViolation(
-                first.field, f"{first.message} (and no other allowed shape matches)"
+            return (
+                first
+                if len(branches) == 1
+                else SchemaViolation(first.field, f"{first.message} (and no other allowed shape matches)")
             )
 
         return check_any
@@ -572,8 +607,9 @@ class ArgumentValidator:
                 self._recursive = bool(compiler.refs)
                 loop = _ref_loop(compiler) if compiler.refs else None
                 if loop is not None:
-                    raise ToolSpecError(f"$ref {loop!r} leads back to itself without going into the value: "
-                                        "checking it would never end")
+                    raise ToolSpecError(
+                        f"$ref {loop!r} leads back to itself without going into the value: checking it would never end"
+                    )
             else:
                 self._check = _library_check(schema)
         except re.error as exc:
@@ -605,7 +641,6 @@ class ArgumentValidator:
             memo.clear()
         memo[key] = result
         return result
-
 
     def _run(self, arguments: dict[str, Any]) -> SchemaViolation | None:
         # Only a self-referencing schema follows a value down without limit: bound it

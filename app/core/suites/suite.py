@@ -119,6 +119,7 @@ class Suite:
             seen[pair] = None
         return list(seen)
 
+
 # libyaml's safe loader when PyYAML was built with it: the same documents, read ~10x faster.
 SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -240,8 +241,9 @@ def _pairs(raw: Any, where: str, path: str, case_id: str = "") -> list[tuple[str
 def parse_toolset(raw: Any, path: str, base: Path | None) -> Toolset:
     if isinstance(raw, str):
         if base is None:
-            raise SuiteError("give the toolset inline (a path is read only from a suite file)", path=path,
-                             field="toolset")
+            raise SuiteError(
+                "give the toolset inline (a path is read only from a suite file)", path=path, field="toolset"
+            )
         try:
             return load_toolset(base / raw)
         except SuiteError as exc:
@@ -408,8 +410,9 @@ def _turns(rc: Mapping[str, Any], bad: Any) -> list[Turn]:
         if rt.get("expected_calls") is not None:
             if not isinstance(rt["expected_calls"], list):
                 raise bad("must be a list", f"{where}.expected_calls")
-            expected = [_expected_call(ec, j, bad, f"{where}.expected_calls")
-                        for j, ec in enumerate(rt["expected_calls"])]
+            expected = [
+                _expected_call(ec, j, bad, f"{where}.expected_calls") for j, ec in enumerate(rt["expected_calls"])
+            ]
         forbidden_raw = rt.get("forbidden_calls") or []
         if not isinstance(forbidden_raw, list):
             raise bad("must be a list", f"{where}.forbidden_calls")
@@ -457,8 +460,12 @@ def _expected_call(ec: Any, j: int, bad: Any, within: str = "expected_calls") ->
     marked = ec.get("schema_exceptions") or {}
     if not isinstance(marked, Mapping) or not all(isinstance(v, str) for v in marked.values()):
         raise bad("must map an argument to the reason its value breaks the schema", f"{where}.schema_exceptions")
-    return ExpectedCall(name=ec["name"], arguments=dict(args), tolerance=tolerance,
-                        schema_exceptions={str(k): v for k, v in marked.items()})
+    return ExpectedCall(
+        name=ec["name"],
+        arguments=dict(args),
+        tolerance=tolerance,
+        schema_exceptions={str(k): v for k, v in marked.items()},
+    )
 
 
 def _forbidden(raw: Any, j: int, bad: Any, within: str = "forbidden_calls") -> ForbiddenCall:

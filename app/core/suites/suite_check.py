@@ -52,8 +52,11 @@ def _names(cls: Any, *, drop: Iterable[str] = (), add: Iterable[str] = ()) -> fr
 SUITE_KEYS = _names(Suite, drop=("path",))
 TOOLSET_KEYS = _names(Toolset, add=("version", "source", "description"))
 # ToolLens's tool, OpenAI's wrapper, Anthropic's and MCP's spellings of the same fields
-TOOL_KEYS = _names(ToolSpec, drop=("responder",), add=(
-    "type", "function", "input_schema", "inputSchema", "outputSchema", "_meta", "icons", "execution"))
+TOOL_KEYS = _names(
+    ToolSpec,
+    drop=("responder",),
+    add=("type", "function", "input_schema", "inputSchema", "outputSchema", "_meta", "icons", "execution"),
+)
 FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
 # ``source``: where a curated case came from (``notes``, texts for people, is a Case field)
 CASE_KEYS = _names(Case, add=("source",))
@@ -63,8 +66,16 @@ EXPECTED_KEYS = _names(ExpectedCall)
 FORBIDDEN_KEYS = _names(ForbiddenCall)
 KEYED_RESPONSE_KEYS = frozenset({"when", "arguments", "response"})
 EFFECT_KEYS = frozenset({"append", "set", "increment"})
-RULE_PARAMS = {"number": {"abs", "rel"}, "one_of": {"values", "value", "normalize"}, "regex": {"pattern", "value"},
-               "contains": {"value"}, "date": {"dayfirst"}, "exact": set(), "ignore": set(), "set": set()}
+RULE_PARAMS = {
+    "number": {"abs", "rel"},
+    "one_of": {"values", "value", "normalize"},
+    "regex": {"pattern", "value"},
+    "contains": {"value"},
+    "date": {"dayfirst"},
+    "exact": set(),
+    "ignore": set(),
+    "set": set(),
+}
 
 Segment = str | int
 
@@ -86,8 +97,13 @@ class Problem:
         return ": ".join([*parts, self.message])
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "case_id": self.case_id or None, "field": self.field,
-                "message": self.message}
+        return {
+            "file": self.file,
+            "line": self.line,
+            "case_id": self.case_id or None,
+            "field": self.field,
+            "message": self.message,
+        }
 
 
 class SuiteProblems(SuiteError):
@@ -161,8 +177,7 @@ class _Checker:
             hint = f", did you mean {near}?" if near else f" (known: {', '.join(sorted(known))})"
             self.add((*at, name), f"unknown key{hint}", file=file)
 
-    def tool_name(self, name: Any, at: tuple[Segment, ...], what: str, *, fatal: bool = False,
-                  file: str = "") -> None:
+    def tool_name(self, name: Any, at: tuple[Segment, ...], what: str, *, fatal: bool = False, file: str = "") -> None:
         if not isinstance(name, str) or name in self.toolset:
             return
         near = _nearest(name, [t.name for t in self.toolset])
@@ -211,8 +226,11 @@ class _Checker:
         for key in sorted(keys - MOCK_KEYS):
             near = difflib.get_close_matches(key, sorted(MOCK_KEYS), n=1, cutoff=0.8)
             if near:
-                self.add((*at, key), f"did you mean {near[0]}? As written, the whole mapping is the tool's "
-                                     "fixed response", file=file)
+                self.add(
+                    (*at, key),
+                    f"did you mean {near[0]}? As written, the whole mapping is the tool's fixed response",
+                    file=file,
+                )
 
     # -- the cases -------------------------------------------------------------
 
@@ -236,7 +254,7 @@ class _Checker:
                 self.forbidden(turn.get("forbidden_calls"), (*at, "turns", i, "forbidden_calls"))
         self.keys(raw.get("user"), USER_KEYS, (*at, "user"))
         mocks = raw.get("mocks")
-        for name, mock in (mocks.items() if isinstance(mocks, Mapping) else []):
+        for name, mock in mocks.items() if isinstance(mocks, Mapping) else []:
             self.tool_name(name, (*at, "mocks", str(name)), "mock", fatal=True)
             self.mock(mock, (*at, "mocks", str(name)))
         self.case_id, self.case_at = "", 0
@@ -273,8 +291,9 @@ class _Checker:
             if str(kind) in RULE_PARAMS and isinstance(params, Mapping):
                 self.keys(params, frozenset(RULE_PARAMS[str(kind)]), (*at, str(kind)))
 
-    def arguments(self, tool: ToolSpec, args: Mapping[str, Any], tolerance: Mapping[str, Any],
-                  at: tuple[Segment, ...]) -> None:
+    def arguments(
+        self, tool: ToolSpec, args: Mapping[str, Any], tolerance: Mapping[str, Any], at: tuple[Segment, ...]
+    ) -> None:
         """Each expected value that the ``exact`` or ``set`` rule compares must
         be one the tool's schema accepts, up to what those rules forgive
         (surrounding blanks, letter case, ``3.0`` for ``3``); a field another
@@ -328,15 +347,19 @@ def _forgiven(value: Any) -> Any:
 def _case_of_enum(value: Any, prop: Any) -> bool:
     """A string the ``exact`` rule matches to one of the schema's enum values (letter case aside)."""
     enum = prop.get("enum") if isinstance(prop, Mapping) else None
-    return isinstance(value, str) and isinstance(enum, list) and any(
-        isinstance(e, str) and e.casefold() == value.strip().casefold() for e in enum)
+    return (
+        isinstance(value, str)
+        and isinstance(enum, list)
+        and any(isinstance(e, str) and e.casefold() == value.strip().casefold() for e in enum)
+    )
 
 
 # -- entry points --------------------------------------------------------------
 
 
-def check_document(raw: Any, *, path: str = "suite", base: Path | None = None,
-                   fault_tools: Iterable[str] = ()) -> list[Problem]:
+def check_document(
+    raw: Any, *, path: str = "suite", base: Path | None = None, fault_tools: Iterable[str] = ()
+) -> list[Problem]:
     """Every mistake in a decoded suite document (``base``: the suite file's
     folder, where a toolset path is read from), the first one the loader
     refuses included; ``fault_tools``: the tools a fault plan names. A
@@ -350,8 +373,9 @@ def _check(raw: Any, path: str, base: Path | None, fault_tools: Iterable[str]) -
         return _check_once(raw, path, base, fault_tools)
 
 
-def _check_once(raw: Any, path: str, base: Path | None,
-                fault_tools: Iterable[str]) -> tuple[Suite | None, list[Problem]]:
+def _check_once(
+    raw: Any, path: str, base: Path | None, fault_tools: Iterable[str]
+) -> tuple[Suite | None, list[Problem]]:
     suite: Suite | None = None
     structural: SuiteError | None = None
     try:
@@ -375,8 +399,9 @@ def _check_once(raw: Any, path: str, base: Path | None,
         checker.case(case, i, seen)
     for name in fault_tools:
         checker.tool_name(name, (f"tool:{name}",), "", file="--faults")
-    if structural is not None and not any(f.fatal and f.case_id == structural.case_id and
-                                          structural.detail in f.message for f in checker.found):
+    if structural is not None and not any(
+        f.fatal and f.case_id == structural.case_id and structural.detail in f.message for f in checker.found
+    ):
         checker.found.append(_found_from_error(structural, raw, path))
     return suite, _located(checker.found)
 
@@ -392,8 +417,9 @@ def _found_from_error(exc: SuiteError, raw: Mapping[str, Any], path: str) -> _Fo
         ids = [str(c.get("id")) if isinstance(c, Mapping) else None for c in _list(raw.get("cases"))]
         at = ("cases", ids.index(exc.case_id)) if exc.case_id in ids else ()
     segments = tuple(int(s) if s.isdigit() else s for s in re.findall(r"[^.\[\]]+", exc.field.split(" ")[0]))
-    return _Found(path if exc.path in ("", path) else exc.path, (*at, *segments), exc.case_id, len(at), exc.detail,
-                  fatal=True)
+    return _Found(
+        path if exc.path in ("", path) else exc.path, (*at, *segments), exc.case_id, len(at), exc.detail, fatal=True
+    )
 
 
 def _located(found: list[_Found]) -> list[Problem]:
@@ -403,8 +429,16 @@ def _located(found: list[_Found]) -> list[Problem]:
     for f in found:
         if f.file not in trees:
             trees[f.file] = _compose(f.file)
-        out.append(Problem(f.message, file=f.file, case_id=f.case_id, field=_render(f.segments[f.case_at:]),
-                           line=_line(trees[f.file], f.segments), fatal=f.fatal))
+        out.append(
+            Problem(
+                f.message,
+                file=f.file,
+                case_id=f.case_id,
+                field=_render(f.segments[f.case_at :]),
+                line=_line(trees[f.file], f.segments),
+                fatal=f.fatal,
+            )
+        )
     rank = {file: i for i, file in enumerate(trees)}
     return sorted(out, key=lambda p: (rank[p.file], p.line or 0))
 
@@ -443,8 +477,9 @@ def raise_or_warn(problems: list[Problem], *, lenient: bool) -> list[Problem]:
     return problems
 
 
-def validate_suite_file(path: str | Path, *, lenient: bool = False,
-                        fault_tools: Iterable[str] = ()) -> tuple[Suite, list[Problem]]:
+def validate_suite_file(
+    path: str | Path, *, lenient: bool = False, fault_tools: Iterable[str] = ()
+) -> tuple[Suite, list[Problem]]:
     """Load a suite file once every mistake is ruled out (``SuiteProblems``
     lists them all); with ``lenient`` only what the loader refuses is an
     error, the rest comes back as warnings."""
@@ -470,4 +505,3 @@ def validate_lint_target(path: str | Path, *, lenient: bool = False) -> list[Pro
     checker = _Checker(toolset, str(p), str(p), ())
     checker.toolset_document(document)
     return raise_or_warn(_located(checker.found), lenient=lenient)
-

@@ -32,8 +32,9 @@ def target(path: Path, *, follow_symlinks: bool) -> Path:
     anything but a regular file."""
     if path.is_symlink():
         if not follow_symlinks:
-            raise SuiteError("is a symbolic link: give --follow-symlinks to write to the file it points at",
-                             path=str(path))
+            raise SuiteError(
+                "is a symbolic link: give --follow-symlinks to write to the file it points at", path=str(path)
+            )
         real = path.resolve()
         if not real.is_file():
             raise SuiteError(f"is a symbolic link to {real}, which is not an existing file", path=str(path))
@@ -48,11 +49,12 @@ def check_shape(document: Any, path: Path) -> dict[str, Any]:
     if document is None:
         raise SuiteError("is empty: a suite is a mapping with name, toolset and cases", path=str(path))
     if isinstance(document, list):
-        raise SuiteError("holds a list at the top: a suite is a mapping with name, toolset and cases",
-                         path=str(path))
+        raise SuiteError("holds a list at the top: a suite is a mapping with name, toolset and cases", path=str(path))
     if not isinstance(document, Mapping):
-        raise SuiteError(f"holds a {type(document).__name__} at the top: a suite is a mapping with name, toolset "
-                         "and cases", path=str(path))
+        raise SuiteError(
+            f"holds a {type(document).__name__} at the top: a suite is a mapping with name, toolset and cases",
+            path=str(path),
+        )
     cases = document.get("cases")
     if cases is not None and not isinstance(cases, list):
         raise SuiteError(f"its cases are a {type(cases).__name__}, not a list", path=str(path))
@@ -79,14 +81,15 @@ def _insert_yaml(text: str, document: Mapping[str, Any], added: list[dict[str, A
     if not isinstance(cases, yaml.SequenceNode) or not cases.value or cases.flow_style:
         return None
     first = cases.value[0].start_mark.index
-    line = text[text.rfind("\n", 0, first) + 1:first].rstrip()
+    line = text[text.rfind("\n", 0, first) + 1 : first].rstrip()
     if not line.endswith("-"):
         return None
     newline = "\r\n" if "\r\n" in text else "\n"
     pad = " " * (len(line) - 1)
     block = yaml.safe_dump(added, sort_keys=False, allow_unicode=True, width=120)
-    rows = "".join(pad + row.rstrip("\n") + newline if row.strip() else newline
-                   for row in block.splitlines(keepends=True))
+    rows = "".join(
+        pad + row.rstrip("\n") + newline if row.strip() else newline for row in block.splitlines(keepends=True)
+    )
     if root.value[-1][0] is found[0][0]:  # cases is the last key: at the end of the file
         new = text + ("" if text.endswith("\n") else newline) + rows
     else:  # after the last case's own lines: blank and comment lines before the next key stay before it
@@ -114,8 +117,9 @@ def render(path: Path, old: bytes | None, document: Mapping[str, Any], added: li
         return (json.dumps(document, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     if text is not None:
         if _end_marker(text):
-            raise SuiteError("ends its YAML document with `...`: remove that line to let cases be added",
-                             path=str(path))
+            raise SuiteError(
+                "ends its YAML document with `...`: remove that line to let cases be added", path=str(path)
+            )
         new = _insert_yaml(text.removeprefix("\ufeff"), document, added)
         if new is not None:
             return (("\ufeff" if text.startswith("\ufeff") else "") + new).encode("utf-8")
@@ -162,7 +166,10 @@ def write_cases(path: Path, old: bytes | None, document: Mapping[str, Any], adde
         return False
     data = render(path, old, document, added)
     if len(data) > MAX_SUITE_BYTES:
-        raise SuiteError(f"would be larger than {MAX_SUITE_BYTES} bytes (the most a suite file may be): "
-                         "write the cases to another file", path=str(path))
+        raise SuiteError(
+            f"would be larger than {MAX_SUITE_BYTES} bytes (the most a suite file may be): "
+            "write the cases to another file",
+            path=str(path),
+        )
     replace_atomically(path, data)
     return True

@@ -67,12 +67,16 @@ def values_equal(got: Any, expected: Any) -> bool:
     if isinstance(expected, (int, float)):
         return isinstance(got, (int, float)) and got == expected
     if isinstance(expected, list):
-        return isinstance(got, list) and len(got) == len(expected) and all(
-            values_equal(g, e) for g, e in zip(got, expected, strict=True)
+        return (
+            isinstance(got, list)
+            and len(got) == len(expected)
+            and all(values_equal(g, e) for g, e in zip(got, expected, strict=True))
         )
     if isinstance(expected, dict):
-        return isinstance(got, dict) and got.keys() == expected.keys() and all(
-            values_equal(got[k], v) for k, v in expected.items()
+        return (
+            isinstance(got, dict)
+            and got.keys() == expected.keys()
+            and all(values_equal(got[k], v) for k, v in expected.items())
         )
     return bool(got == expected)
 
@@ -92,21 +96,58 @@ def bfcl_equal(got: Any, expected: Any) -> bool:
     if isinstance(expected, str):
         return isinstance(got, str) and bfcl_standardize(got) == bfcl_standardize(expected)
     if isinstance(expected, list):
-        return isinstance(got, list) and len(got) == len(expected) and all(
-            bfcl_equal(g, e) for g, e in zip(got, expected, strict=True))
+        return (
+            isinstance(got, list)
+            and len(got) == len(expected)
+            and all(bfcl_equal(g, e) for g, e in zip(got, expected, strict=True))
+        )
     if isinstance(expected, dict):
-        return isinstance(got, dict) and got.keys() == expected.keys() and all(
-            bfcl_equal(got[k], v) for k, v in expected.items())
+        return (
+            isinstance(got, dict)
+            and got.keys() == expected.keys()
+            and all(bfcl_equal(got[k], v) for k, v in expected.items())
+        )
     return values_equal(got, expected)
 
 
 _MONTHS = {
-    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
-    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
-    "oct": 10, "nov": 11, "dec": 12,
-    "enero": 1, "febrero": 2, "marzo": 3, "abril": 4, "mayo": 5, "junio": 6, "julio": 7,
-    "agosto": 8, "septiembre": 9, "setiembre": 9, "octubre": 10, "noviembre": 11, "diciembre": 12,
+    "january": 1,
+    "february": 2,
+    "march": 3,
+    "april": 4,
+    "may": 5,
+    "june": 6,
+    "july": 7,
+    "august": 8,
+    "september": 9,
+    "october": 10,
+    "november": 11,
+    "december": 12,
+    "jan": 1,
+    "feb": 2,
+    "mar": 3,
+    "apr": 4,
+    "jun": 6,
+    "jul": 7,
+    "aug": 8,
+    "sep": 9,
+    "sept": 9,
+    "oct": 10,
+    "nov": 11,
+    "dec": 12,
+    "enero": 1,
+    "febrero": 2,
+    "marzo": 3,
+    "abril": 4,
+    "mayo": 5,
+    "junio": 6,
+    "julio": 7,
+    "agosto": 8,
+    "septiembre": 9,
+    "setiembre": 9,
+    "octubre": 10,
+    "noviembre": 11,
+    "diciembre": 12,
 }
 _ISO = re.compile(r"(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[t ].*)?")
 _DMY = re.compile(r"(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})")
@@ -343,12 +384,16 @@ def _parse_nested(kind: str, params: Mapping[str, Any], depth: int) -> Rule:
     if kind == "fields":
         if not isinstance(inner, Mapping):
             raise ValueError("fields maps each field of the object to its rule")
-        return Rule("fields", optional=optional,
-                    fields=tuple((str(k), _sub_rule(v, f"fields.{k}", depth)) for k, v in inner.items()))
+        return Rule(
+            "fields",
+            optional=optional,
+            fields=tuple((str(k), _sub_rule(v, f"fields.{k}", depth)) for k, v in inner.items()),
+        )
     if not isinstance(inner, list):
         raise ValueError("items takes a list of rules, one per element")
-    return Rule("items", optional=optional,
-                items=tuple(_sub_rule(v, f"items[{i}]", depth) for i, v in enumerate(inner)))
+    return Rule(
+        "items", optional=optional, items=tuple(_sub_rule(v, f"items[{i}]", depth) for i, v in enumerate(inner))
+    )
 
 
 def _sub_rule(raw: Any, where: str, depth: int) -> Rule:
@@ -371,7 +416,7 @@ class Mismatch:
     got: Any
 
     def __init__(self, field: str, rule: str, expected: Any, got: Any) -> None:
-    # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
+        # written out, not frozen: compiled, a native __init__ (records.py says why); hashed as before
         self.field = field
         self.rule = rule
         self.expected = expected
@@ -381,9 +426,7 @@ class Mismatch:
         return {"field": self.field, "rule": self.rule, "expected": self.expected, "got": self.got}
 
 
-def compare_arguments(
-    got: Mapping[str, Any], expected: Mapping[str, Any], rules: Mapping[str, Rule]
-) -> list[Mismatch]:
+def compare_arguments(got: Mapping[str, Any], expected: Mapping[str, Any], rules: Mapping[str, Rule]) -> list[Mismatch]:
     """Mismatches of the expected fields (fields the case does not name are
     left to the schema). A field named only in ``rules`` (e.g. a ``one_of``
     with its values) is checked too."""
@@ -422,14 +465,25 @@ def compile_comparison(expected: Mapping[str, Any], rules: Mapping[str, Rule]) -
         want = expected.get(name)
         rule = rules.get(name) if rules else None
         if rule is None:
-            fields.append((name, want, want.strip().casefold() if type(want) is str else None, None, "exact", want,
-                           False, None))
+            fields.append(
+                (name, want, want.strip().casefold() if type(want) is str else None, None, "exact", want, False, None)
+            )
         elif rule.kind in NESTED:  # checked where it fails, to name the nested field
             fields.append((name, want, None, _nested_test(rule, want), rule.kind, want, False, rule))
         elif rule.kind != "ignore":  # ignore accepts anything, a missing field included
             listed = rule.kind == "one_of" and bool(rule.values)
-            fields.append((name, want, None, _field_test(want, rule), rule.describe(),
-                           rule.values if listed else want, listed, None))
+            fields.append(
+                (
+                    name,
+                    want,
+                    None,
+                    _field_test(want, rule),
+                    rule.describe(),
+                    rule.values if listed else want,
+                    listed,
+                    None,
+                )
+            )
     checks = tuple(fields)
 
     def compare(got: Mapping[str, Any]) -> list[Mismatch]:
@@ -471,10 +525,17 @@ def _field_test(want: Any, rule: Rule | None) -> Callable[[Any], bool]:
         folded = want.strip().casefold()
         return lambda have: isinstance(have, str) and (have == want or have.strip().casefold() == folded)
     if type(want) is int or type(want) is float:
-        return lambda have: (type(have) is int or type(have) is float
-                             or (isinstance(have, (int, float)) and not isinstance(have, bool))) and have == want
-    return lambda have: (type(have) is type(want) and have == want) or (
-        have is not _MISSING and values_equal(have, want))
+        return lambda have: (
+            (
+                type(have) is int
+                or type(have) is float
+                or (isinstance(have, (int, float)) and not isinstance(have, bool))
+            )
+            and have == want
+        )
+    return lambda have: (
+        (type(have) is type(want) and have == want) or (have is not _MISSING and values_equal(have, want))
+    )
 
 
 def _rule_test(want: Any, rule: Rule) -> Callable[[Any], bool]:
@@ -487,19 +548,22 @@ def _rule_test(want: Any, rule: Rule) -> Callable[[Any], bool]:
             may_omit = "" in options
             if rule.normalize == "bfcl":
                 standard = frozenset(bfcl_standardize(o) for o in options)
-                return lambda have: may_omit if have is _MISSING else (
-                    isinstance(have, str) and bfcl_standardize(have) in standard)
+                return lambda have: (
+                    may_omit if have is _MISSING else (isinstance(have, str) and bfcl_standardize(have) in standard)
+                )
             folded = frozenset(o.strip().casefold() for o in options)
-            return lambda have: may_omit if have is _MISSING else (
-                isinstance(have, str) and have.strip().casefold() in folded)
+            return lambda have: (
+                may_omit if have is _MISSING else (isinstance(have, str) and have.strip().casefold() in folded)
+            )
     elif kind == "number":
         a, r = rule.abs, rule.rel
         return lambda have: have is not _MISSING and _close(have, want, a, r)
     elif kind == "date":
         dayfirst = rule.dayfirst
         day = parse_date(want, dayfirst=dayfirst)
-        return lambda have: have is not _MISSING and (got := parse_date(have, dayfirst=dayfirst)) is not None and (
-            got == day)
+        return lambda have: (
+            have is not _MISSING and (got := parse_date(have, dayfirst=dayfirst)) is not None and (got == day)
+        )
     elif kind == "regex":
         try:
             rx = _regex(rule.pattern if rule.pattern is not None else str(want))
@@ -510,8 +574,11 @@ def _rule_test(want: Any, rule: Rule) -> Callable[[Any], bool]:
     elif kind == "contains":
         needle = rule.pattern if rule.pattern is not None else want
         folded_needle = fold(str(needle).strip())
-        return lambda have: any(values_equal(item, needle) for item in have) if isinstance(have, list) else (
-            isinstance(have, str) and folded_needle in fold(have))
+        return lambda have: (
+            any(values_equal(item, needle) for item in have)
+            if isinstance(have, list)
+            else (isinstance(have, str) and folded_needle in fold(have))
+        )
     elif kind == "set":
         return lambda have: _same_multiset(have, want)
     return lambda have: rule.check(have, want)

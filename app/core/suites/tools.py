@@ -119,9 +119,7 @@ class ToolSpec:
     # -- constructors ------------------------------------------------------
 
     @classmethod
-    def from_pydantic(
-        cls, name: str, model: type[BaseModel], description: str | None = None, **kw: Any
-    ) -> ToolSpec:
+    def from_pydantic(cls, name: str, model: type[BaseModel], description: str | None = None, **kw: Any) -> ToolSpec:
         schema = model.model_json_schema()
         schema.pop("title", None)
         desc = description if description is not None else (model.__doc__ or "").strip()
@@ -187,8 +185,7 @@ class Toolset:
             seen.add(t.name)
         self.by_name: dict[str, ToolSpec] = {t.name: t for t in self.tools}
         # ``think`` only thinks: transparent by default when the toolset has it
-        self.transparent: frozenset[str] = frozenset(
-            t.name for t in self.tools if t.transparent or t.name == "think")
+        self.transparent: frozenset[str] = frozenset(t.name for t in self.tools if t.transparent or t.name == "think")
 
     def __contains__(self, name: object) -> bool:
         return name in self.by_name

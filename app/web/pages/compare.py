@@ -47,8 +47,14 @@ def usage_row(d: UsageDelta) -> UsageRow:
     else:
         delta = f"{d.delta:+.0f}"
     rel = d.relative
-    return UsageRow(d.label, shown(d.a), shown(d.b), delta, "n/a" if rel is None else f"{100 * rel:+.1f}%",
-                    "" if rel is None else "bad" if rel >= 0.005 else "ok" if rel <= -0.005 else "")
+    return UsageRow(
+        d.label,
+        shown(d.a),
+        shown(d.b),
+        delta,
+        "n/a" if rel is None else f"{100 * rel:+.1f}%",
+        "" if rel is None else "bad" if rel >= 0.005 else "ok" if rel <= -0.005 else "",
+    )
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,10 @@ def mcnemar_verdict(m: McNemarPublic | None, shared: int) -> tuple[str, str]:
     p = f"exact McNemar p = {m.p_value:.3g}"
     if m.p_value < 0.05:
         better = m.passed_only_b > m.passed_only_a
-        return (f"B {'passes more' if better else 'fails more'}, unlikely to be noise: {only} ({p})",
-                "ok" if better else "bad")
+        return (
+            f"B {'passes more' if better else 'fails more'}, unlikely to be noise: {only} ({p})",
+            "ok" if better else "bad",
+        )
     return f"could be noise: {only} ({p})", "muted"
 
 
@@ -101,8 +109,14 @@ def pass_head(c: ComparisonPublic) -> PassHead:
     verdict, tone = mcnemar_verdict(c.mcnemar, c.shared_cases)
     if c.simulator_note:  # the simulated user explains too much of the difference: no better, no worse
         verdict, tone = f"no verdict: {c.simulator_note}", "muted"
-    return PassHead(a, b, signed(delta), "" if interval is None else f"{signed(interval[0])} to {signed(interval[1])}",
-                    verdict, tone)
+    return PassHead(
+        a,
+        b,
+        signed(delta),
+        "" if interval is None else f"{signed(interval[0])} to {signed(interval[1])}",
+        verdict,
+        tone,
+    )
 
 
 @dataclass
@@ -118,10 +132,14 @@ class ComparePage:
 
 def compare_page(session: Session, a: int, b: int, cache: Any = None) -> ComparePage:
     c = cache.get(session, a, b) if cache is not None else comparing.compare_runs(session, a, b)
-    return ComparePage(c=c, difference=figures.confusion_difference(c.confusion_diff),
-                       blocking={d.family for d in c.families if d.family in BLOCKING_KEYS and d.b.num},
-                       usage=[usage_row(d) for d in c.usage], passes=pass_head(c),
-                       cooperation=compare_gap(c.cooperation))
+    return ComparePage(
+        c=c,
+        difference=figures.confusion_difference(c.confusion_diff),
+        blocking={d.family for d in c.families if d.family in BLOCKING_KEYS and d.b.num},
+        usage=[usage_row(d) for d in c.usage],
+        passes=pass_head(c),
+        cooperation=compare_gap(c.cooperation),
+    )
 
 
 @dataclass

@@ -63,14 +63,32 @@ def curate_form(session: Session, trajectory_id: int, stored: StoredTrajectory |
     d = curate.draft(traj, ingest.suite_for_run(session, run).toolset)
     own = ingest.get_suite_row(session, run.suite_id).name
     newest = {s.name: s for s in curation.newest_suites(session, always=own)}
-    steps = [StepRow(index=s.index, name=s.name, turn=s.turn, attempts=len(s.calls), name_only=s.arguments is None,
-                     args=[ArgRow(k, json.dumps(v, ensure_ascii=False),
-                                  json.dumps(s.tolerance[k], ensure_ascii=False) if k in s.tolerance else "")
-                           for k, v in (s.arguments or {}).items()])
-             for s in d.steps]
-    return CurateForm(case_id=f"{t.case_id}-{t.id}", suites=list(newest.values()),
-                      suite_id=newest[own].id if own in newest else run.suite_id, steps=steps,
-                      left_out=d.left_out, turns=len(d.turns))
+    steps = [
+        StepRow(
+            index=s.index,
+            name=s.name,
+            turn=s.turn,
+            attempts=len(s.calls),
+            name_only=s.arguments is None,
+            args=[
+                ArgRow(
+                    k,
+                    json.dumps(v, ensure_ascii=False),
+                    json.dumps(s.tolerance[k], ensure_ascii=False) if k in s.tolerance else "",
+                )
+                for k, v in (s.arguments or {}).items()
+            ],
+        )
+        for s in d.steps
+    ]
+    return CurateForm(
+        case_id=f"{t.case_id}-{t.id}",
+        suites=list(newest.values()),
+        suite_id=newest[own].id if own in newest else run.suite_id,
+        steps=steps,
+        left_out=d.left_out,
+        turns=len(d.turns),
+    )
 
 
 def _rule(form: dict[str, str], index: int, name: str) -> Any:
@@ -82,8 +100,7 @@ def _rule(form: dict[str, str], index: int, name: str) -> Any:
         except ValueError:
             bound = math.nan
         if not math.isfinite(bound) or bound < 0:
-            raise SuiteError("the number tolerance is a number of 0 or more",
-                             field=f"calls[{index}].tolerance.{name}")
+            raise SuiteError("the number tolerance is a number of 0 or more", field=f"calls[{index}].tolerance.{name}")
         return {"number": {"abs": bound}}
     if chosen not in RULES:
         raise SuiteError(f"choose one of {', '.join(RULES)}", field=f"calls[{index}].tolerance.{name}")
@@ -95,8 +112,11 @@ def form_edits(form: dict[str, str], steps: list[StepRow]) -> curate.Edits:
     calls: dict[int, curate.CallEdit] = {}
     for step in steps:
         keep = form.get(f"keep.{step.index}") == "on"
-        rules = {a.field: _rule(form, step.index, a.field) for a in step.args
-                 if form.get(f"rule.{step.index}.{a.field}", "proposed") != "proposed"}
+        rules = {
+            a.field: _rule(form, step.index, a.field)
+            for a in step.args
+            if form.get(f"rule.{step.index}.{a.field}", "proposed") != "proposed"
+        }
         calls[step.index] = curate.CallEdit(keep=keep, tolerance=rules)
     state_text = form.get("expected_state", "").strip()
     state = None
@@ -111,8 +131,7 @@ def form_edits(form: dict[str, str], steps: list[StepRow]) -> curate.Edits:
     case_id = clean_text(form.get("case_id", "").strip())
     if not case_id or len(case_id) > 256:
         raise SuiteError("required, at most 256 characters", field="case_id")
-    return curate.Edits(case_id=case_id, calls=calls, expected_datum=[datum] if datum else None,
-                        expected_state=state)
+    return curate.Edits(case_id=case_id, calls=calls, expected_datum=[datum] if datum else None, expected_state=state)
 
 
 @dataclass(frozen=True)
@@ -133,8 +152,9 @@ def added_note(session: Session, suite_id: int | None, case_id: str) -> Added | 
     return Added(curation.suite_public(row), case_id[:256])
 
 
-def submit(session: Session, page: CurateForm, trajectory_id: int, form: dict[str, str],
-           token: str | None) -> tuple[SuiteRow, curate.Edits]:
+def submit(
+    session: Session, page: CurateForm, trajectory_id: int, form: dict[str, str], token: str | None
+) -> tuple[SuiteRow, curate.Edits]:
     """Add the case the form describes; SuiteError names the field at fault."""
     if token is not None and not secrets.compare_digest(form.get("token", "").encode(), token.encode()):
         raise SuiteError("the API token is wrong", field="token")
@@ -144,6 +164,7 @@ def submit(session: Session, page: CurateForm, trajectory_id: int, form: dict[st
     if target == "new" and not new_suite:
         raise SuiteError("name the new suite", field="new_suite")
     suite_id = page.suite_id if target == "new" else int(target) if target.isdigit() and len(target) < 10 else 0
-    row, _ = curation.add_case(session, suite_id=suite_id, trajectory_id=trajectory_id, edits=edits,
-                               new_suite=new_suite)
+    row, _ = curation.add_case(
+        session, suite_id=suite_id, trajectory_id=trajectory_id, edits=edits, new_suite=new_suite
+    )
     return row, edits

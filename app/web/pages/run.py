@@ -47,8 +47,12 @@ FAILURE_NAMES = tuple(f.value for f in Failure)
 TURN_COLUMNS = tuple((f.key, f.turn_label) for f in RATIO_FAMILIES)  # the per-turn tables' columns
 
 # What made a faulted call fail (ERROR_SOURCES), as the run page's recovery section says it.
-SOURCE_WORDS = (("injected", "an injected fault"), ("tool", "the tool's own error"),
-                ("schema", "refused by the schema"), ("unknown_tool", "an unknown tool"))
+SOURCE_WORDS = (
+    ("injected", "an injected fault"),
+    ("tool", "the tool's own error"),
+    ("schema", "refused by the schema"),
+    ("unknown_tool", "an unknown tool"),
+)
 
 
 @dataclass(frozen=True)
@@ -80,9 +84,14 @@ def cards(f: FiguresPublic) -> list[Card]:
     groups: dict[str, list[Family]] = {}
     for family in RATIO_FAMILIES:
         groups.setdefault(family.heading, []).append(family)
-    return [Card(heading, [Metric(m.card, getattr(f, m.key), m.blocking and getattr(f, m.key).num > 0)
-                           for m in members], _threshold(members))
-            for heading, members in groups.items()]
+    return [
+        Card(
+            heading,
+            [Metric(m.card, getattr(f, m.key), m.blocking and getattr(f, m.key).num > 0) for m in members],
+            _threshold(members),
+        )
+        for heading, members in groups.items()
+    ]
 
 
 @dataclass
@@ -150,8 +159,9 @@ def fold_turns(turns: list[TurnFigures], at_least: int = 2) -> list[TurnRow]:
     def close() -> None:
         if len(stretch) >= at_least:
             most, fewest = stretch[0].trajectories, stretch[-1].trajectories
-            rows.append(TurnRow(None, stretch[0].turn, stretch[-1].turn,
-                                str(most) if most == fewest else f"{most} → {fewest}"))
+            rows.append(
+                TurnRow(None, stretch[0].turn, stretch[-1].turn, str(most) if most == fewest else f"{most} → {fewest}")
+            )
         else:
             rows.extend(TurnRow(t, t.turn, t.turn) for t in stretch)
         stretch.clear()
@@ -235,11 +245,17 @@ def pair_rewrites(run_name: str, proposals: list[Any]) -> dict[tuple[str, str], 
 
     pairs = {(min(e, c), max(e, c)) for p in proposals for e, c in p.addresses.cells if e != c}
     by_pair = {pair: edits for pair in sorted(pairs) if (edits := for_pairs(proposals, [pair]))}  # as `fix --pair`
-    return {(a, b): PairRewrite(
-        edits=[(p.tool or "", p.pattern.replace("_", " "), [(s.op, s.text) for s in word_diff(p.before, p.after)])
-               for p in ps],
-        command=f"toollens fix {shlex.quote(run_name)} --pair {shlex.quote(f'{a},{b}')} --out candidate.yaml --verify")
-        for (a, b), ps in by_pair.items()}
+    return {
+        (a, b): PairRewrite(
+            edits=[
+                (p.tool or "", p.pattern.replace("_", " "), [(s.op, s.text) for s in word_diff(p.before, p.after)])
+                for p in ps
+            ],
+            command=f"toollens fix {shlex.quote(run_name)} --pair {shlex.quote(f'{a},{b}')} "
+            "--out candidate.yaml --verify",
+        )
+        for (a, b), ps in by_pair.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -315,37 +331,55 @@ class RunPage:
         return any(a.n for a in self.health.agreement)
 
 
-def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], limit: int, offset: int,
-             cache: Any = None) -> RunPage:
+def run_page(
+    session: Session, resolved: Run | int, *, filters: dict[str, str], limit: int, offset: int, cache: Any = None
+) -> RunPage:
     """The run page's context, for a run resolved once (``deps.ResolvedRun``; an id is resolved here)."""
     if isinstance(resolved, int):
         resolved = queries.resolve_run(session, resolved)
     run_id = resolved.id
     run = queries.run_public(session, resolved)
-    figs = (cache.figures(session, run_id, cases_limit=1) if cache is not None
-            else queries.figures(session, run_id, cases_limit=1))
+    figs = (
+        cache.figures(session, run_id, cases_limit=1)
+        if cache is not None
+        else queries.figures(session, run_id, cases_limit=1)
+    )
     f = FiguresPublic.model_validate(figs)
 
     def kept(what: str, compute: Callable[[], T]) -> T:
         """What the run's rows and counters alone give, kept with its figures (computed once a batch)."""
         return cache.derived(session, run_id, what, compute) if cache is not None else compute()
 
-    confusion, heatmap = kept("confusion", lambda: (c := queries.confusion(session, run_id),
-                                                    figures.confusion_heatmap(c)))
+    confusion, heatmap = kept(
+        "confusion", lambda: (c := queries.confusion(session, run_id), figures.confusion_heatmap(c))
+    )
     passed = {"true": True, "false": False}.get(filters.get("passed", ""))
     trajs = queries.list_trajectories(
-        session, run_id, failure=filters.get("failure") or None, expected=filters.get("expected") or None,
-        called=filters.get("called") or None, fault_kind=filters.get("fault_kind") or None,
-        outcome=filters.get("outcome") or None, passed=passed, cause=filters.get("cause") or None,
-        blame=filters.get("blame") or None, limit=limit, offset=offset)
+        session,
+        run_id,
+        failure=filters.get("failure") or None,
+        expected=filters.get("expected") or None,
+        called=filters.get("called") or None,
+        fault_kind=filters.get("fault_kind") or None,
+        outcome=filters.get("outcome") or None,
+        passed=passed,
+        cause=filters.get("cause") or None,
+        blame=filters.get("blame") or None,
+        limit=limit,
+        offset=offset,
+    )
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
 
     def rewrites() -> dict[tuple[str, str], PairRewrite]:  # `toollens fix`'s edits of each confused pair
         return pair_rewrites(run.name, run_pair_proposals(session, run_id)[1])
 
     lint = kept("lint", lambda: linting.run_lint(session, run_id))
-    passes = pass_figures(run.passed, run.scored, figs["pass_hat_k"],  # the run's live counters, as the runs list
-                          int(figs.get("user_errors") or 0))
+    passes = pass_figures(
+        run.passed,
+        run.scored,
+        figs["pass_hat_k"],  # the run's live counters, as the runs list
+        int(figs.get("user_errors") or 0),
+    )
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
         n, ok = cell.get(r["reaction"], (0, True))
@@ -357,19 +391,33 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
 
     cost = f.usage.cost_usd if f.usage is not None else None
     return RunPage(
-        run=run, figures=f, confusion=confusion, heatmap=heatmap,
+        run=run,
+        figures=f,
+        confusion=confusion,
+        heatmap=heatmap,
         outcomes_by_kind=figures.outcome_bars(figs["outcomes_by_fault_kind"], "kind", "by fault kind")
-        if figs["outcomes_by_fault_kind"] else None,
-        outcomes_by_step=figures.outcome_bars([{**g, "step": f"call #{int(g['step']) + 1}"}
-                                               for g in figs["outcomes_by_step"]], "step", "by faulted call")
-        if figs["outcomes_by_step"] else None,
-        reactions=reactions, reaction_kinds=sorted(reactions), trajectories=trajs, filters=filters,
-        blocking=blocking(run), health=labels.run_health(session, run_id), passes=passes, cards=cards(f),
+        if figs["outcomes_by_fault_kind"]
+        else None,
+        outcomes_by_step=figures.outcome_bars(
+            [{**g, "step": f"call #{int(g['step']) + 1}"} for g in figs["outcomes_by_step"]], "step", "by faulted call"
+        )
+        if figs["outcomes_by_step"]
+        else None,
+        reactions=reactions,
+        reaction_kinds=sorted(reactions),
+        trajectories=trajs,
+        filters=filters,
+        blocking=blocking(run),
+        health=labels.run_health(session, run_id),
+        passes=passes,
+        cards=cards(f),
         order_violations=sum(v.count for v in f.dependency_violations),
         order_checks=int(figs.get("dependency_checks") or 0),
         cost_per_trajectory=cost / f.trajectories if cost is not None and f.trajectories else None,
         pager=pager(trajs.count, trajs.limit, trajs.offset, page_url),
-        lint=lint, causes=causes(f.causes, lint), turns=fold_turns(queries.turn_list(figs.get("turns"))),
+        lint=lint,
+        causes=causes(f.causes, lint),
+        turns=fold_turns(queries.turn_list(figs.get("turns"))),
         rewrites=kept(f"rewrites {run.name}", rewrites),
         blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
         causes_missing=int(figs.get("causes_missing") or 0),
@@ -379,13 +427,37 @@ def run_page(session: Session, resolved: Run | int, *, filters: dict[str, str], 
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run(request: Request, resolved: ResolvedRun, session: ReadSession, failure: str = "", expected: str = "",
-        called: str = "", fault_kind: str = "", outcome: str = "", passed: str = "", cause: str = "",
-        blame: str = "", limit: Limit = 50, offset: Offset = 0) -> HTMLResponse:
+def run(
+    request: Request,
+    resolved: ResolvedRun,
+    session: ReadSession,
+    failure: str = "",
+    expected: str = "",
+    called: str = "",
+    fault_kind: str = "",
+    outcome: str = "",
+    passed: str = "",
+    cause: str = "",
+    blame: str = "",
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> HTMLResponse:
     blame = blame if blame in BLAMES else ""
-    filters = {k: v for k, v in {"failure": failure, "expected": expected, "called": called,
-                                 "fault_kind": fault_kind, "outcome": outcome, "passed": passed,
-                                 "cause": cause, "blame": blame}.items() if v}
-    page = run_page(session, resolved.with_suite, filters=filters, limit=limit, offset=offset,
-                    cache=request.app.state.figures)
+    filters = {
+        k: v
+        for k, v in {
+            "failure": failure,
+            "expected": expected,
+            "called": called,
+            "fault_kind": fault_kind,
+            "outcome": outcome,
+            "passed": passed,
+            "cause": cause,
+            "blame": blame,
+        }.items()
+        if v
+    }
+    page = run_page(
+        session, resolved.with_suite, filters=filters, limit=limit, offset=offset, cache=request.app.state.figures
+    )
     return render(request, "run.html", page=page)

@@ -17,6 +17,7 @@ from app.web.pages.pager import Pager, pager
 
 router = APIRouter()
 
+
 def blocking(run: RunPublic) -> list[str]:
     """The names of the zero-threshold families that are not zero."""
     return [f.name for f in FAMILIES if f.blocking and run.families[f.key].num]
@@ -88,25 +89,47 @@ class RunsPage:
     order_column: Column = ORDER_COLUMN  # F5's, after them
 
 
-def runs_page(session: Session, *, suite: str | None, model: str | None, toolset_version: str | None,
-              limit: int, offset: int) -> RunsPage:
-    runs = queries.list_runs(session, suite=suite, model=model, toolset_version=toolset_version, limit=limit,
-                             offset=offset)
+def runs_page(
+    session: Session, *, suite: str | None, model: str | None, toolset_version: str | None, limit: int, offset: int
+) -> RunsPage:
+    runs = queries.list_runs(
+        session, suite=suite, model=model, toolset_version=toolset_version, limit=limit, offset=offset
+    )
     filters = {"suite": suite or "", "model": model or "", "toolset_version": toolset_version or ""}
     params = {k: v for k, v in filters.items() if v}
 
     def page_url(at: int) -> str:
         return "?" + urlencode({**params, "offset": max(at, 0), "limit": runs.limit})
 
-    rows = [RunRow(r, blocking(r), [cell(r.families[f.key]) for f in RATIO_FAMILIES],
-                   cell(RatioPublic(num=r.dependency_violations, den=r.dependency_checks)), pass_cell(r))
-            for r in runs.data]
+    rows = [
+        RunRow(
+            r,
+            blocking(r),
+            [cell(r.families[f.key]) for f in RATIO_FAMILIES],
+            cell(RatioPublic(num=r.dependency_violations, den=r.dependency_checks)),
+            pass_cell(r),
+        )
+        for r in runs.data
+    ]
     return RunsPage(rows, runs.count, filters, pager(runs.count, runs.limit, runs.offset, page_url), COLUMNS)
 
 
 @router.get("/", response_class=HTMLResponse)
-def runs(request: Request, session: ReadSession, suite: str | None = None, model: str | None = None,
-         toolset_version: str | None = None, limit: Limit = 50, offset: Offset = 0) -> HTMLResponse:
-    page = runs_page(session, suite=suite or None, model=model or None, toolset_version=toolset_version or None,
-                     limit=limit, offset=offset)
+def runs(
+    request: Request,
+    session: ReadSession,
+    suite: str | None = None,
+    model: str | None = None,
+    toolset_version: str | None = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> HTMLResponse:
+    page = runs_page(
+        session,
+        suite=suite or None,
+        model=model or None,
+        toolset_version=toolset_version or None,
+        limit=limit,
+        offset=offset,
+    )
     return render(request, "runs.html", page=page)

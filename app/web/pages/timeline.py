@@ -59,8 +59,11 @@ def _call_status(call: CallPublic) -> list[tuple[str, str]]:
     if call.reaction:
         # neutral when acceptable: whether the answer was honest is the outcome's to say
         ok = call.reaction["acceptable"]
-        words = f"then: {call.reaction['reaction']}" + REACTION_WORDS.get(call.reaction["reaction"], "") + (
-            "" if ok else " (not acceptable)")
+        words = (
+            f"then: {call.reaction['reaction']}"
+            + REACTION_WORDS.get(call.reaction["reaction"], "")
+            + ("" if ok else " (not acceptable)")
+        )
         out.append(("muted" if ok else "bad", words))
     if not out:
         out.append(("ok", "ok"))
@@ -80,13 +83,21 @@ def timeline(t: TrajectoryPublic, d: TrajectoryDetail) -> list[TimelineRow]:
     for call in t.calls:
         for j in [m for m in missing if call.step is not None and m < call.step and m not in shown]:
             if j not in {c.step for c in t.calls}:
-                rows.append(TimelineRow(expected=ExpectedStep.of(expected[j]), step=j, call=None,
-                                        status=[("bad", "missing step")]))
+                rows.append(
+                    TimelineRow(
+                        expected=ExpectedStep.of(expected[j]), step=j, call=None, status=[("bad", "missing step")]
+                    )
+                )
                 shown.add(j)
         exp = expected[call.step] if call.step is not None and call.step < len(expected) else None
         again = call.step in beside
-        row = TimelineRow(expected=None if again or exp is None else ExpectedStep.of(exp), step=call.step,
-                          call=call, status=_call_status(call), again=again)
+        row = TimelineRow(
+            expected=None if again or exp is None else ExpectedStep.of(exp),
+            step=call.step,
+            call=call,
+            status=_call_status(call),
+            again=again,
+        )
         if exp is not None and call.step is not None:
             beside.setdefault(call.step, row)
         rows.append(row)
@@ -97,8 +108,14 @@ def timeline(t: TrajectoryPublic, d: TrajectoryDetail) -> list[TimelineRow]:
         if j in beside:  # shown beside the wrong call already: say it was never done, once
             beside[j].status.append(("muted" if j in excused else "bad", f"expected step #{j + 1} never done"))
         else:
-            rows.append(TimelineRow(expected=ExpectedStep.of(expected[j]), step=j, call=None,
-                                    status=[("muted" if j in excused else "bad", words)]))
+            rows.append(
+                TimelineRow(
+                    expected=ExpectedStep.of(expected[j]),
+                    step=j,
+                    call=None,
+                    status=[("muted" if j in excused else "bad", words)],
+                )
+            )
     for j in d.undone_steps:  # taken on the right tool, but no call of it succeeded
         if j in beside:
             beside[j].status.append(("bad", f"expected step #{j + 1} never done: no call of it succeeded"))
@@ -134,9 +151,12 @@ def turn_groups(t: TrajectoryPublic, d: TrajectoryDetail, rows: list[TimelineRow
     if not d.turns:
         return None
     expected = t.expected_calls or []
-    groups = [TurnGroup(i + 1 if x.turn is None else int(x.turn), str(x.user), [], list(x.failures or []))
-              for i, x in enumerate(d.turns)]
+    groups = [
+        TurnGroup(i + 1 if x.turn is None else int(x.turn), str(x.user), [], list(x.failures or []))
+        for i, x in enumerate(d.turns)
+    ]
     by_turn = {g.turn: g for g in groups}
+
     def group(turn: int) -> TurnGroup:
         found = by_turn.get(turn)
         if found is None:

@@ -30,8 +30,10 @@ class ToolsetRow:
 
 
 def toolset_rows(session: Session) -> list[ToolsetRow]:
-    return [ToolsetRow(ts, len(ts.versions[-1].tools), sum(v.runs for v in ts.versions))
-            for ts in queries.list_toolsets(session)]
+    return [
+        ToolsetRow(ts, len(ts.versions[-1].tools), sum(v.runs for v in ts.versions))
+        for ts in queries.list_toolsets(session)
+    ]
 
 
 @dataclass
@@ -55,9 +57,15 @@ def toolset_page(session: Session, name: str, a: str | None, b: str | None) -> T
     a = a or versions[max(len(versions) - 2, 0)].hash
     b = b or versions[-1].hash
     diff = queries.diff_toolset(session, name, a, b)
-    return ToolsetPage(ts, diff, queries.list_runs(session, toolset_version=diff.a, limit=20),
-                       queries.list_runs(session, toolset_version=diff.b, limit=20), diff.a, diff.b,
-                       detail=linting.diff_versions(session, name, diff.a, diff.b))
+    return ToolsetPage(
+        ts,
+        diff,
+        queries.list_runs(session, toolset_version=diff.a, limit=20),
+        queries.list_runs(session, toolset_version=diff.b, limit=20),
+        diff.a,
+        diff.b,
+        detail=linting.diff_versions(session, name, diff.a, diff.b),
+    )
 
 
 @router.get("/toolsets", response_class=HTMLResponse)
@@ -66,6 +74,7 @@ def toolsets(request: Request, session: ReadSession) -> HTMLResponse:
 
 
 @router.get("/toolsets/{name:path}", response_class=HTMLResponse)
-def toolset(request: Request, name: str, session: ReadSession, a: str | None = None,
-            b: str | None = None) -> HTMLResponse:
+def toolset(
+    request: Request, name: str, session: ReadSession, a: str | None = None, b: str | None = None
+) -> HTMLResponse:
     return render(request, "toolset.html", page=toolset_page(session, name, a or None, b or None))

@@ -55,10 +55,14 @@ class EvidenceView:
     @classmethod
     def of(cls, e: Evidence) -> EvidenceView:
         c = e.claimed
-        return cls(e, failed_call=e.failed_call + 1 if isinstance(e.failed_call, int) else None,
-                   claimed=None if c is None else ClaimView((c.call if isinstance(c.call, int) else 0) + 1, c.tool,
-                                                            c.sentence, c.message),
-                   grounded=sorted((e.grounded_values or {}).items(), key=lambda kv: kv[0].lower()))
+        return cls(
+            e,
+            failed_call=e.failed_call + 1 if isinstance(e.failed_call, int) else None,
+            claimed=None
+            if c is None
+            else ClaimView((c.call if isinstance(c.call, int) else 0) + 1, c.tool, c.sentence, c.message),
+            grounded=sorted((e.grounded_values or {}).items(), key=lambda kv: kv[0].lower()),
+        )
 
 
 @dataclass
@@ -88,8 +92,15 @@ class TrajectoryPage:
         return self.detail.final_state is not None or bool(self.detail.state_mismatches)
 
 
-def trajectory_page(session: Session, trajectory_id: int, *, token_required: bool, label_error: str = "",
-                    curate: CurateForm | None = None, added: Added | None = None) -> TrajectoryPage:
+def trajectory_page(
+    session: Session,
+    trajectory_id: int,
+    *,
+    token_required: bool,
+    label_error: str = "",
+    curate: CurateForm | None = None,
+    added: Added | None = None,
+) -> TrajectoryPage:
     """The trajectory page's context: the trajectory and its calls loaded once, its run resolved once."""
     stored = queries.load_trajectory(session, trajectory_id)
     run = queries.resolve_run(session, stored.row.run_id)
@@ -98,32 +109,52 @@ def trajectory_page(session: Session, trajectory_id: int, *, token_required: boo
     d = stored.detail
     rows = timeline(t, d)
     backfill = ""
-    if not t.passed and d.divergence is None and not d.user_error \
-            and queries.uncaused(queries.run_report(session, run.id)):
+    if (
+        not t.passed
+        and d.divergence is None
+        and not d.user_error
+        and queries.uncaused(queries.run_report(session, run.id))
+    ):
         backfill = f"toollens db backfill --run {shlex.quote(run.name)}"
     return TrajectoryPage(
-        t=t, detail=d, run=queries.run_public(session, run), rows=rows,
+        t=t,
+        detail=d,
+        run=queries.run_public(session, run),
+        rows=rows,
         evidence=EvidenceView.of(d.outcome_evidence or Evidence()),
         labels=labels.labels_public(session, trajectory_id),
         curate=curate if curate is not None else curate_form(session, trajectory_id, stored),
-        token_required=token_required, label_error=label_error, added=added, previous_failing=before,
-        next_failing=after, groups=turn_groups(t, d, rows), why=why(t, d),
-        notes=queries.case_notes(session, run, t.case_id), backfill_command=backfill,
-        user_profile=d.user_profile if isinstance(d.user_profile, str) and d.user_profile != COOPERATIVE else "")
+        token_required=token_required,
+        label_error=label_error,
+        added=added,
+        previous_failing=before,
+        next_failing=after,
+        groups=turn_groups(t, d, rows),
+        why=why(t, d),
+        notes=queries.case_notes(session, run, t.case_id),
+        backfill_command=backfill,
+        user_profile=d.user_profile if isinstance(d.user_profile, str) and d.user_profile != COOPERATIVE else "",
+    )
 
 
-def show(request: Request, session: Session, trajectory_id: int, *, status_code: int = 200,
-         **extra: Any) -> HTMLResponse:
+def show(
+    request: Request, session: Session, trajectory_id: int, *, status_code: int = 200, **extra: Any
+) -> HTMLResponse:
     """The page (``extra``: what the last form left to say)."""
     page = trajectory_page(session, trajectory_id, token_required=api_token(request) is not None, **extra)
     return render(request, "trajectory.html", status_code, page=page)
 
 
 @router.get("/trajectories/{trajectory_id}", response_class=HTMLResponse)
-def trajectory(request: Request, trajectory_id: TrajectoryId, session: ReadSession, label_error: str = "",
-               added: OptionalId = None, case: str = "") -> HTMLResponse:
-    return show(request, session, trajectory_id, label_error=label_error[:20],
-                added=added_note(session, added, case))
+def trajectory(
+    request: Request,
+    trajectory_id: TrajectoryId,
+    session: ReadSession,
+    label_error: str = "",
+    added: OptionalId = None,
+    case: str = "",
+) -> HTMLResponse:
+    return show(request, session, trajectory_id, label_error=label_error[:20], added=added_note(session, added, case))
 
 
 @router.post("/trajectories/{trajectory_id}/label")
@@ -135,8 +166,11 @@ async def label_form(trajectory_id: TrajectoryId, request: Request) -> RedirectR
     if token is not None and not secrets.compare_digest(form.get("token", "").encode(), token.encode()):
         return RedirectResponse(f"{back}?label_error=token#labels", status_code=303)
     try:
-        body = LabelCreate(label=form.get("label", ""), author=form.get("author", "")[:200],  # type: ignore[arg-type]
-                           reason=form.get("reason", "")[: labels.MAX_REASON])
+        body = LabelCreate(
+            label=form.get("label", ""),  # type: ignore[arg-type]
+            author=form.get("author", "")[:200],
+            reason=form.get("reason", "")[: labels.MAX_REASON],
+        )
     except ValueError:
         return RedirectResponse(f"{back}?label_error=label#labels", status_code=303)
     await run_in_threadpool(_store_label, request.app.state.sessions, trajectory_id, body)
@@ -145,8 +179,9 @@ async def label_form(trajectory_id: TrajectoryId, request: Request) -> RedirectR
 
 def _store_label(sessions: sessionmaker[Session], trajectory_id: int, body: LabelCreate) -> None:
     with session_scope(sessions, write=True) as session:
-        labels.set_label(session, trajectory_id, source="human", label=body.label, author=body.author,
-                         reason=body.reason)
+        labels.set_label(
+            session, trajectory_id, source="human", label=body.label, author=body.author, reason=body.reason
+        )
 
 
 @router.post("/trajectories/{trajectory_id}/curate", response_model=None)
@@ -167,5 +202,6 @@ def _add_case(request: Request, trajectory_id: int, form: dict[str, str]) -> Res
             page.values, page.error = form, getattr(exc, "detail", str(exc))
             page.error_field = getattr(exc, "field", "") or "suite"
             return show(request, session, trajectory_id, status_code=422, curate=page)
-    return RedirectResponse(f"/trajectories/{trajectory_id}?added={row.id}&case={quote(edits.case_id)}#curate",
-                            status_code=303)
+    return RedirectResponse(
+        f"/trajectories/{trajectory_id}?added={row.id}&case={quote(edits.case_id)}#curate", status_code=303
+    )

@@ -184,8 +184,9 @@ class UsageTally:
         ):
             self.all_groups[key] += n
 
-    def add_tool_latency(self, calls: Iterable[tuple[str, float | None]]) -> None:
-        """Tool calls' (name, latency), of trajectories ``add`` counts (given there without them)."""
+    def add_tool_latency(self, calls: Iterable[Sequence[Any]]) -> None:
+        """Tool calls' (name, latency), of trajectories ``add`` counts (given there without them): pairs
+        of any sequence type (a database row too: compiled, a ``tuple`` type would refuse it)."""
         lists = self.tool_latency
         for name, ms in calls:
             held = lists.get(name)

@@ -72,12 +72,17 @@ def test_the_failure_names_are_those_of_the_docs() -> None:
 
 
 def test_the_curation_filters_of_the_docs_are_the_catalogue() -> None:
-    """docs/api.md lists what ``--where failure=`` takes: every failure, then the figures standing for one."""
+    """What ``--where failure=`` takes (docs/api.md): every failure, listed once in docs/formats.md
+    (where api.md points), then the figures standing for one."""
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     listed = re.search(r"`failure=` a failure name(.*?);", api, re.S)
     assert listed is not None
-    failures, families = listed.group(1).split(" or ")
-    assert re.findall(r"`(\w+)`", failures) == [f.value for f in Failure]
+    pointer, families = re.split(r"\s+or\s+", listed.group(1), maxsplit=1)
+    assert "formats.md#failure-names" in pointer
+    formats = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
+    names = re.search(r'<a id="failure-names"></a>.*?Failure names: (.*?)\(', formats, re.S)
+    assert names is not None
+    assert re.findall(r"`(\w+)`", names.group(1)) == [f.value for f in Failure]
     assert re.findall(r"`(\w+)`", families) == list(FAMILY_FAILURE)
 
 

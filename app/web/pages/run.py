@@ -145,6 +145,11 @@ class TurnRow:
     def words(self) -> str:
         return f"turns {self.first}–{self.last}: nothing happened"
 
+    @property
+    def cells(self) -> list[RatioPublic | None]:
+        """The turn's families in the table's columns (``TURN_COLUMNS``); none for a folded stretch."""
+        return [self.turn.families.get(k) for k, _ in TURN_COLUMNS] if self.turn is not None else []
+
 
 def quiet(t: TurnFigures) -> bool:
     """Nothing happened in the turn: no failure, and no family counted anything in it."""
@@ -370,6 +375,11 @@ class RunPage:
     def backfill_command(self) -> str:
         """The command that counts the causes of a run stored before they were kept."""
         return f"toollens db backfill --run {shlex.quote(self.run.name)}"
+
+    @property
+    def outcome_counts(self) -> list[tuple[str, int]]:
+        """Recovery outcomes by name, in ``OUTCOMES`` order."""
+        return [(name, self.figures.outcomes[name]) for name in self.outcome_names]
 
     @property
     def blame_counts(self) -> list[BlameCount]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -68,6 +69,43 @@ class ConfusionPublic(BaseModel):
     cells: list[ConfusionCell]
 
 
+@dataclass(frozen=True)
+class FaultView:
+    """A trajectory's ``fault`` as the pages read it (the API serves the dict as stored)."""
+
+    kind: str | None
+    step: int | None
+    injected: bool
+    source: str | None
+
+    @classmethod
+    def of(cls, fault: dict[str, Any]) -> FaultView:
+        return cls(fault.get("kind"), fault.get("step"), bool(fault.get("injected")), fault.get("source"))
+
+
+@dataclass(frozen=True)
+class ModelCallView:
+    """One request to the model as the trajectory page lists it (``model``: "—" when not recorded)."""
+
+    model: Any
+    input_tokens: int | None
+    cached_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    latency_ms: float | None
+
+    @classmethod
+    def of(cls, m: dict[str, Any]) -> ModelCallView:
+        return cls(
+            m.get("model", "—"),
+            m.get("input_tokens"),
+            m.get("cached_tokens"),
+            m.get("output_tokens"),
+            m.get("total_tokens"),
+            m.get("latency_ms"),
+        )
+
+
 class TrajectorySummary(BaseModel):
     id: int
     run_id: int
@@ -84,6 +122,11 @@ class TrajectorySummary(BaseModel):
     blame: str | None = None  # a failed conversation's: agent, user or task (app/core/score/blame.py)
     blame_confidence: float | None = None
     user_profile: str | None = None  # the simulated user's profile, when one played (app/core/reports/profiles.py)
+
+    @property
+    def fault_view(self) -> FaultView | None:
+        """``fault`` typed, for the pages (a property: the JSON is the fields')."""
+        return FaultView.of(self.fault) if self.fault else None
 
 
 class TrajectoriesPublic(BaseModel):
@@ -121,6 +164,11 @@ class TrajectoryPublic(TrajectorySummary):
     expected_calls: list[dict[str, Any]] | None = None
     model_calls: list[dict[str, Any]] | None = None  # the requests to the model, as recorded
     usage: dict[str, Any] | None = None  # their sums and cost (``usage.trajectory_usage``), None without any
+
+    @property
+    def model_call_rows(self) -> list[ModelCallView]:
+        """``model_calls`` typed, for the page (a property: the JSON is the fields')."""
+        return [ModelCallView.of(m) for m in self.model_calls or []]
 
 
 class FamilyDelta(BaseModel):

@@ -16,7 +16,16 @@ from app.core.reports.stats import newcombe_interval
 from app.core.score.families import BLOCKING_KEYS
 from app.store import compare as comparing
 from app.store import queries
-from app.store.views import ComparisonPublic, McNemarPublic, RatioPublic, RunPublic, RunsPublic, UsageDelta
+from app.store.views import (
+    ComparisonPublic,
+    McNemarPublic,
+    RatioPublic,
+    RunPublic,
+    RunsPublic,
+    TurnDelta,
+    TurnFigures,
+    UsageDelta,
+)
 from app.web import figures
 from app.web.deps import Id, OptionalId, ReadSession, render
 from app.web.figures import Figure
@@ -119,6 +128,18 @@ def pass_head(c: ComparisonPublic) -> PassHead:
     )
 
 
+@dataclass(frozen=True)
+class TurnPair:
+    """A row of the by-turn table: the turn in both runs, and its families in the columns (A's, B's)."""
+
+    d: TurnDelta
+    cells: list[tuple[RatioPublic | None, RatioPublic | None]]
+
+
+def _family(t: TurnFigures | None, key: str) -> RatioPublic | None:
+    return t.families.get(key) if t is not None else None
+
+
 @dataclass
 class ComparePage:
     c: ComparisonPublic
@@ -128,6 +149,11 @@ class ComparePage:
     passes: PassHead | None = None  # the pass rates, first on the page
     cooperation: CompareGap | None = None  # pass^k by simulated-user profile, B against A
     turn_columns: tuple[tuple[str, str], ...] = TURN_COLUMNS
+
+    @property
+    def turn_rows(self) -> list[TurnPair]:
+        """The by-turn table's rows, a cell pair per column of ``turn_columns``."""
+        return [TurnPair(d, [(_family(d.a, k), _family(d.b, k)) for k, _ in self.turn_columns]) for d in self.c.turns]
 
 
 def compare_page(session: Session, a: int, b: int, cache: Any = None) -> ComparePage:

@@ -40,6 +40,25 @@ class StepRow:
     name_only: bool
 
 
+@dataclass(frozen=True)
+class ArgChoice:
+    """An argument's row of the form with what was sent for it (the proposed rule, nothing, when not)."""
+
+    arg: ArgRow
+    key: str  # "index.field": the form's names for it
+    rule: str
+    abs: str  # the number tolerance
+
+
+@dataclass(frozen=True)
+class StepChoice:
+    """A step's row of the form with what was sent for it (kept, when nothing was)."""
+
+    step: StepRow
+    keep: bool
+    args: list[ArgChoice]
+
+
 @dataclass
 class CurateForm:
     """What the "Add to a suite" form shows: the draft's steps and the suites to pick."""
@@ -54,6 +73,46 @@ class CurateForm:
     error_field: str = ""
     error: str = ""
     rules: tuple[str, ...] = RULES
+
+    def _sent(self, name: str, default: str = "") -> str:
+        return self.values.get(name, default)
+
+    @property
+    def suite_choice(self) -> str:
+        """The suite selected: the id (as text) or "new"."""
+        return self._sent("suite") or str(self.suite_id)
+
+    @property
+    def new_suite(self) -> str:
+        return self._sent("new_suite")
+
+    @property
+    def case_id_sent(self) -> str:
+        return self._sent("case_id", self.case_id)
+
+    @property
+    def expected_datum(self) -> str:
+        return self._sent("expected_datum")
+
+    @property
+    def expected_state(self) -> str:
+        return self._sent("expected_state")
+
+    @property
+    def rows(self) -> list[StepChoice]:
+        """The steps with what was sent for each."""
+        return [
+            StepChoice(
+                s,
+                not self.values or self._sent(f"keep.{s.index}") == "on",
+                [
+                    ArgChoice(a, key, self._sent(f"rule.{key}", "proposed"), self._sent(f"abs.{key}"))
+                    for a in s.args
+                    for key in (f"{s.index}.{a.field}",)
+                ],
+            )
+            for s in self.steps
+        ]
 
 
 def curate_form(session: Session, trajectory_id: int, stored: StoredTrajectory | None = None) -> CurateForm:

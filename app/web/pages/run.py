@@ -145,6 +145,11 @@ class TurnRow:
     def words(self) -> str:
         return f"turns {self.first}–{self.last}: nothing happened"
 
+    @property
+    def cells(self) -> list[RatioPublic | None]:
+        """The turn's families in the table's columns (``TURN_COLUMNS``); none for a folded stretch."""
+        return [self.turn.families.get(k) for k, _ in TURN_COLUMNS] if self.turn is not None else []
+
 
 def quiet(t: TurnFigures) -> bool:
     """Nothing happened in the turn: no failure, and no family counted anything in it."""
@@ -274,6 +279,52 @@ class Behind:
         return cls(figs["computed_at"], figs["trajectories_behind"], figs["recompute_interval_s"])
 
 
+@dataclass(frozen=True)
+class BlameCount:
+    blame: str  # agent, user or task
+    count: int  # failed conversations blamed on it
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One row of the recovery table: faulted calls that failed by one source."""
+
+    words: str  # the source as the page says it
+    recovery: RatioPublic
+    hallucination_after_error: RatioPublic
+
+
+@dataclass(frozen=True)
+class ReactionCell:
+    count: int
+    acceptable: bool  # every one of them an acceptable reaction
+
+
+@dataclass(frozen=True)
+class ReactionRow:
+    """One error kind's reactions, a cell per name of ``REACTIONS`` (None: none seen)."""
+
+    kind: str
+    cells: list[ReactionCell | None]
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    """The trajectory list's filters, as the form shows them ("": not set)."""
+
+    failure: str = ""
+    expected: str = ""
+    called: str = ""
+    fault_kind: str = ""
+    outcome: str = ""
+    passed: str = ""
+    cause: str = ""
+    blame: str = ""
+
+
+HIDDEN_FILTERS = ("expected", "called", "fault_kind", "cause")  # the filters the form has no field for
+
+
 @dataclass
 class RunPage:
     run: RunPublic
@@ -324,6 +375,63 @@ class RunPage:
     def backfill_command(self) -> str:
         """The command that counts the causes of a run stored before they were kept."""
         return f"toollens db backfill --run {shlex.quote(self.run.name)}"
+
+    @property
+    def outcome_counts(self) -> list[tuple[str, int]]:
+        """Recovery outcomes by name, in ``OUTCOMES`` order."""
+        return [(name, self.figures.outcomes[name]) for name in self.outcome_names]
+
+    @property
+    def blame_counts(self) -> list[BlameCount]:
+        """Failed conversations by blame, one per name of ``BLAMES``."""
+        by = self.blame.by_blame if self.blame is not None else {}
+        return [BlameCount(b, by.get(b, 0)) for b in self.blame_names]
+
+    @property
+    def blamed_elsewhere(self) -> int:
+        """Failed conversations blamed on the simulated user or the task."""
+        by = self.blame.by_blame if self.blame is not None else {}
+        return by.get("user", 0) + by.get("task", 0)
+
+    @property
+    def agent_only_scored(self) -> int:
+        """The denominator of the pass rate without them."""
+        return (self.blame.scored if self.blame is not None else 0) - self.blamed_elsewhere
+
+    @property
+    def recovery_sources(self) -> list[SourceRow]:
+        """The recovery table's rows: the sources that failed some faulted call, in ``SOURCE_WORDS`` order."""
+        by = self.figures.recovery_by_source
+        return [
+            SourceRow(words, r["recovery"], r["hallucination_after_error"])
+            for key, words in self.source_words
+            if (r := by.get(key)) and r["recovery"].den
+        ]
+
+    @property
+    def reaction_rows(self) -> list[ReactionRow]:
+        """The reactions table: error kinds sorted, a cell per reaction name."""
+        return [
+            ReactionRow(
+                k,
+                [None if (c := self.reactions[k].get(r)) is None else ReactionCell(*c) for r in self.reaction_names],
+            )
+            for k in self.reaction_kinds
+        ]
+
+    @property
+    def chosen(self) -> RunFilters:
+        """The filters set, typed."""
+        return RunFilters(**self.filters)
+
+    @property
+    def hidden_filters(self) -> list[tuple[str, str]]:
+        """The filters set that the form has no field for: (name, value), kept as hidden inputs."""
+        return [(k, self.filters[k]) for k in HIDDEN_FILTERS if self.filters.get(k)]
+
+    def rewrite(self, a: str, b: str) -> PairRewrite | None:
+        """``toollens fix``'s edits of the pair (a, b), sorted as lint sorts it."""
+        return self.rewrites.get((a, b))
 
     @property
     def rated(self) -> bool:

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.core.score.families import RATIO_FAMILIES
 from app.store import lint as linting
 from app.store import queries
-from app.store.views import RunsPublic, ToolsetDiffPublic, ToolsetPublic
+from app.store.views import RatioPublic, RunPublic, RunsPublic, ToolsetDiffPublic, ToolsetPublic
 from app.web.deps import ReadSession, render
 from app.web.pages.runs import COLUMNS, Column
 
@@ -36,6 +36,14 @@ def toolset_rows(session: Session) -> list[ToolsetRow]:
     ]
 
 
+@dataclass(frozen=True)
+class RunRow:
+    """A run of a version, its families in the page's columns."""
+
+    run: RunPublic
+    cells: list[RatioPublic | None]
+
+
 @dataclass
 class ToolsetPage:
     toolset: ToolsetPublic
@@ -47,6 +55,14 @@ class ToolsetPage:
     detail: linting.VersionsDiffPublic | None = None  # per tool: description, schema, findings, figures
     lint: linting.LintPublic | None = None  # the only version's findings
     columns: list[Column] = field(default_factory=lambda: RUN_COLUMNS)  # of the runs of each version
+
+    @property
+    def run_tables(self) -> list[tuple[str, list[RunRow]]]:
+        """The runs of version A and of version B, a cell per column."""
+        return [
+            (label, [RunRow(r, [r.families.get(c.key) for c in self.columns]) for r in (runs.data if runs else [])])
+            for label, runs in (("A", self.runs_a), ("B", self.runs_b))
+        ]
 
 
 def toolset_page(session: Session, name: str, a: str | None, b: str | None) -> ToolsetPage:

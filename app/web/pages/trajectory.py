@@ -65,6 +65,9 @@ class EvidenceView:
         )
 
 
+BLAME_WORDS = {"agent": "the agent", "user": "the simulated user", "task": "the task"}
+
+
 @dataclass
 class TrajectoryPage:
     t: TrajectoryPublic
@@ -84,6 +87,12 @@ class TrajectoryPage:
     user_profile: str = ""  # the simulated user's profile, when not the cooperative one
     notes: list[str] = field(default_factory=list)  # the case's, from the suite: what the source checks
     backfill_command: str = ""  # a failed trajectory of a run stored before causes were kept: what finds its cause
+
+    @property
+    def blame_words(self) -> str:
+        """Who failed the conversation, as the page says it ("the simulated user")."""
+        who = self.detail.blame.blame if self.detail.blame is not None else ""
+        return BLAME_WORDS.get(who, who)
 
     @property
     def state_declared(self) -> bool:

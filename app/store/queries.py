@@ -338,13 +338,25 @@ def latency_query(run_id: int, after: int = 0, upto: int | None = None) -> Selec
     return q if upto is None else q.where(CallRow.trajectory_id <= upto)
 
 
+def last_id_query(run_id: int) -> Select[int]:
+    """The run's last trajectory id, read backwards in ``ix_traj_run_order``: the run written as a range
+    of one and ordered by both columns, which only that index gives (``max(id)`` with ``run_id =`` walks
+    the primary key back on PostgreSQL, through every later run's rows; a test reads the plans)."""
+    return (
+        select(TrajectoryRow.id)
+        .where(TrajectoryRow.run_id >= run_id, TrajectoryRow.run_id <= run_id)
+        .order_by(TrajectoryRow.run_id.desc(), TrajectoryRow.id.desc())
+        .limit(1)
+    )
+
+
 def _ended(conn: Connection, run_id: int) -> tuple[int, int, Counter[str]] | None:
     """The run's last trajectory id, its trajectories and how many ended in each usage group (passed,
     failed, ``failure:`` and ``outcome:`` keys, as ``UsageTally.add`` counts them), from its counters
     and read in one statement (one snapshot: the counters of every trajectory up to that id, written with
     them). None when the counters do not count every trajectory: a conversation the simulated user broke
     is outside them (then the database counts the rows, ``usage_groups_query``)."""
-    last = select(func.max(TrajectoryRow.id)).where(TrajectoryRow.run_id == run_id).scalar_subquery().label("last")
+    last = last_id_query(run_id).scalar_subquery().label("last")
     kinds = ("trials", "passes", "failure", "outcome")
     rows = conn.execute(
         select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.value, last).where(

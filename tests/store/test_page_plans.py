@@ -158,6 +158,7 @@ def test_the_first_view_reads_how_a_run_ended_from_its_counters_and_usage_from_p
         plans = {
             "ix_calls_run_latency": plan(conn, queries.latency_query(2)),
             "ix_traj_run_model_calls": plan(conn, queries.model_calls_query(2, upto=last)),
+            "ix_traj_run_order": plan(conn, queries.last_id_query(1)),
         }
         # a conversation the simulated user broke is outside the counters: then the rows are counted
         conn.execute(

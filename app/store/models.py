@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
@@ -166,6 +167,10 @@ class RunCounter(Base):
     value: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
+_MODEL_CALLS = text("model_calls IS NOT NULL")  # the partial indexes' conditions (migration 0015)
+_LATENCY = text("latency_ms IS NOT NULL")
+
+
 class TrajectoryRow(Base):
     __tablename__ = "trajectories"
     __table_args__ = (
@@ -175,6 +180,8 @@ class TrajectoryRow(Base):
         Index("ix_traj_run_key_passed", "run_id", "case_id", "trial", "fault_key", "passed", "id"),  # compare
         Index("ix_traj_run_order", "run_id", "id"),  # a run's pages in storage order, without sorting the run
         Index("ix_traj_run_recovery", "run_id", "recovery_kind", "outcome"),
+        # the run's trajectories with model requests (the usage figures), none read when there are none
+        Index("ix_traj_run_model_calls", "run_id", "id", sqlite_where=_MODEL_CALLS, postgresql_where=_MODEL_CALLS),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -223,6 +230,16 @@ class CallRow(Base):
         Index("ix_calls_cell", "run_id", "expected_name", "name", "trajectory_id"),
         Index("ix_calls_tool", "run_id", "name", "trajectory_id"),
         Index("ix_calls_run_order", "run_id", "id"),  # a run's first calls in id order, without sorting the run
+        # the run's tool latencies (the usage figures) from the index alone, none read when there are none
+        Index(
+            "ix_calls_run_latency",
+            "run_id",
+            "trajectory_id",
+            "name",
+            "latency_ms",
+            sqlite_where=_LATENCY,
+            postgresql_where=_LATENCY,
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)

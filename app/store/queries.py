@@ -5,12 +5,13 @@ Figures come from the run's counters, never from scanning calls.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
-from sqlalchemy import Select, Text, cast, func, select, type_coerce
+from sqlalchemy import Connection, Select, Text, cast, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app.core.prices import PriceTable, current_prices
@@ -281,33 +282,22 @@ def usage_so_far(session: Session, run_id: int, before: UsageSoFar | None = None
     trajectory is read again."""
     so_far = before if before is not None else UsageSoFar(UsageTally())
     after = so_far.last_id
-    # the JSON columns as the database hands them (text on SQLite), read by the core's fast reader
-    stored = (TrajectoryRow.run_id == run_id, TrajectoryRow.id > after)
-    q = (
-        select(
-            TrajectoryRow.id,
-            type_coerce(TrajectoryRow.model_calls, Text),
-            TrajectoryRow.passed,
-            type_coerce(TrajectoryRow.failures, Text),
-            TrajectoryRow.outcome,
-        )
-        .where(*stored, TrajectoryRow.model_calls.is_not(None))
-        .order_by(TrajectoryRow.id)
-    )
     conn = session.connection()  # rows as tuples: a run of 10^6 calls is read without the ORM's per-row work
-    latency = conn.execute(
-        select(CallRow.name, CallRow.latency_ms).where(
-            CallRow.run_id == run_id, CallRow.trajectory_id > after, CallRow.latency_ms.is_not(None)
-        )
-    ).all()
+    # the whole run: how its trajectories ended is in its counters, read with its last id in one statement
+    counted = _ended(conn, run_id) if after == 0 else None
+    upto = None if counted is None else counted[0]  # what else is read stops at that id: the same snapshot
+    latency = conn.execute(latency_query(run_id, after, upto)).all()
     last = after
-    # a trajectory without model requests only counts in its groups: those are counted by the database
-    for passed, failures, outcome, n, top in conn.execute(usage_groups_query(run_id, after)):
-        so_far.tally.add_alike(int(n), passed=passed, failures=_json(failures) or (), outcome=outcome)
-        last = max(last, int(top))
-    for tid, calls, passed, failures, outcome in conn.execute(q):
+    if counted is None:
+        # a trajectory without model requests only counts in its groups: those are counted by the database
+        for passed, failures, outcome, n, top in conn.execute(usage_groups_query(run_id, after)):
+            so_far.tally.add_alike(int(n), passed=passed, failures=_json(failures) or (), outcome=outcome)
+            last = max(last, int(top))
+    for tid, calls, passed, failures, outcome in conn.execute(model_calls_query(run_id, after, upto)):
         so_far.tally.add(_model_calls(_json(calls)), (), passed=passed, failures=_json(failures) or (), outcome=outcome)
         last = max(last, tid)
+    if counted is not None:  # every trajectory up to the last id, those with model requests included
+        last, so_far.tally.trajectories, so_far.tally.all_groups = counted
     so_far.tally.add_tool_latency(latency)  # a tool's latencies are only counted and sorted: read in any order
     so_far.last_id = last
     if before is not None:
@@ -319,6 +309,76 @@ def usage_so_far(session: Session, run_id: int, before: UsageSoFar | None = None
         if held != so_far.tally.trajectories:
             return usage_so_far(session, run_id)
     return so_far
+
+
+def model_calls_query(run_id: int, after: int = 0, upto: int | None = None) -> Select[int, str, bool, str, str | None]:
+    """The run's trajectories after ``after`` (up to ``upto``) with model requests, in id order: their
+    requests and how they ended, the JSON columns as the database hands them (text on SQLite, read by
+    the core's fast reader), found in ``ix_traj_run_model_calls``, which holds only them."""
+    q = (
+        select(
+            TrajectoryRow.id,
+            type_coerce(TrajectoryRow.model_calls, Text),
+            TrajectoryRow.passed,
+            type_coerce(TrajectoryRow.failures, Text),
+            TrajectoryRow.outcome,
+        )
+        .where(TrajectoryRow.run_id == run_id, TrajectoryRow.id > after, TrajectoryRow.model_calls.is_not(None))
+        .order_by(TrajectoryRow.id)
+    )
+    return q if upto is None else q.where(TrajectoryRow.id <= upto)
+
+
+def latency_query(run_id: int, after: int = 0, upto: int | None = None) -> Select[str, float | None]:
+    """The tool calls' (name, latency) of the run's trajectories after ``after`` (up to ``upto``), those
+    with a latency only: from ``ix_calls_run_latency`` alone, which holds only them (a test reads the plans)."""
+    q = select(CallRow.name, CallRow.latency_ms).where(
+        CallRow.run_id == run_id, CallRow.trajectory_id > after, CallRow.latency_ms.is_not(None)
+    )
+    return q if upto is None else q.where(CallRow.trajectory_id <= upto)
+
+
+def last_id_query(run_id: int) -> Select[int]:
+    """The run's last trajectory id, read backwards in ``ix_traj_run_order``: the run written as a range
+    of one and ordered by both columns, which only that index gives (``max(id)`` with ``run_id =`` walks
+    the primary key back on PostgreSQL, through every later run's rows; a test reads the plans)."""
+    return (
+        select(TrajectoryRow.id)
+        .where(TrajectoryRow.run_id >= run_id, TrajectoryRow.run_id <= run_id)
+        .order_by(TrajectoryRow.run_id.desc(), TrajectoryRow.id.desc())
+        .limit(1)
+    )
+
+
+def _ended(conn: Connection, run_id: int) -> tuple[int, int, Counter[str]] | None:
+    """The run's last trajectory id, its trajectories and how many ended in each usage group (passed,
+    failed, ``failure:`` and ``outcome:`` keys, as ``UsageTally.add`` counts them), from its counters
+    and read in one statement (one snapshot: the counters of every trajectory up to that id, written with
+    them). None when the counters do not count every trajectory: a conversation the simulated user broke
+    is outside them (then the database counts the rows, ``usage_groups_query``)."""
+    last = last_id_query(run_id).scalar_subquery().label("last")
+    kinds = ("trials", "passes", "failure", "outcome")
+    rows = conn.execute(
+        select(RunCounter.kind, RunCounter.a, RunCounter.b, RunCounter.value, last).where(
+            RunCounter.run_id == run_id,
+            RunCounter.kind.in_(kinds)
+            | ((RunCounter.kind == "count") & RunCounter.a.in_(("trajectories", "user_errors"))),
+        )
+    ).all()
+    sums: Counter[tuple[str, str]] = Counter()
+    top = 0
+    for kind, a, b, value, top_id in rows:
+        top = int(top_id or 0)
+        key = (kind, a) if kind in ("count", "failure") else (kind, b) if kind == "outcome" else (kind, "")
+        sums[key] += int(value)
+    total = sums["count", "trajectories"]
+    if not rows or sums["count", "user_errors"] or sums["trials", ""] != total:
+        return None
+    groups: Counter[str] = Counter({"passed": sums["passes", ""], "failed": total - sums["passes", ""]})
+    for (kind, name), n in sums.items():
+        if kind in ("failure", "outcome"):
+            groups[f"{kind}:{name}"] += n
+    return top, total, Counter({k: n for k, n in groups.items() if n > 0})
 
 
 def usage_groups_query(run_id: int, after: int = 0) -> Select[bool, str, str | None, int, int]:

@@ -5,6 +5,7 @@ enough rows for PostgreSQL to prefer an index to reading the table)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, func, select, text
@@ -136,4 +137,38 @@ def test_the_usage_of_trajectories_without_model_requests_is_counted_by_the_data
         assert "ix_traj_run_order" in got_plan and "SCAN" not in got_plan, got_plan
     else:
         assert "Aggregate" in got_plan, got_plan
+    engine.dispose()
+
+
+@shared_data(TAU, SCHEMAS)
+def test_the_first_view_reads_how_a_run_ended_from_its_counters_and_usage_from_partial_indexes(db_url: str) -> None:
+    """A whole run's usage groups come from its counters (with its last id, in one statement), equal to
+    the GROUP BY over its rows; its calls' latencies and its trajectories' model requests come from
+    partial indexes that hold only the rows that have them (none here: nothing is read)."""
+    engine = _store(db_url)
+    _copy(engine, 4)
+    with engine.connect() as conn:
+        last, total, groups = queries._ended(conn, 2) or (0, 0, None)
+        by_rows = UsageTally()
+        for passed, failures, outcome, n, _ in conn.execute(queries.usage_groups_query(2)):
+            by_rows.add_alike(int(n), passed=passed, failures=json.loads(failures) or (), outcome=outcome)
+        top = conn.scalar(select(func.max(TrajectoryRow.id)).where(TrajectoryRow.run_id == 2))
+        assert (last, total) == (top, 100) and groups == by_rows.all_groups
+        assert groups["failed"] == 69 and len(groups) == 9, groups
+        plans = {
+            "ix_calls_run_latency": plan(conn, queries.latency_query(2)),
+            "ix_traj_run_model_calls": plan(conn, queries.model_calls_query(2, upto=last)),
+            "ix_traj_run_order": plan(conn, queries.last_id_query(1)),
+        }
+        # a conversation the simulated user broke is outside the counters: then the rows are counted
+        conn.execute(
+            text(
+                "INSERT INTO run_counters (run_id, kind, a, b, c, value) VALUES (2, 'count', 'user_errors', '', '', 1)"
+            )
+        )
+        assert queries._ended(conn, 2) is None
+        conn.rollback()
+    for index, got in plans.items():
+        assert index in got, got
+        assert "SCAN" not in got and "Seq Scan" not in got and "Sort" not in got and "TEMP B-TREE" not in got, got
     engine.dispose()

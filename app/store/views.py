@@ -106,6 +106,73 @@ class ModelCallView:
         )
 
 
+@dataclass(frozen=True)
+class CallErrorView:
+    """A call's ``error`` as the pages read it (the API serves the dict)."""
+
+    kind: str | None
+    message: str | None
+    injected: bool
+    delay_ms: float | None  # an injected delay before the fault answered
+
+    @classmethod
+    def of(cls, error: dict[str, Any]) -> CallErrorView:
+        return cls(error.get("kind"), error.get("message"), bool(error.get("injected")), error.get("delay_ms"))
+
+
+@dataclass(frozen=True)
+class SchemaErrorView:
+    """A call's ``schema_error``: the field its arguments broke and the validator's message."""
+
+    field: str | None
+    message: str | None
+
+    @classmethod
+    def of(cls, error: dict[str, str]) -> SchemaErrorView:
+        return cls(error.get("field"), error.get("message"))
+
+
+@dataclass(frozen=True)
+class MismatchView:
+    """One argument the call got wrong: the field, the rule it was compared by, both values."""
+
+    field: Any
+    rule: Any
+    expected: Any
+    got: Any
+
+    @classmethod
+    def of(cls, m: dict[str, Any]) -> MismatchView:
+        return cls(m.get("field"), m.get("rule"), m.get("expected"), m.get("got"))
+
+
+@dataclass(frozen=True)
+class UsageView:
+    """A trajectory's ``usage`` (``usage.trajectory_usage``) as its page's usage line reads it."""
+
+    requests: int
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    total_tokens: int | None
+    cost_usd: float | None
+    priced: bool
+    model_latency_ms: float | None
+
+    @classmethod
+    def of(cls, u: dict[str, Any]) -> UsageView:
+        return cls(
+            u.get("requests", 0),
+            u.get("input_tokens"),
+            u.get("output_tokens"),
+            u.get("cached_tokens"),
+            u.get("total_tokens"),
+            u.get("cost_usd"),
+            bool(u.get("priced")),
+            u.get("model_latency_ms"),
+        )
+
+
 class TrajectorySummary(BaseModel):
     id: int
     run_id: int
@@ -154,6 +221,19 @@ class CallPublic(BaseModel):
     turn: int | None = None  # the user turn it answers, in a conversation
     latency_ms: float | None = None  # the tool's wall time, an injected delay included
 
+    # typed, for the pages (properties: the JSON is the fields')
+    @property
+    def error_view(self) -> CallErrorView | None:
+        return CallErrorView.of(self.error) if self.error else None
+
+    @property
+    def schema_error_view(self) -> SchemaErrorView | None:
+        return SchemaErrorView.of(self.schema_error) if self.schema_error else None
+
+    @property
+    def mismatch_rows(self) -> list[MismatchView]:
+        return [MismatchView.of(m) for m in self.mismatches or []]
+
 
 class TrajectoryPublic(TrajectorySummary):
     question: str
@@ -169,6 +249,11 @@ class TrajectoryPublic(TrajectorySummary):
     def model_call_rows(self) -> list[ModelCallView]:
         """``model_calls`` typed, for the page (a property: the JSON is the fields')."""
         return [ModelCallView.of(m) for m in self.model_calls or []]
+
+    @property
+    def usage_view(self) -> UsageView | None:
+        """``usage`` typed, for the page's usage line."""
+        return UsageView.of(self.usage) if self.usage else None
 
 
 class FamilyDelta(BaseModel):

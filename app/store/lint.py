@@ -20,7 +20,7 @@ from app.store.ingest import find_run, get_run_row, suite_for_run
 from app.store.models import RunCounter, ToolsetVersion
 from app.store.queries import _find_version
 from app.store.toolsets import version_dependencies, version_tool_figures
-from app.store.views import RatioPublic
+from app.store.views import RatioPublic, SchemaChangeView, SegmentView
 
 
 class FindingPublic(BaseModel):
@@ -189,6 +189,15 @@ class ToolDiffPublic(BaseModel):
     recall_a: RatioPublic | None
     precision_b: RatioPublic | None
     recall_b: RatioPublic | None
+
+    # typed, for the page (properties: the JSON is the fields')
+    @property
+    def segment_views(self) -> list[SegmentView]:
+        return SegmentView.all(self.segments)
+
+    @property
+    def schema_change_rows(self) -> list[SchemaChangeView]:
+        return SchemaChangeView.all(self.schema_changes)
 
 
 class VersionsDiffPublic(BaseModel):

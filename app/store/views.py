@@ -173,6 +173,41 @@ class UsageView:
         )
 
 
+@dataclass(frozen=True)
+class SegmentView:
+    """One piece of a word diff: ``op`` (equal, delete, insert) and its text."""
+
+    op: str | None
+    text: str | None
+
+    @classmethod
+    def all(cls, segments: list[dict[str, str]]) -> list[SegmentView]:
+        return [cls(s.get("op"), s.get("text")) for s in segments]
+
+
+@dataclass(frozen=True)
+class SchemaChangeView:
+    """One change of a tool's parameter schema: its path, the operation, the value on each side."""
+
+    path: str | None
+    op: str | None
+    a: str | None
+    b: str | None
+
+    @classmethod
+    def all(cls, changes: list[dict[str, str | None]]) -> list[SchemaChangeView]:
+        return [cls(c.get("path"), c.get("op"), c.get("a"), c.get("b")) for c in changes]
+
+
+@dataclass(frozen=True)
+class SchemaErrorCount:
+    """How many calls broke one tool field's schema (a run's figures)."""
+
+    tool: Any
+    field: Any
+    count: Any
+
+
 class TrajectorySummary(BaseModel):
     id: int
     run_id: int
@@ -307,6 +342,11 @@ class DescriptionChange(BaseModel):
     parameters_changed: bool
     segments: list[dict[str, str]]
     cells: list[ConfusionDelta] = Field(default_factory=list)  # the tool's confusion cells that moved, A to B
+
+    @property
+    def segment_views(self) -> list[SegmentView]:
+        """``segments`` typed, for the page (a property: the JSON is the fields')."""
+        return SegmentView.all(self.segments)
 
 
 class TurnFigures(BaseModel):
@@ -474,7 +514,7 @@ class FiguresPublic(BaseModel):
     outcomes_by_fault_kind: list[dict[str, Any]]
     outcomes_by_step: list[dict[str, Any]]
     reactions: list[dict[str, Any]]
-    schema_errors: list[dict[str, Any]]
+    schema_errors: list[dict[str, Any]]  # {tool, field, count}: ``schema_error_rows`` for the pages
     faults_not_reached: int = 0
     user_errors: int = 0  # conversations the simulated user broke: listed, not scored
     agent_errors: dict[str, int] = Field(default_factory=dict)  # trajectories the agent raised in, by type
@@ -486,12 +526,32 @@ class FiguresPublic(BaseModel):
     # figures behind a run that is receiving traces also carry (as extra keys) ``computed_at``,
     # ``trajectories_behind`` and ``recompute_interval_s`` (app/web/state.py FiguresCache)
 
+    @property
+    def schema_error_rows(self) -> list[SchemaErrorCount]:
+        """``schema_errors`` typed, for the run page (a property: the JSON is the fields')."""
+        return [SchemaErrorCount(s.get("tool"), s.get("field"), s.get("count")) for s in self.schema_errors]
+
+
+@dataclass(frozen=True)
+class PairRowView:
+    """One row of two trajectories side by side: the calls paired at it and what changed."""
+
+    index: int
+    a: CallPublic | None
+    b: CallPublic | None
+    changed: list[str]
+
 
 class TrajectoryPairPublic(BaseModel):
     a: TrajectoryPublic
     b: TrajectoryPublic
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # {index, a, b, changed}: ``row_views`` for the page
     answer_changed: bool
+
+    @property
+    def row_views(self) -> list[PairRowView]:
+        """``rows`` typed, for the page (a property: the JSON is the fields')."""
+        return [PairRowView(r["index"], r.get("a"), r.get("b"), r.get("changed") or []) for r in self.rows]
 
 
 class LabelPublic(BaseModel):

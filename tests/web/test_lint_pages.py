@@ -182,6 +182,8 @@ def test_schema_changes_and_a_single_version(client: tuple[TestClient, int, int]
     assert saldo["change"] == "changed" and saldo["schema_changes"] == [
         {"path": "/properties/id/type", "op": "changed", "a": '"integer"', "b": '"string"'}
     ]
+    page = c.get("/toolsets/atencion_cliente", params={"a": "v2", "b": "v2-string-id"}, headers=HTML).text
+    assert "<td><code>/properties/id/type</code></td><td>changed</td>" in page  # read as SchemaChangeView
     one = {
         "name": "solo",
         "toolset": {

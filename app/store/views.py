@@ -456,6 +456,42 @@ class LatencyPublic(BaseModel):
     p95: float | None
 
 
+@dataclass(frozen=True)
+class UsageGroupView:
+    """What a group of a run's trajectories cost (passed, failed, by outcome, by failure)."""
+
+    trajectories: int | None
+    trajectories_with_usage: int | None
+    total_tokens: int | None
+    mean_tokens: float | None
+    cost_usd: float | None
+    trajectories_priced: int | None
+    outcome: str | None = None  # the group's outcome, in ``by_outcome``
+    failure: str | None = None  # the group's failure, in ``by_failure``
+
+    @classmethod
+    def of(cls, g: dict[str, Any]) -> UsageGroupView:
+        return cls(
+            g.get("trajectories"),
+            g.get("trajectories_with_usage"),
+            g.get("total_tokens"),
+            g.get("mean_tokens"),
+            g.get("cost_usd"),
+            g.get("trajectories_priced"),
+            g.get("outcome"),
+            g.get("failure"),
+        )
+
+
+@dataclass(frozen=True)
+class ToolLatencyView:
+    """One tool's calls and their latency spread (a run's figures)."""
+
+    tool: str | None
+    calls: int | None
+    latency_ms: LatencyPublic
+
+
 class UsagePublic(BaseModel):
     """Tokens, cost and latency of a run (docs/metrics.md); a key without data is null."""
 
@@ -475,6 +511,32 @@ class UsagePublic(BaseModel):
     by_failure: list[dict[str, Any]] = Field(default_factory=list)
     by_outcome: list[dict[str, Any]] = Field(default_factory=list)
     by_tool: list[dict[str, Any]] = Field(default_factory=list)
+
+    # typed, for the run page (properties: the JSON is the fields')
+    @property
+    def passed_group(self) -> UsageGroupView:
+        return UsageGroupView.of(self.by_result.get("passed", {}))
+
+    @property
+    def failed_group(self) -> UsageGroupView:
+        return UsageGroupView.of(self.by_result.get("failed", {}))
+
+    @property
+    def outcome_groups(self) -> list[UsageGroupView]:
+        return [UsageGroupView.of(g) for g in self.by_outcome]
+
+    @property
+    def failure_groups(self) -> list[UsageGroupView]:
+        return [UsageGroupView.of(g) for g in self.by_failure]
+
+    @property
+    def tool_rows(self) -> list[ToolLatencyView]:
+        return [
+            ToolLatencyView(
+                t.get("tool"), t.get("calls"), LatencyPublic(**t.get("latency_ms") or {"p50": None, "p95": None})
+            )
+            for t in self.by_tool
+        ]
 
 
 class CausePublic(BaseModel):

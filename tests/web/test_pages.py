@@ -153,6 +153,9 @@ def test_pages_count_calls_from_one_and_state_f5_over_the_order_checks(client: T
     row = client.get("/", headers=HTML).text
     row = row[row.index('aria-label="compare v1"') :]
     assert "<b>7.7%</b> <small>2/26</small>" in row[: row.index("</tr>")]  # the runs list's F5 cell, the same
+    form = client.get("/", params={"suite": "s<1", "model": "nope"}, headers=HTML).text  # RunsFilters
+    assert 'name="suite" value="s&lt;1"' in form and 'name="model" value="nope"' in form
+    assert 'name="toolset_version" value=""' in form
 
 
 def test_the_agents_exception_on_its_page_in_the_api_and_on_the_run(client: TestClient) -> None:

@@ -79,6 +79,15 @@ class RunRow:
     passes: PassCell | None = None
 
 
+@dataclass(frozen=True)
+class RunsFilters:
+    """The runs list's filters, as the form shows them ("": not set)."""
+
+    suite: str = ""
+    model: str = ""
+    toolset_version: str = ""
+
+
 @dataclass
 class RunsPage:
     rows: list[RunRow]
@@ -87,6 +96,11 @@ class RunsPage:
     pager: Pager | None
     columns: list[Column]  # of the families, as the cells of each row
     order_column: Column = ORDER_COLUMN  # F5's, after them
+
+    @property
+    def filter_view(self) -> RunsFilters:
+        """The filters, typed."""
+        return RunsFilters(**self.filters)
 
 
 def runs_page(

@@ -102,12 +102,13 @@ class FiguresCache:
         self._lock = Lock()
         self._derived: BoundedCache[tuple[int, dt.datetime, int, str], tuple[Any]] = BoundedCache(size)
 
-    def derived(self, session: Session, run_id: int, what: str, compute: Callable[[], T]) -> T:
+    def derived(self, run_id: int, born: dt.datetime, trajectories: int, what: str, compute: Callable[[], T]) -> T:
         """What a page derives from the run's stored rows and counters alone (``what`` names it,
         with what else it depends on: the run page's rewrites of the run's name), computed once per
-        trajectory count: a batch stored into the run, or its id used again after a delete, is a new
-        key. Only the app's memory is written: a page read never writes the database."""
-        key = (run_id, get_run_row(session, run_id).created_at, queries.run_trajectory_count(session, run_id), what)
+        trajectory count: a batch stored into the run (``trajectories``, its counter as the page read
+        it), or its id used again after a delete (``born``), is a new key. Only the app's memory is
+        written: a page read never writes the database."""
+        key = (run_id, born, trajectories, what)
         held = self._derived.get(key)
         if held is None:
             held = (compute(),)

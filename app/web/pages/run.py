@@ -456,7 +456,9 @@ def run_page(
 
     def kept(what: str, compute: Callable[[], T]) -> T:
         """What the run's rows and counters alone give, kept with its figures (computed once a batch)."""
-        return cache.derived(session, run_id, what, compute) if cache is not None else compute()
+        if cache is None:
+            return compute()
+        return cache.derived(run_id, resolved.created_at, run.trajectories, what, compute)  # type: ignore[no-any-return]
 
     confusion, heatmap = kept(
         "confusion", lambda: (c := queries.confusion(session, run_id), figures.confusion_heatmap(c))

@@ -205,7 +205,10 @@ def test_flips_under_a_profile_leave_compares_simulator_share_alone(tmp_path: Pa
     assert run(tmp_path, db_url, "b", "impatient", agent="slow", trials=6).exit_code == 0
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         c = client.get("/api/compare", params={"a": 1, "b": 2}).json()
-        assert client.get("/api/runs/2/blame").json()["by_blame"]["user"] > 0  # would have been "no verdict"
+        blame = client.get("/api/runs/2/blame").json()
+        assert blame["by_blame"]["user"] > 0  # would have been "no verdict"
+        # all of them under the impatient profile: the headline's agent-only rate leaves none of them out
+        assert blame["headline_blamed_elsewhere"] == 0 and blame["pass_rate_agent_only"] == blame["pass_rate"] == 1.0
     # the slow agent asks twice: the impatient user leaves at its second ask in some trials (blamed on the user);
     # those flips are the cooperation gap's (below), out of McNemar's pairs, which are the headline's: the
     # cooperative conversations, where both agents pass
@@ -351,6 +354,9 @@ def test_a_profiled_runs_headline_is_the_cooperative_users_everywhere_by_hand(tm
         assert "all_profiles" not in client.get(f"/api/runs/{pid}/figures").json()
         blame = client.get(f"/api/runs/{rid}/blame").json()
         assert (blame["scored"], blame["passed"], blame["pass_rate"]) == (4, 4, 1.0)
+        # drip_feed's 2 failures are blamed (every conversation), none of the cooperative user's conversations
+        assert (sum(blame["by_blame"].values()), blame["headline_blamed_elsewhere"]) == (2, 0)
+        assert "headline_blamed_elsewhere" not in client.get(f"/api/runs/{pid}/blame").json()
         page = client.get(f"/runs/{rid}", headers={"accept": "text/html"}).text
         head = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page[page.index('id="pass"') : page.index("</div>")]))
         assert "passed 100.0% 4 of 4 trajectories · 0 failed" in head

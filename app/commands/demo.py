@@ -1,8 +1,9 @@
 """``toollens demo``: the main job. Example runs of the simulated agent over
 the example suite (toolset v1 and v2, each with the recovery sweep, and
 repeated trials with random faults) and over multi-turn conversations with
-the rule-based user, stored in the database every command reads (its own runs
-replaced, no other), then the dashboard."""
+the rule-based user (cooperative, then under every profile: the cooperation
+gap), stored in the database every command reads (its own runs replaced, no
+other), then the dashboard."""
 
 from __future__ import annotations
 
@@ -22,14 +23,21 @@ if TYPE_CHECKING:
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-# (run name, suite file, trials, fault plan, recovery sweep)
-DEMO_RUNS: tuple[tuple[str, str, int, str | None, bool], ...] = (
-    ("banca-v1-simulado", "suite_v1.yaml", 1, None, True),
-    ("banca-v2-simulado", "suite_v2.yaml", 1, None, True),
-    ("banca-v1-simulado-x5", "suite_v1.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11", False),
-    ("banca-v2-simulado-x5", "suite_v2.yaml", 5, "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11", False),
+FAULTS = "p:0.1,kinds:http_503|timeout|http_429|not_found,seed:11"
+# the profiled run's agent: its call errors off and few confusions, so that what moves is the simulated user
+CAREFUL = "confusion=0.1,hallucinated_tool=0,schema_error=0,wrong_value=0,order=0,skip=0"
+
+# (run name, suite file, trials, fault plan, recovery sweep, simulated-user profiles, simulated agent's rates)
+DEMO_RUNS: tuple[tuple[str, str, int, str | None, bool, tuple[str, ...], str], ...] = (
+    ("banca-v1-simulado", "suite_v1.yaml", 1, None, True, (), ""),
+    ("banca-v2-simulado", "suite_v2.yaml", 1, None, True, (), ""),
+    ("banca-v1-simulado-x5", "suite_v1.yaml", 5, FAULTS, False, (), ""),
+    ("banca-v2-simulado-x5", "suite_v2.yaml", 5, FAULTS, False, (), ""),
     # conversations: the rule-based user gives the RUT only when asked and confirms the credit note
-    ("banca-v2-conversaciones", "conversaciones_v2.yaml", 3, None, True),
+    ("banca-v2-conversaciones", "conversaciones_v2.yaml", 3, None, True, (), ""),
+    # the same conversations under every simulated-user profile, 8 trials each: the cooperation gap
+    # (the run page's section; tests/cli/test_demo.py pins its figures)
+    ("banca-v2-perfiles", "conversaciones_v2.yaml", 8, None, False, ("all",), CAREFUL),
 )
 SHOWN_RUN = "banca-v1-simulado-x5"  # the run the closing message and the README show
 
@@ -66,6 +74,7 @@ def demo(
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.core.errors import ToolLensError
+    from app.core.reports.profiles import parse_profiles
     from app.runner.session import RunRequest, run_agent
 
     settings = settings_for(db)
@@ -77,7 +86,7 @@ def demo(
     console.print(Text("Recording example runs of the simulated agent (not a model: seeded, for the demo)…"))
     try:
         _forget_demo_runs(settings)
-        for name, suite, trials, faults, sweep in DEMO_RUNS:
+        for name, suite, trials, faults, sweep, profiles, rates in DEMO_RUNS:
             out = run_agent(
                 settings,
                 RunRequest(
@@ -89,6 +98,8 @@ def demo(
                     run_name=name,
                     seed=seed,
                     concurrency=8,
+                    sim_rates=rates,
+                    user_profiles=parse_profiles(profiles),
                 ),
             )
             s = out.summary

@@ -58,7 +58,7 @@ def gate(
     if result.simulator_note:
         console.print(Text(f"  simulator: {result.simulator_note}", style="yellow"))
     for note in result.notes:
-        if note.startswith("cooperation gap"):  # the other notes stay the Markdown summary's, as before
+        if note.startswith(("cooperation gap", "simulated-user profiles")):  # the others: the Markdown summary's
             console.print(Text(f"  {note}"))
         elif "toollens db backfill" in note:
             console.print(Text(f"  {note}", style="yellow"))

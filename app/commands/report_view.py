@@ -81,10 +81,21 @@ def render_report(
         title.append(f" · toolset {toolset_version}", style="dim")
     console.print(title)
     console.print(Text(f"{data['trajectories']} trajectories", style="dim"))
+    every = data.get("all_profiles")  # a run with simulated-user profiles: the headline is the cooperative user's
     if passed is None:
         scored = [c for c in data["cases"] if not c.get("user_error")]
+        if every is not None:  # as Report.headline_trials counts them
+            scored = [c for c in scored if c.get("user_profile") in (None, "cooperative")] or scored
         passed = (sum(1 for c in scored if c["passed"]), len(scored))
     console.print(Text(f"passed {fraction(*passed)}", style="bold"))
+    if every is not None:
+        console.print(
+            Text(
+                "the cooperative user's conversations (pass rate and pass^k); under every profile: passed "
+                f"{fraction(every['passed'], every['scored'])}, the others in the cooperation gap below",
+                style="dim",
+            )
+        )
     usage = _usage(data.get("usage"), data["trajectories"])
     if usage:
         console.print(Text(usage, style="dim"))
@@ -208,6 +219,13 @@ def render_report(
         console.print(t)
     if data["pass_hat_k"]:
         console.print(Text("pass^k: " + "  ".join(f"k={k}: {v:.4f}" for k, v in data["pass_hat_k"].items())))
+    if every is not None and every["pass_hat_k"]:
+        console.print(
+            Text(
+                "pass^k under every profile: " + "  ".join(f"k={k}: {v:.4f}" for k, v in every["pass_hat_k"].items()),
+                style="dim",
+            )
+        )
     if len(data.get("profiles") or {}) > 1:
         _gap_table(console, data["profiles"])
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
+from app.core.reports.report import PROFILE_MARK
 from app.core.score.blame import AGENT, BLAMES, TASK, USER, simulator_note
 from app.store.models import Run, SuiteRow, TrajectoryRow, TrajectoryTag
 
@@ -39,6 +40,10 @@ class BlameFigures(BaseModel):
     every_model_fails: list[str] = Field(default_factory=list)  # case ids no stored run of the suite passes
     runs_compared: int = 0  # runs of the suite that decided every_model_fails
     models_compared: int = 0
+    # a run with simulated-user profiles: scored and passed count its cooperative conversations (its
+    # headline), and so does this: of them, the failed ones blamed on the user or the task, which
+    # pass_rate_agent_only leaves out (by_blame counts every conversation). Absent without profiles.
+    headline_blamed_elsewhere: int | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 def every_model_fails(session: Session, run_id: int) -> tuple[list[str], int, int]:
@@ -68,9 +73,14 @@ def every_model_fails(session: Session, run_id: int) -> tuple[list[str], int, in
     return [c for c, n in rows if n >= 2], len(runs), len(models)
 
 
-def blame_figures(session: Session, run_id: int, *, scored: int, passed: int) -> BlameFigures:
+def blame_figures(
+    session: Session, run_id: int, *, scored: int, passed: int, cooperative: bool = False
+) -> BlameFigures:
     """The run's failures by blame (stored tags, with every-model-fails cases
-    moved from agent to task) and both pass rates."""
+    moved from agent to task) and both pass rates; ``cooperative`` (a run with
+    simulated-user profiles, whose ``scored`` and ``passed`` count its cooperative
+    conversations): the pass rate without the user- and task-blamed ones counts those
+    among its cooperative conversations."""
     counts = dict(
         session.execute(
             select(TrajectoryTag.value, func.count())
@@ -86,6 +96,7 @@ def blame_figures(session: Session, run_id: int, *, scored: int, passed: int) ->
             passed=passed,
             pass_rate=passed / scored if scored else None,
             pass_rate_agent_only=passed / scored if scored else None,
+            headline_blamed_elsewhere=0 if cooperative else None,
         )
     cases, n_runs, n_models = every_model_fails(session, run_id)
     if cases:
@@ -107,7 +118,8 @@ def blame_figures(session: Session, run_id: int, *, scored: int, passed: int) ->
         )
         by[AGENT] -= moved
         by[TASK] += moved
-    not_agent = by[USER] + by[TASK]
+    headline = _cooperative_elsewhere(session, run_id, cases) if cooperative else None
+    not_agent = by[USER] + by[TASK] if headline is None else headline
     honest = scored - not_agent
     return BlameFigures(
         by_blame=by,
@@ -119,6 +131,29 @@ def blame_figures(session: Session, run_id: int, *, scored: int, passed: int) ->
         every_model_fails=cases,
         runs_compared=n_runs,
         models_compared=n_models,
+        headline_blamed_elsewhere=headline,
+    )
+
+
+def _cooperative_elsewhere(session: Session, run_id: int, cases: Sequence[str]) -> int:
+    """The run's failed conversations blamed on the simulated user or the task (an every-model-fails
+    case's agent-blamed ones too), of those under no non-cooperative profile."""
+    blamed = or_(
+        TrajectoryTag.value.in_((USER, TASK)), and_(TrajectoryTag.value == AGENT, TrajectoryRow.case_id.in_(cases))
+    )
+    return int(
+        session.scalar(
+            select(func.count())
+            .select_from(TrajectoryTag)
+            .join(TrajectoryRow, TrajectoryRow.id == TrajectoryTag.trajectory_id)
+            .where(
+                TrajectoryTag.run_id == run_id,
+                TrajectoryTag.kind == "blame",
+                TrajectoryRow.fault_key.not_like(f"%{PROFILE_MARK}%"),
+                blamed,
+            )
+        )
+        or 0
     )
 
 

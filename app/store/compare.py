@@ -100,7 +100,8 @@ def compare_runs(
                 reads_as=reads,
             )
         )
-    pairing = paired(session, a_id, b_id, a.trajectories, b.trajectories, limit)
+    # like with like: a run with simulated-user profiles pairs its cooperative conversations, as its pass rate
+    pairing = paired(session, a_id, b_id, a.trajectories, b.trajectories, limit, cooperative=a.profiled or b.profiled)
     shared, only_a, only_b = pairing.shared, pairing.only_a, pairing.only_b
     flipped = [
         FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa, b_passed=pb)

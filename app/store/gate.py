@@ -134,6 +134,12 @@ def run_gate(
                 f"{missing} failed trajectories of the {role} ({run.name}) have no cause: the run was "
                 "stored before ToolLens kept causes; `toollens db backfill` counts them"
             )
+    if base.profiled or cand.profiled:  # like with like: the headline of a profiled run is the cooperative user's
+        result.notes.append(
+            "simulated-user profiles ran: the cases that regressed and the shared case trials count the "
+            "cooperative user's conversations, the families every conversation; the other profiles are "
+            "compared in the cooperation gap"
+        )
     gap = compare_gap(comparison.cooperation)
     if gap is not None:  # whether the change holds for every simulated user (docs/runner.md#the-cooperation-gap)
         result.notes.append(f"cooperation gap (A baseline, B candidate): {gap.sentence}")

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import TextClause, select, text
 from sqlalchemy.orm import Session
 
+from app.core.reports.report import PROFILE_MARK
 from app.store.models import Run, RunPairing
 from app.store.queries import run_trajectory_count
 
@@ -39,6 +40,9 @@ class Pairing:
 # the compare index (migration 0008) holds ``passed`` too (0.8 s). PostgreSQL picks it itself.
 _COMPARE_INDEX = "ix_traj_run_key_passed"
 _KEY = "ta.case_id = tb.case_id AND ta.trial = tb.trial AND ta.fault_key = tb.fault_key"
+# a run with simulated-user profiles: only its cooperative conversations pair (its headline's), the others'
+# fault keys end with PROFILE_MARK and the profile (app/store/rows.py): they are the cooperation gap's
+_COOPERATIVE = " AND ta.fault_key NOT LIKE :mark"
 _COUNTS = (
     "SELECT count(*), sum(CASE WHEN ta.passed AND NOT tb.passed THEN 1 ELSE 0 END), "
     "sum(CASE WHEN tb.passed AND NOT ta.passed THEN 1 ELSE 0 END) FROM {ta} JOIN {tb} ON {key} "
@@ -51,31 +55,45 @@ _FLIPS = (
 WALK = 20  # flips at least this many times the limit: walk A in id order (and stop early), else pair every trajectory
 
 
-def _statement(sql: str, session: Session, *, a_by_key: bool) -> TextClause:
+def _statement(sql: str, session: Session, *, a_by_key: bool, cooperative: bool = False) -> TextClause:
     """``sql`` with its tables named for this database: on SQLite, B (and A when ``a_by_key``) read from the
-    compare index."""
+    compare index; ``cooperative``: the pairs of conversations under a non-cooperative profile left out."""
     hint = f" INDEXED BY {_COMPARE_INDEX}" if session.get_bind().dialect.name == "sqlite" else ""
     return text(
-        sql.format(ta="trajectories AS ta" + (hint if a_by_key else ""), tb="trajectories AS tb" + hint, key=_KEY)
+        sql.format(
+            ta="trajectories AS ta" + (hint if a_by_key else ""),
+            tb="trajectories AS tb" + hint,
+            key=_KEY + (_COOPERATIVE if cooperative else ""),
+        )
     )
 
 
-def joined(session: Session, a_id: int, b_id: int, limit: int = FLIPS) -> Pairing:
+def joined(session: Session, a_id: int, b_id: int, limit: int = FLIPS, *, cooperative: bool = False) -> Pairing:
     """The pairing read from both runs' trajectories: the counts from the compare index alone, then the
     first flips, found walking A in id order when they are many (the walk stops at ``limit``), else among
-    every pair."""
-    counts = session.execute(_statement(_COUNTS, session, a_by_key=True), {"a": a_id, "b": b_id}).one()
+    every pair. ``cooperative`` (a run with simulated-user profiles): the pairs of its cooperative
+    conversations only, as its headline counts them (docs/metrics.md)."""
+    args: dict[str, Any] = {"a": a_id, "b": b_id, **({"mark": f"%{PROFILE_MARK}%"} if cooperative else {})}
+    counts = session.execute(_statement(_COUNTS, session, a_by_key=True, cooperative=cooperative), args).one()
     shared, only_a, only_b = int(counts[0] or 0), int(counts[1] or 0), int(counts[2] or 0)
     flipped: list[tuple[str, int, str, int, int, bool, bool]] = []
     if only_a + only_b and limit > 0:
         walk = only_a + only_b >= WALK * limit
-        rows = session.execute(_statement(_FLIPS, session, a_by_key=not walk), {"a": a_id, "b": b_id, "n": limit})
+        rows = session.execute(
+            _statement(_FLIPS, session, a_by_key=not walk, cooperative=cooperative), {**args, "n": limit}
+        )
         flipped = [(str(c), int(t), str(f), int(i), int(j), bool(p), bool(q)) for c, t, f, i, j, p, q in rows]
     return Pairing(shared, only_a, only_b, flipped)
 
 
-def paired(session: Session, a_id: int, b_id: int, a_count: int, b_count: int, limit: int = FLIPS) -> Pairing:
-    """The runs' pairing: kept, when computed on runs of these sizes (and ``limit`` flips fit), else joined."""
+def paired(
+    session: Session, a_id: int, b_id: int, a_count: int, b_count: int, limit: int = FLIPS, *, cooperative: bool = False
+) -> Pairing:
+    """The runs' pairing: kept, when computed on runs of these sizes (and ``limit`` flips fit), else joined.
+    ``cooperative`` (either run has simulated-user profiles): joined on the cooperative conversations
+    alone (a kept pairing counts every conversation)."""
+    if cooperative:
+        return joined(session, a_id, b_id, limit, cooperative=True)
     row = session.get(RunPairing, (a_id, b_id))
     if (
         row is not None

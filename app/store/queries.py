@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.core.prices import PriceTable, current_prices
 from app.core.records import loads
-from app.core.reports.report import Report, pass_hat_k
+from app.core.reports.report import Report, headline_trials, is_profiled, pass_hat_k
 from app.core.score.detail import TrajectoryDetail, stored_detail
 from app.core.score.families import RATIO_KEYS
 from app.core.score.scoring import EXTRA, MISSING, UNRECORDED_ERROR
@@ -28,6 +28,7 @@ from app.store.views import (
     CallPublic,
     ConfusionCell,
     ConfusionPublic,
+    PassTotals,
     RatioPublic,
     RunPublic,
     RunsPublic,
@@ -127,7 +128,16 @@ def _public(
     trials: dict[tuple[str, str], list[int]] | None = None,
 ) -> RunPublic:
     tokens, cost = totals_by_model(usage or {}, prices or current_prices())
-    tally = list((trials or {}).values())
+    tally = headline_trials(trials or {})  # a profiled run: its cooperative conversations (docs/metrics.md)
+    every = None
+    if trials and is_profiled(trials):  # what the headline counted before: every profile's conversations
+        pairs = tuple((n, c) for n, c in trials.values())
+        every = PassTotals(
+            scored=sum(n for n, _ in pairs),
+            passed=sum(c for _, c in pairs),
+            max_trials=max((n for n, _ in pairs), default=0),
+            pass_hat_k=dict(_rounded_pass_hat_k(pairs)),
+        )
     return RunPublic(
         id=run.id,
         name=run.name,
@@ -154,6 +164,7 @@ def _public(
         passed=sum(c for _, c in tally),
         max_trials=max((n for n, _ in tally), default=0),
         pass_hat_k=dict(_rounded_pass_hat_k(tuple((n, c) for n, c in tally))),
+        all_profiles=every,
     )
 
 

@@ -20,6 +20,15 @@ class RatioPublic(BaseModel):
     den: int
 
 
+class PassTotals(BaseModel):
+    """A run's pass figures over every simulated-user profile's conversations (``all_profiles``)."""
+
+    scored: int = 0
+    passed: int = 0
+    max_trials: int = 0
+    pass_hat_k: dict[str, float] = Field(default_factory=dict)
+
+
 class RunPublic(BaseModel):
     id: int
     name: str
@@ -46,6 +55,15 @@ class RunPublic(BaseModel):
     passed: int = 0  # of them, those that passed: the pass rate is passed / scored
     max_trials: int = 0  # the most trials of one case: pass^k is shown when it is above 1
     pass_hat_k: dict[str, float] = Field(default_factory=dict)  # k -> pass^k, as the report's
+    # a run with simulated-user profiles: scored, passed, max_trials and pass_hat_k above count its
+    # cooperative conversations (a case under another profile is the cooperation gap's); these count
+    # every conversation. Absent (not null) from the JSON of a run without profiles.
+    all_profiles: PassTotals | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    @property
+    def profiled(self) -> bool:
+        """Some trajectory ran under a non-cooperative simulated-user profile."""
+        return self.all_profiles is not None
 
 
 class RunsPublic(BaseModel):

@@ -65,6 +65,7 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
         "banca-v1-simulado",
         "banca-v1-simulado-x5",
         "banca-v2-conversaciones",
+        "banca-v2-perfiles",
         "banca-v2-simulado",
         "banca-v2-simulado-x5",
     ]
@@ -83,6 +84,63 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
         r.status == "finished" and r.agent == "simulated" and r.model == "simulated (seed 5)" for r in runs.values()
     )
     assert runs["banca-v1-simulado-x5"].config["trials"] == 5
+    profiled(figures["banca-v2-perfiles"], runs["banca-v2-perfiles"], db)
+
+
+def profiled(figures: dict[str, Any], run: Run, db: Path) -> None:
+    """The demo's cooperation gap: the conversations under every simulated-user profile, 8 trials each,
+    the agent's call errors off (few confusions), so that what moves is the user."""
+    from app.store.profiles import run_gap
+
+    assert run.config["user_profiles"] == [
+        "cooperative",
+        "impatient",
+        "drip_feed",
+        "wrong_assumption",
+        "omits_detail",
+        "changes_mind",
+    ]
+    trials = {p: f["trials"] for p, f in figures["profiles"].items()}
+    # the 3 cases with a simulated user: every profile passes all 8 trials of pedido and saldo; on the
+    # credit note (two confirmations) the impatient user leaves 5 times and changes_mind's declined
+    # confirmation loses 5 of 8
+    assert {p: t["conv-nota-001"] for p, t in trials.items()} == {
+        "cooperative": [8, 8],
+        "impatient": [8, 3],
+        "drip_feed": [8, 8],
+        "wrong_assumption": [8, 8],
+        "omits_detail": [8, 8],
+        "changes_mind": [8, 3],
+    }
+    assert all(t["conv-pedido-001"] == t["conv-saldo-001"] == [8, 8] for t in trials.values())
+    # the headline: the cooperative user's 40 conversations (3 with a user + 2 scripted, 8 trials), all passed.
+    # Every conversation (the 15 the user broke left out: impatient 5, wrong_assumption 10): 140 of 145; per
+    # (case, profile), 20 of them, 1 each but changes_mind's credit note 3/8: pass^1 = (19 + 3/8) / 20 = 0.96875;
+    # pass^8 over the 16 with 8 trials (impatient's note has 3 left, wrong_assumption's 2, 6, 6): 15/16
+    assert figures["pass_hat_k"] == {str(k): 1.0 for k in range(1, 9)}
+    every = figures["all_profiles"]
+    assert (every["scored"], every["passed"], every["pass_hat_k"]["1"], every["pass_hat_k"]["8"]) == (
+        145,
+        140,
+        0.9688,
+        0.9375,
+    )
+    engine = make_engine(f"sqlite:///{db}")
+    with session_scope(make_sessionmaker(engine)) as s:
+        public = queries.run_public(s, run)
+        gap = run_gap(s, run.id)
+    engine.dispose()
+    assert (public.passed, public.scored) == (40, 40)
+    assert gap is not None and gap.k == 8
+    rows = {r.profile: r for r in gap.rows}
+    # impatient and changes_mind: 19 of 24 (79.2%) against 24 of 24, pass^8 2/3 (the note at 0): −33.3 pts,
+    # an interval below 0 (they cost more than noise); the other three: no gap
+    for name in ("impatient", "changes_mind"):
+        r = rows[name]
+        assert (r.conversations, r.passed, round(r.gap_1 or 0, 4), round(r.gap_k or 0, 4)) == (24, 19, -0.2083, -0.3333)
+        assert r.gap_1_ci is not None and r.gap_1_ci[1] < 0
+    assert all(rows[n].gap_k == 0 for n in ("drip_feed", "wrong_assumption", "omits_detail"))
+    assert gap.band_k == (2 / 3, 1.0)
 
 
 def confusions(figures: dict[str, Any]) -> int:

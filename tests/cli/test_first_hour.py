@@ -170,6 +170,7 @@ def test_the_demo_records_where_every_command_reads(tmp_path: Path) -> None:
         "banca-v1-simulado-x5",
         "banca-v2-simulado-x5",
         "banca-v2-conversaciones",
+        "banca-v2-perfiles",
     ]
     shown = toollens("show", "banca-v1-simulado-x5", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr

@@ -113,3 +113,28 @@ def test_a_report_pairs_each_profiled_conversation_with_the_cooperative_trial_it
     for bad in (-1, True, "0", 1.0):
         with pytest.raises(InvalidTrajectory, match="user_mirror_trial"):
             parse_record({"case_id": "a", "user_mirror_trial": bad})
+
+
+def test_a_profiled_reports_headline_counts_the_cooperative_conversations_by_hand() -> None:
+    """pass^k of a run with profiles reads as a run made without them; every conversation's kept aside."""
+    r = Report()
+    for ts in (
+        score("a", True, "cooperative"),
+        score("a", False, "cooperative"),
+        score("a", False, "impatient"),
+        score("a", False, "impatient"),
+        score("b", True, None),
+    ):
+        r.add(ts)
+    # by hand, the cooperative conversations: a 1 of 2 → 0.5, b 1 of 1 → 1: pass^1 = 0.75; pass^2: a alone,
+    # C(1,2)/C(2,2) = 0. Every conversation ("a" under impatient a case of its own, 0 of 2): pass^1 =
+    # (0.5 + 1 + 0) / 3 = 0.5 (main's headline), pass^2 = (0 + 0) / 2 = 0
+    data = r.to_json()
+    assert data["pass_hat_k"] == {"1": 0.75, "2": 0.0}
+    assert data["all_profiles"] == {"scored": 5, "passed": 2, "pass_hat_k": {"1": 0.5, "2": 0.0}}
+    again = Report.from_counters(r.counters()).to_json()  # what a store computes from the counters
+    assert (again["pass_hat_k"], again["all_profiles"]) == (data["pass_hat_k"], data["all_profiles"])
+    plain = Report()  # a run without profiles: no key added, its pass^k over every trajectory
+    for ts in (score("a", True, None), score("a", False, None), score("b", True, "cooperative")):
+        plain.add(ts)
+    assert "all_profiles" not in plain.to_json() and plain.to_json()["pass_hat_k"] == {"1": 0.75, "2": 0.0}

@@ -205,9 +205,14 @@ def test_flips_under_a_profile_leave_compares_simulator_share_alone(tmp_path: Pa
     assert run(tmp_path, db_url, "b", "impatient", agent="slow", trials=6).exit_code == 0
     with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
         c = client.get("/api/compare", params={"a": 1, "b": 2}).json()
-        assert client.get("/api/runs/2/blame").json()["by_blame"]["user"] > 0  # would have been "no verdict"
-    # the slow agent asks twice: the impatient user leaves at its second ask in some trials (blamed on the user)
-    assert c["flipped_count"] > 0 and all("|user:impatient" in f["fault"] for f in c["flipped"])
+        blame = client.get("/api/runs/2/blame").json()
+        assert blame["by_blame"]["user"] > 0  # would have been "no verdict"
+        # all of them under the impatient profile: the headline's agent-only rate leaves none of them out
+        assert blame["headline_blamed_elsewhere"] == 0 and blame["pass_rate_agent_only"] == blame["pass_rate"] == 1.0
+    # the slow agent asks twice: the impatient user leaves at its second ask in some trials (blamed on the user);
+    # those flips are the cooperation gap's (below), out of McNemar's pairs, which are the headline's: the
+    # cooperative conversations, where both agents pass
+    assert c["flipped_count"] == 0 and c["flipped"] == [] and c["shared_cases"] == 12
     assert c["simulator_checked"] == 0 and c["flipped_blamed_on_user"] == 0 and c["simulator_note"] is None
     impatient = next(r for r in c["cooperation"]["profiles"] if r["profile"] == "impatient")
     assert impatient["delta"] < 0 and c["cooperation"]["delta_cooperative"] == 0.0
@@ -317,3 +322,86 @@ def test_paired_flips_are_the_same_from_the_store_the_export_and_its_import(tmp_
             assert paired_flips(s, ids["imp"]) == {}  # an import has no config to number its trials by
     finally:
         engine.dispose()
+
+
+def test_a_profiled_runs_headline_is_the_cooperative_users_everywhere_by_hand(tmp_path: Path, db_url: str) -> None:
+    """The pass figures of a run with profiles count its cooperative conversations, as a run made
+    without profiles: the API, the pages, show, score, compare and gate alike; every conversation's
+    figures are kept in ``all_profiles``."""
+    import json
+
+    assert run(tmp_path, db_url, "hasty", "drip_feed", "impatient").exit_code == 0
+    assert run(tmp_path, db_url, "plain").exit_code == 0  # the same agent without profiles
+    # by hand: 'pedido' 2/2 under the cooperative user, 2/2 impatient, 0/2 drip_feed; 'solo' 2/2 (no user).
+    # The headline: 'pedido' and 'solo' cooperative, 4 of 4, pass^1 = pass^2 = 1. Every conversation (a
+    # profile's trials a case of their own, as main counted them): 6 of 8, pass^1 = pass^2 = (1+1+0+1)/4 = 0.75
+    every = {"scored": 8, "passed": 6, "max_trials": 2, "pass_hat_k": {"1": 0.75, "2": 0.75}}
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        runs = {r["name"]: r for r in client.get("/api/runs").json()["data"]}
+        got = {k: runs["hasty"][k] for k in ("scored", "passed", "max_trials", "pass_hat_k", "all_profiles")}
+        assert got == {
+            "scored": 4,
+            "passed": 4,
+            "max_trials": 2,
+            "pass_hat_k": {"1": 1.0, "2": 1.0},
+            "all_profiles": every,
+        }
+        assert "all_profiles" not in runs["plain"] and (runs["plain"]["passed"], runs["plain"]["scored"]) == (4, 4)
+        rid, pid = runs["hasty"]["id"], runs["plain"]["id"]
+        figs = client.get(f"/api/runs/{rid}/figures").json()
+        assert figs["pass_hat_k"] == {"1": 1.0, "2": 1.0}
+        assert figs["all_profiles"] == {"scored": 8, "passed": 6, "pass_hat_k": {"1": 0.75, "2": 0.75}}
+        assert "all_profiles" not in client.get(f"/api/runs/{pid}/figures").json()
+        blame = client.get(f"/api/runs/{rid}/blame").json()
+        assert (blame["scored"], blame["passed"], blame["pass_rate"]) == (4, 4, 1.0)
+        # drip_feed's 2 failures are blamed (every conversation), none of the cooperative user's conversations
+        assert (sum(blame["by_blame"].values()), blame["headline_blamed_elsewhere"]) == (2, 0)
+        assert "headline_blamed_elsewhere" not in client.get(f"/api/runs/{pid}/blame").json()
+        page = client.get(f"/runs/{rid}", headers={"accept": "text/html"}).text
+        head = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page[page.index('id="pass"') : page.index("</div>")]))
+        assert "passed 100.0% 4 of 4 trajectories · 0 failed" in head
+        assert "the cooperative user's conversations; 4 under other profiles in the cooperation gap" in head
+        assert "k=1 1.00 k=2 1.00" in head
+        listing = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/", headers={"accept": "text/html"}).text))
+        assert "hasty 8 trajectories 100.0% 4/4 pass^2 1.00 cooperative user" in listing
+        # compare and its McNemar count the cooperative conversations only: the same 4 trials, none flipped
+        cmp = client.get("/api/compare", params={"a": pid, "b": rid}).json()
+        assert (cmp["b"]["passed"], cmp["b"]["scored"], cmp["b"]["all_profiles"]) == (4, 4, every)
+        assert cmp["shared_cases"] == 4 and cmp["mcnemar"]["passed_only_a"] == cmp["mcnemar"]["passed_only_b"] == 0
+        html = client.get("/compare", params={"a": pid, "b": rid}, headers={"accept": "text/html"}).text
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+        assert "B passed 100.0% 4/4 pass^2 1.00 cooperative user" in text and "B − A +0.0 pts" in text
+    shown = runner.invoke(cli, ["show", "hasty", "--db", db_url], env={"COLUMNS": "200"})
+    assert "passed 4/4 (100.0%)" in shown.output and "under every profile: passed 6/8 (75.0%)" in shown.output
+    assert "pass^k: k=1: 1.0000  k=2: 1.0000" in shown.output
+    out = tmp_path / "hasty.jsonl"
+    assert runner.invoke(cli, ["export", "hasty", "--out", str(out), "--db", db_url]).exit_code == 0
+    scored = runner.invoke(cli, ["score", str(tmp_path / "suite.yaml"), str(out), "--json"])
+    data = json.loads(scored.stdout)
+    assert data["pass_hat_k"] == {"1": 1.0, "2": 1.0}
+    assert data["all_profiles"] == {"scored": 8, "passed": 6, "pass_hat_k": {"1": 0.75, "2": 0.75}}
+    text = runner.invoke(cli, ["score", str(tmp_path / "suite.yaml"), str(out)], env={"COLUMNS": "200"}).output
+    assert "passed 4/4 (100.0%)" in text and "pass^k under every profile: k=1: 0.7500  k=2: 0.7500" in text
+
+
+def test_gate_and_compare_pair_two_profiled_runs_cooperative_conversations(tmp_path: Path, db_url: str) -> None:
+    """Two runs with the same profiles: the slow agent passes under every user, the hasty one fails the
+    drip-feeding user's 2 conversations. Their headlines (cooperative: 4/4 each) do not differ, and the
+    McNemar pairs and the regressed cases are the cooperative conversations' (none); the drip_feed drop
+    is the cooperation gap's (main's code called it 2 regressed cases)."""
+    assert run(tmp_path, db_url, "slow", "drip_feed", agent="slow").exit_code == 0
+    assert run(tmp_path, db_url, "hasty", "drip_feed").exit_code == 0
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        cmp = client.get("/api/compare", params={"a": 1, "b": 2}).json()
+        assert [(r["passed"], r["scored"]) for r in (cmp["a"], cmp["b"])] == [(4, 4), (4, 4)]
+        assert [r["all_profiles"]["passed"] for r in (cmp["a"], cmp["b"])] == [6, 4]
+        assert (cmp["shared_cases"], cmp["mcnemar"]["passed_only_a"], cmp["flipped"]) == (4, 0, [])
+        drip = next(r for r in cmp["cooperation"]["profiles"] if r["profile"] == "drip_feed")
+        assert (drip["a"], drip["b"], drip["delta"]) == (1.0, 0.0, -1.0)
+    md = tmp_path / "gate.md"
+    args = ["gate", "--baseline", "slow", "--candidate", "hasty", "--markdown", str(md), "--db", db_url]
+    gated = runner.invoke(cli, args, env={"COLUMNS": "300"})
+    assert "Cases that regressed (0:" in md.read_text(encoding="utf-8")
+    assert "case trials passed in the baseline and fail in the candidate" not in gated.output
+    said = "the cases that regressed and the shared case trials count the cooperative user's conversations"
+    assert said in gated.output and said in md.read_text(encoding="utf-8")

@@ -10,7 +10,7 @@ pairing may need (the cooperation gap's paired flips).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from operator import add, attrgetter, mul, truediv
@@ -65,6 +65,33 @@ def pass_hat_k(trials: Iterable[tuple[int, int]]) -> dict[int, float]:
         eligible += with_n[k]
         out[k] = sums[k] / eligible
     return dict(sorted(out.items()))
+
+
+def headline_trials(trials: Mapping[tuple[str, str], Sequence[int]]) -> list[tuple[int, int]]:
+    """The ``(trials, passed)`` per case that a run's headline (pass rate, pass^k) counts, from its tally
+    per ``(case, profile)`` (``Report.trials``; ``""``: no profile or the cooperative one): every case when
+    no trajectory ran under a non-cooperative simulated-user profile, else the cooperative conversations
+    only, so that a profiled run reads as a run made without profiles (the others are the cooperation
+    gap's); a run whose trajectories all ran under non-cooperative profiles counts them all."""
+    if not any(p for _, p in trials):
+        return [(v[0], v[1]) for v in trials.values()]
+    own = [(v[0], v[1]) for (_, p), v in trials.items() if not p]
+    return own if own else [(v[0], v[1]) for v in trials.values()]
+
+
+def is_profiled(trials: Mapping[tuple[str, str], Sequence[int]]) -> bool:
+    """Some trajectory of the tally ran under a non-cooperative simulated-user profile."""
+    return any(p for _, p in trials)
+
+
+def pass_totals(tally: Iterable[tuple[int, int]]) -> dict[str, Any]:
+    """``all_profiles`` of ``score --json``: the trajectories scored, those passed and pass^k (rounded)."""
+    rows = list(tally)
+    return {
+        "scored": sum(n for n, _ in rows),
+        "passed": sum(c for _, c in rows),
+        "pass_hat_k": {str(k): round(v, 4) for k, v in pass_hat_k(rows).items()},
+    }
 
 
 try:  # what Counter.update runs for an iterable, without its per-call Mapping check
@@ -169,7 +196,8 @@ class Report:
             self.causes[d.cause] += 1
         if ts.turns is not None:
             self._add_turns(ts)
-        # docs/metrics.md: per case, over all its trials; a non-cooperative user's trials are a case of their own
+        # docs/metrics.md: per case, over all its trials; a non-cooperative user's trials are a case of their
+        # own, out of the headline (``headline_trials``) and in the cooperation gap
         key = (ts.case_id, "" if profile is None or profile == COOPERATIVE else profile)
         tally = self.trials.setdefault(key, [0, 0])
         tally[0] += 1
@@ -396,7 +424,13 @@ class Report:
         }
 
     def pass_hat_k(self) -> dict[int, float]:
-        return pass_hat_k((n, c) for n, c in self.trials.values())
+        """The headline's pass^k: a profiled run's cooperative conversations only (``headline_trials``)."""
+        return pass_hat_k(headline_trials(self.trials))
+
+    @property
+    def profiled(self) -> bool:
+        """Some scored trajectory ran under a non-cooperative simulated-user profile."""
+        return is_profiled(self.trials)
 
     def to_json(self) -> dict[str, Any]:
         """The report object of docs/formats.md, with compatible extensions (extra keys only)."""
@@ -433,6 +467,8 @@ class Report:
             out["turns"] = self.turns_json()
         if self.profile_trials:  # conversations with a simulated user, by its profile (the cooperation gap)
             out["profiles"] = self.profiles_json()
+        if self.profiled:  # the headline counts the cooperative conversations; every one's figures kept here
+            out["all_profiles"] = pass_totals((n, c) for n, c in self.trials.values())
         out["outcomes_by_fault_kind"] = [
             {"kind": k, "outcome": o, "count": n} for (k, o), n in sorted(self.outcomes_by_kind.items())
         ]

@@ -73,11 +73,14 @@ class PassSide:
     ratio: RatioPublic
     k: int
     hat_k: float
+    profiled: bool = False  # a run with simulated-user profiles: the cooperative user's conversations
 
 
 def pass_side(run: RunPublic) -> PassSide:
     k = run.max_trials if run.max_trials > 1 else 0
-    return PassSide(RatioPublic(num=run.passed, den=run.scored), k, run.pass_hat_k.get(str(k), 0.0) if k else 0.0)
+    return PassSide(
+        RatioPublic(num=run.passed, den=run.scored), k, run.pass_hat_k.get(str(k), 0.0) if k else 0.0, run.profiled
+    )
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from app.core.reports.cooperation import GapView, gap_view
+from app.core.reports.cooperation import COOPERATIVE, GapView, gap_view
 from app.core.score.blame import BLAMES
 from app.core.score.families import BY_KEY, RATIO_FAMILIES, Failure, Family
 from app.core.score.outcome import OUTCOMES, REACTIONS
@@ -194,6 +194,7 @@ class PassFigures:
     hat_k: list[tuple[int, float]]
     left_out: int = 0  # conversations the simulated user broke: not scored
     points: list[tuple[int, float]] = field(default_factory=list)  # the curve's; hat_k when empty
+    others: int = 0  # a run with simulated-user profiles: the conversations scored under the other profiles
 
     @property
     def failed(self) -> int:
@@ -216,9 +217,12 @@ MAX_K_SHOWN = 12  # pass^k values a run page prints: k = 1..12; with more trials
 CURVE_POINTS = 60  # points of its curve
 
 
-def pass_figures(passed: int, total: int, hat_k: Mapping[Any, float], left_out: int = 0) -> PassFigures:
+def pass_figures(
+    passed: int, total: int, hat_k: Mapping[Any, float], left_out: int = 0, others: int = 0
+) -> PassFigures:
     """A run's pass figures from its stored pass^k (``"k"`` -> value, k = 1..trials): the values and
-    points picked by k, so that a run of thousands of trials per case costs what a run of a few does."""
+    points picked by k, so that a run of thousands of trials per case costs what a run of a few does;
+    ``others``: a profiled run's conversations under non-cooperative profiles, outside these figures."""
     top = len(hat_k)
     if top <= MAX_K_SHOWN:
         shown = list(range(1, top + 1))
@@ -231,7 +235,7 @@ def pass_figures(passed: int, total: int, hat_k: Mapping[Any, float], left_out: 
         v = hat_k.get(str(k))
         return k, float(hat_k[k] if v is None else v)
 
-    return PassFigures(passed, total, [value(k) for k in shown], left_out, [value(k) for k in curve])
+    return PassFigures(passed, total, [value(k) for k in shown], left_out, [value(k) for k in curve], others)
 
 
 @dataclass
@@ -389,7 +393,10 @@ class RunPage:
 
     @property
     def blamed_elsewhere(self) -> int:
-        """Failed conversations blamed on the simulated user or the task."""
+        """Failed conversations blamed on the simulated user or the task, of those the pass rate counts
+        (a run with simulated-user profiles: its cooperative ones)."""
+        if self.blame is not None and self.blame.headline_blamed_elsewhere is not None:
+            return self.blame.headline_blamed_elsewhere
         by = self.blame.by_blame if self.blame is not None else {}
         return by.get("user", 0) + by.get("task", 0)
 
@@ -484,11 +491,15 @@ def run_page(
         return pair_rewrites(run.name, run_pair_proposals(session, run_id)[1])
 
     lint = kept("lint", lambda: linting.run_lint(session, run_id))
+    every = run.all_profiles  # a run with simulated-user profiles: its headline is the cooperative user's
     passes = pass_figures(
         run.passed,
         run.scored,
         figs["pass_hat_k"],  # the run's live counters, as the runs list
-        int(figs.get("user_errors") or 0),
+        int(figs.get("user_errors") or 0)
+        if every is None
+        else int(((figs.get("profiles") or {}).get(COOPERATIVE) or {}).get("user_errors") or 0),
+        0 if every is None else every.scored - run.scored,
     )
     for r in figs["reactions"]:
         cell = reactions.setdefault(r["error_kind"], {})
@@ -529,7 +540,7 @@ def run_page(
         causes=causes(f.causes, lint),
         turns=fold_turns(queries.turn_list(figs.get("turns"))),
         rewrites=kept(f"rewrites {run.name}", rewrites),
-        blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed),
+        blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed, cooperative=run.profiled),
         causes_missing=int(figs.get("causes_missing") or 0),
         cooperation=gap_view(run_gap(session, run_id, figs["profiles"]) if "profiles" in figs else None),
         behind=Behind.of(figs),

@@ -58,6 +58,7 @@ class PassCell:
     sort: float
     k: int = 0  # 0: one trial per case, no pass^k to show
     hat_k: float = 0.0
+    profiled: bool = False  # a run with simulated-user profiles: the figures are the cooperative user's
 
     @property
     def hat_k_text(self) -> str:
@@ -67,7 +68,7 @@ class PassCell:
 def pass_cell(run: RunPublic) -> PassCell:
     ratio = RatioPublic(num=run.passed, den=run.scored)
     k = run.max_trials if run.max_trials > 1 else 0
-    return PassCell(ratio, cell(ratio).sort, k, run.pass_hat_k.get(str(k), 0.0) if k else 0.0)
+    return PassCell(ratio, cell(ratio).sort, k, run.pass_hat_k.get(str(k), 0.0) if k else 0.0, run.profiled)
 
 
 @dataclass(frozen=True)

@@ -514,6 +514,28 @@ def test_a_request_standing_in_for_an_expected_write_is_not_outside_the_scenario
     ]
     b = blame_of_messages(tmp_path, talk, instructions=exchange, actions=gold)
     assert b is not None and (b["blame"], b["detector"]) == ("agent", "agent_wrong_write")
+    # a new booking in place of the expected change (no order or reservation in common), asked for after the
+    # agent refused the change: still not the user's departure (held-out tau-bench 4/2, read after its run)
+    upgrade = {"reason_for_call": "You want to upgrade reservation ABC123 to economy. You are ana_lima_4410."}
+    change = [
+        {
+            "action_id": "u",
+            "requestor": "assistant",
+            "name": "update_reservation_flights",
+            "arguments": {"reservation_id": "ABC123", "cabin": "economy", "flights": [{"flight_number": "HAT001"}]},
+        }
+    ]
+    rebook = [
+        HELLO,
+        msg("user", "I am ana_lima_4410. Please upgrade reservation ABC123 to economy."),
+        msg("assistant", "Basic economy cannot be modified; you would need a new reservation."),
+        msg("user", "Then please book a new reservation in economy for me."),
+        msg("assistant", None, [call("a1", "book_reservation", user_id="ana_lima_4410", cabin="economy")]),
+        result("a1", '{"reservation_id": "NEW001"}'),
+        msg("user", "Thanks."),
+    ]
+    b = blame_of_messages(tmp_path, rebook, instructions=upgrade, actions=change)
+    assert b is not None and (b["blame"], b["detector"]) == ("agent", "agent_wrong_write")
 
 
 def _booking(flight_type: str) -> dict[str, Any]:
@@ -621,7 +643,7 @@ def _real_blames() -> dict[str, str | None]:
 
 
 @pytest.mark.skipif(not (DATA / "tau2").is_dir() or not SCHEMAS.is_file(), reason="needs the τ² and tau-bench files")
-def test_agreement_with_the_hand_labels_dev_held_out_and_blind() -> None:
+def test_agreement_with_the_hand_labels_dev_held_out_and_both_blind_sets() -> None:
     labels = yaml.safe_load((GOLD / "blame.yaml").read_text(encoding="utf-8"))["conversations"]
     got = _real_blames()
     agree: Counter[tuple[str, bool]] = Counter()
@@ -630,22 +652,26 @@ def test_agreement_with_the_hand_labels_dev_held_out_and_blind() -> None:
     # docs/blame.md: dev 18/19 (tuned on), 17/19 since the airline rule reads bags (#33: the gold charges bags the
     # policy gives free; labelled agent); held-out 16/19 on its first run, 15/19 since "100%" is no amount (#57 had
     # agreed for that wrong reason); blind 16/24 on its first run, 21/24 after the rules of issue 45's second pass
-    # (a step-limit cut, bags against the policy, a request outside the scenario, a trip type): all seen now
-    assert {s: (agree[(s, True)], agree[(s, False)]) for s in ("dev", "held", "blind")} == {
+    # (a step-limit cut, bags against the policy, a request outside the scenario, a trip type); blind2 26/36 on
+    # its first run, on main and on that second pass alike, 27/36 since a new booking in place of a refused change
+    # is not outside the scenario (4/2): all seen now
+    assert {s: (agree[(s, True)], agree[(s, False)]) for s in ("dev", "held", "blind", "blind2")} == {
         "dev": (17, 2),
         "held": (15, 4),
         "blind": (21, 3),
+        "blind2": (27, 9),
     }
     disagreements = {
         split: sorted(
             (k.split("#", 1)[1] for k, v in labels.items() if v["split"] == split and got.get(k) != v["blame"]),
             key=lambda k: tuple(map(int, k.split("/"))),
         )
-        for split in ("dev", "held", "blind")
+        for split in ("dev", "held", "blind", "blind2")
     }
     # every one read in docs/blame.md
     assert disagreements == {
         "dev": ["33/0", "83/0"],
         "held": ["25/0", "42/0", "57/0", "86/0"],
         "blind": ["4/1", "19/1", "22/1"],
+        "blind2": ["5/2", "6/2", "7/1", "8/3", "9/3", "11/2", "19/2", "19/3", "23/2"],
     }

@@ -953,9 +953,10 @@ def outside_scenario(v: _View) -> Finding | None:
     expected = v.case.expected_calls or []
     if any(s.name == tool for s in expected):
         return None  # the reference holds that write (with other values): not a request outside the scenario
-    if _targets(v.traj.calls[call].arguments) & {t for j in v.missing_writes for t in _targets(expected[j].arguments)}:
-        # it stands in for an expected write on the same order or reservation the agent never made: whether
-        # the user strayed or the agent steered it there (refused the expected write) the text cannot tell
+    if v.missing_writes:
+        # it stands in for an expected write the agent never made (on that order or reservation, or a new
+        # booking for a change refused): whether the user strayed or the agent steered it there (refused the
+        # expected write) the text cannot tell
         return None
     words = _kind_words(kind)[0]
     for i, text, before in v.user_messages():
@@ -975,13 +976,6 @@ def outside_scenario(v: _View) -> Finding | None:
                 + (" (the agent had proposed it first)" if offered else ""),
             )
     return None
-
-
-def _targets(args: Any) -> set[str]:
-    """The orders and reservations a write names (``order_id``, ``reservation_id``)."""
-    if not isinstance(args, dict):
-        return set()
-    return {str(args[k]) for k in ("order_id", "reservation_id") if isinstance(args.get(k), (str, int))}
 
 
 _TRIP = re.compile(r"\b(round[- ]trip|one[- ]way)\b", re.I)

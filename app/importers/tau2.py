@@ -34,7 +34,7 @@ from typing import Any
 
 from app.core.errors import InvalidTrajectory, SuiteError
 from app.core.records import MAX_NAME
-from app.core.score.blame import INSTRUCTIONS_NOTE, POLICY_TIME_NOTE
+from app.core.score.blame import BAGS_NOTE, INSTRUCTIONS_NOTE, POLICY_TIME_NOTE, bag_allowance_note
 from app.core.usage import MAX_TOKENS
 from app.importers.base import Conversion, Converted, Options, call_error, content_text, mark_batch, record_or_reason
 from app.importers.jsonstream import read_document
@@ -476,12 +476,15 @@ def convert(path: Path, options: Options) -> Conversion:
     for cid, question in questions.items():  # a simulation whose task the file does not hold: no reference
         cases.setdefault(cid, {"id": cid, "question": question or f"τ²-bench task {cid}", "tags": ["tau2"]})
     when = policy_time(_info(doc, "environment_info", "policy"))
+    bags = bag_allowance_note(_info(doc, "environment_info", "policy"))
     for cid, case in cases.items():
         extra = grading.case_notes(cid)
         if extra:
             case["notes"] = [*extra, *case.get("notes", [])]
         if when:
             case["notes"] = [*case.get("notes", []), POLICY_TIME_NOTE + when]
+        if bags:
+            case["notes"] = [*case.get("notes", []), _note(BAGS_NOTE + bags)]
     domain = _info(doc, "environment_info", "domain_name")
     name = domain if isinstance(domain, str) and domain.strip() else path.stem
     declared = _tool_defs(_info(doc, "environment_info", "tool_defs"))

@@ -7,7 +7,10 @@ Each task becomes a case whose expected calls are the task's actions as a
 instruction kept as a ``user instructions: …`` note and the system prompt's
 current time as ``policy time: …`` (both read by the blame); each run
 keeps its reward, so a trajectory passes when the reward is 1 and pass^k is
-tau-bench's own. ``--tools`` gives the toolset (a schema file with several
+tau-bench's own; a run cut at tau-bench's step limit (``info.reward_info``
+null: the judge never scored it) says ``"stopped": "step_limit"``. The
+policy's free checked bags are kept as a ``policy bags: …`` note (the blame's
+airline rule). ``--tools`` gives the toolset (a schema file with several
 domains picks the one the runs call, or ``--domain``).
 """
 
@@ -19,7 +22,7 @@ from typing import Any
 
 from app.core.errors import InvalidTrajectory
 from app.core.records import parse_record
-from app.core.score.blame import INSTRUCTIONS_NOTE, POLICY_TIME_NOTE
+from app.core.score.blame import BAGS_NOTE, INSTRUCTIONS_NOTE, POLICY_TIME_NOTE, bag_allowance_note
 from app.importers.base import Conversion, Converted, Options
 from app.importers.jsonstream import iter_json_values
 from app.importers.openai_messages import messages_to_record
@@ -55,10 +58,17 @@ def _record(value: Any, line: int, source: str) -> dict[str, Any]:
         raise bad("required, a number (tau-bench's 0/1 outcome)", "reward")
     data = messages_to_record(traj)
     data.update(case_id=case_id(task_id), trial=value.get("trial", 0), reward=value.get("reward"))
+    info = value.get("info")
+    # tau-bench writes the judge's ``reward_info`` when the episode ends (the user's stop, a transfer); a run
+    # cut at its step limit (30 by default) keeps it null: its reward 0 is the cut, no verdict of the judge
+    if isinstance(info, Mapping) and "reward_info" in info and info["reward_info"] is None:
+        data["stopped"] = "step_limit"
     return data
 
 
-def _case(task_id: Any, task: Mapping[str, Any], question: str, when: str | None = None) -> dict[str, Any]:
+def _case(
+    task_id: Any, task: Mapping[str, Any], question: str, when: str | None = None, bags: str | None = None
+) -> dict[str, Any]:
     expected = []
     for action in task.get("actions") or ():
         if isinstance(action, Mapping) and isinstance(action.get("name"), str):
@@ -78,14 +88,17 @@ def _case(task_id: Any, task: Mapping[str, Any], question: str, when: str | None
         notes.append(_note(INSTRUCTIONS_NOTE + " ".join(instruction.split())))
     if when:
         notes.append(POLICY_TIME_NOTE + when)
+    if bags:
+        notes.append(_note(BAGS_NOTE + bags))
     if notes:
         case["notes"] = notes
     return case
 
 
-def _system_time(traj: Any) -> str | None:
+def _system(traj: Any) -> Any:
+    """The system message's text (the policy), or None."""
     first = traj[0] if isinstance(traj, list) and traj else None
-    return policy_time(first.get("content")) if isinstance(first, Mapping) and first.get("role") == "system" else None
+    return first.get("content") if isinstance(first, Mapping) and first.get("role") == "system" else None
 
 
 def convert(path: Path, options: Options) -> Conversion:
@@ -112,7 +125,10 @@ def convert(path: Path, options: Options) -> Conversion:
             continue
         called.update(c.name for c in traj.calls)
         if traj.case_id not in cases:
-            cases[traj.case_id] = _case(value["task_id"], _task(value), traj.question, _system_time(value["traj"]))
+            policy = _system(value["traj"])
+            cases[traj.case_id] = _case(
+                value["task_id"], _task(value), traj.question, policy_time(policy), bag_allowance_note(policy)
+            )
     expected = {e["name"] for c in cases.values() for e in c["expected_calls"]}
     toolset, notes = resolve_toolset(options.tools, options.domain, lambda: called | expected, name=path.stem)
     notes.extend(add_expected_tools(toolset, expected))

@@ -63,6 +63,18 @@ def test_tau_bench_sample_counts_and_domain() -> None:
     assert first["id"] == "task-0" and first["match"] == "subset"
     assert [e["name"] for e in first["expected_calls"]] == ["book_reservation"]
     assert trajs[0].reward == 0.0 and trajs[0].question.startswith("Hi! I'm looking to book a flight")
+    # the runs cut at tau-bench's step limit (info.reward_info null: the judge never scored them)
+    assert sorted((t.case_id, t.trial) for t in trajs if t.stopped == "step_limit") == [
+        ("task-2", 1),
+        ("task-9", 2),
+        ("task-9", 3),
+    ]
+    assert all(t.stopped in (None, "step_limit") for t in trajs)
+    # the policy's free checked bags, read from the system message, for the blame's airline rule
+    assert first["notes"][-1] == (
+        "policy bags: regular: basic_economy=0 economy=1 business=2 | silver: basic_economy=1 economy=2 "
+        "business=3 | gold: basic_economy=2 economy=3 business=3"
+    )
 
 
 @shared_data(TAU, SCHEMAS)

@@ -41,6 +41,8 @@ AGENT, USER, TASK = "agent", "user", "task"
 BLAMES = (AGENT, USER, TASK)
 INSTRUCTIONS_NOTE = "user instructions: "
 POLICY_TIME_NOTE = "policy time: "
+BAGS_NOTE = "policy bags: "  # the policy's free checked bags, as ``bag_allowance_note`` writes them
+CUT_STOPS = ("step_limit", "error_limit", "call_limit", "agent_error", "user_error")  # a run cut before its verdict
 USER_ACTION_NOTE = re.compile(r"the user is expected to call (\w+)\(")
 MAX_QUOTE = 300
 MAX_SCAN = 200  # messages read per conversation (a bound on hostile input)
@@ -399,10 +401,12 @@ class _View:
     case: Case | None
     instructions: str
     policy_time: datetime | None
+    bags: dict[str, dict[str, int]]  # free checked bags per passenger, by membership and cabin (the policy's)
     expected_user_actions: list[str]
     messages: list[tuple[int, str, str, int]]  # (index, role, text, calls_before)
     missing_writes: list[int]  # expected steps (writes) not done
     wrong_write: tuple[int, str] | None  # (call index, why): the agent's first write the reference does not hold
+    wrong_fields: tuple[str, ...]  # the fields of that write the reference holds otherwise (none: not held at all)
     steps_done: bool
     failures: Sequence[str]
     _users: list[tuple[int, str, int]] | None = None
@@ -466,14 +470,51 @@ def _instructions(case: Case | None, noted: str) -> str:
 
 
 @lru_cache(maxsize=512)
-def _read_notes(notes: tuple[str, ...]) -> tuple[str, datetime | None, tuple[str, ...]]:
+def _read_notes(
+    notes: tuple[str, ...],
+) -> tuple[str, datetime | None, tuple[str, ...], dict[str, dict[str, int]]]:
     """What a case's notes tell the blame, read once per case (not per trial): the user's
-    instructions, the policy's current time, the actions the user must take on its device."""
+    instructions, the policy's current time, the actions the user must take on its device,
+    the policy's free checked bags."""
     return (
         _notes_value(notes, INSTRUCTIONS_NOTE),
         _policy_time(_notes_value(notes, POLICY_TIME_NOTE)),
         tuple(m.group(1) for n in notes for m in [USER_ACTION_NOTE.match(n)] if m is not None),
+        _read_bags(_notes_value(notes, BAGS_NOTE)),
     )
+
+
+_BAGS_TIER = re.compile(r"\bif the booking user is an? (\w+) member\b", re.I)
+_BAGS_CABIN = re.compile(r"\b(\d+) free checked bags? for each (basic economy|economy|business) passenger", re.I)
+_BAGS_NOTED = re.compile(r"(\w+): ((?:\w+=\d+ ?)+)")
+
+
+def bag_allowance_note(policy: Any) -> str | None:
+    """The free checked bags an airline policy gives per passenger, by the booking user's membership and
+    the cabin, as a ``policy bags:`` note's value ("regular: basic_economy=0 economy=1 business=2 | …");
+    None when the policy states none. Read from the policy's own sentences ("If the booking user is a
+    gold member, 2 free checked bag for each basic economy passenger, …"), in prose or as a list."""
+    if not isinstance(policy, str):
+        return None
+    text = policy[:100_000]
+    tiers = list(_BAGS_TIER.finditer(text))
+    parts = []
+    for k, m in enumerate(tiers):
+        end = tiers[k + 1].start() if k + 1 < len(tiers) else min(len(text), m.end() + 600)
+        cabins = {
+            c.group(2).lower().replace(" ", "_"): int(c.group(1)) for c in _BAGS_CABIN.finditer(text, m.end(), end)
+        }
+        if cabins:
+            parts.append(f"{m.group(1).lower()}: " + " ".join(f"{c}={n}" for c, n in cabins.items()))
+    return " | ".join(parts) or None
+
+
+def _read_bags(noted: str) -> dict[str, dict[str, int]]:
+    """A ``policy bags:`` note read back: {membership: {cabin: free bags per passenger}}."""
+    out: dict[str, dict[str, int]] = {}
+    for m in _BAGS_NOTED.finditer(noted):
+        out[m.group(1)] = {c: int(n) for c, n in (p.split("=") for p in m.group(2).split())}
+    return out
 
 
 def _notes_value(notes: tuple[str, ...], prefix: str) -> str:
@@ -499,14 +540,17 @@ def _view(traj: Trajectory, case: Case | None, score: Any) -> _View:
     undone |= {cs.step for cs in getattr(score, "calls", []) or [] if cs.mismatches and cs.step is not None}
     missing = [j for j in sorted(undone) if j < len(expected) and is_write(expected[j].name)]
     wrong: tuple[int, str] | None = None
+    wrong_fields: tuple[str, ...] = ()
+    # a reference that expects no write at all (an empty list, not none) holds no write either
+    referenced = bool(expected) or (case is not None and case.expected_calls is not None)
     for cs in getattr(score, "calls", []) or []:
         if not (cs.done and is_write(cs.name)):
             continue
-        if cs.step is None and expected:
+        if cs.step is None and referenced:
             wrong = (cs.index, f"{cs.name} is a write the reference does not hold")
         elif cs.mismatches:
-            fields = ", ".join(m.field for m in cs.mismatches[:3])
-            wrong = (cs.index, f"{cs.name} with values the reference does not hold ({fields})")
+            wrong_fields = tuple(m.field for m in cs.mismatches)
+            wrong = (cs.index, f"{cs.name} with values the reference does not hold ({', '.join(wrong_fields[:3])})")
         if wrong is not None:
             break
     msgs = [(i, m.role, m.content[:MAX_TEXT], m.calls_before) for i, m in enumerate((traj.messages or [])[:MAX_SCAN])]
@@ -516,10 +560,12 @@ def _view(traj: Trajectory, case: Case | None, score: Any) -> _View:
         case,
         _instructions(case, notes[0]),
         notes[1],
+        notes[3],
         list(notes[2]),
         msgs,
         missing,
         wrong,
+        wrong_fields,
         bool(expected) and not undone,
         list(getattr(score, "failures", []) or []),
     )
@@ -822,6 +868,160 @@ def changes_mind(v: _View) -> Finding | None:
     return None
 
 
+# -- a request outside the scenario ------------------------------------------------
+
+# The kinds of write a user may ask for, told from the tool's name (first that fits), and the words that
+# ask for one. Verbs, where the act has one: "cancel" (not "cancellation": the cancellation policy, the
+# cancellation reason name no request), "book" (not "booking": a booking is the reservation).
+_WRITE_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("cancel", "cancellation", r"cancel(?:s|led|ed|ling|ing)?"),
+    ("book", "new booking", r"(?:book(?:s|ed)?|reserve[sd]?|purchase[sd]?|buy|bought)"),
+    ("bag", "bags", r"(?:bag(?:s|gage|gages)?|luggage|suitcases?)"),
+    ("passenger", "passengers", r"passengers?"),
+    ("exchange", "exchange", r"(?:exchang(?:e|es|ed|ing)|swap(?:s|ped|ping)?)"),
+    ("return", "return", r"return(?:s|ed|ing)?"),
+    ("certificate", "compensation", r"(?:certificates?|vouchers?|compensat\w*)"),
+    (
+        "flight",
+        "flight change",
+        r"(?:chang(?:e|es|ed|ing)|modif(?:y|ies|ied|ying)|mov(?:e|es|ed|ing)|switch(?:es|ed|ing)?"
+        r"|re(?:book|schedul)\w*|upgrad(?:e|es|ed|ing)|downgrad(?:e|es|ed|ing)|delay(?:s|ed|ing)?|postpon\w*)",
+    ),
+    ("modify", "change", r"(?:chang(?:e|es|ed|ing)|modif(?:y|ies|ied|ying)|updat(?:e|es|ed|ing)|switch(?:es|ed|ing)?)"),
+    ("update", "change", r"(?:chang(?:e|es|ed|ing)|modif(?:y|ies|ied|ying)|updat(?:e|es|ed|ing)|switch(?:es|ed|ing)?)"),
+)
+# what asks: a request ("can you", "please", "I'd like to", "let's", ...) with the kind's word a few words
+# after it in the same sentence, or the kind's verb opening a sentence or a clause, an imperative ("Fine,
+# then book me ...")
+_ASK = (
+    r"(?:\b(?:(?:can|could|would|will) you|please|i['’]?d (?:like|love|prefer|rather)|i would (?:like|rather)"
+    r"|i (?:want|need|wish)|let['’]?s|let us|help me|go ahead and)\b[^.!?\n]{0,40}?\b"
+    r"|(?:^|[.!?;:,]\s*)(?:(?:then|just|so|ok(?:ay)?|fine|actually|instead|now)\b[ ,]*)*)"
+)
+
+
+def write_kind(tool: str) -> str | None:
+    """The kind of write a tool makes, told from its name (``cancel_reservation``: cancel), or None."""
+    low = tool.lower()
+    if not is_write(low) or "transfer" in low:
+        return None
+    if "flight" in low and ("update" in low or "modify" in low or "change" in low):
+        return "flight"
+    for kind, _, _ in _WRITE_KINDS:
+        if kind in low:
+            return kind
+    return None
+
+
+@lru_cache(maxsize=32)
+def _kind_words(kind: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The words of a kind of write, and a request for it."""
+    words = next(w for k, _, w in _WRITE_KINDS if k == kind)
+    return re.compile(rf"\b{words}\b", re.I), re.compile(rf"{_ASK}{words}\b", re.I)
+
+
+@lru_cache(maxsize=1024)
+def instructions_give(instructions: str, kind: str) -> bool:
+    """The user's instructions name a write of this kind (its verb, or its object for bags,
+    passengers and compensation)."""
+    return bool(_kind_words(kind)[0].search(instructions))
+
+
+def asks_write(text: str, kind: str) -> bool:
+    """The message asks for a write of this kind."""
+    words, ask = _kind_words(kind)
+    return bool(words.search(text)) and bool(ask.search(text))
+
+
+def asks_outside(instructions: str, text: str, tool: str) -> bool:
+    """The message asks for the write ``tool`` makes, which the instructions do not give."""
+    kind = write_kind(tool)
+    return kind is not None and not instructions_give(instructions, kind) and asks_write(text, kind)
+
+
+def outside_scenario(v: _View) -> Finding | None:
+    """The user asks for a write its instructions do not give (cancel, book, change, bags, ...), and the
+    agent's first write the reference does not hold is that request: the user went outside its scenario.
+    Less sure (0.55) when the agent had proposed that kind of write before the user asked for it."""
+    if not v.instructions or v.wrong_write is None or v.wrong_fields or v.case is None:
+        return None
+    call = v.wrong_write[0]
+    tool = v.traj.calls[call].name
+    kind = write_kind(tool)
+    if kind is None or instructions_give(v.instructions, kind):
+        return None
+    expected = v.case.expected_calls or []
+    if any(s.name == tool for s in expected):
+        return None  # the reference holds that write (with other values): not a request outside the scenario
+    if v.missing_writes:
+        # it stands in for an expected write the agent never made (on that order or reservation, or a new
+        # booking for a change refused): whether the user strayed or the agent steered it there (refused the
+        # expected write) the text cannot tell
+        return None
+    words = _kind_words(kind)[0]
+    for i, text, before in v.user_messages():
+        if before > call:
+            break
+        if asks_write(text, kind):
+            offered = any(j < i and words.search(t) for j, t, _ in v.agent_messages())
+            label = next(n for k, n, _ in _WRITE_KINDS if k == kind)
+            return Finding(
+                "outside_scenario",
+                USER,
+                0.55 if offered else 0.65,
+                i,
+                _quote(text),
+                f"the user asks for a {label} its instructions never give, and the agent's {tool}, a write "
+                "the reference does not hold, is that request"
+                + (" (the agent had proposed it first)" if offered else ""),
+            )
+    return None
+
+
+_TRIP = re.compile(r"\b(round[- ]trip|one[- ]way)\b", re.I)
+
+
+def unfounded_trip_type(v: _View) -> Finding | None:
+    """The user states a trip type (round trip, one way) that neither its instructions nor anything
+    returned or stated before holds (an agent's question naming both is no statement), and the agent's
+    first wrong write carries it as its ``flight_type``, where the reference's write of that tool holds
+    another."""
+    if not v.instructions or v.wrong_write is None or v.case is None:
+        return None
+    call = v.traj.calls[v.wrong_write[0]]
+    written = call.arguments.get("flight_type") if isinstance(call.arguments, dict) else None
+    held = {
+        s.arguments.get("flight_type")
+        for s in v.case.expected_calls or ()
+        if s.name == call.name and isinstance(s.arguments, dict)
+    }
+    if not isinstance(written, str) or not held or written in held or _TRIP.search(v.instructions):
+        return None
+    for i, role, text, before in v.messages:
+        if role == "assistant":
+            said = {m.group(1).lower()[:3] for m in _TRIP.finditer(text)}
+            if len(said) == 1 and written.startswith(next(iter(said))):
+                return None  # the agent stated it first
+            continue
+        if role != "user":
+            continue
+        stated = {m.group(1).lower().replace("-", "_").replace(" ", "_") for m in _TRIP.finditer(text)}
+        if stated != {written}:
+            continue
+        if any(f'"flight_type": "{written}"' in (c.observation or "") for c in v.traj.calls[:before]):
+            return None  # a reservation the agent read holds it
+        return Finding(
+            "unfounded_fact",
+            USER,
+            0.6,
+            i,
+            _quote(text),
+            f"the user states the trip type {written}, which its instructions do not hold, and the agent "
+            "writes it where the reference holds another",
+        )
+    return None
+
+
 def user_action_missing(v: _View) -> tuple[Finding | None, Finding | None]:
     """τ² telecom: an action the user must take on its own device is never
     made (or failed). The user's fault when the agent asked for it; the
@@ -951,21 +1151,25 @@ def _reservations_and_flights(
     return reservations, flights
 
 
+_POLICY_STEPS = ("update_reservation_flights", "cancel_reservation", "update_reservation_baggages", "book_reservation")
+
+
 def reference_against_policy(v: _View) -> Finding | None:
     """Airline references the policy forbids: a flight change that moves the
     reservation's destination (origin, destination and trip type cannot
-    change), or a cancellation of an economy booking without insurance, made
+    change); a cancellation of an economy booking without insurance, made
     more than 24 hours before the policy's current time, whose flights the
-    airline did not cancel. Read from the reservations the agent looked up."""
+    airline did not cancel; checked bags charged (``nonfree_baggages``) that
+    the policy gives free (per passenger, by the booking user's membership and
+    the cabin: the ``policy bags:`` note). Read from the reservations, flights
+    and user profiles the agent looked up."""
     case = v.case
-    if case is None or not any(
-        s.name in ("update_reservation_flights", "cancel_reservation") for s in case.expected_calls or ()
-    ):
+    if case is None or not any(s.name in _POLICY_STEPS for s in case.expected_calls or ()):
         return None
     wanted = {
         str(s.arguments.get("reservation_id"))
         for s in case.expected_calls or ()
-        if isinstance(s.arguments, dict) and s.name in ("update_reservation_flights", "cancel_reservation")
+        if isinstance(s.arguments, dict) and s.name in _POLICY_STEPS and s.name != "book_reservation"
     }
     numbers = {
         str(f.get("flight_number"))
@@ -975,11 +1179,22 @@ def reference_against_policy(v: _View) -> Finding | None:
         if isinstance(f, dict)
     }
     reservations, flights = _reservations_and_flights(v, wanted, numbers)
+    cabins: dict[str, str] = {}  # the cabin the reference moves a reservation to, by the steps so far
     for step in case.expected_calls or ():
         args = step.arguments if isinstance(step.arguments, dict) else {}
+        if step.name == "book_reservation" and v.bags:
+            found = _bags_against_policy(v, args, None, "")
+            if found is not None:
+                return found
         res = reservations.get(str(args.get("reservation_id")))
         if res is None:
             continue
+        if step.name == "update_reservation_baggages" and v.bags:
+            found = _bags_against_policy(v, args, res, cabins.get(str(res.get("reservation_id")), ""))
+            if found is not None:
+                return found
+        if step.name == "update_reservation_flights" and isinstance(args.get("cabin"), str):
+            cabins[str(res.get("reservation_id"))] = args["cabin"]
         if step.name == "update_reservation_flights" and isinstance(args.get("flights"), list):
             routes = [flights.get(str(f.get("flight_number"))) for f in args["flights"] if isinstance(f, dict)]
             if routes and all(routes):
@@ -1016,6 +1231,72 @@ def reference_against_policy(v: _View) -> Finding | None:
                     f"the reference cancels reservation {res['reservation_id']} ({res.get('cabin')}, "
                     f"no insurance, made {res.get('created_at')}): the policy forbids it",
                 )
+    return None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1000 else None
+
+
+def _bags_against_policy(v: _View, args: dict[str, Any], res: dict[str, Any] | None, cabin: str) -> Finding | None:
+    """A reference's booking (``res`` None) or bag update of reservation ``res`` that charges checked bags
+    the policy gives free: ``nonfree_baggages`` above what the total leaves past the free allowance (and,
+    for an update, above the bags already paid for). ``cabin``: the reservation's cabin as the reference
+    set it before this step ("" when it did not)."""
+    total, nonfree = _count(args.get("total_baggages")), _count(args.get("nonfree_baggages"))
+    if total is None or nonfree is None or nonfree == 0:
+        return None
+    user: Any
+    seat: Any
+    passengers: Any
+    if res is None:
+        user, seat, passengers, paid, what = (
+            args.get("user_id"),
+            args.get("cabin"),
+            args.get("passengers"),
+            0,
+            "booking",
+        )
+    else:
+        user, passengers, what = res.get("user_id"), res.get("passengers"), f"reservation {res.get('reservation_id')}"
+        seat = cabin or res.get("cabin")
+        paid = _count(res.get("nonfree_baggages")) or 0
+    if not isinstance(user, str) or not isinstance(seat, str) or not isinstance(passengers, list) or not passengers:
+        return None
+    tier = _membership(v, user)
+    per = v.bags.get(tier or "", {}).get(seat)
+    if per is None:
+        return None
+    free = per * len(passengers)
+    if nonfree <= max(0, total - free, paid):
+        return None
+    return Finding(
+        "reference_against_policy",
+        TASK,
+        0.8,
+        None,
+        "",
+        f"the reference's {what} charges {nonfree} of {total} checked bags, where the policy gives a {tier} "
+        f"member {per} free per {seat} passenger ({len(passengers)} passenger(s)): the charge breaks the policy",
+    )
+
+
+def _membership(v: _View, user: str) -> str | None:
+    """The membership of ``user`` as a profile the agent read shows it (a call naming the user, whose output
+    holds ``"membership"``)."""
+    for c in v.traj.calls:
+        obs = c.observation
+        if (
+            not obs
+            or '"membership"' not in obs
+            or not isinstance(c.arguments, dict)
+            or c.arguments.get("user_id") != user
+        ):
+            continue
+        for obj in _json_objects(obs):
+            tier = obj.get("membership")
+            if isinstance(tier, str):
+                return tier.lower()
     return None
 
 
@@ -1063,7 +1344,10 @@ def reference_unstated_choice(v: _View) -> Finding | None:
 def reward_without_fault(v: _View) -> Finding | None:
     """Every expected step done, no write the reference does not hold, no
     failure found, and still reward 0: the grader checks what the reference
-    does not show."""
+    does not show. Never for a run cut before the judge's verdict (``stopped``:
+    a step limit, an error limit)."""
+    if v.traj.stopped in CUT_STOPS:
+        return None  # the run was cut (a step limit) before the judge scored it: its reward 0 is the cut
     if v.steps_done and v.wrong_write is None and not v.failures and v.traj.reward is not None:
         return Finding(
             "reward_without_fault",
@@ -1105,10 +1389,21 @@ def blame_of(traj: Trajectory, case: Case | None, score: Any) -> Blame | None:
         if found is not None:
             findings.append(found)
     user_missing, agent_missing = user_action_missing(v)
+    cut = _user_cut(v)
     # at one message, the plainer act first: a stop, a request for a human, a withheld id, a fact last
     user_found = [
         f
-        for f in (early_stop(v), asks_human(v), withholds(v), changes_mind(v), user_missing, unfounded_fact(v))
+        for f in (
+            early_stop(v),
+            asks_human(v),
+            withholds(v),
+            changes_mind(v),
+            user_missing,
+            unfounded_fact(v),
+            unfounded_trip_type(v),
+            outside_scenario(v),
+            cut,
+        )
         if f is not None
     ]
     findings.extend(sorted(user_found, key=lambda f: f.at if f.at is not None else 10**9))
@@ -1120,6 +1415,13 @@ def blame_of(traj: Trajectory, case: Case | None, score: Any) -> Blame | None:
     return Blame(chosen.who, chosen.confidence, chosen.detector, evidence, chosen.at, chosen.quote, ordered, notes)
 
 
+def _user_cut(v: _View) -> Finding | None:
+    """A run the simulated user's own error cut short (τ²'s ``user_error``), at its last message."""
+    if v.traj.stopped != "user_error" or not v.messages:
+        return None
+    return Finding("stopped", USER, 0.6, v.messages[-1][0], "", "the run was cut by the simulated user's error")
+
+
 def _agent_finding(v: _View, agent_missing: Finding | None) -> Finding:
     if v.wrong_write is not None:
         call, why = v.wrong_write
@@ -1127,6 +1429,15 @@ def _agent_finding(v: _View, agent_missing: Finding | None) -> Finding:
         c = v.traj.calls[call]
         quote = _quote(f"{c.name}({_ARGS_JSON.encode(c.arguments)})")
         return Finding("agent_wrong_write", AGENT, 0.6, at, quote, why)
+    stop = v.traj.stopped
+    if stop in CUT_STOPS and stop != "user_error":
+        at = v.messages[-1][0] if v.messages else None
+        missing = (
+            f"; the expected {v.case.expected_calls[v.missing_writes[0]].name} was never made"
+            if v.missing_writes and v.case is not None and v.case.expected_calls
+            else ""
+        )
+        return Finding("stopped", AGENT, 0.6, at, "", f"the run was cut ({stop}) before any verdict{missing}")
     if agent_missing is not None:
         return agent_missing
     if v.missing_writes and v.case is not None and v.case.expected_calls:

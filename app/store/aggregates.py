@@ -80,7 +80,8 @@ def read_unpriced(session: Session, run_id: int) -> dict[str, Any]:
     upto = conn.scalar(last_id_query(run_id))
     if upto is None:
         return unpriced(UsageTally())
-    stored = conn.execution_options(yield_per=2000).execute(requests_query(session, run_id, upto)).scalars()
+    # in batches (a server-side cursor on PostgreSQL): the run's requests are not all held at once
+    stored = conn.execute(requests_query(session, run_id, upto), execution_options={"yield_per": 2000}).scalars()
     figures = unpriced_requests(loads(raw) if isinstance(raw, str | bytes) else raw for raw in stored)
     n = int(conn.scalar(timed_query(run_id, upto, select(func.count()).select_from(CallRow))) or 0)
     tool: dict[str, float | None] = {"p50": None, "p95": None}

@@ -236,6 +236,7 @@ def test_a_comparison_without_kept_rows_shows_what_the_kept_rows_show(client: Te
     with session_scope(sessions) as s:
         held = {rid: dict(row.usage) for rid, row in ((r, s.get(RunAggregate, r)) for r in (a, b)) if row}
         read = {rid: read_unpriced(s, rid) for rid in (a, b)}
+        assert "yield_per" not in s.connection().get_execution_options()  # its batches are its statement's only
         tallied = {rid: unpriced(usage_so_far(s, rid).tally) for rid in (a, b)}
     assert held == read == tallied
     assert [m for m, *_ in read[a]["spent"]] == ["o3", "gpt-4o", None, "claude-3-5-haiku", "gpt-4.1-nano"]

@@ -86,10 +86,11 @@ def replicate(engine: Engine, copies: int, trials: int) -> None:
             conn.execute(text("VACUUM ANALYZE trajectories, trajectory_tags, calls, run_counters"))
 
 
-def build(url: str, calls: int, seed_calls: int, cases: int) -> None:
-    """Runs a and b of about ``calls`` calls each in ``url`` (migrated, empty), finished again."""
+def build(url: str, calls: int, seed_calls: int, cases: int, *, usage: bool = False) -> None:
+    """Runs a and b of about ``calls`` calls each in ``url`` (migrated, empty), finished again;
+    ``usage``: with model requests and call latencies (``scale_reads.add_usage``)."""
     t0 = time.perf_counter()
-    trials = seed_runs(url, seed_calls, cases)
+    trials = seed_runs(url, seed_calls, cases, usage=usage)
     engine = create_engine(url)
     with engine.connect() as conn:
         seeded = int(conn.scalar(text("SELECT count(*) FROM calls WHERE run_id = 1")) or 0)
@@ -128,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dump", type=Path, help="write each page's body into this folder")
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument(
+        "--usage",
+        action="store_true",
+        help="when making the data: records with model requests and call latencies (what the usage figures read)",
+    )
+    parser.add_argument(
         "--unkept",
         action="store_true",
         help="also measure with nothing kept (the usage read from every trajectory: slow)",
@@ -151,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         admin.dispose()
     if made:
         upgrade(url)
-        build(url, args.calls, args.seed_calls, args.cases)
+        build(url, args.calls, args.seed_calls, args.cases, usage=args.usage)
     if args.build_only:
         return 0
     engine = create_engine(url)

@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -60,8 +61,37 @@ def schema_url(base: str, schema: str) -> str:
     return f"{base}{sep}options=-csearch_path%3D{schema}"
 
 
-def seed_runs(url: str, seed_calls: int, cases: int) -> int:
-    """Store runs ``a`` and ``b`` of about ``seed_calls`` calls each; the seed's trial count."""
+# what an agent's records carry besides its calls (``usage``): the model of each request, its price known or not
+USAGE_MODELS = ("gpt-4o", "gpt-4o", "gpt-4o", "claude-3-5-sonnet", "gpt-4o-mini", "my-llama")
+
+
+def add_usage(record: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """``record`` with a request to the model before each of its calls and one for its answer
+    (``model_calls``: tokens split, cached, unsplit or missing, a latency or none) and each call's
+    ``latency_ms``: every branch the usage figures take."""
+    requests = []
+    for _ in range(len(record["calls"]) + 1):
+        request: dict[str, Any] = {"model": rng.choice(USAGE_MODELS)}
+        roll = rng.random()
+        if roll < 0.9:  # split, some of the prompt read from a cache
+            request["input_tokens"] = rng.randint(200, 6000)
+            request["output_tokens"] = rng.randint(5, 400)
+            if rng.random() < 0.5:
+                request["cached_tokens"] = rng.randint(0, request["input_tokens"])
+        elif roll < 0.95:  # a count without the split (never priced)
+            request["total_tokens"] = rng.randint(100, 5000)
+        if rng.random() < 0.97:
+            request["latency_ms"] = round(rng.uniform(80.0, 4000.0), 1)
+        requests.append(request)
+    for call in record["calls"]:
+        if rng.random() < 0.98:
+            call["latency_ms"] = round(rng.uniform(1.0, 900.0), 2)
+    return {**record, "model_calls": requests}
+
+
+def seed_runs(url: str, seed_calls: int, cases: int, *, usage: bool = False) -> int:
+    """Store runs ``a`` and ``b`` of about ``seed_calls`` calls each; the seed's trial count.
+    ``usage``: their records carry model requests and call latencies (``add_usage``)."""
     plans = build_plans(7, cases)
     doc = build_suite_doc(plans)
     settings = Settings(database_url=url, auto_migrate=False)
@@ -73,6 +103,13 @@ def seed_runs(url: str, seed_calls: int, cases: int) -> int:
             path = Path(tmp) / f"{name}.jsonl"
             with path.open("w", encoding="utf-8") as out:
                 stats = Generator(parse_suite(doc), plans, seed).write(out, seed_calls)
+            if usage:
+                rng = random.Random(seed)
+                lines = path.read_text(encoding="utf-8").splitlines()
+                path.write_text(
+                    "".join(json.dumps(add_usage(json.loads(x), rng), ensure_ascii=False) + "\n" for x in lines),
+                    encoding="utf-8",
+                )
             trials = max(trials, math.ceil(stats.trajectories / len(plans)))
             import_file(settings, path, suite_path=suite, run_name=name)
     return trials

@@ -95,8 +95,7 @@ def percentile(values: Sequence[float], p: float) -> float | None:
     """Nearest-rank percentile of the values (None for none)."""
     if not values:
         return None
-    ordered = sorted(values)
-    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
+    return nearest_rank(sorted(values), p)
 
 
 def spread(values: Sequence[float]) -> dict[str, float | None]:
@@ -330,6 +329,65 @@ def unpriced(tally: UsageTally) -> dict[str, Any]:
         "tool_latency_ms": spread([ms for values in tally.tool_latency.values() for ms in values]),
         "spent": [[model, *row] for model, row in spent.items()],
     }
+
+
+def unpriced_requests(stored: Iterable[Any]) -> dict[str, Any]:
+    """``unpriced``'s figures of the model requests (all but ``tool_latency_ms``) from the
+    trajectories' stored ``model_calls`` in id order (lists of the dicts ``ModelCall.to_dict``
+    wrote, as read back: what is not a list, or not a dict in one, is skipped like the tally's
+    reader skips it), without building a tally: the same values, the models in the same order
+    (a first view of a run without kept aggregates reads millions of requests)."""
+    # Any: the values as stored (compiled, a declared int or float would check each one)
+    spent: dict[Any, list[Any]] = {}
+    latencies: list[Any] = []
+    total: Any = None
+    with_usage = 0
+    for calls in stored:
+        if not isinstance(calls, list):
+            continue
+        counted = False
+        for d in calls:
+            if not isinstance(d, dict):
+                continue
+            n_in, n_out = d.get("input_tokens"), d.get("output_tokens")
+            ms = d.get("latency_ms")
+            if ms is not None:
+                latencies.append(ms)
+            if n_in is None and n_out is None:
+                n_total = d.get("total_tokens")
+                if n_total is not None:
+                    total = (total or 0) + n_total
+                    counted = True
+                continue
+            total = (total or 0) + (n_in or 0) + (n_out or 0)
+            counted = True
+            cached = min(d.get("cached_tokens") or 0, n_in or 0)
+            model = d.get("model")
+            row = spent.get(model)
+            if row is None:
+                row = spent[model] = [0, 0, 0]
+            row[0] += (n_in or 0) - cached
+            row[1] += cached
+            row[2] += n_out or 0
+        if counted:
+            with_usage += 1
+    latencies.sort()
+    return {
+        "total_tokens": total,
+        "trajectories_with_usage": with_usage,
+        "model_latency_ms": {"p50": nearest_rank(latencies, 50), "p95": nearest_rank(latencies, 95)},
+        "spent": [[model, *row] for model, row in spent.items()],
+    }
+
+
+def rank(n: int, p: float) -> int:
+    """The nearest rank (1-based) of the p-th percentile of n values (``percentile``)."""
+    return max(1, math.ceil(p / 100 * n))
+
+
+def nearest_rank(ordered: Sequence[float], p: float) -> float | None:
+    """``percentile`` of values already sorted."""
+    return ordered[rank(len(ordered), p) - 1] if ordered else None
 
 
 def priced(kept: dict[str, Any], prices: PriceTable) -> dict[str, Any]:

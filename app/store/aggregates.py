@@ -2,26 +2,29 @@
 (and its pairing with the run before it: ``app.store.pairing``).
 
 A comparison's usage deltas read every trajectory's model requests and every call's
-latency of both runs (``queries.run_usage``): seconds per 100,000 trajectories, paid by
-the first view. A finished run keeps, in ``run_aggregates``, what that read gives before
-prices (``usage.unpriced``); the comparison prices it at read time (``usage.priced``). It
-is used while the run holds the trajectories it was computed on (a finished run that
-later receives spans a live server had accepted is read the slow way again).
+latency of both runs. A finished run keeps, in ``run_aggregates``, what that read gives
+before prices (``usage.unpriced``); the comparison prices it at read time (``usage.priced``).
+It is used while the run holds the trajectories it was computed on; else (a run finished
+before migration 0014 and not backfilled, a run still receiving, a finished run that later
+received spans a live server had accepted) the same figures are read from the run
+(``read_unpriced``: the requests' stored lists alone, the tool latencies' percentiles at their
+ranks in an index), priced the same way, and nothing is written.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, Select, Text, cast, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app.core.prices import PriceTable
-from app.core.usage import priced, unpriced
+from app.core.records import loads
+from app.core.usage import UsageTally, priced, rank, unpriced, unpriced_requests
 from app.store.ingest import get_run_row
-from app.store.models import Run, RunAggregate, utcnow
+from app.store.models import CallRow, Run, RunAggregate, TrajectoryRow, utcnow
 from app.store.pairing import keep_with_previous
-from app.store.queries import run_trajectory_count, run_usage, usage_so_far
+from app.store.queries import last_id_query, run_trajectory_count, usage_so_far
 
 
 def finish_run(session: Session, run_id: int) -> Run:
@@ -61,11 +64,67 @@ def kept(session: Session, run_id: int, trajectories: int) -> dict[str, Any] | N
 
 def compare_usage(session: Session, run_id: int, trajectories: int, prices: PriceTable) -> dict[str, Any]:
     """The usage figures a comparison reads (``usage.comparable``), priced now: from the kept
-    aggregates when they are current, else read from the run's trajectories and calls."""
+    aggregates when they are current, else what they would hold read from the run (``read_unpriced``),
+    priced the same way: the same figures, kept or not."""
     held = kept(session, run_id, trajectories)
-    if held is not None:
-        return priced(held, prices)
-    return run_usage(session, run_id, prices)
+    return priced(held if held is not None else read_unpriced(session, run_id), prices)
+
+
+def read_unpriced(session: Session, run_id: int) -> dict[str, Any]:
+    """What ``keep_usage`` keeps of the run (``usage.unpriced``), read without a tally and without
+    writing: its trajectories' model requests (their stored lists alone, in id order from
+    ``ix_traj_run_model_calls``: ``usage.unpriced_requests``) and its tool latencies' p50 and p95 read
+    at their ranks from ``ix_calls_run_latency_order`` (the count from ``ix_calls_run_latency``), both up
+    to the run's last trajectory as this statement reads it (``queries.usage_so_far``'s snapshot)."""
+    conn = session.connection()
+    upto = conn.scalar(last_id_query(run_id))
+    if upto is None:
+        return unpriced(UsageTally())
+    # in batches (a server-side cursor on PostgreSQL): the run's requests are not all held at once
+    stored = conn.execute(requests_query(session, run_id, upto), execution_options={"yield_per": 2000}).scalars()
+    figures = unpriced_requests(loads(raw) if isinstance(raw, str | bytes) else raw for raw in stored)
+    n = int(conn.scalar(timed_query(run_id, upto, select(func.count()).select_from(CallRow))) or 0)
+    tool: dict[str, float | None] = {"p50": None, "p95": None}
+    for key, p in (("p50", 50), ("p95", 95)):
+        if n:
+            value = conn.scalar(latency_at_query(run_id, upto, rank(n, p)))
+            tool[key] = None if value is None else float(value)
+    return {
+        "total_tokens": figures["total_tokens"],
+        "trajectories_with_usage": figures["trajectories_with_usage"],
+        "model_latency_ms": figures["model_latency_ms"],
+        "tool_latency_ms": tool,
+        "spent": figures["spent"],
+    }
+
+
+def requests_query(session: Session, run_id: int, upto: int) -> Select[Any]:
+    """The run's stored requests up to trajectory ``upto``, in id order from ``ix_traj_run_model_calls``
+    (which holds only the trajectories that have some)."""
+    return (
+        select(_model_calls_text(session))
+        .where(TrajectoryRow.run_id == run_id, TrajectoryRow.model_calls.is_not(None), TrajectoryRow.id <= upto)
+        .order_by(TrajectoryRow.id)
+    )
+
+
+def timed_query(run_id: int, upto: int, q: Select[Any]) -> Select[Any]:
+    """``q`` over the run's calls that have a latency, of its trajectories up to ``upto``."""
+    return q.where(CallRow.run_id == run_id, CallRow.latency_ms.is_not(None), CallRow.trajectory_id <= upto)
+
+
+def latency_at_query(run_id: int, upto: int, at: int) -> Select[Any]:
+    """The run's tool latency of rank ``at`` (1-based, ascending): walked to in
+    ``ix_calls_run_latency_order``, nothing sorted (a test reads the plans)."""
+    return timed_query(run_id, upto, select(CallRow.latency_ms)).order_by(CallRow.latency_ms).limit(1).offset(at - 1)
+
+
+def _model_calls_text(session: Session) -> ColumnElement[Any]:
+    """The stored requests as the database's JSON text (PostgreSQL's ``jsonb`` printed, read by the
+    core's fast reader rather than the driver's)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return cast(TrajectoryRow.model_calls, Text)
+    return type_coerce(TrajectoryRow.model_calls, Text)
 
 
 def backfill(session: Session, run_id: int) -> bool:

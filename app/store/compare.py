@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.prices import current_prices
@@ -18,8 +19,9 @@ from app.core.textdiff import word_diff
 from app.core.usage import comparable, usage_deltas
 from app.store.aggregates import compare_usage
 from app.store.blame import flipped_simulator_note
+from app.store.errors import NotFound
 from app.store.ingest import get_run_row
-from app.store.models import RunCounter, ToolsetVersion
+from app.store.models import Run, RunCounter, ToolsetVersion
 from app.store.pairing import paired
 from app.store.profiles import compare_gaps, run_gap
 from app.store.queries import get_run, get_trajectory, turn_figures
@@ -170,6 +172,28 @@ def compare_runs(
             )
         ],
     )
+
+
+def run_stamps(session: Session, *run_ids: int) -> tuple[Any, ...]:
+    """What a cached comparison of these runs is kept under, in one statement and without computing
+    their figures: per run, its id, its birth (an id used again after a delete is another run), its
+    name, status and finish, and its trajectory count (its counter: a batch stored into it adds to
+    it). NotFound for an unknown run."""
+    count = (
+        select(func.coalesce(func.sum(RunCounter.value), 0))
+        .where(RunCounter.run_id == Run.id, RunCounter.kind == "count", RunCounter.a == "trajectories")
+        .scalar_subquery()
+    )
+    rows = {
+        int(r[0]): (int(r[0]), r[1], r[2], r[3], r[4], int(r[5]))
+        for r in session.execute(
+            select(Run.id, Run.created_at, Run.name, Run.status, Run.finished_at, count).where(Run.id.in_(set(run_ids)))
+        )
+    }
+    for rid in run_ids:
+        if rid not in rows:
+            raise NotFound(f"no run {rid}")
+    return tuple(rows[rid] for rid in run_ids)
 
 
 def _turns(session: Session, a_id: int, b_id: int) -> list[TurnDelta]:

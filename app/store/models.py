@@ -240,6 +240,15 @@ class CallRow(Base):
             sqlite_where=_LATENCY,
             postgresql_where=_LATENCY,
         ),
+        # the run's tool latencies in order: a percentile read at its rank (migration 0016)
+        Index(
+            "ix_calls_run_latency_order",
+            "run_id",
+            "latency_ms",
+            "trajectory_id",
+            sqlite_where=_LATENCY,
+            postgresql_where=_LATENCY,
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True)

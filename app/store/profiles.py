@@ -95,6 +95,8 @@ def run_gap(session: Session, run_id: int, profiles: dict[str, dict[str, Any]] |
         if profiles is not None
         else profile_figures(session, run_id)
     )
+    if not figures:  # no conversation under a profile: nothing to pair (and the run's rows are not read)
+        return None
     for name, pair in paired_flips(session, run_id).items():
         if name in figures:
             figures[name]["paired"] = pair

@@ -45,25 +45,27 @@ class ScorerCache:
 class ComparisonCache:
     """Comparisons of two runs, kept while neither run changes.
 
-    The key holds both runs' trajectory counts, so a batch stored into either
-    run makes a new key: a cached comparison is never stale."""
+    The key holds both runs' trajectory counts (with their birth, name, status
+    and finish: ``compare.run_stamps``, one statement that computes no figure),
+    so a batch stored into either run makes a new key: a cached comparison is
+    never stale, and a cached view costs that statement."""
 
     def __init__(self, size: int = 64):
-        self._items: BoundedCache[tuple[int, ...], tuple[PriceTable, ComparisonPublic]] = BoundedCache(size)
+        self._items: BoundedCache[tuple[Any, ...], tuple[PriceTable, ComparisonPublic]] = BoundedCache(size)
         self._lock = Lock()
 
     def get(self, session: Session, a: int, b: int) -> ComparisonPublic:
-        ra, rb = queries.get_run(session, a), queries.get_run(session, b)
-        key = (a, b, ra.trajectories, rb.trajectories)
+        key = comparing.run_stamps(session, a, b)  # an unknown run: 404
         prices = current_prices()  # the cost deltas are priced now: a new table re-prices them
         with self._lock:
             cached = self._items.peek(key)
             if cached is not None and cached[0] is prices:
                 self._items.get(key)  # the most recent now
                 return cached[1]
-        result = comparing.compare_runs(session, a, b, runs=(ra, rb))
-        with self._lock:
-            self._items.put(key, (prices, result))
+        result = comparing.compare_runs(session, a, b)
+        if (result.a.trajectories, result.b.trajectories) == (key[0][-1], key[1][-1]):
+            with self._lock:  # (a batch stored between the two reads: served, not kept under the older count)
+                self._items.put(key, (prices, result))
         return result
 
 

@@ -3,6 +3,7 @@ comparison served from it equals the one read from every trajectory, on both dat
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -147,3 +148,108 @@ def test_a_run_finished_before_aggregates_were_kept_gets_them_from_the_backfill(
     assert [(d.run_id, d.causes, d.aggregates, d.paired_with) for d in done] == [(a, 0, True, None), (b, 0, True, a)]
     assert rows() == at_finish
     assert [(d.aggregates, d.paired_with) for d in backfill.backfill(sessions)] == [(False, None), (False, None)]
+
+
+def test_runs_without_profiles_read_none_of_their_trajectories_for_the_cooperation_gap(client: TestClient) -> None:
+    """The cooperation gap pairs the conversations of each simulated-user profile; a run without any
+    (no profile counters) has none to pair, and its trajectories are not read for it (they were: every
+    trajectory of both runs, 2.4 s a run of 384,000 on SQLite, on every first view of a comparison)."""
+    from sqlalchemy import event
+
+    from app.store.profiles import run_gap
+
+    a, b = _runs(client)
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+    seen: list[str] = []
+
+    def note(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        seen.append(" ".join(statement.split()))
+
+    with session_scope(client.app.state.sessions) as s:  # type: ignore[attr-defined]
+        event.listen(engine, "before_cursor_execute", note)
+        try:
+            assert run_gap(s, a) is None and run_gap(s, b) is None
+        finally:
+            event.remove(engine, "before_cursor_execute", note)
+    assert seen and not [q for q in seen if "FROM trajectories" in q], seen
+
+
+def _request(model: str | None, n_in: int | None, n_out: int | None, **more: object) -> dict[str, object]:
+    return {
+        k: v for k, v in {"model": model, "input_tokens": n_in, "output_tokens": n_out, **more}.items() if v is not None
+    }
+
+
+# every branch of the usage figures: four priced models first met in another order in each run (the cost is
+# summed in that order), a request without a model, cached tokens past the input, counts without the split,
+# requests without a latency, a trajectory without requests, tied tool latencies
+A_RECORDS = [
+    {
+        **PASSING,
+        "model_calls": [
+            _request("o3", 1200, 30, cached_tokens=1500, latency_ms=310.5),
+            _request("gpt-4o", 999, 7, latency_ms=120.25),
+            _request(None, 50, None, latency_ms=15.0),
+            _request(None, None, None, total_tokens=777, latency_ms=80.0),
+        ],
+    },
+    {
+        **FAILING,
+        "model_calls": [
+            _request("claude-3-5-haiku", 3333, 111, cached_tokens=1000),
+            _request("gpt-4.1-nano", 123456, 654, latency_ms=2000.0),
+            _request("gpt-4o", None, None),
+        ],
+    },
+    NO_USAGE,
+]
+B_RECORDS = [
+    {**PASSING, "model_calls": [_request("gpt-4.1-nano", 10, 1, latency_ms=1.5), _request("o3", 7, 7)]},
+    {**FAILING, "model_calls": [_request("claude-3-5-haiku", 400, 40, latency_ms=310.5)]},
+    {**B_FIXED, "model_calls": [_request("gpt-4o", 5, None, cached_tokens=2, latency_ms=9.0)]},
+    {**NO_USAGE, "calls": [{**CLIENTE, "latency_ms": 120.0}, {**CLIENTE, "latency_ms": 120.0}]},
+]
+
+
+def test_a_comparison_without_kept_rows_shows_what_the_kept_rows_show(client: TestClient) -> None:
+    """Runs finished before aggregates were kept (and not backfilled) are read without a tally
+    (``aggregates.read_unpriced``, nothing written): the compare page and ``/api/compare`` are the same
+    bytes as with the kept rows, both ways, and so are the figures read against the tally's."""
+    from app.core.prices import current_prices
+    from app.core.usage import unpriced
+    from app.store.aggregates import read_unpriced
+    from app.store.queries import usage_so_far
+
+    a, b = store(client, "a", *A_RECORDS), store(client, "b", *B_RECORDS)
+    for rid in (a, b):
+        assert client.post(f"/api/runs/{rid}/finish").status_code == 200
+    sessions = client.app.state.sessions  # type: ignore[attr-defined]
+    paths = [f"/compare?a={a}&b={b}", f"/compare?a={b}&b={a}", f"/api/compare?a={a}&b={b}", f"/api/compare?a={b}&b={a}"]
+
+    def bodies() -> list[bytes]:
+        client.app.state.comparisons = type(client.app.state.comparisons)()  # type: ignore[attr-defined]
+        got = [client.get(p, headers={"accept": "text/html"}) for p in paths]
+        assert [r.status_code for r in got] == [200] * 4
+        return [r.content for r in got]
+
+    kept = bodies()
+    with session_scope(sessions) as s:
+        held = {rid: dict(row.usage) for rid, row in ((r, s.get(RunAggregate, r)) for r in (a, b)) if row}
+        read = {rid: read_unpriced(s, rid) for rid in (a, b)}
+        assert "yield_per" not in s.connection().get_execution_options()  # its batches are its statement's only
+        tallied = {rid: unpriced(usage_so_far(s, rid).tally) for rid in (a, b)}
+    assert held == read == tallied
+    assert [m for m, *_ in read[a]["spent"]] == ["o3", "gpt-4o", None, "claude-3-5-haiku", "gpt-4.1-nano"]
+    assert read[a]["total_tokens"] == 1230 + 1006 + 50 + 777 + 3444 + 124110
+    assert read[a]["model_latency_ms"] == {"p50": 120.25, "p95": 2000.0}
+    assert read[b]["tool_latency_ms"] == {"p50": 120.0, "p95": 251.0}  # 40.5 40.5 80 120 120 120 120 251: ranks 4, 8
+    with session_scope(sessions) as s:
+        s.execute(delete(RunAggregate))
+        s.execute(delete(RunPairing))
+    unkept = bodies()
+    assert unkept == kept
+    usage = json.loads(kept[2])["usage"]
+    assert {d["key"] for d in usage} >= {"cost_per_trajectory", "model_latency_p95", "tool_latency_p50"}
+    with session_scope(sessions) as s:  # read: nothing written
+        assert s.scalars(select(RunAggregate.run_id)).all() == []
+    assert current_prices() is not None

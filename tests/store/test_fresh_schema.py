@@ -85,6 +85,14 @@ def test_a_new_sqlite_file_has_the_schema_the_migrations_make(tmp_path: Path) ->
     with sqlite3.connect(made) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD_REVISION,)]
         assert conn.execute("PRAGMA page_size").fetchone() == (16384,)
+    # SQLite's record of the ids AUTOINCREMENT gave: the migrations' copy of otlp_batches (0005, batch
+    # mode) leaves a row of 0 for it, which says what no row says (the next id is one above the largest)
+    assert _sequences(made) == _sequences(migrated) == {}
+
+
+def _sequences(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as conn:
+        return {name: seq for name, seq in conn.execute("SELECT name, seq FROM sqlite_sequence") if seq}
 
 
 def test_a_new_sqlite_file_is_made_at_head_and_then_opens_as_it_is(tmp_path: Path) -> None:

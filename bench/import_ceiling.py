@@ -12,10 +12,11 @@ rates (calls per wall second) is how close the import comes to what SQLite itsel
 The ceiling's time is its ``executemany`` and commit only, in this process; the import's
 is a whole process (Python's start, the imports, a new file and its schema, the exit).
 ``whole process`` is the ceiling timed as the import is: a fresh Python that creates the
-file and its schema, loads the rows (written beforehand with ``marshal``, not timed),
-inserts them the same way and exits. Both ceilings use the import's page size (16 KiB;
-SQLite's default is 4 KiB), its ``journal_mode=WAL`` and ``synchronous=NORMAL``; neither
-checks foreign keys (the import does: ``foreign_keys=ON``).
+file and its schema, reads the rows (written beforehand with ``marshal``, untimed; read in
+the timed process, as the import reads its file), inserts them the same way, closes the file
+(SQLite copies the WAL into it then, as at the end of an import) and exits. Both ceilings
+use the import's page size (16 KiB; SQLite's default is 4 KiB), its ``journal_mode=WAL`` and
+``synchronous=NORMAL``; neither checks foreign keys (the import does: ``foreign_keys=ON``).
 
 ``--sizes A B`` imports two sizes and prints each one's peak RSS (the importing process's
 ``VmHWM``, and its scoring worker's): flat memory means the larger file's peak is no higher
@@ -95,7 +96,8 @@ dst.close()
 def ceiling_process(source: Path, work: Path, target: Path) -> tuple[float, float]:
     """Wall and CPU seconds of a fresh Python process that makes ``target`` with ``source``'s
     schema and page size and inserts its rows as ``ceiling`` does, in one transaction (the
-    rows are read from a ``marshal`` file written beforehand, untimed)."""
+    rows are read from a ``marshal`` file written beforehand: its writing is not timed, its
+    reading is)."""
     src = sqlite3.connect(source)
     page_size = src.execute("PRAGMA page_size").fetchone()[0]
     schema = src.execute(

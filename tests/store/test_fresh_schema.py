@@ -167,3 +167,30 @@ def test_a_new_postgresql_schema_is_the_one_the_migrations_make(two_schemas: tup
     ours, theirs = _pg_dump(made), _pg_dump(migrated)
     assert "CREATE TABLE SCHEMA.calls" in ours and "CREATE INDEX" in ours
     assert ours == theirs
+
+
+OPEN_AND_LIST_ALEMBIC = """
+import sys
+from app.settings import load_settings
+from app.store.importer import open_store
+open_store(load_settings(database_url=sys.argv[1])).dispose()
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("alembic", "mako")))
+"""
+
+
+def test_opening_a_new_or_current_database_loads_no_alembic(tmp_path: Path) -> None:
+    """What ``toollens import`` opens its database with: Alembic (and the migrations it reads)
+    took a fifth of a small import's start; it is loaded only to migrate."""
+    import os
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for _ in ("new", "at head"):
+        done = subprocess.run(
+            [sys.executable, "-c", OPEN_AND_LIST_ALEMBIC, url], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "[]"
+    with sqlite3.connect(tmp_path / "new.db") as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD_REVISION,)]

@@ -99,12 +99,13 @@ class SuiteRow(Base):
     name: Mapped[str] = mapped_column(String(200), index=True)
     hash: Mapped[str] = mapped_column(String(64))
     legacy_document: Mapped[dict[str, Any]] = mapped_column("document", JSONType, default=dict)
-    parts: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)  # {"head": h, "cases": [h...]}
-    case_count: Mapped[int | None] = mapped_column(Integer, nullable=True)  # how many cases (lists read no parts)
+    # the columns in the order the migrations added them: a new database is made from these models
     toolset_version_id: Mapped[int] = mapped_column(ForeignKey("toolset_versions.id"))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
     version: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     parent_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a suite id
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    parts: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)  # {"head": h, "cases": [h...]}
+    case_count: Mapped[int | None] = mapped_column(Integer, nullable=True)  # how many cases (lists read no parts)
 
 
 class Run(Base):

@@ -23,7 +23,16 @@ from app.core.score.scoring import EXTRA, MISSING, UNRECORDED_ERROR
 from app.core.usage import ModelCall, UsageTally, totals_by_model, trajectory_usage
 from app.store.errors import NotFound
 from app.store.ingest import get_run_row, hold, suite_for_run
-from app.store.models import CallRow, Run, RunCounter, SuiteRow, ToolsetVersion, TrajectoryRow, TrajectoryTag
+from app.store.models import (
+    CallRow,
+    Run,
+    RunCounter,
+    RunPageKept,
+    SuiteRow,
+    ToolsetVersion,
+    TrajectoryRow,
+    TrajectoryTag,
+)
 from app.store.views import (
     CallPublic,
     ConfusionCell,
@@ -64,14 +73,34 @@ def uncaused(report: Report) -> int:
     return max(0, failed - sum(report.causes.values()))
 
 
-def report_json(report: Report) -> dict[str, Any]:
-    """The report's figures (``Report.to_json``); a run that needs ``toollens db backfill``
-    adds ``causes_missing``: its failed trajectories without a cause."""
-    data = report.to_json()
+def report_json(report: Report, kept_pass_hat_k: dict[str, float] | None = None) -> dict[str, Any]:
+    """The report's figures (``Report.to_json``, with its pass^k as kept when given); a run that
+    needs ``toollens db backfill`` adds ``causes_missing``: its failed trajectories without a cause."""
+    data = report.to_json(kept_pass_hat_k=kept_pass_hat_k)
     missing = uncaused(report)
     if missing:
         data["causes_missing"] = missing
     return data
+
+
+def kept_pass_hat_k_query(run_id: int) -> Select[tuple[int, list[Any]]]:
+    """The pass^k a finished run kept, with the trajectory count it is valid for (the primary key)."""
+    return select(RunPageKept.trajectories, RunPageKept.pass_hat_k).where(RunPageKept.run_id == run_id)
+
+
+def kept_pass_hat_k(session: Session, run_id: int, trajectories: int) -> dict[str, float] | None:
+    """The report's ``pass_hat_k`` as the run kept it when it finished (``aggregates.keep_page``),
+    if computed on ``trajectories`` trajectories (its counters then are the same); else None."""
+    row = session.execute(kept_pass_hat_k_query(run_id)).one_or_none()
+    if row is None or int(row[0]) != trajectories:
+        return None
+    return dict(zip(map(str, range(1, len(row[1]) + 1)), map(float, row[1]), strict=True))
+
+
+def report_of(session: Session, run_id: int) -> dict[str, Any]:
+    """``report_json`` of the run's report from its counters, with the pass^k it kept, if current."""
+    report = run_report(session, run_id)
+    return report_json(report, kept_pass_hat_k(session, run_id, report.trajectories))
 
 
 def _family_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, int]]:
@@ -411,7 +440,7 @@ def run_summary(
     the report from its counters and the ``usage`` figures. With ``usage`` (an
     earlier tally of this run, which is changed) only the trajectories stored
     since are read; the tally comes back when asked (``keep_usage``) or given."""
-    data = report_json(run_report(session, run_id))
+    data = report_of(session, run_id)
     data.pop("cases", None)
     so_far = usage_so_far(session, run_id, usage)
     data["usage"] = so_far.tally.to_json(prices)
@@ -472,7 +501,7 @@ def figures(
     ``summary`` is the report without its cases (and with its ``usage``), when the caller has it."""
     get_run_row(session, run_id)
     if summary is None:
-        summary = {**report_json(run_report(session, run_id)), "usage": run_usage(session, run_id, prices)}
+        summary = {**report_of(session, run_id), "usage": run_usage(session, run_id, prices)}
     data = dict(summary)
     page = _id_page(
         select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id),

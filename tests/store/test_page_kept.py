@@ -14,7 +14,7 @@ from sqlalchemy import delete, func, select, update
 
 from app.core.advise.fix import PAIR_EDITS_VERSION
 from app.core.reports import report as report_module
-from app.store import backfill, pairs
+from app.store import backfill, pairs, queries
 from app.store.db import session_scope
 from app.store.models import RunPageKept
 from app.web.state import FiguresCache
@@ -31,10 +31,12 @@ def client(db_url: str) -> Iterator[TestClient]:
 
 
 def _views(client: TestClient) -> dict[str, str]:
-    """Each view as its first (the figures cache emptied before it)."""
+    """Each view as a new process's first (the figures cache, and the pass^k of the runs' tallies,
+    emptied before it)."""
     out = {}
     for path in VIEWS:
         client.app.state.figures = FiguresCache()  # type: ignore[attr-defined]
+        queries._PASS_HAT_K.clear()
         r = client.get(path, headers=HTML)
         assert r.status_code == 200, r.text[:300]
         out[path] = r.text

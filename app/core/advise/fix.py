@@ -39,9 +39,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.advise.fix_words import description_texts, effect, gerund, meaning_match, spelled, spelled_word
+from app.core.advise.fix_words import (
+    description_texts,
+    effect,
+    fold,
+    gerund,
+    meaning_match,
+    spelled,
+    spelled_word,
+    texts_language,
+)
 from app.core.advise.lint import lint_toolset
-from app.core.language import Language, detect_language, fold
+from app.core.language import Language
 from app.core.records import TRANSIENT_KINDS
 from app.core.suites.tools import Toolset, ToolSpec
 from app.core.textdiff import word_diff
@@ -267,7 +276,7 @@ def toolset_language(toolset: Toolset) -> Language:
         for prop in _properties(t).values():
             if isinstance(prop, Mapping) and isinstance(prop.get("description"), str):
                 texts.append(prop["description"])
-    return detect_language(texts)
+    return texts_language(tuple(texts))
 
 
 def _properties(tool: ToolSpec) -> Mapping[str, Any]:

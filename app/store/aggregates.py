@@ -30,7 +30,7 @@ from app.core.usage import UsageTally, priced, rank, unpriced, unpriced_requests
 from app.store.ingest import get_run_row
 from app.store.models import CallRow, Run, RunAggregate, RunPageKept, TrajectoryRow, utcnow
 from app.store.pairing import keep_with_previous
-from app.store.queries import last_id_query, run_report, run_trajectory_count, usage_so_far
+from app.store.queries import kept_pass_hat_k, last_id_query, run_report, run_trajectory_count, usage_so_far
 
 
 def finish_run(session: Session, run_id: int) -> Run:
@@ -71,7 +71,7 @@ def keep_page(session: Session, run_id: int) -> None:
     values = {
         "trajectories": report.trajectories,
         "version": PAIR_EDITS_VERSION,
-        "pass_hat_k": report.rounded_pass_hat_k(),
+        "pass_hat_k": kept_pass_hat_k(report.rounded_pass_hat_k()),
         "pair_edits": compute_pair_edits(session, get_run_row(session, run_id)),
     }
     row = session.get(RunPageKept, run_id)

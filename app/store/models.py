@@ -136,16 +136,16 @@ class RunAggregate(Base):
 
 class RunPageKept(Base):
     """What a finished run's page shows beyond its counters' cheap reads (``app.store.aggregates``):
-    its report's pass^k (``Report.to_json``, k = 1.. in order) and the rewrites of its confused
-    pairs (``app.core.advise.fix.pair_edits``, of wording ``version``), computed when the run is
-    finished: valid while the run holds ``trajectories`` trajectories."""
+    its report's pass^k (``Report.to_json``, k = 1.. in order, the zeros that end it left out) and
+    the rewrites of its confused pairs (``app.core.advise.fix.pair_edits``, of wording ``version``),
+    computed when the run is finished: valid while the run holds ``trajectories`` trajectories."""
 
     __tablename__ = "run_page_kept"
 
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     trajectories: Mapped[int] = mapped_column(BigInteger)
     version: Mapped[int] = mapped_column(Integer)
-    pass_hat_k: Mapped[list[Any]] = mapped_column(JSONType)
+    pass_hat_k: Mapped[dict[str, Any]] = mapped_column(JSONType)  # {"k": most k, "values": up to the last not 0}
     pair_edits: Mapped[list[Any]] = mapped_column(JSONType)
 
 

@@ -43,10 +43,10 @@ def _views(client: TestClient) -> dict[str, str]:
     return out
 
 
-def _kept(client: TestClient) -> tuple[int, int, list[Any], list[Any]] | None:
+def _kept(client: TestClient) -> tuple[int, int, dict[str, Any], list[Any]] | None:
     with session_scope(client.app.state.sessions) as s:  # type: ignore[attr-defined]
         row = s.get(RunPageKept, 1)
-        return None if row is None else (row.trajectories, row.version, list(row.pass_hat_k), list(row.pair_edits))
+        return None if row is None else (row.trajectories, row.version, dict(row.pass_hat_k), list(row.pair_edits))
 
 
 def _edit(client: TestClient, **values: Any) -> None:
@@ -74,7 +74,7 @@ def test_finishing_keeps_the_pages_figures_and_the_pages_read_them_unchanged(
     assert kept is not None
     trajectories, version, pass_hat_k, edits = kept
     # 36 trajectories, at most 6 trials a case: pass^1..6 as the page states them (k=1 0.38, k=2 0.06)
-    assert (trajectories, version, pass_hat_k) == (36, PAIR_EDITS_VERSION, [0.3843, 0.0593, 0.01, 0.0, 0.0, 0.0])
+    assert (trajectories, version, pass_hat_k) == (36, PAIR_EDITS_VERSION, {"k": 6, "values": [0.3843, 0.0593, 0.01]})
     assert [(a, b, [(tool, pattern) for tool, pattern, _ in by]) for a, b, by in edits] == [
         (
             "buscar_pedido",
@@ -118,13 +118,13 @@ def test_kept_figures_of_another_trajectory_count_or_wording_are_not_read(client
     with session_scope(client.app.state.sessions) as s:  # type: ignore[attr-defined]
         assert s.scalar(select(func.count()).select_from(RunPageKept)) == 1
     wrong = [["buscar_pedido", "buscar_producto", [["buscar_producto", "distinct_names", [["insert", "WRONG"]]]]]]
-    _edit(client, trajectories=35, pass_hat_k=[0.5], pair_edits=wrong)  # kept before a batch landed
+    _edit(client, trajectories=35, pass_hat_k={"k": 1, "values": [0.5]}, pair_edits=wrong)  # kept before a batch landed
     assert _views(client) == computed
     _edit(client, trajectories=36, version=PAIR_EDITS_VERSION - 1)  # worded by another ToolLens
     views = _views(client)
     assert views != computed and "WRONG" not in views["/runs/1"]  # the rewrites computed, pass^k read:
     assert '"pass_hat_k":{"1":0.5}' in views["/api/runs/1/figures"] and "one trial per case" in views["/runs/1"]
-    _edit(client, pass_hat_k=[0.3843, 0.0593, 0.01, 0.0, 0.0, 0.0])  # (numbers: no wording)
+    _edit(client, pass_hat_k={"k": 6, "values": [0.3843, 0.0593, 0.01]})  # (numbers: no wording)
     assert _views(client) == computed
     _edit(client, version=PAIR_EDITS_VERSION)
     assert "WRONG" in _views(client)["/runs/1"]  # what is kept is what is shown
@@ -141,3 +141,11 @@ def test_the_backfill_keeps_them_for_a_run_finished_before(client: TestClient) -
     _edit(client, version=PAIR_EDITS_VERSION - 1, pair_edits=[])  # worded by an older ToolLens
     assert [d.aggregates for d in backfill.backfill(sessions)] == [True]
     assert _kept(client) == finished
+
+
+def test_pass_hat_k_is_kept_without_the_zeros_that_end_it() -> None:
+    for values in ([0.3843, 0.0593, 0.01, 0.0, 0.0, 0.0], [1.0, 1.0], [0.0, 0.0], [0.5, 0.0, 0.25, 0.0], []):
+        kept = queries.kept_pass_hat_k(values)
+        assert queries._pass_hat_k_of(kept) == {str(k): v for k, v in enumerate(values, 1)}
+    assert queries.kept_pass_hat_k([0.336, 0.115, *[0.0] * 9033]) == {"k": 9035, "values": [0.336, 0.115]}
+    assert queries.kept_pass_hat_k([0.5, 0.0, 0.25, 0.0]) == {"k": 4, "values": [0.5, 0.0, 0.25]}

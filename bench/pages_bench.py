@@ -4,7 +4,9 @@ figures API) on large runs (two runs of N calls each, default 10^6),
 median and p95 over 100 requests, in-process through the app factory, on
 SQLite (or PostgreSQL: ``--db postgresql``). The run page is also timed as
 the first view after a batch lands (its figures cache, with what the run page keeps
-in it, emptied before each request: what every view of a run being written costs).
+in it, and the pass^k of the runs' tallies, emptied before each request: what every view of a run
+being written costs), then the same without what finishing the run kept for its page (a live run,
+or one finished by an older ToolLens).
 
 ``--record`` writes the medians and p95s to ``bench/pages_times.json``
 (under the database and the size); ``--check`` compares the medians with the
@@ -33,7 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +49,10 @@ import hostref
 from store_bench import pg_db, sqlite_db, write_inputs
 
 from app.settings import Settings
-from app.store import aggregates
+from app.store import aggregates, queries
 from app.store.db import session_scope, upgrade
 from app.store.importer import import_file
-from app.store.models import RunAggregate, RunPairing
+from app.store.models import RunAggregate, RunPageKept, RunPairing
 from app.store.queries import run_trajectory_count
 from app.web.app import create_app
 from app.web.state import ComparisonCache, FiguresCache
@@ -95,9 +98,12 @@ def measure(client: TestClient, requests: int) -> dict[str, dict[str, float]]:
 
     def cold() -> None:
         client.app.state.figures = FiguresCache()  # type: ignore[attr-defined]
+        queries._PASS_HAT_K.clear()  # the run's header's pass^k too: a new tally (or process)
         assert client.get("/runs/1", headers=HTML).status_code == 200
 
     out["run page, first view after a batch"] = timed(cold, max(requests // 5, 5))
+    with unkept(client, 1):  # a run receiving, or finished by an older ToolLens: computed as before
+        out["run page, first view, nothing kept"] = timed(cold, max(requests // 5, 5))
     first_compare(client)
     for label, path in pages(client).items():
 
@@ -107,6 +113,22 @@ def measure(client: TestClient, requests: int) -> dict[str, dict[str, float]]:
 
         out[label] = timed(get, requests)
     return out
+
+
+@contextmanager
+def unkept(client: TestClient, run_id: int) -> Iterator[None]:
+    """The run without what finishing it kept for its page (``run_page_kept``), then with it again."""
+    sessions = client.app.state.sessions  # type: ignore[attr-defined]
+    with session_scope(sessions, write=True) as s:
+        row = s.get(RunPageKept, run_id)
+        held = None if row is None else {c.name: getattr(row, c.name) for c in RunPageKept.__table__.columns}
+        s.execute(delete(RunPageKept).where(RunPageKept.run_id == run_id))
+    try:
+        yield
+    finally:
+        if held is not None:
+            with session_scope(sessions, write=True) as s:
+                s.add(RunPageKept(**held))
 
 
 def first_compare(client: TestClient) -> None:

@@ -48,8 +48,8 @@ def db_upgrade(db: DbOption = None) -> None:
         console.print(
             Text(
                 f"{runs} {were} stored by an older ToolLens: `toollens db backfill` gives those that "
-                "lack them their causes and comparison aggregates (pages never compute them; it changes "
-                "nothing in the others)"
+                "lack them their causes, comparison aggregates and kept page figures (pages never write "
+                "them; it changes nothing in the others)"
             )
         )
 
@@ -59,7 +59,8 @@ def db_backfill(
     db: DbOption = None,
 ) -> None:
     """Compute and keep what runs stored by an older ToolLens lack: the causes of their failed
-    trajectories, and a finished run's comparison aggregates. Pages and read commands never do."""
+    trajectories, and a finished run's comparison aggregates and page figures. Pages and read
+    commands never do."""
     from rich.console import Console
     from rich.text import Text
 
@@ -75,7 +76,7 @@ def db_backfill(
     console = Console(stderr=True, soft_wrap=True)
     for b in done:
         what = [f"{b.causes} causes counted"] if b.causes else []
-        what += ["comparison aggregates kept"] if b.aggregates else []
+        what += ["comparison aggregates and page figures kept"] if b.aggregates else []
         what += [f"pairing with run {b.paired_with} kept"] if b.paired_with is not None else []
         if what:
             console.print(Text(f"run {b.run_id} ({b.name}): {', '.join(what)}"))

@@ -9,6 +9,12 @@ before migration 0014 and not backfilled, a run still receiving, a finished run 
 received spans a live server had accepted) the same figures are read from the run
 (``read_unpriced``: the requests' stored lists alone, the tool latencies' percentiles at their
 ranks in an index), priced the same way, and nothing is written.
+
+What its page shows that is costly to compute from the counters (``keep_page``, table
+``run_page_kept``) is kept too: the report's pass^k (one value per k up to the most trials of a
+case: 9,035 at 10^6 calls) and the rewrites of its confused pairs (``app.store.pairs``). A page
+reads them while the run holds the trajectories they were computed on, and computes them as
+before otherwise (a run finished by an older ToolLens: ``toollens db backfill`` keeps them).
 """
 
 from __future__ import annotations
@@ -22,9 +28,9 @@ from app.core.prices import PriceTable
 from app.core.records import loads
 from app.core.usage import UsageTally, priced, rank, unpriced, unpriced_requests
 from app.store.ingest import get_run_row
-from app.store.models import CallRow, Run, RunAggregate, TrajectoryRow, utcnow
+from app.store.models import CallRow, Run, RunAggregate, RunPageKept, TrajectoryRow, utcnow
 from app.store.pairing import keep_with_previous
-from app.store.queries import last_id_query, run_trajectory_count, usage_so_far
+from app.store.queries import kept_pass_hat_k, last_id_query, run_report, run_trajectory_count, usage_so_far
 
 
 def finish_run(session: Session, run_id: int) -> Run:
@@ -42,6 +48,7 @@ def keep(session: Session, run_id: int) -> None:
     (``pairing``), and keep them (in the caller's transaction)."""
     keep_usage(session, run_id)
     keep_with_previous(session, run_id)
+    keep_page(session, run_id)
 
 
 def keep_usage(session: Session, run_id: int) -> None:
@@ -52,6 +59,36 @@ def keep_usage(session: Session, run_id: int) -> None:
         session.add(RunAggregate(run_id=run_id, trajectories=tally.trajectories, usage=unpriced(tally)))
     else:
         row.trajectories, row.usage = tally.trajectories, unpriced(tally)
+
+
+def keep_page(session: Session, run_id: int) -> None:
+    """Compute what the run's page keeps (its report's pass^k, its pairs' rewrites) and keep it (in
+    the caller's transaction)."""
+    from app.core.advise.fix import PAIR_EDITS_VERSION  # (its words: imported when a run finishes, not at start)
+    from app.store.pairs import compute_pair_edits
+
+    report = run_report(session, run_id)
+    values = {
+        "trajectories": report.trajectories,
+        "version": PAIR_EDITS_VERSION,
+        "pass_hat_k": kept_pass_hat_k(report.rounded_pass_hat_k()),
+        "pair_edits": compute_pair_edits(session, get_run_row(session, run_id)),
+    }
+    row = session.get(RunPageKept, run_id)
+    if row is None:
+        session.add(RunPageKept(run_id=run_id, **values))
+    else:
+        for key, value in values.items():
+            setattr(row, key, value)
+
+
+def page_kept(session: Session, run_id: int, trajectories: int) -> bool:
+    """Whether the run keeps its page's figures, computed on ``trajectories`` by this wording."""
+    from app.core.advise.fix import PAIR_EDITS_VERSION
+    from app.store.pairs import kept_query
+
+    row = session.execute(kept_query(run_id)).one_or_none()
+    return row is not None and int(row[0]) == trajectories and int(row[1]) == PAIR_EDITS_VERSION
 
 
 def kept(session: Session, run_id: int, trajectories: int) -> dict[str, Any] | None:
@@ -128,9 +165,13 @@ def _model_calls_text(session: Session) -> ColumnElement[Any]:
 
 
 def backfill(session: Session, run_id: int) -> bool:
-    """Keep the aggregates of a finished run that has none current (a run finished before they
-    were kept); returns whether it computed them."""
-    if kept(session, run_id, run_trajectory_count(session, run_id)) is not None:
-        return False
-    keep_usage(session, run_id)
-    return True
+    """Keep the aggregates and the page's figures of a finished run that has none current (a run
+    finished before they were kept, or its rewrites worded by another version); returns whether
+    it computed some."""
+    n = run_trajectory_count(session, run_id)
+    usage, page = kept(session, run_id, n) is None, not page_kept(session, run_id, n)
+    if usage:
+        keep_usage(session, run_id)
+    if page:
+        keep_page(session, run_id)
+    return usage or page

@@ -113,13 +113,13 @@ class Backfilled:
     run_id: int
     name: str
     causes: int  # failed trajectories given a cause
-    aggregates: bool  # its comparison aggregates computed and kept
+    aggregates: bool  # its comparison aggregates or its page's figures computed and kept (``aggregates.backfill``)
     paired_with: int | None  # the run its pairing was kept with
 
 
 def backfill_run(sessions: sessionmaker[Session], run_id: int) -> Backfilled:
-    """Backfill one run: its causes, then (a finished run) its comparison aggregates and its
-    pairing with the run of its suite finished before it, when it has none."""
+    """Backfill one run: its causes, then (a finished run) its comparison aggregates, its page's
+    kept figures and its pairing with the run of its suite finished before it, when it has none."""
     with session_scope(sessions) as s:
         run = get_run_row(s, run_id)
         name, finished, missing = run.name, run.status == "finished", uncaused(run_report(s, run_id))

@@ -34,7 +34,7 @@ MIGRATION_LOCK = 0x746F6F6C  # PostgreSQL advisory lock held by a migration ("to
 SQLITE_PAGE_SIZE = 16_384
 # the newest migration (migrations/versions), stamped on a new database: a new migration moves it
 # (tests/store/test_fresh_schema.py fails until it does)
-HEAD_REVISION = "0016"
+HEAD_REVISION = "0017"
 VERSION_TABLE = "alembic_version"
 
 

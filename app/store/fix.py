@@ -11,17 +11,18 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.advise.fix import CallFact, Proposal, TrajectoryFact, pair_proposals, propose
+from app.core.advise.fix import CallFact, Proposal, TrajectoryFact, propose
 from app.core.reports.stats import mcnemar_exact
 from app.core.score.families import Failure
 from app.core.suites.suite import Suite
 from app.store.compare import compare_runs
 from app.store.errors import NeedsBackfill
 from app.store.ingest import find_run, get_run_row, suite_document, suite_for_run
-from app.store.models import CallRow, Run, RunCounter, TrajectoryRow, TrajectoryTag
+from app.store.models import CallRow, Run, TrajectoryRow, TrajectoryTag
+from app.store.pairs import run_cells, run_examples
 from app.store.queries import run_report, uncaused
 from app.store.views import ComparisonPublic
 
@@ -43,57 +44,6 @@ class RunFix:
 
 def trajectory_key(case_id: str, trial: int, fault_key: str) -> str:
     return f"{case_id}#{trial}" + (f"@{fault_key}" if fault_key else "")
-
-
-def _cells(session: Session, run_id: int) -> dict[tuple[str, str], int]:
-    cells: dict[tuple[str, str], int] = {}
-    for a, b, value in session.execute(
-        select(RunCounter.a, RunCounter.b, RunCounter.value).where(
-            RunCounter.run_id == run_id, RunCounter.kind == "confusion"
-        )
-    ):
-        cells[(a, b)] = cells.get((a, b), 0) + int(value)
-    return cells
-
-
-def examples_query(run_id: int, limit: int = 1000) -> Select[tuple[str, Any, Any]]:
-    """The run's first ``limit`` calls, in id order, on the expected tool (``selection_ok``: the tool
-    exists and is the one expected) that passed validation and raised no error: walked in
-    ``ix_calls_run_order`` and stopped at the limit, with no sort of the run's calls (a test reads the
-    plans). The run is a range of one, and the order ``(run_id, id)``: PostgreSQL, which sees
-    ``run_id = x`` as a constant, would walk the primary key instead and filter out the calls of every
-    run stored before this one; and ``selection_ok`` lets it count the calls that qualify."""
-    return (
-        select(CallRow.name, CallRow.arguments, CallRow.mismatches)
-        .where(
-            CallRow.run_id >= run_id,
-            CallRow.run_id <= run_id,
-            CallRow.selection_ok.is_(True),
-            CallRow.schema_field.is_(None),
-            CallRow.error_kind.is_(None),
-        )
-        .order_by(CallRow.run_id, CallRow.id)
-        .limit(limit)
-    )
-
-
-def _examples(session: Session, run_id: int, suite: Suite, limit: int = 1000) -> dict[tuple[str, str], Any]:
-    """A value per (tool, argument) that a call on the right tool sent and that
-    passed validation and matched; the suite's expected arguments fill the rest."""
-    out: dict[tuple[str, str], Any] = {}
-    for name, arguments, mismatches in session.execute(examples_query(run_id, limit)):
-        if not isinstance(arguments, Mapping):
-            continue
-        wrong = {str(m.get("field")) for m in mismatches or [] if isinstance(m, Mapping)}
-        for key, value in arguments.items():
-            if key not in wrong and value not in (None, "", [], {}):
-                out.setdefault((name, str(key)), value)
-    for case in suite.cases:
-        for call in case.expected_calls or []:
-            for key, value in call.arguments.items():
-                if value not in (None, "", [], {}):
-                    out.setdefault((call.name, str(key)), value)
-    return out
 
 
 def _flows(session: Session, run_id: int, limit: int = FLOW_TRAJECTORIES) -> dict[tuple[str, str], set[str]]:
@@ -241,20 +191,12 @@ def run_fix(session: Session, ref: str | int) -> RunFix:
     proposals = propose(
         suite.toolset,
         failed,
-        cells=_cells(session, run.id),
-        examples=_examples(session, run.id, suite),
+        cells=run_cells(session, run.id),
+        examples=run_examples(session, run.id, suite),
         flows=_flows(session, run.id),
         system_prompt=str(system),
     )
     return RunFix(run=run, suite=suite, document=document, proposals=proposals, failed=len(failed))
-
-
-def run_pair_proposals(session: Session, run_id: int) -> tuple[str, list[Proposal]]:
-    """The run's name and the description edits of each of its confused pairs,
-    from its confusion counters (what its page shows; no trajectory is read)."""
-    run = get_run_row(session, run_id)
-    suite = suite_for_run(session, run)
-    return run.name, pair_proposals(suite.toolset, _cells(session, run_id), examples=_examples(session, run_id, suite))
 
 
 @dataclass

@@ -134,6 +134,21 @@ class RunAggregate(Base):
     usage: Mapped[dict[str, Any]] = mapped_column(JSONType)
 
 
+class RunPageKept(Base):
+    """What a finished run's page shows beyond its counters' cheap reads (``app.store.aggregates``):
+    its report's pass^k (``Report.to_json``, k = 1.. in order, the zeros that end it left out) and
+    the rewrites of its confused pairs (``app.core.advise.fix.pair_edits``, of wording ``version``),
+    computed when the run is finished: valid while the run holds ``trajectories`` trajectories."""
+
+    __tablename__ = "run_page_kept"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    trajectories: Mapped[int] = mapped_column(BigInteger)
+    version: Mapped[int] = mapped_column(Integer)
+    pass_hat_k: Mapped[dict[str, Any]] = mapped_column(JSONType)  # {"k": most k, "values": up to the last not 0}
+    pair_edits: Mapped[list[Any]] = mapped_column(JSONType)
+
+
 class RunPairing(Base):
     """Two runs' trajectories paired by (case, trial, fault) as a comparison reads them
     (``app.store.aggregates``): kept when the later of two runs of one suite is finished, valid

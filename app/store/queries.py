@@ -8,22 +8,33 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
+from threading import Lock
 from typing import Any
 
 from sqlalchemy import Connection, Select, Text, cast, func, select, type_coerce
 from sqlalchemy.orm import Session
 
+from app.core.bounded import BoundedCache
 from app.core.prices import PriceTable, current_prices
 from app.core.records import loads
-from app.core.reports.report import Report, headline_trials, is_profiled, pass_hat_k
+from app.core.reports.report import Report, headline_trials, is_profiled, rounded_pass_hat_k
 from app.core.score.detail import TrajectoryDetail, stored_detail
 from app.core.score.families import RATIO_KEYS
 from app.core.score.scoring import EXTRA, MISSING, UNRECORDED_ERROR
 from app.core.usage import ModelCall, UsageTally, totals_by_model, trajectory_usage
 from app.store.errors import NotFound
 from app.store.ingest import get_run_row, hold, suite_for_run
-from app.store.models import CallRow, Run, RunCounter, SuiteRow, ToolsetVersion, TrajectoryRow, TrajectoryTag
+from app.store.models import (
+    CallRow,
+    Run,
+    RunCounter,
+    RunPageKept,
+    SuiteRow,
+    ToolsetVersion,
+    TrajectoryRow,
+    TrajectoryTag,
+)
 from app.store.views import (
     CallPublic,
     ConfusionCell,
@@ -64,14 +75,39 @@ def uncaused(report: Report) -> int:
     return max(0, failed - sum(report.causes.values()))
 
 
-def report_json(report: Report) -> dict[str, Any]:
-    """The report's figures (``Report.to_json``); a run that needs ``toollens db backfill``
-    adds ``causes_missing``: its failed trajectories without a cause."""
-    data = report.to_json()
+def report_json(report: Report, kept_pass_hat_k: dict[str, float] | None = None) -> dict[str, Any]:
+    """The report's figures (``Report.to_json``, with its pass^k as kept when given); a run that
+    needs ``toollens db backfill`` adds ``causes_missing``: its failed trajectories without a cause."""
+    data = report.to_json(kept_pass_hat_k=kept_pass_hat_k)
     missing = uncaused(report)
     if missing:
         data["causes_missing"] = missing
     return data
+
+
+def kept_pass_hat_k(values: list[float]) -> dict[str, Any]:
+    """pass^k as a finished run keeps it (``run_page_kept.pass_hat_k``): the values for k = 1.. in
+    order up to the last that is not 0 (with 9,035 trials a case and a third of them passed, the
+    first 15 of 9,035), and how many there are."""
+    end = len(values)
+    while end and values[end - 1] == 0.0:
+        end -= 1
+    return {"k": len(values), "values": values[:end]}
+
+
+def _pass_hat_k_of(kept: dict[str, Any]) -> dict[str, float]:
+    """The kept values of pass^k (``kept_pass_hat_k``), as the report states them."""
+    values = [float(v) for v in kept["values"]]
+    values += [0.0] * (int(kept["k"]) - len(values))
+    return dict(zip(map(str, range(1, len(values) + 1)), values, strict=True))
+
+
+def report_of(session: Session, run_id: int) -> dict[str, Any]:
+    """``report_json`` of the run's report from its counters, with its pass^k computed once per tally
+    (``_pass_hat_ks``: the run's header states the same), or read as the run kept it."""
+    report = run_report(session, run_id)
+    tally = tuple(headline_trials(report.trials))
+    return report_json(report, _pass_hat_ks(session, {run_id: tally}, {run_id: report.trajectories})[run_id])
 
 
 def _family_counts(session: Session, run_ids: list[int]) -> dict[int, dict[str, int]]:
@@ -118,6 +154,12 @@ def _pass_tallies(session: Session, run_ids: list[int]) -> dict[int, dict[tuple[
     return out
 
 
+def _tallies(trials: dict[int, dict[tuple[str, str], list[int]]]) -> dict[int, tuple[tuple[int, int], ...]]:
+    """Each run's (trials, passes) per case and fault that its headline's pass^k reads (``headline_trials``:
+    a profiled run's cooperative conversations)."""
+    return {rid: tuple(headline_trials(by)) for rid, by in trials.items()}
+
+
 def _public(
     run: Run,
     suite: SuiteRow,
@@ -126,6 +168,7 @@ def _public(
     usage: dict[str, dict[str, int]] | None = None,
     prices: PriceTable | None = None,
     trials: dict[tuple[str, str], list[int]] | None = None,
+    pass_hat_k: dict[str, float] | None = None,
 ) -> RunPublic:
     tokens, cost = totals_by_model(usage or {}, prices or current_prices())
     tally = headline_trials(trials or {})  # a profiled run: its cooperative conversations (docs/metrics.md)
@@ -163,17 +206,57 @@ def _public(
         scored=sum(n for n, _ in tally),
         passed=sum(c for _, c in tally),
         max_trials=max((n for n, _ in tally), default=0),
-        pass_hat_k=dict(_rounded_pass_hat_k(tuple((n, c) for n, c in tally))),
+        pass_hat_k=pass_hat_k if pass_hat_k is not None else _rounded_pass_hat_k(tuple((n, c) for n, c in tally)),
         all_profiles=every,
     )
 
 
-@lru_cache(maxsize=64)
-def _rounded_pass_hat_k(tally: tuple[tuple[int, int], ...]) -> dict[str, float]:
-    """pass^k as the runs list, the run page and compare state it, of a run's (trials, passes) per case
-    and fault: the same tally, the same figures (a run of thousands of trials per case costs tens of
-    milliseconds to compute, on every page that lists it). Callers copy the dict."""
-    return {str(k): round(v, 4) for k, v in pass_hat_k(tally).items()}
+_PASS_HAT_K: BoundedCache[tuple[tuple[int, int], ...], dict[str, float]] = BoundedCache(64)
+_PASS_HAT_K_LOCK = Lock()
+
+
+def _rounded_pass_hat_k(tally: tuple[tuple[int, int], ...], kept: dict[str, float] | None = None) -> dict[str, float]:
+    """pass^k as the runs list, the run page, compare and the run's report state it, of a run's
+    (trials, passes) per case and fault: the same tally, the same figures (a run of thousands of
+    trials per case costs tens of milliseconds to compute, on every page that lists it), kept for the
+    64 tallies used last; ``kept``: as the run kept it when it finished (the same tally). A copy."""
+    with _PASS_HAT_K_LOCK:
+        held = _PASS_HAT_K.get(tally)
+    if held is None:
+        held = kept if kept is not None else rounded_pass_hat_k(tally)
+        with _PASS_HAT_K_LOCK:
+            _PASS_HAT_K.put(tally, held)
+    return dict(held)
+
+
+def kept_pass_hat_ks_query(run_ids: list[int]) -> Select[tuple[int, int, dict[str, Any]]]:
+    """The pass^k these runs kept, with the trajectory counts it is valid for (the primary key)."""
+    return select(RunPageKept.run_id, RunPageKept.trajectories, RunPageKept.pass_hat_k).where(
+        RunPageKept.run_id.in_(run_ids)
+    )
+
+
+def _kept_pass_hat_ks(
+    session: Session, run_ids: list[int], trajectories: dict[int, int]
+) -> dict[int, dict[str, float]]:
+    """The pass^k the runs kept when they finished, of those that hold as many trajectories now."""
+    out: dict[int, dict[str, float]] = {}
+    if run_ids:
+        for rid, n, values in session.execute(kept_pass_hat_ks_query(run_ids)):
+            if int(n) == trajectories.get(rid):
+                out[rid] = _pass_hat_k_of(values)
+    return out
+
+
+def _pass_hat_ks(
+    session: Session, tallies: dict[int, tuple[tuple[int, int], ...]], trajectories: dict[int, int]
+) -> dict[int, dict[str, float]]:
+    """Each run's pass^k from its tally (``_rounded_pass_hat_k``): those not computed lately are read as
+    the runs kept them, if current, else computed."""
+    with _PASS_HAT_K_LOCK:
+        missing = [rid for rid, tally in tallies.items() if tally and _PASS_HAT_K.peek(tally) is None]
+    kept = _kept_pass_hat_ks(session, missing, trajectories)
+    return {rid: _rounded_pass_hat_k(tally, kept.get(rid)) for rid, tally in tallies.items()}
 
 
 def _runs_query() -> Select[Run, SuiteRow, ToolsetVersion]:
@@ -205,8 +288,9 @@ def list_runs(
     page = session.execute(q.order_by(Run.created_at.desc(), Run.id.desc()).limit(limit).offset(offset)).all()
     ids = [run.id for run, _, _ in page]
     counts, usage, trials = _family_counts(session, ids), _usage_counts(session, ids), _pass_tallies(session, ids)
+    passes = _pass_hat_ks(session, _tallies(trials), {rid: c.get("trajectories", 0) for rid, c in counts.items()})
     return RunsPublic(
-        data=[_public(r, s, v, counts[r.id], usage[r.id], prices, trials[r.id]) for r, s, v in page],
+        data=[_public(r, s, v, counts[r.id], usage[r.id], prices, trials[r.id], passes[r.id]) for r, s, v in page],
         count=total,
         limit=limit,
         offset=offset,
@@ -235,14 +319,10 @@ def run_public(session: Session, run: Run, *, prices: PriceTable | None = None) 
     """A resolved run (``resolve_run``) with its figures from its counters."""
     suite, version = session.get(SuiteRow, run.suite_id), session.get(ToolsetVersion, run.toolset_version_id)
     assert suite is not None and version is not None
+    counts, trials = _family_counts(session, [run.id])[run.id], _pass_tallies(session, [run.id])
+    passes = _pass_hat_ks(session, _tallies(trials), {run.id: counts.get("trajectories", 0)})
     return _public(
-        run,
-        suite,
-        version,
-        _family_counts(session, [run.id])[run.id],
-        _usage_counts(session, [run.id])[run.id],
-        prices,
-        _pass_tallies(session, [run.id])[run.id],
+        run, suite, version, counts, _usage_counts(session, [run.id])[run.id], prices, trials[run.id], passes[run.id]
     )
 
 
@@ -411,7 +491,7 @@ def run_summary(
     the report from its counters and the ``usage`` figures. With ``usage`` (an
     earlier tally of this run, which is changed) only the trajectories stored
     since are read; the tally comes back when asked (``keep_usage``) or given."""
-    data = report_json(run_report(session, run_id))
+    data = report_of(session, run_id)
     data.pop("cases", None)
     so_far = usage_so_far(session, run_id, usage)
     data["usage"] = so_far.tally.to_json(prices)
@@ -472,7 +552,7 @@ def figures(
     ``summary`` is the report without its cases (and with its ``usage``), when the caller has it."""
     get_run_row(session, run_id)
     if summary is None:
-        summary = {**report_json(run_report(session, run_id)), "usage": run_usage(session, run_id, prices)}
+        summary = {**report_of(session, run_id), "usage": run_usage(session, run_id, prices)}
     data = dict(summary)
     page = _id_page(
         select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from threading import Lock
 from typing import Any, TypeVar, cast
@@ -103,6 +103,7 @@ class FiguresCache:
         self._running: dict[int, threading.Event] = {}
         self._lock = Lock()
         self._derived: BoundedCache[tuple[int, dt.datetime, int, str], tuple[Any]] = BoundedCache(size)
+        self._memo: BoundedCache[Hashable, tuple[Any]] = BoundedCache(size)
 
     def derived(self, run_id: int, born: dt.datetime, trajectories: int, what: str, compute: Callable[[], T]) -> T:
         """What a page derives from the run's stored rows and counters alone (``what`` names it,
@@ -115,6 +116,15 @@ class FiguresCache:
         if held is None:
             held = (compute(),)
             self._derived.put(key, held)
+        return cast(T, held[0])
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """What a page computes from inputs it read (``key`` holds them all, with what it is), computed
+        once while kept (the run page's pair rewrites: ``app.store.pairs.compute_pair_edits``)."""
+        held = self._memo.get(key)
+        if held is None:
+            held = (compute(),)
+            self._memo.put(key, held)
         return cast(T, held[0])
 
     def figures(

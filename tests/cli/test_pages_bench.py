@@ -12,6 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [
     "run page, first view after a batch",
+    "run page, first view, nothing kept",
     "runs list /",
     "run page /runs/1",
     "run page, cell filter",

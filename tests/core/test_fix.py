@@ -726,8 +726,8 @@ def test_no_format_proposal_where_the_description_already_states_it() -> None:
 
 def test_pair_applies_the_edits_of_one_pair_as_the_run_page_shows_them(v1_run: str, tmp_path: Path) -> None:
     from app.store.db import make_sessionmaker, session_scope
-    from app.store.fix import run_pair_proposals
     from app.store.importer import open_store
+    from app.store.pairs import run_pair_proposals
 
     engine = open_store(Settings(database_url=v1_run))
     with session_scope(make_sessionmaker(engine)) as session:

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 from app.cli import cli as toollens
 from app.core.prices import current_prices
 from app.core.usage import UsageTally
-from app.store import queries
+from app.store import pairs, queries
 from app.store.db import make_engine
-from app.store.fix import examples_query
-from app.store.models import CallRow, TrajectoryRow
+from app.store.models import CallRow, RunPageKept, TrajectoryRow
+from app.store.pairs import examples_query
 from tests.resources import DATA, shared_data
 
 TAU = DATA / "tau_bench_gpt-4o_airline_tasks00-24.json"
@@ -216,4 +216,25 @@ def test_a_run_without_kept_aggregates_reads_its_tool_latency_percentiles_at_the
     for index, got in plans.items():
         assert index in got, got
         assert "SCAN" not in got and "Seq Scan" not in got and "Sort" not in got and "TEMP B-TREE" not in got, got
+    engine.dispose()
+
+
+@shared_data(TAU, SCHEMAS)
+def test_the_first_view_reads_what_a_finished_run_kept_by_its_primary_key(db_url: str) -> None:
+    """A finished run's pass^k and pair rewrites (``run_page_kept``, one row a run) are read by the
+    run's id from the primary key. PostgreSQL reads a table of a few rows whole whatever its indexes:
+    its plan is read with sequential scans off (what it does once the table holds many runs)."""
+    engine = _store(db_url)  # imported: finished, so kept
+    with engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(RunPageKept)) == 2
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SET enable_seqscan = off"))
+        plans = [plan(conn, q) for q in (queries.kept_pass_hat_ks_query([2]), queries.kept_pass_hat_ks_query([1, 2]))]
+        plans.append(plan(conn, pairs.kept_query(2)))
+    for got in plans:
+        if engine.dialect.name == "sqlite":
+            assert "SEARCH run_page_kept USING INTEGER PRIMARY KEY (rowid=?)" in got, got  # IN: one per id
+        else:
+            assert "Index Scan using run_page_kept_pkey" in got or "Index Scan on run_page_kept_pkey" in got, got
+        assert "SCAN" not in got and "Seq Scan" not in got and "Sort" not in got, got
     engine.dispose()

@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from app.core.advise import fix
+from app.store import pairs
 from app.web.pages import run as run_page
 from tests.factories import EXAMPLES, examples_client
 
@@ -99,18 +102,20 @@ def test_causes_kept_while_the_run_is_unchanged_and_rebuilt_after_a_batch(client
     assert causes() == [(2 * n, href) for n, href in first]
 
 
-def test_the_rewrites_are_computed_once_per_batch_and_equal_the_uncached_ones(
+def test_the_rewrites_are_computed_once_per_set_of_inputs_and_equal_the_uncached_ones(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A live run's rewrites (nothing kept: it is not finished) are computed once per view of a
+    batch, and not at all when the batch changes neither which pairs are confused nor the examples."""
     cache = client.app.state.figures  # type: ignore[attr-defined]
     made: list[int] = []
-    proposals = run_page.run_pair_proposals
+    proposals = fix.pair_proposals
 
-    def counted(session: object, run_id: int) -> object:
-        made.append(run_id)
-        return proposals(session, run_id)  # type: ignore[arg-type]
+    def counted(*args: Any, **kw: Any) -> Any:
+        made.append(1)
+        return proposals(*args, **kw)
 
-    monkeypatch.setattr(run_page, "run_pair_proposals", counted)
+    monkeypatch.setattr(pairs, "pair_proposals", counted)
 
     def rewrites(cached: bool) -> dict[tuple[str, str], run_page.PairRewrite]:
         with client.app.state.sessions() as s:  # type: ignore[attr-defined]
@@ -127,7 +132,9 @@ def test_the_rewrites_are_computed_once_per_batch_and_equal_the_uncached_ones(
     recs = [json.loads(x) for x in (EXAMPLES / "trajectories_v1.jsonl").read_text().splitlines()]
     again = [{**r, "trial": r.get("trial", 0) + 10} for r in recs]
     assert client.post("/api/runs/1/trajectories", json={"trajectories": again}).status_code == 200
-    assert rewrites(True) == first and made == [1, 1, 1]  # a batch: computed again (the same edits)
+    # a batch: twice the confusions, the same pairs and the same first value of each argument
+    assert rewrites(True) == first and made == [1, 1]
+    assert rewrites(False) == first and made == [1, 1, 1]
 
 
 def test_a_cause_named_by_the_agent_is_bounded_escaped_and_filtered_exactly(client: TestClient) -> None:

@@ -39,11 +39,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.core.advise.fix_words import description_texts, effect, gerund, meaning_match, spelled, spelled_word
+from app.core.advise.fix_words import (
+    description_texts,
+    effect,
+    fold,
+    gerund,
+    meaning_match,
+    spelled,
+    spelled_word,
+    texts_language,
+)
 from app.core.advise.lint import lint_toolset
-from app.core.language import Language, detect_language, fold
+from app.core.language import Language
 from app.core.records import TRANSIENT_KINDS
 from app.core.suites.tools import Toolset, ToolSpec
+from app.core.textdiff import word_diff
 
 PATTERNS = (
     "distinct_names",
@@ -266,7 +276,7 @@ def toolset_language(toolset: Toolset) -> Language:
         for prop in _properties(t).values():
             if isinstance(prop, Mapping) and isinstance(prop.get("description"), str):
                 texts.append(prop["description"])
-    return detect_language(texts)
+    return texts_language(tuple(texts))
 
 
 def _properties(tool: ToolSpec) -> Mapping[str, Any]:
@@ -521,6 +531,33 @@ def for_pairs(proposals: Iterable[Proposal], pairs: Iterable[tuple[str, str]]) -
         and p.tool
         and any(frozenset(cell) in wanted and p.tool in cell for cell in p.addresses.cells)
     ]
+
+
+# The wording of the pairs' edits (``pair_proposals``, ``pair_edits``): a finished run keeps its edits
+# with this number, and a page computes them again when it differs. Change it with their texts
+# (tests/core/test_fix.py pins the demo run's edits with it).
+PAIR_EDITS_VERSION = 1
+
+PairEdit = tuple[str, str, list[tuple[str, str]]]  # (tool, pattern, word-diff segments (op, text))
+
+
+def pair_edits(proposals: Sequence[Proposal]) -> list[tuple[str, str, list[PairEdit]]]:
+    """Per confused pair of tools (a < b, in order), the description edits ``toollens fix RUN --pair
+    a,b`` writes (``for_pairs``), each as the word diff of its description before and after."""
+    pairs = {(min(e, c), max(e, c)) for p in proposals for e, c in p.addresses.cells if e != c}
+    diffs: dict[int, list[tuple[str, str]]] = {}  # an edit of a tool in several pairs: one diff
+
+    def diff(p: Proposal) -> list[tuple[str, str]]:
+        if id(p) not in diffs:
+            diffs[id(p)] = [(s.op, s.text) for s in word_diff(p.before, p.after)]
+        return diffs[id(p)]
+
+    out: list[tuple[str, str, list[PairEdit]]] = []
+    for a, b in sorted(pairs):
+        edits = for_pairs(proposals, [(a, b)])
+        if edits:
+            out.append((a, b, [(p.tool or "", p.pattern, diff(p)) for p in edits]))
+    return out
 
 
 def _tool_edit(

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Literal
 
-from app.core.language import detect_language, fold
+from app.core.language import Language, detect_language
+from app.core.language import fold as _fold
 from app.core.suites.tools import Toolset, ToolSpec
 
 Effect = Literal["reads", "writes", ""]
@@ -215,6 +217,21 @@ def description_texts(toolset: Toolset) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=8192)
+def fold(text: str) -> str:
+    """``language.fold``, kept for the words and texts of the toolsets used lately: the proposals
+    fold the same descriptions and names once per pair of tools (tens of thousands of times for a
+    run page's rewrites)."""
+    return _fold(text)
+
+
+@lru_cache(maxsize=64)
+def texts_language(texts: tuple[str, ...]) -> Language:
+    """``language.detect_language`` of these texts, kept for the toolsets used lately."""
+    return detect_language(texts)
+
+
+@lru_cache(maxsize=1024)
 def _folded(text: str) -> str:
     """``fold`` character by character, so positions match the original text."""
     return "".join((fold(c) or " ")[0] for c in text)
@@ -302,7 +319,7 @@ def spelled(words: list[str], toolset: Toolset) -> str:
             phrase = text[found.start() : found.end()]
             phrase = phrase if phrase.isupper() else phrase.lower()
             break
-    spanish = detect_language(texts) == "es"
+    spanish = texts_language(tuple(texts)) == "es"
     if not phrase:  # word by word; Spanish links two nouns with "de" ("estado de empleado")
         link = " de " if len(rest) > 1 and spanish else " "
         phrase = link.join(spelled_word(w, texts, spanish=spanish) for w in rest)

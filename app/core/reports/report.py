@@ -94,6 +94,11 @@ def pass_totals(tally: Iterable[tuple[int, int]]) -> dict[str, Any]:
     }
 
 
+def rounded_pass_hat_k(trials: Iterable[tuple[int, int]]) -> dict[str, float]:
+    """``pass_hat_k`` as reports state it: k as text, each value rounded to 4 digits."""
+    return {str(k): round(v, 4) for k, v in pass_hat_k(trials).items()}
+
+
 try:  # what Counter.update runs for an iterable, without its per-call Mapping check
     from _collections import _count_elements as _count  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - other Python implementations
@@ -432,8 +437,13 @@ class Report:
         """Some scored trajectory ran under a non-cooperative simulated-user profile."""
         return is_profiled(self.trials)
 
-    def to_json(self) -> dict[str, Any]:
-        """The report object of docs/formats.md, with compatible extensions (extra keys only)."""
+    def rounded_pass_hat_k(self) -> list[float]:
+        """pass^k as ``to_json`` states it, for k = 1, 2, ... in order (what a finished run keeps)."""
+        return list(rounded_pass_hat_k(headline_trials(self.trials)).values())
+
+    def to_json(self, *, kept_pass_hat_k: dict[str, float] | None = None) -> dict[str, Any]:
+        """The report object of docs/formats.md, with compatible extensions (extra keys only).
+        ``kept_pass_hat_k``: its ``pass_hat_k`` as computed already (kept with a finished run)."""
         out: dict[str, Any] = {f: self.ratio(f).to_dict() for f in RATIO_KEYS}
         with_reference = self.counts["with_reference"]
         if self.trajectories and not with_reference:  # traces without expected calls: said, not 0 / 0
@@ -451,7 +461,9 @@ class Report:
             for (e, c), n in sorted(self.confusion.items(), key=lambda kv: (-kv[1], kv[0]))
         ]
         out["outcomes"] = {o: self.outcomes[o] for o in OUTCOMES}
-        out["pass_hat_k"] = {str(k): round(v, 4) for k, v in self.pass_hat_k().items()}
+        out["pass_hat_k"] = (
+            kept_pass_hat_k if kept_pass_hat_k is not None else rounded_pass_hat_k(headline_trials(self.trials))
+        )
         out["cases"] = list(self.cases)
         out["trajectories"] = self.trajectories
         out["faults_not_reached"] = self.counts["faults_not_reached"]  # planned faults the agent never reached

@@ -17,11 +17,9 @@ from app.core.reports.cooperation import COOPERATIVE, GapView, gap_view
 from app.core.score.blame import BLAMES
 from app.core.score.families import BY_KEY, RATIO_FAMILIES, Failure, Family
 from app.core.score.outcome import OUTCOMES, REACTIONS
-from app.core.textdiff import word_diff
-from app.store import labels, queries
+from app.store import labels, pairs, queries
 from app.store import lint as linting
 from app.store.blame import BlameFigures, blame_figures
-from app.store.fix import run_pair_proposals
 from app.store.models import Run
 from app.store.profiles import run_gap
 from app.store.views import (
@@ -247,23 +245,16 @@ class PairRewrite:
     command: str
 
 
-def pair_rewrites(run_name: str, proposals: list[Any]) -> dict[tuple[str, str], PairRewrite]:
-    """The description edits of each pair of tools, keyed by the sorted pair,
-    with the command that writes and verifies exactly those."""
-    from app.core.advise.fix import for_pairs
-
-    pairs = {(min(e, c), max(e, c)) for p in proposals for e, c in p.addresses.cells if e != c}
-    by_pair = {pair: edits for pair in sorted(pairs) if (edits := for_pairs(proposals, [pair]))}  # as `fix --pair`
+def pair_rewrites(run_name: str, edits: pairs.PairEdits) -> dict[tuple[str, str], PairRewrite]:
+    """The description edits of each pair of tools (``app.core.advise.fix.pair_edits``), keyed by
+    the sorted pair, with the command that writes and verifies exactly those."""
     return {
         (a, b): PairRewrite(
-            edits=[
-                (p.tool or "", p.pattern.replace("_", " "), [(s.op, s.text) for s in word_diff(p.before, p.after)])
-                for p in ps
-            ],
+            edits=[(tool, pattern.replace("_", " "), [(op, text) for op, text in diff]) for tool, pattern, diff in by],
             command=f"toollens fix {shlex.quote(run_name)} --pair {shlex.quote(f'{a},{b}')} "
             "--out candidate.yaml --verify",
         )
-        for (a, b), ps in by_pair.items()
+        for a, b, by in edits
     }
 
 
@@ -488,7 +479,10 @@ def run_page(
     reactions: dict[str, dict[str, tuple[int, bool]]] = {}
 
     def rewrites() -> dict[tuple[str, str], PairRewrite]:  # `toollens fix`'s edits of each confused pair
-        return pair_rewrites(run.name, run_pair_proposals(session, run_id)[1])
+        edits = pairs.kept_pair_edits(session, run_id, run.trajectories)  # kept by a finished run
+        if edits is None:
+            edits = pairs.compute_pair_edits(session, resolved, cache.memo if cache is not None else None)
+        return pair_rewrites(run.name, edits)
 
     lint = kept("lint", lambda: linting.run_lint(session, run_id))
     every = run.all_profiles  # a run with simulated-user profiles: its headline is the cooperative user's

@@ -16,6 +16,7 @@ import yaml
 
 from app.core.records import Trajectory
 from app.core.score.blame import (
+    _read_bags,
     asks_for_human,
     asks_outside,
     bag_allowance_note,
@@ -674,4 +675,13 @@ def test_agreement_with_the_hand_labels_dev_held_out_and_both_blind_sets() -> No
         "held": ["25/0", "42/0", "57/0", "86/0"],
         "blind": ["4/1", "19/1", "22/1"],
         "blind2": ["5/2", "6/2", "7/1", "8/3", "9/3", "11/2", "19/2", "19/3", "23/2"],
+    }
+
+
+def test_a_hand_written_bags_note_run_together_is_read_not_raised() -> None:
+    # a suite's note, written by hand: pairs without a space between them (it raised ValueError in scoring)
+    assert _read_bags("gold: economy=2business=3") == {"gold": {"economy": 2, "business": 3}}
+    assert _read_bags("regular: basic_economy=0 economy=1 | gold: economy=3") == {
+        "regular": {"basic_economy": 0, "economy": 1},
+        "gold": {"economy": 3},
     }

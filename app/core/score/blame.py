@@ -487,6 +487,9 @@ def _read_notes(
 _BAGS_TIER = re.compile(r"\bif the booking user is an? (\w+) member\b", re.I)
 _BAGS_CABIN = re.compile(r"\b(\d+) free checked bags? for each (basic economy|economy|business) passenger", re.I)
 _BAGS_NOTED = re.compile(r"(\w+): ((?:\w+=\d+ ?)+)")
+_BAGS_PAIR = re.compile(
+    r"([a-z_]+)=(\d+)", re.I
+)  # a cabin and its free bags (a hand-written note may run them together)
 
 
 def bag_allowance_note(policy: Any) -> str | None:
@@ -513,7 +516,7 @@ def _read_bags(noted: str) -> dict[str, dict[str, int]]:
     """A ``policy bags:`` note read back: {membership: {cabin: free bags per passenger}}."""
     out: dict[str, dict[str, int]] = {}
     for m in _BAGS_NOTED.finditer(noted):
-        out[m.group(1)] = {c: int(n) for c, n in (p.split("=") for p in m.group(2).split())}
+        out[m.group(1)] = {c: int(n) for c, n in _BAGS_PAIR.findall(m.group(2))}
     return out
 
 

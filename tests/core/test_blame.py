@@ -25,6 +25,7 @@ from app.core.score.blame import (
     refuses,
     simulator_note,
     takes_back,
+    write_kind,
 )
 from app.core.score.scoring import Scorer
 from app.core.suites.suite import parse_suite
@@ -605,7 +606,35 @@ def test_requests_outside_the_instructions_on_phrasings_written_apart() -> None:
     found = [asks_outside(p["instructions"], p["says"], p["write"]) for p in pool["match"]]
     left = [not asks_outside(p["instructions"], p["says"], p["write"]) for p in pool["no_match"]]
     # written before the rule, but the rule was written with the pool in sight: docs/blame.md
-    assert (sum(found), len(found), sum(left), len(left)) == (10, 10, 10, 10)
+    assert (sum(found), len(found), sum(left), len(left)) == (10, 10, 13, 13)
+
+
+def test_a_write_kind_is_told_from_the_name_s_words() -> None:
+    kinds = {
+        t: write_kind(t)
+        for t in (
+            "cancel_reservation",
+            "cancelReservation",
+            "book_reservation",
+            "update_reservation_baggages",
+            "update_reservation_flights",
+            "send_certificate",
+            "update_address_book",  # an update, not a booking
+            "set_return_address",  # no kind: not a return
+            "get_reservation_details",  # a read
+        )
+    }
+    assert kinds == {
+        "cancel_reservation": "cancel",
+        "cancelReservation": "cancel",
+        "book_reservation": "book",
+        "update_reservation_baggages": "bag",
+        "update_reservation_flights": "flight",
+        "send_certificate": "certificate",
+        "update_address_book": "update",
+        "set_return_address": None,
+        "get_reservation_details": None,
+    }
 
 
 def test_facts_are_normalised_as_the_pool_says() -> None:

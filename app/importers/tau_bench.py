@@ -69,11 +69,17 @@ def _record(value: Any, line: int, source: str) -> dict[str, Any]:
 def _case(
     task_id: Any, task: Mapping[str, Any], question: str, when: str | None = None, bags: str | None = None
 ) -> dict[str, Any]:
-    expected = []
-    for action in task.get("actions") or ():
-        if isinstance(action, Mapping) and isinstance(action.get("name"), str):
-            kwargs = action.get("kwargs")
-            expected.append({"name": action["name"], "arguments": dict(kwargs) if isinstance(kwargs, Mapping) else {}})
+    actions = task.get("actions")
+    # no ``actions`` (a record without its task): no reference known, not a reference that expects no call
+    expected = (
+        [
+            {"name": a["name"], "arguments": dict(a["kwargs"]) if isinstance(a.get("kwargs"), Mapping) else {}}
+            for a in actions
+            if isinstance(a, Mapping) and isinstance(a.get("name"), str)
+        ]
+        if isinstance(actions, list)
+        else None
+    )
     instruction = task.get("instruction")
     text = instruction if isinstance(instruction, str) and instruction.strip() else question
     case: dict[str, Any] = {
@@ -129,7 +135,7 @@ def convert(path: Path, options: Options) -> Conversion:
             cases[traj.case_id] = _case(
                 value["task_id"], _task(value), traj.question, policy_time(policy), bag_allowance_note(policy)
             )
-    expected = {e["name"] for c in cases.values() for e in c["expected_calls"]}
+    expected = {e["name"] for c in cases.values() for e in c["expected_calls"] or ()}
     toolset, notes = resolve_toolset(options.tools, options.domain, lambda: called | expected, name=path.stem)
     notes.extend(add_expected_tools(toolset, expected))
     suite = {"name": f"tau-bench {toolset['name']}", "toolset": toolset, "cases": list(cases.values())}

@@ -16,6 +16,7 @@ import yaml
 
 from app.core.records import Trajectory
 from app.core.score.blame import (
+    _read_bags,
     asks_for_human,
     asks_outside,
     bag_allowance_note,
@@ -24,6 +25,7 @@ from app.core.score.blame import (
     refuses,
     simulator_note,
     takes_back,
+    write_kind,
 )
 from app.core.score.scoring import Scorer
 from app.core.suites.suite import parse_suite
@@ -604,7 +606,35 @@ def test_requests_outside_the_instructions_on_phrasings_written_apart() -> None:
     found = [asks_outside(p["instructions"], p["says"], p["write"]) for p in pool["match"]]
     left = [not asks_outside(p["instructions"], p["says"], p["write"]) for p in pool["no_match"]]
     # written before the rule, but the rule was written with the pool in sight: docs/blame.md
-    assert (sum(found), len(found), sum(left), len(left)) == (10, 10, 10, 10)
+    assert (sum(found), len(found), sum(left), len(left)) == (10, 10, 13, 13)
+
+
+def test_a_write_kind_is_told_from_the_name_s_words() -> None:
+    kinds = {
+        t: write_kind(t)
+        for t in (
+            "cancel_reservation",
+            "cancelReservation",
+            "book_reservation",
+            "update_reservation_baggages",
+            "update_reservation_flights",
+            "send_certificate",
+            "update_address_book",  # an update, not a booking
+            "set_return_address",  # no kind: not a return
+            "get_reservation_details",  # a read
+        )
+    }
+    assert kinds == {
+        "cancel_reservation": "cancel",
+        "cancelReservation": "cancel",
+        "book_reservation": "book",
+        "update_reservation_baggages": "bag",
+        "update_reservation_flights": "flight",
+        "send_certificate": "certificate",
+        "update_address_book": "update",
+        "set_return_address": None,
+        "get_reservation_details": None,
+    }
 
 
 def test_facts_are_normalised_as_the_pool_says() -> None:
@@ -674,4 +704,13 @@ def test_agreement_with_the_hand_labels_dev_held_out_and_both_blind_sets() -> No
         "held": ["25/0", "42/0", "57/0", "86/0"],
         "blind": ["4/1", "19/1", "22/1"],
         "blind2": ["5/2", "6/2", "7/1", "8/3", "9/3", "11/2", "19/2", "19/3", "23/2"],
+    }
+
+
+def test_a_hand_written_bags_note_run_together_is_read_not_raised() -> None:
+    # a suite's note, written by hand: pairs without a space between them (it raised ValueError in scoring)
+    assert _read_bags("gold: economy=2business=3") == {"gold": {"economy": 2, "business": 3}}
+    assert _read_bags("regular: basic_economy=0 economy=1 | gold: economy=3") == {
+        "regular": {"basic_economy": 0, "economy": 1},
+        "gold": {"economy": 3},
     }

@@ -106,6 +106,36 @@ def test_tau_bench_domain_choice_and_errors(tmp_path: Path) -> None:
     assert any("inferred" in n for n in no_tools.notes)
 
 
+def test_a_tau_bench_record_without_its_task_has_no_reference(tmp_path: Path) -> None:
+    """A record without ``info.task`` gives a case with no reference (None), not one that expects no call:
+    the agent's write in a failed conversation is then not "a write the reference does not hold"."""
+    traj = [
+        {"role": "system", "content": "You are an airline agent."},
+        {"role": "user", "content": "Hi, I am ana_lima_4410."},
+        {"role": "assistant", "content": "How can I help?"},
+        {"role": "user", "content": "Please check my trip."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "function": {"name": "cancel_reservation", "arguments": '{"reservation_id": "X"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": "cancel_reservation", "content": "{}"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    told = {"task": {"actions": [], "instruction": "You are ana_lima_4410."}, "reward_info": {"reward": 0}}
+    for info, expected in (({"reward_info": {"reward": 0}}, None), (told, [])):
+        path = tmp_path / "run.json"
+        path.write_text(json.dumps([{"task_id": 1, "trial": 0, "reward": 0.0, "info": info, "traj": traj}]))
+        c = convert("tau-bench", path, Options(tools=SCHEMAS, domain="airline"))
+        assert c.suite["cases"][0]["expected_calls"] == expected
+        case, record = next(iter(c.records()))
+        assert isinstance(record, Trajectory)
+        blame = score_trajectories(parse_suite(c.suite), [record]).cases[0].get("blame_evidence", "")
+        assert ("a write the reference does not hold" in blame) is (expected is not None)
+
+
 # -- BFCL -------------------------------------------------------------------------
 
 

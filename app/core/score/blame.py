@@ -487,6 +487,9 @@ def _read_notes(
 _BAGS_TIER = re.compile(r"\bif the booking user is an? (\w+) member\b", re.I)
 _BAGS_CABIN = re.compile(r"\b(\d+) free checked bags? for each (basic economy|economy|business) passenger", re.I)
 _BAGS_NOTED = re.compile(r"(\w+): ((?:\w+=\d+ ?)+)")
+_BAGS_PAIR = re.compile(
+    r"([a-z_]+)=(\d+)", re.I
+)  # a cabin and its free bags (a hand-written note may run them together)
 
 
 def bag_allowance_note(policy: Any) -> str | None:
@@ -513,7 +516,7 @@ def _read_bags(noted: str) -> dict[str, dict[str, int]]:
     """A ``policy bags:`` note read back: {membership: {cabin: free bags per passenger}}."""
     out: dict[str, dict[str, int]] = {}
     for m in _BAGS_NOTED.finditer(noted):
-        out[m.group(1)] = {c: int(n) for c, n in (p.split("=") for p in m.group(2).split())}
+        out[m.group(1)] = {c: int(n) for c, n in _BAGS_PAIR.findall(m.group(2))}
     return out
 
 
@@ -891,24 +894,37 @@ _WRITE_KINDS: tuple[tuple[str, str, str], ...] = (
     ("update", "change", r"(?:chang(?:e|es|ed|ing)|modif(?:y|ies|ied|ying)|updat(?:e|es|ed|ing)|switch(?:es|ed|ing)?)"),
 )
 # what asks: a request ("can you", "please", "I'd like to", "let's", ...) with the kind's word a few words
-# after it in the same sentence, or the kind's verb opening a sentence or a clause, an imperative ("Fine,
-# then book me ...")
-_ASK = (
-    r"(?:\b(?:(?:can|could|would|will) you|please|i['’]?d (?:like|love|prefer|rather)|i would (?:like|rather)"
-    r"|i (?:want|need|wish)|let['’]?s|let us|help me|go ahead and)\b[^.!?\n]{0,40}?\b"
-    r"|(?:^|[.!?;:,]\s*)(?:(?:then|just|so|ok(?:ay)?|fine|actually|instead|now)\b[ ,]*)*)"
+# after it in the same sentence, not past a word that makes it a question about the state ("I'd like to know
+# if it was cancelled", "could you tell me whether ..."); or, for a kind named by its verb, that verb opening
+# a sentence or a clause, an imperative ("Fine, then book me ..."), not a past form ("..., cancelled by")
+_ASK_REQUEST = (
+    r"\b(?:(?:can|could|would|will) you|please|i['’]?d (?:like|love|prefer|rather)|i would (?:like|rather)"
+    r"|i (?:want|need|wish)|let['’]?s|let us|help me|go ahead and)\b"
+    r"(?:(?!\b(?:if|whether|know|tell|status|check|why|when|how|what)\b)[^.!?\n]){0,40}?\b"
 )
+_ASK_IMPERATIVE = r"(?:^|[.!?;:,]\s*)(?:(?:then|just|so|ok(?:ay)?|fine|actually|instead|now)\b[ ,]*)*(?!\w*ed\b)"
+_OBJECT_KINDS = frozenset({"bag", "passenger", "certificate"})  # named by what the write changes, not its verb
+
+
+def _name_words(tool: str) -> list[str]:
+    """A tool name's words (``cancel_reservation``, ``cancelReservation``: cancel, reservation)."""
+    return re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", tool).lower())
 
 
 def write_kind(tool: str) -> str | None:
-    """The kind of write a tool makes, told from its name (``cancel_reservation``: cancel), or None."""
-    low = tool.lower()
-    if not is_write(low) or "transfer" in low:
+    """The kind of write a tool makes, told from its name's words: its verb (``cancel_reservation``:
+    cancel; ``update_address_book``: update, not a booking) or what it changes (``update_reservation_
+    baggages``: bags), or None."""
+    if not is_write(tool) or "transfer" in tool.lower():
         return None
-    if "flight" in low and ("update" in low or "modify" in low or "change" in low):
+    words = _name_words(tool)
+    if not words:
+        return None
+    verb, rest = words[0], words[1:]
+    if verb in ("update", "modify", "change") and any(w.startswith("flight") for w in rest):
         return "flight"
     for kind, _, _ in _WRITE_KINDS:
-        if kind in low:
+        if any(w.startswith(kind) for w in rest) if kind in _OBJECT_KINDS else verb == kind:
             return kind
     return None
 
@@ -917,7 +933,8 @@ def write_kind(tool: str) -> str | None:
 def _kind_words(kind: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     """The words of a kind of write, and a request for it."""
     words = next(w for k, _, w in _WRITE_KINDS if k == kind)
-    return re.compile(rf"\b{words}\b", re.I), re.compile(rf"{_ASK}{words}\b", re.I)
+    ask = _ASK_REQUEST if kind in _OBJECT_KINDS else f"(?:{_ASK_REQUEST}|{_ASK_IMPERATIVE})"
+    return re.compile(rf"\b{words}\b", re.I), re.compile(rf"{ask}{words}\b", re.I)
 
 
 @lru_cache(maxsize=1024)

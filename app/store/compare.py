@@ -102,8 +102,10 @@ def compare_runs(
                 reads_as=reads,
             )
         )
-    # like with like: a run with simulated-user profiles pairs its cooperative conversations, as its pass rate
-    pairing = paired(session, a_id, b_id, a.trajectories, b.trajectories, limit, cooperative=a.profiled or b.profiled)
+    # like with like: a run with cooperative and other conversations pairs its cooperative ones, as its pass rate
+    pairing = paired(
+        session, a_id, b_id, a.trajectories, b.trajectories, limit, cooperative=a.cooperative_only or b.cooperative_only
+    )
     shared, only_a, only_b = pairing.shared, pairing.only_a, pairing.only_b
     flipped = [
         FlippedCase(case_id=cid, trial=trial, fault=fk, a_trajectory=ida, b_trajectory=idb, a_passed=pa, b_passed=pb)

@@ -134,7 +134,8 @@ def run_gate(
                 f"{missing} failed trajectories of the {role} ({run.name}) have no cause: the run was "
                 "stored before ToolLens kept causes; `toollens db backfill` counts them"
             )
-    if base.profiled or cand.profiled:  # like with like: the headline of a profiled run is the cooperative user's
+    # like with like: the headline of a run with cooperative and other conversations is the cooperative user's
+    if base.cooperative_only or cand.cooperative_only:
         result.notes.append(
             "simulated-user profiles ran: the cases that regressed and the shared case trials count the "
             "cooperative user's conversations, the families every conversation; the other profiles are "

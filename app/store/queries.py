@@ -6,7 +6,7 @@ Figures come from the run's counters, never from scanning calls.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from threading import Lock
@@ -154,6 +154,14 @@ def _pass_tallies(session: Session, run_ids: list[int]) -> dict[int, dict[tuple[
     return out
 
 
+def cooperative_only(trials: Mapping[tuple[str, str], Sequence[int]]) -> bool:
+    """A run's headline counts the cooperative user's conversations only (``headline_trials``): some of its
+    trajectories ran under no or the cooperative profile and some under another. What pairing, blame's
+    headline figures and the "cooperative user" labels follow; a run whose trajectories all ran under
+    non-cooperative profiles is counted whole, as a run without profiles."""
+    return any(p for _, p in trials) and any(not p for _, p in trials)
+
+
 def _tallies(trials: dict[int, dict[tuple[str, str], list[int]]]) -> dict[int, tuple[tuple[int, int], ...]]:
     """Each run's (trials, passes) per case and fault that its headline's pass^k reads (``headline_trials``:
     a profiled run's cooperative conversations)."""
@@ -208,6 +216,7 @@ def _public(
         max_trials=max((n for n, _ in tally), default=0),
         pass_hat_k=pass_hat_k if pass_hat_k is not None else _rounded_pass_hat_k(tuple((n, c) for n, c in tally)),
         all_profiles=every,
+        cooperative_only=cooperative_only(trials or {}),
     )
 
 

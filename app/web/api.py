@@ -193,7 +193,9 @@ def run_blame(run: ResolvedRun, session: ReadSession) -> BlameFigures:
     """The run's failed conversations by blame (agent, simulated user, task) and its pass rate with and
     without the user- and task-blamed ones (docs/blame.md)."""
     public = queries.run_public(session, run.with_suite)
-    return blame_figures(session, public.id, scored=public.scored, passed=public.passed, cooperative=public.profiled)
+    return blame_figures(
+        session, public.id, scored=public.scored, passed=public.passed, cooperative=public.cooperative_only
+    )
 
 
 @router.get("/trajectories/{trajectory_id}")

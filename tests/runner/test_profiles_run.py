@@ -405,3 +405,51 @@ def test_gate_and_compare_pair_two_profiled_runs_cooperative_conversations(tmp_p
     assert "case trials passed in the baseline and fail in the candidate" not in gated.output
     said = "the cases that regressed and the shared case trials count the cooperative user's conversations"
     assert said in gated.output and said in md.read_text(encoding="utf-8")
+
+
+def test_runs_with_only_non_cooperative_conversations_pair_them_all(tmp_path: Path, db_url: str) -> None:
+    """Two imported runs whose every record ran under the drip-feeding user (no cooperative conversation):
+    each is counted whole, as a run without profiles, in its headline, the pairing, the blame and the
+    labels. By hand: 'pedido' under drip_feed, its records' trials 4 and 5 (after the cooperative ones);
+    the slow agent passes both (A, 2/2), the
+    hasty one fails both (B, 0/2): 2 shared case trials, both flipped A -> B, McNemar 2/0, and the gate's
+    regressed case trials pedido#4 and pedido#5 (main's code paired none: 0 shared, 0/0, no regression)."""
+    import json
+
+    assert run(tmp_path, db_url, "slow", "drip_feed", agent="slow").exit_code == 0
+    assert run(tmp_path, db_url, "hasty", "drip_feed").exit_code == 0
+    for name in ("slow", "hasty"):
+        out = tmp_path / f"{name}.jsonl"
+        assert runner.invoke(cli, ["export", name, "--out", str(out), "--db", db_url]).exit_code == 0
+        lines = [ln for ln in out.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        drip = [ln for ln in lines if json.loads(ln).get("user_profile") == "drip_feed"]
+        assert len(drip) == 2
+        (tmp_path / f"{name}_drip.jsonl").write_text("\n".join(drip) + "\n", encoding="utf-8")
+        args = ["import", str(tmp_path / f"{name}_drip.jsonl"), "--run", f"{name}_drip"]
+        done = runner.invoke(cli, [*args, "--suite", str(tmp_path / "suite.yaml"), "--db", db_url])
+        assert done.exit_code == 0, done.output
+    with TestClient(create_app(Settings(database_url=db_url, auto_migrate=False))) as client:
+        runs = {r["name"]: r for r in client.get("/api/runs").json()["data"]}
+        a, b = runs["slow_drip"], runs["hasty_drip"]
+        assert [(r["passed"], r["scored"]) for r in (a, b)] == [(2, 2), (0, 2)]
+        cmp = client.get("/api/compare", params={"a": a["id"], "b": b["id"]}).json()
+        assert (cmp["shared_cases"], cmp["mcnemar"]["passed_only_a"], cmp["mcnemar"]["passed_only_b"]) == (2, 2, 0)
+        assert sorted((f["case_id"], f["trial"], f["a_passed"], f["b_passed"]) for f in cmp["flipped"]) == [
+            ("pedido", 4, True, False),
+            ("pedido", 5, True, False),
+        ]
+        blame = client.get(f"/api/runs/{b['id']}/blame").json()
+        assert (blame["scored"], blame["passed"]) == (2, 0) and "headline_blamed_elsewhere" not in blame
+        listing = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", client.get("/", headers={"accept": "text/html"}).text))
+        assert "cooperative user" in listing  # the runs made with the cooperative user and drip_feed
+        row = listing[listing.index("hasty_drip") : listing.index("hasty_drip") + 80]
+        assert "0.0% 0/2" in row and "cooperative user" not in row
+        page = client.get(f"/runs/{b['id']}", headers={"accept": "text/html"}).text
+        head = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page[page.index('id="pass"') : page.index("</div>")]))
+        assert "0 of 2 trajectories" in head and "cooperative user" not in head
+    md = tmp_path / "gate.md"
+    args = ["gate", "--baseline", "slow_drip", "--candidate", "hasty_drip", "--markdown", str(md), "--db", db_url]
+    gated = runner.invoke(cli, args, env={"COLUMNS": "300"})
+    assert gated.exit_code == 1, gated.output
+    assert "2 case trials passed in the baseline and fail in the candidate: pedido#4, pedido#5" in gated.output
+    assert "count the cooperative user's conversations" not in gated.output

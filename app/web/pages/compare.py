@@ -79,7 +79,10 @@ class PassSide:
 def pass_side(run: RunPublic) -> PassSide:
     k = run.max_trials if run.max_trials > 1 else 0
     return PassSide(
-        RatioPublic(num=run.passed, den=run.scored), k, run.pass_hat_k.get(str(k), 0.0) if k else 0.0, run.profiled
+        RatioPublic(num=run.passed, den=run.scored),
+        k,
+        run.pass_hat_k.get(str(k), 0.0) if k else 0.0,
+        run.cooperative_only,
     )
 
 

@@ -485,7 +485,8 @@ def run_page(
         return pair_rewrites(run.name, edits)
 
     lint = kept("lint", lambda: linting.run_lint(session, run_id))
-    every = run.all_profiles  # a run with simulated-user profiles: its headline is the cooperative user's
+    # a run with cooperative and other conversations: its headline is the cooperative user's
+    every = run.all_profiles if run.cooperative_only else None
     passes = pass_figures(
         run.passed,
         run.scored,
@@ -534,7 +535,7 @@ def run_page(
         causes=causes(f.causes, lint),
         turns=fold_turns(queries.turn_list(figs.get("turns"))),
         rewrites=kept(f"rewrites {run.name}", rewrites),
-        blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed, cooperative=run.profiled),
+        blame=blame_figures(session, run_id, scored=run.scored, passed=run.passed, cooperative=run.cooperative_only),
         causes_missing=int(figs.get("causes_missing") or 0),
         cooperation=gap_view(run_gap(session, run_id, figs["profiles"]) if "profiles" in figs else None),
         behind=Behind.of(figs),

@@ -68,7 +68,7 @@ class PassCell:
 def pass_cell(run: RunPublic) -> PassCell:
     ratio = RatioPublic(num=run.passed, den=run.scored)
     k = run.max_trials if run.max_trials > 1 else 0
-    return PassCell(ratio, cell(ratio).sort, k, run.pass_hat_k.get(str(k), 0.0) if k else 0.0, run.profiled)
+    return PassCell(ratio, cell(ratio).sort, k, run.pass_hat_k.get(str(k), 0.0) if k else 0.0, run.cooperative_only)
 
 
 @dataclass(frozen=True)

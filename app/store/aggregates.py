@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, Text, cast, func, select, type_coerce
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.core.prices import PriceTable
@@ -54,11 +55,7 @@ def keep(session: Session, run_id: int) -> None:
 def keep_usage(session: Session, run_id: int) -> None:
     """Compute the run's usage before prices and keep it (in the caller's transaction)."""
     tally = usage_so_far(session, run_id).tally
-    row = session.get(RunAggregate, run_id)
-    if row is None:
-        session.add(RunAggregate(run_id=run_id, trajectories=tally.trajectories, usage=unpriced(tally)))
-    else:
-        row.trajectories, row.usage = tally.trajectories, unpriced(tally)
+    upsert_run_row(session, RunAggregate, run_id, {"trajectories": tally.trajectories, "usage": unpriced(tally)})
 
 
 def keep_page(session: Session, run_id: int) -> None:
@@ -74,12 +71,25 @@ def keep_page(session: Session, run_id: int) -> None:
         "pass_hat_k": kept_pass_hat_k(report.rounded_pass_hat_k()),
         "pair_edits": compute_pair_edits(session, get_run_row(session, run_id)),
     }
-    row = session.get(RunPageKept, run_id)
-    if row is None:
-        session.add(RunPageKept(run_id=run_id, **values))
-    else:
-        for key, value in values.items():
-            setattr(row, key, value)
+    upsert_run_row(session, RunPageKept, run_id, values)
+
+
+def upsert_run_row(
+    session: Session, table: type[RunAggregate] | type[RunPageKept], run_id: int, values: dict[str, Any]
+) -> None:
+    """Write the run's row of ``table`` (keyed by ``run_id`` alone) in one statement, inserted or
+    replaced: two processes keeping one run at once (two backfills, two finishes) both succeed, the
+    later one's values standing; a read then an insert would fail the second on the primary key
+    on PostgreSQL. The session's copy of that row, if it holds one, is read again."""
+    ins = (postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert)(table)
+    session.execute(
+        ins.values(run_id=run_id, **values).on_conflict_do_update(
+            index_elements=[table.run_id], set_={key: ins.excluded[key] for key in values}
+        )
+    )
+    held = session.identity_map.get(session.identity_key(table, run_id))
+    if held is not None:
+        session.expire(held)
 
 
 def page_kept(session: Session, run_id: int, trajectories: int) -> bool:

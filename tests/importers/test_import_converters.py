@@ -130,7 +130,7 @@ def test_a_tau_bench_record_without_its_task_has_no_reference(tmp_path: Path) ->
         path.write_text(json.dumps([{"task_id": 1, "trial": 0, "reward": 0.0, "info": info, "traj": traj}]))
         c = convert("tau-bench", path, Options(tools=SCHEMAS, domain="airline"))
         assert c.suite["cases"][0]["expected_calls"] == expected
-        case, record = next(iter(c.records()))
+        _, record = next(iter(c.records()))
         assert isinstance(record, Trajectory)
         blame = score_trajectories(parse_suite(c.suite), [record]).cases[0].get("blame_evidence", "")
         assert ("a write the reference does not hold" in blame) is (expected is not None)

@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, Text, cast, func, select, type_coerce
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.core.prices import PriceTable
@@ -32,6 +31,7 @@ from app.store.ingest import get_run_row
 from app.store.models import CallRow, Run, RunAggregate, RunPageKept, TrajectoryRow, utcnow
 from app.store.pairing import keep_with_previous
 from app.store.queries import kept_pass_hat_k, last_id_query, run_report, run_trajectory_count, usage_so_far
+from app.store.upsert import upsert_row
 
 
 def finish_run(session: Session, run_id: int) -> Run:
@@ -78,18 +78,10 @@ def upsert_run_row(
     session: Session, table: type[RunAggregate] | type[RunPageKept], run_id: int, values: dict[str, Any]
 ) -> None:
     """Write the run's row of ``table`` (keyed by ``run_id`` alone) in one statement, inserted or
-    replaced: two processes keeping one run at once (two backfills, two finishes) both succeed, the
-    later one's values standing; a read then an insert would fail the second on the primary key
-    on PostgreSQL. The session's copy of that row, if it holds one, is read again."""
-    ins = (postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert)(table)
-    session.execute(
-        ins.values(run_id=run_id, **values).on_conflict_do_update(
-            index_elements=[table.run_id], set_={key: ins.excluded[key] for key in values}
-        )
-    )
-    held = session.identity_map.get(session.identity_key(table, run_id))
-    if held is not None:
-        session.expire(held)
+    replaced (``upsert.upsert_row``): two processes keeping one run at once (two backfills, two
+    finishes) both succeed, the later one's values standing; a read then an insert would fail the
+    second on the primary key on PostgreSQL."""
+    upsert_row(session, table, {"run_id": run_id}, values)
 
 
 def page_kept(session: Session, run_id: int, trajectories: int) -> bool:

@@ -128,10 +128,19 @@ def backfill_run(sessions: sessionmaker[Session], run_id: int) -> Backfilled:
     kept, paired = False, None
     if finished:
         with session_scope(sessions, write=True) as s:
-            kept = aggregates.backfill(s, run_id)
-            if s.scalar(select(RunPairing.a_id).where(RunPairing.a_id == run_id).limit(1)) is None:
-                paired = pairing.keep_with_previous(s, run_id, before=True)
+            kept, paired = backfill_kept(s, run_id)
     return Backfilled(run_id, name, missing, kept, paired)
+
+
+def backfill_kept(s: Session, run_id: int) -> tuple[bool, int | None]:
+    """A finished run's comparison aggregates and page figures kept when not current, and its pairing
+    with the run of its suite finished before it when it has none (in the caller's transaction): whether
+    it computed aggregates, and the run it was paired with. Two processes at once both succeed (each
+    write is an insert-or-replace: ``app.store.upsert``), though neither sees the other's rows first."""
+    kept, paired = aggregates.backfill(s, run_id), None
+    if s.scalar(select(RunPairing.a_id).where(RunPairing.a_id == run_id).limit(1)) is None:
+        paired = pairing.keep_with_previous(s, run_id, before=True)
+    return kept, paired
 
 
 def backfill(sessions: sessionmaker[Session], run_ref: str | None = None) -> list[Backfilled]:

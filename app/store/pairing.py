@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from app.core.reports.report import PROFILE_MARK
 from app.store.models import Run, RunPairing
 from app.store.queries import run_trajectory_count
+from app.store.upsert import upsert_row
 
 FLIPS = 200  # flipped pairs kept (what the compare page and API list)
 
@@ -121,8 +122,19 @@ def keep_with_previous(session: Session, run_id: int, *, before: bool = False) -
     counts = {rid: run_trajectory_count(session, rid) for rid in (previous, run_id)}
     for a, b in ((previous, run_id), (run_id, previous)):
         p = joined(session, a, b)
-        row = session.get(RunPairing, (a, b)) or RunPairing(a_id=a, b_id=b)
-        row.a_trajectories, row.b_trajectories = counts[a], counts[b]
-        row.shared, row.only_a, row.only_b, row.flipped = p.shared, p.only_a, p.only_b, [list(f) for f in p.flipped]
-        session.add(row)
+        # one insert-or-replace (not a read then an insert): two processes keeping this pairing at once
+        # (two backfills of a run whose aggregates are current: nothing locked before) both succeed
+        upsert_row(
+            session,
+            RunPairing,
+            {"a_id": a, "b_id": b},
+            {
+                "a_trajectories": counts[a],
+                "b_trajectories": counts[b],
+                "shared": p.shared,
+                "only_a": p.only_a,
+                "only_b": p.only_b,
+                "flipped": [list(f) for f in p.flipped],
+            },
+        )
     return previous

@@ -6,20 +6,19 @@ second on the primary key on PostgreSQL). Both databases, two real connections."
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import delete, select, text
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.store import aggregates
 from app.store.db import session_scope
 from app.store.models import RunAggregate, RunPageKept
 from tests.factories import examples_client
+from tests.store.races import write_twice_at_once
 
 
 @pytest.fixture()
@@ -44,15 +43,6 @@ def _forget(sessions: sessionmaker[Session]) -> None:
         s.execute(delete(RunPageKept))
 
 
-def _waiting(sessions: sessionmaker[Session], pid: int | None) -> bool:
-    """Whether PostgreSQL backend ``pid`` waits for a lock (SQLite: whether the other writer had time to)."""
-    if pid is None:
-        time.sleep(0.5)
-        return True
-    with session_scope(sessions) as s:
-        return bool(s.scalar(text("SELECT count(*) FROM pg_locks WHERE pid = :p AND NOT granted"), {"p": pid}))
-
-
 def _backfill(s: Session, run_id: int) -> None:
     aggregates.backfill(s, run_id)  # the second: True on PostgreSQL (it read before the first committed)
 
@@ -75,35 +65,5 @@ def test_two_writers_at_once_both_succeed_and_leave_what_one_writes(
         alone = (alone[0], [])
     _forget(sessions)
 
-    postgres = sessions.kw["bind"].dialect.name == "postgresql"
-    pid: list[int] = []
-    failed: list[BaseException] = []
-    started = threading.Event()
-
-    def second() -> None:
-        try:
-            with session_scope(sessions, write=True) as s:  # SQLite: waits here for the first's write lock
-                if postgres:
-                    pid.append(int(s.scalar(text("SELECT pg_backend_pid()")) or 0))
-                started.set()
-                keep(s, 1)  # PostgreSQL: its reads find no row, the first has not committed
-        except BaseException as e:  # reported below
-            failed.append(e)
-        finally:
-            started.set()
-
-    with session_scope(sessions, write=True) as first:
-        keep(first, 1)
-        first.flush()
-        other = threading.Thread(target=second)
-        other.start()
-        assert not postgres or started.wait(30)
-        deadline = time.monotonic() + 30
-        while not _waiting(sessions, pid[0] if pid else None):  # its write waits for the first to commit
-            assert other.is_alive() and time.monotonic() < deadline, failed
-            time.sleep(0.05)
-        assert other.is_alive()
-    other.join(60)
-    assert not other.is_alive()
-    assert failed == []
+    write_twice_at_once(sessions, lambda s: keep(s, 1))
     assert _rows(sessions) == alone

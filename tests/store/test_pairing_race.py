@@ -9,14 +9,12 @@ Both databases, two real connections, interleaved as in ``test_kept_race``."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import delete, select, text
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
@@ -25,8 +23,8 @@ from app.store.backfill import backfill_kept
 from app.store.db import session_scope
 from app.store.models import RunPairing
 from app.web.app import create_app
+from tests.store.races import write_twice_at_once
 from tests.store.test_compare_aggregates import B_WRONG
-from tests.store.test_kept_race import _waiting
 from tests.store.test_usage_store import PASSING, store
 
 
@@ -80,35 +78,5 @@ def test_two_writers_of_one_pairing_both_succeed_and_leave_what_one_writes(
     with session_scope(sessions, write=True) as s:
         s.execute(delete(RunPairing))
 
-    postgres = sessions.kw["bind"].dialect.name == "postgresql"
-    pid: list[int] = []
-    failed: list[BaseException] = []
-    started = threading.Event()
-
-    def second() -> None:
-        try:
-            with session_scope(sessions, write=True) as s:  # SQLite: waits here for the first's write lock
-                if postgres:
-                    pid.append(int(s.scalar(text("SELECT pg_backend_pid()")) or 0))
-                started.set()
-                keep(s, b)  # PostgreSQL: its reads find no pairing, the first has not committed
-        except BaseException as e:  # reported below
-            failed.append(e)
-        finally:
-            started.set()
-
-    with session_scope(sessions, write=True) as first:
-        keep(first, b)
-        first.flush()
-        other = threading.Thread(target=second)
-        other.start()
-        assert not postgres or started.wait(30)
-        deadline = time.monotonic() + 30
-        while not _waiting(sessions, pid[0] if pid else None):  # its write waits for the first to commit
-            assert other.is_alive() and time.monotonic() < deadline, failed
-            time.sleep(0.05)
-        assert other.is_alive()
-    other.join(60)
-    assert not other.is_alive()
-    assert failed == []
+    write_twice_at_once(sessions, lambda s: keep(s, b))
     assert _pairings(sessions) == alone

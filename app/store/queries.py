@@ -6,7 +6,7 @@ Figures come from the run's counters, never from scanning calls.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from threading import Lock
@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from app.core.bounded import BoundedCache
 from app.core.prices import PriceTable, current_prices
 from app.core.records import loads
-from app.core.reports.report import Report, headline_trials, is_profiled, rounded_pass_hat_k
+from app.core.reports.report import Report, cooperative_only, headline_trials, is_profiled, rounded_pass_hat_k
 from app.core.score.detail import TrajectoryDetail, stored_detail
 from app.core.score.families import RATIO_KEYS
 from app.core.score.scoring import EXTRA, MISSING, UNRECORDED_ERROR
@@ -152,14 +152,6 @@ def _pass_tallies(session: Session, run_ids: list[int]) -> dict[int, dict[tuple[
         for rid, kind, case_id, fault, value in rows:
             out[rid].setdefault((case_id, fault), [0, 0])[0 if kind == "trials" else 1] += int(value or 0)
     return out
-
-
-def cooperative_only(trials: Mapping[tuple[str, str], Sequence[int]]) -> bool:
-    """A run's headline counts the cooperative user's conversations only (``headline_trials``): some of its
-    trajectories ran under no or the cooperative profile and some under another. What pairing, blame's
-    headline figures and the "cooperative user" labels follow; a run whose trajectories all ran under
-    non-cooperative profiles is counted whole, as a run without profiles."""
-    return any(p for _, p in trials) and any(not p for _, p in trials)
 
 
 def _tallies(trials: dict[int, dict[tuple[str, str], list[int]]]) -> dict[int, tuple[tuple[int, int], ...]]:

@@ -60,7 +60,7 @@ class RunPublic(BaseModel):
     # every conversation. Absent (not null) from the JSON of a run without profiles.
     all_profiles: PassTotals | None = Field(default=None, exclude_if=lambda v: v is None)
     # the headline (scored, passed, pass^k) counts the cooperative user's conversations only: the run has
-    # some under no or the cooperative profile and some under another (``queries.cooperative_only``); a run
+    # some under no or the cooperative profile and some under another (``report.cooperative_only``); a run
     # whose conversations all ran under non-cooperative profiles counts them all, as a run without profiles
     cooperative_only: bool = Field(default=False, exclude=True)
 

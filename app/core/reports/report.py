@@ -69,19 +69,25 @@ def pass_hat_k(trials: Iterable[tuple[int, int]]) -> dict[int, float]:
 
 def headline_trials(trials: Mapping[tuple[str, str], Sequence[int]]) -> list[tuple[int, int]]:
     """The ``(trials, passed)`` per case that a run's headline (pass rate, pass^k) counts, from its tally
-    per ``(case, profile)`` (``Report.trials``; ``""``: no profile or the cooperative one): every case when
-    no trajectory ran under a non-cooperative simulated-user profile, else the cooperative conversations
-    only, so that a profiled run reads as a run made without profiles (the others are the cooperation
-    gap's); a run whose trajectories all ran under non-cooperative profiles counts them all."""
-    if not any(p for _, p in trials):
-        return [(v[0], v[1]) for v in trials.values()]
-    own = [(v[0], v[1]) for (_, p), v in trials.items() if not p]
-    return own if own else [(v[0], v[1]) for v in trials.values()]
+    per ``(case, profile)`` (``Report.trials``; ``""``: no profile or the cooperative one): the cooperative
+    conversations only when ``cooperative_only``, so that a profiled run reads as a run made without
+    profiles (the others are the cooperation gap's); else every case."""
+    if cooperative_only(trials):
+        return [(v[0], v[1]) for (_, p), v in trials.items() if not p]
+    return [(v[0], v[1]) for v in trials.values()]
 
 
 def is_profiled(trials: Mapping[tuple[str, str], Sequence[int]]) -> bool:
     """Some trajectory of the tally ran under a non-cooperative simulated-user profile."""
     return any(p for _, p in trials)
+
+
+def cooperative_only(trials: Mapping[tuple[str, str], Sequence[int]]) -> bool:
+    """A run's headline counts the cooperative user's conversations only: some of its trajectories ran
+    under no or the cooperative profile and some under another. What pairing, blame's headline figures and
+    the "cooperative user" labels follow too; a run whose trajectories all ran under non-cooperative
+    profiles is counted whole, as a run without profiles."""
+    return is_profiled(trials) and any(not p for _, p in trials)
 
 
 def pass_totals(tally: Iterable[tuple[int, int]]) -> dict[str, Any]:

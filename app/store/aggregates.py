@@ -55,7 +55,8 @@ def keep(session: Session, run_id: int) -> None:
 def keep_usage(session: Session, run_id: int) -> None:
     """Compute the run's usage before prices and keep it (in the caller's transaction)."""
     tally = usage_so_far(session, run_id).tally
-    upsert_run_row(session, RunAggregate, run_id, {"trajectories": tally.trajectories, "usage": unpriced(tally)})
+    usage = {"trajectories": tally.trajectories, "usage": unpriced(tally)}
+    upsert_row(session, RunAggregate, {"run_id": run_id}, usage)  # two keepers at once: both succeed
 
 
 def keep_page(session: Session, run_id: int) -> None:
@@ -71,17 +72,7 @@ def keep_page(session: Session, run_id: int) -> None:
         "pass_hat_k": kept_pass_hat_k(report.rounded_pass_hat_k()),
         "pair_edits": compute_pair_edits(session, get_run_row(session, run_id)),
     }
-    upsert_run_row(session, RunPageKept, run_id, values)
-
-
-def upsert_run_row(
-    session: Session, table: type[RunAggregate] | type[RunPageKept], run_id: int, values: dict[str, Any]
-) -> None:
-    """Write the run's row of ``table`` (keyed by ``run_id`` alone) in one statement, inserted or
-    replaced (``upsert.upsert_row``): two processes keeping one run at once (two backfills, two
-    finishes) both succeed, the later one's values standing; a read then an insert would fail the
-    second on the primary key on PostgreSQL."""
-    upsert_row(session, table, {"run_id": run_id}, values)
+    upsert_row(session, RunPageKept, {"run_id": run_id}, values)
 
 
 def page_kept(session: Session, run_id: int, trajectories: int) -> bool:

@@ -1,7 +1,7 @@
 """Two processes keeping one run's aggregates and page figures at once (two ``toollens db backfill``
 after an upgrade, two replicas finishing one run) both succeed, and the rows they leave equal what
 one alone writes: the second one's reads happen before the first commits, so it too finds no row
-(``aggregates.upsert_run_row``: one insert-or-replace, not a read then an insert, which failed the
+(``app.store.upsert.upsert_row``: one insert-or-replace, not a read then an insert, which failed the
 second on the primary key on PostgreSQL). Both databases, two real connections."""
 
 from __future__ import annotations

@@ -1171,6 +1171,11 @@ def _reservations_and_flights(
 _POLICY_STEPS = ("update_reservation_flights", "cancel_reservation", "update_reservation_baggages", "book_reservation")
 
 
+def _against_policy(evidence: str) -> Finding:
+    """The task's: its reference does what the policy forbids (the airline rule)."""
+    return Finding("reference_against_policy", TASK, 0.8, None, "", evidence)
+
+
 def reference_against_policy(v: _View) -> Finding | None:
     """Airline references the policy forbids: a flight change that moves the
     reservation's destination (origin, destination and trip type cannot
@@ -1218,12 +1223,7 @@ def reference_against_policy(v: _View) -> Finding | None:
                 ends = {a for r in routes if r for a in r}
                 dest = res.get("destination")
                 if isinstance(dest, str) and dest not in ends:
-                    return Finding(
-                        "reference_against_policy",
-                        TASK,
-                        0.8,
-                        None,
-                        "",
+                    return _against_policy(
                         f"the reference changes reservation {res['reservation_id']} to flights that "
                         f"never reach its destination {dest}: the policy forbids changing it",
                     )
@@ -1239,12 +1239,7 @@ def reference_against_policy(v: _View) -> Finding | None:
                 and v.policy_time - created > timedelta(hours=24)
                 and not airline_cancelled
             ):
-                return Finding(
-                    "reference_against_policy",
-                    TASK,
-                    0.8,
-                    None,
-                    "",
+                return _against_policy(
                     f"the reference cancels reservation {res['reservation_id']} ({res.get('cabin')}, "
                     f"no insurance, made {res.get('created_at')}): the policy forbids it",
                 )
@@ -1287,12 +1282,7 @@ def _bags_against_policy(v: _View, args: dict[str, Any], res: dict[str, Any] | N
     free = per * len(passengers)
     if nonfree <= max(0, total - free, paid):
         return None
-    return Finding(
-        "reference_against_policy",
-        TASK,
-        0.8,
-        None,
-        "",
+    return _against_policy(
         f"the reference's {what} charges {nonfree} of {total} checked bags, where the policy gives a {tier} "
         f"member {per} free per {seat} passenger ({len(passengers)} passenger(s)): the charge breaks the policy",
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from app import buildinfo
 from app.store.db import upgrade
@@ -94,6 +95,35 @@ _PG_DUMP: str | None = None  # the DDL and rows of a schema migrated to head, it
 _PLACEHOLDER = f"toollens_template_{uuid.uuid4().hex[:12]}"
 
 
+def pg_dump(schema: str, *options: str) -> str:
+    """``pg_dump`` of one schema of the test database (no owner, no privileges, ``options`` added), without
+    psql's meta-commands (``\\restrict KEY``: not SQL, and a new key each dump)."""
+    url = make_url(PG_URL)
+    dump = subprocess.run(
+        [
+            "pg_dump",
+            "-h",
+            url.host or "127.0.0.1",
+            "-p",
+            str(url.port or 5432),
+            "-U",
+            url.username or "postgres",
+            "-d",
+            url.database or "test",
+            "--schema",
+            schema,
+            "--no-owner",
+            "--no-privileges",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return "\n".join(line for line in dump.splitlines() if not line.startswith("\\"))
+
+
 def _pg_template() -> str | None:
     """``pg_dump`` of a schema migrated to head, made once per process (None without ``pg_dump``:
     then every schema is migrated)."""
@@ -104,31 +134,7 @@ def _pg_template() -> str | None:
             conn.execute(text(f'CREATE SCHEMA "{_PLACEHOLDER}"'))
         try:
             upgrade(f"{PG_URL}?options=-csearch_path%3D{_PLACEHOLDER}")
-            url = admin.url
-            dump = subprocess.run(
-                [
-                    "pg_dump",
-                    "-h",
-                    url.host or "127.0.0.1",
-                    "-p",
-                    str(url.port or 5432),
-                    "-U",
-                    url.username or "postgres",
-                    "-d",
-                    url.database or "test",
-                    "--schema",
-                    _PLACEHOLDER,
-                    "--no-owner",
-                    "--no-privileges",
-                    "--inserts",
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-                timeout=60,
-            ).stdout
-            # psql's meta-commands (\restrict) are not SQL
-            _PG_DUMP = "\n".join(line for line in dump.splitlines() if not line.startswith("\\"))
+            _PG_DUMP = pg_dump(_PLACEHOLDER, "--inserts")
         finally:
             with admin.begin() as conn:
                 conn.execute(text(f'DROP SCHEMA "{_PLACEHOLDER}" CASCADE'))

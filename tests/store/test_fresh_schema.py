@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from app.store.db import HEAD_REVISION, _alembic_config, check_schema, create_schema, make_engine, upgrade
-from tests.conftest import PG_URL, pg_skip_reason
+from tests.conftest import PG_URL, pg_dump, pg_skip_reason
 from tests.resources import missing
 
 
@@ -109,31 +108,7 @@ def test_a_new_sqlite_file_is_made_at_head_and_then_opens_as_it_is(tmp_path: Pat
 
 
 def _pg_dump(schema: str) -> str:
-    url = make_url(PG_URL)
-    dump = subprocess.run(
-        [
-            "pg_dump",
-            "-h",
-            url.host or "127.0.0.1",
-            "-p",
-            str(url.port or 5432),
-            "-U",
-            url.username or "postgres",
-            "-d",
-            url.database or "test",
-            "--schema",
-            schema,
-            "--schema-only",
-            "--no-owner",
-            "--no-privileges",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    lines = [line for line in dump.splitlines() if not line.startswith("\\")]  # \restrict KEY: a new key each dump
-    return "\n".join(lines).replace(schema, "SCHEMA")
+    return pg_dump(schema, "--schema-only").replace(schema, "SCHEMA")
 
 
 @pytest.fixture()

@@ -124,8 +124,9 @@ _CUES: dict[Language, frozenset[str]] = {
 
 
 def fold(text: str) -> str:
-    """Lower case without accents (``"Número"`` → ``"numero"``)."""
-    decomposed = unicodedata.normalize("NFKD", text.lower())
+    """Lower case without accents, typographic apostrophes straight (``"Número"`` → ``"numero"``,
+    ``"won’t"`` → ``"won't"``)."""
+    decomposed = unicodedata.normalize("NFKD", text.lower().replace("’", "'"))
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 

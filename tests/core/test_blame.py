@@ -601,6 +601,18 @@ def test_text_rules_on_phrasings_written_apart(rule: str, check: Any, right: tup
     assert (found, len(pool["match"]), left, len(pool["no_match"])) == right
 
 
+@pytest.mark.parametrize(
+    ("rule", "check"),
+    [("leaving", leaves), ("refusal", refuses), ("mind_change", takes_back)],  # asks_human's pool holds none
+)
+def test_text_rules_read_a_typographic_apostrophe_as_a_straight_one(rule: str, check: Any) -> None:
+    # generated twins of the pool: each phrasing with its apostrophes curled ("can’t", "that’s"), as
+    # models and people often write them; the rule must read the twin as it reads the phrasing
+    pool = [t for side in ("match", "no_match") for t in PHRASINGS[rule][side] if "'" in t]
+    assert pool
+    assert [t for t in pool if bool(check(t)) != bool(check(t.replace("'", "’")))] == []
+
+
 def test_requests_outside_the_instructions_on_phrasings_written_apart() -> None:
     pool = PHRASINGS["outside_request"]
     found = [asks_outside(p["instructions"], p["says"], p["write"]) for p in pool["match"]]

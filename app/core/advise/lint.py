@@ -90,7 +90,7 @@ _GENERIC = frozenset(_GENERIC_TEXT.split())
 
 _NEGATION = re.compile(
     r"\b(no\s+(sirve|usar|uses|la\s+uses|lo\s+uses|es\s+para|se\s+usa|utilizar|utilices)|nunca\s+para|"
-    r"not\s+(for|to\s+be\s+used)|do\s+not\s+use|don'?t\s+use|never\s+use|instead\s+of)\b",
+    r"not\s+(for|to\s+be\s+used)|do\s+not\s+use|don['’]?t\s+use|never\s+use|instead\s+of)\b",
     re.IGNORECASE,
 )
 _PRECONDITION = re.compile(

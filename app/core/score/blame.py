@@ -58,15 +58,15 @@ TRANSFER_TOKEN = "###TRANSFER###"
 _LEAVING = re.compile(
     r"(?=[gbtrinh])\b(good ?bye|bye\b|talk (?:to you )?soon|get back to you|be in touch"
     r"|reach out (?:again|later|soon|when)"
-    r"|i'?ll (?:check|look|find|handle|deal with|sort)\b.{0,40}\b(?:later|back|first|soon)"
-    r"|that'?s all (?:i need|for now|for today)|that'?s everything|nothing else|no,? that'?s all"
+    r"|i['’]?ll (?:check|look|find|handle|deal with|sort)\b.{0,40}\b(?:later|back|first|soon)"
+    r"|that['’]?s all (?:i need|for now|for today)|that['’]?s everything|nothing else|no,? that['’]?s all"
     r"|have a (?:great|good|nice|wonderful) (?:day|one|evening))",
     re.I,
 )
 _REFUSAL = re.compile(
-    r"(?=[ucniadrspth])\b(unable to|can ?not|can't|cannot|not able to|not possible|isn't possible|is not possible"
+    r"(?=[ucniadrspth])\b(unable to|can ?not|can['’]t|cannot|not able to|not possible|isn['’]t possible|is not possible"
     r"|not allowed"
-    r"|not eligible|unfortunately|i'?m sorry, but|against (?:the |our )?policy|does not allow|doesn't allow"
+    r"|not eligible|unfortunately|i['’]?m sorry, but|against (?:the |our )?policy|does not allow|doesn['’]t allow"
     r"|(?:recommend|suggest|need to|should|please) contact(?:ing)?|transfer(?:ring)? you|human agent)",
     re.I,
 )
@@ -87,12 +87,12 @@ _INSTRUCTED_HUMAN = re.compile(r"\b(human|transfer|representative|supervisor|man
 _OFFERS_TRANSFER = re.compile(r"(?=[thc])\b(transfer you|human agent|connect you)", re.I)
 _MIND_CHANGE = re.compile(
     r"(?=[cornud])\b(changed? my mind|on second thought|roll (?:it |that |my \w+ )?back"
-    r"|undo (?:it|that|the)|(?:no longer|don'?t) want to (?:proceed|go ahead|keep))",
+    r"|undo (?:it|that|the)|(?:no longer|don['’]?t) want to (?:proceed|go ahead|keep))",
     re.I,
 )
 _INSTRUCTED_CHANGE = re.compile(r"\b(regret|change (?:your|of) mind|changes? (?:your|her|his) mind|rethink)", re.I)
 _DONT_HAVE = re.compile(
-    r"(?=[dcfln])(?:\b(don'?t|do not|can'?t|cannot) (?:have|remember|recall|find|know)"
+    r"(?=[dcfln])(?:\b(don['’]?t|do not|can['’]?t|cannot) (?:have|remember|recall|find|know)"
     r"|(?:forgot|lost) (?:my|it)|not (?:with me|handy|sure what))",
     re.I,
 )
@@ -235,7 +235,7 @@ _USER_ID = re.compile(r"\b[a-z]+(?:_[a-z]+)+_\d{3,}\b")
 _EMAIL = re.compile(r"\b[a-z][a-z0-9._]*@[a-z0-9.-]+\.[a-z]{2,}\b", re.I)
 _DEVICE_TEXT = re.compile(r"\[on their own device:.*?\]", re.S)
 _DEVICE = re.compile(r"\[on their own device: (\w+)\((.*?)\) -> (.*?)\]", re.S)
-_FAILED = re.compile(r"^\s*(error|failed|failure|cannot|can't|unable)\b", re.I)
+_FAILED = re.compile(r"^\s*(error|failed|failure|cannot|can['’]t|unable)\b", re.I)
 _ARGS_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps(x, ensure_ascii=False, default=str)
 _WORDING = re.compile(r"[A-Za-z ,'-]+")  # a wording the reference may need (reference_unstated_choice)
 _TIME = re.compile(r"current time is (\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)", re.I)

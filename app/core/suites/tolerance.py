@@ -32,7 +32,7 @@ _MISSING = object()
 
 
 def fold(text: str) -> str:
-    """Case- and accent-insensitive form of a text ("No logré" -> "no logre")."""
+    """Case- and accent-insensitive form of a text, apostrophes straight ("No logré" -> "no logre")."""
     return _fold_cached(text) if len(text) <= 1024 else _fold(text)
 
 
@@ -52,7 +52,7 @@ def _fold(text: str) -> str:
     folded = text.casefold()
     if folded.isascii():  # ASCII has no decompositions and no combining marks
         return folded
-    decomposed = unicodedata.normalize("NFKD", folded)
+    decomposed = unicodedata.normalize("NFKD", folded.replace("’", "'"))  # "won’t" reads as "won't"
     # only the non-ASCII runs can hold combining marks: the rest stays at C speed
     return _NON_ASCII.sub(_drop_combining, decomposed)
 

@@ -8,10 +8,10 @@ in it, and the pass^k of the runs' tallies, emptied before each request: what ev
 being written costs), then the same without what finishing the run kept for its page (a live run,
 or one finished by an older ToolLens).
 
-``--record`` writes the medians and p95s to ``bench/pages_times.json``
-(under the database and the size); ``--check`` compares the medians with the
+``--record`` writes the medians, p95s and median CPU times to ``bench/pages_times.json``
+(under the database and the size); ``--check`` compares the median CPU times with the
 recorded ones and exits 1 when a page takes more than twice its recorded
-median (or has no recorded time at this size). ``--file PATH`` keeps the
+time (scaled up on a slower host; or has no recorded time at this size). ``--file PATH`` keeps the
 SQLite database it makes at PATH, and measures PATH again when it exists;
 ``--pg-schema NAME`` does the same with a PostgreSQL schema of the test database
 (made and kept, or measured again: a 10^6-call database takes a while to build).
@@ -208,16 +208,29 @@ def kept_schema(name: str) -> tuple[str, bool]:
     return url, made
 
 
-def check(got: dict[str, dict[str, float]], recorded: dict[str, dict[str, float]]) -> list[str]:
-    """The pages slower than twice their recorded median (or never recorded)."""
+def check(
+    got: dict[str, dict[str, float]], recorded: dict[str, dict[str, float]], slower_host: float = 1.0
+) -> list[str]:
+    """The pages whose median CPU time is more than twice the recorded one (or never recorded).
+
+    CPU time, not wall time: on the shared cores a busy minute doubles the wall time of a page
+    that did not change, and barely moves its CPU time. ``slower_host`` (this host's reference
+    over the recorded one, at least 1) widens the bound on a slower machine, never narrows it."""
     slow = []
     for label, t in got.items():
         was = recorded.get(label)
         if was is None:
             slow.append(f"{label}: no recorded time (run with --record)")
-        elif t["p50"] > 2 * was["p50"]:
-            slow.append(f"{label}: median {t['p50']:.1f} ms, more than twice the recorded {was['p50']:.1f} ms")
+        elif t["cpu_p50"] > 2 * was["cpu_p50"] * slower_host:
+            bound = f"twice the recorded {was['cpu_p50']:.1f} ms" + (f" × {slower_host:.2f}" if slower_host > 1 else "")
+            slow.append(f"{label}: median CPU {t['cpu_p50']:.1f} ms, more than {bound}")
     return slow
+
+
+def _host_ms(line: str) -> float | None:
+    """The reference of a ``hostref.line()`` (``host reference: 118 ms …``)."""
+    words = line.split()
+    return float(words[2]) if len(words) > 3 and words[:2] == ["host", "reference:"] and words[3] == "ms" else None
 
 
 def _commit() -> str:
@@ -245,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--record", action="store_true", help="record these times as the reference")
     what.add_argument("--check", action="store_true", help="exit 1 when a page takes more than twice its time")
     args = parser.parse_args(argv)
-    print(hostref.line())
+    host = hostref.line()
+    print(host)
     with tempfile.TemporaryDirectory() as tmp:
         if args.pg_schema is not None:
             url, made = kept_schema(args.pg_schema)
@@ -267,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         times[key] = {
             "commit": _commit(),
             "date": dt.date.today().isoformat(),
-            "host": hostref.line(),
+            "host": host,
             "load": round(os.getloadavg()[0], 1),
             "requests": args.requests,
             "pages": got,
@@ -275,12 +289,14 @@ def main(argv: list[str] | None = None) -> int:
         args.times.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
         print(f"recorded under {key!r} in {args.times}")
     if args.check:
-        slow = check(got, times.get(key, {}).get("pages", {}))
+        kept = times.get(key, {})
+        now, then = _host_ms(host), _host_ms(kept.get("host", ""))
+        slow = check(got, kept.get("pages", {}), max(1.0, now / then) if now and then else 1.0)
         for line in slow:
             print(f"SLOWER: {line}")
         if slow:
             return 1
-        print(f"every page within twice its recorded median ({key!r})")
+        print(f"every page within twice its recorded median CPU time ({key!r})")
     return 0
 
 

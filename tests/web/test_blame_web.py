@@ -194,3 +194,32 @@ def test_compare_and_gate_give_no_verdict_the_simulator_explains(served: tuple[s
     r = runner.invoke(cli, ["gate", "--baseline", "base", "--candidate", "cand", "--db", db_url])
     assert r.exit_code == 3, r.output
     assert "gate NO VERDICT: base -> cand" in r.output and "simulator: 1 of the 1 failures" in r.output
+
+
+def test_every_model_fails_needs_two_models_on_the_case_itself(db_url: str, tmp_path: Path) -> None:
+    """Two runs of model-a fail "wrong"; model-b ran only "ok": "wrong" was never tried by a
+    second model, so it stays the agent's, though the suite has runs of two models."""
+    from sqlalchemy import select
+
+    from app.store.blame import every_model_fails
+    from app.store.db import make_engine, make_sessionmaker
+    from app.store.models import Run
+
+    wrong_only = {"wrong": (AGENT_WRONG, 0.0)}
+    for name, model, sims in (
+        ("a1", "model-a", wrong_only),
+        ("a2", "model-a", wrong_only),
+        ("b", "model-b", {"ok": (PASSES, 1.0)}),
+    ):
+        path = results(tmp_path / f"{name}.json", model, sims)
+        args = ["import", str(path), "--format", "tau2", "--run", name, "--model", model, "--db", db_url]
+        r = runner.invoke(cli, args)
+        assert r.exit_code == 0, r.output
+    engine = make_engine(db_url)
+    try:
+        with make_sessionmaker(engine)() as session:
+            ids = dict(session.execute(select(Run.name, Run.id)).all())
+            # before: (["wrong"], 3, 2), two runs of one model counted as "every model"
+            assert every_model_fails(session, ids["a1"]) == ([], 3, 2)
+    finally:
+        engine.dispose()

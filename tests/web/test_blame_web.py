@@ -223,3 +223,29 @@ def test_every_model_fails_needs_two_models_on_the_case_itself(db_url: str, tmp_
             assert every_model_fails(session, ids["a1"]) == ([], 3, 2)
     finally:
         engine.dispose()
+
+
+def test_compare_page_gives_no_mcnemar_verdict_the_simulator_explains(db_url: str, tmp_path: Path) -> None:
+    """Ten cases pass in A and fail in B, 2 of them because the user quit (20% > 10%): McNemar's
+    p = 2 / 2**10 = 0.00195 would read "unlikely to be noise", but the page gives no verdict,
+    in the head and in the McNemar line alike."""
+    sims = {
+        "a": {f"c{i}": (PASSES, 1.0) for i in range(10)},
+        "b": {f"c{i}": (USER_QUITS if i < 2 else AGENT_WRONG, 0.0) for i in range(10)},
+    }
+    for name, s in sims.items():
+        args = ["import", str(results(tmp_path / f"{name}.json", "m", s)), "--format", "tau2", "--run", name]
+        r = runner.invoke(cli, [*args, "--db", db_url])
+        assert r.exit_code == 0, r.output
+    with (
+        serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as base,
+        httpx.Client(base_url=base, timeout=30) as http,
+    ):
+        ids = {r["name"]: r["id"] for r in http.get("/api/runs").json()["data"]}
+        c = http.get("/api/compare", params={"a": ids["a"], "b": ids["b"]}).json()
+        assert c["mcnemar"]["p_value"] == pytest.approx(0.001953125)
+        assert c["simulator_note"].startswith("2 of the 10 failures this change turns on or off (20%)")
+        page = http.get("/compare", params={"a": ids["a"], "b": ids["b"]}).text
+        line = page.split('<p class="mcnemar">')[1].split("</p>")[0]
+        assert "10 passed only in A, 0 only in B" in line and "0.001953" in line
+        assert "unlikely to be noise" not in page and "no verdict: the simulated user" in line

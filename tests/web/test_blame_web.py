@@ -249,3 +249,10 @@ def test_compare_page_gives_no_mcnemar_verdict_the_simulator_explains(db_url: st
         line = page.split('<p class="mcnemar">')[1].split("</p>")[0]
         assert "10 passed only in A, 0 only in B" in line and "0.001953" in line
         assert "unlikely to be noise" not in page and "no verdict: the simulated user" in line
+        # the share is a setting, as gate.yaml's simulator_share: at 25%, 2 of 10 flips give a verdict
+        loose = {"a": ids["a"], "b": ids["b"], "simulator_share": 0.25}
+        assert http.get("/api/compare", params=loose).json()["simulator_note"] is None
+        assert "unlikely to be noise" in http.get("/compare", params=loose).text
+        strict = http.get("/api/compare", params={**loose, "simulator_share": 0.15}).json()["simulator_note"]
+        assert "above the 15% allowed" in strict
+        assert http.get("/api/compare", params={**loose, "simulator_share": 1.5}).status_code == 422

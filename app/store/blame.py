@@ -62,15 +62,21 @@ def every_model_fails(session: Session, run_id: int) -> tuple[list[str], int, in
     failed_here = (
         select(TrajectoryRow.case_id).where(TrajectoryRow.run_id == run_id, TrajectoryRow.passed.is_(False)).distinct()
     )
+    # the models (or agents) of the runs that hold the case itself: two runs of one model are not "every model"
+    model = func.coalesce(func.nullif(Run.model, ""), func.nullif(Run.agent, ""))
     rows = session.execute(
-        select(TrajectoryRow.case_id, func.count(func.distinct(TrajectoryRow.run_id)))
+        select(TrajectoryRow.case_id)
+        .join(Run, Run.id == TrajectoryRow.run_id)
         .where(TrajectoryRow.run_id.in_(ids), TrajectoryRow.case_id.in_(failed_here))
         .group_by(TrajectoryRow.case_id)
-        .having(func.sum(TrajectoryRow.passed.cast(TrajectoryRow.n_calls.type)) == 0)
+        .having(
+            func.sum(TrajectoryRow.passed.cast(TrajectoryRow.n_calls.type)) == 0,
+            func.count(func.distinct(model)) >= MIN_MODELS,
+        )
         .order_by(TrajectoryRow.case_id)
         .limit(MAX_CASES)
     ).all()
-    return [c for c, n in rows if n >= 2], len(runs), len(models)
+    return [c for (c,) in rows], len(runs), len(models)
 
 
 def blame_figures(

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.core.prices import current_prices
 from app.core.reports.report import PROFILE_MARK
 from app.core.reports.stats import mcnemar_exact, newcombe_interval, wilson_interval
-from app.core.score.blame import DEFAULT_SIMULATOR_SHARE
+from app.core.score.blame import DEFAULT_SIMULATOR_SHARE, simulator_note
 from app.core.score.families import BY_KEY, RATIO_KEYS
 from app.core.score.scoring import EXTRA, MISSING
 from app.core.textdiff import word_diff
@@ -68,6 +68,14 @@ def per_tool(cells: Counter[tuple[str, str]]) -> dict[str, tuple[RatioPublic, Ra
 def _ci(r: RatioPublic) -> list[float] | None:
     ci = wilson_interval(r.num, r.den)
     return None if ci is None else [ci[0], ci[1]]
+
+
+def with_simulator_share(c: ComparisonPublic, share: float | None) -> ComparisonPublic:
+    """``c`` with its simulator note decided at ``share`` instead of the default (None: as it is)."""
+    if share is None:
+        return c
+    note = simulator_note(c.flipped_blamed_on_user, c.simulator_checked or 0, share)
+    return c.model_copy(update={"simulator_note": note})
 
 
 def compare_runs(

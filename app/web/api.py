@@ -41,6 +41,7 @@ from app.web.deps import (
     ResolvedRun,
     RunId,
     RunRef,
+    SimulatorShare,
     TrajectoryId,
     Writer,
     WriteSession,
@@ -204,11 +205,13 @@ def get_trajectory(trajectory_id: TrajectoryId, session: ReadSession) -> Traject
 
 
 @router.get("/compare")
-def compare_runs(a: RunRef, b: RunRef, request: Request, session: ReadSession) -> ComparisonPublic:
+def compare_runs(
+    a: RunRef, b: RunRef, request: Request, session: ReadSession, simulator_share: SimulatorShare = None
+) -> ComparisonPublic:
     """Metric deltas (b minus a) with 95% Wilson intervals, exact McNemar on
     shared cases, per-tool selection, the confusion difference, the cases that
     flipped (the first 200) and the descriptions that changed."""
-    return request.app.state.comparisons.get(session, a, b)  # type: ignore[no-any-return]
+    return comparing.with_simulator_share(request.app.state.comparisons.get(session, a, b), simulator_share)
 
 
 @router.get("/compare/trajectories")

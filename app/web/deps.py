@@ -53,6 +53,10 @@ Writer = Depends(require_token)
 Limit = Annotated[int, Query(ge=1, le=queries.MAX_PAGE)]
 BlameFilter = Annotated[Literal["agent", "user", "task"] | None, Query(description="who failed the conversation")]
 Offset = Annotated[int, Query(ge=0, le=10**9)]
+SimulatorShare = Annotated[
+    float | None,
+    Query(ge=0, le=1, description="the largest share of the flipped failures blamed on the simulated user (0.10)"),
+]
 MAX_ID = 2**31 - 1
 RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="run id")]
 TrajectoryId = Annotated[int, Path(ge=1, le=MAX_ID, description="trajectory id")]

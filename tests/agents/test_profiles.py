@@ -218,6 +218,29 @@ def test_the_blame_charges_an_omitted_fact_to_the_user_only_when_it_was_never_gi
     assert plain.user_profile == "cooperative" and plain.user_acts is None and scorer.score(plain).passed
 
 
+class Wrong:
+    """The wrong-assumption user, firing in every conversation."""
+
+    def for_conversation(self, case_id: str, trial: int) -> ProfiledConversation:
+        return ProfiledConversation("wrong_assumption", random.Random(trial), fires=True)
+
+
+def test_the_blame_of_a_user_error_quotes_the_user_message_it_names() -> None:
+    """The user's own recorded fault ("message 3 says …") is blamed with that message quoted
+    and its index, not the check's own sentence as if it were what the user said."""
+    suite = load_suite(EXAMPLES / "conversaciones_v2.yaml")
+    case = suite.case("conv-pedido-001")
+    assert case is not None
+    traj = run_case(pedido_agent(1), suite, case, user=Wrong())  # type: ignore[arg-type]
+    said = traj.messages[2].content  # the question, the agent's ask, then the wrong number
+    assert traj.messages[2].role == "user" and re.search(r"PED-\d{5}", said) and "PED-20031" not in said
+    assert traj.user_error and traj.user_error[0].detail.startswith("message 3 says ")
+    blame = Scorer(suite).score(traj).blame
+    assert blame is not None and (blame["blame"], blame["detector"]) == ("user", "simulator_error")
+    assert (blame["at"], blame["quote"]) == (2, said)
+    assert traj.user_error[0].detail in blame["findings"][0]["detail"]  # the check's sentence kept as the detail
+
+
 # -- a user model under a profile: its departures recorded as the same acts ------------------
 
 

@@ -39,6 +39,40 @@ def test_the_gap_needs_cooperative_conversations() -> None:
     assert alone is not None and alone.band_k is None and len(alone.rows) == 1
 
 
+def compared(deltas: dict[str, float]) -> str:
+    """Compare's cooperation sentence for these B − A per profile (both runs ran every one)."""
+    from app.core.reports.cooperation import compare_gap
+
+    others = [d for p, d in deltas.items() if p != "cooperative"]
+    rows = [{"profile": p, "a": 0.5, "b": 0.5 + d, "delta": d, "a_gap": None, "b_gap": None} for p, d in deltas.items()]
+    data = {
+        "k": 4,
+        "profiles": rows,
+        "same_profiles": True,
+        "delta_cooperative": deltas["cooperative"],
+        "delta_band": [min(others), max(others)],
+        "b_ahead": sum(1 for d in deltas.values() if d > 1e-12),
+        "b_behind": sum(1 for d in deltas.values() if d < -1e-12),
+        "compared": len(deltas),
+    }
+    gap = compare_gap(data)
+    assert gap is not None
+    return gap.sentence
+
+
+def test_compare_says_whether_the_change_holds_for_every_user() -> None:
+    assert compared({"cooperative": 0.25, "impatient": 0.5}).endswith("; B ahead under every profile")
+    assert compared({"cooperative": -0.25, "impatient": -0.5}).endswith("; B behind under every profile")
+    split = compared({"cooperative": 0.25, "impatient": -0.5})
+    assert split.endswith("; B ahead under 1, behind under 1 of 2 profiles: the change does not hold for every user")
+    # no change under any profile is no sign of a change that does not hold
+    assert compared({"cooperative": 0.0, "impatient": 0.0}).endswith("; B level with A under every profile")
+    level_here = compared({"cooperative": 0.25, "impatient": 0.0})
+    assert level_here.endswith(
+        "; B ahead under 1, level under 1 of 2 profiles: the change does not hold for every user"
+    )
+
+
 def score(case: str, passed: bool, profile: str | None, broken: bool = False) -> TrajectoryScore:
     ts = TrajectoryScore(case, 0, True, [], passed=passed)
     ts.user_profile = profile

@@ -194,3 +194,65 @@ def test_compare_and_gate_give_no_verdict_the_simulator_explains(served: tuple[s
     r = runner.invoke(cli, ["gate", "--baseline", "base", "--candidate", "cand", "--db", db_url])
     assert r.exit_code == 3, r.output
     assert "gate NO VERDICT: base -> cand" in r.output and "simulator: 1 of the 1 failures" in r.output
+
+
+def test_every_model_fails_needs_two_models_on_the_case_itself(db_url: str, tmp_path: Path) -> None:
+    """Two runs of model-a fail "wrong"; model-b ran only "ok": "wrong" was never tried by a
+    second model, so it stays the agent's, though the suite has runs of two models."""
+    from sqlalchemy import select
+
+    from app.store.blame import every_model_fails
+    from app.store.db import make_engine, make_sessionmaker
+    from app.store.models import Run
+
+    wrong_only = {"wrong": (AGENT_WRONG, 0.0)}
+    for name, model, sims in (
+        ("a1", "model-a", wrong_only),
+        ("a2", "model-a", wrong_only),
+        ("b", "model-b", {"ok": (PASSES, 1.0)}),
+    ):
+        path = results(tmp_path / f"{name}.json", model, sims)
+        args = ["import", str(path), "--format", "tau2", "--run", name, "--model", model, "--db", db_url]
+        r = runner.invoke(cli, args)
+        assert r.exit_code == 0, r.output
+    engine = make_engine(db_url)
+    try:
+        with make_sessionmaker(engine)() as session:
+            ids = dict(session.execute(select(Run.name, Run.id)).all())
+            # before: (["wrong"], 3, 2), two runs of one model counted as "every model"
+            assert every_model_fails(session, ids["a1"]) == ([], 3, 2)
+    finally:
+        engine.dispose()
+
+
+def test_compare_page_gives_no_mcnemar_verdict_the_simulator_explains(db_url: str, tmp_path: Path) -> None:
+    """Ten cases pass in A and fail in B, 2 of them because the user quit (20% > 10%): McNemar's
+    p = 2 / 2**10 = 0.00195 would read "unlikely to be noise", but the page gives no verdict,
+    in the head and in the McNemar line alike."""
+    sims = {
+        "a": {f"c{i}": (PASSES, 1.0) for i in range(10)},
+        "b": {f"c{i}": (USER_QUITS if i < 2 else AGENT_WRONG, 0.0) for i in range(10)},
+    }
+    for name, s in sims.items():
+        args = ["import", str(results(tmp_path / f"{name}.json", "m", s)), "--format", "tau2", "--run", name]
+        r = runner.invoke(cli, [*args, "--db", db_url])
+        assert r.exit_code == 0, r.output
+    with (
+        serve_in_thread(create_app(Settings(database_url=db_url, auto_migrate=False))) as base,
+        httpx.Client(base_url=base, timeout=30) as http,
+    ):
+        ids = {r["name"]: r["id"] for r in http.get("/api/runs").json()["data"]}
+        c = http.get("/api/compare", params={"a": ids["a"], "b": ids["b"]}).json()
+        assert c["mcnemar"]["p_value"] == pytest.approx(0.001953125)
+        assert c["simulator_note"].startswith("2 of the 10 failures this change turns on or off (20%)")
+        page = http.get("/compare", params={"a": ids["a"], "b": ids["b"]}).text
+        line = page.split('<p class="mcnemar">')[1].split("</p>")[0]
+        assert "10 passed only in A, 0 only in B" in line and "0.001953" in line
+        assert "unlikely to be noise" not in page and "no verdict: the simulated user" in line
+        # the share is a setting, as gate.yaml's simulator_share: at 25%, 2 of 10 flips give a verdict
+        loose = {"a": ids["a"], "b": ids["b"], "simulator_share": 0.25}
+        assert http.get("/api/compare", params=loose).json()["simulator_note"] is None
+        assert "unlikely to be noise" in http.get("/compare", params=loose).text
+        strict = http.get("/api/compare", params={**loose, "simulator_share": 0.15}).json()["simulator_note"]
+        assert "above the 15% allowed" in strict
+        assert http.get("/api/compare", params={**loose, "simulator_share": 1.5}).status_code == 422

@@ -155,13 +155,14 @@ def compare_gap(data: dict[str, Any] | None) -> CompareGap | None:
     if band is None:
         sentence = "no profile but the cooperative one ran in both runs: run both with the same --user-profile"
     else:
+        n, ahead, behind = data["compared"], data["b_ahead"], data["b_behind"]
+        counts = {"ahead": ahead, "behind": behind, "level": n - ahead - behind}
+        every = next((w for w, c in counts.items() if c == n), None)
         holds = (
-            "B ahead under every profile"
-            if data["b_behind"] == 0 and data["b_ahead"] == data["compared"]
-            else "B behind under every profile"
-            if data["b_ahead"] == 0 and data["b_behind"] == data["compared"]
-            else f"B ahead under {data['b_ahead']}, behind under {data['b_behind']} of {data['compared']} "
-            "profiles: the change does not hold for every user"
+            f"B {every}{' with A' if every == 'level' else ''} under every profile"
+            if every is not None
+            else f"B {', '.join(f'{w} under {c}' for w, c in counts.items() if c)} of {n} profiles: "
+            "the change does not hold for every user"
         )
         sentence = (
             f"B − A at pass^{k}: {pts(coop)} under the cooperative user, {pts(band[0])} to {pts(band[1])} "

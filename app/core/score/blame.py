@@ -1380,17 +1380,7 @@ def blame_of(traj: Trajectory, case: Case | None, score: Any) -> Blame | None:
     own_user = getattr(score, "user_error", None)
     findings: list[Finding] = []
     if own_user:
-        first = own_user[0]
-        findings.append(
-            Finding(
-                "simulator_error",
-                USER,
-                0.9,
-                None,
-                _quote(str(first.get("detail", ""))),
-                f"the simulated user's own fault: {first.get('kind')}",
-            )
-        )
+        findings.append(_own_user_error(v, own_user[0]))
     for detector in (reference_against_policy, reference_unstated_choice, reward_without_fault):
         found = detector(v)
         if found is not None:
@@ -1420,6 +1410,20 @@ def blame_of(traj: Trajectory, case: Case | None, score: Any) -> Blame | None:
     ordered = [chosen, *[f for f in findings if f is not chosen]]
     evidence = chosen.detail + (f': "{chosen.quote}"' if chosen.quote else "")
     return Blame(chosen.who, chosen.confidence, chosen.detector, evidence, chosen.at, chosen.quote, ordered, notes)
+
+
+_MESSAGE_NAMED = re.compile(r"message (\d+) ")
+
+
+def _own_user_error(v: _View, error: dict[str, Any]) -> Finding:
+    """ToolLens's own simulated user's recorded fault (app/core/run/conversation.py's check_user,
+    whose detail names the message, "message 3 says …"): that user message quoted, at its index."""
+    detail, why = str(error.get("detail", "")), f"the simulated user's own fault: {error.get('kind')}"
+    named = _MESSAGE_NAMED.match(detail)
+    at = int(named.group(1)) - 1 if named else -1
+    if 0 <= at < len(v.messages) and v.messages[at][1] == "user":
+        return Finding("simulator_error", USER, 0.9, at, _quote(v.messages[at][2]), f"{why} ({detail})")
+    return Finding("simulator_error", USER, 0.9, None, _quote(detail), why)
 
 
 def _user_cut(v: _View) -> Finding | None:

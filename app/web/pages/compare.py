@@ -27,7 +27,7 @@ from app.store.views import (
     UsageDelta,
 )
 from app.web import figures
-from app.web.deps import Id, OptionalId, ReadSession, render
+from app.web.deps import Id, OptionalId, ReadSession, SimulatorShare, render
 from app.web.figures import Figure
 from app.web.pages.run import TURN_COLUMNS
 from app.web.templating import ms, signed, tokens, usd
@@ -162,8 +162,9 @@ class ComparePage:
         return [TurnPair(d, [(_family(d.a, k), _family(d.b, k)) for k, _ in self.turn_columns]) for d in self.c.turns]
 
 
-def compare_page(session: Session, a: int, b: int, cache: Any = None) -> ComparePage:
+def compare_page(session: Session, a: int, b: int, cache: Any = None, share: float | None = None) -> ComparePage:
     c = cache.get(session, a, b) if cache is not None else comparing.compare_runs(session, a, b)
+    c = comparing.with_simulator_share(c, share)
     return ComparePage(
         c=c,
         difference=figures.confusion_difference(c.confusion_diff),
@@ -184,10 +185,17 @@ class PickPage:
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare(request: Request, session: ReadSession, a: OptionalId = None, b: OptionalId = None) -> HTMLResponse:
+def compare(
+    request: Request,
+    session: ReadSession,
+    a: OptionalId = None,
+    b: OptionalId = None,
+    simulator_share: SimulatorShare = None,
+) -> HTMLResponse:
     if a is None or b is None:
         return render(request, "compare_pick.html", page=PickPage(queries.list_runs(session, limit=500), a, b))
-    return render(request, "compare.html", page=compare_page(session, a, b, request.app.state.comparisons))
+    page = compare_page(session, a, b, request.app.state.comparisons, simulator_share)
+    return render(request, "compare.html", page=page)
 
 
 @router.get("/compare/trajectories", response_class=HTMLResponse)

@@ -90,6 +90,7 @@ def test_demo_records_the_example_runs(tmp_path: Path) -> None:
 def profiled(figures: dict[str, Any], run: Run, db: Path) -> None:
     """The demo's cooperation gap: the conversations under every simulated-user profile, 8 trials each,
     the agent's call errors off (few confusions), so that what moves is the user."""
+    from app.core.reports.cooperation import gap_view
     from app.store.profiles import run_gap
 
     assert run.config["user_profiles"] == [
@@ -141,6 +142,12 @@ def profiled(figures: dict[str, Any], run: Run, db: Path) -> None:
         assert r.gap_1_ci is not None and r.gap_1_ci[1] < 0
     assert all(rows[n].gap_k == 0 for n in ("drip_feed", "wrong_assumption", "omits_detail"))
     assert gap.band_k == (2 / 3, 1.0)
+    view = gap_view(gap)  # the run page's table: the cooperative user has no act, so no rate
+    assert view is not None and [(r.profile, r.rate) for r in view.rows][:3] == [
+        ("cooperative", "—"),
+        ("impatient", "0.5"),
+        ("drip_feed", "1"),
+    ]
 
 
 def confusions(figures: dict[str, Any]) -> int:

@@ -73,6 +73,25 @@ def test_compare_says_whether_the_change_holds_for_every_user() -> None:
     )
 
 
+def test_compare_places_each_profile_s_change_on_a_band() -> None:
+    from app.core.reports.cooperation import compare_gap
+
+    rows = [
+        {"profile": p, "a": 0.5, "b": 0.5 + d, "delta": d, "a_gap": None, "b_gap": None}
+        for p, d in {"cooperative": 0.25, "impatient": -0.5, "drip_feed": 0.1}.items()
+    ]
+    data = {
+        "k": 2, "profiles": rows, "same_profiles": True, "delta_cooperative": 0.25, "delta_band": [-0.5, 0.1],
+        "b_ahead": 2, "b_behind": 1, "compared": 3,
+    }  # fmt: skip
+    gap = compare_gap(data)
+    assert gap is not None
+    # the axis runs from B − A = −1 (x 0) through 0 (x 100) to +1 (x 200)
+    assert gap.band == pytest.approx((50.0, 110.0)) and gap.cooperative_x == 125.0
+    assert [r.x for r in gap.rows] == pytest.approx([125.0, 50.0, 110.0])
+    assert compare_gap({**data, "delta_band": None}).band is None  # type: ignore[union-attr]
+
+
 def score(case: str, passed: bool, profile: str | None, broken: bool = False) -> TrajectoryScore:
     ts = TrajectoryScore(case, 0, True, [], passed=passed)
     ts.user_profile = profile

@@ -83,7 +83,7 @@ def gap_view(gap: CooperationGap | None) -> GapView | None:
             GapRow(
                 r.profile,
                 r.summary,
-                f"{r.rate:g}",
+                "—" if r.profile == COOPERATIVE else f"{r.rate:g}",  # it has no act of its own
                 r.conversations,
                 pct(r.at(1)),
                 pct(r.at(k)),
@@ -123,6 +123,7 @@ class CompareGapRow:
     a_gap: str
     b_gap: str
     tone: str
+    x: float | None = None  # where B − A falls on the band's axis (−1 at 0, +1 at WIDTH)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,13 @@ class CompareGap:
     rows: list[CompareGapRow]
     sentence: str
     same_profiles: bool
+    band: tuple[float, float] | None = None  # the other profiles' B − A, on the axis
+    cooperative_x: float | None = None  # the cooperative user's B − A, on the axis
+
+
+def _delta_x(delta: float | None) -> float | None:
+    """A B − A in −1..1 placed on the compare band's axis (0 in the middle)."""
+    return None if delta is None else WIDTH * (max(-1.0, min(1.0, delta)) + 1) / 2
 
 
 def compare_gap(data: dict[str, Any] | None) -> CompareGap | None:
@@ -147,6 +155,7 @@ def compare_gap(data: dict[str, Any] | None) -> CompareGap | None:
             pts(r["a_gap"]),
             pts(r["b_gap"]),
             "" if r["delta"] is None or abs(r["delta"]) < 1e-12 else "ok" if r["delta"] > 0 else "bad",
+            _delta_x(r["delta"]),
         )
         for r in data["profiles"]
     ]
@@ -170,7 +179,9 @@ def compare_gap(data: dict[str, Any] | None) -> CompareGap | None:
         )
     if not data.get("same_profiles"):
         sentence += " · the runs ran different profiles: only the rows both hold compare"
-    return CompareGap(k, rows, sentence, bool(data.get("same_profiles")))
+    lo, hi = (None, None) if band is None else (_delta_x(band[0]), _delta_x(band[1]))
+    band_x = None if lo is None or hi is None else (lo, hi)
+    return CompareGap(k, rows, sentence, bool(data.get("same_profiles")), band_x, _delta_x(coop))
 
 
 __all__ = ["COOPERATIVE", "CompareGap", "GapView", "compare_gap", "gap_view"]

@@ -86,14 +86,20 @@ def burst(base: str, traces: range) -> int:
     return sent
 
 
-def given_back(base: str, times: int) -> dict[str, int]:
-    """The receiver's status once it gave memory back ``times`` times (1 s after the buffer emptied)."""
+def given_back(base: str, spans: int) -> dict[str, int]:
+    """The receiver's status once it stored ``spans`` spans and then gave memory back (1 s after the
+    buffer emptied). A sender slowed by a busy machine can leave the buffer empty for a second within
+    a burst, and the receiver gives memory back there too: only a give-back after the last span counts."""
     deadline = time.monotonic() + 120
-    while True:
-        status: dict[str, int] = httpx.get(f"{base}/v1/traces/status").json()
-        if status["memory_given_back"] >= times or time.monotonic() > deadline:
-            return status
+    status: dict[str, int] = httpx.get(f"{base}/v1/traces/status").json()
+    while status["stored_spans"] < spans and time.monotonic() < deadline:
         time.sleep(0.1)
+        status = httpx.get(f"{base}/v1/traces/status").json()
+    seen = status["memory_given_back"]
+    while status["memory_given_back"] == seen and time.monotonic() < deadline:
+        time.sleep(0.1)
+        status = httpx.get(f"{base}/v1/traces/status").json()
+    return status
 
 
 def test_a_burst_s_memory_is_given_back_once_it_ended(server: tuple[str, int]) -> None:
@@ -102,7 +108,8 @@ def test_a_burst_s_memory_is_given_back_once_it_ended(server: tuple[str, int]) -
     # a first small burst loads what serving spans needs once (modules, the suite's scorer): the idle
     # size is a server's that has received spans
     warm = burst(base, range(0, 300))
-    assert given_back(base, 1)["stored_spans"] == warm
+    before = given_back(base, warm)
+    assert before["stored_spans"] == warm and before["memory_given_back"] >= 1
     idle = rss_mb(pid)
     peak = [idle]
     stop = threading.Event()
@@ -118,11 +125,11 @@ def test_a_burst_s_memory_is_given_back_once_it_ended(server: tuple[str, int]) -
             sent = sum(
                 pool.map(burst, [base] * SENDERS, [range(TRACES * (k + 1), TRACES * (k + 2)) for k in range(SENDERS)])
             )
-        status = given_back(base, 2)
+        status = given_back(base, warm + sent)
     finally:
         stop.set()
         sampler.join()
-    assert status["stored_spans"] == warm + sent and status["memory_given_back"] == 2
+    assert status["stored_spans"] == warm + sent and status["memory_given_back"] > before["memory_given_back"]
     time.sleep(0.5)  # the worker's share too
     after = rss_mb(pid)
     grew = peak[0] - idle

@@ -7,7 +7,7 @@ from math import comb
 import pytest
 
 from app.core.reports.evaluate import score_trajectories
-from app.core.reports.report import pass_hat_k
+from app.core.reports.report import pass_hat_k, rounded_pass_hat_k
 from tests.factories import FAIL_SALDO, OK_CLIENTE, OK_SALDO, banking_suite, call, record
 
 
@@ -124,3 +124,9 @@ def test_pass_hat_k_is_bit_for_bit_the_loop_it_replaced() -> None:
     got = pass_hat_k(trials)
     assert got == loop(trials) and len(got) == 9035
     assert got[1] == sum(c / n for n, c in trials) / len(trials)
+    # a third passed of 9,035 trials: the products underflow to 0.0 at k = 587 to 613 (of 2,748 to 2,896
+    # passes), where the sums stop growing: the same floats as the loop that multiplied on to k = 2,896
+    low = [(9035, 2800), (9033, 2748), (9034, 2896), (12, 5)]
+    got = pass_hat_k(low)
+    assert got == loop(low) and got[611] > 0.0 and got[612] == 0.0 == got[9035]
+    assert rounded_pass_hat_k(low) == {str(k): round(v, 4) for k, v in loop(low).items()}

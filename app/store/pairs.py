@@ -15,10 +15,11 @@ import json
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, Text, cast, select
 from sqlalchemy.orm import Session
 
 from app.core.advise.fix import PAIR_EDITS_VERSION, PairEdit, Proposal, pair_edits, pair_proposals
+from app.core.records import loads
 from app.core.suites.suite import Suite
 from app.store.ingest import get_run_row, suite_for_run
 from app.store.models import CallRow, Run, RunCounter, RunPageKept
@@ -38,15 +39,16 @@ def run_cells(session: Session, run_id: int) -> dict[tuple[str, str], int]:
     return cells
 
 
-def examples_query(run_id: int, limit: int = 1000) -> Select[tuple[str, Any, Any]]:
+def examples_query(run_id: int, limit: int = 1000) -> Select[str, str, str]:
     """The run's first ``limit`` calls, in id order, on the expected tool (``selection_ok``: the tool
     exists and is the one expected) that passed validation and raised no error: walked in
     ``ix_calls_run_order`` and stopped at the limit, with no sort of the run's calls (a test reads the
     plans). The run is a range of one, and the order ``(run_id, id)``: PostgreSQL, which sees
     ``run_id = x`` as a constant, would walk the primary key instead and filter out the calls of every
-    run stored before this one; and ``selection_ok`` lets it count the calls that qualify."""
+    run stored before this one; and ``selection_ok`` lets it count the calls that qualify. The JSON
+    columns come as the database's text (read by the core's fast reader, not the driver's)."""
     return (
-        select(CallRow.name, CallRow.arguments, CallRow.mismatches)
+        select(CallRow.name, cast(CallRow.arguments, Text), cast(CallRow.mismatches, Text))
         .where(
             CallRow.run_id >= run_id,
             CallRow.run_id <= run_id,
@@ -63,9 +65,11 @@ def run_examples(session: Session, run_id: int, suite: Suite, limit: int = 1000)
     """A value per (tool, argument) that a call on the right tool sent and that
     passed validation and matched; the suite's expected arguments fill the rest."""
     out: dict[tuple[str, str], Any] = {}
-    for name, arguments, mismatches in session.execute(examples_query(run_id, limit)):
+    for name, arguments_text, mismatches_text in session.execute(examples_query(run_id, limit)):
+        arguments = None if arguments_text is None else loads(arguments_text)
         if not isinstance(arguments, Mapping):
             continue
+        mismatches = None if mismatches_text is None else loads(mismatches_text)
         wrong = {str(m.get("field")) for m in mismatches or [] if isinstance(m, Mapping)}
         for key, value in arguments.items():
             if key not in wrong and value not in (None, "", [], {}):

@@ -1,8 +1,8 @@
 """Page benchmark: server time of every dashboard page (runs list, run page,
 run page filtered by a confusion cell, trajectory page, compare page, the
 figures API) on large runs (two runs of N calls each, default 10^6),
-median and p95 over 100 requests, in-process through the app factory, on
-SQLite (or PostgreSQL: ``--db postgresql``). The run page is also timed as
+median and p95 over 100 requests, in-process through the app factory (the cycle collector set as
+``toollens serve`` sets it: ``collect_cycles_rarely``), on SQLite (or PostgreSQL: ``--db postgresql``). The run page is also timed as
 the first view after a batch lands (its figures cache, with what the run page keeps
 in it, and the pass^k of the runs' tallies, emptied before each request: what every view of a run
 being written costs), then the same without what finishing the run kept for its page (a live run,
@@ -51,6 +51,7 @@ from store_bench import pg_db, sqlite_db, write_inputs
 from app.settings import Settings
 from app.store import aggregates, queries
 from app.store.db import session_scope, upgrade
+from app.store.gc_tuning import collect_cycles_rarely
 from app.store.importer import import_file
 from app.store.models import RunAggregate, RunPageKept, RunPairing
 from app.store.queries import run_trajectory_count
@@ -178,7 +179,9 @@ def measure_url(url: str, args: argparse.Namespace, build: Path | None) -> dict[
         if url.startswith("postgresql"):  # what autovacuum does a minute after a bulk import (off on some test servers)
             with create_engine(url).connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 conn.execute(text("ANALYZE"))
-    with TestClient(create_app(settings)) as client:
+    app = create_app(settings)
+    collect_cycles_rarely()  # as `toollens serve` runs it: a full collection of this process's heap took 140 ms
+    with TestClient(app) as client:
         n = client.get("/api/runs/1/trajectories", params={"limit": 1}).json()["count"]
         print(
             f"== runs a and b ({n:,} trajectories each), {url.split(':')[0]}, {args.requests} requests per page, "

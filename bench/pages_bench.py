@@ -2,8 +2,8 @@
 run page filtered by a confusion cell, trajectory page, compare page, the
 figures API) on large runs (two runs of N calls each, default 10^6),
 median and p95 over 100 requests, in-process through the app factory (the cycle collector set as
-``toollens serve`` sets it: ``collect_cycles_rarely``), on SQLite (or PostgreSQL: ``--db postgresql``). The run page is also timed as
-the first view after a batch lands (its figures cache, with what the run page keeps
+``toollens serve`` sets it: ``collect_cycles_rarely``), on SQLite (or PostgreSQL: ``--db postgresql``).
+The run page is also timed as the first view after a batch lands (its figures cache, with what the run page keeps
 in it, and the pass^k of the runs' tallies, emptied before each request: what every view of a run
 being written costs), then the same without what finishing the run kept for its page (a live run,
 or one finished by an older ToolLens).

@@ -62,7 +62,7 @@ lint: $(BIN)/.built
 bench: $(BIN)/.built
 	$(BIN)/python bench/score_bench.py
 
-bench-pages: $(BIN)/.built  # every page at 200,000 calls: exit 1 when one takes twice its recorded CPU time
+bench-pages: $(BIN)/.built  # every page at 200,000 calls: exit 1 when one takes twice its recorded (least) CPU time
 	$(BIN)/python bench/pages_bench.py --calls 100000 --requests 30 --check $(if $(PAGES_DB),--file $(PAGES_DB))
 
 clean:

@@ -250,6 +250,20 @@ def test_a_device_action_the_agent_asked_for_and_the_user_never_made(tmp_path: P
     b = blame_of_messages(tmp_path, never, instructions=plain, actions=roaming)
     assert b is not None and (b["blame"], b["detector"]) == ("agent", "user_action_missing")
     assert "never asks for it" in b["evidence"]
+    # a wrong write first (real telecom: roaming enabled on another line) is the blame's evidence, and the
+    # ask the agent never made is listed beside it, not lost
+    wrote = [
+        *never[:4],
+        msg("assistant", None, [call("a2", "enable_roaming", line_id="L2")]),
+        result("a2", "ok"),
+        *never[4:],
+    ]
+    b = blame_of_messages(tmp_path, wrote, instructions=plain, actions=roaming)
+    assert b is not None and (b["blame"], b["detector"]) == ("agent", "agent_wrong_write")
+    assert [(f["who"], f["detector"]) for f in b["findings"]] == [
+        ("agent", "agent_wrong_write"),
+        ("agent", "user_action_missing"),
+    ]
 
 
 def test_too_cooperative_is_recorded_never_blamed(tmp_path: Path) -> None:

@@ -1405,7 +1405,9 @@ def blame_of(traj: Trajectory, case: Case | None, score: Any) -> Blame | None:
     ]
     findings.extend(sorted(user_found, key=lambda f: f.at if f.at is not None else 10**9))
     agent = _agent_finding(v, agent_missing)
-    findings.append(agent)
+    if agent_missing is not None and agent is not agent_missing:  # outranked by the agent's wrong write or cut,
+        findings.append(agent_missing)  # but listed: the user's device action the agent never asked for
+    findings.append(agent)  # the agent's finding last (``_choose`` falls back to it)
     chosen = _choose(v, findings)
     ordered = [chosen, *[f for f in findings if f is not chosen]]
     evidence = chosen.detail + (f': "{chosen.quote}"' if chosen.quote else "")

@@ -13,7 +13,7 @@ from app.core.records import Message, UserError
 from app.core.run.conversation import asked_for, asks, asks_to_confirm, misstated, says_value
 from app.core.suites.suite import UserSpec
 
-_DECLINES = re.compile(r"\b(no|not|don'?t|wait|hold on|rather not|espera|todav[ií]a)\b", re.I)
+_DECLINES = re.compile(r"\b(no|not|don['’]?t|wait|hold on|rather not|espera|todav[ií]a)\b", re.I)
 _CONFIRMS = re.compile(r"\b(yes|yeah|sure|confirm|go ahead|proceed|s[ií]|confirmo|hazlo|adelante)\b", re.I)
 
 

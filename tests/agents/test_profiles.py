@@ -338,3 +338,14 @@ def test_a_user_model_whose_first_fact_is_right_has_no_wrong_value_act_later() -
         ("wrong_value", "message 3: gives rut as 12345678-8, not 12345678-9"),
         ("corrected", "message 5: corrects rut to 12345678-9"),
     ]
+
+
+def test_a_user_model_s_decline_reads_the_typographic_apostrophe() -> None:
+    """A user model under changes_mind that writes "Don’t" (as models often do) declines, as with "Don't"."""
+    from app.agents.model_acts import ModelConversation
+
+    transcript = [Message("user", "I need a credit note.", 0), Message("assistant", "Shall I proceed?", 0)]
+    for reply in ("Don't do it yet.", "Don’t do it yet."):
+        conv = ModelConversation(model=None, profile="changes_mind")
+        conv.read(SPEC, transcript, reply)
+        assert [a.kind for a in conv.acts] == ["declined"], reply

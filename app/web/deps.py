@@ -48,7 +48,9 @@ def require_token(request: Request, authorization: Annotated[str | None, Header(
 
 
 ReadSession = Annotated[Session, Depends(read_session)]
-WriteSession = Annotated[Session, Depends(write_session)]
+# committed before the answer is sent (FastAPI ends a ``yield`` dependency after the response by default:
+# a client told 201 would not find its run yet, and a commit that failed would have answered 201)
+WriteSession = Annotated[Session, Depends(write_session, scope="function")]
 Writer = Depends(require_token)
 Limit = Annotated[int, Query(ge=1, le=queries.MAX_PAGE)]
 BlameFilter = Annotated[Literal["agent", "user", "task"] | None, Query(description="who failed the conversation")]

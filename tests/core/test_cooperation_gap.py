@@ -3,6 +3,8 @@ report counts a conversation under a profile (app/core/reports/report.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from app.core.reports.profiles import cooperation_gap
@@ -39,15 +41,14 @@ def test_the_gap_needs_cooperative_conversations() -> None:
     assert alone is not None and alone.band_k is None and len(alone.rows) == 1
 
 
-def compared(deltas: dict[str, float]) -> str:
-    """Compare's cooperation sentence for these B − A per profile (both runs ran every one)."""
-    from app.core.reports.cooperation import compare_gap
-
+def gap_data(deltas: dict[str, float], k: int = 4) -> dict[str, Any]:
+    """Compare's ``cooperation`` for these B − A per profile (both runs ran every one)."""
     others = [d for p, d in deltas.items() if p != "cooperative"]
-    rows = [{"profile": p, "a": 0.5, "b": 0.5 + d, "delta": d, "a_gap": None, "b_gap": None} for p, d in deltas.items()]
-    data = {
-        "k": 4,
-        "profiles": rows,
+    return {
+        "k": k,
+        "profiles": [
+            {"profile": p, "a": 0.5, "b": 0.5 + d, "delta": d, "a_gap": None, "b_gap": None} for p, d in deltas.items()
+        ],
         "same_profiles": True,
         "delta_cooperative": deltas["cooperative"],
         "delta_band": [min(others), max(others)],
@@ -55,7 +56,13 @@ def compared(deltas: dict[str, float]) -> str:
         "b_behind": sum(1 for d in deltas.values() if d < -1e-12),
         "compared": len(deltas),
     }
-    gap = compare_gap(data)
+
+
+def compared(deltas: dict[str, float]) -> str:
+    """Compare's cooperation sentence for these B − A per profile."""
+    from app.core.reports.cooperation import compare_gap
+
+    gap = compare_gap(gap_data(deltas))
     assert gap is not None
     return gap.sentence
 
@@ -76,14 +83,7 @@ def test_compare_says_whether_the_change_holds_for_every_user() -> None:
 def test_compare_places_each_profile_s_change_on_a_band() -> None:
     from app.core.reports.cooperation import compare_gap
 
-    rows = [
-        {"profile": p, "a": 0.5, "b": 0.5 + d, "delta": d, "a_gap": None, "b_gap": None}
-        for p, d in {"cooperative": 0.25, "impatient": -0.5, "drip_feed": 0.1}.items()
-    ]
-    data = {
-        "k": 2, "profiles": rows, "same_profiles": True, "delta_cooperative": 0.25, "delta_band": [-0.5, 0.1],
-        "b_ahead": 2, "b_behind": 1, "compared": 3,
-    }  # fmt: skip
+    data = gap_data({"cooperative": 0.25, "impatient": -0.5, "drip_feed": 0.1}, k=2)
     gap = compare_gap(data)
     assert gap is not None
     # the axis runs from B − A = −1 (x 0) through 0 (x 100) to +1 (x 200)
